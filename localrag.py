@@ -214,8 +214,8 @@ _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 class Config:
     """The resolved configuration: built once by :func:`load_config`, then passed down, never mutated."""
 
-    database_url: str = ""                 # "" -> the embedded Postgres under localrag_home
-    test_database_url: str = ""
+    database_url: str = dataclasses.field(default="", repr=False)  # "" -> embedded Postgres under localrag_home
+    test_database_url: str = dataclasses.field(default="", repr=False)
     vault_path: str = ""
     localrag_home: Path = Path(".")
     embedding_provider: str = FAKE_PROVIDER
@@ -928,9 +928,9 @@ def qwen_cache_hint(cache_dir: Path) -> str:
             f"folder {cache_dir} (or your EMBEDDING_CACHE_DIR) to the same path there")
 
 
-QWEN_INSTALL_HINT = ("EMBEDDING_PROVIDER=local-qwen3 needs sentence-transformers and torch: "
-                     "pip install 'localrag[local-qwen3]' (CPU-only torch keeps it small: "
-                     "pip install torch --index-url https://download.pytorch.org/whl/cpu)")
+QWEN_INSTALL_HINT = ("EMBEDDING_PROVIDER=local-qwen3 needs sentence-transformers and torch in this Python: "
+                     "pip install 'localrag[local-qwen3]' (install a CPU build of torch first to keep it small; "
+                     "see the README)")
 
 
 def qwen_cache_status(cache_dir: Path) -> dict:
@@ -974,9 +974,11 @@ class Qwen3Embedder:
     def _load(self):
         if self._model is not None:
             return self._model
-        if not self._allow_download and not qwen_cache_status(self.cache_dir)["cached"]:
+        cached = qwen_cache_status(self.cache_dir)["cached"]
+        if not self._allow_download and not cached:
             raise EmbeddingUnavailable(qwen_cache_hint(self.cache_dir), cache_dir=str(self.cache_dir))
-        if not self._allow_download:
+        offline = cached or not self._allow_download  # a cached model is never re-fetched, even by warmup
+        if offline:
             # Offline for real: the hub libraries read these at import and at call time.
             os.environ["HF_HUB_OFFLINE"] = "1"
             os.environ["TRANSFORMERS_OFFLINE"] = "1"
@@ -995,11 +997,12 @@ class Qwen3Embedder:
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         try:
             model = SentenceTransformer(QWEN_MODEL, cache_folder=str(self.cache_dir), device=self.device,
-                                        local_files_only=not self._allow_download)
-        except OSError as exc:
+                                        local_files_only=offline)
+        except Exception as exc:  # hub/transformers raise OSError, ValueError, HTTP errors... all mean "not loadable"
             raise EmbeddingUnavailable(qwen_cache_hint(self.cache_dir) + f" (loader said: {str(exc)[:200]})",
                                        cache_dir=str(self.cache_dir)) from None
-        dim = model.get_sentence_embedding_dimension()
+        get_dim = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+        dim = get_dim()
         if dim != EMBEDDING_DIM:
             raise EmbeddingDimMismatch(f"the model in {self.cache_dir} yields {dim}-dimensional vectors; the schema "
                                        f"stores vector({EMBEDDING_DIM}); re-run `localrag embeddings warmup`",
@@ -1909,21 +1912,32 @@ def check_citations(answer: str, n_blocks: int) -> dict:
     return {"markers": markers, "invalid": invalid, "ok": not invalid and bool(markers)}
 
 
+def _plain_markdown(text: str) -> str:
+    """Obsidian markup turned into readable text: callout markers and embeds dropped, [[a|b]] -> b, [[a#h]] -> a#h,
+    code fences removed."""
+    text = re.sub(r"```.*?(?:```|\Z)", " ", text, flags=re.DOTALL)
+    text = re.sub(r"^\s{0,3}#{1,6}\s.*$|^\s*\|?[\s:|-]+\|[\s:|-]*$", "", text, flags=re.MULTILINE)
+    text = re.sub(r"\[![\w-]+\][+-]?", " ", text)
+    text = re.sub(r"!\[\[[^\]]*\]\]", " ", text)
+    text = _WIKILINK_RE.sub(lambda m: (m.group(4) or (m.group(2) + (m.group(3) or ""))).strip(), text)
+    return text
+
+
 def _clean_sentence(s: str) -> str:
-    s = re.sub(r"^\s*(?:#{1,6}\s+|[-*+]\s+|\d+[.)]\s+|>\s*(?:\[![^\]]*\]\s*)?)+", "", s)
-    return re.sub(r"\s+", " ", s).strip()
+    s = re.sub(r"^\s*(?:#{1,6}\s+|[-*+]\s+|\d+[.)]\s+|>\s*|\|)+", "", s)
+    return re.sub(r"\s+", " ", s).strip(" |")
 
 
-def fake_answer(question: str, blocks: list[dict], max_sentences: int = 3) -> str:
+def fake_answer(question: str, blocks: list[dict], max_sentences: int = 4) -> str:
     """The fake LLM: the supplied sentences that best match the question (fake-lexical-v1 overlap), each followed
     by its [n].  Deterministic, and never a sentence from outside the blocks."""
     q = set(fake_tokens(question))
     scored = []
     for b in blocks:
-        for pos, raw in enumerate(_SENTENCE_RE.findall(b["content"])):
+        for pos, raw in enumerate(_SENTENCE_RE.findall(_plain_markdown(b["content"]))):
             sentence = _clean_sentence(raw)
-            if len(sentence) < 4 or sentence == TRUNCATED_MARK or sentence.startswith("```"):
-                continue
+            if len(sentence) < 8 or sentence == TRUNCATED_MARK or sentence.endswith(("?", "？")):
+                continue  # fragments and the document's own questions make poor answers
             toks = set(fake_tokens(sentence))
             overlap = len(q & toks) / math.sqrt(len(toks) or 1)
             scored.append((-overlap, b["n"], pos, sentence))

