@@ -1582,16 +1582,22 @@ class _IngestRun:
         except MarkdownError as exc:
             self._fail(rel, f"{exc}; fix the frontmatter between the --- lines")
             return None
-        chunks = chunk_document(doc)
-        fields = [document_fields(c.content, c.heading_path, rel, doc.tags, doc.wikilinks) for c in chunks]
-        vectors = self.embedder.embed_documents(fields)
-        return _Pending(rel, str(path.resolve()), digest, st.st_mtime_ns, st.st_size, doc, chunks, vectors,
+        return _Pending(rel, str(path.resolve()), digest, st.st_mtime_ns, st.st_size, doc, chunk_document(doc), [],
                         is_update=existing is not None)
+
+    def _embed(self, fields: list[dict[str, str]]) -> list:
+        """Vectors for a batch of chunks, in one call so a model sees full batches; progress on stderr."""
+        total = len(fields)
+        return self.embedder.embed_documents(fields, progress=lambda n: self.progress(f"embedding {n}/{total} chunks"))
 
     def _flush(self) -> None:
         if not self.batch:
             return
         batch, self.batch, self.batch_chunks = self.batch, [], 0
+        vectors = iter(self._embed([document_fields(c.content, c.heading_path, p.relative_path, p.doc.tags,
+                                                    p.doc.wikilinks) for p in batch for c in p.chunks]))
+        for p in batch:
+            p.vectors = [next(vectors) for _ in p.chunks]
         vault = str(self.root)
         with self.store.transaction():
             rows = self.store.run(
@@ -1653,7 +1659,7 @@ class _IngestRun:
                 "WHERE e.chunk_id = c.id AND e.embedding_provider = :p AND e.embedding_model = :m "
                 "AND e.embedding_dim = :d) ORDER BY c.id", ids=ids, p=self.key[0], m=self.key[1], d=self.key[2])
             self.progress(f"backfilling {len(rows)} chunks for {self.key[0]}")
-            vectors = self.embedder.embed_documents([document_fields(r[1], r[2], r[3], r[4], r[5]) for r in rows])
+            vectors = self._embed([document_fields(r[1], r[2], r[3], r[4], r[5]) for r in rows])
             data = _Copy(len(_EMBEDDING_COLUMNS))
             provider, model, dim = (_Copy.text(self.key[0]), _Copy.text(self.key[1]), _Copy.int4(self.key[2]))
             for r, vector in zip(rows, vectors):

@@ -1,0 +1,70 @@
+"""CLI conventions: every command has help with an example, --json keeps stdout pure, exit codes documented."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+import localrag
+from conftest import ROOT, run_cli
+
+COMMANDS = [["config"], ["db", "init"], ["db", "status"], ["db", "stop"], ["db", "schema"], ["ingest"], ["search"],
+            ["ask"], ["eval"], ["serve"], ["embeddings", "warmup"], ["embeddings", "status"]]
+
+
+def help_text(*args):
+    parser = localrag.build_parser()
+    import contextlib
+    import io
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), pytest.raises(SystemExit):
+        parser.parse_args([*args, "--help"])
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
+def test_every_command_has_help(command):
+    text = help_text(*command)
+    assert "usage: localrag " + " ".join(command) in text
+    top = help_text(command[0])
+    assert "example" in top
+
+
+def test_top_level_help_lists_exit_codes_and_readme_documents_them():
+    text = help_text()
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for code in (localrag.EXIT_OK, localrag.EXIT_INTERNAL, localrag.EXIT_USAGE, localrag.EXIT_CONFIG,
+                 localrag.EXIT_DB, localrag.EXIT_SCHEMA, localrag.EXIT_NOT_READY, localrag.EXIT_EMBEDDING,
+                 localrag.EXIT_LLM, localrag.EXIT_VAULT, localrag.EXIT_PARTIAL, localrag.EXIT_EVAL,
+                 localrag.EXIT_BUSY, localrag.EXIT_INTERRUPTED):
+        assert f"\n  {code} " in text
+        assert f"| {code} |" in readme, f"README lacks exit code {code}"
+    for key in localrag.ENV_KEYS:
+        assert f"`{key}`" in readme, f"README lacks env key {key}"
+    for command in COMMANDS:
+        assert "localrag " + " ".join(command) in readme, command
+
+
+def test_version_and_no_command():
+    assert run_cli("--version")[0] == 0
+    assert run_cli()[0] == localrag.EXIT_USAGE
+    assert run_cli("frobnicate")[0] == localrag.EXIT_USAGE
+
+
+def test_json_stdout_is_pure_and_messages_go_to_stderr(ingested):
+    config, vault, _ = ingested
+    proc = subprocess.run([sys.executable, "-m", "localrag", "ingest", str(vault), "--json"], capture_output=True,
+                          text=True, cwd=ROOT)
+    assert proc.returncode == 0
+    assert json.loads(proc.stdout)["documents_skipped"] > 0
+    proc = subprocess.run([sys.executable, "-m", "localrag", "search", "   ", "--json"], capture_output=True,
+                          text=True, cwd=ROOT)
+    assert proc.returncode == localrag.EXIT_USAGE
+    assert json.loads(proc.stdout)["error"]["code"] == "invalid_request"
+    assert proc.stderr.strip().startswith("error [invalid_request]:") and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_console_scripts_declared():
+    text = (ROOT / "pyproject.toml").read_text()
+    assert 'localrag = "localrag:main"' in text and 'rag = "localrag:main"' in text

@@ -1,0 +1,961 @@
+"""HTTP API tests (issue 4: `localrag serve`), against the real server and a real database.
+
+Every test starts the real stdlib server (in-process on an ephemeral 127.0.0.1 port via ``localrag.make_server``,
+or as a ``python -m localrag serve --port 0`` subprocess for signals and the CLI warning) and talks to it with
+``http.client``.  The database is the shared embedded Postgres + pgvector from conftest.py; the LLM is the fake
+provider, or, where a test needs a slow or failing model, a small OpenAI-compatible upstream served by this file on
+127.0.0.1 (a real HTTP server, not a patch).
+
+Covered: every endpoint and error of the issue (health checks and its 503s, search/ask, the SSE stream and its
+event order, 401/404/405/413/422/500 in the one error shape), CLI/HTTP parity, the bearer token on and off, the
+access log, connection reuse, 50 concurrent searches, clean shutdown on SIGTERM/SIGINT, the non-loopback warning,
+and a bounded schemathesis run of the API against its own /openapi.json.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import http.client
+import http.server
+import json
+import os
+import queue
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+import localrag
+from conftest import QUESTIONS, ROOT, run_cli
+
+HOST = "127.0.0.1"
+TOKEN = "tok-7f3a9c-http-tests"
+LLM_KEY = "sk-upstream-secret-4d1e"
+UNREACHABLE_URLS = [
+    "postgresql://u:secretpw@127.0.0.1:1/x_test",                       # TCP: nothing listens on port 1
+    "postgresql://u:secretpw@/x_test?host=/nonexistent-localrag-sockets",  # Unix socket dir that does not exist
+]
+
+
+# --- known-good questions ------------------------------------------------------------------------------------------
+
+def _eval_questions() -> tuple[list[str], list[str]]:
+    """(answerable, unanswerable) questions from eval/questions.yaml; generic ones if the file is mid-edit."""
+    answerable, unanswerable = [], []
+    try:
+        for item in yaml.safe_load(QUESTIONS.read_text(encoding="utf-8")) or []:
+            (answerable if item.get("expected_mode") == "rag" else unanswerable).append(item["question"])
+    except (OSError, yaml.YAMLError, AttributeError, KeyError, TypeError):
+        pass
+    return answerable or ["客户 P1 工单应该如何升级？"], unanswerable or ["今天上海天气如何？"]
+
+
+ANSWERABLE, UNANSWERABLE = _eval_questions()
+RAG_Q, NO_ANSWER_Q = ANSWERABLE[0], UNANSWERABLE[0]
+
+
+# --- a small HTTP client -------------------------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class Reply:
+    status: int
+    headers: http.client.HTTPMessage
+    raw: bytes
+
+    @property
+    def json(self):
+        return json.loads(self.raw.decode("utf-8"))
+
+    @property
+    def content_type(self) -> str:
+        return self.headers.get("Content-Type", "")
+
+
+def _encode(body) -> bytes | None:
+    if body is None or isinstance(body, bytes):
+        return body
+    if isinstance(body, str):
+        return body.encode("utf-8")
+    return json.dumps(body, ensure_ascii=False).encode("utf-8")
+
+
+class HttpClient:
+    """One fresh connection per call (closed afterwards, so the server's shutdown never waits on an idle one)."""
+
+    def __init__(self, port: int, token: str | None = None, server=None) -> None:
+        self.port, self.token, self.server = port, token, server
+        self.base_url = f"http://{HOST}:{port}"
+
+    def connect(self, timeout: float = 30) -> http.client.HTTPConnection:
+        return http.client.HTTPConnection(HOST, self.port, timeout=timeout)
+
+    def _headers(self, body, headers, auth: bool) -> dict:
+        out = {"Content-Type": "application/json"} if body is not None else {}
+        if auth and self.token:
+            out["Authorization"] = f"Bearer {self.token}"
+        out.update(headers or {})
+        return out
+
+    def call(self, method: str, path: str, body=None, headers: dict | None = None, auth: bool = True) -> Reply:
+        conn = self.connect()
+        try:
+            conn.request(method, path, body=_encode(body), headers=self._headers(body, headers, auth))
+            resp = conn.getresponse()
+            return Reply(resp.status, resp.headers, resp.read())
+        finally:
+            conn.close()
+
+    def get(self, path: str, **kw) -> Reply:
+        return self.call("GET", path, **kw)
+
+    def post(self, path: str, body, **kw) -> Reply:
+        return self.call("POST", path, body, **kw)
+
+    def stream(self, body, path: str = "/ask/stream", **kw) -> tuple[Reply, list[tuple[str, dict]]]:
+        """POST to the SSE endpoint and read to EOF; events are parsed only for a text/event-stream reply."""
+        reply = self.post(path, body, **kw)
+        events = parse_sse(reply.raw.decode("utf-8")) if reply.content_type.startswith("text/event-stream") else []
+        return reply, events
+
+
+def parse_sse(text: str) -> list[tuple[str, dict]]:
+    events = []
+    for block in text.split("\n\n"):
+        if not block.strip():
+            continue
+        fields = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line)
+        events.append((fields.get("event", "message"), json.loads(fields["data"])))
+    return events
+
+
+def read_sse_event(resp: http.client.HTTPResponse) -> tuple[str, dict] | None:
+    """The next event of a stream being read incrementally, or None at EOF."""
+    fields: dict = {}
+    while True:
+        line = resp.readline()
+        if not line:
+            return None
+        line = line.decode("utf-8").rstrip("\n")
+        if line == "":
+            if fields:
+                return fields.get("event", "message"), json.loads(fields["data"])
+            continue
+        key, _, value = line.partition(": ")
+        fields[key] = value
+
+
+def assert_error(reply: Reply, status: int, code: str, field: str | None = None) -> dict:
+    """The one error shape: {"error": {"code", "message", "details"}}, as JSON, without a traceback."""
+    assert reply.status == status, (reply.status, reply.raw[:500])
+    assert reply.content_type.startswith("application/json"), reply.content_type
+    assert b"Traceback" not in reply.raw and b'File "' not in reply.raw
+    body = reply.json
+    assert set(body) == {"error"}, body
+    err = body["error"]
+    assert set(err) == {"code", "message", "details"}, err
+    assert isinstance(err["message"], str) and err["message"], err
+    assert isinstance(err["details"], dict), err
+    assert err["code"] == code, err
+    if field is not None:
+        assert err["details"].get("field") == field, err
+        assert field in err["message"], err
+    return err
+
+
+# --- fixtures ------------------------------------------------------------------------------------------------------
+
+@pytest.fixture
+def start_server():
+    """Factory: start the real server for a config on an ephemeral loopback port; stopped cleanly at teardown."""
+    started = []
+
+    def start(config, token: str | None = None) -> HttpClient:
+        srv = localrag.make_server(config, HOST, 0)
+        thread = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        thread.start()
+        started.append((srv, thread))
+        return HttpClient(srv.server_address[1], token=token, server=srv)
+
+    yield start
+    for srv, thread in started:
+        srv.shutdown()
+        srv.server_close()
+        srv.api.pool.close()
+        thread.join(10)
+
+
+@pytest.fixture
+def api(ingested, start_server) -> HttpClient:
+    """The server over the ingested sample vault, no token."""
+    config, _vault, _result = ingested
+    return start_server(config)
+
+
+@pytest.fixture
+def empty_api(db, start_server) -> HttpClient:
+    """The server over a database with the schema and no rows (retrieval not ready)."""
+    return start_server(db)
+
+
+@pytest.fixture
+def token_api(ingested, monkeypatch, start_server) -> HttpClient:
+    """The server over the ingested vault with LOCALRAG_API_TOKEN set; the client sends the token unless told not to."""
+    monkeypatch.setenv("LOCALRAG_API_TOKEN", TOKEN)
+    return start_server(localrag.load_config(), token=TOKEN)
+
+
+class Upstream:
+    """A scripted OpenAI-compatible Chat Completions endpoint on 127.0.0.1 (for streams that stall or fail).
+
+    ``script`` is what a streaming request receives, item by item: a str is sent as one ``data:`` line, a
+    threading.Event is waited on (so a test decides when the model "continues").  A non-streaming request gets the
+    delta texts of the script as one completion.
+    """
+
+    def __init__(self, script: list) -> None:
+        self.script = script
+        self.requests: list[dict] = []
+        upstream = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+                upstream.requests.append(body)
+                if body.get("stream"):
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/event-stream")
+                    self.end_headers()
+                    for item in upstream.script:
+                        if isinstance(item, threading.Event):
+                            item.wait(30)
+                            continue
+                        self.wfile.write(f"data: {item}\n\n".encode("utf-8"))
+                        self.wfile.flush()
+                    return
+                text = "".join(json.loads(i)["choices"][0]["delta"].get("content") or ""
+                               for i in upstream.script if isinstance(i, str) and i.startswith("{"))
+                data = json.dumps({"id": "up-1", "object": "chat.completion", "model": "upstream-model",
+                                   "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                                                "finish_reason": "stop"}]}).encode("utf-8")
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.httpd = http.server.ThreadingHTTPServer((HOST, 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://{HOST}:{self.httpd.server_address[1]}/v1"
+        threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+
+    def close(self) -> None:
+        for item in self.script:
+            if isinstance(item, threading.Event):
+                item.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def delta(text: str) -> str:
+    return json.dumps({"id": "up-1", "object": "chat.completion.chunk", "model": "upstream-model",
+                       "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]})
+
+
+STOP = json.dumps({"id": "up-1", "object": "chat.completion.chunk", "model": "upstream-model",
+                   "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+
+
+@pytest.fixture
+def upstream(monkeypatch):
+    """Factory: start an Upstream and point LLM_* (plus fallback mode) at it; call before load_config()."""
+    made = []
+
+    def make(script: list) -> Upstream:
+        up = Upstream(script)
+        made.append(up)
+        for key, value in {"LLM_PROVIDER": "openai-compatible", "LLM_BASE_URL": up.url, "LLM_API_KEY": LLM_KEY,
+                           "LLM_MODEL": "upstream-model", "RAG_FALLBACK_ENABLED": "true"}.items():
+            monkeypatch.setenv(key, value)
+        return up
+
+    yield make
+    for up in made:
+        up.close()
+
+
+# --- serve as a subprocess -----------------------------------------------------------------------------------------
+
+class ServeProcess:
+    """`python -m localrag serve --port 0 ...` with the test's environment; stderr is collected line by line."""
+
+    def __init__(self, *args: str) -> None:
+        env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
+        self.proc = subprocess.Popen([sys.executable, "-m", "localrag", "serve", "--port", "0", *args],
+                                     env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.stderr: list[str] = []
+        threading.Thread(target=self._pump, daemon=True).start()
+        self.port = self._wait_ready()
+
+    def _pump(self) -> None:
+        for line in self.proc.stderr:
+            self.lines.put(line)
+        self.lines.put("")
+
+    def _wait_ready(self, timeout: float = 60) -> int:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                line = self.lines.get(timeout=1)
+            except queue.Empty:
+                continue
+            if line == "":
+                break
+            self.stderr.append(line)
+            match = re.search(r"serving on http://127\.0\.0\.1:(\d+)", line)
+            if match:
+                return int(match.group(1))
+        self.kill()
+        pytest.fail(f"`localrag serve` did not report its URL; stderr: {''.join(self.stderr)}")
+
+    def all_stderr(self) -> str:
+        while True:
+            try:
+                line = self.lines.get(timeout=5)
+            except queue.Empty:
+                break
+            if line == "":
+                break
+            self.stderr.append(line)
+        return "".join(self.stderr)
+
+    def refuses_connections(self) -> bool:
+        try:
+            socket.create_connection((HOST, self.port), timeout=1).close()
+        except OSError:
+            return True
+        return False
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+@pytest.fixture
+def serve_process(env):
+    procs: list[ServeProcess] = []
+
+    def spawn(*args: str) -> ServeProcess:
+        p = ServeProcess(*args)
+        procs.append(p)
+        return p
+
+    yield spawn
+    for p in procs:
+        p.kill()
+
+
+# === GET /health ===================================================================================================
+
+def test_health_reports_every_check_and_details(api):
+    reply = api.get("/health")
+    assert reply.status == 200
+    body = reply.json
+    assert body["status"] == "ok"
+    assert body["checks"] == {"app": "ok", "database": "ok", "schema": "ok", "pgvector": "ok",
+                              "embedding_config": "ok", "retrieval_ready": "ok"}
+    details = body["details"]
+    assert details["documents"] > 0 and details["chunks"] > 0
+    assert details["embeddings_current_config"] == details["chunks"]
+    assert details["embedding_provider"] == "fake" and details["embedding_dim"] == 1024
+    assert details["pgvector_version"] and details["version"] == localrag.__version__
+
+
+def test_health_is_200_not_ready_on_an_empty_index(empty_api):
+    reply = empty_api.get("/health")
+    assert reply.status == 200
+    body = reply.json
+    assert body["checks"]["retrieval_ready"] == "not_ready"
+    assert body["checks"]["database"] == body["checks"]["schema"] == body["checks"]["pgvector"] == "ok"
+    assert body["status"] != "ok"
+    assert body["details"]["embeddings_current_config"] == 0 and "ingest" in body["details"]["hint"]
+
+
+@pytest.mark.parametrize("url", UNREACHABLE_URLS, ids=["tcp", "unix-socket"])
+def test_health_is_503_when_the_database_is_unreachable_and_hides_the_password(url, env, monkeypatch, start_server):
+    monkeypatch.setenv("DATABASE_URL", url)
+    client = start_server(localrag.load_config())
+    reply = client.get("/health")
+    assert_error(reply, 503, "database_unavailable")
+    assert b"secretpw" not in reply.raw
+
+
+def test_search_is_503_when_the_database_is_unreachable(env, monkeypatch, start_server):
+    monkeypatch.setenv("DATABASE_URL", UNREACHABLE_URLS[0])
+    client = start_server(localrag.load_config())
+    for path, body in (("/search", {"query": RAG_Q}), ("/ask", {"question": RAG_Q}),
+                       ("/ask/stream", {"question": RAG_Q})):
+        reply = client.post(path, body)
+        assert_error(reply, 503, "database_unavailable")
+        assert b"secretpw" not in reply.raw
+
+
+def test_health_and_search_are_503_when_the_schema_is_missing(db, start_server):
+    client = start_server(db)
+    with localrag.Store.open(db) as s:
+        s.run("DROP TABLE IF EXISTS embeddings, chunks, documents, ingest_runs CASCADE")
+    try:
+        assert_error(client.get("/health"), 503, "schema_not_initialized")
+        assert_error(client.post("/search", {"query": RAG_Q}), 503, "schema_not_initialized")
+    finally:
+        with localrag.Store.open(db) as s:
+            s.init_schema()
+
+
+def test_health_is_503_when_pgvector_is_absent(db, start_server):
+    client = start_server(db)
+    with localrag.Store.open(db) as s:
+        s.run("DROP TABLE IF EXISTS embeddings, chunks, documents, ingest_runs CASCADE")
+        s.run("DROP EXTENSION IF EXISTS vector CASCADE")
+    try:
+        assert_error(client.get("/health"), 503, "pgvector_missing")
+    finally:
+        with localrag.Store.open(db) as s:
+            s.init_schema()
+
+
+# === POST /search, /ask ============================================================================================
+
+def test_search_returns_ranked_results_within_top_k(api):
+    reply = api.post("/search", {"query": RAG_Q, "top_k": 3})
+    assert reply.status == 200 and reply.content_type.startswith("application/json")
+    body = reply.json
+    assert set(body) == {"confidence", "results"}
+    results = body["results"]
+    assert 1 <= len(results) <= 3
+    assert [set(r) for r in results] == [{"content", "source", "relative_path", "heading_path", "heading",
+                                          "score"}] * len(results)
+    scores = [r["score"] for r in results]
+    assert scores == sorted(scores, reverse=True) and all(0 <= s <= 1 for s in scores)
+    assert body["confidence"] == scores[0]
+
+
+def test_search_without_top_k_uses_the_configured_default(api):
+    body = api.post("/search", {"query": RAG_Q, "top_k": None}).json
+    assert len(body["results"]) == localrag.load_config().rag_top_k
+
+
+def test_ask_answers_with_citations(api):
+    reply = api.post("/ask", {"question": RAG_Q})
+    assert reply.status == 200
+    body = reply.json
+    assert body["mode"] == "rag", body["reason"]
+    assert body["citations"] and body["answer"]
+    assert body["citation_check"]["ok"] is True
+    assert body["completion"]["status"] == "complete"
+
+
+def test_ask_without_evidence_is_no_answer(api):
+    body = api.post("/ask", {"question": NO_ANSWER_Q, "fallback": True}).json
+    assert body["mode"] == "no_answer"      # fallback is disabled globally unless RAG_FALLBACK_ENABLED=true
+    assert body["citations"] == [] and body["completion"]["status"] == "not_called"
+
+
+@pytest.mark.parametrize("path,body", [("/search", {"query": RAG_Q}), ("/ask", {"question": RAG_Q}),
+                                       ("/ask/stream", {"question": RAG_Q})])
+def test_retrieval_not_ready_is_503(empty_api, path, body):
+    reply = empty_api.post(path, body)
+    err = assert_error(reply, 503, "retrieval_not_ready")
+    assert "ingest" in err["message"]
+
+
+# === POST /ask/stream ==============================================================================================
+
+def test_stream_sends_citations_then_deltas_then_done(api):
+    reply, events = api.stream({"question": RAG_Q})
+    assert reply.status == 200 and reply.content_type.startswith("text/event-stream")
+    names = [name for name, _ in events]
+    assert names[0] == "citations" and names[-1] == "done"
+    assert set(names[1:-1]) == {"delta"}, names
+    citations, done = events[0][1], events[-1][1]
+    assert done["mode"] == citations["mode"] == "rag"
+    assert citations["citations"] == done["citations"] and done["citations"]
+    assert "".join(data["text"] for name, data in events if name == "delta") == done["answer"]
+
+
+def test_stream_done_event_equals_the_ask_response(api):
+    for question in (RAG_Q, NO_ANSWER_Q):
+        _reply, events = api.stream({"question": question, "top_k": 4})
+        assert events[-1] == ("done", api.post("/ask", {"question": question, "top_k": 4}).json)
+
+
+def test_stream_no_answer_still_streams_citations_delta_done(api):
+    _reply, events = api.stream({"question": NO_ANSWER_Q})
+    assert [name for name, _ in events] == ["citations", "delta", "done"]
+    assert events[0][1]["citations"] == [] and events[-1][1]["mode"] == "no_answer"
+
+
+def test_stream_error_mid_stream_arrives_as_an_error_event(ingested, upstream, start_server):
+    upstream([delta("general knowledge starts"), json.dumps({"error": {"message": "upstream exploded"}})])
+    client = start_server(localrag.load_config())
+    reply, events = client.stream({"question": NO_ANSWER_Q, "fallback": True})
+    assert reply.status == 200
+    names = [name for name, _ in events]
+    assert names[0] == "citations" and names[-1] == "error" and "done" not in names
+    assert "general knowledge starts" in "".join(d["text"] for n, d in events if n == "delta")
+    error = events[-1][1]
+    assert set(error) == {"error"} and set(error["error"]) == {"code", "message", "details"}
+    assert error["error"]["code"] == "llm_upstream_error"
+    assert LLM_KEY.encode() not in reply.raw and b"Traceback" not in reply.raw
+
+
+def test_stream_upstream_unreachable_is_an_error_event_and_ask_a_502(ingested, monkeypatch, start_server):
+    for key, value in {"LLM_PROVIDER": "openai-compatible", "LLM_BASE_URL": f"http://{HOST}:1/v1",
+                       "LLM_API_KEY": LLM_KEY, "LLM_MODEL": "m", "RAG_FALLBACK_ENABLED": "true"}.items():
+        monkeypatch.setenv(key, value)
+    client = start_server(localrag.load_config())
+    _reply, events = client.stream({"question": NO_ANSWER_Q, "fallback": True})
+    assert events[0][0] == "citations" and events[-1][0] == "error"
+    assert events[-1][1]["error"]["code"] == "llm_upstream_error"
+    assert_error(client.post("/ask", {"question": NO_ANSWER_Q, "fallback": True}), 502, "llm_upstream_error")
+
+
+def test_stream_malformed_upstream_chunk_is_an_upstream_error_not_internal(ingested, upstream, start_server):
+    """An upstream SSE chunk of the wrong shape is the model's fault (llm_upstream_error), never a crash."""
+    upstream([delta("partial "), json.dumps({"id": "x", "choices": [5]})])
+    client = start_server(localrag.load_config())
+    reply, events = client.stream({"question": NO_ANSWER_Q, "fallback": True})
+    assert events[-1][0] == "error" and b"Traceback" not in reply.raw
+    assert events[-1][1]["error"]["code"] == "llm_upstream_error", events[-1]
+
+
+# === errors: 422 / 404 / 405 / 413 / 401 ===========================================================================
+
+_LONG = "x" * 4001
+INVALID_BODIES = [
+    # (id, raw body or object, field named in the error)
+    ("malformed-json", b'{"query": ', "body"),
+    ("not-utf8", b'{"TEXT": "\xff"}', "body"),
+    ("array-body", b"[1, 2]", "body"),
+    ("string-body", b'"P1"', "body"),
+    ("null-body", b"null", "body"),
+    ("empty-body", None, "body"),
+    ("deeply-nested", b"[" * 100_000 + b"]" * 100_000, "body"),
+    ("unknown-field", {"TEXT": "P1", "limit": 3}, "limit"),
+    ("missing-text", {}, "TEXT"),
+    ("text-null", {"TEXT": None}, "TEXT"),
+    ("text-number", {"TEXT": 5}, "TEXT"),
+    ("text-list", {"TEXT": ["P1"]}, "TEXT"),
+    ("text-empty", {"TEXT": ""}, "TEXT"),
+    ("text-blank", {"TEXT": " \t\n "}, "TEXT"),
+    ("text-too-long", {"TEXT": _LONG}, "TEXT"),
+    ("text-lone-surrogate", b'{"TEXT": "\\ud800"}', "TEXT"),
+    ("top_k-string", {"TEXT": "P1", "top_k": "3"}, "top_k"),
+    ("top_k-bool", {"TEXT": "P1", "top_k": True}, "top_k"),
+    ("top_k-float", {"TEXT": "P1", "top_k": 2.5}, "top_k"),
+    ("top_k-zero", {"TEXT": "P1", "top_k": 0}, "top_k"),
+    ("top_k-negative", {"TEXT": "P1", "top_k": -1}, "top_k"),
+    ("top_k-21", {"TEXT": "P1", "top_k": 21}, "top_k"),
+    ("top_k-huge", {"TEXT": "P1", "top_k": 10 ** 30}, "top_k"),
+]
+ENDPOINT_TEXT = {"/search": "query", "/ask": "question", "/ask/stream": "question"}
+
+
+def _fill(body, text_field: str):
+    if isinstance(body, dict):
+        return {(text_field if k == "TEXT" else k): v for k, v in body.items()}
+    if isinstance(body, bytes):
+        return body.replace(b"TEXT", text_field.encode())
+    return body
+
+
+@pytest.mark.parametrize("path", list(ENDPOINT_TEXT))
+@pytest.mark.parametrize("case_id,body,field", INVALID_BODIES, ids=[c[0] for c in INVALID_BODIES])
+def test_invalid_request_is_422_naming_the_field(api, path, case_id, body, field):
+    text_field = ENDPOINT_TEXT[path]
+    reply = api.post(path, _fill(body, text_field))
+    assert_error(reply, 422, "invalid_request", field=text_field if field == "TEXT" else field)
+
+
+@pytest.mark.parametrize("path", ["/ask", "/ask/stream"])
+@pytest.mark.parametrize("value", ["yes", 1, [True]])
+def test_ask_fallback_must_be_a_boolean(api, path, value):
+    assert_error(api.post(path, {"question": RAG_Q, "fallback": value}), 422, "invalid_request", field="fallback")
+
+
+def test_search_rejects_fields_of_ask(api):
+    assert_error(api.post("/search", {"query": RAG_Q, "fallback": True}), 422, "invalid_request", field="fallback")
+
+
+def test_chunked_request_body_is_422(api):
+    conn = api.connect()
+    try:
+        conn.request("POST", "/search", body=iter([b'{"query": "P1"}']), encode_chunked=True,
+                     headers={"Transfer-Encoding": "chunked", "Content-Type": "application/json"})
+        resp = conn.getresponse()
+        assert_error(Reply(resp.status, resp.headers, resp.read()), 422, "invalid_request", field="body")
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("method,path", [("GET", "/nope"), ("POST", "/nope"), ("GET", "/"),
+                                         ("POST", "/ingest"), ("GET", "/search/extra")])
+def test_unknown_path_is_404(api, method, path):
+    body = {"query": "P1"} if method == "POST" else None
+    err = assert_error(api.call(method, path, body), 404, "not_found")
+    assert err["details"]["path"] == path
+
+
+@pytest.mark.parametrize("method,path,allowed", [
+    ("GET", "/search", "POST"), ("GET", "/ask", "POST"), ("GET", "/ask/stream", "POST"),
+    ("POST", "/health", "GET"), ("POST", "/openapi.json", "GET"), ("PUT", "/search", "POST"),
+    ("DELETE", "/ask", "POST"), ("PATCH", "/health", "GET"),
+])
+def test_wrong_method_is_405_with_allow(api, method, path, allowed):
+    body = {"query": "P1"} if method in ("POST", "PUT", "PATCH") else None
+    reply = api.call(method, path, body)
+    assert_error(reply, 405, "method_not_allowed")
+    assert reply.headers["Allow"] == allowed
+
+
+@pytest.mark.parametrize("method", ["OPTIONS", "TRACE"])
+def test_any_other_method_is_405_in_the_error_shape(api, method):
+    """OPTIONS/TRACE are wrong methods too: 405 JSON, not http.server's 501 HTML page."""
+    reply = api.call(method, "/search")
+    assert_error(reply, 405, "method_not_allowed")
+
+
+@pytest.mark.parametrize("method,path", [("POST", "/nope"), ("PUT", "/search"), ("POST", "/health")])
+def test_connection_stays_usable_after_an_error_on_a_request_with_a_body(api, method, path):
+    """A 404/405 on a request that carried a body must not leave the body in the socket for the next request."""
+    conn = api.connect()
+    try:
+        conn.request(method, path, body=b'{"query": "P1"}', headers={"Content-Type": "application/json"})
+        first = conn.getresponse()
+        first.read()
+        assert first.status in (404, 405)
+        conn.request("GET", "/health")
+        second = conn.getresponse()
+        assert second.status == 200, second.read()[:300]
+        second.read()
+    finally:
+        conn.close()
+
+
+def test_body_over_one_mib_is_413(api):
+    limit = localrag.HTTP_MAX_BODY_BYTES_DEFAULT
+    body = b'{"query": "P1"}' + b" " * (limit + 1 - len(b'{"query": "P1"}'))
+    err = assert_error(api.post("/search", body), 413, "payload_too_large")
+    assert err["details"]["limit"] == limit
+
+
+def test_body_of_exactly_one_mib_is_accepted(api):
+    limit = localrag.HTTP_MAX_BODY_BYTES_DEFAULT
+    body = b'{"query": "P1", "top_k": 2}'
+    assert api.post("/search", body + b" " * (limit - len(body))).status == 200
+
+
+def test_max_body_bytes_is_configurable(ingested, monkeypatch, start_server):
+    monkeypatch.setenv("LOCALRAG_MAX_BODY_BYTES", "100")
+    client = start_server(localrag.load_config())
+    assert client.post("/search", {"query": "P1"}).status == 200
+    err = assert_error(client.post("/ask", {"question": "P1 " * 50}), 413, "payload_too_large")
+    assert err["details"]["limit"] == 100
+
+
+def test_declared_oversize_body_is_413_without_reading_it(api):
+    """A client that declares a huge Content-Length gets 413 at once, before sending the body."""
+    conn = api.connect()
+    try:
+        conn.putrequest("POST", "/search")
+        conn.putheader("Content-Type", "application/json")
+        conn.putheader("Content-Length", str(50 * 1024 * 1024))
+        conn.endheaders(b'{"query": ')
+        resp = conn.getresponse()
+        assert_error(Reply(resp.status, resp.headers, resp.read()), 413, "payload_too_large")
+    finally:
+        conn.close()
+
+
+# === access control ================================================================================================
+
+@pytest.mark.parametrize("path,body", [("/search", {"query": RAG_Q}), ("/ask", {"question": RAG_Q}),
+                                       ("/ask/stream", {"question": RAG_Q})])
+@pytest.mark.parametrize("authorization", [None, "Bearer wrong-token", f"Basic {TOKEN}", "Bearer", f"{TOKEN}"])
+def test_token_required_without_it_is_401(token_api, path, body, authorization):
+    headers = {"Authorization": authorization} if authorization else {}
+    reply = token_api.post(path, body, headers=headers, auth=False)
+    assert_error(reply, 401, "unauthorized")
+    assert reply.headers["WWW-Authenticate"].startswith("Bearer")
+    assert TOKEN.encode() not in reply.raw
+
+
+@pytest.mark.parametrize("path,body", [("/search", {"query": RAG_Q}), ("/ask", {"question": RAG_Q}),
+                                       ("/ask/stream", {"question": RAG_Q})])
+def test_token_required_with_it_is_200(token_api, path, body):
+    assert token_api.post(path, body).status == 200
+
+
+@pytest.mark.parametrize("path", ["/search", "/ask", "/ask/stream"])
+def test_token_required_checked_before_the_body(token_api, path):
+    """Without the token a client learns nothing, not even whether its body would have been valid."""
+    reply = token_api.post(path, b'{"not json', auth=False)
+    assert_error(reply, 401, "unauthorized")
+
+
+def test_token_scheme_is_case_insensitive(token_api):
+    assert token_api.post("/search", {"query": RAG_Q}, headers={"Authorization": f"bearer {TOKEN}"}).status == 200
+
+
+def test_health_without_token_shows_no_details(token_api):
+    anonymous = token_api.get("/health", auth=False)
+    assert anonymous.status == 200
+    assert "details" not in anonymous.json and anonymous.json["checks"]["database"] == "ok"
+    authorized = token_api.get("/health")
+    assert authorized.status == 200 and "documents" in authorized.json["details"]
+
+
+def test_openapi_stays_open_with_a_token(token_api):
+    assert token_api.get("/openapi.json", auth=False).status == 200
+
+
+def test_token_off_needs_no_authorization(api):
+    assert api.post("/search", {"query": RAG_Q}).status == 200
+    assert api.post("/search", {"query": RAG_Q}, headers={"Authorization": "Bearer anything"}).status == 200
+    assert "details" in api.get("/health").json
+
+
+# === GET /openapi.json =============================================================================================
+
+def test_openapi_describes_every_endpoint_and_the_error_body(api):
+    reply = api.get("/openapi.json")
+    assert reply.status == 200
+    spec = reply.json
+    assert spec["openapi"].startswith("3.")
+    assert set(spec["paths"]) == {"/health", "/search", "/ask", "/ask/stream", "/openapi.json"}
+    assert "/ingest" not in spec["paths"]
+    schemas = spec["components"]["schemas"]
+    assert schemas["ErrorResponse"]["properties"]["error"]["required"] == ["code", "message", "details"]
+    for path, method, codes in (("/search", "post", {"401", "413", "422", "503"}),
+                                ("/ask", "post", {"401", "413", "422", "502", "503"}),
+                                ("/ask/stream", "post", {"401", "413", "422", "503"}),
+                                ("/health", "get", {"503"})):
+        op = spec["paths"][path][method]
+        assert codes <= set(op["responses"]), (path, op["responses"].keys())
+        for code in codes:
+            ref = op["responses"][code]["content"]["application/json"]["schema"]["$ref"]
+            assert ref == "#/components/schemas/ErrorResponse"
+    for name, text in (("SearchRequest", "query"), ("AskRequest", "question")):
+        req = schemas[name]
+        assert req["required"] == [text] and req["additionalProperties"] is False
+        assert (req["properties"]["top_k"]["minimum"], req["properties"]["top_k"]["maximum"]) == (1, 20)
+    assert "text/event-stream" in spec["paths"]["/ask/stream"]["post"]["responses"]["200"]["content"]
+
+
+# The whitespace of ECMA-262 regular expressions, which the OpenAPI `pattern` keyword uses.
+_ECMA_WS = set("\t\n\v\f\r \u00a0\u1680\u2028\u2029\u202f\u205f\u3000\ufeff") | {chr(c) for c in range(0x2000, 0x200b)}
+
+
+@pytest.mark.parametrize("text", ["\x1f", "\x1c", "\x85", "\ufeff", "\u3000"],
+                         ids=["US", "FS", "NEL", "BOM", "ideographic-space"])
+def test_blank_text_validation_matches_the_documented_pattern(api, text):
+    """The spec says query matches the pattern \\S; the server must accept exactly what that pattern accepts."""
+    documented_valid = any(ch not in _ECMA_WS for ch in text)
+    reply = api.post("/search", {"query": text})
+    assert (reply.status != 422) == documented_valid, (repr(text), reply.status, reply.raw[:200])
+
+
+# === CLI / HTTP parity =============================================================================================
+
+@pytest.mark.parametrize("args,path,body", [
+    (("search", RAG_Q, "--json"), "/search", {"query": RAG_Q}),
+    (("search", RAG_Q, "--top-k", "2", "--json"), "/search", {"query": RAG_Q, "top_k": 2}),
+    (("ask", RAG_Q, "--json"), "/ask", {"question": RAG_Q}),
+    (("ask", NO_ANSWER_Q, "--json"), "/ask", {"question": NO_ANSWER_Q}),
+])
+def test_cli_json_equals_http_body(api, args, path, body):
+    code, out = run_cli(*args)
+    assert code == 0
+    reply = api.post(path, body)
+    assert reply.status == 200
+    assert json.loads(out) == reply.json
+
+
+def test_cli_and_http_give_the_same_error_body(api):
+    code, out = run_cli("search", "   ", "--json")
+    assert code == localrag.EXIT_USAGE
+    assert json.loads(out) == api.post("/search", {"query": "   "}).json
+
+
+def test_cli_and_http_give_the_same_not_ready_error(empty_api):
+    code, out = run_cli("ask", RAG_Q, "--json")
+    assert code == localrag.EXIT_NOT_READY
+    assert json.loads(out) == empty_api.post("/ask", {"question": RAG_Q}).json
+
+
+# === operation: access log, connection reuse, concurrency, timeouts =================================================
+
+LOG_LINE = re.compile(r"^127\.0\.0\.1 (GET|POST|PUT|DELETE|PATCH|OPTIONS|TRACE) (\S+) (\d{3}|-) \d+(?:\.\d+)?ms$")
+
+
+def test_access_log_has_one_line_per_request_without_bodies_or_keys(capsys, token_api):
+    marker = "BODY-MARKER-91c2"
+    token_api.get("/health")
+    token_api.post("/search", {"query": f"P1 {marker}"})
+    token_api.post("/ask/stream", {"question": f"P1 {marker}"})
+    token_api.post("/search", {"query": marker}, auth=False)
+    token_api.get("/nope")
+    expected = [("GET", "/health", "200"), ("POST", "/search", "200"), ("POST", "/ask/stream", "200"),
+                ("POST", "/search", "401"), ("GET", "/nope", "404")]
+    err = ""
+    deadline = time.monotonic() + 10   # the line is written just after the response: wait for the last one
+    while time.monotonic() < deadline:
+        err += capsys.readouterr().err
+        if len([ln for ln in err.splitlines() if LOG_LINE.match(ln)]) >= len(expected):
+            break
+        time.sleep(0.02)
+    lines = [ln for ln in err.splitlines() if LOG_LINE.match(ln)]
+    assert sorted(LOG_LINE.match(ln).groups()[:3] for ln in lines) == sorted(expected), err
+    assert marker not in err and TOKEN not in err
+
+
+def test_connections_are_reused_across_requests(api):
+    for _ in range(5):
+        assert api.post("/search", {"query": RAG_Q}).status == 200
+    assert api.get("/health").status == 200
+    assert api.post("/ask", {"question": RAG_Q}).status == 200
+    assert api.server.api.pool.opened == 1
+
+
+def test_server_recovers_after_its_database_connection_is_killed(api, config):
+    assert api.post("/search", {"query": RAG_Q}).status == 200
+    with localrag.Store.open(config) as s:
+        killed = s.run("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                       "WHERE application_name = 'localrag' AND pid <> pg_backend_pid() "
+                       "AND datname = current_database()")[0][0]
+    assert killed >= 1
+    first = api.post("/search", {"query": RAG_Q})
+    if first.status != 200:       # a dead pooled connection may cost one 503, never a 500
+        assert_error(first, 503, "database_unavailable")
+    assert api.post("/search", {"query": RAG_Q}).status == 200
+
+
+def test_fifty_concurrent_searches_are_all_answered_correctly(api, config):
+    questions = [(ANSWERABLE + UNANSWERABLE)[i % len(ANSWERABLE + UNANSWERABLE)] for i in range(50)]
+    expected = {q: json.loads(json.dumps(localrag.search(config, q, 3))) for q in set(questions)}
+    with concurrent.futures.ThreadPoolExecutor(max_workers=50) as pool:
+        replies = list(pool.map(lambda q: api.post("/search", {"query": q, "top_k": 3}), questions))
+    assert [r.status for r in replies] == [200] * 50
+    for q, reply in zip(questions, replies):
+        assert reply.json == expected[q], q
+    assert 1 <= api.server.api.pool.opened <= 50
+
+
+def test_a_stalled_client_does_not_block_others(api):
+    stalled = socket.create_connection((HOST, api.port), timeout=10)
+    try:
+        stalled.sendall(b"POST /search HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"query\"")
+        assert api.get("/health").status == 200
+        assert api.post("/search", {"query": RAG_Q}).status == 200
+    finally:
+        stalled.close()
+    timeout = api.server.RequestHandlerClass.timeout
+    assert timeout is not None and 0 < timeout <= 120      # a stalled socket is dropped eventually
+
+
+# === serve: signals and the warning ================================================================================
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_signal_finishes_the_in_flight_stream_then_exits_0(ingested, upstream, serve_process, signum):
+    gate = threading.Event()
+    upstream([delta("first half, "), gate, delta("second half."), STOP, "[DONE]"])
+    server = serve_process()
+    conn = http.client.HTTPConnection(HOST, server.port, timeout=30)
+    try:
+        conn.request("POST", "/ask/stream", body=_encode({"question": NO_ANSWER_Q, "fallback": True}),
+                     headers={"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        assert resp.status == 200
+        assert read_sse_event(resp)[0] == "citations"          # the request is now in flight
+        server.proc.send_signal(signum)
+        deadline = time.monotonic() + 20
+        while not server.refuses_connections() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert server.refuses_connections(), "the server kept accepting connections after the signal"
+        gate.set()                                               # only now may the model finish
+        events = []
+        while (event := read_sse_event(resp)) is not None:
+            events.append(event)
+    finally:
+        conn.close()
+    assert events and events[-1][0] == "done", events
+    assert events[-1][1]["answer"].endswith("first half, second half.")
+    assert server.proc.wait(20) == 0
+    log = server.all_stderr()
+    assert re.search(r"POST /ask/stream 200 ", log), log
+    assert "Traceback" not in log and LLM_KEY not in log
+    assert "without authentication" not in log                  # loopback: no warning
+
+
+def test_shutdown_is_not_held_up_by_an_idle_keep_alive_connection(ingested, serve_process):
+    """An idle HTTP/1.1 connection is not an in-flight request: SIGTERM must not wait for its socket timeout."""
+    server = serve_process()
+    conn = http.client.HTTPConnection(HOST, server.port, timeout=60)
+    try:
+        conn.request("GET", "/health")
+        resp = conn.getresponse()
+        resp.read()
+        assert resp.status == 200
+        server.proc.send_signal(signal.SIGTERM)
+        try:
+            code = server.proc.wait(8)      # far below the 30 s socket timeout; a clean stop takes well under 1 s
+        except subprocess.TimeoutExpired:
+            pytest.fail("serve kept running after SIGTERM while an idle keep-alive connection was open")
+        assert code == 0
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("token,warned", [(None, True), (TOKEN, False)], ids=["no-token", "token"])
+def test_serve_on_a_non_loopback_address_warns_without_a_token(env, monkeypatch, capsys, token, warned):
+    # 192.0.2.1 (TEST-NET-1) is never assigned locally: the bind fails after the warning, so nothing listens.
+    if token:
+        monkeypatch.setenv("LOCALRAG_API_TOKEN", token)
+    code = localrag.main(["serve", "--host", "192.0.2.1", "--port", "0"])
+    err = capsys.readouterr().err
+    assert code == localrag.EXIT_USAGE, err
+    assert ("without authentication" in err and "LOCALRAG_API_TOKEN" in err) == warned, err
+
+
+# === fuzz: schemathesis against /openapi.json ======================================================================
+
+def test_schemathesis_fuzz_finds_no_server_error_and_no_undocumented_response(api, tmp_path):
+    """`st run` (schemathesis 4.x) against the running server: examples, coverage and fuzzing phases, positive and
+    negative data, every check (5xx, status codes, content types, response schemas, SSE events, undeclared
+    methods, valid data rejected / invalid data accepted).  Bounded by --max-examples and a fixed seed."""
+    report = tmp_path / "st-report.json"
+    st = Path(sys.executable).with_name("st")
+    proc = subprocess.run(
+        [str(st), "run", f"{api.base_url}/openapi.json", "--checks", "all", "--max-examples", "30",
+         "--seed", "20261129", "--generation-database", "none", "--continue-on-failure", "--no-color",
+         "--request-timeout", "30", "--report", "json", "--report-json-path", str(report)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=240)
+    assert report.exists(), proc.stdout[-3000:] + proc.stderr[-3000:]
+    result = json.loads(report.read_text())
+    assert result["operations"]["tested"] == 4 and result["test_cases"]["generated"] >= 50, result["operations"]
+    assert result["errors"] == [], result["errors"]
+    failures = [f"{f['code']} {f['title']}: {', '.join(f['operations'])}" for f in result["failures"]]
+    details = proc.stdout[proc.stdout.find("FAILURES"):][:6000]
+    assert failures == [], "\n".join(failures) + "\n\n" + details
