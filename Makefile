@@ -53,9 +53,19 @@ test-fast: $(VENV)/.test
 bench: $(VENV)/.test
 	$(PY) bench/bench.py $(BENCH_ARGS)
 
+# dist/localrag.pyz: the project and its runtime dependencies (embedded Postgres, offline tiktoken ranks) in one
+# zipapp for this platform and Python. Same inputs, same bytes: no .pyc, fixed timestamps, fixed build id.
+PYZ_EPOCH ?= 1767225600
 pyz: $(VENV)/.base
 	$(PIP) install 'shiv>=1.0.6'
-	$(PY) bench/../tools/build_pyz.py
+	rm -rf build/pyz dist/localrag.pyz && mkdir -p build/pyz dist
+	$(PIP) install --no-compile --no-warn-script-location --target build/pyz .
+	rm -rf build/pyz/bin
+	find build/pyz -name '__pycache__' -prune -exec rm -rf {} +
+	find build/pyz -name 'direct_url.json' -delete
+	SOURCE_DATE_EPOCH=$(PYZ_EPOCH) $(VENV)/bin/shiv --site-packages build/pyz --compressed --reproducible \
+	  -c localrag -p '/usr/bin/env python3' -o dist/localrag.pyz
+	@ls -l dist/localrag.pyz && sha256sum dist/localrag.pyz
 
 clean:
 	rm -rf dist build *.egg-info .pytest_cache .hypothesis

@@ -330,12 +330,6 @@ def test_confidence_equal_to_threshold_is_rag(provider, monkeypatch):
     assert localrag.ask(just_above, RAG_Q)["mode"] == "no_answer"
 
 
-def test_no_answer_needs_no_llm_configuration(indexed, monkeypatch):
-    """no_answer calls no model, so an unconfigured provider does not matter for it."""
-    config = configure(monkeypatch, LLM_PROVIDER="openai-compatible", RAG_MIN_SIMILARITY="1.0")
-    assert localrag.ask(config, RAG_Q)["mode"] == "no_answer"
-
-
 def test_fallback_answer_is_marked_and_uncited(provider, stub, monkeypatch):
     config = configure(monkeypatch, RAG_MIN_SIMILARITY="1.0", RAG_FALLBACK_ENABLED="true")
     stub.answer = "Generally, tickets are escalated by severity."
