@@ -873,12 +873,13 @@ def test_connections_are_reused_across_requests(api):
 
 
 def test_server_recovers_after_its_database_connection_is_killed(api, config):
-    assert api.post("/search", {"query": RAG_Q}).status == 200
     with localrag.Store.open(config) as s:
+        before = s.run("SELECT clock_timestamp()")[0][0]
+        assert api.post("/search", {"query": RAG_Q}).status == 200      # the server's pool opens its connection
         killed = s.run("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
                        "WHERE application_name = 'localrag' AND pid <> pg_backend_pid() "
-                       "AND datname = current_database()")[0][0]
-    assert killed >= 1
+                       "AND datname = current_database() AND backend_start >= :t", t=before)[0][0]
+    assert killed == 1
     first = api.post("/search", {"query": RAG_Q})
     if first.status != 200:       # a dead pooled connection may cost one 503, never a 500
         assert_error(first, 503, "database_unavailable")

