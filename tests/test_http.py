@@ -39,6 +39,7 @@ import localrag
 from conftest import QUESTIONS, ROOT, run_cli
 
 HOST = "127.0.0.1"
+HTTP_LIMIT = localrag.HTTP_MAX_BODY_BYTES_DEFAULT   # 1 MiB
 TOKEN = "tok-7f3a9c-http-tests"
 LLM_KEY = "sk-upstream-secret-4d1e"
 UNREACHABLE_URLS = [
@@ -688,39 +689,49 @@ def test_connection_stays_usable_after_an_error_on_a_request_with_a_body(routing
         conn.close()
 
 
-def test_body_over_one_mib_is_413(routing_api):
-    limit = localrag.HTTP_MAX_BODY_BYTES_DEFAULT
-    body = b'{"query": "P1"}' + b" " * (limit + 1 - len(b'{"query": "P1"}'))
-    err = assert_error(routing_api.post("/search", body), 413, "payload_too_large")
-    assert err["details"]["limit"] == limit
+def post_declaring(client: HttpClient, path: str, content_length: int, first_bytes: bytes) -> Reply:
+    """Send headers declaring `content_length` and only the first bytes of the body, then read the reply: how a
+    server that answers 413 from Content-Length alone is observed without racing the upload."""
+    conn = client.connect()
+    try:
+        conn.putrequest("POST", path)
+        conn.putheader("Content-Type", "application/json")
+        conn.putheader("Content-Length", str(content_length))
+        conn.endheaders(first_bytes)
+        resp = conn.getresponse()
+        return Reply(resp.status, resp.headers, resp.read())
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("size", [HTTP_LIMIT + 1, 50 * 1024 * 1024], ids=["limit+1", "50MiB"])
+def test_body_over_one_mib_is_413(routing_api, size):
+    err = assert_error(post_declaring(routing_api, "/search", size, b'{"query": '), 413, "payload_too_large")
+    assert err["details"]["limit"] == HTTP_LIMIT
 
 
 def test_body_of_exactly_one_mib_is_accepted(api):
-    limit = localrag.HTTP_MAX_BODY_BYTES_DEFAULT
     body = b'{"query": "P1", "top_k": 2}'
-    assert api.post("/search", body + b" " * (limit - len(body))).status == 200
+    assert api.post("/search", body + b" " * (HTTP_LIMIT - len(body))).status == 200
+
+
+def test_client_sending_a_whole_oversize_body_receives_the_413(routing_api):
+    """A plain client uploads the whole body before reading: it must get the 413, not a reset connection."""
+    body = b'{"query": "' + b"a" * (4 * 1024 * 1024) + b'"}'
+    try:
+        reply = routing_api.post("/search", body)
+    except (BrokenPipeError, ConnectionResetError) as exc:
+        pytest.fail(f"the server dropped the connection while a {len(body)}-byte body was uploaded ({exc!r}); "
+                    f"the client never saw the 413")
+    assert_error(reply, 413, "payload_too_large")
 
 
 def test_max_body_bytes_is_configurable(ingested, monkeypatch, start_server):
     monkeypatch.setenv("LOCALRAG_MAX_BODY_BYTES", "100")
     client = start_server(localrag.load_config())
     assert client.post("/search", {"query": "P1"}).status == 200
-    err = assert_error(client.post("/ask", {"question": "P1 " * 50}), 413, "payload_too_large")
+    err = assert_error(post_declaring(client, "/ask", 101, b'{"question": '), 413, "payload_too_large")
     assert err["details"]["limit"] == 100
-
-
-def test_declared_oversize_body_is_413_without_reading_it(routing_api):
-    """A client that declares a huge Content-Length gets 413 at once, before sending the body."""
-    conn = routing_api.connect()
-    try:
-        conn.putrequest("POST", "/search")
-        conn.putheader("Content-Type", "application/json")
-        conn.putheader("Content-Length", str(50 * 1024 * 1024))
-        conn.endheaders(b'{"query": ')
-        resp = conn.getresponse()
-        assert_error(Reply(resp.status, resp.headers, resp.read()), 413, "payload_too_large")
-    finally:
-        conn.close()
 
 
 # === access control ================================================================================================
