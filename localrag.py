@@ -1226,10 +1226,19 @@ def _ensure_database(target: DbTarget) -> None:
         con = pg8000.native.Connection(**kwargs)
     except Exception as exc:
         raise _translate_db_error(exc, target.display) from None
+    name = target.kwargs["database"]
     try:
-        if not con.run("SELECT 1 FROM pg_database WHERE datname = :d", d=target.kwargs["database"]):
-            with contextlib.suppress(pg8000.DatabaseError):  # 42P04: another process created it first
-                con.run(f'CREATE DATABASE "{target.kwargs["database"]}"')
+        # Two commands may race here: CREATE DATABASE fails for the loser (duplicate, or template1 busy), so retry
+        # until the database is there.
+        for attempt in range(20):
+            if con.run("SELECT 1 FROM pg_database WHERE datname = :d", d=name):
+                return
+            try:
+                con.run(f'CREATE DATABASE "{name}"')
+                return
+            except pg8000.DatabaseError:
+                time.sleep(0.25)
+        raise DatabaseUnavailable(f"could not create database {name} in {target.display}; retry the command")
     finally:
         con.close()
 

@@ -99,3 +99,19 @@ def test_embedded_server_starts_on_unix_socket_only(tmp_path, monkeypatch):
         assert localrag.db_status(cfg)["kind"] == "embedded"
     finally:
         assert localrag.stop_embedded(cfg) is True
+
+
+def test_two_commands_starting_the_embedded_server_at_once(tmp_path):
+    """Two `db init` processes race on a fresh LOCALRAG_HOME: one server, one schema, both succeed."""
+    import os
+    import subprocess
+    import sys
+    env = {k: v for k, v in os.environ.items() if k not in localrag.ENV_KEYS}
+    env["LOCALRAG_HOME"] = str(tmp_path / "home")
+    procs = [subprocess.Popen([sys.executable, "-m", "localrag", "db", "init", "--json"], cwd=tmp_path, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    try:
+        results = [p.communicate(timeout=120) for p in procs]
+        assert [p.returncode for p in procs] == [0, 0], results
+    finally:
+        subprocess.run([sys.executable, "-m", "localrag", "db", "stop"], cwd=tmp_path, env=env, capture_output=True)
