@@ -70,8 +70,10 @@ def configure(monkeypatch, **values) -> localrag.Config:
 
 
 def sent_payload(request: dict) -> dict:
-    """The JSON data of the user message of a recorded Chat Completions request."""
-    return json.loads(request["body"]["messages"][1]["content"])
+    """The JSON data of the user message of a recorded Chat Completions request, with its context's blocks."""
+    data = json.loads(request["body"]["messages"][1]["content"])
+    data["evidence"] = localrag.parse_context(data["context"])
+    return data
 
 
 def assert_no_secret(*texts: object) -> None:
@@ -98,8 +100,8 @@ def indexed(env, sample_vault) -> localrag.Config:
         store.init_schema()
         vaults = [tuple(row) for row in store.run("SELECT vault_path, count(*) FROM documents GROUP BY 1")]
         runs = store.run("SELECT count(*) FROM ingest_runs WHERE vault_path = :v AND status = 'success'",
-                         v=str(sample_vault))[0][0]
-    if not (len(vaults) == 1 and vaults[0][0] == str(sample_vault) and runs):
+                         v=str(sample_vault.resolve()))[0][0]
+    if not (len(vaults) == 1 and vaults[0][0] == str(sample_vault.resolve()) and runs):
         reset_database(config)
         assert localrag.ingest(config, sample_vault)["status"] == "success"
     return config
@@ -290,10 +292,11 @@ def test_material_travels_as_data_not_instructions(provider, stub):
     messages = stub.requests[0]["body"]["messages"]
     assert [m["role"] for m in messages] == ["system", "user"]
     assert messages[0]["content"] == localrag.RAG_SYSTEM_PROMPT        # fixed: nothing from the request in it
-    data = json.loads(messages[1]["content"])
+    data = sent_payload(stub.requests[0])
+    assert set(json.loads(messages[1]["content"])) == {"question", "context"}
     assert data["question"] == question
     assert [e["n"] for e in data["evidence"]] == list(range(1, len(data["evidence"]) + 1))
-    assert all(set(e) >= {"n", "source", "heading", "content"} for e in data["evidence"])
+    assert all(set(e) >= {"n", "source", "heading", "score", "content"} for e in data["evidence"])
     assert response["prompt_version"] == localrag.RAG_PROMPT_VERSION
 
 
@@ -378,14 +381,17 @@ _EVIDENCE = [
 
 
 def _fake(question: str, evidence: list[dict]) -> str:
-    return localrag.FakeLLM().complete(localrag.rag_messages(question, evidence)).text
+    context = "\n\n".join(localrag.format_block(e["n"], e["source"], e["heading"], 0.5, e["content"]) for e in evidence)
+    return localrag.FakeLLM().complete(localrag.rag_messages(question, context)).text
 
 
 def test_fake_llm_cites_each_sentence_it_extracts():
     answer = _fake("How are P1 tickets escalated?", _EVIDENCE)
+    assert answer.splitlines()
     for line in answer.splitlines():
-        sentence, n = re.fullmatch(r"(.+) \[(\d+)\]", line).groups()
-        assert sentence in _EVIDENCE[int(n) - 1]["content"]
+        match = re.fullmatch(r"(.+) \[(\d+)\]", line)
+        assert match, f"answer line without its [n]: {line!r}"
+        assert match[1] in _EVIDENCE[int(match[2]) - 1]["content"]
 
 
 def test_fake_llm_extracts_sentences_not_whole_lines():
@@ -443,10 +449,8 @@ def test_citations_follow_the_block_order_sent_to_the_model(provider, stub):
 def test_evidence_sent_respects_the_context_budget(provider, stub, monkeypatch):
     config = configure(monkeypatch, RAG_CONTEXT_TOKEN_BUDGET="100")
     response = localrag.ask(config, RAG_Q, top_k=10)
-    evidence = sent_payload(stub.requests[0])["evidence"]
-    context = "\n\n".join(block(e["n"], e["source"], e["heading"], f"{c['score']:.4f}", e["content"])
-                          for e, c in zip(evidence, response["citations"]))
-    assert 1 <= len(evidence) and tokens(context) <= 100
+    sent = sent_payload(stub.requests[0])
+    assert 1 <= len(sent["evidence"]) == len(response["citations"]) and tokens(sent["context"]) <= 100
 
 
 def test_streaming_success(provider, stub):
