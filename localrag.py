@@ -1327,6 +1327,7 @@ class Store:
     def __init__(self, target: DbTarget) -> None:
         import pg8000.native
         self.target = target
+        self.last_used = time.monotonic()
         try:
             self.con = pg8000.native.Connection(application_name=APP_NAME, **target.kwargs)
         except Exception as exc:
@@ -1422,6 +1423,14 @@ class StorePool:
     def store(self) -> Iterator[Store]:
         with self._lock:
             store = self._idle.pop() if self._idle else None
+        if store is not None and time.monotonic() - store.last_used > 5.0:
+            # A connection idle for a while may have been cut (server restart, idle timeout): check it once
+            # rather than fail the request that happens to pick it up.
+            try:
+                store.run("SELECT 1")
+            except LocalRagError:
+                store.close()
+                store = None
         if store is None:
             if self._target is None:
                 self._target = db_target(self.config)
@@ -1434,6 +1443,7 @@ class StorePool:
             broken = True  # a broken connection is not returned to the pool
             raise
         finally:
+            store.last_used = time.monotonic()
             with self._lock:
                 if not broken and len(self._idle) < self.size:
                     self._idle.append(store)
@@ -1758,7 +1768,7 @@ def _check_schema_dim(store: Store, config: Config) -> None:
 def validate_text(value: Any, field: str, max_chars: int = 4000) -> str:
     if not isinstance(value, str):
         raise InvalidRequest(f"{field} must be a string", field=field)
-    if not value.strip():
+    if not value.replace("\ufeff", "").strip():  # blank = Python whitespace plus what ECMA-262's \s adds (U+FEFF)
         raise InvalidRequest(f"{field} must not be empty or only whitespace", field=field)
     if len(value) > max_chars:
         raise InvalidRequest(f"{field} is {len(value)} characters; the limit is {max_chars}", field=field)
@@ -2101,6 +2111,9 @@ class OpenAICompatibleLLM:
                 try:
                     chunk = json.loads(data)
                     choice = chunk["choices"][0] if chunk.get("choices") else None
+                    if choice is not None and not (isinstance(choice, dict)
+                                                   and isinstance(choice.get("delta") or {}, dict)):
+                        raise TypeError("choice is not an object with an object delta")
                 except (ValueError, KeyError, TypeError, IndexError, AttributeError):
                     raise LlmError("the LLM stream sent a malformed event") from None
                 if isinstance(chunk, dict) and chunk.get("error"):
@@ -2538,7 +2551,9 @@ def openapi_spec() -> dict:
             out[str(c)] = {"description": http.HTTPStatus(c).phrase, "content": {"application/json": {"schema": err}}}
         return out
 
-    text = {"type": "string", "minLength": 1, "maxLength": 4000, "pattern": r"\S"}
+    # "contains a character that is not whitespace", the same for ECMA-262 (\s has U+FEFF, lacks U+001C-1F, U+0085)
+    # and Python (str.isspace), so the document and validate_text() accept exactly the same strings
+    text = {"type": "string", "minLength": 1, "maxLength": 4000, "pattern": r"[^\s\x1c-\x1f\x85\ufeff]"}
     top_k = {"type": "integer", "minimum": TOP_K_MIN, "maximum": TOP_K_MAX, "nullable": True}
     citation = _schema("object", required=["source", "heading", "score"], properties={
         "source": _schema("string"), "heading": _schema("string"), "score": _schema("number")})
@@ -2581,7 +2596,11 @@ def openapi_spec() -> dict:
                 "requestBody": {"required": True, "content": {"application/json": {
                     "schema": {"$ref": "#/components/schemas/AskRequest"}}}},
                 "responses": {"200": {"description": "An SSE stream", "content": {"text/event-stream": {
-                    "schema": {"type": "string"}}}},
+                    "schema": {"type": "object", "required": ["event", "data"], "properties": {
+                        "event": {"type": "string", "enum": ["citations", "delta", "done", "error"]},
+                        "data": {"type": "string", "description": "JSON: the citations, {text}, the "
+                                                                  "AskResponse, or the ErrorResponse"},
+                        "id": {"type": "string"}, "retry": {"type": "integer"}}}}}},
                     **{k: v for k, v in responses("#/components/schemas/AskResponse",
                                                   401, 413, 422, 500, 502, 503, 504).items() if k != "200"}}}},
             "/openapi.json": {"get": {"summary": "This document", "responses": {"200": {
@@ -2656,8 +2675,15 @@ class Api:
         raise NotFound(f"no endpoint {path}; see GET /openapi.json", path=path)
 
     def get_health(self, headers: Any, body: Any) -> tuple[int, dict]:
-        with self.pool.store() as s:
-            return 200, health(self.config, s, details=self.authorized(headers))
+        authorized = self.authorized(headers)
+        try:
+            with self.pool.store() as s:
+                return 200, health(self.config, s, details=authorized)
+        except LocalRagError as exc:
+            if authorized:
+                raise
+            # Without the token, say what is wrong but not where the database is.
+            raise type(exc)(f"{exc.code.replace('_', ' ')}; details need the API token") from None
 
     def get_openapi(self, headers: Any, body: Any) -> tuple[int, dict]:
         return 200, self._spec
@@ -2698,6 +2724,23 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # http.server's own lines: ours replace them
         pass
 
+    def handle_one_request(self) -> None:
+        with self.server.idle_lock:
+            if self.server.stopping:
+                self.close_connection = True
+                return
+            self.server.idle.add(self.connection)
+        try:
+            super().handle_one_request()
+        finally:
+            with self.server.idle_lock:
+                self.server.idle.discard(self.connection)
+
+    def parse_request(self) -> bool:
+        with self.server.idle_lock:   # a request line arrived: in flight from here on
+            self.server.idle.discard(self.connection)
+        return super().parse_request()
+
     def _send_json(self, status: int, payload: dict, extra: dict | None = None) -> None:
         data = json.dumps(payload, ensure_ascii=False).encode("utf-8")
         self.send_response(status)
@@ -2705,9 +2748,23 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(data)))
         for k, v in (extra or {}).items():
             self.send_header(k, v)
+        if self.close_connection:
+            self.send_header("Connection", "close")   # so the client opens a new connection for its next request
         self.end_headers()
         self.wfile.write(data)
         self._status = status
+
+    def _close_if_body_unread(self) -> None:
+        if not self._body_read and self.headers.get("Content-Length", "0").strip() not in ("", "0"):
+            self.close_connection = True  # an unread body would be parsed as the next request
+
+    def _discard(self, length: int) -> None:
+        while length > 0:
+            chunk = self.rfile.read(min(length, 1 << 16))
+            if not chunk:
+                break
+            length -= len(chunk)
+        self._body_read = True
 
     def _read_body(self) -> Any:
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
@@ -2719,24 +2776,33 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.close_connection = True
             raise InvalidRequest("Content-Length is not a number", field="body") from None
         if length > self.api.config.max_body_bytes:
-            self.close_connection = True  # the body is not read; the connection cannot be reused
+            if length <= 16 * self.api.config.max_body_bytes:
+                self._discard(length)     # read it, so the client can finish its upload and see the 413
+            else:
+                self.close_connection = True  # too much to read: the connection cannot be reused
             raise PayloadTooLarge(f"the request body is {length} bytes; the limit is "
                                   f"{self.api.config.max_body_bytes} (LOCALRAG_MAX_BODY_BYTES)",
                                   limit=self.api.config.max_body_bytes)
         if length <= 0:
             raise InvalidRequest("the request body is empty; send a JSON object", field="body")
         raw = self.rfile.read(length)
+        self._body_read = True
         try:
             return json.loads(raw.decode("utf-8"))
+        except RecursionError:
+            raise InvalidRequest("the request body nests JSON too deeply", field="body") from None
         except (UnicodeDecodeError, ValueError) as exc:
             raise InvalidRequest(f"the request body is not valid JSON ({exc})".splitlines()[0], field="body") from None
 
     def _handle(self, method: str) -> None:
         started = time.perf_counter()
         self._status = 0
+        self._body_read = False
         path = urllib.parse.urlsplit(self.path).path.rstrip("/") or "/"
         try:
             kind = self.api.resolve(method, path)
+            if method == "POST":
+                self.api.require_auth(self.headers)  # 401 before the body is read or judged
             body = self._read_body() if method == "POST" else None
             if kind == "stream":
                 self._stream(body)
@@ -2751,6 +2817,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             if self._status:  # headers already sent (a stream): nothing more can be said in HTTP
                 self.close_connection = True
             else:
+                self._close_if_body_unread()
                 status, payload = _error_body(exc)
                 extra = {"Allow": ", ".join(exc.details.get("allowed", []))} if isinstance(exc, MethodNotAllowed) else {}
                 if isinstance(exc, Unauthorized):
@@ -2758,6 +2825,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 with contextlib.suppress(OSError):
                     self._send_json(status, payload, extra)
         finally:
+            self._close_if_body_unread()
             ms = (time.perf_counter() - started) * 1000
             sys.stderr.write(f"{self.address_string()} {method} {path} {self._status or '-'} {ms:.1f}ms\n")
 
@@ -2792,6 +2860,23 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             with contextlib.suppress(OSError):
                 event("error", _error_body(exc)[1])
 
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """http.server's own errors (malformed request line, oversized headers...) in the one error shape; a
+        method it has no do_ for (QUERY, PROPFIND...) is a wrong method like any other: 405 with Allow."""
+        if code == http.HTTPStatus.NOT_IMPLEMENTED and getattr(self, "command", None):
+            self._handle(self.command)
+            return
+        self.close_connection = True
+        self._status = 0
+        payload = {"error": {"code": "invalid_request" if code < 500 else "internal_error",
+                             "message": message or http.HTTPStatus(code).phrase, "details": {}}}
+        with contextlib.suppress(OSError):
+            self._send_json(code, payload)
+
+    def do_HEAD(self) -> None:
+        self.close_connection = True  # the JSON error body is not for a HEAD client
+        self._handle("HEAD")
+
     def do_GET(self) -> None:
         self._handle("GET")
 
@@ -2813,6 +2898,20 @@ class _Server(http.server.ThreadingHTTPServer):
     block_on_close = True
     allow_reuse_address = True
     request_queue_size = 64
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.idle: set[socket.socket] = set()   # keep-alive connections waiting for their next request
+        self.idle_lock = threading.Lock()
+        self.stopping = False
+
+    def close_idle_connections(self) -> None:
+        """After shutdown(): end the connections that wait for a next request; in-flight requests finish."""
+        with self.idle_lock:
+            self.stopping = True
+            for sock in self.idle:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RD)
 
 
 def make_server(config: Config, host: str = "127.0.0.1", port: int = 8000) -> _Server:
@@ -2837,7 +2936,10 @@ def serve(config: Config, host: str, port: int, ready: Callable[[str], None] | N
     def stop(signum: int, frame: Any) -> None:
         if not stopping.is_set():
             stopping.set()
-            threading.Thread(target=server.shutdown, daemon=True).start()
+            def stop_serving() -> None:
+                server.shutdown()
+                server.close_idle_connections()
+            threading.Thread(target=stop_serving, daemon=True).start()
 
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:

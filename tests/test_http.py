@@ -424,32 +424,27 @@ def test_health_is_200_not_ready_on_an_empty_index(empty_api):
     assert body["details"]["embeddings_current_config"] == 0 and "ingest" in body["details"]["hint"]
 
 
+ENDPOINT_CALLS = {"health": ("GET", "/health", None), "search": ("POST", "/search", {"query": RAG_Q}),
+                  "ask": ("POST", "/ask", {"question": RAG_Q}), "stream": ("POST", "/ask/stream", {"question": RAG_Q})}
+
+
 @pytest.mark.parametrize("url", UNREACHABLE_URLS, ids=["tcp", "unix-socket"])
-def test_health_is_503_when_the_database_is_unreachable_and_hides_the_password(url, env, monkeypatch, start_server):
+@pytest.mark.parametrize("endpoint", list(ENDPOINT_CALLS))
+def test_503_when_the_database_is_unreachable_without_the_password(url, endpoint, env, monkeypatch, start_server):
     monkeypatch.setenv("DATABASE_URL", url)
     client = start_server(localrag.load_config())
-    reply = client.get("/health")
+    reply = client.call(*ENDPOINT_CALLS[endpoint])
     assert_error(reply, 503, "database_unavailable")
     assert b"secretpw" not in reply.raw
 
 
-def test_search_is_503_when_the_database_is_unreachable(env, monkeypatch, start_server):
-    monkeypatch.setenv("DATABASE_URL", UNREACHABLE_URLS[0])
-    client = start_server(localrag.load_config())
-    for path, body in (("/search", {"query": RAG_Q}), ("/ask", {"question": RAG_Q}),
-                       ("/ask/stream", {"question": RAG_Q})):
-        reply = client.post(path, body)
-        assert_error(reply, 503, "database_unavailable")
-        assert b"secretpw" not in reply.raw
-
-
-def test_health_and_search_are_503_when_the_schema_is_missing(db, start_server):
+@pytest.mark.parametrize("endpoint", ["health", "search"])
+def test_503_when_the_schema_is_missing(db, start_server, endpoint):
     client = start_server(db)
     with localrag.Store.open(db) as s:
         s.run("DROP TABLE IF EXISTS embeddings, chunks, documents, ingest_runs CASCADE")
     try:
-        assert_error(client.get("/health"), 503, "schema_not_initialized")
-        assert_error(client.post("/search", {"query": RAG_Q}), 503, "schema_not_initialized")
+        assert_error(client.call(*ENDPOINT_CALLS[endpoint]), 503, "schema_not_initialized")
     finally:
         with localrag.Store.open(db) as s:
             s.init_schema()
@@ -465,6 +460,27 @@ def test_health_is_503_when_pgvector_is_absent(db, start_server):
     finally:
         with localrag.Store.open(db) as s:
             s.init_schema()
+
+
+@pytest.fixture
+def narrow_vector_column(db):
+    """The embeddings column declared vector(512): a database this build cannot use; restored afterwards."""
+    with localrag.Store.open(db) as s:
+        s.run("ALTER TABLE embeddings ALTER COLUMN embedding TYPE vector(512)")
+    yield db
+    with localrag.Store.open(db) as s:
+        s.run("ALTER TABLE embeddings ALTER COLUMN embedding TYPE vector(1024)")
+
+
+def test_dimension_mismatch_is_a_500_in_the_error_shape(narrow_vector_column, start_server):
+    client = start_server(narrow_vector_column)
+    assert_error(client.post("/search", {"query": RAG_Q}), 500, "embedding_dim_mismatch")
+
+
+def test_health_reports_a_dimension_mismatch(narrow_vector_column, start_server):
+    reply = start_server(narrow_vector_column).get("/health")
+    assert reply.status == 200
+    assert reply.json["checks"]["embedding_config"] == "mismatch" and reply.json["status"] != "ok"
 
 
 # === POST /search, /ask ============================================================================================
@@ -526,10 +542,10 @@ def test_stream_sends_citations_then_deltas_then_done(api):
     assert "".join(data["text"] for name, data in events if name == "delta") == done["answer"]
 
 
-def test_stream_done_event_equals_the_ask_response(api):
-    for question in (RAG_Q, NO_ANSWER_Q):
-        _reply, events = api.stream({"question": question, "top_k": 4})
-        assert events[-1] == ("done", api.post("/ask", {"question": question, "top_k": 4}).json)
+@pytest.mark.parametrize("question", [RAG_Q, NO_ANSWER_Q], ids=["rag", "no_answer"])
+def test_stream_done_event_equals_the_ask_response(api, question):
+    _reply, events = api.stream({"question": question, "top_k": 4})
+    assert events[-1] == ("done", api.post("/ask", {"question": question, "top_k": 4}).json)
 
 
 def test_stream_no_answer_still_streams_citations_delta_done(api):
@@ -552,15 +568,26 @@ def test_stream_error_mid_stream_arrives_as_an_error_event(ingested, upstream, s
     assert LLM_KEY.encode() not in reply.raw and b"Traceback" not in reply.raw
 
 
-def test_stream_upstream_unreachable_is_an_error_event_and_ask_a_502(ingested, monkeypatch, start_server):
+@pytest.fixture
+def unreachable_llm_api(ingested, monkeypatch, start_server) -> HttpClient:
+    """The server over the ingested vault with fallback on and an LLM endpoint where nothing listens."""
     for key, value in {"LLM_PROVIDER": "openai-compatible", "LLM_BASE_URL": f"http://{HOST}:1/v1",
                        "LLM_API_KEY": LLM_KEY, "LLM_MODEL": "m", "RAG_FALLBACK_ENABLED": "true"}.items():
         monkeypatch.setenv(key, value)
-    client = start_server(localrag.load_config())
-    _reply, events = client.stream({"question": NO_ANSWER_Q, "fallback": True})
+    return start_server(localrag.load_config())
+
+
+def test_stream_upstream_unreachable_is_an_error_event(unreachable_llm_api):
+    reply, events = unreachable_llm_api.stream({"question": NO_ANSWER_Q, "fallback": True})
     assert events[0][0] == "citations" and events[-1][0] == "error"
     assert events[-1][1]["error"]["code"] == "llm_upstream_error"
-    assert_error(client.post("/ask", {"question": NO_ANSWER_Q, "fallback": True}), 502, "llm_upstream_error")
+    assert LLM_KEY.encode() not in reply.raw
+
+
+def test_ask_upstream_unreachable_is_502(unreachable_llm_api):
+    reply = unreachable_llm_api.post("/ask", {"question": NO_ANSWER_Q, "fallback": True})
+    assert_error(reply, 502, "llm_upstream_error")
+    assert LLM_KEY.encode() not in reply.raw
 
 
 def test_stream_malformed_upstream_chunk_is_an_upstream_error_not_internal(ingested, upstream, start_server):
@@ -822,7 +849,7 @@ _ECMA_WS = "\t\n\x0b\x0c\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u30
 
 
 def ecma_pattern_matches(pattern: str, text: str) -> bool:
-    """Search `text` with an OpenAPI (ECMA-262) pattern using Python's re, translating \s and \S, whose meanings
+    r"""Search `text` with an OpenAPI (ECMA-262) pattern using Python's re, translating \s and \S, whose meanings
     differ between the dialects (Python's \s has U+001C..U+001F and U+0085 but not U+FEFF)."""
     out, in_class, i = [], False, 0
     while i < len(pattern):
