@@ -218,3 +218,26 @@ def test_two_ingests_racing_leave_consistent_state(db, vault):
     c = counts(db)
     assert c["chunks"] == c["embeddings"] and c["documents"] == len(
         [p for p in vault.rglob("*.md") if ".obsidian" not in p.parts])
+
+
+def test_real_obsidian_vault_in_many_scripts(db, tmp_path):
+    """Five notes from every language of the Obsidian Help vault (wikilinks, callouts, embeds, Unicode paths):
+    all parse, chunk and index; a rerun skips them all."""
+    from conftest import CORPUS
+    if not CORPUS.is_dir():
+        pytest.skip("the shared Obsidian Help corpus is not beside the repo")
+    import shutil
+    vault = tmp_path / "help"
+    for lang in sorted(p for p in CORPUS.iterdir() if p.is_dir()):
+        for note in sorted(lang.rglob("*.md"))[:5]:
+            dest = vault / note.relative_to(CORPUS)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(note, dest)
+    n = len(list(vault.rglob("*.md")))
+    result = localrag.ingest(db, vault)
+    assert result["files_failed"] == [] and result["documents_added"] == n > 100
+    with localrag.Store.open(db) as s:
+        assert s.run("SELECT count(*) FROM documents d WHERE NOT EXISTS (SELECT 1 FROM chunks c "
+                     "WHERE c.document_id = d.id)")[0][0] <= 3  # only notes with no text at all
+        assert s.run("SELECT max(token_count) FROM chunks")[0][0] <= localrag.CHUNK_HARD_MAX_TOKENS
+    assert localrag.ingest(db, vault)["documents_skipped"] == n
