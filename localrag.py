@@ -1562,13 +1562,19 @@ class _IngestRun:
         self._flush()
         self._delete([rel for rel in existing if rel not in seen])
         self._backfill(backfill_ids)
+        if self.counts["embeddings_written"] + self.counts["documents_deleted"] > 1000:
+            # Give the planner real numbers after a bulk change instead of waiting for autovacuum.
+            self.store.run("ANALYZE documents, chunks, embeddings")
 
     def _existing_documents(self) -> dict[str, tuple]:
+        # Per-document index lookups (chunks by document_id, embeddings by the unique key): a plan that does not
+        # depend on fresh statistics, which a just-loaded table lacks.
         rows = self.store.run(
-            "SELECT d.relative_path, d.id, d.content_hash, count(c.id), count(e.id) FROM documents d "
-            "LEFT JOIN chunks c ON c.document_id = d.id LEFT JOIN embeddings e ON e.chunk_id = c.id "
-            "AND e.embedding_provider = :p AND e.embedding_model = :m AND e.embedding_dim = :d "
-            "WHERE d.vault_path = :v GROUP BY d.id", p=self.key[0], m=self.key[1], d=self.key[2], v=str(self.root))
+            "SELECT d.relative_path, d.id, d.content_hash, "
+            "(SELECT count(*) FROM chunks c WHERE c.document_id = d.id), "
+            "(SELECT count(*) FROM chunks c JOIN embeddings e ON e.chunk_id = c.id AND e.embedding_provider = :p "
+            "AND e.embedding_model = :m AND e.embedding_dim = :d WHERE c.document_id = d.id) "
+            "FROM documents d WHERE d.vault_path = :v", p=self.key[0], m=self.key[1], d=self.key[2], v=str(self.root))
         return {r[0]: (r[1], r[2], r[3], r[4]) for r in rows}
 
     def _fail(self, rel: str, error: str) -> None:
