@@ -19,6 +19,7 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 import argparse
+import collections
 import contextlib
 import dataclasses
 import datetime as _dt
@@ -70,6 +71,7 @@ CHUNK_HARD_MAX_TOKENS = 1200               # no chunk is ever larger
 CHUNK_OVERLAP_TOKENS = 80                  # tokens repeated at the start of the next piece of a split section
 MAX_FILE_MB_DEFAULT = 10                   # larger files are reported, not read (keeps memory bounded)
 INGEST_BATCH_CHUNKS = 2000                 # chunks buffered before one write transaction
+INGEST_PARALLEL_MIN_FILES = 32             # fewer files than this are parsed in-process (no pool start-up)
 CONTEXT_TOKEN_BUDGET_DEFAULT = 6000
 LLM_TIMEOUT_S_DEFAULT = 30.0
 HTTP_MAX_BODY_BYTES_DEFAULT = 1024 * 1024
@@ -205,7 +207,7 @@ ENV_KEYS = (
     "EMBEDDING_PROVIDER", "EMBEDDING_MODEL", "EMBEDDING_DIM", "EMBEDDING_DEVICE", "EMBEDDING_CACHE_DIR",
     "LLM_PROVIDER", "LLM_BASE_URL", "LLM_MODEL", "LLM_API_KEY", "LLM_TIMEOUT_SECONDS",
     "RAG_TOP_K", "RAG_MIN_SIMILARITY", "RAG_CONTEXT_TOKEN_BUDGET", "RAG_FALLBACK_ENABLED",
-    "LOCALRAG_API_TOKEN", "LOCALRAG_MAX_FILE_MB", "LOCALRAG_MAX_BODY_BYTES",
+    "LOCALRAG_API_TOKEN", "LOCALRAG_MAX_FILE_MB", "LOCALRAG_MAX_BODY_BYTES", "LOCALRAG_INGEST_WORKERS",
 )
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
@@ -236,6 +238,7 @@ class Config:
     api_token: str = dataclasses.field(default="", repr=False)
     max_file_bytes: int = MAX_FILE_MB_DEFAULT * 1024 * 1024
     max_body_bytes: int = HTTP_MAX_BODY_BYTES_DEFAULT
+    ingest_workers: int = 1                # processes that parse and chunk during ingest
     env_file: Path | None = None           # the .env that was read, if any
     repo_root: Path | None = None
 
@@ -271,6 +274,7 @@ class Config:
             "api_token": "set" if self.api_token else "not set",
             "max_file_mb": round(self.max_file_bytes / (1024 * 1024), 3),
             "max_body_bytes": self.max_body_bytes,
+            "ingest_workers": self.ingest_workers,
         }
 
 
@@ -380,6 +384,10 @@ def load_config(env_file: str | Path | None = None, environ: dict | None = None,
     timeout = _float_setting(get("LLM_TIMEOUT_SECONDS"), "LLM_TIMEOUT_SECONDS", LLM_TIMEOUT_S_DEFAULT)
     max_file_mb = _float_setting(get("LOCALRAG_MAX_FILE_MB"), "LOCALRAG_MAX_FILE_MB", MAX_FILE_MB_DEFAULT)
     max_body = _int_setting(get("LOCALRAG_MAX_BODY_BYTES"), "LOCALRAG_MAX_BODY_BYTES", HTTP_MAX_BODY_BYTES_DEFAULT)
+    workers = _int_setting(get("LOCALRAG_INGEST_WORKERS"), "LOCALRAG_INGEST_WORKERS", min(os.cpu_count() or 1, 8))
+    if not 1 <= workers <= 64:
+        raise ConfigInvalid(f"LOCALRAG_INGEST_WORKERS={workers} is out of range; use 1 (no worker processes) to 64",
+                            key="LOCALRAG_INGEST_WORKERS", value=workers, allowed="1..64")
     database_url = get("DATABASE_URL")
     if database_url:
         parse_database_url(database_url)  # fail early, naming the key, on a malformed URL
@@ -393,7 +401,7 @@ def load_config(env_file: str | Path | None = None, environ: dict | None = None,
         rag_min_similarity_source=min_source, rag_context_token_budget=budget,
         rag_fallback_enabled=_bool_setting(get("RAG_FALLBACK_ENABLED"), "RAG_FALLBACK_ENABLED"),
         api_token=get("LOCALRAG_API_TOKEN"), max_file_bytes=int(max_file_mb * 1024 * 1024),
-        max_body_bytes=max_body, env_file=dotenv_path, repo_root=repo_root,
+        max_body_bytes=max_body, ingest_workers=workers, env_file=dotenv_path, repo_root=repo_root,
     )
 
 
@@ -800,26 +808,30 @@ def chunk_document(doc: Document) -> list[Chunk]:
     """Chunks of a parsed document, in order.  Pure and deterministic."""
     body = doc.body
     sections = list(doc.sections)
-    spans: list[tuple[tuple[str, ...], int, int]] = []
+    # Each section is encoded once; merge decisions add these counts (token boundaries between sections are
+    # line breaks, so the sum is within a token or two of the joined text's count: fine for a target size).
+    sizes = [count_tokens(body[sec.start:sec.end]) for sec in sections]
+    spans: list[tuple[tuple[str, ...], int, int, int]] = []
     i = 0
     while i < len(sections):
-        sec = sections[i]
+        sec, size = sections[i], sizes[i]
         end = sec.end
         j = i + 1
-        if len(sec.heading_path) >= 2 and count_tokens(body[sec.start:sec.end]) < CHUNK_TARGET_MIN_TOKENS:
-            while (j < len(sections) and sections[j].heading_path[:len(sec.heading_path)] == sec.heading_path
-                   and len(sections[j].heading_path) > len(sec.heading_path)
-                   and count_tokens(body[sec.start:sections[j].end]) <= CHUNK_TARGET_MAX_TOKENS):
+        depth = len(sec.heading_path)
+        if depth >= 2 and size < CHUNK_TARGET_MIN_TOKENS:
+            while (j < len(sections) and len(sections[j].heading_path) > depth
+                   and sections[j].heading_path[:depth] == sec.heading_path
+                   and size + sizes[j] <= CHUNK_TARGET_MAX_TOKENS):
+                size += sizes[j]
                 end = sections[j].end
                 j += 1
-        spans.append((sec.heading_path, sec.start, end))
+        spans.append((sec.heading_path, sec.start, end, size))
         i = j
     chunks: list[Chunk] = []
-    for heading_path, start, end in spans:
+    for heading_path, start, end, size in spans:
         if not body[start:end].strip():
             continue
-        pieces = ([(start, end)] if count_tokens(body[start:end]) <= CHUNK_TARGET_MAX_TOKENS
-                  else _split_span(body, start, end))
+        pieces = [(start, end)] if size <= CHUNK_TARGET_MAX_TOKENS else _split_span(body, start, end)
         for s, e in pieces:
             content = body[s:e].strip()
             if content:
@@ -1517,16 +1529,58 @@ def scan_vault(root: Path) -> tuple[list[tuple[str, Path]], list[dict]]:
 
 
 @dataclasses.dataclass
+class _Prepared:
+    """What the database needs from one file, without its body text (it crosses process boundaries)."""
+
+    frontmatter: dict
+    tags: tuple[str, ...]
+    wikilinks: tuple[str, ...]
+    embeds: list[str]
+    chunks: list[Chunk]
+    vectors: list[bytes] | None       # pgvector binary, when the embedder is cheap enough for worker processes
+
+
+def prepare_file(relative_path: str, data: bytes, embed_fake: bool) -> _Prepared | str:
+    """Decode, parse, chunk (and, for fake-lexical-v1, embed) one file.  Pure: worker processes run it.
+    Returns the per-file error message instead when the file cannot be used."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return f"not valid UTF-8 (byte {exc.start}); save the file as UTF-8"
+    try:
+        doc = parse_markdown(text, relative_path)
+    except MarkdownError as exc:
+        return f"{exc}; fix the frontmatter between the --- lines"
+    chunks = chunk_document(doc)
+    vectors = None
+    if embed_fake:
+        vectors = [_Copy.vector(fake_vector(document_fields(c.content, c.heading_path, relative_path, doc.tags,
+                                                            doc.wikilinks))) for c in chunks]
+    return _Prepared(doc.frontmatter, doc.tags, doc.wikilinks, [lk.target for lk in doc.links if lk.embed], chunks,
+                     vectors)
+
+
+@dataclasses.dataclass
 class _Pending:
     relative_path: str
     file_path: str
     content_hash: str
     mtime_ns: int
     size: int
-    doc: Document
-    chunks: list[Chunk]
-    vectors: list
     is_update: bool
+    prepared: _Prepared | None = None
+
+
+def _worker_pool(workers: int, jobs: int):
+    """A process pool for parsing when it pays: several CPUs, enough files, and fork (cheap start, no
+    re-import; Linux only, where forking a single-threaded CLI is safe)."""
+    import multiprocessing
+    if workers < 2 or jobs < INGEST_PARALLEL_MIN_FILES or not sys.platform.startswith("linux"):
+        return None
+    if "fork" not in multiprocessing.get_all_start_methods():
+        return None
+    import concurrent.futures
+    return concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
 
 
 class _IngestRun:
@@ -1550,15 +1604,32 @@ class _IngestRun:
         files, self.warnings = scan_vault(self.root)
         seen: set[str] = set()
         backfill_ids: list[int] = []
-        for n, (rel, path) in enumerate(files, 1):
-            self.progress(f"[{n}/{len(files)}] {rel}")
-            seen.add(rel)
-            pending = self._read(rel, path, existing.get(rel), backfill_ids)
-            if pending is not None:
-                self.batch.append(pending)
-                self.batch_chunks += len(pending.chunks)
-                if self.batch_chunks >= INGEST_BATCH_CHUNKS:
-                    self._flush()
+        # Parsing, chunking and fake embedding are CPU work: worker processes do them while this process reads,
+        # hashes and writes.  Results are taken in file order, so runs are deterministic either way.
+        embed_fake = self.key[0] == FAKE_PROVIDER
+        pool = _worker_pool(self.config.ingest_workers, len(files))
+        inflight: collections.deque = collections.deque()
+        try:
+            for n, (rel, path) in enumerate(files, 1):
+                self.progress(f"[{n}/{len(files)}] {rel}")
+                seen.add(rel)
+                job = self._read(rel, path, existing.get(rel), backfill_ids)
+                if job is None:
+                    continue
+                pending, data = job
+                if pool is None:
+                    self._collect(pending, prepare_file(rel, data, embed_fake))
+                    continue
+                inflight.append((pending, pool.submit(prepare_file, rel, data, embed_fake)))
+                while len(inflight) > 4 * self.config.ingest_workers:
+                    pending, future = inflight.popleft()
+                    self._collect(pending, future.result())
+            while inflight:
+                pending, future = inflight.popleft()
+                self._collect(pending, future.result())
+        finally:
+            if pool is not None:
+                pool.shutdown(wait=True, cancel_futures=True)
         self._flush()
         self._delete([rel for rel in existing if rel not in seen])
         self._backfill(backfill_ids)
@@ -1581,7 +1652,9 @@ class _IngestRun:
         self.failed.append({"path": rel, "error": error})
         LOG.warning("%s: %s", rel, error)
 
-    def _read(self, rel: str, path: Path, existing: tuple | None, backfill_ids: list[int]) -> _Pending | None:
+    def _read(self, rel: str, path: Path, existing: tuple | None,
+              backfill_ids: list[int]) -> tuple[_Pending, bytes] | None:
+        """Read and hash one file; None when there is nothing to parse (skipped, backfill-only, or failed)."""
         try:
             st = path.stat()
             if st.st_size > self.config.max_file_bytes:
@@ -1599,18 +1672,17 @@ class _IngestRun:
             else:
                 backfill_ids.append(existing[0])
             return None
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            self._fail(rel, f"not valid UTF-8 (byte {exc.start}); save the file as UTF-8")
-            return None
-        try:
-            doc = parse_markdown(text, rel)
-        except MarkdownError as exc:
-            self._fail(rel, f"{exc}; fix the frontmatter between the --- lines")
-            return None
-        return _Pending(rel, str(path.resolve()), digest, st.st_mtime_ns, st.st_size, doc, chunk_document(doc), [],
-                        is_update=existing is not None)
+        return _Pending(rel, str(path.resolve()), digest, st.st_mtime_ns, st.st_size, existing is not None), data
+
+    def _collect(self, pending: _Pending, prepared: _Prepared | str) -> None:
+        if isinstance(prepared, str):
+            self._fail(pending.relative_path, prepared)
+            return
+        pending.prepared = prepared
+        self.batch.append(pending)
+        self.batch_chunks += len(prepared.chunks)
+        if self.batch_chunks >= INGEST_BATCH_CHUNKS:
+            self._flush()
 
     def _embed(self, fields: list[dict[str, str]]) -> list:
         """Vectors for a batch of chunks, in one call so a model sees full batches; progress on stderr."""
@@ -1621,10 +1693,13 @@ class _IngestRun:
         if not self.batch:
             return
         batch, self.batch, self.batch_chunks = self.batch, [], 0
-        vectors = iter(self._embed([document_fields(c.content, c.heading_path, p.relative_path, p.doc.tags,
-                                                    p.doc.wikilinks) for p in batch for c in p.chunks]))
-        for p in batch:
-            p.vectors = [next(vectors) for _ in p.chunks]
+        todo = [p.prepared for p in batch if p.prepared.vectors is None]
+        if todo:  # a model embeds here, in full batches (never in forked workers)
+            vectors = iter(self._embed([document_fields(c.content, c.heading_path, p.relative_path, doc.tags,
+                                                        doc.wikilinks) for p in batch if p.prepared.vectors is None
+                                        for doc in [p.prepared] for c in doc.chunks]))
+            for doc in todo:
+                doc.vectors = [_Copy.vector(next(vectors)) for _ in doc.chunks]
         vault = str(self.root)
         with self.store.transaction():
             rows = self.store.run(
@@ -1637,12 +1712,12 @@ class _IngestRun:
                 "frontmatter = EXCLUDED.frontmatter, updated_at = now() RETURNING relative_path, id",
                 v=vault, f=[p.file_path for p in batch], r=[p.relative_path for p in batch],
                 h=[p.content_hash for p in batch], m=[p.mtime_ns for p in batch], s=[p.size for p in batch],
-                fm=[json.dumps(p.doc.frontmatter, ensure_ascii=False) for p in batch])
+                fm=[json.dumps(p.prepared.frontmatter, ensure_ascii=False) for p in batch])
             doc_ids = dict(rows)
             updated = [doc_ids[p.relative_path] for p in batch if p.is_update]
             if updated:
                 self.store.run("DELETE FROM chunks WHERE document_id = ANY(CAST(:ids AS bigint[]))", ids=updated)
-            total = sum(len(p.chunks) for p in batch)
+            total = sum(len(p.prepared.chunks) for p in batch)
             ids = [r[0] for r in self.store.run(
                 "SELECT nextval('chunks_id_seq') FROM generate_series(1, :n)", n=total)] if total else []
             chunk_rows, emb_rows = _Copy(len(_CHUNK_COLUMNS)), _Copy(len(_EMBEDDING_COLUMNS))
@@ -1650,17 +1725,18 @@ class _IngestRun:
             it = iter(ids)
             for p in batch:
                 doc_id = _Copy.int8(doc_ids[p.relative_path])
-                fm, tags, links = _Copy.jsonb(p.doc.frontmatter), _Copy.text_array(p.doc.tags), \
-                    _Copy.text_array(p.doc.wikilinks)
+                doc = p.prepared
+                fm, tags, links = _Copy.jsonb(doc.frontmatter), _Copy.text_array(doc.tags), \
+                    _Copy.text_array(doc.wikilinks)
                 file_path, rel = _Copy.text(p.file_path), _Copy.text(p.relative_path)
-                for chunk, vector in zip(p.chunks, p.vectors):
+                for chunk, vector in zip(doc.chunks, doc.vectors):
                     cid = _Copy.int8(next(it))
                     meta = {"char_start": chunk.start, "char_end": chunk.end,
-                            "embeds": [lk.target for lk in p.doc.links if lk.embed]}
+                            "embeds": doc.embeds}
                     chunk_rows.row(cid, doc_id, _Copy.int4(chunk.index), _Copy.text(chunk.content), file_path, rel,
                                    _Copy.text_array(chunk.heading_path), fm, tags, links, _Copy.jsonb(meta),
                                    _Copy.text(chunk.content_hash), _Copy.int4(chunk.token_count))
-                    emb_rows.row(cid, provider, model, dim, _Copy.vector(vector))
+                    emb_rows.row(cid, provider, model, dim, vector)
             self.store.copy("chunks", _CHUNK_COLUMNS, chunk_rows)
             self.store.copy("embeddings", _EMBEDDING_COLUMNS, emb_rows)
         for p in batch:

@@ -241,3 +241,22 @@ def test_real_obsidian_vault_in_many_scripts(db, tmp_path):
                      "WHERE c.document_id = d.id)")[0][0] <= 3  # only notes with no text at all
         assert s.run("SELECT max(token_count) FROM chunks")[0][0] <= localrag.CHUNK_HARD_MAX_TOKENS
     assert localrag.ingest(db, vault)["documents_skipped"] == n
+
+
+def test_worker_processes_give_the_same_index_as_in_process(db, tmp_path, monkeypatch):
+    import shutil
+    from conftest import SAMPLE_VAULT
+    snapshots = []
+    for workers in ("1", "2"):
+        vault = tmp_path / f"v{workers}"
+        for copy in ("a", "b", "c"):  # 39 files: above the threshold for a worker pool
+            shutil.copytree(SAMPLE_VAULT, vault / copy)
+        monkeypatch.setenv("LOCALRAG_INGEST_WORKERS", workers)
+        result = localrag.ingest(localrag.load_config(), vault)
+        assert result["documents_added"] == 39 and not result["files_failed"]
+        with localrag.Store.open(db) as s:
+            snapshots.append(s.run(
+                "SELECT c.relative_path, c.chunk_index, c.content_hash, c.heading_path, c.tags, c.wikilinks, "
+                "c.token_count, e.embedding::text FROM chunks c JOIN embeddings e ON e.chunk_id = c.id "
+                "JOIN documents d ON d.id = c.document_id WHERE d.vault_path = :v ORDER BY 1, 2", v=str(vault)))
+    assert snapshots[0] == snapshots[1] and len(snapshots[0]) > 200
