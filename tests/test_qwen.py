@@ -121,3 +121,16 @@ def test_cli_subprocess_runs_offline_by_itself(qwen_env, db, vault, env):
     assert ingest.returncode == 0, ingest.stderr
     search = run("search", "API 延迟", "--json")
     assert search.returncode == 0 and len(json.loads(search.stdout)["results"]) == 5
+
+
+def test_warmup_that_cannot_fetch_says_what_to_do(env, tmp_path, monkeypatch, capfd):
+    """No cache and no way to reach the hub (offline here): one message with the cache path and the copy hint."""
+    empty = tmp_path / "nothing-here"
+    monkeypatch.setenv("EMBEDDING_CACHE_DIR", str(empty))
+    monkeypatch.setenv("EMBEDDING_PROVIDER", "local-qwen3")
+    monkeypatch.setenv("EMBEDDING_MODEL", "")
+    code, out = run_cli("embeddings", "warmup", "--json")
+    assert code == localrag.EXIT_EMBEDDING
+    err = json.loads(out)["error"]
+    assert err["code"] == "embedding_model_unavailable" and str(empty) in err["message"]
+    assert "copy" in err["message"]
