@@ -1697,13 +1697,12 @@ class _IngestRun:
         if not self.batch:
             return
         batch, self.batch, self.batch_chunks = self.batch, [], 0
-        todo = [p.prepared for p in batch if p.prepared.vectors is None]
+        todo = [p for p in batch if p.prepared.vectors is None]
         if todo:  # a model embeds here, in full batches (never in forked workers)
-            vectors = iter(self._embed([document_fields(c.content, c.heading_path, p.relative_path, doc.tags,
-                                                        doc.wikilinks) for p in batch if p.prepared.vectors is None
-                                        for doc in [p.prepared] for c in doc.chunks]))
-            for doc in todo:
-                doc.vectors = [_Copy.vector(next(vectors)) for _ in doc.chunks]
+            vectors = iter(self._embed([document_fields(c.content, c.heading_path, p.relative_path, p.prepared.tags,
+                                                        p.prepared.wikilinks) for p in todo for c in p.prepared.chunks]))
+            for p in todo:
+                p.prepared.vectors = [_Copy.vector(next(vectors)) for _ in p.prepared.chunks]
         vault = str(self.root)
         with self.store.transaction():
             rows = self.store.run(
@@ -1735,8 +1734,7 @@ class _IngestRun:
                 file_path, rel = _Copy.text(p.file_path), _Copy.text(p.relative_path)
                 for chunk, vector in zip(doc.chunks, doc.vectors):
                     cid = _Copy.int8(next(it))
-                    meta = {"char_start": chunk.start, "char_end": chunk.end,
-                            "embeds": doc.embeds}
+                    meta = {"char_start": chunk.start, "char_end": chunk.end, "embeds": doc.embeds}
                     chunk_rows.row(cid, doc_id, _Copy.int4(chunk.index), _Copy.text(chunk.content), file_path, rel,
                                    _Copy.text_array(chunk.heading_path), fm, tags, links, _Copy.jsonb(meta),
                                    _Copy.text(chunk.content_hash), _Copy.int4(chunk.token_count))
