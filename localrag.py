@@ -2045,7 +2045,8 @@ def _plain_markdown(text: str) -> str:
     code fences removed."""
     text = re.sub(r"```.*?(?:```|\Z)", " ", text, flags=re.DOTALL)
     text = re.sub(r"^\s{0,3}#{1,6}\s.*$|^\s*\|?[\s:|-]+\|[\s:|-]*$", "", text, flags=re.MULTILINE)
-    text = re.sub(r"\[![\w-]+\][+-]?", " ", text)
+    text = re.sub(r"^\s*>\s*\[![\w-]+\][+-]?.*$", "", text, flags=re.MULTILINE)  # callout header: a title
+    text = re.sub(r"\*\*|__|`", "", text)
     text = re.sub(r"!\[\[[^\]]*\]\]", " ", text)
     text = _WIKILINK_RE.sub(lambda m: (m.group(4) or (m.group(2) + (m.group(3) or ""))).strip(), text)
     return text
@@ -2053,7 +2054,7 @@ def _plain_markdown(text: str) -> str:
 
 def _clean_sentence(s: str) -> str:
     s = re.sub(r"^\s*(?:#{1,6}\s+|[-*+]\s+|\d+[.)]\s+|>\s*|\|)+", "", s)
-    return re.sub(r"\s+", " ", s).strip(" |")
+    return re.sub(r"\s+", " ", s).strip(" |").lstrip("”’\"')）】」，,、：:；;")
 
 
 def fake_answer(question: str, blocks: list[dict], max_sentences: int = 4) -> str:

@@ -594,8 +594,10 @@ def test_successful_ask_output_hides_the_key(provider, stub, capfd, caplog):
 # === 8. Closed loop on the sample vault, CLI ask, eval ============================================================
 
 def _supported(sentence: str, content: str) -> bool:
-    """Every word of the sentence occurs in the block (markup such as [[link|alias]] may be rewritten)."""
-    return all(word in content for word in re.findall(r"\w+", sentence))
+    """Every word of the sentence occurs in the block (markup such as [[link|alias]], **bold** or `code` may be
+    rewritten)."""
+    plain = re.sub(r"\*\*|__|`", "", content)
+    return all(word in plain for word in re.findall(r"\w+", sentence))
 
 
 def test_ask_closed_loop_answers_every_rag_question(indexed):
