@@ -2054,7 +2054,7 @@ def _plain_markdown(text: str) -> str:
 
 def _clean_sentence(s: str) -> str:
     s = re.sub(r"^\s*(?:#{1,6}\s+|[-*+]\s+|\d+[.)]\s+|>\s*|\|)+", "", s)
-    return re.sub(r"\s+", " ", s).strip(" |").lstrip("”’\"')）】」，,、：:；;")
+    return re.sub(r"\s+", " ", s).strip(" |").lstrip("”’\"')）】」，,、：:；; ")
 
 
 def fake_answer(question: str, blocks: list[dict], max_sentences: int = 4) -> str:
