@@ -1594,6 +1594,8 @@ class _IngestRun:
         self.config, self.store, self.root, self.run_id = config, store, root, run_id
         self.embedder = get_embedder(config)
         self.key = config.embedding_key
+        # provider, model, dim as COPY fields: the same three leading values on every embeddings row
+        self.key_fields = (_Copy.text(self.key[0]), _Copy.text(self.key[1]), _Copy.int4(self.key[2]))
         self.progress = progress or (lambda msg: None)
         self.counts = dict.fromkeys(INGEST_COUNTS, 0)
         self.backfilled = 0
@@ -1724,7 +1726,6 @@ class _IngestRun:
             ids = [r[0] for r in self.store.run(
                 "SELECT nextval('chunks_id_seq') FROM generate_series(1, :n)", n=total)] if total else []
             chunk_rows, emb_rows = _Copy(len(_CHUNK_COLUMNS)), _Copy(len(_EMBEDDING_COLUMNS))
-            provider, model, dim = (_Copy.text(self.key[0]), _Copy.text(self.key[1]), _Copy.int4(self.key[2]))
             it = iter(ids)
             for p in batch:
                 doc_id = _Copy.int8(doc_ids[p.relative_path])
@@ -1738,7 +1739,7 @@ class _IngestRun:
                     chunk_rows.row(cid, doc_id, _Copy.int4(chunk.index), _Copy.text(chunk.content), file_path, rel,
                                    _Copy.text_array(chunk.heading_path), fm, tags, links, _Copy.jsonb(meta),
                                    _Copy.text(chunk.content_hash), _Copy.int4(chunk.token_count))
-                    emb_rows.row(cid, provider, model, dim, vector)
+                    emb_rows.row(cid, *self.key_fields, vector)
             self.store.copy("chunks", _CHUNK_COLUMNS, chunk_rows)
             self.store.copy("embeddings", _EMBEDDING_COLUMNS, emb_rows)
         for p in batch:
@@ -1766,9 +1767,8 @@ class _IngestRun:
             self.progress(f"backfilling {len(rows)} chunks for {self.key[0]}")
             vectors = self._embed([document_fields(r[1], r[2], r[3], r[4], r[5]) for r in rows])
             data = _Copy(len(_EMBEDDING_COLUMNS))
-            provider, model, dim = (_Copy.text(self.key[0]), _Copy.text(self.key[1]), _Copy.int4(self.key[2]))
             for r, vector in zip(rows, vectors):
-                data.row(_Copy.int8(r[0]), provider, model, dim, _Copy.vector(vector))
+                data.row(_Copy.int8(r[0]), *self.key_fields, _Copy.vector(vector))
             with self.store.transaction():
                 self.store.copy("embeddings", _EMBEDDING_COLUMNS, data)
             self.counts["embeddings_written"] += data.rows
