@@ -334,11 +334,7 @@ def load_config(env_file: str | Path | None = None, environ: dict | None = None,
         return path if path.is_absolute() else (base / path)
 
     home = as_path(get("LOCALRAG_HOME"), default_home(environ))
-    provider = get("EMBEDDING_PROVIDER") or FAKE_PROVIDER
-    if provider not in PROVIDER_MODELS:
-        raise ConfigInvalid(f"EMBEDDING_PROVIDER={provider!r} is not supported; use one of: "
-                            f"{', '.join(PROVIDER_MODELS)}", key="EMBEDDING_PROVIDER", value=provider,
-                            allowed=list(PROVIDER_MODELS))
+    provider = _choice_setting(get("EMBEDDING_PROVIDER") or FAKE_PROVIDER, "EMBEDDING_PROVIDER", PROVIDER_MODELS)
     model = get("EMBEDDING_MODEL") or PROVIDER_MODELS[provider]
     if model != PROVIDER_MODELS[provider]:
         raise ConfigInvalid(f"EMBEDDING_MODEL={model!r} does not match EMBEDDING_PROVIDER={provider}; the only "
@@ -349,17 +345,9 @@ def load_config(env_file: str | Path | None = None, environ: dict | None = None,
         raise ConfigInvalid(f"EMBEDDING_DIM={dim} is not supported; the schema stores vector({EMBEDDING_DIM}), "
                             f"set EMBEDDING_DIM={EMBEDDING_DIM} or leave it empty", key="EMBEDDING_DIM",
                             value=dim, allowed=[EMBEDDING_DIM])
-    device = (get("EMBEDDING_DEVICE") or "cpu").lower()
-    if device not in EMBEDDING_DEVICES:
-        raise ConfigInvalid(f"EMBEDDING_DEVICE={device!r} is not supported; use one of: "
-                            f"{', '.join(EMBEDDING_DEVICES)}", key="EMBEDDING_DEVICE", value=device,
-                            allowed=list(EMBEDDING_DEVICES))
+    device = _choice_setting((get("EMBEDDING_DEVICE") or "cpu").lower(), "EMBEDDING_DEVICE", EMBEDDING_DEVICES)
     cache_default = (repo_root / ".cache" / "embeddings") if repo_root else (home / "embeddings")
-    llm_provider = get("LLM_PROVIDER") or "fake"
-    if llm_provider not in LLM_PROVIDERS:
-        raise ConfigInvalid(f"LLM_PROVIDER={llm_provider!r} is not supported; use one of: "
-                            f"{', '.join(LLM_PROVIDERS)}", key="LLM_PROVIDER", value=llm_provider,
-                            allowed=list(LLM_PROVIDERS))
+    llm_provider = _choice_setting(get("LLM_PROVIDER") or "fake", "LLM_PROVIDER", LLM_PROVIDERS)
     top_k = _int_setting(get("RAG_TOP_K"), "RAG_TOP_K", TOP_K_DEFAULT)
     if not TOP_K_MIN <= top_k <= TOP_K_MAX:
         raise ConfigInvalid(f"RAG_TOP_K={top_k} is out of range; use an integer from {TOP_K_MIN} to {TOP_K_MAX}",
@@ -403,6 +391,14 @@ def load_config(env_file: str | Path | None = None, environ: dict | None = None,
         api_token=get("LOCALRAG_API_TOKEN"), max_file_bytes=int(max_file_mb * 1024 * 1024),
         max_body_bytes=max_body, ingest_workers=workers, env_file=dotenv_path, repo_root=repo_root,
     )
+
+
+def _choice_setting(value: str, key: str, allowed: Iterable[str]) -> str:
+    allowed = list(allowed)
+    if value not in allowed:
+        raise ConfigInvalid(f"{key}={value!r} is not supported; use one of: {', '.join(allowed)}", key=key,
+                            value=value, allowed=allowed)
+    return value
 
 
 def _int_setting(raw: str, key: str, default: int) -> int:
@@ -2971,14 +2967,6 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         self._handle("POST")
 
-    def do_PUT(self) -> None:
-        self._handle("PUT")
-
-    def do_DELETE(self) -> None:
-        self._handle("DELETE")
-
-    def do_PATCH(self) -> None:
-        self._handle("PATCH")
 
 
 class _Server(http.server.ThreadingHTTPServer):
