@@ -69,10 +69,24 @@ def configure(monkeypatch, **values) -> localrag.Config:
     return localrag.load_config()
 
 
+_HEADER = re.compile(r"^\[(\d+)\] source: (.*)\nheading: (.*)\nscore: ([0-9.]+)\ncontent:\n", re.MULTILINE)
+
+
+def parse_sent_context(context: str) -> list[dict]:
+    """The blocks of the context a model received, read back by the test (localrag itself never re-parses it)."""
+    heads = list(_HEADER.finditer(context))
+    blocks = []
+    for i, m in enumerate(heads):
+        end = heads[i + 1].start() - 2 if i + 1 < len(heads) else len(context)
+        blocks.append({"n": int(m[1]), "source": m[2], "heading": m[3], "score": float(m[4]),
+                       "content": context[m.end():end]})
+    return blocks
+
+
 def sent_payload(request: dict) -> dict:
     """The JSON data of the user message of a recorded Chat Completions request, with its context's blocks."""
     data = json.loads(request["body"]["messages"][1]["content"])
-    data["evidence"] = localrag.parse_context(data["context"])
+    data["evidence"] = parse_sent_context(data["context"])
     return data
 
 
@@ -382,7 +396,7 @@ _EVIDENCE = [
 
 def _fake(question: str, evidence: list[dict]) -> str:
     context = "\n\n".join(localrag.format_block(e["n"], e["source"], e["heading"], 0.5, e["content"]) for e in evidence)
-    return localrag.FakeLLM().complete(localrag.rag_messages(question, context)).text
+    return localrag.FakeLLM().complete(localrag.rag_messages(question, context), evidence=evidence).text
 
 
 def test_fake_llm_cites_each_sentence_it_extracts():
