@@ -100,6 +100,7 @@ LOG = logging.getLogger(APP_NAME)
 
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE, EXIT_CONFIG, EXIT_DB, EXIT_SCHEMA = 0, 1, 2, 3, 4, 5
 EXIT_NOT_READY, EXIT_EMBEDDING, EXIT_LLM, EXIT_VAULT, EXIT_PARTIAL, EXIT_EVAL, EXIT_BUSY = 6, 7, 8, 9, 10, 11, 12
+EXIT_NOT_FOUND = 13
 EXIT_INTERRUPTED = 130
 
 
@@ -183,6 +184,10 @@ class LlmRateLimited(LlmError):
 
 class EvalFailed(LocalRagError):
     code, http_status, exit_code = "eval_below_threshold", 500, EXIT_EVAL
+
+
+class AnswerNotFound(LocalRagError):
+    code, http_status, exit_code = "answer_not_found", 404, EXIT_NOT_FOUND
 
 
 def _jsonable(value: Any) -> Any:
@@ -2144,6 +2149,11 @@ ANSWER_TYPE_RULES: tuple[AnswerRule, ...] = (
 )
 
 
+def asks_procedure(question: str) -> bool:
+    """Whether the question asks how to do something (whatever kind the table decides first)."""
+    return next(r for r in ANSWER_TYPE_RULES if r.kind == "procedure").asks(question)
+
+
 def answer_kind(question: str) -> str | None:
     """The kind of fact the question asks for (the first rule whose question pattern matches), or None."""
     rule = _answer_rule(question)
@@ -2308,6 +2318,7 @@ NO_ANSWER_TEXT = "The knowledge base has no evidence good enough to answer this 
 FALLBACK_NOTICE = "This answer is general knowledge, not from the local knowledge base."
 FAKE_MAX_SENTENCES = 4                     # sentences or list items in an extractive answer
 FAKE_MAX_STEPS = 10                        # numbered steps a procedure answer keeps
+FAKE_KIND_BONUS = 0.34                     # ranking bonus for a sentence carrying the asked-for kind of fact
 _MARKER_RE = re.compile(r"\[(\d+)\]")
 _SENTENCE_RE = re.compile(r"(?:[^。！？!?.\n]|\.(?!\s|$)|[!?](?=\w))+(?:[。！？!?]+|\.(?=\s|$)|$)", re.MULTILINE)
 
@@ -2376,7 +2387,7 @@ def _evidence_units(content: str) -> list[dict]:
     units: list[dict] = []
     paragraph: list[str] = []
     item: dict | None = None
-    list_id = 0
+    list_id = list_indent = 0
     last_kind = None
 
     def flush_paragraph() -> None:
@@ -2395,19 +2406,30 @@ def _evidence_units(content: str) -> list[dict]:
 
     for line in _plain_markdown(content).splitlines():
         m = _LIST_ITEM_RE.match(line)
-        if m:
+        if line.lstrip().startswith("|"):
             flush_paragraph()
             flush_item()
+            last_kind = "row"
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if sum(1 for c in cells if c) >= 2:      # a table row: one unit, its cells as written
+                units.append({"text": _collapse(line.strip().strip("|")), "kind": "row"})
+        elif m:
+            flush_paragraph()
+            flush_item()
+            indent = len(m.group(1).expandtabs(4))
+            if last_kind in ("step", "item", "sub") and indent > list_indent:
+                # a nested item: a unit of its own, outside its parent list's steps
+                item = {"lines": [m.group(4)], "kind": "sub", "list": -list_id, "step": 0}
+                last_kind = "sub" if last_kind == "sub" else last_kind
+                continue
             kind = "step" if m.group(3) else "item"
-            if last_kind != kind:
+            if last_kind not in (kind, "sub") or indent < list_indent:
                 list_id += 1
-            last_kind = kind
+            last_kind, list_indent = kind, indent
             item = {"lines": [m.group(4)], "kind": kind, "list": list_id, "step": int(m.group(3) or 0)}
         elif not line.strip():
             flush_paragraph()
-            flush_item()
-            if item is None:
-                last_kind = "blank" if last_kind not in ("step", "item") else last_kind
+            flush_item()     # a blank line inside a list keeps the list going (loose lists)
         elif item is not None and line[:1].isspace():
             item["lines"].append(line)           # an indented continuation of the list item
         else:
@@ -2444,6 +2466,8 @@ def _readable(unit: dict) -> bool:
     cjk = sum(len(run) for run in _CJK_RUN_RE.findall(text))
     if unit["kind"] == "step":
         return words >= 2 or cjk >= 4
+    if not re.search(r"[.!。！)）\]]$", text) and words < 6 and cjk < 10:
+        return False  # a bare title or link line, not a statement
     return words >= 4 or cjk >= 8 or (words >= 2 and cjk >= 4)
 
 
@@ -2455,20 +2479,26 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
     q = content_tokens(question)
     if not q:
         q = set(fake_tokens(question))
+    rule = _answer_rule(question)
+    wants = rule if rule and rule.kind not in ("product", "yes_no", "procedure") else None
     scored = []
     steps: dict[tuple[int, int], list[dict]] = {}
     for b in blocks:
         for pos, unit in enumerate(_evidence_units(b["content"])):
             toks = content_tokens(unit["text"])
             hit = len(q & toks)
-            unit = {**unit, "n": b["n"], "pos": pos, "hit": hit, "coverage": hit / (len(q) or 1),
+            # a unit stating the asked-for kind of fact (a number for a limit question...) ranks as if it
+            # covered a third more of the question
+            carries = bool(hit and wants and wants.carried_by(question, unit["text"]))
+            unit = {**unit, "n": b["n"], "pos": pos, "hit": hit,
+                    "coverage": hit / (len(q) or 1) + (FAKE_KIND_BONUS if carries else 0.0),
                     "density": hit / math.sqrt(len(toks) or 1)}
             if unit["kind"] == "step":
                 steps.setdefault((b["n"], unit["list"]), []).append(unit)
             if _readable(unit):
                 scored.append(unit)
     lines: list[str] = []
-    if answer_kind(question) == "procedure" and steps:
+    if asks_procedure(question) and steps:
         # the numbered list covering the most of the question (its items together), if it covers anything
         (n, _list), items = max(steps.items(), key=lambda kv: (len(q & set().union(*(content_tokens(u["text"])
                                                                                       for u in kv[1]))),
@@ -2605,8 +2635,8 @@ class OpenAICompatibleLLM:
         except LlmError as exc:  # the upstream text may echo the key
             raise type(exc)(self._redact(exc.message), **exc.details) from None
 
-    def _complete_stream(self, messages: list[dict], on_delta: Callable[[str], None]) -> Completion:
-        resp = self._request(messages, stream=True)
+    def _complete_stream(self, messages: list[dict], on_delta: Callable[[str], None], resp: Any = None) -> Completion:
+        resp = resp if resp is not None else self._request(messages, stream=True)
         deadline = time.monotonic() + max(self.timeout_s * 10, 60)
         parts: list[str] = []
         finish = None
@@ -2952,6 +2982,82 @@ def _record(config: Config, store: Store, response: dict, question: str, top_k: 
     record = answer_record(response, question=question, top_k=top_k, config=config, evidence=evidence,
                            request_body=request_body, latency_ms=latency)
     response["answer_id"], _created = store.insert_answer(record)
+
+
+def _answer_id(value: Any) -> int:
+    text = str(value).strip()
+    if not re.fullmatch(r"[0-9]{1,18}", text) or int(text) < 1:
+        raise InvalidRequest(f"answer id must be a positive integer (got {text[:40]!r})", field="id")
+    return int(text)
+
+
+def answer_history(config: Config, limit: Any = ANSWERS_LIMIT_DEFAULT, offset: Any = 0,
+                   store: Store | None = None) -> dict:
+    """GET /answers and `localrag history`: the newest answer records first, as summaries, one page."""
+    for name, value, lo, hi in (("limit", limit, 1, ANSWERS_LIMIT_MAX), ("offset", offset, 0, 2 ** 62)):
+        if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+            raise InvalidRequest(f"{name} must be an integer from {lo} to {hi} (got {value!r})", field=name,
+                                 allowed=f"{lo}..{hi}")
+    with _store_for(config, store) as s:
+        total, rows = s.list_answers(limit, offset)
+    nxt = offset + len(rows)
+    return {"answers": rows, "total": total, "limit": limit, "offset": offset,
+            "next_offset": nxt if nxt < total else None, "recording": config.rag_record_answers}
+
+
+def answer_show(config: Config, answer_id: Any, store: Store | None = None) -> dict:
+    """GET /answers/{id} and `localrag history show ID`: one whole record."""
+    answer_id = _answer_id(answer_id)
+    with _store_for(config, store) as s:
+        record = s.get_answer(answer_id)
+    if record is None:
+        raise AnswerNotFound(f"no answer record {answer_id}; `localrag history` lists the recorded ones",
+                             id=answer_id)
+    return record
+
+
+def llm_check(config: Config) -> dict:
+    """`localrag llm check`: one tiny streaming request to the configured model: reachable, which model answered,
+    latency, and whether it streams (a server that ignores stream=true and sends JSON counts as reachable,
+    not streaming).  The fake provider answers locally."""
+    messages = [{"role": "user", "content": "Reply with the single word OK."}]
+    out: dict = {"provider": config.llm_provider, "base_url": _safe_url(config.llm_base_url) or None,
+                 "model": config.llm_model or None, "api_key": "set" if config.llm_api_key else "not set"}
+    started = time.perf_counter()
+    llm = get_llm(config)
+    if isinstance(llm, FakeLLM):
+        completion = llm.complete(messages, lambda _t: None)
+        return {**out, "reachable": True, "streaming": True, "answered_model": completion.model,
+                "latency_ms": round((time.perf_counter() - started) * 1000, 2), "status": completion.status}
+    resp = llm._request(messages, stream=True)
+    try:
+        ctype = resp.headers.get("Content-Type", "")
+        if "text/event-stream" in ctype:
+            completion = llm._complete_stream(messages, lambda _t: None, resp)
+            streaming = True
+        else:
+            try:
+                completion = parse_completion(json.loads(resp.read()))
+            except (ValueError, UnicodeDecodeError):
+                raise LlmError("the LLM endpoint returned a body that is neither SSE nor JSON") from None
+            streaming = False
+    finally:
+        resp.close()
+    return {**out, "reachable": True, "streaming": streaming, "answered_model": completion.model,
+            "latency_ms": round((time.perf_counter() - started) * 1000, 2), "status": completion.status}
+
+
+def _safe_url(url: str) -> str:
+    """A URL for display: user info and query dropped (they may carry credentials)."""
+    if not url:
+        return ""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        host = parts.hostname or ""
+        netloc = host + (f":{parts.port}" if parts.port else "")
+    except ValueError:
+        return "<unparseable URL>"
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 def health(config: Config, store: Store | None = None, details: bool = True) -> dict:
@@ -3307,7 +3413,12 @@ class Api:
         self.routes: dict[tuple[str, str], Callable] = {
             ("GET", "/health"): self.get_health, ("GET", "/openapi.json"): self.get_openapi,
             ("POST", "/search"): self.post_search, ("POST", "/ask"): self.post_ask,
+            ("GET", "/answers"): self.get_answers,
         }
+        # paths with a parameter: (method, pattern, handler); the handler gets the match as a third argument
+        self.pattern_routes: list[tuple[str, re.Pattern, Callable]] = [
+            ("GET", re.compile(r"/answers/([^/]+)"), self.get_answer),
+        ]
         self.stream_routes = {("POST", "/ask/stream")}
         self._spec = openapi_spec()
 
@@ -3325,11 +3436,13 @@ class Api:
 
     def resolve(self, method: str, path: str) -> str:
         """'json', 'stream', or raises NotFound / MethodNotAllowed."""
-        if (method, path) in self.routes:
+        if (method, path) in self.routes or any(m == method and rx.fullmatch(path)
+                                                 for m, rx, _h in self.pattern_routes):
             return "json"
         if (method, path) in self.stream_routes:
             return "stream"
-        allowed = sorted({m for m, p in [*self.routes, *self.stream_routes] if p == path})
+        allowed = sorted({m for m, p in [*self.routes, *self.stream_routes] if p == path} |
+                         {m for m, rx, _h in self.pattern_routes if rx.fullmatch(path)})
         if allowed:
             raise MethodNotAllowed(f"{method} is not allowed on {path}; use {', '.join(allowed)}", allowed=allowed)
         raise NotFound(f"no endpoint {path}; see GET /openapi.json", path=path)
@@ -3361,10 +3474,51 @@ class Api:
         with self.pool.store() as s:
             return 200, ask(self.config, body["question"], body.get("top_k"), body.get("fallback"), store=s)
 
+    def call(self, method: str, path: str, headers: Any, body: Any) -> tuple[int, dict]:
+        """Run the JSON handler for a resolved (method, path); ``body`` is the parsed query for GET."""
+        handler = self.routes.get((method, path))
+        if handler is not None:
+            return handler(headers, body)
+        for m, rx, handler in self.pattern_routes:
+            match = rx.fullmatch(path)
+            if m == method and match:
+                return handler(headers, body, match)
+        raise NotFound(f"no endpoint {path}; see GET /openapi.json", path=path)
+
+    def get_answers(self, headers: Any, query: Any) -> tuple[int, dict]:
+        self.require_auth(headers)
+        query = query or {}
+        unknown = sorted(set(query) - {"limit", "offset"})
+        if unknown:
+            raise InvalidRequest(f"unknown query parameter(s): {', '.join(unknown)}; allowed: limit, offset",
+                                 field=unknown[0])
+        limit = _query_int(query, "limit", ANSWERS_LIMIT_DEFAULT, 1, ANSWERS_LIMIT_MAX)
+        offset = _query_int(query, "offset", 0, 0, 2 ** 62)
+        with self.pool.store() as s:
+            return 200, answer_history(self.config, limit, offset, store=s)
+
+    def get_answer(self, headers: Any, query: Any, match: re.Match) -> tuple[int, dict]:
+        self.require_auth(headers)
+        with self.pool.store() as s:
+            return 200, answer_show(self.config, match.group(1), store=s)
+
     def ask_body(self, body: Any) -> dict:
         body = _check_fields(body, _ASK_FIELDS, "question")
         _text_ok(body.get("question"), "question")
         return body
+
+
+def _query_int(query: dict, name: str, default: int, lo: int, hi: int) -> int:
+    values = query.get(name)
+    if not values:
+        return default
+    if len(values) > 1:
+        raise InvalidRequest(f"{name} is given {len(values)} times; give it once", field=name)
+    raw = values[0]
+    if not re.fullmatch(r"[0-9]{1,19}", raw) or not lo <= int(raw) <= hi:
+        raise InvalidRequest(f"{name} must be an integer from {lo} to {hi} (got {raw[:40]!r})", field=name,
+                             allowed=f"{lo}..{hi}")
+    return int(raw)
 
 
 def _error_body(exc: BaseException) -> tuple[int, dict]:
@@ -3458,16 +3612,18 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         started = time.perf_counter()
         self._status = 0
         self._body_read = False
-        path = urllib.parse.urlsplit(self.path).path.rstrip("/") or "/"
+        parts = urllib.parse.urlsplit(self.path)
+        path = parts.path.rstrip("/") or "/"
         try:
             kind = self.api.resolve(method, path)
             if method == "POST":
                 self.api.require_auth(self.headers)  # 401 before the body is read or judged
-            body = self._read_body() if method == "POST" else None
+            body = self._read_body() if method == "POST" else urllib.parse.parse_qs(parts.query,
+                                                                                     keep_blank_values=True)
             if kind == "stream":
                 self._stream(body)
             else:
-                status, payload = self.api.routes[(method, path)](self.headers, body)
+                status, payload = self.api.call(method, path, self.headers, body)
                 self._send_json(status, payload)
         except (BrokenPipeError, ConnectionResetError, socket.timeout):
             self.close_connection = True
@@ -3622,6 +3778,7 @@ EXIT_CODES_HELP = f"""exit codes:
   {EXIT_PARTIAL}   ingest finished but some files failed (listed in the output)
   {EXIT_EVAL}   eval below --min-hit-at-k / --min-rejection
   {EXIT_BUSY}   another ingest of the same vault is running
+  {EXIT_NOT_FOUND}   no such answer record (`localrag history show ID`)
   {EXIT_INTERRUPTED} interrupted (Ctrl-C)"""
 
 
@@ -3765,12 +3922,74 @@ def _cmd_ask(config: Config, args: argparse.Namespace) -> int:
     if result["citations"]:
         print("sources:")
         _print_citations(result["citations"])
+    evidence_check = result.get("evidence_check")
+    if evidence_check and evidence_check["refuses"]:
+        checked = ", ".join(f"[{c['n']}] {c['source']}" for c in evidence_check["checked"]) or "none"
+        print(f"the question asks for {evidence_check['kind']} ({evidence_check['needs']}); checked: {checked}")
     check = result.get("citation_check")
     if check and check["invalid"]:
         _say(f"warning: the answer cites block(s) {check['invalid']} that were not supplied")
+    for claim in result.get("claims") or []:
+        if not claim["supported"]:
+            _say(f"warning: claim not supported by block(s) {claim['cites']} (overlap {claim['overlap']}"
+                 + (f", numbers not in the block: {', '.join(claim['numbers_missing'])}" if claim["numbers_missing"]
+                    else "") + f"): {_snippet(claim['text'], 100)}")
+    if result.get("answer_id"):
+        print(f"record: #{result['answer_id']} (localrag history show {result['answer_id']})")
     if result["completion"]["status"] in ("incomplete", "refused"):
         _say(f"warning: the answer is {result['completion']['status']} "
              f"(finish_reason {result['completion']['finish_reason']})")
+    return EXIT_OK
+
+
+def _cmd_history(config: Config, args: argparse.Namespace) -> int:
+    if args.action is None and args.id is not None:
+        raise InvalidRequest(f"unexpected argument {args.id!r}; use `localrag history show ID`")
+    if args.action == "show":
+        if args.id is None:
+            raise InvalidRequest("history show needs a record id: `localrag history show ID`", field="id")
+        record = answer_show(config, args.id)
+        if args.json:
+            _print_json(record)
+            return EXIT_OK
+        print(f"answer #{record['id']}  {record['created_at']}")
+        print(f"question     {record['question']}")
+        print(f"mode         {record['mode']}  ({record['reason']})")
+        print(f"model        {record['llm_provider']}/{record['model'] or '-'}  completion {record['completion_status']}"
+              f" (finish_reason {record['finish_reason']})  prompt {record['prompt_version'] or '-'}")
+        print(f"latency      {record['latency_ms']}")
+        print(f"request      sha256 {record['request_sha256'] or '-'}")
+        for b in record["evidence"]:
+            print(f"evidence [{b['n']}] {b['source']} › {' › '.join(b['heading_path']) or '(no heading)'}  "
+                  f"score {b['score']:.4f} rank {b['rank']} chunk {b['chunk_id']} sha256 {b['content_sha256'][:12]}")
+        for e in record["excluded"]:
+            print(f"excluded     rank {e['rank']} {e['source']} ({e['reason']})")
+        print()
+        print(record["answer"])
+        return EXIT_OK
+    limit = args.limit if args.limit is not None else ANSWERS_LIMIT_DEFAULT
+    result = answer_history(config, limit, 0)
+    if args.json:
+        _print_json(result)
+        return EXIT_OK
+    if not result["answers"]:
+        _say("no answer records yet" + ("" if config.rag_record_answers else " (RAG_RECORD_ANSWERS=false)"))
+    for r in result["answers"]:
+        print(f"#{r['id']:<6} {str(r['created_at'])[:19]}  {r['mode']:<9} {_snippet(r['reason'], 34):<34} "
+              f"{_snippet(r['question'], 60)}")
+    if result["next_offset"] is not None:
+        _say(f"{result['total']} records in all; showing the newest {len(result['answers'])} (--limit N)")
+    return EXIT_OK
+
+
+def _cmd_llm(config: Config, args: argparse.Namespace) -> int:
+    result = llm_check(config)
+    if args.json:
+        _print_json(result)
+    else:
+        for key in ("provider", "base_url", "model", "api_key", "reachable", "answered_model", "streaming",
+                    "latency_ms", "status"):
+            print(f"{key:16} {'' if result.get(key) is None else result[key]}")
     return EXIT_OK
 
 
@@ -3897,6 +4116,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stream", action="store_true", help="print the answer as it arrives")
     _add_json(p)
     p.set_defaults(func=_cmd_ask)
+
+    p = sub.add_parser("history", help="answer records: list the newest, or show one whole", formatter_class=fmt,
+                       epilog="examples:\n  localrag history --limit 5\n  localrag history show 42 --json\n\n"
+                              f"exit code {EXIT_NOT_FOUND} means there is no record with that id.")
+    p.add_argument("action", nargs="?", choices=["show"], help="show one record (needs ID)")
+    p.add_argument("id", nargs="?", help="the record id (from `localrag history` or an ask's answer_id)")
+    p.add_argument("--limit", type=int, metavar="N", help=f"records to list, 1..{ANSWERS_LIMIT_MAX} "
+                                                         f"(default {ANSWERS_LIMIT_DEFAULT})")
+    _add_json(p)
+    p.set_defaults(func=_cmd_history)
+
+    p = sub.add_parser("llm", help="the configured LLM: check", formatter_class=fmt,
+                       epilog="example:\n  localrag llm check --json")
+    lsub = p.add_subparsers(dest="llm_command", metavar="ACTION", required=True)
+    sp = lsub.add_parser("check", help="send one tiny request: reachability, model, latency, streaming",
+                         description="send one tiny request: reachability, model, latency, streaming")
+    _add_json(sp)
+    p.set_defaults(func=_cmd_llm)
 
     p = sub.add_parser("eval", help="measure retrieval and refusal on a question set", formatter_class=fmt,
                        epilog="example:\n  localrag eval --min-hit-at-k 0.9 --min-rejection 0.8 --calibrate")
