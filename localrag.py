@@ -1205,6 +1205,7 @@ ANSWER_COLUMNS = ("question", "mode", "reason", "retrieval", "gate", "evidence",
 _ANSWER_JSON_COLUMNS = frozenset({"retrieval", "gate", "evidence", "excluded", "usage", "claims", "citation_check",
                                   "latency_ms"})
 ANSWERS_LIMIT_DEFAULT, ANSWERS_LIMIT_MAX = 20, 1000
+ANSWER_ID_MAX = 2 ** 62                    # ids and offsets above this are refused (bigint holds 2^63 - 1)
 
 
 def _pg_code(exc: BaseException) -> str:
@@ -2113,7 +2114,7 @@ ANSWER_TYPE_RULES: tuple[AnswerRule, ...] = (
                rf"{_LIMIT_WORDS}[^\n]{{0,80}}?{_NUM}|{_NUM}[^\n]{{0,80}}?{_LIMIT_WORDS}|\d\s?(?:kb|mb|gb|tb)\b",
                True, "a number stated as a limit"),
     AnswerRule("count",
-               r"\bhow many\b|\bnumber of\b|多少个|几个|多少种|几种|多少条|多少项|数量|几台|几位",
+               r"\bhow many\b|\bnumber of\b|多少个|几个|多少种|几种|多少条|多少项|多少次|数量|几台|几位|几颗|几条|几次|几项",
                r"\d|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|dozens?|hundreds?|"
                r"single|both)\b|[一二三四五六七八九十两百千万]\s?(?:个|种|条|台|位|项|次)",
                True, "a count"),
@@ -2986,15 +2987,16 @@ def _record(config: Config, store: Store, response: dict, question: str, top_k: 
 
 def _answer_id(value: Any) -> int:
     text = str(value).strip()
-    if not re.fullmatch(r"[0-9]{1,18}", text) or int(text) < 1:
-        raise InvalidRequest(f"answer id must be a positive integer (got {text[:40]!r})", field="id")
+    if not re.fullmatch(r"[0-9]{1,19}", text) or not 1 <= int(text) <= ANSWER_ID_MAX:
+        raise InvalidRequest(f"answer id must be an integer from 1 to {ANSWER_ID_MAX} (got {text[:40]!r})",
+                             field="id")
     return int(text)
 
 
 def answer_history(config: Config, limit: Any = ANSWERS_LIMIT_DEFAULT, offset: Any = 0,
                    store: Store | None = None) -> dict:
     """GET /answers and `localrag history`: the newest answer records first, as summaries, one page."""
-    for name, value, lo, hi in (("limit", limit, 1, ANSWERS_LIMIT_MAX), ("offset", offset, 0, 2 ** 62)):
+    for name, value, lo, hi in (("limit", limit, 1, ANSWERS_LIMIT_MAX), ("offset", offset, 0, ANSWER_ID_MAX)):
         if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
             raise InvalidRequest(f"{name} must be an integer from {lo} to {hi} (got {value!r})", field=name,
                                  allowed=f"{lo}..{hi}")
@@ -3183,7 +3185,12 @@ def load_questions(path: str | Path) -> list[dict]:
                                  field="expected_mode")
         if mode == "rag" and not sources:
             raise InvalidRequest(f"{where} ({qid}): a rag question needs expected_sources", field="expected_sources")
-        out.append({"id": qid, "question": question.strip(), "expected_sources": sources, "expected_mode": mode})
+        tier = item.get("tier") or ("answerable" if mode == "rag" else "no_answer")
+        if not isinstance(tier, str):
+            raise InvalidRequest(f"{where} ({qid}): tier must be a string such as answerable or near_miss",
+                                 field="tier")
+        out.append({"id": qid, "question": question.strip(), "expected_sources": sources, "expected_mode": mode,
+                    "tier": tier})
     return out
 
 
@@ -3225,11 +3232,19 @@ def run_eval(config: Config, questions: list[dict], top_k: Any = None, store: St
             started = time.perf_counter()
             results = retrieve(s, config, q["question"], top_k)
             confidence = results[0]["score"] if results else 0.0
-            mode, _reason = decide_mode(confidence, config.rag_min_similarity, False, False)
+            mode, reason = decide_mode(confidence, config.rag_min_similarity, False, False)
+            kind = None
+            if mode == "rag":  # the same answer-type check as ask, on the same assembled blocks
+                blocks = assemble_evidence(results, config.rag_context_token_budget, max_blocks=top_k).blocks
+                check = answer_type_check(q["question"], blocks)
+                kind = check["kind"]
+                if check["refuses"]:
+                    mode, reason = "no_answer", f"insufficient_evidence/{kind}"
             latency_ms = (time.perf_counter() - started) * 1000
             rank = next((i for i, r in enumerate(results, 1) if r["source"] in q["expected_sources"]), None)
             rows.append({"id": q["id"], "question": q["question"], "expected_mode": q["expected_mode"],
-                         "mode": mode, "confidence": round(confidence, 4), "rank": rank,
+                         "tier": q.get("tier"), "mode": mode, "reason": reason, "answer_kind": kind,
+                         "confidence": round(confidence, 4), "rank": rank,
                          "top_source": results[0]["source"] if results else None,
                          "latency_ms": round(latency_ms, 2)})
     answerable = [r for r in rows if r["expected_mode"] == "rag"]
@@ -3249,6 +3264,14 @@ def run_eval(config: Config, questions: list[dict], top_k: Any = None, store: St
         "no_answer_rejection": mean([1.0 if r["mode"] == "no_answer" else 0.0 for r in unanswerable]),
         "latency_ms_p50": round(_percentile(latencies, 50), 2), "latency_ms_p95": round(_percentile(latencies, 95), 2),
     }
+    tiers = {}
+    for tier in sorted({r["tier"] for r in rows if r.get("tier")}):
+        group = [r for r in rows if r.get("tier") == tier]
+        tiers[tier] = {"n": len(group), "answered": mean([1.0 if r["mode"] == "rag" else 0.0 for r in group]),
+                       "refused": mean([1.0 if r["mode"] == "no_answer" else 0.0 for r in group]),
+                       "refused_by_answer_type": mean([1.0 if r["reason"].startswith("insufficient_evidence/")
+                                                       else 0.0 for r in group])}
+    summary["tiers"] = tiers
     calibration = calibrate_threshold([r["confidence"] for r in answerable], [r["confidence"] for r in unanswerable])
     return {"summary": summary, "calibration": calibration, "questions": rows}
 
@@ -3330,10 +3353,54 @@ def openapi_spec() -> dict:
         "prompt_version": _schema("string", nullable=True),
         "completion": _schema("object", properties={
             "status": _schema("string", enum=["complete", "incomplete", "refused", "not_called"]),
-            "finish_reason": _schema("string", nullable=True), "model": _schema("string", nullable=True)}),
+            "finish_reason": _schema("string", nullable=True), "model": _schema("string", nullable=True),
+            "usage": _schema("object", nullable=True, description="token usage as the model reported it")}),
+        "evidence_check": _schema("object", nullable=True, description=(
+            "the answer-type check (before any model call): the kind of fact the question asks for, whether a top "
+            "block carries it; refuses=true makes the mode no_answer with reason insufficient_evidence/<kind>"),
+            properties={"kind": _schema("string", nullable=True), "ok": _schema("boolean"),
+                        "refuses": _schema("boolean"), "needs": _schema("string", nullable=True),
+                        "checked": _schema("array", items=_schema("object", properties={
+                            "n": _schema("integer"), "source": _schema("string"), "heading": _schema("string")})),
+                        "carried_by": _schema("array", items=_schema("integer"))}),
+        "claims": _schema("array", description="each answer sentence carrying [n], checked against block n",
+                          items=_schema("object", required=["text", "cites", "supported", "overlap"], properties={
+                              "text": _schema("string"), "cites": _schema("array", items=_schema("integer")),
+                              "supported": _schema("boolean"), "overlap": _schema("number"),
+                              "numbers_missing": _schema("array", items=_schema("string"))})),
         "citation_check": _schema("object", nullable=True, properties={
             "markers": _schema("array", items=_schema("integer")), "invalid": _schema("array", items=_schema("integer")),
-            "ok": _schema("boolean")})})
+            "ok": _schema("boolean"), "claims": _schema("integer"), "supported": _schema("integer"),
+            "unsupported": _schema("integer")}),
+        "answer_id": _schema("integer", nullable=True, description="the answer record (GET /answers/{id}); null "
+                                                                   "when RAG_RECORD_ANSWERS=false")})
+    answer_summary = _schema("object", required=["id", "created_at", "question", "mode", "reason"], properties={
+        "id": _schema("integer"), "created_at": _schema("string"), "question": _schema("string"),
+        "mode": _schema("string"), "reason": _schema("string"), "model": _schema("string", nullable=True),
+        "completion_status": _schema("string"), "evidence_blocks": _schema("integer"),
+        "citation_check": _schema("object", nullable=True)})
+    answer_record = _schema("object", required=["id", "created_at", "question", "mode", "reason", "evidence",
+                                                "excluded", "request_sha256", "completion_status", "answer"],
+                            properties={
+        "id": _schema("integer"), "created_at": _schema("string"), "question": _schema("string"),
+        "mode": _schema("string"), "reason": _schema("string"),
+        "retrieval": _schema("object", description="retrieval mode, filters, top_k, embedding provider/model"),
+        "gate": _schema("object", description="confidence, threshold, gate signals, the answer-type check"),
+        "evidence": _schema("array", items=_schema("object", properties={
+            "n": _schema("integer"), "chunk_id": _schema("integer", nullable=True), "source": _schema("string"),
+            "heading_path": _schema("array", items=_schema("string")), "content_sha256": _schema("string"),
+            "score": _schema("number"), "rank": _schema("integer"), "truncated": _schema("boolean")})),
+        "excluded": _schema("array", items=_schema("object", properties={
+            "chunk_id": _schema("integer", nullable=True), "source": _schema("string"), "rank": _schema("integer"),
+            "reason": _schema("string", enum=["duplicate", "budget", "evidence_limit"])})),
+        "prompt_version": _schema("string", nullable=True),
+        "request_body": _schema("string", nullable=True, description="the exact Chat Completions body sent "
+                                                                     "(no headers, no API key)"),
+        "request_sha256": _schema("string", nullable=True), "llm_provider": _schema("string", nullable=True),
+        "model": _schema("string", nullable=True), "completion_status": _schema("string"),
+        "finish_reason": _schema("string", nullable=True), "usage": _schema("object", nullable=True),
+        "answer": _schema("string"), "claims": _schema("array", items=_schema("object")),
+        "citation_check": _schema("object", nullable=True), "latency_ms": _schema("object")})
     bearer = [{"bearer": []}, {}]
     return {
         "openapi": "3.0.3",
@@ -3369,6 +3436,21 @@ def openapi_spec() -> dict:
                         "id": {"type": "string"}, "retry": {"type": "integer"}}}}}},
                     **{k: v for k, v in responses("#/components/schemas/AskResponse",
                                                   401, 413, 422, 500, 502, 503, 504).items() if k != "200"}}}},
+            "/answers": {"get": {
+                "summary": "Answer records, newest first (append-only; nothing updates or deletes them)",
+                "security": bearer,
+                "parameters": [
+                    {"name": "limit", "in": "query", "required": False, "schema": _schema(
+                        "integer", minimum=1, maximum=ANSWERS_LIMIT_MAX, default=ANSWERS_LIMIT_DEFAULT)},
+                    {"name": "offset", "in": "query", "required": False, "schema": _schema(
+                        "integer", minimum=0, maximum=ANSWER_ID_MAX, default=0)}],
+                "responses": responses("#/components/schemas/AnswerList", 401, 422, 500, 503)}},
+            "/answers/{id}": {"get": {
+                "summary": "One answer record: question, gate, evidence, exclusions, request body and sha256, "
+                           "completion", "security": bearer,
+                "parameters": [{"name": "id", "in": "path", "required": True,
+                                "schema": _schema("integer", minimum=1, maximum=ANSWER_ID_MAX)}],
+                "responses": responses("#/components/schemas/AnswerRecord", 401, 404, 422, 500, 503)}},
             "/openapi.json": {"get": {"summary": "This document", "responses": {"200": {
                 "description": "OpenAPI 3.0 document", "content": {"application/json": {
                     "schema": {"type": "object"}}}}}}},
@@ -3392,6 +3474,12 @@ def openapi_spec() -> dict:
                     "results": _schema("array", items={"$ref": "#/components/schemas/SearchResult"})}),
                 "Citation": citation,
                 "AskResponse": ask_response,
+                "AnswerSummary": answer_summary,
+                "AnswerRecord": answer_record,
+                "AnswerList": _schema("object", required=["answers", "total", "limit", "offset"], properties={
+                    "answers": _schema("array", items={"$ref": "#/components/schemas/AnswerSummary"}),
+                    "total": _schema("integer"), "limit": _schema("integer"), "offset": _schema("integer"),
+                    "next_offset": _schema("integer", nullable=True), "recording": _schema("boolean")}),
                 "HealthResponse": _schema("object", required=["status", "checks"], properties={
                     "status": _schema("string"), "checks": _schema("object", additionalProperties=_schema("string")),
                     "details": _schema("object")}),
@@ -3493,7 +3581,7 @@ class Api:
             raise InvalidRequest(f"unknown query parameter(s): {', '.join(unknown)}; allowed: limit, offset",
                                  field=unknown[0])
         limit = _query_int(query, "limit", ANSWERS_LIMIT_DEFAULT, 1, ANSWERS_LIMIT_MAX)
-        offset = _query_int(query, "offset", 0, 0, 2 ** 62)
+        offset = _query_int(query, "offset", 0, 0, ANSWER_ID_MAX)
         with self.pool.store() as s:
             return 200, answer_history(self.config, limit, offset, store=s)
 
@@ -4018,6 +4106,9 @@ def _cmd_eval(config: Config, args: argparse.Namespace) -> int:
         print(f"Hit@1 {s['hit_at_1']}  Hit@{s['top_k']} {s['hit_at_k']}  MRR {s['mrr']}  "
               f"rag accuracy {s['rag_accuracy']}  no_answer rejection {s['no_answer_rejection']}")
         print(f"latency p50 {s['latency_ms_p50']} ms  p95 {s['latency_ms_p95']} ms")
+        for tier, t in s.get("tiers", {}).items():
+            print(f"tier {tier:<12} n={t['n']:<4} answered {t['answered']}  refused {t['refused']} "
+                  f"(answer-type check {t['refused_by_answer_type']})")
         if args.calibrate:
             c = result["calibration"]
             print(f"calibration: RAG_MIN_SIMILARITY={c['threshold']} separates {c['correct']}/{c['total']} "

@@ -438,7 +438,8 @@ def test_request_wire_format(provider, stub):
     body = request["body"]
     assert body["model"] == "stub-model" and body["temperature"] == 0 and body["stream"] is False
     assert response["answer"] == stub.answer and response["mode"] == "rag"
-    assert response["completion"] == {"status": "complete", "finish_reason": "stop", "model": "stub-model"}
+    assert response["completion"] == {"status": "complete", "finish_reason": "stop", "model": "stub-model",
+                                      "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}
     assert response["citation_check"]["invalid"] == [] and response["citation_check"]["markers"] == [1]
 
 
@@ -567,7 +568,7 @@ def test_llm_error_mapping(provider, stub, monkeypatch, capfd, caplog, scenario,
     assert_no_secret(out, captured.out, captured.err, caplog.text)
 
 
-@pytest.mark.parametrize("missing", ["LLM_BASE_URL", "LLM_API_KEY", "LLM_MODEL"])
+@pytest.mark.parametrize("missing", ["LLM_BASE_URL", "LLM_MODEL"])
 def test_missing_llm_setting_is_llm_config_missing(provider, monkeypatch, missing):
     monkeypatch.setenv(missing, "")
     error = ask_error(localrag.load_config())
@@ -653,7 +654,9 @@ def test_ask_closed_loop_refuses_every_no_answer_question(indexed):
 
 def test_ask_is_deterministic(indexed):
     config = indexed
-    assert localrag.ask(config, RAG_Q) == localrag.ask(config, RAG_Q)
+    first, second = localrag.ask(config, RAG_Q), localrag.ask(config, RAG_Q)
+    assert second.pop("answer_id") == first.pop("answer_id") + 1   # one record each
+    assert first == second
 
 
 def test_cli_ask_text_output(indexed):
