@@ -2114,7 +2114,7 @@ ANSWER_TYPE_RULES: tuple[AnswerRule, ...] = (
                rf"{_LIMIT_WORDS}[^\n]{{0,80}}?{_NUM}|{_NUM}[^\n]{{0,80}}?{_LIMIT_WORDS}|\d\s?(?:kb|mb|gb|tb)\b",
                True, "a number stated as a limit"),
     AnswerRule("count",
-               r"\bhow many\b|\bnumber of\b|多少个|几个|多少种|几种|多少条|多少项|多少次|数量|几台|几位|几颗|几条|几次|几项",
+               r"\bhow many\b|(?<!version )(?<!port )\bnumber of\b|多少个|几个|多少种|几种|多少条|多少项|多少次|数量|几台|几位|几颗|几条|几次|几项",
                r"\d|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|dozens?|hundreds?|"
                r"single|both)\b|[一二三四五六七八九十两百千万]\s?(?:个|种|条|台|位|项|次)",
                True, "a count"),
