@@ -2054,9 +2054,14 @@ def _question_names(question: str) -> list[str]:
     return names
 
 
+_NAME_ALIASES = {"iphone": ("ios",), "ipad": ("ios", "ipados"), "mac": ("macos",), "macbook": ("macos",),
+                 "osx": ("macos",), "pc": ("windows", "linux")}   # platform families a note names differently
+
+
 def _names_present(question: str, text: str) -> bool:
     low = fake_normalize(text)
-    return all(fake_normalize(name) in low for name in _question_names(question))
+    return all(any(fake_normalize(alt) in low for alt in (name, *_NAME_ALIASES.get(name.lower(), ())))
+               for name in _question_names(question))
 
 
 def _yes_no_carried(question: str, text: str) -> bool:
@@ -2106,7 +2111,7 @@ ANSWER_TYPE_RULES: tuple[AnswerRule, ...] = (
                rf"\d\s?{_UNITS_TIME}|\b(?:one|two|three|four|five|six|seven|ten|twelve|thirty|sixty|ninety) "
                rf"{_UNITS_TIME}|[一二三四五六七八九十两百]\s?{_UNITS_TIME}|\b(?:hourly|daily|weekly|monthly|yearly|"
                r"annually|every (?:hour|day|week|month|year))\b|每(?:小时|天|周|月|年)",
-               True, "a duration or frequency"),
+               False, "a duration or frequency"),
     AnswerRule("limit",
                r"\b(?:max(?:imum)?|min(?:imum)?|limits?|largest|biggest|smallest|at most|at least|upper bound|"
                r"cap|quota|how (?:big|large|small) (?:can|may|is|are)|how much (?:storage|space|data))\b|"
@@ -2117,13 +2122,16 @@ ANSWER_TYPE_RULES: tuple[AnswerRule, ...] = (
                r"\bhow many\b|(?<!version )(?<!port )\bnumber of\b|多少个|几个|多少种|几种|多少条|多少项|多少次|数量|几台|几位|几颗|几条|几次|几项",
                r"\d|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|dozens?|hundreds?|"
                r"single|both)\b|[一二三四五六七八九十两百千万]\s?(?:个|种|条|台|位|项|次)",
-               True, "a count"),
+               False, "a count"),
     AnswerRule("url",
-               r"\b(?:urls?|web ?address(?:es)?|websites?|domains?|host ?names?|ip address(?:es)?|endpoints?|"
-               r"which (?:server|site)s?|what address)\b|网址|链接地址|域名|主机名|网站|服务器地址|IP\s?地址|端点",
+               r"\b(?:what|which)\b[^?？]{0,40}?\b(?:urls?|web ?address(?:es)?|websites?|domains?|host ?names?|"
+               r"ip address(?:es)?|endpoints?|servers?|sites?|address(?:es)?)\b|"
+               r"\b(?:urls?|host ?names?|ip address(?:es)?|endpoints?|web ?address(?:es)?)\b[^?？]{0,20}\b(?:is|are)\b"
+               r"|(?:哪些|哪个|什么)(?:网址|域名|主机名|服务器地址|IP\s?地址|端点|地址)|(?:网址|域名|主机名|地址|端点)"
+               r"(?:是|有)(?:什么|哪些|多少)",
                r"https?://|\bwww\.|\b[a-z0-9][a-z0-9-]*(?:\.[a-z0-9-]+)*\.(?:com|org|net|io|app|dev|cn|co|ai|so|"
                r"info|edu|gov|md/)\b|\b\d{1,3}(?:\.\d{1,3}){3}\b",
-               True, "a URL or host name"),
+               False, "a URL or host name"),
     AnswerRule("product",
                r"\b(?:integrat\w*|connect\w*|sync\w*|import\w*|export\w*|plugin|works? with|compatible|support\w*|"
                r"open\w*|use|using|with|from|to|into|in)\b|集成|连接|同步|导入|导出|插件|兼容|支持|配合|使用|打开",
@@ -2132,15 +2140,15 @@ ANSWER_TYPE_RULES: tuple[AnswerRule, ...] = (
                r"\bwhich (?:file )?(?:formats?|file types?|extensions?)\b|\bwhat (?:file )?(?:formats?|file types?|"
                r"extensions?)\b|什么格式|哪些格式|哪种格式|文件类型|扩展名",
                r"\.[a-z0-9]{2,5}\b|\b(?:markdown|json|csv|pdf|html|yaml|png|jpe?g|gif|svg|mp3|mp4|webm|canvas|base)\b",
-               True, "a file format or extension"),
+               False, "a file format or extension"),
     AnswerRule("number",
                r"\b(?:what|which) (?:is the |are the )?(?:number|version|percentage|percent|ratio|rate|port)\b|"
                r"\bversion number\b|版本号|哪个版本|百分之|百分比|比例|端口号",
-               _NUM, True, "a number"),
+               _NUM, False, "a number"),
     AnswerRule("yes_no",
                r"^\s*(?:is|are|can|could|does|do|did|will|would|should|has|have|may)\b|吗\s*[？?]?\s*$|是否|能否|可否|"
                r"有没有|能不能|可不可以|是不是",
-               _yes_no_carried, True, f"one block holding {ANSWER_TYPE_YES_NO_COVERAGE:.0%} of the question's terms"),
+               _yes_no_carried, False, f"one block holding {ANSWER_TYPE_YES_NO_COVERAGE:.0%} of the question's terms"),
     AnswerRule("procedure",
                r"\bhow (?:do|can|should|would|could) (?:i|you|we|one)\b|\bhow to\b|\bsteps? (?:to|for)\b|"
                r"\bwhat (?:are the )?steps\b|如何|怎么|怎样|步骤|方法",
@@ -2153,6 +2161,14 @@ ANSWER_TYPE_RULES: tuple[AnswerRule, ...] = (
 def asks_procedure(question: str) -> bool:
     """Whether the question asks how to do something (whatever kind the table decides first)."""
     return next(r for r in ANSWER_TYPE_RULES if r.kind == "procedure").asks(question)
+
+
+def _block_text(rule: AnswerRule, block: dict) -> str:
+    """What a rule reads of a block: its content; for names also its file name and headings (a note titled
+    "Apple Notes" is about Apple Notes)."""
+    if rule.kind != "product":
+        return block["content"]
+    return " ".join([block.get("source", ""), *block.get("heading_path", []), block["content"]])
 
 
 def answer_kind(question: str) -> str | None:
@@ -2175,7 +2191,7 @@ def answer_type_check(question: str, blocks: Sequence[dict], rules: Sequence[Ans
     top = list(blocks[:ANSWER_TYPE_TOP_BLOCKS])
     if rule is None:
         return {"kind": None, "ok": True, "refuses": False, "needs": None, "checked": [], "carried_by": []}
-    carried = [b["n"] for b in top if rule.carried_by(question, b["content"])]
+    carried = [b["n"] for b in top if rule.carried_by(question, _block_text(rule, b))]
     ok = bool(carried)
     return {"kind": rule.kind, "ok": ok, "refuses": not ok and rule.kept, "needs": rule.needs,
             "checked": [b["n"] for b in top], "carried_by": carried}

@@ -31,8 +31,9 @@ def load(path: str) -> list[dict]:
     items = data["questions"] if isinstance(data, dict) else data
     out = []
     for item in items:
-        tier = item.get("tier") or ("answerable" if item.get("expected_mode", "rag") == "rag" else "off_topic")
-        out.append({"id": item["id"], "question": item["question"], "tier": tier})
+        rag = item.get("expected_mode", "rag") == "rag"
+        tier = item.get("tier") or ("answerable" if rag else "no_answer")
+        out.append({"id": item["id"], "question": item["question"], "tier": tier, "answerable": rag})
     return out
 
 
@@ -61,10 +62,14 @@ def measure(path: str) -> dict:
             return False
         return not localrag.answer_type_check(row["question"], row["blocks"], table)["refuses"]
 
+    def groups() -> dict:
+        out = {t: [r for r in rows if r["tier"] == t] for t in sorted({r["tier"] for r in rows})}
+        out["ALL answerable"] = [r for r in rows if r["answerable"]]
+        return out
+
     def tiers(table) -> dict:
         out = {}
-        for tier in sorted({r["tier"] for r in rows}):
-            group = [r for r in rows if r["tier"] == tier]
+        for tier, group in groups().items():
             share = sum(answered(r, table) for r in group) / len(group)
             out[tier] = {"n": len(group), "answered": round(share, 3), "refused": round(1 - share, 3)}
         return out
@@ -78,12 +83,12 @@ def measure(path: str) -> dict:
         with_rule = tiers(alone)
         asked = [r for r in rows if r["kind"] == rule.kind]
         def delta(tier: str) -> int:
-            group = [r for r in rows if r["tier"] == tier]
+            group = groups()[tier]
             return sum(answered(r, none) and not answered(r, alone) for r in group)
         report["rules"].append({
-            "kind": rule.kind, "kept": rule.kept, "asked_by": {t: sum(r["tier"] == t for r in asked)
-                                                                 for t in sorted({r["tier"] for r in rows})},
-            "near_miss_refused_added": delta("near_miss"), "answerable_refused_added": delta("answerable"),
+            "kind": rule.kind, "kept": rule.kept, "asked_by": {t: sum(r in g for r in asked)
+                                                                 for t, g in groups().items()},
+            "near_miss_refused_added": delta("near_miss"), "answerable_refused_added": delta("ALL answerable"),
             "tiers_with_rule_alone": with_rule})
     report["questions_detail"] = [
         {"id": r["id"], "tier": r["tier"], "kind": r["kind"], "gate": r["gate_mode"],
@@ -103,11 +108,12 @@ def main() -> int:
         print(json.dumps(report, indent=2, ensure_ascii=False))
         return 0
     for name in ("gate_only", "kept_rules", "all_rules"):
-        print(f"{name:12} " + "  ".join(f"{t}: answered {v['answered']:.2f} (n={v['n']})"
-                                        for t, v in report[name].items()))
+        print(f"{name}:")
+        for t, v in report[name].items():
+            print(f"    {t:16} answered {v['answered']:.3f}  refused {v['refused']:.3f}  (n={v['n']})")
     print(f"\n{'rule':10} {'kept':5} {'asked (nm/ans)':15} {'+near_miss refused':19} {'+answerable refused':19}")
     for r in report["rules"]:
-        print(f"{r['kind']:10} {str(r['kept']):5} {r['asked_by'].get('near_miss', 0):>5}/{r['asked_by'].get('answerable', 0):<9} "
+        print(f"{r['kind']:10} {str(r['kept']):5} {r['asked_by'].get('near_miss', 0):>5}/{r['asked_by'].get('ALL answerable', 0):<9} "
               f"{r['near_miss_refused_added']:>19} {r['answerable_refused_added']:>19}")
     if args.detail:
         for d in report["questions_detail"]:
