@@ -173,6 +173,26 @@ def bench_search(config, out: dict, rounds: int) -> list[str]:
     return questions
 
 
+def bench_ask_recording(config, out: dict, questions: list[str], rounds: int) -> None:
+    """`ask` (fake LLM) with and without the answer record, interleaved on one connection: the cost of the
+    append-only INSERT (issue 11 target: <= 5 ms on the p50)."""
+    on = dataclasses.replace(config, rag_record_answers=True)
+    off = dataclasses.replace(config, rag_record_answers=False)
+    with_record, without = [], []
+    with localrag.Store.open(config) as s:
+        for _ in range(rounds * 2):
+            for q in questions:
+                t, _ = timed(localrag.ask, off, q, 5, store=s)
+                without.append(t)
+                t, _ = timed(localrag.ask, on, q, 5, store=s)
+                with_record.append(t)
+    out["ask_answer_record_overhead"] = {
+        "asks": len(with_record), "p50_ms_without_record": pct_ms(without, 50),
+        "p50_ms_with_record": pct_ms(with_record, 50),
+        "overhead_p50_ms": round(pct_ms(with_record, 50) - pct_ms(without, 50), 2),
+        "p95_ms_with_record": pct_ms(with_record, 95)}
+
+
 def bench_http(config, out: dict, questions: list[str], requests_per_client: int) -> None:
     server = localrag.make_server(config, "127.0.0.1", 0)
     port = server.server_address[1]
@@ -233,6 +253,7 @@ def main() -> int:
     try:
         bench_ingest(config, out, corpus, args.rounds)
         questions = bench_search(config, out, args.rounds)
+        bench_ask_recording(config, out, questions, args.rounds)
         bench_http(config, out, questions, args.requests)
     finally:
         if server is not None:
