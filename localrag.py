@@ -6,8 +6,8 @@ good evidence the answer is ``no_answer`` rather than an invention.
 
 Sections (the data flows top to bottom; pure functions in the middle, I/O at the edges):
      1 Constants      2 Errors        3 Config        4 Markdown      5 Chunking      6 Embedders
-     7 Store          8 Ingest        9 Retrieval    10 Context      11 LLM          12 Service
-    13 Eval          14 HTTP         15 CLI
+     7 Store          8 Ingest        9 Retrieval     9a Answer-type check           10 Context
+    11 LLM           11a Claims and answer records   12 Service      13 Eval         14 HTTP         15 CLI
 
 Public API (``__all__``): ``load_config``, ``Config``, ``parse_markdown``, ``chunk_document``, ``FakeLexicalEmbedder``,
 ``get_embedder``, ``Store``, ``ingest``, ``search``, ``ask``, ``health``, ``assemble_context``, ``run_eval``,
