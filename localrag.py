@@ -2409,7 +2409,7 @@ def _evidence_units(content: str) -> list[dict]:
     paragraph: list[str] = []
     item: dict | None = None
     list_id = list_indent = 0
-    last_kind = None
+    last_kind = header = None
 
     def flush_paragraph() -> None:
         if paragraph:
@@ -2430,10 +2430,13 @@ def _evidence_units(content: str) -> list[dict]:
         if line.lstrip().startswith("|"):
             flush_paragraph()
             flush_item()
-            last_kind = "row"
             cells = [c.strip() for c in line.strip().strip("|").split("|")]
             if sum(1 for c in cells if c) >= 2:      # a table row: one unit, its cells as written
-                units.append({"text": _collapse(line.strip().strip("|")), "kind": "row"})
+                text = _collapse(line.strip().strip("|"))
+                if last_kind != "row":
+                    header = text                     # the first row names the columns
+                units.append({"text": text, "kind": "row", "header": header if text != header else None})
+            last_kind = "row"
         elif m:
             flush_paragraph()
             flush_item()
@@ -2441,7 +2444,6 @@ def _evidence_units(content: str) -> list[dict]:
             if last_kind in ("step", "item", "sub") and indent > list_indent:
                 # a nested item: a unit of its own, outside its parent list's steps
                 item = {"lines": [m.group(4)], "kind": "sub", "list": -list_id, "step": 0}
-                last_kind = "sub" if last_kind == "sub" else last_kind
                 continue
             kind = "step" if m.group(3) else "item"
             if last_kind not in (kind, "sub") or indent < list_indent:
@@ -2487,6 +2489,8 @@ def _readable(unit: dict) -> bool:
     cjk = sum(len(run) for run in _CJK_RUN_RE.findall(text))
     if unit["kind"] == "step":
         return words >= 2 or cjk >= 4
+    if unit["kind"] == "row":
+        return bool(re.search(r"\w", text))  # cells are terse by nature; their header row gives the context
     if not re.search(r"[.!。！)）\]]$", text) and words < 6 and cjk < 10:
         return False  # a bare title or link line, not a statement
     return words >= 4 or cjk >= 8 or (words >= 2 and cjk >= 4)
@@ -2542,6 +2546,9 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
     seen: set[str] = set()
     for u in ranked:
         if u["text"] not in seen and len(lines) < max_sentences:
+            if u.get("header") and u["header"] not in seen:   # a table row comes with its column names
+                seen.add(u["header"])
+                lines.append(f"{u['header']} [{u['n']}]")
             seen.add(u["text"])
             lines.append(f"{u['text']} [{u['n']}]")
     return "\n".join(lines) if lines else INSUFFICIENT_TEXT
