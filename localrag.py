@@ -2796,11 +2796,12 @@ def _numbers(text: str) -> set[str]:
 
 
 def claim_support(answer: str, blocks: Sequence[dict]) -> list[dict]:
-    """Each cited claim of an answer: {text, cites, supported, overlap, numbers_missing}.  Pure.
+    """Each claim of an answer: {text, cites, supported, overlap, numbers_missing}.  Pure.
 
-    A claim is the text before a group of [n] markers (back to the previous group or line start); it is supported
-    when every cited block exists, the cited blocks together hold at least CLAIM_MIN_OVERLAP of its content tokens,
-    and every number it states appears in them exactly."""
+    A claim is the text before a group of [n] markers (back to the previous group or line start), or a sentence
+    with no marker after it (cites [], never supported); a cited claim is supported when every cited block
+    exists, the cited blocks together hold at least CLAIM_MIN_OVERLAP of its content tokens, and every number it
+    states appears in them exactly."""
     by_n = {b["n"]: b for b in blocks}
     block_tokens: dict[int, set[str]] = {}
     block_numbers: dict[int, set[str]] = {}
@@ -2809,9 +2810,12 @@ def claim_support(answer: str, blocks: Sequence[dict]) -> list[dict]:
         block_tokens[n], block_numbers[n] = content_tokens(text), _numbers(text)
     claims = []
     for line in answer.splitlines():
-        for m in _CLAIM_RE.finditer(line):
-            text = _collapse(m.group(1) + (m.group(3) or ""))
-            cites = [int(x) for x in _MARKER_RE.findall(m.group(2))]
+        pieces = [(m.group(1) + (m.group(3) or ""), m.group(2)) for m in _CLAIM_RE.finditer(line)]
+        rest = _CLAIM_RE.sub("", line)   # what follows the last marker group (or a line without any)
+        pieces += [(sentence, "") for sentence in _SENTENCE_RE.findall(rest)]
+        for raw, markers in pieces:
+            text = _collapse(raw)
+            cites = [int(x) for x in _MARKER_RE.findall(markers)]
             body = _STEP_PREFIX_RE.sub("", text)
             if not re.search(r"\w", body):
                 continue  # a lone marker: nothing is claimed
@@ -2821,7 +2825,9 @@ def claim_support(answer: str, blocks: Sequence[dict]) -> list[dict]:
             toks = content_tokens(body)
             overlap = len(toks & source_tokens) / len(toks) if toks else 1.0
             missing = sorted(_numbers(body) - source_numbers)
-            supported = len(cited) == len(cites) and overlap >= CLAIM_MIN_OVERLAP and not missing
+            if not cites:   # an uncited sentence supports nothing, whatever it shares with the evidence
+                overlap, missing = 0.0, sorted(_numbers(body))
+            supported = bool(cites) and len(cited) == len(cites) and overlap >= CLAIM_MIN_OVERLAP and not missing
             claims.append({"text": text, "cites": cites, "supported": supported, "overlap": round(overlap, 3),
                            "numbers_missing": missing})
     return claims

@@ -253,6 +253,20 @@ def test_claim_support_cjk_bigrams():
     assert not bad_words["supported"]
 
 
+def test_uncited_sentences_are_unsupported_claims():
+    claims = localrag.claim_support("The Plus plan stores 10 GB [1]. It also stores 50 GB.\nNo markers here", _BLOCKS)
+    assert [(c["cites"], c["supported"]) for c in claims] == [([1], True), ([], False), ([], False)]
+    assert claims[1]["numbers_missing"] == ["50"]
+
+
+def test_strict_claims_refuse_an_uncited_number(small_vault, stub, monkeypatch):
+    config = configure(monkeypatch, LLM_PROVIDER="openai-compatible", LLM_BASE_URL=stub.root, LLM_MODEL="m",
+                       RAG_STRICT_CLAIMS="true")
+    stub.answer = "The Plus plan stores 10 GB [1]. It costs 8 dollars."
+    response = localrag.ask(config, "What does the Plus plan store?")
+    assert response["reason"] == "insufficient_evidence/unsupported_numeric_claim"
+
+
 def test_claims_split_at_each_marker_group_and_skip_lone_markers():
     claims = localrag.claim_support("Servers run in Europe [2]. The Plus plan stores 10 GB [1][2]. [1]", _BLOCKS)
     assert [c["cites"] for c in claims] == [[2], [1, 2]]
