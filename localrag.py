@@ -2817,8 +2817,8 @@ def claim_support(answer: str, blocks: Sequence[dict]) -> list[dict]:
             text = _collapse(raw)
             cites = [int(x) for x in _MARKER_RE.findall(markers)]
             body = _STEP_PREFIX_RE.sub("", text)
-            if not re.search(r"\w", body):
-                continue  # a lone marker: nothing is claimed
+            if not re.search(r"\w", body) or (not cites and says_insufficient(body)):
+                continue  # a lone marker, or the fixed "not enough information" sentence: nothing is claimed
             cited = [c for c in cites if c in by_n]
             source_tokens = set().union(*(block_tokens[c] for c in cited))
             source_numbers = set().union(*(block_numbers[c] for c in cited))
