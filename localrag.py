@@ -2941,7 +2941,10 @@ def ask(config: Config, question: Any, top_k: Any = None, fallback: Any = False,
         if mode == "rag":
             evidence = assemble_evidence(results, config.rag_context_token_budget, max_blocks=top_k)
             response["evidence_check"] = _evidence_check(question, evidence.blocks)
-            if response["evidence_check"]["refuses"]:
+            if not evidence.blocks:   # every candidate over the budget: never send a model an empty context
+                mode = response["mode"] = "no_answer"
+                reason = response["reason"] = "insufficient_evidence/context_budget"
+            elif response["evidence_check"]["refuses"]:
                 mode = response["mode"] = "no_answer"
                 reason = response["reason"] = f"insufficient_evidence/{response['evidence_check']['kind']}"
             else:

@@ -708,3 +708,23 @@ def test_llm_check_fake(env):
     code, out = run_cli("llm", "check", "--json")
     result = json.loads(out)
     assert code == 0 and result["provider"] == "fake" and result["reachable"]
+
+
+def test_a_budget_too_small_for_any_block_is_insufficient_evidence(small_vault, stub, monkeypatch):
+    """Seed 002: when every candidate exceeds the budget, no request is made with an empty evidence list."""
+    config = configure(monkeypatch, LLM_PROVIDER="openai-compatible", LLM_BASE_URL=stub.root, LLM_MODEL="m",
+                       RAG_CONTEXT_TOKEN_BUDGET="100")
+    long_heading = "Storage " * 120
+    evidence = localrag.assemble_evidence([{"source": "a.md", "heading_path": [long_heading], "heading": long_heading,
+                                            "score": 0.9, "content": "x", "chunk_id": 1}], 100)
+    assert evidence.blocks == [] and evidence.excluded[0]["reason"] == "budget"
+    response = localrag.ask(config, "What does the Plus plan store?")   # real blocks fit: answered
+    assert response["mode"] == "rag" and len(stub.requests) == 1
+    vault = small_vault.localrag_home.parent / "long-heading"
+    write_vault(vault, {"Long.md": f"# {'Zebrafish aquarium ' * 60}\n\nZebrafish aquarium notes.\n"})
+    assert localrag.ingest(config, vault)["status"] == "success"
+    refused = localrag.ask(config, "Zebrafish aquarium?", top_k=1)
+    assert refused["mode"] == "no_answer" and refused["reason"] == "insufficient_evidence/context_budget"
+    assert len(stub.requests) == 1
+    record = localrag.answer_show(config, refused["answer_id"])
+    assert record["evidence"] == [] and record["excluded"][0]["reason"] == "budget"
