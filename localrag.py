@@ -10,7 +10,9 @@ Sections (the data flows top to bottom; pure functions in the middle, I/O at the
     11 LLM           11a Claims and answer records   12 Service      13 Eval         14 HTTP         15 CLI
 
 Public API (``__all__``): ``load_config``, ``Config``, ``parse_markdown``, ``chunk_document``, ``FakeLexicalEmbedder``,
-``get_embedder``, ``Store``, ``ingest``, ``search``, ``ask``, ``health``, ``assemble_context``, ``run_eval``,
+``get_embedder``, ``Store``, ``ingest``, ``search``, ``ask``, ``health``, ``assemble_context``, ``assemble_evidence``,
+``answer_kind``, ``answer_type_check``, ``ANSWER_TYPE_RULES``, ``claim_support``, ``answer_history``, ``answer_show``,
+``llm_check``, ``run_eval``,
 ``make_server``, ``main`` and the ``LocalRagError`` tree.  Everything else is private and may change.
 """
 
@@ -50,7 +52,8 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 __all__ = [
     "Config", "load_config", "Document", "Chunk", "parse_markdown", "chunk_document", "count_tokens",
     "FakeLexicalEmbedder", "get_embedder", "Store", "ingest", "search", "ask", "health",
-    "assemble_context", "run_eval", "make_server", "main", "LocalRagError",
+    "assemble_context", "assemble_evidence", "answer_kind", "answer_type_check", "ANSWER_TYPE_RULES", "claim_support",
+    "answer_history", "answer_show", "llm_check", "run_eval", "make_server", "main", "LocalRagError",
 ]
 
 # === 1. Constants ==================================================================================================
