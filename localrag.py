@@ -2853,20 +2853,21 @@ def says_insufficient(text: str) -> bool:
 
 
 def answer_record(response: dict, *, question: str, top_k: int, config: Config, evidence: Evidence | None,
-                  request_body: bytes | None, latency_ms: dict) -> dict:
+                  request_body: bytes | None, latency_ms: dict, retrieval_mode: str = "vector",
+                  filters: dict | None = None) -> dict:
     """The row for the answers table (the columns of Store.insert_answer).  Secrets never enter: the request body
-    is the JSON sent (no headers), and the config contributes only provider and model names."""
+    is the JSON sent (no headers), and the config contributes only provider and model names.  The gate's signals
+    are the response's ``gate`` dict when the evidence gate put one there."""
     blocks = [{k: b.get(k) for k in ("n", "chunk_id", "source", "heading_path", "content_sha256", "score", "rank",
                                      "truncated")} for b in (evidence.blocks if evidence else [])]
     body_text = request_body.decode("utf-8") if request_body is not None else None
     completion = response["completion"]
     return {
         "question": question, "mode": response["mode"], "reason": response["reason"],
-        "retrieval": {"mode": response.get("retrieval_mode", "vector"), "filters": response.get("filters") or {},
-                      "top_k": top_k, "embedding_provider": config.embedding_provider,
-                      "embedding_model": config.embedding_model},
+        "retrieval": {"mode": retrieval_mode, "filters": filters or {}, "top_k": top_k,
+                      "embedding_provider": config.embedding_provider, "embedding_model": config.embedding_model},
         "gate": {"confidence": response["confidence"], "threshold": response["threshold"],
-                 "signals": response.get("signals") or {}, "evidence_check": response.get("evidence_check")},
+                 "signals": response.get("gate") or {}, "evidence_check": response.get("evidence_check")},
         "evidence": blocks, "excluded": list(evidence.excluded) if evidence else [],
         "prompt_version": response["prompt_version"], "request_body": body_text,
         "request_sha256": hashlib.sha256(request_body).hexdigest() if request_body is not None else None,
