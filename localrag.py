@@ -2343,6 +2343,7 @@ FALLBACK_NOTICE = "This answer is general knowledge, not from the local knowledg
 FAKE_MAX_SENTENCES = 4                     # sentences or list items in an extractive answer
 FAKE_MAX_STEPS = 10                        # numbered steps a procedure answer keeps
 FAKE_KIND_BONUS = 0.34                     # ranking bonus for a sentence carrying the asked-for kind of fact
+FAKE_MIN_RELATIVE_COVERAGE = 0.5           # a further sentence covers at least half what the best one covers
 _MARKER_RE = re.compile(r"\[(\d+)\]")
 _SENTENCE_RE = re.compile(r"(?:[^。！？!?.\n]|\.(?!\s|$)|[!?](?=\w))+(?:[。！？!?]+|\.(?=\s|$)|$)", re.MULTILINE)
 
@@ -2395,6 +2396,7 @@ def _plain_markdown(text: str) -> str:
     text = re.sub(r"\[([^\[\]\n]*)\]\((?:[^()\s]|\([^()\s]*\))*\)", r"\1", text)
     text = re.sub(r"\*\*|__|`|==|~~", "", text)
     text = re.sub(r"(?<![\w*])\*(?=\S)([^*\n]+?)(?<=\S)\*(?![\w*])", r"\1", text)
+    text = re.sub(r"(?<![\w_])_(?=[^\s_])([^_\n]+?)(?<=[^\s_])_(?![\w_])", r"\1", text)
     return _MARKER_RE.sub(r"(\1)", text)
 
 
@@ -2546,6 +2548,8 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
             lines = []
     ranked = sorted((u for u in scored if u["hit"]),
                     key=lambda u: (-u["coverage"], -u["density"], u["n"], u["pos"]))
+    if ranked:  # the tail must cover the question at least half as well as the best sentence does
+        ranked = [u for u in ranked if u["coverage"] >= FAKE_MIN_RELATIVE_COVERAGE * ranked[0]["coverage"]]
     seen: set[str] = set()
     for u in ranked:
         if u["text"] not in seen and len(lines) < max_sentences:
