@@ -2567,7 +2567,7 @@ def get_note(config: Config, path: Any, heading: Any = None, vault: Any = None, 
         if not found:
             similar = s.similar_note_paths(Path(rel).stem)
             hint = (f"; similar: {', '.join(similar)}" if similar else "") + \
-                "; list indexed notes with `localrag show --list`, GET /notes or the list_notes tool"
+                "; list indexed notes with `localrag show --list`, GET /notes/list or the list_notes tool"
             where = f" in vault {vault}" if vault else (" in any indexed vault" if vaults else
                                                       " (nothing is indexed yet; run `localrag ingest PATH`)")
             raise NoteNotFound(f"no indexed note {rel!r}{where}{hint}", path=rel, similar=similar)
@@ -3031,7 +3031,7 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
         "id": {"description": "Request id (absent for a notification)", "example": 1,
                "oneOf": [_schema("string"), _schema("integer")]},
         "method": _doc("string", "initialize, server/discover, tools/list, tools/call, ping", "tools/list"),
-        "params": _doc("object", "Method parameters; tools/call takes {name, arguments}", {})})
+        "params": _doc("object", "Method parameters; tools/call takes {name, arguments}", {}, nullable=True)})
     return {
         "openapi": "3.0.3",
         "info": {"title": "localrag", "version": __version__,
@@ -3078,14 +3078,21 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
                     **{k: v for k, v in responses("#/components/schemas/AskResponse", *ask_codes).items()
                        if k != "200"}}}},
             "/notes": {"get": {
-                "operationId": "notes", "summary": "Read a note or one section; without path, list notes",
-                "description": "With `path`: the indexed note (or, with `heading`, one section and its subsections) "
-                               "as Markdown, with its heading path and file lines, read from the index. Without "
-                               "`path`: the indexed notes under `prefix` and/or with `tag`, a page at a time. "
-                               "404 note_not_found (with similar paths or the note's headings) when it is unknown.",
+                "operationId": "getNote", "summary": "Read a cited note, or one section of it",
+                "description": "The indexed note at `path` (a `source` from search results or citations), or with "
+                               "`heading` one section and its subsections, as Markdown with its heading path and "
+                               "file lines, read from the index. 404 note_not_found names similar paths, or the "
+                               "note's headings, when the path or heading is unknown.",
                 "security": bearer,
-                "parameters": [param(n, t) for n, t in {**_NOTES_GET_FIELDS, **_NOTES_LIST_FIELDS}.items()],
-                "responses": {**responses("#/components/schemas/NoteOrList", 401, 404, 422, 500, 503)}}},
+                "parameters": [param(n, t, n == "path") for n, t in _NOTES_GET_FIELDS.items()],
+                "responses": responses("#/components/schemas/Note", 401, 404, 422, 500, 503)}},
+            "/notes/list": {"get": {
+                "operationId": "listNotes", "summary": "List the indexed notes",
+                "description": "The indexed notes by path, optionally under a folder prefix and/or with a tag, a "
+                               "page at a time (`next_offset` gives the next page).",
+                "security": bearer,
+                "parameters": [param(n, t) for n, t in _NOTES_LIST_FIELDS.items()],
+                "responses": responses("#/components/schemas/NoteList", 401, 422, 500, 503)}},
             "/mcp": {"post": {
                 "operationId": "mcp", "summary": "The MCP endpoint (Streamable HTTP, JSON responses)",
                 "description": "Model Context Protocol over Streamable HTTP: one JSON-RPC message per POST, "
@@ -3127,8 +3134,6 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
                 "AskResponse": ask_response,
                 "Note": note,
                 "NoteList": note_list,
-                "NoteOrList": {"oneOf": [{"$ref": "#/components/schemas/Note"},
-                                         {"$ref": "#/components/schemas/NoteList"}]},
                 "HealthResponse": _schema("object", required=["status", "checks"], properties={
                     "status": _doc("string", "ok, or degraded (e.g. nothing ingested for the current provider)",
                                    "ok"),
@@ -3395,7 +3400,8 @@ class Api:
         self.routes: dict[tuple[str, str], Callable] = {
             ("GET", "/health"): self.get_health, ("GET", "/openapi.json"): self.get_openapi,
             ("POST", "/search"): self.post_search, ("POST", "/ask"): self.post_ask,
-            ("GET", "/notes"): self.get_notes, ("GET", "/"): self.get_page,
+            ("GET", "/notes"): self.get_notes, ("GET", "/notes/list"): self.get_notes_list,
+            ("GET", "/"): self.get_page,
         }
         self.stream_routes = {("POST", "/ask/stream")}
         self.mcp_routes = {("POST", "/mcp")}    # JSON-RPC in and out: errors are JSON-RPC errors, not ours
@@ -3472,13 +3478,23 @@ class Api:
         params = params or {}
         for name, value in params.items():
             _text_ok(value, name)
+        if "path" not in params:
+            raise InvalidRequest("path is required: GET /notes?path=NOTE[&heading=HEADING]; to list the indexed notes "
+                                 "use GET /notes/list", field="path")
+        params = _check_fields(params, _NOTES_GET_FIELDS, "path")
         with self.pool.store() as s:
-            if "path" in params:
-                return 200, get_note(self.config, store=s, **_check_fields(params, _NOTES_GET_FIELDS, "path"))
-            unknown = sorted(set(params) - set(_NOTES_LIST_FIELDS))
-            if unknown:
-                raise InvalidRequest(f"unknown parameter(s): {', '.join(unknown)}; allowed: path, heading, vault "
-                                     f"(one note) or {', '.join(_NOTES_LIST_FIELDS)} (a list)", field=unknown[0])
+            return 200, get_note(self.config, store=s, **params)
+
+    def get_notes_list(self, headers: Any, params: Any) -> tuple[int, dict]:
+        self.require_auth(headers)
+        params = params or {}
+        for name, value in params.items():
+            _text_ok(value, name)
+        unknown = sorted(set(params) - set(_NOTES_LIST_FIELDS))
+        if unknown:
+            raise InvalidRequest(f"unknown parameter(s): {', '.join(unknown)}; allowed: {', '.join(_NOTES_LIST_FIELDS)}",
+                                 field=unknown[0])
+        with self.pool.store() as s:
             return 200, list_notes(self.config, store=s, **_query_ints(params, ("limit", "offset")))
 
     def get_page(self, headers: Any, params: Any) -> tuple[int, RawResponse]:
@@ -3891,9 +3907,8 @@ class McpServer:
             return self.error_response(exc)
         except Exception:
             LOG.exception("unexpected error in the MCP server")
-            rid = msg.get("id") if isinstance(msg, dict) and isinstance(msg.get("id"), (str, int)) else None
             return self.error_response(RpcError(RPC_INTERNAL, "internal error; see the server log", http_status=500),
-                                       rid)
+                                       _rpc_id(msg))
 
     def _notification(self, method: str, params: Any) -> None:
         if method == "notifications/initialized":
@@ -3911,11 +3926,12 @@ class McpServer:
     def _request(self, method: str, params: Any) -> dict:
         if params is None:
             params = {}
+        # MCP's params are always an object: anything else is a malformed request, not a wrong argument.
         if not isinstance(params, dict):
-            raise RpcError(RPC_INVALID_PARAMS, '"params" must be an object')
+            raise RpcError(RPC_INVALID_REQUEST, '"params" must be an object')
         meta = params.get("_meta")
         if meta is not None and not isinstance(meta, dict):
-            raise RpcError(RPC_INVALID_PARAMS, '"params._meta" must be an object')
+            raise RpcError(RPC_INVALID_REQUEST, '"params._meta" must be an object')
         version = (meta or {}).get(MCP_META_VERSION)
         if method == "initialize":
             return self._initialize(params)
@@ -4026,7 +4042,7 @@ class McpServer:
                 self._check_headers(headers, msg)
             response = self.handle(msg)
         except RpcError as exc:
-            rid = msg.get("id") if isinstance(msg, dict) and isinstance(msg.get("id"), (str, int)) else None
+            rid = _rpc_id(msg)
             params = msg.get("params") if isinstance(msg, dict) and isinstance(msg.get("params"), dict) else {}
             modern = isinstance(params.get("_meta"), dict) and MCP_META_VERSION in params["_meta"]
             # 2026-07-28 gives errors HTTP statuses (400, 404 for an unknown method); the handshake era answers a
@@ -4069,6 +4085,12 @@ class McpServer:
             if given != value:
                 raise RpcError(RPC_HEADER_MISMATCH, f"Header mismatch: {name} header value {given[:100]!r} does not "
                                                     f"match the body's {str(value)[:100]!r}")
+
+
+def _rpc_id(msg: Any) -> str | int | None:
+    """The id to answer a message with: its own when it is a valid one, else null."""
+    rid = msg.get("id") if isinstance(msg, dict) else None
+    return rid if isinstance(rid, (str, int)) and not isinstance(rid, bool) else None
 
 
 def _origin_allowed(origin: str, host: str) -> bool:

@@ -493,7 +493,7 @@ def test_search_returns_ranked_results_within_top_k(api):
     results = body["results"]
     assert 1 <= len(results) <= 3
     assert [set(r) for r in results] == [{"content", "source", "relative_path", "heading_path", "heading",
-                                          "score"}] * len(results)
+                                          "score", "line_start", "line_end"}] * len(results)
     scores = [r["score"] for r in results]
     assert scores == sorted(scores, reverse=True) and all(0 <= s <= 1 for s in scores)
     assert body["confidence"] == scores[0]
@@ -672,7 +672,7 @@ def test_chunked_request_body_is_422(routing_api):
         conn.close()
 
 
-@pytest.mark.parametrize("method,path", [("GET", "/nope"), ("POST", "/nope"), ("GET", "/"),
+@pytest.mark.parametrize("method,path", [("GET", "/nope"), ("POST", "/nope"), ("GET", "/favicon.ico"),
                                          ("POST", "/ingest"), ("GET", "/search/extra")])
 def test_unknown_path_is_404(routing_api, method, path):
     body = {"query": "P1"} if method == "POST" else None
@@ -824,7 +824,8 @@ def test_openapi_describes_every_endpoint_and_the_error_body(routing_api):
     assert reply.status == 200
     spec = reply.json
     assert spec["openapi"].startswith("3.")
-    assert set(spec["paths"]) == {"/health", "/search", "/ask", "/ask/stream", "/openapi.json"}
+    assert set(spec["paths"]) == {"/health", "/search", "/ask", "/ask/stream", "/openapi.json", "/notes", "/notes/list", "/mcp",
+                                  "/"}
     assert "/ingest" not in spec["paths"]
     schemas = spec["components"]["schemas"]
     assert schemas["ErrorResponse"]["properties"]["error"]["required"] == ["code", "message", "details"]
@@ -1052,14 +1053,16 @@ def test_schemathesis_fuzz_finds_no_server_error_and_no_undocumented_response(ap
     methods, valid data rejected / invalid data accepted).  Bounded by --max-examples and a fixed seed."""
     report = tmp_path / "st-report.json"
     st = Path(sys.executable).with_name("st")
+    # One worker: with several, hypothesis' lambda-source parsing races in CPython 3.11's ast module ("AST
+    # constructor recursion depth mismatch", a Runtime Error of the tool, not of the API); one is also faster here.
     proc = subprocess.run(
         [str(st), "run", f"{api.base_url}/openapi.json", "--checks", "all", "--max-examples", "30",
          "--seed", "20261129", "--generation-database", "none", "--continue-on-failure", "--no-color",
-         "--request-timeout", "30", "--workers", "4", "--report", "json", "--report-json-path", str(report)],
+         "--request-timeout", "30", "--workers", "1", "--report", "json", "--report-json-path", str(report)],
         cwd=tmp_path, capture_output=True, text=True, timeout=240)
     assert report.exists(), proc.stdout[-3000:] + proc.stderr[-3000:]
     result = json.loads(report.read_text())
-    assert result["operations"]["tested"] == 4 and result["test_cases"]["generated"] >= 50, result["operations"]
+    assert result["operations"]["tested"] == 8 and result["test_cases"]["generated"] >= 50, result["operations"]
     assert result["errors"] == [], result["errors"]
     failures = [f"{f['code']} {f['title']}: {', '.join(f['operations'])}" for f in result["failures"]]
     details = proc.stdout[proc.stdout.find("FAILURES"):][:6000]

@@ -190,17 +190,18 @@ def test_get_notes(http):
     status, body = http(f"/notes?path={q(NOTE)}&heading={q('P1 工单升级流程')}")
     assert status == 200 and body["heading_path"][-1] == "P1 工单升级流程"
     assert body == localrag.get_note(localrag.load_config(), NOTE, "P1 工单升级流程")
-    status, body = http("/notes?prefix=policies/&limit=1")
+    status, body = http("/notes/list?prefix=policies/&limit=1")
     assert status == 200 and body["total"] == 2 and body["next_offset"] == 1
     for path, code, error in ((f"/notes?path={q('../x.md')}", 422, "invalid_request"),
                               (f"/notes?path={q('/etc/passwd')}", 422, "invalid_request"),
                               (f"/notes?path={q('nope/none.md')}", 404, "note_not_found"),
                               (f"/notes?path={q(NOTE)}&heading=Nope", 404, "note_not_found"),
-                              ("/notes?limit=abc", 422, "invalid_request"),
+                              ("/notes/list?limit=abc", 422, "invalid_request"),
+                              ("/notes", 422, "invalid_request"),
                               ("/notes?path=a&path=b", 422, "invalid_request"),
                               ("/notes?path=a.md&limit=3", 422, "invalid_request"),
-                              ("/notes?color=red", 422, "invalid_request")):
+                              ("/notes/list?color=red", 422, "invalid_request")):
         status, body = http(path)
         assert status == code and body["error"]["code"] == error, (path, body)
     status, body = http(f"/notes?path={q('nope/none.md')}")
-    assert "list_notes" in body["error"]["message"] or "GET /notes" in body["error"]["message"]
+    assert "GET /notes/list" in body["error"]["message"]
