@@ -1067,3 +1067,32 @@ def test_schemathesis_fuzz_finds_no_server_error_and_no_undocumented_response(ap
     failures = [f"{f['code']} {f['title']}: {', '.join(f['operations'])}" for f in result["failures"]]
     details = proc.stdout[proc.stdout.find("FAILURES"):][:6000]
     assert failures == [], "\n".join(failures) + "\n\n" + details
+
+
+# === the README's OpenAI-style tools recipe =========================================================================
+
+def test_readme_recipe_turns_the_openapi_document_into_tools(api):
+    """The three lines in the README, run against a live server, give usable tool definitions; calling one as the
+    README says (its path from `ops`, the server from `servers`) works."""
+    import urllib.parse
+    import urllib.request
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    code = readme.split("<!-- openai-tools-recipe -->\n```python\n", 1)[1].split("```", 1)[0]
+    assert len(code.strip().splitlines()) == 3
+    scope = {"json": json, "urllib": urllib}
+    exec(code.replace("http://127.0.0.1:8000", api.base_url), scope)
+    tools, ops, spec = scope["tools"], scope["ops"], scope["spec"]
+    names = {t["function"]["name"] for t in tools}
+    assert {"search", "ask", "getNote", "listNotes", "health"} <= names
+    for tool in tools:
+        fn = tool["function"]
+        assert re.fullmatch(r"[A-Za-z0-9_-]{1,64}", fn["name"]) and len(fn["description"]) > 40
+        assert fn["parameters"]["type"] == "object"
+        for field, schema in fn["parameters"].get("properties", {}).items():
+            assert schema.get("description"), (fn["name"], field)
+    assert spec["servers"][0]["url"] == api.base_url
+    path, method, _ = ops["getNote"]
+    url = spec["servers"][0]["url"] + path + "?" + urllib.parse.urlencode(
+        {"path": "policies/Support Escalation Policy.md", "heading": "P1 工单升级流程"})
+    with urllib.request.urlopen(url) as resp:
+        assert method == "get" and json.loads(resp.read())["heading_path"][-1] == "P1 工单升级流程"
