@@ -2829,14 +2829,14 @@ _SEARCH_FIELDS = {"query": str, "top_k": int}
 _ASK_FIELDS = {"question": str, "top_k": int, "fallback": bool}
 
 
-def _check_fields(body: Any, fields: dict, required: str) -> dict:
+def _check_fields(body: Any, fields: dict, required: str | None) -> dict:
     if not isinstance(body, dict):
         raise InvalidRequest("the request body must be a JSON object", field="body")
     unknown = sorted(set(body) - set(fields))
     if unknown:
         raise InvalidRequest(f"unknown field(s): {', '.join(unknown)}; allowed: {', '.join(fields)}",
                              field=unknown[0])
-    if required not in body:
+    if required is not None and required not in body:
         raise InvalidRequest(f"{required} is required", field=required)
     for name, typ in fields.items():
         value = body.get(name)
@@ -3998,14 +3998,7 @@ class McpServer:
                 args = {}
             if not isinstance(args, dict):
                 raise InvalidRequest("arguments must be an object", field="arguments")
-            if tool.required:
-                _check_fields(args, tool.fields, tool.required[0])
-            elif set(args) - set(tool.fields):
-                unknown = sorted(set(args) - set(tool.fields))
-                raise InvalidRequest(f"unknown argument(s): {', '.join(unknown)}; allowed: "
-                                     f"{', '.join(tool.fields) or 'none'}", field=unknown[0])
-            else:
-                _check_fields({**args, "_": 1}, {**tool.fields, "_": int}, "_")
+            _check_fields(args, tool.fields, tool.required[0] if tool.required else None)
             for key, value in args.items():
                 _text_ok(value, key)
             with self.pool.store() as s:
