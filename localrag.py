@@ -3791,9 +3791,11 @@ MCP_INSTRUCTIONS = (
 class RpcError(Exception):
     """A JSON-RPC error response (protocol level: malformed messages, unknown methods, unknown tools)."""
 
-    def __init__(self, code: int, message: str, data: Any = None, http_status: int = 400) -> None:
+    def __init__(self, code: int, message: str, data: Any = None, http_status: int = 400,
+                 malformed: bool = False) -> None:
         super().__init__(message)
         self.code, self.message, self.data, self.http_status = code, message, data, http_status
+        self.malformed = malformed or code in (RPC_PARSE_ERROR, RPC_INVALID_REQUEST)   # 400 in every era
 
 
 def _tool_text(result: dict) -> str:
@@ -3927,12 +3929,12 @@ class McpServer:
     def _request(self, method: str, params: Any) -> dict:
         if params is None:
             params = {}
-        # MCP's params are always an object: anything else is a malformed request, not a wrong argument.
+        # MCP's params are always an object: anything else cannot be read at all (400 over HTTP in every era).
         if not isinstance(params, dict):
-            raise RpcError(RPC_INVALID_REQUEST, '"params" must be an object')
+            raise RpcError(RPC_INVALID_PARAMS, '"params" must be an object', malformed=True)
         meta = params.get("_meta")
         if meta is not None and not isinstance(meta, dict):
-            raise RpcError(RPC_INVALID_REQUEST, '"params._meta" must be an object')
+            raise RpcError(RPC_INVALID_PARAMS, '"params._meta" must be an object', malformed=True)
         version = (meta or {}).get(MCP_META_VERSION)
         if method == "initialize":
             return self._initialize(params)
@@ -4041,7 +4043,7 @@ class McpServer:
             modern = isinstance(params.get("_meta"), dict) and MCP_META_VERSION in params["_meta"]
             # 2026-07-28 gives errors HTTP statuses (400, 404 for an unknown method); the handshake era answers a
             # readable request with 200 and the JSON-RPC error in the body.
-            status = exc.http_status if modern or exc.code in (RPC_PARSE_ERROR, RPC_INVALID_REQUEST) else 200
+            status = exc.http_status if modern or exc.malformed else 200
             return status, self.error_response(exc, rid)
         except Exception:
             LOG.exception("unexpected error in POST /mcp")
