@@ -2875,18 +2875,30 @@ API_FIELD_DOCS: dict[str, tuple[str, Any]] = {
     "fallback": ("When the knowledge base holds no good evidence, allow a general-knowledge answer (mode "
                  "`fallback`, marked as not coming from the knowledge base) instead of `no_answer`. Honoured only "
                  "if the server has RAG_FALLBACK_ENABLED=true.", False),
+    # the retrieval scope of search/ask (when those fields are in the tables)
+    "retrieval": ("Optional: how to retrieve: hybrid (keywords and vectors, the default), vector or keyword.",
+                  "hybrid"),
+    "path": ("Optional: only notes under this vault-relative path prefix (or any of a list of them); end a "
+             "folder with /.", "Runbooks/"),
+    "tag": ("Optional: only notes with this tag (or any of a list), with or without '#'; nested tags match "
+            "(`project` finds `project/alpha`).", "oncall"),
+    "vault": ("Optional: only notes of this vault (the folder that was ingested, as `status` lists it).",
+              "/home/me/acme-vault"),
+    "heading": ("Optional: one section instead of the whole note. A heading's text, or a heading path joined by "
+                "'#' (Obsidian style) when the text repeats; the section includes its subsections.", "升级路径"),
+    "prefix": ("Optional: only notes whose path starts with this folder or prefix.", "Runbooks/"),
+    "limit": (f"Page size, 1 to {NOTES_PAGE_MAX} (default {NOTES_PAGE_DEFAULT}).", NOTES_PAGE_DEFAULT),
+    "offset": ("How many notes to skip: pass the previous page's `next_offset`.", 0),
+}
+# The same names mean something else when reading notes.
+NOTE_FIELD_DOCS: dict[str, tuple[str, Any]] = {
     "path": ("A note's path relative to its vault, as search results and citations give it in `source`; the .md "
              "extension may be left out. No `..`, no absolute paths outside an indexed vault.",
              "Runbooks/P1 升级流程.md"),
-    "heading": ("Optional: one section instead of the whole note. A heading's text, or a heading path joined by "
-                "'#' (Obsidian style) when the text repeats; the section includes its subsections.", "升级路径"),
     "vault": ("Optional: the vault folder (as `status` lists it), only needed when the same path is indexed in "
               "several vaults.", "/home/me/acme-vault"),
-    "prefix": ("Optional: only notes whose path starts with this folder or prefix.", "Runbooks/"),
     "tag": ("Optional: only notes with this tag (with or without '#'); nested tags match too (`project` finds "
             "`project/alpha`).", "oncall"),
-    "limit": (f"Page size, 1 to {NOTES_PAGE_MAX} (default {NOTES_PAGE_DEFAULT}).", NOTES_PAGE_DEFAULT),
-    "offset": ("How many notes to skip: pass the previous page's `next_offset`.", 0),
 }
 _TEXT_SCHEMA = {"type": "string", "minLength": 1, "maxLength": 4000,
                 # "contains a character that is not whitespace", the same for ECMA-262 (\s has U+FEFF, lacks
@@ -2897,18 +2909,30 @@ _FIELD_LIMITS: dict[str, dict] = {
     "query": _TEXT_SCHEMA, "question": _TEXT_SCHEMA,
     "top_k": {"minimum": TOP_K_MIN, "maximum": TOP_K_MAX},
     "limit": {"minimum": 1, "maximum": NOTES_PAGE_MAX}, "offset": {"minimum": 0},
-    "path": {"minLength": 1},
 }
 _JSON_TYPES = {str: "string", int: "integer", bool: "boolean", float: "number", list: "array", dict: "object"}
 
 
-def field_schema(name: str, typ: Any, openapi: bool = True, required: bool = False) -> dict:
-    """The JSON Schema of one request field from its type in a field table and its API_FIELD_DOCS entry.  For the
-    OpenAPI 3.0 document (`example`, `nullable`) or for MCP tools (JSON Schema 2020-12: `examples`)."""
-    description, example = API_FIELD_DOCS.get(name, (name.replace("_", " ").capitalize() + ".", None))
-    out: dict = {"type": _JSON_TYPES[typ]} if typ in _JSON_TYPES else {}
-    if typ is list:
-        out["items"] = {"type": "string"}
+def field_schema(name: str, typ: Any, openapi: bool = True, required: bool = False,
+                 docs: dict | None = None) -> dict:
+    """The JSON Schema of one request field from its type in a field table (a type, or a tuple of types) and its
+    docs entry.  For the OpenAPI 3.0 document (`example`, `nullable`, `oneOf` for several types) or for MCP tools
+    (JSON Schema 2020-12: `examples`, a list of types)."""
+    description, example = {**API_FIELD_DOCS, **(docs or {})}.get(
+        name, (name.replace("_", " ").capitalize() + ".", None))
+    types = [t for t in (typ if isinstance(typ, tuple) else (typ,)) if t in _JSON_TYPES]
+
+    def one(t: type) -> dict:
+        return {"type": _JSON_TYPES[t], **({"items": {"type": "string"}} if t is list else {})}
+
+    if len(types) == 1:
+        out: dict = one(types[0])
+    elif types and openapi:
+        out = {"oneOf": [one(t) for t in types]}
+    elif types:
+        out = {"type": [_JSON_TYPES[t] for t in types], **({"items": {"type": "string"}} if list in types else {})}
+    else:
+        out = {}
     out.update(_FIELD_LIMITS.get(name, {}))
     out["description"] = description
     if example is not None:
@@ -2918,9 +2942,10 @@ def field_schema(name: str, typ: Any, openapi: bool = True, required: bool = Fal
     return out
 
 
-def request_schema(fields: dict, required: Sequence[str], openapi: bool = True) -> dict:
+def request_schema(fields: dict, required: Sequence[str], openapi: bool = True, docs: dict | None = None) -> dict:
     return {"type": "object", "required": list(required), "additionalProperties": False,
-            "properties": {name: field_schema(name, typ, openapi, name in required) for name, typ in fields.items()}}
+            "properties": {name: field_schema(name, typ, openapi, name in required, docs)
+                           for name, typ in fields.items()}}
 
 
 _NOTES_GET_FIELDS = {"path": str, "heading": str, "vault": str}
@@ -3020,7 +3045,9 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
     ask_codes = (401, 413, 422, 500, 502, 503, 504)
 
     def param(name: str, typ: Any, required: bool = False) -> dict:
-        schema = field_schema(name, typ, openapi=True, required=True)
+        schema = field_schema(name, typ, openapi=True, required=True, docs=NOTE_FIELD_DOCS)
+        if name == "path":
+            schema["minLength"] = 1
         description, example = schema.pop("description"), schema.pop("example", None)
         out = {"name": name, "in": "query", "required": required, "description": description, "schema": schema}
         if example is not None:
@@ -3811,9 +3838,10 @@ class McpTool:
     fields: dict                 # {argument: type}, the same tables as the HTTP validation
     required: tuple[str, ...]
     run: Callable[..., dict]     # (config, store, **arguments) -> the service's dict
+    docs: dict | None = None     # field descriptions that differ from API_FIELD_DOCS
 
     def definition(self) -> dict:
-        schema = request_schema(self.fields, self.required, openapi=False)
+        schema = request_schema(self.fields, self.required, openapi=False, docs=self.docs)
         schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
         return {"name": self.name, "title": self.title, "description": self.description, "inputSchema": schema,
                 "annotations": {"title": self.title, "readOnlyHint": True, "destructiveHint": False,
@@ -3841,12 +3869,14 @@ def _mcp_tools() -> dict[str, McpTool]:
                 "heading path and file line range. Pass a `source` from search results or citations as `path`, and "
                 "optionally a heading. An unknown path or heading is an error that lists similar paths or the "
                 "note's headings.",
-                _NOTES_GET_FIELDS, ("path",), lambda config, store, **a: get_note(config, store=store, **a)),
+                _NOTES_GET_FIELDS, ("path",), lambda config, store, **a: get_note(config, store=store, **a),
+                NOTE_FIELD_DOCS),
         McpTool("list_notes", "List the indexed notes",
                 "List the indexed notes, by path, optionally only under a folder prefix and/or with a tag, a page at "
                 "a time (`next_offset` gives the next page; null on the last). Each note has its title, tags and "
                 "chunk count.",
-                _NOTES_LIST_FIELDS, (), lambda config, store, **a: list_notes(config, store=store, **a)),
+                _NOTES_LIST_FIELDS, (), lambda config, store, **a: list_notes(config, store=store, **a),
+                NOTE_FIELD_DOCS),
         McpTool("status", "Knowledge base status",
                 "Whether the knowledge base can answer: database, schema, embedding configuration, how many notes "
                 "and chunks are indexed, which providers are configured. Call it when another tool fails.",
