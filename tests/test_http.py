@@ -1096,3 +1096,22 @@ def test_readme_recipe_turns_the_openapi_document_into_tools(api):
         {"path": "policies/Support Escalation Policy.md", "heading": "P1 工单升级流程"})
     with urllib.request.urlopen(url) as resp:
         assert method == "get" and json.loads(resp.read())["heading_path"][-1] == "P1 工单升级流程"
+
+
+# === the demo page and the MCP endpoint's routing ===================================================================
+
+def test_demo_page_is_one_self_contained_page(routing_api):
+    reply = routing_api.get("/", auth=False)
+    assert reply.status == 200 and reply.content_type.startswith("text/html")
+    html = reply.raw.decode("utf-8")
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", html), "the page loads nothing from elsewhere"
+    assert "http://" not in html and "https://" not in html
+    csp = reply.headers["Content-Security-Policy"]
+    assert "default-src 'none'" in csp and "connect-src 'self'" in csp and "unsafe-inline" not in csp
+    assert "/ask/stream" in html and "/search" in html
+
+
+def test_mcp_endpoint_takes_post_only(routing_api):
+    for method in ("GET", "DELETE"):
+        reply = routing_api.call(method, "/mcp")
+        assert reply.status == 405 and reply.headers["Allow"] == "POST"
