@@ -2559,6 +2559,8 @@ def get_note(config: Config, path: Any, heading: Any = None, vault: Any = None, 
         raise InvalidRequest("heading must be a heading's text (or a heading path joined by '#')", field="heading")
     if vault is not None and not isinstance(vault, str):
         raise InvalidRequest("vault must be a string: a vault path as `localrag db status` lists it", field="vault")
+    if vault is not None:   # the form ingest stores: the resolved folder
+        vault = str(Path(vault.strip()).expanduser().resolve(strict=False)) if vault.strip() else None
     with _store_for(config, store) as s:
         vaults = s.vault_paths()
         rel, in_vault = _note_path(path, vaults)
@@ -2629,6 +2631,8 @@ def list_notes(config: Config, prefix: Any = None, tag: Any = None, vault: Any =
     if ".." in prefix.split("/"):
         raise InvalidRequest(f"prefix {prefix!r} contains '..'; give a folder relative to the vault", field="prefix")
     tag = normalize_tag(tag) if tag and normalize_tag(tag) else None
+    if vault is not None:
+        vault = str(Path(vault.strip()).expanduser().resolve(strict=False)) if vault.strip() else None
     with _store_for(config, store) as s:
         total, rows = s.list_notes(prefix, tag, vault or None, limit, offset)
     notes = []

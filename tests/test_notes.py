@@ -205,3 +205,12 @@ def test_get_notes(http):
         assert status == code and body["error"]["code"] == error, (path, body)
     status, body = http(f"/notes?path={q('nope/none.md')}")
     assert "GET /notes/list" in body["error"]["message"]
+
+
+def test_vault_argument_is_matched_in_its_stored_form(ingested, monkeypatch):
+    config, vault, _ = ingested
+    monkeypatch.chdir(vault.parent)
+    assert localrag.get_note(config, NOTE, vault=f"./{vault.name}/")["vault_path"] == str(vault.resolve())
+    assert localrag.list_notes(config, vault=f"./{vault.name}")["total"] == 13
+    with pytest.raises(localrag.NoteNotFound):
+        localrag.get_note(config, NOTE, vault="/nowhere/else")
