@@ -179,13 +179,17 @@ def bench_ask_recording(config, out: dict, questions: list[str], rounds: int) ->
     on = dataclasses.replace(config, rag_record_answers=True)
     off = dataclasses.replace(config, rag_record_answers=False)
     with_record, without = [], []
+    claims = supported = 0
     with localrag.Store.open(config) as s:
         for _ in range(rounds * 2):
             for q in questions:
                 t, _ = timed(localrag.ask, off, q, 5, store=s)
                 without.append(t)
-                t, _ = timed(localrag.ask, on, q, 5, store=s)
+                t, r = timed(localrag.ask, on, q, 5, store=s)
                 with_record.append(t)
+                claims += len(r["claims"])
+                supported += sum(c["supported"] for c in r["claims"])
+    out["fake_answer_claim_support"] = {"claims": claims, "supported": round(supported / claims, 4) if claims else None}
     out["ask_answer_record_overhead"] = {
         "asks": len(with_record), "p50_ms_without_record": pct_ms(without, 50),
         "p50_ms_with_record": pct_ms(with_record, 50),
