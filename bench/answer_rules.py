@@ -22,7 +22,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 import localrag  # noqa: E402
 
-ANSWERING_TIERS = ("answerable",)
 
 
 def load(path: str) -> list[dict]:

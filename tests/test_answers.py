@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import localrag
-from conftest import reset_database, run_cli
+from conftest import run_cli
 from llm_stub import ChatStub, closed_port
 
 # === 1. Helpers and fixtures =======================================================================================
