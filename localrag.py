@@ -199,6 +199,10 @@ class NoteNotFound(LocalRagError):
     code, http_status, exit_code = "note_not_found", 404, EXIT_NOT_FOUND
 
 
+class TicketNotFound(LocalRagError):
+    code, http_status, exit_code = "ticket_not_found", 404, EXIT_NOT_FOUND
+
+
 def _jsonable(value: Any) -> Any:
     """Make frontmatter-ish values (dates, sets, paths) safe for json.dumps."""
     if isinstance(value, dict):
@@ -1225,8 +1229,45 @@ BEGIN
 END $$;
 CREATE OR REPLACE TRIGGER answers_append_only BEFORE UPDATE OR DELETE ON answers
   FOR EACH ROW EXECUTE FUNCTION localrag_answers_append_only();
+
+-- Tickets: knowledge gaps a person confirmed (a draft is never stored).  A ticket is never deleted, and every
+-- status change is one append-only event: who (cli, or http with a fingerprint of the bearer token, never the
+-- token), when, old and new status, an optional note.
+CREATE TABLE IF NOT EXISTS tickets (
+  id BIGSERIAL PRIMARY KEY,
+  created_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+  updated_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+  title TEXT NOT NULL CHECK (char_length(title) BETWEEN 1 AND 200),
+  description TEXT NOT NULL CHECK (char_length(description) <= 20000),
+  category TEXT NOT NULL,
+  question TEXT,
+  answer_id BIGINT,
+  status TEXT NOT NULL DEFAULT 'open' CHECK (status IN ('open', 'in_progress', 'resolved')),
+  draft JSONB NOT NULL DEFAULT '{}'::jsonb
+);
+
+CREATE TABLE IF NOT EXISTS ticket_events (
+  id BIGSERIAL PRIMARY KEY,
+  ticket_id BIGINT NOT NULL REFERENCES tickets(id),
+  created_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp(),
+  actor TEXT NOT NULL CHECK (actor IN ('cli', 'http')),
+  token_fingerprint TEXT,
+  old_status TEXT,
+  new_status TEXT NOT NULL,
+  note TEXT
+);
+CREATE INDEX IF NOT EXISTS idx_ticket_events_ticket ON ticket_events (ticket_id, id);
+
+CREATE OR REPLACE FUNCTION localrag_tickets_no_delete() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  RAISE EXCEPTION '% is not allowed on %', TG_OP, TG_TABLE_NAME USING ERRCODE = 'insufficient_privilege';
+END $$;
+CREATE OR REPLACE TRIGGER tickets_no_delete BEFORE DELETE ON tickets
+  FOR EACH ROW EXECUTE FUNCTION localrag_tickets_no_delete();
+CREATE OR REPLACE TRIGGER ticket_events_append_only BEFORE UPDATE OR DELETE ON ticket_events
+  FOR EACH ROW EXECUTE FUNCTION localrag_tickets_no_delete();
 """
-SCHEMA_TABLES = ("documents", "chunks", "embeddings", "ingest_runs", "answers")
+SCHEMA_TABLES = ("documents", "chunks", "embeddings", "ingest_runs", "answers", "tickets", "ticket_events")
 ANSWER_COLUMNS = ("question", "mode", "reason", "retrieval", "gate", "evidence", "excluded", "prompt_version",
                   "request_body", "request_sha256", "llm_provider", "model", "completion_status", "finish_reason",
                   "usage", "answer", "claims", "citation_check", "latency_ms")
@@ -1589,6 +1630,87 @@ class Store:
         rows = self.run(f"SELECT id, created_at, {', '.join(ANSWER_COLUMNS)} FROM answers WHERE id = :i",
                         i=answer_id)
         return dict(zip(("id", "created_at", *ANSWER_COLUMNS), _jsonable(list(rows[0])))) if rows else None
+
+
+    # --- tickets (never deleted; status changes are append-only events) ----------------------------------------
+
+    def require_tickets(self) -> None:
+        """SchemaNotInitialized (with the db init hint) when the tickets tables are missing."""
+        if getattr(self, "tickets_checked", False):
+            return
+        missing = [t for t, ok in zip(("tickets", "ticket_events"), self.run(
+            "SELECT to_regclass('tickets') IS NOT NULL, to_regclass('ticket_events') IS NOT NULL")[0]) if not ok]
+        if missing:
+            raise SchemaNotInitialized(f"the tickets tables are missing at {self.target.display} (missing: "
+                                       f"{', '.join(missing)}; a database from before tickets); {HINT_DB_INIT}",
+                                       missing=missing)
+        self.tickets_checked = True
+
+    def chunk_tags(self, chunk_id: int) -> list[str]:
+        rows = self.run("SELECT tags FROM chunks WHERE id = :i", i=chunk_id)
+        return list(rows[0][0] or []) if rows else []
+
+    def insert_ticket(self, ticket: dict, actor: str, fingerprint: str | None) -> int:
+        """The new ticket's id; its creation is the first event (old status null, new status open)."""
+        self.require_tickets()
+        with self.transaction():
+            tid = self.run("INSERT INTO tickets (title, description, category, question, answer_id, draft) "
+                           "VALUES (:t, :d, :c, :q, :a, CAST(:j AS jsonb)) RETURNING id", t=ticket["title"],
+                           d=ticket["description"], c=ticket["category"], q=ticket.get("question"),
+                           a=ticket.get("answer_id"), j=json.dumps(_jsonable(ticket.get("draft") or {}),
+                                                                  ensure_ascii=False))[0][0]
+            self.run("INSERT INTO ticket_events (ticket_id, actor, token_fingerprint, old_status, new_status, note) "
+                     "VALUES (:i, :a, :f, NULL, 'open', 'created')", i=tid, a=actor, f=fingerprint)
+        return tid
+
+    def update_ticket_status(self, ticket_id: int, status: str, note: str | None, actor: str,
+                             fingerprint: str | None) -> tuple[str, str] | None:
+        """(old, new) status, or None when there is no such ticket.  The row lock orders concurrent updates: the
+        last one to commit wins, and each event's old status is the one it really replaced."""
+        self.require_tickets()
+        with self.transaction():
+            rows = self.run("SELECT status FROM tickets WHERE id = :i FOR UPDATE", i=ticket_id)
+            if not rows:
+                return None
+            old = rows[0][0]
+            self.run("UPDATE tickets SET status = :s, updated_at = clock_timestamp() WHERE id = :i", s=status,
+                     i=ticket_id)
+            self.run("INSERT INTO ticket_events (ticket_id, actor, token_fingerprint, old_status, new_status, note) "
+                     "VALUES (:i, :a, :f, :o, :s, :n)", i=ticket_id, a=actor, f=fingerprint, o=old, s=status,
+                     n=note)
+        return old, status
+
+    _TICKET_KEYS = ("id", "created_at", "updated_at", "title", "description", "category", "question", "answer_id",
+                    "status", "draft")
+
+    def list_tickets(self, status: str | None) -> list[dict]:
+        self.require_tickets()
+        rows = self.run(f"SELECT {', '.join(self._TICKET_KEYS)} FROM tickets WHERE CAST(:s AS text) IS NULL "
+                        "OR status = :s ORDER BY id DESC", s=status)
+        return [dict(zip(self._TICKET_KEYS, _jsonable(list(r)))) for r in rows]
+
+    def get_ticket(self, ticket_id: int) -> dict | None:
+        self.require_tickets()
+        rows = self.run(f"SELECT {', '.join(self._TICKET_KEYS)} FROM tickets WHERE id = :i", i=ticket_id)
+        if not rows:
+            return None
+        ticket = dict(zip(self._TICKET_KEYS, _jsonable(list(rows[0]))))
+        keys = ("id", "created_at", "actor", "token_fingerprint", "old_status", "new_status", "note")
+        ticket["events"] = [dict(zip(keys, _jsonable(list(r)))) for r in self.run(
+            f"SELECT {', '.join(keys)} FROM ticket_events WHERE ticket_id = :i ORDER BY id", i=ticket_id)]
+        return ticket
+
+    def ticket_links(self) -> list[tuple[int, str | None, int | None, str]]:
+        """(id, question, answer_id, status) of every ticket: what the gaps report matches groups against."""
+        self.require_tickets()
+        return [tuple(r) for r in self.run("SELECT id, question, answer_id, status FROM tickets ORDER BY id")]
+
+    def refused_answers(self, since: _dt.date | None) -> list[dict]:
+        """The answer records that refused (mode no_answer), oldest first."""
+        self.require_answers()
+        rows = self.run("SELECT id, created_at, question, reason FROM answers WHERE mode = 'no_answer' AND "
+                        "(CAST(:d AS date) IS NULL OR created_at >= CAST(:d AS date)) ORDER BY id", d=since)
+        return [dict(zip(("id", "created_at", "question", "reason"), _jsonable(list(r)))) for r in rows]
 
 
 class StorePool:
@@ -3430,6 +3552,325 @@ def embeddings_warmup(config: Config) -> dict:
     check = Qwen3Embedder(config.embedding_cache_dir, config.embedding_device, allow_download=True).warmup()
     status = qwen_cache_status(config.embedding_cache_dir)
     return {**status, **check, "seconds": round(time.monotonic() - started, 2)}
+
+
+# === 12a. Tickets and gaps =========================================================================================
+# Seed 003's ticket flow for knowledge gaps: a refused question becomes an editable draft made by rules (never a
+# model, never stored), a person confirms before anything is saved, and status changes are kept as events.  The
+# gaps report groups the refused questions of the answer records by their content terms.  Pure rules first
+# (ticket_draft_from, group_gaps, gaps_markdown), then the service functions CLI, HTTP and MCP share.
+
+TICKET_STATUSES = ("open", "in_progress", "resolved")
+TICKET_TITLE_MAX = 200                     # characters
+TICKET_DESCRIPTION_MAX = 20_000            # characters
+TICKET_CATEGORY_MAX = 100                  # characters
+TICKET_NOTE_MAX = 2_000                    # characters
+TICKET_DRAFT_EVIDENCE = 3                  # closest evidence blocks a draft lists
+TICKET_DRAFT_JSON_MAX = 100_000            # characters of the draft metadata kept with a ticket
+TICKET_MADE_BY = ("rules: the title, description and category come from fixed rules over the question and the "
+                  "closest evidence; no model was called and nothing was stored")
+TICKET_CATEGORY_RULE = ("the top-level folder of the closest evidence's note; else its first tag (#tag); else "
+                        "uncategorised")
+GAPS_JACCARD_MIN = 0.5                     # content-term Jaccard at which two refused questions are one gap
+
+
+def ticket_category(evidence: Sequence[dict]) -> str:
+    """TICKET_CATEGORY_RULE, on the closest evidence block (evidence is best first)."""
+    if not evidence:
+        return "uncategorised"
+    closest = evidence[0]
+    path = str(closest.get("source") or closest.get("relative_path") or "")
+    if "/" in path:
+        return path.split("/", 1)[0][:TICKET_CATEGORY_MAX]
+    tags = closest.get("tags") or []
+    if tags:
+        return ("#" + str(tags[0]).lstrip("#"))[:TICKET_CATEGORY_MAX]
+    return "uncategorised"
+
+
+def ticket_draft_from(question: str, mode: str, reason: str, evidence: Sequence[dict], drafted_at: str,
+                      answer_id: int | None = None) -> dict:
+    """An editable ticket draft.  Pure: the same arguments give the same draft (the time is an argument)."""
+    ev = [{"source": e.get("source"), "heading": e.get("heading") or "", "score": e.get("score"),
+           "line_start": e.get("line_start"), "line_end": e.get("line_end"), "tags": list(e.get("tags") or [])}
+          for e in evidence[:TICKET_DRAFT_EVIDENCE]]
+    short = _collapse(question)
+    title = "Knowledge gap: " + (short if len(short) <= 120 else short[:119].rstrip() + "…")
+    lines = [f"Question: {question}", "", f"Answer mode: {mode} ({reason})"]
+    if answer_id is not None:
+        lines.append(f"Answer record: {answer_id} (`localrag history show {answer_id}`)")
+    lines += ["", "Closest evidence in the knowledge base:"]
+    for e in ev:
+        where = e["source"] + (f" > {e['heading']}" if e["heading"] else "")
+        if e["line_start"] is not None:
+            where += f" (lines {e['line_start']}-{e['line_end']})"
+        lines.append(f"- {where}, score {e['score']:.4f}" if isinstance(e["score"], (int, float)) else f"- {where}")
+    if not ev:
+        lines.append("- none (nothing indexed came close)")
+    lines += ["", f"Drafted {drafted_at} by localrag's ticket rules (no model was called)."]
+    description = "\n".join(lines)
+    if len(description) > TICKET_DESCRIPTION_MAX:   # a question is at most 4,000 characters; kept safe anyway
+        description = description[:TICKET_DESCRIPTION_MAX - 1] + "…"
+    return {"title": title, "description": description, "category": ticket_category(evidence),
+            "category_rule": TICKET_CATEGORY_RULE, "question": question, "mode": mode, "reason": reason,
+            "answer_id": answer_id, "evidence": ev, "drafted_at": drafted_at, "made_by": TICKET_MADE_BY,
+            "stored": False}
+
+
+def _ticket_id(value: Any) -> int:
+    text = str(value).strip()
+    if isinstance(value, bool) or not re.fullmatch(r"[0-9]{1,19}", text) or not 1 <= int(text) <= ANSWER_ID_MAX:
+        raise InvalidRequest(f"ticket id must be an integer from 1 to {ANSWER_ID_MAX} (got {text[:40]!r})",
+                             field="id")
+    return int(text)
+
+
+def _ticket_status(value: Any) -> str:
+    if value not in TICKET_STATUSES:
+        raise InvalidRequest(f"status must be one of {', '.join(TICKET_STATUSES)} (got {str(value)[:40]!r})",
+                             field="status", allowed=list(TICKET_STATUSES))
+    return value
+
+
+def _optional_text(value: Any, field: str, max_chars: int) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise InvalidRequest(f"{field} must be a string", field=field)
+    if len(value) > max_chars:
+        raise InvalidRequest(f"{field} is {len(value)} characters; the limit is {max_chars}", field=field,
+                             limit=max_chars)
+    return value.strip() or None
+
+
+def validate_ticket(payload: Any) -> dict:
+    """The columns of a new ticket from an (edited) draft; InvalidRequest naming the field otherwise.  The
+    confirmation is checked by the caller (each face asks for it its own way)."""
+    if not isinstance(payload, dict):
+        raise InvalidRequest("a ticket must be a JSON object (a draft from `tickets draft`, edited)", field="body")
+    title = payload.get("title")
+    if not isinstance(title, str) or not title.strip():
+        raise InvalidRequest("title must be a non-empty string", field="title")
+    title = _collapse(title)
+    if len(title) > TICKET_TITLE_MAX:
+        raise InvalidRequest(f"title is {len(title)} characters; the limit is {TICKET_TITLE_MAX}", field="title",
+                             limit=TICKET_TITLE_MAX)
+    description = payload.get("description")
+    if not isinstance(description, str) or not description.strip():
+        raise InvalidRequest("description must be a non-empty string", field="description")
+    if len(description) > TICKET_DESCRIPTION_MAX:
+        raise InvalidRequest(f"description is {len(description)} characters; the limit is {TICKET_DESCRIPTION_MAX}",
+                             field="description", limit=TICKET_DESCRIPTION_MAX)
+    category = _optional_text(payload.get("category"), "category", TICKET_CATEGORY_MAX) or "uncategorised"
+    question = _optional_text(payload.get("question"), "question", 4000)
+    answer_id = payload.get("answer_id")
+    if answer_id is not None and (isinstance(answer_id, bool) or not isinstance(answer_id, int)
+                                  or not 1 <= answer_id <= ANSWER_ID_MAX):
+        raise InvalidRequest(f"answer_id must be null or an integer from 1 to {ANSWER_ID_MAX} (got {answer_id!r})",
+                             field="answer_id")
+    draft = {k: payload[k] for k in ("mode", "reason", "evidence", "drafted_at", "made_by", "category_rule")
+             if k in payload}
+    if len(json.dumps(_jsonable(draft), ensure_ascii=False)) > TICKET_DRAFT_JSON_MAX:
+        raise InvalidRequest(f"the draft's mode/reason/evidence fields exceed {TICKET_DRAFT_JSON_MAX} characters",
+                             field="evidence", limit=TICKET_DRAFT_JSON_MAX)
+    return {"title": title, "description": description.replace("\x00", "\ufffd"), "category": category,
+            "question": question, "answer_id": answer_id, "draft": draft}
+
+
+def token_fingerprint(token: str | None) -> str | None:
+    """Who changed a ticket over HTTP, without the token: the first 12 hex digits of its sha256."""
+    return "sha256:" + hashlib.sha256(token.encode("utf-8")).hexdigest()[:12] if token else None
+
+
+def _draft_gate(config: Config, store: Store, question: str) -> tuple[str, str, list[dict]]:
+    """(mode, reason, closest evidence) as `ask` would decide them before any model call; read-only."""
+    try:
+        results = retrieve(store, config, question, config.rag_top_k)
+    except RetrievalNotReady as exc:
+        return "no_answer", f"{exc.code}: nothing is indexed for the configured embedder", []
+    for r in results[:TICKET_DRAFT_EVIDENCE]:
+        r["tags"] = store.chunk_tags(r["chunk_id"])
+    confidence = results[0]["score"] if results else 0.0
+    mode, reason = decide_mode(confidence, config.rag_min_similarity, False, config.rag_fallback_enabled)
+    if mode == "rag":
+        evidence = assemble_evidence(results, config.rag_context_token_budget, max_blocks=config.rag_top_k)
+        check = _evidence_check(question, evidence.blocks)
+        if not evidence.blocks:
+            mode, reason = "no_answer", "insufficient_evidence/context_budget"
+        elif check["refuses"]:
+            mode, reason = "no_answer", f"insufficient_evidence/{check['kind']}"
+        else:
+            reason += " (retrieval would answer; the model was not called for this draft)"
+    return mode, reason, results
+
+
+def ticket_draft(config: Config, question: Any, answer_id: Any = None, store: Store | None = None,
+                 now: _dt.datetime | None = None) -> dict:
+    """`localrag tickets draft`, POST /tickets/draft, MCP draft_ticket: an editable draft; nothing is written.
+    With answer_id, the mode and reason are that answer record's (e.g. the model's own refusal)."""
+    question = validate_text(question, "question")
+    if answer_id is not None:
+        answer_id = _ticket_id(answer_id)
+    drafted_at = (now or _dt.datetime.now(_dt.timezone.utc)).isoformat(timespec="seconds")
+    with _store_for(config, store) as s:
+        mode, reason, evidence = _draft_gate(config, s, question)
+        if answer_id is not None:
+            record = s.get_answer(answer_id)
+            if record is None:
+                raise AnswerNotFound(f"no answer record {answer_id}; `localrag history` lists the recorded ones",
+                                     id=answer_id)
+            mode, reason = record["mode"], record["reason"]
+    return ticket_draft_from(question, mode, reason, evidence, drafted_at, answer_id)
+
+
+def ticket_create(config: Config, payload: Any, confirmed: Any, actor: str, fingerprint: str | None = None,
+                  store: Store | None = None) -> dict:
+    """`localrag tickets create` and POST /tickets: save a (possibly edited) draft a person confirmed."""
+    if confirmed is not True:
+        raise InvalidRequest("confirmed must be true: a person must confirm a ticket before it is saved "
+                             "(the CLI asks, or takes --confirm; the API needs \"confirmed\": true)",
+                             field="confirmed")
+    ticket = validate_ticket(payload)
+    with _store_for(config, store) as s:
+        tid = s.insert_ticket(ticket, actor, fingerprint)
+        return s.get_ticket(tid)
+
+
+def ticket_list(config: Config, status: Any = None, store: Store | None = None) -> dict:
+    """`localrag tickets list` and GET /tickets: newest first, optionally one status."""
+    if status is not None:
+        status = _ticket_status(status)
+    with _store_for(config, store) as s:
+        rows = s.list_tickets(status)
+    return {"tickets": rows, "total": len(rows), "status": status}
+
+
+def ticket_show(config: Config, ticket_id: Any, store: Store | None = None) -> dict:
+    """`localrag tickets show` and GET /tickets/{id}: the ticket with its events, oldest first."""
+    ticket_id = _ticket_id(ticket_id)
+    with _store_for(config, store) as s:
+        ticket = s.get_ticket(ticket_id)
+    if ticket is None:
+        raise TicketNotFound(f"no ticket {ticket_id}; `localrag tickets list` lists them", id=ticket_id)
+    return ticket
+
+
+def ticket_update(config: Config, ticket_id: Any, status: Any, note: Any = None, actor: str = "cli",
+                  fingerprint: str | None = None, store: Store | None = None) -> dict:
+    """`localrag tickets update` and PATCH /tickets/{id}: a new status, kept as an event (even when unchanged)."""
+    ticket_id = _ticket_id(ticket_id)
+    status = _ticket_status(status)
+    note = _optional_text(note, "note", TICKET_NOTE_MAX)
+    with _store_for(config, store) as s:
+        if s.update_ticket_status(ticket_id, status, note, actor, fingerprint) is None:
+            raise TicketNotFound(f"no ticket {ticket_id}; `localrag tickets list` lists them", id=ticket_id)
+        return s.get_ticket(ticket_id)
+
+
+def _jaccard(a: set[str], b: set[str]) -> float:
+    return len(a & b) / len(a | b) if a | b else 0.0
+
+
+def group_gaps(records: Sequence[dict], tickets: Sequence[tuple] = (),
+               threshold: float = GAPS_JACCARD_MIN) -> list[dict]:
+    """Refused questions grouped into gaps.  Pure.  Rule: in record order (oldest first), a question joins the
+    first group holding a question whose content terms (content_tokens) have Jaccard >= threshold with its own;
+    otherwise it starts a group.  A question without content terms groups only with the same text.  A group has a
+    ticket when a ticket was made from one of its answer records or its question's terms match a member's by the
+    same rule.  Groups: most asked first, then most recently asked."""
+    groups: list[dict] = []
+    for rec in records:
+        terms = content_tokens(rec["question"])
+        norm = _collapse(rec["question"]).lower()
+        home = None
+        for g in groups:
+            if any((_jaccard(terms, t) >= threshold) if terms else norm == n for t, n in g["_members"]):
+                home = g
+                break
+        if home is None:
+            home = {"_members": [], "_questions": collections.Counter(), "answer_ids": [], "reasons":
+                    collections.Counter(), "first_seen": rec["created_at"], "last_seen": rec["created_at"]}
+            groups.append(home)
+        home["_members"].append((terms, norm))
+        home["_questions"][_collapse(rec["question"])] += 1
+        home["answer_ids"].append(rec["id"])
+        home["reasons"][rec.get("reason") or ""] += 1
+        home["first_seen"] = min(home["first_seen"], rec["created_at"])
+        home["last_seen"] = max(home["last_seen"], rec["created_at"])
+    out = []
+    for g in groups:
+        ids = set(g["answer_ids"])
+        linked = []
+        for tid, question, answer_id, status in tickets:
+            t_terms = content_tokens(question or "")
+            t_norm = _collapse(question or "").lower()
+            if answer_id in ids or (question and any(
+                    (_jaccard(t_terms, t) >= threshold) if t_terms else t_norm == n for t, n in g["_members"])):
+                linked.append({"id": tid, "status": status})
+        questions = [{"question": q, "count": n} for q, n in g["_questions"].most_common()]
+        term_counts = collections.Counter(t for terms, _n in g["_members"] for t in terms)
+        out.append({"question": questions[0]["question"], "count": len(g["answer_ids"]), "questions": questions,
+                    "terms": sorted(t for t, _c in term_counts.most_common(8)),
+                    "first_seen": g["first_seen"], "last_seen": g["last_seen"], "answer_ids": g["answer_ids"],
+                    "reasons": dict(g["reasons"]), "ticket": bool(linked), "tickets": linked})
+    out.sort(key=lambda g: (-g["count"], _neg_text(g["last_seen"])))
+    return out
+
+
+def _neg_text(text: str) -> tuple:
+    return tuple(-ord(c) for c in text)
+
+
+def _parse_since(value: Any) -> _dt.date | None:
+    if value is None or value == "":
+        return None
+    try:
+        return _dt.date.fromisoformat(str(value).strip())
+    except ValueError:
+        raise InvalidRequest(f"since must be a date YYYY-MM-DD (got {str(value)[:40]!r})", field="since") from None
+
+
+def gaps(config: Config, since: Any = None, store: Store | None = None) -> dict:
+    """`localrag gaps`: the refused questions of the answer records, grouped (group_gaps), with their tickets."""
+    day = _parse_since(since)
+    with _store_for(config, store) as s:
+        records = s.refused_answers(day)
+        tickets = s.ticket_links()
+    groups = group_gaps(records, tickets)
+    return {"since": day.isoformat() if day else None, "refused": len(records), "groups": groups,
+            "rule": f"content-term Jaccard >= {GAPS_JACCARD_MIN} with any question of the group",
+            "recording": config.rag_record_answers}
+
+
+def gaps_markdown(report: dict, generated_at: str) -> str:
+    """The gaps report as Markdown a customer can read.  Pure."""
+    since = f" since {report['since']}" if report["since"] else ""
+    lines = ["# Questions the knowledge base could not answer", "",
+             f"Generated {generated_at} by localrag from its answer records{since}: {report['refused']} refused "
+             f"question{'s' if report['refused'] != 1 else ''} in {len(report['groups'])} "
+             f"group{'s' if len(report['groups']) != 1 else ''}. Questions are grouped when they share most of "
+             "their content words (a fixed rule, no model). Each group is something your notes do not cover yet.",
+             ""]
+    if not report["groups"]:
+        lines.append("No question was refused" + (" in this period." if since else "."))
+    for i, g in enumerate(report["groups"], 1):
+        ticket = (", ".join(f"ticket {t['id']} ({t['status'].replace('_', ' ')})" for t in g["tickets"])
+                  if g["tickets"] else "no ticket yet")
+        lines += [f"## {i}. {_md_text(g['question'])}", "",
+                  f"- Asked {g['count']} time{'s' if g['count'] != 1 else ''}; first {g['first_seen'][:16]}, "
+                  f"last {g['last_seen'][:16]} (UTC)", f"- {ticket[0].upper() + ticket[1:]}"]
+        others = [q for q in g["questions"][1:]]
+        if others:
+            lines.append("- Also asked as:")
+            lines += [f"  - {_md_text(q['question'])}" + (f" ({q['count']}×)" if q["count"] > 1 else "")
+                      for q in others]
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _md_text(text: str) -> str:
+    """A question as Markdown text: one line, Markdown's punctuation escaped, no HTML."""
+    return re.sub(r"([\\`*_\[\]<>|])", r"\\\1", _collapse(text))
 
 
 # === 13. Eval ======================================================================================================
@@ -5317,6 +5758,117 @@ def _cmd_ask(config: Config, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _print_ticket(t: dict) -> None:
+    print(f"ticket #{t['id']}  {t['status']}  [{t['category']}]  created {t['created_at'][:19]}  "
+          f"updated {t['updated_at'][:19]}")
+    print(f"title        {t['title']}")
+    if t.get("answer_id"):
+        print(f"answer       #{t['answer_id']} (localrag history show {t['answer_id']})")
+    print()
+    print(t["description"])
+    print()
+    for e in t.get("events", []):
+        who = e["actor"] + (f" ({e['token_fingerprint']})" if e["token_fingerprint"] else "")
+        print(f"event {e['created_at'][:19]}  {who:<24} {e['old_status'] or '-'} -> {e['new_status']}"
+              + (f"  {e['note']}" if e["note"] else ""))
+
+
+def _read_draft(path: str) -> Any:
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidRequest(f"cannot read the draft {path}: {exc}; write one with `localrag tickets draft "
+                             f"\"QUESTION\" --json > draft.json`", field="from") from None
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise InvalidRequest(f"{path} is not JSON ({exc}); write one with `localrag tickets draft \"QUESTION\" "
+                             f"--json > draft.json` and edit it", field="from") from None
+
+
+def _confirm_on_tty(draft: Any) -> bool:
+    """Ask the person at the terminal (stdin and stderr are one): True only for y/yes."""
+    ticket = validate_ticket(draft)   # show only what would be saved, and fail before asking when it is invalid
+    _say(f"title:    {ticket['title']}\ncategory: {ticket['category']}\n\n{ticket['description']}\n")
+    sys.stderr.write("Save this ticket? [y/N] ")
+    sys.stderr.flush()
+    try:
+        reply = sys.stdin.readline()
+    except KeyboardInterrupt:
+        return False
+    return reply.strip().lower() in ("y", "yes")
+
+
+def _cmd_tickets(config: Config, args: argparse.Namespace) -> int:
+    action = args.tickets_command
+    if action == "draft":
+        question = sys.stdin.read() if args.question == "-" else args.question
+        draft = ticket_draft(config, question, answer_id=args.answer_id)
+        if args.json:
+            _print_json(draft)
+        else:
+            print(f"title:    {draft['title']}\ncategory: {draft['category']}  ({draft['category_rule']})\n")
+            print(draft["description"])
+            _say("a draft only: nothing was stored; save it with `localrag tickets draft ... --json > d.json`, "
+                 "edit, then `localrag tickets create --from d.json`")
+        return EXIT_OK
+    if action == "create":
+        draft = _read_draft(args.source)
+        if not args.confirm:
+            if args.source == "-" or not (sys.stdin.isatty() and sys.stderr.isatty()):
+                raise InvalidRequest("not saved: a person must confirm a ticket; run on a terminal to be asked, or "
+                                     "pass --confirm", field="confirmed")
+            if not _confirm_on_tty(draft):
+                _say("not saved (not confirmed)")
+                return EXIT_USAGE
+        ticket = ticket_create(config, draft, True, "cli")
+        if args.json:
+            _print_json(ticket)
+        else:
+            print(f"saved ticket #{ticket['id']} ({ticket['status']}): {ticket['title']}")
+        return EXIT_OK
+    if action == "list":
+        result = ticket_list(config, args.status)
+        if args.json:
+            _print_json(result)
+            return EXIT_OK
+        if not result["tickets"]:
+            _say("no tickets" + (f" with status {args.status}" if args.status else ""))
+        for t in result["tickets"]:
+            print(f"#{t['id']:<5} {t['status']:<11} {t['updated_at'][:19]}  {_snippet(t['category'], 20):<20} "
+                  f"{_snippet(t['title'], 70)}")
+        return EXIT_OK
+    if action == "show":
+        ticket = ticket_show(config, args.id)
+        _print_json(ticket) if args.json else _print_ticket(ticket)
+        return EXIT_OK
+    ticket = ticket_update(config, args.id, args.status, args.note, actor="cli")
+    if args.json:
+        _print_json(ticket)
+    else:
+        e = ticket["events"][-1]
+        print(f"ticket #{ticket['id']}: {e['old_status']} -> {e['new_status']}")
+    return EXIT_OK
+
+
+def _cmd_gaps(config: Config, args: argparse.Namespace) -> int:
+    report = gaps(config, args.since)
+    if args.format == "md":
+        sys.stdout.write(gaps_markdown(report, _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="minutes")))
+        return EXIT_OK
+    if args.json:
+        _print_json(report)
+        return EXIT_OK
+    if not report["groups"]:
+        _say("no refused questions in the answer records" + (f" since {report['since']}" if report["since"] else "")
+             + ("" if config.rag_record_answers else " (RAG_RECORD_ANSWERS=false)"))
+    for g in report["groups"]:
+        ticket = ",".join(f"#{t['id']} {t['status']}" for t in g["tickets"]) or "no ticket"
+        print(f"{g['count']:>4}x  {g['first_seen'][:10]}..{g['last_seen'][:10]}  {_snippet(ticket, 20):<20} "
+              f"{_snippet(g['question'], 70)}")
+    return EXIT_OK
+
+
 def _cmd_history(config: Config, args: argparse.Namespace) -> int:
     if args.action is None and args.id is not None:
         raise InvalidRequest(f"unexpected argument {args.id!r}; use `localrag history show ID`")
@@ -5548,6 +6100,50 @@ def build_parser() -> argparse.ArgumentParser:
                                                          f"(default {ANSWERS_LIMIT_DEFAULT})")
     _add_json(p)
     p.set_defaults(func=_cmd_history)
+
+    p = sub.add_parser("tickets", help="knowledge gaps as tickets: draft (never stored), create (confirmed), list, "
+                       "show, update", formatter_class=fmt,
+                       epilog="examples:\n  localrag tickets draft \"How do I sync to my phone?\" --json > d.json\n"
+                              "  (edit d.json)  localrag tickets create --from d.json   (asks; --confirm when not "
+                              "on a terminal)\n  localrag tickets list --status open\n  localrag tickets update 3 "
+                              "--status resolved --note \"added Sync.md\"\n\n"
+                              f"exit code {EXIT_NOT_FOUND} means there is no ticket with that id.")
+    tsub = p.add_subparsers(dest="tickets_command", metavar="ACTION", required=True)
+    sp = tsub.add_parser("draft", help="an editable draft made by rules; nothing is stored",
+                         description="an editable draft made by rules (no model); nothing is stored")
+    sp.add_argument("question", help="the question; - reads it from stdin")
+    sp.add_argument("--answer-id", type=int, metavar="ID", help="take mode and reason from this answer record")
+    _add_json(sp)
+    sp = tsub.add_parser("create", help="save a (edited) draft after a person confirms",
+                         description="save a (edited) draft after a person confirms: asked on a terminal, "
+                                     "--confirm otherwise")
+    sp.add_argument("--from", dest="source", required=True, metavar="DRAFT.json",
+                    help="the draft (from `tickets draft --json`), - for stdin (needs --confirm)")
+    sp.add_argument("--confirm", action="store_true", help="a person confirmed this ticket (needed without a TTY)")
+    _add_json(sp)
+    sp = tsub.add_parser("list", help="tickets, newest first", description="tickets, newest first")
+    sp.add_argument("--status", choices=TICKET_STATUSES, help="only this status")
+    _add_json(sp)
+    sp = tsub.add_parser("show", help="one ticket with its status events", description="one ticket with its events")
+    sp.add_argument("id", help="the ticket id")
+    _add_json(sp)
+    sp = tsub.add_parser("update", help="set a ticket's status (kept as an event)",
+                         description="set a ticket's status; every change is kept as an event")
+    sp.add_argument("id", help="the ticket id")
+    sp.add_argument("--status", required=True, help=f"one of {', '.join(TICKET_STATUSES)}")
+    sp.add_argument("--note", metavar="TEXT", help=f"why (up to {TICKET_NOTE_MAX} characters)")
+    _add_json(sp)
+    p.set_defaults(func=_cmd_tickets)
+
+    p = sub.add_parser("gaps", help="refused questions from the answer records, grouped into knowledge gaps",
+                       formatter_class=fmt,
+                       epilog="examples:\n  localrag gaps\n  localrag gaps --since 2026-11-01 --json\n"
+                              "  localrag gaps --format md > gaps.md   (a report for the knowledge base's owner)\n\n"
+                              f"grouping: {GAPS_JACCARD_MIN} content-term Jaccard with any question of a group")
+    p.add_argument("--since", metavar="DATE", help="only records from this day on (YYYY-MM-DD, UTC)")
+    p.add_argument("--format", choices=["text", "md"], default="text", help="md: a Markdown report on stdout")
+    _add_json(p)
+    p.set_defaults(func=_cmd_gaps)
 
     p = sub.add_parser("llm", help="the configured LLM: check", formatter_class=fmt,
                        epilog="example:\n  localrag llm check --json")

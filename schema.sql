@@ -113,3 +113,40 @@ BEGIN
 END $$;
 CREATE OR REPLACE TRIGGER answers_append_only BEFORE UPDATE OR DELETE ON answers
   FOR EACH ROW EXECUTE FUNCTION localrag_answers_append_only();
+
+-- Tickets: knowledge gaps a person confirmed (a draft is never stored).  A ticket is never deleted, and every
+-- status change is one append-only event: who (cli, or http with a fingerprint of the bearer token, never the
+-- token), when, old and new status, an optional note.
+CREATE TABLE IF NOT EXISTS tickets (
+  id BIGSERIAL PRIMARY KEY,
+  created_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+  updated_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+  title TEXT NOT NULL CHECK (char_length(title) BETWEEN 1 AND 200),
+  description TEXT NOT NULL CHECK (char_length(description) <= 20000),
+  category TEXT NOT NULL,
+  question TEXT,
+  answer_id BIGINT,
+  status TEXT NOT NULL DEFAULT 'open' CHECK (status IN ('open', 'in_progress', 'resolved')),
+  draft JSONB NOT NULL DEFAULT '{}'::jsonb
+);
+
+CREATE TABLE IF NOT EXISTS ticket_events (
+  id BIGSERIAL PRIMARY KEY,
+  ticket_id BIGINT NOT NULL REFERENCES tickets(id),
+  created_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp(),
+  actor TEXT NOT NULL CHECK (actor IN ('cli', 'http')),
+  token_fingerprint TEXT,
+  old_status TEXT,
+  new_status TEXT NOT NULL,
+  note TEXT
+);
+CREATE INDEX IF NOT EXISTS idx_ticket_events_ticket ON ticket_events (ticket_id, id);
+
+CREATE OR REPLACE FUNCTION localrag_tickets_no_delete() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  RAISE EXCEPTION '% is not allowed on %', TG_OP, TG_TABLE_NAME USING ERRCODE = 'insufficient_privilege';
+END $$;
+CREATE OR REPLACE TRIGGER tickets_no_delete BEFORE DELETE ON tickets
+  FOR EACH ROW EXECUTE FUNCTION localrag_tickets_no_delete();
+CREATE OR REPLACE TRIGGER ticket_events_append_only BEFORE UPDATE OR DELETE ON ticket_events
+  FOR EACH ROW EXECUTE FUNCTION localrag_tickets_no_delete();
