@@ -1,0 +1,378 @@
+"""Issue 16 (knowledge gaps become tickets a person confirms), section 12a: drafts made by rules and never stored,
+confirmation over CLI, HTTP and MCP, status events, the gaps report.
+
+Real parts only: the Postgres of conftest.py, a small vault written here and ingested with the fake embedder, the
+real HTTP server on 127.0.0.1 and the MCP endpoint it serves.
+
+Sections:
+    1 helpers and fixtures          4 status: events, bad input, concurrency, a database without the tables
+    2 drafts: pure, never stored    5 gaps: grouping on hand-made records, the report
+    3 confirmation: CLI, TTY        6 HTTP and MCP
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import http.client
+import json
+import os
+import pty
+import subprocess
+import sys
+import threading
+
+import pytest
+
+import localrag
+from conftest import run_cli
+
+# === 1. Helpers and fixtures =======================================================================================
+
+QUESTION = "How do I configure kubernetes autoscaling for the billing cluster?"
+NOW = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.timezone.utc)
+
+
+def write_vault(root, files: dict) -> None:
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+
+
+@pytest.fixture
+def vault_db(db, tmp_path, monkeypatch):
+    """A small vault ingested; answers and tickets empty."""
+    vault = tmp_path / "vault"
+    write_vault(vault, {
+        "Sync/Setup.md": "---\ntags: [sync]\n---\n# Set up sync\n\nOpen Settings and choose Sync, then select Connect "
+                         "next to the remote vault and enter the vault password.\n",
+        "Canvas.md": "---\ntags: [boards/canvas]\n---\n# Canvas\n\nA canvas holds cards, notes and media on an "
+                     "infinite board.\n",
+    })
+    assert localrag.ingest(db, vault)["status"] == "success"
+    with localrag.Store.open(db) as s:
+        s.run("TRUNCATE answers, tickets, ticket_events RESTART IDENTITY")
+    return db
+
+
+def row_counts(config) -> dict:
+    with localrag.Store.open(config) as s:
+        return {t: s.run(f"SELECT count(*) FROM {t}")[0][0] for t in localrag.SCHEMA_TABLES}
+
+
+def draft_file(tmp_path, config, question=QUESTION, **edits) -> str:
+    draft = localrag.ticket_draft(config, question)
+    draft.update(edits)
+    path = tmp_path / "draft.json"
+    path.write_text(json.dumps(draft), encoding="utf-8")
+    return str(path)
+
+
+def cli_error(*args) -> tuple[int, dict]:
+    code, out = run_cli(*args, "--json")
+    return code, json.loads(out)["error"]
+
+
+# === 2. Drafts: pure, never stored =================================================================================
+
+def test_draft_rules_are_pure():
+    evidence = [{"source": "Sync/Setup.md", "heading": "Set up sync", "score": 0.31, "line_start": 4,
+                 "line_end": 5, "tags": ["sync"]}]
+    one = localrag.ticket_draft_from(QUESTION, "no_answer", "confidence 0.31 is below", evidence, "2026-11-29T12:00")
+    two = localrag.ticket_draft_from(QUESTION, "no_answer", "confidence 0.31 is below", evidence, "2026-11-29T12:00")
+    assert one == two
+    assert one["title"] == "Knowledge gap: " + QUESTION and one["category"] == "Sync" and one["stored"] is False
+    for text in (QUESTION, "no_answer", "confidence 0.31 is below", "Sync/Setup.md > Set up sync (lines 4-5)",
+                 "2026-11-29T12:00", "no model was called"):
+        assert text in one["description"]
+    assert "no model" in one["made_by"] and one["category_rule"] == localrag.TICKET_CATEGORY_RULE
+
+
+def test_category_rule():
+    assert localrag.ticket_category([]) == "uncategorised"
+    assert localrag.ticket_category([{"source": "Canvas.md", "tags": ["boards/canvas"]}]) == "#boards/canvas"
+    assert localrag.ticket_category([{"source": "Canvas.md", "tags": []}]) == "uncategorised"
+    assert localrag.ticket_category([{"source": "a/b/c.md", "tags": ["x"]}, {"source": "z/y.md"}]) == "a"
+
+
+def test_long_question_gives_a_title_within_the_limit():
+    draft = localrag.ticket_draft_from("why " * 900, "no_answer", "r", [], "t")
+    assert len(draft["title"]) <= localrag.TICKET_TITLE_MAX
+    assert localrag.validate_ticket(draft)["title"] == draft["title"]
+
+
+def test_draft_reads_nothing_into_the_database(vault_db):
+    before = row_counts(vault_db)
+    one = localrag.ticket_draft(vault_db, QUESTION, now=NOW)
+    two = localrag.ticket_draft(vault_db, QUESTION, now=NOW)
+    code, out = run_cli("tickets", "draft", QUESTION, "--json")
+    assert code == 0 and json.loads(out)["question"] == QUESTION
+    assert one == two and row_counts(vault_db) == before
+    assert one["mode"] == "no_answer" and one["evidence"] and one["drafted_at"] == "2026-11-29T12:00:00+00:00"
+
+
+def test_draft_category_from_the_closest_evidence(vault_db):
+    draft = localrag.ticket_draft(vault_db, "How do I connect the remote vault password in Settings?")
+    assert draft["evidence"][0]["source"] == "Sync/Setup.md" and draft["category"] == "Sync"
+    canvas = localrag.ticket_draft(vault_db, "Can a canvas board hold media cards?")
+    assert canvas["evidence"][0]["source"] == "Canvas.md" and canvas["category"] == "#boards/canvas"
+
+
+def test_draft_takes_mode_and_reason_from_an_answer_record(vault_db):
+    answer = localrag.ask(vault_db, QUESTION)
+    draft = localrag.ticket_draft(vault_db, QUESTION, answer_id=answer["answer_id"])
+    assert (draft["mode"], draft["reason"], draft["answer_id"]) == (answer["mode"], answer["reason"],
+                                                                    answer["answer_id"])
+    with pytest.raises(localrag.AnswerNotFound):
+        localrag.ticket_draft(vault_db, QUESTION, answer_id=999)
+
+
+@pytest.mark.parametrize("question", ["", "   ", "\ufeff", None, 7])
+def test_draft_of_an_empty_question_is_refused(vault_db, question):
+    before = row_counts(vault_db)
+    with pytest.raises(localrag.InvalidRequest) as err:
+        localrag.ticket_draft(vault_db, question)
+    assert err.value.details["field"] == "question" and row_counts(vault_db) == before
+    code, error = cli_error("tickets", "draft", "  ")
+    assert code == localrag.EXIT_USAGE and error["code"] == "invalid_request" and "question" in error["message"]
+
+
+# === 3. Confirmation: CLI, TTY =====================================================================================
+
+def test_cli_create_without_confirmation_saves_nothing(vault_db, tmp_path):
+    path = draft_file(tmp_path, vault_db)
+    before = row_counts(vault_db)
+    code, error = cli_error("tickets", "create", "--from", path)
+    assert code == localrag.EXIT_USAGE and error["details"]["field"] == "confirmed" and "--confirm" in error["message"]
+    assert row_counts(vault_db) == before
+    code, out = run_cli("tickets", "create", "--from", path, "--confirm", "--json")
+    ticket = json.loads(out)
+    assert code == 0 and ticket["status"] == "open" and ticket["category"] == localrag.ticket_draft(
+        vault_db, QUESTION)["category"]
+    assert [(e["actor"], e["old_status"], e["new_status"]) for e in ticket["events"]] == [("cli", None, "open")]
+    assert ticket["draft"]["mode"] == "no_answer" and "no model" in ticket["draft"]["made_by"]
+
+
+def test_cli_create_keeps_the_persons_edits(vault_db, tmp_path):
+    path = draft_file(tmp_path, vault_db, title="Autoscaling docs missing", category="ops",
+                      description="Please write the autoscaling runbook.")
+    code, out = run_cli("tickets", "create", "--from", path, "--confirm", "--json")
+    ticket = json.loads(out)
+    assert (ticket["title"], ticket["category"], ticket["description"]) == (
+        "Autoscaling docs missing", "ops", "Please write the autoscaling runbook.")
+
+
+def _create_on_tty(path: str, reply: bytes) -> tuple[int, str]:
+    master, slave = pty.openpty()
+    try:
+        proc = subprocess.Popen([sys.executable, "-c", "import sys, localrag; sys.exit(localrag.main(sys.argv[1:]))",
+                                 "tickets", "create", "--from", path], stdin=slave, stderr=slave,
+                                stdout=subprocess.PIPE, env=dict(os.environ))
+        os.close(slave)
+        seen = b""
+        while b"[y/N]" not in seen:
+            chunk = os.read(master, 4096)
+            assert chunk, seen
+            seen += chunk
+        os.write(master, reply)
+        out, _ = proc.communicate(timeout=60)
+        return proc.returncode, out.decode()
+    finally:
+        os.close(master)
+
+
+def test_cli_asks_on_a_tty(vault_db, tmp_path):
+    path = draft_file(tmp_path, vault_db)
+    code, out = _create_on_tty(path, b"n\n")
+    assert code == localrag.EXIT_USAGE and out == "" and row_counts(vault_db)["tickets"] == 0
+    code, out = _create_on_tty(path, b"yes\n")
+    assert code == 0 and out.startswith("saved ticket #1") and row_counts(vault_db)["tickets"] == 1
+
+
+@pytest.mark.parametrize("edits, field", [
+    ({"title": "x" * 201}, "title"), ({"title": "   "}, "title"), ({"description": "d" * 20_001}, "description"),
+    ({"description": ""}, "description"), ({"category": 5}, "category"), ({"answer_id": "abc"}, "answer_id"),
+])
+def test_bad_ticket_fields_are_refused(vault_db, tmp_path, edits, field):
+    path = draft_file(tmp_path, vault_db, **edits)
+    code, error = cli_error("tickets", "create", "--from", path, "--confirm")
+    assert code == localrag.EXIT_USAGE and error["details"]["field"] == field
+    assert row_counts(vault_db)["tickets"] == 0
+
+
+def test_limits_are_inclusive(vault_db, tmp_path):
+    path = draft_file(tmp_path, vault_db, title="t" * 200, description="d" * 20_000)
+    code, out = run_cli("tickets", "create", "--from", path, "--confirm", "--json")
+    assert code == 0 and len(json.loads(out)["description"]) == 20_000
+
+
+def test_unreadable_draft_file(vault_db, tmp_path):
+    (tmp_path / "bad.json").write_text("{not json", encoding="utf-8")
+    for path in (str(tmp_path / "bad.json"), str(tmp_path / "missing.json")):
+        code, error = cli_error("tickets", "create", "--from", path, "--confirm")
+        assert code == localrag.EXIT_USAGE and error["details"]["field"] == "from"
+
+
+# === 4. Status: events, bad input, concurrency, a database without the tables ======================================
+
+def _new_ticket(config, question=QUESTION, actor="cli") -> int:
+    return localrag.ticket_create(config, localrag.ticket_draft(config, question), True, actor)["id"]
+
+
+def test_status_changes_are_events(vault_db):
+    tid = _new_ticket(vault_db)
+    code, out = run_cli("tickets", "update", str(tid), "--status", "in_progress", "--note", "asked ops", "--json")
+    assert code == 0
+    localrag.ticket_update(vault_db, tid, "resolved", actor="http", fingerprint=localrag.token_fingerprint("s3cret"))
+    ticket = localrag.ticket_show(vault_db, tid)
+    assert ticket["status"] == "resolved"
+    assert [(e["actor"], e["old_status"], e["new_status"], e["note"]) for e in ticket["events"]] == [
+        ("cli", None, "open", "created"), ("cli", "open", "in_progress", "asked ops"),
+        ("http", "in_progress", "resolved", None)]
+    assert ticket["events"][2]["token_fingerprint"].startswith("sha256:") and "s3cret" not in json.dumps(ticket)
+    assert [t["id"] for t in localrag.ticket_list(vault_db, "resolved")["tickets"]] == [tid]
+    assert localrag.ticket_list(vault_db, "open")["tickets"] == []
+    code, out = run_cli("tickets", "list", "--status", "resolved", "--json")
+    assert code == 0 and json.loads(out)["total"] == 1
+    code, out = run_cli("tickets", "show", str(tid))
+    assert code == 0 and "in_progress -> resolved" in out
+
+
+def test_events_and_tickets_cannot_be_deleted(vault_db):
+    tid = _new_ticket(vault_db)
+    with localrag.Store.open(vault_db) as s:
+        for sql in ("DELETE FROM tickets", "DELETE FROM ticket_events", "UPDATE ticket_events SET note = 'x'"):
+            with pytest.raises(localrag.LocalRagError):
+                s.run(sql)
+    assert len(localrag.ticket_show(vault_db, tid)["events"]) == 1
+
+
+@pytest.mark.parametrize("status", ["closed", "OPEN", "", "in progress"])
+def test_status_outside_the_three(vault_db, status):
+    tid = _new_ticket(vault_db)
+    code, error = cli_error("tickets", "update", str(tid), "--status", status)
+    assert code == localrag.EXIT_USAGE and error["details"]["field"] == "status"
+    assert error["details"]["allowed"] == ["open", "in_progress", "resolved"]
+    assert len(localrag.ticket_show(vault_db, tid)["events"]) == 1
+    code, error = cli_error("tickets", "list", "--status", "x")   # argparse's choices
+    assert code == localrag.EXIT_USAGE
+
+
+def test_unknown_ticket_id(vault_db):
+    for args in (["tickets", "show", "42"], ["tickets", "update", "42", "--status", "resolved"]):
+        code, error = cli_error(*args)
+        assert code == localrag.EXIT_NOT_FOUND and error["code"] == "ticket_not_found"
+    for bad in ("0", "-1", "abc", str(2 ** 63)):
+        code, error = cli_error("tickets", "show", bad)
+        assert code == localrag.EXIT_USAGE and error["details"]["field"] == "id"
+    assert row_counts(vault_db)["ticket_events"] == 0
+
+
+def test_concurrent_status_updates_last_write_wins_both_kept(vault_db):
+    tid = _new_ticket(vault_db)
+    barrier = threading.Barrier(2)
+    errors = []
+
+    def update(status):
+        try:
+            with localrag.Store.open(vault_db) as s:
+                barrier.wait()
+                localrag.ticket_update(vault_db, tid, status, note=status, store=s)
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=update, args=(s,)) for s in ("in_progress", "resolved")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    ticket = localrag.ticket_show(vault_db, tid)
+    events = ticket["events"]
+    assert len(events) == 3 and {e["new_status"] for e in events[1:]} == {"in_progress", "resolved"}
+    assert events[1]["old_status"] == "open" and events[2]["old_status"] == events[1]["new_status"]
+    assert ticket["status"] == events[2]["new_status"]   # the later event's status is the ticket's
+
+
+def test_database_without_the_tickets_tables(vault_db, tmp_path):
+    path = draft_file(tmp_path, vault_db)
+    with localrag.Store.open(vault_db) as s:
+        s.run("DROP TABLE ticket_events, tickets")
+    try:
+        for args in (["tickets", "list"], ["tickets", "show", "1"], ["tickets", "create", "--from", path,
+                                                                     "--confirm"],
+                     ["tickets", "update", "1", "--status", "open"], ["gaps"]):
+            code, error = cli_error(*args)
+            assert code == localrag.EXIT_SCHEMA and error["code"] == "schema_not_initialized", args
+            assert "localrag db init" in error["message"] and "tickets" in error["message"]
+    finally:
+        with localrag.Store.open(vault_db) as s:
+            s.init_schema()
+
+
+# === 5. Gaps: grouping on hand-made records, the report ============================================================
+
+def rec(i, question, day, reason="confidence below"):
+    return {"id": i, "question": question, "created_at": f"2026-11-{day:02d}T10:00:00+00:00", "reason": reason}
+
+
+RECORDS = [
+    rec(1, "How do I sync my vault to an iPhone?", 1),
+    rec(2, "Export a note to PDF with images", 2),
+    rec(3, "sync vault iPhone", 3),
+    rec(4, "How can I sync the vault on my iPhone?", 5, "insufficient_evidence/model"),
+    rec(5, "export to PDF", 6),
+    rec(6, "?!", 7), rec(7, "?!", 8), rec(8, "¿?", 8),
+    rec(9, "What is the refund policy for annual plans?", 9),
+]
+
+
+def test_gaps_grouping_rule():
+    groups = localrag.group_gaps(RECORDS, tickets=[(3, "export pdf", None, "open"), (4, "unrelated", 9, "resolved")])
+    by_first = {g["answer_ids"][0]: g for g in groups}
+    sync, export, marks, refund = by_first[1], by_first[2], by_first[6], by_first[9]
+    assert sync["answer_ids"] == [1, 3, 4] and sync["count"] == 3
+    assert (sync["first_seen"][:10], sync["last_seen"][:10]) == ("2026-11-01", "2026-11-05")
+    assert sync["reasons"] == {"confidence below": 2, "insufficient_evidence/model": 1}
+    assert sync["ticket"] is False and sync["tickets"] == []
+    assert export["answer_ids"] == [2, 5] and export["tickets"] == [{"id": 3, "status": "open"}]  # by its terms
+    assert marks["answer_ids"] == [6, 7] and marks["questions"] == [{"question": "?!", "count": 2}]
+    assert by_first[8]["answer_ids"] == [8]                     # no terms: only the same text groups
+    assert refund["tickets"] == [{"id": 4, "status": "resolved"}]   # by the answer record it was made from
+    assert [g["answer_ids"][0] for g in groups] == [1, 6, 2, 9, 8]   # most asked, then most recent
+    assert localrag.group_gaps(RECORDS, threshold=1.01)[0]["count"] == 2   # the threshold is the rule's knob
+
+
+def test_gaps_markdown_report():
+    report = {"since": "2026-11-01", "refused": 9, "groups": localrag.group_gaps(RECORDS)}
+    md = localrag.gaps_markdown(report, "2026-11-29T12:00+00:00")
+    assert md.startswith("# Questions the knowledge base could not answer\n")
+    assert "## 1. How do I sync my vault to an iPhone?" in md and "- Asked 3 times" in md
+    assert "  - sync vault iPhone" in md and "No ticket yet" in md and "since 2026-11-01" in md
+    assert localrag.gaps_markdown(report, "x") == md.replace("2026-11-29T12:00+00:00", "x")
+    injected = localrag.gaps_markdown({"since": None, "refused": 1, "groups": localrag.group_gaps(
+        [rec(1, "<script>x</script> [a](javascript:y)", 1)])}, "t")
+    assert "<script>" not in injected and "\\[a\\]" in injected
+
+
+def _insert_refusal(store, question, created_at, mode="no_answer"):
+    store.run("INSERT INTO answers (created_at, question, mode, reason, completion_status, answer) "
+              "VALUES (CAST(:c AS timestamptz), :q, :m, 'r', 'not_called', '')", c=created_at, q=question, m=mode)
+
+
+def test_gaps_from_the_answer_records(vault_db):
+    with localrag.Store.open(vault_db) as s:
+        _insert_refusal(s, "How do I sync my vault to an iPhone?", "2026-10-01T09:00:00Z")
+        _insert_refusal(s, "sync vault iPhone", "2026-11-02T09:00:00Z")
+        _insert_refusal(s, "sync vault iPhone", "2026-11-03T09:00:00Z", mode="rag")   # answered: no gap
+    localrag.ticket_create(vault_db, {"title": "t", "description": "d", "question": "iPhone vault sync"}, True, "cli")
+    code, out = run_cli("gaps", "--json")
+    report = json.loads(out)
+    assert code == 0 and report["refused"] == 2 and len(report["groups"]) == 1
+    assert report["groups"][0]["count"] == 2 and report["groups"][0]["tickets"] == [{"id": 1, "status": "open"}]
+    code, out = run_cli("gaps", "--since", "2026-11-01", "--json")
+    assert json.loads(out)["refused"] == 1
+    code, out = run_cli("gaps", "--format", "md")
+    assert code == 0 and out.startswith("# Questions") and "Ticket 1 (open)" in out
+    code, error = cli_error("gaps", "--since", "last week")
+    assert code == localrag.EXIT_USAGE and error["details"]["field"] == "since"
