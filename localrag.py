@@ -3648,33 +3648,51 @@ def validate_ticket(payload: Any) -> dict:
     confirmation is checked by the caller (each face asks for it its own way)."""
     if not isinstance(payload, dict):
         raise InvalidRequest("a ticket must be a JSON object (a draft from `tickets draft`, edited)", field="body")
+    payload = _clean_strings(payload)
     title = payload.get("title")
-    if not isinstance(title, str) or not title.strip():
+    if not isinstance(title, str) or not title.replace("\ufeff", "").strip():
         raise InvalidRequest("title must be a non-empty string", field="title")
-    title = _collapse(title)
     if len(title) > TICKET_TITLE_MAX:
         raise InvalidRequest(f"title is {len(title)} characters; the limit is {TICKET_TITLE_MAX}", field="title",
                              limit=TICKET_TITLE_MAX)
+    title = _collapse(title)
     description = payload.get("description")
-    if not isinstance(description, str) or not description.strip():
+    if not isinstance(description, str) or not description.replace("\ufeff", "").strip():
         raise InvalidRequest("description must be a non-empty string", field="description")
     if len(description) > TICKET_DESCRIPTION_MAX:
         raise InvalidRequest(f"description is {len(description)} characters; the limit is {TICKET_DESCRIPTION_MAX}",
                              field="description", limit=TICKET_DESCRIPTION_MAX)
     category = _optional_text(payload.get("category"), "category", TICKET_CATEGORY_MAX) or "uncategorised"
-    question = _optional_text(payload.get("question"), "question", 4000)
+    question = payload.get("question")
+    if question is not None:
+        question = validate_text(question, "question")
     answer_id = payload.get("answer_id")
     if answer_id is not None and (isinstance(answer_id, bool) or not isinstance(answer_id, int)
                                   or not 1 <= answer_id <= ANSWER_ID_MAX):
         raise InvalidRequest(f"answer_id must be null or an integer from 1 to {ANSWER_ID_MAX} (got {answer_id!r})",
                              field="answer_id")
+    evidence = payload.get("evidence")
+    if evidence is not None and (not isinstance(evidence, list) or not all(isinstance(e, dict) for e in evidence)):
+        raise InvalidRequest("evidence must be a list of objects (the draft's evidence blocks)", field="evidence")
     draft = {k: payload[k] for k in ("mode", "reason", "evidence", "drafted_at", "made_by", "category_rule")
              if k in payload}
     if len(json.dumps(_jsonable(draft), ensure_ascii=False)) > TICKET_DRAFT_JSON_MAX:
         raise InvalidRequest(f"the draft's mode/reason/evidence fields exceed {TICKET_DRAFT_JSON_MAX} characters",
                              field="evidence", limit=TICKET_DRAFT_JSON_MAX)
-    return {"title": title, "description": description.replace("\x00", "\ufffd"), "category": category,
+    return {"title": title, "description": description, "category": category,
             "question": question, "answer_id": answer_id, "draft": draft}
+
+
+def _clean_strings(value: Any) -> Any:
+    """Every string in a JSON value made storable: NUL (text refuses it) and lone surrogates (UTF-8 cannot carry
+    them) become U+FFFD."""
+    if isinstance(value, str):
+        return re.sub(r"[\x00\ud800-\udfff]", "\ufffd", value)
+    if isinstance(value, dict):
+        return {_clean_strings(k): _clean_strings(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_clean_strings(v) for v in value]
+    return value
 
 
 def token_fingerprint(token: str | None) -> str | None:
@@ -3760,7 +3778,7 @@ def ticket_update(config: Config, ticket_id: Any, status: Any, note: Any = None,
     """`localrag tickets update` and PATCH /tickets/{id}: a new status, kept as an event (even when unchanged)."""
     ticket_id = _ticket_id(ticket_id)
     status = _ticket_status(status)
-    note = _optional_text(note, "note", TICKET_NOTE_MAX)
+    note = _clean_strings(_optional_text(note, "note", TICKET_NOTE_MAX))
     with _store_for(config, store) as s:
         if s.update_ticket_status(ticket_id, status, note, actor, fingerprint) is None:
             raise TicketNotFound(f"no ticket {ticket_id}; `localrag tickets list` lists them", id=ticket_id)
@@ -4109,6 +4127,11 @@ _FIELD_LIMITS: dict[str, dict] = {
     "query": _TEXT_SCHEMA, "question": _TEXT_SCHEMA,
     "top_k": {"minimum": TOP_K_MIN, "maximum": TOP_K_MAX},
     "limit": {"minimum": 1, "maximum": NOTES_PAGE_MAX}, "offset": {"minimum": 0},
+    "answer_id": {"minimum": 1, "maximum": ANSWER_ID_MAX},
+    "title": {**_TEXT_SCHEMA, "maxLength": TICKET_TITLE_MAX},
+    "description": {**_TEXT_SCHEMA, "maxLength": TICKET_DESCRIPTION_MAX},
+    "category": {"maxLength": TICKET_CATEGORY_MAX}, "status": {"enum": list(TICKET_STATUSES)},
+    "note": {"maxLength": TICKET_NOTE_MAX}, "confirmed": {"enum": [True]},
 }
 _JSON_TYPES = {str: "string", int: "integer", bool: "boolean", float: "number", list: "array", dict: "object"}
 
@@ -4150,6 +4173,35 @@ def request_schema(fields: dict, required: Sequence[str], openapi: bool = True, 
 
 _NOTES_GET_FIELDS = {"path": str, "heading": str, "vault": str}
 _NOTES_LIST_FIELDS = {"prefix": str, "tag": str, "vault": str, "limit": int, "offset": int}
+_TICKET_DRAFT_FIELDS = {"question": str, "answer_id": int}
+# POST /tickets takes the draft back, edited, plus the person's confirmation.
+_TICKET_CREATE_FIELDS = {"title": str, "description": str, "category": str, "question": str, "answer_id": int,
+                         "mode": str, "reason": str, "evidence": list, "drafted_at": str, "made_by": str,
+                         "category_rule": str, "stored": bool, "confirmed": bool}
+_TICKET_UPDATE_FIELDS = {"status": str, "note": str}
+TICKET_FIELD_DOCS: dict[str, tuple[str, Any]] = {
+    "question": ("The question the knowledge base could not answer, as the user asked it. Up to 4000 characters.",
+                 "How do I configure autoscaling for the billing cluster?"),
+    "answer_id": ("Optional: the answer record the question was refused in (an ask's answer_id); the draft then "
+                  "takes that record's mode and reason.", 42),
+    "title": (f"The ticket's title, 1 to {TICKET_TITLE_MAX} characters (the draft's, or the person's edit).",
+              "Knowledge gap: How do I configure autoscaling?"),
+    "description": (f"The ticket's text, up to {TICKET_DESCRIPTION_MAX} characters: the draft's (question, mode "
+                    "and reason, closest evidence, time) or the person's edit.", "Question: How do I …"),
+    "category": (f"Optional: up to {TICKET_CATEGORY_MAX} characters; the draft's rule: {TICKET_CATEGORY_RULE}.",
+                 "Runbooks"),
+    "mode": ("From the draft: the answer mode the question got (kept with the ticket).", "no_answer"),
+    "reason": ("From the draft: why that mode (kept with the ticket).", "confidence 0.11 is below the threshold 0.20"),
+    "evidence": ("From the draft: the closest evidence blocks (source, heading, score, lines, tags).", []),
+    "drafted_at": ("From the draft: when it was drafted.", "2026-11-29T21:58:55+00:00"),
+    "made_by": ("From the draft: how it was made (rules, no model).", TICKET_MADE_BY),
+    "category_rule": ("From the draft: the rule that chose the category.", TICKET_CATEGORY_RULE),
+    "stored": ("From the draft (always false there); ignored.", False),
+    "confirmed": ("Required, must be true: a person checked the ticket and wants it saved. Missing or false is a "
+                  "422 naming this field; nothing is saved.", True),
+    "status": (f"The new status: one of {', '.join(TICKET_STATUSES)}.", "in_progress"),
+    "note": (f"Optional: why (up to {TICKET_NOTE_MAX} characters), kept with the status event.", "asked ops"),
+}
 
 
 def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
@@ -4288,6 +4340,59 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
         "finish_reason": _schema("string", nullable=True), "usage": _schema("object", nullable=True),
         "answer": _schema("string"), "claims": _schema("array", items=_schema("object")),
         "citation_check": _schema("object", nullable=True), "latency_ms": _schema("object")})
+    ticket_evidence = _schema("object", properties={
+        "source": source, "heading": _doc("string", "The innermost heading", "升级路径"),
+        "score": _doc("number", "Similarity to the question, 0..1", 0.31), **lines,
+        "tags": _doc("array", "The note's tags", ["oncall"], items=_schema("string"))})
+    draft_props = {
+        "title": _doc("string", "Editable title: 'Knowledge gap: ' and the question", "Knowledge gap: How do I …?",
+                      maxLength=TICKET_TITLE_MAX),
+        "description": _doc("string", "Editable text: the question, the answer mode and reason, the closest "
+                                      "evidence with sources, the time", "Question: How do I …",
+                            maxLength=TICKET_DESCRIPTION_MAX),
+        "category": _doc("string", f"Chosen by rule: {TICKET_CATEGORY_RULE}", "Runbooks"),
+        "category_rule": _doc("string", "The rule that chose the category", TICKET_CATEGORY_RULE),
+        "question": _doc("string", "The question", "How do I configure autoscaling?"),
+        "mode": _doc("string", "The answer mode the question gets (or got, in answer_id's record)", "no_answer"),
+        "reason": _doc("string", "Why that mode", "confidence 0.1105 is below the threshold 0.20"),
+        "answer_id": _doc("integer", "The answer record the mode and reason came from, if one was given", None,
+                          nullable=True),
+        "evidence": _doc("array", f"The closest evidence (up to {TICKET_DRAFT_EVIDENCE} blocks), best first", [],
+                         items=ticket_evidence),
+        "drafted_at": _doc("string", "When the draft was made (UTC)", "2026-11-29T21:58:55+00:00"),
+        "made_by": _doc("string", "How the draft was made: rules, never a model", TICKET_MADE_BY),
+        "stored": _doc("boolean", "Always false: a draft is never stored", False)}
+    ticket_draft_schema = _schema("object", required=list(draft_props), properties=draft_props)
+    create_props = {name: field_schema(name, typ, required=name in ("title", "description", "confirmed"),
+                                       docs=TICKET_FIELD_DOCS)
+                    for name, typ in _TICKET_CREATE_FIELDS.items()}
+    create_props["evidence"]["items"] = _schema("object", description="An evidence block of the draft (kept as "
+                                                                      "it is)")
+    ticket_event = _schema("object", required=["id", "created_at", "actor", "old_status", "new_status"], properties={
+        "id": _doc("integer", "The event id", 2), "created_at": _doc("string", "When", "2026-11-29T22:00:00+00:00"),
+        "actor": _doc("string", "Who: cli, or http", "http", enum=["cli", "http"]),
+        "token_fingerprint": _doc("string", "For http with a token set: sha256: and the first 12 hex digits of the "
+                                            "token's sha256 (never the token)", "sha256:9f86d081884c",
+                                  nullable=True),
+        "old_status": _doc("string", "The status before (null for the creation)", "open", nullable=True),
+        "new_status": _doc("string", "The status after", "in_progress", enum=list(TICKET_STATUSES)),
+        "note": _doc("string", "Why, if given ('created' for the creation)", "asked ops", nullable=True)})
+    ticket = _schema("object", required=["id", "created_at", "updated_at", "title", "description", "category",
+                                         "status"], properties={
+        "id": _doc("integer", "The ticket id", 1),
+        "created_at": _doc("string", "When it was saved", "2026-11-29T22:00:00+00:00"),
+        "updated_at": _doc("string", "Its last status change", "2026-11-29T22:05:00+00:00"),
+        "title": draft_props["title"], "description": draft_props["description"],
+        "category": _doc("string", "The category (the draft's rule, or the person's edit)", "Runbooks"),
+        "question": _doc("string", "The question", "How do I …?", nullable=True),
+        "answer_id": _doc("integer", "The answer record it came from", None, nullable=True),
+        "status": _doc("string", "open, in_progress or resolved", "open", enum=list(TICKET_STATUSES)),
+        "draft": _doc("object", "The draft's mode, reason, evidence, time and provenance, as saved", {}),
+        "events": _doc("array", "Every status change, oldest first (GET /tickets/{id} and after changes)", [],
+                       items={"$ref": "#/components/schemas/TicketEvent"})})
+    update_schema = request_schema(_TICKET_UPDATE_FIELDS, ["status"], docs=TICKET_FIELD_DOCS)
+    ticket_id_param = [{"name": "id", "in": "path", "required": True, "description": "The ticket id",
+                        "schema": _schema("integer", minimum=1, maximum=ANSWER_ID_MAX)}]
     bearer = [{"bearer": []}, {}]
     ask_codes = (401, 413, 422, 500, 502, 503, 504)
 
@@ -4379,6 +4484,51 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
                                 "description": "The record id (an ask response's answer_id)",
                                 "schema": _schema("integer", minimum=1, maximum=ANSWER_ID_MAX)}],
                 "responses": responses("#/components/schemas/AnswerRecord", 401, 404, 422, 500, 503)}},
+            "/tickets/draft": {"post": {
+                "operationId": "draftTicket", "summary": "Draft a ticket for a knowledge gap (nothing is stored)",
+                "description": "An editable ticket draft for a question the knowledge base cannot answer: title, "
+                               "description (question, mode and reason, closest evidence with sources, time) and a "
+                               "category by rule (" + TICKET_CATEGORY_RULE + "). Made by rules, not a model; "
+                               "nothing is written. Save it with POST /tickets after a person confirms.",
+                "security": bearer,
+                "requestBody": body(request_schema(_TICKET_DRAFT_FIELDS, ["question"], docs=TICKET_FIELD_DOCS)),
+                "responses": responses("#/components/schemas/TicketDraft", 401, 404, 413, 422, 500, 503)}},
+            "/tickets": {
+                "post": {
+                    "operationId": "createTicket", "summary": "Save a ticket a person confirmed",
+                    "description": "Save a (possibly edited) draft. `confirmed` must be true: a person checked the "
+                                   "ticket; missing or false is a 422 naming the field and nothing is saved. The "
+                                   "creation is the first status event (actor http, with the token's fingerprint).",
+                    "security": bearer,
+                    "requestBody": body(_schema("object", required=["title", "description", "confirmed"],
+                                                properties=create_props, additionalProperties=False)),
+                    "responses": {"201": {"description": "Created", "content": {"application/json": {
+                        "schema": {"$ref": "#/components/schemas/Ticket"}}}},
+                        **{k: v for k, v in responses("#/components/schemas/Ticket", 401, 413, 422, 500,
+                                                      503).items() if k != "200"}}},
+                "get": {
+                    "operationId": "listTickets", "summary": "Tickets, newest first, optionally one status",
+                    "description": "Every saved ticket (none is ever deleted), newest first, without events.",
+                    "security": bearer,
+                    "parameters": [{"name": "status", "in": "query", "required": False,
+                                    "description": "Only tickets with this status",
+                                    "schema": _schema("string", enum=list(TICKET_STATUSES))}],
+                    "responses": responses("#/components/schemas/TicketList", 401, 422, 500, 503)}},
+            "/tickets/{id}": {
+                "get": {
+                    "operationId": "getTicket", "summary": "One ticket with its status events",
+                    "description": "The ticket and every status change (who, when, old and new status, note), "
+                                   "oldest first.",
+                    "security": bearer, "parameters": ticket_id_param,
+                    "responses": responses("#/components/schemas/Ticket", 401, 404, 422, 500, 503)},
+                "patch": {
+                    "operationId": "updateTicket", "summary": "Change a ticket's status (kept as an event)",
+                    "description": "Set the status to open, in_progress or resolved, with an optional note. Every "
+                                   "change is kept as an event (actor http, the token's fingerprint, time, old and "
+                                   "new status); concurrent changes: the last to commit wins, both are kept.",
+                    "security": bearer, "parameters": ticket_id_param,
+                    "requestBody": body(update_schema),
+                    "responses": responses("#/components/schemas/Ticket", 401, 404, 413, 422, 500, 503)}},
             "/notes": {"get": {
                 "operationId": "getNote", "summary": "Read a cited note, or one section of it",
                 "description": "The indexed note at `path` (a `source` from search results or citations), or with "
@@ -4442,6 +4592,14 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
                     "next_offset": _schema("integer", nullable=True), "recording": _schema("boolean")}),
                 "Note": note,
                 "NoteList": note_list,
+                "TicketDraft": ticket_draft_schema,
+                "Ticket": ticket,
+                "TicketEvent": ticket_event,
+                "TicketList": _schema("object", required=["tickets", "total"], properties={
+                    "tickets": _doc("array", "The tickets, newest first", [],
+                                    items={"$ref": "#/components/schemas/Ticket"}),
+                    "total": _doc("integer", "How many", 1),
+                    "status": _doc("string", "The status filter, if any", None, nullable=True)}),
                 "HealthResponse": _schema("object", required=["status", "checks"], properties={
                     "status": _doc("string", "ok, or degraded (e.g. nothing ingested for the current provider)",
                                    "ok"),
@@ -4709,12 +4867,16 @@ class Api:
             ("GET", "/health"): self.get_health, ("GET", "/openapi.json"): self.get_openapi,
             ("POST", "/search"): self.post_search, ("POST", "/ask"): self.post_ask,
             ("GET", "/answers"): self.get_answers,
+            ("POST", "/tickets/draft"): self.post_ticket_draft, ("POST", "/tickets"): self.post_ticket,
+            ("GET", "/tickets"): self.get_tickets,
             ("GET", "/notes"): self.get_notes, ("GET", "/notes/list"): self.get_notes_list,
             ("GET", "/"): self.get_page,
         }
         # paths with a parameter: (method, pattern, handler); the handler gets the match as a third argument
         self.pattern_routes: list[tuple[str, re.Pattern, Callable]] = [
             ("GET", re.compile(r"/answers/([^/]+)"), self.get_answer),
+            ("GET", re.compile(r"/tickets/(?!draft$)([^/]+)"), self.get_ticket),
+            ("PATCH", re.compile(r"/tickets/(?!draft$)([^/]+)"), self.patch_ticket),
         ]
         self.stream_routes = {("POST", "/ask/stream")}
         self.mcp_routes = {("POST", "/mcp")}    # JSON-RPC in and out: errors are JSON-RPC errors, not ours
@@ -4810,6 +4972,49 @@ class Api:
         self.require_auth(headers)
         with self.pool.store() as s:
             return 200, answer_show(self.config, match.group(1), store=s)
+
+    # --- tickets: drafts never write; saving needs "confirmed": true; changes are events ----------------------
+
+    def _fingerprint(self) -> str | None:
+        # dispatch checked the token before the handler ran, so the request carried exactly this one
+        return token_fingerprint(self.config.api_token)
+
+    def post_ticket_draft(self, headers: Any, body: Any) -> tuple[int, dict]:
+        self.require_auth(headers)
+        body = _check_fields(body, _TICKET_DRAFT_FIELDS, "question")
+        _text_ok(body.get("question"), "question")
+        with self.pool.store() as s:
+            return 200, ticket_draft(self.config, store=s, **body)
+
+    def post_ticket(self, headers: Any, body: Any) -> tuple[int, dict]:
+        self.require_auth(headers)
+        body = dict(_check_fields(body, _TICKET_CREATE_FIELDS, "confirmed"))
+        confirmed = body.pop("confirmed")
+        with self.pool.store() as s:
+            return 201, ticket_create(self.config, body, confirmed, "http", self._fingerprint(), store=s)
+
+    def get_tickets(self, headers: Any, params: Any) -> tuple[int, dict]:
+        self.require_auth(headers)
+        params = params or {}
+        unknown = sorted(set(params) - {"status"})
+        if unknown:
+            raise InvalidRequest(f"unknown query parameter(s): {', '.join(unknown)}; allowed: status",
+                                 field=unknown[0])
+        with self.pool.store() as s:
+            return 200, ticket_list(self.config, params["status"] if "status" in params else None, store=s)
+
+    def get_ticket(self, headers: Any, params: Any, match: re.Match) -> tuple[int, dict]:
+        self.require_auth(headers)
+        with self.pool.store() as s:
+            return 200, ticket_show(self.config, match.group(1), store=s)
+
+    def patch_ticket(self, headers: Any, body: Any, match: re.Match) -> tuple[int, dict]:
+        self.require_auth(headers)
+        body = _check_fields(body, _TICKET_UPDATE_FIELDS, "status")
+        _text_ok(body.get("note"), "note")
+        with self.pool.store() as s:
+            return 200, ticket_update(self.config, match.group(1), body["status"], body.get("note"), "http",
+                                      self._fingerprint(), store=s)
 
     def ask_body(self, body: Any) -> dict:
         body = _check_fields(body, _ASK_FIELDS, "question")
@@ -4962,7 +5167,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         path = url.path.rstrip("/") or "/"
         try:
             kind = self.api.resolve(method, path)
-            if method == "POST":
+            if method in ("POST", "PATCH"):
                 self.api.require_auth(self.headers)  # 401 before the body is read or judged
             if kind == "mcp":
                 try:
@@ -4972,7 +5177,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 status, payload = self.api.mcp.handle_http(self.headers, raw)
                 self._send_json(status, payload)
                 return
-            body = self._read_body() if method == "POST" else query_params(url.query) if method == "GET" else None
+            body = self._read_body() if method in ("POST", "PATCH") else query_params(url.query) if method == "GET" else None
             if kind == "stream":
                 self._stream(body)
             else:
@@ -5051,6 +5256,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         self._handle("POST")
+
+    def do_PATCH(self) -> None:
+        self._handle("PATCH")
 
 
 
@@ -5202,6 +5410,15 @@ def _mcp_tools() -> dict[str, McpTool]:
                 "chunk count.",
                 _NOTES_LIST_FIELDS, (), lambda config, store, **a: list_notes(config, store=store, **a),
                 NOTE_FIELD_DOCS),
+        McpTool("draft_ticket", "Draft a ticket for a question the knowledge base could not answer",
+                "Draft (never save) a ticket for a knowledge gap: returns an editable title, a description with the "
+                "question, the answer mode and reason, the closest evidence with sources and the time, and a "
+                "category chosen by fixed rules (the closest evidence's folder or tag, else uncategorised); it is "
+                "made by rules, not a model. Nothing is stored, and no tool saves a ticket: show the draft to the "
+                "user, who saves it after checking it (the demo page, `localrag tickets create`, or POST /tickets "
+                "with confirmed true).",
+                _TICKET_DRAFT_FIELDS, ("question",),
+                lambda config, store, **a: ticket_draft(config, store=store, **a), TICKET_FIELD_DOCS),
         McpTool("status", "Knowledge base status",
                 "Whether the knowledge base can answer: database, schema, embedding configuration, how many notes "
                 "and chunks are indexed, which providers are configured. Call it when another tool fails.",
