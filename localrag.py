@@ -4699,6 +4699,8 @@ async function ask() {
   answer.textContent = "";
   $("mode").textContent = ""; $("reason").textContent = "";
   $("citations").replaceChildren();
+  resetTicket();
+  $("ticket-box").hidden = true;
   setState(panel, "running", "retrieving…");
   const body = {question: question};
   const k = parseInt($("top-k").value, 10);
@@ -4724,6 +4726,7 @@ async function ask() {
     }
     if (name === "delta") answer.textContent += data.text;
     if (name === "done") answer.textContent = data.answer;
+    if (name === "done" && data.mode === "no_answer") offerTicket(question, data.answer_id);
     if (name === "error") showError(panel, data);
   };
   for (;;) {
@@ -4759,6 +4762,107 @@ async function search() {
   evidenceList($("results"), payload.results, "no results");
   setState(panel, "done", payload.results.length + " result(s), confidence " + payload.confidence.toFixed(4));
 }
+// Tickets: the draft comes from rules on the server and is never stored; Save needs the person's checkbox, and the
+// API needs "confirmed": true as well.
+let gap = null, draft = null;
+function resetTicket() {
+  draft = null;
+  $("ticket-form").hidden = true;
+  $("ticket-confirm").checked = false;
+  $("ticket-save").disabled = true;
+  $("ticket-status").textContent = "";
+}
+function offerTicket(question, answerId) {
+  gap = {question: question};
+  if (answerId) gap.answer_id = answerId;
+  resetTicket();
+  $("make-ticket").disabled = false;
+  $("ticket-box").hidden = false;
+}
+async function api(method, path, body) {
+  const init = {method: method, headers: headers()};
+  if (body !== undefined) init.body = JSON.stringify(body);
+  const resp = await fetch(path, init);
+  let payload; try { payload = await resp.json(); } catch (e) { payload = "HTTP " + resp.status; }
+  return {status: resp.status, ok: resp.ok, payload: payload};
+}
+function ticketError(payload) {
+  const e = (payload && payload.error) || {code: "error", message: String(payload)};
+  $("ticket-status").textContent = "error [" + e.code + "]: " + e.message;
+}
+async function makeTicket() {
+  if (!gap) return;
+  $("ticket-status").textContent = "drafting…";
+  let r;
+  try { r = await api("POST", "/tickets/draft", gap); }
+  catch (err) { ticketError({error: {code: "network", message: err.message}}); return; }
+  if (r.status === 401) { askToken(makeTicket); return; }
+  if (!r.ok) { ticketError(r.payload); return; }
+  draft = r.payload;
+  $("ticket-title").value = draft.title;
+  $("ticket-category").value = draft.category;
+  $("ticket-description").value = draft.description;
+  $("ticket-made-by").textContent = "Draft made by rules, not a model; nothing is saved until you confirm. " +
+    "Category: " + draft.category_rule + ".";
+  $("ticket-form").hidden = false;
+  $("ticket-status").textContent = "draft ready: edit it, check the box, then Save";
+}
+async function saveTicket() {
+  if (!draft) return;
+  if (!$("ticket-confirm").checked) { $("ticket-status").textContent = "check the box to confirm first"; return; }
+  const body = Object.assign({}, draft, {title: $("ticket-title").value, category: $("ticket-category").value,
+                                         description: $("ticket-description").value, confirmed: true});
+  let r;
+  try { r = await api("POST", "/tickets", body); }
+  catch (err) { ticketError({error: {code: "network", message: err.message}}); return; }
+  if (r.status === 401) { askToken(saveTicket); return; }
+  if (!r.ok) { ticketError(r.payload); return; }
+  draft = null;
+  $("ticket-form").hidden = true;
+  $("make-ticket").disabled = true;   // saved: one ticket per refused answer from this page
+  $("ticket-status").textContent = "saved ticket #" + r.payload.id + " (" + r.payload.status + ")";
+}
+async function loadTickets() {
+  const panel = $("tickets"), status = $("tickets-status").value;
+  setState(panel, "running", "loading…");
+  let r;
+  try { r = await api("GET", "/tickets" + (status ? "?status=" + encodeURIComponent(status) : "")); }
+  catch (err) { showError(panel, {error: {code: "network", message: err.message}}); return; }
+  if (r.status === 401) { setState(panel, "auth", "this server needs its API token"); askToken(loadTickets); return; }
+  if (!r.ok) { showError(panel, r.payload); return; }
+  const rows = $("ticket-rows");
+  rows.replaceChildren();
+  for (const t of r.payload.tickets) {
+    const tr = el("tr");
+    tr.dataset.id = t.id;
+    const pick = el("select", "ticket-status");
+    for (const s of ["open", "in_progress", "resolved"]) {
+      const o = el("option", "", s); o.value = s; o.selected = s === t.status; pick.append(o);
+    }
+    pick.addEventListener("change", () => updateTicket(t.id, pick.value));
+    const cell = el("td"); cell.append(pick);
+    tr.append(el("td", "", t.id), cell, el("td", "", t.category), el("td", "", t.title),
+              el("td", "", t.updated_at.slice(0, 19).replace("T", " ")));
+    rows.append(tr);
+  }
+  setState(panel, "done", r.payload.total + " ticket(s)");
+}
+async function updateTicket(id, status) {
+  const panel = $("tickets");
+  setState(panel, "running", "updating #" + id + "…");
+  let r;
+  try { r = await api("PATCH", "/tickets/" + id, {status: status}); }
+  catch (err) { showError(panel, {error: {code: "network", message: err.message}}); return; }
+  if (r.status === 401) { setState(panel, "auth", "this server needs its API token");
+                          askToken(() => updateTicket(id, status)); return; }
+  if (!r.ok) { showError(panel, r.payload); return; }
+  await loadTickets();
+}
+$("make-ticket").addEventListener("click", makeTicket);
+$("ticket-confirm").addEventListener("change", () => { $("ticket-save").disabled = !$("ticket-confirm").checked; });
+$("ticket-form").addEventListener("submit", (ev) => { ev.preventDefault(); saveTicket(); });
+$("tickets-form").addEventListener("submit", (ev) => { ev.preventDefault(); loadTickets(); });
+document.querySelector("nav button[data-panel=tickets]").addEventListener("click", loadTickets);
 $("ask-form").addEventListener("submit", (ev) => { ev.preventDefault(); ask(); });
 $("search-form").addEventListener("submit", (ev) => { ev.preventDefault(); search(); });
 """
@@ -4779,6 +4883,11 @@ details.evidence{background:#fff;border:1px solid #e5e7eb;border-radius:6px;marg
 summary{cursor:pointer;display:flex;gap:.6rem}summary .where{flex:1}summary .score{color:#6b7280}
 pre.content{white-space:pre-wrap;font:13px/1.45 ui-monospace,monospace;background:#f6f7f9;padding:.5rem}
 #token-box{border:1px solid #f59e0b;background:#fffbeb;border-radius:6px;padding:.5rem 1rem}
+#ticket-box{border:1px solid #c7ccd1;border-radius:6px;padding:.5rem 1rem;margin:1rem 0;background:#fff}
+#ticket-form{flex-direction:column;align-items:stretch}#ticket-form input[type=text],#ticket-description{font:inherit;
+padding:.4rem;border:1px solid #c7ccd1;border-radius:6px}#ticket-description{min-height:12rem;font-size:13px}
+[hidden]{display:none!important}.made-by{color:#6b7280;font-size:.9em}table{border-collapse:collapse;width:100%}
+td,th{border-bottom:1px solid #e5e7eb;padding:.3rem .5rem;text-align:left;vertical-align:top}
 """
 DEMO_PAGE_HTML = f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
@@ -4789,7 +4898,8 @@ DEMO_PAGE_HTML = f"""<!doctype html>
 (LOCALRAG_API_TOKEN):</label><input id="token" type="password" autocomplete="off">
 <button class="go" type="submit">Use token</button></form></div>
 <nav><button type="button" data-panel="ask" aria-selected="true">Ask</button><button type="button"
-data-panel="search" aria-selected="false">Search</button></nav>
+data-panel="search" aria-selected="false">Search</button><button type="button" data-panel="tickets"
+aria-selected="false">Tickets</button></nav>
 <section class="panel" id="ask" data-state="idle">
 <form id="ask-form"><textarea id="question" rows="2" placeholder="Ask a question about the knowledge base"></textarea>
 <label>top k <select id="top-k"><option value="">default</option><option>3</option><option>5</option>
@@ -4799,12 +4909,29 @@ data-panel="search" aria-selected="false">Search</button></nav>
 <p>mode <span id="mode"></span> <span id="reason"></span></p>
 <div id="answer" aria-live="polite"></div>
 <h2>Citations</h2><div id="citations"></div>
+<div id="ticket-box" hidden><p>The knowledge base could not answer this. <button class="go" type="button"
+id="make-ticket">Make a ticket</button></p>
+<form id="ticket-form" hidden><p class="made-by" id="ticket-made-by"></p>
+<label>Title <input type="text" id="ticket-title" maxlength="200"></label>
+<label>Category <input type="text" id="ticket-category" maxlength="100"></label>
+<label>Description <textarea id="ticket-description" maxlength="20000"></textarea></label>
+<label><input type="checkbox" id="ticket-confirm"> I checked this ticket: save it</label>
+<button class="go" id="ticket-save" type="submit" disabled>Save</button></form>
+<p id="ticket-status" aria-live="polite"></p></div>
 </section>
 <section class="panel" id="search" data-state="idle" hidden>
 <form id="search-form"><input id="query" type="search" placeholder="Search the knowledge base">
 <label>top k <select id="search-k"><option>5</option><option>10</option><option>20</option></select></label>
 <button class="go" id="search-button" type="submit">Search</button></form>
 <p class="status"></p><div id="results"></div>
+</section>
+<section class="panel" id="tickets" data-state="idle" hidden>
+<form id="tickets-form"><label>status <select id="tickets-status"><option value="">all</option><option>open</option>
+<option>in_progress</option><option>resolved</option></select></label>
+<button class="go" id="tickets-refresh" type="submit">Refresh</button></form>
+<p class="status"></p>
+<table><thead><tr><th>#</th><th>status</th><th>category</th><th>title</th><th>updated</th></tr></thead>
+<tbody id="ticket-rows"></tbody></table>
 </section>
 <script>{DEMO_PAGE_SCRIPT}</script>
 </body></html>

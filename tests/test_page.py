@@ -136,3 +136,71 @@ def test_no_answer_and_the_token_prompt(ingested, browser, monkeypatch):
         browser.find_element("id", "ask-button").click()
         assert wait_state(browser, "ask") == "auth"
         own_origin_only(browser, base)
+
+
+def test_refused_answer_becomes_a_confirmed_ticket(ingested, browser, monkeypatch):
+    """Issue 16: after a no_answer, "Make a ticket" shows the rules' draft, editable; Save needs the checkbox; the
+    Tickets tab lists the ticket and changes its status (kept as events with the token's fingerprint)."""
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+    monkeypatch.setenv("LOCALRAG_API_TOKEN", "page-token-1234")
+    config = localrag.load_config()
+    with localrag.Store.open(config) as s:
+        s.run("TRUNCATE tickets, ticket_events RESTART IDENTITY")
+    question = "今天上海天气如何？"
+    with server(config) as base:
+        browser.get(base + "/")
+        browser.execute_script("sessionStorage.setItem('localrag-token', 'page-token-1234'); location.reload()")
+        browser.find_element("id", "question").send_keys(question)
+        browser.find_element("id", "ask-button").click()
+        assert wait_state(browser, "ask") == "done" and browser.find_element("id", "mode").text == "no_answer"
+        assert browser.find_element("id", "ticket-box").is_displayed()
+        browser.find_element("id", "make-ticket").click()
+        wait = WebDriverWait(browser, 30)
+        wait.until(lambda d: d.find_element("id", "ticket-form").is_displayed())
+        expected = localrag.ticket_draft(config, question)
+        title = browser.find_element("id", "ticket-title")
+        assert title.get_attribute("value") == expected["title"]
+        assert browser.find_element("id", "ticket-category").get_attribute("value") == expected["category"]
+        description = browser.find_element("id", "ticket-description").get_attribute("value")
+        assert question in description and "no_answer" in description and "no model" in description
+        assert "rules, not a model" in browser.find_element("id", "ticket-made-by").text
+        save = browser.find_element("id", "ticket-save")
+        assert not save.is_enabled()                         # no confirmation, no Save
+        with localrag.Store.open(config) as s:
+            assert s.run("SELECT count(*) FROM tickets")[0][0] == 0   # drafting stored nothing
+        title.clear()
+        title.send_keys("Weather questions are out of scope")
+        browser.find_element("id", "ticket-confirm").click()
+        assert save.is_enabled()
+        save.click()
+        wait.until(lambda d: d.find_element("id", "ticket-status").text.startswith("saved ticket #1"))
+        assert not browser.find_element("id", "make-ticket").is_enabled()   # one ticket per refusal
+        screenshot(browser, "ticket-saved")
+        ticket = localrag.ticket_show(config, 1)
+        assert ticket["title"] == "Weather questions are out of scope" and ticket["question"] == question
+        assert ticket["answer_id"] and ticket["draft"]["mode"] == "no_answer"
+        fingerprint = localrag.token_fingerprint("page-token-1234")
+        assert [(e["actor"], e["token_fingerprint"], e["new_status"]) for e in ticket["events"]] == [
+            ("http", fingerprint, "open")]
+        # the Tickets tab: the list with status, and a status change
+        browser.find_element("css selector", "nav button[data-panel=tickets]").click()
+        assert wait_state(browser, "tickets") == "done"
+        rows = browser.find_elements("css selector", "#ticket-rows tr")
+        assert len(rows) == 1 and "Weather questions are out of scope" in rows[0].text
+        Select(rows[0].find_element("css selector", "select.ticket-status")).select_by_value("resolved")
+        wait.until(lambda d: localrag.ticket_show(config, 1)["status"] == "resolved")
+        assert wait_state(browser, "tickets") == "done"
+        screenshot(browser, "tickets")
+        events = localrag.ticket_show(config, 1)["events"]
+        assert [(e["old_status"], e["new_status"], e["token_fingerprint"]) for e in events[1:]] == [
+            ("open", "resolved", fingerprint)]
+        # an answered question offers no ticket
+        browser.find_element("css selector", "nav button[data-panel=ask]").click()
+        browser.find_element("id", "question").clear()
+        browser.find_element("id", "question").send_keys(QUESTION)
+        browser.find_element("id", "ask-button").click()
+        assert wait_state(browser, "ask") == "done" and browser.find_element("id", "mode").text == "rag"
+        assert not browser.find_element("id", "ticket-box").is_displayed()
+        own_origin_only(browser, base)
+        logs = browser.get_log("browser") if hasattr(browser, "get_log") else []
+        assert not [e for e in logs if "Content Security Policy" in e.get("message", "")], logs
