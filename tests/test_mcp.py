@@ -28,7 +28,7 @@ from mcp.shared.exceptions import MCPError  # noqa: E402
 
 RAG_Q = "客户 P1 工单应该怎么升级？"
 NOTE = "policies/Support Escalation Policy.md"
-TOOLS = {"search", "ask", "get_note", "list_notes", "status"}
+TOOLS = {"search", "ask", "get_note", "list_notes", "status", "draft_ticket"}
 
 
 def stdio_params(env: dict) -> StdioServerParameters:

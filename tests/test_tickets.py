@@ -376,3 +376,131 @@ def test_gaps_from_the_answer_records(vault_db):
     assert code == 0 and out.startswith("# Questions") and "Ticket 1 (open)" in out
     code, error = cli_error("gaps", "--since", "last week")
     assert code == localrag.EXIT_USAGE and error["details"]["field"] == "since"
+
+
+# === 6. HTTP and MCP ===============================================================================================
+
+TOKEN = "tickets-token-31337"
+
+
+@pytest.fixture
+def api_url(vault_db, monkeypatch):
+    monkeypatch.setenv("LOCALRAG_API_TOKEN", TOKEN)
+    config = localrag.load_config()
+    srv = localrag.make_server(config, "127.0.0.1", 0)
+    thread = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    yield f"127.0.0.1:{srv.server_address[1]}"
+    srv.shutdown()
+    srv.server_close()
+    srv.api.pool.close()
+    thread.join(10)
+
+
+def call(url: str, method: str, path: str, body=None, token: str | None = TOKEN, headers=None):
+    host, port = url.split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=60)
+    h = {"Content-Type": "application/json", **(headers or {})}
+    if token:
+        h["Authorization"] = f"Bearer {token}"
+    try:
+        conn.request(method, path, body=json.dumps(body).encode() if body is not None else None, headers=h)
+        resp = conn.getresponse()
+        raw = resp.read().decode()
+        return resp.status, json.loads(raw) if raw else None
+    finally:
+        conn.close()
+
+
+def test_http_draft_confirm_status(api_url, vault_db):
+    before = row_counts(vault_db)
+    status, draft = call(api_url, "POST", "/tickets/draft", {"question": QUESTION})
+    assert status == 200 and draft["stored"] is False and draft["question"] == QUESTION
+    assert row_counts(vault_db) == before
+    for body in ({**draft}, {**draft, "confirmed": False}, {**draft, "confirmed": None}, {**draft, "confirmed": "yes"}):
+        status, err = call(api_url, "POST", "/tickets", body)
+        assert status == 422 and err["error"]["details"]["field"] == "confirmed", body
+    assert row_counts(vault_db) == before
+    status, ticket = call(api_url, "POST", "/tickets", {**draft, "title": "Edited", "confirmed": True})
+    assert status == 201 and ticket["title"] == "Edited" and ticket["status"] == "open"
+    tid = ticket["id"]
+    status, ticket = call(api_url, "PATCH", f"/tickets/{tid}", {"status": "in_progress", "note": "on it"})
+    assert status == 200 and ticket["status"] == "in_progress"
+    fp = localrag.token_fingerprint(TOKEN)
+    assert [(e["actor"], e["token_fingerprint"], e["old_status"], e["new_status"]) for e in ticket["events"]] == [
+        ("http", fp, None, "open"), ("http", fp, "open", "in_progress")]
+    status, listed = call(api_url, "GET", "/tickets?status=in_progress")
+    assert status == 200 and [t["id"] for t in listed["tickets"]] == [tid]
+    status, shown = call(api_url, "GET", f"/tickets/{tid}")
+    assert status == 200 and shown == ticket and TOKEN not in json.dumps(shown)
+    # the CLI sees the same ticket, and its own change is a cli event
+    code, out = run_cli("tickets", "update", str(tid), "--status", "resolved", "--json")
+    assert json.loads(out)["events"][-1]["actor"] == "cli"
+
+
+def test_http_bad_input(api_url, vault_db):
+    status, err = call(api_url, "POST", "/tickets/draft", {"question": "  "})
+    assert status == 422 and err["error"]["details"]["field"] == "question"
+    status, draft = call(api_url, "POST", "/tickets/draft", {"question": QUESTION})
+    for edits, field in (({"title": "x" * 201}, "title"), ({"description": "d" * 20_001}, "description"),
+                         ({"unknown": 1}, "unknown"), ({"evidence": ["not an object"]}, "evidence")):
+        status, err = call(api_url, "POST", "/tickets", {**draft, **edits, "confirmed": True})
+        assert status == 422 and err["error"]["details"]["field"] == field, edits
+    status, ticket = call(api_url, "POST", "/tickets", {**draft, "title": "NUL\x00 inside", "confirmed": True})
+    assert status == 201 and ticket["title"] == "NUL\ufffd inside"
+    tid = ticket["id"]
+    status, err = call(api_url, "PATCH", f"/tickets/{tid}", {"status": "closed"})
+    assert status == 422 and err["error"]["details"]["field"] == "status"
+    status, err = call(api_url, "PATCH", f"/tickets/{tid}", {})
+    assert status == 422 and err["error"]["details"]["field"] == "status"
+    for method, body in (("GET", None), ("PATCH", {"status": "open"})):
+        status, err = call(api_url, method, "/tickets/999", body)
+        assert status == 404 and err["error"]["code"] == "ticket_not_found"
+        status, err = call(api_url, method, "/tickets/abc", body)
+        assert status == 422 and err["error"]["details"]["field"] == "id"
+    status, err = call(api_url, "GET", "/tickets?status=done")
+    assert status == 422
+    status, err = call(api_url, "DELETE", f"/tickets/{tid}")
+    assert status == 405 and "DELETE" not in err["error"]["details"]["allowed"]
+    assert len(localrag.ticket_show(vault_db, tid)["events"]) == 1
+
+
+def test_http_routes_need_the_token(api_url, vault_db):
+    tid = _new_ticket(vault_db)
+    before = row_counts(vault_db)
+    for method, path, body in (("POST", "/tickets/draft", {"question": QUESTION}),
+                               ("POST", "/tickets", {"title": "t", "description": "d", "confirmed": True}),
+                               ("PATCH", f"/tickets/{tid}", {"status": "resolved"}), ("GET", "/tickets", None),
+                               ("GET", f"/tickets/{tid}", None)):
+        for token in (None, "wrong"):
+            status, err = call(api_url, method, path, body, token=token)
+            assert status == 401 and err["error"]["code"] == "unauthorized", (method, path)
+    assert row_counts(vault_db) == before
+
+
+def _mcp(url: str, method: str, params: dict | None = None, rid: int = 1):
+    status, body = call(url, "POST", "/mcp", {"jsonrpc": "2.0", "id": rid, "method": method, "params": params or {}},
+                        headers={"MCP-Protocol-Version": "2025-11-25",
+                                 "Accept": "application/json, text/event-stream"})
+    assert status == 200, body
+    return body
+
+
+def test_mcp_drafts_but_never_saves(api_url, vault_db):
+    before = row_counts(vault_db)
+    tools = {t["name"]: t for t in _mcp(api_url, "tools/list")["result"]["tools"]}
+    assert "draft_ticket" in tools and tools["draft_ticket"]["inputSchema"]["required"] == ["question"]
+    assert all(t["annotations"]["readOnlyHint"] and not t["annotations"]["destructiveHint"] for t in tools.values())
+    assert not [n for n in tools if n != "draft_ticket" and "ticket" in n]   # no tool creates or updates one
+    assert "no tool saves a ticket" in tools["draft_ticket"]["description"]
+    reply = _mcp(api_url, "tools/call", {"name": "draft_ticket", "arguments": {"question": QUESTION}})
+    draft = reply["result"]["structuredContent"]
+    assert reply["result"].get("isError") is not True and draft["stored"] is False
+    expected = localrag.ticket_draft(vault_db, QUESTION)
+    assert {**draft, "drafted_at": None} == {**expected, "drafted_at": None}
+    for name in ("create_ticket", "save_ticket", "update_ticket"):
+        reply = _mcp(api_url, "tools/call", {"name": name, "arguments": {**draft, "confirmed": True}})
+        assert "error" in reply or reply["result"].get("isError"), reply
+    reply = _mcp(api_url, "tools/call", {"name": "draft_ticket", "arguments": {"question": ""}})
+    assert reply["result"]["isError"] is True
+    assert row_counts(vault_db) == before
