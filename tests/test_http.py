@@ -1328,3 +1328,93 @@ def test_a_second_signal_ends_at_once(ingested, upstream, serve_process):
         assert time.monotonic() - started < 5
     finally:
         conn.close()
+
+
+# === self-healing: the embedded Postgres killed -9 under a serving process =========================================
+
+def _postmaster_pid(home: Path) -> int:
+    return int((home / "pgdata" / "postmaster.pid").read_text().splitlines()[0])
+
+
+@pytest.mark.slow
+def test_serve_answers_503_while_the_embedded_server_is_down_and_recovers_by_itself(env, monkeypatch, tmp_path):
+    monkeypatch.delenv("DATABASE_URL")
+    home = tmp_path / "home"
+    monkeypatch.setenv("LOCALRAG_HOME", str(home))
+    cli = [sys.executable, "-m", "localrag"]
+    run_env = dict(os.environ, PYTHONPATH=str(ROOT))
+    try:
+        for args in (["db", "init"], ["ingest", str(ROOT / "samples" / "acme-vault")]):
+            done = subprocess.run(cli + args, env=run_env, capture_output=True, text=True, timeout=180)
+            assert done.returncode == 0, done.stderr
+        # a statement that fails puts its text into the server log, which must never reach our stderr
+        config = localrag.load_config()
+        with localrag.Store.open(config) as s:
+            with pytest.raises(localrag.DatabaseError):
+                s.run("SELECT 'LOGSENTINEL'::int")
+        server = ServeProcess()
+        client = HttpClient(server.port)
+        assert client.post("/search", {"query": RAG_Q}).status == 200
+        for round_ in range(2):
+            os.kill(_postmaster_pid(home), signal.SIGKILL)
+            statuses, codes = [], set()
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                reply = client.post("/search", {"query": RAG_Q})
+                statuses.append(reply.status)
+                if reply.status == 200:
+                    break
+                err = assert_error(reply, 503, reply.json["error"]["code"])
+                codes.add(err["code"])
+                assert reply.headers["Retry-After"] == str(localrag.HTTP_RETRY_AFTER_S)
+                assert "restart" in err["message"] or "retry" in err["message"], err
+                time.sleep(0.2)
+            assert statuses[-1] == 200, (statuses[-10:], codes)
+            assert codes <= {"database_refused", "database_shutting_down", "database_unavailable"}, codes
+            assert 500 not in statuses
+        # and a plain command after a crash restarts it too
+        os.kill(_postmaster_pid(home), signal.SIGKILL)
+        server.proc.send_signal(signal.SIGTERM)
+        assert server.proc.wait(30) == localrag.EXIT_TERMINATED
+        done = subprocess.run(cli + ["search", RAG_Q, "--json"], env=run_env, capture_output=True, text=True,
+                              timeout=180)
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["results"]
+        log = server.all_stderr() + done.stderr
+        assert "LOGSENTINEL" not in log and "Traceback" not in log, log
+        assert "LOGSENTINEL" in (home / "pgdata" / "log").read_text()     # it is in the log file, where it belongs
+    finally:
+        subprocess.run(cli + ["db", "stop"], env=run_env, capture_output=True, timeout=60)
+
+
+@pytest.mark.slow
+def test_an_embedded_server_that_cannot_start_names_its_log_and_prints_none_of_it(env, monkeypatch, tmp_path):
+    monkeypatch.delenv("DATABASE_URL")
+    home = tmp_path / "home"
+    monkeypatch.setenv("LOCALRAG_HOME", str(home))
+    cli = [sys.executable, "-m", "localrag"]
+    run_env = dict(os.environ, PYTHONPATH=str(ROOT))
+    done = subprocess.run(cli + ["db", "init"], env=run_env, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr
+    subprocess.run(cli + ["db", "stop"], env=run_env, capture_output=True, timeout=60)
+    with (home / "pgdata" / "postgresql.auto.conf").open("a") as f:
+        f.write("shared_buffers = 'CONFSENTINEL'\n")
+    started = time.monotonic()
+    done = subprocess.run(cli + ["db", "status", "--json"], env=run_env, capture_output=True, text=True, timeout=180)
+    assert done.returncode == localrag.EXIT_DB, done.stderr
+    err = json.loads(done.stdout)["error"]
+    assert err["code"] == "database_unavailable" and str(home / "pgdata" / "log") in err["message"]
+    assert "CONFSENTINEL" not in done.stderr + done.stdout and "Traceback" not in done.stderr
+    assert len([line for line in done.stderr.splitlines() if line.strip()]) == 1, done.stderr
+    assert time.monotonic() - started < 60     # a bad configuration is not retried for the whole recovery wait
+
+
+@pytest.mark.slow
+def test_soak_64_clients_mixed_with_slow_ones_no_5xx(ingested, pg_url):
+    """The benchmark's soak, shortened: `serve` under 64 clients (search/ask/stream, 8 slow) answers everything."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import bench
+    figures = bench.bench_soak(pg_url, {}, ANSWERABLE + UNANSWERABLE, seconds=10, clients=64)
+    assert figures["5xx"] == 0 and figures["connection_failures"] == 0, figures
+    assert set(figures["status_counts"]) == {"200"}, figures
+    assert figures["requests"] >= 64, figures
