@@ -2,6 +2,7 @@
 
     make bench                      # everything, including the 6,279-file Obsidian Help corpus
     make bench BENCH_ARGS=--quick   # skip the full corpus
+    python bench/bench.py --only-soak --soak 60   # only the `serve` soak: 64 clients, mixed, slow ones; p95/5xx/RSS
 
 Runs against a private embedded Postgres in a temp dir (or BENCH_DATABASE_URL, a database ending in _bench).
 Writes bench/results/latest.json as well as printing.
