@@ -323,7 +323,7 @@ class Config:
     embedding_device: str = "cpu"
     embedding_cache_dir: Path = Path(".cache/embeddings")
     llm_provider: str = "fake"
-    llm_base_url: str = ""
+    llm_base_url: str = dataclasses.field(default="", repr=False)   # may carry credentials: summary() masks it
     llm_model: str = "fake-local"
     llm_api_key: str = dataclasses.field(default="", repr=False)
     llm_timeout_s: float = LLM_TIMEOUT_S_DEFAULT
@@ -2492,6 +2492,7 @@ class OpenAICompatibleLLM:
         self._key = config.llm_api_key
 
     def _redact(self, text: str) -> str:
+        text = mask_urls_in(text)
         return text.replace(self._key, "***") if self._key else text
 
     def _request(self, messages: list[dict], stream: bool):

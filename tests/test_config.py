@@ -260,3 +260,15 @@ def test_localrag_home_on_a_full_filesystem_is_config_invalid(tmp_path):
             localrag.db_target(cfg)
         assert "LOCALRAG_HOME" in info.value.message and "free" in info.value.message.replace("space", "free"), \
             info.value.message
+
+
+def test_llm_errors_and_logs_never_show_base_url_credentials(ingested, monkeypatch, capfd):
+    for key, value in {"LLM_PROVIDER": "openai-compatible", "LLM_API_KEY": "sk-KEYSENTINEL", "LLM_MODEL": "m",
+                       "LLM_BASE_URL": "http://bob:pw-SENTINEL@127.0.0.1:1/v1?api_key=q-SENTINEL",
+                       "RAG_FALLBACK_ENABLED": "true"}.items():
+        monkeypatch.setenv(key, value)
+    code, out = run_cli("ask", "今天上海天气如何？", "--fallback", "--json")
+    err = capfd.readouterr().err
+    assert code == localrag.EXIT_LLM and json.loads(out)["error"]["code"] == "llm_upstream_error"
+    assert "SENTINEL" not in out + err, out + err
+    assert "SENTINEL" not in repr(localrag.load_config())
