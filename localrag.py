@@ -1399,7 +1399,7 @@ def _translate_db_error(exc: BaseException, target: DbTarget) -> LocalRagError:
                                                             "when it is up"
         return DatabaseShuttingDown(f"{display}: {msg}; {hint}", url=display, sqlstate=code)
     if code == "53100":
-        where = (f"the disk holding {target.display}" if target.embedded else "the database server's disk")
+        where = "the disk holding LOCALRAG_HOME" if target.embedded else "the database server's disk"
         return DatabaseDiskFull(f"{display} is out of disk space ({msg}); free space on {where}, then retry "
                                 f"(nothing was written)", url=display, sqlstate=code)
     if code == "25006":
