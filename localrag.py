@@ -4269,6 +4269,12 @@ class _Server(http.server.ThreadingHTTPServer):
         return len(victims)
 
 
+    def close_idle_connections(self) -> None:
+        """After shutdown(): end the connections that wait for (or are still sending) a request; in-flight
+        requests finish."""
+        self.close_connections(include_working=False)
+
+
 def _host_family(host: str) -> tuple[str, int]:
     host = host.strip("[]")
     return host, (socket.AF_INET6 if ":" in host else socket.AF_INET)
@@ -4337,7 +4343,7 @@ def serve(config: Config, host: str, port: int, ready: Callable[[str], None] | N
         server.serve_forever(poll_interval=0.2)
     finally:
         server.socket.close()                       # refuse new connections at once
-        server.close_connections(include_working=False)
+        server.close_idle_connections()
         in_flight = server.working()
         deadline = time.monotonic() + grace_s
         while server.working() and time.monotonic() < deadline and not hurry.is_set():
