@@ -99,8 +99,10 @@ def test_big_subsection_is_not_merged():
     big = "词语 " * 700
     text = f"# Doc\n## A\nshort\n### A1\n{big}\n"
     chunks = localrag.chunk_document(localrag.parse_markdown(text))
-    assert chunks[1].heading_path == ("Doc", "A") and "A1" not in chunks[1].content
-    assert chunks[2].heading_path == ("Doc", "A", "A1")
+    # `# Doc` has no text of its own: it folds into A's chunk
+    assert chunks[0].heading_path == ("Doc", "A") and "A1" not in chunks[0].content
+    assert chunks[0].content.startswith("# Doc\n## A")
+    assert chunks[1].heading_path == ("Doc", "A", "A1")
 
 
 def test_special_token_text_is_counted_not_rejected():
