@@ -23,6 +23,7 @@ import collections
 import contextlib
 import dataclasses
 import datetime as _dt
+import functools
 import hashlib
 import hmac
 import http.server
@@ -78,10 +79,12 @@ HTTP_MAX_BODY_BYTES_DEFAULT = 1024 * 1024
 HTTP_SOCKET_TIMEOUT_S = 30.0
 EMBEDDED_DB_NAME = "localrag"
 
-# `aliases` (a note's aliases, and its frontmatter title when that differs from the file name) weighs like a
-# heading: it names the note.  It is empty for most notes, so their fake-lexical-v1 vectors are unchanged.
+# `aliases` (a note's aliases, and its frontmatter title when that differs from the file name) names the note.
+# It weighs like content, not like a heading: it rides on every chunk of the note, and at 2.0 four CJK aliases
+# outweighed a short chunk's own text (a two-line section lost its query to another note's alias bigrams).  It is
+# empty for most notes, so their fake-lexical-v1 vectors are unchanged.
 FAKE_FIELD_WEIGHTS = {"content": 1.0, "heading_path": 2.0, "relative_path": 1.5, "tags": 1.25, "wikilinks": 1.25,
-                      "aliases": 2.0}
+                      "aliases": 1.0}
 FAKE_TOKEN_CAP_FACTOR = 4.0                # one token contributes at most 4 x its field weight
 QWEN_QUERY_INSTRUCTION = (
     "Instruct: Given a user question, retrieve relevant passages from the local enterprise knowledge base "
@@ -977,6 +980,9 @@ def parse_pdf(data: bytes, relative_path: str = "") -> Document:
     except ImportError:
         raise PdfUnavailable(PDF_INSTALL_HINT) from None
     logging.getLogger("pypdf").setLevel(logging.ERROR)  # pypdf logs every repair it makes: we report once
+    if b"%PDF-" not in data[:1024]:
+        kind = "a ZIP archive (.docx, .xlsx, .zip...)" if data.startswith(b"PK\x03\x04") else "some other format"
+        raise MarkdownError(f"not a PDF: no %PDF- header in the first 1 KB; it looks like {kind} renamed .pdf")
     try:
         reader = pypdf.PdfReader(io.BytesIO(data), strict=False)
         if reader.is_encrypted:
@@ -2019,13 +2025,21 @@ def _count_files(folder: Path) -> int:
     return count
 
 
+@functools.lru_cache(maxsize=1)
+def _pdf_available() -> bool:
+    """Whether pypdf imports here (asked once, and only when a vault holds a PDF)."""
+    try:
+        import pypdf  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def scan_vault(root: Path, max_file_bytes: int | None = None, excludes: Sequence[str] = ()) -> ScanResult:
     """Every note under root (*.md, *.txt, *.canvas, *.pdf), in sorted order, and a count by reason of every
     other file: dot-folders and dot-files (`hidden`), `.localragignore` / --exclude matches (`excluded`), other
     extensions, files over the size limit, symlinks (never followed out of the vault; folders never descended).
     Raises IgnorePatternInvalid for a bad ignore line or --exclude glob, before anything is read."""
-    import importlib.util
-    pdf_ok = importlib.util.find_spec("pypdf") is not None
     result = ScanResult([], [], dict.fromkeys(SKIP_REASONS, 0), set(), set())
     rules: list[_IgnoreRule] = []
     for n, glob in enumerate(excludes, 1):
@@ -2092,7 +2106,7 @@ def scan_vault(root: Path, max_file_bytes: int | None = None, excludes: Sequence
                     skip("symlink")
                     continue
                 st = target.stat()
-            if lower.endswith(".pdf") and not pdf_ok:
+            if lower.endswith(".pdf") and not _pdf_available():
                 pdf_skipped.append(rel)
                 result.keep.add(rel)
                 skip("pdf_extra_missing")
