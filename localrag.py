@@ -3548,10 +3548,11 @@ def openapi_spec() -> dict:
                                       properties={"question": text, "top_k": top_k,
                                                   "fallback": _schema("boolean", nullable=True)}),
                 "SearchResult": _schema("object", required=["content", "source", "relative_path", "heading_path",
-                                                            "heading", "score"], properties={
+                                                            "heading", "score", "title", "aliases"], properties={
                     "content": _schema("string"), "source": _schema("string"), "relative_path": _schema("string"),
                     "heading_path": _schema("array", items=_schema("string")), "heading": _schema("string"),
-                    "score": _schema("number", minimum=0, maximum=1)}),
+                    "score": _schema("number", minimum=0, maximum=1), "title": _schema("string"),
+                    "aliases": _schema("array", items=_schema("string"))}),
                 "SearchResponse": _schema("object", required=["confidence", "results"], properties={
                     "confidence": _schema("number", minimum=0, maximum=1),
                     "results": _schema("array", items={"$ref": "#/components/schemas/SearchResult"})}),
