@@ -3927,23 +3927,25 @@ class _ProgressPrinter:
     def __init__(self, style: str, stream: Any = None) -> None:
         self.style, self.stream = style, stream or sys.stderr
         self.phase = ""
-        self.phase_start = self.last_print = 0.0
-        self.phase_done0 = self.last_done = 0
-        self.last = ("", 0, 0)
+        self.starts: dict[str, tuple[float, int]] = {}   # phase -> (time, done) when first seen: its rate's origin
+        self.printed: dict[str, int] = {}                # phase -> done at its last printed line
+        self.last_print = 0.0
         self.drawn = False
 
     def __call__(self, phase: str, done: int, total: int) -> None:
         now = time.monotonic()
-        self.last = (phase, done, total)
-        if phase != self.phase:
-            self.phase, self.phase_start, self.phase_done0 = phase, now, done
+        first = phase not in self.starts
+        if first:
+            self.starts[phase] = (now, done)
         elif self.style == "tty":
-            if now - self.last_print < PROGRESS_TTY_INTERVAL_S and done != total:
+            if phase == self.phase and now - self.last_print < PROGRESS_TTY_INTERVAL_S and done != total:
                 return
+        # A log line when a phase first starts, then only when both 5 s and 10% have passed: batches written
+        # between files (parse+embed -> write -> parse+embed) do not each start a line.
         elif (now - self.last_print < PROGRESS_LOG_INTERVAL_S
-              or (total and done - self.last_done < PROGRESS_LOG_FRACTION * total) or (done == total and total)):
+              or (total and done - self.printed.get(phase, 0) < PROGRESS_LOG_FRACTION * total)):
             return
-        self.last_print, self.last_done = now, done
+        self.phase, self.last_print, self.printed[phase] = phase, now, done
         self._write(self.line(phase, done, total, now))
 
     def line(self, phase: str, done: int, total: int, now: float | None = None) -> str:
@@ -3952,8 +3954,9 @@ class _ProgressPrinter:
             return f"{phase}…" if phase in ("scan", "links") else f"{phase}: {done}"
         unit = _PROGRESS_UNITS.get(phase, "items")
         text = f"{phase}: {done:,}/{total:,} {unit} {100.0 * done / total:3.0f}%"
-        elapsed = now - self.phase_start
-        rate = (done - self.phase_done0) / elapsed if elapsed > 0.5 else 0.0
+        start, done0 = self.starts.get(phase, (now, done))
+        elapsed = now - start
+        rate = (done - done0) / elapsed if elapsed > 0.5 else 0.0
         if rate > 0:
             text += f"  {rate:,.0f} {unit}/s  ETA {_duration((total - done) / rate)}"
         return text

@@ -185,6 +185,14 @@ def test_progress_in_a_log_is_every_5s_or_10_percent_whichever_is_rarer(monkeypa
         p("parse+embed", done, 1000)
     slow = out.getvalue().splitlines()
     assert 9 <= len(slow) <= 11 and all("ETA" in line for line in slow[1:])
+    out.truncate(0), out.seek(0)
+    p = localrag._ProgressPrinter("log", out)
+    for done in range(6279):  # batches written every 200 files do not each start a line
+        clock.now += 0.01
+        p("parse+embed", done, 6279)
+        if done % 200 == 0:
+            p("write", done, 6279)
+    assert len(out.getvalue().splitlines()) <= 14
 
 
 def test_ingest_progress_flags(ingested, capfd):

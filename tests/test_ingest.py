@@ -471,3 +471,21 @@ def test_interrupt_marks_the_run_failed_and_says_what_was_done(db, vault):
     assert partial["status"] == "failed" and "interrupted after 5 of" in partial["error_summary"]
     assert runs(db)[-1][1] == "failed"
     assert localrag.ingest(db, vault)["status"] == "success"
+
+
+@pytest.mark.slow
+def test_whole_obsidian_help_corpus_is_accounted_for(db):
+    """Every file of the Obsidian Help vault (all languages) is added, unchanged, failed or skipped for a reason."""
+    from conftest import CORPUS
+    if not CORPUS.is_dir():
+        pytest.skip("the shared Obsidian Help corpus is not beside the repo")
+    found = _all_files(CORPUS)
+    first = localrag.ingest(db, CORPUS)
+    assert first["files_found"] == found == accounted(first) and first["documents_added"] > 6000
+    assert first["links"]["resolved"] > 10 * first["links"]["unresolved"]  # the help vault links within itself
+    second = localrag.ingest(db, CORPUS)
+    assert second["files_found"] == found == accounted(second)
+    assert second["documents_skipped"] == first["documents_added"]
+    print(f"\ncorpus: {found} files; first run {first['documents_added']} added, {len(first['files_failed'])} failed, "
+          f"skipped {first['skipped_by_reason']}, links {first['links']}, {first['duration_s']} s; "
+          f"rerun {second['documents_skipped']} unchanged in {second['duration_s']} s")
