@@ -236,3 +236,12 @@ def test_strip_comments_never_grows_and_is_idempotent_without_comments(parts):
 def test_comment_content_never_survives(before, after, secret):
     clean, _, _ = localrag.strip_obsidian_syntax(f"{before}%%{secret}%%{after}")
     assert clean.replace("\n", "").replace(" ", "") == (before + after).replace("\n", "").replace(" ", "")
+
+
+def test_comments_and_block_ids_keep_line_numbers():
+    text = "---\ntags: [a]\n---\n# H\n%%\nhidden\nlines\n%%\nafter the comment ^b1\n"
+    doc = localrag.parse_markdown(text, "n.md")
+    assert doc.body.count("\n") == text.count("\n") - 3
+    chunk = localrag.chunk_document(doc)[0]
+    first, last = localrag.span_lines(doc.body, chunk.start, chunk.end, doc.body_line)
+    assert (first, last) == (4, 9) and text.splitlines()[last - 1].startswith("after the comment")
