@@ -800,8 +800,9 @@ def extract_tags(text_without_code: str, frontmatter: dict) -> tuple[str, ...]:
 def extract_links(text_without_code: str) -> tuple[WikiLink, ...]:
     links = []
     for m in _WIKILINK_RE.finditer(text_without_code):
-        target = m.group(2).strip()
-        heading = (m.group(3) or "").lstrip("#").strip()
+        # Inside a table the alias bar is written `\|` ([[Note\|shown]]): the backslash belongs to the table.
+        target = m.group(2).strip().removesuffix("\\").strip()
+        heading = (m.group(3) or "").lstrip("#").strip().removesuffix("\\").strip()
         block = ""
         if "^" in heading:  # [[note#^id]] or [[note#heading^id]]: a block reference
             heading, _, block = heading.partition("^")
@@ -1696,10 +1697,13 @@ class _Copy:
         self.ncols = ncols
         self.rows = 0
 
-    def row(self, *fields: bytes) -> None:
+    def row(self, *fields: bytes | None) -> None:
         w = self.buf.write
         w(self._int2.pack(self.ncols))
         for f in fields:
+            if f is None:  # SQL NULL
+                w(b"\xff\xff\xff\xff")
+                continue
             w(struct.pack("!i", len(f)))
             w(f)
         self.rows += 1
@@ -1934,7 +1938,7 @@ INGEST_COUNTS = ("documents_added", "documents_updated", "documents_deleted", "d
 _CHUNK_COLUMNS = ("id", "document_id", "chunk_index", "content", "file_path", "relative_path", "heading_path",
                   "frontmatter", "tags", "wikilinks", "metadata", "content_hash", "token_count")
 _EMBEDDING_COLUMNS = ("chunk_id", "embedding_provider", "embedding_model", "embedding_dim", "embedding")
-_LINK_COLUMNS = ("document_id", "target", "heading", "block_id", "alias", "embed")
+_LINK_COLUMNS = ("document_id", "target", "heading", "block_id", "alias", "embed", "resolved_path", "target_exists")
 
 
 def canonical_vault(path: str | Path) -> Path:
@@ -2248,7 +2252,9 @@ def prepare_file(relative_path: str, data: bytes, embed_fake: bool) -> _Prepared
     block_ids = [[b for pos, b in doc.block_ids if c.start <= pos < c.end] for c in chunks]
     return _Prepared(doc.frontmatter, doc.tags, doc.wikilinks, [lk.target for lk in doc.links if lk.embed], chunks,
                      vectors, doc.body, doc.body_line,
-                     [span_lines(doc.body, c.start, c.end, doc.body_line) for c in chunks],
+                     # a canvas's or PDF's text is assembled from nodes / pages: it has no file lines to point at
+                     [(None, None) if relative_path.lower().endswith((".pdf", ".canvas"))
+                      else span_lines(doc.body, c.start, c.end, doc.body_line) for c in chunks],
                      title=doc.title, aliases=doc.aliases, alias_text=names, links=doc.links,
                      block_ids=block_ids, warnings=doc.warnings)
 
@@ -2302,6 +2308,8 @@ class _IngestRun:
         self.files_found = 0
         self.links_written = 0
         self.links = {"resolved": 0, "unresolved": 0}
+        self.paths_index = LinkIndex(())
+        self.first_run = False
         self.batch: list[_Pending] = []
         self.batch_chunks = 0
         self.files_total = 0
@@ -2314,6 +2322,8 @@ class _IngestRun:
         self.skipped_by_reason = scan.skipped
         self.files_found = scan.files_found
         existing = self._existing_documents()
+        self.paths_index = LinkIndex(scan.all_paths)
+        self.first_run = not existing
         files = scan.files
         self.files_total = len(files)
         seen: set[str] = set(scan.keep)
@@ -2474,8 +2484,12 @@ class _IngestRun:
                                    _Copy.text(chunk.content_hash), _Copy.int4(chunk.token_count))
                     emb_rows.row(cid, *self.key_fields, vector)
                 for link in doc.links:
+                    # Resolved by path now (the scan knows every file); a miss stays NULL until the end of the run,
+                    # when every note's aliases are known.
+                    path, found = self.paths_index.resolve(p.relative_path, link.target)
                     link_rows.row(doc_id, _Copy.text(link.target), _Copy.text(link.heading), _Copy.text(link.block),
-                                  _Copy.text(link.alias), _Copy.boolean(link.embed))
+                                  _Copy.text(link.alias), _Copy.boolean(link.embed),
+                                  _Copy.text(path) if found else None, _Copy.boolean(True) if found else None)
             self.store.copy("chunks", _CHUNK_COLUMNS, chunk_rows)
             self.store.copy("embeddings", _EMBEDDING_COLUMNS, emb_rows)
             if link_rows.rows:
@@ -2534,8 +2548,11 @@ class _IngestRun:
                                       "AND (frontmatter ? 'aliases' OR frontmatter ? 'alias')", v=vault):
             aliases[rel] = extract_aliases(fm if isinstance(fm, dict) else {})[0]
         index = LinkIndex(all_paths, aliases)
+        # A first run resolved every link by path as it wrote it: only the misses remain (aliases).  Later runs
+        # recheck every link, since an added or deleted file can change where an old link leads.
+        pending = " AND l.target_exists IS NULL" if self.first_run else ""
         rows = self.store.run("SELECT l.id, d.relative_path, l.target, l.resolved_path, l.target_exists FROM links l "
-                              "JOIN documents d ON d.id = l.document_id WHERE d.vault_path = :v", v=vault)
+                              "JOIN documents d ON d.id = l.document_id WHERE d.vault_path = :v" + pending, v=vault)
         ids, paths, exists = [], [], []
         for link_id, source, target, old_path, old_exists in rows:
             path, found = index.resolve(source, target)

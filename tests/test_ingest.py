@@ -363,7 +363,9 @@ def test_txt_canvas_excalidraw_and_pdf_are_indexed(db, tmp_path):
     top = localrag.search(db, "frobnitz gateway")["results"][0]
     assert top["source"] == "Arch.excalidraw.md" and "Switch" not in top["content"] and "^x1" not in top["content"]
     answer = localrag.ask(db, "What is the torque spec for the flanglewidget?")
-    assert answer["citations"][0] == {"source": "manual.pdf", "heading": "page 3", "score": answer["confidence"]}
+    cited = answer["citations"][0]
+    assert (cited["source"], cited["heading"], cited["score"]) == ("manual.pdf", "page 3", answer["confidence"])
+    assert cited["line_start"] is None  # a PDF has pages, not file lines
 
 
 def test_pdf_without_pypdf_is_counted_with_the_install_hint(db, tmp_path):
@@ -482,10 +484,15 @@ def test_whole_obsidian_help_corpus_is_accounted_for(db):
     found = _all_files(CORPUS)
     first = localrag.ingest(db, CORPUS)
     assert first["files_found"] == found == accounted(first) and first["documents_added"] > 6000
-    assert first["links"]["resolved"] > 10 * first["links"]["unresolved"]  # the help vault links within itself
+    # Links between notes resolve (the corpus ships without its images, so links to attachments do not)
+    with localrag.Store.open(db) as s:
+        resolved, note_links = s.run("SELECT count(*) FILTER (WHERE target_exists), count(*) FROM links "
+                                     "WHERE target !~ '[.][A-Za-z0-9]+$'")[0]
+    assert resolved > 0.99 * note_links > 50000
     second = localrag.ingest(db, CORPUS)
     assert second["files_found"] == found == accounted(second)
     assert second["documents_skipped"] == first["documents_added"]
     print(f"\ncorpus: {found} files; first run {first['documents_added']} added, {len(first['files_failed'])} failed, "
-          f"skipped {first['skipped_by_reason']}, links {first['links']}, {first['duration_s']} s; "
+          f"skipped {first['skipped_by_reason']}, links {first['links']} (between notes {resolved}/{note_links}), "
+          f"{first['duration_s']} s; "
           f"rerun {second['documents_skipped']} unchanged in {second['duration_s']} s")

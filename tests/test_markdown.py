@@ -245,3 +245,9 @@ def test_comments_and_block_ids_keep_line_numbers():
     chunk = localrag.chunk_document(doc)[0]
     first, last = localrag.span_lines(doc.body, chunk.start, chunk.end, doc.body_line)
     assert (first, last) == (4, 9) and text.splitlines()[last - 1].startswith("after the comment")
+
+
+def test_wikilink_alias_bar_escaped_inside_a_table():
+    doc = localrag.parse_markdown("| a | b |\n|---|---|\n| [[Format your notes\\|format]] | [[Note#Part\\|p]] |\n")
+    assert [(l.target, l.heading, l.alias) for l in doc.links] == [("Format your notes", "", "format"),
+                                                                  ("Note", "Part", "p")]
