@@ -977,8 +977,9 @@ def decode_text(data: bytes) -> tuple[str, str | None]:
                   f"and save the file as UTF-8 to be sure")
 
 
-PDF_INSTALL_HINT = ("PDF files need the optional pypdf package: pip install 'localrag[pdf]' (or pip install pypdf "
-                    "into the Python that runs localrag; the pyz uses it from that Python's site-packages)")
+PDF_INSTALL_HINT = ("PDF files need the optional pypdf package: pip install 'localrag[pdf]'; for localrag.pyz, "
+                    "python3 -m pip install --user pypdf with the python3 that runs the pyz (it uses that Python's "
+                    "packages), then ingest again")
 
 
 class PdfUnavailable(ImportError):

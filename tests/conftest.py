@@ -97,7 +97,7 @@ def reset_database(config) -> None:
     assert _database_name(config.database_url).endswith("_test")
     with localrag.Store.open(config) as store:
         store.init_schema()
-        store.run("TRUNCATE documents, chunks, embeddings, ingest_runs RESTART IDENTITY CASCADE")
+        store.run("TRUNCATE documents, chunks, embeddings, ingest_runs, links RESTART IDENTITY CASCADE")
 
 
 @pytest.fixture
