@@ -2660,10 +2660,9 @@ def _worker_pool(workers: int, jobs: int):
     return concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
 
 
-ProgressFn = Callable[[str, int, int], None]   # (phase, done, total): see INGEST_PHASES
-
-
-INGEST_PHASES = ("scan", "parse+embed", "embed", "write", "links", "backfill")
+# Ingest progress: (phase, done, total), phase one of scan, parse+embed (files), embed (chunks, a model in the main
+# process), write (files), links, backfill (documents); total 0 when unknown.
+ProgressFn = Callable[[str, int, int], None]
 
 
 class _IngestRun:
