@@ -70,6 +70,8 @@ CHUNK_TARGET_MAX_TOKENS = 800              # a section above this is split
 CHUNK_HARD_MAX_TOKENS = 1200               # no chunk is ever larger
 CHUNK_OVERLAP_TOKENS = 80                  # tokens repeated at the start of the next piece of a split section
 MAX_FILE_MB_DEFAULT = 10                   # larger files are reported, not read (keeps memory bounded)
+FRONTMATTER_MAX_BYTES = 64 * 1024          # larger frontmatter is dropped (with a warning); the body is indexed
+FRONTMATTER_MAX_NODES = 20_000             # YAML values after alias expansion: above this it is an alias bomb
 INGEST_BATCH_CHUNKS = 2000                 # chunks buffered before one write transaction
 INGEST_PARALLEL_MIN_FILES = 32             # fewer files than this are parsed in-process (no pool start-up)
 CONTEXT_TOKEN_BUDGET_DEFAULT = 6000
@@ -512,6 +514,7 @@ _WIKILINK_RE = re.compile(r"(!?)\[\[([^\[\]\|#\^\n]*)(#[^\[\]\|\n]*)?(?:\|([^\[\
 # all digits (Obsidian's rule).  `page#section` in a URL is preceded by a word character, so it never matches.
 _TAG_RE = re.compile(r"(?:^|(?<=[\s(\[,;]))#([^\W][\w\-/]*)", re.UNICODE)
 _INLINE_CODE_RE = re.compile(r"(`+)(?:(?!\1).)+?\1", re.DOTALL)
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
 _md_parser = None
 
 
@@ -543,6 +546,7 @@ class Document:
     sections: tuple[Section, ...]
     tags: tuple[str, ...]
     links: tuple[WikiLink, ...]
+    warnings: tuple[str, ...] = ()    # what was dropped to index the note anyway (e.g. refused frontmatter)
 
     @property
     def wikilinks(self) -> tuple[str, ...]:
@@ -563,16 +567,101 @@ def _markdown_parser():
     return _md_parser
 
 
+class FrontmatterSkipped(MarkdownError):
+    """Frontmatter that is refused as a whole (too large, alias bomb): the body is still indexed, with a warning."""
+
+    def __init__(self, message: str, body: str) -> None:
+        super().__init__(message)
+        self.body = body
+
+
+class _FrontmatterRefused(Exception):
+    """Raised inside the YAML handler; becomes FrontmatterSkipped once the body is known."""
+
+
+def _expanded_nodes(node, memo: dict, limit: int) -> int:
+    """How many nodes a YAML node graph becomes once aliases are copied out (what _jsonable and json.dumps would
+    build): counted on the shared graph with a memo, so a billion-node alias bomb is measured in microseconds."""
+    key = id(node)
+    if key in memo:
+        return memo[key]
+    memo[key] = limit + 1  # a cycle (a recursive alias) counts as unbounded
+    total = 1
+    value = node.value
+    if isinstance(value, list):
+        for item in value:
+            for child in (item if isinstance(item, tuple) else (item,)):
+                total += _expanded_nodes(child, memo, limit)
+                if total > limit:
+                    break
+            if total > limit:
+                break
+    memo[key] = min(total, limit + 1)
+    return memo[key]
+
+
+def _load_frontmatter_yaml(fm: str) -> Any:
+    """yaml.safe_load with bounds: FRONTMATTER_MAX_BYTES of text, FRONTMATTER_MAX_NODES once aliases expand."""
+    import yaml
+    size = len(fm.encode("utf-8", "surrogatepass"))
+    if size > FRONTMATTER_MAX_BYTES:
+        raise _FrontmatterRefused(f"frontmatter is {size} bytes, over the {FRONTMATTER_MAX_BYTES}-byte limit")
+    loader_class = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    loader = loader_class(fm)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        if _expanded_nodes(node, {}, FRONTMATTER_MAX_NODES) > FRONTMATTER_MAX_NODES:
+            raise _FrontmatterRefused(f"frontmatter expands to more than {FRONTMATTER_MAX_NODES} values "
+                                      f"(YAML aliases referring to aliases)")
+        return loader.construct_document(node)
+    except RecursionError:
+        raise _FrontmatterRefused("frontmatter is nested too deeply") from None
+    finally:
+        loader.dispose()
+
+
+def _clean_text(value: str) -> str:
+    """Text Postgres can store: NUL removed (text and jsonb reject it), lone surrogates (reachable through YAML
+    escapes such as "\\ud800" or undecodable file names) replaced by U+FFFD."""
+    if "\x00" in value:
+        value = value.replace("\x00", "")
+    return _SURROGATE_RE.sub("\ufffd", value)
+
+
+def _clean_values(value: Any) -> Any:
+    """_clean_text applied to every string of a JSON-ready value, keys included."""
+    if isinstance(value, str):
+        return _clean_text(value)
+    if isinstance(value, dict):
+        return {_clean_text(str(k)): _clean_values(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_clean_values(v) for v in value]
+    return value
+
+
 def split_frontmatter(text: str) -> tuple[dict, str]:
-    """Split YAML frontmatter from the body.  Malformed YAML raises MarkdownError naming the problem."""
+    """Split YAML frontmatter from the body.  Malformed YAML raises MarkdownError naming the problem; frontmatter
+    over the size or alias-expansion bounds raises FrontmatterSkipped, which carries the body."""
     if text.startswith("\ufeff"):
         text = text[1:]
     if not (text.startswith("---\n") or text.startswith("---\r\n") or text == "---"):
         return {}, text
     import frontmatter
     import yaml
+
+    class Handler(frontmatter.YAMLHandler):
+        def load(self, fm: str, **kwargs: object) -> Any:
+            return _load_frontmatter_yaml(fm)
+
+    # Body = everything after the closing fence, kept byte-for-byte (frontmatter.loads strips it).
+    match = re.match(r"\A---\r?\n.*?^(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", text, re.DOTALL | re.MULTILINE)
     try:
-        post = frontmatter.loads(text)
+        post = frontmatter.loads(text, handler=Handler())
+    except _FrontmatterRefused as exc:
+        raise FrontmatterSkipped(f"{exc}; indexed the note without its frontmatter",
+                                 text[match.end():] if match else text) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
@@ -582,10 +671,8 @@ def split_frontmatter(text: str) -> tuple[dict, str]:
     meta = post.metadata
     if not isinstance(meta, dict):
         raise MarkdownError("frontmatter is not a YAML mapping")
-    # Body = everything after the closing fence, kept byte-for-byte (frontmatter.loads strips it).
-    match = re.match(r"\A---\r?\n.*?^(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", text, re.DOTALL | re.MULTILINE)
     body = text[match.end():] if match else post.content
-    return _jsonable(meta), body
+    return _clean_values(_jsonable(meta)), body
 
 
 def _code_line_ranges(tokens) -> list[tuple[int, int]]:
@@ -663,13 +750,17 @@ def _heading_sections(body: str, tokens) -> tuple[Section, ...]:
 
 def parse_markdown(text: str, relative_path: str = "") -> Document:
     """Parse one Markdown file's text.  Pure: no I/O.  Raises MarkdownError for malformed frontmatter."""
-    meta, body = split_frontmatter(text)
-    body = body.replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "")
+    warnings: tuple[str, ...] = ()
+    try:
+        meta, body = split_frontmatter(text)
+    except FrontmatterSkipped as exc:
+        meta, body, warnings = {}, exc.body, (str(exc),)
+    body = _clean_text(body.replace("\r\n", "\n").replace("\r", "\n"))
     tokens = _markdown_parser().parse(body)
     plain = _strip_code(body, _code_line_ranges(tokens))
     return Document(relative_path=relative_path, body=body, frontmatter=meta,
                     sections=_heading_sections(body, tokens), tags=extract_tags(plain, meta),
-                    links=extract_links(plain))
+                    links=extract_links(plain), warnings=warnings)
 
 
 # === 5. Chunking ===================================================================================================
@@ -759,18 +850,42 @@ def _suffix_within(text: str, limit: int) -> int:
     return lo
 
 
+def _hard_cut(body: str, start: int, end: int, limit: int) -> list[tuple[int, int, int]]:
+    """Cut body[start:end] (a line with no sentence break) into (start, end, tokens) pieces of at most `limit`
+    tokens.  The text is encoded once and cut at token offsets, so a 9 MB line costs what its encoding costs
+    (re-counting the remainder after every cut made this quadratic)."""
+    enc = _tokenizer()
+    text = body[start:end]
+    tokens = enc.encode_ordinary(text)
+    _, offsets = enc.decode_with_offsets(tokens)
+    pieces = []
+    cur = i = 0
+    while cur < len(text):
+        j = i + limit
+        cut = offsets[j] if j < len(tokens) else len(text)
+        while cut <= cur:  # several tokens inside one character: move on to the next character boundary
+            j += 1
+            cut = offsets[j] if j < len(tokens) else len(text)
+        n = count_tokens(text[cur:cut])
+        if n > limit:  # re-encoding a cut piece can merge differently at its edges: trim to fit (rare, local)
+            cut = cur + _prefix_within(text[cur:cut], limit)
+            n = count_tokens(text[cur:cut])
+        pieces.append((start + cur, start + cut, n))
+        cur = cut
+        while i < len(tokens) and offsets[i] < cur:
+            i += 1
+    return pieces
+
+
 def _split_span(body: str, start: int, end: int) -> list[tuple[int, int]]:
     """Split body[start:end] into pieces of at most CHUNK_TARGET_MAX_TOKENS, each but the first starting with
     up to CHUNK_OVERLAP_TOKENS of the previous piece's tail.  Returns absolute spans, in order."""
     units: list[tuple[int, int, int]] = []
     for s, e in _units(body[start:end], start):
         n = count_tokens(body[s:e])
-        while n > CHUNK_TARGET_MAX_TOKENS - CHUNK_OVERLAP_TOKENS:  # a unit too big for any piece: hard cut
-            cut = s + _prefix_within(body[s:e], CHUNK_TARGET_MAX_TOKENS - CHUNK_OVERLAP_TOKENS)
-            units.append((s, cut, count_tokens(body[s:cut])))
-            s = cut
-            n = count_tokens(body[s:e])
-        if e > s:
+        if n > CHUNK_TARGET_MAX_TOKENS - CHUNK_OVERLAP_TOKENS:  # a unit too big for any piece: hard cut
+            units.extend(_hard_cut(body, s, e, CHUNK_TARGET_MAX_TOKENS - CHUNK_OVERLAP_TOKENS))
+        elif e > s:
             units.append((s, e, n))
     pieces: list[tuple[int, int]] = []
     piece_start, used, i = start, 0, 0
