@@ -23,6 +23,7 @@ import collections
 import contextlib
 import dataclasses
 import datetime as _dt
+import errno
 import hashlib
 import hmac
 import http.server
@@ -36,6 +37,7 @@ import signal
 import socket
 import socketserver
 import ssl
+import stat
 import struct
 import sys
 import threading
@@ -102,7 +104,8 @@ LOG = logging.getLogger(APP_NAME)
 
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE, EXIT_CONFIG, EXIT_DB, EXIT_SCHEMA = 0, 1, 2, 3, 4, 5
 EXIT_NOT_READY, EXIT_EMBEDDING, EXIT_LLM, EXIT_VAULT, EXIT_PARTIAL, EXIT_EVAL, EXIT_BUSY = 6, 7, 8, 9, 10, 11, 12
-EXIT_INTERRUPTED = 130
+EXIT_MASS_DELETE = 13
+EXIT_INTERRUPTED = 130                     # 128 + the signal: 129 SIGHUP, 130 SIGINT (Ctrl-C), 143 SIGTERM
 
 
 class LocalRagError(Exception):
@@ -161,6 +164,10 @@ class VaultError(LocalRagError):
 
 class IngestBusy(LocalRagError):
     code, http_status, exit_code = "ingest_in_progress", 409, EXIT_BUSY
+
+
+class MassDeleteRefused(LocalRagError):
+    code, http_status, exit_code = "mass_delete_refused", 409, EXIT_MASS_DELETE
 
 
 class LlmError(LocalRagError):
@@ -1450,12 +1457,18 @@ class _Copy:
 class Store:
     """One pg8000 connection with our error translation; the only code that talks SQL."""
 
-    def __init__(self, target: DbTarget) -> None:
+    def __init__(self, target: DbTarget, timeout: float | None = None) -> None:
         import pg8000.native
         self.target = target
         self.last_used = time.monotonic()
+        kwargs = dict(target.kwargs)
+        if timeout is not None:
+            kwargs["timeout"] = timeout
         try:
-            self.con = pg8000.native.Connection(application_name=APP_NAME, **target.kwargs)
+            self.con = pg8000.native.Connection(application_name=APP_NAME, **kwargs)
+            # The server process serving us: another connection can end it if this one is interrupted mid-query.
+            key_data = getattr(self.con, "_backend_key_data", None)
+            self.backend_pid = struct.unpack("!i", key_data[:4])[0] if key_data else None
         except Exception as exc:
             raise _translate_db_error(exc, target.display) from None
 
@@ -1472,6 +1485,11 @@ class Store:
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self.con.close()
+
+    def abort(self) -> None:
+        """Drop the socket without a goodbye: for a connection interrupted in the middle of a message."""
+        with contextlib.suppress(Exception):
+            self.con._usock.close()
 
     def __enter__(self) -> "Store":
         return self
@@ -1611,9 +1629,45 @@ def canonical_vault(path: str | Path) -> Path:
     return root
 
 
+def _safe_name(name: str) -> str:
+    """A path Postgres can store.  os.walk hands back bytes that are not UTF-8 as lone surrogates
+    (surrogateescape); those bytes are written as \\xNN, so two such names stay distinct and the note is indexed."""
+    if not _SURROGATE_RE.search(name):
+        return name
+    return os.fsencode(name).decode("utf-8", "backslashreplace")
+
+
+def _skip_reason(root: Path, path: Path) -> str | None:
+    """Why a *.md entry is not indexed (None when it is a regular file, directly or through a symlink that stays
+    inside the vault).  lstat first: a FIFO, socket or device is never opened."""
+    try:
+        st = os.lstat(path)
+        if stat.S_ISLNK(st.st_mode):
+            try:
+                target = path.resolve(strict=True)
+            except FileNotFoundError:
+                return f"dangling symlink (its target {os.readlink(path)} does not exist); skipped"
+            except (RuntimeError, OSError) as exc:  # 3.11-3.12 raise RuntimeError, later OSError(ELOOP)
+                if isinstance(exc, RuntimeError) or getattr(exc, "errno", None) == errno.ELOOP:
+                    return "symlink loop; skipped"
+                return f"cannot follow symlink: {exc.strerror or exc}; skipped"
+            if not target.is_relative_to(root):
+                return "symlink leads outside the vault; not followed"
+            st = os.stat(target)
+    except OSError as exc:
+        return f"cannot stat: {exc.strerror or exc}; skipped"
+    if not stat.S_ISREG(st.st_mode):
+        kind = ("FIFO" if stat.S_ISFIFO(st.st_mode) else "socket" if stat.S_ISSOCK(st.st_mode)
+                else "device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else "folder"
+                if stat.S_ISDIR(st.st_mode) else "special file")
+        return f"not a regular file ({kind}); skipped"
+    return None
+
+
 def scan_vault(root: Path) -> tuple[list[tuple[str, Path]], list[dict]]:
-    """Every *.md under root (relative POSIX path, path), skipping dot-folders and dot-files; symlinks that lead
-    outside the vault are reported and never followed; symlinked folders are not descended."""
+    """Every regular *.md under root (storable relative POSIX path, path), skipping dot-folders and dot-files;
+    symlinks that lead outside the vault, dangling or looping symlinks and non-regular files are reported and never
+    opened; symlinked folders are not descended; names that are not UTF-8 are kept by their bytes (reported)."""
     files: list[tuple[str, Path]] = []
     warnings: list[dict] = []
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
@@ -1623,7 +1677,7 @@ def scan_vault(root: Path) -> tuple[list[tuple[str, Path]], list[dict]]:
             if d.startswith("."):
                 continue
             if (here / d).is_symlink():
-                warnings.append({"path": (here / d).relative_to(root).as_posix(),
+                warnings.append({"path": _safe_name((here / d).relative_to(root).as_posix()),
                                  "warning": "symlinked folder not followed"})
                 continue
             kept.append(d)
@@ -1632,12 +1686,15 @@ def scan_vault(root: Path) -> tuple[list[tuple[str, Path]], list[dict]]:
             if name.startswith(".") or not name.lower().endswith(".md"):
                 continue
             path = here / name
-            rel = path.relative_to(root).as_posix()
-            if path.is_symlink():
-                target = path.resolve()
-                if not target.is_relative_to(root) or not target.is_file():
-                    warnings.append({"path": rel, "warning": "symlink leads outside the vault; not followed"})
-                    continue
+            raw = path.relative_to(root).as_posix()
+            rel = _safe_name(raw)
+            reason = _skip_reason(root, path)
+            if reason:
+                warnings.append({"path": rel, "warning": reason})
+                continue
+            if rel != raw:
+                warnings.append({"path": rel, "warning": "file name is not valid UTF-8; indexed under this name, "
+                                                         "with the undecodable bytes written as \\xNN"})
             files.append((rel, path))
     return files, warnings
 
@@ -1652,6 +1709,7 @@ class _Prepared:
     embeds: list[str]
     chunks: list[Chunk]
     vectors: list[bytes] | None       # pgvector binary, when the embedder is cheap enough for worker processes
+    warnings: tuple[str, ...] = ()    # indexed anyway, but something was dropped (e.g. refused frontmatter)
 
 
 def prepare_file(relative_path: str, data: bytes, embed_fake: bool) -> _Prepared | str:
@@ -1663,15 +1721,17 @@ def prepare_file(relative_path: str, data: bytes, embed_fake: bool) -> _Prepared
         return f"not valid UTF-8 (byte {exc.start}); save the file as UTF-8"
     try:
         doc = parse_markdown(text, relative_path)
+        chunks = chunk_document(doc)
+        vectors = None
+        if embed_fake:
+            vectors = [_Copy.vector(fake_vector(document_fields(c.content, c.heading_path, relative_path, doc.tags,
+                                                                doc.wikilinks))) for c in chunks]
     except MarkdownError as exc:
         return f"{exc}; fix the frontmatter between the --- lines"
-    chunks = chunk_document(doc)
-    vectors = None
-    if embed_fake:
-        vectors = [_Copy.vector(fake_vector(document_fields(c.content, c.heading_path, relative_path, doc.tags,
-                                                            doc.wikilinks))) for c in chunks]
+    except (ValueError, RecursionError, MemoryError) as exc:  # one odd file fails alone, never its batch
+        return f"cannot parse: {type(exc).__name__}: {exc}"
     return _Prepared(doc.frontmatter, doc.tags, doc.wikilinks, [lk.target for lk in doc.links if lk.embed], chunks,
-                     vectors)
+                     vectors, doc.warnings)
 
 
 @dataclasses.dataclass
@@ -1685,7 +1745,62 @@ class _Pending:
     prepared: _Prepared | None = None
 
 
-def _worker_pool(workers: int, jobs: int):
+def _worker_init(parent_pid: int) -> None:
+    """Runs first in each worker: it must never outlive the ingest that forked it.  The kernel kills it when the
+    parent dies (PR_SET_PDEATHSIG); a thread watching the parent PID covers the moment before that is set.
+    Ctrl-C goes to the whole process group: the parent decides, and ends the workers itself."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+    with contextlib.suppress(Exception):
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+    if os.getppid() != parent_pid:
+        os._exit(0)
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(0.5)
+        os._exit(0)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def _worker_ready() -> int:
+    return os.getpid()
+
+
+class _Workers:
+    """Worker processes for parse/chunk/fake-embed.  Started (forked) before any database connection opens, so no
+    worker holds the connection's socket; they end with the parent however it ends."""
+
+    def __init__(self, workers: int) -> None:
+        import concurrent.futures
+        import multiprocessing
+        self.pool = concurrent.futures.ProcessPoolExecutor(
+            workers, mp_context=multiprocessing.get_context("fork"), initializer=_worker_init,
+            initargs=(os.getpid(),))
+        # With fork the executor starts every worker at the first submit: do it now, before the connection opens.
+        self.pool.submit(_worker_ready).result()
+
+    def submit(self, fn: Callable, *args: Any):
+        return self.pool.submit(fn, *args)
+
+    def close(self, abort: bool = False) -> None:
+        if abort:  # interrupted: do not wait for a worker busy with a large file
+            processes = list((getattr(self.pool, "_processes", None) or {}).values())
+            self.pool.shutdown(wait=False, cancel_futures=True)
+            for p in processes:
+                with contextlib.suppress(Exception):
+                    p.kill()
+            for p in processes:
+                with contextlib.suppress(Exception):
+                    p.join(2)
+        else:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _worker_pool(workers: int, jobs: int) -> _Workers | None:
     """A process pool for parsing when it pays: several CPUs, enough files, and fork (cheap start, no
     re-import; Linux only, where forking a single-threaded CLI is safe)."""
     import multiprocessing
@@ -1693,16 +1808,16 @@ def _worker_pool(workers: int, jobs: int):
         return None
     if "fork" not in multiprocessing.get_all_start_methods():
         return None
-    import concurrent.futures
-    return concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
+    return _Workers(workers)
 
 
 class _IngestRun:
     """One ingest run's state and its named steps; `run()` reads as the script of the run."""
 
-    def __init__(self, config: Config, store: Store, root: Path, run_id: int,
-                 progress: Callable[[str], None] | None) -> None:
-        self.config, self.store, self.root, self.run_id = config, store, root, run_id
+    def __init__(self, config: Config, store: Store, root: Path, vault_key: str, run_id: int,
+                 progress: Callable[[str], None] | None, pool: _Workers | None) -> None:
+        self.config, self.store, self.root, self.vault_key, self.run_id = config, store, root, vault_key, run_id
+        self.pool = pool
         self.embedder = get_embedder(config)
         self.key = config.embedding_key
         # provider, model, dim as COPY fields: the same three leading values on every embeddings row
@@ -1714,38 +1829,34 @@ class _IngestRun:
         self.warnings: list[dict] = []
         self.batch: list[_Pending] = []
         self.batch_chunks = 0
+        self.files_done = 0
 
-    def run(self) -> None:
-        existing = self._existing_documents()
-        files, self.warnings = scan_vault(self.root)
+    def run(self, existing: dict[str, tuple], files: list[tuple[str, Path]]) -> None:
         seen: set[str] = set()
         backfill_ids: list[int] = []
         # Parsing, chunking and fake embedding are CPU work: worker processes do them while this process reads,
         # hashes and writes.  Results are taken in file order, so runs are deterministic either way.
         embed_fake = self.key[0] == FAKE_PROVIDER
-        pool = _worker_pool(self.config.ingest_workers, len(files))
+        pool = self.pool
         inflight: collections.deque = collections.deque()
-        try:
-            for n, (rel, path) in enumerate(files, 1):
-                self.progress(f"[{n}/{len(files)}] {rel}")
-                seen.add(rel)
-                job = self._read(rel, path, existing.get(rel), backfill_ids)
-                if job is None:
-                    continue
-                pending, data = job
-                if pool is None:
-                    self._collect(pending, prepare_file(rel, data, embed_fake))
-                    continue
-                inflight.append((pending, pool.submit(prepare_file, rel, data, embed_fake)))
-                while len(inflight) > 4 * self.config.ingest_workers:
-                    pending, future = inflight.popleft()
-                    self._collect(pending, future.result())
-            while inflight:
+        for n, (rel, path) in enumerate(files, 1):
+            self.progress(f"[{n}/{len(files)}] {rel}")
+            seen.add(rel)
+            self.files_done = n
+            job = self._read(rel, path, existing.get(rel), backfill_ids)
+            if job is None:
+                continue
+            pending, data = job
+            if pool is None:
+                self._collect(pending, prepare_file(rel, data, embed_fake))
+                continue
+            inflight.append((pending, pool.submit(prepare_file, rel, data, embed_fake)))
+            while len(inflight) > 4 * self.config.ingest_workers:
                 pending, future = inflight.popleft()
                 self._collect(pending, future.result())
-        finally:
-            if pool is not None:
-                pool.shutdown(wait=True, cancel_futures=True)
+        while inflight:
+            pending, future = inflight.popleft()
+            self._collect(pending, future.result())
         self._flush()
         self._delete([rel for rel in existing if rel not in seen])
         self._backfill(backfill_ids)
@@ -1753,6 +1864,18 @@ class _IngestRun:
             # After a bulk change, give the planner real numbers and mark pages all-visible now rather than when
             # autovacuum gets to it: the next run's diff then counts from indexes without visiting 4 KB rows.
             self.store.run("VACUUM (ANALYZE) documents, chunks, embeddings")
+
+    def _record_counts(self, **delta: int) -> dict:
+        """Inside a batch's transaction: the run row's counts including this batch, so a run that is killed later
+        still shows what it committed.  Returns the new counts (adopted once the transaction commits)."""
+        counts = dict(self.counts)
+        for key, value in delta.items():
+            counts[key] += value
+        self.store.run("UPDATE ingest_runs SET documents_added = :documents_added, documents_updated = "
+                       ":documents_updated, documents_deleted = :documents_deleted, documents_skipped = "
+                       ":documents_skipped, chunks_written = :chunks_written, embeddings_written = "
+                       ":embeddings_written WHERE id = :id", id=self.run_id, **counts)
+        return counts
 
     def _existing_documents(self) -> dict[str, tuple]:
         # Per-document index lookups (chunks by document_id, embeddings by the unique key): a plan that does not
@@ -1762,25 +1885,35 @@ class _IngestRun:
             "(SELECT count(*) FROM chunks c WHERE c.document_id = d.id), "
             "(SELECT count(*) FROM chunks c JOIN embeddings e ON e.chunk_id = c.id AND e.embedding_provider = :p "
             "AND e.embedding_model = :m AND e.embedding_dim = :d WHERE c.document_id = d.id) "
-            "FROM documents d WHERE d.vault_path = :v", p=self.key[0], m=self.key[1], d=self.key[2], v=str(self.root))
+            "FROM documents d WHERE d.vault_path = :v", p=self.key[0], m=self.key[1], d=self.key[2], v=self.vault_key)
         return {r[0]: (r[1], r[2], r[3], r[4]) for r in rows}
 
     def _fail(self, rel: str, error: str) -> None:
-        self.failed.append({"path": rel, "error": error})
-        LOG.warning("%s: %s", rel, error)
+        self.failed.append({"path": rel, "error": error})  # printed once, by the caller
 
     def _read(self, rel: str, path: Path, existing: tuple | None,
               backfill_ids: list[int]) -> tuple[_Pending, bytes] | None:
-        """Read and hash one file; None when there is nothing to parse (skipped, backfill-only, or failed)."""
+        """Read and hash one file; None when there is nothing to parse (skipped, backfill-only, or failed).
+        Opened without blocking and checked to be a regular file: a FIFO swapped in after the scan never hangs."""
         try:
-            st = path.stat()
-            if st.st_size > self.config.max_file_bytes:
-                self._fail(rel, f"file is {st.st_size / 1e6:.1f} MB, over the {self.config.max_file_bytes / 1e6:.0f}"
-                                f" MB limit; raise LOCALRAG_MAX_FILE_MB to index it")
-                return None
-            data = path.read_bytes()
-        except OSError as exc:
-            self._fail(rel, f"cannot read: {exc.strerror or exc}")
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+            try:
+                st = os.fstat(fd)
+                if not stat.S_ISREG(st.st_mode):
+                    self._fail(rel, "not a regular file any more; skipped")
+                    return None
+                if st.st_size > self.config.max_file_bytes:
+                    self._fail(rel, f"file is {st.st_size / 1e6:.1f} MB, over the "
+                                    f"{self.config.max_file_bytes / 1e6:.0f} MB limit; raise LOCALRAG_MAX_FILE_MB "
+                                    f"to index it")
+                    return None
+                with os.fdopen(fd, "rb", closefd=False) as f:
+                    data = f.read()
+            finally:
+                os.close(fd)
+            file_path = _safe_name(str(path.resolve(strict=True)))
+        except (OSError, RuntimeError) as exc:
+            self._fail(rel, f"cannot read: {getattr(exc, 'strerror', None) or exc}")
             return None
         digest = hashlib.sha256(data).hexdigest()
         if existing and existing[1] == digest:
@@ -1789,12 +1922,13 @@ class _IngestRun:
             else:
                 backfill_ids.append(existing[0])
             return None
-        return _Pending(rel, str(path.resolve()), digest, st.st_mtime_ns, st.st_size, existing is not None), data
+        return _Pending(rel, file_path, digest, st.st_mtime_ns, st.st_size, existing is not None), data
 
     def _collect(self, pending: _Pending, prepared: _Prepared | str) -> None:
         if isinstance(prepared, str):
             self._fail(pending.relative_path, prepared)
             return
+        self.warnings.extend({"path": pending.relative_path, "warning": w} for w in prepared.warnings)
         pending.prepared = prepared
         self.batch.append(pending)
         self.batch_chunks += len(prepared.chunks)
@@ -1816,7 +1950,7 @@ class _IngestRun:
                                                         p.prepared.wikilinks) for p in todo for c in p.prepared.chunks]))
             for p in todo:
                 p.prepared.vectors = [_Copy.vector(next(vectors)) for _ in p.prepared.chunks]
-        vault = str(self.root)
+        vault = self.vault_key
         with self.store.transaction():
             rows = self.store.run(
                 "INSERT INTO documents (vault_path, file_path, relative_path, content_hash, mtime_ns, size_bytes, "
@@ -1853,17 +1987,18 @@ class _IngestRun:
                     emb_rows.row(cid, *self.key_fields, vector)
             self.store.copy("chunks", _CHUNK_COLUMNS, chunk_rows)
             self.store.copy("embeddings", _EMBEDDING_COLUMNS, emb_rows)
-        for p in batch:
-            self.counts["documents_updated" if p.is_update else "documents_added"] += 1
-        self.counts["chunks_written"] += chunk_rows.rows
-        self.counts["embeddings_written"] += emb_rows.rows
+            n_updated = sum(1 for p in batch if p.is_update)
+            counts = self._record_counts(documents_updated=n_updated, documents_added=len(batch) - n_updated,
+                                         chunks_written=chunk_rows.rows, embeddings_written=emb_rows.rows)
+        self.counts = counts
 
     def _delete(self, gone: list[str]) -> None:
         if gone:
             with self.store.transaction():
                 self.store.run("DELETE FROM documents WHERE vault_path = :v AND relative_path = ANY(CAST(:r AS text[]))",
-                               v=str(self.root), r=gone)
-            self.counts["documents_deleted"] += len(gone)
+                               v=self.vault_key, r=gone)
+                counts = self._record_counts(documents_deleted=len(gone))
+            self.counts = counts
 
     def _backfill(self, doc_ids: list[int]) -> None:
         """Vectors for unchanged documents that lack the current provider's embeddings: computed from the stored
@@ -1882,71 +2017,163 @@ class _IngestRun:
                 data.row(_Copy.int8(r[0]), *self.key_fields, _Copy.vector(vector))
             with self.store.transaction():
                 self.store.copy("embeddings", _EMBEDDING_COLUMNS, data)
-            self.counts["embeddings_written"] += data.rows
+                counts = self._record_counts(embeddings_written=data.rows)
+            self.counts = counts
             self.backfilled += len(ids)
 
 
-def ingest(config: Config, vault: str | Path, progress: Callable[[str], None] | None = None) -> dict:
+INGEST_LOCK_KEY = 727274002                 # pg_advisory_lock(INGEST_LOCK_KEY, hashtext(vault_path)): one ingest per vault
+INGEST_WAIT_POLL_S = 0.5
+
+
+def _ingest_holder(store: Store, vault_key: str) -> str:
+    """Who holds a vault's ingest lock, from its run row (pid, host, start time), for the busy message."""
+    rows = store.run("SELECT id, started_at, metadata->>'pid', metadata->>'host' FROM ingest_runs "
+                     "WHERE vault_path = :v AND status = 'running' ORDER BY id DESC LIMIT 1", v=vault_key)
+    if not rows:
+        return "another ingest (starting up)"
+    run_id, started, pid, host = rows[0]
+    where = f"pid {pid}" + (f" on {host}" if host and host != socket.gethostname() else "")
+    return f"ingest run #{run_id} ({where}, started {_jsonable(started)})"
+
+
+def _acquire_ingest_lock(store: Store, vault_key: str, wait: bool, notice: Callable[[str], None]) -> None:
+    """Take the vault's ingest lock; busy -> IngestBusy naming the holder, or (wait) poll until it is free.  Polling
+    with pg_try_advisory_lock keeps the process interruptible (a blocking lock wait is not)."""
+    said = False
+    while not store.run("SELECT pg_try_advisory_lock(:k, hashtext(:v))", k=INGEST_LOCK_KEY, v=vault_key)[0][0]:
+        holder = _ingest_holder(store, vault_key)
+        if not wait:
+            raise IngestBusy(f"{holder} is indexing {vault_key}; wait for it to finish, or rerun with --wait",
+                             vault_path=vault_key, holder=holder)
+        if not said:
+            notice(f"waiting for {holder} to finish ...")
+            said = True
+        time.sleep(INGEST_WAIT_POLL_S)
+
+
+def _check_mass_delete(vault_key: str, existing: dict, files: list, allow_delete: bool) -> None:
+    """An empty (or unmounted) vault folder, or one that lost more than half of its indexed notes at once, is more
+    often a mistake than an intent: refuse before anything is written."""
+    if allow_delete or not existing:
+        return
+    present = {rel for rel, _ in files}
+    gone = sum(1 for rel in existing if rel not in present)
+    if not files or gone * 2 > len(existing):
+        what = "holds no .md files" if not files else f"lacks {gone} of the {len(existing)} indexed notes"
+        raise MassDeleteRefused(f"{vault_key} {what}; is the folder unmounted or the wrong path? Nothing was changed. "
+                                f"Rerun with --allow-delete to remove them from the index",
+                                vault_path=vault_key, indexed=len(existing), missing=gone)
+
+
+def _statistics_stale(store: Store) -> bool:
+    """True when a bulk load was never analyzed (a killed first ingest): the planner would then guess."""
+    return bool(store.run("SELECT EXISTS (SELECT 1 FROM pg_stat_user_tables WHERE relname IN ('documents', 'chunks', "
+                          "'embeddings') AND n_mod_since_analyze > greatest(1000, n_live_tup / 4))")[0][0])
+
+
+def ingest(config: Config, vault: str | Path, progress: Callable[[str], None] | None = None, *, wait: bool = False,
+           allow_delete: bool = False, notice: Callable[[str], None] | None = None) -> dict:
     """Index a vault for the current embedding provider; returns the ingest_runs row as a dict.
 
     Per-file problems are reported in ``files_failed`` and do not stop the run; a database failure marks the run
-    failed (earlier batches stay committed) and raises.
+    failed (earlier batches stay committed) and raises.  An interruption (KeyboardInterrupt, or SIGTERM/SIGHUP
+    turned into one by main) ends the workers, closes the run as failed on a fresh connection (terminating the
+    interrupted one, so its lock and open transaction go at once) and re-raises with the partial result attached
+    as ``exc.partial``.
     """
     root = canonical_vault(vault)
+    vault_key = _safe_name(str(root))
     embedder = get_embedder(config)
+    notice = notice or (lambda msg: None)
     started = time.monotonic()
-    with Store.open(config) as store:
+    files, warnings = scan_vault(root)
+    pool = _worker_pool(config.ingest_workers, len(files))  # forked now: before any database connection exists
+    store = job = None
+    try:
+        store = Store.open(config)
         store.require_schema()
         _check_schema_dim(store, config)
-        if not store.run("SELECT pg_try_advisory_lock(727274002, hashtext(:v))", v=str(root))[0][0]:
-            raise IngestBusy(f"another ingest of {root} is running; wait for it to finish", vault_path=str(root))
+        _acquire_ingest_lock(store, vault_key, wait, notice)
         # Runs left 'running' by a process that died (the lock is free, so nobody owns them) are failed runs.
         store.run("UPDATE ingest_runs SET status = 'failed', finished_at = now(), error_summary = "
                   "coalesce(error_summary, 'interrupted: the process ended before the run finished') "
-                  "WHERE vault_path = :v AND status = 'running'", v=str(root))
-        run_id = store.run(
-            "INSERT INTO ingest_runs (vault_path, embedding_provider, embedding_model, embedding_dim, status) "
-            "VALUES (:v, :p, :m, :d, 'running') RETURNING id", v=str(root), p=embedder.provider,
-            m=embedder.model, d=config.embedding_dim)[0][0]
-        job = _IngestRun(config, store, root, run_id, progress)
-        try:
-            job.run()
-        except BaseException as exc:
-            summary = exc.message if isinstance(exc, LocalRagError) else f"{type(exc).__name__}: {exc}"
-            _finish_run(config, store, job, "failed", summary[:2000], time.monotonic() - started)
-            raise
+                  "WHERE vault_path = :v AND status = 'running'", v=vault_key)
+        if _statistics_stale(store):
+            store.run("ANALYZE documents, chunks, embeddings")
+        job = _IngestRun(config, store, root, vault_key, 0, progress, pool)
+        existing = job._existing_documents()
+        _check_mass_delete(vault_key, existing, files, allow_delete)
+        job.run_id = store.run(
+            "INSERT INTO ingest_runs (vault_path, embedding_provider, embedding_model, embedding_dim, status, "
+            "metadata) VALUES (:v, :p, :m, :d, 'running', CAST(:md AS jsonb)) RETURNING id", v=vault_key,
+            p=embedder.provider, m=embedder.model, d=config.embedding_dim,
+            md=json.dumps({"pid": os.getpid(), "host": socket.gethostname()}))[0][0]
+        job.warnings = list(warnings)
+        job.run(existing, files)
+    except BaseException as exc:
+        interrupted = isinstance(exc, KeyboardInterrupt)
+        if pool is not None:
+            pool.close(abort=True)
+            pool = None
+        if job is not None and job.run_id:
+            if interrupted:
+                summary = f"interrupted ({_signal_name(exc)}) after {job.files_done} of {len(files)} files"
+            else:
+                summary = exc.message if isinstance(exc, LocalRagError) else f"{type(exc).__name__}: {exc}"
+            exc.partial = _finish_run(config, store, job, "failed", summary[:2000],  # type: ignore[attr-defined]
+                                      time.monotonic() - started, interrupted=interrupted)
+        if store is not None:
+            store.abort() if interrupted else store.close()
+        raise
+    finally:
+        if pool is not None:
+            pool.close()
+    try:
         summary = None
         if job.failed:
             summary = f"{len(job.failed)} file(s) failed: " + "; ".join(
                 f"{f['path']}: {f['error']}" for f in job.failed[:20])
         result = _finish_run(config, store, job, "success", summary, time.monotonic() - started)
         with contextlib.suppress(LocalRagError):
-            store.run("SELECT pg_advisory_unlock(727274002, hashtext(:v))", v=str(root))
+            store.run("SELECT pg_advisory_unlock(:k, hashtext(:v))", k=INGEST_LOCK_KEY, v=vault_key)
         return result
+    finally:
+        store.close()
+
+
+def _signal_name(exc: BaseException) -> str:
+    signum = getattr(exc, "signum", signal.SIGINT)
+    return signal.Signals(signum).name
 
 
 def _finish_run(config: Config, store: Store, job: _IngestRun, status: str, summary: str | None,
-                duration: float) -> dict:
-    metadata = {"documents_backfilled": job.backfilled, "files_failed": job.failed, "warnings": job.warnings,
-                "duration_s": round(duration, 3), "localrag_version": __version__}
-    params = dict(job.counts, id=job.run_id, st=status, es=summary, md=json.dumps(metadata, ensure_ascii=False))
-    sql = ("UPDATE ingest_runs SET status = :st, finished_at = now(), documents_added = :documents_added, "
-           "documents_updated = :documents_updated, documents_deleted = :documents_deleted, "
-           "documents_skipped = :documents_skipped, chunks_written = :chunks_written, "
-           "embeddings_written = :embeddings_written, error_summary = :es, metadata = CAST(:md AS jsonb) "
-           "WHERE id = :id")
-    try:
-        store.run(sql, **params)
-    except LocalRagError:
-        if status == "success":
-            raise
-        # The connection died with the run: record the failure on a fresh one if the server is back.
-        with contextlib.suppress(LocalRagError):
-            with Store.open(config) as fresh:
-                fresh.run(sql, **params)
-    return {"id": job.run_id, "status": status, "vault_path": str(job.root), "embedding_provider": job.key[0],
-            "embedding_model": job.key[1], "embedding_dim": job.key[2], **job.counts, "error_summary": summary,
-            **metadata}
+                duration: float, interrupted: bool = False) -> dict:
+    metadata = {"pid": os.getpid(), "host": socket.gethostname(), "documents_backfilled": job.backfilled,
+                "files_failed": job.failed, "warnings": job.warnings, "duration_s": round(duration, 3),
+                "localrag_version": __version__}
+    # Counts are not rewritten here: each batch recorded its own, in its own transaction.
+    params = dict(id=job.run_id, st=status, es=summary, md=json.dumps(_jsonable(metadata), ensure_ascii=False))
+    sql = ("UPDATE ingest_runs SET status = :st, finished_at = now(), error_summary = :es, "
+           "metadata = CAST(:md AS jsonb) WHERE id = :id")
+    result = {"id": job.run_id, "status": status, "vault_path": job.vault_key, "embedding_provider": job.key[0],
+              "embedding_model": job.key[1], "embedding_dim": job.key[2], **job.counts, "error_summary": summary,
+              **metadata}
+    if not interrupted:
+        try:
+            store.run(sql, **params)
+            return result
+        except LocalRagError:
+            if status == "success":
+                raise
+    # The connection died with the run, or was interrupted mid-message (it cannot be trusted to answer): record
+    # the outcome on a fresh one, ending the old session first so its lock and any open transaction go now.
+    with contextlib.suppress(LocalRagError, OSError):
+        with Store(store.target, timeout=5.0) as fresh:
+            if store.backend_pid:
+                fresh.run("SELECT pg_terminate_backend(:pid)", pid=store.backend_pid)
+            fresh.run(sql, **params)
+    return result
 
 
 def _check_schema_dim(store: Store, config: Config) -> None:
