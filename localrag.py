@@ -166,6 +166,14 @@ class IngestBusy(LocalRagError):
     code, http_status, exit_code = "ingest_in_progress", 409, EXIT_BUSY
 
 
+class Signalled(KeyboardInterrupt):
+    """SIGTERM/SIGHUP (and SIGINT under main) as an interruption: the same clean-up path as Ctrl-C; exit 128+signum."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
 class MassDeleteRefused(LocalRagError):
     code, http_status, exit_code = "mass_delete_refused", 409, EXIT_MASS_DELETE
 
@@ -1502,6 +1510,11 @@ class Store:
         self.run("BEGIN")
         try:
             yield self
+        except KeyboardInterrupt:
+            # Interrupted mid-message: a ROLLBACK here would wait behind the unfinished statement.  Dropping the
+            # connection rolls back; the caller ends the server session (see _end_session).
+            self.abort()
+            raise
         except BaseException:
             with contextlib.suppress(Exception):
                 self.con.run("ROLLBACK")
@@ -2123,8 +2136,10 @@ def ingest(config: Config, vault: str | Path, progress: Callable[[str], None] | 
                 summary = exc.message if isinstance(exc, LocalRagError) else f"{type(exc).__name__}: {exc}"
             exc.partial = _finish_run(config, store, job, "failed", summary[:2000],  # type: ignore[attr-defined]
                                       time.monotonic() - started, interrupted=interrupted)
+        elif interrupted and store is not None:
+            _end_session(store)
         if store is not None:
-            store.abort() if interrupted else store.close()
+            store.close()
         raise
     finally:
         if pool is not None:
@@ -2168,12 +2183,21 @@ def _finish_run(config: Config, store: Store, job: _IngestRun, status: str, summ
                 raise
     # The connection died with the run, or was interrupted mid-message (it cannot be trusted to answer): record
     # the outcome on a fresh one, ending the old session first so its lock and any open transaction go now.
+    _end_session(store, lambda fresh: fresh.run(sql, **params))
+    return result
+
+
+def _end_session(store: Store, then: Callable[[Store], Any] | None = None) -> None:
+    """Drop a connection that may be in the middle of a message and end its server session from a fresh one
+    (a closed socket alone is noticed only when the server next writes to it, which a long query may not do for
+    minutes, holding its locks); then run `then` on the fresh connection.  Best effort, bounded by a timeout."""
+    store.abort()
     with contextlib.suppress(LocalRagError, OSError):
         with Store(store.target, timeout=5.0) as fresh:
             if store.backend_pid:
                 fresh.run("SELECT pg_terminate_backend(:pid)", pid=store.backend_pid)
-            fresh.run(sql, **params)
-    return result
+            if then is not None:
+                then(fresh)
 
 
 def _check_schema_dim(store: Store, config: Config) -> None:
@@ -3387,8 +3411,10 @@ EXIT_CODES_HELP = f"""exit codes:
   {EXIT_VAULT}   vault path missing or not a folder
   {EXIT_PARTIAL}   ingest finished but some files failed (listed in the output)
   {EXIT_EVAL}   eval below --min-hit-at-k / --min-rejection
-  {EXIT_BUSY}   another ingest of the same vault is running
-  {EXIT_INTERRUPTED} interrupted (Ctrl-C)"""
+  {EXIT_BUSY}   another ingest of the same vault is running (names its PID and start time; see --wait)
+  {EXIT_MASS_DELETE}   ingest refused: the vault is empty or lost over half its notes (see --allow-delete)
+  {EXIT_INTERRUPTED} interrupted by Ctrl-C (SIGINT); 143 by SIGTERM, 129 by SIGHUP: what was done is printed,
+      the next run continues from there; a second Ctrl-C ends at once"""
 
 
 def _print_json(data: Any) -> None:
@@ -3467,7 +3493,7 @@ def _cmd_ingest(config: Config, args: argparse.Namespace) -> int:
         raise VaultError("no vault path given; pass it (`localrag ingest PATH`) or set VAULT_PATH")
     progress = _progress_printer()
     try:
-        result = ingest(config, vault, progress)
+        result = ingest(config, vault, progress, wait=args.wait, allow_delete=args.allow_delete, notice=_say)
     finally:
         if progress:
             sys.stderr.write("\r" + " " * 100 + "\r")
@@ -3642,6 +3668,11 @@ def build_parser() -> argparse.ArgumentParser:
                        epilog="example:\n  localrag ingest samples/acme-vault --json\n\n"
                               "exit code 10 means the run finished but some files failed (listed on stderr).")
     p.add_argument("path", nargs="?", help="the vault folder (default: VAULT_PATH)")
+    p.add_argument("--wait", action="store_true",
+                   help="if another ingest of this vault is running, wait for it instead of exiting with code 12")
+    p.add_argument("--allow-delete", action="store_true",
+                   help="allow removing more than half of the vault's indexed notes (or all of them, for an empty "
+                        "folder) in one run; refused otherwise (exit 13)")
     _add_json(p)
     p.set_defaults(func=_cmd_ingest)
 
@@ -3706,6 +3737,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s", stream=sys.stderr)
     want_json = getattr(args, "json", False)
+    previous = _install_interrupt_handlers()
     try:
         config = load_config(args.env_file)
         return args.func(config, args)
@@ -3714,9 +3746,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if want_json:
             _print_json(exc.to_dict())
         return exc.exit_code
-    except KeyboardInterrupt:
-        _say("interrupted")
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt as exc:
+        signum = getattr(exc, "signum", signal.SIGINT)
+        partial = getattr(exc, "partial", None)
+        _say(f"interrupted ({signal.Signals(signum).name})" + (_interrupted_summary(partial) if partial else ""))
+        return 128 + signum
     except BrokenPipeError:
         return EXIT_OK
     except Exception as exc:
@@ -3727,6 +3761,32 @@ def main(argv: Sequence[str] | None = None) -> int:
             _print_json({"error": {"code": "internal_error", "message": f"{type(exc).__name__}: {exc}",
                                    "details": {}}})
         return EXIT_INTERNAL
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _install_interrupt_handlers() -> dict:
+    """SIGINT, SIGTERM and SIGHUP raise Signalled in the main thread, so every command cleans up the same way
+    (workers ended, run row closed, lock released); the first one restores the defaults, so a second signal ends
+    the process at once.  Returns the previous handlers (main() restores them: tests call main in-process)."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    sigs = [signal.SIGINT, signal.SIGTERM] + ([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])
+
+    def interrupted(signum: int, frame: Any) -> None:
+        for sig in sigs:
+            signal.signal(sig, signal.SIG_DFL)
+        raise Signalled(signum)
+
+    return {sig: signal.signal(sig, interrupted) for sig in sigs}
+
+
+def _interrupted_summary(partial: dict) -> str:
+    return (f": ingest run #{partial['id']} stopped and marked failed; committed before the stop: "
+            f"{partial['documents_added']} added, {partial['documents_updated']} updated, "
+            f"{partial['documents_deleted']} deleted, {partial['chunks_written']} chunks. Rerun `localrag ingest` "
+            f"to finish (unchanged files are skipped)")
 
 
 if __name__ == "__main__":
