@@ -142,6 +142,14 @@ class SchemaNotInitialized(LocalRagError):
     code, http_status, exit_code = "schema_not_initialized", 503, EXIT_SCHEMA
 
 
+class SchemaTooNew(LocalRagError):
+    code, http_status, exit_code = "schema_too_new", 503, EXIT_SCHEMA
+
+
+class SchemaOutdated(LocalRagError):
+    code, http_status, exit_code = "schema_outdated", 503, EXIT_SCHEMA
+
+
 class PgvectorMissing(LocalRagError):
     code, http_status, exit_code = "pgvector_missing", 503, EXIT_SCHEMA
 
@@ -1204,6 +1212,7 @@ def get_embedder(config: Config):
 # byte-for-byte this text (a test checks), so Docker's init script and `localrag db init` apply the same DDL, and
 # the zipapp needs no data file.
 
+SCHEMA_VERSION = 2                         # bump when SCHEMA_SQL changes; 1 = the first release's DDL
 SCHEMA_SQL = """\
 -- localrag schema (seed 000). Applied idempotently by `localrag db init`; mounted by compose.yaml for fresh volumes.
 CREATE EXTENSION IF NOT EXISTS vector;
@@ -1281,8 +1290,21 @@ CREATE INDEX IF NOT EXISTS idx_chunks_relative_path ON chunks (relative_path);
 CREATE INDEX IF NOT EXISTS idx_chunks_content_hash ON chunks (content_hash);
 CREATE INDEX IF NOT EXISTS idx_embeddings_config
   ON embeddings (embedding_provider, embedding_model, embedding_dim);
-"""
+CREATE INDEX IF NOT EXISTS idx_ingest_runs_vault ON ingest_runs (vault_path, id);
+
+-- The schema's version (one row per version applied).  `localrag db init` upgrades an older schema in place;
+-- every command refuses a newer one.  Version 1 (the first release) had no such table.
+CREATE TABLE IF NOT EXISTS localrag_schema (
+  version INTEGER PRIMARY KEY,
+  applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
+);
+INSERT INTO localrag_schema (version) VALUES (@SCHEMA_VERSION@) ON CONFLICT (version) DO NOTHING;
+""".replace("@SCHEMA_VERSION@", str(SCHEMA_VERSION))
 SCHEMA_TABLES = ("documents", "chunks", "embeddings", "ingest_runs")
+# Steps that idempotent DDL in SCHEMA_SQL cannot express (data rewrites, renames), by the version they lead to;
+# run once, in the upgrade's transaction, after SCHEMA_SQL.  Adding tables/columns needs only SCHEMA_SQL and a
+# SCHEMA_VERSION bump.
+SCHEMA_MIGRATIONS: dict[int, str] = {}
 
 
 def _pg_code(exc: BaseException) -> str:
@@ -1527,14 +1549,46 @@ class Store:
 
     # --- schema -----------------------------------------------------------------------------------------------
 
-    def init_schema(self) -> None:
-        """Apply SCHEMA_SQL idempotently (under an advisory lock, so concurrent inits do not race)."""
+    def init_schema(self) -> dict:
+        """Create the schema, or upgrade an older one in place: one transaction (under an advisory lock, so
+        concurrent inits do not race), idempotent.  A newer schema is refused before anything is applied.
+        Returns {"from": the version found (None: empty database), "to": SCHEMA_VERSION}."""
         if not self.run("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'"):
             raise PgvectorMissing(f"the pgvector extension is not available on {self.target.display}; use the "
                                   f"pgvector/pgvector:pg16 image (compose.yaml) or install pgvector on the server")
         with self.transaction():
             self.run("SELECT pg_advisory_xact_lock(727274001)")
+            found = self.schema_version()
+            self._refuse_newer(found)
             self.run(SCHEMA_SQL)
+            for version in range((found or SCHEMA_VERSION) + 1, SCHEMA_VERSION + 1):
+                if version in SCHEMA_MIGRATIONS:
+                    self.run(SCHEMA_MIGRATIONS[version])
+                self.run("INSERT INTO localrag_schema (version) VALUES (:v) ON CONFLICT (version) DO NOTHING",
+                         v=version)
+        return {"from": found, "to": SCHEMA_VERSION}
+
+    def schema_version(self) -> int | None:
+        """The schema's version: None when there is no schema, 1 for the first release (no version table)."""
+        row = self.run("SELECT to_regclass('documents') IS NOT NULL, to_regclass('localrag_schema') IS NOT NULL")[0]
+        if not row[1]:
+            return 1 if row[0] else None
+        return self.run("SELECT max(version) FROM localrag_schema")[0][0] or 1
+
+    def _refuse_newer(self, version: int | None) -> None:
+        if version is not None and version > SCHEMA_VERSION:
+            raise SchemaTooNew(f"the database schema at {self.target.display} is version {version}, newer than this "
+                               f"localrag {__version__} understands ({SCHEMA_VERSION}); upgrade localrag, or point "
+                               f"DATABASE_URL at another database", found=version, supported=SCHEMA_VERSION)
+
+    def check_schema_version(self) -> None:
+        """Refuse a newer schema (schema_too_new) and an older one (schema_outdated: `db init` upgrades it)."""
+        version = self.schema_version()
+        self._refuse_newer(version)
+        if version is not None and version < SCHEMA_VERSION:
+            raise SchemaOutdated(f"the database schema at {self.target.display} is version {version}; this localrag "
+                                 f"needs version {SCHEMA_VERSION}: run `localrag db init` to upgrade it in place "
+                                 f"(nothing is lost)", found=version, supported=SCHEMA_VERSION)
 
     def schema_state(self) -> dict:
         row = self.run("SELECT to_regclass('documents') IS NOT NULL, to_regclass('chunks') IS NOT NULL, "
@@ -1549,6 +1603,7 @@ class Store:
             raise SchemaNotInitialized(f"database schema is not initialized at {self.target.display} (missing: "
                                        f"{', '.join(missing) or 'pgvector extension'}); {HINT_DB_INIT}",
                                        missing=missing)
+        self.check_schema_version()
 
     def vector_dim(self) -> int | None:
         """The declared dimension of embeddings.embedding (atttypmod), or None if unconstrained."""
@@ -2242,6 +2297,7 @@ def clamp_score(distance: Any) -> float:
 def retrieve(store: Store, config: Config, query: str, top_k: int) -> list[dict]:
     """The top_k chunks for a query, best first, each with its clamped score (internal fields included)."""
     if not getattr(store, "dim_checked", False):
+        store.check_schema_version()
         _check_schema_dim(store, config)
         store.dim_checked = True
     embedder = get_embedder(config)
@@ -2754,6 +2810,7 @@ def health(config: Config, store: Store | None = None, details: bool = True) -> 
         if missing:
             raise SchemaNotInitialized(f"database schema is not initialized (missing: {', '.join(missing)}); "
                                        f"{HINT_DB_INIT}", missing=missing)
+        s.check_schema_version()
         dim = s.vector_dim()
         documents, chunks = s.run("SELECT (SELECT count(*) FROM documents), (SELECT count(*) FROM chunks)")[0]
         current = s.count_current(config.embedding_key)
@@ -2775,10 +2832,11 @@ def health(config: Config, store: Store | None = None, details: bool = True) -> 
 
 def db_init(config: Config) -> dict:
     with Store.open(config) as s:
-        s.init_schema()
+        versions = s.init_schema()
         state = s.schema_state()
     return {"status": "ok", "database": s.target.display, "pgvector": state["pgvector"],
-            "tables": list(SCHEMA_TABLES)}
+            "tables": list(SCHEMA_TABLES), "schema_version": versions["to"], "upgraded_from": (
+                versions["from"] if versions["from"] not in (None, SCHEMA_VERSION) else None)}
 
 
 def db_status(config: Config) -> dict:
@@ -2789,7 +2847,8 @@ def db_status(config: Config) -> dict:
         out: dict = {"database": s.target.display, "kind": "external" if config.database_url else "embedded",
                      "server_version": version, "pgvector": state["pgvector"],
                      "schema_initialized": all(state["tables"].values()) and bool(state["pgvector"]),
-                     "tables": state["tables"]}
+                     "tables": state["tables"], "schema_version": s.schema_version(),
+                     "schema_version_supported": SCHEMA_VERSION}
         if out["schema_initialized"]:
             out["documents"], out["chunks"] = s.run(
                 "SELECT (SELECT count(*) FROM documents), (SELECT count(*) FROM chunks)")[0]
@@ -3454,8 +3513,9 @@ def _cmd_config(config: Config, args: argparse.Namespace) -> int:
 def _cmd_db(config: Config, args: argparse.Namespace) -> int:
     if args.db_command == "init":
         result = db_init(config)
-        _print_json(result) if args.json else _say(f"schema ready on {result['database']} "
-                                                   f"(pgvector {result['pgvector']})")
+        upgraded = f", upgraded from version {result['upgraded_from']}" if result["upgraded_from"] else ""
+        _print_json(result) if args.json else _say(f"schema version {result['schema_version']} ready on "
+                                                   f"{result['database']} (pgvector {result['pgvector']}{upgraded})")
     elif args.db_command == "status":
         result = db_status(config)
         if args.json:
@@ -3463,7 +3523,8 @@ def _cmd_db(config: Config, args: argparse.Namespace) -> int:
         else:
             print(f"database        {result['database']}")
             print(f"server          PostgreSQL {result['server_version']}, pgvector {result['pgvector'] or 'absent'}")
-            print(f"schema          {'initialized' if result['schema_initialized'] else 'NOT initialized'}")
+            print(f"schema          {'initialized' if result['schema_initialized'] else 'NOT initialized'}"
+                  + (f" (version {result['schema_version']})" if result["schema_version"] else ""))
             if result["schema_initialized"]:
                 print(f"documents       {result['documents']}")
                 print(f"chunks          {result['chunks']}")

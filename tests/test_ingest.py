@@ -260,3 +260,171 @@ def test_worker_processes_give_the_same_index_as_in_process(db, tmp_path, monkey
                 "c.token_count, e.embedding::text FROM chunks c JOIN embeddings e ON e.chunk_id = c.id "
                 "JOIN documents d ON d.id = c.document_id WHERE d.vault_path = :v ORDER BY 1, 2", v=str(vault)))
     assert snapshots[0] == snapshots[1] and len(snapshots[0]) > 200
+
+
+# --- interruption: signals on real processes leave no process, lock or running row behind (issue 10) ----------------
+
+import signal  # noqa: E402
+import time  # noqa: E402
+
+from robust_util import (check_consistent, children, ingest_lock_held, make_vault, query, start_cli,  # noqa: E402
+                         wait_for, wait_gone)
+
+WORKERS = {"LOCALRAG_INGEST_WORKERS": "2"}
+
+
+@pytest.fixture
+def big_vault(tmp_path):
+    """300 notes: a few seconds of ingest with worker processes and (with batch_chunks) many transactions."""
+    return make_vault(tmp_path / "big", 300)
+
+
+def _running_with_commits(config):
+    rows = query(config, "SELECT id, documents_added FROM ingest_runs WHERE status = 'running'")
+    return rows and rows[0][1] > 0 and rows[0]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGKILL])
+def test_signal_mid_ingest_leaves_no_process_lock_or_running_row(db, big_vault, sig):
+    proc = start_cli("ingest", str(big_vault), env=WORKERS, batch_chunks=60)
+    run_id = wait_for(lambda: _running_with_commits(db))[0]
+    workers = children(proc.pid)
+    assert len(workers) == 2, "the worker pool should be running"
+    os.kill(proc.pid, sig)
+    _, err = proc.communicate(timeout=60)
+    assert wait_gone(workers) == [], "worker processes outlived their parent"
+    if sig == signal.SIGKILL:
+        assert proc.returncode == -signal.SIGKILL
+    else:
+        name = signal.Signals(sig).name
+        assert proc.returncode == 128 + sig, err
+        assert f"interrupted ({name}): ingest run #{run_id} stopped and marked failed" in err
+        status, summary, added = query(db, "SELECT status, error_summary, documents_added FROM ingest_runs "
+                                           "WHERE id = :i", i=run_id)[0]
+        assert status == "failed" and f"interrupted ({name})" in summary
+        assert not ingest_lock_held(db, str(big_vault.resolve()))
+    # A killed run's row counts what its committed batches wrote.
+    added = query(db, "SELECT documents_added FROM ingest_runs WHERE id = :i", i=run_id)[0][0]
+    assert added == query(db, "SELECT count(*) FROM documents")[0][0] > 0
+    # The next command completes and the index is whole.
+    code, out = run_cli("ingest", str(big_vault), "--json")
+    result = json.loads(out)
+    assert code == 0 and result["documents_skipped"] == added and result["documents_added"] == 300 - added
+    check_consistent(db, big_vault)
+    assert query(db, "SELECT status FROM ingest_runs WHERE id = :i", i=run_id)[0][0] == "failed"
+
+
+def test_second_ctrl_c_ends_at_once(db, big_vault):
+    proc = start_cli("ingest", str(big_vault), env=WORKERS, batch_chunks=60)
+    wait_for(lambda: _running_with_commits(db))
+    workers = children(proc.pid)
+    os.kill(proc.pid, signal.SIGINT)
+    os.kill(proc.pid, signal.SIGINT)
+    proc.communicate(timeout=30)
+    assert proc.returncode in (130, -signal.SIGINT)
+    assert wait_gone(workers) == []
+    assert run_cli("ingest", str(big_vault))[0] == 0
+    check_consistent(db, big_vault)
+
+
+def test_ctrl_c_during_a_blocked_opening_query_ends_now_and_frees_the_lock(ingested):
+    """The issue's 3-minute stall: Ctrl-C while the diff query waits.  The interrupted session is ended from a
+    fresh connection (its lock and query go at once), not waited for."""
+    config, vault, _ = ingested
+    with localrag.Store.open(config) as blocker:
+        blocker.run("BEGIN")
+        blocker.run("LOCK TABLE documents IN ACCESS EXCLUSIVE MODE")
+        proc = start_cli("ingest", str(vault))
+        wait_for(lambda: query(config, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                                       "AND application_name = 'localrag'")[0][0] > 0)
+        os.kill(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=20)
+        assert proc.returncode == 130 and "interrupted (SIGINT)" in err
+        assert query(config, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                             "AND application_name = 'localrag'")[0][0] == 0
+        assert not ingest_lock_held(config, str(vault.resolve()))
+        blocker.run("ROLLBACK")
+    assert run_cli("ingest", str(vault))[0] == 0
+
+
+def test_workers_are_forked_before_the_database_connection(db, big_vault):
+    """No worker holds a socket to Postgres: they are started before the connection opens."""
+    proc = start_cli("ingest", str(big_vault), env=WORKERS, batch_chunks=60)
+    wait_for(lambda: _running_with_commits(db))
+    workers = children(proc.pid)
+    try:
+        for pid in workers:
+            fds = os.listdir(f"/proc/{pid}/fd")
+            links = {os.readlink(f"/proc/{pid}/fd/{fd}") for fd in fds if os.path.exists(f"/proc/{pid}/fd/{fd}")}
+            sockets = {link for link in links if link.startswith("socket:")}
+            parent = {os.readlink(f"/proc/{proc.pid}/fd/{fd}") for fd in os.listdir(f"/proc/{proc.pid}/fd")
+                      if os.path.exists(f"/proc/{proc.pid}/fd/{fd}")}
+            assert not sockets & {link for link in parent if link.startswith("socket:")}
+    finally:
+        proc.kill()
+        proc.communicate()
+    assert wait_gone(workers) == []
+
+
+# --- concurrency -----------------------------------------------------------------------------------------------------
+
+def test_second_ingest_names_the_holder_or_waits_for_it(db, big_vault, capfd):
+    first = start_cli("ingest", str(big_vault), env=WORKERS, batch_chunks=60)
+    wait_for(lambda: query(db, "SELECT 1 FROM ingest_runs WHERE status = 'running'"))
+    code, out = run_cli("ingest", str(big_vault), "--json")
+    err = json.loads(out)["error"]
+    assert code == localrag.EXIT_BUSY == 12 and err["code"] == "ingest_in_progress"
+    assert f"pid {first.pid}" in err["message"] and "started 20" in err["message"] and "--wait" in err["message"]
+    capfd.readouterr()
+    code, out = run_cli("ingest", str(big_vault), "--wait", "--json")  # returns once the first has finished
+    assert first.wait(timeout=120) == 0
+    assert code == 0 and json.loads(out)["documents_skipped"] == 300
+    assert "waiting for ingest run #" in capfd.readouterr().err
+    check_consistent(db, big_vault)
+
+
+def test_search_during_reingest_sees_each_document_whole(db, tmp_path, monkeypatch):
+    """Every note is rewritten from version A (6 sections) to version B (4 sections) and re-ingested in many small
+    transactions while searches run: each search and each snapshot sees a note all-A or all-B, never a mix."""
+    vault = tmp_path / "v"
+    vault.mkdir()
+
+    def write(version: str, sections: int) -> None:
+        for n in range(40):
+            text = f"# Note {n}\n" + "".join(f"## Part {s}\nshared marker zebracorn version{version} part {s} of "
+                                            f"note {n}.\n\n" for s in range(sections))
+            (vault / f"n{n:02d}.md").write_text(text, encoding="utf-8")
+
+    write("A", 6)
+    localrag.ingest(db, vault)
+    write("B", 4)
+    monkeypatch.setattr(localrag, "INGEST_BATCH_CHUNKS", 4)
+    done = threading.Event()
+    errors = []
+
+    def reingest():
+        try:
+            localrag.ingest(db, vault)
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+        finally:
+            done.set()
+
+    thread = threading.Thread(target=reingest)
+    thread.start()
+    seen_versions, searches = set(), 0
+    with localrag.Store.open(db) as s:
+        while not done.is_set() or searches < 3:
+            by_source: dict = {}
+            for r in localrag.search(db, "zebracorn shared marker", top_k=20, store=s)["results"]:
+                by_source.setdefault(r["source"], set()).add(r["content"].split("version")[1][0])
+            assert all(len(v) == 1 for v in by_source.values()), by_source
+            seen_versions.update(*by_source.values())
+            for rel, versions, n in s.run("SELECT relative_path, array_agg(DISTINCT substring(content from "
+                                          "'version(.)')), count(*) FROM chunks WHERE content LIKE '%version%' "
+                                          "GROUP BY 1"):
+                assert (versions, n) in ((["A"], 6), (["B"], 4)), (rel, versions, n)
+            searches += 1
+    thread.join()
+    assert not errors and searches >= 3 and "B" in seen_versions
+    assert query(db, "SELECT count(*) FROM chunks WHERE content LIKE '%versionA%'")[0][0] == 0
