@@ -3,6 +3,7 @@
 import json
 import os
 import threading
+import shutil
 
 import pytest
 
@@ -265,7 +266,6 @@ def test_worker_processes_give_the_same_index_as_in_process(db, tmp_path, monkey
 # --- interruption: signals on real processes leave no process, lock or running row behind (issue 10) ----------------
 
 import signal  # noqa: E402
-import time  # noqa: E402
 
 from robust_util import (check_consistent, children, ingest_lock_held, make_vault, query, start_cli,  # noqa: E402
                          wait_for, wait_gone)
@@ -428,3 +428,131 @@ def test_search_during_reingest_sees_each_document_whole(db, tmp_path, monkeypat
     thread.join()
     assert not errors and searches >= 3 and "B" in seen_versions
     assert query(db, "SELECT count(*) FROM chunks WHERE content LIKE '%versionA%'")[0][0] == 0
+
+
+# --- one file never fails a batch; odd files are named, never opened or hung on ------------------------------------
+
+ALIAS_BOMB = ("---\n" + "a: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n"
+              + "".join(f"{n}: &{n} [{','.join(['*' + p] * 9)}]\n" for p, n in zip("abcdefgh", "bcdefghi"))
+              + "---\n# Bomb\nthe body of the alias bomb note survives\n")
+
+
+def test_odd_files_are_named_and_the_rest_indexed(db, vault):
+    """The issue's inputs, each real: a YAML \\0 escape, NUL bytes, a lone-surrogate escape, a name that is not
+    UTF-8, a symlink loop, a dangling symlink, a FIFO and a socket named *.md, an alias bomb, oversize
+    frontmatter.  Run as a real process (a FIFO that is opened would hang it): exit 10 or 0, every other note
+    indexed, each problem named once."""
+    import socket as socketmod
+    (vault / "nul-yaml.md").write_text('---\ntitle: "a\\0b"\ntags: ["x\\0y"]\n---\n# NUL yaml\nbody one\n')
+    (vault / "nul-body.md").write_bytes(b"# NUL body\nbefore\x00after\n")
+    (vault / "surrogate.md").write_text('---\ntitle: "bad \\ud800 escape"\n---\n# Surrogate\nbody\n')
+    os.close(os.open(os.fsencode(str(vault)) + b"/caf\xe9 latin1 name.md", os.O_CREAT | os.O_WRONLY, 0o644))
+    with open(os.fsencode(str(vault)) + b"/caf\xe9 latin1 name.md", "wb") as f:
+        f.write("# Café\nnamed in latin-1 zebracorn\n".encode())
+    (vault / "loop-a.md").symlink_to(vault / "loop-b.md")
+    (vault / "loop-b.md").symlink_to(vault / "loop-a.md")
+    (vault / "dangling.md").symlink_to(vault / "no-such-note.md")
+    os.mkfifo(vault / "pipe.md")
+    sock = socketmod.socket(socketmod.AF_UNIX)
+    sock.bind(str(vault / "sock.md"))
+    (vault / "bomb.md").write_text(ALIAS_BOMB)
+    (vault / "big-frontmatter.md").write_text("---\nnotes: " + "y" * 70_000 + "\n---\n# Big\nbig body survives\n")
+    try:
+        proc = start_cli("ingest", str(vault), "--json")
+        out, err = proc.communicate(timeout=120)
+    finally:
+        sock.close()
+    assert proc.returncode in (0, localrag.EXIT_PARTIAL), err
+    result = json.loads(out)
+    assert result["status"] == "success"
+    failed = {f["path"]: f["error"] for f in result["files_failed"]}
+    warned = {w["path"]: w["warning"] for w in result["warnings"]}
+    assert set(failed) <= {"surrogate.md"}  # the C YAML parser rejects the escape; the pure one gives U+FFFD
+    assert warned["loop-a.md"] == warned["loop-b.md"] == "symlink loop; skipped"
+    assert warned["dangling.md"].startswith("dangling symlink") and "no-such-note.md" in warned["dangling.md"]
+    assert warned["pipe.md"] == "not a regular file (FIFO); skipped"
+    assert warned["sock.md"] == "not a regular file (socket); skipped"
+    assert "alias" in warned["bomb.md"] and "over the 65536-byte limit" in warned["big-frontmatter.md"]
+    assert "not valid UTF-8" in warned["caf\\xe9 latin1 name.md"]
+    for path in list(failed) + list(warned):  # printed once each
+        assert err.count(path) == 1, (path, err)
+    with localrag.Store.open(db) as s:
+        rows = dict(s.run("SELECT relative_path, frontmatter::text FROM documents"))
+        assert json.loads(rows["nul-yaml.md"]) == {"title": "ab", "tags": ["xy"]}
+        assert s.run("SELECT content FROM chunks WHERE relative_path = 'nul-body.md'")[0][0].endswith("beforeafter")
+        assert rows["bomb.md"] == "{}" and rows["big-frontmatter.md"] == "{}"
+        assert s.run("SELECT count(*) FROM chunks WHERE content LIKE '%alias bomb note survives%' OR content "
+                     "LIKE '%big body survives%'")[0][0] == 2
+        assert "caf\\xe9 latin1 name.md" in rows
+        n_md = 13 + 5  # the sample vault + the five readable notes above (surrogate.md may fail alone)
+        assert len(rows) in (n_md, n_md + 1)
+    # A rerun changes nothing: the escaped name maps to the same file.
+    code, out = run_cli("ingest", str(vault), "--json")
+    assert json.loads(out)["documents_added"] == 0 and json.loads(out)["documents_deleted"] == 0
+
+
+def test_frontmatter_bomb_is_bounded_in_time_and_size():
+    doc = localrag.parse_markdown(ALIAS_BOMB, "bomb.md")
+    assert doc.frontmatter == {} and "alias" in doc.warnings[0] and "survives" in doc.body
+
+
+def test_fifo_swapped_in_after_the_scan_is_not_opened(db, tmp_path):
+    """_read opens without blocking and checks the file type: a FIFO appearing between scan and read fails alone."""
+    vault = tmp_path / "v"
+    vault.mkdir()
+    (vault / "a.md").write_text("# A\nalpha\n")
+    (vault / "b.md").write_text("# B\nbeta\n")
+    files, _ = localrag.scan_vault(vault)
+    (vault / "b.md").unlink()
+    os.mkfifo(vault / "b.md")
+    config = db
+    with localrag.Store.open(config) as s:
+        s.run("INSERT INTO ingest_runs (vault_path, embedding_provider, embedding_model, embedding_dim, status) "
+              "VALUES ('x', 'fake', 'm', 1024, 'success')")
+        job = localrag._IngestRun(config, s, vault.resolve(), str(vault.resolve()), 1, None, None)
+        assert job._read("b.md", vault / "b.md", None, []) is None
+    assert job.failed == [{"path": "b.md", "error": "not a regular file any more; skipped"}]
+
+
+# --- mass delete guard ---------------------------------------------------------------------------------------------
+
+def test_empty_or_unmounted_vault_is_refused_and_nothing_changes(ingested, tmp_path):
+    config, vault, first = ingested
+    before = counts(config)
+    n_runs = len(runs(config))
+    for child in list(vault.iterdir()):  # what an unmounted mount point looks like: an empty folder
+        shutil.rmtree(child) if child.is_dir() else child.unlink()
+    code, out = run_cli("ingest", str(vault), "--json")
+    err = json.loads(out)["error"]
+    assert code == localrag.EXIT_MASS_DELETE == 13 and err["code"] == "mass_delete_refused"
+    assert "holds no .md files" in err["message"] and "--allow-delete" in err["message"]
+    assert counts(config) == before and len(runs(config)) == n_runs
+    code, out = run_cli("ingest", str(vault), "--allow-delete", "--json")
+    assert code == 0 and json.loads(out)["documents_deleted"] == first["documents_added"]
+    assert counts(config)["documents"] == 0
+
+
+def test_losing_more_than_half_is_refused_a_few_is_not(ingested):
+    config, vault, first = ingested
+    notes = sorted(p for p in vault.rglob("*.md") if ".obsidian" not in p.parts)
+    notes[0].unlink()
+    assert localrag.ingest(config, vault)["documents_deleted"] == 1
+    for p in notes[1:9]:
+        p.unlink()
+    with pytest.raises(localrag.MassDeleteRefused, match=r"lacks 8 of the 12 indexed notes"):
+        localrag.ingest(config, vault)
+    assert localrag.ingest(config, vault, allow_delete=True)["documents_deleted"] == 8
+
+
+def test_runs_record_counts_per_batch(db, vault, monkeypatch):
+    """Each batch's transaction also updates its run row: what a killed run committed is visible."""
+    monkeypatch.setattr(localrag, "INGEST_BATCH_CHUNKS", 5)
+    seen = []
+
+    def watch(msg):
+        if msg.startswith("[8/"):
+            seen.append(query(db, "SELECT documents_added, chunks_written FROM ingest_runs "
+                                  "WHERE status = 'running'")[0])
+
+    localrag.ingest(db, vault, progress=watch)
+    assert seen and 0 < seen[0][0] < 8 and seen[0][1] > 0

@@ -115,3 +115,63 @@ def test_two_commands_starting_the_embedded_server_at_once(tmp_path):
         assert [p.returncode for p in procs] == [0, 0], results
     finally:
         subprocess.run([sys.executable, "-m", "localrag", "db", "stop"], cwd=tmp_path, env=env, capture_output=True)
+
+
+# --- schema versioning -----------------------------------------------------------------------------------------------
+
+def _fresh_schema(config, ddl: str | None = None):
+    """Drop every localrag table, then apply `ddl` (None: nothing)."""
+    with localrag.Store.open(config) as s:
+        s.run("DROP TABLE IF EXISTS localrag_schema, embeddings, chunks, documents, ingest_runs CASCADE")
+        if ddl:
+            s.run(ddl)
+
+
+def test_first_release_schema_is_upgraded_in_place(config):
+    """A database made by the first release's DDL (schema.sql at 9c74cdf), with data: commands ask for `db init`,
+    which upgrades it in one transaction, keeps the data, and is idempotent."""
+    from conftest import SAMPLE_VAULT
+    v1 = (ROOT / "tests" / "data" / "schema_v1.sql").read_text()
+    _fresh_schema(config, v1)
+    try:
+        with localrag.Store.open(config) as s:
+            assert s.schema_version() == 1
+            s.run("INSERT INTO documents (vault_path, file_path, relative_path, content_hash) "
+                  "VALUES ('/v', '/v/a.md', 'a.md', 'h')")
+        code, out = run_cli("search", "anything", "--json")
+        err = __import__("json").loads(out)["error"]
+        assert code == localrag.EXIT_SCHEMA and err["code"] == "schema_outdated" and "db init" in err["message"]
+        code, out = run_cli("db", "init", "--json")
+        result = __import__("json").loads(out)
+        assert code == 0 and result["schema_version"] == localrag.SCHEMA_VERSION and result["upgraded_from"] == 1
+        assert run_cli("db", "init")[0] == 0  # idempotent
+        with localrag.Store.open(config) as s:
+            assert s.schema_version() == localrag.SCHEMA_VERSION
+            assert s.run("SELECT relative_path FROM documents") == [["a.md"]]
+            assert s.run("SELECT count(*) FROM localrag_schema WHERE version = :v", v=localrag.SCHEMA_VERSION)[0][0] == 1
+        assert localrag.ingest(config, SAMPLE_VAULT, allow_delete=True)["status"] == "success"
+    finally:
+        _fresh_schema(config)
+        localrag.Store.open(config).init_schema()
+
+
+def test_newer_schema_is_refused_by_every_command(config, tmp_path):
+    _fresh_schema(config)
+    try:
+        with localrag.Store.open(config) as s:
+            s.init_schema()
+            s.run("INSERT INTO localrag_schema (version) VALUES (:v)", v=localrag.SCHEMA_VERSION + 1)
+        for args in (["db", "init"], ["search", "x"], ["ask", "x"], ["ingest", str(tmp_path)]):
+            code, out = run_cli(*args, "--json")
+            err = __import__("json").loads(out)["error"]
+            assert code == localrag.EXIT_SCHEMA and err["code"] == "schema_too_new", args
+            assert f"version {localrag.SCHEMA_VERSION + 1}, newer than" in err["message"]
+        with localrag.Store.open(config) as s:  # db init changed nothing
+            assert s.schema_version() == localrag.SCHEMA_VERSION + 1
+    finally:
+        _fresh_schema(config)
+        localrag.Store.open(config).init_schema()
+
+
+def test_schema_sql_records_its_version():
+    assert f"VALUES ({localrag.SCHEMA_VERSION}) ON CONFLICT" in localrag.SCHEMA_SQL
