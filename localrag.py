@@ -1815,57 +1815,109 @@ class _Pending:
 
 def _worker_init(parent_pid: int) -> None:
     """Runs first in each worker: it must never outlive the ingest that forked it.  The kernel kills it when the
-    parent dies (PR_SET_PDEATHSIG); a thread watching the parent PID covers the moment before that is set.
-    Ctrl-C goes to the whole process group: the parent decides, and ends the workers itself."""
+    parent dies (PR_SET_PDEATHSIG), and its job pipe reaches EOF then too (it holds no other copy of the parent's
+    end).  Ctrl-C goes to the whole process group: the parent decides, and ends the workers itself."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_DFL)
     with contextlib.suppress(Exception):
         import ctypes
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
-    if os.getppid() != parent_pid:
+    if os.getppid() != parent_pid:  # the parent died before the line above
         os._exit(0)
 
-    def watch() -> None:
-        while os.getppid() == parent_pid:
-            time.sleep(0.5)
-        os._exit(0)
 
-    threading.Thread(target=watch, daemon=True).start()
+def _worker_main(conn, parent_pid: int) -> None:
+    """A worker's loop: a thread drains the job pipe (so the parent's sends never wait on a worker busy sending a
+    large result: no deadlock), the main thread runs jobs in order and sends each result back.  EOF on the pipe
+    (the parent closed it, or died) ends the worker at once."""
+    import queue
+    _worker_init(parent_pid)
+    jobs: queue.SimpleQueue = queue.SimpleQueue()
 
+    def read() -> None:
+        try:
+            while True:
+                jobs.put(conn.recv())
+        except (EOFError, OSError):
+            os._exit(0)
 
-def _worker_ready() -> int:
-    return os.getpid()
+    threading.Thread(target=read, daemon=True).start()
+    while True:
+        fn, args = jobs.get()
+        try:
+            result = fn(*args)
+        except Exception as exc:  # a bug on one file must not take the run down: it fails that file
+            result = f"cannot parse: {type(exc).__name__}: {exc}"
+        conn.send(result)
 
 
 class _Workers:
-    """Worker processes for parse/chunk/fake-embed.  Started (forked) before any database connection opens, so no
-    worker holds the connection's socket; they end with the parent however it ends."""
+    """Worker processes for parse/chunk/fake-embed, one job pipe each.  Forked before any database connection opens,
+    so no worker holds the connection's socket; they end with the parent however it ends (pipe EOF, parent-death
+    signal).  Results must be taken in submission order (run() does): job i goes to worker i mod n, and each
+    worker answers in order."""
 
     def __init__(self, workers: int) -> None:
-        import concurrent.futures
         import multiprocessing
-        self.pool = concurrent.futures.ProcessPoolExecutor(
-            workers, mp_context=multiprocessing.get_context("fork"), initializer=_worker_init,
-            initargs=(os.getpid(),))
-        # With fork the executor starts every worker at the first submit: do it now, before the connection opens.
-        self.pool.submit(_worker_ready).result()
+        parent = os.getpid()
+        self.conns: list = []
+        self.pids: list[int] = []
+        self.submitted = 0
+        for _ in range(workers):
+            mine, theirs = multiprocessing.Pipe(duplex=True)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            pid = os.fork()
+            if pid == 0:  # the worker: drop every parent-side end, so the parent's death is an EOF here
+                code = 0
+                try:
+                    mine.close()
+                    for c in self.conns:
+                        c.close()
+                    _worker_main(theirs, parent)
+                except BaseException:
+                    code = 1
+                finally:
+                    os._exit(code)
+            theirs.close()
+            self.conns.append(mine)
+            self.pids.append(pid)
 
-    def submit(self, fn: Callable, *args: Any):
-        return self.pool.submit(fn, *args)
+    def submit(self, fn: Callable, *args: Any) -> "_WorkerResult":
+        conn = self.conns[self.submitted % len(self.conns)]
+        conn.send((fn, args))
+        self.submitted += 1
+        return _WorkerResult(conn)
 
     def close(self, abort: bool = False) -> None:
-        if abort:  # interrupted: do not wait for a worker busy with a large file
-            processes = list((getattr(self.pool, "_processes", None) or {}).values())
-            self.pool.shutdown(wait=False, cancel_futures=True)
-            for p in processes:
-                with contextlib.suppress(Exception):
-                    p.kill()
-            for p in processes:
-                with contextlib.suppress(Exception):
-                    p.join(2)
-        else:
-            self.pool.shutdown(wait=True, cancel_futures=True)
+        """Close the pipes (idle workers exit on EOF) and reap; abort (interrupted, or an error mid-run) kills them
+        first rather than wait for a worker busy with a large file."""
+        if abort:
+            for pid in self.pids:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+        for conn in self.conns:
+            with contextlib.suppress(OSError):
+                conn.close()
+        deadline = time.monotonic() + 5.0
+        for pid in self.pids:
+            with contextlib.suppress(ChildProcessError):
+                while os.waitpid(pid, os.WNOHANG) == (0, 0):
+                    if time.monotonic() > deadline:
+                        os.kill(pid, signal.SIGKILL)
+                        os.waitpid(pid, 0)
+                        break
+                    time.sleep(0.01)
+        self.pids = []
+
+
+class _WorkerResult:
+    def __init__(self, conn) -> None:
+        self.conn = conn
+
+    def result(self) -> Any:
+        return self.conn.recv()
 
 
 def _worker_pool(workers: int, jobs: int) -> _Workers | None:

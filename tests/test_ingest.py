@@ -664,3 +664,20 @@ def test_embedded_postgres_killed_mid_ingest_next_command_restarts_it(tmp_path, 
         stop = start_cli("db", "stop", env=env)
         stop.communicate(timeout=120)
         localrag._embedded_targets.clear()
+
+
+def test_sigterm_while_waiting_for_the_lock(ingested):
+    """Interrupting `ingest --wait` while it waits: exit 143 at once, no run row of its own, the holder unharmed."""
+    config, vault, _ = ingested
+    vault_key = str(vault.resolve())
+    with localrag.Store.open(config) as holder:
+        holder.run("SELECT pg_advisory_lock(:k, hashtext(:v))", k=localrag.INGEST_LOCK_KEY, v=vault_key)
+        n_runs = len(runs(config))
+        proc = start_cli("ingest", str(vault), "--wait")
+        wait_for(lambda: query(config, "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'localrag' "
+                                       "AND pid <> pg_backend_pid() AND query LIKE '%pg_try_advisory_lock%'")[0][0] > 0)
+        os.kill(proc.pid, signal.SIGTERM)
+        _, err = proc.communicate(timeout=20)
+        assert proc.returncode == 143 and "waiting for another ingest" in err and "interrupted (SIGTERM)" in err
+        assert len(runs(config)) == n_runs
+    assert localrag.ingest(config, vault)["status"] == "success"
