@@ -2914,6 +2914,12 @@ def db_status(config: Config) -> dict:
                          "ORDER BY id DESC LIMIT 1")
             out["last_ingest_run"] = (dict(zip(("id", "vault_path", "status", "started_at", "finished_at",
                                                 "error_summary"), _jsonable(list(last[0])))) if last else None)
+            if last and last[0][2] == "running" and not s.run(
+                    "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND classid = :k "
+                    "AND objid = hashtext(:v)::oid AND granted)", k=INGEST_LOCK_KEY, v=last[0][1])[0][0]:
+                # Nobody holds the vault's lock: the process that ran it is gone (killed); say so.
+                out["last_ingest_run"]["status"] = "interrupted"
+                out["last_ingest_run"]["hint"] = "its process ended; the next ingest of this vault marks it failed"
         else:
             out["hint"] = HINT_DB_INIT
     return out

@@ -298,6 +298,11 @@ def test_signal_mid_ingest_leaves_no_process_lock_or_running_row(db, big_vault, 
     assert wait_gone(workers) == [], "worker processes outlived their parent"
     if sig == signal.SIGKILL:
         assert proc.returncode == -signal.SIGKILL
+        # Until the next ingest closes it, `db status` tells the row's process is gone (once the server has
+        # noticed the dropped session and released its lock).
+        wait_for(lambda: not ingest_lock_held(db, str(big_vault.resolve())), timeout=30)
+        last = json.loads(run_cli("db", "status", "--json")[1])["last_ingest_run"]
+        assert last["id"] == run_id and last["status"] == "interrupted" and "next ingest" in last["hint"]
     else:
         name = signal.Signals(sig).name
         assert proc.returncode == 128 + sig, err
