@@ -1263,7 +1263,16 @@ CREATE TABLE IF NOT EXISTS embeddings (
 );
 
 -- A 1024-dim vector is 4 KB: keep it in the row instead of TOAST, so the exact scan reads one relation, not two.
-ALTER TABLE embeddings ALTER COLUMN embedding SET STORAGE PLAIN;
+-- Only when not yet so: ALTER TABLE takes an exclusive lock, and a `db init` queued behind a running ingest with
+-- that lock pending would stall every search.
+DO $$
+BEGIN
+  IF (SELECT attstorage FROM pg_attribute WHERE attrelid = 'embeddings'::regclass AND attname = 'embedding') <> 'p'
+  THEN
+    ALTER TABLE embeddings ALTER COLUMN embedding SET STORAGE PLAIN;
+  END IF;
+END
+$$;
 
 CREATE TABLE IF NOT EXISTS ingest_runs (
   id BIGSERIAL PRIMARY KEY,
@@ -1524,7 +1533,9 @@ class Store:
     def __enter__(self) -> "Store":
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, exc_type: Any, *exc: Any) -> None:
+        if exc_type is not None and issubclass(exc_type, KeyboardInterrupt):
+            _end_session(self)  # interrupted mid-query: end the server session too, not just our socket
         self.close()
 
     @contextlib.contextmanager

@@ -47,7 +47,16 @@ CREATE TABLE IF NOT EXISTS embeddings (
 );
 
 -- A 1024-dim vector is 4 KB: keep it in the row instead of TOAST, so the exact scan reads one relation, not two.
-ALTER TABLE embeddings ALTER COLUMN embedding SET STORAGE PLAIN;
+-- Only when not yet so: ALTER TABLE takes an exclusive lock, and a `db init` queued behind a running ingest with
+-- that lock pending would stall every search.
+DO $$
+BEGIN
+  IF (SELECT attstorage FROM pg_attribute WHERE attrelid = 'embeddings'::regclass AND attname = 'embedding') <> 'p'
+  THEN
+    ALTER TABLE embeddings ALTER COLUMN embedding SET STORAGE PLAIN;
+  END IF;
+END
+$$;
 
 CREATE TABLE IF NOT EXISTS ingest_runs (
   id BIGSERIAL PRIMARY KEY,

@@ -175,3 +175,28 @@ def test_newer_schema_is_refused_by_every_command(config, tmp_path):
 
 def test_schema_sql_records_its_version():
     assert f"VALUES ({localrag.SCHEMA_VERSION}) ON CONFLICT" in localrag.SCHEMA_SQL
+
+
+def test_db_init_behind_a_running_ingest_never_blocks_search_and_ends_on_sigterm(ingested):
+    """The issue's pile-up: an interrupted ingest's open transaction, `db init` queued behind it, every search
+    queued behind `db init`.  Now db init takes no exclusive lock on an up-to-date schema, a search goes through
+    while it waits, and SIGTERM ends it (exit 143) together with its server session."""
+    import os
+    import signal
+    from robust_util import query, start_cli, wait_for
+    config, vault, _ = ingested
+    with localrag.Store.open(config) as writer:  # what a batch in progress holds
+        writer.run("BEGIN")
+        writer.run("LOCK TABLE embeddings IN ROW EXCLUSIVE MODE")
+        writer.run("LOCK TABLE chunks IN ROW EXCLUSIVE MODE")
+        proc = start_cli("db", "init")
+        waiting = ("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'localrag' "
+                   "AND wait_event_type = 'Lock'")
+        wait_for(lambda: query(config, waiting)[0][0] > 0)
+        assert localrag.search(config, "P1 升级")["results"]  # not queued behind db init
+        os.kill(proc.pid, signal.SIGTERM)
+        _, err = proc.communicate(timeout=20)
+        assert proc.returncode == 143 and "interrupted (SIGTERM)" in err
+        assert query(config, waiting)[0][0] == 0
+        writer.run("ROLLBACK")
+    assert run_cli("db", "init")[0] == 0
