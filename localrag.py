@@ -875,28 +875,33 @@ def _suffix_within(text: str, limit: int) -> int:
 
 def _hard_cut(body: str, start: int, end: int, limit: int) -> list[tuple[int, int, int]]:
     """Cut body[start:end] (a line with no sentence break) into (start, end, tokens) pieces of at most `limit`
-    tokens.  The text is encoded once and cut at token offsets, so a 9 MB line costs what its encoding costs
-    (re-counting the remainder after every cut made this quadratic)."""
+    tokens.  The text is encoded once and cut every `limit` tokens (byte length of those tokens, snapped back to a
+    character boundary), so a 9 MB line costs what its encoding costs; re-counting the remainder after every cut
+    made this quadratic (1 MB took 39 s)."""
     enc = _tokenizer()
     text = body[start:end]
+    data = text.encode("utf-8")
     tokens = enc.encode_ordinary(text)
-    _, offsets = enc.decode_with_offsets(tokens)
     pieces = []
-    cur = i = 0
+    cur = byte_cur = 0           # the piece's start, in characters and in bytes
+    j = tok_bytes = 0            # the next token not yet assigned to a piece, and its byte offset
     while cur < len(text):
-        j = i + limit
-        cut = offsets[j] if j < len(tokens) else len(text)
-        while cut <= cur:  # several tokens inside one character: move on to the next character boundary
-            j += 1
-            cut = offsets[j] if j < len(tokens) else len(text)
+        if len(tokens) - j <= limit:
+            cut, byte_cut = len(text), len(data)
+        else:
+            tok_bytes += len(enc.decode_bytes(tokens[j:j + limit]))
+            j += limit
+            byte_cut = tok_bytes
+            while byte_cut > byte_cur + 1 and (data[byte_cut] & 0xC0) == 0x80:  # inside a character: back off
+                byte_cut -= 1
+            cut = cur + len(data[byte_cur:byte_cut].decode("utf-8"))
         n = count_tokens(text[cur:cut])
         if n > limit:  # re-encoding a cut piece can merge differently at its edges: trim to fit (rare, local)
             cut = cur + _prefix_within(text[cur:cut], limit)
             n = count_tokens(text[cur:cut])
+            byte_cut = byte_cur + len(text[cur:cut].encode("utf-8"))
         pieces.append((start + cur, start + cut, n))
-        cur = cut
-        while i < len(tokens) and offsets[i] < cur:
-            i += 1
+        cur, byte_cur = cut, byte_cut
     return pieces
 
 
