@@ -532,7 +532,7 @@ def test_empty_or_unmounted_vault_is_refused_and_nothing_changes(ingested, tmp_p
         shutil.rmtree(child) if child.is_dir() else child.unlink()
     code, out = run_cli("ingest", str(vault), "--json")
     err = json.loads(out)["error"]
-    assert code == localrag.EXIT_MASS_DELETE == 13 and err["code"] == "mass_delete_refused"
+    assert code == localrag.EXIT_MASS_DELETE == 14 and err["code"] == "mass_delete_refused"
     assert "holds no .md files" in err["message"] and "--allow-delete" in err["message"]
     assert counts(config) == before and len(runs(config)) == n_runs
     code, out = run_cli("ingest", str(vault), "--allow-delete", "--json")
