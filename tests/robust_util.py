@@ -13,6 +13,16 @@ from pathlib import Path
 import localrag
 
 ROOT = Path(__file__).resolve().parent.parent
+_started: list[subprocess.Popen] = []
+
+
+def kill_started() -> None:
+    """Kill every process start_cli started that still runs (a failed test must not leave one behind)."""
+    while _started:
+        proc = _started.pop()
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
 
 
 def cli_env(extra: dict | None = None) -> dict:
@@ -31,8 +41,10 @@ def start_cli(*args: str, env: dict | None = None, batch_chunks: int | None = No
     code += "sys.exit(localrag.main(sys.argv[1:]))\n"
     env = cli_env(env)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    return subprocess.Popen([sys.executable, "-c", code, *args], env=env, stdout=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-c", code, *args], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
+    _started.append(proc)
+    return proc
 
 
 def make_vault(root: Path, files: int, sections: int = 6, words: int = 120, seed: int = 7) -> Path:

@@ -686,3 +686,10 @@ def test_sigterm_while_waiting_for_the_lock(ingested):
         assert proc.returncode == 143 and "waiting for another ingest" in err and "interrupted (SIGTERM)" in err
         assert len(runs(config)) == n_runs
     assert localrag.ingest(config, vault)["status"] == "success"
+
+
+@pytest.fixture(autouse=True)
+def _no_process_left_behind():
+    yield
+    from robust_util import kill_started
+    kill_started()

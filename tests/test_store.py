@@ -200,3 +200,10 @@ def test_db_init_behind_a_running_ingest_never_blocks_search_and_ends_on_sigterm
         assert query(config, waiting)[0][0] == 0
         writer.run("ROLLBACK")
     assert run_cli("db", "init")[0] == 0
+
+
+@pytest.fixture(autouse=True)
+def _no_process_left_behind():
+    yield
+    from robust_util import kill_started
+    kill_started()
