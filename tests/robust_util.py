@@ -127,7 +127,7 @@ def check_consistent(config, vault: Path) -> dict:
     """The invariants an index keeps whatever happened to the run that wrote it: every file has its document, every
     document its chunks, every chunk its embedding for the current provider, no duplicates, no orphans, no run left
     'running', and the index equal to what a fresh parse of the files gives.  Returns counts."""
-    files, _ = localrag.scan_vault(vault)
+    files = localrag.scan_vault(vault).files
     vault_key = str(vault.resolve())
     key = config.embedding_key
     docs = dict(query(config, "SELECT relative_path, content_hash FROM documents WHERE vault_path = :v", v=vault_key))
