@@ -185,6 +185,16 @@ class EvalFailed(LocalRagError):
     code, http_status, exit_code = "eval_below_threshold", 500, EXIT_EVAL
 
 
+class PlatformUnsupported(LocalRagError):
+    """The zipapp does not carry this platform or Python (exit 3, before any command runs)."""
+    code, http_status, exit_code = "platform_unsupported", 500, EXIT_CONFIG
+
+
+class PyzUnusable(LocalRagError):
+    """The zipapp cannot be unpacked: damaged file, or no writable unpack folder."""
+    code, http_status, exit_code = "pyz_unusable", 500, EXIT_CONFIG
+
+
 def _jsonable(value: Any) -> Any:
     """Make frontmatter-ish values (dates, sets, paths) safe for json.dumps."""
     if isinstance(value, dict):
@@ -3385,6 +3395,181 @@ def main(argv: Sequence[str] | None = None) -> int:
             _print_json({"error": {"code": "internal_error", "message": f"{type(exc).__name__}: {exc}",
                                    "details": {}}})
         return EXIT_INTERNAL
+
+
+
+# === 16. Zipapp ====================================================================================================
+# localrag-<platform>.pyz (built by tools/build_pyz.py) carries its dependencies in layers: lib/common (pure
+# Python), lib/<platform>/shared (abi3 native parts and the Postgres binaries, one copy for every Python) and
+# lib/<platform>/cp3XY (per-Python builds of tiktoken, regex, PyYAML...).  __main__.py calls _pyz_main, which picks
+# the layers for this platform and Python, unpacks each once into a folder named by its content hash (extracted
+# beside it, then renamed into place, so two first starts never see a half-written layer), puts them on sys.path
+# and runs main().  localrag.py itself is imported straight from the zip.
+
+PYZ_MANIFEST = "localrag-pyz.json"
+PYZ_ROOT_ENV = "SHIV_ROOT"               # shiv's name for its unpack folder, so existing instructions keep working
+PYZ_UNIVERSAL = "localrag-universal.pyz"
+PYZ_MACHINES = {  # (sys.platform family, platform.machine()) -> our platform name
+    ("linux", "x86_64"): "linux-x86_64", ("linux", "amd64"): "linux-x86_64",
+    ("linux", "aarch64"): "linux-aarch64", ("linux", "arm64"): "linux-aarch64",
+    ("darwin", "arm64"): "macos-arm64", ("darwin", "x86_64"): "macos-x86_64",
+    ("win32", "amd64"): "windows-x64", ("win32", "x86_64"): "windows-x64",
+}
+PYZ_NATIVE_MODULES = ("tiktoken._tiktoken", "regex._regex", "yaml._yaml", "psutil", "_postgresql")
+
+
+def pyz_platform_id(sys_platform: str, machine: str) -> str:
+    family = "linux" if sys_platform.startswith("linux") else sys_platform
+    return PYZ_MACHINES.get((family, machine.lower()), f"{family}-{machine.lower()}")
+
+
+def _version_tuple(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in re.findall(r"\d+", text)[:2])
+
+
+def pyz_select(manifest: dict, platform_id: str, python: tuple[int, int], implementation: str = "cpython",
+               libc: tuple[str, str] | None = None, macos: str = "") -> list[dict]:
+    """The manifest's layers to put on sys.path for this platform and Python, most specific first.
+
+    Raises PlatformUnsupported with one line that names the file (or the Python) to use instead.
+    """
+    name = manifest.get("name", "localrag.pyz")
+    platforms = manifest["platforms"]
+    py = f"{python[0]}.{python[1]}"
+    if platform_id not in platforms:
+        known = set(PYZ_MACHINES.values())
+        if platform_id in known:
+            raise PlatformUnsupported(f"{name} does not run on {platform_id}: use localrag-{platform_id}.pyz (or "
+                                      f"{PYZ_UNIVERSAL}) instead", platform=platform_id, carried=sorted(platforms))
+        raise PlatformUnsupported(f"no localrag pyz runs on {platform_id} (built for {', '.join(sorted(known))}); "
+                                  f"install from source instead: pip install localrag", platform=platform_id)
+    facts = platforms[platform_id]
+    pythons = facts["pythons"]
+    span = f"{pythons[0]}-{pythons[-1]}" if len(pythons) > 1 else pythons[0]
+    if implementation.lower() != "cpython" or py not in pythons:
+        this = f"{'CPython' if implementation.lower() == 'cpython' else implementation} {py}"
+        raise PlatformUnsupported(f"{name} runs on CPython {span}; this is {this}: start the same file with one of "
+                                  f"those, e.g. `python{pythons[-1]} {name}`", python=py, carried=pythons)
+    need = facts.get("min_glibc")
+    if need and libc is not None and (libc[0] != "glibc" or _version_tuple(libc[1]) < _version_tuple(need)):
+        have = f"glibc {libc[1]}" if libc[0] == "glibc" else (libc[0] or "a non-glibc C library (musl?)")
+        raise PlatformUnsupported(f"{name} needs glibc {need} or newer; this system has {have}: run localrag from "
+                                  f"source (pip install localrag) with DATABASE_URL set", glibc=need)
+    need = facts.get("min_macos")
+    if need and macos and _version_tuple(macos) < _version_tuple(need):
+        raise PlatformUnsupported(f"{name} needs macOS {need} or newer; this is macOS {macos}", macos=need)
+    order = {py: 0, None: 1}
+    chosen = [layer for layer in manifest["layers"]
+              if layer["platform"] in (platform_id, None) and layer["python"] in (py, None)]
+    return sorted(chosen, key=lambda layer: (order[layer["python"]], layer["platform"] is None))
+
+
+def pyz_unpack_root(environ: dict, sys_platform: str = sys.platform) -> Path:
+    """Where layers are unpacked: SHIV_ROOT, else the per-user cache folder of the OS."""
+    if environ.get(PYZ_ROOT_ENV, "").strip():
+        return Path(environ[PYZ_ROOT_ENV].strip()).expanduser()
+    home = Path(environ.get("HOME") or environ.get("USERPROFILE") or Path.home())
+    if sys_platform == "darwin":
+        return home / "Library" / "Caches" / APP_NAME / "pyz"
+    if sys_platform == "win32":
+        return Path(environ.get("LOCALAPPDATA") or home / "AppData" / "Local") / APP_NAME / "Cache" / "pyz"
+    return Path(environ.get("XDG_CACHE_HOME") or home / ".cache") / APP_NAME / "pyz"
+
+
+def _pyz_unwritable(folder: Path, exc: OSError) -> PyzUnusable:
+    import tempfile
+    return PyzUnusable(f"cannot write the unpack folder {folder} ({exc.strerror or exc}); set {PYZ_ROOT_ENV} to a "
+                       f"writable folder, e.g. {PYZ_ROOT_ENV}={Path(tempfile.gettempdir()) / 'localrag-pyz'} (and "
+                       f"LOCALRAG_HOME too if the home folder is read-only)", folder=str(folder))
+
+
+def _pyz_unpack(zf, archive: str, layer: dict, root: Path) -> Path:
+    """Unpack one layer once; returns its folder.  Extracts into a temporary sibling, then renames it into place."""
+    import shutil
+    import tempfile
+    import zipfile
+    import zlib
+    final = root / f"{layer['dir'].split('/', 1)[-1].replace('/', '-')}-{layer['sha256'][:16]}"
+    if final.is_dir():
+        return final
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=".unpack-", dir=root))
+    except OSError as exc:
+        raise _pyz_unwritable(root, exc) from None
+    prefix = layer["dir"] + "/"
+    try:
+        for info in zf.infolist():
+            if not info.filename.startswith(prefix):
+                continue
+            parts = [p for p in info.filename[len(prefix):].split("/") if p]
+            if not parts or ".." in parts:
+                continue
+            target = tmp.joinpath(*parts)
+            if info.is_dir():
+                target.mkdir(parents=True, exist_ok=True)
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with zf.open(info) as src, open(target, "wb") as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+            if (info.external_attr >> 16) & 0o111 and os.name != "nt":
+                os.chmod(target, 0o755)
+    except (zipfile.BadZipFile, zlib.error, EOFError, ValueError) as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise PyzUnusable(f"{archive} is damaged ({exc}); copy it again and compare its sha256 with SHA256SUMS",
+                          archive=archive) from None
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise _pyz_unwritable(root, exc) from None
+    try:
+        os.rename(tmp, final)
+    except OSError:  # another first start renamed its copy first: use that one
+        shutil.rmtree(tmp, ignore_errors=True)
+        if not final.is_dir():
+            raise
+    return final
+
+
+def pyz_boot(archive: str, environ: dict | None = None) -> dict:
+    """Check this platform and Python against the pyz's manifest, unpack the chosen layers; returns the facts
+    (also what `doctor` reports).  Does not touch sys.path."""
+    import platform
+    import zipfile
+    environ = dict(os.environ if environ is None else environ)
+    try:
+        zf = zipfile.ZipFile(archive)
+        manifest = json.loads(zf.read(PYZ_MANIFEST))
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile) as exc:
+        raise PyzUnusable(f"{archive} is damaged or not a localrag pyz ({exc}); copy it again and compare its "
+                          f"sha256 with SHA256SUMS", archive=archive) from None
+    with zf:
+        platform_id = pyz_platform_id(sys.platform, platform.machine())
+        libc = platform.libc_ver() if sys.platform.startswith("linux") else None
+        layers = pyz_select(manifest, platform_id, sys.version_info[:2], sys.implementation.name, libc,
+                            platform.mac_ver()[0] if sys.platform == "darwin" else "")
+        root = pyz_unpack_root(environ)
+        paths = [_pyz_unpack(zf, archive, layer, root) for layer in layers]
+    return {"archive": archive, "name": manifest.get("name"), "build_id": manifest.get("build_id"),
+            "platform": platform_id, "pythons": manifest["platforms"][platform_id]["pythons"],
+            "unpack_root": str(root), "layers": [str(p) for p in paths]}
+
+
+def _pyz_main(archive: str, argv: Sequence[str] | None = None) -> int:
+    """The zipapp's entry point (see __main__.py): self-check, unpack, then the normal command line."""
+    try:
+        facts = pyz_boot(archive)
+    except LocalRagError as exc:
+        _say(f"error [{exc.code}]: {exc.message}")
+        return exc.exit_code
+    sys.path[0:0] = facts["layers"]
+    return main(argv)
+
+
+def pyz_archive() -> str | None:
+    """The pyz this module was imported from, or None (a checkout or an installed package)."""
+    import zipimport
+    loader = getattr(__spec__, "loader", None) if "__spec__" in globals() else None
+    return loader.archive if isinstance(loader, zipimport.zipimporter) else None
 
 
 if __name__ == "__main__":
