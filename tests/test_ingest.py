@@ -260,3 +260,15 @@ def test_worker_processes_give_the_same_index_as_in_process(db, tmp_path, monkey
                 "c.token_count, e.embedding::text FROM chunks c JOIN embeddings e ON e.chunk_id = c.id "
                 "JOIN documents d ON d.id = c.document_id WHERE d.vault_path = :v ORDER BY 1, 2", v=str(vault)))
     assert snapshots[0] == snapshots[1] and len(snapshots[0]) > 200
+
+
+@pytest.mark.parametrize("platform,methods,expected", [
+    ("linux", ["fork", "spawn", "forkserver"], "fork"),
+    ("linux", ["spawn"], None),                   # a Linux Python without fork: one process
+    ("darwin", ["spawn", "fork", "forkserver"], None),  # fork exists but is unsafe with macOS frameworks
+    ("win32", ["spawn"], None),                   # Windows: no fork
+])
+def test_worker_pool_start_method_per_platform(platform, methods, expected):
+    assert localrag._pool_start_method(4, 1000, platform, methods) == expected
+    assert localrag._pool_start_method(1, 1000, platform, methods) is None  # one worker: in-process
+    assert localrag._pool_start_method(4, 3, platform, methods) is None     # few files: no pool start-up
