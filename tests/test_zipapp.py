@@ -221,3 +221,15 @@ def test_bootstrap_refuses_old_python_in_one_line(small_pyz):
         assert done.returncode == 3, (python, done.stderr)
         lines = done.stderr.strip().splitlines()
         assert len(lines) == 1 and "[platform_unsupported]" in lines[0] and "CPython" in lines[0]
+
+
+def test_later_starts_use_the_boot_stamp_until_the_file_changes(small_pyz, tmp_path):
+    root = tmp_path / "unpack"
+    first = localrag.pyz_boot(str(small_pyz), {"SHIV_ROOT": str(root)})
+    stamps = sorted(root.glob(".boot-*.json"))
+    assert len(stamps) == 1 and json.loads(stamps[0].read_text())["layers"] == first["layers"]
+    assert localrag.pyz_boot(str(small_pyz), {"SHIV_ROOT": str(root)}) == first
+    st = small_pyz.stat()
+    os.utime(small_pyz, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # a new copy of the file: checked again
+    assert localrag.pyz_boot(str(small_pyz), {"SHIV_ROOT": str(root)})["layers"] == first["layers"]
+    assert len(sorted(root.glob(".boot-*.json"))) == 2
