@@ -7,11 +7,11 @@ good evidence the answer is ``no_answer`` rather than an invention.
 Sections (the data flows top to bottom; pure functions in the middle, I/O at the edges):
      1 Constants      2 Errors        3 Config        4 Markdown      5 Chunking      6 Embedders
      7 Store          8 Ingest        9 Retrieval    10 Context      11 LLM          12 Service
-    13 Eval          14 HTTP         15 CLI
+    13 Eval          14 HTTP         15 CLI          16 Zipapp (the pyz loader, self-check, doctor)
 
 Public API (``__all__``): ``load_config``, ``Config``, ``parse_markdown``, ``chunk_document``, ``FakeLexicalEmbedder``,
 ``get_embedder``, ``Store``, ``ingest``, ``search``, ``ask``, ``health``, ``assemble_context``, ``run_eval``,
-``make_server``, ``main`` and the ``LocalRagError`` tree.  Everything else is private and may change.
+``make_server``, ``doctor``, ``eval_init``, ``pyz_select``, ``pyz_boot``, ``main`` and the ``LocalRagError`` tree.  Everything else is private and may change.
 """
 
 from __future__ import annotations
@@ -50,7 +50,8 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 __all__ = [
     "Config", "load_config", "Document", "Chunk", "parse_markdown", "chunk_document", "count_tokens",
     "FakeLexicalEmbedder", "get_embedder", "Store", "ingest", "search", "ask", "health",
-    "assemble_context", "run_eval", "make_server", "main", "LocalRagError",
+    "assemble_context", "run_eval", "make_server", "doctor", "eval_init", "pyz_select", "pyz_boot", "main",
+    "LocalRagError",
 ]
 
 # === 1. Constants ==================================================================================================
