@@ -1035,6 +1035,9 @@ class Qwen3Embedder:
     def _load(self):
         if self._model is not None:
             return self._model
+        import importlib.util
+        if not all(importlib.util.find_spec(name) for name in ("torch", "sentence_transformers")):
+            raise EmbeddingUnavailable(qwen_install_hint(pyz_archive() is not None))  # install before download
         cached = qwen_cache_status(self.cache_dir)["cached"]
         if not self._allow_download and not cached:
             raise EmbeddingUnavailable(qwen_cache_hint(self.cache_dir), cache_dir=str(self.cache_dir))
@@ -4662,9 +4665,10 @@ def _cmd_mcp(config: Config, args: argparse.Namespace) -> int:
 def _cmd_eval(config: Config, args: argparse.Namespace) -> int:
     if args.action == "init":
         result = eval_init(args.questions or "questions.yaml", args.vault or config.vault_path)
+        source = f", drafted from {result['vault']}" if result["vault"] else ", placeholders: no vault given"
         _print_json(result) if args.json else _say(
-            f"wrote {result['path']} ({result['questions']} questions{', drafted from ' + result['vault'] if result['vault'] else ''}); "
-            f"edit it, then: localrag eval --questions {result['path']}")
+            f"wrote {result['path']} ({result['questions']} questions{source}); edit it, then: "
+            f"localrag eval --questions {result['path']}")
         return EXIT_OK
     path = args.questions or (config.repo_root / "eval" / "questions.yaml" if config.repo_root else None)
     if path is None and Path("questions.yaml").is_file():
