@@ -73,7 +73,7 @@ pyz:
 	@ls -l dist/localrag.pyz && sha256sum dist/localrag.pyz
 
 pyz-all:
-	$(PYZ_BUILD) --platform all --universal
+	$(PYZ_BUILD) --platform all --universal --host-copy
 	@ls -l dist/*.pyz && cat dist/SHA256SUMS
 
 # Re-resolve tools/pyz-requirements.txt (exact versions for every platform and Python) for the oldest Python.
