@@ -127,7 +127,8 @@ def test_every_cpython_end_to_end_in_a_clean_environment(laptop, version):
             assert state["loaded"] and state["from"].startswith(report["pyz"]["unpack_root"]), module
         assert report["network"] == {"needed": False, "needed_for": []}
         qwen = box.run("embeddings", "warmup", EMBEDDING_PROVIDER="local-qwen3")  # no torch in this Python
-        line, = qwen.stderr.strip().splitlines()
+        line = qwen.stderr.strip().splitlines()[-1]  # after the "warming up ..." notice
+        assert qwen.returncode == 7 and line.startswith("error [embedding_model_unavailable]")
         assert qwen.returncode == 7 and f"{python} -m pip install --user torch" in line, qwen.stderr
         assert "localrag[local-qwen3]" not in line
         serve_and_check_health(box)
