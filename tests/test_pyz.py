@@ -211,9 +211,9 @@ def test_unwritable_home_names_the_variables(laptop, tmp_path):
     assert "cannot write the unpack folder" in line and "SHIV_ROOT=" in line and "LOCALRAG_HOME" in line
     data = subprocess.run(box.cmd("db", "init"), cwd=laptop, capture_output=True, text=True,
                           env={"PATH": SYSTEM_DIRS, "HOME": str(blocked), "SHIV_ROOT": str(tmp_path / "unpack")})
-    assert data.returncode == 4
+    assert data.returncode == 3
     line, = data.stderr.strip().splitlines()
-    assert "cannot write the data folder" in line and "set LOCALRAG_HOME" in line
+    assert "is not writable" in line and "set LOCALRAG_HOME to a writable folder" in line
 
 
 # --- the other platforms: built here, checked, not run --------------------------------------------------------------
