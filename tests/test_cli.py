@@ -135,7 +135,7 @@ def test_doctor_names_what_needs_the_network_and_what_fails(env, monkeypatch, ca
     monkeypatch.setenv("DATABASE_URL", "postgresql://u:pw-SENTINEL@127.0.0.1:1/nothing_test")
     code, out = run_cli("doctor", "--json")
     report = json.loads(out)
-    assert code == localrag.EXIT_DB and report["problems"][0]["code"] == "database_unavailable"
+    assert code == localrag.EXIT_DB and report["problems"][0]["code"] in ("database_unavailable", "database_refused")
     assert report["network"]["needed_for"] == ["answers: LLM_PROVIDER=openai-compatible calls llm.example.com"]
     assert "pw-SENTINEL" not in out + capfd.readouterr().err
 
