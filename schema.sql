@@ -47,7 +47,16 @@ CREATE TABLE IF NOT EXISTS embeddings (
 );
 
 -- A 1024-dim vector is 4 KB: keep it in the row instead of TOAST, so the exact scan reads one relation, not two.
-ALTER TABLE embeddings ALTER COLUMN embedding SET STORAGE PLAIN;
+-- Only when not yet so: ALTER TABLE takes an exclusive lock, and a `db init` queued behind a running ingest with
+-- that lock pending would stall every search.
+DO $$
+BEGIN
+  IF (SELECT attstorage FROM pg_attribute WHERE attrelid = 'embeddings'::regclass AND attname = 'embedding') <> 'p'
+  THEN
+    ALTER TABLE embeddings ALTER COLUMN embedding SET STORAGE PLAIN;
+  END IF;
+END
+$$;
 
 CREATE TABLE IF NOT EXISTS ingest_runs (
   id BIGSERIAL PRIMARY KEY,
@@ -68,14 +77,39 @@ CREATE TABLE IF NOT EXISTS ingest_runs (
   metadata JSONB NOT NULL DEFAULT '{}'::jsonb
 );
 
+-- [[wikilinks]] as written, and where they lead by Obsidian's rules (resolved after each ingest that changed notes;
+-- target_exists NULL = not resolved yet, false = no such file: Obsidian would create resolved_path).
+CREATE TABLE IF NOT EXISTS links (
+  id BIGSERIAL PRIMARY KEY,
+  document_id BIGINT NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+  target TEXT NOT NULL,
+  heading TEXT NOT NULL DEFAULT '',
+  block_id TEXT NOT NULL DEFAULT '',
+  alias TEXT NOT NULL DEFAULT '',
+  embed BOOLEAN NOT NULL DEFAULT false,
+  resolved_path TEXT,
+  target_exists BOOLEAN
+);
+
 -- The note's text (frontmatter removed) and the file line it starts on: `localrag show`, GET /notes and the MCP
 -- get_note tool read notes from here, never from a path on disk; chunk line ranges are counted in file lines.
 ALTER TABLE documents ADD COLUMN IF NOT EXISTS body TEXT;
 ALTER TABLE documents ADD COLUMN IF NOT EXISTS body_line INTEGER;
 
 CREATE INDEX IF NOT EXISTS idx_documents_content_hash ON documents (content_hash);
+CREATE INDEX IF NOT EXISTS idx_links_document_id ON links (document_id);
+CREATE INDEX IF NOT EXISTS idx_links_resolved_path ON links (resolved_path);
 CREATE INDEX IF NOT EXISTS idx_chunks_document_id ON chunks (document_id);
 CREATE INDEX IF NOT EXISTS idx_chunks_relative_path ON chunks (relative_path);
 CREATE INDEX IF NOT EXISTS idx_chunks_content_hash ON chunks (content_hash);
 CREATE INDEX IF NOT EXISTS idx_embeddings_config
   ON embeddings (embedding_provider, embedding_model, embedding_dim);
+CREATE INDEX IF NOT EXISTS idx_ingest_runs_vault ON ingest_runs (vault_path, id);
+
+-- The schema's version (one row per version applied).  `localrag db init` upgrades an older schema in place;
+-- every command refuses a newer one.  Version 1 (the first release) had no such table.
+CREATE TABLE IF NOT EXISTS localrag_schema (
+  version INTEGER PRIMARY KEY,
+  applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
+);
+INSERT INTO localrag_schema (version) VALUES (2) ON CONFLICT (version) DO NOTHING;

@@ -1,8 +1,12 @@
 """Ingest: incremental runs, canonical paths, ingest_runs bookkeeping, and every bad input losing nothing."""
 
+import collections
 import json
 import os
 import threading
+import time
+from pathlib import Path
+import shutil
 
 import pytest
 
@@ -93,7 +97,7 @@ def test_canonical_vault_path(ingested, monkeypatch, spelling):
 
 def test_dot_folders_skipped_and_vault_never_written(db, vault):
     (vault / ".obsidian" / "hidden.md").write_text("# secret")
-    (vault / ".trash").mkdir()
+    (vault / ".trash").mkdir()  # hidden: these two, .hidden.md, .localragignore, .obsidian/app.json
     (vault / ".trash" / "old.md").write_text("# old")
     before = {p: p.stat().st_mtime_ns for p in vault.rglob("*")}
     localrag.ingest(db, vault)
@@ -126,8 +130,9 @@ def test_empty_vault_succeeds_with_zero_counts(db, tmp_path):
 
 
 def test_per_file_problems_reported_and_others_indexed(db, vault, capfd):
-    (vault / "latin1.md").write_bytes("# Café\nna\xefve".encode("latin-1"))
-    (vault / "bad-yaml.md").write_text("---\ntitle: [unclosed\n---\n# x\n")
+    (vault / "latin1.md").write_bytes("# Café\nna\xefve zorbulon".encode("latin-1"))
+    (vault / "bad-yaml.md").write_text("---\ntitle: [unclosed\n---\n# x\nquuxotic body kept\n")
+    (vault / "board.canvas").write_text("{not json")
     outside = vault.parent / "outside.md"
     outside.write_text("# outside secret\nclassified")
     (vault / "link.md").symlink_to(outside)
@@ -136,36 +141,41 @@ def test_per_file_problems_reported_and_others_indexed(db, vault, capfd):
     err = capfd.readouterr().err
     assert code == localrag.EXIT_PARTIAL and result["status"] == "success"
     failed = {f["path"]: f["error"] for f in result["files_failed"]}
-    assert "UTF-8" in failed["latin1.md"] and "frontmatter" in failed["bad-yaml.md"]
-    assert "latin1.md" in err and "bad-yaml.md" in err
+    assert list(failed) == ["board.canvas"] and "JSON Canvas" in failed["board.canvas"] and "line 1" in failed["board.canvas"]
+    warned = {w["path"]: w["warning"] for w in result["warnings"]}
+    assert "Windows-1252" in warned["latin1.md"] and "line 3" in warned["bad-yaml.md"]
+    assert "board.canvas" in err and "latin1.md" in err and "bad-yaml.md" in err
     assert {"path": "link.md", "warning": "symlink leads outside the vault; not followed"} in result["warnings"]
     with localrag.Store.open(db) as s:
         assert not s.run("SELECT 1 FROM chunks WHERE content LIKE '%classified%'")
+        assert s.run("SELECT count(*) FROM chunks WHERE content LIKE '%naïve zorbulon%'")[0][0] == 1
+        assert s.run("SELECT count(*) FROM chunks WHERE content LIKE '%quuxotic body kept%'")[0][0] == 1
         assert s.run("SELECT count(*) FROM documents")[0][0] == result["documents_added"] > 10
         summary = s.run("SELECT error_summary FROM ingest_runs ORDER BY id DESC LIMIT 1")[0][0]
-    assert "latin1.md" in summary
+    assert "board.canvas" in summary
 
 
-def test_broken_file_keeps_its_previous_version(ingested):
-    config, vault, _ = ingested
-    faq = vault / "products" / "Atlas CRM FAQ.md"
-    faq.write_bytes(b"---\ntitle: [broken\n---\n")
-    before = counts(config)
-    result = localrag.ingest(config, vault)
-    assert [f["path"] for f in result["files_failed"]] == ["products/Atlas CRM FAQ.md"]
-    assert result["documents_deleted"] == 0 and counts(config) == before
+def test_broken_file_keeps_its_previous_version(db, vault):
+    board = vault / "board.canvas"
+    board.write_text(json.dumps({"nodes": [{"id": "a", "type": "text", "text": "canvas card zorbulon"}]}))
+    localrag.ingest(db, vault)
+    board.write_text('{"nodes": [')  # truncated while being saved
+    before = counts(db)
+    result = localrag.ingest(db, vault)
+    assert [f["path"] for f in result["files_failed"]] == ["board.canvas"]
+    assert result["documents_deleted"] == 0 and counts(db) == before
+    assert localrag.search(db, "canvas card zorbulon")["results"][0]["source"] == "board.canvas"
 
 
-def test_huge_file_is_reported_not_read(db, vault, monkeypatch):
+def test_huge_file_is_counted_not_read(db, vault, monkeypatch):
+    monkeypatch.setenv("LOCALRAG_MAX_FILE_MB", "1")
     big = vault / "huge.md"
-    with big.open("w") as f:
-        line = "# 大文件\n" + ("重复的内容 filler text " * 40 + "\n") * 10
-        while f.tell() < 50 * 1024 * 1024:
-            f.write(line)
-    result = localrag.ingest(localrag.load_config(), vault)
-    assert result["files_failed"][0]["path"] == "huge.md"
-    assert "LOCALRAG_MAX_FILE_MB" in result["files_failed"][0]["error"]
-    assert result["documents_added"] > 10
+    big.write_text("# 大文件\n" + "重复的内容 filler text\n" * 80000)
+    code, out = run_cli("ingest", str(vault), "--json")
+    result = json.loads(out)
+    assert code == localrag.EXIT_PARTIAL and result["skipped_by_reason"] == {"too_large": 1, "hidden": 1}
+    assert "LOCALRAG_MAX_FILE_MB" in {w["path"]: w["warning"] for w in result["warnings"]}["huge.md"]
+    assert result["documents_added"] > 10 and not result["files_failed"]
 
 
 def test_database_dies_mid_ingest_then_next_run_completes(db, vault, monkeypatch):
@@ -173,8 +183,8 @@ def test_database_dies_mid_ingest_then_next_run_completes(db, vault, monkeypatch
     monkeypatch.setattr(localrag, "INGEST_BATCH_CHUNKS", 10)  # a tuning constant: many small transactions
     seen = []
 
-    def killer(msg):
-        seen.append(msg)
+    def killer(*event):
+        seen.append(event)
         if len(seen) == 8:
             with localrag.Store.open(db) as s:
                 s.run("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'localrag' "
@@ -272,3 +282,659 @@ def test_worker_pool_start_method_per_platform(platform, methods, expected):
     assert localrag._pool_start_method(4, 1000, platform, methods) == expected
     assert localrag._pool_start_method(1, 1000, platform, methods) is None  # one worker: in-process
     assert localrag._pool_start_method(4, 3, platform, methods) is None     # few files: no pool start-up
+
+
+# --- interruption: signals on real processes leave no process, lock or running row behind (issue 10) ----------------
+
+import signal  # noqa: E402
+
+from robust_util import (check_consistent, children, ingest_lock_held, make_vault, query, start_cli,  # noqa: E402
+                         wait_for, wait_gone)
+
+WORKERS = {"LOCALRAG_INGEST_WORKERS": "2"}
+
+
+@pytest.fixture
+def big_vault(tmp_path):
+    """300 notes: a few seconds of ingest with worker processes and (with batch_chunks) many transactions."""
+    return make_vault(tmp_path / "big", 300)
+
+
+def _running_with_commits(config):
+    rows = query(config, "SELECT id, documents_added FROM ingest_runs WHERE status = 'running'")
+    return rows and rows[0][1] > 0 and rows[0]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGKILL])
+def test_signal_mid_ingest_leaves_no_process_lock_or_running_row(db, big_vault, sig):
+    proc = start_cli("ingest", str(big_vault), env=WORKERS, batch_chunks=60)
+    run_id = wait_for(lambda: _running_with_commits(db))[0]
+    workers = children(proc.pid)
+    assert len(workers) == 2, "the worker pool should be running"
+    os.kill(proc.pid, sig)
+    _, err = proc.communicate(timeout=60)
+    assert wait_gone(workers) == [], "worker processes outlived their parent"
+    if sig == signal.SIGKILL:
+        assert proc.returncode == -signal.SIGKILL
+        # Until the next ingest closes it, `db status` tells the row's process is gone (once the server has
+        # noticed the dropped session and released its lock).
+        wait_for(lambda: not ingest_lock_held(db, str(big_vault.resolve())), timeout=30)
+        last = json.loads(run_cli("db", "status", "--json")[1])["last_ingest_run"]
+        assert last["id"] == run_id and last["status"] == "interrupted" and "next ingest" in last["hint"]
+    else:
+        name = signal.Signals(sig).name
+        assert proc.returncode == 128 + sig, err
+        assert f"interrupted ({name}): ingest run #{run_id} stopped and marked failed" in err
+        status, summary, added = query(db, "SELECT status, error_summary, documents_added FROM ingest_runs "
+                                           "WHERE id = :i", i=run_id)[0]
+        assert status == "failed" and f"interrupted ({name})" in summary
+        assert not ingest_lock_held(db, str(big_vault.resolve()))
+    # A killed run's row counts what its committed batches wrote.
+    added = query(db, "SELECT documents_added FROM ingest_runs WHERE id = :i", i=run_id)[0][0]
+    assert added == query(db, "SELECT count(*) FROM documents")[0][0] > 0
+    # The next command completes and the index is whole.
+    code, out = run_cli("ingest", str(big_vault), "--json")
+    result = json.loads(out)
+    assert code == 0 and result["documents_skipped"] == added and result["documents_added"] == 300 - added
+    check_consistent(db, big_vault)
+    assert query(db, "SELECT status FROM ingest_runs WHERE id = :i", i=run_id)[0][0] == "failed"
+
+
+def test_second_ctrl_c_ends_at_once(db, big_vault):
+    proc = start_cli("ingest", str(big_vault), env=WORKERS, batch_chunks=60)
+    wait_for(lambda: _running_with_commits(db))
+    workers = children(proc.pid)
+    os.kill(proc.pid, signal.SIGINT)
+    os.kill(proc.pid, signal.SIGINT)
+    proc.communicate(timeout=30)
+    assert proc.returncode in (130, -signal.SIGINT)
+    assert wait_gone(workers) == []
+    assert run_cli("ingest", str(big_vault))[0] == 0
+    check_consistent(db, big_vault)
+
+
+def test_ctrl_c_during_a_blocked_opening_query_ends_now_and_frees_the_lock(ingested):
+    """The issue's 3-minute stall: Ctrl-C while the diff query waits.  The interrupted session is ended from a
+    fresh connection (its lock and query go at once), not waited for."""
+    config, vault, _ = ingested
+    with localrag.Store.open(config) as blocker:
+        blocker.run("BEGIN")
+        blocker.run("LOCK TABLE documents IN ACCESS EXCLUSIVE MODE")
+        proc = start_cli("ingest", str(vault))
+        wait_for(lambda: query(config, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                                       "AND application_name = 'localrag'")[0][0] > 0)
+        os.kill(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=20)
+        assert proc.returncode == 130 and "interrupted (SIGINT)" in err
+        assert query(config, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                             "AND application_name = 'localrag'")[0][0] == 0
+        assert not ingest_lock_held(config, str(vault.resolve()))
+        blocker.run("ROLLBACK")
+    assert run_cli("ingest", str(vault))[0] == 0
+
+
+def test_workers_are_forked_before_the_database_connection(db, big_vault):
+    """No worker holds a socket to Postgres: they are started before the connection opens."""
+    proc = start_cli("ingest", str(big_vault), env=WORKERS, batch_chunks=60)
+    wait_for(lambda: _running_with_commits(db))
+    workers = children(proc.pid)
+    try:
+        for pid in workers:
+            fds = os.listdir(f"/proc/{pid}/fd")
+            links = {os.readlink(f"/proc/{pid}/fd/{fd}") for fd in fds if os.path.exists(f"/proc/{pid}/fd/{fd}")}
+            sockets = {link for link in links if link.startswith("socket:")}
+            parent = {os.readlink(f"/proc/{proc.pid}/fd/{fd}") for fd in os.listdir(f"/proc/{proc.pid}/fd")
+                      if os.path.exists(f"/proc/{proc.pid}/fd/{fd}")}
+            assert not sockets & {link for link in parent if link.startswith("socket:")}
+    finally:
+        proc.kill()
+        proc.communicate()
+    assert wait_gone(workers) == []
+
+
+# --- concurrency -----------------------------------------------------------------------------------------------------
+
+def test_second_ingest_names_the_holder_or_waits_for_it(db, big_vault, capfd):
+    first = start_cli("ingest", str(big_vault), env=WORKERS, batch_chunks=60)
+    wait_for(lambda: query(db, "SELECT 1 FROM ingest_runs WHERE status = 'running'"))
+    code, out = run_cli("ingest", str(big_vault), "--json")
+    err = json.loads(out)["error"]
+    assert code == localrag.EXIT_BUSY == 12 and err["code"] == "ingest_in_progress"
+    assert f"pid {first.pid}" in err["message"] and "started 20" in err["message"] and "--wait" in err["message"]
+    capfd.readouterr()
+    code, out = run_cli("ingest", str(big_vault), "--wait", "--json")  # returns once the first has finished
+    assert first.wait(timeout=120) == 0
+    assert code == 0 and json.loads(out)["documents_skipped"] == 300
+    assert "waiting for ingest run #" in capfd.readouterr().err
+    check_consistent(db, big_vault)
+
+
+def test_search_during_reingest_sees_each_document_whole(db, tmp_path, monkeypatch):
+    """Every note is rewritten from version A (6 sections) to version B (4 sections) and re-ingested in many small
+    transactions while searches run: each search and each snapshot sees a note all-A or all-B, never a mix."""
+    vault = tmp_path / "v"
+    vault.mkdir()
+
+    def write(version: str, sections: int) -> None:
+        for n in range(40):
+            text = f"# Note {n}\n" + "".join(f"## Part {s}\nshared marker zebracorn version{version} part {s} of "
+                                            f"note {n}.\n\n" for s in range(sections))
+            (vault / f"n{n:02d}.md").write_text(text, encoding="utf-8")
+
+    write("A", 6)
+    localrag.ingest(db, vault)
+    write("B", 4)
+    monkeypatch.setattr(localrag, "INGEST_BATCH_CHUNKS", 4)
+    done = threading.Event()
+    errors = []
+
+    def reingest():
+        try:
+            localrag.ingest(db, vault)
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+        finally:
+            done.set()
+
+    thread = threading.Thread(target=reingest)
+    thread.start()
+    seen_versions, searches = set(), 0
+    with localrag.Store.open(db) as s:
+        while not done.is_set() or searches < 3:
+            by_source: dict = {}
+            for r in localrag.search(db, "zebracorn shared marker", top_k=20, store=s)["results"]:
+                by_source.setdefault(r["source"], set()).add(r["content"].split("version")[1][0])
+            assert all(len(v) == 1 for v in by_source.values()), by_source
+            seen_versions.update(*by_source.values())
+            for rel, versions, n in s.run("SELECT relative_path, array_agg(DISTINCT substring(content from "
+                                          "'version(.)')), count(*) FROM chunks WHERE content LIKE '%version%' "
+                                          "GROUP BY 1"):
+                assert (versions, n) in ((["A"], 6), (["B"], 4)), (rel, versions, n)
+            searches += 1
+    thread.join()
+    assert not errors and searches >= 3 and "B" in seen_versions
+    assert query(db, "SELECT count(*) FROM chunks WHERE content LIKE '%versionA%'")[0][0] == 0
+
+
+# --- one file never fails a batch; odd files are named, never opened or hung on ------------------------------------
+
+ALIAS_BOMB = ("---\n" + "a: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n"
+              + "".join(f"{n}: &{n} [{','.join(['*' + p] * 9)}]\n" for p, n in zip("abcdefgh", "bcdefghi"))
+              + "---\n# Bomb\nthe body of the alias bomb note survives\n")
+
+
+def test_odd_files_are_named_and_the_rest_indexed(db, vault):
+    """The issue's inputs, each real: a YAML \\0 escape, NUL bytes, a lone-surrogate escape, a name that is not
+    UTF-8, a symlink loop, a dangling symlink, a FIFO and a socket named *.md, an alias bomb, oversize
+    frontmatter.  Run as a real process (a FIFO that is opened would hang it): exit 10 or 0, every other note
+    indexed, each problem named once."""
+    import socket as socketmod
+    (vault / "nul-yaml.md").write_text('---\ntitle: "a\\0b"\ntags: ["x\\0y"]\n---\n# NUL yaml\nbody one\n')
+    (vault / "nul-body.md").write_bytes(b"# NUL body\nbefore\x00after\n")
+    (vault / "surrogate.md").write_text('---\ntitle: "bad \\ud800 escape"\n---\n# Surrogate\nbody\n')
+    os.close(os.open(os.fsencode(str(vault)) + b"/caf\xe9 latin1 name.md", os.O_CREAT | os.O_WRONLY, 0o644))
+    with open(os.fsencode(str(vault)) + b"/caf\xe9 latin1 name.md", "wb") as f:
+        f.write("# Café\nnamed in latin-1 zebracorn\n".encode())
+    (vault / "loop-a.md").symlink_to(vault / "loop-b.md")
+    (vault / "loop-b.md").symlink_to(vault / "loop-a.md")
+    (vault / "dangling.md").symlink_to(vault / "no-such-note.md")
+    os.mkfifo(vault / "pipe.md")
+    sock = socketmod.socket(socketmod.AF_UNIX)
+    sock.bind(str(vault / "sock.md"))
+    (vault / "bomb.md").write_text(ALIAS_BOMB)
+    (vault / "big-frontmatter.md").write_text("---\nnotes: " + "y" * 70_000 + "\n---\n# Big\nbig body survives\n")
+    try:
+        proc = start_cli("ingest", str(vault), "--json")
+        out, err = proc.communicate(timeout=120)
+    finally:
+        sock.close()
+    assert proc.returncode in (0, localrag.EXIT_PARTIAL), err
+    result = json.loads(out)
+    assert result["status"] == "success"
+    failed = {f["path"]: f["error"] for f in result["files_failed"]}
+    warned = {w["path"]: w["warning"] for w in result["warnings"]}
+    assert set(failed) <= {"surrogate.md"}  # the C YAML parser rejects the escape; the pure one gives U+FFFD
+    assert warned["loop-a.md"] == warned["loop-b.md"] == "symlink loop; skipped"
+    assert warned["dangling.md"].startswith("dangling symlink") and "no-such-note.md" in warned["dangling.md"]
+    assert warned["pipe.md"] == "not a regular file (FIFO); skipped"
+    assert warned["sock.md"] == "not a regular file (socket); skipped"
+    assert "alias" in warned["bomb.md"] and "over the 65536-byte limit" in warned["big-frontmatter.md"]
+    assert "not valid UTF-8" in warned["caf\\xe9 latin1 name.md"]
+    for path in list(failed) + list(warned):  # printed once each
+        assert err.count(path) == 1, (path, err)
+    with localrag.Store.open(db) as s:
+        rows = dict(s.run("SELECT relative_path, frontmatter::text FROM documents"))
+        assert json.loads(rows["nul-yaml.md"]) == {"title": "ab", "tags": ["xy"]}
+        assert s.run("SELECT content FROM chunks WHERE relative_path = 'nul-body.md'")[0][0].endswith("beforeafter")
+        assert rows["bomb.md"] == "{}" and rows["big-frontmatter.md"] == "{}"
+        assert s.run("SELECT count(*) FROM chunks WHERE content LIKE '%alias bomb note survives%' OR content "
+                     "LIKE '%big body survives%'")[0][0] == 2
+        assert "caf\\xe9 latin1 name.md" in rows
+        n_md = 13 + 5  # the sample vault + the five readable notes above (surrogate.md may fail alone)
+        assert len(rows) in (n_md, n_md + 1)
+    # A rerun changes nothing: the escaped name maps to the same file.
+    code, out = run_cli("ingest", str(vault), "--json")
+    assert json.loads(out)["documents_added"] == 0 and json.loads(out)["documents_deleted"] == 0
+
+
+def test_frontmatter_bomb_is_bounded_in_time_and_size():
+    doc = localrag.parse_markdown(ALIAS_BOMB, "bomb.md")
+    assert doc.frontmatter == {} and "alias" in doc.warnings[0] and "survives" in doc.body
+
+
+def test_fifo_swapped_in_after_the_scan_is_not_opened(db, tmp_path):
+    """_read opens without blocking and checks the file type: a FIFO appearing between scan and read fails alone."""
+    vault = tmp_path / "v"
+    vault.mkdir()
+    (vault / "a.md").write_text("# A\nalpha\n")
+    (vault / "b.md").write_text("# B\nbeta\n")
+    files = localrag.scan_vault(vault).files
+    (vault / "b.md").unlink()
+    os.mkfifo(vault / "b.md")
+    config = db
+    with localrag.Store.open(config) as s:
+        s.run("INSERT INTO ingest_runs (vault_path, embedding_provider, embedding_model, embedding_dim, status) "
+              "VALUES ('x', 'fake', 'm', 1024, 'success')")
+        job = localrag._IngestRun(config, s, vault.resolve(), str(vault.resolve()), 1, None, None)
+        assert job._read("b.md", vault / "b.md", None, []) is None
+    assert job.failed == [{"path": "b.md", "error": "not a regular file any more; skipped"}]
+
+
+# --- mass delete guard ---------------------------------------------------------------------------------------------
+
+def test_empty_or_unmounted_vault_is_refused_and_nothing_changes(ingested, tmp_path):
+    config, vault, first = ingested
+    before = counts(config)
+    n_runs = len(runs(config))
+    for child in list(vault.iterdir()):  # what an unmounted mount point looks like: an empty folder
+        shutil.rmtree(child) if child.is_dir() else child.unlink()
+    code, out = run_cli("ingest", str(vault), "--json")
+    err = json.loads(out)["error"]
+    assert code == localrag.EXIT_MASS_DELETE == 14 and err["code"] == "mass_delete_refused"
+    assert "holds no .md files" in err["message"] and "--allow-delete" in err["message"]
+    assert counts(config) == before and len(runs(config)) == n_runs
+    code, out = run_cli("ingest", str(vault), "--allow-delete", "--json")
+    assert code == 0 and json.loads(out)["documents_deleted"] == first["documents_added"]
+    assert counts(config)["documents"] == 0
+
+
+def test_losing_more_than_half_is_refused_a_few_is_not(ingested):
+    config, vault, first = ingested
+    notes = sorted(p for p in vault.rglob("*.md") if ".obsidian" not in p.parts)
+    notes[0].unlink()
+    assert localrag.ingest(config, vault)["documents_deleted"] == 1
+    for p in notes[1:9]:
+        p.unlink()
+    with pytest.raises(localrag.MassDeleteRefused, match=r"lacks 8 of the 12 indexed notes"):
+        localrag.ingest(config, vault)
+    assert localrag.ingest(config, vault, allow_delete=True)["documents_deleted"] == 8
+
+
+def test_runs_record_counts_per_batch(db, vault, monkeypatch):
+    """Each batch's transaction also updates its run row: what a killed run committed is visible."""
+    monkeypatch.setattr(localrag, "INGEST_BATCH_CHUNKS", 5)
+    seen = []
+
+    def watch(phase, done, total):
+        if phase == "parse+embed" and done == 7:
+            seen.append(query(db, "SELECT documents_added, chunks_written FROM ingest_runs "
+                                  "WHERE status = 'running'")[0])
+
+    localrag.ingest(db, vault, progress=watch)
+    assert seen and 0 < seen[0][0] < 8 and seen[0][1] > 0
+
+
+# --- crash consistency, proved: kill -9 at 20 random moments of real runs on a real corpus (slow) -------------------
+
+@pytest.mark.slow
+def test_kill_9_at_twenty_random_points_always_recovers(db, tmp_path):
+    """Each trial changes the vault (edits, deletions, restorations) and drops some vectors (so the backfill phase
+    runs), starts `localrag ingest` with worker processes and small batches, and kill -9s it at a random moment
+    within its expected duration.  After each: no worker left, the next ingest completes, and the index passes
+    check_consistent (every file its document, every document its chunks, every chunk its vector, no duplicates,
+    no run left running).  Prints the figures the README reports."""
+    import random
+    import shutil as sh
+    from conftest import CORPUS
+    if not CORPUS.is_dir():
+        pytest.skip("the shared Obsidian Help corpus is not beside the repo")
+    rng = random.Random(10)
+    vault, stash = tmp_path / "help", tmp_path / "stash"
+    stash.mkdir()
+    for note in sorted(CORPUS.rglob("*.md"))[:400]:
+        dest = vault / note.relative_to(CORPUS)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        sh.copy(note, dest)
+    started = time.monotonic()
+    assert run_cli("ingest", str(vault))[0] == 0
+    full = time.monotonic() - started
+    trials, attempts, leftovers, reruns, phases = 0, 0, 0, [], collections.Counter()
+    upper = full
+    while trials < 20:
+        attempts += 1
+        assert attempts <= 60, "could not land 20 kills inside a run"
+        notes = sorted(p for p in vault.rglob("*.md"))
+        for p in rng.sample(notes, rng.randint(20, 250)):  # edits: updates
+            with p.open("a", encoding="utf-8") as f:
+                f.write(f"\n\nedit {attempts} zebracorn {rng.random()}\n")
+        for p in rng.sample(notes, rng.randint(0, 40)):  # deletions (well under half)
+            target = stash / f"{attempts}-{p.name}"
+            p.rename(target)
+            target.with_suffix(".from").write_text(str(p))
+        for marker in list(stash.glob("*.from"))[:rng.randint(0, 30)]:  # restorations: additions
+            note = marker.with_suffix(".md")
+            Path(marker.read_text()).parent.mkdir(parents=True, exist_ok=True)
+            note.rename(marker.read_text())
+            marker.unlink()
+        query(db, "DELETE FROM embeddings WHERE chunk_id IN (SELECT id FROM chunks WHERE document_id IN "
+                  "(SELECT id FROM documents ORDER BY random() LIMIT :n))", n=rng.randint(0, 40))
+        last_run = query(db, "SELECT coalesce(max(id), 0) FROM ingest_runs")[0][0]
+        proc = start_cli("ingest", str(vault), env=WORKERS, batch_chunks=50)
+        time.sleep(rng.uniform(0.05, upper))
+        workers = children(proc.pid)
+        proc.kill()
+        proc.communicate()
+        leftovers += len(wait_gone(workers, 5))
+        if proc.returncode == -signal.SIGKILL:
+            trials += 1
+            row = query(db, "SELECT documents_added + documents_updated + documents_deleted, embeddings_written "
+                            "FROM ingest_runs WHERE id > :i AND status = 'running'", i=last_run)
+            phases["start-up: scan, lock, diff" if not row else "first batch" if row[0] == [0, 0]
+                   else "after committed batches"] += 1
+        else:  # the run finished first: still checked below, not counted; aim earlier next time
+            upper = max(0.3, upper * 0.7)
+        t0 = time.monotonic()
+        code, out = run_cli("ingest", str(vault), "--json", "--allow-delete")
+        reruns.append(time.monotonic() - t0)
+        assert code == 0, out
+        check_consistent(db, vault)
+    print(f"\nkill -9 trials: {trials}/{trials} killed mid-run were consistent and recovered by the next run "
+          f"({attempts - trials} runs finished before their kill, also checked); phases hit: {dict(phases)}; "
+          f"{leftovers} processes left; full ingest {full:.1f}s; recovery run median "
+          f"{sorted(reruns)[len(reruns) // 2]:.1f}s, max {max(reruns):.1f}s")
+    assert leftovers == 0
+
+
+@pytest.mark.slow
+def test_embedded_postgres_killed_mid_ingest_next_command_restarts_it(tmp_path, monkeypatch):
+    """kill -9 of the embedded server's postmaster while an ingest writes: the ingest fails with a database code
+    (its workers end with it), and the next `localrag ingest` restarts the server and completes."""
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    home = tmp_path / "home"
+    env = {"DATABASE_URL": "", "LOCALRAG_HOME": str(home), **WORKERS}
+    cfg = localrag.load_config(environ={"LOCALRAG_HOME": str(home), "EMBEDDING_PROVIDER": "fake",
+                                        "LLM_PROVIDER": "fake"}, cwd=tmp_path)
+    vault = make_vault(tmp_path / "v", 400)
+    init = start_cli("db", "init", env=env)
+    assert init.wait(timeout=180) == 0, init.communicate()
+    try:
+        proc = start_cli("ingest", str(vault), env=env, batch_chunks=60)
+        wait_for(lambda: _running_with_commits(cfg), timeout=120)
+        workers = children(proc.pid)
+        postmaster = int((home / "pgdata" / "postmaster.pid").read_text().split()[0])
+        os.kill(postmaster, signal.SIGKILL)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == localrag.EXIT_DB, err
+        assert wait_gone(workers) == []
+        again = start_cli("ingest", str(vault), "--json", env=env)
+        out, err = again.communicate(timeout=300)
+        assert again.returncode == 0, err
+        check_consistent(cfg, vault)
+    finally:
+        stop = start_cli("db", "stop", env=env)
+        stop.communicate(timeout=120)
+
+
+def test_sigterm_while_waiting_for_the_lock(ingested):
+    """Interrupting `ingest --wait` while it waits: exit 143 at once, no run row of its own, the holder unharmed."""
+    config, vault, _ = ingested
+    vault_key = str(vault.resolve())
+    with localrag.Store.open(config) as holder:
+        holder.run("SELECT pg_advisory_lock(:k, hashtext(:v))", k=localrag.INGEST_LOCK_KEY, v=vault_key)
+        n_runs = len(runs(config))
+        proc = start_cli("ingest", str(vault), "--wait")
+        wait_for(lambda: query(config, "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'localrag' "
+                                       "AND pid <> pg_backend_pid() AND (query LIKE '%pg_try_advisory_lock%' "
+                                       "OR query LIKE '%FROM ingest_runs WHERE vault_path%')")[0][0] > 0)
+        os.kill(proc.pid, signal.SIGTERM)
+        _, err = proc.communicate(timeout=20)
+        assert proc.returncode == 143 and "waiting for another ingest" in err and "interrupted (SIGTERM)" in err
+        assert len(runs(config)) == n_runs
+    assert localrag.ingest(config, vault)["status"] == "success"
+
+
+@pytest.fixture(autouse=True)
+def _no_process_left_behind():
+    yield
+    from robust_util import kill_started
+    kill_started()
+
+
+# --- real vaults: skip accounting, ignore files, other formats, aliases, links ----------------------------------
+
+def _all_files(root):
+    return sum(len(files) + sum(1 for d in dirs if os.path.islink(os.path.join(here, d)))
+               for here, dirs, files in os.walk(root))
+
+
+def accounted(result):
+    return (result["documents_added"] + result["documents_updated"] + result["documents_skipped"]
+            + result["documents_backfilled"] + len(result["files_failed"]) + sum(result["skipped_by_reason"].values()))
+
+
+def test_every_file_is_accounted_for_by_reason(db, vault, monkeypatch):
+    monkeypatch.setenv("LOCALRAG_MAX_FILE_MB", "1")
+    (vault / ".trash").mkdir()  # hidden: these two, .hidden.md, .localragignore, .obsidian/app.json
+    (vault / ".trash" / "old.md").write_text("# old\n")
+    (vault / ".trash" / "older.md").write_text("# older\n")
+    (vault / ".hidden.md").write_text("# hidden\n")
+    (vault / "pic.png").write_bytes(b"\x89PNG\r\n")
+    (vault / "drafts").mkdir()
+    (vault / "drafts" / "a.md").write_text("# draft a\n")
+    (vault / "drafts" / "keep.md").write_text("# keep\n")
+    (vault / "private.md").write_text("# private\nsecret zorbulon\n")
+    (vault / ".localragignore").write_text("# comment\ndrafts/\nprivate.md\n")
+    (vault / "big.md").write_text("x" * 1_200_000)
+    (vault / "notes.txt").write_text("A plain text note about quuxotic widgets.\n\nSecond paragraph.\n")
+    (vault / "elsewhere").symlink_to(vault.parent)
+    code, out = run_cli("ingest", str(vault), "--json", "--exclude", "*.tmp", "--exclude", "hr/")
+    (vault / "scratch.tmp").write_text("tmp")
+    result = json.loads(out)
+    assert result["files_failed"] == [] and code == localrag.EXIT_PARTIAL  # big.md was not read
+    assert result["skipped_by_reason"] == {"hidden": 5, "excluded": 4, "unsupported_extension": 1, "too_large": 1,
+                                           "symlink": 1}
+    assert result["files_found"] == _all_files(vault) - 1 == accounted(result)  # scratch.tmp came after
+    with localrag.Store.open(db) as s:
+        paths = {r[0] for r in s.run("SELECT relative_path FROM documents")}
+        meta = s.run("SELECT metadata FROM ingest_runs ORDER BY id DESC LIMIT 1")[0][0]
+    assert "notes.txt" in paths and not {p for p in paths if p.startswith(("drafts/", "hr/", "private"))}
+    assert meta["skipped_by_reason"] == result["skipped_by_reason"] and meta["files_found"] == result["files_found"]
+    second = localrag.ingest(localrag.load_config(), vault, excludes=["*.tmp", "hr/"])  # with the 1 MB limit
+    assert second["documents_skipped"] == result["documents_added"] and accounted(second) == _all_files(vault)
+
+
+def test_newly_ignored_files_leave_the_index(ingested):
+    config, vault, first = ingested
+    (vault / ".localragignore").write_text("hr/\n")
+    result = localrag.ingest(config, vault)
+    assert result["documents_deleted"] == 1 and result["skipped_by_reason"]["excluded"] == 1
+
+
+@pytest.mark.parametrize("line, problem", [("notes/[abc", "never closed"), ("trailing\\", "backslash"),
+                                           ("!", "empty")])
+def test_bad_ignore_pattern_is_a_clear_error_and_changes_nothing(ingested, line, problem):
+    config, vault, _ = ingested
+    before = counts(config)
+    (vault / ".localragignore").write_text(f"# ok\n*.tmp\n{line}\n")
+    code, out = run_cli("ingest", str(vault), "--json")
+    err = json.loads(out)["error"]
+    assert code == localrag.EXIT_USAGE and err["code"] == "ignore_pattern_invalid"
+    assert ".localragignore line 3" in err["message"] and problem in err["message"]
+    assert counts(config) == before
+    code, out = run_cli("ingest", str(vault), "--json", "--exclude", "[x")
+    assert json.loads(out)["error"]["code"] == "ignore_pattern_invalid" and "--exclude #1" in json.loads(out)["error"]["message"]
+
+
+def test_txt_canvas_excalidraw_and_pdf_are_indexed(db, tmp_path):
+    from conftest import make_pdf
+    vault = tmp_path / "mixed"
+    vault.mkdir()
+    (vault / "log.txt").write_text("Quarterly zorbulon review.\n\nThe zorbulon budget is 40k.\n")
+    (vault / "board.canvas").write_text(json.dumps({"nodes": [
+        {"id": "card-7", "type": "text", "text": "Launch checklist: quuxotic flags on", "x": 0, "y": 0,
+         "width": 1, "height": 1},
+        {"id": "w", "type": "widget", "x": 0, "y": 0, "width": 1, "height": 1}], "edges": []}))
+    (vault / "Arch.excalidraw.md").write_text("---\nexcalidraw-plugin: parsed\n---\n==⚠ Switch ⚠==\n# Text Elements\n"
+                                              "Frobnitz gateway ^x1\n\n%%\n# Drawing\n```json\n{\"a\": 1}\n```\n%%\n")
+    (vault / "Empty.excalidraw.md").write_text("---\nexcalidraw-plugin: parsed\n---\n%%\n# Drawing\n%%\n")
+    (vault / "manual.pdf").write_bytes(make_pdf(["Intro page", "", "Torque spec: 42 Nm for the flanglewidget"]))
+    (vault / "scan.pdf").write_bytes(make_pdf(["", ""]))
+    (vault / "truncated.pdf").write_bytes(make_pdf(["Some text here"])[:150])
+    (vault / "renamed.pdf").write_bytes(b"PK\x03\x04" + b"\x00" * 200)
+    result = localrag.ingest(db, vault)
+    failed = {f["path"]: f["error"] for f in result["files_failed"]}
+    assert set(failed) == {"scan.pdf", "truncated.pdf", "renamed.pdf"}
+    assert "scanned" in failed["scan.pdf"] and "ZIP" in failed["renamed.pdf"] and "PDF" in failed["truncated.pdf"]
+    warned = {w["path"]: w["warning"] for w in result["warnings"]}
+    assert "widget" in warned["board.canvas"] and "Text Elements" in warned["Empty.excalidraw.md"]
+    assert result["documents_added"] == 5
+    hit = localrag.search(db, "flanglewidget torque spec")["results"][0]
+    assert hit["source"] == "manual.pdf" and hit["heading"] == "page 3"
+    assert localrag.search(db, "quuxotic launch checklist")["results"][0]["heading_path"] == ["card-7"]
+    assert localrag.search(db, "zorbulon budget")["results"][0]["source"] == "log.txt"
+    top = localrag.search(db, "frobnitz gateway")["results"][0]
+    assert top["source"] == "Arch.excalidraw.md" and "Switch" not in top["content"] and "^x1" not in top["content"]
+    answer = localrag.ask(db, "What is the torque spec for the flanglewidget?")
+    cited = answer["citations"][0]
+    assert (cited["source"], cited["heading"], cited["score"]) == ("manual.pdf", "page 3", answer["confidence"])
+    assert cited["line_start"] is None  # a PDF has pages, not file lines
+
+
+def test_pdf_without_pypdf_is_counted_with_the_install_hint(db, tmp_path):
+    """Run in a child interpreter where pypdf cannot be imported (a meta-path blocker), as in a pyz without it."""
+    import subprocess
+    import sys
+    from conftest import make_pdf
+    vault = tmp_path / "v"
+    vault.mkdir()
+    (vault / "a.pdf").write_bytes(make_pdf(["text"]))
+    (vault / "n.md").write_text("# n\nbody\n")
+    code = ("import sys, json\nclass Block:\n    def find_spec(self, name, *a):\n"
+            "        if name == 'pypdf' or name.startswith('pypdf.'): raise ImportError('blocked')\n"
+            "sys.meta_path.insert(0, Block())\nimport localrag\n"
+            "sys.exit(localrag.main(['ingest', sys.argv[1], '--json']))\n")
+    proc = subprocess.run([sys.executable, "-c", code, str(vault)], capture_output=True, text=True, timeout=120)
+    result = json.loads(proc.stdout)
+    assert "skipped_by_reason" in result, proc.stderr
+    assert result["skipped_by_reason"] == {"pdf_extra_missing": 1} and result["documents_added"] == 1
+    assert "localrag[pdf]" in proc.stderr
+
+
+ALIAS_VAULT = {
+    "people/Dana Li.md": "---\naliases: [Dana, DL]\n---\n# Dana Li\nDana leads the platform team and owns on-call.\n",
+    "projects/Falcon.md": "---\naliases: PF-7\ntitle: Project Falcon\n---\n# Overview\nA migration of the billing "
+                          "service to the new cluster, due in Q3. Owner: [[Dana]]. See [[people/Dana Li#Contact^c1|her]]"
+                          " and [[../../outside]] and [[Nowhere]].\n",
+    "projects/Heron.md": "# Overview\nHeron is the search rewrite; it reuses the cluster from the billing work.\n",
+    "projects/Kestrel.md": "---\naliases: 5\n---\n# Overview\nKestrel retires the old cluster.\n",
+    "notes/Standup.md": "# Standup\nWe talked about the cluster and the billing service.\n",
+}
+
+
+@pytest.fixture
+def alias_vault(db, tmp_path):
+    root = tmp_path / "aliases"
+    for rel, text in ALIAS_VAULT.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    result = localrag.ingest(db, root)
+    return db, root, result
+
+
+@pytest.mark.parametrize("question, source", [
+    ("What is PF-7?", "projects/Falcon.md"),
+    ("PF-7 deadline", "projects/Falcon.md"),
+    ("Project Falcon", "projects/Falcon.md"),
+    ("Who is DL?", "people/Dana Li.md"),
+    ("What does Kestrel do?", "projects/Kestrel.md"),
+])
+def test_alias_questions_find_the_aliased_note_first(alias_vault, question, source):
+    config, _, _ = alias_vault
+    top = localrag.search(config, question)["results"][0]
+    assert top["source"] == source
+    assert top["title"] and isinstance(top["aliases"], list)
+
+
+def test_aliases_and_title_ride_on_every_chunk_and_in_results(alias_vault):
+    config, _, result = alias_vault
+    assert any("aliases: 5" in w["warning"] for w in result["warnings"] if w["path"] == "projects/Kestrel.md")
+    top = localrag.search(config, "What is PF-7?")["results"][0]
+    assert top["title"] == "Project Falcon" and top["aliases"] == ["PF-7"]
+    with localrag.Store.open(config) as s:
+        assert s.run("SELECT metadata->'aliases' FROM chunks WHERE relative_path = 'people/Dana Li.md'")[0][0] == \
+            ["Dana", "DL"]
+
+
+def test_wikilinks_are_stored_resolved(alias_vault):
+    config, root, result = alias_vault
+    with localrag.Store.open(config) as s:
+        rows = s.run("SELECT l.target, l.heading, l.block_id, l.alias, l.resolved_path, l.target_exists FROM links l "
+                     "JOIN documents d ON d.id = l.document_id WHERE d.relative_path = 'projects/Falcon.md' ORDER BY l.id")
+    assert rows == [["Dana", "", "", "", "people/Dana Li.md", True],
+                    ["people/Dana Li", "Contact", "c1", "her", "people/Dana Li.md", True],
+                    ["../../outside", "", "", "", None, False],
+                    ["Nowhere", "", "", "", "Nowhere.md", False]]
+    assert result["links"] == {"resolved": 2, "unresolved": 2}
+    (root / "Nowhere.md").write_text("# now it exists\n")
+    localrag.ingest(config, root)
+    with localrag.Store.open(config) as s:
+        assert s.run("SELECT target_exists FROM links WHERE target = 'Nowhere'")[0][0] is True
+
+
+def test_block_ids_recorded_in_chunk_metadata(db, tmp_path):
+    root = tmp_path / "b"
+    root.mkdir()
+    (root / "n.md").write_text("# N\nA claim. ^claim-1\n")
+    localrag.ingest(db, root)
+    with localrag.Store.open(db) as s:
+        content, meta = s.run("SELECT content, metadata FROM chunks")[0]
+    assert "^claim-1" not in content and meta["block_ids"] == ["claim-1"]
+
+
+def test_interrupt_marks_the_run_failed_and_says_what_was_done(db, vault):
+    calls = []
+
+    def interrupt(phase, done, total):
+        calls.append(phase)
+        if phase == "parse+embed" and done == 5:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt) as info:
+        localrag.ingest(db, vault, progress=interrupt)
+    partial = info.value.partial
+    assert partial["status"] == "failed" and "interrupted (SIGINT) after 5 of 13 files" == partial["error_summary"]
+    assert runs(db)[-1][1] == "failed"
+    assert localrag.ingest(db, vault)["status"] == "success"
+
+
+@pytest.mark.slow
+def test_whole_obsidian_help_corpus_is_accounted_for(db):
+    """Every file of the Obsidian Help vault (all languages) is added, unchanged, failed or skipped for a reason."""
+    from conftest import CORPUS
+    if not CORPUS.is_dir():
+        pytest.skip("the shared Obsidian Help corpus is not beside the repo")
+    found = _all_files(CORPUS)
+    first = localrag.ingest(db, CORPUS)
+    assert first["files_found"] == found == accounted(first) and first["documents_added"] > 6000
+    # Links between notes resolve (the corpus ships without its images, so links to attachments do not)
+    with localrag.Store.open(db) as s:
+        resolved, note_links = s.run("SELECT count(*) FILTER (WHERE target_exists), count(*) FROM links "
+                                     "WHERE target !~ '[.][A-Za-z0-9]+$'")[0]
+    assert resolved > 0.99 * note_links > 50000
+    second = localrag.ingest(db, CORPUS)
+    assert second["files_found"] == found == accounted(second)
+    assert second["documents_skipped"] == first["documents_added"]
+    print(f"\ncorpus: {found} files; first run {first['documents_added']} added, {len(first['files_failed'])} failed, "
+          f"skipped {first['skipped_by_reason']}, links {first['links']} (between notes {resolved}/{note_links}), "
+          f"{first['duration_s']} s; "
+          f"rerun {second['documents_skipped']} unchanged in {second['duration_s']} s")
