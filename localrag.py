@@ -862,8 +862,10 @@ _ASCII_TOKEN_RE = re.compile(r"[a-z0-9]+")
 
 
 # Han (with extensions and compatibility ideographs), kana and Hangul syllables.
-_CJK_RUN_RE = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
-                         "\U00020000-\U0002ebef\U00030000-\U0003134f]+")
+# Kana includes the phonetic extensions (U+31F0..31FF) and the supplements (U+1AFF0..1B16F); Han includes
+# extensions H (U+31350..323AF) and I (U+2EBF0..2EE5F), which newer Pythons' Unicode data names.
+_CJK_RUN_RE = re.compile("[\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+                         "\U0001aff0-\U0001b16f\U00020000-\U0002ee5f\U00030000-\U000323af]+")
 
 
 def fake_normalize(text: str) -> str:
