@@ -810,14 +810,24 @@ def _split_span(body: str, start: int, end: int) -> list[tuple[int, int]]:
 
 
 def _tail_len(text: str) -> int:
-    """Length of the overlap taken from the end of a piece: at most CHUNK_OVERLAP_TOKENS, snapped forward to a
-    word/line boundary when one is near, so the next piece does not begin mid-word."""
-    start = _suffix_within(text, CHUNK_OVERLAP_TOKENS)
-    window = text[start:start + 40]
-    m = re.search(r"[\s。！？，、；：.!?,;:]", window)
-    if m and start + m.end() < len(text):
-        start += m.end()
-    return len(text) - start
+    """Length of the overlap taken from the end of a piece: the longest tail of at most CHUNK_OVERLAP_TOKENS that
+    starts on one of the piece's own token boundaries and, when the tail has a word boundary, not mid-word.
+    Never the whole piece (the next piece must move on)."""
+    enc = _tokenizer()
+    tokens = enc.encode_ordinary(text)
+    _, offsets = enc.decode_with_offsets(tokens)
+    # Only the last ~80 tokens can start a tail that fits; a few more in case re-encoding a tail merges tokens.
+    starts = sorted({o for o in offsets[max(1, len(tokens) - CHUNK_OVERLAP_TOKENS - 8):] if 0 < o < len(text)})
+    fits = [o for o in starts if count_tokens(text[o:]) <= CHUNK_OVERLAP_TOKENS]
+    if not fits:
+        return 0
+    whole_word = [o for o in fits if not (_is_word_char(text[o - 1]) and _is_word_char(text[o]))]
+    return len(text) - (whole_word or fits)[0]
+
+
+def _is_word_char(ch: str) -> bool:
+    """A letter or digit of a space-separated script (CJK text has a word boundary between any two characters)."""
+    return ch.isalnum() and not _CJK_RUN_RE.match(ch)
 
 
 def chunk_document(doc: Document) -> list[Chunk]:
