@@ -4699,8 +4699,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         _say(f"error [internal_error]: {type(exc).__name__}: {exc} (rerun with --debug for a traceback)")
         if want_json:
-            _print_json({"error": {"code": "internal_error", "message": f"{type(exc).__name__}: {exc}",
-                                   "details": {}}})
+            try:
+                _print_json({"error": {"code": "internal_error", "message": f"{type(exc).__name__}: {exc}",
+                                       "details": {}}})
+            except OSError:  # stdout itself failed (a full disk, a closed pipe): stderr already has the line
+                with contextlib.suppress(OSError):
+                    sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - nothing left to flush at exit
         return EXIT_INTERNAL
 
 

@@ -123,7 +123,7 @@ def provider(indexed, stub, monkeypatch) -> localrag.Config:
 
     RAG_MIN_SIMILARITY is pinned low so that the protocol tests do not depend on sample wording."""
     return configure(monkeypatch, LLM_PROVIDER="openai-compatible", LLM_BASE_URL=stub.root + "/v1/",
-                     LLM_API_KEY=SENTINEL, LLM_MODEL="stub-model", LLM_TIMEOUT_SECONDS="0.5",
+                     LLM_API_KEY=SENTINEL, LLM_MODEL="stub-model", LLM_TIMEOUT_SECONDS="30",
                      RAG_MIN_SIMILARITY="0.05")
 
 
@@ -454,7 +454,9 @@ def test_evidence_sent_respects_the_context_budget(provider, stub, monkeypatch):
     config = configure(monkeypatch, RAG_CONTEXT_TOKEN_BUDGET="100")
     response = localrag.ask(config, RAG_Q, top_k=10)
     sent = sent_payload(stub.requests[0])
-    assert 1 <= len(sent["evidence"]) == len(response["citations"]) and tokens(sent["context"]) <= 100
+    # the first block alone exceeds 100 tokens: it is truncated and is the only one sent (seed 000's rule)
+    assert len(sent["evidence"]) == len(response["citations"]) == 1 and tokens(sent["context"]) <= 100
+    assert sent["context"].rstrip().endswith("[truncated]")
 
 
 def test_streaming_success(provider, stub):
@@ -536,6 +538,9 @@ ERRORS = [
 ]
 
 
+TIMEOUT_SCENARIOS = {"slow", "slow_body", "stall_stream"}
+
+
 @pytest.mark.parametrize("scenario, stream, code, http_status", ERRORS,
                          ids=[f"{s}-{'stream' if st else 'plain'}" for s, st, _c, _h in ERRORS])
 def test_llm_error_mapping(provider, stub, monkeypatch, capfd, caplog, scenario, stream, code, http_status):
@@ -543,6 +548,8 @@ def test_llm_error_mapping(provider, stub, monkeypatch, capfd, caplog, scenario,
     config = provider
     if scenario == "closed_port":
         config = configure(monkeypatch, LLM_BASE_URL=f"http://127.0.0.1:{closed_port()}/v1")
+    if scenario in TIMEOUT_SCENARIOS:  # short only where the timeout is the point (success paths get 30 s)
+        config = configure(monkeypatch, LLM_TIMEOUT_SECONDS="0.5")
     stub.scenario = scenario
     error = ask_error(config, stream=stream)
     assert (error.code, error.http_status, error.exit_code) == (code, http_status, localrag.EXIT_LLM)
@@ -671,7 +678,7 @@ def test_cli_ask_text_output(indexed):
 def test_cli_ask_json_honours_top_k(provider, stub):
     code, out = run_cli("ask", RAG_Q, "--top-k", "2", "--json")
     data = json.loads(out)
-    assert code == 0 and data["mode"] == "rag" and 1 <= len(data["citations"]) <= 2
+    assert code == 0 and data["mode"] == "rag" and len(data["citations"]) == 2
     assert len(sent_payload(stub.requests[0])["evidence"]) == len(data["citations"])
     assert data["prompt_version"] == localrag.RAG_PROMPT_VERSION
 

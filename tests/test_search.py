@@ -75,12 +75,13 @@ def test_only_current_provider_vectors_are_compared(ingested):
               "SELECT id, 'local-qwen3', 'Qwen/Qwen3-Embedding-0.6B', 1024, CAST(:v AS vector) FROM chunks "
               "ORDER BY id LIMIT 1", v=localrag.encode_vector(localrag.FakeLexicalEmbedder().embed_query("客户 升级")))
         s.run("DELETE FROM embeddings WHERE embedding_provider = 'fake' AND chunk_id = (SELECT min(id) FROM chunks)")
-        first = s.run("SELECT relative_path, chunk_index FROM chunks ORDER BY id LIMIT 1")[0]
+        decoy = s.run("SELECT content FROM chunks ORDER BY id LIMIT 1")[0][0]
     results = localrag.search(config, "客户 升级", 20)["results"]
-    assert all(r["score"] < 0.9999 for r in results)
+    assert results and all(r["score"] < 0.9999 for r in results)
+    assert decoy not in [r["content"] for r in results]  # its only vector is another provider's: invisible
     qwen = localrag.load_config(environ={"DATABASE_URL": config.database_url, "EMBEDDING_PROVIDER": "local-qwen3"})
     with localrag.Store.open(qwen) as s:
-        assert s.count_current(qwen.embedding_key) == 1 and first
+        assert s.count_current(qwen.embedding_key) == 1
 
 
 def test_schema_dimension_mismatch(db):

@@ -1,0 +1,361 @@
+"""Every error code in the README's table, provoked through its real condition: through the CLI (exit code and the
+--json error body) and, where the code applies to the API, through HTTP (status and error body).
+
+The README table is parsed, so a new code without a provocation here fails `test_every_readme_code_is_provoked`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+
+import pytest
+
+import localrag
+from conftest import ROOT, run_cli
+from llm_stub import ChatStub
+
+QUESTION = "客户 P1 工单应该如何升级？"
+
+
+def readme_codes() -> dict[str, tuple[int, int]]:
+    """{code: (HTTP status, exit code)} from the README's error table."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| `([a-z_]+)` \| (\d{3}) \| (\d+) \|", text, re.M)
+    return {code: (int(status), int(exit_code)) for code, status, exit_code in rows}
+
+
+@contextlib.contextmanager
+def http_server(config):
+    srv = localrag.make_server(config, "127.0.0.1", 0)
+    thread = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield srv.server_address[1]
+    finally:
+        srv.shutdown()
+        srv.server_close()
+        srv.api.pool.close()
+        thread.join(10)
+
+
+def http_call(config, method, path, body=None):
+    with http_server(config) as port:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        try:
+            data = json.dumps(body).encode() if body is not None else None
+            conn.request(method, path, body=data, headers={"Content-Type": "application/json"} if data else {})
+            resp = conn.getresponse()
+            return resp.status, json.loads(resp.read() or b"null")
+        finally:
+            conn.close()
+
+
+def cli_error(*args):
+    code, out = run_cli(*args, "--json")
+    return code, json.loads(out)["error"]["code"]
+
+
+@contextlib.contextmanager
+def fresh_database(pg_url, name, *, vector: bool):
+    """A new empty database in the test cluster (optionally with the vector extension), dropped afterwards."""
+    with contextlib.closing(_admin(pg_url)) as admin:
+        admin.run(f'DROP DATABASE IF EXISTS "{name}"')
+        admin.run(f'CREATE DATABASE "{name}"')
+    parts = urllib.parse.urlsplit(pg_url)
+    url = urllib.parse.urlunsplit(parts._replace(path="/" + name))
+    if vector:
+        cfg = localrag.load_config(environ={"DATABASE_URL": url})
+        with localrag.Store.open(cfg) as s:
+            s.run("CREATE EXTENSION vector")
+    try:
+        yield url
+    finally:
+        with contextlib.closing(_admin(pg_url)) as admin:
+            admin.run(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _admin(pg_url):
+    cfg = localrag.load_config(environ={"DATABASE_URL": pg_url})
+    return localrag.Store.open(cfg)
+
+
+# --- one provocation per code: returns (cli exit code, cli error code, http status or None, http code or None) ---
+
+def provoke_invalid_request(ctx):
+    db = ctx.getfixturevalue("db")
+    code, err = cli_error("search", "x", "--top-k", "99")
+    status, body = http_call(db, "POST", "/search", {"query": "x", "top_k": 99})
+    return code, err, status, body["error"]["code"]
+
+
+def provoke_config_invalid(ctx):
+    ctx.getfixturevalue("env")
+    ctx.getfixturevalue("monkeypatch").setenv("RAG_TOP_K", "many")
+    code, err = cli_error("search", "x")
+    return code, err, None, None  # the server does not start with an invalid config (same error, same exit)
+
+
+def provoke_database_unavailable(ctx):
+    ctx.getfixturevalue("env")
+    ctx.getfixturevalue("monkeypatch").setenv("DATABASE_URL", "postgresql://u:pw@127.0.0.1:1/x_test")
+    code, err = cli_error("search", "x")
+    status, body = http_call(localrag.load_config(), "GET", "/health")
+    return code, err, status, body["error"]["code"]
+
+
+def provoke_database_error(ctx):
+    """A column the code needs is gone (42703): not a connection problem, not a missing schema."""
+    db = ctx.getfixturevalue("ingested")[0]
+    with localrag.Store.open(db) as s:
+        s.run("ALTER TABLE chunks RENAME COLUMN heading_path TO heading_path_gone")
+    try:
+        code, err = cli_error("search", QUESTION)
+        status, body = http_call(db, "POST", "/search", {"query": QUESTION})
+    finally:
+        with localrag.Store.open(db) as s:
+            s.run("ALTER TABLE chunks RENAME COLUMN heading_path_gone TO heading_path")
+    return code, err, status, body["error"]["code"]
+
+
+def provoke_schema_not_initialized(ctx):
+    env = ctx.getfixturevalue("env")
+    with fresh_database(env["DATABASE_URL"], "errors_noschema_test", vector=True) as url:
+        ctx.getfixturevalue("monkeypatch").setenv("DATABASE_URL", url)
+        code, err = cli_error("search", "x")
+        status, body = http_call(localrag.load_config(), "POST", "/search", {"query": "x"})
+    return code, err, status, body["error"]["code"]
+
+
+def provoke_pgvector_missing(ctx):
+    """A database where the extension is not installed (the embedded server ships pgvector, so `db init` would
+    install it: the 'not available on the server' path needs a Postgres without pgvector's files)."""
+    env = ctx.getfixturevalue("env")
+    with fresh_database(env["DATABASE_URL"], "errors_novector_test", vector=False) as url:
+        ctx.getfixturevalue("monkeypatch").setenv("DATABASE_URL", url)
+        code, err = cli_error("db", "status")
+        status, body = http_call(localrag.load_config(), "GET", "/health")
+    return code, err, status, body["error"]["code"]
+
+
+def provoke_retrieval_not_ready(ctx):
+    db = ctx.getfixturevalue("db")
+    code, err = cli_error("search", "x")
+    status, body = http_call(db, "POST", "/search", {"query": "x"})
+    return code, err, status, body["error"]["code"]
+
+
+def provoke_embedding_dim_mismatch(ctx):
+    db = ctx.getfixturevalue("ingested")[0]
+    with localrag.Store.open(db) as s:
+        s.run("TRUNCATE embeddings")
+        s.run("ALTER TABLE embeddings DROP CONSTRAINT IF EXISTS embeddings_embedding_dim_check")
+        s.run("ALTER TABLE embeddings ALTER COLUMN embedding TYPE vector(512)")
+    try:
+        code, err = cli_error("search", "x")
+        status, body = http_call(db, "POST", "/search", {"query": "x"})
+    finally:
+        with localrag.Store.open(db) as s:
+            s.run("ALTER TABLE embeddings ALTER COLUMN embedding TYPE vector(1024)")
+            s.run("ALTER TABLE embeddings ADD CONSTRAINT embeddings_embedding_dim_check CHECK (embedding_dim = 1024)")
+    return code, err, status, body["error"]["code"]
+
+
+def provoke_embedding_model_unavailable(ctx):
+    """local-qwen3 with an empty model cache, offline (conftest sets HF_HUB_OFFLINE)."""
+    ctx.getfixturevalue("db")
+    mp = ctx.getfixturevalue("monkeypatch")
+    mp.setenv("EMBEDDING_PROVIDER", "local-qwen3")
+    mp.setenv("EMBEDDING_MODEL", "Qwen/Qwen3-Embedding-0.6B")
+    code, err = cli_error("embeddings", "warmup")
+    return code, err, None, None
+
+
+def _llm(ctx, scenario, **extra):
+    ctx.getfixturevalue("ingested")
+    stub = ChatStub().start()
+    ctx.addfinalizer(stub.stop)
+    stub.scenario = scenario
+    mp = ctx.getfixturevalue("monkeypatch")
+    values = {"LLM_PROVIDER": "openai-compatible", "LLM_BASE_URL": stub.root + "/v1", "LLM_API_KEY": "k",
+              "LLM_MODEL": "m", "LLM_TIMEOUT_SECONDS": "30", "RAG_MIN_SIMILARITY": "0.05", **extra}
+    for key, value in values.items():
+        mp.setenv(key, value)
+    code, err = cli_error("ask", QUESTION)
+    status, body = http_call(localrag.load_config(), "POST", "/ask", {"question": QUESTION})
+    return code, err, status, body["error"]["code"]
+
+
+def provoke_llm_config_missing(ctx):
+    return _llm(ctx, "ok", LLM_BASE_URL="ftp://127.0.0.1/v1")  # not an http(s) URL: unusable, so "missing"
+
+
+def provoke_llm_timeout(ctx):
+    return _llm(ctx, "slow", LLM_TIMEOUT_SECONDS="0.5")
+
+
+def provoke_llm_auth_failed(ctx):
+    return _llm(ctx, "status:401")
+
+
+def provoke_llm_rate_limited(ctx):
+    return _llm(ctx, "status:429")
+
+
+def provoke_llm_upstream_error(ctx):
+    return _llm(ctx, "malformed")
+
+
+def provoke_vault_invalid(ctx):
+    ctx.getfixturevalue("db")
+    code, err = cli_error("ingest", str(ctx.getfixturevalue("tmp_path") / "no-such-vault"))
+    return code, err, None, None  # ingest is not an API operation
+
+
+def provoke_ingest_in_progress(ctx):
+    db = ctx.getfixturevalue("db")
+    vault = ctx.getfixturevalue("vault")
+    with localrag.Store.open(db) as s:
+        s.run("SELECT pg_advisory_lock(727274002, hashtext(:v))", v=str(vault.resolve()))
+        try:
+            code, err = cli_error("ingest", str(vault))
+        finally:
+            s.run("SELECT pg_advisory_unlock(727274002, hashtext(:v))", v=str(vault.resolve()))
+    return code, err, None, None
+
+
+def provoke_note_not_found(ctx):
+    db = ctx.getfixturevalue("ingested")[0]
+    code, err = cli_error("show", "policies/No Such Note.md")
+    status, body = http_call(db, "GET", "/notes?path=" + urllib.parse.quote("policies/No Such Note.md"))
+    return code, err, status, body["error"]["code"]
+
+
+def provoke_eval_below_threshold(ctx):
+    ctx.getfixturevalue("ingested")
+    path = ctx.getfixturevalue("tmp_path") / "q.yaml"
+    path.write_text("- id: impossible\n  question: 客户 P1 工单应该如何升级？\n  expected_sources: [nowhere/none.md]\n"
+                    "  expected_mode: rag\n", encoding="utf-8")
+    code, err = cli_error("eval", "--questions", str(path), "--min-hit-at-k", "1.0")
+    return code, err, None, None
+
+
+PROVOKE = {name[len("provoke_"):]: fn for name, fn in globals().items() if name.startswith("provoke_")}
+
+
+def test_every_readme_code_is_provoked():
+    codes = readme_codes()
+    assert len(codes) >= 18
+    assert set(codes) == set(PROVOKE), "each code in the README table needs a provoke_<code> here (and back)"
+
+
+@pytest.mark.parametrize("code", sorted(PROVOKE))
+def test_error_code_through_cli_and_http(code, request):
+    http_status, exit_code = readme_codes()[code]
+    cli_exit, cli_code, status, api_code = PROVOKE[code](request)
+    assert (cli_code, cli_exit) == (code, exit_code)
+    if status is not None:
+        assert (api_code, status) == (code, http_status)
+
+
+# --- internal_error, --debug, exit 130 -----------------------------------------------------------------------------
+
+def test_internal_error_is_one_line_and_debug_shows_the_traceback(tmp_path):
+    """An unexpected OSError (stdout on a full disk): exit 1, one line naming internal_error, no traceback;
+    --debug re-raises with the traceback."""
+    env = {k: v for k, v in os.environ.items() if k not in localrag.ENV_KEYS}
+    env["LOCALRAG_HOME"] = str(tmp_path / "home")
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([sys.executable, "-m", "localrag", "config", "--json"], stdout=full,
+                              stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path, timeout=120)
+        assert proc.returncode == localrag.EXIT_INTERNAL
+        assert proc.stderr.strip().splitlines() == [
+            "error [internal_error]: OSError: [Errno 28] No space left on device (rerun with --debug for a traceback)"]
+        proc = subprocess.run([sys.executable, "-m", "localrag", "--debug", "config", "--json"], stdout=full,
+                              stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 1 and "Traceback (most recent call last)" in proc.stderr
+    assert "OSError: [Errno 28]" in proc.stderr
+
+
+def test_sigint_exits_130(ingested):
+    """SIGINT to a real `localrag ask --batch` waiting on stdin: exit 130 and 'interrupted', no traceback."""
+    proc = subprocess.Popen([sys.executable, "-m", "localrag", "ask", "--batch", "-"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=os.getcwd())
+    try:
+        proc.stdin.write(json.dumps({"question": QUESTION}) + "\n")
+        proc.stdin.flush()
+        first = proc.stdout.readline()  # one answer: the process is up and in its loop
+        assert json.loads(first)
+        proc.send_signal(signal.SIGINT)
+        _out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == localrag.EXIT_INTERRUPTED
+    assert "interrupted" in err and "Traceback" not in err
+
+
+# --- load_questions: every error -----------------------------------------------------------------------------------
+
+QUESTION_FILES = [
+    (None, "does not exist"),
+    ("- [unclosed\n", "not readable YAML"),
+    ("{}\n", "non-empty list"),
+    ("[]\n", "non-empty list"),
+    ("- just a string\n", "expected a mapping"),
+    ("- {id: a, question: q, expected_sources: [x.md]}\n- {id: a, question: r, expected_sources: [y.md]}\n",
+     "duplicate id 'a'"),
+    ("- {id: a, question: '  ', expected_sources: [x.md]}\n", "question must be a non-empty string"),
+    ("- {id: a, question: q, expected_sources: x.md}\n", "expected_sources must be a list"),
+    ("- {id: a, question: q, expected_sources: [x.md], expected_mode: maybe}\n", "expected_mode must be"),
+    ("- {id: a, question: q, expected_mode: rag}\n", "needs expected_sources"),
+]
+
+
+@pytest.mark.parametrize("content, message", QUESTION_FILES, ids=[m for _c, m in QUESTION_FILES])
+def test_load_questions_errors(tmp_path, content, message):
+    path = tmp_path / "questions.yaml"
+    if content is not None:
+        path.write_text(content, encoding="utf-8")
+    with pytest.raises(localrag.InvalidRequest) as info:
+        localrag.load_questions(path)
+    assert message in info.value.message and str(path) in info.value.message
+    assert info.value.code == "invalid_request"
+
+
+def test_load_questions_bad_utf8(tmp_path):
+    path = tmp_path / "questions.yaml"
+    path.write_bytes(b"- {id: a, question: \xff\xfe}\n")
+    with pytest.raises(localrag.InvalidRequest, match="not readable YAML"):
+        localrag.load_questions(path)
+
+
+# --- db schema, --env-file ------------------------------------------------------------------------------------------
+
+def test_db_schema_prints_exactly_the_schema():
+    code, out = run_cli("db", "schema")
+    assert code == 0 and out == localrag.SCHEMA_SQL
+    assert out == (ROOT / "schema.sql").read_text(encoding="utf-8")
+
+
+def test_env_file_is_read_and_os_environment_wins(env, tmp_path, monkeypatch):
+    path = tmp_path / "custom.env"
+    path.write_text("RAG_TOP_K=7\nRAG_CONTEXT_TOKEN_BUDGET=1234\n", encoding="utf-8")
+    monkeypatch.setenv("RAG_CONTEXT_TOKEN_BUDGET", "4321")
+    code, out = run_cli("--env-file", str(path), "config", "--json")
+    assert code == 0
+    data = json.loads(out)
+    flat = json.dumps(data)
+    assert '"rag_top_k": 7' in flat.replace("RAG_TOP_K", "rag_top_k").lower() or data.get("rag_top_k") == 7
+    assert "4321" in flat and "1234" not in flat
+    code, out = run_cli("--env-file", str(tmp_path / "missing.env"), "config", "--json")
+    assert code == localrag.EXIT_CONFIG and json.loads(out)["error"]["code"] == "config_invalid"
