@@ -378,6 +378,9 @@ def load_config(env_file: str | Path | None = None, environ: dict | None = None,
     timeout = _float_setting(get("LLM_TIMEOUT_SECONDS"), "LLM_TIMEOUT_SECONDS", LLM_TIMEOUT_S_DEFAULT)
     max_file_mb = _float_setting(get("LOCALRAG_MAX_FILE_MB"), "LOCALRAG_MAX_FILE_MB", MAX_FILE_MB_DEFAULT)
     max_body = _int_setting(get("LOCALRAG_MAX_BODY_BYTES"), "LOCALRAG_MAX_BODY_BYTES", HTTP_MAX_BODY_BYTES_DEFAULT)
+    if max_body < 1:  # 0 or less would refuse every request body
+        raise ConfigInvalid(f"LOCALRAG_MAX_BODY_BYTES={max_body} is out of range; use a positive number of bytes",
+                            key="LOCALRAG_MAX_BODY_BYTES", value=max_body, allowed=">=1")
     workers = _int_setting(get("LOCALRAG_INGEST_WORKERS"), "LOCALRAG_INGEST_WORKERS", min(os.cpu_count() or 1, 8))
     if not 1 <= workers <= 64:
         raise ConfigInvalid(f"LOCALRAG_INGEST_WORKERS={workers} is out of range; use 1 (no worker processes) to 64",
