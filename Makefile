@@ -10,12 +10,13 @@ TORCH_SPEC ?= torch==2.13.0
 LOCALRAG_SKIP_QWEN ?=
 PYTEST_ARGS ?=
 
-.PHONY: help venv demo test test-fast bench pyz clean distclean browser
+.PHONY: help venv demo test test-fast bench mutants pyz clean distclean browser
 
 help:
 	@echo "make demo    - venv, install, db init, ingest samples/acme-vault, search + ask (embedded Postgres)"
 	@echo "make test    - install test deps (+ the local-qwen3 extra) and run the test suite"
 	@echo "make bench   - benchmarks: ingest, search, HTTP (prints medians and ratios)"
+	@echo "make mutants - plant deliberate bugs in a copy of localrag.py; every one must be caught by the tests"
 	@echo "make pyz     - build dist/localrag.pyz with shiv"
 
 $(VENV)/.base: pyproject.toml
@@ -60,6 +61,10 @@ test-fast: $(VENV)/.test
 
 bench: $(VENV)/.test
 	$(PY) bench/bench.py $(BENCH_ARGS)
+
+# Not part of `make test`: about 20 mutants, each run against the tests that should catch it (several minutes).
+mutants: $(VENV)/.test
+	$(PY) bench/mutants.py $(MUTANTS_ARGS)
 
 # dist/localrag.pyz: the project and its runtime dependencies (embedded Postgres, offline tiktoken ranks) in one
 # zipapp for this platform and Python. Same inputs, same bytes: no .pyc, fixed timestamps, fixed build id.
