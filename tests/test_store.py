@@ -1,5 +1,6 @@
 """Store: the schema file is the module's DDL, init is idempotent, errors are translated and masked."""
 
+import json
 import struct
 from pathlib import Path
 
@@ -113,5 +114,22 @@ def test_two_commands_starting_the_embedded_server_at_once(tmp_path):
     try:
         results = [p.communicate(timeout=120) for p in procs]
         assert [p.returncode for p in procs] == [0, 0], results
+        outs = [json.loads(out) for out, _err in results]
+        # one server: both name the same data folder, which holds one cluster with one running postmaster
+        assert outs[0]["database"] == outs[1]["database"] == f"embedded Postgres ({tmp_path / 'home' / 'pgdata'})"
+        assert [p.name for p in (tmp_path / "home").iterdir()] == ["pgdata"]
+        pid = int((tmp_path / "home" / "pgdata" / "postmaster.pid").read_text().split()[0])
+        os.kill(pid, 0)  # alive
+        # one schema: each table exactly once, the vector extension once
+        status = subprocess.run([sys.executable, "-m", "localrag", "db", "status", "--json"], cwd=tmp_path, env=env,
+                                capture_output=True, text=True, timeout=120)
+        data = json.loads(status.stdout)
+        assert data["schema_initialized"] is True and all(data["tables"].values())
+        code = ("import localrag, json; c = localrag.load_config(); s = localrag.Store.open(c); print(json.dumps(s.run("
+                "\"SELECT (SELECT count(*) FROM pg_class WHERE relname = 'documents' AND relkind = 'r'), "
+                "(SELECT count(*) FROM pg_extension WHERE extname = 'vector')\")[0]))")
+        counts = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
+                                timeout=120)
+        assert json.loads(counts.stdout) == [1, 1], counts.stderr
     finally:
         subprocess.run([sys.executable, "-m", "localrag", "db", "stop"], cwd=tmp_path, env=env, capture_output=True)
