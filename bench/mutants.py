@@ -12,15 +12,19 @@ fails (exit 1), SURVIVED when all pass (exit 0), ERROR otherwise.  Every selecti
 unmutated copy: a selection that fails without a mutant would "catch" everything, so it is an error.
 
 One embedded Postgres serves every run (TEST_DATABASE_URL, the conftest's documented override), so a run costs
-its tests, not a cluster start.  The real localrag.py is never modified.  Not part of `make test`.
+its tests, not a cluster start.  Hypothesis runs with a fixed seed and without shrinking (the "mutants" profile in
+tests/conftest.py): a failure is a catch, its smallest example is not needed.  The real localrag.py is never
+modified.  Not part of `make test`.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -152,16 +156,24 @@ def scratch_project(module_text: str) -> Path:
 
 def run_tests(project: Path, mutant: Mutant, env: dict) -> tuple[int, float, str]:
     cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "--hypothesis-seed=0",
+           "--hypothesis-profile=mutants",
            "-m", "not slow and not qwen", *mutant.tests]
     if mutant.k:
         cmd += ["-k", mutant.k]
     started = time.monotonic()
+    # its own process group, so an interrupt or a timeout ends pytest and everything it started
+    proc = subprocess.Popen(cmd, cwd=project, env={**env, "PYTHONPATH": str(project)}, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
-        proc = subprocess.run(cmd, cwd=project, env={**env, "PYTHONPATH": str(project)}, capture_output=True,
-                              text=True, timeout=RUN_TIMEOUT_S)
-        code, out = proc.returncode, proc.stdout + proc.stderr
+        out, _ = proc.communicate(timeout=RUN_TIMEOUT_S)
+        code = proc.returncode
     except subprocess.TimeoutExpired:
         code, out = -1, "timeout"
+    finally:
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
     return code, time.monotonic() - started, out
 
 
@@ -198,6 +210,7 @@ def main(argv=None) -> int:
             print(f"{m.name}\n    {' '.join(m.tests)}" + (f" -k '{m.k}'" if m.k else ""))
         return 0
     source = (ROOT / "localrag.py").read_text(encoding="utf-8")
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM cleans up like Ctrl-C
     server, url, folder = start_postgres()
     env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
     env["TEST_DATABASE_URL"] = url
