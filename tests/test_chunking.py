@@ -64,13 +64,22 @@ def check_tiling(doc, chunks):
     assert not doc.body[covered_to:].strip()
 
 
+def own_text(doc, section):
+    """A section's text after its heading line ("" for a heading-only section)."""
+    text = doc.body[section.start:section.end]
+    return text.partition("\n")[2].strip() if section.heading_path and text.lstrip().startswith("#") else text.strip()
+
+
 def check_headings_enclose(doc, chunks):
+    """Every section with text of its own that a chunk touches lies under the chunk's heading path.  A
+    heading-only section (no text) folds into the chunk after it, whose path the chunk keeps: exempt."""
     for c in chunks:
         touched = [s for s in doc.sections if s.start < c.end and c.start < s.end
                    and doc.body[max(s.start, c.start):min(s.end, c.end)].strip()]
         assert touched, "a chunk outside every section"
         for s in touched:
-            assert s.heading_path[:len(c.heading_path)] == c.heading_path, (c.heading_path, s.heading_path)
+            if own_text(doc, s):
+                assert s.heading_path[:len(c.heading_path)] == c.heading_path, (c.heading_path, s.heading_path)
 
 
 def section_of(doc, chunk):
@@ -99,16 +108,20 @@ def token_starts(text):
 
 
 def check_split_rule(doc, chunks):
-    """Pairs of consecutive chunks: pieces of one split section obey the overlap rule; others never overlap."""
+    """Pairs of consecutive chunks: two pieces of one split span overlap (by the overlap rule) and share their
+    heading path; any other pair is disjoint with only whitespace between.  A pair inside one section is always
+    a split (a section is never cut into chunks without overlap)."""
     body = doc.body
     for c in chunks:
         assert c.token_count <= TARGET_MAX + 4  # merged sections: sum of counts, +-1 each
     for a, b in zip(chunks, chunks[1:]):
-        sec = section_of(doc, a)
-        if sec is None or section_of(doc, b) is not sec:
-            assert b.start >= a.end and not body[a.end:b.start].strip()
+        sec = section_of(doc, b)
+        if b.start >= a.end:
+            assert not body[a.end:b.start].strip()
+            assert sec is None or not (sec.start <= a.start and a.end <= sec.end), "a section cut without overlap"
             continue
-        # two pieces of one split section
+        # two pieces of one split span
+        assert a.heading_path == b.heading_path
         assert localrag.count_tokens(body[a.start:a.end]) <= TARGET_MAX
         assert a.start < b.start < a.end, "pieces of a split section overlap"
         tail = body[a.start:a.end]
@@ -164,8 +177,10 @@ def test_big_subsection_is_not_merged():
     big = "词语 " * 700
     text = f"# Doc\n## A\nshort\n### A1\n{big}\n"
     chunks = localrag.chunk_document(localrag.parse_markdown(text))
-    assert chunks[1].heading_path == ("Doc", "A") and "A1" not in chunks[1].content
-    assert chunks[2].heading_path == ("Doc", "A", "A1")
+    # `# Doc` has no text of its own: it folds into A's chunk
+    assert chunks[0].heading_path == ("Doc", "A") and "A1" not in chunks[0].content
+    assert chunks[0].content.startswith("# Doc\n## A")
+    assert chunks[1].heading_path == ("Doc", "A", "A1")
 
 
 def test_special_token_text_is_counted_not_rejected():
@@ -263,3 +278,13 @@ def test_every_piece_of_a_split_is_aimed_at_400_to_800_tokens():
     assert len(chunks) == 2
     assert all(TARGET_MIN <= c.token_count <= TARGET_MAX
                for c in chunks)
+
+
+def test_heading_only_sections_fold_into_the_next_chunk():
+    doc = localrag.parse_markdown("# Setup\n## Install\nRun the installer.\n## Configure\n### Network\n\n"
+                                  "Open port 8080.\n## Empty last\n", "s.md")
+    chunks = localrag.chunk_document(doc)
+    assert [c.heading_path for c in chunks] == [("Setup", "Install"), ("Setup", "Configure"),
+                                                ("Setup", "Empty last")]
+    assert chunks[0].content.startswith("# Setup\n## Install") and "Open port" in chunks[1].content
+    assert all(c.content.strip() != c.content.strip().splitlines()[0] or c.index == len(chunks) - 1 for c in chunks)
