@@ -290,6 +290,18 @@ def provoke_ingest_in_progress(ctx):
     return code, err, None, None
 
 
+def provoke_vault_not_indexed(ctx):
+    ctx.getfixturevalue("db")
+    code, err = cli_error("vaults", "rm", str(ctx.getfixturevalue("vault")), "--yes")  # a folder never ingested
+    return code, err, None, None
+
+
+def provoke_ignore_pattern_invalid(ctx):
+    ctx.getfixturevalue("db")
+    code, err = cli_error("ingest", str(ctx.getfixturevalue("vault")), "--exclude", "notes[abc")
+    return code, err, None, None
+
+
 def provoke_note_not_found(ctx):
     db = ctx.getfixturevalue("ingested")[0]
     code, err = cli_error("show", "policies/No Such Note.md")
