@@ -246,7 +246,7 @@ USES = sorted({case["use"] for case in KEY_CASES.values() if "use" in case})
 
 
 @pytest.mark.parametrize("use", USES)
-def test_key_invalid_value_fails_where_it_is_used(use, env, tmp_path, monkeypatch):
+def test_key_invalid_value_fails_where_it_is_used(use, env, tmp_path, monkeypatch, request):
     if use == "test_database_url_guard":
         from conftest import check_test_database_url
         assert "_test" in check_test_database_url("postgresql://h/localrag", "")
@@ -278,6 +278,7 @@ def test_key_invalid_value_fails_where_it_is_used(use, env, tmp_path, monkeypatc
         assert (code, json.loads(out)["error"]["code"]) == (localrag.EXIT_EMBEDDING, "embedding_model_unavailable")
         return
     if use == "api_token_required":
+        request.getfixturevalue("db")  # schema, no rows: a request past auth is a 503 retrieval_not_ready
         monkeypatch.setenv("LOCALRAG_API_TOKEN", "tok-123")
         cfg = localrag.load_config()
         srv = localrag.make_server(cfg, "127.0.0.1", 0)
@@ -290,7 +291,7 @@ def test_key_invalid_value_fails_where_it_is_used(use, env, tmp_path, monkeypatc
                 conn = http.client.HTTPConnection("127.0.0.1", srv.server_address[1], timeout=30)
                 conn.request("POST", "/search", body=b'{"query": "x"}', headers={
                     "Content-Type": "application/json", **({"Authorization": auth} if auth else {})})
-                assert conn.getresponse().status == status, auth  # 503: past auth, no schema in this database
+                assert conn.getresponse().status == status, auth  # 503: past auth, nothing indexed
                 conn.close()
         finally:
             srv.shutdown()
