@@ -248,10 +248,22 @@ USES = sorted({case["use"] for case in KEY_CASES.values() if "use" in case})
 @pytest.mark.parametrize("use", USES)
 def test_key_invalid_value_fails_where_it_is_used(use, env, tmp_path, monkeypatch, request):
     if use == "test_database_url_guard":
-        from conftest import check_test_database_url
+        from conftest import ROOT, check_test_database_url
         assert "_test" in check_test_database_url("postgresql://h/localrag", "")
         assert "equals DATABASE_URL" in check_test_database_url("postgresql://h/x_test", "postgresql://h/x_test")
         assert check_test_database_url("postgresql://h/x_test", "postgresql://h/x") is None
+        # the real guard: pytest refuses to touch a database whose name does not end in _test (exit 3, named)
+        import os
+        import subprocess
+        import sys
+        run_env = {k: v for k, v in os.environ.items() if k not in localrag.ENV_KEYS}
+        run_env["TEST_DATABASE_URL"] = "postgresql://u:pw@127.0.0.1:1/localrag"
+        proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                               "tests/test_store.py::test_db_init_is_idempotent_and_status_reports"],
+                              cwd=ROOT, env=run_env, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 3, proc.stdout[-500:]
+        assert "refusing to run database tests" in proc.stdout + proc.stderr
+        assert "'localrag'" in proc.stdout + proc.stderr and "must end in _test" in proc.stdout + proc.stderr
         return
     if use == "vault_path_missing":
         monkeypatch.setenv("VAULT_PATH", str(tmp_path / "nowhere"))

@@ -1126,7 +1126,7 @@ def test_conflicting_content_length_is_400_and_closes(routing_api, lengths):
     assert headers.get("Connection") == "close"
 
 
-@pytest.mark.parametrize("value", ["-1", "+15", "0x0f", "1e1"])
+@pytest.mark.parametrize("value", ["-1", "+15", "0x0f", "1e1", "abc", "1 2"])
 def test_content_length_that_is_not_digits_is_400(routing_api, value):
     raw = raw_exchange(routing_api.port, f"POST /search HTTP/1.1\r\nHost: x\r\nContent-Length: {value}\r\n\r\n"
                                          f'{{"query": "P1"}}'.encode())
