@@ -66,20 +66,20 @@ MUTANTS: list[Mutant] = [
       "CHUNK_OVERLAP_TOKENS = 81 ",
       ("tests/test_chunking.py",)),
     M("ingest: a crashed process's run is left 'running'",
-      "\"WHERE vault_path = :v AND status = 'running'\", v=str(root))",
-      "\"WHERE vault_path = :v AND status = 'never'\", v=str(root))",
+      "\"WHERE vault_path = :v AND status = 'running'\", v=vault_key)",
+      "\"WHERE vault_path = :v AND status = 'never'\", v=vault_key)",
       ("tests/test_ingest.py",), "killed or racing or dies or busy"),
     M("ingest: a run that fails in-process is left 'running'",
-      'result = _finish_run(config, store, job, "failed", summary[:2000], time.monotonic() - started)',
-      'result = {}',
+      'exc.partial = _finish_run(config, store, job, "failed", summary[:2000],',
+      'exc.partial = (lambda *a, **k: None)(config, store, job, "failed", summary[:2000],',
       ("tests/test_ingest.py",), "dies or killed or interrupt"),
     M("ingest: the advisory lock is skipped (the racing test alone must see it)",
-      'if not store.run("SELECT pg_try_advisory_lock(727274002, hashtext(:v))", v=str(root))[0][0]:',
-      'if not store.run("SELECT true", v=str(root))[0][0]:',
+      'while not store.run("SELECT pg_try_advisory_lock(:k, hashtext(:v))", k=INGEST_LOCK_KEY, v=vault_key)[0][0]:',
+      'while not store.run("SELECT true", k=INGEST_LOCK_KEY, v=vault_key)[0][0]:',
       ("tests/test_ingest.py",), "racing"),
     M("ingest: the advisory lock is skipped",
-      'if not store.run("SELECT pg_try_advisory_lock(727274002, hashtext(:v))", v=str(root))[0][0]:',
-      'if not store.run("SELECT true", v=str(root))[0][0]:',
+      'while not store.run("SELECT pg_try_advisory_lock(:k, hashtext(:v))", k=INGEST_LOCK_KEY, v=vault_key)[0][0]:',
+      'while not store.run("SELECT true", k=INGEST_LOCK_KEY, v=vault_key)[0][0]:',
       ("tests/test_ingest.py", "tests/test_errors.py"), "racing or concurrent or ingest_in_progress"),
     M("fake: an all-zero vector for every input",
       "    if norm > 0:\n        for bucket, value in acc.items():",
@@ -146,7 +146,12 @@ def plant(source: str, mutant: Mutant) -> str:
     n = source.count(mutant.old)
     if n != 1:
         raise LookupError(f"snippet found {n} times (must be exactly once)")
-    return source.replace(mutant.old, mutant.new)
+    mutated = source.replace(mutant.old, mutant.new)
+    try:  # a mutant that does not compile would be "caught" by every test: not a test of the tests
+        compile(mutated, "localrag.py", "exec")
+    except SyntaxError as exc:
+        raise LookupError(f"the mutated module does not compile: {exc}") from None
+    return mutated
 
 
 def scratch_project(module_text: str) -> Path:
