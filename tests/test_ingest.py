@@ -280,7 +280,7 @@ def test_worker_processes_give_the_same_index_as_in_process(db, tmp_path, monkey
 
 
 def test_a_killed_ingest_process_leaves_a_failed_run_not_a_running_one(db, vault):
-    """kill -9 of a real `localrag ingest` mid-run (held at its first write by a table lock): the next ingest
+    """kill -9 of a real `localrag ingest` mid-run (held at its first chunk write by a table lock): the next ingest
     marks the orphaned run failed, with a reason, and completes."""
     import signal
     import subprocess
@@ -289,7 +289,7 @@ def test_a_killed_ingest_process_leaves_a_failed_run_not_a_running_one(db, vault
     env = {k: v for k, v in os.environ.items()}
     holder = localrag.Store.open(db)
     holder.run("BEGIN")
-    holder.run("LOCK TABLE documents IN ACCESS EXCLUSIVE MODE")
+    holder.run("LOCK TABLE chunks IN SHARE MODE")  # reads go on; the first chunk write waits
     proc = subprocess.Popen([sys.executable, "-m", "localrag", "ingest", str(vault), "--json"], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             cwd=os.path.dirname(localrag.__file__))
