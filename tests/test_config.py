@@ -277,7 +277,8 @@ def test_key_invalid_value_fails_where_it_is_used(use, env, tmp_path, monkeypatc
         blocker.write_text("x")
         monkeypatch.setenv("LOCALRAG_HOME", str(blocker / "home"))
         code, out = run_cli("db", "status", "--json")
-        assert (code, json.loads(out)["error"]["code"]) == (localrag.EXIT_DB, "database_unavailable")
+        # README: an unwritable LOCALRAG_HOME is config_invalid naming the folder
+        assert (code, json.loads(out)["error"]["code"]) == (localrag.EXIT_CONFIG, "config_invalid")
         assert str(blocker) in out
         return
     if use == "cache_dir_unusable":
