@@ -50,7 +50,11 @@ test-fast: $(VENV)/.test
 	@$(PY) -m pytest -m "not slow and not qwen" $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
-bench: $(VENV)/.test
+$(VENV)/.bench: $(VENV)/.test
+	$(PIP) install -e '.[test,bench]'
+	touch $@
+
+bench: $(VENV)/.bench
 	$(PY) bench/bench.py $(BENCH_ARGS)
 
 # dist/localrag.pyz: the project and its runtime dependencies (embedded Postgres, offline tiktoken ranks) in one

