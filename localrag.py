@@ -2109,13 +2109,13 @@ def model_manifest_files(cache_dir: Path) -> tuple[dict, list[tuple[str, Path]]]
     return head, members
 
 
-def embeddings_pack(config: Config, out: str | Path, progress: Callable[[str], None] | None = None) -> dict:
+def embeddings_pack(config: Config, out: str | Path, progress: ProgressFn | None = None) -> dict:
     """`localrag embeddings pack OUT.tar`: the cached local-qwen3 snapshot as one tar with a sha256 manifest first.
 
     Two streaming passes: hash every file for the manifest, then copy each into the tar while hashing again (a file
     that changed in between stops the pack).  Written to OUT.partial and renamed, so OUT is never half a tar."""
     import tarfile
-    progress = progress or (lambda msg: None)
+    progress = progress or (lambda phase, done, total: None)
     out = Path(out).expanduser()
     head, members = model_manifest_files(config.embedding_cache_dir)
     if head["dim"] != config.embedding_dim:
@@ -2124,7 +2124,7 @@ def embeddings_pack(config: Config, out: str | Path, progress: Callable[[str], N
                                    expected=config.embedding_dim, actual=head["dim"])
     files = []
     for n, (name, path) in enumerate(members, 1):
-        progress(f"hashing [{n}/{len(members)}] {name}")
+        progress("hash", n - 1, len(members))
         digest, size = _sha256_file(path)
         files.append({"path": name, "size": size, "sha256": digest})
     manifest = {**head, "files": files, "total_bytes": sum(f["size"] for f in files)}
@@ -2137,7 +2137,7 @@ def embeddings_pack(config: Config, out: str | Path, progress: Callable[[str], N
                                                    copybufsize=MODEL_ARCHIVE_CHUNK_BYTES) as tar:
             tar.addfile(_tar_info(MODEL_ARCHIVE_MANIFEST, len(data)), io.BytesIO(data))
             for n, (entry, (name, path)) in enumerate(zip(files, members), 1):
-                progress(f"packing [{n}/{len(files)}] {name}")
+                progress("pack", n - 1, len(files))
                 with open(path, "rb") as f:
                     reader = _HashingReader(f)
                     tar.addfile(_tar_info(name, entry["size"]), reader)
@@ -2219,7 +2219,7 @@ def _check_manifest(manifest: Any, config: Config) -> dict[str, dict]:
     return by_name
 
 
-def embeddings_unpack(config: Config, archive: str | Path, progress: Callable[[str], None] | None = None) -> dict:
+def embeddings_unpack(config: Config, archive: str | Path, progress: ProgressFn | None = None) -> dict:
     """`localrag embeddings unpack ARCHIVE`: verify every file against the manifest while streaming it into a
     staging folder inside EMBEDDING_CACHE_DIR, then rename the snapshot into place and point refs/main at it.
 
@@ -2228,7 +2228,7 @@ def embeddings_unpack(config: Config, archive: str | Path, progress: Callable[[s
     import concurrent.futures
     import shutil
     import tarfile
-    progress = progress or (lambda msg: None)
+    progress = progress or (lambda phase, done, total: None)
     archive = Path(archive).expanduser()
     if not archive.is_file():
         raise ModelArchiveInvalid(f"archive {archive} does not exist; pass the .tar that `embeddings pack` wrote",
@@ -2275,7 +2275,7 @@ def embeddings_unpack(config: Config, archive: str | Path, progress: Callable[[s
                     raise ModelArchiveInvalid(f"{member.name} is {member.size} bytes in the archive but "
                                               f"{entry['size']} in its manifest: the archive was altered",
                                               member=member.name)
-                progress(f"verifying [{len(seen) + 1}/{len(expected)}] {member.name}")
+                progress("verify", len(seen), len(expected))
                 dest = staging / member.name
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 digest = _copy_hashing(raw, member, dest, writer, buffers)
@@ -6531,7 +6531,8 @@ def _say(message: str) -> None:
 PROGRESS_TTY_INTERVAL_S = 0.1         # redraw the in-place line at most this often
 PROGRESS_LOG_INTERVAL_S = 5.0         # not a terminal: a line at most this often...
 PROGRESS_LOG_FRACTION = 0.10          # ...and only after this much more of the phase is done (the rarer wins)
-_PROGRESS_UNITS = {"parse+embed": "files", "write": "files", "embed": "chunks", "backfill": "documents"}
+_PROGRESS_UNITS = {"parse+embed": "files", "write": "files", "embed": "chunks", "backfill": "documents",
+                   "hash": "files", "pack": "files", "verify": "files"}
 
 
 def _duration(seconds: float) -> str:
@@ -6949,7 +6950,15 @@ def _print_pieces(pieces: dict) -> None:
 
 
 def _cmd_embeddings(config: Config, args: argparse.Namespace) -> int:
-    progress = _progress_printer()
+    progress = _progress_printer() if args.emb_command in ("pack", "unpack") else None
+    try:
+        return _embeddings_action(config, args, progress)
+    finally:
+        if progress:
+            progress.close()
+
+
+def _embeddings_action(config: Config, args: argparse.Namespace, progress: _ProgressPrinter | None) -> int:
     if args.emb_command == "status":
         result = embeddings_status(config, verify=args.verify)
         if args.json:
@@ -6998,8 +7007,6 @@ def _cmd_embeddings(config: Config, args: argparse.Namespace) -> int:
         _print_json(result) if args.json else _say(
             f"ready: {result['dim']}-dimensional vectors, norm {result['norm']}, cache {result['size_mb']} MB, "
             f"{result['seconds']}s")
-    if progress:
-        sys.stderr.write("\r" + " " * 100 + "\r")
     return EXIT_OK
 
 
