@@ -3745,7 +3745,7 @@ def prepare_file(relative_path: str, data: bytes, embedder: Any = None) -> _Prep
         chunks = chunk_document(doc)
         names = doc.alias_text
         vectors = None
-        if embedder is not None:
+        if embedder:  # None (or a legacy False): the embedder runs later, in the main process
             vectors = [_Copy.vector(v) for v in embedder.embed_documents(
                 [document_fields(c.content, c.heading_path, relative_path, doc.tags, doc.wikilinks, names)
                  for c in chunks])]
