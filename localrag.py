@@ -2240,7 +2240,9 @@ WHEEL_PLATFORM_ALIASES = {tag: name for name, spec in WHEEL_PLATFORMS.items() fo
 def _sha256_file(path: Path) -> tuple[str, int]:
     digest, size = hashlib.sha256(), 0
     with open(path, "rb") as f:
-        while block := f.read(MODEL_ARCHIVE_CHUNK_BYTES):
+        # iter(callable, sentinel), not a walrus: Python 3.7 must still parse this module to refuse itself in
+        # one line (the pyz's old-Python check)
+        for block in iter(lambda: f.read(MODEL_ARCHIVE_CHUNK_BYTES), b""):
             digest.update(block)
             size += len(block)
     return digest.hexdigest(), size
@@ -2446,7 +2448,8 @@ def embeddings_unpack(config: Config, archive: str | Path, progress: ProgressFn 
                 raise ModelArchiveInvalid(f"the manifest in {archive} is not JSON", path=str(archive)) from None
             expected = _check_manifest(manifest, config)
             seen: set[str] = set()
-            while (member := tar.next()) is not None:  # next(), not iter(): that would restart at the manifest
+            # next(), not iter(): that would restart at the manifest (no walrus: 3.7 must parse this module)
+            for member in iter(tar.next, None):
                 current = member.name
                 if member.name not in expected or member.name in seen:
                     raise ModelArchiveInvalid(f"the archive holds {member.name!r}, which its manifest does not list "
