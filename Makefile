@@ -60,7 +60,11 @@ test-fast: $(VENV)/.test
 	@$(PY) -m pytest -m "not slow and not qwen" $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
-bench: $(VENV)/.test
+$(VENV)/.bench: $(VENV)/.test
+	$(PIP) install -e '.[test,bench]'
+	touch $@
+
+bench: $(VENV)/.bench
 	$(PY) bench/bench.py $(BENCH_ARGS)
 
 # Not part of `make test`: about 20 mutants, each run against the tests that should catch it (several minutes).

@@ -56,7 +56,7 @@ def test_explicit_env_file(tmp_path):
 def test_threshold_default_per_provider(tmp_path, provider, expected):
     cfg = localrag.load_config(environ={"EMBEDDING_PROVIDER": provider, "RAG_MIN_SIMILARITY": ""}, cwd=tmp_path)
     assert cfg.rag_min_similarity == expected
-    assert cfg.embedding_model == localrag.PROVIDER_MODELS[provider]
+    assert cfg.embedding_model == localrag.EMBEDDERS[provider].fixed_model
 
 
 @pytest.mark.parametrize("key,value,needle", [
