@@ -176,7 +176,7 @@ KEY_CASES = {
                          "http://127.0.0.1:9/v1"), use="llm_base_url_not_http"),
     "LLM_MODEL": dict(default=("llm_model", "fake-local"), valid=("m-1", "llm_model", "m-1"), use="llm_model_missing"),
     "LLM_API_KEY": dict(default=("llm_api_key", ""), valid=("sk-secret", "llm_api_key", "sk-secret"),
-                        use="llm_api_key_missing"),
+                        use="llm_api_key_optional"),
     "LLM_TIMEOUT_SECONDS": dict(default=("llm_timeout_s", 30.0), valid=("2.5", "llm_timeout_s", 2.5),
                                 invalid=["0", "-1", "nan", "inf", "soon"]),
     "RAG_TOP_K": dict(default=("rag_top_k", 5), valid=("20", "rag_top_k", 20), invalid=["0", "21", "3.5", "x"]),
@@ -194,6 +194,26 @@ KEY_CASES = {
                                     invalid=["0", "-1", "1e6", "x"]),
     "LOCALRAG_INGEST_WORKERS": dict(default=("ingest_workers", "<cpus>"), valid=("64", "ingest_workers", 64),
                                     invalid=["0", "65", "x"]),
+    "EMBEDDING_BASE_URL": dict(default=("embedding_base_url", ""), valid=(
+        "http://127.0.0.1:8080/v1", "embedding_base_url", "http://127.0.0.1:8080/v1"), use="embedding_base_url_not_http"),
+    "EMBEDDING_API_KEY": dict(default=("embedding_api_key", ""), valid=("sk-emb", "embedding_api_key", "sk-emb"),
+                              use="embedding_api_key_refused"),
+    "EMBEDDING_BATCH_SIZE": dict(default=("embedding_batch_size", 32), valid=("2048", "embedding_batch_size", 2048),
+                                 invalid=["0", "2049", "x"]),
+    "EMBEDDING_TIMEOUT_SECONDS": dict(default=("embedding_timeout_s", 60.0), valid=("2.5", "embedding_timeout_s", 2.5),
+                                      invalid=["0", "-1", "nan", "soon"]),
+    "EMBEDDING_DIM_REQUEST": dict(default=("embedding_dim_request", None), valid=(
+        "1024", "embedding_dim_request", 1024), invalid=["768", "x"]),
+    "EMBEDDING_QUERY_PREFIX": dict(default=("embedding_query_prefix", ""), valid=(
+        "query: ", "embedding_query_prefix", "query: "), use="embedding_prefixes_sent"),
+    "EMBEDDING_DOCUMENT_PREFIX": dict(default=("embedding_document_prefix", ""), valid=(
+        "passage: ", "embedding_document_prefix", "passage: "), use="embedding_prefixes_sent"),
+    "EMBEDDING_INPUT_TYPE": dict(default=("embedding_input_type", False), valid=("true", "embedding_input_type", True),
+                                 invalid=["maybe"]),
+    "RAG_STRICT_CLAIMS": dict(default=("rag_strict_claims", False), valid=("true", "rag_strict_claims", True),
+                              invalid=["sometimes"]),
+    "RAG_RECORD_ANSWERS": dict(default=("rag_record_answers", True), valid=("false", "rag_record_answers", False),
+                               invalid=["2"]),
 }
 
 
@@ -312,6 +332,30 @@ def test_key_invalid_value_fails_where_it_is_used(use, env, tmp_path, monkeypatc
             srv.api.pool.close()
             thread.join(10)
         return
+    if use.startswith("embedding_"):
+        from embeddings_stub import EmbeddingsStub
+        with EmbeddingsStub() as stub:
+            base = {"HOME": str(tmp_path), "EMBEDDING_PROVIDER": "openai-compatible", "EMBEDDING_MODEL": "stub-e5",
+                    "EMBEDDING_BASE_URL": stub.base_url, "EMBEDDING_TIMEOUT_SECONDS": "5"}
+            if use == "embedding_base_url_not_http":
+                with pytest.raises(localrag.ConfigInvalid) as info:
+                    localrag.load_config(environ={**base, "EMBEDDING_BASE_URL": "ftp://127.0.0.1/v1"}, cwd=tmp_path)
+                assert info.value.details.get("key") == "EMBEDDING_BASE_URL"
+            elif use == "embedding_api_key_refused":
+                stub.scenario = "status:401"
+                cfg = localrag.load_config(environ={**base, "EMBEDDING_API_KEY": "sk-wrong-key"}, cwd=tmp_path)
+                with pytest.raises(localrag.EmbeddingAuthFailed) as info:
+                    localrag.OpenAICompatibleEmbedder(cfg).embed_query("x")
+                assert "EMBEDDING_API_KEY" in info.value.message and "sk-wrong-key" not in info.value.message
+            else:  # the prefixes are sent as given (E5's "query: " / "passage: ")
+                cfg = localrag.load_config(environ={**base, "EMBEDDING_QUERY_PREFIX": "query: ",
+                                                   "EMBEDDING_DOCUMENT_PREFIX": "passage: "}, cwd=tmp_path)
+                emb = localrag.OpenAICompatibleEmbedder(cfg)
+                emb.embed_query("apples")
+                emb.embed_documents([localrag.document_fields("pears", [], "p.md", [], [])])
+                inputs = stub.inputs()
+                assert inputs[0] == "query: apples" and inputs[1].startswith("passage: ")
+        return
     # the LLM settings: judged when an answer is generated
     monkeypatch.setenv("LLM_PROVIDER", "openai-compatible")
     values = {"LLM_BASE_URL": "http://127.0.0.1:9/v1", "LLM_MODEL": "m", "LLM_API_KEY": "k"}
@@ -319,10 +363,15 @@ def test_key_invalid_value_fails_where_it_is_used(use, env, tmp_path, monkeypatc
         values["LLM_BASE_URL"] = "ftp://127.0.0.1/v1"
     elif use == "llm_model_missing":
         values["LLM_MODEL"] = ""
-    elif use == "llm_api_key_missing":
+    elif use == "llm_api_key_optional":  # local servers (Ollama, llama.cpp, vLLM) need none: no header is sent
         values["LLM_API_KEY"] = ""
     for k, v in values.items():
         monkeypatch.setenv(k, v)
+    if use == "llm_api_key_optional":
+        llm = localrag.get_llm(localrag.load_config())
+        assert llm._http._key == "" and b"Authorization" not in llm.request_body([{"role": "user", "content": "x"}],
+                                                                                   False)
+        return
     with pytest.raises(localrag.LlmConfigMissing) as info:
         localrag.get_llm(localrag.load_config())
     assert info.value.code == "llm_config_missing"
