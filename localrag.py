@@ -65,6 +65,18 @@ LLM_PROVIDERS = ("fake", "openai-compatible")
 EMBEDDING_DEVICES = ("cpu", "cuda", "mps")
 
 TOP_K_DEFAULT, TOP_K_MIN, TOP_K_MAX = 5, 1, 20
+# Retrieval and the evidence gate (measured on eval/obsidian-dev.yaml; see the README's "Retrieval" section).
+RETRIEVAL_DEFAULT = "hybrid"
+FUSION_DEFAULT = "weighted"
+# The keyword channel's share in the weighted fusion, per embedder: the hashed fake vector is a noisy copy of the
+# keyword signal, a semantic model adds what keywords miss.
+PROVIDER_DEFAULT_KEYWORD_WEIGHT = {FAKE_PROVIDER: 0.7, QWEN_PROVIDER: 0.5}
+KEYWORD_WEIGHT_FALLBACK = 0.5
+MIN_COVERAGE_DEFAULT = 0.5                 # idf-weighted share of the question's terms found in the top evidence
+MIN_MATCHED_TERMS_DEFAULT = 1
+UNSEEN_CJK_BACKOFF_DEFAULT = 0.5           # weight of a CJK bigram the corpus never contains, relative to its idf
+KEYWORD_QUERY_MAX_TERMS = 128              # a 4,000-character question is cut to its first terms
+SCOPE_MAX_ITEMS, SCOPE_MAX_CHARS = 20, 500  # --path / --tag entries per request, characters per entry
 CHUNK_TARGET_MIN_TOKENS = 400              # a section below this may absorb the sections nested under it
 CHUNK_TARGET_MAX_TOKENS = 800              # a section above this is split
 CHUNK_HARD_MAX_TOKENS = 1200               # no chunk is ever larger
@@ -207,6 +219,8 @@ ENV_KEYS = (
     "EMBEDDING_PROVIDER", "EMBEDDING_MODEL", "EMBEDDING_DIM", "EMBEDDING_DEVICE", "EMBEDDING_CACHE_DIR",
     "LLM_PROVIDER", "LLM_BASE_URL", "LLM_MODEL", "LLM_API_KEY", "LLM_TIMEOUT_SECONDS",
     "RAG_TOP_K", "RAG_MIN_SIMILARITY", "RAG_CONTEXT_TOKEN_BUDGET", "RAG_FALLBACK_ENABLED",
+    "RAG_RETRIEVAL", "RAG_FUSION", "RAG_KEYWORD_WEIGHT", "RAG_MIN_COVERAGE", "RAG_MIN_MATCHED_TERMS",
+    "RAG_UNSEEN_CJK_BACKOFF",
     "LOCALRAG_API_TOKEN", "LOCALRAG_MAX_FILE_MB", "LOCALRAG_MAX_BODY_BYTES", "LOCALRAG_INGEST_WORKERS",
 )
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
@@ -235,6 +249,12 @@ class Config:
     rag_min_similarity_source: str = "provider default"
     rag_context_token_budget: int = CONTEXT_TOKEN_BUDGET_DEFAULT
     rag_fallback_enabled: bool = False
+    rag_retrieval: str = RETRIEVAL_DEFAULT
+    rag_fusion: str = FUSION_DEFAULT
+    rag_keyword_weight: float = PROVIDER_DEFAULT_KEYWORD_WEIGHT[FAKE_PROVIDER]
+    rag_min_coverage: float = MIN_COVERAGE_DEFAULT
+    rag_min_matched_terms: int = MIN_MATCHED_TERMS_DEFAULT
+    rag_unseen_cjk_backoff: float = UNSEEN_CJK_BACKOFF_DEFAULT
     api_token: str = dataclasses.field(default="", repr=False)
     max_file_bytes: int = MAX_FILE_MB_DEFAULT * 1024 * 1024
     max_body_bytes: int = HTTP_MAX_BODY_BYTES_DEFAULT
@@ -271,6 +291,12 @@ class Config:
             "rag_min_similarity_source": self.rag_min_similarity_source,
             "rag_context_token_budget": self.rag_context_token_budget,
             "rag_fallback_enabled": self.rag_fallback_enabled,
+            "rag_retrieval": self.rag_retrieval,
+            "rag_fusion": self.rag_fusion,
+            "rag_keyword_weight": self.rag_keyword_weight,
+            "rag_min_coverage": self.rag_min_coverage,
+            "rag_min_matched_terms": self.rag_min_matched_terms,
+            "rag_unseen_cjk_backoff": self.rag_unseen_cjk_backoff,
             "api_token": "set" if self.api_token else "not set",
             "max_file_mb": round(self.max_file_bytes / (1024 * 1024), 3),
             "max_body_bytes": self.max_body_bytes,
@@ -365,6 +391,17 @@ def load_config(env_file: str | Path | None = None, environ: dict | None = None,
         min_source = "explicit"
     else:
         min_sim, min_source = PROVIDER_DEFAULT_MIN_SIMILARITY[provider], f"{provider} provider default"
+    retrieval = _choice_setting((get("RAG_RETRIEVAL") or RETRIEVAL_DEFAULT).lower(), "RAG_RETRIEVAL",
+                                ("hybrid", "vector", "keyword"))
+    fusion = _choice_setting((get("RAG_FUSION") or FUSION_DEFAULT).lower(), "RAG_FUSION", ("weighted", "rrf"))
+    keyword_weight = _unit_setting(get("RAG_KEYWORD_WEIGHT"), "RAG_KEYWORD_WEIGHT",
+                                   PROVIDER_DEFAULT_KEYWORD_WEIGHT.get(provider, KEYWORD_WEIGHT_FALLBACK))
+    min_coverage = _unit_setting(get("RAG_MIN_COVERAGE"), "RAG_MIN_COVERAGE", MIN_COVERAGE_DEFAULT)
+    backoff = _unit_setting(get("RAG_UNSEEN_CJK_BACKOFF"), "RAG_UNSEEN_CJK_BACKOFF", UNSEEN_CJK_BACKOFF_DEFAULT)
+    min_matched = _int_setting(get("RAG_MIN_MATCHED_TERMS"), "RAG_MIN_MATCHED_TERMS", MIN_MATCHED_TERMS_DEFAULT)
+    if not 0 <= min_matched <= 20:
+        raise ConfigInvalid(f"RAG_MIN_MATCHED_TERMS={min_matched} is out of range; use an integer from 0 to 20",
+                            key="RAG_MIN_MATCHED_TERMS", value=min_matched, allowed="0..20")
     budget = _int_setting(get("RAG_CONTEXT_TOKEN_BUDGET"), "RAG_CONTEXT_TOKEN_BUDGET", CONTEXT_TOKEN_BUDGET_DEFAULT)
     if budget < 100:
         raise ConfigInvalid(f"RAG_CONTEXT_TOKEN_BUDGET={budget} is too small; use at least 100",
@@ -388,6 +425,8 @@ def load_config(env_file: str | Path | None = None, environ: dict | None = None,
         llm_api_key=get("LLM_API_KEY"), llm_timeout_s=timeout, rag_top_k=top_k, rag_min_similarity=min_sim,
         rag_min_similarity_source=min_source, rag_context_token_budget=budget,
         rag_fallback_enabled=_bool_setting(get("RAG_FALLBACK_ENABLED"), "RAG_FALLBACK_ENABLED"),
+        rag_retrieval=retrieval, rag_fusion=fusion, rag_keyword_weight=keyword_weight,
+        rag_min_coverage=min_coverage, rag_min_matched_terms=min_matched, rag_unseen_cjk_backoff=backoff,
         api_token=get("LOCALRAG_API_TOKEN"), max_file_bytes=int(max_file_mb * 1024 * 1024),
         max_body_bytes=max_body, ingest_workers=workers, env_file=dotenv_path, repo_root=repo_root,
     )
@@ -398,6 +437,19 @@ def _choice_setting(value: str, key: str, allowed: Iterable[str]) -> str:
     if value not in allowed:
         raise ConfigInvalid(f"{key}={value!r} is not supported; use one of: {', '.join(allowed)}", key=key,
                             value=value, allowed=allowed)
+    return value
+
+
+def _unit_setting(raw: str, key: str, default: float) -> float:
+    """A number from 0 to 1."""
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not 0.0 <= value <= 1.0:
+        raise ConfigInvalid(f"{key}={raw!r} is not a number from 0 to 1", key=key, value=raw, allowed="0..1")
     return value
 
 
@@ -1069,6 +1121,111 @@ def get_embedder(config: Config):
     return _embedders[key]
 
 
+# === 6.5 Keywords ==================================================================================================
+# The keyword channel's tokenizer (keyword-v1), independent of fake-lexical-v1 (whose features seed 000 fixes):
+# NFKC + case folding; Latin (and other spaced scripts') words and numbers, minus a small English stoplist, with a
+# light plural folding; Han, kana and Hangul runs as character bigrams (a one-character run as itself), with runs
+# broken at particles that (almost) never sit inside a word.  Pure: ingest and queries use the same function.
+
+KEYWORD_TOKENIZER = "keyword-v1"
+KEYWORD_STOPWORDS = frozenset("""
+a about an and any are as at be been but by can could did do does doing for from had has have how i if in into is it
+its me my of on or our should so than that the their them then there these they this those to was we were what when
+where which who whom why will with would you your yours just also not no
+""".split())
+# CJK: particles that end a run (they mark word boundaries), and function words that carry no topic: a run is
+# broken at them before it is cut into bigrams, so "工单应该如何升级" gives 工单, 升级 rather than 单应, 该如, 何升.
+_CJK_BREAK_CHARS = frozenset("的吗呢吧啊呀嘛是")
+KEYWORD_CJK_STOP = frozenset("""
+了 在 和 与 及 或 我 你 他 她 它 有 把 被 也 都 就 还 又 要 会 能 么 个 这 那 哪 怎 啥 谁 请 问 一 不 吗 呢 的 是
+怎么 什么 如何 可以 哪些 哪个 为什么 为何 怎样 怎么样 能否 是否 一个 这个 那个 我们 你们 他们 请问 能不能 可不可以
+有没有 没有 有什么 怎么办 一下 应该 需要 如果 这些 那些 时候 的话 多少 几个 哪里 哪儿 吗 么样
+""".split())
+_CJK_STOP_MAX = max(len(w) for w in KEYWORD_CJK_STOP)
+_KW_WORD_RE = re.compile(r"[^\W_]+")
+
+
+def _kw_stem(word: str) -> str:
+    """Light plural folding (notes -> note, queries -> query, classes -> class); idempotent on its output."""
+    if len(word) > 4 and word.endswith("ies") and word.isascii():
+        return word[:-3] + "y"
+    if len(word) > 3 and word.endswith("sses") and word.isascii():
+        return word[:-2]
+    if len(word) > 3 and word.endswith("s") and word.isascii() and not word.endswith(("ss", "us", "is")) \
+            and not word[-2].isdigit():
+        return word[:-1]
+    return word
+
+
+def keyword_terms(text: str) -> list[str]:
+    """keyword-v1 terms of a text, in order, duplicates kept (the caller counts them).  Pure."""
+    text = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", text).casefold())
+    terms: list[str] = []
+    pos = 0
+    for m in _CJK_RUN_RE.finditer(text):
+        _kw_latin(text[pos:m.start()], terms)
+        _kw_cjk(m.group(), terms)
+        pos = m.end()
+    _kw_latin(text[pos:], terms)
+    return terms
+
+
+def _kw_latin(text: str, out: list[str]) -> None:
+    for word in _KW_WORD_RE.findall(text):
+        if word in KEYWORD_STOPWORDS or (len(word) == 1 and not word.isdigit()):
+            continue
+        word = _kw_stem(word)
+        if word not in KEYWORD_STOPWORDS:
+            out.append(word)
+
+
+def _kw_cjk(run: str, out: list[str]) -> None:
+    pieces: list[str] = []
+    start = i = 0
+    while i < len(run):
+        stop = 1 if run[i] in _CJK_BREAK_CHARS else next(
+            (n for n in range(_CJK_STOP_MAX, 1, -1) if run[i:i + n] in KEYWORD_CJK_STOP), 0)
+        if stop:
+            pieces.append(run[start:i])
+            i = start = i + stop
+        else:
+            i += 1
+    pieces.append(run[start:])
+    for piece in pieces:
+        if len(piece) == 1:
+            if piece not in KEYWORD_CJK_STOP:
+                out.append(piece)
+            continue
+        for j in range(len(piece) - 1):
+            out.append(piece[j:j + 2])
+
+
+def is_cjk_term(term: str) -> bool:
+    return bool(_CJK_RUN_RE.fullmatch(term))
+
+
+KEYWORD_FIELD_WEIGHTS = {"content": 1.0, "heading_path": 2.0, "relative_path": 2.0, "tags": 1.0}
+
+
+def keyword_vector(content: str, heading_path: Sequence[str], relative_path: str,
+                   tags: Sequence[str]) -> tuple[dict[str, float], float]:
+    """A chunk's indexed terms: {term: weighted tf} over content, heading path, file name and tags, and its
+    length (the sum of the weights), for BM25.  Pure."""
+    name = relative_path.rsplit("/", 1)[-1]
+    if name.lower().endswith(".md"):
+        name = name[:-3]
+    fields = {"content": content, "heading_path": " ".join(heading_path), "relative_path": name,
+              "tags": " ".join(tags)}
+    tf: dict[str, float] = {}
+    for field, text in fields.items():
+        if not text:
+            continue
+        weight = KEYWORD_FIELD_WEIGHTS[field]
+        for term in keyword_terms(text):
+            tf[term] = tf.get(term, 0.0) + weight
+    return tf, float(sum(tf.values()))
+
+
 # === 7. Store ======================================================================================================
 # Postgres + pgvector through pg8000.  The schema below is the one source of truth: schema.sql at the repo root is
 # byte-for-byte this text (a test checks), so Docker's init script and `localrag db init` apply the same DDL, and
@@ -1151,8 +1308,28 @@ CREATE INDEX IF NOT EXISTS idx_chunks_relative_path ON chunks (relative_path);
 CREATE INDEX IF NOT EXISTS idx_chunks_content_hash ON chunks (content_hash);
 CREATE INDEX IF NOT EXISTS idx_embeddings_config
   ON embeddings (embedding_provider, embedding_model, embedding_dim);
+
+-- The keyword channel (BM25 over content + heading path + file name + tags), maintained by ingest in the same
+-- transactions as the chunks.  No stored statistics: N, the average length and each query term's document
+-- frequency are counted at query time from these tables (index-only), so they cannot drift from the chunks.
+CREATE TABLE IF NOT EXISTS keyword_chunks (
+  chunk_id BIGINT PRIMARY KEY REFERENCES chunks(id) ON DELETE CASCADE,
+  tokenizer TEXT NOT NULL,
+  length REAL NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS keyword_postings (
+  chunk_id BIGINT NOT NULL REFERENCES keyword_chunks(chunk_id) ON DELETE CASCADE,
+  term TEXT COLLATE "C" NOT NULL,
+  tf REAL NOT NULL,
+  dl REAL NOT NULL,
+  PRIMARY KEY (chunk_id, term)
+);
+
+-- Query terms are looked up here; chunk_id, tf and the chunk length ride in the index (index-only scans).
+CREATE INDEX IF NOT EXISTS idx_keyword_postings_term ON keyword_postings (term) INCLUDE (chunk_id, tf, dl);
 """
-SCHEMA_TABLES = ("documents", "chunks", "embeddings", "ingest_runs")
+SCHEMA_TABLES = ("documents", "chunks", "embeddings", "ingest_runs", "keyword_chunks", "keyword_postings")
 
 
 def _pg_code(exc: BaseException) -> str:
@@ -1308,6 +1485,10 @@ class _Copy:
         return v.encode("utf-8")
 
     @staticmethod
+    def float4(v: float) -> bytes:
+        return struct.pack("!f", v)
+
+    @staticmethod
     def jsonb(v: Any) -> bytes:
         return b"\x01" + json.dumps(_jsonable(v), ensure_ascii=False).encode("utf-8")
 
@@ -1391,10 +1572,9 @@ class Store:
             self.run(SCHEMA_SQL)
 
     def schema_state(self) -> dict:
-        row = self.run("SELECT to_regclass('documents') IS NOT NULL, to_regclass('chunks') IS NOT NULL, "
-                       "to_regclass('embeddings') IS NOT NULL, to_regclass('ingest_runs') IS NOT NULL, "
-                       "(SELECT extversion FROM pg_extension WHERE extname = 'vector')")[0]
-        return {"tables": dict(zip(SCHEMA_TABLES, row[:4])), "pgvector": row[4]}
+        row = self.run("SELECT " + ", ".join(f"to_regclass('{t}') IS NOT NULL" for t in SCHEMA_TABLES) +
+                       ", (SELECT extversion FROM pg_extension WHERE extname = 'vector')")[0]
+        return {"tables": dict(zip(SCHEMA_TABLES, row[:-1])), "pgvector": row[-1]}
 
     def require_schema(self) -> None:
         state = self.schema_state()
@@ -1417,6 +1597,91 @@ class Store:
     def has_current(self, key: tuple[str, str, int]) -> bool:
         return self.run("SELECT EXISTS (SELECT 1 FROM embeddings WHERE embedding_provider = :p "
                         "AND embedding_model = :m AND embedding_dim = :d)", p=key[0], m=key[1], d=key[2])[0][0]
+
+    # --- retrieval ----------------------------------------------------------------------------------------------
+    # Both channels apply the scope inside their SQL (before top-k), as `chunk_id IN (chunks matching the scope)`.
+
+    @staticmethod
+    def _scope_sql(scope: "Scope | None", column: str) -> tuple[str, dict]:
+        if scope is None or scope.empty:
+            return "", {}
+        where, params = [], {}
+        if scope.paths:
+            where.append("c.relative_path LIKE ANY(CAST(:scope_paths AS text[]))")
+            params["scope_paths"] = [_like_prefix(p) for p in scope.paths]
+        if scope.tags:
+            # a tag matches itself and its nested tags (#project matches #project/alpha), case-insensitively
+            where.append("EXISTS (SELECT 1 FROM unnest(c.tags) AS t(tag) WHERE lower(t.tag) = ANY(CAST(:scope_tags "
+                         "AS text[])) OR lower(t.tag) LIKE ANY(CAST(:scope_tag_prefixes AS text[])))")
+            params["scope_tags"] = [t.lower() for t in scope.tags]
+            params["scope_tag_prefixes"] = [_like_prefix(t.lower() + "/") for t in scope.tags]
+        if scope.vault:
+            where.append("c.document_id IN (SELECT id FROM documents WHERE vault_path = :scope_vault)")
+            params["scope_vault"] = scope.vault
+        return f" AND {column} IN (SELECT c.id FROM chunks c WHERE {' AND '.join(where)})", params
+
+    def vector_candidates(self, key: tuple[str, str, int], vector: Sequence[float], n: int,
+                          scope: "Scope | None") -> list[tuple[int, float]]:
+        """(chunk_id, cosine distance) of the n nearest chunks: an exact scan (ties broken by chunk id)."""
+        extra, params = self._scope_sql(scope, "chunk_id")
+        return self.run(
+            "SELECT chunk_id, embedding <=> CAST(:q AS vector) AS distance FROM embeddings "
+            "WHERE embedding_provider = :p AND embedding_model = :m AND embedding_dim = :d" + extra +
+            " ORDER BY distance, chunk_id LIMIT :k", q=encode_vector(vector), p=key[0], m=key[1], d=key[2], k=n,
+            **params)
+
+    def vector_distances(self, key: tuple[str, str, int], vector: Sequence[float],
+                         chunk_ids: Sequence[int]) -> dict[int, float]:
+        if not chunk_ids:
+            return {}
+        return dict(self.run(
+            "SELECT chunk_id, embedding <=> CAST(:q AS vector) FROM embeddings WHERE chunk_id = ANY(CAST(:ids AS "
+            "bigint[])) AND embedding_provider = :p AND embedding_model = :m AND embedding_dim = :d",
+            q=encode_vector(vector), ids=list(chunk_ids), p=key[0], m=key[1], d=key[2]))
+
+    def keyword_stats(self, terms: Sequence[str]) -> tuple[int, float, dict[str, int]]:
+        """(chunks indexed, their average length, {term: document frequency}), counted now from the index."""
+        row = self.run(
+            "SELECT (SELECT count(*) FROM keyword_chunks), (SELECT coalesce(avg(length), 0) FROM keyword_chunks), "
+            "ARRAY(SELECT (SELECT count(*) FROM keyword_postings kp WHERE kp.term = t.term COLLATE \"C\") "
+            "FROM unnest(CAST(:terms AS text[])) WITH ORDINALITY AS t(term, n) ORDER BY t.n)", terms=list(terms))[0]
+        return int(row[0]), float(row[1]), dict(zip(terms, (int(x) for x in row[2])))
+
+    def keyword_candidates(self, terms: Sequence[str], weights: Sequence[float], avgdl: float, n: int,
+                           scope: "Scope | None") -> list[tuple[int, float]]:
+        """(chunk_id, BM25) of the n best chunks for the weighted query terms."""
+        extra, params = self._scope_sql(scope, "kp.chunk_id")
+        return self.run(
+            f"SELECT kp.chunk_id, {_BM25_SQL} AS s FROM unnest(CAST(:terms AS text[]), CAST(:w AS float8[])) "
+            "AS q(term, w) JOIN keyword_postings kp ON kp.term = q.term COLLATE \"C\" WHERE true" + extra +
+            " GROUP BY kp.chunk_id ORDER BY s DESC, kp.chunk_id LIMIT :k", terms=list(terms), w=list(weights),
+            avgdl=avgdl or 1.0, k=n, **params)
+
+    def keyword_matches(self, terms: Sequence[str], weights: Sequence[float], avgdl: float,
+                        chunk_ids: Sequence[int]) -> dict[int, tuple[float, list[str]]]:
+        """{chunk_id: (BM25, matched terms)} for the given chunks."""
+        if not chunk_ids or not terms:
+            return {}
+        rows = self.run(
+            f"SELECT kp.chunk_id, {_BM25_SQL}, array_agg(kp.term::text ORDER BY kp.term) "
+            "FROM unnest(CAST(:terms AS text[]), CAST(:w AS float8[])) AS q(term, w) "
+            "JOIN keyword_postings kp ON kp.term = q.term COLLATE \"C\" "
+            "WHERE kp.chunk_id = ANY(CAST(:ids AS bigint[])) GROUP BY kp.chunk_id",
+            terms=list(terms), w=list(weights), avgdl=avgdl or 1.0, ids=list(chunk_ids))
+        return {r[0]: (float(r[1]), list(r[2])) for r in rows}
+
+    def chunk_rows(self, chunk_ids: Sequence[int]) -> dict[int, tuple]:
+        """{chunk_id: (content, relative_path, heading_path, chunk_index, content_hash, vault_path)}."""
+        if not chunk_ids:
+            return {}
+        rows = self.run(
+            "SELECT c.id, c.content, c.relative_path, c.heading_path, c.chunk_index, c.content_hash, d.vault_path "
+            "FROM chunks c JOIN documents d ON d.id = c.document_id WHERE c.id = ANY(CAST(:ids AS bigint[]))",
+            ids=list(chunk_ids))
+        return {r[0]: tuple(r[1:]) for r in rows}
+
+    def has_keywords(self) -> bool:
+        return self.run("SELECT EXISTS (SELECT 1 FROM keyword_chunks)")[0][0]
 
 
 class StorePool:
@@ -1479,6 +1744,8 @@ INGEST_COUNTS = ("documents_added", "documents_updated", "documents_deleted", "d
 _CHUNK_COLUMNS = ("id", "document_id", "chunk_index", "content", "file_path", "relative_path", "heading_path",
                   "frontmatter", "tags", "wikilinks", "metadata", "content_hash", "token_count")
 _EMBEDDING_COLUMNS = ("chunk_id", "embedding_provider", "embedding_model", "embedding_dim", "embedding")
+_KEYWORD_CHUNK_COLUMNS = ("chunk_id", "tokenizer", "length")
+_KEYWORD_POSTING_COLUMNS = ("chunk_id", "term", "tf", "dl")
 
 
 def canonical_vault(path: str | Path) -> Path:
@@ -1537,6 +1804,7 @@ class _Prepared:
     embeds: list[str]
     chunks: list[Chunk]
     vectors: list[bytes] | None       # pgvector binary, when the embedder is cheap enough for worker processes
+    keywords: list[tuple[dict[str, float], float]]  # per chunk: keyword-v1 term weights and length
 
 
 def prepare_file(relative_path: str, data: bytes, embed_fake: bool) -> _Prepared | str:
@@ -1555,8 +1823,9 @@ def prepare_file(relative_path: str, data: bytes, embed_fake: bool) -> _Prepared
     if embed_fake:
         vectors = [_Copy.vector(fake_vector(document_fields(c.content, c.heading_path, relative_path, doc.tags,
                                                             doc.wikilinks))) for c in chunks]
+    keywords = [keyword_vector(c.content, c.heading_path, relative_path, doc.tags) for c in chunks]
     return _Prepared(doc.frontmatter, doc.tags, doc.wikilinks, [lk.target for lk in doc.links if lk.embed], chunks,
-                     vectors)
+                     vectors, keywords)
 
 
 @dataclasses.dataclass
@@ -1594,6 +1863,7 @@ class _IngestRun:
         self.key_fields = (_Copy.text(self.key[0]), _Copy.text(self.key[1]), _Copy.int4(self.key[2]))
         self.progress = progress or (lambda msg: None)
         self.counts = dict.fromkeys(INGEST_COUNTS, 0)
+        self.keyword_chunks_written = 0  # reported in the run's metadata (not an ingest_runs column)
         self.backfilled = 0
         self.failed: list[dict] = []
         self.warnings: list[dict] = []
@@ -1634,10 +1904,11 @@ class _IngestRun:
         self._flush()
         self._delete([rel for rel in existing if rel not in seen])
         self._backfill(backfill_ids)
-        if self.counts["embeddings_written"] + self.counts["documents_deleted"] > 1000:
+        if self.counts["embeddings_written"] + self.counts["documents_deleted"] + \
+                self.keyword_chunks_written > 1000:
             # After a bulk change, give the planner real numbers and mark pages all-visible now rather than when
             # autovacuum gets to it: the next run's diff then counts from indexes without visiting 4 KB rows.
-            self.store.run("VACUUM (ANALYZE) documents, chunks, embeddings")
+            self.store.run("VACUUM (ANALYZE) documents, chunks, embeddings, keyword_chunks, keyword_postings")
 
     def _existing_documents(self) -> dict[str, tuple]:
         # Per-document index lookups (chunks by document_id, embeddings by the unique key): a plan that does not
@@ -1646,9 +1917,12 @@ class _IngestRun:
             "SELECT d.relative_path, d.id, d.content_hash, "
             "(SELECT count(*) FROM chunks c WHERE c.document_id = d.id), "
             "(SELECT count(*) FROM chunks c JOIN embeddings e ON e.chunk_id = c.id AND e.embedding_provider = :p "
-            "AND e.embedding_model = :m AND e.embedding_dim = :d WHERE c.document_id = d.id) "
-            "FROM documents d WHERE d.vault_path = :v", p=self.key[0], m=self.key[1], d=self.key[2], v=str(self.root))
-        return {r[0]: (r[1], r[2], r[3], r[4]) for r in rows}
+            "AND e.embedding_model = :m AND e.embedding_dim = :d WHERE c.document_id = d.id), "
+            "(SELECT count(*) FROM chunks c JOIN keyword_chunks k ON k.chunk_id = c.id AND k.tokenizer = :t "
+            "WHERE c.document_id = d.id) "
+            "FROM documents d WHERE d.vault_path = :v", p=self.key[0], m=self.key[1], d=self.key[2],
+            t=KEYWORD_TOKENIZER, v=str(self.root))
+        return {r[0]: (r[1], r[2], r[3], r[4], r[5]) for r in rows}
 
     def _fail(self, rel: str, error: str) -> None:
         self.failed.append({"path": rel, "error": error})
@@ -1669,7 +1943,7 @@ class _IngestRun:
             return None
         digest = hashlib.sha256(data).hexdigest()
         if existing and existing[1] == digest:
-            if existing[2] == existing[3]:
+            if existing[2] == existing[3] == existing[4]:
                 self.counts["documents_skipped"] += 1
             else:
                 backfill_ids.append(existing[0])
@@ -1722,6 +1996,7 @@ class _IngestRun:
             ids = [r[0] for r in self.store.run(
                 "SELECT nextval('chunks_id_seq') FROM generate_series(1, :n)", n=total)] if total else []
             chunk_rows, emb_rows = _Copy(len(_CHUNK_COLUMNS)), _Copy(len(_EMBEDDING_COLUMNS))
+            kw_chunks, kw_postings = _Copy(len(_KEYWORD_CHUNK_COLUMNS)), _Copy(len(_KEYWORD_POSTING_COLUMNS))
             it = iter(ids)
             for p in batch:
                 doc_id = _Copy.int8(doc_ids[p.relative_path])
@@ -1729,8 +2004,9 @@ class _IngestRun:
                 fm, tags, links = _Copy.jsonb(doc.frontmatter), _Copy.text_array(doc.tags), \
                     _Copy.text_array(doc.wikilinks)
                 file_path, rel = _Copy.text(p.file_path), _Copy.text(p.relative_path)
-                for chunk, vector in zip(doc.chunks, doc.vectors):
+                for chunk, vector, keywords in zip(doc.chunks, doc.vectors, doc.keywords):
                     cid = _Copy.int8(next(it))
+                    _keyword_rows(kw_chunks, kw_postings, cid, *keywords)
                     meta = {"char_start": chunk.start, "char_end": chunk.end, "embeds": doc.embeds}
                     chunk_rows.row(cid, doc_id, _Copy.int4(chunk.index), _Copy.text(chunk.content), file_path, rel,
                                    _Copy.text_array(chunk.heading_path), fm, tags, links, _Copy.jsonb(meta),
@@ -1738,6 +2014,9 @@ class _IngestRun:
                     emb_rows.row(cid, *self.key_fields, vector)
             self.store.copy("chunks", _CHUNK_COLUMNS, chunk_rows)
             self.store.copy("embeddings", _EMBEDDING_COLUMNS, emb_rows)
+            self.store.copy("keyword_chunks", _KEYWORD_CHUNK_COLUMNS, kw_chunks)
+            self.store.copy("keyword_postings", _KEYWORD_POSTING_COLUMNS, kw_postings)
+        self.keyword_chunks_written += kw_chunks.rows
         for p in batch:
             self.counts["documents_updated" if p.is_update else "documents_added"] += 1
         self.counts["chunks_written"] += chunk_rows.rows
@@ -1751,15 +2030,20 @@ class _IngestRun:
             self.counts["documents_deleted"] += len(gone)
 
     def _backfill(self, doc_ids: list[int]) -> None:
-        """Vectors for unchanged documents that lack the current provider's embeddings: computed from the stored
-        chunks, so unchanged files are not re-parsed."""
+        """Vectors and keyword rows for unchanged documents that lack them (another provider's run, a database made
+        before the keyword channel, an older tokenizer): computed from the stored chunks, so unchanged files are
+        not re-parsed."""
         for i in range(0, len(doc_ids), 200):
             ids = doc_ids[i:i + 200]
+            self._backfill_keywords(ids)
             rows = self.store.run(
                 "SELECT c.id, c.content, c.heading_path, c.relative_path, c.tags, c.wikilinks FROM chunks c "
                 "WHERE c.document_id = ANY(CAST(:ids AS bigint[])) AND NOT EXISTS (SELECT 1 FROM embeddings e "
                 "WHERE e.chunk_id = c.id AND e.embedding_provider = :p AND e.embedding_model = :m "
                 "AND e.embedding_dim = :d) ORDER BY c.id", ids=ids, p=self.key[0], m=self.key[1], d=self.key[2])
+            self.backfilled += len(ids)
+            if not rows:
+                continue
             self.progress(f"backfilling {len(rows)} chunks for {self.key[0]}")
             vectors = self._embed([document_fields(r[1], r[2], r[3], r[4], r[5]) for r in rows])
             data = _Copy(len(_EMBEDDING_COLUMNS))
@@ -1768,7 +2052,32 @@ class _IngestRun:
             with self.store.transaction():
                 self.store.copy("embeddings", _EMBEDDING_COLUMNS, data)
             self.counts["embeddings_written"] += data.rows
-            self.backfilled += len(ids)
+
+    def _backfill_keywords(self, doc_ids: list[int]) -> None:
+        rows = self.store.run(
+            "SELECT c.id, c.content, c.heading_path, c.relative_path, c.tags FROM chunks c "
+            "WHERE c.document_id = ANY(CAST(:ids AS bigint[])) AND NOT EXISTS (SELECT 1 FROM keyword_chunks k "
+            "WHERE k.chunk_id = c.id AND k.tokenizer = :t) ORDER BY c.id", ids=doc_ids, t=KEYWORD_TOKENIZER)
+        if not rows:
+            return
+        kw_chunks, kw_postings = _Copy(len(_KEYWORD_CHUNK_COLUMNS)), _Copy(len(_KEYWORD_POSTING_COLUMNS))
+        for cid, content, heading_path, rel, tags in rows:
+            _keyword_rows(kw_chunks, kw_postings, _Copy.int8(cid), *keyword_vector(content, heading_path, rel, tags))
+        with self.store.transaction():
+            # rows of an older tokenizer are replaced, not mixed with the new ones
+            self.store.run("DELETE FROM keyword_chunks WHERE chunk_id = ANY(CAST(:ids AS bigint[]))",
+                           ids=[r[0] for r in rows])
+            self.store.copy("keyword_chunks", _KEYWORD_CHUNK_COLUMNS, kw_chunks)
+            self.store.copy("keyword_postings", _KEYWORD_POSTING_COLUMNS, kw_postings)
+        self.keyword_chunks_written += kw_chunks.rows
+
+
+def _keyword_rows(kw_chunks: _Copy, kw_postings: _Copy, cid: bytes, tf: dict[str, float], length: float) -> None:
+    """One chunk's keyword_chunks row and its keyword_postings rows (terms sorted: deterministic COPY)."""
+    dl = _Copy.float4(length)
+    kw_chunks.row(cid, _Copy.text(KEYWORD_TOKENIZER), dl)
+    for term in sorted(tf):
+        kw_postings.row(cid, _Copy.text(term), _Copy.float4(tf[term]), dl)
 
 
 def ingest(config: Config, vault: str | Path, progress: Callable[[str], None] | None = None) -> dict:
@@ -1812,7 +2121,8 @@ def ingest(config: Config, vault: str | Path, progress: Callable[[str], None] | 
 
 def _finish_run(config: Config, store: Store, job: _IngestRun, status: str, summary: str | None,
                 duration: float) -> dict:
-    metadata = {"documents_backfilled": job.backfilled, "files_failed": job.failed, "warnings": job.warnings,
+    metadata = {"documents_backfilled": job.backfilled, "keyword_chunks_written": job.keyword_chunks_written,
+                "files_failed": job.failed, "warnings": job.warnings,
                 "duration_s": round(duration, 3), "localrag_version": __version__}
     params = dict(job.counts, id=job.run_id, st=status, es=summary, md=json.dumps(metadata, ensure_ascii=False))
     sql = ("UPDATE ingest_runs SET status = :st, finished_at = now(), documents_added = :documents_added, "
@@ -1873,42 +2183,271 @@ def clamp_score(distance: Any) -> float:
     return 0.0 if math.isnan(raw) else max(0.0, min(1.0, raw))
 
 
-def retrieve(store: Store, config: Config, query: str, top_k: int) -> list[dict]:
-    """The top_k chunks for a query, best first, each with its clamped score (internal fields included)."""
+RETRIEVAL_MODES = ("hybrid", "vector", "keyword")
+FUSION_METHODS = ("weighted", "rrf")
+BM25_K1, BM25_B = 1.2, 0.75
+RRF_K = 60
+FUSION_CANDIDATES_MIN = 50                  # each channel hands this many (or 4 x top_k) candidates to the fusion
+_BM25_SQL = (f"sum(q.w * kp.tf * {BM25_K1 + 1} / (kp.tf + {BM25_K1} * ({1 - BM25_B} + {BM25_B} * kp.dl / "
+             f"CAST(:avgdl AS float8))))")
+
+
+@dataclasses.dataclass(frozen=True)
+class Scope:
+    """Which chunks a query may see: path prefixes (any), tags (any; nested tags included), one vault."""
+
+    paths: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+    vault: str | None = None
+
+    @property
+    def empty(self) -> bool:
+        return not (self.paths or self.tags or self.vault)
+
+    def to_dict(self) -> dict:
+        return {"paths": list(self.paths), "tags": list(self.tags), "vault": self.vault}
+
+
+def _like_prefix(prefix: str) -> str:
+    """A LIKE pattern matching strings that start with prefix (%, _ and \\ taken literally)."""
+    return prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+def _string_list(value: Any, field: str) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise InvalidRequest(f"{field} must be a string or a list of strings (got {value!r})"[:300], field=field)
+    if len(value) > SCOPE_MAX_ITEMS:
+        raise InvalidRequest(f"{field} has {len(value)} entries; the limit is {SCOPE_MAX_ITEMS}", field=field)
+    for v in value:
+        if not v.strip() or len(v) > SCOPE_MAX_CHARS:
+            raise InvalidRequest(f"{field} entries must be non-empty and at most {SCOPE_MAX_CHARS} characters "
+                                 f"(got {v[:60]!r})", field=field)
+    return list(value)
+
+
+def validate_scope(paths: Any = None, tags: Any = None, vault: Any = None) -> Scope:
+    """The scope from request values: path prefixes are vault-relative (a leading ./ or / is dropped; end one
+    with / to mean a folder), tags with or without #, a vault as the folder that was ingested."""
+    paths = [p.strip().replace("\\", "/").removeprefix("./").lstrip("/") for p in _string_list(paths, "path")]
+    tags = [normalize_tag(t) for t in _string_list(tags, "tag")]
+    if any(not t for t in tags):
+        raise InvalidRequest("tag entries must name a tag, e.g. project or #project/alpha", field="tag")
+    vault_path = None
+    if vault is not None:
+        if not isinstance(vault, str) or not vault.strip() or len(vault) > SCOPE_MAX_CHARS:
+            raise InvalidRequest(f"vault must be a non-empty folder path of at most {SCOPE_MAX_CHARS} characters",
+                                 field="vault")
+        # the same canonical form ingest stores (a vault that does not exist here matches nothing)
+        vault_path = str(Path(vault.strip()).expanduser().resolve(strict=False))
+    return Scope(tuple(dict.fromkeys(p for p in paths)), tuple(dict.fromkeys(tags)), vault_path)
+
+
+def validate_retrieval(value: Any, config: Config) -> str:
+    if value is None:
+        return config.rag_retrieval
+    if value not in RETRIEVAL_MODES:
+        raise InvalidRequest(f"retrieval must be one of {', '.join(RETRIEVAL_MODES)} (got {value!r})"[:300],
+                             field="retrieval", allowed=list(RETRIEVAL_MODES))
+    return value
+
+
+def query_term_weights(terms: Sequence[str], n_chunks: int, df: dict[str, int],
+                       unseen_cjk_backoff: float) -> list[dict]:
+    """Each distinct query term with its df and idf (BM25's, always > 0) and its weight in coverage: the idf, except
+    that a CJK bigram the corpus never contains (most often a pair straddling two words) counts for a fraction
+    of it.  Pure."""
+    out = []
+    for term in dict.fromkeys(terms):
+        n = df.get(term, 0)
+        idf = math.log(1.0 + (n_chunks - n + 0.5) / (n + 0.5))
+        weight = idf * unseen_cjk_backoff if n == 0 and len(term) == 2 and is_cjk_term(term) else idf
+        out.append({"term": term, "df": n, "idf": round(idf, 6), "weight": round(weight, 6)})
+    return out
+
+
+def fuse(candidates: dict[int, dict], method: str, keyword_weight: float) -> list[int]:
+    """Chunk ids, best first.  `candidates` maps chunk id -> {"vector": score or None, "keyword": score or None}
+    (None: the channel was not run).  weighted: (1-w)*vector + w*keyword; rrf: the same weights on
+    1/(RRF_K + rank) per channel.  Ties: more channels, then higher scores, then chunk id.  Pure."""
+    wv, wk = 1.0 - keyword_weight, keyword_weight
+
+    def ranks(channel: str) -> dict[int, int]:
+        scored = sorted((cid for cid, c in candidates.items() if c.get(channel)),
+                        key=lambda cid: (-candidates[cid][channel], cid))
+        out: dict[int, int] = {}
+        for i, cid in enumerate(scored):  # equal scores share a rank, so RRF keeps the scores' order
+            prev = scored[i - 1] if i else None
+            out[cid] = out[prev] if prev is not None and candidates[prev][channel] == candidates[cid][channel] \
+                else i + 1
+        return out
+
+    if method == "rrf":
+        rv, rk = ranks("vector"), ranks("keyword")
+        fused = {cid: (wv / (RRF_K + rv[cid]) if cid in rv else 0.0) + (wk / (RRF_K + rk[cid]) if cid in rk else 0.0)
+                 for cid in candidates}
+    else:
+        fused = {cid: wv * (c.get("vector") or 0.0) + wk * (c.get("keyword") or 0.0) for cid, c in candidates.items()}
+    for cid, c in candidates.items():
+        c["fused"] = fused[cid]
+    return sorted(candidates, key=lambda cid: (-fused[cid], -len(candidates[cid].get("channels", ())),
+                                               -((candidates[cid].get("vector") or 0.0) +
+                                                 (candidates[cid].get("keyword") or 0.0)), cid))
+
+
+def run_retrieval(store: Store, config: Config, query: str, top_k: int, retrieval: str | None = None,
+                  scope: Scope | None = None) -> dict:
+    """Retrieve with the chosen mode: {"mode", "results" (best first, internal fields included), "terms" (the
+    query's keyword terms with df/idf/weight), "evidence_terms" (terms matched in the top evidence)}."""
+    mode = retrieval or config.rag_retrieval
     if not getattr(store, "dim_checked", False):
         _check_schema_dim(store, config)
         store.dim_checked = True
-    embedder = get_embedder(config)
     key = config.embedding_key
-    if not store.has_current(key):
+    use_vector, use_keyword = mode in ("hybrid", "vector"), mode in ("hybrid", "keyword")
+    if use_vector and not store.has_current(key):
         raise RetrievalNotReady(f"no embeddings for {key[0]}/{key[1]}/{key[2]} in the database; {HINT_INGEST}",
                                 embedding_provider=key[0], embedding_model=key[1])
-    vector = embedder.embed_query(query)
-    if len(vector) != config.embedding_dim:
-        raise EmbeddingDimMismatch(f"the query vector has {len(vector)} dimensions; expected {config.embedding_dim}",
-                                   expected=config.embedding_dim, actual=len(vector))
-    if not any(vector):
-        return []  # nothing searchable in the query (e.g. only punctuation): no evidence
-    # The scan touches embeddings only; chunks are joined for the k winners (ties broken by chunk id, so the
-    # result is deterministic).
-    rows = store.run(
-        "SELECT c.content, c.relative_path, c.heading_path, c.chunk_index, c.content_hash, t.distance FROM "
-        "(SELECT chunk_id, embedding <=> CAST(:q AS vector) AS distance FROM embeddings "
-        "WHERE embedding_provider = :p AND embedding_model = :m AND embedding_dim = :d "
-        "ORDER BY distance, chunk_id LIMIT :k) t JOIN chunks c ON c.id = t.chunk_id "
-        "ORDER BY t.distance, c.relative_path, c.chunk_index",
-        q=encode_vector(vector), p=key[0], m=key[1], d=key[2], k=top_k)
+    if mode == "keyword" and not store.has_keywords():
+        raise RetrievalNotReady(f"the keyword index is empty; {HINT_INGEST}")
+    n_candidates = max(FUSION_CANDIDATES_MIN, 4 * top_k) if mode == "hybrid" else top_k
+    # Query terms and their statistics: needed by the keyword channel and by the evidence gate in every mode.
+    words = keyword_terms(query)[:KEYWORD_QUERY_MAX_TERMS]
+    n_chunks, avgdl, df = store.keyword_stats(list(dict.fromkeys(words)))
+    terms = query_term_weights(words, n_chunks, df, config.rag_unseen_cjk_backoff)
+    seen = [t for t in terms if t["df"]]
+    total_weight = sum(t["weight"] for t in terms)
+    kw_norm = (BM25_K1 + 1) * total_weight  # the BM25 of a chunk matching every term at saturation
+    vector = None
+    candidates: dict[int, dict] = {}
+    if use_vector:
+        vector = get_embedder(config).embed_query(query)
+        if len(vector) != config.embedding_dim:
+            raise EmbeddingDimMismatch(f"the query vector has {len(vector)} dimensions; expected "
+                                       f"{config.embedding_dim}", expected=config.embedding_dim, actual=len(vector))
+        if any(vector):  # a zero vector (e.g. only punctuation) has no neighbours
+            for cid, distance in store.vector_candidates(key, vector, n_candidates, scope):
+                candidates[cid] = {"vector": clamp_score(distance), "channels": ["vector"]}
+    if use_keyword and seen:
+        for cid, _score in store.keyword_candidates([t["term"] for t in seen], [t["idf"] for t in seen], avgdl,
+                                                    n_candidates, scope):
+            candidates.setdefault(cid, {"channels": []})["channels"].append("keyword")
+    # Exact scores in both channels for every candidate, so the fusion and the gate see complete evidence.
+    if use_vector and any(c.get("vector") is None for c in candidates.values()):
+        missing = [cid for cid, c in candidates.items() if c.get("vector") is None]
+        for cid, distance in store.vector_distances(key, vector, missing).items():
+            candidates[cid]["vector"] = clamp_score(distance)
+    matches = store.keyword_matches([t["term"] for t in seen], [t["idf"] for t in seen], avgdl, list(candidates))
+    for cid, c in candidates.items():
+        bm25, matched = matches.get(cid, (0.0, []))
+        c["keyword"] = min(1.0, bm25 / kw_norm) if kw_norm else 0.0
+        c["matched_terms"] = matched
+        if not use_vector:
+            c["vector"] = None
+    if mode == "hybrid":
+        order = fuse(candidates, config.rag_fusion, config.rag_keyword_weight)
+    else:
+        channel = "vector" if mode == "vector" else "keyword"
+        order = sorted(candidates, key=lambda cid: (-candidates[cid][channel], cid))
+        for c in candidates.values():
+            c["fused"] = c[channel]
+    order = [cid for cid in order if candidates[cid]["fused"] > 0 or mode != "keyword"][:top_k]
+    rows = store.chunk_rows(order)
     results = []
-    for content, rel, heading_path, chunk_index, content_hash, distance in rows:
+    for cid in order:
+        content, rel, heading_path, chunk_index, content_hash, vault_path = rows[cid]
         heading_path = list(heading_path or [])
-        results.append({"content": content, "source": rel, "relative_path": rel, "heading_path": heading_path,
-                        "heading": heading_path[-1] if heading_path else "", "score": round(clamp_score(distance), 6),
-                        "chunk_index": chunk_index, "content_hash": content_hash})
-    return results
+        c = candidates[cid]
+        results.append({
+            "content": content, "source": rel, "relative_path": rel, "heading_path": heading_path,
+            "heading": heading_path[-1] if heading_path else "", "score": round(c["fused"], 6),
+            "scores": {"vector": None if c["vector"] is None else round(c["vector"], 6),
+                       "keyword": round(c["keyword"], 6)},
+            "channels": sorted(c["channels"]), "vault_path": vault_path, "matched_terms": c["matched_terms"],
+            "chunk_index": chunk_index, "content_hash": content_hash, "chunk_id": cid})
+    return {"mode": mode, "results": results, "terms": terms}
+
+
+def retrieve(store: Store, config: Config, query: str, top_k: int, retrieval: str | None = None,
+             scope: Scope | None = None) -> list[dict]:
+    """The top_k chunks for a query, best first (internal fields included)."""
+    return run_retrieval(store, config, query, top_k, retrieval, scope)["results"]
+
+
+PUBLIC_RESULT_KEYS = ("content", "source", "relative_path", "heading_path", "heading", "score", "scores", "channels",
+                      "vault_path")
 
 
 def public_result(result: dict) -> dict:
-    return {k: result[k] for k in ("content", "source", "relative_path", "heading_path", "heading", "score")}
+    return {k: result[k] for k in PUBLIC_RESULT_KEYS}
+
+
+# === 9.5 Evidence gate =============================================================================================
+# rag or no_answer from retrieval signals, before any model call.  One cosine cannot separate answerable from
+# unanswerable questions on a larger vault (the hashed vector's noise floor rises with corpus size), so the gate
+# also asks how much of the question the top evidence covers: the idf-weighted share of the question's content
+# terms found in the top GATE_EVIDENCE_CHUNKS results.  A ratio, so it transfers between vaults of different sizes.
+
+GATE_EVIDENCE_CHUNKS = 3
+
+
+@dataclasses.dataclass(frozen=True)
+class GateSettings:
+    min_similarity: float = 0.20
+    min_coverage: float = 0.5
+    min_matched_terms: int = 1
+
+    @classmethod
+    def from_config(cls, config: Config) -> "GateSettings":
+        return cls(config.rag_min_similarity, config.rag_min_coverage, config.rag_min_matched_terms)
+
+
+def gate_signals(retrieved: dict) -> dict:
+    """The gate's inputs from a run_retrieval() result.  Pure."""
+    results, terms = retrieved["results"], retrieved["terms"]
+    evidence = results[:GATE_EVIDENCE_CHUNKS]
+    matched = set().union(*(r["matched_terms"] for r in evidence)) if evidence else set()
+    total = sum(t["weight"] for t in terms)
+    covered = sum(t["weight"] for t in terms if t["term"] in matched)
+    sims = [r["scores"]["vector"] for r in results if r["scores"]["vector"] is not None]
+    return {
+        "retrieval": retrieved["mode"],
+        "similarity": round(max(sims), 6) if sims else None,
+        "keyword": round(max((r["scores"]["keyword"] for r in results), default=0.0), 6),
+        "coverage": round(covered / total, 6) if total else 0.0,
+        "matched_terms": sorted(matched),
+        "missing_terms": [t["term"] for t in terms if t["term"] not in matched],
+        "unseen_terms": [t["term"] for t in terms if not t["df"]],
+        "query_terms": len(terms),
+        "results": len(results),
+    }
+
+
+def evidence_gate(signals: dict, settings: GateSettings) -> tuple[str, str, dict]:
+    """(mode rag|no_answer, reason naming the deciding signal and its value, signals).  Pure: no database."""
+    sim, cov, matched = signals.get("similarity"), signals["coverage"], len(signals["matched_terms"])
+    sim_text = f"confidence {sim:.4f}" if sim is not None else "no vector channel"
+    if not signals["results"]:
+        return "no_answer", "no evidence: nothing in the knowledge base matches the question", signals
+    if not signals["query_terms"]:
+        return "no_answer", ("the question has no content terms (only stopwords, punctuation or symbols); "
+                             f"{sim_text}"), signals
+    if sim is not None and sim < settings.min_similarity:
+        return "no_answer", (f"confidence {sim:.4f} is below the threshold {settings.min_similarity:.2f} "
+                             f"(RAG_MIN_SIMILARITY); coverage {cov:.2f}"), signals
+    if cov < settings.min_coverage:
+        missing = ", ".join(signals["missing_terms"][:8])
+        return "no_answer", (f"coverage {cov:.2f} is below RAG_MIN_COVERAGE {settings.min_coverage:.2f}: the top "
+                             f"evidence lacks {missing}; {sim_text}"), signals
+    if matched < settings.min_matched_terms:
+        return "no_answer", (f"{matched} question term(s) matched, below RAG_MIN_MATCHED_TERMS "
+                             f"{settings.min_matched_terms}; {sim_text}"), signals
+    head = (f"confidence {sim:.4f} >= threshold {settings.min_similarity:.2f}" if sim is not None else sim_text)
+    return "rag", (f"{head}; coverage {cov:.2f} >= {settings.min_coverage:.2f} "
+                   f"({matched} of {signals['query_terms']} terms matched)"), signals
 
 
 # === 10. Context ===================================================================================================
@@ -2301,26 +2840,35 @@ def _store_for(config: Config, store: Store | None) -> Iterator[Store]:
             yield own
 
 
-def search(config: Config, query: Any, top_k: Any = None, store: Store | None = None) -> dict:
-    """POST /search and `localrag search`: {confidence, results[]}."""
+def search(config: Config, query: Any, top_k: Any = None, store: Store | None = None, *, retrieval: Any = None,
+           path: Any = None, tag: Any = None, vault: Any = None) -> dict:
+    """POST /search and `localrag search`: {confidence, results[], retrieval, gate}.  `confidence` is the gate's
+    similarity signal (the top cosine; the top keyword score in keyword mode), `gate` says whether `ask` would
+    answer from these results and why."""
     query = validate_text(query, "query")
     top_k = validate_top_k(top_k, config)
+    retrieval = validate_retrieval(retrieval, config)
+    scope = validate_scope(path, tag, vault)
     with _store_for(config, store) as s:
-        results = retrieve(s, config, query, top_k)
-    return {"confidence": results[0]["score"] if results else 0.0, "results": [public_result(r) for r in results]}
+        retrieved = run_retrieval(s, config, query, top_k, retrieval, scope)
+    mode, reason, signals = evidence_gate(gate_signals(retrieved), GateSettings.from_config(config))
+    return {"confidence": _confidence(signals), "results": [public_result(r) for r in retrieved["results"]],
+            "retrieval": retrieval, "gate": {"mode": mode, "reason": reason, **signals}}
 
 
-def decide_mode(confidence: float, threshold: float, fallback_requested: bool,
-                fallback_enabled: bool) -> tuple[str, str]:
-    """Seed 000's mode table: (mode, reason)."""
-    if confidence >= threshold:
-        return "rag", f"confidence {confidence:.4f} >= threshold {threshold:.2f}"
-    below = f"confidence {confidence:.4f} is below the threshold {threshold:.2f}"
-    if not fallback_requested:
-        return "no_answer", below
+def _confidence(signals: dict) -> float:
+    return signals["similarity"] if signals["similarity"] is not None else signals["keyword"]
+
+
+def apply_fallback(gate_mode: str, reason: str, fallback_requested: bool,
+                   fallback_enabled: bool) -> tuple[str, str]:
+    """Seed 000's mode table after the evidence gate: a refusal becomes `fallback` only when the request asks for
+    it and RAG_FALLBACK_ENABLED=true.  (mode, reason)."""
+    if gate_mode == "rag" or not fallback_requested:
+        return gate_mode, reason
     if not fallback_enabled:
-        return "no_answer", f"{below}; fallback was requested but is disabled globally (RAG_FALLBACK_ENABLED=false)"
-    return "fallback", f"{below}; fallback requested and enabled"
+        return "no_answer", f"{reason}; fallback was requested but is disabled globally (RAG_FALLBACK_ENABLED=false)"
+    return "fallback", f"{reason}; fallback requested and enabled"
 
 
 def _validate_bool(value: Any, field: str) -> bool:
@@ -2332,21 +2880,26 @@ def _validate_bool(value: Any, field: str) -> bool:
 
 
 def ask(config: Config, question: Any, top_k: Any = None, fallback: Any = False, store: Store | None = None,
-        on_citations: Callable[[dict], None] | None = None, on_delta: Callable[[str], None] | None = None) -> dict:
+        on_citations: Callable[[dict], None] | None = None, on_delta: Callable[[str], None] | None = None, *,
+        retrieval: Any = None, path: Any = None, tag: Any = None, vault: Any = None) -> dict:
     """POST /ask and `localrag ask`: seed 000's AskResponse plus reason, threshold, prompt_version, completion and
     citation_check.  `on_citations` is called once the mode and citations are known (before any model call);
     `on_delta` receives answer text as it arrives (streaming)."""
     question = validate_text(question, "question")
     top_k = validate_top_k(top_k, config)
     fallback = _validate_bool(fallback, "fallback")
+    retrieval = validate_retrieval(retrieval, config)
+    scope = validate_scope(path, tag, vault)
     with _store_for(config, store) as s:
-        results = retrieve(s, config, question, top_k)
-    confidence = results[0]["score"] if results else 0.0
-    mode, reason = decide_mode(confidence, config.rag_min_similarity, fallback, config.rag_fallback_enabled)
+        retrieved = run_retrieval(s, config, question, top_k, retrieval, scope)
+    results = retrieved["results"]
+    gate_mode, reason, signals = evidence_gate(gate_signals(retrieved), GateSettings.from_config(config))
+    confidence = _confidence(signals)
+    mode, reason = apply_fallback(gate_mode, reason, fallback, config.rag_fallback_enabled)
     response: dict = {"mode": mode, "confidence": confidence, "answer": "", "citations": [], "reason": reason,
                       "threshold": config.rag_min_similarity, "prompt_version": None,
                       "completion": {"status": "not_called", "finish_reason": None, "model": None},
-                      "citation_check": None}
+                      "citation_check": None, "retrieval": retrieval, "gate": signals}
     blocks: list[dict] = []
     context = ""
     if mode == "rag":
@@ -2464,7 +3017,22 @@ def embeddings_warmup(config: Config) -> dict:
 # Every question goes through the same retrieval and mode decision as `ask` (no model call: eval measures
 # retrieval and refusal, and stays free and deterministic).
 
+EVAL_TIERS_ANSWERABLE = ("lexical", "paraphrase", "cross")
+EVAL_TIERS_NO_ANSWER = ("near_miss", "offtopic")
+EVAL_TIERS = EVAL_TIERS_ANSWERABLE + EVAL_TIERS_NO_ANSWER
+EVAL_LANGS_HINT = "a language code such as en or zh"
+CALIBRATION_COVERAGE_GRID = tuple(round(i * 0.05, 2) for i in range(21))
+CALIBRATION_SIMILARITY_GRID = tuple(round(i * 0.05, 2) for i in range(11))
+
+
 def load_questions(path: str | Path) -> list[dict]:
+    """A question set: either a YAML list of questions, or a mapping with `questions` (and optionally `corpus`
+    and `vaults`, which eval reports).  Each question: id, question, expected_sources (vault-relative paths),
+    expected_mode (rag|no_answer), optional tier (lexical|paraphrase|cross|near_miss|offtopic) and lang."""
+    return load_question_set(path)["questions"]
+
+
+def load_question_set(path: str | Path) -> dict:
     import yaml
     path = Path(path)
     try:
@@ -2474,8 +3042,18 @@ def load_questions(path: str | Path) -> list[dict]:
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise InvalidRequest(f"questions file {path} is not readable YAML: {exc}".splitlines()[0],
                              path=str(path)) from None
-    if isinstance(data, dict) and "questions" in data:
-        data = data["questions"]
+    corpus, vaults = None, []
+    if isinstance(data, dict):
+        unknown = sorted(set(map(str, data)) - {"corpus", "vaults", "questions", "description"})
+        if unknown:
+            raise InvalidRequest(f"questions file {path}: unknown top-level key(s) {', '.join(unknown)}; allowed: "
+                                 f"corpus, vaults, questions, description", path=str(path), field=unknown[0])
+        corpus, vaults = data.get("corpus"), data.get("vaults") or []
+        if corpus is not None and not isinstance(corpus, str):
+            raise InvalidRequest(f"questions file {path}: corpus must be a folder path", field="corpus")
+        if not isinstance(vaults, list) or not all(isinstance(v, str) for v in vaults):
+            raise InvalidRequest(f"questions file {path}: vaults must be a list of folder names", field="vaults")
+        data = data.get("questions")
     if not isinstance(data, list) or not data:
         raise InvalidRequest(f"questions file {path} must hold a non-empty list of questions", path=str(path))
     seen: set = set()
@@ -2495,14 +3073,23 @@ def load_questions(path: str | Path) -> list[dict]:
         if not isinstance(sources, list) or not all(isinstance(x, str) for x in sources):
             raise InvalidRequest(f"{where} ({qid}): expected_sources must be a list of relative paths",
                                  field="expected_sources")
-        mode = item.get("expected_mode", "rag")
+        tier = item.get("tier")
+        if tier is not None and tier not in EVAL_TIERS:
+            raise InvalidRequest(f"{where} ({qid}): tier must be one of {', '.join(EVAL_TIERS)} (got {tier!r})",
+                                 field="tier", allowed=list(EVAL_TIERS))
+        default_mode = "no_answer" if tier in EVAL_TIERS_NO_ANSWER else "rag"
+        mode = item.get("expected_mode", default_mode)
         if mode not in ("rag", "no_answer"):
             raise InvalidRequest(f"{where} ({qid}): expected_mode must be rag or no_answer (got {mode!r})",
                                  field="expected_mode")
         if mode == "rag" and not sources:
             raise InvalidRequest(f"{where} ({qid}): a rag question needs expected_sources", field="expected_sources")
-        out.append({"id": qid, "question": question.strip(), "expected_sources": sources, "expected_mode": mode})
-    return out
+        lang = item.get("lang")
+        if lang is not None and not (isinstance(lang, str) and lang.strip()):
+            raise InvalidRequest(f"{where} ({qid}): lang must be {EVAL_LANGS_HINT}", field="lang")
+        out.append({"id": qid, "question": question.strip(), "expected_sources": sources, "expected_mode": mode,
+                    "tier": tier, "lang": lang})
+    return {"path": str(path), "corpus": corpus, "vaults": vaults, "questions": out}
 
 
 def _percentile(values: list[float], pct: float) -> float:
@@ -2514,61 +3101,106 @@ def _percentile(values: list[float], pct: float) -> float:
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
 
 
-def calibrate_threshold(answerable: list[float], unanswerable: list[float]) -> dict:
-    """The threshold that best separates answerable from unanswerable confidences (most correct modes; ties
-    broken by the widest gap), with the margin: the distance from it to the nearest confidence on either side."""
-    candidates = sorted(set(answerable) | set(unanswerable) | {0.0, 1.0})
-    best = None
-    for lo, hi in zip(candidates, candidates[1:]):
-        t = round((lo + hi) / 2, 4)
-        correct = sum(c >= t for c in answerable) + sum(c < t for c in unanswerable)
-        gap = hi - lo
-        if best is None or (correct, gap) > (best[0], best[1]):
-            best = (correct, gap, t)
-    if best is None:
-        return {"threshold": None, "margin": None, "correct": 0, "total": 0}
-    correct, _gap, t = best
-    above = [c for c in answerable + unanswerable if c >= t]
-    below = [c for c in answerable + unanswerable if c < t]
-    margin = min([min(above) - t if above else 1.0, t - max(below) if below else 1.0])
-    return {"threshold": t, "margin": round(margin, 4), "correct": correct,
-            "total": len(answerable) + len(unanswerable)}
+def _mean(xs: list[float]) -> float | None:
+    return round(sum(xs) / len(xs), 4) if xs else None
 
 
-def run_eval(config: Config, questions: list[dict], top_k: Any = None, store: Store | None = None) -> dict:
+def eval_metrics(rows: list[dict]) -> dict:
+    """hit@1, hit@k, MRR and answered rate over the answerable rows, refused rate over the no_answer rows,
+    latency.  Pure."""
+    answerable = [r for r in rows if r["expected_mode"] == "rag"]
+    unanswerable = [r for r in rows if r["expected_mode"] == "no_answer"]
+    latencies = [r["latency_ms"] for r in rows]
+    return {
+        "questions": len(rows), "answerable": len(answerable), "unanswerable": len(unanswerable),
+        "hit_at_1": _mean([1.0 if r["rank"] == 1 else 0.0 for r in answerable]),
+        "hit_at_k": _mean([1.0 if r["rank"] else 0.0 for r in answerable]),
+        "mrr": _mean([1.0 / r["rank"] if r["rank"] else 0.0 for r in answerable]),
+        "answered": _mean([1.0 if r["mode"] == "rag" else 0.0 for r in answerable]),
+        "refused": _mean([1.0 if r["mode"] == "no_answer" else 0.0 for r in unanswerable]),
+        "latency_ms_p50": round(_percentile(latencies, 50), 2),
+        "latency_ms_p95": round(_percentile(latencies, 95), 2),
+    }
+
+
+def calibrate_gate(rows: list[dict], base: GateSettings) -> dict:
+    """Replay the (pure) gate over each question's recorded signals for every candidate (min_similarity,
+    min_coverage) and pick the operating point with the most correct modes (answered answerable + refused
+    unanswerable, each group weighted equally); among equals, the middle of the widest run of coverage values,
+    so the point sits away from the edges that a new vault would push it over.  Pure."""
+    answerable = [r["gate"] for r in rows if r["expected_mode"] == "rag"]
+    unanswerable = [r["gate"] for r in rows if r["expected_mode"] == "no_answer"]
+
+    def rates(settings: GateSettings) -> tuple[float, float]:
+        a = sum(evidence_gate(s, settings)[0] == "rag" for s in answerable) / len(answerable) if answerable else 1.0
+        r = sum(evidence_gate(s, settings)[0] == "no_answer" for s in unanswerable) / len(unanswerable) \
+            if unanswerable else 1.0
+        return round(a, 4), round(r, 4)
+
+    table = []
+    for sim in CALIBRATION_SIMILARITY_GRID:
+        for cov in CALIBRATION_COVERAGE_GRID:
+            a, r = rates(dataclasses.replace(base, min_similarity=sim, min_coverage=cov))
+            table.append({"min_similarity": sim, "min_coverage": cov, "answered": a, "refused": r,
+                          "score": round((a + r) / 2, 4)})
+    best = max(row["score"] for row in table)
+    # Lowest similarity floor reaching the best score, then the centre of its best coverage run.
+    sim = min(row["min_similarity"] for row in table if row["score"] == best)
+    covs = [row["min_coverage"] for row in table if row["min_similarity"] == sim and row["score"] == best]
+    runs: list[list[float]] = []
+    for c in covs:
+        if runs and round(c - runs[-1][-1], 2) <= 0.05:
+            runs[-1].append(c)
+        else:
+            runs.append([c])
+    run = max(runs, key=len)
+    cov = run[len(run) // 2]
+    chosen = next(row for row in table if row["min_similarity"] == sim and row["min_coverage"] == cov)
+    rule = (f"rag when similarity >= {sim:.2f} (RAG_MIN_SIMILARITY) and coverage >= {cov:.2f} (RAG_MIN_COVERAGE) "
+            f"and at least {base.min_matched_terms} term(s) matched (RAG_MIN_MATCHED_TERMS); else no_answer")
+    return {"chosen": chosen, "rule": rule, "table": table,
+            "settings": {"RAG_MIN_SIMILARITY": sim, "RAG_MIN_COVERAGE": cov,
+                         "RAG_MIN_MATCHED_TERMS": base.min_matched_terms},
+            "answerable": len(answerable), "unanswerable": len(unanswerable)}
+
+
+def run_eval(config: Config, questions: list[dict], top_k: Any = None, store: Store | None = None, *,
+             retrieval: Any = None, path: Any = None, tag: Any = None, vault: Any = None) -> dict:
+    """Every question through the same retrieval and evidence gate as `ask` (no model call).  Metrics overall
+    and per tier; the calibration of the gate on these questions."""
     top_k = validate_top_k(top_k, config)
+    retrieval = validate_retrieval(retrieval, config)
+    scope = validate_scope(path, tag, vault)
+    settings = GateSettings.from_config(config)
     rows = []
     with _store_for(config, store) as s:
         for q in questions:
             started = time.perf_counter()
-            results = retrieve(s, config, q["question"], top_k)
-            confidence = results[0]["score"] if results else 0.0
-            mode, _reason = decide_mode(confidence, config.rag_min_similarity, False, False)
+            retrieved = run_retrieval(s, config, q["question"], top_k, retrieval, scope)
+            mode, reason, signals = evidence_gate(gate_signals(retrieved), settings)
             latency_ms = (time.perf_counter() - started) * 1000
+            results = retrieved["results"]
             rank = next((i for i, r in enumerate(results, 1) if r["source"] in q["expected_sources"]), None)
-            rows.append({"id": q["id"], "question": q["question"], "expected_mode": q["expected_mode"],
-                         "mode": mode, "confidence": round(confidence, 4), "rank": rank,
-                         "top_source": results[0]["source"] if results else None,
-                         "latency_ms": round(latency_ms, 2)})
-    answerable = [r for r in rows if r["expected_mode"] == "rag"]
-    unanswerable = [r for r in rows if r["expected_mode"] == "no_answer"]
-
-    def mean(xs: list[float]) -> float | None:
-        return round(sum(xs) / len(xs), 4) if xs else None
-
-    latencies = [r["latency_ms"] for r in rows]
+            rows.append({"id": q["id"], "tier": q.get("tier"), "lang": q.get("lang"), "question": q["question"],
+                         "expected_mode": q["expected_mode"], "mode": mode, "confidence": _confidence(signals),
+                         "coverage": signals["coverage"], "rank": rank,
+                         "top_source": results[0]["source"] if results else None, "reason": reason,
+                         "latency_ms": round(latency_ms, 2), "gate": signals})
+    overall = eval_metrics(rows)
+    tiers = {}
+    for tier in [*EVAL_TIERS, None]:
+        group = [r for r in rows if r["tier"] == tier]
+        if group:
+            tiers[tier or "untiered"] = eval_metrics(group)
     summary = {
-        "questions": len(rows), "answerable": len(answerable), "unanswerable": len(unanswerable), "top_k": top_k,
-        "threshold": config.rag_min_similarity, "embedding_provider": config.embedding_provider,
-        "hit_at_1": mean([1.0 if r["rank"] == 1 else 0.0 for r in answerable]),
-        "hit_at_k": mean([1.0 if r["rank"] else 0.0 for r in answerable]),
-        "mrr": mean([1.0 / r["rank"] if r["rank"] else 0.0 for r in answerable]),
-        "rag_accuracy": mean([1.0 if r["mode"] == "rag" else 0.0 for r in answerable]),
-        "no_answer_rejection": mean([1.0 if r["mode"] == "no_answer" else 0.0 for r in unanswerable]),
-        "latency_ms_p50": round(_percentile(latencies, 50), 2), "latency_ms_p95": round(_percentile(latencies, 95), 2),
+        **overall, "top_k": top_k, "retrieval": retrieval, "scope": None if scope.empty else scope.to_dict(),
+        "threshold": config.rag_min_similarity, "min_coverage": config.rag_min_coverage,
+        "embedding_provider": config.embedding_provider,
+        # the first release's names, kept for scripts
+        "rag_accuracy": overall["answered"], "no_answer_rejection": overall["refused"],
+        "tiers": tiers,
     }
-    calibration = calibrate_threshold([r["confidence"] for r in answerable], [r["confidence"] for r in unanswerable])
-    return {"summary": summary, "calibration": calibration, "questions": rows}
+    return {"summary": summary, "calibration": calibrate_gate(rows, settings), "questions": rows}
 
 
 # === 14. HTTP ======================================================================================================
@@ -2591,8 +3223,10 @@ class Unauthorized(LocalRagError):
     code, http_status, exit_code = "unauthorized", 401, EXIT_USAGE
 
 
-_SEARCH_FIELDS = {"query": str, "top_k": int}
-_ASK_FIELDS = {"question": str, "top_k": int, "fallback": bool}
+_SCOPE_FIELDS = {"retrieval": str, "path": (str, list), "tag": (str, list), "vault": str}
+_SEARCH_FIELDS = {"query": str, "top_k": int, **_SCOPE_FIELDS}
+_ASK_FIELDS = {"question": str, "top_k": int, "fallback": bool, **_SCOPE_FIELDS}
+_TYPE_NAMES = {str: "a string", int: "an integer", bool: "a boolean", (str, list): "a string or a list of strings"}
 
 
 def _check_fields(body: Any, fields: dict, required: str) -> dict:
@@ -2608,8 +3242,16 @@ def _check_fields(body: Any, fields: dict, required: str) -> dict:
         value = body.get(name)
         if name in body and value is not None and (not isinstance(value, typ) or
                                                    (typ is int and isinstance(value, bool))):
-            raise InvalidRequest(f"{name} must be {'an integer' if typ is int else typ.__name__}", field=name)
+            raise InvalidRequest(f"{name} must be {_TYPE_NAMES[typ]}", field=name)
     return body
+
+
+def _scope_body(body: dict) -> dict:
+    for name in ("path", "tag", "vault"):
+        values = body.get(name)
+        for v in (values if isinstance(values, list) else [values]):
+            _text_ok(v, name)
+    return {k: body.get(k) for k in _SCOPE_FIELDS}
 
 
 def _text_ok(value: Any, field: str) -> None:
@@ -2639,6 +3281,24 @@ def openapi_spec() -> dict:
     # and Python (str.isspace), so the document and validate_text() accept exactly the same strings
     text = {"type": "string", "minLength": 1, "maxLength": 4000, "pattern": r"[^\s\x1c-\x1f\x85\ufeff]"}
     top_k = {"type": "integer", "minimum": TOP_K_MIN, "maximum": TOP_K_MAX, "nullable": True}
+    scope_text = {"type": "string", "minLength": 1, "maxLength": SCOPE_MAX_CHARS, "pattern": r"[^\s\x1c-\x1f\x85\ufeff]"}
+    scope_list = {"nullable": True, "oneOf": [scope_text, {"type": "array", "items": scope_text,
+                                                           "maxItems": SCOPE_MAX_ITEMS}]}
+    scope_props = {
+        "retrieval": _schema("string", enum=list(RETRIEVAL_MODES), nullable=True,
+                             description="hybrid (default: RAG_RETRIEVAL), vector or keyword"),
+        "path": {**scope_list, "description": "vault-relative path prefix(es); a note matches any of them"},
+        "tag": {**scope_list, "description": "tag(s), with or without #; nested tags match; any of them"},
+        "vault": {**scope_text, "nullable": True, "description": "the folder a vault was ingested from"},
+    }
+    gate = _schema("object", description="the evidence gate's signals", properties={
+        "retrieval": _schema("string"), "similarity": _schema("number", nullable=True),
+        "keyword": _schema("number"), "coverage": _schema("number"),
+        "matched_terms": _schema("array", items=_schema("string")),
+        "missing_terms": _schema("array", items=_schema("string")),
+        "unseen_terms": _schema("array", items=_schema("string")),
+        "query_terms": _schema("integer"), "results": _schema("integer"),
+        "mode": _schema("string", enum=["rag", "no_answer"]), "reason": _schema("string")})
     citation = _schema("object", required=["source", "heading", "score"], properties={
         "source": _schema("string"), "heading": _schema("string"), "score": _schema("number")})
     ask_response = _schema("object", required=["mode", "confidence", "answer", "citations"], properties={
@@ -2651,7 +3311,8 @@ def openapi_spec() -> dict:
             "finish_reason": _schema("string", nullable=True), "model": _schema("string", nullable=True)}),
         "citation_check": _schema("object", nullable=True, properties={
             "markers": _schema("array", items=_schema("integer")), "invalid": _schema("array", items=_schema("integer")),
-            "ok": _schema("boolean")})})
+            "ok": _schema("boolean")}),
+        "retrieval": _schema("string", enum=list(RETRIEVAL_MODES)), "gate": gate})
     bearer = [{"bearer": []}, {}]
     return {
         "openapi": "3.0.3",
@@ -2696,18 +3357,25 @@ def openapi_spec() -> dict:
                                            "description": "Required when the server has LOCALRAG_API_TOKEN set"}},
             "schemas": {
                 "SearchRequest": _schema("object", required=["query"], additionalProperties=False,
-                                         properties={"query": text, "top_k": top_k}),
+                                         properties={"query": text, "top_k": top_k, **scope_props}),
                 "AskRequest": _schema("object", required=["question"], additionalProperties=False,
                                       properties={"question": text, "top_k": top_k,
-                                                  "fallback": _schema("boolean", nullable=True)}),
+                                                  "fallback": _schema("boolean", nullable=True), **scope_props}),
                 "SearchResult": _schema("object", required=["content", "source", "relative_path", "heading_path",
                                                             "heading", "score"], properties={
                     "content": _schema("string"), "source": _schema("string"), "relative_path": _schema("string"),
                     "heading_path": _schema("array", items=_schema("string")), "heading": _schema("string"),
-                    "score": _schema("number", minimum=0, maximum=1)}),
+                    "score": _schema("number", minimum=0, maximum=1, description="the fused score (hybrid) or "
+                                                                                  "the one channel's score"),
+                    "scores": _schema("object", properties={
+                        "vector": _schema("number", minimum=0, maximum=1, nullable=True),
+                        "keyword": _schema("number", minimum=0, maximum=1)}),
+                    "channels": _schema("array", items=_schema("string", enum=["vector", "keyword"])),
+                    "vault_path": _schema("string")}),
                 "SearchResponse": _schema("object", required=["confidence", "results"], properties={
                     "confidence": _schema("number", minimum=0, maximum=1),
-                    "results": _schema("array", items={"$ref": "#/components/schemas/SearchResult"})}),
+                    "results": _schema("array", items={"$ref": "#/components/schemas/SearchResult"}),
+                    "retrieval": _schema("string", enum=list(RETRIEVAL_MODES)), "gate": gate}),
                 "Citation": citation,
                 "AskResponse": ask_response,
                 "HealthResponse": _schema("object", required=["status", "checks"], properties={
@@ -2777,13 +3445,14 @@ class Api:
         body = _check_fields(body, _SEARCH_FIELDS, "query")
         _text_ok(body.get("query"), "query")
         with self.pool.store() as s:
-            return 200, search(self.config, body["query"], body.get("top_k"), store=s)
+            return 200, search(self.config, body["query"], body.get("top_k"), store=s, **_scope_body(body))
 
     def post_ask(self, headers: Any, body: Any) -> tuple[int, dict]:
         self.require_auth(headers)
         body = self.ask_body(body)
         with self.pool.store() as s:
-            return 200, ask(self.config, body["question"], body.get("top_k"), body.get("fallback"), store=s)
+            return 200, ask(self.config, body["question"], body.get("top_k"), body.get("fallback"), store=s,
+                            **_scope_body(body))
 
     def ask_body(self, body: Any) -> dict:
         body = _check_fields(body, _ASK_FIELDS, "question")
@@ -2934,7 +3603,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         try:
             with self.api.pool.store() as s:
                 final = ask(self.api.config, body["question"], body.get("top_k"), body.get("fallback"), store=s,
-                            on_citations=on_citations, on_delta=lambda text: event("delta", {"text": text}))
+                            on_citations=on_citations, on_delta=lambda text: event("delta", {"text": text}),
+                            **_scope_body(body))
             event("done", final)
         except Exception as exc:
             if not self._status:
@@ -3150,17 +3820,29 @@ def _snippet(text: str, width: int = 160) -> str:
     return flat if len(flat) <= width else flat[:width - 1] + "…"
 
 
+def _scope_args(args: argparse.Namespace) -> dict:
+    return {"retrieval": args.retrieval, "path": args.path, "tag": args.tag, "vault": args.vault}
+
+
+def _fmt_score(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4f}"
+
+
 def _cmd_search(config: Config, args: argparse.Namespace) -> int:
-    result = search(config, args.query, args.top_k)
+    result = search(config, args.query, args.top_k, **_scope_args(args))
     if args.json:
         _print_json(result)
         return EXIT_OK
-    print(f"confidence {result['confidence']:.4f} (threshold {config.rag_min_similarity:.2f})")
+    gate = result["gate"]
+    print(f"confidence {result['confidence']:.4f} (threshold {config.rag_min_similarity:.2f}), coverage "
+          f"{gate['coverage']:.2f}, retrieval {result['retrieval']}: ask would give {gate['mode']}")
     if not result["results"]:
         print("no results")
     for n, r in enumerate(result["results"], 1):
         where = " › ".join(r["heading_path"]) or "(no heading)"
         print(f"[{n}] {r['score']:.4f}  {r['source']}  ›  {where}")
+        print(f"    vector {_fmt_score(r['scores']['vector'])}  keyword {_fmt_score(r['scores']['keyword'])}  "
+              f"found by {'+'.join(r['channels']) or '-'}  vault {r['vault_path']}")
         print(f"    {_snippet(r['content'])}")
     return EXIT_OK
 
@@ -3175,10 +3857,10 @@ def _cmd_ask(config: Config, args: argparse.Namespace) -> int:
         def on_delta(text: str) -> None:
             sys.stdout.write(text)
             sys.stdout.flush()
-        result = ask(config, args.question, args.top_k, args.fallback, on_delta=on_delta)
+        result = ask(config, args.question, args.top_k, args.fallback, on_delta=on_delta, **_scope_args(args))
         print()
     else:
-        result = ask(config, args.question, args.top_k, args.fallback)
+        result = ask(config, args.question, args.top_k, args.fallback, **_scope_args(args))
     if args.json:
         _print_json(result)
         return EXIT_OK
@@ -3202,7 +3884,7 @@ def _cmd_eval(config: Config, args: argparse.Namespace) -> int:
     path = args.questions or (config.repo_root / "eval" / "questions.yaml" if config.repo_root else None)
     if path is None:
         raise InvalidRequest("no questions file: pass --questions PATH")
-    result = run_eval(config, load_questions(path), args.top_k)
+    result = run_eval(config, load_questions(path), args.top_k, **_scope_args(args))
     s = result["summary"]
     failures = []
     if args.min_hit_at_k is not None and (s["hit_at_k"] or 0.0) < args.min_hit_at_k:
@@ -3211,25 +3893,64 @@ def _cmd_eval(config: Config, args: argparse.Namespace) -> int:
         failures.append(f"no_answer rejection {s['no_answer_rejection']} < {args.min_rejection}")
     if args.json:
         if not failures:  # below threshold, stdout carries the one error body (with the summary) instead
+            if not args.calibrate:
+                result["calibration"].pop("table")
             _print_json(result)
     else:
         for row in result["questions"]:
             ok = "ok " if (row["mode"] == row["expected_mode"] and (row["expected_mode"] == "no_answer" or row["rank"])) \
                 else "MISS"
-            print(f"{ok} {row['id']:<10} rank={row['rank'] or '-':<3} conf={row['confidence']:.4f} "
-                  f"mode={row['mode']:<9} expected={row['expected_mode']:<9} {row['latency_ms']:.1f}ms")
+            print(f"{ok} {row['id']:<14} {row['tier'] or '':<10} rank={row['rank'] or '-':<3} "
+                  f"conf={row['confidence']:.4f} cov={row['coverage']:.2f} mode={row['mode']:<9} "
+                  f"expected={row['expected_mode']:<9} {row['latency_ms']:.1f}ms")
         print(f"\nquestions {s['questions']} ({s['answerable']} answerable, {s['unanswerable']} unanswerable), "
-              f"top_k {s['top_k']}, threshold {s['threshold']:.2f}")
-        print(f"Hit@1 {s['hit_at_1']}  Hit@{s['top_k']} {s['hit_at_k']}  MRR {s['mrr']}  "
-              f"rag accuracy {s['rag_accuracy']}  no_answer rejection {s['no_answer_rejection']}")
-        print(f"latency p50 {s['latency_ms_p50']} ms  p95 {s['latency_ms_p95']} ms")
+              f"top_k {s['top_k']}, retrieval {s['retrieval']}, RAG_MIN_SIMILARITY {s['threshold']:.2f}, "
+              f"RAG_MIN_COVERAGE {s['min_coverage']:.2f}")
+        print(eval_table(s, s["top_k"]))
         if args.calibrate:
-            c = result["calibration"]
-            print(f"calibration: RAG_MIN_SIMILARITY={c['threshold']} separates {c['correct']}/{c['total']} "
-                  f"questions, margin {c['margin']}")
+            print(calibration_text(result["calibration"]))
     if failures:
         raise EvalFailed("eval below threshold: " + "; ".join(failures), failures=failures, summary=s)
     return EXIT_OK
+
+
+def eval_table(summary: dict, k: int) -> str:
+    """The per-tier metrics as a text table (blank where a metric does not apply)."""
+    head = f"{'tier':<12}{'n':>4}{'hit@1':>8}{'hit@' + str(k):>8}{'MRR':>8}{'answered':>10}{'refused':>9}" \
+           f"{'p50 ms':>9}{'p95 ms':>9}"
+    lines = [head, "-" * len(head)]
+
+    def fmt(v: float | None, width: int) -> str:
+        return f"{'' if v is None else f'{v:.3f}':>{width}}"
+
+    for name, m in [*summary["tiers"].items(), ("all", summary)]:
+        lines.append(f"{name:<12}{m['questions']:>4}{fmt(m['hit_at_1'], 8)}{fmt(m['hit_at_k'], 8)}"
+                     f"{fmt(m['mrr'], 8)}{fmt(m['answered'], 10)}{fmt(m['refused'], 9)}"
+                     f"{m['latency_ms_p50']:>9.1f}{m['latency_ms_p95']:>9.1f}")
+    return "\n".join(lines)
+
+
+def calibration_text(cal: dict) -> str:
+    """The trade-off (answered vs refused) along coverage at the chosen similarity floor and along similarity
+    at the chosen coverage, then the operating point and the rule."""
+    chosen = cal["chosen"]
+    lines = [f"\ncalibration over {cal['answerable']} answerable and {cal['unanswerable']} unanswerable questions",
+             f"  at RAG_MIN_SIMILARITY={chosen['min_similarity']:.2f}:",
+             f"    {'min_coverage':>12} {'answered':>9} {'refused':>8}"]
+    for row in cal["table"]:
+        if row["min_similarity"] == chosen["min_similarity"]:
+            mark = "  <- chosen" if row is chosen or row == chosen else ""
+            lines.append(f"    {row['min_coverage']:>12.2f} {row['answered']:>9.3f} {row['refused']:>8.3f}{mark}")
+    lines += [f"  at RAG_MIN_COVERAGE={chosen['min_coverage']:.2f}:",
+              f"    {'min_similarity':>14} {'answered':>9} {'refused':>8}"]
+    for row in cal["table"]:
+        if row["min_coverage"] == chosen["min_coverage"]:
+            mark = "  <- chosen" if row == chosen else ""
+            lines.append(f"    {row['min_similarity']:>14.2f} {row['answered']:>9.3f} {row['refused']:>8.3f}{mark}")
+    settings = " ".join(f"{k}={v}" for k, v in cal["settings"].items())
+    lines += [f"calibration: {settings} answers {chosen['answered']:.3f} of answerable, refuses "
+              f"{chosen['refused']:.3f} of unanswerable", f"rule: {cal['rule']}"]
+    return "\n".join(lines)
 
 
 def _cmd_serve(config: Config, args: argparse.Namespace) -> int:
@@ -3262,6 +3983,17 @@ def _cmd_embeddings(config: Config, args: argparse.Namespace) -> int:
             f"ready: {result['dim']}-dimensional vectors, norm {result['norm']}, cache {result['size_mb']} MB, "
             f"{result['seconds']}s")
     return EXIT_OK
+
+
+def _add_scope_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--retrieval", choices=RETRIEVAL_MODES, metavar="MODE",
+                   help=f"{' | '.join(RETRIEVAL_MODES)} (default RAG_RETRIEVAL, hybrid)")
+    p.add_argument("--path", action="append", metavar="PREFIX",
+                   help="only notes whose vault-relative path starts with PREFIX (repeatable: any of them; end "
+                        "with / for a folder)")
+    p.add_argument("--tag", action="append", metavar="TAG",
+                   help="only notes with this tag or a tag nested under it (repeatable: any of them)")
+    p.add_argument("--vault", metavar="PATH", help="only notes of the vault ingested from PATH")
 
 
 def _add_json(p: argparse.ArgumentParser) -> None:
@@ -3304,10 +4036,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_ingest)
 
     p = sub.add_parser("search", help="retrieve the chunks closest to a query", formatter_class=fmt,
-                       epilog="example:\n  localrag search \"API 延迟升高怎么办\" --top-k 3 --json")
+                       epilog="examples:\n  localrag search \"API 延迟升高怎么办\" --top-k 3 --json\n"
+                              "  localrag search \"canvas\" --retrieval keyword --path Plugins/ --tag howto")
     p.add_argument("query")
     p.add_argument("--top-k", type=int, metavar="N", help=f"results to return, {TOP_K_MIN}..{TOP_K_MAX} "
                                                          f"(default RAG_TOP_K)")
+    _add_scope_args(p)
     _add_json(p)
     p.set_defaults(func=_cmd_search)
 
@@ -3319,6 +4053,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fallback", action="store_true",
                    help="allow a general-knowledge answer below the threshold (only if RAG_FALLBACK_ENABLED=true)")
     p.add_argument("--stream", action="store_true", help="print the answer as it arrives")
+    _add_scope_args(p)
     _add_json(p)
     p.set_defaults(func=_cmd_ask)
 
@@ -3326,9 +4061,12 @@ def build_parser() -> argparse.ArgumentParser:
                        epilog="example:\n  localrag eval --min-hit-at-k 0.9 --min-rejection 0.8 --calibrate")
     p.add_argument("--questions", metavar="PATH", help="YAML question set (default: eval/questions.yaml)")
     p.add_argument("--top-k", type=int, metavar="N", help="k for Hit@k (default RAG_TOP_K)")
-    p.add_argument("--calibrate", action="store_true", help="print the threshold that best separates the groups")
+    p.add_argument("--calibrate", action="store_true",
+                   help="tune the evidence gate on these questions: print the answered/refused trade-off, the "
+                        "chosen RAG_MIN_SIMILARITY / RAG_MIN_COVERAGE and the rule")
     p.add_argument("--min-hit-at-k", type=float, metavar="X", help="exit 11 if Hit@k is below X")
     p.add_argument("--min-rejection", type=float, metavar="Y", help="exit 11 if no_answer rejection is below Y")
+    _add_scope_args(p)
     _add_json(p)
     p.set_defaults(func=_cmd_eval)
 

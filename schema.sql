@@ -74,3 +74,23 @@ CREATE INDEX IF NOT EXISTS idx_chunks_relative_path ON chunks (relative_path);
 CREATE INDEX IF NOT EXISTS idx_chunks_content_hash ON chunks (content_hash);
 CREATE INDEX IF NOT EXISTS idx_embeddings_config
   ON embeddings (embedding_provider, embedding_model, embedding_dim);
+
+-- The keyword channel (BM25 over content + heading path + file name + tags), maintained by ingest in the same
+-- transactions as the chunks.  No stored statistics: N, the average length and each query term's document
+-- frequency are counted at query time from these tables (index-only), so they cannot drift from the chunks.
+CREATE TABLE IF NOT EXISTS keyword_chunks (
+  chunk_id BIGINT PRIMARY KEY REFERENCES chunks(id) ON DELETE CASCADE,
+  tokenizer TEXT NOT NULL,
+  length REAL NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS keyword_postings (
+  chunk_id BIGINT NOT NULL REFERENCES keyword_chunks(chunk_id) ON DELETE CASCADE,
+  term TEXT COLLATE "C" NOT NULL,
+  tf REAL NOT NULL,
+  dl REAL NOT NULL,
+  PRIMARY KEY (chunk_id, term)
+);
+
+-- Query terms are looked up here; chunk_id, tf and the chunk length ride in the index (index-only scans).
+CREATE INDEX IF NOT EXISTS idx_keyword_postings_term ON keyword_postings (term) INCLUDE (chunk_id, tf, dl);
