@@ -70,11 +70,11 @@ RETRIEVAL_DEFAULT = "hybrid"
 FUSION_DEFAULT = "weighted"
 # The keyword channel's share in the weighted fusion, per embedder: the hashed fake vector is a noisy copy of the
 # keyword signal, a semantic model adds what keywords miss.
-PROVIDER_DEFAULT_KEYWORD_WEIGHT = {FAKE_PROVIDER: 0.7, QWEN_PROVIDER: 0.5}
+PROVIDER_DEFAULT_KEYWORD_WEIGHT = {FAKE_PROVIDER: 0.5, QWEN_PROVIDER: 0.3}
 KEYWORD_WEIGHT_FALLBACK = 0.5
-MIN_COVERAGE_DEFAULT = 0.5                 # idf-weighted share of the question's terms found in the top evidence
+MIN_COVERAGE_DEFAULT = 0.4                 # idf-weighted share of the question's terms found in the top evidence
 MIN_MATCHED_TERMS_DEFAULT = 1
-UNSEEN_CJK_BACKOFF_DEFAULT = 0.5           # weight of a CJK bigram the corpus never contains, relative to its idf
+UNSEEN_CJK_BACKOFF_DEFAULT = 0.25          # weight of a CJK bigram the corpus never contains, relative to its idf
 KEYWORD_QUERY_MAX_TERMS = 128              # a 4,000-character question is cut to its first terms
 SCOPE_MAX_ITEMS, SCOPE_MAX_CHARS = 20, 500  # --path / --tag entries per request, characters per entry
 CHUNK_TARGET_MIN_TOKENS = 400              # a section below this may absorb the sections nested under it
@@ -1129,17 +1129,22 @@ def get_embedder(config: Config):
 
 KEYWORD_TOKENIZER = "keyword-v1"
 KEYWORD_STOPWORDS = frozenset("""
-a about an and any are as at be been but by can could did do does doing for from had has have how i if in into is it
-its me my of on or our should so than that the their them then there these they this those to was we were what when
-where which who whom why will with would you your yours just also not no
+a about above after again all also am an and another any anyone anything are as at be because been before being
+below between both but by can could did do does doing don down during each else even every few for from further get
+gets got had has have having he her here hers him his how however i if in into is it its itself just let like make
+me more most much must my need needs no nor not now of off on once one only or other others our out over own per
+same see she should so some something such sure than that the their theirs them then there these they thing things
+this those through to too under until up upon us use used using very want was way we were what whatever when where
+whether which while who whom why will with within without would yes yet you your yours
 """.split())
 # CJK: particles that end a run (they mark word boundaries), and function words that carry no topic: a run is
 # broken at them before it is cut into bigrams, so "工单应该如何升级" gives 工单, 升级 rather than 单应, 该如, 何升.
-_CJK_BREAK_CHARS = frozenset("的吗呢吧啊呀嘛是")
+_CJK_BREAK_CHARS = frozenset("的了吗呢吧啊呀嘛是")
 KEYWORD_CJK_STOP = frozenset("""
 了 在 和 与 及 或 我 你 他 她 它 有 把 被 也 都 就 还 又 要 会 能 么 个 这 那 哪 怎 啥 谁 请 问 一 不 吗 呢 的 是
 怎么 什么 如何 可以 哪些 哪个 为什么 为何 怎样 怎么样 能否 是否 一个 这个 那个 我们 你们 他们 请问 能不能 可不可以
-有没有 没有 有什么 怎么办 一下 应该 需要 如果 这些 那些 时候 的话 多少 几个 哪里 哪儿 吗 么样
+有没有 没有 有什么 怎么办 一下 应该 需要 如果 这些 那些 时候 的话 多少 几个 哪里 哪儿 么样 多久 多长 有多 哪天 什么时候
+几 该 事情 东西
 """.split())
 _CJK_STOP_MAX = max(len(w) for w in KEYWORD_CJK_STOP)
 _KW_WORD_RE = re.compile(r"[^\W_]+")
@@ -1151,7 +1156,7 @@ def _kw_stem(word: str) -> str:
         return word[:-3] + "y"
     if len(word) > 3 and word.endswith("sses") and word.isascii():
         return word[:-2]
-    if len(word) > 3 and word.endswith("s") and word.isascii() and not word.endswith(("ss", "us", "is")) \
+    if len(word) > 3 and word.endswith("s") and word.isascii() and not word.endswith(("ss", "us", "is", "as")) \
             and not word[-2].isdigit():
         return word[:-1]
     return word
@@ -2257,15 +2262,31 @@ def validate_retrieval(value: Any, config: Config) -> str:
 
 def query_term_weights(terms: Sequence[str], n_chunks: int, df: dict[str, int],
                        unseen_cjk_backoff: float) -> list[dict]:
-    """Each distinct query term with its df and idf (BM25's, always > 0) and its weight in coverage: the idf, except
-    that a CJK bigram the corpus never contains (most often a pair straddling two words) counts for a fraction
-    of it.  Pure."""
+    """Each distinct query term with its df and idf (BM25's, always > 0) and its weight in coverage: the idf,
+    except for a CJK bigram the corpus never contains that overlaps a bigram it does contain (天气 in 上海天气 is
+    a word; 海天 straddles two), most likely a pair across a word boundary, and for an unseen lone CJK character:
+    those count for `unseen_cjk_backoff` of their idf.  `terms` in question order (overlap is read from neighbours).  Pure."""
+    def known_neighbour(i: int) -> bool:
+        term = terms[i]
+        for j in (i - 1, i + 1):
+            if 0 <= j < len(terms) and df.get(terms[j], 0) and len(terms[j]) == 2 and is_cjk_term(terms[j]) and \
+                    (terms[j][1] == term[0] if j < i else term[1] == terms[j][0]):
+                return True
+        return False
+
+    weights: dict[str, float] = {}
+    for i, term in enumerate(terms):
+        n = df.get(term, 0)
+        idf = math.log(1.0 + (n_chunks - n + 0.5) / (n + 0.5))
+        # an unseen lone character (跟, 比: a one-character piece between stopwords) is as weak a clue
+        weak = n == 0 and is_cjk_term(term) and (len(term) == 1 or (len(term) == 2 and known_neighbour(i)))
+        weight = idf * unseen_cjk_backoff if weak else idf
+        weights[term] = max(weights.get(term, 0.0), weight)  # a repeated term keeps its strongest reading
     out = []
     for term in dict.fromkeys(terms):
         n = df.get(term, 0)
         idf = math.log(1.0 + (n_chunks - n + 0.5) / (n + 0.5))
-        weight = idf * unseen_cjk_backoff if n == 0 and len(term) == 2 and is_cjk_term(term) else idf
-        out.append({"term": term, "df": n, "idf": round(idf, 6), "weight": round(weight, 6)})
+        out.append({"term": term, "df": n, "idf": round(idf, 6), "weight": round(weights[term], 6)})
     return out
 
 
@@ -2389,15 +2410,16 @@ def public_result(result: dict) -> dict:
 # rag or no_answer from retrieval signals, before any model call.  One cosine cannot separate answerable from
 # unanswerable questions on a larger vault (the hashed vector's noise floor rises with corpus size), so the gate
 # also asks how much of the question the top evidence covers: the idf-weighted share of the question's content
-# terms found in the top GATE_EVIDENCE_CHUNKS results.  A ratio, so it transfers between vaults of different sizes.
+# terms found in the best of the top GATE_EVIDENCE_CHUNKS chunks.  A ratio, comparable between vaults of different
+# sizes (the cosine of the hashed vector is not).
 
 GATE_EVIDENCE_CHUNKS = 3
 
 
 @dataclasses.dataclass(frozen=True)
 class GateSettings:
-    min_similarity: float = 0.20
-    min_coverage: float = 0.5
+    min_similarity: float = PROVIDER_DEFAULT_MIN_SIMILARITY[FAKE_PROVIDER]
+    min_coverage: float = MIN_COVERAGE_DEFAULT
     min_matched_terms: int = 1
 
     @classmethod
@@ -2408,9 +2430,12 @@ class GateSettings:
 def gate_signals(retrieved: dict) -> dict:
     """The gate's inputs from a run_retrieval() result.  Pure."""
     results, terms = retrieved["results"], retrieved["terms"]
-    evidence = results[:GATE_EVIDENCE_CHUNKS]
-    matched = set().union(*(r["matched_terms"] for r in evidence)) if evidence else set()
     total = sum(t["weight"] for t in terms)
+    weight = {t["term"]: t["weight"] for t in terms}
+    # The best single chunk of the top few, not their union: an answer's terms occur together, while an off-topic
+    # question's everyday words are found scattered over unrelated chunks.
+    matched = set(max((r["matched_terms"] for r in results[:GATE_EVIDENCE_CHUNKS]),
+                      key=lambda m: sum(weight.get(t, 0.0) for t in m), default=[]))
     covered = sum(t["weight"] for t in terms if t["term"] in matched)
     sims = [r["scores"]["vector"] for r in results if r["scores"]["vector"] is not None]
     return {
@@ -3126,8 +3151,8 @@ def eval_metrics(rows: list[dict]) -> dict:
 def calibrate_gate(rows: list[dict], base: GateSettings) -> dict:
     """Replay the (pure) gate over each question's recorded signals for every candidate (min_similarity,
     min_coverage) and pick the operating point with the most correct modes (answered answerable + refused
-    unanswerable, each group weighted equally); among equals, the middle of the widest run of coverage values,
-    so the point sits away from the edges that a new vault would push it over.  Pure."""
+    unanswerable, each group weighted equally); among equals, the middle of the longest run of similarity floors,
+    then of coverage values, so the point sits away from the edges that a new vault would push it over.  Pure."""
     answerable = [r["gate"] for r in rows if r["expected_mode"] == "rag"]
     unanswerable = [r["gate"] for r in rows if r["expected_mode"] == "no_answer"]
 
@@ -3144,17 +3169,20 @@ def calibrate_gate(rows: list[dict], base: GateSettings) -> dict:
             table.append({"min_similarity": sim, "min_coverage": cov, "answered": a, "refused": r,
                           "score": round((a + r) / 2, 4)})
     best = max(row["score"] for row in table)
-    # Lowest similarity floor reaching the best score, then the centre of its best coverage run.
-    sim = min(row["min_similarity"] for row in table if row["score"] == best)
-    covs = [row["min_coverage"] for row in table if row["min_similarity"] == sim and row["score"] == best]
-    runs: list[list[float]] = []
-    for c in covs:
-        if runs and round(c - runs[-1][-1], 2) <= 0.05:
-            runs[-1].append(c)
-        else:
-            runs.append([c])
-    run = max(runs, key=len)
-    cov = run[len(run) // 2]
+
+    def centre(values: list[float]) -> float:
+        """The middle of the longest run of consecutive grid values."""
+        runs: list[list[float]] = []
+        for v in sorted(values):
+            if runs and round(v - runs[-1][-1], 2) <= 0.05:
+                runs[-1].append(v)
+            else:
+                runs.append([v])
+        run = max(runs, key=len)
+        return run[(len(run) - 1) // 2]
+
+    sim = centre(sorted({row["min_similarity"] for row in table if row["score"] == best}))
+    cov = centre([row["min_coverage"] for row in table if row["min_similarity"] == sim and row["score"] == best])
     chosen = next(row for row in table if row["min_similarity"] == sim and row["min_coverage"] == cov)
     rule = (f"rag when similarity >= {sim:.2f} (RAG_MIN_SIMILARITY) and coverage >= {cov:.2f} (RAG_MIN_COVERAGE) "
             f"and at least {base.min_matched_terms} term(s) matched (RAG_MIN_MATCHED_TERMS); else no_answer")
