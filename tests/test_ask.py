@@ -117,10 +117,11 @@ def stub():
 def provider(indexed, stub, monkeypatch) -> localrag.Config:
     """The sample vault indexed, and LLM_PROVIDER=openai-compatible pointed at the stub under /v1/.
 
-    RAG_MIN_SIMILARITY is pinned low so that the protocol tests do not depend on sample wording."""
+    RAG_MIN_SIMILARITY and RAG_MIN_COVERAGE are pinned low so that the protocol tests do not depend on sample
+    wording."""
     return configure(monkeypatch, LLM_PROVIDER="openai-compatible", LLM_BASE_URL=stub.root + "/v1/",
                      LLM_API_KEY=SENTINEL, LLM_MODEL="stub-model", LLM_TIMEOUT_SECONDS="0.5",
-                     RAG_MIN_SIMILARITY="0.05")
+                     RAG_MIN_SIMILARITY="0.05", RAG_MIN_COVERAGE="0")
 
 
 def ask_error(config, *, stream: bool = False, **kw) -> localrag.LocalRagError:
@@ -634,7 +635,8 @@ def test_ask_closed_loop_refuses_every_no_answer_question(indexed):
     assert not wrong
     for r in responses.values():
         assert r["citations"] == [] and r["answer"] == localrag.NO_ANSWER_TEXT
-        assert r["completion"]["status"] == "not_called" and "below the threshold" in r["reason"]
+        assert r["completion"]["status"] == "not_called"
+        assert "below the threshold" in r["reason"] or "below RAG_MIN_COVERAGE" in r["reason"], r["reason"]
 
 
 def test_ask_is_deterministic(indexed):
@@ -685,14 +687,16 @@ def test_eval_sample_questions_meet_thresholds(indexed):
     assert code == 0, summary
     assert summary["questions"] == len(RAG_QUESTIONS) + len(NO_ANSWER_QUESTIONS)
     assert summary["hit_at_k"] == 1.0 and summary["rag_accuracy"] == 1.0 and summary["no_answer_rejection"] == 1.0
-    assert data["calibration"]["correct"] == data["calibration"]["total"]
+    assert data["calibration"]["chosen"]["answered"] == data["calibration"]["chosen"]["refused"] == 1.0
 
 
 def test_eval_calibrate_prints_the_separating_threshold(indexed):
     code, out = run_cli("eval", "--questions", str(QUESTIONS), "--calibrate")
     assert code == 0
-    match = re.search(r"calibration: RAG_MIN_SIMILARITY=([0-9.]+) separates (\d+)/(\d+)", out)
-    assert match and match[2] == match[3]
+    match = re.search(r"calibration: RAG_MIN_SIMILARITY=([0-9.]+) RAG_MIN_COVERAGE=([0-9.]+) .* answers ([0-9.]+) "
+                      r"of answerable, refuses ([0-9.]+) of unanswerable", out)
+    assert match and match[3] == match[4] == "1.000"
+    assert "min_coverage  answered  refused" in out and "<- chosen" in out and "rule: rag when" in out
 
 
 def test_eval_top_k_one_is_hit_at_one(indexed):
