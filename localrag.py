@@ -1146,7 +1146,6 @@ KEYWORD_CJK_STOP = frozenset("""
 有没有 没有 有什么 怎么办 一下 应该 需要 如果 这些 那些 时候 的话 多少 几个 哪里 哪儿 么样 多久 多长 有多 哪天 什么时候
 几 该 事情 东西
 """.split())
-_CJK_STOP_MAX = max(len(w) for w in KEYWORD_CJK_STOP)
 _KW_WORD_RE = re.compile(r"[^\W_]+")
 
 
@@ -1168,41 +1167,47 @@ def keyword_terms(text: str) -> list[str]:
     terms: list[str] = []
     pos = 0
     for m in _CJK_RUN_RE.finditer(text):
-        _kw_latin(text[pos:m.start()], terms)
+        if m.start() > pos:
+            _kw_latin(text[pos:m.start()], terms)
         _kw_cjk(m.group(), terms)
         pos = m.end()
-    _kw_latin(text[pos:], terms)
+    if pos < len(text):
+        _kw_latin(text[pos:], terms)
     return terms
 
 
+_kw_word_cache: dict[str, str] = {}
+
+
 def _kw_latin(text: str, out: list[str]) -> None:
+    cache = _kw_word_cache
     for word in _KW_WORD_RE.findall(text):
-        if word in KEYWORD_STOPWORDS or (len(word) == 1 and not word.isdigit()):
-            continue
-        word = _kw_stem(word)
-        if word not in KEYWORD_STOPWORDS:
-            out.append(word)
+        term = cache.get(word)
+        if term is None:
+            term = ""
+            if word not in KEYWORD_STOPWORDS and (len(word) > 1 or word.isdigit()):
+                stemmed = _kw_stem(word)
+                term = "" if stemmed in KEYWORD_STOPWORDS else stemmed
+            if len(cache) < 500_000:  # bounded: a corpus's vocabulary
+                cache[word] = term
+        if term:
+            out.append(term)
+
+
+# Function words first, longest first (so 是否 goes whole rather than breaking at 是), then the particles.
+_CJK_SPLIT_RE = re.compile("|".join(sorted((re.escape(w) for w in KEYWORD_CJK_STOP if len(w) > 1),
+                                           key=lambda w: (-len(w), w))) +
+                           "|[" + "".join(sorted(_CJK_BREAK_CHARS)) + "]")
 
 
 def _kw_cjk(run: str, out: list[str]) -> None:
-    pieces: list[str] = []
-    start = i = 0
-    while i < len(run):
-        stop = 1 if run[i] in _CJK_BREAK_CHARS else next(
-            (n for n in range(_CJK_STOP_MAX, 1, -1) if run[i:i + n] in KEYWORD_CJK_STOP), 0)
-        if stop:
-            pieces.append(run[start:i])
-            i = start = i + stop
-        else:
-            i += 1
-    pieces.append(run[start:])
-    for piece in pieces:
-        if len(piece) == 1:
+    for piece in _CJK_SPLIT_RE.split(run):
+        n = len(piece)
+        if n == 1:
             if piece not in KEYWORD_CJK_STOP:
                 out.append(piece)
-            continue
-        for j in range(len(piece) - 1):
-            out.append(piece[j:j + 2])
+        elif n:
+            out.extend([piece[j:j + 2] for j in range(n - 1)])
 
 
 def is_cjk_term(term: str) -> bool:
@@ -1323,13 +1328,35 @@ CREATE TABLE IF NOT EXISTS keyword_chunks (
   length REAL NOT NULL
 );
 
+-- Postings follow their keyword_chunks row by triggers rather than a foreign key: a foreign key checks each of the
+-- ~46 postings per chunk as it is copied in (measured: a third of the keyword index's ingest cost); the triggers
+-- act once per deleting statement, also when a chunk's deletion cascades or a TRUNCATE ... CASCADE reaches here.
 CREATE TABLE IF NOT EXISTS keyword_postings (
-  chunk_id BIGINT NOT NULL REFERENCES keyword_chunks(chunk_id) ON DELETE CASCADE,
+  chunk_id BIGINT NOT NULL,
   term TEXT COLLATE "C" NOT NULL,
   tf REAL NOT NULL,
   dl REAL NOT NULL,
   PRIMARY KEY (chunk_id, term)
 );
+
+CREATE OR REPLACE FUNCTION localrag_keyword_postings_delete() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  DELETE FROM keyword_postings p USING gone g WHERE p.chunk_id = g.chunk_id;
+  RETURN NULL;
+END $$;
+
+CREATE OR REPLACE FUNCTION localrag_keyword_postings_truncate() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  DELETE FROM keyword_postings;  -- not TRUNCATE: the statement that fired this may be truncating it as well
+  RETURN NULL;
+END $$;
+
+DROP TRIGGER IF EXISTS keyword_chunks_delete ON keyword_chunks;
+CREATE TRIGGER keyword_chunks_delete AFTER DELETE ON keyword_chunks REFERENCING OLD TABLE AS gone
+  FOR EACH STATEMENT EXECUTE FUNCTION localrag_keyword_postings_delete();
+DROP TRIGGER IF EXISTS keyword_chunks_truncate ON keyword_chunks;
+CREATE TRIGGER keyword_chunks_truncate AFTER TRUNCATE ON keyword_chunks
+  FOR EACH STATEMENT EXECUTE FUNCTION localrag_keyword_postings_truncate();
 
 -- Query terms are looked up here; chunk_id, tf and the chunk length ride in the index (index-only scans).
 CREATE INDEX IF NOT EXISTS idx_keyword_postings_term ON keyword_postings (term) INCLUDE (chunk_id, tf, dl);
@@ -2078,11 +2105,25 @@ class _IngestRun:
 
 
 def _keyword_rows(kw_chunks: _Copy, kw_postings: _Copy, cid: bytes, tf: dict[str, float], length: float) -> None:
-    """One chunk's keyword_chunks row and its keyword_postings rows (terms sorted: deterministic COPY)."""
+    """One chunk's keyword_chunks row and its keyword_postings rows (terms sorted: deterministic COPY).  The
+    postings are most of the keyword index's COPY volume (about 46 per chunk), so their tuples are packed here
+    in one join per row rather than field by field."""
     dl = _Copy.float4(length)
     kw_chunks.row(cid, _Copy.text(KEYWORD_TOKENIZER), dl)
+    head = _POSTING_HEAD + cid
+    tail = _FLOAT4_LEN + dl
+    pack_term, pack_tf = _INT4.pack, _TF.pack
+    parts = []
     for term in sorted(tf):
-        kw_postings.row(cid, _Copy.text(term), _Copy.float4(tf[term]), dl)
+        data = term.encode("utf-8")
+        parts.append(b"".join((head, pack_term(len(data)), data, pack_tf(4, tf[term]), tail)))
+    kw_postings.buf.write(b"".join(parts))
+    kw_postings.rows += len(parts)
+
+
+_INT4, _TF = struct.Struct("!i"), struct.Struct("!if")
+_FLOAT4_LEN = struct.pack("!i", 4)
+_POSTING_HEAD = struct.pack("!hi", len(_KEYWORD_POSTING_COLUMNS), 8)   # field count, then chunk_id's length
 
 
 def ingest(config: Config, vault: str | Path, progress: Callable[[str], None] | None = None) -> dict:
@@ -2228,10 +2269,16 @@ def _string_list(value: Any, field: str) -> list[str]:
     if len(value) > SCOPE_MAX_ITEMS:
         raise InvalidRequest(f"{field} has {len(value)} entries; the limit is {SCOPE_MAX_ITEMS}", field=field)
     for v in value:
-        if not v.strip() or len(v) > SCOPE_MAX_CHARS:
-            raise InvalidRequest(f"{field} entries must be non-empty and at most {SCOPE_MAX_CHARS} characters "
-                                 f"(got {v[:60]!r})", field=field)
+        _scope_text_ok(v, field)
     return list(value)
+
+
+def _scope_text_ok(value: str, field: str) -> None:
+    if not value.replace("\ufeff", "").strip() or len(value) > SCOPE_MAX_CHARS:
+        raise InvalidRequest(f"{field} entries must be non-empty and at most {SCOPE_MAX_CHARS} characters "
+                             f"(got {value[:60]!r})", field=field)
+    if any(unicodedata.category(ch) == "Cc" for ch in value):
+        raise InvalidRequest(f"{field} must not contain control characters (got {value[:60]!r})", field=field)
 
 
 def validate_scope(paths: Any = None, tags: Any = None, vault: Any = None) -> Scope:
@@ -2239,13 +2286,13 @@ def validate_scope(paths: Any = None, tags: Any = None, vault: Any = None) -> Sc
     with / to mean a folder), tags with or without #, a vault as the folder that was ingested."""
     paths = [p.strip().replace("\\", "/").removeprefix("./").lstrip("/") for p in _string_list(paths, "path")]
     tags = [normalize_tag(t) for t in _string_list(tags, "tag")]
-    if any(not t for t in tags):
+    if any(not any(c not in "#/\ufeff" and not c.isspace() for c in t) for t in tags):
         raise InvalidRequest("tag entries must name a tag, e.g. project or #project/alpha", field="tag")
     vault_path = None
     if vault is not None:
-        if not isinstance(vault, str) or not vault.strip() or len(vault) > SCOPE_MAX_CHARS:
-            raise InvalidRequest(f"vault must be a non-empty folder path of at most {SCOPE_MAX_CHARS} characters",
-                                 field="vault")
+        if not isinstance(vault, str):
+            raise InvalidRequest(f"vault must be a folder path (got {vault!r})"[:200], field="vault")
+        _scope_text_ok(vault, "vault")
         # the same canonical form ingest stores (a vault that does not exist here matches nothing)
         vault_path = str(Path(vault.strip()).expanduser().resolve(strict=False))
     return Scope(tuple(dict.fromkeys(p for p in paths)), tuple(dict.fromkeys(tags)), vault_path)
@@ -3309,14 +3356,20 @@ def openapi_spec() -> dict:
     # and Python (str.isspace), so the document and validate_text() accept exactly the same strings
     text = {"type": "string", "minLength": 1, "maxLength": 4000, "pattern": r"[^\s\x1c-\x1f\x85\ufeff]"}
     top_k = {"type": "integer", "minimum": TOP_K_MIN, "maximum": TOP_K_MAX, "nullable": True}
-    scope_text = {"type": "string", "minLength": 1, "maxLength": SCOPE_MAX_CHARS, "pattern": r"[^\s\x1c-\x1f\x85\ufeff]"}
-    scope_list = {"nullable": True, "oneOf": [scope_text, {"type": "array", "items": scope_text,
-                                                           "maxItems": SCOPE_MAX_ITEMS}]}
+    # no control characters (Unicode Cc), and at least one character that is not blank (nor # or / in a tag)
+    scope_text = {"type": "string", "minLength": 1, "maxLength": SCOPE_MAX_CHARS,
+                  "pattern": r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f\ufeff][^\x00-\x1f\x7f-\x9f]*$"}
+    tag_text = dict(scope_text, pattern=r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f\ufeff#/]"
+                                        r"[^\x00-\x1f\x7f-\x9f]*$")
+
+    def scope_list(item: dict) -> dict:
+        return {"nullable": True, "oneOf": [item, {"type": "array", "items": item, "maxItems": SCOPE_MAX_ITEMS}]}
+
     scope_props = {
-        "retrieval": _schema("string", enum=list(RETRIEVAL_MODES), nullable=True,
+        "retrieval": _schema("string", enum=[*RETRIEVAL_MODES, None], nullable=True,
                              description="hybrid (default: RAG_RETRIEVAL), vector or keyword"),
-        "path": {**scope_list, "description": "vault-relative path prefix(es); a note matches any of them"},
-        "tag": {**scope_list, "description": "tag(s), with or without #; nested tags match; any of them"},
+        "path": {**scope_list(scope_text), "description": "vault-relative path prefix(es); a note matches any"},
+        "tag": {**scope_list(tag_text), "description": "tag(s), with or without #; nested tags match; any of them"},
         "vault": {**scope_text, "nullable": True, "description": "the folder a vault was ingested from"},
     }
     gate = _schema("object", description="the evidence gate's signals", properties={

@@ -434,3 +434,85 @@ def test_eval_scope_and_retrieval_flags(ingested):
     summary = json.loads(out)["summary"]
     assert code == 0 and summary["retrieval"] == "keyword" and summary["scope"]["paths"] == ["policies/"]
     assert summary["hit_at_k"] < 1.0   # questions about other folders cannot hit inside policies/
+
+
+# === 8. HTTP: the retrieval fields in /search, /ask, /ask/stream and the OpenAPI document ==========================
+
+@pytest.fixture
+def http_api(ingested):
+    import contextlib
+    import http.client
+    import io
+    import sys
+    import threading
+    config, vault, _ = ingested
+    server = localrag.make_server(config, "127.0.0.1", 0)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    port = server.server_address[1]
+
+    def post(path: str, body) -> tuple[int, str]:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        conn.request("POST", path, json.dumps(body).encode(), {"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        text = resp.read().decode("utf-8")
+        conn.close()
+        return resp.status, text
+
+    with contextlib.redirect_stderr(io.StringIO()):   # the access log
+        yield post, vault
+        server.shutdown()
+        server.server_close()
+        server.api.pool.close()
+
+
+def test_http_search_and_ask_take_retrieval_and_scope(http_api):
+    post, vault = http_api
+    status, text = post("/search", {"query": Q_P1, "retrieval": "keyword", "path": "policies/", "tag": ["support"],
+                                    "vault": str(vault)})
+    data = json.loads(text)
+    assert status == 200 and data["retrieval"] == "keyword" and data["results"]
+    assert all(r["source"].startswith("policies/") and r["channels"] == ["keyword"] for r in data["results"])
+    status, text = post("/ask", {"question": Q_P1, "retrieval": "vector", "path": ["policies/"]})
+    data = json.loads(text)
+    assert status == 200 and data["mode"] == "rag" and data["retrieval"] == "vector" and data["gate"]["coverage"]
+    status, text = post("/ask/stream", {"question": Q_P1, "path": "nowhere/"})
+    assert status == 200 and "event: done" in text and '"mode": "no_answer"' in text
+    status, text = post("/search", {"query": Q_P1, "path": "nowhere/"})
+    assert status == 200 and json.loads(text)["results"] == []
+
+
+@pytest.mark.parametrize("body, field", [
+    ({"query": Q_P1, "retrieval": "semantic"}, "retrieval"), ({"query": Q_P1, "retrieval": 1}, "retrieval"),
+    ({"query": Q_P1, "path": 3}, "path"), ({"query": Q_P1, "path": [3]}, "path"), ({"query": Q_P1, "tag": {}}, "tag"),
+    ({"query": Q_P1, "vault": ["a"]}, "vault"), ({"query": Q_P1, "path": "a\u0000b"}, "path"),
+    ({"query": Q_P1, "vault": "\u0000"}, "vault"),
+])
+def test_http_bad_retrieval_fields_are_422(http_api, body, field):
+    post, _ = http_api
+    status, text = post("/search", body)
+    error = json.loads(text)["error"]
+    assert status == 422 and error["code"] == "invalid_request" and error["details"]["field"] == field
+    if field == "retrieval" and body["retrieval"] == "semantic":
+        assert "hybrid, vector, keyword" in error["message"]
+
+
+def test_openapi_documents_the_retrieval_fields():
+    spec = localrag.openapi_spec()["components"]["schemas"]
+    for name in ("SearchRequest", "AskRequest"):
+        props = spec[name]["properties"]
+        assert props["retrieval"]["enum"] == ["hybrid", "vector", "keyword", None]
+        assert {"path", "tag", "vault"} <= set(props)
+    assert {"scores", "channels", "vault_path"} <= set(spec["SearchResult"]["properties"])
+    assert "gate" in spec["AskResponse"]["properties"] and "gate" in spec["SearchResponse"]["properties"]
+
+
+def test_postings_follow_their_chunks_on_sql_deletes_and_truncates(ingested):
+    config, _, _ = ingested
+    with localrag.Store.open(config) as s:
+        s.run("DELETE FROM documents WHERE relative_path = 'policies/Support Escalation Policy.md'")
+        assert s.run("SELECT count(*) FROM keyword_postings p WHERE NOT EXISTS "
+                     "(SELECT 1 FROM keyword_chunks k WHERE k.chunk_id = p.chunk_id)")[0][0] == 0
+        s.run("TRUNCATE documents CASCADE")
+        assert s.run("SELECT (SELECT count(*) FROM keyword_chunks), (SELECT count(*) FROM keyword_postings)")[0] == \
+            [0, 0]
