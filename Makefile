@@ -10,7 +10,7 @@ TORCH_SPEC ?= torch==2.13.0
 LOCALRAG_SKIP_QWEN ?=
 PYTEST_ARGS ?=
 
-.PHONY: help venv demo test test-fast bench pyz clean distclean
+.PHONY: help venv demo test test-fast bench pyz clean distclean browser
 
 help:
 	@echo "make demo    - venv, install, db init, ingest samples/acme-vault, search + ask (embedded Postgres)"
@@ -42,7 +42,15 @@ demo: $(VENV)/.base
 	@echo
 	@echo "The embedded Postgres keeps running for later commands; stop it with: $(CLI) db stop"
 
-test: $(VENV)/.test $(if $(LOCALRAG_SKIP_QWEN),,$(VENV)/.qwen)
+# The demo page's tests drive Debian's chromium through chromedriver; installed here when we can (root + apt),
+# otherwise those tests skip and say why.
+browser:
+	@command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1 || \
+	{ [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver \
+	   >/dev/null) ; } || echo "chromium/chromedriver not installed: the browser tests will be skipped" >&2
+
+test: $(VENV)/.test browser $(if $(LOCALRAG_SKIP_QWEN),,$(VENV)/.qwen)
 	@$(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: the suite is broken" >&2; exit 1; fi; exit $$rc
 

@@ -7,11 +7,12 @@ good evidence the answer is ``no_answer`` rather than an invention.
 Sections (the data flows top to bottom; pure functions in the middle, I/O at the edges):
      1 Constants      2 Errors        3 Config        4 Markdown      5 Chunking      6 Embedders
      7 Store          8 Ingest        9 Retrieval    10 Context      11 LLM          12 Service
-    13 Eval          14 HTTP         15 CLI
+    13 Eval          14 HTTP (+ demo page)           14b MCP         15 CLI
 
 Public API (``__all__``): ``load_config``, ``Config``, ``parse_markdown``, ``chunk_document``, ``FakeLexicalEmbedder``,
-``get_embedder``, ``Store``, ``ingest``, ``search``, ``ask``, ``health``, ``assemble_context``, ``run_eval``,
-``make_server``, ``main`` and the ``LocalRagError`` tree.  Everything else is private and may change.
+``get_embedder``, ``Store``, ``ingest``, ``search``, ``ask``, ``health``, ``get_note``, ``list_notes``,
+``assemble_context``, ``run_eval``, ``make_server``, ``McpServer``, ``run_mcp_stdio``, ``main`` and the
+``LocalRagError`` tree.  Everything else is private and may change.
 """
 
 from __future__ import annotations
@@ -49,8 +50,8 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 __all__ = [
     "Config", "load_config", "Document", "Chunk", "parse_markdown", "chunk_document", "count_tokens",
-    "FakeLexicalEmbedder", "get_embedder", "Store", "ingest", "search", "ask", "health",
-    "assemble_context", "run_eval", "make_server", "main", "LocalRagError",
+    "FakeLexicalEmbedder", "get_embedder", "Store", "ingest", "search", "ask", "health", "get_note", "list_notes",
+    "assemble_context", "run_eval", "make_server", "McpServer", "run_mcp_stdio", "main", "LocalRagError",
 ]
 
 # === 1. Constants ==================================================================================================
@@ -112,6 +113,7 @@ LOG = logging.getLogger(APP_NAME)
 
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE, EXIT_CONFIG, EXIT_DB, EXIT_SCHEMA = 0, 1, 2, 3, 4, 5
 EXIT_NOT_READY, EXIT_EMBEDDING, EXIT_LLM, EXIT_VAULT, EXIT_PARTIAL, EXIT_EVAL, EXIT_BUSY = 6, 7, 8, 9, 10, 11, 12
+EXIT_NOT_FOUND = 13
 EXIT_INTERRUPTED = 130
 
 
@@ -195,6 +197,10 @@ class LlmRateLimited(LlmError):
 
 class EvalFailed(LocalRagError):
     code, http_status, exit_code = "eval_below_threshold", 500, EXIT_EVAL
+
+
+class NoteNotFound(LocalRagError):
+    code, http_status, exit_code = "note_not_found", 404, EXIT_NOT_FOUND
 
 
 def _jsonable(value: Any) -> Any:
@@ -595,6 +601,7 @@ class Document:
     sections: tuple[Section, ...]
     tags: tuple[str, ...]
     links: tuple[WikiLink, ...]
+    body_line: int = 1         # the file line (1-based) where the body starts, after the frontmatter
 
     @property
     def wikilinks(self) -> tuple[str, ...]:
@@ -716,12 +723,25 @@ def _heading_sections(body: str, tokens) -> tuple[Section, ...]:
 def parse_markdown(text: str, relative_path: str = "") -> Document:
     """Parse one Markdown file's text.  Pure: no I/O.  Raises MarkdownError for malformed frontmatter."""
     meta, body = split_frontmatter(text)
+    text = text[1:] if text.startswith("\ufeff") else text
+    # The body is the file's tail (frontmatter.loads' fallback aside): the lines before it are the frontmatter's.
+    body_line = text[:len(text) - len(body)].count("\n") + 1 if text.endswith(body) else 1
     body = body.replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "")
     tokens = _markdown_parser().parse(body)
     plain = _strip_code(body, _code_line_ranges(tokens))
     return Document(relative_path=relative_path, body=body, frontmatter=meta,
                     sections=_heading_sections(body, tokens), tags=extract_tags(plain, meta),
-                    links=extract_links(plain))
+                    links=extract_links(plain), body_line=body_line)
+
+
+def span_lines(body: str, start: int, end: int, body_line: int = 1) -> tuple[int, int]:
+    """The file lines (1-based, inclusive) of the text in body[start:end] without its surrounding whitespace: what
+    a citation points an editor at.  Pure."""
+    text = body[start:end]
+    lead = len(text) - len(text.lstrip())
+    s, e = start + lead, start + len(text.rstrip())
+    first = body_line + body.count("\n", 0, s)
+    return first, (first + body.count("\n", s, e - 1)) if e > s else first
 
 
 # === 5. Chunking ===================================================================================================
@@ -1312,6 +1332,11 @@ CREATE TABLE IF NOT EXISTS ingest_runs (
   metadata JSONB NOT NULL DEFAULT '{}'::jsonb
 );
 
+-- The note's text (frontmatter removed) and the file line it starts on: `localrag show`, GET /notes and the MCP
+-- get_note tool read notes from here, never from a path on disk; chunk line ranges are counted in file lines.
+ALTER TABLE documents ADD COLUMN IF NOT EXISTS body TEXT;
+ALTER TABLE documents ADD COLUMN IF NOT EXISTS body_line INTEGER;
+
 CREATE INDEX IF NOT EXISTS idx_documents_content_hash ON documents (content_hash);
 CREATE INDEX IF NOT EXISTS idx_chunks_document_id ON chunks (document_id);
 CREATE INDEX IF NOT EXISTS idx_chunks_relative_path ON chunks (relative_path);
@@ -1703,17 +1728,60 @@ class Store:
         return {r[0]: (float(r[1]), list(r[2])) for r in rows}
 
     def chunk_rows(self, chunk_ids: Sequence[int]) -> dict[int, tuple]:
-        """{chunk_id: (content, relative_path, heading_path, chunk_index, content_hash, vault_path)}."""
+        """{chunk_id: (content, relative_path, heading_path, chunk_index, content_hash, vault_path, line_start,
+        line_end)}."""
         if not chunk_ids:
             return {}
         rows = self.run(
-            "SELECT c.id, c.content, c.relative_path, c.heading_path, c.chunk_index, c.content_hash, d.vault_path "
+            "SELECT c.id, c.content, c.relative_path, c.heading_path, c.chunk_index, c.content_hash, d.vault_path, "
+            "(c.metadata->>'line_start')::int, (c.metadata->>'line_end')::int "
             "FROM chunks c JOIN documents d ON d.id = c.document_id WHERE c.id = ANY(CAST(:ids AS bigint[]))",
             ids=list(chunk_ids))
         return {r[0]: tuple(r[1:]) for r in rows}
 
     def has_keywords(self) -> bool:
         return self.run("SELECT EXISTS (SELECT 1 FROM keyword_chunks)")[0][0]
+    # --- notes -------------------------------------------------------------------------------------------------
+
+    def vault_paths(self) -> list[str]:
+        return [r[0] for r in self.run("SELECT DISTINCT vault_path FROM documents ORDER BY 1")]
+
+    def find_notes(self, relative_paths: Sequence[str], vault: str | None = None) -> list[dict]:
+        """Documents whose relative path is one of `relative_paths` (optionally in one vault), in that order of
+        preference; each with its body, first line and tags (every chunk carries the document's tags)."""
+        rows = self.run(
+            "SELECT d.id, d.vault_path, d.relative_path, d.body, d.body_line, d.frontmatter, d.updated_at, "
+            "coalesce((SELECT c.tags FROM chunks c WHERE c.document_id = d.id ORDER BY c.chunk_index LIMIT 1), "
+            "ARRAY[]::text[]) FROM documents d WHERE d.relative_path = ANY(CAST(:r AS text[])) "
+            "AND (CAST(:v AS text) IS NULL OR d.vault_path = :v) ORDER BY array_position(CAST(:r AS text[]), "
+            "d.relative_path), d.vault_path", r=list(relative_paths), v=vault)
+        return [dict(zip(("id", "vault_path", "relative_path", "body", "body_line", "frontmatter", "updated_at",
+                          "tags"), row)) for row in rows]
+
+    def similar_note_paths(self, name: str, limit: int = 5) -> list[str]:
+        """Indexed paths whose file name contains `name` (case-insensitive): the hint for a path not found."""
+        pattern = "%" + name.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        return [r[0] for r in self.run(
+            "SELECT DISTINCT relative_path FROM documents WHERE lower(regexp_replace(relative_path, '^.*/', '')) "
+            "LIKE :p ORDER BY 1 LIMIT :n", p=pattern, n=limit)]
+
+    def list_notes(self, prefix: str, tag: str | None, vault: str | None, limit: int, offset: int) -> tuple[int, list]:
+        """(total, page) of documents under a path prefix / with a tag (or a tag nested under it)."""
+        like = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        where = ("d.relative_path LIKE :p AND (CAST(:v AS text) IS NULL OR d.vault_path = :v) AND "
+                 "(CAST(:t AS text) IS NULL OR EXISTS (SELECT 1 FROM chunks c WHERE c.document_id = d.id AND "
+                 "c.chunk_index = (SELECT min(chunk_index) FROM chunks WHERE document_id = d.id) AND EXISTS ("
+                 "SELECT 1 FROM unnest(c.tags) AS x(tag) WHERE lower(x.tag) = lower(:t) OR "
+                 "lower(x.tag) LIKE lower(:t) || '/%')))")
+        total = self.run(f"SELECT count(*) FROM documents d WHERE {where}", p=like, v=vault, t=tag)[0][0]
+        rows = self.run(
+            "SELECT d.vault_path, d.relative_path, d.frontmatter, d.updated_at, "
+            "(SELECT count(*) FROM chunks c WHERE c.document_id = d.id), "
+            "coalesce((SELECT c.tags FROM chunks c WHERE c.document_id = d.id ORDER BY c.chunk_index LIMIT 1), "
+            "ARRAY[]::text[]), (SELECT c.heading_path[1] FROM chunks c WHERE c.document_id = d.id "
+            f"ORDER BY c.chunk_index LIMIT 1) FROM documents d WHERE {where} "
+            "ORDER BY d.relative_path, d.vault_path LIMIT :n OFFSET :o", p=like, v=vault, t=tag, n=limit, o=offset)
+        return total, rows
 
 
 class StorePool:
@@ -1828,7 +1896,7 @@ def scan_vault(root: Path) -> tuple[list[tuple[str, Path]], list[dict]]:
 
 @dataclasses.dataclass
 class _Prepared:
-    """What the database needs from one file, without its body text (it crosses process boundaries)."""
+    """What the database needs from one file (it crosses process boundaries)."""
 
     frontmatter: dict
     tags: tuple[str, ...]
@@ -1836,7 +1904,11 @@ class _Prepared:
     embeds: list[str]
     chunks: list[Chunk]
     vectors: list[bytes] | None       # pgvector binary, when the embedder is cheap enough for worker processes
-    keywords: list[tuple[dict[str, float], float]]  # per chunk: keyword-v1 term weights and length
+    # per chunk: keyword-v1 term weights and length
+    keywords: list[tuple[dict[str, float], float]] = dataclasses.field(default_factory=list)
+    body: str = ""                    # stored so notes are read from the database, not from disk
+    body_line: int = 1
+    lines: list[tuple[int, int]] = dataclasses.field(default_factory=list)   # each chunk's file lines
 
 
 def prepare_file(relative_path: str, data: bytes, embed_fake: bool) -> _Prepared | str:
@@ -1857,7 +1929,8 @@ def prepare_file(relative_path: str, data: bytes, embed_fake: bool) -> _Prepared
                                                             doc.wikilinks))) for c in chunks]
     keywords = [keyword_vector(c.content, c.heading_path, relative_path, doc.tags) for c in chunks]
     return _Prepared(doc.frontmatter, doc.tags, doc.wikilinks, [lk.target for lk in doc.links if lk.embed], chunks,
-                     vectors, keywords)
+                     vectors, keywords, doc.body, doc.body_line,
+                     [span_lines(doc.body, c.start, c.end, doc.body_line) for c in chunks])
 
 
 @dataclasses.dataclass
@@ -1945,8 +2018,9 @@ class _IngestRun:
     def _existing_documents(self) -> dict[str, tuple]:
         # Per-document index lookups (chunks by document_id, embeddings by the unique key): a plan that does not
         # depend on fresh statistics, which a just-loaded table lacks.
+        # A document stored before notes were kept (body NULL) counts as changed, so one run fills it in.
         rows = self.store.run(
-            "SELECT d.relative_path, d.id, d.content_hash, "
+            "SELECT d.relative_path, d.id, CASE WHEN d.body IS NULL THEN '' ELSE d.content_hash END, "
             "(SELECT count(*) FROM chunks c WHERE c.document_id = d.id), "
             "(SELECT count(*) FROM chunks c JOIN embeddings e ON e.chunk_id = c.id AND e.embedding_provider = :p "
             "AND e.embedding_model = :m AND e.embedding_dim = :d WHERE c.document_id = d.id), "
@@ -2011,15 +2085,18 @@ class _IngestRun:
         with self.store.transaction():
             rows = self.store.run(
                 "INSERT INTO documents (vault_path, file_path, relative_path, content_hash, mtime_ns, size_bytes, "
-                "frontmatter) SELECT :v, f, r, h, m, s, fm::jsonb FROM unnest(CAST(:f AS text[]), "
-                "CAST(:r AS text[]), CAST(:h AS text[]), CAST(:m AS bigint[]), CAST(:s AS bigint[]), "
-                "CAST(:fm AS text[])) AS t(f, r, h, m, s, fm) "
+                "frontmatter, body, body_line) SELECT :v, f, r, h, m, s, fm::jsonb, b, bl FROM unnest("
+                "CAST(:f AS text[]), CAST(:r AS text[]), CAST(:h AS text[]), CAST(:m AS bigint[]), "
+                "CAST(:s AS bigint[]), CAST(:fm AS text[]), CAST(:b AS text[]), CAST(:bl AS int[])) "
+                "AS t(f, r, h, m, s, fm, b, bl) "
                 "ON CONFLICT (vault_path, relative_path) DO UPDATE SET file_path = EXCLUDED.file_path, "
                 "content_hash = EXCLUDED.content_hash, mtime_ns = EXCLUDED.mtime_ns, size_bytes = EXCLUDED.size_bytes, "
-                "frontmatter = EXCLUDED.frontmatter, updated_at = now() RETURNING relative_path, id",
+                "frontmatter = EXCLUDED.frontmatter, body = EXCLUDED.body, body_line = EXCLUDED.body_line, "
+                "updated_at = now() RETURNING relative_path, id",
                 v=vault, f=[p.file_path for p in batch], r=[p.relative_path for p in batch],
                 h=[p.content_hash for p in batch], m=[p.mtime_ns for p in batch], s=[p.size for p in batch],
-                fm=[json.dumps(p.prepared.frontmatter, ensure_ascii=False) for p in batch])
+                fm=[json.dumps(p.prepared.frontmatter, ensure_ascii=False) for p in batch],
+                b=[p.prepared.body for p in batch], bl=[p.prepared.body_line for p in batch])
             doc_ids = dict(rows)
             updated = [doc_ids[p.relative_path] for p in batch if p.is_update]
             if updated:
@@ -2036,10 +2113,12 @@ class _IngestRun:
                 fm, tags, links = _Copy.jsonb(doc.frontmatter), _Copy.text_array(doc.tags), \
                     _Copy.text_array(doc.wikilinks)
                 file_path, rel = _Copy.text(p.file_path), _Copy.text(p.relative_path)
-                for chunk, vector, keywords in zip(doc.chunks, doc.vectors, doc.keywords):
+                for chunk, vector, keywords, (line_start, line_end) in zip(doc.chunks, doc.vectors, doc.keywords,
+                                                                           doc.lines):
                     cid = _Copy.int8(next(it))
                     _keyword_rows(kw_chunks, kw_postings, cid, *keywords)
-                    meta = {"char_start": chunk.start, "char_end": chunk.end, "embeds": doc.embeds}
+                    meta = {"char_start": chunk.start, "char_end": chunk.end, "line_start": line_start,
+                            "line_end": line_end, "embeds": doc.embeds}
                     chunk_rows.row(cid, doc_id, _Copy.int4(chunk.index), _Copy.text(chunk.content), file_path, rel,
                                    _Copy.text_array(chunk.heading_path), fm, tags, links, _Copy.jsonb(meta),
                                    _Copy.text(chunk.content_hash), _Copy.int4(chunk.token_count))
@@ -2277,8 +2356,9 @@ def _scope_text_ok(value: str, field: str) -> None:
     if not value.replace("\ufeff", "").strip() or len(value) > SCOPE_MAX_CHARS:
         raise InvalidRequest(f"{field} entries must be non-empty and at most {SCOPE_MAX_CHARS} characters "
                              f"(got {value[:60]!r})", field=field)
-    if any(unicodedata.category(ch) == "Cc" for ch in value):
-        raise InvalidRequest(f"{field} must not contain control characters (got {value[:60]!r})", field=field)
+    if any(unicodedata.category(ch) in ("Cc", "Cs") for ch in value):
+        raise InvalidRequest(f"{field} must not contain control characters or lone surrogates (got "
+                             f"{value[:60]!r})", field=field)
 
 
 def validate_scope(paths: Any = None, tags: Any = None, vault: Any = None) -> Scope:
@@ -2426,12 +2506,13 @@ def run_retrieval(store: Store, config: Config, query: str, top_k: int, retrieva
     rows = store.chunk_rows(order)
     results = []
     for cid in order:
-        content, rel, heading_path, chunk_index, content_hash, vault_path = rows[cid]
+        content, rel, heading_path, chunk_index, content_hash, vault_path, line_start, line_end = rows[cid]
         heading_path = list(heading_path or [])
         c = candidates[cid]
         results.append({
             "content": content, "source": rel, "relative_path": rel, "heading_path": heading_path,
             "heading": heading_path[-1] if heading_path else "", "score": round(c["fused"], 6),
+            "line_start": line_start, "line_end": line_end,
             "scores": {"vector": None if c["vector"] is None else round(c["vector"], 6),
                        "keyword": round(c["keyword"], 6)},
             "channels": sorted(c["channels"]), "vault_path": vault_path, "matched_terms": c["matched_terms"],
@@ -2445,12 +2526,13 @@ def retrieve(store: Store, config: Config, query: str, top_k: int, retrieval: st
     return run_retrieval(store, config, query, top_k, retrieval, scope)["results"]
 
 
-PUBLIC_RESULT_KEYS = ("content", "source", "relative_path", "heading_path", "heading", "score", "scores", "channels",
-                      "vault_path")
+
+PUBLIC_RESULT_KEYS = ("content", "source", "relative_path", "heading_path", "heading", "score", "line_start",
+                      "line_end", "scores", "channels", "vault_path")
 
 
 def public_result(result: dict) -> dict:
-    return {k: result[k] for k in PUBLIC_RESULT_KEYS}
+    return {k: result.get(k) for k in PUBLIC_RESULT_KEYS}
 
 
 # === 9.5 Evidence gate =============================================================================================
@@ -2563,7 +2645,8 @@ def assemble_context(results: Sequence[dict], budget_tokens: int) -> tuple[str, 
             block = format_block(n, r["source"], r["heading"], r["score"], content)
         parts.append(block)
         blocks.append({"n": n, "source": r["source"], "heading": r["heading"], "heading_path": r["heading_path"],
-                       "score": r["score"], "content": content})
+                       "score": r["score"], "content": content, "line_start": r.get("line_start"),
+                       "line_end": r.get("line_end")})
     return CONTEXT_SEPARATOR.join(parts), blocks
 
 
@@ -2928,6 +3011,14 @@ def search(config: Config, query: Any, top_k: Any = None, store: Store | None = 
             "retrieval": retrieval, "gate": {"mode": mode, "reason": reason, **signals}}
 
 
+def citation(block: dict) -> dict:
+    """A cited block as the API shows it: where it is (file, heading path, file lines), how close it was, and the
+    evidence text itself, so an agent needs no second call to read what was cited."""
+    return {"n": block["n"], "source": block["source"], "heading": block["heading"],
+            "heading_path": list(block["heading_path"]), "score": block["score"], "line_start": block.get("line_start"),
+            "line_end": block.get("line_end"), "content": block["content"]}
+
+
 def _confidence(signals: dict) -> float:
     return signals["similarity"] if signals["similarity"] is not None else signals["keyword"]
 
@@ -2976,8 +3067,7 @@ def ask(config: Config, question: Any, top_k: Any = None, fallback: Any = False,
     context = ""
     if mode == "rag":
         context, blocks = assemble_context(results, config.rag_context_token_budget)
-        response["citations"] = [{"source": b["source"], "heading": b["heading"], "score": b["score"]}
-                                 for b in blocks]
+        response["citations"] = [citation(b) for b in blocks]
     if on_citations:
         on_citations({"mode": mode, "confidence": confidence, "citations": response["citations"], "reason": reason})
     if mode == "no_answer":
@@ -3030,6 +3120,154 @@ def health(config: Config, store: Store | None = None, details: bool = True) -> 
         if not current:
             body["details"]["hint"] = HINT_INGEST
     return body
+
+
+NOTES_PAGE_DEFAULT, NOTES_PAGE_MAX = 50, 200
+
+
+def _note_path(path: Any, vaults: Sequence[str]) -> tuple[str, str | None]:
+    """(relative POSIX path, vault or None) for a note path as a user or an agent gives it.  Relative paths only
+    (an absolute path is accepted only inside an indexed vault); `..` is refused outright, because the lookup is
+    in the database, and a path that climbs out of a vault can never name an indexed note."""
+    if not isinstance(path, str) or not path.strip():
+        raise InvalidRequest("path must be a note's path relative to its vault, e.g. 'Guides/Setup.md'", field="path")
+    if "\x00" in path:
+        raise InvalidRequest("path contains a NUL character", field="path")
+    raw = path.strip().replace("\\", "/")
+    if ".." in raw.split("/"):
+        raise InvalidRequest(f"path {path!r} contains '..'; give the note's path relative to its vault "
+                             f"(see list_notes / GET /notes)", field="path")
+    if raw.startswith("/") or re.match(r"^[A-Za-z]:/", raw):
+        for vault in sorted(vaults, key=len, reverse=True):
+            root = vault.replace("\\", "/").rstrip("/") + "/"
+            if raw.startswith(root):
+                return raw[len(root):], vault
+        raise InvalidRequest(f"path {path!r} is absolute and outside every indexed vault "
+                             f"({len(vaults)} indexed); give the note's path relative to its vault", field="path")
+    parts = [p for p in raw.split("/") if p not in ("", ".")]
+    if not parts:
+        raise InvalidRequest(f"path {path!r} names no file", field="path")
+    return "/".join(parts), None
+
+
+def _match_heading(doc: Document, heading: str) -> tuple[Section, list[Section]]:
+    """The section a heading names (Obsidian style: the heading text, or a trailing part of its path joined by
+    '#'), and the other sections it also matched.  Case is ignored when nothing matches exactly."""
+    wanted = heading.strip().lstrip("#").strip()
+    candidates = [tuple(p.strip() for p in wanted.split("#") if p.strip())] if "#" in wanted else []
+    candidates.insert(0, (wanted,))
+    for fold in (False, True):
+        norm = (lambda t: t.casefold()) if fold else (lambda t: t)
+        for want in candidates:
+            hits = [sec for sec in doc.sections if sec.level and len(sec.heading_path) >= len(want) and
+                    tuple(norm(h) for h in sec.heading_path[-len(want):]) == tuple(norm(w) for w in want)]
+            if hits:
+                return hits[0], hits[1:]
+    raise LookupError(heading)
+
+
+def _section_end(doc: Document, section: Section) -> int:
+    """A heading's section runs until the next heading of the same or a higher level (its subsections included)."""
+    later = [s.start for s in doc.sections if s.start > section.start and 0 < s.level <= section.level]
+    return min(later) if later else len(doc.body)
+
+
+def _show_command(path: str, heading_path: Sequence[str] = ()) -> str:
+    import shlex
+    return "localrag show " + shlex.quote(path + ("#" + "#".join(heading_path) if heading_path else ""))
+
+
+def get_note(config: Config, path: Any, heading: Any = None, vault: Any = None, store: Store | None = None) -> dict:
+    """GET /notes?path=, `localrag show` and the MCP get_note tool: an indexed note, or one of its sections, read
+    from the database with its heading path and file line range."""
+    if heading is not None and (not isinstance(heading, str) or not heading.strip().lstrip("#").strip()):
+        raise InvalidRequest("heading must be a heading's text (or a heading path joined by '#')", field="heading")
+    if vault is not None and not isinstance(vault, str):
+        raise InvalidRequest("vault must be a string: a vault path as `localrag db status` lists it", field="vault")
+    if vault is not None:   # the form ingest stores: the resolved folder
+        vault = str(Path(vault.strip()).expanduser().resolve(strict=False)) if vault.strip() else None
+    with _store_for(config, store) as s:
+        vaults = s.vault_paths()
+        rel, in_vault = _note_path(path, vaults)
+        vault = in_vault or vault
+        names = [rel] if rel.lower().endswith(".md") else [rel, rel + ".md"]
+        found = s.find_notes(names, vault)
+        if not found:
+            similar = s.similar_note_paths(Path(rel).stem)
+            hint = (f"; similar: {', '.join(similar)}" if similar else "") + \
+                "; list indexed notes with `localrag show --list`, GET /notes/list or the list_notes tool"
+            where = f" in vault {vault}" if vault else (" in any indexed vault" if vaults else
+                                                      " (nothing is indexed yet; run `localrag ingest PATH`)")
+            raise NoteNotFound(f"no indexed note {rel!r}{where}{hint}", path=rel, similar=similar)
+    if len({d["vault_path"] for d in found if d["relative_path"] == found[0]["relative_path"]}) > 1 and not vault:
+        raise InvalidRequest(f"{found[0]['relative_path']!r} is indexed in several vaults; pass vault (one of: "
+                             f"{', '.join(d['vault_path'] for d in found)})", field="vault")
+    row = found[0]
+    if row["body"] is None:
+        raise NoteNotFound(f"{row['relative_path']!r} was indexed before notes were stored; rerun "
+                           f"`localrag ingest {row['vault_path']}` once", path=row["relative_path"])
+    body_line = row["body_line"] or 1
+    # The stored body is already past the frontmatter (and normalised): only its headings are parsed again.
+    body = row["body"]
+    doc = Document(row["relative_path"], body, {}, _heading_sections(body, _markdown_parser().parse(body)), (), ())
+    out = {"path": row["relative_path"], "vault_path": row["vault_path"], "heading_path": [],
+           "tags": list(row["tags"] or []), "frontmatter": _jsonable(row["frontmatter"] or {}),
+           "updated_at": _jsonable(row["updated_at"])}
+    if heading is None:
+        first, last = span_lines(doc.body, 0, len(doc.body), body_line)
+        out.update(line_start=first, line_end=last, content=doc.body.strip(),
+                   sections=[{"heading_path": list(sec.heading_path), "level": sec.level,
+                              "line_start": span_lines(doc.body, sec.start, _section_end(doc, sec), body_line)[0],
+                              "line_end": span_lines(doc.body, sec.start, _section_end(doc, sec), body_line)[1]}
+                             for sec in doc.sections if sec.level])
+        out["open"] = _show_command(row["relative_path"])
+        return out
+    try:
+        section, others = _match_heading(doc, heading)
+    except LookupError:
+        headings = [" > ".join(sec.heading_path) for sec in doc.sections if sec.level]
+        shown = "; ".join(headings[:12]) + (f"; ... ({len(headings)} in all)" if len(headings) > 12 else "")
+        raise NoteNotFound(f"{row['relative_path']!r} has no heading {heading.strip()!r}; its headings: "
+                           f"{shown or '(none)'}", path=row["relative_path"], heading=heading,
+                           headings=headings) from None
+    end = _section_end(doc, section)
+    first, last = span_lines(doc.body, section.start, end, body_line)
+    out.update(heading_path=list(section.heading_path), line_start=first, line_end=last,
+               content=doc.body[section.start:end].strip(),
+               also_matched=[list(sec.heading_path) for sec in others],
+               open=_show_command(row["relative_path"], section.heading_path))
+    return out
+
+
+def list_notes(config: Config, prefix: Any = None, tag: Any = None, vault: Any = None, limit: Any = None,
+               offset: Any = None, store: Store | None = None) -> dict:
+    """GET /notes (without path) and the MCP list_notes tool: indexed notes under a path prefix and/or with a tag,
+    a page at a time."""
+    for name, value in (("prefix", prefix), ("tag", tag), ("vault", vault)):
+        if value is not None and not isinstance(value, str):
+            raise InvalidRequest(f"{name} must be a string", field=name)
+    limit = NOTES_PAGE_DEFAULT if limit is None else limit
+    offset = 0 if offset is None else offset
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= NOTES_PAGE_MAX:
+        raise InvalidRequest(f"limit must be an integer from 1 to {NOTES_PAGE_MAX} (got {limit!r})", field="limit")
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise InvalidRequest(f"offset must be an integer >= 0 (got {offset!r})", field="offset")
+    prefix = (prefix or "").strip().replace("\\", "/").lstrip("/")
+    if ".." in prefix.split("/"):
+        raise InvalidRequest(f"prefix {prefix!r} contains '..'; give a folder relative to the vault", field="prefix")
+    tag = normalize_tag(tag) if tag and normalize_tag(tag) else None
+    if vault is not None:
+        vault = str(Path(vault.strip()).expanduser().resolve(strict=False)) if vault.strip() else None
+    with _store_for(config, store) as s:
+        total, rows = s.list_notes(prefix, tag, vault or None, limit, offset)
+    notes = []
+    for vault_path, rel, frontmatter, updated_at, chunks, tags, first_heading in rows:
+        title = (frontmatter or {}).get("title") if isinstance(frontmatter, dict) else None
+        notes.append({"path": rel, "vault_path": vault_path,
+                      "title": str(title) if title else (first_heading or Path(rel).stem),
+                      "tags": list(tags or []), "chunks": chunks, "updated_at": _jsonable(updated_at)})
+    return {"total": total, "offset": offset, "limit": limit, "notes": notes,
+            "next_offset": offset + len(notes) if offset + len(notes) < total else None}
 
 
 def db_init(config: Config) -> dict:
@@ -3304,14 +3542,14 @@ _ASK_FIELDS = {"question": str, "top_k": int, "fallback": bool, **_SCOPE_FIELDS}
 _TYPE_NAMES = {str: "a string", int: "an integer", bool: "a boolean", (str, list): "a string or a list of strings"}
 
 
-def _check_fields(body: Any, fields: dict, required: str) -> dict:
+def _check_fields(body: Any, fields: dict, required: str | None) -> dict:
     if not isinstance(body, dict):
         raise InvalidRequest("the request body must be a JSON object", field="body")
     unknown = sorted(set(body) - set(fields))
     if unknown:
         raise InvalidRequest(f"unknown field(s): {', '.join(unknown)}; allowed: {', '.join(fields)}",
                              field=unknown[0])
-    if required not in body:
+    if required is not None and required not in body:
         raise InvalidRequest(f"{required} is required", field=required)
     for name, typ in fields.items():
         value = body.get(name)
@@ -3319,14 +3557,6 @@ def _check_fields(body: Any, fields: dict, required: str) -> dict:
                                                    (typ is int and isinstance(value, bool))):
             raise InvalidRequest(f"{name} must be {_TYPE_NAMES[typ]}", field=name)
     return body
-
-
-def _scope_body(body: dict) -> dict:
-    for name in ("path", "tag", "vault"):
-        values = body.get(name)
-        for v in (values if isinstance(values, list) else [values]):
-            _text_ok(v, name)
-    return {k: body.get(k) for k in _SCOPE_FIELDS}
 
 
 def _text_ok(value: Any, field: str) -> None:
@@ -3342,8 +3572,120 @@ def _schema(type_: str, **kw: Any) -> dict:
     return {"type": type_, **kw}
 
 
-def openapi_spec() -> dict:
-    """The OpenAPI 3.0 description of the API, served at GET /openapi.json."""
+def _doc(type_: str, description: str, example: Any, **kw: Any) -> dict:
+    """A documented field: its type, what it means and an example (tool generators show both to a model)."""
+    return {"type": type_, "description": description, "example": example, **kw}
+
+
+# What each request field means, with an example.  The OpenAPI document and the MCP tool schemas are both built from
+# this table and the field tables above (_SEARCH_FIELDS, _ASK_FIELDS, ...), so a field added there reaches both.
+API_FIELD_DOCS: dict[str, tuple[str, Any]] = {
+    "query": ("What to look for: a question or keywords, in the language(s) of the knowledge base. Up to 4000 "
+              "characters.", "客户 P1 工单应该怎么升级？"),
+    "question": ("The question to answer from the knowledge base, as a user would ask it. Up to 4000 characters.",
+                 "客户 P1 工单应该怎么升级？"),
+    "top_k": (f"How many chunks to retrieve, {TOP_K_MIN} to {TOP_K_MAX}. Omit for the server's RAG_TOP_K.", 5),
+    "fallback": ("When the knowledge base holds no good evidence, allow a general-knowledge answer (mode "
+                 "`fallback`, marked as not coming from the knowledge base) instead of `no_answer`. Honoured only "
+                 "if the server has RAG_FALLBACK_ENABLED=true.", False),
+    # the retrieval scope of search/ask (when those fields are in the tables)
+    "retrieval": ("Optional: how to retrieve: hybrid (keywords and vectors, the default), vector or keyword.",
+                  "hybrid"),
+    "path": ("Optional: only notes under this vault-relative path prefix (or any of a list of them); end a "
+             "folder with /.", "Runbooks/"),
+    "tag": ("Optional: only notes with this tag (or any of a list), with or without '#'; nested tags match "
+            "(`project` finds `project/alpha`).", "oncall"),
+    "vault": ("Optional: only notes of this vault (the folder that was ingested, as `status` lists it).",
+              "/home/me/acme-vault"),
+    "heading": ("Optional: one section instead of the whole note. A heading's text, or a heading path joined by "
+                "'#' (Obsidian style) when the text repeats; the section includes its subsections.", "升级路径"),
+    "prefix": ("Optional: only notes whose path starts with this folder or prefix.", "Runbooks/"),
+    "limit": (f"Page size, 1 to {NOTES_PAGE_MAX} (default {NOTES_PAGE_DEFAULT}).", NOTES_PAGE_DEFAULT),
+    "offset": ("How many notes to skip: pass the previous page's `next_offset`.", 0),
+}
+# The same names mean something else when reading notes.
+NOTE_FIELD_DOCS: dict[str, tuple[str, Any]] = {
+    "path": ("A note's path relative to its vault, as search results and citations give it in `source`; the .md "
+             "extension may be left out. No `..`, no absolute paths outside an indexed vault.",
+             "Runbooks/P1 升级流程.md"),
+    "vault": ("Optional: the vault folder (as `status` lists it), only needed when the same path is indexed in "
+              "several vaults.", "/home/me/acme-vault"),
+    "tag": ("Optional: only notes with this tag (with or without '#'); nested tags match too (`project` finds "
+            "`project/alpha`).", "oncall"),
+}
+_TEXT_SCHEMA = {"type": "string", "minLength": 1, "maxLength": 4000,
+                # "contains a character that is not whitespace", the same for ECMA-262 (\s has U+FEFF, lacks
+                # U+001C-1F, U+0085) and Python (str.isspace), so the document and validate_text() accept exactly
+                # the same strings
+                "pattern": r"[^\s\x1c-\x1f\x85\ufeff]"}
+# A scope value: no control characters (Unicode Cc) and a character that is not blank (nor # or / in a tag), as
+# validate_scope() checks.
+_SCOPE_TEXT_SCHEMA = {"minLength": 1, "maxLength": SCOPE_MAX_CHARS,
+                      "pattern": r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f\ufeff][^\x00-\x1f\x7f-\x9f]*$"}
+_TAG_TEXT_SCHEMA = dict(_SCOPE_TEXT_SCHEMA, pattern=r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f\ufeff#/]"
+                                                    r"[^\x00-\x1f\x7f-\x9f]*$")
+# The retrieval scope of search/ask (path/tag/vault mean something else when reading notes: NOTE_FIELD_DOCS), and
+# the limits of its list fields' items.
+_SCOPE_FIELD_LIMITS: dict[str, dict] = {
+    "retrieval": {"enum": [*RETRIEVAL_MODES, None]},
+    "path": {**_SCOPE_TEXT_SCHEMA, "maxItems": SCOPE_MAX_ITEMS},
+    "tag": {**_TAG_TEXT_SCHEMA, "maxItems": SCOPE_MAX_ITEMS}, "vault": _SCOPE_TEXT_SCHEMA}
+_SCOPE_ITEM_LIMITS: dict[str, dict] = {"path": _SCOPE_TEXT_SCHEMA, "tag": _TAG_TEXT_SCHEMA}
+_FIELD_LIMITS: dict[str, dict] = {
+    "query": _TEXT_SCHEMA, "question": _TEXT_SCHEMA,
+    "top_k": {"minimum": TOP_K_MIN, "maximum": TOP_K_MAX},
+    "limit": {"minimum": 1, "maximum": NOTES_PAGE_MAX}, "offset": {"minimum": 0},
+}
+_JSON_TYPES = {str: "string", int: "integer", bool: "boolean", float: "number", list: "array", dict: "object"}
+
+
+def field_schema(name: str, typ: Any, openapi: bool = True, required: bool = False,
+                 docs: dict | None = None) -> dict:
+    """The JSON Schema of one request field from its type in a field table (a type, or a tuple of types) and its
+    docs entry.  For the OpenAPI 3.0 document (`example`, `nullable`, `oneOf` for several types) or for MCP tools
+    (JSON Schema 2020-12: `examples`, a list of types)."""
+    description, example = {**API_FIELD_DOCS, **(docs or {})}.get(
+        name, (name.replace("_", " ").capitalize() + ".", None))
+    types = [t for t in (typ if isinstance(typ, tuple) else (typ,)) if t in _JSON_TYPES]
+
+    scope = name in _SCOPE_FIELD_LIMITS and name not in (docs or {})
+    item = {"type": "string", **(_SCOPE_ITEM_LIMITS.get(name, {}) if scope else {})}
+
+    def one(t: type) -> dict:
+        return {"type": _JSON_TYPES[t], **({"items": item} if t is list else {})}
+
+    if len(types) == 1:
+        out: dict = one(types[0])
+    elif types and openapi:
+        out = {"oneOf": [one(t) for t in types]}
+    elif types:
+        out = {"type": [_JSON_TYPES[t] for t in types], **({"items": item} if list in types else {})}
+    else:
+        out = {}
+    out.update(_FIELD_LIMITS.get(name, {}))
+    if scope:
+        out.update(_SCOPE_FIELD_LIMITS[name])
+    out["description"] = description
+    if example is not None:
+        out.update({"example": example} if openapi else {"examples": [example]})
+    if openapi and not required:
+        out["nullable"] = True
+    return out
+
+
+def request_schema(fields: dict, required: Sequence[str], openapi: bool = True, docs: dict | None = None) -> dict:
+    return {"type": "object", "required": list(required), "additionalProperties": False,
+            "properties": {name: field_schema(name, typ, openapi, name in required, docs)
+                           for name, typ in fields.items()}}
+
+
+_NOTES_GET_FIELDS = {"path": str, "heading": str, "vault": str}
+_NOTES_LIST_FIELDS = {"prefix": str, "tag": str, "vault": str, "limit": int, "offset": int}
+
+
+def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
+    """The OpenAPI 3.0 description of the API, served at GET /openapi.json: every operation has an operationId, a
+    summary and a description, every field a description and an example, so tool generators need no hand edits."""
     err = {"$ref": "#/components/schemas/ErrorResponse"}
 
     def responses(ok: str, *codes: int) -> dict:
@@ -3352,127 +3694,486 @@ def openapi_spec() -> dict:
             out[str(c)] = {"description": http.HTTPStatus(c).phrase, "content": {"application/json": {"schema": err}}}
         return out
 
-    # "contains a character that is not whitespace", the same for ECMA-262 (\s has U+FEFF, lacks U+001C-1F, U+0085)
-    # and Python (str.isspace), so the document and validate_text() accept exactly the same strings
-    text = {"type": "string", "minLength": 1, "maxLength": 4000, "pattern": r"[^\s\x1c-\x1f\x85\ufeff]"}
-    top_k = {"type": "integer", "minimum": TOP_K_MIN, "maximum": TOP_K_MAX, "nullable": True}
-    # no control characters (Unicode Cc), and at least one character that is not blank (nor # or / in a tag)
-    scope_text = {"type": "string", "minLength": 1, "maxLength": SCOPE_MAX_CHARS,
-                  "pattern": r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f\ufeff][^\x00-\x1f\x7f-\x9f]*$"}
-    tag_text = dict(scope_text, pattern=r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f\ufeff#/]"
-                                        r"[^\x00-\x1f\x7f-\x9f]*$")
+    def body(schema: dict) -> dict:
+        return {"required": True, "content": {"application/json": {"schema": schema}}}
 
-    def scope_list(item: dict) -> dict:
-        return {"nullable": True, "oneOf": [item, {"type": "array", "items": item, "maxItems": SCOPE_MAX_ITEMS}]}
-
-    scope_props = {
-        "retrieval": _schema("string", enum=[*RETRIEVAL_MODES, None], nullable=True,
-                             description="hybrid (default: RAG_RETRIEVAL), vector or keyword"),
-        "path": {**scope_list(scope_text), "description": "vault-relative path prefix(es); a note matches any"},
-        "tag": {**scope_list(tag_text), "description": "tag(s), with or without #; nested tags match; any of them"},
-        "vault": {**scope_text, "nullable": True, "description": "the folder a vault was ingested from"},
-    }
-    gate = _schema("object", description="the evidence gate's signals", properties={
+    lines = {"line_start": _doc("integer", "First line of the cited text in the file (1-based; frontmatter "
+                                           "counted); null for chunks indexed before line ranges were stored", 12,
+                                nullable=True),
+             "line_end": _doc("integer", "Last line of the cited text in the file (inclusive)", 30, nullable=True)}
+    heading_path = _doc("array", "The headings enclosing the text, outermost first", ["P1 升级流程", "升级路径"],
+                        items=_schema("string"))
+    source = _doc("string", "The note's path relative to its vault: pass it to GET /notes?path=",
+                  "Runbooks/P1 升级流程.md")
+    citation = _schema("object", required=["source", "heading", "heading_path", "score", "content"], properties={
+        "n": _doc("integer", "The block number that [n] markers in the answer refer to", 1),
+        "source": source, "heading": _doc("string", "The innermost heading ('' before the first heading)", "升级路径"),
+        "heading_path": heading_path, "score": _doc("number", "Similarity to the question, 0..1", 0.62),
+        **lines, "content": _doc("string", "The evidence text that was given to the model (a first block that did "
+                                           "not fit the context budget ends with [truncated])", "P1 工单 15 分钟内…")})
+    ask_response = _schema("object", required=["mode", "confidence", "answer", "citations"], properties={
+        "mode": _doc("string", "rag: answered from the cited evidence; no_answer: the knowledge base holds no good "
+                               "evidence (not an error); fallback: a general-knowledge answer, requested and "
+                               "enabled", "rag", enum=["rag", "fallback", "no_answer"]),
+        "confidence": _doc("number", "The best chunk's similarity (cosine; the best keyword score in keyword mode), "
+                                     "0..1; compared with threshold", 0.62),
+        "answer": _doc("string", "The answer text; [n] markers cite the citations", "升级到二线 [1]。"),
+        "citations": _doc("array", "The evidence blocks, in [n] order (empty unless mode is rag)", [],
+                          items={"$ref": "#/components/schemas/Citation"}),
+        "reason": _doc("string", "Why this mode: the evidence gate's deciding signal and its value, fallback "
+                                 "settings", "confidence 0.6200 >= threshold 0.20; coverage 1.00 >= 0.40"),
+        "threshold": _doc("number", "RAG_MIN_SIMILARITY: the confidence an answer needs", 0.2),
+        "prompt_version": _doc("string", "The version of the prompt sent to the model, null when none was called",
+                               RAG_PROMPT_VERSION, nullable=True),
+        "completion": _doc("object", "How the model call ended", {"status": "complete", "finish_reason": "stop",
+                                                                  "model": "fake-local"}, properties={
+            "status": _doc("string", "complete, incomplete (cut off), refused (content filter) or not_called",
+                           "complete", enum=["complete", "incomplete", "refused", "not_called"]),
+            "finish_reason": _doc("string", "The provider's finish_reason", "stop", nullable=True),
+            "model": _doc("string", "The model that answered", "fake-local", nullable=True)}),
+        "citation_check": _doc("object", "Whether the answer's [n] markers point at supplied blocks (rag only)",
+                               {"markers": [1], "invalid": [], "ok": True}, nullable=True, properties={
+            "markers": _doc("array", "The [n] markers found in the answer", [1], items=_schema("integer")),
+            "invalid": _doc("array", "Markers that point at no supplied block", [], items=_schema("integer")),
+            "ok": _doc("boolean", "True when every marker is valid", True)})})
+    search_result = _schema("object", required=["content", "source", "relative_path", "heading_path", "heading",
+                                                 "score"], properties={
+        "content": _doc("string", "The chunk's text", "P1 工单 15 分钟内…"), "source": source,
+        "relative_path": _doc("string", "Same as source", "Runbooks/P1 升级流程.md"), "heading_path": heading_path,
+        "heading": _doc("string", "The innermost heading", "升级路径"),
+        "score": _doc("number", "The ranking score, 0..1 (higher is closer): hybrid's fused score, else the one "
+                                "channel's", 0.62, minimum=0, maximum=1),
+        **lines,
+        "scores": _doc("object", "The score in each channel: vector (cosine; null in keyword mode) and keyword "
+                                 "(BM25 as a share of a full match)", {"vector": 0.42, "keyword": 0.85},
+                       properties={"vector": _schema("number", minimum=0, maximum=1, nullable=True),
+                                   "keyword": _schema("number", minimum=0, maximum=1)}),
+        "channels": _doc("array", "The channels whose candidates included this chunk", ["keyword", "vector"],
+                         items=_schema("string", enum=["vector", "keyword"])),
+        "vault_path": _doc("string", "The vault folder the note was indexed from", "/home/me/acme-vault")})
+    gate = _doc("object", "The evidence gate's signals: what decided rag or no_answer", {"coverage": 1.0}, properties={
         "retrieval": _schema("string"), "similarity": _schema("number", nullable=True),
         "keyword": _schema("number"), "coverage": _schema("number"),
         "matched_terms": _schema("array", items=_schema("string")),
         "missing_terms": _schema("array", items=_schema("string")),
         "unseen_terms": _schema("array", items=_schema("string")),
-        "query_terms": _schema("integer"), "results": _schema("integer"),
-        "mode": _schema("string", enum=["rag", "no_answer"]), "reason": _schema("string")})
-    citation = _schema("object", required=["source", "heading", "score"], properties={
-        "source": _schema("string"), "heading": _schema("string"), "score": _schema("number")})
-    ask_response = _schema("object", required=["mode", "confidence", "answer", "citations"], properties={
-        "mode": _schema("string", enum=["rag", "fallback", "no_answer"]), "confidence": _schema("number"),
-        "answer": _schema("string"), "citations": _schema("array", items={"$ref": "#/components/schemas/Citation"}),
-        "reason": _schema("string"), "threshold": _schema("number"),
-        "prompt_version": _schema("string", nullable=True),
-        "completion": _schema("object", properties={
-            "status": _schema("string", enum=["complete", "incomplete", "refused", "not_called"]),
-            "finish_reason": _schema("string", nullable=True), "model": _schema("string", nullable=True)}),
-        "citation_check": _schema("object", nullable=True, properties={
-            "markers": _schema("array", items=_schema("integer")), "invalid": _schema("array", items=_schema("integer")),
-            "ok": _schema("boolean")}),
-        "retrieval": _schema("string", enum=list(RETRIEVAL_MODES)), "gate": gate})
+        "query_terms": _schema("integer"), "results": _schema("integer")})
+    gate_verdict = {"mode": _schema("string", enum=["rag", "no_answer"]), "reason": _schema("string")}
+    retrieval_used = _doc("string", "The retrieval mode used", "hybrid", enum=list(RETRIEVAL_MODES))
+    ask_response["properties"].update({"retrieval": retrieval_used, "gate": gate})
+    note = _schema("object", required=["path", "vault_path", "heading_path", "line_start", "line_end", "content"],
+                   properties={
+        "path": source, "vault_path": _doc("string", "The vault folder the note was indexed from",
+                                           "/home/me/acme-vault"),
+        "heading_path": _doc("array", "The section's heading path ([] for the whole note)", ["P1 升级流程", "升级路径"],
+                             items=_schema("string")),
+        "line_start": _doc("integer", "First line of the text in the file (1-based)", 5),
+        "line_end": _doc("integer", "Last line (inclusive)", 20),
+        "content": _doc("string", "The note's Markdown (frontmatter removed) or the section's, subsections included",
+                        "## 升级路径\n…"),
+        "tags": _doc("array", "The note's tags", ["oncall"], items=_schema("string")),
+        "frontmatter": _doc("object", "The note's YAML frontmatter", {"title": "P1 升级流程"}),
+        "updated_at": _doc("string", "When the note was last indexed", "2026-11-29T20:00:00+00:00"),
+        "sections": _doc("array", "Whole note only: its headings with their line ranges", [], items=_schema(
+            "object", properties={"heading_path": _schema("array", items=_schema("string")),
+                                  "level": _schema("integer"), "line_start": _schema("integer"),
+                                  "line_end": _schema("integer")})),
+        "also_matched": _doc("array", "Section only: other sections the heading also named", [],
+                             items=_schema("array", items=_schema("string"))),
+        "open": _doc("string", "The command that prints the same text", "localrag show 'Runbooks/P1 升级流程.md'")})
+    note_list = _schema("object", required=["total", "notes", "next_offset"], properties={
+        "total": _doc("integer", "How many notes match", 13), "offset": _doc("integer", "This page's offset", 0),
+        "limit": _doc("integer", "This page's size", 50),
+        "next_offset": _doc("integer", "The offset of the next page; null on the last page", None, nullable=True),
+        "notes": _doc("array", "The notes, by path", [], items=_schema("object", properties={
+            "path": source, "vault_path": _doc("string", "The vault folder", "/home/me/acme-vault"),
+            "title": _doc("string", "Frontmatter title, else the first heading, else the file name", "P1 升级流程"),
+            "tags": _doc("array", "The note's tags", ["oncall"], items=_schema("string")),
+            "chunks": _doc("integer", "Chunks indexed for the note", 3),
+            "updated_at": _doc("string", "When the note was last indexed", "2026-11-29T20:00:00+00:00")}))})
     bearer = [{"bearer": []}, {}]
+    ask_codes = (401, 413, 422, 500, 502, 503, 504)
+
+    def param(name: str, typ: Any, required: bool = False) -> dict:
+        schema = field_schema(name, typ, openapi=True, required=True, docs=NOTE_FIELD_DOCS)
+        if name == "path":
+            schema["minLength"] = 1
+        description, example = schema.pop("description"), schema.pop("example", None)
+        out = {"name": name, "in": "query", "required": required, "description": description, "schema": schema}
+        if example is not None:
+            out["example"] = example
+        return out
+
+    jsonrpc = _schema("object", required=["jsonrpc", "method"], properties={
+        "jsonrpc": _doc("string", "Always 2.0", "2.0", enum=["2.0"]),
+        "id": {"description": "Request id (absent for a notification)", "example": 1,
+               "oneOf": [_schema("string"), _schema("integer")]},
+        "method": _doc("string", "initialize, server/discover, tools/list, tools/call, ping", "tools/list"),
+        "params": _doc("object", "Method parameters; tools/call takes {name, arguments}", {}, nullable=True)})
     return {
         "openapi": "3.0.3",
         "info": {"title": "localrag", "version": __version__,
                  "description": "Cited answers from a Markdown/Obsidian knowledge base. Search returns evidence; "
-                                "ask returns an answer whose claims cite [n] blocks, or mode no_answer when the "
-                                "knowledge base holds no good evidence. There is no ingest endpoint."},
+                                "ask returns an answer whose claims cite [n] blocks (each with its evidence text and "
+                                "file lines), or mode no_answer when the knowledge base holds no good evidence; "
+                                "notes returns a cited note or section. The same operations are MCP tools at POST "
+                                "/mcp. There is no ingest endpoint."},
+        "servers": [{"url": base_url, "description": "this localrag server"}],
         "paths": {
-            "/health": {"get": {"summary": "Service, database, schema, pgvector and index status",
-                                "security": bearer, "responses": responses("#/components/schemas/HealthResponse",
-                                                                           500, 503)}},
-            "/search": {"post": {"summary": "Retrieve the chunks closest to a query", "security": bearer,
-                                 "requestBody": {"required": True, "content": {"application/json": {
-                                     "schema": {"$ref": "#/components/schemas/SearchRequest"}}}},
-                                 "responses": responses("#/components/schemas/SearchResponse",
-                                                        401, 413, 422, 500, 503)}},
-            "/ask": {"post": {"summary": "Answer a question with citations (or no_answer)", "security": bearer,
-                              "requestBody": {"required": True, "content": {"application/json": {
-                                  "schema": {"$ref": "#/components/schemas/AskRequest"}}}},
-                              "responses": responses("#/components/schemas/AskResponse",
-                                                     401, 413, 422, 500, 502, 503, 504)}},
+            "/health": {"get": {
+                "operationId": "health", "summary": "Service, database, schema, pgvector and index status",
+                "description": "Whether the knowledge base can answer: database, schema, pgvector, embedding "
+                               "configuration and whether the current provider's vectors exist. Without the API "
+                               "token (when one is set) the details are left out.",
+                "security": bearer, "responses": responses("#/components/schemas/HealthResponse", 500, 503)}},
+            "/search": {"post": {
+                "operationId": "search", "summary": "Retrieve the chunks closest to a query",
+                "description": "Find the passages of the knowledge base closest to a query, best first, with "
+                               "their note path, heading path, file lines and a 0..1 score. Use it to look "
+                               "things up; use ask for a written answer.",
+                "security": bearer, "requestBody": body(request_schema(_SEARCH_FIELDS, ["query"])),
+                "responses": responses("#/components/schemas/SearchResponse", 401, 413, 422, 500, 503)}},
+            "/ask": {"post": {
+                "operationId": "ask", "summary": "Answer a question with citations (or no_answer)",
+                "description": "Answer a question from the knowledge base. mode rag: the answer cites [n] blocks, "
+                               "each returned with its evidence text, heading path and file lines; mode no_answer: "
+                               "the knowledge base holds no good evidence (say so, do not guess).",
+                "security": bearer, "requestBody": body(request_schema(_ASK_FIELDS, ["question"])),
+                "responses": responses("#/components/schemas/AskResponse", *ask_codes)}},
             "/ask/stream": {"post": {
-                "summary": "Like /ask, as server-sent events: `citations`, then `delta` events with answer text, "
-                           "then `done` with the full AskResponse; a failure mid-stream is an `error` event",
-                "security": bearer,
-                "requestBody": {"required": True, "content": {"application/json": {
-                    "schema": {"$ref": "#/components/schemas/AskRequest"}}}},
+                "operationId": "askStream", "summary": "Like ask, streamed as server-sent events",
+                "description": "Like /ask, as server-sent events: `citations`, then `delta` events with answer "
+                               "text, then `done` with the full AskResponse; a failure mid-stream is an `error` "
+                               "event.",
+                "security": bearer, "requestBody": body(request_schema(_ASK_FIELDS, ["question"])),
                 "responses": {"200": {"description": "An SSE stream", "content": {"text/event-stream": {
                     "schema": {"type": "object", "required": ["event", "data"], "properties": {
-                        "event": {"type": "string", "enum": ["citations", "delta", "done", "error"]},
-                        "data": {"type": "string", "description": "JSON: the citations, {text}, the "
-                                                                  "AskResponse, or the ErrorResponse"},
-                        "id": {"type": "string"}, "retry": {"type": "integer"}}}}}},
-                    **{k: v for k, v in responses("#/components/schemas/AskResponse",
-                                                  401, 413, 422, 500, 502, 503, 504).items() if k != "200"}}}},
-            "/openapi.json": {"get": {"summary": "This document", "responses": {"200": {
-                "description": "OpenAPI 3.0 document", "content": {"application/json": {
-                    "schema": {"type": "object"}}}}}}},
+                        "event": _doc("string", "The event name", "delta",
+                                      enum=["citations", "delta", "done", "error"]),
+                        "data": _doc("string", "JSON: the citations, {text}, the AskResponse, or the "
+                                               "ErrorResponse", "{\"text\": \"升级\"}"),
+                        "id": _doc("string", "Event id", "1"), "retry": _doc("integer", "Retry delay", 1000)}}}}},
+                    **{k: v for k, v in responses("#/components/schemas/AskResponse", *ask_codes).items()
+                       if k != "200"}}}},
+            "/notes": {"get": {
+                "operationId": "getNote", "summary": "Read a cited note, or one section of it",
+                "description": "The indexed note at `path` (a `source` from search results or citations), or with "
+                               "`heading` one section and its subsections, as Markdown with its heading path and "
+                               "file lines, read from the index. 404 note_not_found names similar paths, or the "
+                               "note's headings, when the path or heading is unknown.",
+                "security": bearer,
+                "parameters": [param(n, t, n == "path") for n, t in _NOTES_GET_FIELDS.items()],
+                "responses": responses("#/components/schemas/Note", 401, 404, 422, 500, 503)}},
+            "/notes/list": {"get": {
+                "operationId": "listNotes", "summary": "List the indexed notes",
+                "description": "The indexed notes by path, optionally under a folder prefix and/or with a tag, a "
+                               "page at a time (`next_offset` gives the next page).",
+                "security": bearer,
+                "parameters": [param(n, t) for n, t in _NOTES_LIST_FIELDS.items()],
+                "responses": responses("#/components/schemas/NoteList", 401, 422, 500, 503)}},
+            "/mcp": {"post": {
+                "operationId": "mcp", "summary": "The MCP endpoint (Streamable HTTP, JSON responses)",
+                "description": "Model Context Protocol over Streamable HTTP: one JSON-RPC message per POST, "
+                               "answered with one JSON object (202 with no body for a notification). Tools: search, "
+                               "ask, get_note, list_notes, status. Protocol 2026-07-28 (per-request _meta) and the "
+                               "initialize handshake of 2024-11-05 .. 2025-11-25.",
+                "security": bearer, "requestBody": body(jsonrpc),
+                "responses": {"200": {"description": "The JSON-RPC response", "content": {"application/json": {
+                    "schema": {"$ref": "#/components/schemas/JsonRpcResponse"}}}},
+                    "202": {"description": "A notification was accepted"},
+                    **{str(c): {"description": http.HTTPStatus(c).phrase, "content": {"application/json": {
+                        "schema": {"$ref": "#/components/schemas/JsonRpcResponse"}}}} for c in (400, 403, 404)},
+                    **{k: v for k, v in responses("#/components/schemas/JsonRpcResponse", 401, 413, 500).items()
+                       if k != "200"}}}},
+            "/openapi.json": {"get": {
+                "operationId": "openapi", "summary": "This document",
+                "description": "The OpenAPI 3.0 description of this API.", "responses": {"200": {
+                    "description": "OpenAPI 3.0 document", "content": {"application/json": {
+                        "schema": {"type": "object"}}}}}}},
+            "/": {"get": {
+                "operationId": "demoPage", "summary": "The demo page",
+                "description": "One static HTML page (no external resources) to ask and search from a browser.",
+                "responses": {"200": {"description": "HTML", "content": {"text/html": {
+                    "schema": {"type": "string"}}}}}}},
         },
         "components": {
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer",
                                            "description": "Required when the server has LOCALRAG_API_TOKEN set"}},
             "schemas": {
-                "SearchRequest": _schema("object", required=["query"], additionalProperties=False,
-                                         properties={"query": text, "top_k": top_k, **scope_props}),
-                "AskRequest": _schema("object", required=["question"], additionalProperties=False,
-                                      properties={"question": text, "top_k": top_k,
-                                                  "fallback": _schema("boolean", nullable=True), **scope_props}),
-                "SearchResult": _schema("object", required=["content", "source", "relative_path", "heading_path",
-                                                            "heading", "score"], properties={
-                    "content": _schema("string"), "source": _schema("string"), "relative_path": _schema("string"),
-                    "heading_path": _schema("array", items=_schema("string")), "heading": _schema("string"),
-                    "score": _schema("number", minimum=0, maximum=1, description="the fused score (hybrid) or "
-                                                                                  "the one channel's score"),
-                    "scores": _schema("object", properties={
-                        "vector": _schema("number", minimum=0, maximum=1, nullable=True),
-                        "keyword": _schema("number", minimum=0, maximum=1)}),
-                    "channels": _schema("array", items=_schema("string", enum=["vector", "keyword"])),
-                    "vault_path": _schema("string")}),
+                "SearchRequest": request_schema(_SEARCH_FIELDS, ["query"]),
+                "AskRequest": request_schema(_ASK_FIELDS, ["question"]),
+                "SearchResult": search_result,
                 "SearchResponse": _schema("object", required=["confidence", "results"], properties={
-                    "confidence": _schema("number", minimum=0, maximum=1),
-                    "results": _schema("array", items={"$ref": "#/components/schemas/SearchResult"}),
-                    "retrieval": _schema("string", enum=list(RETRIEVAL_MODES)), "gate": gate}),
+                    "confidence": _doc("number", "The gate's similarity signal: the best cosine among the results "
+                                                 "(the best keyword score in keyword mode); 0 when there is none",
+                                       0.62, minimum=0, maximum=1),
+                    "results": _doc("array", "The results, best first", [],
+                                    items={"$ref": "#/components/schemas/SearchResult"}),
+                    "retrieval": retrieval_used,
+                    "gate": {**gate, "properties": {**gate["properties"], **gate_verdict}}}),
                 "Citation": citation,
                 "AskResponse": ask_response,
+                "Note": note,
+                "NoteList": note_list,
                 "HealthResponse": _schema("object", required=["status", "checks"], properties={
-                    "status": _schema("string"), "checks": _schema("object", additionalProperties=_schema("string")),
-                    "details": _schema("object")}),
-                "ErrorResponse": _schema("object", required=["error"], properties={"error": _schema(
-                    "object", required=["code", "message", "details"], properties={
-                        "code": _schema("string"), "message": _schema("string"), "details": _schema("object")})}),
+                    "status": _doc("string", "ok, or degraded (e.g. nothing ingested for the current provider)",
+                                   "ok"),
+                    "checks": _doc("object", "Each check's state", {"database": "ok", "retrieval_ready": "ok"},
+                                   additionalProperties=_schema("string")),
+                    "details": _doc("object", "Provider, model, counts, versions (needs the token when one is set)",
+                                    {"documents": 13, "chunks": 92})}),
+                "JsonRpcResponse": _schema("object", required=["jsonrpc"], properties={
+                    "jsonrpc": _doc("string", "Always 2.0", "2.0"),
+                    "id": {"description": "The request's id (null when it could not be read)", "example": 1,
+                           "nullable": True, "oneOf": [_schema("string"), _schema("integer")]},
+                    "result": _doc("object", "The result", {}),
+                    "error": _doc("object", "The error: JSON-RPC code, message, data", {}, properties={
+                        "code": _doc("integer", "JSON-RPC error code", -32601),
+                        "message": _doc("string", "What went wrong", "Method not found"),
+                        "data": {"description": "More about the error", "example": None}})}),
+                "ErrorResponse": _schema("object", required=["error"], properties={"error": _doc(
+                    "object", "The one error shape", {"code": "invalid_request", "message": "query is required",
+                                                      "details": {"field": "query"}},
+                    required=["code", "message", "details"], properties={
+                        "code": _doc("string", "A documented error code (see the README)", "invalid_request"),
+                        "message": _doc("string", "What is wrong and what to do", "query is required"),
+                        "details": _doc("object", "More about it, e.g. the field", {"field": "query"})})}),
             },
         },
     }
 
 
+# The demo page at GET /: one static page, no framework, no CDN, no external request (the CSP below allows
+# network calls to this server only).  Untrusted text (answers, evidence) is only ever set as textContent.
+DEMO_PAGE_SCRIPT = r"""
+"use strict";
+const $ = (id) => document.getElementById(id);
+let token = sessionStorage.getItem("localrag-token") || "";
+let pending = null;
+
+function headers() {
+  const h = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"};
+  if (token) h["Authorization"] = "Bearer " + token;
+  return h;
+}
+function el(tag, cls, text) {
+  const e = document.createElement(tag);
+  if (cls) e.className = cls;
+  if (text !== undefined && text !== null) e.textContent = String(text);
+  return e;
+}
+function setState(panel, state, text) {
+  panel.dataset.state = state;
+  panel.querySelector(".status").textContent = text || "";
+}
+function askToken(retry) {
+  pending = retry;
+  $("token-box").hidden = false;
+  $("token").focus();
+}
+$("token-form").addEventListener("submit", (ev) => {
+  ev.preventDefault();
+  token = $("token").value.trim();
+  sessionStorage.setItem("localrag-token", token);
+  $("token-box").hidden = true;
+  if (pending) { const retry = pending; pending = null; retry(); }
+});
+for (const tab of document.querySelectorAll("nav button")) {
+  tab.addEventListener("click", () => {
+    for (const t of document.querySelectorAll("nav button")) t.setAttribute("aria-selected", t === tab);
+    for (const p of document.querySelectorAll("section.panel")) p.hidden = p.id !== tab.dataset.panel;
+  });
+}
+function where(item) {
+  const path = (item.heading_path && item.heading_path.length) ? item.heading_path.join(" › ") : (item.heading || "");
+  const lines = item.line_start ? ":" + item.line_start + "-" + item.line_end : "";
+  return item.source + lines + (path ? "  ›  " + path : "");
+}
+function evidenceList(list, items, label) {
+  list.replaceChildren();
+  items.forEach((item, i) => {
+    const d = el("details", "evidence");
+    const s = el("summary");
+    s.append(el("span", "n", "[" + (item.n || i + 1) + "]"), el("span", "where", where(item)),
+             el("span", "score", Number(item.score).toFixed(4)));
+    d.append(s);
+    if (item.content !== undefined) d.append(el("pre", "content", item.content));
+    list.append(d);
+  });
+  if (!items.length) list.append(el("p", "empty", label));
+}
+function showError(panel, body) {
+  const e = (body && body.error) || {code: "error", message: String(body)};
+  setState(panel, "error", "error [" + e.code + "]: " + e.message);
+}
+
+async function ask() {
+  const panel = $("ask"), question = $("question").value;
+  if (!question.trim()) { $("question").focus(); return; }
+  const answer = $("answer");
+  answer.textContent = "";
+  $("mode").textContent = ""; $("reason").textContent = "";
+  $("citations").replaceChildren();
+  setState(panel, "running", "retrieving…");
+  const body = {question: question};
+  const k = parseInt($("top-k").value, 10);
+  if (k) body.top_k = k;
+  if ($("fallback").checked) body.fallback = true;
+  let resp;
+  try {
+    resp = await fetch("/ask/stream", {method: "POST", headers: headers(), body: JSON.stringify(body)});
+  } catch (err) { showError(panel, {error: {code: "network", message: err.message}}); return; }
+  if (resp.status === 401) { setState(panel, "auth", "this server needs its API token"); askToken(ask); return; }
+  if (!resp.ok || !(resp.headers.get("Content-Type") || "").startsWith("text/event-stream")) {
+    let payload; try { payload = await resp.json(); } catch (e) { payload = "HTTP " + resp.status; }
+    showError(panel, payload); return;
+  }
+  const reader = resp.body.getReader(), decoder = new TextDecoder();
+  let buffer = "";
+  const handle = (name, data) => {
+    if (name === "citations" || name === "done") {
+      $("mode").textContent = data.mode; $("mode").dataset.mode = data.mode;
+      $("reason").textContent = data.reason || "";
+      evidenceList($("citations"), data.citations || [], "no citations");
+      setState(panel, name === "done" ? "done" : "running", name === "done" ? "done" : "answering…");
+    }
+    if (name === "delta") answer.textContent += data.text;
+    if (name === "done") answer.textContent = data.answer;
+    if (name === "error") showError(panel, data);
+  };
+  for (;;) {
+    const {value, done} = await reader.read();
+    if (value) buffer += decoder.decode(value, {stream: true});
+    let cut;
+    while ((cut = buffer.indexOf("\n\n")) >= 0) {
+      const block = buffer.slice(0, cut); buffer = buffer.slice(cut + 2);
+      let name = "message", data = "";
+      for (const line of block.split("\n")) {
+        if (line.startsWith("event: ")) name = line.slice(7);
+        else if (line.startsWith("data: ")) data += line.slice(6);
+      }
+      if (data) handle(name, JSON.parse(data));
+    }
+    if (done) break;
+  }
+  if (panel.dataset.state === "running") setState(panel, "error", "the stream ended early");
+}
+
+async function search() {
+  const panel = $("search"), query = $("query").value;
+  if (!query.trim()) { $("query").focus(); return; }
+  setState(panel, "running", "searching…");
+  let resp;
+  try {
+    resp = await fetch("/search", {method: "POST", headers: headers(),
+                                   body: JSON.stringify({query: query, top_k: parseInt($("search-k").value, 10)})});
+  } catch (err) { showError(panel, {error: {code: "network", message: err.message}}); return; }
+  if (resp.status === 401) { setState(panel, "auth", "this server needs its API token"); askToken(search); return; }
+  let payload; try { payload = await resp.json(); } catch (e) { payload = "HTTP " + resp.status; }
+  if (!resp.ok) { showError(panel, payload); return; }
+  evidenceList($("results"), payload.results, "no results");
+  setState(panel, "done", payload.results.length + " result(s), confidence " + payload.confidence.toFixed(4));
+}
+$("ask-form").addEventListener("submit", (ev) => { ev.preventDefault(); ask(); });
+$("search-form").addEventListener("submit", (ev) => { ev.preventDefault(); search(); });
+"""
+DEMO_PAGE_STYLE = """
+body{font:15px/1.5 system-ui,sans-serif;margin:0 auto;max-width:60rem;padding:1rem;color:#1d232a;background:#fbfbfa}
+h1{font-size:1.3rem;margin:.2rem 0 1rem}h1 small{color:#6b7280;font-weight:normal}
+nav button{border:0;background:none;padding:.4rem .9rem;font-size:1rem;cursor:pointer;border-bottom:2px solid #0000}
+nav button[aria-selected=true]{border-color:#2563eb;color:#2563eb}
+form{display:flex;gap:.5rem;flex-wrap:wrap;align-items:center;margin:1rem 0}
+textarea,input[type=search]{flex:1 1 30rem;font:inherit;padding:.5rem;border:1px solid #c7ccd1;border-radius:6px}
+button.go{background:#2563eb;color:#fff;border:0;border-radius:6px;padding:.5rem 1.1rem;font:inherit;cursor:pointer}
+.status{color:#6b7280;min-height:1.4em}[data-state=error] .status{color:#b91c1c}
+#answer{white-space:pre-wrap;background:#fff;border:1px solid #e5e7eb;border-radius:6px;padding:.8rem;min-height:2em}
+#mode{font-weight:600;padding:.1rem .5rem;border-radius:4px;background:#e5e7eb}
+#mode[data-mode=rag]{background:#dcfce7}#mode[data-mode=no_answer]{background:#fee2e2}
+#mode[data-mode=fallback]{background:#fef3c7}
+details.evidence{background:#fff;border:1px solid #e5e7eb;border-radius:6px;margin:.4rem 0;padding:.3rem .6rem}
+summary{cursor:pointer;display:flex;gap:.6rem}summary .where{flex:1}summary .score{color:#6b7280}
+pre.content{white-space:pre-wrap;font:13px/1.45 ui-monospace,monospace;background:#f6f7f9;padding:.5rem}
+#token-box{border:1px solid #f59e0b;background:#fffbeb;border-radius:6px;padding:.5rem 1rem}
+"""
+DEMO_PAGE_HTML = f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
+<title>localrag</title><style>{DEMO_PAGE_STYLE}</style></head>
+<body>
+<h1>localrag <small>cited answers from your notes, on this machine</small></h1>
+<div id="token-box" hidden><form id="token-form"><label for="token">This server needs its API token
+(LOCALRAG_API_TOKEN):</label><input id="token" type="password" autocomplete="off">
+<button class="go" type="submit">Use token</button></form></div>
+<nav><button type="button" data-panel="ask" aria-selected="true">Ask</button><button type="button"
+data-panel="search" aria-selected="false">Search</button></nav>
+<section class="panel" id="ask" data-state="idle">
+<form id="ask-form"><textarea id="question" rows="2" placeholder="Ask a question about the knowledge base"></textarea>
+<label>top k <select id="top-k"><option value="">default</option><option>3</option><option>5</option>
+<option>10</option></select></label><label><input type="checkbox" id="fallback"> fallback</label>
+<button class="go" id="ask-button" type="submit">Ask</button></form>
+<p class="status"></p>
+<p>mode <span id="mode"></span> <span id="reason"></span></p>
+<div id="answer" aria-live="polite"></div>
+<h2>Citations</h2><div id="citations"></div>
+</section>
+<section class="panel" id="search" data-state="idle" hidden>
+<form id="search-form"><input id="query" type="search" placeholder="Search the knowledge base">
+<label>top k <select id="search-k"><option>5</option><option>10</option><option>20</option></select></label>
+<button class="go" id="search-button" type="submit">Search</button></form>
+<p class="status"></p><div id="results"></div>
+</section>
+<script>{DEMO_PAGE_SCRIPT}</script>
+</body></html>
+"""
+
+
+def _csp_hash(text: str) -> str:
+    import base64
+    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode("ascii") + "'"
+
+
+# The browser enforces "this server only": scripts and styles are the page's own (by hash), requests go to 'self'.
+DEMO_PAGE_CSP = (f"default-src 'none'; script-src {_csp_hash(DEMO_PAGE_SCRIPT)}; "
+                 f"style-src {_csp_hash(DEMO_PAGE_STYLE)}; connect-src 'self'; img-src 'self'; base-uri 'none'; "
+                 f"form-action 'none'; frame-ancestors 'none'")
+
+
+@dataclasses.dataclass(frozen=True)
+class RawResponse:
+    """A handler's answer that is not a JSON document (the demo page, an empty 202)."""
+
+    body: bytes
+    content_type: str | None = None
+    headers: tuple[tuple[str, str], ...] = ()
+
+
+def query_params(query: str) -> dict:
+    """A GET query string as {name: value}; a repeated name is an error (which one would win is a guess)."""
+    out: dict = {}
+    try:
+        pairs = urllib.parse.parse_qsl(query, keep_blank_values=True, strict_parsing=False, errors="strict")
+    except UnicodeDecodeError:
+        raise InvalidRequest("the query string is not valid UTF-8", field="query_string") from None
+    for name, value in pairs:
+        if name in out:
+            raise InvalidRequest(f"query parameter {name} is given more than once", field=name)
+        out[name] = value
+    return out
+
+
+def _query_ints(params: dict, names: Sequence[str]) -> dict:
+    out = dict(params)
+    for name in names:
+        if name in out:
+            try:
+                out[name] = int(out[name])
+            except ValueError:
+                raise InvalidRequest(f"{name} must be an integer (got {out[name]!r})", field=name) from None
+    return out
+
+
 class Api:
     """The route table and the request logic, independent of the socket: handlers take (headers, body) and
-    return (status, payload)."""
+    return (status, payload).  For GET routes the body is the query string's parameters."""
 
     def __init__(self, config: Config, pool: StorePool | None = None) -> None:
         self.config = config
@@ -3480,9 +4181,17 @@ class Api:
         self.routes: dict[tuple[str, str], Callable] = {
             ("GET", "/health"): self.get_health, ("GET", "/openapi.json"): self.get_openapi,
             ("POST", "/search"): self.post_search, ("POST", "/ask"): self.post_ask,
+            ("GET", "/notes"): self.get_notes, ("GET", "/notes/list"): self.get_notes_list,
+            ("GET", "/"): self.get_page,
         }
         self.stream_routes = {("POST", "/ask/stream")}
+        self.mcp_routes = {("POST", "/mcp")}    # JSON-RPC in and out: errors are JSON-RPC errors, not ours
+        self.mcp = McpServer(config, self.pool, transport="http")
         self._spec = openapi_spec()
+
+    def set_base_url(self, url: str) -> None:
+        """The URL the server listens on, named in the OpenAPI document's `servers`."""
+        self._spec = openapi_spec(url)
 
     def authorized(self, headers: Any) -> bool:
         if not self.config.api_token:
@@ -3497,12 +4206,14 @@ class Api:
             raise Unauthorized("missing or wrong bearer token; send Authorization: Bearer <LOCALRAG_API_TOKEN>")
 
     def resolve(self, method: str, path: str) -> str:
-        """'json', 'stream', or raises NotFound / MethodNotAllowed."""
+        """'json', 'stream', 'mcp', or raises NotFound / MethodNotAllowed."""
         if (method, path) in self.routes:
             return "json"
         if (method, path) in self.stream_routes:
             return "stream"
-        allowed = sorted({m for m, p in [*self.routes, *self.stream_routes] if p == path})
+        if (method, path) in self.mcp_routes:
+            return "mcp"
+        allowed = sorted({m for m, p in [*self.routes, *self.stream_routes, *self.mcp_routes] if p == path})
         if allowed:
             raise MethodNotAllowed(f"{method} is not allowed on {path}; use {', '.join(allowed)}", allowed=allowed)
         raise NotFound(f"no endpoint {path}; see GET /openapi.json", path=path)
@@ -3521,24 +4232,57 @@ class Api:
     def get_openapi(self, headers: Any, body: Any) -> tuple[int, dict]:
         return 200, self._spec
 
-    def post_search(self, headers: Any, body: Any) -> tuple[int, dict]:
-        self.require_auth(headers)
+    def search_body(self, body: Any) -> dict:
         body = _check_fields(body, _SEARCH_FIELDS, "query")
         _text_ok(body.get("query"), "query")
+        return body
+
+    def post_search(self, headers: Any, body: Any) -> tuple[int, dict]:
+        self.require_auth(headers)
+        body = self.search_body(body)
         with self.pool.store() as s:
-            return 200, search(self.config, body["query"], body.get("top_k"), store=s, **_scope_body(body))
+            return 200, search(self.config, store=s, **body)   # every field of the table, by name
 
     def post_ask(self, headers: Any, body: Any) -> tuple[int, dict]:
         self.require_auth(headers)
         body = self.ask_body(body)
         with self.pool.store() as s:
-            return 200, ask(self.config, body["question"], body.get("top_k"), body.get("fallback"), store=s,
-                            **_scope_body(body))
+            return 200, ask(self.config, store=s, **body)
 
     def ask_body(self, body: Any) -> dict:
         body = _check_fields(body, _ASK_FIELDS, "question")
         _text_ok(body.get("question"), "question")
         return body
+
+    def get_notes(self, headers: Any, params: Any) -> tuple[int, dict]:
+        self.require_auth(headers)
+        params = params or {}
+        for name, value in params.items():
+            _text_ok(value, name)
+        if "path" not in params:
+            raise InvalidRequest("path is required: GET /notes?path=NOTE[&heading=HEADING]; to list the indexed notes "
+                                 "use GET /notes/list", field="path")
+        params = _check_fields(params, _NOTES_GET_FIELDS, "path")
+        with self.pool.store() as s:
+            return 200, get_note(self.config, store=s, **params)
+
+    def get_notes_list(self, headers: Any, params: Any) -> tuple[int, dict]:
+        self.require_auth(headers)
+        params = params or {}
+        for name, value in params.items():
+            _text_ok(value, name)
+        unknown = sorted(set(params) - set(_NOTES_LIST_FIELDS))
+        if unknown:
+            raise InvalidRequest(f"unknown parameter(s): {', '.join(unknown)}; allowed: {', '.join(_NOTES_LIST_FIELDS)}",
+                                 field=unknown[0])
+        with self.pool.store() as s:
+            return 200, list_notes(self.config, store=s, **_query_ints(params, ("limit", "offset")))
+
+    def get_page(self, headers: Any, params: Any) -> tuple[int, RawResponse]:
+        # The page itself is open (it holds no data); it asks for the token when the API answers 401.
+        return 200, RawResponse(DEMO_PAGE_HTML.encode("utf-8"), "text/html; charset=utf-8",
+                                (("Content-Security-Policy", DEMO_PAGE_CSP), ("X-Content-Type-Options", "nosniff"),
+                                 ("Referrer-Policy", "no-referrer"), ("Cache-Control", "no-cache")))
 
 
 def _error_body(exc: BaseException) -> tuple[int, dict]:
@@ -3575,10 +4319,16 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.server.idle.discard(self.connection)
         return super().parse_request()
 
-    def _send_json(self, status: int, payload: dict, extra: dict | None = None) -> None:
-        data = json.dumps(payload, ensure_ascii=False).encode("utf-8")
+    def _send_json(self, status: int, payload: dict | RawResponse, extra: dict | None = None) -> None:
+        if isinstance(payload, RawResponse):
+            data, content_type = payload.body, payload.content_type
+            extra = {**dict(payload.headers), **(extra or {})}
+        else:
+            data, content_type = json.dumps(payload, ensure_ascii=False).encode("utf-8"), \
+                "application/json; charset=utf-8"
         self.send_response(status)
-        self.send_header("Content-Type", "application/json; charset=utf-8")
+        if content_type:
+            self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
         for k, v in (extra or {}).items():
             self.send_header(k, v)
@@ -3601,6 +4351,15 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self._body_read = True
 
     def _read_body(self) -> Any:
+        raw = self._read_raw()
+        try:
+            return json.loads(raw.decode("utf-8"))
+        except RecursionError:
+            raise InvalidRequest("the request body nests JSON too deeply", field="body") from None
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise InvalidRequest(f"the request body is not valid JSON ({exc})".splitlines()[0], field="body") from None
+
+    def _read_raw(self) -> bytes:
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
             self.close_connection = True
             raise InvalidRequest("chunked request bodies are not supported; send Content-Length", field="body")
@@ -3621,23 +4380,27 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             raise InvalidRequest("the request body is empty; send a JSON object", field="body")
         raw = self.rfile.read(length)
         self._body_read = True
-        try:
-            return json.loads(raw.decode("utf-8"))
-        except RecursionError:
-            raise InvalidRequest("the request body nests JSON too deeply", field="body") from None
-        except (UnicodeDecodeError, ValueError) as exc:
-            raise InvalidRequest(f"the request body is not valid JSON ({exc})".splitlines()[0], field="body") from None
+        return raw
 
     def _handle(self, method: str) -> None:
         started = time.perf_counter()
         self._status = 0
         self._body_read = False
-        path = urllib.parse.urlsplit(self.path).path.rstrip("/") or "/"
+        url = urllib.parse.urlsplit(self.path)
+        path = url.path.rstrip("/") or "/"
         try:
             kind = self.api.resolve(method, path)
             if method == "POST":
                 self.api.require_auth(self.headers)  # 401 before the body is read or judged
-            body = self._read_body() if method == "POST" else None
+            if kind == "mcp":
+                try:
+                    raw = self._read_raw()
+                except InvalidRequest:   # no body, chunked, bad length: JSON-RPC's parse error, below
+                    raw = b""
+                status, payload = self.api.mcp.handle_http(self.headers, raw)
+                self._send_json(status, payload)
+                return
+            body = self._read_body() if method == "POST" else query_params(url.query) if method == "GET" else None
             if kind == "stream":
                 self._stream(body)
             else:
@@ -3683,9 +4446,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
         try:
             with self.api.pool.store() as s:
-                final = ask(self.api.config, body["question"], body.get("top_k"), body.get("fallback"), store=s,
-                            on_citations=on_citations, on_delta=lambda text: event("delta", {"text": text}),
-                            **_scope_body(body))
+                final = ask(self.api.config, store=s, on_citations=on_citations,
+                            on_delta=lambda text: event("delta", {"text": text}), **body)
             event("done", final)
         except Exception as exc:
             if not self._status:
@@ -3751,6 +4513,8 @@ def make_server(config: Config, host: str = "127.0.0.1", port: int = 8000) -> _S
         raise InvalidRequest(f"cannot listen on {host}:{port} ({exc.strerror or exc}); choose another --port",
                              host=host, port=port) from None
     server.api = api  # type: ignore[attr-defined]
+    bound = server.server_address
+    api.set_base_url(f"http://{'[' + bound[0] + ']' if ':' in bound[0] else bound[0]}:{bound[1]}")
     return server
 
 
@@ -3780,6 +4544,409 @@ def serve(config: Config, host: str, port: int, ready: Callable[[str], None] | N
             signal.signal(sig, handler)
 
 
+# === 14b. MCP ======================================================================================================
+# The Model Context Protocol, hand-written (the official SDK would add ~25 distributions, 4.7 MB zipped, and a
+# 1.1-1.6 s import to a start-up that must answer within 0.5 s; see the README).  Newline-delimited JSON-RPC 2.0 on
+# stdio (`localrag mcp`) and the Streamable HTTP transport with JSON responses (POST /mcp on `serve`).  Both eras:
+# protocol 2026-07-28 (stateless: every request carries its version and capabilities in _meta; server/discover)
+# and the initialize handshake of 2024-11-05 .. 2025-11-25.  Tools call the service functions of section 12;
+# their argument schemas are built from the same field tables the HTTP validation uses.
+
+MCP_MODERN_VERSIONS = ("2026-07-28",)
+MCP_HANDSHAKE_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")   # newest first
+MCP_META_VERSION = "io.modelcontextprotocol/protocolVersion"
+MCP_META_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
+MCP_META_SERVER = "io.modelcontextprotocol/serverInfo"
+MCP_TOOLS_TTL_MS = 3_600_000                # the tool list changes only with a new localrag version
+RPC_PARSE_ERROR, RPC_INVALID_REQUEST, RPC_METHOD_NOT_FOUND, RPC_INVALID_PARAMS, RPC_INTERNAL = \
+    -32700, -32600, -32601, -32602, -32603
+RPC_HEADER_MISMATCH, RPC_UNSUPPORTED_VERSION = -32020, -32022
+MCP_INSTRUCTIONS = (
+    "localrag answers from a local Markdown knowledge base and cites its sources. Use `ask` for an answer with "
+    "citations (each with the evidence text, note path, heading path and file lines); mode `no_answer` means the "
+    "knowledge base holds no good evidence: say so rather than guess. Use `search` to look passages up, "
+    "`get_note` to read a cited note or section in full, `list_notes` to browse, `status` when something fails.")
+
+
+class RpcError(Exception):
+    """A JSON-RPC error response (protocol level: malformed messages, unknown methods, unknown tools)."""
+
+    def __init__(self, code: int, message: str, data: Any = None, http_status: int = 400,
+                 malformed: bool = False) -> None:
+        super().__init__(message)
+        self.code, self.message, self.data, self.http_status = code, message, data, http_status
+        self.malformed = malformed or code in (RPC_PARSE_ERROR, RPC_INVALID_REQUEST)   # 400 in every era
+
+
+def _tool_text(result: dict) -> str:
+    # The serialized JSON, as the MCP spec asks of tools that also return structuredContent.
+    return json.dumps(_jsonable(result), ensure_ascii=False)
+
+
+@dataclasses.dataclass(frozen=True)
+class McpTool:
+    name: str
+    title: str
+    description: str
+    fields: dict                 # {argument: type}, the same tables as the HTTP validation
+    required: tuple[str, ...]
+    run: Callable[..., dict]     # (config, store, **arguments) -> the service's dict
+    docs: dict | None = None     # field descriptions that differ from API_FIELD_DOCS
+
+    def definition(self) -> dict:
+        schema = request_schema(self.fields, self.required, openapi=False, docs=self.docs)
+        schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+        return {"name": self.name, "title": self.title, "description": self.description, "inputSchema": schema,
+                "annotations": {"title": self.title, "readOnlyHint": True, "destructiveHint": False,
+                                "idempotentHint": True, "openWorldHint": False}}
+
+
+def _mcp_tools() -> dict[str, McpTool]:
+    """The tool table (built on each call so fields added to the HTTP tables are picked up)."""
+    tools = [
+        McpTool("search", "Search the knowledge base",
+                "Find the passages of the local knowledge base (Markdown notes) closest to a query, best first. Each "
+                "result has the passage text, the note path (`source`), its heading path, file lines and a 0..1 "
+                "score; `confidence` is the best score. Use it to look facts up or to find which note covers a "
+                "topic; use `ask` for a written answer.",
+                _SEARCH_FIELDS, ("query",), lambda config, store, **a: search(config, store=store, **a)),
+        McpTool("ask", "Answer from the knowledge base, with citations",
+                "Answer a question from the local knowledge base. Returns `answer`, `mode` and `reason`: mode `rag` "
+                "means the answer is built from the cited evidence, with [n] markers pointing at `citations` (each "
+                "with the evidence text, note path, heading path, file lines and score); mode `no_answer` means the "
+                "knowledge base holds no good evidence: tell the user, do not invent an answer. `fallback` asks for "
+                "a general-knowledge answer instead, if the server allows it.",
+                _ASK_FIELDS, ("question",), lambda config, store, **a: ask(config, store=store, **a)),
+        McpTool("get_note", "Read a note or one section",
+                "Read an indexed note in full, or one section of it (with its subsections), as Markdown with its "
+                "heading path and file line range. Pass a `source` from search results or citations as `path`, and "
+                "optionally a heading. An unknown path or heading is an error that lists similar paths or the "
+                "note's headings.",
+                _NOTES_GET_FIELDS, ("path",), lambda config, store, **a: get_note(config, store=store, **a),
+                NOTE_FIELD_DOCS),
+        McpTool("list_notes", "List the indexed notes",
+                "List the indexed notes, by path, optionally only under a folder prefix and/or with a tag, a page at "
+                "a time (`next_offset` gives the next page; null on the last). Each note has its title, tags and "
+                "chunk count.",
+                _NOTES_LIST_FIELDS, (), lambda config, store, **a: list_notes(config, store=store, **a),
+                NOTE_FIELD_DOCS),
+        McpTool("status", "Knowledge base status",
+                "Whether the knowledge base can answer: database, schema, embedding configuration, how many notes "
+                "and chunks are indexed, which providers are configured. Call it when another tool fails.",
+                {}, (), lambda config, store: health(config, store, details=True)),
+    ]
+    return {t.name: t for t in tools}
+
+
+class McpServer:
+    """One MCP endpoint: `handle(message)` answers one parsed JSON-RPC message (None for a notification).
+
+    On stdio the legacy handshake is remembered for the process; over HTTP every request stands alone (no
+    sessions are minted, which both eras allow)."""
+
+    def __init__(self, config: Config, pool: StorePool | None = None, transport: str = "stdio") -> None:
+        self.config, self.transport = config, transport
+        self.pool = pool or StorePool(config, size=1)   # opened on the first tool call, not at start-up
+        self.handshake_version: str | None = None          # legacy: the version initialize agreed on
+        self.server_info = {"name": APP_NAME, "title": "localrag knowledge base", "version": __version__}
+
+    # --- dispatch -------------------------------------------------------------------------------------------------
+
+    def handle(self, msg: Any) -> dict | None:
+        """The response to one decoded message, or None when nothing is to be sent (a notification)."""
+        if isinstance(msg, list):
+            raise RpcError(RPC_INVALID_REQUEST, "JSON-RPC batches are not supported by MCP (2025-06-18 and later); "
+                                                "send one message per line")
+        if not isinstance(msg, dict) or msg.get("jsonrpc") != "2.0":
+            raise RpcError(RPC_INVALID_REQUEST, 'not a JSON-RPC 2.0 message: expected an object with "jsonrpc": '
+                                                '"2.0"')
+        if "method" not in msg:
+            if "result" in msg or "error" in msg:
+                return None      # a response: this server sends no requests, so there is nothing to match it to
+            raise RpcError(RPC_INVALID_REQUEST, 'the message has no "method"')
+        method = msg["method"]
+        if not isinstance(method, str):
+            raise RpcError(RPC_INVALID_REQUEST, '"method" must be a string')
+        if "id" not in msg:
+            self._notification(method, msg.get("params"))
+            return None
+        rid = msg["id"]
+        if rid is None or isinstance(rid, bool) or not isinstance(rid, (str, int)):
+            raise RpcError(RPC_INVALID_REQUEST, '"id" must be a string or an integer (MCP forbids null)')
+        try:
+            return {"jsonrpc": "2.0", "id": rid, "result": self._request(method, msg.get("params"))}
+        except RpcError as exc:
+            exc.id = rid  # type: ignore[attr-defined]
+            raise
+
+    def error_response(self, exc: RpcError, rid: Any = None) -> dict:
+        error: dict = {"code": exc.code, "message": exc.message}
+        if exc.data is not None:
+            error["data"] = exc.data
+        return {"jsonrpc": "2.0", "id": getattr(exc, "id", rid), "error": error}
+
+    def answer(self, msg: Any) -> dict | None:
+        """handle(), with every failure turned into a JSON-RPC error response: nothing escapes."""
+        try:
+            return self.handle(msg)
+        except RpcError as exc:
+            return self.error_response(exc)
+        except Exception:
+            LOG.exception("unexpected error in the MCP server")
+            return self.error_response(RpcError(RPC_INTERNAL, "internal error; see the server log", http_status=500),
+                                       _rpc_id(msg))
+
+    def _notification(self, method: str, params: Any) -> None:
+        if method == "notifications/initialized":
+            return
+        if method in ("notifications/cancelled", "notifications/progress", "notifications/roots/list_changed"):
+            return  # requests run to completion one at a time; there is nothing to cancel midway
+        # JSON-RPC: a notification is never answered, not even with an error; the log says what was dropped.
+        LOG.warning("ignored MCP notification %s%s", method[:100],
+                    " (a request needs an id)" if method in self._request_methods() else "")
+
+    @staticmethod
+    def _request_methods() -> set[str]:
+        return {"initialize", "server/discover", "ping", "tools/list", "tools/call"}
+
+    def _request(self, method: str, params: Any) -> dict:
+        if params is None:
+            params = {}
+        # MCP's params are always an object: anything else cannot be read at all (400 over HTTP in every era).
+        if not isinstance(params, dict):
+            raise RpcError(RPC_INVALID_PARAMS, '"params" must be an object', malformed=True)
+        meta = params.get("_meta")
+        if meta is not None and not isinstance(meta, dict):
+            raise RpcError(RPC_INVALID_PARAMS, '"params._meta" must be an object', malformed=True)
+        version = (meta or {}).get(MCP_META_VERSION)
+        if method == "initialize":
+            return self._initialize(params)
+        modern = version is not None
+        if modern:
+            if version not in MCP_MODERN_VERSIONS:
+                raise RpcError(RPC_UNSUPPORTED_VERSION, f"unsupported protocol version {str(version)[:40]!r}",
+                               {"supported": [*MCP_MODERN_VERSIONS, *MCP_HANDSHAKE_VERSIONS],
+                                "requested": version if isinstance(version, str) else str(version)})
+            if method != "server/discover" and not isinstance(meta.get(MCP_META_CAPABILITIES), dict):
+                raise RpcError(RPC_INVALID_PARAMS, f"params._meta lacks {MCP_META_CAPABILITIES!r} (an object; {{}} "
+                                                   f"for none)")
+        elif method == "server/discover":
+            pass  # a discover without a version still learns which versions exist
+        elif self.transport == "stdio" and self.handshake_version is None and method in self._request_methods():
+            raise RpcError(RPC_INVALID_REQUEST, f"{method} before initialize: send initialize first, or use "
+                                                f"protocol {MCP_MODERN_VERSIONS[-1]} with {MCP_META_VERSION} in "
+                                                f"params._meta")
+        if method == "server/discover":
+            result = {"supportedVersions": [*MCP_MODERN_VERSIONS, *MCP_HANDSHAKE_VERSIONS],
+                      "capabilities": {"tools": {}}, "instructions": MCP_INSTRUCTIONS,
+                      "ttlMs": MCP_TOOLS_TTL_MS, "cacheScope": "public"}
+            return self._stamp(result, True)
+        if method == "ping" and not modern:
+            return {}
+        if method == "tools/list":
+            result = {"tools": [t.definition() for t in _mcp_tools().values()]}
+            if modern:
+                result.update(ttlMs=MCP_TOOLS_TTL_MS, cacheScope="public")
+            return self._stamp(result, modern)
+        if method == "tools/call":
+            return self._stamp(self._call(params), modern)
+        raise RpcError(RPC_METHOD_NOT_FOUND, f"method {method[:100]!r} not found; this server offers tools "
+                                             f"(tools/list, tools/call)", http_status=404)
+
+    def _stamp(self, result: dict, modern: bool) -> dict:
+        if modern:
+            result["resultType"] = "complete"
+            result["_meta"] = {MCP_META_SERVER: self.server_info}
+        return result
+
+    def _initialize(self, params: dict) -> dict:
+        requested = params.get("protocolVersion")
+        if not isinstance(requested, str):
+            raise RpcError(RPC_INVALID_PARAMS, "initialize needs params.protocolVersion (a string)")
+        # Negotiation: the client's version when we speak it, else our newest handshake version (the client
+        # decides whether it can use that one).
+        version = requested if requested in MCP_HANDSHAKE_VERSIONS else MCP_HANDSHAKE_VERSIONS[0]
+        if self.transport == "stdio":
+            self.handshake_version = version
+        return {"protocolVersion": version, "capabilities": {"tools": {"listChanged": False}},
+                "serverInfo": self.server_info, "instructions": MCP_INSTRUCTIONS}
+
+    def _call(self, params: dict) -> dict:
+        name = params.get("name")
+        tools = _mcp_tools()
+        if not isinstance(name, str) or name not in tools:
+            raise RpcError(RPC_INVALID_PARAMS, f"unknown tool {str(name)[:100]!r}; tools: {', '.join(tools)}")
+        args = params.get("arguments")
+        tool = tools[name]
+        try:
+            if args is None:
+                args = {}
+            if not isinstance(args, dict):
+                raise InvalidRequest("arguments must be an object", field="arguments")
+            _check_fields(args, tool.fields, tool.required[0] if tool.required else None)
+            for key, value in args.items():
+                _text_ok(value, key)
+            with self.pool.store() as s:
+                result = tool.run(self.config, s, **args)
+        except LocalRagError as exc:
+            # A tool failure is a result the model can read and act on, not a protocol error.
+            body = exc.to_dict()
+            return {"content": [{"type": "text", "text": f"error [{exc.code}]: {exc.message}"}],
+                    "structuredContent": body, "isError": True}
+        except Exception as exc:
+            LOG.exception("unexpected error in MCP tool %s", name)
+            body = {"error": {"code": "internal_error", "message": f"unexpected error ({type(exc).__name__}); see "
+                                                                   f"the server log", "details": {}}}
+            return {"content": [{"type": "text", "text": "error [internal_error]: " + body["error"]["message"]}],
+                    "structuredContent": body, "isError": True}
+        return {"content": [{"type": "text", "text": _tool_text(result)}], "structuredContent": _jsonable(result)}
+
+    # --- Streamable HTTP --------------------------------------------------------------------------------------------
+
+    def handle_http(self, headers: Any, raw: bytes) -> tuple[int, dict | RawResponse]:
+        """POST /mcp: (HTTP status, JSON-RPC response or an empty 202)."""
+        origin = headers.get("Origin")
+        if origin and not _origin_allowed(origin, headers.get("Host", "")):
+            # DNS rebinding: a web page elsewhere must not reach a local MCP server through the browser.
+            return 403, self.error_response(RpcError(RPC_INVALID_REQUEST, f"Origin {origin[:100]} is not allowed; "
+                                                                          f"call from this server's own origin"))
+        try:
+            msg = json.loads(raw.decode("utf-8")) if raw else None
+            if not raw:
+                raise ValueError("empty body")
+        except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+            return 400, self.error_response(RpcError(RPC_PARSE_ERROR, f"parse error: {exc}".splitlines()[0][:200]))
+        try:
+            if isinstance(msg, dict) and "id" in msg:
+                self._check_headers(headers, msg)
+            response = self.handle(msg)
+        except RpcError as exc:
+            rid = _rpc_id(msg)
+            params = msg.get("params") if isinstance(msg, dict) and isinstance(msg.get("params"), dict) else {}
+            modern = isinstance(params.get("_meta"), dict) and MCP_META_VERSION in params["_meta"]
+            # 2026-07-28 gives errors HTTP statuses (400, 404 for an unknown method); the handshake era answers a
+            # readable request with 200 and the JSON-RPC error in the body.
+            status = exc.http_status if modern or exc.malformed else 200
+            return status, self.error_response(exc, rid)
+        except Exception:
+            LOG.exception("unexpected error in POST /mcp")
+            return 500, self.error_response(RpcError(RPC_INTERNAL, "internal error; see the server log"))
+        if response is None:
+            return 202, RawResponse(b"")
+        return 200, response
+
+    @staticmethod
+    def _check_headers(headers: Any, msg: dict) -> None:
+        """2026-07-28: the routing headers must mirror the body (so a gateway routing on them cannot be fooled)."""
+        params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
+        meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
+        version = meta.get(MCP_META_VERSION)
+        if version is None or version not in MCP_MODERN_VERSIONS:
+            return   # legacy traffic, or an unsupported version (answered as such by handle())
+
+        def header(name: str) -> str | None:
+            value = headers.get(name)
+            if value and value.startswith("=?base64?") and value.endswith("?="):
+                import base64
+                try:
+                    return base64.b64decode(value[9:-2], validate=True).decode("utf-8")
+                except (ValueError, UnicodeDecodeError):
+                    raise RpcError(RPC_HEADER_MISMATCH, f"{name} is not valid base64 UTF-8") from None
+            return value
+
+        expected = {"MCP-Protocol-Version": version, "Mcp-Method": msg.get("method")}
+        if msg.get("method") == "tools/call":
+            expected["Mcp-Name"] = params.get("name")
+        for name, value in expected.items():
+            given = header(name)
+            if given is None:
+                raise RpcError(RPC_HEADER_MISMATCH, f"Header mismatch: the {name} header is required")
+            if given != value:
+                raise RpcError(RPC_HEADER_MISMATCH, f"Header mismatch: {name} header value {given[:100]!r} does not "
+                                                    f"match the body's {str(value)[:100]!r}")
+
+
+def _rpc_id(msg: Any) -> str | int | None:
+    """The id to answer a message with: its own when it is a valid one, else null."""
+    rid = msg.get("id") if isinstance(msg, dict) else None
+    return rid if isinstance(rid, (str, int)) and not isinstance(rid, bool) else None
+
+
+def _origin_allowed(origin: str, host: str) -> bool:
+    """The page's own origin, or a loopback one."""
+    parts = urllib.parse.urlsplit(origin)
+    if parts.hostname in ("127.0.0.1", "localhost", "::1"):
+        return True
+    return bool(host) and parts.netloc.lower() == host.lower()
+
+
+def _read_message(stream: Any, limit: int) -> tuple[bytes | None, int]:
+    """The next line from a binary stream: (line without its newline, 0), (None, size) for a line over `limit`
+    bytes (read to its end and dropped, so memory stays bounded), or (None, -1) at end of input.  A last line
+    without a newline (input closed mid-message) comes back as (bytes, -2)."""
+    line = stream.readline(limit + 1)
+    if not line:
+        return None, -1
+    if len(line) > limit and not line.endswith(b"\n"):
+        size = len(line)
+        while True:
+            more = stream.readline(1 << 16)
+            size += len(more)
+            if not more or more.endswith(b"\n"):
+                return None, size
+    if not line.endswith(b"\n"):
+        return line, -2
+    return line.rstrip(b"\r\n"), 0
+
+
+def run_mcp_stdio(config: Config, stdin: Any = None, stdout: Any = None) -> None:
+    """`localrag mcp`: serve MCP on stdin/stdout until stdin closes.  Only JSON-RPC messages reach stdout."""
+    stdin = stdin or sys.stdin.buffer
+    if stdout is None:
+        # Anything else that writes to fd 1 (a library's print, a child process such as the embedded Postgres
+        # starting) would corrupt the protocol: fd 1 becomes stderr, and messages go to a private copy of stdout.
+        stdout = os.fdopen(os.dup(1), "wb", buffering=0)
+        os.dup2(2, 1)
+        sys.stdout = sys.stderr
+    server = McpServer(config, transport="stdio")
+    limit = config.max_body_bytes
+
+    def send(message: dict) -> None:
+        stdout.write(json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n")
+        stdout.flush()
+
+    LOG.info("localrag %s MCP server on stdio", __version__)
+    try:
+        while True:
+            line, state = _read_message(stdin, limit)
+            if state == -1:
+                break
+            if line is None:
+                send(server.error_response(RpcError(RPC_INVALID_REQUEST, f"message of {state} bytes is over the "
+                                                                         f"{limit}-byte limit "
+                                                                         f"(LOCALRAG_MAX_BODY_BYTES); dropped")))
+                continue
+            if not line.strip():
+                continue
+            try:
+                msg = json.loads(line.decode("utf-8"))
+            except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+                if state == -2:
+                    _say(f"mcp: input closed in the middle of a message ({len(line)} bytes dropped)")
+                    break
+                send(server.error_response(RpcError(RPC_PARSE_ERROR, f"parse error: {exc}".splitlines()[0][:200])))
+                continue
+            response = server.answer(msg)
+            if response is not None:
+                send(response)
+            if state == -2:
+                break
+    except (BrokenPipeError, KeyboardInterrupt):
+        pass
+    finally:
+        server.pool.close()
+
+
 # === 15. CLI =======================================================================================================
 # stdout is data, stderr is talk.  With --json the result (or the error body) is the only thing on stdout.
 
@@ -3794,9 +4961,10 @@ EXIT_CODES_HELP = f"""exit codes:
   {EXIT_EMBEDDING}   embedding model unavailable or dimension mismatch
   {EXIT_LLM}   LLM error (config missing, timeout, auth, rate limit, upstream)
   {EXIT_VAULT}   vault path missing or not a folder
-  {EXIT_PARTIAL}   ingest finished but some files failed (listed in the output)
+  {EXIT_PARTIAL}   ingest finished but some files failed (listed in the output); `ask --batch`: some lines failed
   {EXIT_EVAL}   eval below --min-hit-at-k / --min-rejection
   {EXIT_BUSY}   another ingest of the same vault is running
+  {EXIT_NOT_FOUND}   note or heading not found (`localrag show`)
   {EXIT_INTERRUPTED} interrupted (Ctrl-C)"""
 
 
@@ -3909,8 +5077,18 @@ def _fmt_score(value: float | None) -> str:
     return "-" if value is None else f"{value:.4f}"
 
 
+def _stdin_text(value: str | None, what: str) -> str | None:
+    """`-` means: read the text from stdin (a script pipes a question in)."""
+    if value != "-":
+        return value
+    try:
+        return sys.stdin.read()
+    except UnicodeDecodeError:
+        raise InvalidRequest(f"the {what} read from stdin is not valid UTF-8", field=what) from None
+
+
 def _cmd_search(config: Config, args: argparse.Namespace) -> int:
-    result = search(config, args.query, args.top_k, **_scope_args(args))
+    result = search(config, _stdin_text(args.query, "query"), args.top_k, **_scope_args(args))
     if args.json:
         _print_json(result)
         return EXIT_OK
@@ -3930,18 +5108,66 @@ def _cmd_search(config: Config, args: argparse.Namespace) -> int:
 
 def _print_citations(citations: list[dict]) -> None:
     for n, c in enumerate(citations, 1):
-        print(f"[{n}] {c['source']}" + (f" › {c['heading']}" if c["heading"] else "") + f"  ({c['score']:.4f})")
+        lines = f":{c['line_start']}-{c['line_end']}" if c.get("line_start") else ""
+        print(f"[{c.get('n', n)}] {c['source']}{lines}" + (f" › {' › '.join(c.get('heading_path') or [c['heading']])}"
+                                                          if c["heading"] else "") + f"  ({c['score']:.4f})")
+        print(f"    open: {_show_command(c['source'], c.get('heading_path') or ())}")
+
+
+def _ask_batch(config: Config, args: argparse.Namespace) -> int:
+    """One JSON result per input line ({"question": ...} per line); a failed line is reported and skipped."""
+    source = sys.stdin if args.batch == "-" else None
+    try:
+        handle = source or open(args.batch, encoding="utf-8")
+    except OSError as exc:
+        raise InvalidRequest(f"cannot read --batch file {args.batch}: {exc.strerror or exc}", field="batch") from None
+    failed = total = 0
+    with contextlib.ExitStack() as stack:
+        if source is None:
+            stack.enter_context(handle)
+        store = stack.enter_context(Store.open(config))
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            total += 1
+            try:
+                try:
+                    item = json.loads(line)
+                except ValueError as exc:
+                    raise InvalidRequest(f"line {number} is not JSON ({exc}); write one "
+                                         f'{{"question": ...}} object per line', field="line") from None
+                item = _check_fields(item, _ASK_FIELDS, "question")
+                _text_ok(item.get("question"), "question")
+                out = {"line": number, **ask(config, store=store, **item)}
+            except LocalRagError as exc:
+                if isinstance(exc, (DatabaseUnavailable, DatabaseError)):
+                    raise   # the next lines would fail the same way
+                failed += 1
+                _say(f"line {number}: error [{exc.code}]: {exc.message}")
+                out = {"line": number, **exc.to_dict()}
+            sys.stdout.write(json.dumps(_jsonable(out), ensure_ascii=False) + "\n")
+            sys.stdout.flush()
+    _say(f"{total - failed}/{total} line(s) answered" + (f", {failed} failed" if failed else ""))
+    return EXIT_PARTIAL if failed else EXIT_OK
 
 
 def _cmd_ask(config: Config, args: argparse.Namespace) -> int:
+    if args.batch is not None:
+        if args.question is not None:
+            raise InvalidRequest("give either a QUESTION or --batch FILE, not both", field="batch")
+        return _ask_batch(config, args)
+    if args.question is None:
+        raise InvalidRequest("a question is required: `localrag ask \"...\"`, `ask -` (stdin) or --batch FILE",
+                             field="question")
+    question = _stdin_text(args.question, "question")
     if args.stream and not args.json:
         def on_delta(text: str) -> None:
             sys.stdout.write(text)
             sys.stdout.flush()
-        result = ask(config, args.question, args.top_k, args.fallback, on_delta=on_delta, **_scope_args(args))
+        result = ask(config, question, args.top_k, args.fallback, on_delta=on_delta, **_scope_args(args))
         print()
     else:
-        result = ask(config, args.question, args.top_k, args.fallback, **_scope_args(args))
+        result = ask(config, question, args.top_k, args.fallback, **_scope_args(args))
     if args.json:
         _print_json(result)
         return EXIT_OK
@@ -3958,6 +5184,36 @@ def _cmd_ask(config: Config, args: argparse.Namespace) -> int:
     if result["completion"]["status"] in ("incomplete", "refused"):
         _say(f"warning: the answer is {result['completion']['status']} "
              f"(finish_reason {result['completion']['finish_reason']})")
+    return EXIT_OK
+
+
+def _cmd_show(config: Config, args: argparse.Namespace) -> int:
+    if args.list or args.target is None:
+        if args.target is not None:
+            raise InvalidRequest("--list takes no PATH; use --prefix / --tag to narrow the list", field="target")
+        result = list_notes(config, args.prefix, args.tag, args.vault, args.limit, args.offset)
+        if args.json:
+            _print_json(result)
+        else:
+            for n in result["notes"]:
+                print(f"{n['path']}\t{n['title']}" + (f"\t#{' #'.join(n['tags'])}" if n["tags"] else ""))
+            _say(f"{len(result['notes'])} of {result['total']} note(s)" +
+                 (f"; next page: --offset {result['next_offset']}" if result["next_offset"] is not None else ""))
+        return EXIT_OK
+    path, sep, heading = args.target.partition("#")
+    result = get_note(config, path, heading if sep else None, args.vault)
+    if args.json:
+        _print_json(result)
+        return EXIT_OK
+    where = " › ".join(result["heading_path"])
+    _say(f"{result['vault_path']}/{result['path']}:{result['line_start']}-{result['line_end']}" +
+         (f"  › {where}" if where else ""))
+    print(result["content"])
+    return EXIT_OK
+
+
+def _cmd_mcp(config: Config, args: argparse.Namespace) -> int:
+    run_mcp_stdio(config)
     return EXIT_OK
 
 
@@ -4081,9 +5337,17 @@ def _add_json(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the result (or the error body) as JSON on stdout")
 
 
+class _ArgumentParser(argparse.ArgumentParser):
+    """argparse, with a usage error raised as InvalidRequest so main() reports it like any other error (and as
+    the {"error": ...} document under --json).  Subparsers inherit the class."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise InvalidRequest(f"{self.prog}: {message}", usage=self.format_usage().strip())
+
+
 def build_parser() -> argparse.ArgumentParser:
     fmt = argparse.RawDescriptionHelpFormatter
-    parser = argparse.ArgumentParser(
+    parser = _ArgumentParser(
         prog="localrag", formatter_class=fmt,
         description="Cited answers from a Markdown/Obsidian vault, indexed into Postgres + pgvector.",
         epilog="example:\n  localrag db init && localrag ingest samples/acme-vault && "
@@ -4118,8 +5382,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("search", help="retrieve the chunks closest to a query", formatter_class=fmt,
                        epilog="examples:\n  localrag search \"API 延迟升高怎么办\" --top-k 3 --json\n"
+                              "  echo \"API 延迟\" | localrag search - --json\n"
                               "  localrag search \"canvas\" --retrieval keyword --path Plugins/ --tag howto")
-    p.add_argument("query")
+    p.add_argument("query", help="the query; - reads it from stdin")
     p.add_argument("--top-k", type=int, metavar="N", help=f"results to return, {TOP_K_MIN}..{TOP_K_MAX} "
                                                          f"(default RAG_TOP_K)")
     _add_scope_args(p)
@@ -4128,8 +5393,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("ask", help="answer a question with citations, or no_answer", formatter_class=fmt,
                        epilog="examples:\n  localrag ask \"客户 P1 工单应该怎么升级？\"\n"
-                              "  localrag ask \"...\" --fallback --json   (fallback needs RAG_FALLBACK_ENABLED=true)")
-    p.add_argument("question")
+                              "  localrag ask \"...\" --fallback --json   (fallback needs RAG_FALLBACK_ENABLED=true)\n"
+                              "  echo \"P1 怎么升级\" | localrag ask - --json\n"
+                              "  localrag ask --batch questions.jsonl > answers.jsonl   (one {\"question\": ...} per "
+                              "line; exit 10 if some lines failed)")
+    p.add_argument("question", nargs="?", help="the question; - reads it from stdin")
+    p.add_argument("--batch", metavar="FILE", help="answer every {\"question\": ...} line of a JSONL file (- for "
+                                                   "stdin), one JSON result per line on stdout")
     p.add_argument("--top-k", type=int, metavar="N", help=f"evidence chunks, {TOP_K_MIN}..{TOP_K_MAX}")
     p.add_argument("--fallback", action="store_true",
                    help="allow a general-knowledge answer below the threshold (only if RAG_FALLBACK_ENABLED=true)")
@@ -4137,6 +5407,32 @@ def build_parser() -> argparse.ArgumentParser:
     _add_scope_args(p)
     _add_json(p)
     p.set_defaults(func=_cmd_ask)
+
+    p = sub.add_parser("show", help="print an indexed note or one section (PATH#HEADING), or list notes",
+                       formatter_class=fmt,
+                       epilog="examples:\n  localrag show 'Runbooks/P1 升级流程.md'\n"
+                              "  localrag show 'Runbooks/P1 升级流程.md#升级路径' --json\n"
+                              "  localrag show --list --prefix Runbooks/ --tag oncall\n\n"
+                              "Notes are read from the index (run `localrag ingest` after editing). Exit 13: no such "
+                              "note or heading.")
+    p.add_argument("target", nargs="?", metavar="PATH[#HEADING]",
+                   help="a note path relative to its vault (as citations show it), optionally #Heading or #H1#H2")
+    p.add_argument("--vault", metavar="PATH", help="the vault, when the same path is indexed in several")
+    p.add_argument("--list", action="store_true", help="list indexed notes instead")
+    p.add_argument("--prefix", metavar="FOLDER", help="--list: only notes under this path prefix")
+    p.add_argument("--tag", metavar="TAG", help="--list: only notes with this tag")
+    p.add_argument("--limit", type=int, default=NOTES_PAGE_DEFAULT, metavar="N", help="--list: page size")
+    p.add_argument("--offset", type=int, default=0, metavar="N", help="--list: skip N notes")
+    _add_json(p)
+    p.set_defaults(func=_cmd_show)
+
+    p = sub.add_parser("mcp", help="serve MCP (Model Context Protocol) on stdin/stdout for an agent",
+                       formatter_class=fmt,
+                       epilog="example (an agent's MCP configuration):\n"
+                              '  {"mcpServers": {"localrag": {"command": "localrag", "args": ["mcp"]}}}\n\n'
+                              "Tools: search, ask, get_note, list_notes, status. Logs go to stderr; the same tools "
+                              "are at POST /mcp on `localrag serve`.")
+    p.set_defaults(func=_cmd_mcp)
 
     p = sub.add_parser("eval", help="measure retrieval and refusal on a question set", formatter_class=fmt,
                        epilog="example:\n  localrag eval --min-hit-at-k 0.9 --min-rejection 0.8 --calibrate")
@@ -4151,7 +5447,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_json(p)
     p.set_defaults(func=_cmd_eval)
 
-    p = sub.add_parser("serve", help="serve the JSON API (GET /health, POST /search, /ask, /ask/stream)",
+    p = sub.add_parser("serve", help="serve the JSON API, the MCP endpoint and the demo page (GET /)",
                        formatter_class=fmt, epilog="example:\n  localrag serve --port 8000\n"
                                                    "  curl -s localhost:8000/search -d '{\"query\": \"P1 升级\"}'")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1, loopback only)")
@@ -4174,10 +5470,17 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """The command line.  Returns the exit code (see `localrag --help`)."""
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
     try:
         args = parser.parse_args(argv)
-    except SystemExit as exc:  # argparse: --help, --version, usage errors
+    except SystemExit as exc:  # argparse: --help, --version
         return int(exc.code or 0)
+    except InvalidRequest as exc:  # a usage error: usage and message on stderr, the error body on stdout (--json)
+        _say(exc.details.get("usage", ""))
+        _say(f"error [{exc.code}]: {exc.message}")
+        if "--json" in argv:
+            _print_json(exc.to_dict())
+        return EXIT_USAGE
     if not args.command:
         parser.print_help(sys.stderr)
         return EXIT_USAGE

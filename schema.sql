@@ -68,6 +68,11 @@ CREATE TABLE IF NOT EXISTS ingest_runs (
   metadata JSONB NOT NULL DEFAULT '{}'::jsonb
 );
 
+-- The note's text (frontmatter removed) and the file line it starts on: `localrag show`, GET /notes and the MCP
+-- get_note tool read notes from here, never from a path on disk; chunk line ranges are counted in file lines.
+ALTER TABLE documents ADD COLUMN IF NOT EXISTS body TEXT;
+ALTER TABLE documents ADD COLUMN IF NOT EXISTS body_line INTEGER;
+
 CREATE INDEX IF NOT EXISTS idx_documents_content_hash ON documents (content_hash);
 CREATE INDEX IF NOT EXISTS idx_chunks_document_id ON chunks (document_id);
 CREATE INDEX IF NOT EXISTS idx_chunks_relative_path ON chunks (relative_path);

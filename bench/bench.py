@@ -306,11 +306,81 @@ def bench_http(config, out: dict, questions: list[str], requests_per_client: int
                                                                       inproc["per_s_1_client"], 2)}
 
 
+MCP_META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+
+
+def bench_mcp(config, out: dict, questions: list[str], rounds: int, requests: int) -> None:
+    """Issue 12's targets: `localrag mcp` answers initialize within 0.5 s of start (database running), and an MCP
+    search call costs <= 1.2x a POST /search on the same warm server."""
+    import subprocess
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    init = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}})
+    starts, versions = [], []
+    for _ in range(max(rounds, 5)):
+        t, _ = timed(subprocess.run, [sys.executable, "-m", "localrag", "--version"], capture_output=True, env=env)
+        versions.append(t)
+        started = time.perf_counter()
+        proc = subprocess.Popen([sys.executable, "-m", "localrag", "mcp"], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+        proc.stdin.write(init.encode() + b"\n")
+        proc.stdin.flush()
+        reply = json.loads(proc.stdout.readline())
+        starts.append(time.perf_counter() - started)
+        assert reply["result"]["protocolVersion"] == "2025-11-25", reply
+        proc.stdin.close()
+        proc.wait(30)
+    out["mcp_stdio_start_to_initialize"] = {"rounds": len(starts), "median_ms": median_ms(starts),
+                                            "max_ms": round(max(starts) * 1000, 1),
+                                            "localrag_version_cmd_median_ms": median_ms(versions),
+                                            "target_ms": 500, "meets_target": statistics.median(starts) <= 0.5}
+
+    server = localrag.make_server(config, "127.0.0.1", 0)
+    port = server.server_address[1]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    old_stderr = sys.stderr
+    sys.stderr = open(os.devnull, "w")
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+
+        def post(path: str, body: dict, headers: dict) -> float:
+            data = json.dumps(body, ensure_ascii=False).encode()
+            started = time.perf_counter()
+            conn.request("POST", path, data, {"Content-Type": "application/json", **headers})
+            resp = conn.getresponse()
+            payload = resp.read()
+            elapsed = time.perf_counter() - started
+            assert resp.status == 200, payload[:300]
+            return elapsed
+
+        rest, mcp = [], []
+        for i in range(requests):   # interleaved, so both see the same machine load
+            q = questions[i % len(questions)]
+            rest.append(post("/search", {"query": q, "top_k": 5}, {}))
+            mcp.append(post("/mcp", {"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {
+                "name": "search", "arguments": {"query": q, "top_k": 5}, "_meta": MCP_META}},
+                {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "search",
+                 "Accept": "application/json, text/event-stream"}))
+        conn.close()
+    finally:
+        sys.stderr.close()
+        sys.stderr = old_stderr
+        server.shutdown()
+        server.server_close()
+        server.api.pool.close()
+    out["mcp_search_vs_post_search_same_server"] = {
+        "requests_each": len(rest), "post_search_p50_ms": pct_ms(rest, 50), "mcp_search_p50_ms": pct_ms(mcp, 50),
+        "post_search_p95_ms": pct_ms(rest, 95), "mcp_search_p95_ms": pct_ms(mcp, 95),
+        "p50_ratio_mcp_vs_post": round(statistics.median(mcp) / statistics.median(rest), 3), "target_ratio": 1.2}
+
+
 def main() -> int:
     global DEV_SET
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="skip the Obsidian Help corpus")
-    parser.add_argument("--dev-only", action="store_true", help="only the dev-set quality targets")
+    parser.add_argument("--only", choices=["mcp", "dev"],
+                        help="run only this part (mcp: on the sample vault; dev: the dev-set quality targets)")
     parser.add_argument("--dev-set", default=str(DEV_SET), help="the dev question set (default eval/obsidian-dev.yaml)")
     parser.add_argument("--corpus", default=str(CORPUS), help="the large corpus to ingest")
     parser.add_argument("--rounds", type=int, default=5, help="repetitions for medians")
@@ -324,15 +394,24 @@ def main() -> int:
     config = localrag.load_config(cwd=Path(tempfile.gettempdir()))
     out: dict = {"localrag_version": localrag.__version__, "python": sys.version.split()[0], "cpus": os.cpu_count()}
     try:
+        if args.only == "mcp":
+            bench_mcp(config, out, bench_search(config, out, args.rounds), args.rounds, args.requests)
+            return report(out)
         if corpus is not None and DEV_SET.is_file():
             bench_dev_set(config, out, corpus)
-        if not args.dev_only:
-            bench_ingest(config, out, corpus, args.rounds)
-            questions = bench_search(config, out, args.rounds)
-            bench_http(config, out, questions, args.requests)
+        if args.only == "dev":
+            return report(out)
+        bench_ingest(config, out, corpus, args.rounds)
+        questions = bench_search(config, out, args.rounds)
+        bench_http(config, out, questions, args.requests)
+        bench_mcp(config, out, questions, args.rounds, args.requests)
     finally:
         if server is not None:
             server.cleanup()
+    return report(out)
+
+
+def report(out: dict) -> int:
     for name, figures in out.items():
         if isinstance(figures, dict):
             print(f"{name}:")

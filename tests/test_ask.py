@@ -41,6 +41,9 @@ RAG_QUESTIONS = [q for q in _questions() if q.get("expected_mode", "rag") == "ra
 NO_ANSWER_QUESTIONS = [q for q in _questions() if q.get("expected_mode") == "no_answer"]
 RAG_Q = RAG_QUESTIONS[0]["question"]          # a question the sample vault answers
 NA_Q = NO_ANSWER_QUESTIONS[0]["question"]      # one it cannot
+# Off-topic questions the gate still answers (left out of the every-question checks below).  The evidence gate of
+# issue 9 refuses them all, na-supermoon included.
+GATE_PENDING: set[str] = set()
 
 
 def tokens(text: str) -> int:
@@ -615,8 +618,10 @@ def test_ask_closed_loop_answers_every_rag_question(indexed):
                 continue
             if not set(cited) & set(q["expected_sources"]):
                 problems.append(f"{q['id']}: cites {cited}, expected one of {q['expected_sources']}")
-            if response["citations"] != [{"source": b["source"], "heading": b["heading"], "score": b["score"]}
-                                         for b in blocks]:
+            if response["citations"] != [{"n": b["n"], "source": b["source"], "heading": b["heading"],
+                                          "heading_path": b["heading_path"], "score": b["score"],
+                                          "line_start": b["line_start"], "line_end": b["line_end"],
+                                          "content": b["content"]} for b in blocks]:
                 problems.append(f"{q['id']}: citations differ from the assembled blocks")
             for line in response["answer"].splitlines():
                 match = re.fullmatch(r"(.+?) \[(\d+)\]", line)
@@ -630,7 +635,8 @@ def test_ask_closed_loop_answers_every_rag_question(indexed):
 def test_ask_closed_loop_refuses_every_no_answer_question(indexed):
     config = indexed
     with localrag.Store.open(config) as store:
-        responses = {q["id"]: localrag.ask(config, q["question"], store=store) for q in NO_ANSWER_QUESTIONS}
+        responses = {q["id"]: localrag.ask(config, q["question"], store=store) for q in NO_ANSWER_QUESTIONS
+                     if q["id"] not in GATE_PENDING}
     wrong = {qid: r["mode"] for qid, r in responses.items() if r["mode"] != "no_answer"}
     assert not wrong
     for r in responses.values():
@@ -680,8 +686,10 @@ def test_public_api_names_exist():
 
 
 def test_eval_sample_questions_meet_thresholds(indexed):
+    # Every no_answer question but the GATE_PENDING ones (checked one by one above) must be refused.
+    min_rejection = 1 - len(GATE_PENDING) / len(NO_ANSWER_QUESTIONS)
     code, out = run_cli("eval", "--questions", str(QUESTIONS), "--json", "--min-hit-at-k", "1.0",
-                        "--min-rejection", "1.0")
+                        "--min-rejection", f"{min_rejection - 1e-9:.10f}")
     data = json.loads(out)
     summary = data["summary"]
     assert code == 0, summary

@@ -10,7 +10,7 @@ import localrag
 from conftest import ROOT, run_cli
 
 COMMANDS = [["config"], ["db", "init"], ["db", "status"], ["db", "stop"], ["db", "schema"], ["ingest"], ["search"],
-            ["ask"], ["eval"], ["serve"], ["embeddings", "warmup"], ["embeddings", "status"]]
+            ["ask"], ["show"], ["mcp"], ["eval"], ["serve"], ["embeddings", "warmup"], ["embeddings", "status"]]
 
 
 def help_text(*args):
@@ -37,7 +37,7 @@ def test_top_level_help_lists_exit_codes_and_readme_documents_them():
     for code in (localrag.EXIT_OK, localrag.EXIT_INTERNAL, localrag.EXIT_USAGE, localrag.EXIT_CONFIG,
                  localrag.EXIT_DB, localrag.EXIT_SCHEMA, localrag.EXIT_NOT_READY, localrag.EXIT_EMBEDDING,
                  localrag.EXIT_LLM, localrag.EXIT_VAULT, localrag.EXIT_PARTIAL, localrag.EXIT_EVAL,
-                 localrag.EXIT_BUSY, localrag.EXIT_INTERRUPTED):
+                 localrag.EXIT_BUSY, localrag.EXIT_NOT_FOUND, localrag.EXIT_INTERRUPTED):
         assert f"\n  {code} " in text
         assert f"| {code} |" in readme, f"README lacks exit code {code}"
     for key in localrag.ENV_KEYS:
@@ -68,3 +68,61 @@ def test_json_stdout_is_pure_and_messages_go_to_stderr(ingested):
 def test_console_scripts_declared():
     text = (ROOT / "pyproject.toml").read_text()
     assert 'localrag = "localrag:main"' in text and 'rag = "localrag:main"' in text
+
+
+# --- scripts (issue 12): stdin, --batch, argument errors as JSON ------------------------------------------------------
+
+def _cli(*args, stdin: str = ""):
+    return subprocess.run([sys.executable, "-m", "localrag", *args], input=stdin, capture_output=True, text=True,
+                          cwd=ROOT)
+
+
+def test_ask_and_search_read_stdin(ingested):
+    question = "客户 P1 工单应该怎么升级？"
+    proc = _cli("ask", "-", "--json", stdin=question + "\n")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == json.loads(_cli("ask", question, "--json").stdout)
+    proc = _cli("search", "-", "--json", stdin=question)
+    assert proc.returncode == 0 and json.loads(proc.stdout)["results"]
+    proc = _cli("ask", "-", "--json", stdin="   \n")
+    assert proc.returncode == localrag.EXIT_USAGE
+    assert json.loads(proc.stdout)["error"]["details"]["field"] == "question"
+
+
+def test_ask_batch_writes_one_result_per_line_and_goes_on_past_failures(ingested, tmp_path):
+    lines = [json.dumps({"question": "客户 P1 工单应该怎么升级？"}, ensure_ascii=False), "",
+             json.dumps({"question": ""}), "not json", json.dumps({"question": "今天上海天气如何？", "top_k": 3},
+                                                                  ensure_ascii=False),
+             json.dumps({"question": "P1", "top_k": 99}), json.dumps({"quest": "typo"})]
+    batch = tmp_path / "q.jsonl"
+    batch.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    for args, stdin in ((["ask", "--batch", str(batch)], ""), (["ask", "--batch", "-"], batch.read_text())):
+        proc = _cli(*args, stdin=stdin)
+        assert proc.returncode == localrag.EXIT_PARTIAL, proc.stderr
+        out = [json.loads(line) for line in proc.stdout.splitlines()]
+        assert [o["line"] for o in out] == [1, 3, 4, 5, 6, 7]
+        assert out[0]["mode"] == "rag" and out[3]["mode"] == "no_answer"
+        assert [o["error"]["code"] for o in out if "error" in o] == ["invalid_request"] * 4
+        assert "2/6 line(s) answered, 4 failed" in proc.stderr
+    ok = tmp_path / "ok.jsonl"
+    ok.write_text(lines[0] + "\n", encoding="utf-8")
+    assert _cli("ask", "--batch", str(ok)).returncode == 0
+    proc = _cli("ask", "--batch", str(tmp_path / "missing.jsonl"), "--json")
+    assert proc.returncode == localrag.EXIT_USAGE and json.loads(proc.stdout)["error"]["details"]["field"] == "batch"
+    proc = _cli("ask", "a question", "--batch", str(ok), "--json")
+    assert proc.returncode == localrag.EXIT_USAGE
+
+
+@pytest.mark.parametrize("args", [["search", "--top-k", "x", "--json"], ["search", "--json"],
+                                  ["ask", "q", "--no-such-flag", "--json"], ["frobnicate", "--json"]])
+def test_argument_errors_print_the_error_document_with_json(args):
+    code, out = run_cli(*args)
+    assert code == localrag.EXIT_USAGE
+    err = json.loads(out)["error"]
+    assert err["code"] == "invalid_request" and err["message"] and "usage" in err["details"]
+
+
+def test_argument_errors_without_json_keep_stdout_empty():
+    proc = _cli("search", "--top-k", "x")
+    assert proc.returncode == localrag.EXIT_USAGE and proc.stdout == ""
+    assert "usage: localrag search" in proc.stderr and "error [invalid_request]" in proc.stderr

@@ -1,0 +1,314 @@
+"""The MCP server (`localrag mcp` on stdio, POST /mcp on `serve`), driven by the official MCP SDK's client.
+
+The server is the real one: a `python -m localrag mcp` subprocess for stdio, the real HTTP server for Streamable
+HTTP; the database is the real Postgres from conftest.py with the sample vault ingested.  The SDK client is used in
+both eras: protocol 2026-07-28 (mode "auto": server/discover, then per-request _meta) and the initialize handshake
+(mode "legacy").  Raw JSON-RPC over the subprocess's pipes covers what a well-behaved client never sends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+import localrag
+from conftest import ROOT
+
+mcp = pytest.importorskip("mcp", reason="the MCP SDK (test extra `mcp`) is not installed")
+from mcp import Client, StdioServerParameters  # noqa: E402
+from mcp.shared.exceptions import MCPError  # noqa: E402
+
+RAG_Q = "客户 P1 工单应该怎么升级？"
+NOTE = "policies/Support Escalation Policy.md"
+TOOLS = {"search", "ask", "get_note", "list_notes", "status"}
+
+
+def stdio_params(env: dict) -> StdioServerParameters:
+    return StdioServerParameters(command=sys.executable, args=["-m", "localrag", "mcp"],
+                                 env={**os.environ, **env, "PYTHONPATH": str(ROOT)})
+
+
+@contextlib.contextmanager
+def http_server(config, token: str | None = None):
+    srv = localrag.make_server(config, "127.0.0.1", 0)
+    thread = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{srv.server_address[1]}"
+    finally:
+        srv.shutdown()
+        srv.server_close()
+        srv.api.pool.close()
+        thread.join(10)
+
+
+async def exercise(target, mode: str) -> dict:
+    """initialize/discover, list tools, call each tool, a bad argument, an unknown tool: what came back."""
+    out: dict = {}
+    async with Client(target, mode=mode) as client:
+        out["version"] = client.protocol_version
+        out["server"] = client.server_info.name if client.server_info else None
+        out["instructions"] = client.instructions
+        tools = (await client.list_tools()).tools
+        out["tools"] = {t.name: t for t in tools}
+        out["search"] = await client.call_tool("search", {"query": RAG_Q, "top_k": 3})
+        out["ask"] = await client.call_tool("ask", {"question": RAG_Q})
+        out["list_notes"] = await client.call_tool("list_notes", {"prefix": "policies/", "limit": 1})
+        out["get_note"] = await client.call_tool("get_note", {"path": NOTE, "heading": "P1 工单升级流程"})
+        out["status"] = await client.call_tool("status", {})
+        out["bad_arg"] = await client.call_tool("search", {"query": RAG_Q, "top_k": 99})
+        out["bad_type"] = await client.call_tool("ask", {"question": 42})
+        out["missing_note"] = await client.call_tool("get_note", {"path": "../etc/passwd"})
+        with pytest.raises(MCPError) as info:
+            await client.call_tool("no_such_tool", {})
+        out["unknown_tool"] = info.value
+    return out
+
+
+def check_session(out: dict, version: str) -> None:
+    assert out["version"] == version
+    assert out["server"] == "localrag"
+    assert "no_answer" in (out["instructions"] or "")
+    assert set(out["tools"]) == TOOLS
+    for tool in out["tools"].values():
+        schema = tool.input_schema
+        assert schema["type"] == "object" and tool.description and len(tool.description) > 80
+        for name, prop in schema.get("properties", {}).items():
+            assert prop.get("description"), (tool.name, name)
+    assert out["tools"]["search"].input_schema["required"] == ["query"]
+    assert out["tools"]["search"].input_schema["properties"]["top_k"]["maximum"] == localrag.TOP_K_MAX
+    assert out["tools"]["ask"].input_schema["properties"]["fallback"]["type"] == "boolean"
+    search = out["search"]
+    assert not search.is_error
+    assert search.structured_content["results"] and len(search.structured_content["results"]) <= 3
+    assert json.loads(search.content[0].text) == search.structured_content
+    first = search.structured_content["results"][0]
+    assert first["line_start"] >= 1 and first["line_end"] >= first["line_start"]
+    answer = out["ask"].structured_content
+    assert answer["mode"] == "rag" and answer["answer"] and answer["reason"]
+    cited = answer["citations"][0]
+    assert cited["heading_path"] and cited["content"] and cited["line_start"] >= 1
+    notes = out["list_notes"].structured_content
+    assert notes["total"] == 2 and len(notes["notes"]) == 1 and all(n["path"].startswith("policies/") for n in notes["notes"])
+    assert notes["next_offset"] == 1
+    note = out["get_note"].structured_content
+    assert note["path"] == NOTE and note["heading_path"][-1] == "P1 工单升级流程"
+    assert note["content"].startswith("## P1 工单升级流程")
+    assert out["status"].structured_content["checks"]["retrieval_ready"] == "ok"
+    for key, field in (("bad_arg", "top_k"), ("bad_type", "question"), ("missing_note", "path")):
+        result = out[key]
+        assert result.is_error, key
+        err = result.structured_content["error"]
+        assert err["code"] == "invalid_request" and err["details"]["field"] == field, err
+        assert result.content[0].text.startswith("error [invalid_request]")
+    assert out["unknown_tool"].code == -32602 and "no_such_tool" in str(out["unknown_tool"])
+
+
+@pytest.mark.parametrize("mode,version", [("auto", "2026-07-28"), ("legacy", "2025-11-25")])
+def test_sdk_client_over_stdio(ingested, env, mode, version):
+    check_session(asyncio.run(exercise(stdio_params(env), mode)), version)
+
+
+@pytest.mark.parametrize("mode,version", [("auto", "2026-07-28"), ("legacy", "2025-11-25")])
+def test_sdk_client_over_http(ingested, mode, version):
+    config, _, _ = ingested
+    with http_server(config) as url:
+        check_session(asyncio.run(exercise(url + "/mcp", mode)), version)
+
+
+def test_http_mcp_needs_the_token_when_one_is_set(ingested, monkeypatch):
+    monkeypatch.setenv("LOCALRAG_API_TOKEN", "mcp-token-1234")
+    config = localrag.load_config()
+
+    async def go(headers):
+        async with Client(localrag_mcp_transport(url + "/mcp", headers)) as client:
+            return (await client.call_tool("search", {"query": RAG_Q})).structured_content
+
+    with http_server(config) as url:
+        assert asyncio.run(go({"Authorization": "Bearer mcp-token-1234"}))["results"]
+        with pytest.raises(Exception):
+            asyncio.run(go({}))
+        status, _, body = post_raw(url, {"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+        assert status == 401 and json.loads(body)["error"]["code"] == "unauthorized"
+
+
+def localrag_mcp_transport(url: str, headers: dict):
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+    return streamable_http_client(url, http_client=httpx2.AsyncClient(headers=headers, timeout=30))
+
+
+def post_raw(url: str, body, headers: dict | None = None) -> tuple[int, dict, bytes]:
+    import http.client
+    import urllib.parse
+    parts = urllib.parse.urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    conn.request("POST", "/mcp", data, {"Content-Type": "application/json",
+                                        "Accept": "application/json, text/event-stream", **(headers or {})})
+    resp = conn.getresponse()
+    out = resp.status, dict(resp.headers), resp.read()
+    conn.close()
+    return out
+
+
+MODERN_META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+               "io.modelcontextprotocol/clientCapabilities": {}}
+
+
+def test_http_transport_rules(ingested):
+    """Status codes and header validation of the 2026-07-28 Streamable HTTP transport, and the legacy shape."""
+    config, _, _ = ingested
+    call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+            "params": {"name": "status", "arguments": {}, "_meta": MODERN_META}}
+    good = {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "status"}
+    with http_server(config) as url:
+        status, _, body = post_raw(url, call, good)
+        assert status == 200 and json.loads(body)["result"]["resultType"] == "complete"
+        status, _, body = post_raw(url, call, {**good, "Mcp-Name": "=?base64?c3RhdHVz?="})  # "status", encoded
+        assert status == 200, body
+        for bad in ({**good, "Mcp-Name": "search"}, {k: v for k, v in good.items() if k != "Mcp-Method"},
+                    {**good, "MCP-Protocol-Version": "2025-11-25"}):
+            status, _, body = post_raw(url, call, bad)
+            assert status == 400 and json.loads(body)["error"]["code"] == -32020, body
+        status, _, body = post_raw(url, {**call, "method": "frobnicate"}, {**good, "Mcp-Method": "frobnicate"})
+        assert status == 404 and json.loads(body)["error"]["code"] == -32601
+        old = {**MODERN_META, "io.modelcontextprotocol/protocolVersion": "1999-01-01"}
+        status, _, body = post_raw(url, {**call, "params": {"name": "status", "_meta": old}},
+                                   {**good, "MCP-Protocol-Version": "1999-01-01"})
+        err = json.loads(body)["error"]
+        assert status == 400 and err["code"] == -32022 and "2026-07-28" in err["data"]["supported"]
+        status, _, body = post_raw(url, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+        assert status == 202 and body == b""
+        status, _, body = post_raw(url, b"{not json")
+        assert status == 400 and json.loads(body)["error"]["code"] == -32700
+        status, _, body = post_raw(url, [{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}])
+        assert status == 400 and json.loads(body)["error"]["code"] == -32600
+        status, _, body = post_raw(url, {"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+                                   {"Origin": "http://evil.example"})
+        assert status == 403
+        # the handshake era: a request without _meta is served, errors come back in a 200
+        status, _, body = post_raw(url, {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                                         "params": {"name": "nope"}}, {"MCP-Protocol-Version": "2025-11-25"})
+        assert status == 200 and json.loads(body)["error"]["code"] == -32602
+
+
+# --- raw JSON-RPC over stdio: what a well-behaved client never sends -------------------------------------------------
+
+class RawStdio:
+    def __init__(self, env: dict, stdin=subprocess.PIPE) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-m", "localrag", "mcp"], stdin=stdin, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, env={**os.environ, **env, "PYTHONPATH": str(ROOT)})
+
+    def send(self, data: bytes | dict) -> None:
+        self.proc.stdin.write(data if isinstance(data, bytes) else json.dumps(data).encode() + b"\n")
+        self.proc.stdin.flush()
+
+    def recv(self) -> dict:
+        line = self.proc.stdout.readline()
+        assert line, self.proc.stderr.read().decode()[-2000:]
+        return json.loads(line)
+
+    def close(self) -> tuple[int, bytes, str]:
+        self.proc.stdin.close()
+        rest = self.proc.stdout.read()
+        err = self.proc.stderr.read().decode()
+        return self.proc.wait(30), rest, err
+
+
+def test_bad_jsonrpc_input_gets_errors_and_the_server_stays_up(ingested, env):
+    s = RawStdio(env)
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+    # a tool call before initialize
+    s.send({"jsonrpc": "2.0", "id": 0, "method": "tools/call", "params": {"name": "status", "arguments": {}}})
+    r = s.recv()
+    assert r["id"] == 0 and r["error"]["code"] == -32600 and "initialize" in r["error"]["message"]
+    s.send(init)
+    assert s.recv()["result"]["protocolVersion"] == "2025-06-18"
+    s.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    s.send(b"{this is not json\n")
+    r = s.recv()
+    assert r["id"] is None and r["error"]["code"] == -32700
+    s.send({"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "status"}})      # no id: a notification
+    s.send({"jsonrpc": "2.0", "method": "notifications/whatever"})                       # unknown notification
+    s.send([{"jsonrpc": "2.0", "id": 2, "method": "tools/list"}])                          # a batch
+    r = s.recv()
+    assert r["id"] is None and r["error"]["code"] == -32600 and "batch" in r["error"]["message"]
+    s.send({"jsonrpc": "2.0", "id": 3, "method": "resources/list"})
+    assert s.recv()["error"]["code"] == -32601
+    s.send({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": ["status"]})
+    assert s.recv()["error"]["code"] == -32602
+    s.send({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "search", "arguments": "P1"}})
+    r = s.recv()
+    assert r["id"] == 5 and r["result"]["isError"]
+    assert r["result"]["structuredContent"]["error"]["details"]["field"] == "arguments"
+    s.send({"jsonrpc": "2.0", "id": None, "method": "tools/list"})
+    assert s.recv()["error"]["code"] == -32600
+    s.send({"jsonrpc": "1.0", "id": 6, "method": "tools/list"})
+    assert s.recv()["error"]["code"] == -32600
+    big = json.dumps({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                      "params": {"name": "search", "arguments": {"query": "x" * (2 * 1024 * 1024)}}}).encode()
+    s.send(big + b"\n")
+    r = s.recv()
+    assert r["error"]["code"] == -32600 and "limit" in r["error"]["message"]
+    # still up, and the earlier notifications got no answer: the next line is this request's
+    s.send({"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {"name": "search",
+                                                                          "arguments": {"query": RAG_Q}}})
+    r = s.recv()
+    assert r["id"] == 8 and not r["result"].get("isError") and r["result"]["structuredContent"]["results"]
+    # stdin closed in the middle of a message
+    s.send(b'{"jsonrpc": "2.0", "id": 9, "method": "tools/li')
+    code, rest, err = s.close()
+    assert code == 0 and rest == b"", rest
+    assert "Traceback" not in err and "closed in the middle of a message" in err, err[-2000:]
+    assert "notifications/whatever" in err and "a request needs an id" in err
+
+
+def test_stdout_carries_only_protocol_messages(ingested, env):
+    """Every stdout line is a JSON-RPC message, even while the first tool call opens the database."""
+    s = RawStdio(env)
+    s.send({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "status", "arguments": {}, "_meta": MODERN_META}})
+    s.send({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": MODERN_META}})
+    code, rest, err = s.close()
+    lines = rest.splitlines()
+    assert code == 0 and len(lines) == 2, (rest, err[-1000:])
+    replies = [json.loads(line) for line in lines]
+    assert [r["id"] for r in replies] == [1, 2] and all(r["jsonrpc"] == "2.0" for r in replies)
+    assert replies[0]["result"]["resultType"] == "complete"
+    assert replies[1]["result"]["ttlMs"] > 0 and replies[1]["result"]["cacheScope"] == "public"
+
+
+def test_initialize_needs_no_database(env, monkeypatch):
+    """Start-up work is deferred to the first tool call: initialize answers even when the database is down."""
+    s = RawStdio({**env, "DATABASE_URL": "postgresql://u:p@127.0.0.1:1/x_test"})
+    started = time.monotonic()
+    s.send({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": MODERN_META}})
+    assert s.recv()["result"]["supportedVersions"][0] == "2026-07-28"
+    s.send({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "status", "arguments": {}, "_meta": MODERN_META}})
+    r = s.recv()
+    assert r["result"]["isError"] and r["result"]["structuredContent"]["error"]["code"] == "database_unavailable"
+    code, _, err = s.close()
+    assert code == 0 and "Traceback" not in err
+    assert time.monotonic() - started < 60
+
+
+def test_tool_schemas_follow_the_http_field_tables():
+    """A field added to the HTTP validation table shows up in the MCP tool's schema and in the OpenAPI document."""
+    tools = localrag._mcp_tools()
+    assert set(tools["search"].definition()["inputSchema"]["properties"]) == set(localrag._SEARCH_FIELDS)
+    assert set(tools["ask"].definition()["inputSchema"]["properties"]) == set(localrag._ASK_FIELDS)
+    spec = localrag.openapi_spec()
+    for path, fields in (("/search", localrag._SEARCH_FIELDS), ("/ask", localrag._ASK_FIELDS)):
+        schema = spec["paths"][path]["post"]["requestBody"]["content"]["application/json"]["schema"]
+        assert set(schema["properties"]) == set(fields)

@@ -1,0 +1,216 @@
+"""Notes by path (issue 12): get_note / list_notes, `localrag show`, GET /notes, and the line ranges that citations
+and search results carry.  Real Postgres, the sample vault ingested; notes are read from the database."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+import localrag
+from conftest import run_cli
+
+NOTE = "policies/Support Escalation Policy.md"
+
+
+def file_lines(vault, rel: str, first: int, last: int) -> str:
+    return "\n".join((vault / rel).read_text(encoding="utf-8").splitlines()[first - 1:last])
+
+
+def test_span_lines_count_file_lines_past_the_frontmatter():
+    doc = localrag.parse_markdown("---\ntitle: x\n---\n# A\n\ntext a\n\n## B\n\nb text\nmore\n\n# C\nc\n", "n.md")
+    assert doc.body_line == 4
+    spans = [localrag.span_lines(doc.body, c.start, c.end, doc.body_line) for c in localrag.chunk_document(doc)]
+    assert spans == [(4, 6), (8, 11), (13, 14)]
+    crlf = localrag.parse_markdown("---\r\na: 1\r\n---\r\n# T\r\nx\r\n", "n.md")
+    assert crlf.body_line == 4
+    assert localrag.parse_markdown("# T\n", "n.md").body_line == 1
+
+
+def test_whole_note_and_section_come_from_the_database(ingested):
+    config, vault, _ = ingested
+    note = localrag.get_note(config, NOTE)
+    assert note["path"] == NOTE and note["heading_path"] == [] and note["vault_path"] == str(vault.resolve())
+    assert note["content"] == file_lines(vault, NOTE, note["line_start"], note["line_end"]).strip()
+    assert "support" in note["tags"] and note["open"] == "localrag show 'policies/Support Escalation Policy.md'"
+    sections = {tuple(s["heading_path"]): s for s in note["sections"]}
+    p1 = sections[("客户支持升级政策", "P1 工单升级流程")]
+    section = localrag.get_note(config, NOTE, "P1 工单升级流程")
+    assert (section["line_start"], section["line_end"]) == (p1["line_start"], p1["line_end"])
+    assert section["content"].startswith("## P1 工单升级流程")
+    assert section["content"] == file_lines(vault, NOTE, section["line_start"], section["line_end"]).strip()
+    # heading path form, case folding, the .md left out
+    assert localrag.get_note(config, NOTE[:-3], "客户支持升级政策#P1 工单升级流程")["line_start"] == p1["line_start"]
+    # the top heading's section includes its subsections: the whole body here
+    top = localrag.get_note(config, NOTE, "客户支持升级政策")
+    assert "## P1 工单升级流程" in top["content"]
+    # the disk copy is not read: delete it and the note is still there
+    (vault / NOTE).unlink()
+    assert localrag.get_note(config, NOTE, "P1 工单升级流程")["content"] == section["content"]
+
+
+@pytest.mark.parametrize("path,heading,error,field", [
+    ("../secrets.md", None, "invalid_request", "path"),
+    ("policies/../../x.md", None, "invalid_request", "path"),
+    ("/etc/passwd", None, "invalid_request", "path"),
+    ("", None, "invalid_request", "path"),
+    ("nowhere/Unknown Note.md", None, "note_not_found", None),
+    (NOTE, "No Such Heading", "note_not_found", None),
+    (NOTE, "   ", "invalid_request", "heading"),
+])
+def test_bad_note_requests(ingested, path, heading, error, field):
+    config, _, _ = ingested
+    with pytest.raises(localrag.LocalRagError) as info:
+        localrag.get_note(config, path, heading)
+    assert info.value.code == error, info.value.message
+    if field:
+        assert info.value.details["field"] == field
+    if heading and error == "note_not_found":
+        assert "P1 工单升级流程" in info.value.message   # the hint lists the note's headings
+
+
+def test_unknown_path_hints_at_similar_notes(ingested):
+    config, _, _ = ingested
+    with pytest.raises(localrag.NoteNotFound) as info:
+        localrag.get_note(config, "Support Escalation Policy.md")
+    assert NOTE in info.value.details["similar"] and info.value.http_status == 404
+
+
+def test_absolute_path_inside_the_vault_is_accepted(ingested):
+    config, vault, _ = ingested
+    assert localrag.get_note(config, str(vault.resolve() / NOTE))["path"] == NOTE
+
+
+def test_list_notes_pages_and_filters(ingested):
+    config, _, _ = ingested
+    everything = localrag.list_notes(config)
+    assert everything["total"] == 13 and everything["next_offset"] is None
+    paths = [n["path"] for n in everything["notes"]]
+    assert paths == sorted(paths)
+    page = localrag.list_notes(config, limit=5, offset=5)
+    assert [n["path"] for n in page["notes"]] == paths[5:10] and page["next_offset"] == 10
+    tagged = localrag.list_notes(config, tag="#support")
+    assert NOTE in [n["path"] for n in tagged["notes"]]
+    assert localrag.list_notes(config, tag="sre")["total"] >= 1          # nested tag sre/oncall
+    assert localrag.list_notes(config, prefix="policies/")["total"] == 2
+    assert localrag.list_notes(config, prefix="100%_")["total"] == 0   # LIKE wildcards are literal
+    for bad in ({"limit": 0}, {"limit": 1000}, {"offset": -1}, {"prefix": "../"}):
+        with pytest.raises(localrag.InvalidRequest):
+            localrag.list_notes(config, **bad)
+
+
+def test_documents_indexed_before_bodies_were_stored_are_refilled(ingested):
+    config, vault, _ = ingested
+    with localrag.Store.open(config) as s:
+        s.run("UPDATE documents SET body = NULL, body_line = NULL")
+    with pytest.raises(localrag.NoteNotFound, match="rerun"):
+        localrag.get_note(config, NOTE)
+    result = localrag.ingest(config, vault)
+    assert result["documents_updated"] == 13
+    assert localrag.get_note(config, NOTE)["content"]
+
+
+def test_citations_and_results_carry_evidence_and_lines(ingested):
+    config, vault, _ = ingested
+    answer = localrag.ask(config, "客户 P1 工单应该怎么升级？")
+    assert answer["mode"] == "rag"
+    for n, c in enumerate(answer["citations"], 1):
+        assert c["n"] == n and c["heading_path"][-1] == c["heading"]
+        text = file_lines(vault, c["source"], c["line_start"], c["line_end"])
+        assert c["content"].replace(localrag.TRUNCATED_MARK, "").strip()[:40] in text
+    for r in localrag.search(config, "P1 工单升级", 5)["results"]:
+        assert r["content"] == file_lines(vault, r["source"], r["line_start"], r["line_end"]).strip()
+
+
+# --- CLI -------------------------------------------------------------------------------------------------------------
+
+def test_show_prints_a_section_and_json(ingested, capsys):
+    code, out = run_cli("show", NOTE + "#P1 工单升级流程")
+    assert code == 0 and out.startswith("## P1 工单升级流程")
+    assert "P1 工单升级流程" in capsys.readouterr().err
+    code, out = run_cli("show", NOTE + "#P1 工单升级流程", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["heading_path"] == ["客户支持升级政策", "P1 工单升级流程"] and data["line_start"] > 1
+    code, out = run_cli("show", "--list", "--prefix", "policies/", "--json")
+    assert code == 0 and json.loads(out)["total"] == 2
+
+
+@pytest.mark.parametrize("target,code,error", [
+    ("../x.md", localrag.EXIT_USAGE, "invalid_request"),
+    ("/etc/passwd", localrag.EXIT_USAGE, "invalid_request"),
+    ("elsewhere/none.md", localrag.EXIT_NOT_FOUND, "note_not_found"),
+    (NOTE + "#No Such Heading", localrag.EXIT_NOT_FOUND, "note_not_found"),
+])
+def test_show_bad_input(ingested, target, code, error):
+    got, out = run_cli("show", target, "--json")
+    assert got == code and json.loads(out)["error"]["code"] == error
+
+
+def test_ask_human_output_names_the_command_that_opens_each_source(ingested):
+    code, out = run_cli("ask", "客户 P1 工单应该怎么升级？")
+    assert code == 0
+    opens = [line.split("open: ", 1)[1] for line in out.splitlines() if line.strip().startswith("open: ")]
+    assert opens and opens[0].startswith("localrag show ")
+    import shlex
+    target = shlex.split(opens[0])[2]
+    code, section = run_cli("show", target)
+    assert code == 0 and section.strip()
+
+
+# --- HTTP ------------------------------------------------------------------------------------------------------------
+
+@pytest.fixture
+def http(ingested):
+    import threading
+    config, vault, _ = ingested
+    srv = localrag.make_server(config, "127.0.0.1", 0)
+    thread = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+
+    def get(path: str):
+        import http.client
+        conn = http.client.HTTPConnection("127.0.0.1", srv.server_address[1], timeout=30)
+        conn.request("GET", path)
+        resp = conn.getresponse()
+        out = resp.status, json.loads(resp.read() or b"null")
+        conn.close()
+        return out
+
+    yield get
+    srv.shutdown()
+    srv.server_close()
+    srv.api.pool.close()
+    thread.join(10)
+
+
+def test_get_notes(http):
+    import urllib.parse
+    q = urllib.parse.quote
+    status, body = http(f"/notes?path={q(NOTE)}&heading={q('P1 工单升级流程')}")
+    assert status == 200 and body["heading_path"][-1] == "P1 工单升级流程"
+    assert body == localrag.get_note(localrag.load_config(), NOTE, "P1 工单升级流程")
+    status, body = http("/notes/list?prefix=policies/&limit=1")
+    assert status == 200 and body["total"] == 2 and body["next_offset"] == 1
+    for path, code, error in ((f"/notes?path={q('../x.md')}", 422, "invalid_request"),
+                              (f"/notes?path={q('/etc/passwd')}", 422, "invalid_request"),
+                              (f"/notes?path={q('nope/none.md')}", 404, "note_not_found"),
+                              (f"/notes?path={q(NOTE)}&heading=Nope", 404, "note_not_found"),
+                              ("/notes/list?limit=abc", 422, "invalid_request"),
+                              ("/notes", 422, "invalid_request"),
+                              ("/notes?path=a&path=b", 422, "invalid_request"),
+                              ("/notes?path=a.md&limit=3", 422, "invalid_request"),
+                              ("/notes/list?color=red", 422, "invalid_request")):
+        status, body = http(path)
+        assert status == code and body["error"]["code"] == error, (path, body)
+    status, body = http(f"/notes?path={q('nope/none.md')}")
+    assert "GET /notes/list" in body["error"]["message"]
+
+
+def test_vault_argument_is_matched_in_its_stored_form(ingested, monkeypatch):
+    config, vault, _ = ingested
+    monkeypatch.chdir(vault.parent)
+    assert localrag.get_note(config, NOTE, vault=f"./{vault.name}/")["vault_path"] == str(vault.resolve())
+    assert localrag.list_notes(config, vault=f"./{vault.name}")["total"] == 13
+    with pytest.raises(localrag.NoteNotFound):
+        localrag.get_note(config, NOTE, vault="/nowhere/else")
