@@ -167,16 +167,17 @@ def bench_ingest(config, out: dict, corpus: Path | None, rounds: int) -> None:
     questions = [q["question"] for q in localrag.load_questions(ROOT / "eval" / "questions.yaml")]
     if DEV_SET.is_file():
         questions += [q["question"] for q in localrag.load_questions(DEV_SET)]
-    modes: dict = {}
+    modes: dict = {"vector": [], "keyword": [], "hybrid": []}
     with localrag.Store.open(config) as s:
-        for mode in ("vector", "keyword", "hybrid"):
-            samples = []
-            for q in questions * 2:
+        for q in questions[:20]:            # warm the caches: the first mode measured would pay for all three
+            localrag.search(config, q, 5, s, retrieval="hybrid")
+        for q in questions * 2:
+            for mode, samples in modes.items():   # interleaved, so load changes hit every mode alike
                 t, _ = timed(localrag.search, config, q, 5, s, retrieval=mode)
                 samples.append(t)
-            modes[mode] = samples
-            out[f"search_{mode}_corpus"] = {"queries": len(samples), "p50_ms": pct_ms(samples, 50),
-                                            "p95_ms": pct_ms(samples, 95)}
+    for mode, samples in modes.items():
+        out[f"search_{mode}_corpus"] = {"queries": len(samples), "p50_ms": pct_ms(samples, 50),
+                                        "p95_ms": pct_ms(samples, 95)}
     ratio = round(statistics.median(modes["hybrid"]) / statistics.median(modes["vector"]), 2)
     out["search_corpus_hybrid_vs_vector"] = {"p50_ratio": ratio, "target_max": SEARCH_P50_HYBRID_VS_VECTOR_MAX,
                                              "met": ratio <= SEARCH_P50_HYBRID_VS_VECTOR_MAX}
