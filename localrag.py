@@ -6,13 +6,15 @@ good evidence the answer is ``no_answer`` rather than an invention.
 
 Sections (the data flows top to bottom; pure functions in the middle, I/O at the edges):
      1 Constants      2 Errors        3 Config        4 Markdown      5 Chunking      6 Embedders
-     7 Store          8 Ingest        9 Retrieval    10 Context      11 LLM          12 Service
-    13 Eval          14 HTTP (+ demo page)           14b MCP         15 CLI
+   6.5 Keywords       7 Store         8 Ingest        9 Retrieval   9.5 Evidence gate
+    10 Context       11 LLM          12 Service      13 Eval        14 HTTP (+ demo page)
+   14b MCP           15 CLI
 
 Public API (``__all__``): ``load_config``, ``Config``, ``parse_markdown``, ``chunk_document``, ``FakeLexicalEmbedder``,
 ``get_embedder``, ``Store``, ``ingest``, ``search``, ``ask``, ``health``, ``get_note``, ``list_notes``,
-``assemble_context``, ``run_eval``, ``make_server``, ``McpServer``, ``run_mcp_stdio``, ``main`` and the
-``LocalRagError`` tree.  Everything else is private and may change.
+``assemble_context``, ``run_eval``, ``make_server``, ``McpServer``, ``run_mcp_stdio``, ``main``, the retrieval
+pieces ``keyword_terms``, ``run_retrieval``, ``fuse``, ``gate_signals``, ``evidence_gate``, ``GateSettings``,
+``calibrate_gate``, ``load_questions`` and the ``LocalRagError`` tree.  Everything else is private and may change.
 """
 
 from __future__ import annotations
@@ -52,6 +54,8 @@ __all__ = [
     "Config", "load_config", "Document", "Chunk", "parse_markdown", "chunk_document", "count_tokens",
     "FakeLexicalEmbedder", "get_embedder", "Store", "ingest", "search", "ask", "health", "get_note", "list_notes",
     "assemble_context", "run_eval", "make_server", "McpServer", "run_mcp_stdio", "main", "LocalRagError",
+    "keyword_terms", "run_retrieval", "fuse", "gate_signals", "evidence_gate", "GateSettings", "calibrate_gate",
+    "load_questions",
 ]
 
 # === 1. Constants ==================================================================================================
@@ -2392,7 +2396,8 @@ def query_term_weights(terms: Sequence[str], n_chunks: int, df: dict[str, int],
     """Each distinct query term with its df and idf (BM25's, always > 0) and its weight in coverage: the idf,
     except for a CJK bigram the corpus never contains that overlaps a bigram it does contain (天气 in 上海天气 is
     a word; 海天 straddles two), most likely a pair across a word boundary, and for an unseen lone CJK character:
-    those count for `unseen_cjk_backoff` of their idf.  `terms` in question order (overlap is read from neighbours).  Pure."""
+    those count for `unseen_cjk_backoff` of their idf.  `terms` in question order (overlap is read from
+    neighbours).  Pure."""
     def known_neighbour(i: int) -> bool:
         term = terms[i]
         for j in (i - 1, i + 1):

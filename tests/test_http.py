@@ -442,7 +442,8 @@ def test_503_when_the_database_is_unreachable_without_the_password(url, endpoint
 def test_503_when_the_schema_is_missing(db, start_server, endpoint):
     client = start_server(db)
     with localrag.Store.open(db) as s:
-        s.run("DROP TABLE IF EXISTS keyword_postings, keyword_chunks, embeddings, chunks, documents, ingest_runs CASCADE")
+        s.run("DROP TABLE IF EXISTS keyword_postings, keyword_chunks, embeddings, chunks, documents, ingest_runs "
+              "CASCADE")
     try:
         assert_error(client.call(*ENDPOINT_CALLS[endpoint]), 503, "schema_not_initialized")
     finally:
@@ -453,7 +454,8 @@ def test_503_when_the_schema_is_missing(db, start_server, endpoint):
 def test_health_is_503_when_pgvector_is_absent(db, start_server):
     client = start_server(db)
     with localrag.Store.open(db) as s:
-        s.run("DROP TABLE IF EXISTS keyword_postings, keyword_chunks, embeddings, chunks, documents, ingest_runs CASCADE")
+        s.run("DROP TABLE IF EXISTS keyword_postings, keyword_chunks, embeddings, chunks, documents, ingest_runs "
+              "CASCADE")
         s.run("DROP EXTENSION IF EXISTS vector CASCADE")
     try:
         assert_error(client.get("/health"), 503, "pgvector_missing")
