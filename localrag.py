@@ -5226,7 +5226,10 @@ def _cmd_eval(config: Config, args: argparse.Namespace) -> int:
     path = args.questions or (config.repo_root / "eval" / "questions.yaml" if config.repo_root else None)
     if path is None:
         raise InvalidRequest("no questions file: pass --questions PATH")
-    result = run_eval(config, load_questions(path), args.top_k, **_scope_args(args))
+    question_set = load_question_set(path)
+    for vault in _missing_vaults(config, question_set):
+        _say(f"warning: the question set's vault {vault} is not ingested; run `localrag ingest {vault}` first")
+    result = run_eval(config, question_set["questions"], args.top_k, **_scope_args(args))
     s = result["summary"]
     failures = []
     if args.min_hit_at_k is not None and (s["hit_at_k"] or 0.0) < args.min_hit_at_k:
@@ -5254,6 +5257,21 @@ def _cmd_eval(config: Config, args: argparse.Namespace) -> int:
     if failures:
         raise EvalFailed("eval below threshold: " + "; ".join(failures), failures=failures, summary=s)
     return EXIT_OK
+
+
+def _missing_vaults(config: Config, question_set: dict) -> list[str]:
+    """The vaults a dev-set file names (corpus/vaults, relative to the repo root or the current folder) that the
+    database does not hold: the eval would measure nothing useful for their questions."""
+    if not question_set["corpus"] or not question_set["vaults"]:
+        return []
+    bases = [b for b in (config.repo_root, Path.cwd()) if b is not None]
+    corpus = next((base / question_set["corpus"] for base in bases if (base / question_set["corpus"]).is_dir()), None)
+    if corpus is None:
+        return []
+    with Store.open(config) as s:
+        ingested = set(s.vault_paths())
+    wanted = [(corpus / v).resolve() for v in question_set["vaults"]]
+    return [str(v) for v in wanted if str(v) not in ingested]
 
 
 def eval_table(summary: dict, k: int) -> str:

@@ -516,3 +516,16 @@ def test_postings_follow_their_chunks_on_sql_deletes_and_truncates(ingested):
         s.run("TRUNCATE documents CASCADE")
         assert s.run("SELECT (SELECT count(*) FROM keyword_chunks), (SELECT count(*) FROM keyword_postings)")[0] == \
             [0, 0]
+
+
+def test_eval_warns_about_question_set_vaults_that_are_not_ingested(ingested, tmp_path, monkeypatch, capsys):
+    config, vault, _ = ingested
+    (tmp_path / "corpus" / "other").mkdir(parents=True)
+    shutil.copytree(vault, tmp_path / "corpus" / "acme")
+    path = tmp_path / "dev.yaml"
+    path.write_text(yaml.safe_dump({"corpus": "corpus", "vaults": ["other"], "questions": [
+        {"id": "q", "question": Q_P1, "expected_sources": ["policies/Support Escalation Policy.md"]}]}),
+        encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    assert run_cli("eval", "--questions", str(path), "--json")[0] == 0
+    assert f"vault {tmp_path / 'corpus' / 'other'} is not ingested" in capsys.readouterr().err
