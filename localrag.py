@@ -2453,8 +2453,8 @@ def fuse(candidates: dict[int, dict], method: str, keyword_weight: float) -> lis
 
 def run_retrieval(store: Store, config: Config, query: str, top_k: int, retrieval: str | None = None,
                   scope: Scope | None = None) -> dict:
-    """Retrieve with the chosen mode: {"mode", "results" (best first, internal fields included), "terms" (the
-    query's keyword terms with df/idf/weight), "evidence_terms" (terms matched in the top evidence)}."""
+    """Retrieve with the chosen mode: {"mode", "results" (best first, internal fields included, each with the
+    query terms it matched), "terms" (the query's keyword terms with df/idf/weight)}."""
     mode = retrieval or config.rag_retrieval
     if not getattr(store, "dim_checked", False):
         _check_schema_dim(store, config)
