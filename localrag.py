@@ -79,6 +79,9 @@ PROVIDER_DEFAULT_KEYWORD_WEIGHT = {FAKE_PROVIDER: 0.5, QWEN_PROVIDER: 0.3}
 KEYWORD_WEIGHT_FALLBACK = 0.5
 MIN_COVERAGE_DEFAULT = 0.4                 # idf-weighted share of the question's terms found in the top evidence
 MIN_MATCHED_TERMS_DEFAULT = 1
+# A question word (not a CJK bigram) that the knowledge base never uses is the usual mark of an off-topic question
+# ("bank" in "link my bank account to PayPal"): then the coverage must be at least this.
+MIN_COVERAGE_UNSEEN_DEFAULT = 0.6
 UNSEEN_CJK_BACKOFF_DEFAULT = 0.25          # weight of a CJK bigram the corpus never contains, relative to its idf
 KEYWORD_QUERY_MAX_TERMS = 128              # a 4,000-character question is cut to its first terms
 SCOPE_MAX_ITEMS, SCOPE_MAX_CHARS = 20, 500  # --path / --tag entries per request, characters per entry
@@ -229,8 +232,8 @@ ENV_KEYS = (
     "EMBEDDING_PROVIDER", "EMBEDDING_MODEL", "EMBEDDING_DIM", "EMBEDDING_DEVICE", "EMBEDDING_CACHE_DIR",
     "LLM_PROVIDER", "LLM_BASE_URL", "LLM_MODEL", "LLM_API_KEY", "LLM_TIMEOUT_SECONDS",
     "RAG_TOP_K", "RAG_MIN_SIMILARITY", "RAG_CONTEXT_TOKEN_BUDGET", "RAG_FALLBACK_ENABLED",
-    "RAG_RETRIEVAL", "RAG_FUSION", "RAG_KEYWORD_WEIGHT", "RAG_MIN_COVERAGE", "RAG_MIN_MATCHED_TERMS",
-    "RAG_UNSEEN_CJK_BACKOFF",
+    "RAG_RETRIEVAL", "RAG_FUSION", "RAG_KEYWORD_WEIGHT", "RAG_MIN_COVERAGE", "RAG_MIN_COVERAGE_UNSEEN",
+    "RAG_MIN_MATCHED_TERMS", "RAG_UNSEEN_CJK_BACKOFF",
     "LOCALRAG_API_TOKEN", "LOCALRAG_MAX_FILE_MB", "LOCALRAG_MAX_BODY_BYTES", "LOCALRAG_INGEST_WORKERS",
 )
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
@@ -263,6 +266,7 @@ class Config:
     rag_fusion: str = FUSION_DEFAULT
     rag_keyword_weight: float = PROVIDER_DEFAULT_KEYWORD_WEIGHT[FAKE_PROVIDER]
     rag_min_coverage: float = MIN_COVERAGE_DEFAULT
+    rag_min_coverage_unseen: float = MIN_COVERAGE_UNSEEN_DEFAULT
     rag_min_matched_terms: int = MIN_MATCHED_TERMS_DEFAULT
     rag_unseen_cjk_backoff: float = UNSEEN_CJK_BACKOFF_DEFAULT
     api_token: str = dataclasses.field(default="", repr=False)
@@ -305,6 +309,7 @@ class Config:
             "rag_fusion": self.rag_fusion,
             "rag_keyword_weight": self.rag_keyword_weight,
             "rag_min_coverage": self.rag_min_coverage,
+            "rag_min_coverage_unseen": self.rag_min_coverage_unseen,
             "rag_min_matched_terms": self.rag_min_matched_terms,
             "rag_unseen_cjk_backoff": self.rag_unseen_cjk_backoff,
             "api_token": "set" if self.api_token else "not set",
@@ -407,6 +412,8 @@ def load_config(env_file: str | Path | None = None, environ: dict | None = None,
     keyword_weight = _unit_setting(get("RAG_KEYWORD_WEIGHT"), "RAG_KEYWORD_WEIGHT",
                                    PROVIDER_DEFAULT_KEYWORD_WEIGHT.get(provider, KEYWORD_WEIGHT_FALLBACK))
     min_coverage = _unit_setting(get("RAG_MIN_COVERAGE"), "RAG_MIN_COVERAGE", MIN_COVERAGE_DEFAULT)
+    min_coverage_unseen = _unit_setting(get("RAG_MIN_COVERAGE_UNSEEN"), "RAG_MIN_COVERAGE_UNSEEN",
+                                        MIN_COVERAGE_UNSEEN_DEFAULT)
     backoff = _unit_setting(get("RAG_UNSEEN_CJK_BACKOFF"), "RAG_UNSEEN_CJK_BACKOFF", UNSEEN_CJK_BACKOFF_DEFAULT)
     min_matched = _int_setting(get("RAG_MIN_MATCHED_TERMS"), "RAG_MIN_MATCHED_TERMS", MIN_MATCHED_TERMS_DEFAULT)
     if not 0 <= min_matched <= 20:
@@ -436,7 +443,7 @@ def load_config(env_file: str | Path | None = None, environ: dict | None = None,
         rag_min_similarity_source=min_source, rag_context_token_budget=budget,
         rag_fallback_enabled=_bool_setting(get("RAG_FALLBACK_ENABLED"), "RAG_FALLBACK_ENABLED"),
         rag_retrieval=retrieval, rag_fusion=fusion, rag_keyword_weight=keyword_weight,
-        rag_min_coverage=min_coverage, rag_min_matched_terms=min_matched, rag_unseen_cjk_backoff=backoff,
+        rag_min_coverage=min_coverage, rag_min_coverage_unseen=min_coverage_unseen, rag_min_matched_terms=min_matched, rag_unseen_cjk_backoff=backoff,
         api_token=get("LOCALRAG_API_TOKEN"), max_file_bytes=int(max_file_mb * 1024 * 1024),
         max_body_bytes=max_body, ingest_workers=workers, env_file=dotenv_path, repo_root=repo_root,
     )
@@ -2554,11 +2561,13 @@ GATE_EVIDENCE_CHUNKS = 3
 class GateSettings:
     min_similarity: float = PROVIDER_DEFAULT_MIN_SIMILARITY[FAKE_PROVIDER]
     min_coverage: float = MIN_COVERAGE_DEFAULT
-    min_matched_terms: int = 1
+    min_matched_terms: int = MIN_MATCHED_TERMS_DEFAULT
+    min_coverage_unseen: float = MIN_COVERAGE_UNSEEN_DEFAULT
 
     @classmethod
     def from_config(cls, config: Config) -> "GateSettings":
-        return cls(config.rag_min_similarity, config.rag_min_coverage, config.rag_min_matched_terms)
+        return cls(config.rag_min_similarity, config.rag_min_coverage, config.rag_min_matched_terms,
+                   config.rag_min_coverage_unseen)
 
 
 def gate_signals(retrieved: dict) -> dict:
@@ -2580,6 +2589,8 @@ def gate_signals(retrieved: dict) -> dict:
         "matched_terms": sorted(matched),
         "missing_terms": [t["term"] for t in terms if t["term"] not in matched],
         "unseen_terms": [t["term"] for t in terms if not t["df"]],
+        # words (not CJK pieces, which are arbitrary cuts) that the knowledge base never uses
+        "unknown_words": [t["term"] for t in terms if not t["df"] and not is_cjk_term(t["term"])],
         "query_terms": len(terms),
         "results": len(results),
     }
@@ -2601,6 +2612,10 @@ def evidence_gate(signals: dict, settings: GateSettings) -> tuple[str, str, dict
         missing = ", ".join(signals["missing_terms"][:8])
         return "no_answer", (f"coverage {cov:.2f} is below RAG_MIN_COVERAGE {settings.min_coverage:.2f}: the top "
                              f"evidence lacks {missing}; {sim_text}"), signals
+    unknown = signals.get("unknown_words") or []
+    if unknown and cov < settings.min_coverage_unseen:
+        return "no_answer", (f"the knowledge base never uses {', '.join(unknown[:5])}, and coverage {cov:.2f} is "
+                             f"below RAG_MIN_COVERAGE_UNSEEN {settings.min_coverage_unseen:.2f}; {sim_text}"), signals
     if matched < settings.min_matched_terms:
         return "no_answer", (f"{matched} question term(s) matched, below RAG_MIN_MATCHED_TERMS "
                              f"{settings.min_matched_terms}; {sim_text}"), signals
@@ -3474,10 +3489,13 @@ def calibrate_gate(rows: list[dict], base: GateSettings) -> dict:
     sim = centre(sorted({row["min_similarity"] for row in table if row["score"] == best}))
     cov = centre([row["min_coverage"] for row in table if row["min_similarity"] == sim and row["score"] == best])
     chosen = next(row for row in table if row["min_similarity"] == sim and row["min_coverage"] == cov)
-    rule = (f"rag when similarity >= {sim:.2f} (RAG_MIN_SIMILARITY) and coverage >= {cov:.2f} (RAG_MIN_COVERAGE) "
-            f"and at least {base.min_matched_terms} term(s) matched (RAG_MIN_MATCHED_TERMS); else no_answer")
+    rule = (f"rag when similarity >= {sim:.2f} (RAG_MIN_SIMILARITY) and coverage >= {cov:.2f} (RAG_MIN_COVERAGE), "
+            f">= {base.min_coverage_unseen:.2f} when the question has a word the knowledge base never uses "
+            f"(RAG_MIN_COVERAGE_UNSEEN, kept), and at least {base.min_matched_terms} term(s) matched "
+            f"(RAG_MIN_MATCHED_TERMS); else no_answer")
     return {"chosen": chosen, "rule": rule, "table": table,
             "settings": {"RAG_MIN_SIMILARITY": sim, "RAG_MIN_COVERAGE": cov,
+                         "RAG_MIN_COVERAGE_UNSEEN": base.min_coverage_unseen,
                          "RAG_MIN_MATCHED_TERMS": base.min_matched_terms},
             "answerable": len(answerable), "unanswerable": len(unanswerable)}
 
@@ -3762,6 +3780,7 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
         "matched_terms": _schema("array", items=_schema("string")),
         "missing_terms": _schema("array", items=_schema("string")),
         "unseen_terms": _schema("array", items=_schema("string")),
+        "unknown_words": _schema("array", items=_schema("string")),
         "query_terms": _schema("integer"), "results": _schema("integer")})
     gate_verdict = {"mode": _schema("string", enum=["rag", "no_answer"]), "reason": _schema("string")}
     retrieval_used = _doc("string", "The retrieval mode used", "hybrid", enum=list(RETRIEVAL_MODES))

@@ -120,11 +120,11 @@ def stub():
 def provider(indexed, stub, monkeypatch) -> localrag.Config:
     """The sample vault indexed, and LLM_PROVIDER=openai-compatible pointed at the stub under /v1/.
 
-    RAG_MIN_SIMILARITY and RAG_MIN_COVERAGE are pinned low so that the protocol tests do not depend on sample
-    wording."""
+    The gate's thresholds are pinned low so that the protocol tests do not depend on sample wording."""
     return configure(monkeypatch, LLM_PROVIDER="openai-compatible", LLM_BASE_URL=stub.root + "/v1/",
                      LLM_API_KEY=SENTINEL, LLM_MODEL="stub-model", LLM_TIMEOUT_SECONDS="0.5",
-                     RAG_MIN_SIMILARITY="0.05", RAG_MIN_COVERAGE="0")
+                     RAG_MIN_SIMILARITY="0.05", RAG_MIN_COVERAGE="0",
+                     RAG_MIN_COVERAGE_UNSEEN="0")
 
 
 def ask_error(config, *, stream: bool = False, **kw) -> localrag.LocalRagError:

@@ -128,7 +128,7 @@ def signals(**kw):
     return {**base, **kw}
 
 
-GATE = localrag.GateSettings(min_similarity=0.2, min_coverage=0.4, min_matched_terms=1)
+GATE = localrag.GateSettings(min_similarity=0.2, min_coverage=0.4, min_matched_terms=1, min_coverage_unseen=0.6)
 
 
 @pytest.mark.parametrize("kw, mode, says", [
@@ -140,6 +140,9 @@ GATE = localrag.GateSettings(min_similarity=0.2, min_coverage=0.4, min_matched_t
     ({"matched_terms": [], "coverage": 0.9}, "no_answer", "below RAG_MIN_MATCHED_TERMS 1"),
     ({"similarity": None, "retrieval": "keyword"}, "rag", "no vector channel"),
     ({"similarity": 0.2, "coverage": 0.4}, "rag", ">= threshold 0.20"),            # equal to a threshold passes
+    ({"unknown_words": ["bank"], "coverage": 0.5}, "no_answer",
+     "never uses bank, and coverage 0.50 is below RAG_MIN_COVERAGE_UNSEEN 0.60"),
+    ({"unknown_words": ["bank"], "coverage": 0.6}, "rag", "coverage 0.60 >= 0.40"),
 ])
 def test_gate_decisions_name_the_deciding_signal(kw, mode, says):
     got_mode, reason, sig = localrag.evidence_gate(signals(**kw), GATE)
@@ -152,7 +155,7 @@ def test_gate_signals_use_the_best_single_chunk():
     sig = localrag.gate_signals({"mode": "hybrid", "terms": terms,
                                  "results": [result(["card"]), result(["canvas"], 0.6), result(["zzz"])]})
     assert sig["coverage"] == 0.5 and sig["matched_terms"] == ["canvas"] and sig["similarity"] == 0.6
-    assert sig["missing_terms"] == ["card", "zzz"] and sig["query_terms"] == 3
+    assert sig["missing_terms"] == ["card", "zzz"] and sig["query_terms"] == 3 and sig["unknown_words"] == []
 
 
 def test_apply_fallback_keeps_seed_mode_table():
