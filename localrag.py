@@ -27,6 +27,7 @@ import contextlib
 import dataclasses
 import datetime as _dt
 import errno
+import functools
 import hashlib
 import hmac
 import http.server
@@ -105,7 +106,12 @@ EMBEDDED_MIN_FREE_MB = 64                  # a new embedded cluster takes ~40 MB
 EMBEDDED_START_TIMEOUT_S = 120.0          # starting the embedded server may mean waiting out crash recovery
 EMBEDDED_DB_NAME = "localrag"
 
-FAKE_FIELD_WEIGHTS = {"content": 1.0, "heading_path": 2.0, "relative_path": 1.5, "tags": 1.25, "wikilinks": 1.25}
+# `aliases` (a note's aliases, and its frontmatter title when that differs from the file name) names the note.
+# It weighs like content, not like a heading: it rides on every chunk of the note, and at 2.0 four CJK aliases
+# outweighed a short chunk's own text (a two-line section lost its query to another note's alias bigrams).  It is
+# empty for most notes, so their fake-lexical-v1 vectors are unchanged.
+FAKE_FIELD_WEIGHTS = {"content": 1.0, "heading_path": 2.0, "relative_path": 1.5, "tags": 1.25, "wikilinks": 1.25,
+                      "aliases": 1.0}
 FAKE_TOKEN_CAP_FACTOR = 4.0                # one token contributes at most 4 x its field weight
 QWEN_QUERY_INSTRUCTION = (
     "Instruct: Given a user question, retrieve relevant passages from the local enterprise knowledge base "
@@ -273,6 +279,16 @@ class EmbeddingUnavailable(LocalRagError):
 
 class VaultError(LocalRagError):
     code, http_status, exit_code = "vault_invalid", 400, EXIT_VAULT
+
+
+class IgnorePatternInvalid(LocalRagError):
+    """A .localragignore line or an --exclude glob that cannot be a gitignore pattern: the run stops before
+    anything is written (indexing what the owner meant to exclude is worse than not indexing)."""
+    code, http_status, exit_code = "ignore_pattern_invalid", 400, EXIT_USAGE
+
+
+class VaultNotIndexed(LocalRagError):
+    code, http_status, exit_code = "vault_not_indexed", 404, EXIT_VAULT
 
 
 class IngestBusy(LocalRagError):
@@ -759,6 +775,7 @@ class WikiLink:
     heading: str = ""
     alias: str = ""
     embed: bool = False
+    block: str = ""             # [[note#^id]]: the block reference id
 
 
 @dataclasses.dataclass(frozen=True)
@@ -773,7 +790,8 @@ class Section:
 
 @dataclasses.dataclass(frozen=True)
 class Document:
-    """One parsed Markdown file: body (frontmatter removed), sections, tags, links."""
+    """One parsed note (Markdown, text, canvas or PDF): body (frontmatter, comments and block ids removed),
+    sections, tags, links, the note's title and aliases, and what reading it had to forgive (warnings)."""
 
     relative_path: str
     body: str
@@ -782,10 +800,27 @@ class Document:
     tags: tuple[str, ...]
     links: tuple[WikiLink, ...]
     body_line: int = 1         # the file line (1-based) where the body starts, after the frontmatter
+    title: str = ""
+    aliases: tuple[str, ...] = ()
+    block_ids: tuple[tuple[int, str], ...] = ()    # (offset in body, id) of each `^id` block reference
+    warnings: tuple[str, ...] = ()
 
     @property
     def wikilinks(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(link.target for link in self.links if link.target))
+
+    @property
+    def alias_text(self) -> str:
+        return alias_text(self.title, self.aliases, self.relative_path)
+
+
+def alias_text(title: str, aliases: Sequence[str], relative_path: str) -> str:
+    """The names a note is asked for by besides its path: its aliases, and a frontmatter title that differs from
+    the file name.  Empty for most notes, so their fake-lexical-v1 vectors are unchanged."""
+    names = list(aliases)
+    if title and fake_normalize(title) != fake_normalize(note_stem(relative_path)):
+        names.insert(0, title)
+    return " ; ".join(dict.fromkeys(names))
 
 
 class MarkdownError(ValueError):
@@ -802,29 +837,162 @@ def _markdown_parser():
     return _md_parser
 
 
-def split_frontmatter(text: str) -> tuple[dict, str]:
-    """Split YAML frontmatter from the body.  Malformed YAML raises MarkdownError naming the problem."""
+def split_frontmatter(text: str) -> tuple[dict, str, str | None]:
+    """Split YAML frontmatter from the body: (metadata, body, warning).  Malformed YAML keeps the body, drops the
+    metadata and says why, naming the file line (a note is worth more than its properties)."""
     if text.startswith("\ufeff"):
         text = text[1:]
     if not (text.startswith("---\n") or text.startswith("---\r\n") or text == "---"):
-        return {}, text
+        return {}, text, None
+    # Body = everything after the closing fence, kept byte-for-byte (frontmatter.loads strips it).
+    match = re.match(r"\A---\r?\n.*?^(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", text, re.DOTALL | re.MULTILINE)
+    if match is None:  # no closing fence: Obsidian shows it all as text, and so do we
+        return {}, text, None
+    body = text[match.end():]
     import frontmatter
     import yaml
     try:
-        post = frontmatter.loads(text)
+        meta = frontmatter.loads(text).metadata
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
+        # python-frontmatter hands YAML the text from the opening fence's newline on, so a mark's 0-based line
+        # is the file's 1-based line.
+        mark, context = getattr(exc, "problem_mark", None), getattr(exc, "context_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise MarkdownError(f"malformed YAML frontmatter{where}: {getattr(exc, 'problem', None) or exc}") from None
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        if context is not None and getattr(exc, "context", None):
+            problem += f", {exc.context} that starts at line {context.line + 1}"
+        return {}, body, (f"malformed YAML frontmatter{where} ({problem}); the note is indexed without its "
+                          f"properties: fix the lines between the --- fences")
     except Exception as exc:  # python-frontmatter raises plain ValueErrors for odd shapes
-        raise MarkdownError(f"unreadable frontmatter: {exc}") from None
-    meta = post.metadata
+        return {}, body, f"unreadable frontmatter ({exc}); the note is indexed without its properties"
     if not isinstance(meta, dict):
-        raise MarkdownError("frontmatter is not a YAML mapping")
-    # Body = everything after the closing fence, kept byte-for-byte (frontmatter.loads strips it).
-    match = re.match(r"\A---\r?\n.*?^(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", text, re.DOTALL | re.MULTILINE)
-    body = text[match.end():] if match else post.content
-    return _jsonable(meta), body
+        return {}, body, "frontmatter is not a YAML mapping; the note is indexed without its properties"
+    return _jsonable(meta), body, None
+
+
+_FENCE_RE = re.compile(r"[ ]{0,3}(`{3,}|~{3,})")
+_BLOCK_ID_RE = re.compile(r"(?:^|[ \t])\^([A-Za-z0-9][A-Za-z0-9-]*)[ \t]*$")
+
+
+def strip_obsidian_syntax(body: str) -> tuple[str, tuple[tuple[int, str], ...], tuple[str, ...]]:
+    """Drop `%%comments%%` (inline and block) and `^block-id` markers outside code: (clean body, the block ids
+    with their offsets in the clean body, warnings).  Every line break stays, so a chunk's file lines are still
+    right.  One pass over the text, linear in its length: each line is scanned left to right with the next `%%`
+    and backtick positions cached."""
+    if "%%" not in body and "^" not in body:
+        return body, (), ()
+    out: list[str] = []
+    size = 0
+    blocks: list[tuple[int, str]] = []
+    warnings: list[str] = []
+    fence: tuple[str, int] | None = None
+    in_comment, comment_line = False, 0
+    for lineno, line in enumerate(body.splitlines(keepends=True), 1):
+        if fence is not None:  # inside a code fence: verbatim until the closing fence
+            out.append(line)
+            size += len(line)
+            m = _FENCE_RE.match(line)
+            if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= fence[1] and not line[m.end():].strip():
+                fence = None
+            continue
+        if not in_comment:
+            m = _FENCE_RE.match(line)
+            if m and not (m.group(1)[0] == "`" and "`" in line[m.end():]):
+                fence = (m.group(1)[0], len(m.group(1)))
+                out.append(line)
+                size += len(line)
+                continue
+        kept: list[str] = []
+        i, n = 0, len(line)
+        next_pct, next_tick = line.find("%%"), line.find("`")
+        no_close: set[int] = set()  # backtick run lengths with no closing run left on this line
+        while i < n:
+            if next_pct != -1 and next_pct < i:
+                next_pct = line.find("%%", i)
+            if in_comment:
+                if next_pct == -1:
+                    i = n
+                    break
+                in_comment, i = False, next_pct + 2
+                continue
+            if next_tick != -1 and next_tick < i:
+                next_tick = line.find("`", i)
+            if next_tick != -1 and (next_pct == -1 or next_tick < next_pct):  # inline code comes first
+                run = next_tick
+                while run < n and line[run] == "`":
+                    run += 1
+                width = run - next_tick
+                close = -1 if width in no_close else line.find("`" * width, run)
+                if close == -1:
+                    no_close.add(width)
+                    kept.append(line[i:run])
+                    i = run
+                else:
+                    kept.append(line[i:close + width])
+                    i = close + width
+                continue
+            if next_pct == -1:
+                kept.append(line[i:])
+                break
+            kept.append(line[i:next_pct])
+            in_comment, comment_line, i = True, lineno, next_pct + 2
+        text = "".join(kept)
+        if in_comment and line.endswith("\n") and not text.endswith("\n"):
+            text += "\n"  # a comment's lines stay as blank lines, so chunks keep their file line numbers
+        m = _BLOCK_ID_RE.search(text.rstrip("\n")) if "^" in text else None
+        if m:
+            blocks.append((size + m.start(), m.group(1)))
+            text = text[:m.start()] + text.rstrip("\n")[m.end():] + ("\n" if text.endswith("\n") else "")
+            if not text.strip():
+                text = "\n" if text.endswith("\n") else ""
+        out.append(text)
+        size += len(text)
+    if in_comment:
+        warnings.append(f"the %% comment opened at line {comment_line} is never closed; as in Obsidian, the rest "
+                        f"of the note is hidden and not indexed")
+    return "".join(out), tuple(blocks), tuple(warnings)
+
+
+def note_stem(relative_path: str) -> str:
+    """The note's name as Obsidian shows it: the file name without .md / .excalidraw.md / .canvas / .txt / .pdf."""
+    name = relative_path.rsplit("/", 1)[-1]
+    lower = name.lower()
+    for ext in (".excalidraw.md", ".md", ".canvas", ".txt", ".pdf"):
+        if lower.endswith(ext):
+            return name[:-len(ext)]
+    return name
+
+
+def extract_aliases(frontmatter: dict) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Frontmatter `aliases` (or `alias`): a list or a single string.  Returns (aliases, warnings): a number or
+    true/false is used as its text with a warning, anything else (a mapping) is dropped with one."""
+    warnings: list[str] = []
+    found: list[str] = []
+    for key in ("aliases", "alias"):
+        if key not in frontmatter:
+            continue
+        value = frontmatter[key]
+        items = value if isinstance(value, list) else [value]
+        for item in items:
+            if item is None:
+                continue
+            if isinstance(item, str):
+                found.append(item)
+            elif isinstance(item, (int, float, bool)):
+                found.append(str(item).lower() if isinstance(item, bool) else str(item))
+                warnings.append(f"frontmatter {key}: {item!r} is not text; used as {found[-1]!r} (quote it in YAML)")
+            else:
+                warnings.append(f"frontmatter {key}: ignored a value of type {type(item).__name__} "
+                                f"(aliases are text or a list of text)")
+    aliases = (" ".join(a.split()) for a in found)
+    return tuple(dict.fromkeys(a for a in aliases if a)), tuple(warnings)
+
+
+def note_title(frontmatter: dict, relative_path: str) -> str:
+    title = frontmatter.get("title")
+    if isinstance(title, (str, int, float)) and not isinstance(title, bool) and str(title).strip():
+        return " ".join(str(title).split())
+    return note_stem(relative_path)
 
 
 def _code_line_ranges(tokens) -> list[tuple[int, int]]:
@@ -864,11 +1032,16 @@ def extract_tags(text_without_code: str, frontmatter: dict) -> tuple[str, ...]:
 def extract_links(text_without_code: str) -> tuple[WikiLink, ...]:
     links = []
     for m in _WIKILINK_RE.finditer(text_without_code):
-        target = m.group(2).strip()
-        heading = (m.group(3) or "").lstrip("#").strip()
-        if target or heading:
+        # Inside a table the alias bar is written `\|` ([[Note\|shown]]): the backslash belongs to the table.
+        target = m.group(2).strip().removesuffix("\\").strip()
+        heading = (m.group(3) or "").lstrip("#").strip().removesuffix("\\").strip()
+        block = ""
+        if "^" in heading:  # [[note#^id]] or [[note#heading^id]]: a block reference
+            heading, _, block = heading.partition("^")
+            heading, block = heading.rstrip("#").strip(), block.strip()
+        if target or heading or block:
             links.append(WikiLink(target=target, heading=heading, alias=(m.group(4) or "").strip(),
-                                  embed=bool(m.group(1))))
+                                  embed=bool(m.group(1)), block=block))
     return tuple(links)
 
 
@@ -901,17 +1074,192 @@ def _heading_sections(body: str, tokens) -> tuple[Section, ...]:
 
 
 def parse_markdown(text: str, relative_path: str = "") -> Document:
-    """Parse one Markdown file's text.  Pure: no I/O.  Raises MarkdownError for malformed frontmatter."""
-    meta, body = split_frontmatter(text)
+    """Parse one Markdown note's text.  Pure: no I/O.  Never raises for content: what it forgives (malformed
+    frontmatter, odd aliases, an unclosed comment) is listed in ``Document.warnings``."""
+    meta, body, fm_warning = split_frontmatter(text)
     text = text[1:] if text.startswith("\ufeff") else text
     # The body is the file's tail (frontmatter.loads' fallback aside): the lines before it are the frontmatter's.
     body_line = text[:len(text) - len(body)].count("\n") + 1 if text.endswith(body) else 1
     body = body.replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "")
+    warnings = [fm_warning] if fm_warning else []
+    if relative_path.lower().endswith(".excalidraw.md"):
+        body, warning = excalidraw_text(body)
+        if warning:
+            warnings.append(warning)
+    body, block_ids, comment_warnings = strip_obsidian_syntax(body)
+    warnings.extend(comment_warnings)
+    aliases, alias_warnings = extract_aliases(meta)
+    warnings.extend(alias_warnings)
     tokens = _markdown_parser().parse(body)
     plain = _strip_code(body, _code_line_ranges(tokens))
     return Document(relative_path=relative_path, body=body, frontmatter=meta,
                     sections=_heading_sections(body, tokens), tags=extract_tags(plain, meta),
-                    links=extract_links(plain), body_line=body_line)
+                    links=extract_links(plain), title=note_title(meta, relative_path), aliases=aliases,
+                    block_ids=block_ids, warnings=tuple(warnings), body_line=body_line)
+
+
+_EXCALIDRAW_TEXT_RE = re.compile(r"^(#{1,6})[ \t]+Text Elements[ \t]*$", re.MULTILINE)
+_EXCALIDRAW_END_RE = re.compile(r"^(?:(#{1,6})[ \t]+\S.*|%%.*)$", re.MULTILINE)
+
+
+def excalidraw_text(body: str) -> tuple[str, str | None]:
+    """An Excalidraw drawing (`*.excalidraw.md`) keeps only its "Text Elements" section: the words on the
+    drawing.  The plugin's banner and the (often compressed) drawing JSON are not text anyone asks about."""
+    m = _EXCALIDRAW_TEXT_RE.search(body)
+    if m is None:
+        return "", ("Excalidraw drawing without a 'Text Elements' section (open it once in Obsidian with the "
+                    "Excalidraw plugin to write one); nothing from it is indexed")
+    level = len(m.group(1))
+    end = len(body)
+    for e in _EXCALIDRAW_END_RE.finditer(body, m.end()):
+        if e.group(1) is None or len(e.group(1)) <= level or "Drawing" in e.group(0) or "Embedded" in e.group(0):
+            end = e.start()
+            break
+    # Blank lines stand in for what comes before, so line numbers still point into the file.
+    return "\n" * body.count("\n", 0, m.end()) + body[m.end():end].rstrip("\n") + "\n", None
+
+
+def parse_text(text: str, relative_path: str = "") -> Document:
+    """A `.txt` file: a note without headings, frontmatter or Markdown; chunked by paragraphs and lines."""
+    body = text.lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "")
+    sections = (Section((), 0, 0, len(body)),) if body.strip() else ()
+    return Document(relative_path=relative_path, body=body, frontmatter={}, sections=sections, tags=(), links=(),
+                    title=note_stem(relative_path))
+
+
+CANVAS_NODE_TYPES = ("text", "file", "link", "group")   # JSON Canvas 1.0
+
+
+def parse_canvas(text: str, relative_path: str = "") -> Document:
+    """A JSON Canvas 1.0 file (`.canvas`): each text node is a section whose "heading" is the node id; file nodes
+    count as embeds (links); link and group nodes carry no text to index.  Raises MarkdownError when the file is
+    not a canvas; unknown node types are skipped with a warning."""
+    try:
+        data = json.loads(text.lstrip("\ufeff"))
+    except json.JSONDecodeError as exc:
+        raise MarkdownError(f"not a JSON Canvas file: invalid JSON at line {exc.lineno} column {exc.colno} "
+                            f"({exc.msg})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("nodes", []), list):
+        raise MarkdownError("not a JSON Canvas file: expected an object with a 'nodes' list")
+    parts: list[str] = []
+    sections: list[Section] = []
+    links: list[WikiLink] = []
+    warnings: list[str] = []
+    unknown: dict[str, int] = {}
+    pos = 0
+    for n, node in enumerate(data.get("nodes") or []):
+        if not isinstance(node, dict):
+            warnings.append(f"canvas node #{n + 1} is not an object; skipped")
+            continue
+        kind, node_id = node.get("type"), str(node.get("id") or f"node-{n + 1}")
+        if kind == "text":
+            node_text = node.get("text")
+            if not isinstance(node_text, str) or not node_text.strip():
+                continue
+            node_text = node_text.replace("\r\n", "\n").replace("\x00", "")
+            node_text, _, _ = strip_obsidian_syntax(node_text)
+            chunk = node_text.strip("\n") + "\n\n"
+            sections.append(Section((node_id,), 1, pos, pos + len(chunk)))
+            parts.append(chunk)
+            pos += len(chunk)
+        elif kind == "file":
+            if isinstance(node.get("file"), str) and node["file"].strip():
+                links.append(WikiLink(target=node["file"].strip(), embed=True))
+        elif kind not in CANVAS_NODE_TYPES:
+            unknown[str(kind)] = unknown.get(str(kind), 0) + 1
+    for kind, count in sorted(unknown.items()):
+        warnings.append(f"canvas node type {kind!r} is not JSON Canvas 1.0 ({count} node(s)); skipped")
+    body = "".join(parts)
+    links.extend(extract_links(_INLINE_CODE_RE.sub(" ", body)))
+    return Document(relative_path=relative_path, body=body, frontmatter={}, sections=tuple(sections),
+                    tags=extract_tags(_INLINE_CODE_RE.sub(" ", body), {}), links=tuple(links),
+                    title=note_stem(relative_path), warnings=tuple(warnings))
+
+
+_UTF16_BOMS = ((b"\xff\xfe\x00\x00", "utf-32-le"), (b"\x00\x00\xfe\xff", "utf-32-be"),
+               (b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "utf-16-be"))
+
+
+def decode_text(data: bytes) -> tuple[str, str | None]:
+    """Bytes to text: (text, warning).  A BOM decides (UTF-8, UTF-16, UTF-32); else UTF-8; else UTF-16 without a
+    BOM when every other byte is NUL (Windows tools write it); else Windows-1252 (a superset of Latin-1 for
+    text), with a warning, since that is a guess."""
+    if data.startswith(b"\xef\xbb\xbf"):
+        return data[3:].decode("utf-8", errors="replace"), None
+    for bom, codec in _UTF16_BOMS:
+        if data.startswith(bom):
+            return data[len(bom):].decode(codec, errors="replace"), None
+    try:
+        return data.decode("utf-8"), None
+    except UnicodeDecodeError as exc:
+        first_bad = exc.start
+    sample = data[:4096]
+    if len(sample) >= 4 and len(sample) % 2 == 0:
+        even_nul, odd_nul = sample[0::2].count(0), sample[1::2].count(0)
+        half = len(sample) // 2
+        if odd_nul > 0.4 * half and even_nul < 0.05 * half:
+            return data.decode("utf-16-le", errors="replace"), None
+        if even_nul > 0.4 * half and odd_nul < 0.05 * half:
+            return data.decode("utf-16-be", errors="replace"), None
+    # cp1252 leaves five bytes undefined; Latin-1 maps them (to C1 controls) so no byte is ever lost.
+    text = data.decode("cp1252", errors="replace")
+    if "\ufffd" in text:
+        text = "".join(ch if ch != "\ufffd" else data[i:i + 1].decode("latin-1") for i, ch in enumerate(text))
+    return text, (f"not valid UTF-8 (byte {first_bad}); read as Windows-1252 (Latin-1): check accented letters, "
+                  f"and save the file as UTF-8 to be sure")
+
+
+PDF_INSTALL_HINT = ("PDF files need the optional pypdf package: pip install 'localrag[pdf]'; for localrag.pyz, "
+                    "python3 -m pip install --user pypdf with the python3 that runs the pyz (it uses that Python's "
+                    "packages), then ingest again")
+
+
+class PdfUnavailable(ImportError):
+    """pypdf is not installed: PDFs are counted as skipped, with the install hint."""
+
+
+def parse_pdf(data: bytes, relative_path: str = "") -> Document:
+    """A PDF through pypdf: one section per page, headed `page N`, so citations say which page.  Raises
+    MarkdownError for a damaged, encrypted or text-less (scanned) file, PdfUnavailable without pypdf."""
+    try:
+        import pypdf
+    except ImportError:
+        raise PdfUnavailable(PDF_INSTALL_HINT) from None
+    logging.getLogger("pypdf").setLevel(logging.ERROR)  # pypdf logs every repair it makes: we report once
+    if b"%PDF-" not in data[:1024]:
+        kind = "a ZIP archive (.docx, .xlsx, .zip...)" if data.startswith(b"PK\x03\x04") else "some other format"
+        raise MarkdownError(f"not a PDF: no %PDF- header in the first 1 KB; it looks like {kind} renamed .pdf")
+    try:
+        reader = pypdf.PdfReader(io.BytesIO(data), strict=False)
+        if reader.is_encrypted:
+            try:
+                opened = reader.decrypt("")  # owner-password-only PDFs open with an empty user password
+            except Exception:
+                opened = 0
+            if not opened:
+                raise MarkdownError("encrypted PDF (needs a password); save an unencrypted copy to index it")
+        pages = [page.extract_text() or "" for page in reader.pages]
+    except MarkdownError:
+        raise
+    except Exception as exc:  # pypdf raises PdfReadError, ValueError, KeyError... for damaged files
+        raise MarkdownError(f"not a readable PDF ({type(exc).__name__}: {str(exc)[:200]}); is it truncated or "
+                            f"another format renamed .pdf?") from None
+    parts: list[str] = []
+    sections: list[Section] = []
+    pos = 0
+    for n, page_text in enumerate(pages, 1):
+        page_text = page_text.replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "").strip()
+        if not page_text:
+            continue
+        chunk = page_text + "\n\n"
+        sections.append(Section((f"page {n}",), 1, pos, pos + len(chunk)))
+        parts.append(chunk)
+        pos += len(chunk)
+    if not sections:
+        raise MarkdownError(f"no extractable text in {len(pages)} page(s): a scanned PDF? run OCR on it "
+                            f"(e.g. ocrmypdf) or list it in .localragignore")
+    return Document(relative_path=relative_path, body="".join(parts), frontmatter={}, sections=tuple(sections),
+                    tags=(), links=(), title=note_stem(relative_path))
 
 
 def span_lines(body: str, start: int, end: int, body_line: int = 1) -> tuple[int, int]:
@@ -1075,6 +1423,7 @@ def chunk_document(doc: Document) -> list[Chunk]:
                 j += 1
         spans.append((sec.heading_path, sec.start, end, size))
         i = j
+    spans = _fold_heading_only(body, spans)
     chunks: list[Chunk] = []
     for heading_path, start, end, size in spans:
         if not body[start:end].strip():
@@ -1085,6 +1434,25 @@ def chunk_document(doc: Document) -> list[Chunk]:
             if content:
                 chunks.append(Chunk(len(chunks), heading_path, s, e, content, count_tokens(content)))
     return chunks
+
+
+def _fold_heading_only(body: str, spans: list[tuple[tuple[str, ...], int, int, int]]):
+    """A span that is only a heading line (no text of its own) joins the span after it, whose heading path the
+    chunk keeps: `# Setup` followed by `## Install` + text is one chunk, not a one-line chunk and another."""
+    out: list[tuple[tuple[str, ...], int, int, int]] = []
+    carry: tuple[int, int] | None = None  # (start, tokens) of the heading-only spans waiting for text
+    for n, (path, start, end, size) in enumerate(spans):
+        text = body[start:end]
+        first_nl = text.find("\n")
+        own = "" if first_nl == -1 else text[first_nl + 1:]
+        if carry is not None:
+            start, size = carry[0], size + carry[1]
+        if path and n + 1 < len(spans) and not own.strip() and text.lstrip().startswith("#"):
+            carry = (start, size)
+            continue
+        carry = None
+        out.append((path, start, end, size))
+    return out
 
 
 # === 6. Embedders ==================================================================================================
@@ -1155,14 +1523,16 @@ def fake_vector(fields: dict[str, str]) -> "list[float]":
 
 
 def document_fields(content: str, heading_path: Sequence[str], relative_path: str, tags: Sequence[str],
-                    wikilinks: Sequence[str]) -> dict[str, str]:
+                    wikilinks: Sequence[str], aliases: str = "") -> dict[str, str]:
     return {"content": content, "heading_path": " ".join(heading_path), "relative_path": relative_path,
-            "tags": " ".join(tags), "wikilinks": " ".join(wikilinks)}
+            "tags": " ".join(tags), "wikilinks": " ".join(wikilinks), "aliases": aliases or ""}
 
 
 def document_text(fields: dict[str, str]) -> str:
     """What a semantic model reads for a chunk: its content after its metadata (path, headings, tags, links)."""
     meta = [f"File: {fields['relative_path']}"]
+    if fields.get("aliases"):
+        meta.append(f"Also known as: {fields['aliases']}")
     if fields["heading_path"]:
         meta.append(f"Section: {fields['heading_path']}")
     if fields["tags"]:
@@ -1512,12 +1882,28 @@ CREATE TABLE IF NOT EXISTS ingest_runs (
   metadata JSONB NOT NULL DEFAULT '{}'::jsonb
 );
 
+-- [[wikilinks]] as written, and where they lead by Obsidian's rules (resolved after each ingest that changed notes;
+-- target_exists NULL = not resolved yet, false = no such file: Obsidian would create resolved_path).
+CREATE TABLE IF NOT EXISTS links (
+  id BIGSERIAL PRIMARY KEY,
+  document_id BIGINT NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+  target TEXT NOT NULL,
+  heading TEXT NOT NULL DEFAULT '',
+  block_id TEXT NOT NULL DEFAULT '',
+  alias TEXT NOT NULL DEFAULT '',
+  embed BOOLEAN NOT NULL DEFAULT false,
+  resolved_path TEXT,
+  target_exists BOOLEAN
+);
+
 -- The note's text (frontmatter removed) and the file line it starts on: `localrag show`, GET /notes and the MCP
 -- get_note tool read notes from here, never from a path on disk; chunk line ranges are counted in file lines.
 ALTER TABLE documents ADD COLUMN IF NOT EXISTS body TEXT;
 ALTER TABLE documents ADD COLUMN IF NOT EXISTS body_line INTEGER;
 
 CREATE INDEX IF NOT EXISTS idx_documents_content_hash ON documents (content_hash);
+CREATE INDEX IF NOT EXISTS idx_links_document_id ON links (document_id);
+CREATE INDEX IF NOT EXISTS idx_links_resolved_path ON links (resolved_path);
 CREATE INDEX IF NOT EXISTS idx_chunks_document_id ON chunks (document_id);
 CREATE INDEX IF NOT EXISTS idx_chunks_relative_path ON chunks (relative_path);
 CREATE INDEX IF NOT EXISTS idx_chunks_content_hash ON chunks (content_hash);
@@ -1566,7 +1952,7 @@ CREATE TRIGGER keyword_chunks_truncate AFTER TRUNCATE ON keyword_chunks
 -- Query terms are looked up here; chunk_id, tf and the chunk length ride in the index (index-only scans).
 CREATE INDEX IF NOT EXISTS idx_keyword_postings_term ON keyword_postings (term) INCLUDE (chunk_id, tf, dl);
 """
-SCHEMA_TABLES = ("documents", "chunks", "embeddings", "ingest_runs", "keyword_chunks", "keyword_postings")
+SCHEMA_TABLES = ("documents", "chunks", "embeddings", "ingest_runs", "links", "keyword_chunks", "keyword_postings")
 
 
 def _exception_chain(exc: BaseException | None) -> Iterator[BaseException]:
@@ -1890,10 +2276,13 @@ class _Copy:
         self.ncols = ncols
         self.rows = 0
 
-    def row(self, *fields: bytes) -> None:
+    def row(self, *fields: bytes | None) -> None:
         w = self.buf.write
         w(self._int2.pack(self.ncols))
         for f in fields:
+            if f is None:  # SQL NULL
+                w(b"\xff\xff\xff\xff")
+                continue
             w(struct.pack("!i", len(f)))
             w(f)
         self.rows += 1
@@ -1913,6 +2302,8 @@ class _Copy:
     @staticmethod
     def float4(v: float) -> bytes:
         return struct.pack("!f", v)
+    def boolean(v: bool) -> bytes:
+        return b"\x01" if v else b"\x00"
 
     @staticmethod
     def jsonb(v: Any) -> bytes:
@@ -2110,12 +2501,13 @@ class Store:
 
     def chunk_rows(self, chunk_ids: Sequence[int]) -> dict[int, tuple]:
         """{chunk_id: (content, relative_path, heading_path, chunk_index, content_hash, vault_path, line_start,
-        line_end)}."""
+        line_end, title, aliases)}."""
         if not chunk_ids:
             return {}
         rows = self.run(
             "SELECT c.id, c.content, c.relative_path, c.heading_path, c.chunk_index, c.content_hash, d.vault_path, "
-            "(c.metadata->>'line_start')::int, (c.metadata->>'line_end')::int "
+            "(c.metadata->>'line_start')::int, (c.metadata->>'line_end')::int, c.metadata->>'title', "
+            "c.metadata->'aliases' "
             "FROM chunks c JOIN documents d ON d.id = c.document_id WHERE c.id = ANY(CAST(:ids AS bigint[]))",
             ids=list(chunk_ids))
         return {r[0]: tuple(r[1:]) for r in rows}
@@ -2234,6 +2626,7 @@ _CHUNK_COLUMNS = ("id", "document_id", "chunk_index", "content", "file_path", "r
 _EMBEDDING_COLUMNS = ("chunk_id", "embedding_provider", "embedding_model", "embedding_dim", "embedding")
 _KEYWORD_CHUNK_COLUMNS = ("chunk_id", "tokenizer", "length")
 _KEYWORD_POSTING_COLUMNS = ("chunk_id", "term", "tf", "dl")
+_LINK_COLUMNS = ("document_id", "target", "heading", "block_id", "alias", "embed", "resolved_path", "target_exists")
 
 
 def canonical_vault(path: str | Path) -> Path:
@@ -2251,35 +2644,247 @@ def canonical_vault(path: str | Path) -> Path:
     return root
 
 
-def scan_vault(root: Path) -> tuple[list[tuple[str, Path]], list[dict]]:
-    """Every *.md under root (relative POSIX path, path), skipping dot-folders and dot-files; symlinks that lead
-    outside the vault are reported and never followed; symlinked folders are not descended."""
-    files: list[tuple[str, Path]] = []
-    warnings: list[dict] = []
+NOTE_EXTENSIONS = (".md", ".txt", ".canvas", ".pdf")
+IGNORE_FILE = ".localragignore"
+SKIP_REASONS = ("unsupported_extension", "too_large", "unreadable", "hidden", "excluded", "symlink",
+                "pdf_extra_missing")
+
+
+@dataclasses.dataclass(frozen=True)
+class _IgnoreRule:
+    regex: re.Pattern
+    negate: bool
+    dir_only: bool
+    base: str           # the folder (vault-relative POSIX, "" for the root) whose ignore file holds the rule
+
+
+def _glob_to_regex(glob: str, where: str) -> str:
+    """One gitignore pattern (negation and trailing slash already removed) as a regex body over a path relative
+    to the ignore file's folder.  `*` and `?` stay within a path segment; `**` spans segments only as a whole
+    segment (`**/x`, `x/**`, `a/**/b`), elsewhere it is a `*`, as in git."""
+    anchored = "/" in glob
+    glob = glob.lstrip("/") if glob.startswith("/") else glob
+    out: list[str] = []
+    i, n = 0, len(glob)
+    while i < n:
+        c = glob[i]
+        if c == "*":
+            j = i
+            while j < n and glob[j] == "*":
+                j += 1
+            whole = (i == 0 or glob[i - 1] == "/") and (j == n or glob[j] == "/")
+            if j - i >= 2 and whole:
+                if j == n:                    # `x/**`: everything inside
+                    out.append(".*")
+                else:                         # `**/` at the start or `/**/` in the middle: zero or more folders
+                    out.append("(?:[^/]*/)*")
+                    j += 1
+            else:
+                out.append("[^/]*")
+            i = j
+        elif c == "?":
+            out.append("[^/]")
+            i += 1
+        elif c == "[":
+            j = i + 1
+            if j < n and glob[j] in "!^":
+                j += 1
+            if j < n and glob[j] == "]":
+                j += 1
+            while j < n and glob[j] != "]":
+                j += 1
+            if j >= n:
+                raise IgnorePatternInvalid(f"{where}: the character class '[' at column {i + 1} is never closed "
+                                           f"with ']'; escape it as \\[ to match a literal bracket",
+                                           pattern=glob)
+            body = glob[i + 1:j]
+            negate = body[:1] in ("!", "^")
+            if negate:
+                body = body[1:]
+            body = body.replace("\\", "\\\\").replace("[", "\\[")
+            out.append(("[^/" if negate else "[") + body + "]")
+            i = j + 1
+        elif c == "\\":
+            if i + 1 >= n:
+                raise IgnorePatternInvalid(f"{where}: the pattern ends with a lone backslash; remove it or write "
+                                           f"\\\\ for a literal one", pattern=glob)
+            out.append(re.escape(glob[i + 1]))
+            i += 2
+        else:
+            out.append(re.escape(c))
+            i += 1
+    return ("" if anchored else "(?:.*/)?") + "".join(out)
+
+
+def compile_ignore_line(line: str, where: str, base: str = "") -> _IgnoreRule | None:
+    """A gitignore line as a rule, or None for a blank line or a comment.  Raises IgnorePatternInvalid naming
+    `where` (file:line) for a pattern git could never match as meant."""
+    line = line.rstrip("\r\n")
+    while line.endswith(" ") and not line.endswith("\\ "):
+        line = line[:-1]
+    if not line or line.startswith("#"):
+        return None
+    negate = line.startswith("!")
+    if negate:
+        line = line[1:]
+    elif line.startswith(("\\!", "\\#")):
+        line = line[1:]
+    dir_only = line.endswith("/")
+    line = line.rstrip("/") if dir_only else line
+    if not line:
+        raise IgnorePatternInvalid(f"{where}: the pattern is empty after '!' or '/' and would match nothing; "
+                                   f"write a name or a glob", pattern=line)
+    try:
+        regex = re.compile(_glob_to_regex(line, where) + r"\Z", re.DOTALL)
+    except re.error as exc:  # cannot happen for what _glob_to_regex emits; named rather than a traceback
+        raise IgnorePatternInvalid(f"{where}: cannot use the pattern {line!r} ({exc})", pattern=line) from None
+    return _IgnoreRule(regex, negate, dir_only, base)
+
+
+def parse_ignore_file(text: str, name: str, base: str = "") -> list[_IgnoreRule]:
+    rules = []
+    for n, line in enumerate(text.splitlines(), 1):
+        rule = compile_ignore_line(line, f"{name} line {n}", base)
+        if rule:
+            rules.append(rule)
+    return rules
+
+
+def is_ignored(rules: Sequence[_IgnoreRule], rel: str, is_dir: bool) -> bool:
+    """gitignore's verdict for one path (its parent folders are the walk's business): the last matching rule
+    wins, and a `!` rule re-includes."""
+    ignored = False
+    for rule in rules:
+        if rule.dir_only and not is_dir:
+            continue
+        if rule.base:
+            if not rel.startswith(rule.base + "/"):
+                continue
+            sub = rel[len(rule.base) + 1:]
+        else:
+            sub = rel
+        if rule.regex.match(sub):
+            ignored = not rule.negate
+    return ignored
+
+
+@dataclasses.dataclass
+class ScanResult:
+    files: list[tuple[str, Path]]                 # the notes to read, (relative POSIX path, path), in order
+    warnings: list[dict]
+    skipped: dict[str, int]                       # reason -> files, for every file not in `files`
+    keep: set[str]                                # skipped notes whose indexed version must stay (too large...)
+    all_paths: set[str]                           # every non-hidden file: what a [[link]] may point at
+    files_found: int = 0
+
+
+def _count_files(folder: Path) -> int:
+    """Files (and symlinks) under a folder that is not descended, so the summary still accounts for them."""
+    count = 0
+    for _dirpath, dirnames, filenames in os.walk(folder, followlinks=False, onerror=lambda e: None):
+        count += len(filenames) + sum(1 for d in dirnames if os.path.islink(os.path.join(_dirpath, d)))
+    return count
+
+
+@functools.lru_cache(maxsize=1)
+def _pdf_available() -> bool:
+    """Whether pypdf imports here (asked once, and only when a vault holds a PDF)."""
+    try:
+        import pypdf  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def scan_vault(root: Path, max_file_bytes: int | None = None, excludes: Sequence[str] = ()) -> ScanResult:
+    """Every note under root (*.md, *.txt, *.canvas, *.pdf), in sorted order, and a count by reason of every
+    other file: dot-folders and dot-files (`hidden`), `.localragignore` / --exclude matches (`excluded`), other
+    extensions, files over the size limit, symlinks (never followed out of the vault; folders never descended).
+    Raises IgnorePatternInvalid for a bad ignore line or --exclude glob, before anything is read."""
+    result = ScanResult([], [], dict.fromkeys(SKIP_REASONS, 0), set(), set())
+    rules: list[_IgnoreRule] = []
+    for n, glob in enumerate(excludes, 1):
+        rule = compile_ignore_line(glob, f"--exclude #{n} ({glob!r})")
+        if rule:
+            rules.append(rule)
+    pdf_skipped: list[str] = []
+
+    def skip(reason: str, count: int = 1) -> None:
+        result.skipped[reason] += count
+        result.files_found += count
+
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
         here = Path(dirpath)
+        base = here.relative_to(root).as_posix()
+        base = "" if base == "." else base
+        if IGNORE_FILE in filenames:
+            ignore_path = here / IGNORE_FILE
+            try:
+                text, _ = decode_text(ignore_path.read_bytes())
+            except OSError as exc:
+                raise IgnorePatternInvalid(f"cannot read {ignore_path}: {exc.strerror or exc}") from None
+            # Folder rules apply to what is under the folder; deeper files come later, so they win (as in git).
+            rules = rules + parse_ignore_file(text, f"{(base + '/' if base else '')}{IGNORE_FILE}", base)
         kept = []
         for d in sorted(dirnames):
-            if d.startswith("."):
-                continue
-            if (here / d).is_symlink():
-                warnings.append({"path": (here / d).relative_to(root).as_posix(),
-                                 "warning": "symlinked folder not followed"})
-                continue
-            kept.append(d)
+            rel = f"{base}/{d}" if base else d
+            path = here / d
+            if path.is_symlink():
+                result.warnings.append({"path": rel, "warning": "symlinked folder not followed"})
+                skip("symlink")
+            elif d.startswith("."):
+                skip("hidden", _count_files(path))
+            elif is_ignored(rules, rel, True):
+                skip("excluded", _count_files(path))
+            else:
+                kept.append(d)
         dirnames[:] = kept
         for name in sorted(filenames):
-            if name.startswith(".") or not name.lower().endswith(".md"):
-                continue
+            rel = f"{base}/{name}" if base else name
             path = here / name
-            rel = path.relative_to(root).as_posix()
+            if name.startswith("."):
+                skip("hidden")
+                continue
+            if is_ignored(rules, rel, False):
+                skip("excluded")
+                continue
+            result.all_paths.add(rel)
+            lower = name.lower()
+            if not lower.endswith(NOTE_EXTENSIONS):
+                skip("unsupported_extension")
+                continue
+            try:
+                st = path.lstat()
+            except OSError as exc:
+                result.warnings.append({"path": rel, "warning": f"cannot read: {exc.strerror or exc}"})
+                result.keep.add(rel)
+                skip("unreadable")
+                continue
             if path.is_symlink():
                 target = path.resolve()
                 if not target.is_relative_to(root) or not target.is_file():
-                    warnings.append({"path": rel, "warning": "symlink leads outside the vault; not followed"})
+                    result.warnings.append({"path": rel, "warning": "symlink leads outside the vault; not followed"})
+                    skip("symlink")
                     continue
-            files.append((rel, path))
-    return files, warnings
+                st = target.stat()
+            if lower.endswith(".pdf") and not _pdf_available():
+                pdf_skipped.append(rel)
+                result.keep.add(rel)
+                skip("pdf_extra_missing")
+                continue
+            if max_file_bytes is not None and st.st_size > max_file_bytes:
+                result.warnings.append({"path": rel, "warning": (
+                    f"file is {st.st_size / 1e6:.1f} MB, over the {max_file_bytes / 1e6:.0f} MB limit; not read "
+                    f"(raise LOCALRAG_MAX_FILE_MB to index it)")})
+                result.keep.add(rel)
+                skip("too_large")
+                continue
+            result.files.append((rel, path))
+            result.files_found += 1
+    if pdf_skipped:
+        result.warnings.append({"path": pdf_skipped[0], "warning": (
+            f"{len(pdf_skipped)} PDF file(s) not indexed: {PDF_INSTALL_HINT}")})
+    return result
 
 
 @dataclasses.dataclass
@@ -2297,28 +2902,52 @@ class _Prepared:
     body: str = ""                    # stored so notes are read from the database, not from disk
     body_line: int = 1
     lines: list[tuple[int, int]] = dataclasses.field(default_factory=list)   # each chunk's file lines
+    title: str = ""
+    aliases: tuple[str, ...] = ()
+    alias_text: str = ""
+    links: tuple[WikiLink, ...] = ()
+    block_ids: list[list[str]] = dataclasses.field(default_factory=list)   # per chunk
+    warnings: tuple[str, ...] = ()
+
+
+def parse_note(relative_path: str, data: bytes) -> Document:
+    """Bytes of one note to a Document, by extension.  Raises MarkdownError (or PdfUnavailable) when the file
+    cannot be used; what it forgives is in the Document's warnings."""
+    lower = relative_path.lower()
+    if lower.endswith(".pdf"):
+        return parse_pdf(data, relative_path)
+    text, warning = decode_text(data)
+    if lower.endswith(".canvas"):
+        doc = parse_canvas(text, relative_path)
+    elif lower.endswith(".txt"):
+        doc = parse_text(text, relative_path)
+    else:
+        doc = parse_markdown(text, relative_path)
+    return dataclasses.replace(doc, warnings=((warning,) if warning else ()) + doc.warnings)
 
 
 def prepare_file(relative_path: str, data: bytes, embed_fake: bool) -> _Prepared | str:
     """Decode, parse, chunk (and, for fake-lexical-v1, embed) one file.  Pure: worker processes run it.
     Returns the per-file error message instead when the file cannot be used."""
     try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        return f"not valid UTF-8 (byte {exc.start}); save the file as UTF-8"
-    try:
-        doc = parse_markdown(text, relative_path)
-    except MarkdownError as exc:
-        return f"{exc}; fix the frontmatter between the --- lines"
+        doc = parse_note(relative_path, data)
+    except (MarkdownError, PdfUnavailable) as exc:
+        return str(exc)
     chunks = chunk_document(doc)
+    names = doc.alias_text
     vectors = None
     if embed_fake:
         vectors = [_Copy.vector(fake_vector(document_fields(c.content, c.heading_path, relative_path, doc.tags,
-                                                            doc.wikilinks))) for c in chunks]
+                                                            doc.wikilinks, names))) for c in chunks]
+    block_ids = [[b for pos, b in doc.block_ids if c.start <= pos < c.end] for c in chunks]
     keywords = [keyword_vector(c.content, c.heading_path, relative_path, doc.tags) for c in chunks]
     return _Prepared(doc.frontmatter, doc.tags, doc.wikilinks, [lk.target for lk in doc.links if lk.embed], chunks,
                      vectors, keywords, doc.body, doc.body_line,
-                     [span_lines(doc.body, c.start, c.end, doc.body_line) for c in chunks])
+                     # a canvas's or PDF's text is assembled from nodes / pages: it has no file lines to point at
+                     [(None, None) if relative_path.lower().endswith((".pdf", ".canvas"))
+                      else span_lines(doc.body, c.start, c.end, doc.body_line) for c in chunks],
+                     title=doc.title, aliases=doc.aliases, alias_text=names, links=doc.links,
+                     block_ids=block_ids, warnings=doc.warnings)
 
 
 @dataclasses.dataclass
@@ -2344,29 +2973,51 @@ def _worker_pool(workers: int, jobs: int):
     return concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
 
 
+# Ingest progress: (phase, done, total), phase one of scan, parse+embed (files), embed (chunks, a model in the main
+# process), write (files), links, backfill (documents); total 0 when unknown.
+ProgressFn = Callable[[str, int, int], None]
+
+
 class _IngestRun:
     """One ingest run's state and its named steps; `run()` reads as the script of the run."""
 
-    def __init__(self, config: Config, store: Store, root: Path, run_id: int,
-                 progress: Callable[[str], None] | None) -> None:
+    def __init__(self, config: Config, store: Store, root: Path, run_id: int, progress: ProgressFn | None,
+                 excludes: Sequence[str] = ()) -> None:
         self.config, self.store, self.root, self.run_id = config, store, root, run_id
         self.embedder = get_embedder(config)
         self.key = config.embedding_key
         # provider, model, dim as COPY fields: the same three leading values on every embeddings row
         self.key_fields = (_Copy.text(self.key[0]), _Copy.text(self.key[1]), _Copy.int4(self.key[2]))
-        self.progress = progress or (lambda msg: None)
+        self.progress: ProgressFn = progress or (lambda phase, done, total: None)
+        self.excludes = tuple(excludes)
         self.counts = dict.fromkeys(INGEST_COUNTS, 0)
         self.keyword_chunks_written = 0  # reported in the run's metadata (not an ingest_runs column)
         self.backfilled = 0
         self.failed: list[dict] = []
         self.warnings: list[dict] = []
+        self.skipped_by_reason: dict[str, int] = dict.fromkeys(SKIP_REASONS, 0)
+        self.files_found = 0
+        self.links_written = 0
+        self.links = {"resolved": 0, "unresolved": 0}
+        self.paths_index = LinkIndex(())
+        self.first_run = False
         self.batch: list[_Pending] = []
         self.batch_chunks = 0
+        self.files_total = 0
+        self.files_done = 0
 
     def run(self) -> None:
+        self.progress("scan", 0, 0)
+        scan = scan_vault(self.root, self.config.max_file_bytes, self.excludes)
+        self.warnings = scan.warnings
+        self.skipped_by_reason = scan.skipped
+        self.files_found = scan.files_found
         existing = self._existing_documents()
-        files, self.warnings = scan_vault(self.root)
-        seen: set[str] = set()
+        self.paths_index = LinkIndex(scan.all_paths)
+        self.first_run = not existing
+        files = scan.files
+        self.files_total = len(files)
+        seen: set[str] = set(scan.keep)
         backfill_ids: list[int] = []
         # Parsing, chunking and fake embedding are CPU work: worker processes do them while this process reads,
         # hashes and writes.  Results are taken in file order, so runs are deterministic either way.
@@ -2375,7 +3026,8 @@ class _IngestRun:
         inflight: collections.deque = collections.deque()
         try:
             for n, (rel, path) in enumerate(files, 1):
-                self.progress(f"[{n}/{len(files)}] {rel}")
+                self.files_done = n - 1
+                self.progress("parse+embed", n - 1, len(files))
                 seen.add(rel)
                 job = self._read(rel, path, existing.get(rel), backfill_ids)
                 if job is None:
@@ -2394,14 +3046,17 @@ class _IngestRun:
         finally:
             if pool is not None:
                 pool.shutdown(wait=True, cancel_futures=True)
+        self.files_done = len(files)
+        self.progress("parse+embed", len(files), len(files))
         self._flush()
         self._delete([rel for rel in existing if rel not in seen])
+        self._resolve_links(scan.all_paths)
         self._backfill(backfill_ids)
         if self.counts["embeddings_written"] + self.counts["documents_deleted"] + \
                 self.keyword_chunks_written > 1000:
             # After a bulk change, give the planner real numbers and mark pages all-visible now rather than when
             # autovacuum gets to it: the next run's diff then counts from indexes without visiting 4 KB rows.
-            self.store.run("VACUUM (ANALYZE) documents, chunks, embeddings, keyword_chunks, keyword_postings")
+            self.store.run("VACUUM (ANALYZE) documents, chunks, embeddings, links, keyword_chunks, keyword_postings")
 
     def _existing_documents(self) -> dict[str, tuple]:
         # Per-document index lookups (chunks by document_id, embeddings by the unique key): a plan that does not
@@ -2424,16 +3079,21 @@ class _IngestRun:
 
     def _read(self, rel: str, path: Path, existing: tuple | None,
               backfill_ids: list[int]) -> tuple[_Pending, bytes] | None:
-        """Read and hash one file; None when there is nothing to parse (skipped, backfill-only, or failed)."""
+        """Read and hash one file; None when there is nothing to parse (skipped, backfill-only, or unreadable;
+        an unreadable file keeps its indexed version and is counted under skipped_by_reason)."""
         try:
             st = path.stat()
-            if st.st_size > self.config.max_file_bytes:
-                self._fail(rel, f"file is {st.st_size / 1e6:.1f} MB, over the {self.config.max_file_bytes / 1e6:.0f}"
-                                f" MB limit; raise LOCALRAG_MAX_FILE_MB to index it")
+            if st.st_size > self.config.max_file_bytes:  # grew since the scan
+                self.warnings.append({"path": rel, "warning": f"file is {st.st_size / 1e6:.1f} MB, over the "
+                                      f"{self.config.max_file_bytes / 1e6:.0f} MB limit; not read (raise "
+                                      f"LOCALRAG_MAX_FILE_MB to index it)"})
+                self.skipped_by_reason["too_large"] += 1
                 return None
             data = path.read_bytes()
         except OSError as exc:
-            self._fail(rel, f"cannot read: {exc.strerror or exc}")
+            self.warnings.append({"path": rel, "warning": f"cannot read: {exc.strerror or exc}; the indexed "
+                                                           f"version (if any) is kept"})
+            self.skipped_by_reason["unreadable"] += 1
             return None
         digest = hashlib.sha256(data).hexdigest()
         if existing and existing[1] == digest:
@@ -2448,6 +3108,8 @@ class _IngestRun:
         if isinstance(prepared, str):
             self._fail(pending.relative_path, prepared)
             return
+        for warning in prepared.warnings:
+            self.warnings.append({"path": pending.relative_path, "warning": warning})
         pending.prepared = prepared
         self.batch.append(pending)
         self.batch_chunks += len(prepared.chunks)
@@ -2457,7 +3119,7 @@ class _IngestRun:
     def _embed(self, fields: list[dict[str, str]]) -> list:
         """Vectors for a batch of chunks, in one call so a model sees full batches; progress on stderr."""
         total = len(fields)
-        return self.embedder.embed_documents(fields, progress=lambda n: self.progress(f"embedding {n}/{total} chunks"))
+        return self.embedder.embed_documents(fields, progress=lambda n: self.progress("embed", n, total))
 
     def _flush(self) -> None:
         if not self.batch:
@@ -2466,10 +3128,12 @@ class _IngestRun:
         todo = [p for p in batch if p.prepared.vectors is None]
         if todo:  # a model embeds here, in full batches (never in forked workers)
             vectors = iter(self._embed([document_fields(c.content, c.heading_path, p.relative_path, p.prepared.tags,
-                                                        p.prepared.wikilinks) for p in todo for c in p.prepared.chunks]))
+                                                        p.prepared.wikilinks, p.prepared.alias_text)
+                                        for p in todo for c in p.prepared.chunks]))
             for p in todo:
                 p.prepared.vectors = [_Copy.vector(next(vectors)) for _ in p.prepared.chunks]
         vault = str(self.root)
+        self.progress("write", self.files_done, self.files_total)
         with self.store.transaction():
             rows = self.store.run(
                 "INSERT INTO documents (vault_path, file_path, relative_path, content_hash, mtime_ns, size_bytes, "
@@ -2489,11 +3153,13 @@ class _IngestRun:
             updated = [doc_ids[p.relative_path] for p in batch if p.is_update]
             if updated:
                 self.store.run("DELETE FROM chunks WHERE document_id = ANY(CAST(:ids AS bigint[]))", ids=updated)
+                self.store.run("DELETE FROM links WHERE document_id = ANY(CAST(:ids AS bigint[]))", ids=updated)
             total = sum(len(p.prepared.chunks) for p in batch)
             ids = [r[0] for r in self.store.run(
                 "SELECT nextval('chunks_id_seq') FROM generate_series(1, :n)", n=total)] if total else []
             chunk_rows, emb_rows = _Copy(len(_CHUNK_COLUMNS)), _Copy(len(_EMBEDDING_COLUMNS))
             kw_chunks, kw_postings = _Copy(len(_KEYWORD_CHUNK_COLUMNS)), _Copy(len(_KEYWORD_POSTING_COLUMNS))
+            link_rows = _Copy(len(_LINK_COLUMNS))
             it = iter(ids)
             for p in batch:
                 doc_id = _Copy.int8(doc_ids[p.relative_path])
@@ -2501,20 +3167,33 @@ class _IngestRun:
                 fm, tags, links = _Copy.jsonb(doc.frontmatter), _Copy.text_array(doc.tags), \
                     _Copy.text_array(doc.wikilinks)
                 file_path, rel = _Copy.text(p.file_path), _Copy.text(p.relative_path)
-                for chunk, vector, keywords, (line_start, line_end) in zip(doc.chunks, doc.vectors, doc.keywords,
-                                                                           doc.lines):
+                for chunk, vector, keywords, (line_start, line_end), blocks in zip(
+                        doc.chunks, doc.vectors, doc.keywords, doc.lines, doc.block_ids or [[]] * len(doc.chunks)):
                     cid = _Copy.int8(next(it))
                     _keyword_rows(kw_chunks, kw_postings, cid, *keywords)
                     meta = {"char_start": chunk.start, "char_end": chunk.end, "line_start": line_start,
-                            "line_end": line_end, "embeds": doc.embeds}
+                            "line_end": line_end, "embeds": doc.embeds, "title": doc.title,
+                            "aliases": list(doc.aliases)}
+                    if blocks:
+                        meta["block_ids"] = blocks
                     chunk_rows.row(cid, doc_id, _Copy.int4(chunk.index), _Copy.text(chunk.content), file_path, rel,
                                    _Copy.text_array(chunk.heading_path), fm, tags, links, _Copy.jsonb(meta),
                                    _Copy.text(chunk.content_hash), _Copy.int4(chunk.token_count))
                     emb_rows.row(cid, *self.key_fields, vector)
+                for link in doc.links:
+                    # Resolved by path now (the scan knows every file); a miss stays NULL until the end of the run,
+                    # when every note's aliases are known.
+                    path, found = self.paths_index.resolve(p.relative_path, link.target)
+                    link_rows.row(doc_id, _Copy.text(link.target), _Copy.text(link.heading), _Copy.text(link.block),
+                                  _Copy.text(link.alias), _Copy.boolean(link.embed),
+                                  _Copy.text(path) if found else None, _Copy.boolean(True) if found else None)
             self.store.copy("chunks", _CHUNK_COLUMNS, chunk_rows)
             self.store.copy("embeddings", _EMBEDDING_COLUMNS, emb_rows)
             self.store.copy("keyword_chunks", _KEYWORD_CHUNK_COLUMNS, kw_chunks)
             self.store.copy("keyword_postings", _KEYWORD_POSTING_COLUMNS, kw_postings)
+            if link_rows.rows:
+                self.store.copy("links", _LINK_COLUMNS, link_rows)
+                self.links_written += link_rows.rows
         self.keyword_chunks_written += kw_chunks.rows
         for p in batch:
             self.counts["documents_updated" if p.is_update else "documents_added"] += 1
@@ -2536,15 +3215,17 @@ class _IngestRun:
             ids = doc_ids[i:i + 200]
             self._backfill_keywords(ids)
             rows = self.store.run(
-                "SELECT c.id, c.content, c.heading_path, c.relative_path, c.tags, c.wikilinks FROM chunks c "
+                "SELECT c.id, c.content, c.heading_path, c.relative_path, c.tags, c.wikilinks, "
+                "c.metadata->>'title', c.metadata->'aliases' FROM chunks c "
                 "WHERE c.document_id = ANY(CAST(:ids AS bigint[])) AND NOT EXISTS (SELECT 1 FROM embeddings e "
                 "WHERE e.chunk_id = c.id AND e.embedding_provider = :p AND e.embedding_model = :m "
                 "AND e.embedding_dim = :d) ORDER BY c.id", ids=ids, p=self.key[0], m=self.key[1], d=self.key[2])
+            self.progress("backfill", i, len(doc_ids))
             self.backfilled += len(ids)
             if not rows:
                 continue
-            self.progress(f"backfilling {len(rows)} chunks for {self.key[0]}")
-            vectors = self._embed([document_fields(r[1], r[2], r[3], r[4], r[5]) for r in rows])
+            vectors = self._embed([document_fields(r[1], r[2], r[3], r[4], r[5], alias_text(
+                r[6] or "", r[7] if isinstance(r[7], list) else [], r[3])) for r in rows])
             data = _Copy(len(_EMBEDDING_COLUMNS))
             for r, vector in zip(rows, vectors):
                 data.row(_Copy.int8(r[0]), *self.key_fields, _Copy.vector(vector))
@@ -2570,6 +3251,50 @@ class _IngestRun:
             self.store.copy("keyword_postings", _KEYWORD_POSTING_COLUMNS, kw_postings)
         self.keyword_chunks_written += kw_chunks.rows
 
+    def _resolve_links(self, all_paths: set[str]) -> None:
+        """Resolve every [[link]] of the vault by Obsidian's rules against the files on disk and the notes'
+        aliases, and store the verdict (`links.resolved_path`, `links.target_exists`).  Runs when notes changed
+        or links are still unresolved (a run that died before this step); only rows whose verdict changed are
+        written."""
+        changed = self.counts["documents_added"] + self.counts["documents_updated"] + self.counts["documents_deleted"]
+        vault = str(self.root)
+        if not changed and not self.store.run(
+                "SELECT EXISTS (SELECT 1 FROM links l JOIN documents d ON d.id = l.document_id "
+                "WHERE d.vault_path = :v AND l.target_exists IS NULL)", v=vault)[0][0]:
+            self._count_links()
+            return
+        self.progress("links", 0, 0)
+        aliases: dict[str, tuple[str, ...]] = {}
+        for rel, fm in self.store.run("SELECT relative_path, frontmatter FROM documents WHERE vault_path = :v "
+                                      "AND (frontmatter ? 'aliases' OR frontmatter ? 'alias')", v=vault):
+            aliases[rel] = extract_aliases(fm if isinstance(fm, dict) else {})[0]
+        index = LinkIndex(all_paths, aliases)
+        # A first run resolved every link by path as it wrote it: only the misses remain (aliases).  Later runs
+        # recheck every link, since an added or deleted file can change where an old link leads.
+        pending = " AND l.target_exists IS NULL" if self.first_run else ""
+        rows = self.store.run("SELECT l.id, d.relative_path, l.target, l.resolved_path, l.target_exists FROM links l "
+                              "JOIN documents d ON d.id = l.document_id WHERE d.vault_path = :v" + pending, v=vault)
+        ids, paths, exists = [], [], []
+        for link_id, source, target, old_path, old_exists in rows:
+            path, found = index.resolve(source, target)
+            if (path, found) != (old_path, old_exists):
+                ids.append(link_id)
+                paths.append(path)
+                exists.append(found)
+        for i in range(0, len(ids), 20000):
+            with self.store.transaction():
+                self.store.run("UPDATE links SET resolved_path = u.p, target_exists = u.e FROM unnest("
+                               "CAST(:i AS bigint[]), CAST(:p AS text[]), CAST(:e AS boolean[])) AS u(i, p, e) "
+                               "WHERE links.id = u.i", i=ids[i:i + 20000], p=paths[i:i + 20000],
+                               e=exists[i:i + 20000])
+        self._count_links()
+
+    def _count_links(self) -> None:
+        for found, n in self.store.run(
+                "SELECT coalesce(l.target_exists, false), count(*) FROM links l JOIN documents d "
+                "ON d.id = l.document_id WHERE d.vault_path = :v GROUP BY 1", v=str(self.root)):
+            self.links["resolved" if found else "unresolved"] = n
+
 
 def _keyword_rows(kw_chunks: _Copy, kw_postings: _Copy, cid: bytes, tf: dict[str, float], length: float) -> None:
     """One chunk's keyword_chunks row and its keyword_postings rows (terms sorted: deterministic COPY).  The
@@ -2593,7 +3318,68 @@ _FLOAT4_LEN = struct.pack("!i", 4)
 _POSTING_HEAD = struct.pack("!hi", len(_KEYWORD_POSTING_COLUMNS), 8)   # field count, then chunk_id's length
 
 
-def ingest(config: Config, vault: str | Path, progress: Callable[[str], None] | None = None) -> dict:
+class LinkIndex:
+    """Obsidian's link resolution over one vault's files: `[[name]]` is case-insensitive and matches a note by
+    its file name (without .md) or any file by its full name; `[[folder/name]]` matches a path ending so;
+    `./` and `../` are relative to the linking note; with several candidates, the one in the linking note's
+    folder wins, else the shortest path (then alphabetical), which is what Obsidian's shortest-unique-path links
+    assume.  A name no file has is looked up among the notes' aliases last."""
+
+    def __init__(self, paths: Iterable[str], aliases: dict[str, Sequence[str]] | None = None) -> None:
+        self.exact: dict[str, str] = {}
+        self.by_name: dict[str, list[str]] = {}
+        for path in sorted(paths, key=lambda p: (len(p), p)):
+            lower = path.lower()
+            keys = [lower]
+            if lower.endswith(".md"):
+                keys.append(lower[:-3])
+            for key in keys:
+                self.exact.setdefault(key, path)
+                self.by_name.setdefault(key.rsplit("/", 1)[-1], []).append(path)
+        self.aliases: dict[str, list[str]] = {}
+        for path, names in sorted((aliases or {}).items(), key=lambda kv: (len(kv[0]), kv[0])):
+            for name in names:
+                self.aliases.setdefault(" ".join(name.lower().split()), []).append(path)
+
+    @staticmethod
+    def _pick(candidates: list[str], folder: str) -> str:
+        for path in candidates:
+            if path.rsplit("/", 1)[0] == folder if "/" in path else folder == "":
+                return path
+        return candidates[0]   # already sorted by (length, path)
+
+    def resolve(self, source: str, target: str) -> tuple[str | None, bool]:
+        """(vault-relative path, whether it exists).  An unresolved link gives the path Obsidian would create
+        for it (target + .md at the vault root, or beside the note for a relative link); a link that climbs
+        out of the vault gives (None, False)."""
+        import posixpath
+        folder = source.rsplit("/", 1)[0] if "/" in source else ""
+        link = target.strip().replace("\\", "/")
+        if not link:  # [[#heading]]: the note itself
+            return source, True
+        if link.startswith(("./", "../")):
+            joined = posixpath.normpath(posixpath.join(folder, link))
+            if joined == ".." or joined.startswith("../"):
+                return None, False
+            lower = joined.lower()
+            hit = self.exact.get(lower)
+            return (hit, True) if hit else (joined if "." in joined.rsplit("/", 1)[-1] else joined + ".md", False)
+        link = link.lstrip("/")
+        lower = link.lower()
+        name = lower.rsplit("/", 1)[-1]
+        candidates = [p for p in self.by_name.get(name, ())
+                      if "/" not in lower or p.lower() == lower or p.lower().removesuffix(".md") == lower
+                      or p.lower().endswith("/" + lower) or p.lower().removesuffix(".md").endswith("/" + lower)]
+        if candidates:
+            return self._pick(candidates, folder), True
+        by_alias = self.aliases.get(" ".join(lower.split()))
+        if by_alias:
+            return self._pick(by_alias, folder), True
+        return (link if "." in link.rsplit("/", 1)[-1] else link + ".md"), False
+
+
+def ingest(config: Config, vault: str | Path, progress: ProgressFn | None = None,
+           excludes: Sequence[str] = ()) -> dict:
     """Index a vault for the current embedding provider; returns the ingest_runs row as a dict.
 
     Per-file problems are reported in ``files_failed`` and do not stop the run; a database failure marks the run
@@ -2615,12 +3401,16 @@ def ingest(config: Config, vault: str | Path, progress: Callable[[str], None] | 
             "INSERT INTO ingest_runs (vault_path, embedding_provider, embedding_model, embedding_dim, status) "
             "VALUES (:v, :p, :m, :d, 'running') RETURNING id", v=str(root), p=embedder.provider,
             m=embedder.model, d=config.embedding_dim)[0][0]
-        job = _IngestRun(config, store, root, run_id, progress)
+        job = _IngestRun(config, store, root, run_id, progress, excludes)
         try:
             job.run()
         except BaseException as exc:
             summary = exc.message if isinstance(exc, LocalRagError) else f"{type(exc).__name__}: {exc}"
-            _finish_run(config, store, job, "failed", summary[:2000], time.monotonic() - started)
+            if isinstance(exc, KeyboardInterrupt):
+                summary = (f"interrupted after {job.files_done} of {job.files_total} files; committed batches stay, "
+                           f"the next run completes the rest")
+            result = _finish_run(config, store, job, "failed", summary[:2000], time.monotonic() - started)
+            exc.partial_result = result  # what was done, for the CLI to say (Ctrl-C)
             raise
         summary = None
         if job.failed:
@@ -2634,8 +3424,10 @@ def ingest(config: Config, vault: str | Path, progress: Callable[[str], None] | 
 
 def _finish_run(config: Config, store: Store, job: _IngestRun, status: str, summary: str | None,
                 duration: float) -> dict:
+    skipped = {k: v for k, v in job.skipped_by_reason.items() if v}
     metadata = {"documents_backfilled": job.backfilled, "keyword_chunks_written": job.keyword_chunks_written,
                 "files_failed": job.failed, "warnings": job.warnings,
+                "files_found": job.files_found, "skipped_by_reason": skipped, "links": dict(job.links),
                 "duration_s": round(duration, 3), "localrag_version": __version__}
     params = dict(job.counts, id=job.run_id, st=status, es=summary, md=json.dumps(metadata, ensure_ascii=False))
     sql = ("UPDATE ingest_runs SET status = :st, finished_at = now(), documents_added = :documents_added, "
@@ -2895,13 +3687,15 @@ def run_retrieval(store: Store, config: Config, query: str, top_k: int, retrieva
     rows = store.chunk_rows(order)
     results = []
     for cid in order:
-        content, rel, heading_path, chunk_index, content_hash, vault_path, line_start, line_end = rows[cid]
+        content, rel, heading_path, chunk_index, content_hash, vault_path, line_start, line_end, title, aliases = \
+            rows[cid]
         heading_path = list(heading_path or [])
         c = candidates[cid]
         results.append({
             "content": content, "source": rel, "relative_path": rel, "heading_path": heading_path,
             "heading": heading_path[-1] if heading_path else "", "score": round(c["fused"], 6),
             "line_start": line_start, "line_end": line_end,
+            "title": title or note_stem(rel), "aliases": aliases if isinstance(aliases, list) else [],
             "scores": {"vector": None if c["vector"] is None else round(c["vector"], 6),
                        "keyword": round(c["keyword"], 6)},
             "channels": sorted(c["channels"]), "vault_path": vault_path, "matched_terms": c["matched_terms"],
@@ -2917,7 +3711,7 @@ def retrieve(store: Store, config: Config, query: str, top_k: int, retrieval: st
 
 
 PUBLIC_RESULT_KEYS = ("content", "source", "relative_path", "heading_path", "heading", "score", "line_start",
-                      "line_end", "scores", "channels", "vault_path")
+                      "line_end", "title", "aliases", "scores", "channels", "vault_path")
 
 
 def public_result(result: dict) -> dict:
@@ -3707,6 +4501,76 @@ def db_status(config: Config) -> dict:
     return out
 
 
+def vaults_list(config: Config) -> dict:
+    """`localrag vaults`: every vault the database holds (from documents and ingest runs), with its documents,
+    chunks and last ingest run."""
+    with Store.open(config) as s:
+        s.require_schema()
+        rows = s.run(
+            "WITH v AS (SELECT DISTINCT vault_path FROM documents UNION SELECT DISTINCT vault_path FROM ingest_runs) "
+            "SELECT v.vault_path, (SELECT count(*) FROM documents d WHERE d.vault_path = v.vault_path), "
+            "(SELECT count(*) FROM chunks c JOIN documents d ON d.id = c.document_id WHERE d.vault_path = v.vault_path), "
+            "r.id, r.status, r.started_at, r.finished_at, r.documents_added, r.documents_updated, "
+            "r.documents_deleted, r.documents_skipped, r.error_summary "
+            "FROM v LEFT JOIN LATERAL (SELECT * FROM ingest_runs i WHERE i.vault_path = v.vault_path "
+            "ORDER BY i.id DESC LIMIT 1) r ON true ORDER BY v.vault_path")
+    vaults = []
+    for (path, documents, chunks, run_id, status, started, finished, added, updated, deleted, skipped,
+         error) in rows:
+        last = None if run_id is None else _jsonable({
+            "id": run_id, "status": status, "started_at": started, "finished_at": finished,
+            "documents_added": added, "documents_updated": updated, "documents_deleted": deleted,
+            "documents_skipped": skipped, "error_summary": error})
+        vaults.append({"vault_path": path, "documents": documents, "chunks": chunks,
+                       "exists_on_disk": Path(path).is_dir(), "last_run": last})
+    return {"vaults": vaults}
+
+
+def _vault_key(store: Store, path: str) -> str:
+    """The stored vault_path a user means: the canonical form of PATH (the folder may be gone already), or PATH
+    exactly as stored."""
+    if not str(path).strip():
+        raise InvalidRequest("no vault path given; `localrag vaults` lists the indexed ones")
+    candidates = [str(Path(path).expanduser().resolve()), str(path).rstrip("/") or "/"]
+    for candidate in candidates:
+        if store.run("SELECT EXISTS (SELECT 1 FROM documents WHERE vault_path = :v) OR EXISTS "
+                     "(SELECT 1 FROM ingest_runs WHERE vault_path = :v)", v=candidate)[0][0]:
+            return candidate
+    raise VaultNotIndexed(f"no indexed vault at {path}; `localrag vaults` lists the indexed ones", path=str(path))
+
+
+def vault_summary(config: Config, path: str) -> dict:
+    """What `vaults rm` would remove (for the prompt)."""
+    with Store.open(config) as s:
+        s.require_schema()
+        key = _vault_key(s, path)
+        documents, chunks = s.run("SELECT count(*), coalesce(sum((SELECT count(*) FROM chunks c WHERE "
+                                  "c.document_id = d.id)), 0) FROM documents d WHERE d.vault_path = :v", v=key)[0]
+    return {"vault_path": key, "documents": documents, "chunks": int(chunks)}
+
+
+def vaults_remove(config: Config, path: str) -> dict:
+    """`localrag vaults rm PATH`: delete a vault's documents (their chunks, vectors and links cascade) and its
+    ingest runs, in one transaction, while holding the vault's ingest lock (a running ingest makes it wait-free
+    fail with ingest_in_progress).  The files on disk are never touched."""
+    with Store.open(config) as s:
+        s.require_schema()
+        key = _vault_key(s, path)
+        if not s.run("SELECT pg_try_advisory_lock(727274002, hashtext(:v))", v=key)[0][0]:
+            raise IngestBusy(f"an ingest of {key} is running; wait for it to finish before removing the vault",
+                             vault_path=key)
+        try:
+            with s.transaction():
+                chunks = s.run("SELECT count(*) FROM chunks c JOIN documents d ON d.id = c.document_id "
+                               "WHERE d.vault_path = :v", v=key)[0][0]
+                documents = len(s.run("DELETE FROM documents WHERE vault_path = :v RETURNING id", v=key))
+                runs = len(s.run("DELETE FROM ingest_runs WHERE vault_path = :v RETURNING id", v=key))
+        finally:
+            with contextlib.suppress(LocalRagError):
+                s.run("SELECT pg_advisory_unlock(727274002, hashtext(:v))", v=key)
+    return {"vault_path": key, "documents_removed": documents, "chunks_removed": chunks, "runs_removed": runs}
+
+
 def embeddings_status(config: Config) -> dict:
     status = qwen_cache_status(config.embedding_cache_dir)
     status["provider"] = config.embedding_provider
@@ -4132,6 +4996,8 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
         "heading": _doc("string", "The innermost heading", "升级路径"),
         "score": _doc("number", "The ranking score, 0..1 (higher is closer): hybrid's fused score, else the one "
                                 "channel's", 0.62, minimum=0, maximum=1),
+        "title": _doc("string", "The note's title: frontmatter title, else the file name", "P1 升级流程"),
+        "aliases": _doc("array", "The note's frontmatter aliases", ["P1 escalation"], items=_schema("string")),
         **lines,
         "scores": _doc("object", "The score in each channel: vector (cosine; null in keyword mode) and keyword "
                                  "(BM25 as a share of a full match)", {"vector": 0.42, "keyword": 0.85},
@@ -5573,20 +6439,86 @@ def _say(message: str) -> None:
     sys.stderr.write(message + "\n")
 
 
-def _progress_printer() -> Callable[[str], None] | None:
-    if not sys.stderr.isatty():
-        return None
-    last = [0.0]
+PROGRESS_TTY_INTERVAL_S = 0.1         # redraw the in-place line at most this often
+PROGRESS_LOG_INTERVAL_S = 5.0         # not a terminal: a line at most this often...
+PROGRESS_LOG_FRACTION = 0.10          # ...and only after this much more of the phase is done (the rarer wins)
+_PROGRESS_UNITS = {"parse+embed": "files", "write": "files", "embed": "chunks", "backfill": "documents"}
 
-    def show(msg: str) -> None:
+
+def _duration(seconds: float) -> str:
+    seconds = int(seconds + 0.5)
+    if seconds >= 3600:
+        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+    return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+
+
+class _ProgressPrinter:
+    """Ingest progress on stderr.  On a terminal ("tty"): one line rewritten in place, cut to the terminal's
+    width: phase, done/total, percent, rate, ETA.  Otherwise ("log"): a plain line when a phase starts, then at
+    most every PROGRESS_LOG_INTERVAL_S and PROGRESS_LOG_FRACTION of the phase, whichever is rarer, so a log of a
+    6,000-file run holds about ten lines.  A call that prints nothing costs one clock read."""
+
+    def __init__(self, style: str, stream: Any = None) -> None:
+        self.style, self.stream = style, stream or sys.stderr
+        self.phase = ""
+        self.starts: dict[str, tuple[float, int]] = {}   # phase -> (time, done) when first seen: its rate's origin
+        self.printed: dict[str, int] = {}                # phase -> done at its last printed line
+        self.last_print = 0.0
+        self.drawn = False
+
+    def __call__(self, phase: str, done: int, total: int) -> None:
         now = time.monotonic()
-        if now - last[0] > 0.1:
-            last[0] = now
-            width = 100
-            sys.stderr.write("\r" + msg[:width].ljust(width))
-            sys.stderr.flush()
+        first = phase not in self.starts
+        if first:
+            self.starts[phase] = (now, done)
+        elif self.style == "tty":
+            if phase == self.phase and now - self.last_print < PROGRESS_TTY_INTERVAL_S and done != total:
+                return
+        # A log line when a phase first starts, then only when both 5 s and 10% have passed: batches written
+        # between files (parse+embed -> write -> parse+embed) do not each start a line.
+        elif (now - self.last_print < PROGRESS_LOG_INTERVAL_S
+              or (total and done - self.printed.get(phase, 0) < PROGRESS_LOG_FRACTION * total)):
+            return
+        self.phase, self.last_print, self.printed[phase] = phase, now, done
+        self._write(self.line(phase, done, total, now))
 
-    return show
+    def line(self, phase: str, done: int, total: int, now: float | None = None) -> str:
+        now = time.monotonic() if now is None else now
+        if not total:
+            return f"{phase}…" if phase in ("scan", "links") else f"{phase}: {done}"
+        unit = _PROGRESS_UNITS.get(phase, "items")
+        text = f"{phase}: {done:,}/{total:,} {unit} {100.0 * done / total:3.0f}%"
+        start, done0 = self.starts.get(phase, (now, done))
+        elapsed = now - start
+        rate = (done - done0) / elapsed if elapsed > 0.5 else 0.0
+        if rate > 0:
+            text += f"  {rate:,.0f} {unit}/s  ETA {_duration((total - done) / rate)}"
+        return text
+
+    def _write(self, text: str) -> None:
+        if self.style == "tty":
+            import shutil
+            width = max(20, shutil.get_terminal_size((80, 24)).columns - 1)
+            self.stream.write("\r" + text[:width] + "\x1b[K")
+            self.drawn = True
+        else:
+            self.stream.write(text + "\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        """Clear the in-place line so the summary starts on a clean line."""
+        if self.drawn:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+            self.drawn = False
+
+
+def _progress_printer(mode: str = "auto") -> _ProgressPrinter | None:
+    """--progress auto (in place on a terminal, periodic lines otherwise), always (in place even when stderr
+    does not look like a terminal), never."""
+    if mode == "never":
+        return None
+    return _ProgressPrinter("tty" if mode == "always" or sys.stderr.isatty() else "log")
 
 
 def _cmd_config(config: Config, args: argparse.Namespace) -> int:
@@ -5635,30 +6567,82 @@ def _cmd_db(config: Config, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _skip_text(skipped: dict[str, int]) -> str:
+    return ", ".join(f"{n} {reason.replace('_', ' ')}" for reason, n in sorted(skipped.items()) if n)
+
+
 def _cmd_ingest(config: Config, args: argparse.Namespace) -> int:
     vault = args.path or config.vault_path
     if not vault:
         raise VaultError("no vault path given; pass it (`localrag ingest PATH`) or set VAULT_PATH")
-    progress = _progress_printer()
+    progress = _progress_printer("never" if args.quiet else args.progress)
     try:
-        result = ingest(config, vault, progress)
+        result = ingest(config, vault, progress, excludes=args.exclude or ())
+    except KeyboardInterrupt as exc:
+        if progress:
+            progress.close()
+        done = getattr(exc, "partial_result", None)
+        if done:
+            _say(f"interrupted: run #{done['id']} marked failed after {done['documents_added']} added, "
+                 f"{done['documents_updated']} updated, {done['documents_skipped']} unchanged; "
+                 f"{done['chunks_written']} chunks written. Committed batches stay; rerun ingest to finish.")
+        raise
     finally:
         if progress:
-            sys.stderr.write("\r" + " " * 100 + "\r")
+            progress.close()
     for failure in result["files_failed"]:
         _say(f"failed: {failure['path']}: {failure['error']}")
-    for warning in result["warnings"]:
-        _say(f"warning: {warning['path']}: {warning['warning']}")
+    if not args.quiet:
+        for warning in result["warnings"]:
+            _say(f"warning: {warning['path']}: {warning['warning']}")
     if args.json:
         _print_json(result)
-    else:
+    elif not args.quiet:
+        skipped = _skip_text(result["skipped_by_reason"])
         _say(f"ingest run #{result['id']} {result['status']} in {result['duration_s']:.1f}s: "
-             f"{result['documents_added']} added, {result['documents_updated']} updated, "
-             f"{result['documents_deleted']} deleted, {result['documents_skipped']} skipped, "
-             f"{result['documents_backfilled']} backfilled; {result['chunks_written']} chunks, "
-             f"{result['embeddings_written']} embeddings written"
+             f"{result['files_found']} files found; {result['documents_added']} added, "
+             f"{result['documents_updated']} updated, {result['documents_deleted']} deleted, "
+             f"{result['documents_skipped']} unchanged, {result['documents_backfilled']} backfilled"
+             + (f"; not indexed: {skipped}" if skipped else "")
+             + f"; {result['chunks_written']} chunks, {result['embeddings_written']} embeddings written"
+             + (f"; links: {result['links']['resolved']} resolved, {result['links']['unresolved']} unresolved"
+                if result["links"]["resolved"] or result["links"]["unresolved"] else "")
              + (f"; {len(result['files_failed'])} file(s) failed" if result["files_failed"] else ""))
-    return EXIT_PARTIAL if result["files_failed"] else EXIT_OK
+    unread = result["skipped_by_reason"].get("too_large", 0) + result["skipped_by_reason"].get("unreadable", 0)
+    return EXIT_PARTIAL if result["files_failed"] or unread else EXIT_OK
+
+
+def _cmd_vaults(config: Config, args: argparse.Namespace) -> int:
+    if args.vaults_command == "rm":
+        if not args.yes:
+            if not sys.stdin.isatty():
+                raise InvalidRequest(f"`vaults rm` deletes the index of {args.path}; pass --yes to confirm "
+                                     f"(no terminal to ask on)", field="yes")
+            about = vault_summary(config, args.path)
+            sys.stderr.write(f"remove {about['vault_path']} from the index ({about['documents']} documents, "
+                             f"{about['chunks']} chunks)? The files stay on disk. [y/N] ")
+            sys.stderr.flush()
+            if sys.stdin.readline().strip().lower() not in ("y", "yes"):
+                _say("nothing removed")
+                return EXIT_OK
+        result = vaults_remove(config, args.path)
+        _print_json(result) if args.json else _say(
+            f"removed {result['vault_path']}: {result['documents_removed']} documents, {result['chunks_removed']} "
+            f"chunks, {result['runs_removed']} ingest runs")
+        return EXIT_OK
+    result = vaults_list(config)
+    if args.json:
+        _print_json(result)
+        return EXIT_OK
+    if not result["vaults"]:
+        _say(f"no vaults indexed; {HINT_INGEST}")
+    for v in result["vaults"]:
+        run = v["last_run"]
+        last = (f"last run #{run['id']} {run['status']} {run['finished_at'] or run['started_at']}" if run
+                else "no ingest run recorded")
+        gone = "" if v["exists_on_disk"] else "  (folder no longer exists)"
+        print(f"{v['vault_path']}  {v['documents']} documents, {v['chunks']} chunks, {last}{gone}")
+    return EXIT_OK
 
 
 def _snippet(text: str, width: int = 160) -> str:
@@ -5696,7 +6680,8 @@ def _cmd_search(config: Config, args: argparse.Namespace) -> int:
         print("no results")
     for n, r in enumerate(result["results"], 1):
         where = " › ".join(r["heading_path"]) or "(no heading)"
-        print(f"[{n}] {r['score']:.4f}  {r['source']}  ›  {where}")
+        aka = f"  (aka {', '.join(r['aliases'])})" if r.get("aliases") else ""
+        print(f"[{n}] {r['score']:.4f}  {r['source']}  ›  {where}{aka}")
         print(f"    vector {_fmt_score(r['scores']['vector'])}  keyword {_fmt_score(r['scores']['keyword'])}  "
               f"found by {'+'.join(r['channels']) or '-'}  vault {r['vault_path']}")
         print(f"    {_snippet(r['content'])}")
@@ -6003,8 +6988,26 @@ def build_parser() -> argparse.ArgumentParser:
                        epilog="example:\n  localrag ingest samples/acme-vault --json\n\n"
                               "exit code 10 means the run finished but some files failed (listed on stderr).")
     p.add_argument("path", nargs="?", help="the vault folder (default: VAULT_PATH)")
+    p.add_argument("--exclude", action="append", metavar="GLOB",
+                   help="skip files matching this gitignore-style pattern (repeatable; added before the vault's "
+                        ".localragignore, so a `!pattern` there can re-include)")
+    p.add_argument("--progress", choices=("auto", "always", "never"), default="auto",
+                   help="auto: a line updated in place on a terminal, a line every 5 s / 10%% otherwise; "
+                        "always: in place even when stderr is not detected as a terminal; never")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress, warnings or summary; failures only")
     _add_json(p)
     p.set_defaults(func=_cmd_ingest)
+
+    p = sub.add_parser("vaults", help="list indexed vaults, or remove one (vaults rm PATH)", formatter_class=fmt,
+                       epilog="examples:\n  localrag vaults --json\n  localrag vaults rm ~/Vaults/Old --yes")
+    _add_json(p)
+    vsub = p.add_subparsers(dest="vaults_command", metavar="ACTION")
+    sp = vsub.add_parser("rm", help="remove a vault and everything indexed under it (files on disk stay)",
+                         description="remove a vault and everything indexed under it (files on disk stay)")
+    sp.add_argument("path", help="the vault folder as indexed (it may no longer exist on disk)")
+    sp.add_argument("--yes", "-y", action="store_true", help="do not ask (required when stdin is not a terminal)")
+    _add_json(sp)
+    p.set_defaults(func=_cmd_vaults)
 
     p = sub.add_parser("search", help="retrieve the chunks closest to a query", formatter_class=fmt,
                        epilog="examples:\n  localrag search \"API 延迟升高怎么办\" --top-k 3 --json\n"

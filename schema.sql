@@ -68,12 +68,28 @@ CREATE TABLE IF NOT EXISTS ingest_runs (
   metadata JSONB NOT NULL DEFAULT '{}'::jsonb
 );
 
+-- [[wikilinks]] as written, and where they lead by Obsidian's rules (resolved after each ingest that changed notes;
+-- target_exists NULL = not resolved yet, false = no such file: Obsidian would create resolved_path).
+CREATE TABLE IF NOT EXISTS links (
+  id BIGSERIAL PRIMARY KEY,
+  document_id BIGINT NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+  target TEXT NOT NULL,
+  heading TEXT NOT NULL DEFAULT '',
+  block_id TEXT NOT NULL DEFAULT '',
+  alias TEXT NOT NULL DEFAULT '',
+  embed BOOLEAN NOT NULL DEFAULT false,
+  resolved_path TEXT,
+  target_exists BOOLEAN
+);
+
 -- The note's text (frontmatter removed) and the file line it starts on: `localrag show`, GET /notes and the MCP
 -- get_note tool read notes from here, never from a path on disk; chunk line ranges are counted in file lines.
 ALTER TABLE documents ADD COLUMN IF NOT EXISTS body TEXT;
 ALTER TABLE documents ADD COLUMN IF NOT EXISTS body_line INTEGER;
 
 CREATE INDEX IF NOT EXISTS idx_documents_content_hash ON documents (content_hash);
+CREATE INDEX IF NOT EXISTS idx_links_document_id ON links (document_id);
+CREATE INDEX IF NOT EXISTS idx_links_resolved_path ON links (resolved_path);
 CREATE INDEX IF NOT EXISTS idx_chunks_document_id ON chunks (document_id);
 CREATE INDEX IF NOT EXISTS idx_chunks_relative_path ON chunks (relative_path);
 CREATE INDEX IF NOT EXISTS idx_chunks_content_hash ON chunks (content_hash);

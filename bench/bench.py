@@ -15,6 +15,7 @@ import concurrent.futures
 import contextlib
 import dataclasses
 import http.client
+import io
 import json
 import os
 import shutil
@@ -79,7 +80,7 @@ def timed(fn, *args, **kwargs):
 
 def row_by_row_baseline(config, vault: Path, limit: int) -> tuple[float, int]:
     """What COPY replaces: the same parse/chunk/embed, written with one INSERT per chunk and per vector."""
-    files, _ = localrag.scan_vault(vault)
+    files = localrag.scan_vault(vault).files
     files = files[:limit]
     embedder = localrag.get_embedder(config)
     started = time.perf_counter()
@@ -106,7 +107,7 @@ def row_by_row_baseline(config, vault: Path, limit: int) -> tuple[float, int]:
 
 
 def copy_subset(vault: Path, limit: int, dest: Path) -> Path:
-    files, _ = localrag.scan_vault(vault)
+    files = localrag.scan_vault(vault).files
     for rel, path in files[:limit]:
         target = dest / rel
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -145,6 +146,35 @@ def bench_ingest(config, out: dict, corpus: Path | None, rounds: int) -> None:
             "chunks": r["chunks_written"], "copy_ingest_ms_median": median_ms(copy_times),
             "row_by_row_ms_median": median_ms(base_times),
             "speedup": round(statistics.median(base_times) / statistics.median(copy_times), 2)}
+        # The progress printer's cost: the same ingest without a printer, with the in-place terminal line (the
+        # busiest style: a redraw every 0.1 s) and with the log style, written to a buffer, interleaved rounds.
+        plain, tty, log = [], [], []
+        for _ in range(rounds):
+            for samples, style in ((plain, None), (tty, "tty"), (log, "log")):
+                reset(config)
+                printer = localrag._ProgressPrinter(style, io.StringIO()) if style else None
+                t, _ = timed(localrag.ingest, config, subset, printer)
+                samples.append(t)
+        # End-to-end medians are at the mercy of a shared machine's noise; the printer's own cost is also measured
+        # directly: calls per run x time per call, against the run's median.
+        calls = []
+        reset(config)
+        localrag.ingest(config, subset, lambda *event: calls.append(event))
+        per_call = {}
+        for style in ("tty", "log"):
+            printer = localrag._ProgressPrinter(style, io.StringIO())
+            t0 = time.perf_counter()
+            for i in range(200_000):
+                printer("parse+embed", i, 200_000)
+            per_call[style] = (time.perf_counter() - t0) / 200_000
+        out["progress_printer_400_files"] = {
+            "no_printer_ms_median": median_ms(plain), "tty_line_ms_median": median_ms(tty),
+            "log_lines_ms_median": median_ms(log),
+            "tty_end_to_end_pct": round(100 * (statistics.median(tty) / statistics.median(plain) - 1), 2),
+            "log_end_to_end_pct": round(100 * (statistics.median(log) / statistics.median(plain) - 1), 2),
+            "calls_per_run": len(calls), "tty_us_per_call": round(per_call["tty"] * 1e6, 2),
+            "log_us_per_call": round(per_call["log"] * 1e6, 2),
+            "tty_direct_overhead_pct": round(100 * len(calls) * per_call["tty"] / statistics.median(plain), 4)}
         out["worker_processes_400_files"] = {
             "workers": config.ingest_workers, "one_process_ms_median": median_ms(copy_times),
             "workers_ms_median": median_ms(parallel_times),

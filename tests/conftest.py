@@ -97,7 +97,7 @@ def reset_database(config) -> None:
     assert _database_name(config.database_url).endswith("_test")
     with localrag.Store.open(config) as store:
         store.init_schema()
-        store.run("TRUNCATE documents, chunks, embeddings, ingest_runs RESTART IDENTITY CASCADE")
+        store.run("TRUNCATE documents, chunks, embeddings, ingest_runs, links RESTART IDENTITY CASCADE")
 
 
 @pytest.fixture
@@ -131,3 +131,31 @@ def run_cli(*args: str) -> tuple[int, str]:
     with contextlib.redirect_stdout(out):
         code = localrag.main(list(args))
     return code, out.getvalue()
+
+
+def make_pdf(pages: list[str]) -> bytes:
+    """A small valid PDF whose pages show the given lines of text (Helvetica), written by hand so the tests need
+    no PDF writer; an empty string makes a page with no text at all (what a scanned page looks like to pypdf)."""
+    objects: list[bytes] = []
+    n_pages = len(pages)
+    kids = " ".join(f"{4 + 2 * i} 0 R" for i in range(n_pages))
+    objects.append(b"<< /Type /Catalog /Pages 2 0 R >>")
+    objects.append(f"<< /Type /Pages /Kids [{kids}] /Count {n_pages} >>".encode())
+    objects.append(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
+    for i, text in enumerate(pages):
+        lines = [ln.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)") for ln in text.splitlines()]
+        ops = "".join(f"BT /F1 12 Tf 72 {720 - 16 * k} Td ({ln}) Tj ET\n" for k, ln in enumerate(lines))
+        stream = ops.encode("latin-1")
+        objects.append(f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> >> "
+                       f"/Contents {5 + 2 * i} 0 R >>".encode())
+        objects.append(b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream")
+    out = bytearray(b"%PDF-1.4\n")
+    offsets = []
+    for n, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % n + body + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % off for off in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
+    return bytes(out)

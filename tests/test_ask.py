@@ -42,7 +42,7 @@ NO_ANSWER_QUESTIONS = [q for q in _questions() if q.get("expected_mode") == "no_
 RAG_Q = RAG_QUESTIONS[0]["question"]          # a question the sample vault answers
 NA_Q = NO_ANSWER_QUESTIONS[0]["question"]      # one it cannot
 # Off-topic questions the gate still answers (left out of the every-question checks below).  The evidence gate of
-# issue 9 refuses them all, na-supermoon included.
+# issue 9 refuses them all, na-supermoon included (its coverage is 0: none of its terms is in the vault).
 GATE_PENDING: set[str] = set()
 
 

@@ -61,11 +61,14 @@ def test_chunk_properties(text):
     for c in chunks:
         # heading_path is that of the section the chunk starts in (or, for split pieces, the same section)
         owner = max((s for s in doc.sections if s.start <= c.start), key=lambda s: s.start, default=None)
-        enclosing = [s for s in doc.sections if s.start <= c.start < s.end or s.start < c.end <= s.end]
+        enclosing = [s for s in doc.sections if s.start < c.end and c.start < s.end]  # sections it overlaps
         assert c.heading_path in {s.heading_path for s in enclosing} or owner is None
         first = sections.get(c.start)
-        if first is not None:
+        own_text = first is not None and doc.body[first.start:first.end].partition("\n")[2].strip()
+        if first is not None and own_text:
             assert c.heading_path == first.heading_path
+        elif first is not None:  # a heading with no text of its own folds into the next chunk, whose path it takes
+            assert c.heading_path in {s.heading_path for s in doc.sections if s.start >= first.start}
     assert [c.index for c in chunks] == list(range(len(chunks)))
     assert localrag.chunk_document(localrag.parse_markdown(text)) == chunks  # deterministic
 
@@ -96,8 +99,10 @@ def test_big_subsection_is_not_merged():
     big = "词语 " * 700
     text = f"# Doc\n## A\nshort\n### A1\n{big}\n"
     chunks = localrag.chunk_document(localrag.parse_markdown(text))
-    assert chunks[1].heading_path == ("Doc", "A") and "A1" not in chunks[1].content
-    assert chunks[2].heading_path == ("Doc", "A", "A1")
+    # `# Doc` has no text of its own: it folds into A's chunk
+    assert chunks[0].heading_path == ("Doc", "A") and "A1" not in chunks[0].content
+    assert chunks[0].content.startswith("# Doc\n## A")
+    assert chunks[1].heading_path == ("Doc", "A", "A1")
 
 
 def test_special_token_text_is_counted_not_rejected():
@@ -107,3 +112,13 @@ def test_special_token_text_is_counted_not_rejected():
 def test_empty_document_has_no_chunks():
     assert localrag.chunk_document(localrag.parse_markdown("")) == []
     assert localrag.chunk_document(localrag.parse_markdown("---\ntitle: x\n---\n\n   \n")) == []
+
+
+def test_heading_only_sections_fold_into_the_next_chunk():
+    doc = localrag.parse_markdown("# Setup\n## Install\nRun the installer.\n## Configure\n### Network\n\n"
+                                  "Open port 8080.\n## Empty last\n", "s.md")
+    chunks = localrag.chunk_document(doc)
+    assert [c.heading_path for c in chunks] == [("Setup", "Install"), ("Setup", "Configure"),
+                                                ("Setup", "Empty last")]
+    assert chunks[0].content.startswith("# Setup\n## Install") and "Open port" in chunks[1].content
+    assert all(c.content.strip() != c.content.strip().splitlines()[0] or c.index == len(chunks) - 1 for c in chunks)

@@ -10,7 +10,8 @@ import localrag
 from conftest import ROOT, run_cli
 
 COMMANDS = [["config"], ["db", "init"], ["db", "status"], ["db", "stop"], ["db", "schema"], ["ingest"], ["search"],
-            ["ask"], ["show"], ["mcp"], ["eval"], ["serve"], ["embeddings", "warmup"], ["embeddings", "status"]]
+            ["ask"], ["show"], ["mcp"], ["eval"], ["serve"], ["embeddings", "warmup"], ["embeddings", "status"],
+            ["vaults"], ["vaults", "rm"]]
 
 
 def help_text(*args):
@@ -139,3 +140,142 @@ def test_argument_errors_without_json_keep_stdout_empty():
     proc = _cli("search", "--top-k", "x")
     assert proc.returncode == localrag.EXIT_USAGE and proc.stdout == ""
     assert "usage: localrag search" in proc.stderr and "error [invalid_request]" in proc.stderr
+
+
+# --- vaults ---------------------------------------------------------------------------------------------------------
+
+def test_vaults_lists_and_removes_one_vault(ingested, tmp_path, capfd):
+    import shutil
+    from conftest import SAMPLE_VAULT
+    config, vault, first = ingested
+    other = tmp_path / "other"
+    shutil.copytree(SAMPLE_VAULT / "hr", other)
+    localrag.ingest(config, other)
+    code, out = run_cli("vaults", "--json")
+    listed = {v["vault_path"]: v for v in json.loads(out)["vaults"]}
+    assert code == 0 and set(listed) == {str(vault.resolve()), str(other.resolve())}
+    mine = listed[str(vault.resolve())]
+    assert mine["documents"] == first["documents_added"] and mine["chunks"] == first["chunks_written"]
+    assert mine["last_run"]["status"] == "success" and mine["exists_on_disk"] is True
+    code, out = run_cli("vaults")
+    assert code == 0 and str(other.resolve()) in out and "documents" in out
+
+    # not a terminal and no --yes: refused, nothing removed
+    code, out = run_cli("vaults", "rm", str(vault), "--json")
+    assert code == localrag.EXIT_USAGE and "--yes" in json.loads(out)["error"]["message"]
+    assert len(json.loads(run_cli("vaults", "--json")[1])["vaults"]) == 2
+
+    shutil.rmtree(vault)  # the folder may be gone already: the stored path still names the vault
+    code, out = run_cli("vaults", "rm", str(vault), "--yes", "--json")
+    removed = json.loads(out)
+    assert code == 0 and removed["documents_removed"] == first["documents_added"] and removed["runs_removed"] >= 1
+    with localrag.Store.open(config) as s:
+        assert s.run("SELECT count(*) FROM documents WHERE vault_path = :v", v=str(vault.resolve()))[0][0] == 0
+        assert s.run("SELECT count(*) FROM chunks c LEFT JOIN documents d ON d.id = c.document_id "
+                     "WHERE d.id IS NULL")[0][0] == 0
+        assert s.run("SELECT count(*) FROM embeddings e LEFT JOIN chunks c ON c.id = e.chunk_id "
+                     "WHERE c.id IS NULL")[0][0] == 0
+        assert s.run("SELECT count(*) FROM documents WHERE vault_path = :v", v=str(other.resolve()))[0][0] > 0
+    assert [v["vault_path"] for v in json.loads(run_cli("vaults", "--json")[1])["vaults"]] == [str(other.resolve())]
+    code, out = run_cli("vaults", "rm", str(vault), "--yes", "--json")
+    assert code == localrag.EXIT_VAULT and json.loads(out)["error"]["code"] == "vault_not_indexed"
+
+
+def test_vaults_rm_prompts_on_a_terminal(ingested, monkeypatch, capsys):
+    import io
+    config, vault, _ = ingested
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    monkeypatch.setattr("sys.stdin", Tty("n\n"))
+    assert localrag.main(["vaults", "rm", str(vault)]) == 0
+    assert "nothing removed" in capsys.readouterr().err
+    assert json.loads(run_cli("vaults", "--json")[1])["vaults"][0]["documents"] > 0
+    monkeypatch.setattr("sys.stdin", Tty("y\n"))
+    assert localrag.main(["vaults", "rm", str(vault)]) == 0
+    assert "documents" in capsys.readouterr().err
+    assert json.loads(run_cli("vaults", "--json")[1])["vaults"] == []
+
+
+def test_vaults_rm_refuses_while_an_ingest_holds_the_vault(ingested):
+    config, vault, _ = ingested
+    with localrag.Store.open(config) as s:
+        s.run("SELECT pg_advisory_lock(727274002, hashtext(:v))", v=str(vault.resolve()))
+        code, out = run_cli("vaults", "rm", str(vault), "--yes", "--json")
+        s.run("SELECT pg_advisory_unlock(727274002, hashtext(:v))", v=str(vault.resolve()))
+    assert code == localrag.EXIT_BUSY and json.loads(out)["error"]["code"] == "ingest_in_progress"
+
+
+# --- progress -------------------------------------------------------------------------------------------------------
+
+class Clock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_progress_on_a_terminal_is_one_line_fitting_the_width(monkeypatch):
+    import io
+    clock = Clock()
+    monkeypatch.setattr(localrag.time, "monotonic", clock)
+    monkeypatch.setenv("COLUMNS", "60")
+    out = io.StringIO()
+    p = localrag._ProgressPrinter("tty", out)
+    p("scan", 0, 0)
+    for done in range(0, 6280, 10):
+        clock.now += 0.01
+        p("parse+embed", done, 6279)
+    p.close()
+    frames = out.getvalue().split("\r")
+    assert "\n" not in out.getvalue()  # rewritten in place, never scrolled
+    assert all(len(f.replace("\x1b[K", "")) <= 59 for f in frames)
+    assert 40 < len(frames) < 120  # at most ten redraws a second
+    last = [f for f in frames if "parse+embed" in f][-1]
+    assert "%" in last and "files/s" in last and "ETA" in last and "/6,279 files" in last
+
+
+def test_progress_in_a_log_is_every_5s_or_10_percent_whichever_is_rarer(monkeypatch):
+    import io
+    clock = Clock()
+    monkeypatch.setattr(localrag.time, "monotonic", clock)
+    out = io.StringIO()
+    p = localrag._ProgressPrinter("log", out)
+    for done in range(1000):  # fast: 10% every 0.5 s, so the 5 s rule decides
+        clock.now += 0.005
+        p("parse+embed", done, 1000)
+    fast = out.getvalue().splitlines()
+    assert len(fast) == 1  # the phase start only: 5 s never passed
+    out.truncate(0), out.seek(0)
+    p = localrag._ProgressPrinter("log", out)
+    for done in range(1000):  # slow: 5 s pass every 5 files, so the 10% rule decides
+        clock.now += 1.0
+        p("parse+embed", done, 1000)
+    slow = out.getvalue().splitlines()
+    assert 9 <= len(slow) <= 11 and all("ETA" in line for line in slow[1:])
+    out.truncate(0), out.seek(0)
+    p = localrag._ProgressPrinter("log", out)
+    for done in range(6279):  # batches written every 200 files do not each start a line
+        clock.now += 0.01
+        p("parse+embed", done, 6279)
+        if done % 200 == 0:
+            p("write", done, 6279)
+    assert len(out.getvalue().splitlines()) <= 14
+
+
+def test_ingest_progress_flags(ingested, capfd):
+    config, vault, _ = ingested
+    code, _ = run_cli("ingest", str(vault), "--quiet")
+    assert code == 0 and capfd.readouterr().err == ""
+    code, _ = run_cli("ingest", str(vault), "--progress", "never")
+    err = capfd.readouterr().err
+    assert "scan" not in err and "files found" in err
+    code, _ = run_cli("ingest", str(vault), "--progress", "always")
+    err = capfd.readouterr().err
+    assert "\r" in err and "files found" in err
+    code, _ = run_cli("ingest", str(vault))  # auto, stderr not a terminal: plain lines
+    err = capfd.readouterr().err
+    assert "\r" not in err and err.splitlines()[0] == "scan…"

@@ -93,7 +93,7 @@ def test_canonical_vault_path(ingested, monkeypatch, spelling):
 
 def test_dot_folders_skipped_and_vault_never_written(db, vault):
     (vault / ".obsidian" / "hidden.md").write_text("# secret")
-    (vault / ".trash").mkdir()
+    (vault / ".trash").mkdir()  # hidden: these two, .hidden.md, .localragignore, .obsidian/app.json
     (vault / ".trash" / "old.md").write_text("# old")
     before = {p: p.stat().st_mtime_ns for p in vault.rglob("*")}
     localrag.ingest(db, vault)
@@ -126,8 +126,9 @@ def test_empty_vault_succeeds_with_zero_counts(db, tmp_path):
 
 
 def test_per_file_problems_reported_and_others_indexed(db, vault, capfd):
-    (vault / "latin1.md").write_bytes("# Café\nna\xefve".encode("latin-1"))
-    (vault / "bad-yaml.md").write_text("---\ntitle: [unclosed\n---\n# x\n")
+    (vault / "latin1.md").write_bytes("# Café\nna\xefve zorbulon".encode("latin-1"))
+    (vault / "bad-yaml.md").write_text("---\ntitle: [unclosed\n---\n# x\nquuxotic body kept\n")
+    (vault / "board.canvas").write_text("{not json")
     outside = vault.parent / "outside.md"
     outside.write_text("# outside secret\nclassified")
     (vault / "link.md").symlink_to(outside)
@@ -136,36 +137,41 @@ def test_per_file_problems_reported_and_others_indexed(db, vault, capfd):
     err = capfd.readouterr().err
     assert code == localrag.EXIT_PARTIAL and result["status"] == "success"
     failed = {f["path"]: f["error"] for f in result["files_failed"]}
-    assert "UTF-8" in failed["latin1.md"] and "frontmatter" in failed["bad-yaml.md"]
-    assert "latin1.md" in err and "bad-yaml.md" in err
+    assert list(failed) == ["board.canvas"] and "JSON Canvas" in failed["board.canvas"] and "line 1" in failed["board.canvas"]
+    warned = {w["path"]: w["warning"] for w in result["warnings"]}
+    assert "Windows-1252" in warned["latin1.md"] and "line 3" in warned["bad-yaml.md"]
+    assert "board.canvas" in err and "latin1.md" in err and "bad-yaml.md" in err
     assert {"path": "link.md", "warning": "symlink leads outside the vault; not followed"} in result["warnings"]
     with localrag.Store.open(db) as s:
         assert not s.run("SELECT 1 FROM chunks WHERE content LIKE '%classified%'")
+        assert s.run("SELECT count(*) FROM chunks WHERE content LIKE '%naïve zorbulon%'")[0][0] == 1
+        assert s.run("SELECT count(*) FROM chunks WHERE content LIKE '%quuxotic body kept%'")[0][0] == 1
         assert s.run("SELECT count(*) FROM documents")[0][0] == result["documents_added"] > 10
         summary = s.run("SELECT error_summary FROM ingest_runs ORDER BY id DESC LIMIT 1")[0][0]
-    assert "latin1.md" in summary
+    assert "board.canvas" in summary
 
 
-def test_broken_file_keeps_its_previous_version(ingested):
-    config, vault, _ = ingested
-    faq = vault / "products" / "Atlas CRM FAQ.md"
-    faq.write_bytes(b"---\ntitle: [broken\n---\n")
-    before = counts(config)
-    result = localrag.ingest(config, vault)
-    assert [f["path"] for f in result["files_failed"]] == ["products/Atlas CRM FAQ.md"]
-    assert result["documents_deleted"] == 0 and counts(config) == before
+def test_broken_file_keeps_its_previous_version(db, vault):
+    board = vault / "board.canvas"
+    board.write_text(json.dumps({"nodes": [{"id": "a", "type": "text", "text": "canvas card zorbulon"}]}))
+    localrag.ingest(db, vault)
+    board.write_text('{"nodes": [')  # truncated while being saved
+    before = counts(db)
+    result = localrag.ingest(db, vault)
+    assert [f["path"] for f in result["files_failed"]] == ["board.canvas"]
+    assert result["documents_deleted"] == 0 and counts(db) == before
+    assert localrag.search(db, "canvas card zorbulon")["results"][0]["source"] == "board.canvas"
 
 
-def test_huge_file_is_reported_not_read(db, vault, monkeypatch):
+def test_huge_file_is_counted_not_read(db, vault, monkeypatch):
+    monkeypatch.setenv("LOCALRAG_MAX_FILE_MB", "1")
     big = vault / "huge.md"
-    with big.open("w") as f:
-        line = "# 大文件\n" + ("重复的内容 filler text " * 40 + "\n") * 10
-        while f.tell() < 50 * 1024 * 1024:
-            f.write(line)
-    result = localrag.ingest(localrag.load_config(), vault)
-    assert result["files_failed"][0]["path"] == "huge.md"
-    assert "LOCALRAG_MAX_FILE_MB" in result["files_failed"][0]["error"]
-    assert result["documents_added"] > 10
+    big.write_text("# 大文件\n" + "重复的内容 filler text\n" * 80000)
+    code, out = run_cli("ingest", str(vault), "--json")
+    result = json.loads(out)
+    assert code == localrag.EXIT_PARTIAL and result["skipped_by_reason"] == {"too_large": 1, "hidden": 1}
+    assert "LOCALRAG_MAX_FILE_MB" in {w["path"]: w["warning"] for w in result["warnings"]}["huge.md"]
+    assert result["documents_added"] > 10 and not result["files_failed"]
 
 
 def test_database_dies_mid_ingest_then_next_run_completes(db, vault, monkeypatch):
@@ -173,8 +179,8 @@ def test_database_dies_mid_ingest_then_next_run_completes(db, vault, monkeypatch
     monkeypatch.setattr(localrag, "INGEST_BATCH_CHUNKS", 10)  # a tuning constant: many small transactions
     seen = []
 
-    def killer(msg):
-        seen.append(msg)
+    def killer(*event):
+        seen.append(event)
         if len(seen) == 8:
             with localrag.Store.open(db) as s:
                 s.run("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'localrag' "
@@ -260,3 +266,233 @@ def test_worker_processes_give_the_same_index_as_in_process(db, tmp_path, monkey
                 "c.token_count, e.embedding::text FROM chunks c JOIN embeddings e ON e.chunk_id = c.id "
                 "JOIN documents d ON d.id = c.document_id WHERE d.vault_path = :v ORDER BY 1, 2", v=str(vault)))
     assert snapshots[0] == snapshots[1] and len(snapshots[0]) > 200
+
+
+# --- real vaults: skip accounting, ignore files, other formats, aliases, links ----------------------------------
+
+def _all_files(root):
+    return sum(len(files) + sum(1 for d in dirs if os.path.islink(os.path.join(here, d)))
+               for here, dirs, files in os.walk(root))
+
+
+def accounted(result):
+    return (result["documents_added"] + result["documents_updated"] + result["documents_skipped"]
+            + result["documents_backfilled"] + len(result["files_failed"]) + sum(result["skipped_by_reason"].values()))
+
+
+def test_every_file_is_accounted_for_by_reason(db, vault, monkeypatch):
+    monkeypatch.setenv("LOCALRAG_MAX_FILE_MB", "1")
+    (vault / ".trash").mkdir()  # hidden: these two, .hidden.md, .localragignore, .obsidian/app.json
+    (vault / ".trash" / "old.md").write_text("# old\n")
+    (vault / ".trash" / "older.md").write_text("# older\n")
+    (vault / ".hidden.md").write_text("# hidden\n")
+    (vault / "pic.png").write_bytes(b"\x89PNG\r\n")
+    (vault / "drafts").mkdir()
+    (vault / "drafts" / "a.md").write_text("# draft a\n")
+    (vault / "drafts" / "keep.md").write_text("# keep\n")
+    (vault / "private.md").write_text("# private\nsecret zorbulon\n")
+    (vault / ".localragignore").write_text("# comment\ndrafts/\nprivate.md\n")
+    (vault / "big.md").write_text("x" * 1_200_000)
+    (vault / "notes.txt").write_text("A plain text note about quuxotic widgets.\n\nSecond paragraph.\n")
+    (vault / "elsewhere").symlink_to(vault.parent)
+    code, out = run_cli("ingest", str(vault), "--json", "--exclude", "*.tmp", "--exclude", "hr/")
+    (vault / "scratch.tmp").write_text("tmp")
+    result = json.loads(out)
+    assert result["files_failed"] == [] and code == localrag.EXIT_PARTIAL  # big.md was not read
+    assert result["skipped_by_reason"] == {"hidden": 5, "excluded": 4, "unsupported_extension": 1, "too_large": 1,
+                                           "symlink": 1}
+    assert result["files_found"] == _all_files(vault) - 1 == accounted(result)  # scratch.tmp came after
+    with localrag.Store.open(db) as s:
+        paths = {r[0] for r in s.run("SELECT relative_path FROM documents")}
+        meta = s.run("SELECT metadata FROM ingest_runs ORDER BY id DESC LIMIT 1")[0][0]
+    assert "notes.txt" in paths and not {p for p in paths if p.startswith(("drafts/", "hr/", "private"))}
+    assert meta["skipped_by_reason"] == result["skipped_by_reason"] and meta["files_found"] == result["files_found"]
+    second = localrag.ingest(localrag.load_config(), vault, excludes=["*.tmp", "hr/"])  # with the 1 MB limit
+    assert second["documents_skipped"] == result["documents_added"] and accounted(second) == _all_files(vault)
+
+
+def test_newly_ignored_files_leave_the_index(ingested):
+    config, vault, first = ingested
+    (vault / ".localragignore").write_text("hr/\n")
+    result = localrag.ingest(config, vault)
+    assert result["documents_deleted"] == 1 and result["skipped_by_reason"]["excluded"] == 1
+
+
+@pytest.mark.parametrize("line, problem", [("notes/[abc", "never closed"), ("trailing\\", "backslash"),
+                                           ("!", "empty")])
+def test_bad_ignore_pattern_is_a_clear_error_and_changes_nothing(ingested, line, problem):
+    config, vault, _ = ingested
+    before = counts(config)
+    (vault / ".localragignore").write_text(f"# ok\n*.tmp\n{line}\n")
+    code, out = run_cli("ingest", str(vault), "--json")
+    err = json.loads(out)["error"]
+    assert code == localrag.EXIT_USAGE and err["code"] == "ignore_pattern_invalid"
+    assert ".localragignore line 3" in err["message"] and problem in err["message"]
+    assert counts(config) == before
+    code, out = run_cli("ingest", str(vault), "--json", "--exclude", "[x")
+    assert json.loads(out)["error"]["code"] == "ignore_pattern_invalid" and "--exclude #1" in json.loads(out)["error"]["message"]
+
+
+def test_txt_canvas_excalidraw_and_pdf_are_indexed(db, tmp_path):
+    from conftest import make_pdf
+    vault = tmp_path / "mixed"
+    vault.mkdir()
+    (vault / "log.txt").write_text("Quarterly zorbulon review.\n\nThe zorbulon budget is 40k.\n")
+    (vault / "board.canvas").write_text(json.dumps({"nodes": [
+        {"id": "card-7", "type": "text", "text": "Launch checklist: quuxotic flags on", "x": 0, "y": 0,
+         "width": 1, "height": 1},
+        {"id": "w", "type": "widget", "x": 0, "y": 0, "width": 1, "height": 1}], "edges": []}))
+    (vault / "Arch.excalidraw.md").write_text("---\nexcalidraw-plugin: parsed\n---\n==⚠ Switch ⚠==\n# Text Elements\n"
+                                              "Frobnitz gateway ^x1\n\n%%\n# Drawing\n```json\n{\"a\": 1}\n```\n%%\n")
+    (vault / "Empty.excalidraw.md").write_text("---\nexcalidraw-plugin: parsed\n---\n%%\n# Drawing\n%%\n")
+    (vault / "manual.pdf").write_bytes(make_pdf(["Intro page", "", "Torque spec: 42 Nm for the flanglewidget"]))
+    (vault / "scan.pdf").write_bytes(make_pdf(["", ""]))
+    (vault / "truncated.pdf").write_bytes(make_pdf(["Some text here"])[:150])
+    (vault / "renamed.pdf").write_bytes(b"PK\x03\x04" + b"\x00" * 200)
+    result = localrag.ingest(db, vault)
+    failed = {f["path"]: f["error"] for f in result["files_failed"]}
+    assert set(failed) == {"scan.pdf", "truncated.pdf", "renamed.pdf"}
+    assert "scanned" in failed["scan.pdf"] and "ZIP" in failed["renamed.pdf"] and "PDF" in failed["truncated.pdf"]
+    warned = {w["path"]: w["warning"] for w in result["warnings"]}
+    assert "widget" in warned["board.canvas"] and "Text Elements" in warned["Empty.excalidraw.md"]
+    assert result["documents_added"] == 5
+    hit = localrag.search(db, "flanglewidget torque spec")["results"][0]
+    assert hit["source"] == "manual.pdf" and hit["heading"] == "page 3"
+    assert localrag.search(db, "quuxotic launch checklist")["results"][0]["heading_path"] == ["card-7"]
+    assert localrag.search(db, "zorbulon budget")["results"][0]["source"] == "log.txt"
+    top = localrag.search(db, "frobnitz gateway")["results"][0]
+    assert top["source"] == "Arch.excalidraw.md" and "Switch" not in top["content"] and "^x1" not in top["content"]
+    answer = localrag.ask(db, "What is the torque spec for the flanglewidget?")
+    cited = answer["citations"][0]
+    assert (cited["source"], cited["heading"], cited["score"]) == ("manual.pdf", "page 3", answer["confidence"])
+    assert cited["line_start"] is None  # a PDF has pages, not file lines
+
+
+def test_pdf_without_pypdf_is_counted_with_the_install_hint(db, tmp_path):
+    """Run in a child interpreter where pypdf cannot be imported (a meta-path blocker), as in a pyz without it."""
+    import subprocess
+    import sys
+    from conftest import make_pdf
+    vault = tmp_path / "v"
+    vault.mkdir()
+    (vault / "a.pdf").write_bytes(make_pdf(["text"]))
+    (vault / "n.md").write_text("# n\nbody\n")
+    code = ("import sys, json\nclass Block:\n    def find_spec(self, name, *a):\n"
+            "        if name == 'pypdf' or name.startswith('pypdf.'): raise ImportError('blocked')\n"
+            "sys.meta_path.insert(0, Block())\nimport localrag\n"
+            "sys.exit(localrag.main(['ingest', sys.argv[1], '--json']))\n")
+    proc = subprocess.run([sys.executable, "-c", code, str(vault)], capture_output=True, text=True, timeout=120)
+    result = json.loads(proc.stdout)
+    assert "skipped_by_reason" in result, proc.stderr
+    assert result["skipped_by_reason"] == {"pdf_extra_missing": 1} and result["documents_added"] == 1
+    assert "localrag[pdf]" in proc.stderr
+
+
+ALIAS_VAULT = {
+    "people/Dana Li.md": "---\naliases: [Dana, DL]\n---\n# Dana Li\nDana leads the platform team and owns on-call.\n",
+    "projects/Falcon.md": "---\naliases: PF-7\ntitle: Project Falcon\n---\n# Overview\nA migration of the billing "
+                          "service to the new cluster, due in Q3. Owner: [[Dana]]. See [[people/Dana Li#Contact^c1|her]]"
+                          " and [[../../outside]] and [[Nowhere]].\n",
+    "projects/Heron.md": "# Overview\nHeron is the search rewrite; it reuses the cluster from the billing work.\n",
+    "projects/Kestrel.md": "---\naliases: 5\n---\n# Overview\nKestrel retires the old cluster.\n",
+    "notes/Standup.md": "# Standup\nWe talked about the cluster and the billing service.\n",
+}
+
+
+@pytest.fixture
+def alias_vault(db, tmp_path):
+    root = tmp_path / "aliases"
+    for rel, text in ALIAS_VAULT.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    result = localrag.ingest(db, root)
+    return db, root, result
+
+
+@pytest.mark.parametrize("question, source", [
+    ("What is PF-7?", "projects/Falcon.md"),
+    ("PF-7 deadline", "projects/Falcon.md"),
+    ("Project Falcon", "projects/Falcon.md"),
+    ("Who is DL?", "people/Dana Li.md"),
+    ("What does Kestrel do?", "projects/Kestrel.md"),
+])
+def test_alias_questions_find_the_aliased_note_first(alias_vault, question, source):
+    config, _, _ = alias_vault
+    top = localrag.search(config, question)["results"][0]
+    assert top["source"] == source
+    assert top["title"] and isinstance(top["aliases"], list)
+
+
+def test_aliases_and_title_ride_on_every_chunk_and_in_results(alias_vault):
+    config, _, result = alias_vault
+    assert any("aliases: 5" in w["warning"] for w in result["warnings"] if w["path"] == "projects/Kestrel.md")
+    top = localrag.search(config, "What is PF-7?")["results"][0]
+    assert top["title"] == "Project Falcon" and top["aliases"] == ["PF-7"]
+    with localrag.Store.open(config) as s:
+        assert s.run("SELECT metadata->'aliases' FROM chunks WHERE relative_path = 'people/Dana Li.md'")[0][0] == \
+            ["Dana", "DL"]
+
+
+def test_wikilinks_are_stored_resolved(alias_vault):
+    config, root, result = alias_vault
+    with localrag.Store.open(config) as s:
+        rows = s.run("SELECT l.target, l.heading, l.block_id, l.alias, l.resolved_path, l.target_exists FROM links l "
+                     "JOIN documents d ON d.id = l.document_id WHERE d.relative_path = 'projects/Falcon.md' ORDER BY l.id")
+    assert rows == [["Dana", "", "", "", "people/Dana Li.md", True],
+                    ["people/Dana Li", "Contact", "c1", "her", "people/Dana Li.md", True],
+                    ["../../outside", "", "", "", None, False],
+                    ["Nowhere", "", "", "", "Nowhere.md", False]]
+    assert result["links"] == {"resolved": 2, "unresolved": 2}
+    (root / "Nowhere.md").write_text("# now it exists\n")
+    localrag.ingest(config, root)
+    with localrag.Store.open(config) as s:
+        assert s.run("SELECT target_exists FROM links WHERE target = 'Nowhere'")[0][0] is True
+
+
+def test_block_ids_recorded_in_chunk_metadata(db, tmp_path):
+    root = tmp_path / "b"
+    root.mkdir()
+    (root / "n.md").write_text("# N\nA claim. ^claim-1\n")
+    localrag.ingest(db, root)
+    with localrag.Store.open(db) as s:
+        content, meta = s.run("SELECT content, metadata FROM chunks")[0]
+    assert "^claim-1" not in content and meta["block_ids"] == ["claim-1"]
+
+
+def test_interrupt_marks_the_run_failed_and_says_what_was_done(db, vault):
+    calls = []
+
+    def interrupt(phase, done, total):
+        calls.append(phase)
+        if phase == "parse+embed" and done == 5:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt) as info:
+        localrag.ingest(db, vault, progress=interrupt)
+    partial = info.value.partial_result
+    assert partial["status"] == "failed" and "interrupted after 5 of" in partial["error_summary"]
+    assert runs(db)[-1][1] == "failed"
+    assert localrag.ingest(db, vault)["status"] == "success"
+
+
+@pytest.mark.slow
+def test_whole_obsidian_help_corpus_is_accounted_for(db):
+    """Every file of the Obsidian Help vault (all languages) is added, unchanged, failed or skipped for a reason."""
+    from conftest import CORPUS
+    if not CORPUS.is_dir():
+        pytest.skip("the shared Obsidian Help corpus is not beside the repo")
+    found = _all_files(CORPUS)
+    first = localrag.ingest(db, CORPUS)
+    assert first["files_found"] == found == accounted(first) and first["documents_added"] > 6000
+    # Links between notes resolve (the corpus ships without its images, so links to attachments do not)
+    with localrag.Store.open(db) as s:
+        resolved, note_links = s.run("SELECT count(*) FILTER (WHERE target_exists), count(*) FROM links "
+                                     "WHERE target !~ '[.][A-Za-z0-9]+$'")[0]
+    assert resolved > 0.99 * note_links > 50000
+    second = localrag.ingest(db, CORPUS)
+    assert second["files_found"] == found == accounted(second)
+    assert second["documents_skipped"] == first["documents_added"]
+    print(f"\ncorpus: {found} files; first run {first['documents_added']} added, {len(first['files_failed'])} failed, "
+          f"skipped {first['skipped_by_reason']}, links {first['links']} (between notes {resolved}/{note_links}), "
+          f"{first['duration_s']} s; "
+          f"rerun {second['documents_skipped']} unchanged in {second['duration_s']} s")

@@ -58,13 +58,14 @@ def test_wikilinks_aliases_headings_embeds():
     assert doc.wikilinks == ("Support Escalation Policy", "runbooks/API Latency Runbook", "Atlas CRM", "diagram.png")
 
 
-@pytest.mark.parametrize("text", [
-    "---\ntitle: [unclosed\n---\nbody",
-    "---\n: : :\n  - bad\n---\nbody",
+@pytest.mark.parametrize("text, line", [
+    ("---\ntitle: [unclosed\n---\nbody", 3),
+    ("---\na: 1\nb: : :\n---\nbody", 3),
 ])
-def test_malformed_frontmatter_raises_markdown_error(text):
-    with pytest.raises(localrag.MarkdownError, match="frontmatter"):
-        localrag.parse_markdown(text)
+def test_malformed_frontmatter_keeps_the_body_and_names_the_line(text, line):
+    doc = localrag.parse_markdown(text, "x.md")
+    assert doc.body == "body" and doc.frontmatter == {}
+    assert len(doc.warnings) == 1 and "frontmatter" in doc.warnings[0] and f"line {line}" in doc.warnings[0]
 
 
 def test_no_frontmatter_and_preamble_section():
@@ -76,3 +77,177 @@ def test_no_frontmatter_and_preamble_section():
 def test_crlf_and_bom_normalized():
     doc = localrag.parse_markdown("\ufeff---\r\ntags: a\r\n---\r\n# T\r\nx\r\n")
     assert doc.tags == ("a",) and doc.body == "# T\nx\n"
+
+
+# --- Obsidian semantics -------------------------------------------------------------------------------------------
+
+def test_aliases_list_string_and_title():
+    doc = localrag.parse_markdown("---\naliases: [PF-7, Project Falcon]\ntitle: Falcon plan\n---\nx", "p/Falcon.md")
+    assert doc.aliases == ("PF-7", "Project Falcon") and doc.title == "Falcon plan"
+    assert doc.alias_text == "Falcon plan ; PF-7 ; Project Falcon"
+    one = localrag.parse_markdown("---\naliases: PF-7\n---\nx", "Falcon.md")
+    assert one.aliases == ("PF-7",) and one.title == "Falcon" and one.alias_text == "PF-7"
+    plain = localrag.parse_markdown("# Falcon\nx", "Falcon.md")
+    assert plain.alias_text == "" and plain.title == "Falcon"
+
+
+@pytest.mark.parametrize("value, aliases, warns", [
+    ("5", ("5",), True),
+    ("[5, ok, null]", ("5", "ok"), True),
+    ("{a: 1}", (), True),
+    ("true", ("true",), True),
+    ("", (), False),
+])
+def test_odd_aliases_are_forgiven_with_a_warning(value, aliases, warns):
+    doc = localrag.parse_markdown(f"---\naliases: {value}\n---\nbody", "n.md")
+    assert doc.aliases == aliases and doc.body == "body"
+    assert bool(doc.warnings) == warns and all("aliases" in w for w in doc.warnings)
+
+
+def test_comments_inline_and_block_dropped_but_not_in_code():
+    text = ("before %%inline secret%% after\n%%\nblock secret\nspans lines\n%%\nkept `%%code%%` kept\n"
+            "```\n%% fenced %%\n```\nend %%secret\ncontinues%% tail\n")
+    doc = localrag.parse_markdown(text, "c.md")
+    assert "secret" not in doc.body
+    assert "before  after" in doc.body and "`%%code%%`" in doc.body and "%% fenced %%" in doc.body
+    assert "end" in doc.body and "tail" in doc.body and not doc.warnings
+
+
+def test_unclosed_comment_hides_the_rest_with_a_warning():
+    doc = localrag.parse_markdown("visible\n\n%% open\nhidden\n", "c.md")
+    assert "hidden" not in doc.body and "visible" in doc.body
+    assert "line 3" in doc.warnings[0]
+
+
+def test_block_ids_recorded_and_removed():
+    doc = localrag.parse_markdown("# H\nA claim worth linking. ^claim-1\n\n| t |\n|---|\n\n^table\n"
+                                  "x^2 stays\n", "b.md")
+    assert [b for _, b in doc.block_ids] == ["claim-1", "table"]
+    assert "^claim-1" not in doc.body and "^table" not in doc.body and "x^2 stays" in doc.body
+    for pos, block in doc.block_ids:
+        assert 0 <= pos <= len(doc.body)
+
+
+def test_wikilink_with_pipe_heading_block_and_dotdot():
+    doc = localrag.parse_markdown("See [[../people/Dana Li#Contact^abc|Dana]] and [[#Local]].", "team/x.md")
+    first = doc.links[0]
+    assert (first.target, first.heading, first.block, first.alias) == ("../people/Dana Li", "Contact", "abc", "Dana")
+    assert doc.links[1].target == "" and doc.links[1].heading == "Local"
+
+
+def test_link_index_follows_obsidian_rules():
+    ix = localrag.LinkIndex(["people/Dana Li.md", "a/Note.md", "b/c/Note.md", "img/pic.png", "x/y/Deep.md"],
+                            {"people/Dana Li.md": ("Dana", "DL")})
+    assert ix.resolve("q.md", "dana li") == ("people/Dana Li.md", True)            # case-insensitive, by name
+    assert ix.resolve("b/c/z.md", "Note") == ("b/c/Note.md", True)                # same folder wins
+    assert ix.resolve("q.md", "Note") == ("a/Note.md", True)                      # else the shortest path
+    assert ix.resolve("q.md", "c/Note") == ("b/c/Note.md", True)                  # a path suffix
+    assert ix.resolve("q.md", "pic.png") == ("img/pic.png", True)                 # attachments by full name
+    assert ix.resolve("x/y/z.md", "../y/Deep") == ("x/y/Deep.md", True)           # relative
+    assert ix.resolve("x/z.md", "../../etc/passwd") == (None, False)              # never outside the vault
+    assert ix.resolve("q.md", "Dana") == ("people/Dana Li.md", True)              # aliases last
+    assert ix.resolve("q.md", "Nope") == ("Nope.md", False)                       # where Obsidian would create it
+    assert ix.resolve("q.md", "") == ("q.md", True)                               # [[#heading]]
+
+
+def test_excalidraw_keeps_only_text_elements():
+    text = ("---\nexcalidraw-plugin: parsed\ntags: [excalidraw]\n---\n==⚠  Switch to EXCALIDRAW VIEW ⚠==\n\n"
+            "# Text Elements\nLoad balancer ^a1b2\n\nPrimary DB ^c3d4\n\n%%\n# Drawing\n```json\n"
+            '{"type":"excalidraw","elements":[]}\n```\n%%\n')
+    doc = localrag.parse_markdown(text, "diagrams/Arch.excalidraw.md")
+    assert "Load balancer" in doc.body and "Primary DB" in doc.body
+    assert "Switch" not in doc.body and "excalidraw\"" not in doc.body and "^a1b2" not in doc.body
+    assert doc.title == "Arch" and not doc.warnings
+
+
+def test_excalidraw_without_text_section_is_empty_with_a_warning():
+    doc = localrag.parse_markdown("---\nexcalidraw-plugin: parsed\n---\n%%\n# Drawing\n```json\n{}\n```\n%%\n",
+                                  "d.excalidraw.md")
+    assert doc.body.strip() == "" and "Text Elements" in doc.warnings[0]
+    assert localrag.chunk_document(doc) == []
+
+
+def test_canvas_text_nodes_with_node_id_headings():
+    import json
+    canvas = {"nodes": [{"id": "n1", "type": "text", "text": "# Plan\nShip the #release with [[Dana Li]]",
+                         "x": 0, "y": 0, "width": 10, "height": 10},
+                        {"id": "f1", "type": "file", "file": "notes/Spec.md", "x": 0, "y": 0, "width": 1, "height": 1},
+                        {"id": "g1", "type": "group", "label": "G", "x": 0, "y": 0, "width": 1, "height": 1},
+                        {"id": "z", "type": "sticker", "x": 0, "y": 0, "width": 1, "height": 1},
+                        {"id": "n2", "type": "text", "text": "Second card", "x": 0, "y": 0, "width": 1, "height": 1}],
+              "edges": []}
+    doc = localrag.parse_canvas(json.dumps(canvas), "boards/Plan.canvas")
+    assert [s.heading_path for s in doc.sections] == [("n1",), ("n2",)]
+    chunks = localrag.chunk_document(doc)
+    assert [c.heading_path for c in chunks] == [("n1",), ("n2",)] and "Ship the" in chunks[0].content
+    assert {l.target for l in doc.links} == {"notes/Spec.md", "Dana Li"} and doc.tags == ("release",)
+    assert any("sticker" in w for w in doc.warnings)
+
+
+@pytest.mark.parametrize("text", ["not json {", "[1, 2]", '{"nodes": 5}'])
+def test_canvas_that_is_not_a_canvas_raises(text):
+    with pytest.raises(localrag.MarkdownError, match="JSON Canvas"):
+        localrag.parse_canvas(text, "x.canvas")
+
+
+def test_txt_is_a_note_without_headings():
+    doc = localrag.parse_text("# not a heading\n\nSecond paragraph #nottag [[nolink]]\n", "notes/readme.txt")
+    assert [s.heading_path for s in doc.sections] == [()] and doc.tags == () and doc.links == ()
+    assert localrag.chunk_document(doc)[0].content.startswith("# not a heading")
+
+
+@pytest.mark.parametrize("data, expect, warns", [
+    ("Café naïve".encode("utf-8"), "Café naïve", False),
+    (b"\xef\xbb\xbf" + "Café".encode("utf-8"), "Café", False),
+    ("Café ✓".encode("utf-16"), "Café ✓", False),                  # with BOM
+    ("Café naïve text".encode("utf-16-le"), "Café naïve text", False),  # no BOM: NUL pattern
+    ("Café naïve – “quoted”".encode("cp1252"), "Café naïve – “quoted”", True),
+    (bytes([0x81, 0x41]), "\x81A", True),                           # undefined in cp1252: Latin-1, nothing lost
+])
+def test_decode_text(data, expect, warns):
+    text, warning = localrag.decode_text(data)
+    assert text == expect and bool(warning) == warns
+    if warns:
+        assert "UTF-8" in warning
+
+
+# --- hypothesis: comment stripping ----------------------------------------------------------------------------------
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+_pieces = st.lists(st.sampled_from(["word ", "%%", "`", "```\n", "\n", "^id", " ^blk\n", "#", "x"]), max_size=40)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_pieces)
+def test_strip_comments_never_grows_and_is_idempotent_without_comments(parts):
+    text = "".join(parts)
+    clean, blocks, _ = localrag.strip_obsidian_syntax(text)
+    assert len(clean) <= len(text)
+    for pos, _block in blocks:
+        assert 0 <= pos <= len(clean)
+    if "%%" not in text and "^" not in text:
+        assert clean == text
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet="ab \n", max_size=30), st.text(alphabet="ab \n", max_size=30),
+       st.text(alphabet="cd \n", max_size=30))
+def test_comment_content_never_survives(before, after, secret):
+    clean, _, _ = localrag.strip_obsidian_syntax(f"{before}%%{secret}%%{after}")
+    assert clean.replace("\n", "").replace(" ", "") == (before + after).replace("\n", "").replace(" ", "")
+
+
+def test_comments_and_block_ids_keep_line_numbers():
+    text = "---\ntags: [a]\n---\n# H\n%%\nhidden\nlines\n%%\nafter the comment ^b1\n"
+    doc = localrag.parse_markdown(text, "n.md")
+    assert doc.body.count("\n") == text.count("\n") - 3
+    chunk = localrag.chunk_document(doc)[0]
+    first, last = localrag.span_lines(doc.body, chunk.start, chunk.end, doc.body_line)
+    assert (first, last) == (4, 9) and text.splitlines()[last - 1].startswith("after the comment")
+
+
+def test_wikilink_alias_bar_escaped_inside_a_table():
+    doc = localrag.parse_markdown("| a | b |\n|---|---|\n| [[Format your notes\\|format]] | [[Note#Part\\|p]] |\n")
+    assert [(l.target, l.heading, l.alias) for l in doc.links] == [("Format your notes", "", "format"),
+                                                                  ("Note", "Part", "p")]

@@ -532,3 +532,12 @@ def test_eval_warns_about_question_set_vaults_that_are_not_ingested(ingested, tm
     monkeypatch.chdir(tmp_path)
     assert run_cli("eval", "--questions", str(path), "--json")[0] == 0
     assert f"vault {tmp_path / 'corpus' / 'other'} is not ingested" in capsys.readouterr().err
+
+
+def test_removing_a_vault_removes_its_keyword_rows(ingested):
+    config, vault, _ = ingested
+    code, _out = run_cli("vaults", "rm", str(vault), "--yes", "--json")
+    assert code == 0
+    with localrag.Store.open(config) as s:
+        assert s.run("SELECT (SELECT count(*) FROM keyword_chunks), (SELECT count(*) FROM keyword_postings)")[0] == \
+            [0, 0]

@@ -8,7 +8,7 @@ import localrag
 from conftest import QUESTIONS, run_cli
 
 RESULT_KEYS = {"content", "source", "relative_path", "heading_path", "heading", "score", "line_start", "line_end",
-               "scores", "channels", "vault_path"}
+               "title", "aliases", "scores", "channels", "vault_path"}
 
 
 def test_smoke_loop_every_expected_source_in_top5(ingested):

@@ -42,8 +42,8 @@ def test_db_init_is_idempotent_and_status_reports(db):
 
 def test_missing_schema_gives_schema_not_initialized(config, vault):
     with localrag.Store.open(config) as s:
-        s.run("DROP TABLE IF EXISTS keyword_postings, keyword_chunks, embeddings, chunks, documents, ingest_runs "
-              "CASCADE")
+        s.run("DROP TABLE IF EXISTS keyword_postings, keyword_chunks, links, embeddings, chunks, documents, "
+              "ingest_runs CASCADE")
     for args in (("ingest", str(vault)), ("search", "客户"), ("ask", "客户")):
         code, out = run_cli(*args, "--json")
         assert code == localrag.EXIT_SCHEMA, args
