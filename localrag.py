@@ -41,6 +41,7 @@ import signal
 import socket
 import socketserver
 import ssl
+import stat
 import struct
 import sys
 import tempfile
@@ -93,6 +94,8 @@ CHUNK_TARGET_MAX_TOKENS = 800              # a section above this is split
 CHUNK_HARD_MAX_TOKENS = 1200               # no chunk is ever larger
 CHUNK_OVERLAP_TOKENS = 80                  # tokens repeated at the start of the next piece of a split section
 MAX_FILE_MB_DEFAULT = 10                   # larger files are reported, not read (keeps memory bounded)
+FRONTMATTER_MAX_BYTES = 64 * 1024          # larger frontmatter is dropped (with a warning); the body is indexed
+FRONTMATTER_MAX_NODES = 20_000             # YAML values after alias expansion: above this it is an alias bomb
 INGEST_BATCH_CHUNKS = 2000                 # chunks buffered before one write transaction
 INGEST_PARALLEL_MIN_FILES = 32             # fewer files than this are parsed in-process (no pool start-up)
 CONTEXT_TOKEN_BUDGET_DEFAULT = 6000
@@ -135,7 +138,8 @@ LOG = logging.getLogger(APP_NAME)
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE, EXIT_CONFIG, EXIT_DB, EXIT_SCHEMA = 0, 1, 2, 3, 4, 5
 EXIT_NOT_READY, EXIT_EMBEDDING, EXIT_LLM, EXIT_VAULT, EXIT_PARTIAL, EXIT_EVAL, EXIT_BUSY = 6, 7, 8, 9, 10, 11, 12
 EXIT_NOT_FOUND = 13
-EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143   # 128 + SIGINT, 128 + SIGTERM, as shells report them
+EXIT_MASS_DELETE = 14
+EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143   # 128 + SIGINT, 128 + SIGTERM, as shells report them (129: SIGHUP)
 
 
 class LocalRagError(Exception):
@@ -261,6 +265,14 @@ class SchemaNotInitialized(LocalRagError):
     code, http_status, exit_code = "schema_not_initialized", 503, EXIT_SCHEMA
 
 
+class SchemaTooNew(LocalRagError):
+    code, http_status, exit_code = "schema_too_new", 503, EXIT_SCHEMA
+
+
+class SchemaOutdated(LocalRagError):
+    code, http_status, exit_code = "schema_outdated", 503, EXIT_SCHEMA
+
+
 class PgvectorMissing(LocalRagError):
     code, http_status, exit_code = "pgvector_missing", 503, EXIT_SCHEMA
 
@@ -293,6 +305,18 @@ class VaultNotIndexed(LocalRagError):
 
 class IngestBusy(LocalRagError):
     code, http_status, exit_code = "ingest_in_progress", 409, EXIT_BUSY
+
+
+class Signalled(KeyboardInterrupt):
+    """SIGTERM/SIGHUP (and SIGINT under main) as an interruption: the same clean-up path as Ctrl-C; exit 128+signum."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+class MassDeleteRefused(LocalRagError):
+    code, http_status, exit_code = "mass_delete_refused", 409, EXIT_MASS_DELETE
 
 
 class LlmError(LocalRagError):
@@ -766,6 +790,7 @@ _WIKILINK_RE = re.compile(r"(!?)\[\[([^\[\]\|#\^\n]*)(#[^\[\]\|\n]*)?(?:\|([^\[\
 # all digits (Obsidian's rule).  `page#section` in a URL is preceded by a word character, so it never matches.
 _TAG_RE = re.compile(r"(?:^|(?<=[\s(\[,;]))#([^\W][\w\-/]*)", re.UNICODE)
 _INLINE_CODE_RE = re.compile(r"(`+)(?:(?!\1).)+?\1", re.DOTALL)
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
 _md_parser = None
 
 
@@ -799,6 +824,7 @@ class Document:
     sections: tuple[Section, ...]
     tags: tuple[str, ...]
     links: tuple[WikiLink, ...]
+    warnings: tuple[str, ...] = ()    # what was dropped to index the note anyway (e.g. refused frontmatter)
     body_line: int = 1         # the file line (1-based) where the body starts, after the frontmatter
     title: str = ""
     aliases: tuple[str, ...] = ()
@@ -837,9 +863,77 @@ def _markdown_parser():
     return _md_parser
 
 
+class _FrontmatterRefused(Exception):
+    """Raised inside the YAML handler; split_frontmatter turns it into a warning."""
+
+
+def _expanded_nodes(node, memo: dict, limit: int) -> int:
+    """How many nodes a YAML node graph becomes once aliases are copied out (what _jsonable and json.dumps would
+    build): counted on the shared graph with a memo, so a billion-node alias bomb is measured in microseconds."""
+    key = id(node)
+    if key in memo:
+        return memo[key]
+    memo[key] = limit + 1  # a cycle (a recursive alias) counts as unbounded
+    total = 1
+    value = node.value
+    if isinstance(value, list):
+        for item in value:
+            for child in (item if isinstance(item, tuple) else (item,)):
+                total += _expanded_nodes(child, memo, limit)
+                if total > limit:
+                    break
+            if total > limit:
+                break
+    memo[key] = min(total, limit + 1)
+    return memo[key]
+
+
+def _load_frontmatter_yaml(fm: str) -> Any:
+    """yaml.safe_load with bounds: FRONTMATTER_MAX_BYTES of text, FRONTMATTER_MAX_NODES once aliases expand."""
+    import yaml
+    size = len(fm.encode("utf-8", "surrogatepass"))
+    if size > FRONTMATTER_MAX_BYTES:
+        raise _FrontmatterRefused(f"frontmatter is {size} bytes, over the {FRONTMATTER_MAX_BYTES}-byte limit")
+    loader_class = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    loader = loader_class(fm)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        if _expanded_nodes(node, {}, FRONTMATTER_MAX_NODES) > FRONTMATTER_MAX_NODES:
+            raise _FrontmatterRefused(f"frontmatter expands to more than {FRONTMATTER_MAX_NODES} values "
+                                      f"(YAML aliases referring to aliases)")
+        return loader.construct_document(node)
+    except RecursionError:
+        raise _FrontmatterRefused("frontmatter is nested too deeply") from None
+    finally:
+        loader.dispose()
+
+
+def _clean_text(value: str) -> str:
+    """Text Postgres can store: NUL removed (text and jsonb reject it), lone surrogates (reachable through YAML
+    escapes such as "\\ud800" or undecodable file names) replaced by U+FFFD."""
+    if "\x00" in value:
+        value = value.replace("\x00", "")
+    return _SURROGATE_RE.sub("\ufffd", value)
+
+
+def _clean_values(value: Any) -> Any:
+    """_clean_text applied to every string of a JSON-ready value, keys included."""
+    if isinstance(value, str):
+        return _clean_text(value)
+    if isinstance(value, dict):
+        return {_clean_text(str(k)): _clean_values(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_clean_values(v) for v in value]
+    return value
+
+
 def split_frontmatter(text: str) -> tuple[dict, str, str | None]:
     """Split YAML frontmatter from the body: (metadata, body, warning).  Malformed YAML keeps the body, drops the
-    metadata and says why, naming the file line (a note is worth more than its properties)."""
+    metadata and says why, naming the file line (a note is worth more than its properties).
+    Frontmatter over FRONTMATTER_MAX_BYTES, or over FRONTMATTER_MAX_NODES once aliases expand (an alias bomb), is
+    dropped the same way, without ever being expanded."""
     if text.startswith("\ufeff"):
         text = text[1:]
     if not (text.startswith("---\n") or text.startswith("---\r\n") or text == "---"):
@@ -851,8 +945,15 @@ def split_frontmatter(text: str) -> tuple[dict, str, str | None]:
     body = text[match.end():]
     import frontmatter
     import yaml
+
+    class Handler(frontmatter.YAMLHandler):
+        def load(self, fm: str, **kwargs: object) -> Any:
+            return _load_frontmatter_yaml(fm)
+
     try:
-        meta = frontmatter.loads(text).metadata
+        meta = frontmatter.loads(text, handler=Handler()).metadata
+    except _FrontmatterRefused as exc:
+        return {}, body, f"{exc}; the note is indexed without its properties"
     except yaml.YAMLError as exc:
         # python-frontmatter hands YAML the text from the opening fence's newline on, so a mark's 0-based line
         # is the file's 1-based line.
@@ -867,7 +968,7 @@ def split_frontmatter(text: str) -> tuple[dict, str, str | None]:
         return {}, body, f"unreadable frontmatter ({exc}); the note is indexed without its properties"
     if not isinstance(meta, dict):
         return {}, body, "frontmatter is not a YAML mapping; the note is indexed without its properties"
-    return _jsonable(meta), body, None
+    return _clean_values(_jsonable(meta)), body, None
 
 
 _FENCE_RE = re.compile(r"[ ]{0,3}(`{3,}|~{3,})")
@@ -1080,7 +1181,7 @@ def parse_markdown(text: str, relative_path: str = "") -> Document:
     text = text[1:] if text.startswith("\ufeff") else text
     # The body is the file's tail (frontmatter.loads' fallback aside): the lines before it are the frontmatter's.
     body_line = text[:len(text) - len(body)].count("\n") + 1 if text.endswith(body) else 1
-    body = body.replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "")
+    body = _clean_text(body.replace("\r\n", "\n").replace("\r", "\n"))
     warnings = [fm_warning] if fm_warning else []
     if relative_path.lower().endswith(".excalidraw.md"):
         body, warning = excalidraw_text(body)
@@ -1359,18 +1460,47 @@ def _suffix_within(text: str, limit: int) -> int:
     return lo
 
 
+def _hard_cut(body: str, start: int, end: int, limit: int) -> list[tuple[int, int, int]]:
+    """Cut body[start:end] (a line with no sentence break) into (start, end, tokens) pieces of at most `limit`
+    tokens.  The text is encoded once and cut every `limit` tokens (byte length of those tokens, snapped back to a
+    character boundary), so a 9 MB line costs what its encoding costs; re-counting the remainder after every cut
+    made this quadratic (1 MB took 39 s)."""
+    enc = _tokenizer()
+    text = body[start:end]
+    data = text.encode("utf-8")
+    tokens = enc.encode_ordinary(text)
+    pieces = []
+    cur = byte_cur = 0           # the piece's start, in characters and in bytes
+    j = tok_bytes = 0            # the next token not yet assigned to a piece, and its byte offset
+    while cur < len(text):
+        if len(tokens) - j <= limit:
+            cut, byte_cut = len(text), len(data)
+        else:
+            tok_bytes += len(enc.decode_bytes(tokens[j:j + limit]))
+            j += limit
+            byte_cut = tok_bytes
+            while byte_cut > byte_cur + 1 and (data[byte_cut] & 0xC0) == 0x80:  # inside a character: back off
+                byte_cut -= 1
+            cut = cur + len(data[byte_cur:byte_cut].decode("utf-8"))
+        n = count_tokens(text[cur:cut])
+        if n > limit:  # re-encoding a cut piece can merge differently at its edges: trim to fit (rare, local)
+            cut = cur + _prefix_within(text[cur:cut], limit)
+            n = count_tokens(text[cur:cut])
+            byte_cut = byte_cur + len(text[cur:cut].encode("utf-8"))
+        pieces.append((start + cur, start + cut, n))
+        cur, byte_cur = cut, byte_cut
+    return pieces
+
+
 def _split_span(body: str, start: int, end: int) -> list[tuple[int, int]]:
     """Split body[start:end] into pieces of at most CHUNK_TARGET_MAX_TOKENS, each but the first starting with
     up to CHUNK_OVERLAP_TOKENS of the previous piece's tail.  Returns absolute spans, in order."""
     units: list[tuple[int, int, int]] = []
     for s, e in _units(body[start:end], start):
         n = count_tokens(body[s:e])
-        while n > CHUNK_TARGET_MAX_TOKENS - CHUNK_OVERLAP_TOKENS:  # a unit too big for any piece: hard cut
-            cut = s + _prefix_within(body[s:e], CHUNK_TARGET_MAX_TOKENS - CHUNK_OVERLAP_TOKENS)
-            units.append((s, cut, count_tokens(body[s:cut])))
-            s = cut
-            n = count_tokens(body[s:e])
-        if e > s:
+        if n > CHUNK_TARGET_MAX_TOKENS - CHUNK_OVERLAP_TOKENS:  # a unit too big for any piece: hard cut
+            units.extend(_hard_cut(body, s, e, CHUNK_TARGET_MAX_TOKENS - CHUNK_OVERLAP_TOKENS))
+        elif e > s:
             units.append((s, e, n))
     pieces: list[tuple[int, int]] = []
     piece_start, used, i = start, 0, 0
@@ -1811,6 +1941,7 @@ def keyword_vector(content: str, heading_path: Sequence[str], relative_path: str
 # byte-for-byte this text (a test checks), so Docker's init script and `localrag db init` apply the same DDL, and
 # the zipapp needs no data file.
 
+SCHEMA_VERSION = 3                         # bump when SCHEMA_SQL changes; 1 = the first release's DDL, 3 = keywords
 SCHEMA_SQL = """\
 -- localrag schema (seed 000). Applied idempotently by `localrag db init`; mounted by compose.yaml for fresh volumes.
 CREATE EXTENSION IF NOT EXISTS vector;
@@ -1861,7 +1992,16 @@ CREATE TABLE IF NOT EXISTS embeddings (
 );
 
 -- A 1024-dim vector is 4 KB: keep it in the row instead of TOAST, so the exact scan reads one relation, not two.
-ALTER TABLE embeddings ALTER COLUMN embedding SET STORAGE PLAIN;
+-- Only when not yet so: ALTER TABLE takes an exclusive lock, and a `db init` queued behind a running ingest with
+-- that lock pending would stall every search.
+DO $$
+BEGIN
+  IF (SELECT attstorage FROM pg_attribute WHERE attrelid = 'embeddings'::regclass AND attname = 'embedding') <> 'p'
+  THEN
+    ALTER TABLE embeddings ALTER COLUMN embedding SET STORAGE PLAIN;
+  END IF;
+END
+$$;
 
 CREATE TABLE IF NOT EXISTS ingest_runs (
   id BIGSERIAL PRIMARY KEY,
@@ -1951,8 +2091,22 @@ CREATE TRIGGER keyword_chunks_truncate AFTER TRUNCATE ON keyword_chunks
 
 -- Query terms are looked up here; chunk_id, tf and the chunk length ride in the index (index-only scans).
 CREATE INDEX IF NOT EXISTS idx_keyword_postings_term ON keyword_postings (term) INCLUDE (chunk_id, tf, dl);
-"""
+
+CREATE INDEX IF NOT EXISTS idx_ingest_runs_vault ON ingest_runs (vault_path, id);
+
+-- The schema's version (one row per version applied).  `localrag db init` upgrades an older schema in place;
+-- every command refuses a newer one.  Version 1 (the first release) had no such table.
+CREATE TABLE IF NOT EXISTS localrag_schema (
+  version INTEGER PRIMARY KEY,
+  applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
+);
+INSERT INTO localrag_schema (version) VALUES (@SCHEMA_VERSION@) ON CONFLICT (version) DO NOTHING;
+""".replace("@SCHEMA_VERSION@", str(SCHEMA_VERSION))
 SCHEMA_TABLES = ("documents", "chunks", "embeddings", "ingest_runs", "links", "keyword_chunks", "keyword_postings")
+# Steps that idempotent DDL in SCHEMA_SQL cannot express (data rewrites, renames), by the version they lead to;
+# run once, in the upgrade's transaction, after SCHEMA_SQL.  Adding tables/columns needs only SCHEMA_SQL and a
+# SCHEMA_VERSION bump.
+SCHEMA_MIGRATIONS: dict[int, str] = {}
 
 
 def _exception_chain(exc: BaseException | None) -> Iterator[BaseException]:
@@ -2333,12 +2487,18 @@ class _Copy:
 class Store:
     """One pg8000 connection with our error translation; the only code that talks SQL."""
 
-    def __init__(self, target: DbTarget) -> None:
+    def __init__(self, target: DbTarget, timeout: float | None = None) -> None:
         import pg8000.native
         self.target = target
         self.last_used = time.monotonic()
+        kwargs = dict(target.kwargs)
+        if timeout is not None:
+            kwargs["timeout"] = timeout
         try:
-            self.con = pg8000.native.Connection(**{"application_name": APP_NAME, **target.kwargs})
+            self.con = pg8000.native.Connection(**{"application_name": APP_NAME, **kwargs})
+            # The server process serving us: another connection can end it if this one is interrupted mid-query.
+            key_data = getattr(self.con, "_backend_key_data", None)
+            self.backend_pid = struct.unpack("!i", key_data[:4])[0] if key_data else None
         except Exception as exc:
             raise _translate_db_error(exc, target) from None
         # pg8000 keeps its connect timeout on the socket for good; libpq's connect_timeout bounds the connect only,
@@ -2368,10 +2528,17 @@ class Store:
         with contextlib.suppress(Exception):
             self.con.close()
 
+    def abort(self) -> None:
+        """Drop the socket without a goodbye: for a connection interrupted in the middle of a message."""
+        with contextlib.suppress(Exception):
+            self.con._usock.close()
+
     def __enter__(self) -> "Store":
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, exc_type: Any, *exc: Any) -> None:
+        if exc_type is not None and issubclass(exc_type, KeyboardInterrupt):
+            _end_session(self)  # interrupted mid-query: end the server session too, not just our socket
         self.close()
 
     @contextlib.contextmanager
@@ -2379,6 +2546,11 @@ class Store:
         self.run("BEGIN")
         try:
             yield self
+        except KeyboardInterrupt:
+            # Interrupted mid-message: a ROLLBACK here would wait behind the unfinished statement.  Dropping the
+            # connection rolls back; the caller ends the server session (see _end_session).
+            self.abort()
+            raise
         except BaseException:
             with contextlib.suppress(Exception):
                 self.con.run("ROLLBACK")
@@ -2391,14 +2563,46 @@ class Store:
 
     # --- schema -----------------------------------------------------------------------------------------------
 
-    def init_schema(self) -> None:
-        """Apply SCHEMA_SQL idempotently (under an advisory lock, so concurrent inits do not race)."""
+    def init_schema(self) -> dict:
+        """Create the schema, or upgrade an older one in place: one transaction (under an advisory lock, so
+        concurrent inits do not race), idempotent.  A newer schema is refused before anything is applied.
+        Returns {"from": the version found (None: empty database), "to": SCHEMA_VERSION}."""
         if not self.run("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'"):
             raise PgvectorMissing(f"the pgvector extension is not available on {self.target.display}; use the "
                                   f"pgvector/pgvector:pg16 image (compose.yaml) or install pgvector on the server")
         with self.transaction():
             self.run("SELECT pg_advisory_xact_lock(727274001)")
+            found = self.schema_version()
+            self._refuse_newer(found)
             self.run(SCHEMA_SQL)
+            for version in range((found or SCHEMA_VERSION) + 1, SCHEMA_VERSION + 1):
+                if version in SCHEMA_MIGRATIONS:
+                    self.run(SCHEMA_MIGRATIONS[version])
+                self.run("INSERT INTO localrag_schema (version) VALUES (:v) ON CONFLICT (version) DO NOTHING",
+                         v=version)
+        return {"from": found, "to": SCHEMA_VERSION}
+
+    def schema_version(self) -> int | None:
+        """The schema's version: None when there is no schema, 1 for the first release (no version table)."""
+        row = self.run("SELECT to_regclass('documents') IS NOT NULL, to_regclass('localrag_schema') IS NOT NULL")[0]
+        if not row[1]:
+            return 1 if row[0] else None
+        return self.run("SELECT max(version) FROM localrag_schema")[0][0] or 1
+
+    def _refuse_newer(self, version: int | None) -> None:
+        if version is not None and version > SCHEMA_VERSION:
+            raise SchemaTooNew(f"the database schema at {self.target.display} is version {version}, newer than this "
+                               f"localrag {__version__} understands ({SCHEMA_VERSION}); upgrade localrag, or point "
+                               f"DATABASE_URL at another database", found=version, supported=SCHEMA_VERSION)
+
+    def check_schema_version(self) -> None:
+        """Refuse a newer schema (schema_too_new) and an older one (schema_outdated: `db init` upgrades it)."""
+        version = self.schema_version()
+        self._refuse_newer(version)
+        if version is not None and version < SCHEMA_VERSION:
+            raise SchemaOutdated(f"the database schema at {self.target.display} is version {version}; this localrag "
+                                 f"needs version {SCHEMA_VERSION}: run `localrag db init` to upgrade it in place "
+                                 f"(nothing is lost)", found=version, supported=SCHEMA_VERSION)
 
     def schema_state(self) -> dict:
         row = self.run("SELECT " + ", ".join(f"to_regclass('{t}') IS NOT NULL" for t in SCHEMA_TABLES) +
@@ -2412,6 +2616,7 @@ class Store:
             raise SchemaNotInitialized(f"database schema is not initialized at {self.target.display} (missing: "
                                        f"{', '.join(missing) or 'pgvector extension'}); {HINT_DB_INIT}",
                                        missing=missing)
+        self.check_schema_version()
 
     def vector_dim(self) -> int | None:
         """The declared dimension of embeddings.embedding (atttypmod), or None if unconstrained."""
@@ -2644,6 +2849,41 @@ def canonical_vault(path: str | Path) -> Path:
     return root
 
 
+def _safe_name(name: str) -> str:
+    """A path Postgres can store.  os.walk hands back bytes that are not UTF-8 as lone surrogates
+    (surrogateescape); those bytes are written as \\xNN, so two such names stay distinct and the note is indexed."""
+    if not _SURROGATE_RE.search(name):
+        return name
+    return os.fsencode(name).decode("utf-8", "backslashreplace")
+
+
+def _skip_reason(root: Path, path: Path) -> str | None:
+    """Why a *.md entry is not indexed (None when it is a regular file, directly or through a symlink that stays
+    inside the vault).  lstat first: a FIFO, socket or device is never opened."""
+    try:
+        st = os.lstat(path)
+        if stat.S_ISLNK(st.st_mode):
+            try:
+                target = path.resolve(strict=True)
+            except FileNotFoundError:
+                return f"dangling symlink (its target {os.readlink(path)} does not exist); skipped"
+            except (RuntimeError, OSError) as exc:  # 3.11-3.12 raise RuntimeError, later OSError(ELOOP)
+                if isinstance(exc, RuntimeError) or getattr(exc, "errno", None) == errno.ELOOP:
+                    return "symlink loop; skipped"
+                return f"cannot follow symlink: {exc.strerror or exc}; skipped"
+            if not target.is_relative_to(root):
+                return "symlink leads outside the vault; not followed"
+            st = os.stat(target)
+    except OSError as exc:
+        return f"cannot stat: {exc.strerror or exc}; skipped"
+    if not stat.S_ISREG(st.st_mode):
+        kind = ("FIFO" if stat.S_ISFIFO(st.st_mode) else "socket" if stat.S_ISSOCK(st.st_mode)
+                else "device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else "folder"
+                if stat.S_ISDIR(st.st_mode) else "special file")
+        return f"not a regular file ({kind}); skipped"
+    return None
+
+
 NOTE_EXTENSIONS = (".md", ".txt", ".canvas", ".pdf")
 IGNORE_FILE = ".localragignore"
 SKIP_REASONS = ("unsupported_extension", "too_large", "unreadable", "hidden", "excluded", "symlink",
@@ -2830,7 +3070,7 @@ def scan_vault(root: Path, max_file_bytes: int | None = None, excludes: Sequence
             rel = f"{base}/{d}" if base else d
             path = here / d
             if path.is_symlink():
-                result.warnings.append({"path": rel, "warning": "symlinked folder not followed"})
+                result.warnings.append({"path": _safe_name(rel), "warning": "symlinked folder not followed"})
                 skip("symlink")
             elif d.startswith("."):
                 skip("hidden", _count_files(path))
@@ -2848,25 +3088,22 @@ def scan_vault(root: Path, max_file_bytes: int | None = None, excludes: Sequence
             if is_ignored(rules, rel, False):
                 skip("excluded")
                 continue
+            raw, rel = rel, _safe_name(rel)
             result.all_paths.add(rel)
             lower = name.lower()
             if not lower.endswith(NOTE_EXTENSIONS):
                 skip("unsupported_extension")
                 continue
-            try:
-                st = path.lstat()
-            except OSError as exc:
-                result.warnings.append({"path": rel, "warning": f"cannot read: {exc.strerror or exc}"})
-                result.keep.add(rel)
-                skip("unreadable")
+            # lstat first (in _skip_reason): a FIFO, socket or device named like a note is never opened, a
+            # looping or dangling symlink is named as such.
+            reason = _skip_reason(root, path)
+            if reason:
+                result.warnings.append({"path": rel, "warning": reason})
+                if reason.startswith("cannot stat"):
+                    result.keep.add(rel)
+                skip("symlink" if "symlink" in reason else "unreadable")
                 continue
-            if path.is_symlink():
-                target = path.resolve()
-                if not target.is_relative_to(root) or not target.is_file():
-                    result.warnings.append({"path": rel, "warning": "symlink leads outside the vault; not followed"})
-                    skip("symlink")
-                    continue
-                st = target.stat()
+            st = path.stat()
             if lower.endswith(".pdf") and not _pdf_available():
                 pdf_skipped.append(rel)
                 result.keep.add(rel)
@@ -2879,6 +3116,9 @@ def scan_vault(root: Path, max_file_bytes: int | None = None, excludes: Sequence
                 result.keep.add(rel)
                 skip("too_large")
                 continue
+            if rel != raw:
+                result.warnings.append({"path": rel, "warning": "file name is not valid UTF-8; indexed under this "
+                                                                "name, with the undecodable bytes written as \\xNN"})
             result.files.append((rel, path))
             result.files_found += 1
     if pdf_skipped:
@@ -2933,12 +3173,15 @@ def prepare_file(relative_path: str, data: bytes, embed_fake: bool) -> _Prepared
         doc = parse_note(relative_path, data)
     except (MarkdownError, PdfUnavailable) as exc:
         return str(exc)
-    chunks = chunk_document(doc)
-    names = doc.alias_text
-    vectors = None
-    if embed_fake:
-        vectors = [_Copy.vector(fake_vector(document_fields(c.content, c.heading_path, relative_path, doc.tags,
-                                                            doc.wikilinks, names))) for c in chunks]
+    try:
+        chunks = chunk_document(doc)
+        names = doc.alias_text
+        vectors = None
+        if embed_fake:
+            vectors = [_Copy.vector(fake_vector(document_fields(c.content, c.heading_path, relative_path, doc.tags,
+                                                                doc.wikilinks, names))) for c in chunks]
+    except (ValueError, RecursionError, MemoryError) as exc:  # one odd file fails alone, never its batch
+        return f"cannot parse: {type(exc).__name__}: {exc}"
     block_ids = [[b for pos, b in doc.block_ids if c.start <= pos < c.end] for c in chunks]
     keywords = [keyword_vector(c.content, c.heading_path, relative_path, doc.tags) for c in chunks]
     return _Prepared(doc.frontmatter, doc.tags, doc.wikilinks, [lk.target for lk in doc.links if lk.embed], chunks,
@@ -2961,7 +3204,114 @@ class _Pending:
     prepared: _Prepared | None = None
 
 
-def _worker_pool(workers: int, jobs: int):
+def _worker_init(parent_pid: int) -> None:
+    """Runs first in each worker: it must never outlive the ingest that forked it.  The kernel kills it when the
+    parent dies (PR_SET_PDEATHSIG), and its job pipe reaches EOF then too (it holds no other copy of the parent's
+    end).  Ctrl-C goes to the whole process group: the parent decides, and ends the workers itself."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+    with contextlib.suppress(Exception):
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+    if os.getppid() != parent_pid:  # the parent died before the line above
+        os._exit(0)
+
+
+def _worker_main(conn, parent_pid: int) -> None:
+    """A worker's loop: a thread drains the job pipe (so the parent's sends never wait on a worker busy sending a
+    large result: no deadlock), the main thread runs jobs in order and sends each result back.  EOF on the pipe
+    (the parent closed it, or died) ends the worker at once."""
+    import queue
+    _worker_init(parent_pid)
+    jobs: queue.SimpleQueue = queue.SimpleQueue()
+
+    def read() -> None:
+        try:
+            while True:
+                jobs.put(conn.recv())
+        except (EOFError, OSError):
+            os._exit(0)
+
+    threading.Thread(target=read, daemon=True).start()
+    while True:
+        fn, args = jobs.get()
+        try:
+            result = fn(*args)
+        except Exception as exc:  # a bug on one file must not take the run down: it fails that file
+            result = f"cannot parse: {type(exc).__name__}: {exc}"
+        conn.send(result)
+
+
+class _Workers:
+    """Worker processes for parse/chunk/fake-embed, one job pipe each.  Forked before any database connection opens,
+    so no worker holds the connection's socket; they end with the parent however it ends (pipe EOF, parent-death
+    signal).  Results must be taken in submission order (run() does): job i goes to worker i mod n, and each
+    worker answers in order."""
+
+    def __init__(self, workers: int) -> None:
+        import multiprocessing
+        parent = os.getpid()
+        self.conns: list = []
+        self.pids: list[int] = []
+        self.submitted = 0
+        for _ in range(workers):
+            mine, theirs = multiprocessing.Pipe(duplex=True)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            pid = os.fork()
+            if pid == 0:  # the worker: drop every parent-side end, so the parent's death is an EOF here
+                code = 0
+                try:
+                    mine.close()
+                    for c in self.conns:
+                        c.close()
+                    _worker_main(theirs, parent)
+                except BaseException:
+                    code = 1
+                finally:
+                    os._exit(code)
+            theirs.close()
+            self.conns.append(mine)
+            self.pids.append(pid)
+
+    def submit(self, fn: Callable, *args: Any) -> "_WorkerResult":
+        conn = self.conns[self.submitted % len(self.conns)]
+        conn.send((fn, args))
+        self.submitted += 1
+        return _WorkerResult(conn)
+
+    def close(self, abort: bool = False) -> None:
+        """Close the pipes (idle workers exit on EOF) and reap; abort (interrupted, or an error mid-run) kills them
+        first rather than wait for a worker busy with a large file."""
+        if abort:
+            for pid in self.pids:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+        for conn in self.conns:
+            with contextlib.suppress(OSError):
+                conn.close()
+        deadline = time.monotonic() + 5.0
+        for pid in self.pids:
+            with contextlib.suppress(ChildProcessError):
+                while os.waitpid(pid, os.WNOHANG) == (0, 0):
+                    if time.monotonic() > deadline:
+                        os.kill(pid, signal.SIGKILL)
+                        os.waitpid(pid, 0)
+                        break
+                    time.sleep(0.01)
+        self.pids = []
+
+
+class _WorkerResult:
+    def __init__(self, conn) -> None:
+        self.conn = conn
+
+    def result(self) -> Any:
+        return self.conn.recv()
+
+
+def _worker_pool(workers: int, jobs: int) -> _Workers | None:
     """A process pool for parsing when it pays: several CPUs, enough files, and fork (cheap start, no
     re-import; Linux only, where forking a single-threaded CLI is safe)."""
     import multiprocessing
@@ -2969,8 +3319,7 @@ def _worker_pool(workers: int, jobs: int):
         return None
     if "fork" not in multiprocessing.get_all_start_methods():
         return None
-    import concurrent.futures
-    return concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
+    return _Workers(workers)
 
 
 # Ingest progress: (phase, done, total), phase one of scan, parse+embed (files), embed (chunks, a model in the main
@@ -2981,15 +3330,15 @@ ProgressFn = Callable[[str, int, int], None]
 class _IngestRun:
     """One ingest run's state and its named steps; `run()` reads as the script of the run."""
 
-    def __init__(self, config: Config, store: Store, root: Path, run_id: int, progress: ProgressFn | None,
-                 excludes: Sequence[str] = ()) -> None:
-        self.config, self.store, self.root, self.run_id = config, store, root, run_id
+    def __init__(self, config: Config, store: Store, root: Path, vault_key: str, run_id: int,
+                 progress: ProgressFn | None, pool: _Workers | None) -> None:
+        self.config, self.store, self.root, self.vault_key, self.run_id = config, store, root, vault_key, run_id
+        self.pool = pool
         self.embedder = get_embedder(config)
         self.key = config.embedding_key
         # provider, model, dim as COPY fields: the same three leading values on every embeddings row
         self.key_fields = (_Copy.text(self.key[0]), _Copy.text(self.key[1]), _Copy.int4(self.key[2]))
         self.progress: ProgressFn = progress or (lambda phase, done, total: None)
-        self.excludes = tuple(excludes)
         self.counts = dict.fromkeys(INGEST_COUNTS, 0)
         self.keyword_chunks_written = 0  # reported in the run's metadata (not an ingest_runs column)
         self.backfilled = 0
@@ -3006,13 +3355,10 @@ class _IngestRun:
         self.files_total = 0
         self.files_done = 0
 
-    def run(self) -> None:
-        self.progress("scan", 0, 0)
-        scan = scan_vault(self.root, self.config.max_file_bytes, self.excludes)
-        self.warnings = scan.warnings
+    def run(self, existing: dict[str, tuple], scan: "ScanResult") -> None:
+        self.warnings = list(scan.warnings)
         self.skipped_by_reason = scan.skipped
         self.files_found = scan.files_found
-        existing = self._existing_documents()
         self.paths_index = LinkIndex(scan.all_paths)
         self.first_run = not existing
         files = scan.files
@@ -3022,30 +3368,26 @@ class _IngestRun:
         # Parsing, chunking and fake embedding are CPU work: worker processes do them while this process reads,
         # hashes and writes.  Results are taken in file order, so runs are deterministic either way.
         embed_fake = self.key[0] == FAKE_PROVIDER
-        pool = _worker_pool(self.config.ingest_workers, len(files))
+        pool = self.pool
         inflight: collections.deque = collections.deque()
-        try:
-            for n, (rel, path) in enumerate(files, 1):
-                self.files_done = n - 1
-                self.progress("parse+embed", n - 1, len(files))
-                seen.add(rel)
-                job = self._read(rel, path, existing.get(rel), backfill_ids)
-                if job is None:
-                    continue
-                pending, data = job
-                if pool is None:
-                    self._collect(pending, prepare_file(rel, data, embed_fake))
-                    continue
-                inflight.append((pending, pool.submit(prepare_file, rel, data, embed_fake)))
-                while len(inflight) > 4 * self.config.ingest_workers:
-                    pending, future = inflight.popleft()
-                    self._collect(pending, future.result())
-            while inflight:
+        for n, (rel, path) in enumerate(files, 1):
+            self.files_done = n - 1
+            self.progress("parse+embed", n - 1, len(files))
+            seen.add(rel)
+            job = self._read(rel, path, existing.get(rel), backfill_ids)
+            if job is None:
+                continue
+            pending, data = job
+            if pool is None:
+                self._collect(pending, prepare_file(rel, data, embed_fake))
+                continue
+            inflight.append((pending, pool.submit(prepare_file, rel, data, embed_fake)))
+            while len(inflight) > 4 * self.config.ingest_workers:
                 pending, future = inflight.popleft()
                 self._collect(pending, future.result())
-        finally:
-            if pool is not None:
-                pool.shutdown(wait=True, cancel_futures=True)
+        while inflight:
+            pending, future = inflight.popleft()
+            self._collect(pending, future.result())
         self.files_done = len(files)
         self.progress("parse+embed", len(files), len(files))
         self._flush()
@@ -3057,6 +3399,18 @@ class _IngestRun:
             # After a bulk change, give the planner real numbers and mark pages all-visible now rather than when
             # autovacuum gets to it: the next run's diff then counts from indexes without visiting 4 KB rows.
             self.store.run("VACUUM (ANALYZE) documents, chunks, embeddings, links, keyword_chunks, keyword_postings")
+
+    def _record_counts(self, **delta: int) -> dict:
+        """Inside a batch's transaction: the run row's counts including this batch, so a run that is killed later
+        still shows what it committed.  Returns the new counts (adopted once the transaction commits)."""
+        counts = dict(self.counts)
+        for key, value in delta.items():
+            counts[key] += value
+        self.store.run("UPDATE ingest_runs SET documents_added = :documents_added, documents_updated = "
+                       ":documents_updated, documents_deleted = :documents_deleted, documents_skipped = "
+                       ":documents_skipped, chunks_written = :chunks_written, embeddings_written = "
+                       ":embeddings_written WHERE id = :id", id=self.run_id, **counts)
+        return counts
 
     def _existing_documents(self) -> dict[str, tuple]:
         # Per-document index lookups (chunks by document_id, embeddings by the unique key): a plan that does not
@@ -3070,29 +3424,38 @@ class _IngestRun:
             "(SELECT count(*) FROM chunks c JOIN keyword_chunks k ON k.chunk_id = c.id AND k.tokenizer = :t "
             "WHERE c.document_id = d.id) "
             "FROM documents d WHERE d.vault_path = :v", p=self.key[0], m=self.key[1], d=self.key[2],
-            t=KEYWORD_TOKENIZER, v=str(self.root))
+            t=KEYWORD_TOKENIZER, v=self.vault_key)
         return {r[0]: (r[1], r[2], r[3], r[4], r[5]) for r in rows}
 
     def _fail(self, rel: str, error: str) -> None:
-        self.failed.append({"path": rel, "error": error})
-        LOG.warning("%s: %s", rel, error)
+        self.failed.append({"path": rel, "error": error})  # printed once, by the caller
 
     def _read(self, rel: str, path: Path, existing: tuple | None,
               backfill_ids: list[int]) -> tuple[_Pending, bytes] | None:
         """Read and hash one file; None when there is nothing to parse (skipped, backfill-only, or unreadable;
-        an unreadable file keeps its indexed version and is counted under skipped_by_reason)."""
+        an unreadable file keeps its indexed version and is counted under skipped_by_reason).  Opened without
+        blocking and checked to be a regular file: a FIFO swapped in after the scan never hangs."""
         try:
-            st = path.stat()
-            if st.st_size > self.config.max_file_bytes:  # grew since the scan
-                self.warnings.append({"path": rel, "warning": f"file is {st.st_size / 1e6:.1f} MB, over the "
-                                      f"{self.config.max_file_bytes / 1e6:.0f} MB limit; not read (raise "
-                                      f"LOCALRAG_MAX_FILE_MB to index it)"})
-                self.skipped_by_reason["too_large"] += 1
-                return None
-            data = path.read_bytes()
-        except OSError as exc:
-            self.warnings.append({"path": rel, "warning": f"cannot read: {exc.strerror or exc}; the indexed "
-                                                           f"version (if any) is kept"})
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+            try:
+                st = os.fstat(fd)
+                if not stat.S_ISREG(st.st_mode):
+                    self._fail(rel, "not a regular file any more; skipped")
+                    return None
+                if st.st_size > self.config.max_file_bytes:  # grew since the scan
+                    self.warnings.append({"path": rel, "warning": f"file is {st.st_size / 1e6:.1f} MB, over the "
+                                          f"{self.config.max_file_bytes / 1e6:.0f} MB limit; not read (raise "
+                                          f"LOCALRAG_MAX_FILE_MB to index it)"})
+                    self.skipped_by_reason["too_large"] += 1
+                    return None
+                with os.fdopen(fd, "rb", closefd=False) as f:
+                    data = f.read()
+            finally:
+                os.close(fd)
+            file_path = _safe_name(str(path.resolve(strict=True)))
+        except (OSError, RuntimeError) as exc:
+            self.warnings.append({"path": rel, "warning": f"cannot read: {getattr(exc, 'strerror', None) or exc}; "
+                                                           f"the indexed version (if any) is kept"})
             self.skipped_by_reason["unreadable"] += 1
             return None
         digest = hashlib.sha256(data).hexdigest()
@@ -3102,14 +3465,13 @@ class _IngestRun:
             else:
                 backfill_ids.append(existing[0])
             return None
-        return _Pending(rel, str(path.resolve()), digest, st.st_mtime_ns, st.st_size, existing is not None), data
+        return _Pending(rel, file_path, digest, st.st_mtime_ns, st.st_size, existing is not None), data
 
     def _collect(self, pending: _Pending, prepared: _Prepared | str) -> None:
         if isinstance(prepared, str):
             self._fail(pending.relative_path, prepared)
             return
-        for warning in prepared.warnings:
-            self.warnings.append({"path": pending.relative_path, "warning": warning})
+        self.warnings.extend({"path": pending.relative_path, "warning": w} for w in prepared.warnings)
         pending.prepared = prepared
         self.batch.append(pending)
         self.batch_chunks += len(prepared.chunks)
@@ -3132,7 +3494,7 @@ class _IngestRun:
                                         for p in todo for c in p.prepared.chunks]))
             for p in todo:
                 p.prepared.vectors = [_Copy.vector(next(vectors)) for _ in p.prepared.chunks]
-        vault = str(self.root)
+        vault = self.vault_key
         self.progress("write", self.files_done, self.files_total)
         with self.store.transaction():
             rows = self.store.run(
@@ -3193,19 +3555,20 @@ class _IngestRun:
             self.store.copy("keyword_postings", _KEYWORD_POSTING_COLUMNS, kw_postings)
             if link_rows.rows:
                 self.store.copy("links", _LINK_COLUMNS, link_rows)
-                self.links_written += link_rows.rows
+            n_updated = sum(1 for p in batch if p.is_update)
+            counts = self._record_counts(documents_updated=n_updated, documents_added=len(batch) - n_updated,
+                                         chunks_written=chunk_rows.rows, embeddings_written=emb_rows.rows)
+        self.counts = counts
+        self.links_written += link_rows.rows
         self.keyword_chunks_written += kw_chunks.rows
-        for p in batch:
-            self.counts["documents_updated" if p.is_update else "documents_added"] += 1
-        self.counts["chunks_written"] += chunk_rows.rows
-        self.counts["embeddings_written"] += emb_rows.rows
 
     def _delete(self, gone: list[str]) -> None:
         if gone:
             with self.store.transaction():
                 self.store.run("DELETE FROM documents WHERE vault_path = :v AND relative_path = ANY(CAST(:r AS text[]))",
-                               v=str(self.root), r=gone)
-            self.counts["documents_deleted"] += len(gone)
+                               v=self.vault_key, r=gone)
+                counts = self._record_counts(documents_deleted=len(gone))
+            self.counts = counts
 
     def _backfill(self, doc_ids: list[int]) -> None:
         """Vectors and keyword rows for unchanged documents that lack them (another provider's run, a database made
@@ -3231,7 +3594,8 @@ class _IngestRun:
                 data.row(_Copy.int8(r[0]), *self.key_fields, _Copy.vector(vector))
             with self.store.transaction():
                 self.store.copy("embeddings", _EMBEDDING_COLUMNS, data)
-            self.counts["embeddings_written"] += data.rows
+                counts = self._record_counts(embeddings_written=data.rows)
+            self.counts = counts
 
     def _backfill_keywords(self, doc_ids: list[int]) -> None:
         rows = self.store.run(
@@ -3257,7 +3621,7 @@ class _IngestRun:
         or links are still unresolved (a run that died before this step); only rows whose verdict changed are
         written."""
         changed = self.counts["documents_added"] + self.counts["documents_updated"] + self.counts["documents_deleted"]
-        vault = str(self.root)
+        vault = self.vault_key
         if not changed and not self.store.run(
                 "SELECT EXISTS (SELECT 1 FROM links l JOIN documents d ON d.id = l.document_id "
                 "WHERE d.vault_path = :v AND l.target_exists IS NULL)", v=vault)[0][0]:
@@ -3292,7 +3656,7 @@ class _IngestRun:
     def _count_links(self) -> None:
         for found, n in self.store.run(
                 "SELECT coalesce(l.target_exists, false), count(*) FROM links l JOIN documents d "
-                "ON d.id = l.document_id WHERE d.vault_path = :v GROUP BY 1", v=str(self.root)):
+                "ON d.id = l.document_id WHERE d.vault_path = :v GROUP BY 1", v=self.vault_key):
             self.links["resolved" if found else "unresolved"] = n
 
 
@@ -3378,75 +3742,175 @@ class LinkIndex:
         return (link if "." in link.rsplit("/", 1)[-1] else link + ".md"), False
 
 
-def ingest(config: Config, vault: str | Path, progress: ProgressFn | None = None,
-           excludes: Sequence[str] = ()) -> dict:
+
+INGEST_LOCK_KEY = 727274002                 # pg_advisory_lock(INGEST_LOCK_KEY, hashtext(vault_path)): one ingest per vault
+INGEST_WAIT_POLL_S = 0.5
+
+
+def _ingest_holder(store: Store, vault_key: str) -> str:
+    """Who holds a vault's ingest lock, from its run row (pid, host, start time), for the busy message."""
+    rows = store.run("SELECT id, started_at, metadata->>'pid', metadata->>'host' FROM ingest_runs "
+                     "WHERE vault_path = :v AND status = 'running' ORDER BY id DESC LIMIT 1", v=vault_key)
+    if not rows:
+        return "another ingest (starting up)"
+    run_id, started, pid, host = rows[0]
+    where = f"pid {pid}" + (f" on {host}" if host and host != socket.gethostname() else "")
+    return f"ingest run #{run_id} ({where}, started {_jsonable(started)})"
+
+
+def _acquire_ingest_lock(store: Store, vault_key: str, wait: bool, notice: Callable[[str], None]) -> None:
+    """Take the vault's ingest lock; busy -> IngestBusy naming the holder, or (wait) poll until it is free.  Polling
+    with pg_try_advisory_lock keeps the process interruptible (a blocking lock wait is not)."""
+    said = False
+    while not store.run("SELECT pg_try_advisory_lock(:k, hashtext(:v))", k=INGEST_LOCK_KEY, v=vault_key)[0][0]:
+        holder = _ingest_holder(store, vault_key)
+        if not wait:
+            raise IngestBusy(f"{holder} is indexing {vault_key}; wait for it to finish, or rerun with --wait",
+                             vault_path=vault_key, holder=holder)
+        if not said:
+            notice(f"waiting for {holder} to finish ...")
+            said = True
+        time.sleep(INGEST_WAIT_POLL_S)
+
+
+def _check_mass_delete(vault_key: str, existing: dict, scan: "ScanResult", allow_delete: bool) -> None:
+    """An empty (or unmounted) vault folder, or one that lost more than half of its indexed notes at once, is more
+    often a mistake than an intent: refuse before anything is written.  Notes the scan skipped but keeps (too
+    large, unreadable) count as present."""
+    if allow_delete or not existing:
+        return
+    present = {rel for rel, _ in scan.files} | scan.keep
+    files = scan.files
+    gone = sum(1 for rel in existing if rel not in present)
+    if not present or gone * 2 > len(existing):
+        what = "holds no .md files" if not files else f"lacks {gone} of the {len(existing)} indexed notes"
+        raise MassDeleteRefused(f"{vault_key} {what}; is the folder unmounted or the wrong path? Nothing was changed. "
+                                f"Rerun with --allow-delete to remove them from the index",
+                                vault_path=vault_key, indexed=len(existing), missing=gone)
+
+
+def _statistics_stale(store: Store) -> bool:
+    """True when a bulk load was never analyzed (a killed first ingest): the planner would then guess."""
+    return bool(store.run("SELECT EXISTS (SELECT 1 FROM pg_stat_user_tables WHERE relname IN ('documents', 'chunks', "
+                          "'embeddings') AND n_mod_since_analyze > greatest(1000, n_live_tup / 4))")[0][0])
+
+
+def ingest(config: Config, vault: str | Path, progress: ProgressFn | None = None, excludes: Sequence[str] = (), *,
+           wait: bool = False, allow_delete: bool = False, notice: Callable[[str], None] | None = None) -> dict:
     """Index a vault for the current embedding provider; returns the ingest_runs row as a dict.
 
     Per-file problems are reported in ``files_failed`` and do not stop the run; a database failure marks the run
-    failed (earlier batches stay committed) and raises.
+    failed (earlier batches stay committed) and raises.  An interruption (KeyboardInterrupt, or SIGTERM/SIGHUP
+    turned into one by main) ends the workers, closes the run as failed on a fresh connection (terminating the
+    interrupted one, so its lock and open transaction go at once) and re-raises with the partial result attached
+    as ``exc.partial``.
     """
     root = canonical_vault(vault)
+    vault_key = _safe_name(str(root))
     embedder = get_embedder(config)
+    notice = notice or (lambda msg: None)
     started = time.monotonic()
-    with Store.open(config) as store:
+    if progress:
+        progress("scan", 0, 0)
+    scan = scan_vault(root, config.max_file_bytes, excludes)
+    pool = _worker_pool(config.ingest_workers, len(scan.files))  # forked now: before any database connection
+    store = job = None
+    try:
+        store = Store.open(config)
         store.require_schema()
         _check_schema_dim(store, config)
-        if not store.run("SELECT pg_try_advisory_lock(727274002, hashtext(:v))", v=str(root))[0][0]:
-            raise IngestBusy(f"another ingest of {root} is running; wait for it to finish", vault_path=str(root))
+        _acquire_ingest_lock(store, vault_key, wait, notice)
         # Runs left 'running' by a process that died (the lock is free, so nobody owns them) are failed runs.
         store.run("UPDATE ingest_runs SET status = 'failed', finished_at = now(), error_summary = "
                   "coalesce(error_summary, 'interrupted: the process ended before the run finished') "
-                  "WHERE vault_path = :v AND status = 'running'", v=str(root))
-        run_id = store.run(
-            "INSERT INTO ingest_runs (vault_path, embedding_provider, embedding_model, embedding_dim, status) "
-            "VALUES (:v, :p, :m, :d, 'running') RETURNING id", v=str(root), p=embedder.provider,
-            m=embedder.model, d=config.embedding_dim)[0][0]
-        job = _IngestRun(config, store, root, run_id, progress, excludes)
-        try:
-            job.run()
-        except BaseException as exc:
-            summary = exc.message if isinstance(exc, LocalRagError) else f"{type(exc).__name__}: {exc}"
-            if isinstance(exc, KeyboardInterrupt):
-                summary = (f"interrupted after {job.files_done} of {job.files_total} files; committed batches stay, "
-                           f"the next run completes the rest")
-            result = _finish_run(config, store, job, "failed", summary[:2000], time.monotonic() - started)
-            exc.partial_result = result  # what was done, for the CLI to say (Ctrl-C)
-            raise
+                  "WHERE vault_path = :v AND status = 'running'", v=vault_key)
+        if _statistics_stale(store):
+            store.run("ANALYZE documents, chunks, embeddings")
+        job = _IngestRun(config, store, root, vault_key, 0, progress, pool)
+        existing = job._existing_documents()
+        _check_mass_delete(vault_key, existing, scan, allow_delete)
+        job.run_id = store.run(
+            "INSERT INTO ingest_runs (vault_path, embedding_provider, embedding_model, embedding_dim, status, "
+            "metadata) VALUES (:v, :p, :m, :d, 'running', CAST(:md AS jsonb)) RETURNING id", v=vault_key,
+            p=embedder.provider, m=embedder.model, d=config.embedding_dim,
+            md=json.dumps({"pid": os.getpid(), "host": socket.gethostname()}))[0][0]
+        job.run(existing, scan)
+    except BaseException as exc:
+        interrupted = isinstance(exc, KeyboardInterrupt)
+        if pool is not None:
+            pool.close(abort=True)
+            pool = None
+        if job is not None and job.run_id:
+            if interrupted:
+                summary = f"interrupted ({_signal_name(exc)}) after {job.files_done} of {len(scan.files)} files"
+            else:
+                summary = exc.message if isinstance(exc, LocalRagError) else f"{type(exc).__name__}: {exc}"
+            exc.partial = _finish_run(config, store, job, "failed", summary[:2000],  # type: ignore[attr-defined]
+                                      time.monotonic() - started, interrupted=interrupted)
+        elif interrupted and store is not None:
+            _end_session(store)
+        if store is not None:
+            store.close()
+        raise
+    finally:
+        if pool is not None:
+            pool.close()
+    try:
         summary = None
         if job.failed:
             summary = f"{len(job.failed)} file(s) failed: " + "; ".join(
                 f"{f['path']}: {f['error']}" for f in job.failed[:20])
         result = _finish_run(config, store, job, "success", summary, time.monotonic() - started)
         with contextlib.suppress(LocalRagError):
-            store.run("SELECT pg_advisory_unlock(727274002, hashtext(:v))", v=str(root))
+            store.run("SELECT pg_advisory_unlock(:k, hashtext(:v))", k=INGEST_LOCK_KEY, v=vault_key)
         return result
+    finally:
+        store.close()
+
+
+def _signal_name(exc: BaseException) -> str:
+    signum = getattr(exc, "signum", signal.SIGINT)
+    return signal.Signals(signum).name
 
 
 def _finish_run(config: Config, store: Store, job: _IngestRun, status: str, summary: str | None,
-                duration: float) -> dict:
+                duration: float, interrupted: bool = False) -> dict:
     skipped = {k: v for k, v in job.skipped_by_reason.items() if v}
-    metadata = {"documents_backfilled": job.backfilled, "keyword_chunks_written": job.keyword_chunks_written,
-                "files_failed": job.failed, "warnings": job.warnings,
-                "files_found": job.files_found, "skipped_by_reason": skipped, "links": dict(job.links),
-                "duration_s": round(duration, 3), "localrag_version": __version__}
-    params = dict(job.counts, id=job.run_id, st=status, es=summary, md=json.dumps(metadata, ensure_ascii=False))
-    sql = ("UPDATE ingest_runs SET status = :st, finished_at = now(), documents_added = :documents_added, "
-           "documents_updated = :documents_updated, documents_deleted = :documents_deleted, "
-           "documents_skipped = :documents_skipped, chunks_written = :chunks_written, "
-           "embeddings_written = :embeddings_written, error_summary = :es, metadata = CAST(:md AS jsonb) "
-           "WHERE id = :id")
-    try:
-        store.run(sql, **params)
-    except LocalRagError:
-        if status == "success":
-            raise
-        # The connection died with the run: record the failure on a fresh one if the server is back.
-        with contextlib.suppress(LocalRagError):
-            with Store.open(config) as fresh:
-                fresh.run(sql, **params)
-    return {"id": job.run_id, "status": status, "vault_path": str(job.root), "embedding_provider": job.key[0],
-            "embedding_model": job.key[1], "embedding_dim": job.key[2], **job.counts, "error_summary": summary,
-            **metadata}
+    metadata = {"pid": os.getpid(), "host": socket.gethostname(), "documents_backfilled": job.backfilled,
+                "keyword_chunks_written": job.keyword_chunks_written, "files_failed": job.failed, "warnings": job.warnings, "files_found": job.files_found,
+                "skipped_by_reason": skipped, "links": dict(job.links), "duration_s": round(duration, 3),
+                "localrag_version": __version__}
+    # Counts are not rewritten here: each batch recorded its own, in its own transaction.
+    params = dict(id=job.run_id, st=status, es=summary, md=json.dumps(_jsonable(metadata), ensure_ascii=False))
+    sql = ("UPDATE ingest_runs SET status = :st, finished_at = now(), error_summary = :es, "
+           "metadata = CAST(:md AS jsonb) WHERE id = :id")
+    result = {"id": job.run_id, "status": status, "vault_path": job.vault_key, "embedding_provider": job.key[0],
+              "embedding_model": job.key[1], "embedding_dim": job.key[2], **job.counts, "error_summary": summary,
+              **metadata}
+    if not interrupted:
+        try:
+            store.run(sql, **params)
+            return result
+        except LocalRagError:
+            if status == "success":
+                raise
+    # The connection died with the run, or was interrupted mid-message (it cannot be trusted to answer): record
+    # the outcome on a fresh one, ending the old session first so its lock and any open transaction go now.
+    _end_session(store, lambda fresh: fresh.run(sql, **params))
+    return result
+
+
+def _end_session(store: Store, then: Callable[[Store], Any] | None = None) -> None:
+    """Drop a connection that may be in the middle of a message and end its server session from a fresh one
+    (a closed socket alone is noticed only when the server next writes to it, which a long query may not do for
+    minutes, holding its locks); then run `then` on the fresh connection.  Best effort, bounded by a timeout."""
+    store.abort()
+    with contextlib.suppress(LocalRagError, OSError):
+        with Store(store.target, timeout=5.0) as fresh:
+            if store.backend_pid:
+                fresh.run("SELECT pg_terminate_backend(:pid)", pid=store.backend_pid)
+            if then is not None:
+                then(fresh)
 
 
 def _check_schema_dim(store: Store, config: Config) -> None:
@@ -3633,6 +4097,7 @@ def run_retrieval(store: Store, config: Config, query: str, top_k: int, retrieva
     query terms it matched), "terms" (the query's keyword terms with df/idf/weight)}."""
     mode = retrieval or config.rag_retrieval
     if not getattr(store, "dim_checked", False):
+        store.check_schema_version()
         _check_schema_dim(store, config)
         store.dim_checked = True
     key = config.embedding_key
@@ -4299,6 +4764,7 @@ def health(config: Config, store: Store | None = None, details: bool = True) -> 
         if missing:
             raise SchemaNotInitialized(f"database schema is not initialized (missing: {', '.join(missing)}); "
                                        f"{HINT_DB_INIT}", missing=missing)
+        s.check_schema_version()
         dim = s.vector_dim()
         documents, chunks = s.run("SELECT (SELECT count(*) FROM documents), (SELECT count(*) FROM chunks)")[0]
         current = s.count_current(config.embedding_key)
@@ -4468,10 +4934,11 @@ def list_notes(config: Config, prefix: Any = None, tag: Any = None, vault: Any =
 
 def db_init(config: Config) -> dict:
     with Store.open(config) as s:
-        s.init_schema()
+        versions = s.init_schema()
         state = s.schema_state()
     return {"status": "ok", "database": s.target.display, "pgvector": state["pgvector"],
-            "tables": list(SCHEMA_TABLES)}
+            "tables": list(SCHEMA_TABLES), "schema_version": versions["to"], "upgraded_from": (
+                versions["from"] if versions["from"] not in (None, SCHEMA_VERSION) else None)}
 
 
 def db_status(config: Config) -> dict:
@@ -4482,7 +4949,8 @@ def db_status(config: Config) -> dict:
         out: dict = {"database": s.target.display, "kind": "external" if config.database_url else "embedded",
                      "server_version": version, "pgvector": state["pgvector"],
                      "schema_initialized": all(state["tables"].values()) and bool(state["pgvector"]),
-                     "tables": state["tables"]}
+                     "tables": state["tables"], "schema_version": s.schema_version(),
+                     "schema_version_supported": SCHEMA_VERSION}
         if out["schema_initialized"]:
             out["documents"], out["chunks"] = s.run(
                 "SELECT (SELECT count(*) FROM documents), (SELECT count(*) FROM chunks)")[0]
@@ -4496,6 +4964,12 @@ def db_status(config: Config) -> dict:
                          "ORDER BY id DESC LIMIT 1")
             out["last_ingest_run"] = (dict(zip(("id", "vault_path", "status", "started_at", "finished_at",
                                                 "error_summary"), _jsonable(list(last[0])))) if last else None)
+            if last and last[0][2] == "running" and not s.run(
+                    "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND classid = :k "
+                    "AND objid = hashtext(:v)::oid AND granted)", k=INGEST_LOCK_KEY, v=last[0][1])[0][0]:
+                # Nobody holds the vault's lock: the process that ran it is gone (killed); say so.
+                out["last_ingest_run"]["status"] = "interrupted"
+                out["last_ingest_run"]["hint"] = "its process ended; the next ingest of this vault marks it failed"
         else:
             out["hint"] = HINT_DB_INIT
     return out
@@ -6418,9 +6892,12 @@ EXIT_CODES_HELP = f"""exit codes:
   {EXIT_VAULT}   vault path missing or not a folder
   {EXIT_PARTIAL}   ingest finished but some files failed (listed in the output); `ask --batch`: some lines failed
   {EXIT_EVAL}   eval below --min-hit-at-k / --min-rejection
-  {EXIT_BUSY}   another ingest of the same vault is running
+  {EXIT_BUSY}   another ingest of the same vault is running (names its PID and start time; see --wait)
   {EXIT_NOT_FOUND}   note or heading not found (`localrag show`)
-  {EXIT_INTERRUPTED} interrupted (Ctrl-C, SIGINT; `serve` after finishing its in-flight requests)
+  {EXIT_MASS_DELETE}   ingest refused: the vault is empty or lost over half its notes (see --allow-delete)
+  {EXIT_INTERRUPTED} interrupted (Ctrl-C, SIGINT; `serve` after finishing its in-flight requests); 129 by SIGHUP.
+      An interrupted ingest prints what it committed, and the next run continues from there; a second Ctrl-C
+      ends at once
   {EXIT_TERMINATED} terminated (SIGTERM; `serve` after finishing its in-flight requests)"""
 
 
@@ -6534,8 +7011,9 @@ def _cmd_config(config: Config, args: argparse.Namespace) -> int:
 def _cmd_db(config: Config, args: argparse.Namespace) -> int:
     if args.db_command == "init":
         result = db_init(config)
-        _print_json(result) if args.json else _say(f"schema ready on {result['database']} "
-                                                   f"(pgvector {result['pgvector']})")
+        upgraded = f", upgraded from version {result['upgraded_from']}" if result["upgraded_from"] else ""
+        _print_json(result) if args.json else _say(f"schema version {result['schema_version']} ready on "
+                                                   f"{result['database']} (pgvector {result['pgvector']}{upgraded})")
     elif args.db_command == "status":
         result = db_status(config)
         if args.json:
@@ -6543,7 +7021,8 @@ def _cmd_db(config: Config, args: argparse.Namespace) -> int:
         else:
             print(f"database        {result['database']}")
             print(f"server          PostgreSQL {result['server_version']}, pgvector {result['pgvector'] or 'absent'}")
-            print(f"schema          {'initialized' if result['schema_initialized'] else 'NOT initialized'}")
+            print(f"schema          {'initialized' if result['schema_initialized'] else 'NOT initialized'}"
+                  + (f" (version {result['schema_version']})" if result["schema_version"] else ""))
             if result["schema_initialized"]:
                 print(f"documents       {result['documents']}")
                 print(f"chunks          {result['chunks']}")
@@ -6577,16 +7056,8 @@ def _cmd_ingest(config: Config, args: argparse.Namespace) -> int:
         raise VaultError("no vault path given; pass it (`localrag ingest PATH`) or set VAULT_PATH")
     progress = _progress_printer("never" if args.quiet else args.progress)
     try:
-        result = ingest(config, vault, progress, excludes=args.exclude or ())
-    except KeyboardInterrupt as exc:
-        if progress:
-            progress.close()
-        done = getattr(exc, "partial_result", None)
-        if done:
-            _say(f"interrupted: run #{done['id']} marked failed after {done['documents_added']} added, "
-                 f"{done['documents_updated']} updated, {done['documents_skipped']} unchanged; "
-                 f"{done['chunks_written']} chunks written. Committed batches stay; rerun ingest to finish.")
-        raise
+        result = ingest(config, vault, progress, excludes=args.exclude or (), wait=args.wait,
+                        allow_delete=args.allow_delete, notice=_say)
     finally:
         if progress:
             progress.close()
@@ -6988,6 +7459,11 @@ def build_parser() -> argparse.ArgumentParser:
                        epilog="example:\n  localrag ingest samples/acme-vault --json\n\n"
                               "exit code 10 means the run finished but some files failed (listed on stderr).")
     p.add_argument("path", nargs="?", help="the vault folder (default: VAULT_PATH)")
+    p.add_argument("--wait", action="store_true",
+                   help="if another ingest of this vault is running, wait for it instead of exiting with code 12")
+    p.add_argument("--allow-delete", action="store_true",
+                   help="allow removing more than half of the vault's indexed notes (or all of them, for an empty "
+                        "folder) in one run; refused otherwise (exit 14)")
     p.add_argument("--exclude", action="append", metavar="GLOB",
                    help="skip files matching this gitignore-style pattern (repeatable; added before the vault's "
                         ".localragignore, so a `!pattern` there can re-include)")
@@ -7125,6 +7601,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for handler in logging.getLogger().handlers:
         handler.setFormatter(_MaskingFormatter("%(levelname)s: %(message)s"))
     want_json = getattr(args, "json", False)
+    previous = _install_interrupt_handlers()
     try:
         config = load_config(args.env_file)
         return args.func(config, args)
@@ -7133,9 +7610,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if want_json:
             _print_json(exc.to_dict())
         return exc.exit_code
-    except KeyboardInterrupt:
-        _say("interrupted")
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt as exc:
+        signum = getattr(exc, "signum", signal.SIGINT)
+        partial = getattr(exc, "partial", None)
+        _say(f"interrupted ({signal.Signals(signum).name})" + (_interrupted_summary(partial) if partial else ""))
+        return 128 + signum
     except BrokenPipeError:
         return EXIT_OK
     except Exception as exc:
@@ -7147,6 +7626,32 @@ def main(argv: Sequence[str] | None = None) -> int:
             _print_json({"error": {"code": "internal_error", "message": f"{type(exc).__name__}: {text}",
                                    "details": {}}})
         return EXIT_INTERNAL
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _install_interrupt_handlers() -> dict:
+    """SIGINT, SIGTERM and SIGHUP raise Signalled in the main thread, so every command cleans up the same way
+    (workers ended, run row closed, lock released); the first one restores the defaults, so a second signal ends
+    the process at once.  Returns the previous handlers (main() restores them: tests call main in-process)."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    sigs = [signal.SIGINT, signal.SIGTERM] + ([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])
+
+    def interrupted(signum: int, frame: Any) -> None:
+        for sig in sigs:
+            signal.signal(sig, signal.SIG_DFL)
+        raise Signalled(signum)
+
+    return {sig: signal.signal(sig, interrupted) for sig in sigs}
+
+
+def _interrupted_summary(partial: dict) -> str:
+    return (f": ingest run #{partial['id']} stopped and marked failed; committed before the stop: "
+            f"{partial['documents_added']} added, {partial['documents_updated']} updated, "
+            f"{partial['documents_deleted']} deleted, {partial['chunks_written']} chunks. Rerun `localrag ingest` "
+            f"to finish (unchanged files are skipped)")
 
 
 if __name__ == "__main__":

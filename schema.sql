@@ -47,7 +47,16 @@ CREATE TABLE IF NOT EXISTS embeddings (
 );
 
 -- A 1024-dim vector is 4 KB: keep it in the row instead of TOAST, so the exact scan reads one relation, not two.
-ALTER TABLE embeddings ALTER COLUMN embedding SET STORAGE PLAIN;
+-- Only when not yet so: ALTER TABLE takes an exclusive lock, and a `db init` queued behind a running ingest with
+-- that lock pending would stall every search.
+DO $$
+BEGIN
+  IF (SELECT attstorage FROM pg_attribute WHERE attrelid = 'embeddings'::regclass AND attname = 'embedding') <> 'p'
+  THEN
+    ALTER TABLE embeddings ALTER COLUMN embedding SET STORAGE PLAIN;
+  END IF;
+END
+$$;
 
 CREATE TABLE IF NOT EXISTS ingest_runs (
   id BIGSERIAL PRIMARY KEY,
@@ -137,3 +146,13 @@ CREATE TRIGGER keyword_chunks_truncate AFTER TRUNCATE ON keyword_chunks
 
 -- Query terms are looked up here; chunk_id, tf and the chunk length ride in the index (index-only scans).
 CREATE INDEX IF NOT EXISTS idx_keyword_postings_term ON keyword_postings (term) INCLUDE (chunk_id, tf, dl);
+
+CREATE INDEX IF NOT EXISTS idx_ingest_runs_vault ON ingest_runs (vault_path, id);
+
+-- The schema's version (one row per version applied).  `localrag db init` upgrades an older schema in place;
+-- every command refuses a newer one.  Version 1 (the first release) had no such table.
+CREATE TABLE IF NOT EXISTS localrag_schema (
+  version INTEGER PRIMARY KEY,
+  applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
+);
+INSERT INTO localrag_schema (version) VALUES (3) ON CONFLICT (version) DO NOTHING;

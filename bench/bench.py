@@ -280,6 +280,47 @@ def bench_dev_set(config, out: dict, corpus: Path) -> None:
         "within_5_points": abs(there["answered"] - own["chosen"]["answered"]) <= 0.05}
 
 
+def long_line(size_bytes: int) -> str:
+    """One line of words with no sentence break: what forces the chunker's hard cut (issue 10)."""
+    import random
+    rng = random.Random(5)
+    words = ["alpha", "beta", "gamma", "客户", "工单", "delta", "x1", "naïve"]
+    parts, size = [], 0
+    while size < size_bytes:
+        w = rng.choice(words)
+        parts.append(w)
+        size += len(w.encode("utf-8")) + 1
+    return "# Long line\n" + " ".join(parts) + "\n"
+
+
+def bench_long_lines(config, out: dict, rounds: int) -> None:
+    """Ingest of one single-line file of 0.5 MB and of 9 MB: linear chunking means the 18x larger file takes about
+    18x the time (the target is under 20x; the quadratic hard cut took 39 s for 1 MB)."""
+    times = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for label, size in (("0.5MB", 500_000), ("9MB", 9_000_000)):
+            vault = Path(tmp) / label
+            vault.mkdir()
+            (vault / "long.md").write_text(long_line(size), encoding="utf-8")
+            samples = []
+            for _ in range(max(1, rounds if size < 1_000_000 else min(rounds, 3))):
+                reset(config)
+                t, r = timed(localrag.ingest, config, vault)
+                assert not r["files_failed"], r["files_failed"]
+                samples.append(t)
+            times[label] = (statistics.median(samples), r["chunks_written"])
+    ratio = times["9MB"][0] / times["0.5MB"][0]
+    out["single_line_file_ingest"] = {
+        "half_mb_ms_median": round(times["0.5MB"][0] * 1000, 1), "half_mb_chunks": times["0.5MB"][1],
+        "nine_mb_ms_median": round(times["9MB"][0] * 1000, 1), "nine_mb_chunks": times["9MB"][1],
+        "size_ratio": 18.0, "time_ratio": round(ratio, 2), "target_time_ratio_below": 20.0}
+    bomb = ("---\na: &a [" + ",".join(['"lol"'] * 9) + "]\n" + "".join(
+        f"{n}: &{n} [{','.join(['*' + p] * 9)}]\n" for p, n in zip("abcdefgh", "bcdefghi")) + "---\n# Bomb\nbody\n")
+    t, doc = timed(localrag.parse_markdown, bomb, "bomb.md")
+    out["yaml_alias_bomb_311_bytes"] = {"parse_ms": round(t * 1000, 2), "frontmatter_kept": bool(doc.frontmatter),
+                                        "body_indexed": "body" in doc.body}
+
+
 def bench_search(config, out: dict, rounds: int) -> list[str]:
     reset(config)
     localrag.ingest(config, SAMPLE)
@@ -579,6 +620,7 @@ def main() -> int:
         if args.only == "dev":
             return report(out)
         bench_ingest(config, out, corpus, args.rounds)
+        bench_long_lines(config, out, args.rounds)
         questions = bench_search(config, out, args.rounds)
         bench_http(config, out, questions, args.requests)
         bench_mcp(config, out, questions, args.rounds, args.requests)

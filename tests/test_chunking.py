@@ -114,6 +114,23 @@ def test_empty_document_has_no_chunks():
     assert localrag.chunk_document(localrag.parse_markdown("---\ntitle: x\n---\n\n   \n")) == []
 
 
+def test_hard_cut_of_a_long_line_tiles_it_within_the_limit():
+    """A line with no sentence break is cut on token offsets (encoded once): pieces tile the line, none over the
+    limit, and each but the last is close to it."""
+    words = ["alpha", "beta", "客户", "工单", "x1", "数据", "naïve"]
+    line = " ".join(words[i % len(words)] for i in range(30_000))
+    limit = localrag.CHUNK_TARGET_MAX_TOKENS - localrag.CHUNK_OVERLAP_TOKENS
+    pieces = localrag._hard_cut(line, 0, len(line), limit)
+    assert pieces[0][0] == 0 and pieces[-1][1] == len(line)
+    assert all(a[1] == b[0] for a, b in zip(pieces, pieces[1:]))
+    assert all(n == localrag.count_tokens(line[s:e]) <= limit for s, e, n in pieces)
+    assert all(n >= limit - 5 for _, _, n in pieces[:-1])
+    doc = localrag.parse_markdown("# Long\n" + line + "\n", "long.md")
+    chunks = localrag.chunk_document(doc)
+    assert max(c.token_count for c in chunks) <= localrag.CHUNK_HARD_MAX_TOKENS
+    check_tiling(doc, chunks)
+
+
 def test_heading_only_sections_fold_into_the_next_chunk():
     doc = localrag.parse_markdown("# Setup\n## Install\nRun the installer.\n## Configure\n### Network\n\n"
                                   "Open port 8080.\n## Empty last\n", "s.md")

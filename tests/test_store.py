@@ -120,6 +120,99 @@ def test_two_commands_starting_the_embedded_server_at_once(tmp_path):
         subprocess.run([sys.executable, "-m", "localrag", "db", "stop"], cwd=tmp_path, env=env, capture_output=True)
 
 
+# --- schema versioning -----------------------------------------------------------------------------------------------
+
+def _fresh_schema(config, ddl: str | None = None):
+    """Drop every localrag table, then apply `ddl` (None: nothing)."""
+    with localrag.Store.open(config) as s:
+        s.run("DROP TABLE IF EXISTS localrag_schema, keyword_postings, keyword_chunks, links, embeddings, chunks, "
+              "documents, ingest_runs CASCADE")
+        if ddl:
+            s.run(ddl)
+
+
+def test_first_release_schema_is_upgraded_in_place(config):
+    """A database made by the first release's DDL (schema.sql at 9c74cdf), with data: commands ask for `db init`,
+    which upgrades it in one transaction, keeps the data, and is idempotent."""
+    from conftest import SAMPLE_VAULT
+    v1 = (ROOT / "tests" / "data" / "schema_v1.sql").read_text()
+    _fresh_schema(config, v1)
+    try:
+        with localrag.Store.open(config) as s:
+            assert s.schema_version() == 1
+            s.run("INSERT INTO documents (vault_path, file_path, relative_path, content_hash) "
+                  "VALUES ('/v', '/v/a.md', 'a.md', 'h')")
+        code, out = run_cli("search", "anything", "--json")
+        err = __import__("json").loads(out)["error"]
+        assert code == localrag.EXIT_SCHEMA and err["code"] == "schema_outdated" and "db init" in err["message"]
+        code, out = run_cli("db", "init", "--json")
+        result = __import__("json").loads(out)
+        assert code == 0 and result["schema_version"] == localrag.SCHEMA_VERSION and result["upgraded_from"] == 1
+        assert run_cli("db", "init")[0] == 0  # idempotent
+        with localrag.Store.open(config) as s:
+            assert s.schema_version() == localrag.SCHEMA_VERSION
+            assert s.run("SELECT relative_path FROM documents") == [["a.md"]]
+            assert s.run("SELECT count(*) FROM localrag_schema WHERE version = :v", v=localrag.SCHEMA_VERSION)[0][0] == 1
+        assert localrag.ingest(config, SAMPLE_VAULT, allow_delete=True)["status"] == "success"
+    finally:
+        _fresh_schema(config)
+        localrag.Store.open(config).init_schema()
+
+
+def test_newer_schema_is_refused_by_every_command(config, tmp_path):
+    _fresh_schema(config)
+    try:
+        with localrag.Store.open(config) as s:
+            s.init_schema()
+            s.run("INSERT INTO localrag_schema (version) VALUES (:v)", v=localrag.SCHEMA_VERSION + 1)
+        for args in (["db", "init"], ["search", "x"], ["ask", "x"], ["ingest", str(tmp_path)]):
+            code, out = run_cli(*args, "--json")
+            err = __import__("json").loads(out)["error"]
+            assert code == localrag.EXIT_SCHEMA and err["code"] == "schema_too_new", args
+            assert f"version {localrag.SCHEMA_VERSION + 1}, newer than" in err["message"]
+        with localrag.Store.open(config) as s:  # db init changed nothing
+            assert s.schema_version() == localrag.SCHEMA_VERSION + 1
+    finally:
+        _fresh_schema(config)
+        localrag.Store.open(config).init_schema()
+
+
+def test_schema_sql_records_its_version():
+    assert f"VALUES ({localrag.SCHEMA_VERSION}) ON CONFLICT" in localrag.SCHEMA_SQL
+
+
+def test_db_init_behind_a_running_ingest_never_blocks_search_and_ends_on_sigterm(ingested):
+    """The issue's pile-up: an interrupted ingest's open transaction, `db init` queued behind it, every search
+    queued behind `db init`.  Now db init takes no exclusive lock on an up-to-date schema, a search goes through
+    while it waits, and SIGTERM ends it (exit 143) together with its server session."""
+    import os
+    import signal
+    from robust_util import query, start_cli, wait_for
+    config, vault, _ = ingested
+    with localrag.Store.open(config) as writer:  # what a batch in progress holds
+        writer.run("BEGIN")
+        writer.run("LOCK TABLE embeddings IN ROW EXCLUSIVE MODE")
+        writer.run("LOCK TABLE chunks IN ROW EXCLUSIVE MODE")
+        proc = start_cli("db", "init")
+        waiting = ("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'localrag' "
+                   "AND wait_event_type = 'Lock'")
+        wait_for(lambda: query(config, waiting)[0][0] > 0)
+        assert localrag.search(config, "P1 升级")["results"]  # not queued behind db init
+        os.kill(proc.pid, signal.SIGTERM)
+        _, err = proc.communicate(timeout=20)
+        assert proc.returncode == 143 and "interrupted (SIGTERM)" in err
+        assert query(config, waiting)[0][0] == 0
+        writer.run("ROLLBACK")
+    assert run_cli("db", "init")[0] == 0
+
+
+@pytest.fixture(autouse=True)
+def _no_process_left_behind():
+    yield
+    from robust_util import kill_started
+    kill_started()
+
+
 # === database faults: each real condition on a real server maps to its own code, 20 times out of 20 ===============
 
 import collections
