@@ -137,12 +137,20 @@ BEGIN
   RETURN NULL;
 END $$;
 
-DROP TRIGGER IF EXISTS keyword_chunks_delete ON keyword_chunks;
-CREATE TRIGGER keyword_chunks_delete AFTER DELETE ON keyword_chunks REFERENCING OLD TABLE AS gone
-  FOR EACH STATEMENT EXECUTE FUNCTION localrag_keyword_postings_delete();
-DROP TRIGGER IF EXISTS keyword_chunks_truncate ON keyword_chunks;
-CREATE TRIGGER keyword_chunks_truncate AFTER TRUNCATE ON keyword_chunks
-  FOR EACH STATEMENT EXECUTE FUNCTION localrag_keyword_postings_truncate();
+-- Created only when missing: CREATE/DROP TRIGGER lock the table, and `db init` must not wait behind an ingest.
+DO $$
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = 'keyword_chunks'::regclass
+                 AND tgname = 'keyword_chunks_delete') THEN
+    CREATE TRIGGER keyword_chunks_delete AFTER DELETE ON keyword_chunks REFERENCING OLD TABLE AS gone
+      FOR EACH STATEMENT EXECUTE FUNCTION localrag_keyword_postings_delete();
+  END IF;
+  IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = 'keyword_chunks'::regclass
+                 AND tgname = 'keyword_chunks_truncate') THEN
+    CREATE TRIGGER keyword_chunks_truncate AFTER TRUNCATE ON keyword_chunks
+      FOR EACH STATEMENT EXECUTE FUNCTION localrag_keyword_postings_truncate();
+  END IF;
+END $$;
 
 -- Query terms are looked up here; chunk_id, tf and the chunk length ride in the index (index-only scans).
 CREATE INDEX IF NOT EXISTS idx_keyword_postings_term ON keyword_postings (term) INCLUDE (chunk_id, tf, dl);
