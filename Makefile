@@ -10,13 +10,14 @@ TORCH_SPEC ?= torch==2.13.0
 LOCALRAG_SKIP_QWEN ?=
 PYTEST_ARGS ?=
 
-.PHONY: help venv demo test test-fast bench pyz clean distclean browser
+.PHONY: help venv demo test test-fast bench pyz pyz-all pyz-lock clean distclean browser
 
 help:
 	@echo "make demo    - venv, install, db init, ingest samples/acme-vault, search + ask (embedded Postgres)"
 	@echo "make test    - install test deps (+ the local-qwen3 extra) and run the test suite"
 	@echo "make bench   - benchmarks: ingest, search, HTTP (prints medians and ratios)"
-	@echo "make pyz     - build dist/localrag.pyz with shiv"
+	@echo "make pyz     - build this platform's zipapp (dist/localrag.pyz, CPython 3.10-3.13)"
+	@echo "make pyz-all - build the zipapps for Linux/macOS/Windows + localrag-universal.pyz, with SHA256SUMS"
 
 $(VENV)/.base: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -58,22 +59,33 @@ test-fast: $(VENV)/.test
 	@$(PY) -m pytest -m "not slow and not qwen" $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
-bench: $(VENV)/.test
+$(VENV)/.bench: $(VENV)/.test
+	$(PIP) install -e '.[test,bench]'
+	touch $@
+
+bench: $(VENV)/.bench
 	$(PY) bench/bench.py $(BENCH_ARGS)
 
-# dist/localrag.pyz: the project and its runtime dependencies (embedded Postgres, offline tiktoken ranks) in one
-# zipapp for this platform and Python. Same inputs, same bytes: no .pyc, fixed timestamps, fixed build id.
+# Zipapps (tools/build_pyz.py): one file per platform, each carrying CPython 3.10-3.13's native parts, built from
+# wheels that `pip download --platform` fetches once into build/wheels/.  Same inputs, same bytes (SHA256SUMS).
+# `make pyz` builds this machine's file (also copied to dist/localrag.pyz); `make pyz-all` every platform plus
+# localrag-universal.pyz.
 PYZ_EPOCH ?= 1767225600
-pyz: $(VENV)/.base
-	$(PIP) install 'shiv>=1.0.6'
-	rm -rf build/pyz dist/localrag.pyz && mkdir -p build/pyz dist
-	$(PIP) install --no-compile --no-warn-script-location --target build/pyz .
-	rm -rf build/pyz/bin
-	find build/pyz -name '__pycache__' -prune -exec rm -rf {} +
-	find build/pyz -name 'direct_url.json' -delete
-	SOURCE_DATE_EPOCH=$(PYZ_EPOCH) $(VENV)/bin/shiv --site-packages build/pyz --compressed --reproducible \
-	  -c localrag -p '/usr/bin/env python3' -o dist/localrag.pyz
+PYZ_BUILD := SOURCE_DATE_EPOCH=$(PYZ_EPOCH) $(PYTHON) tools/build_pyz.py
+pyz:
+	$(PYZ_BUILD) --platform host --host-copy
 	@ls -l dist/localrag.pyz && sha256sum dist/localrag.pyz
+
+pyz-all:
+	$(PYZ_BUILD) --platform all --universal --host-copy
+	@ls -l dist/*.pyz && cat dist/SHA256SUMS
+
+# Re-resolve tools/pyz-requirements.txt (exact versions for every platform and Python) for the oldest Python.
+pyz-lock:
+	rm -rf build/pyz-lock && $(PYTHON) -m pip download -q --only-binary=:all: --platform manylinux_2_28_x86_64 \
+	  --python-version 3.10 -d build/pyz-lock $$($(PYTHON) -c "import tomllib; \
+	  print(' '.join(repr(d) for d in tomllib.load(open('pyproject.toml','rb'))['project']['dependencies']))" | tr -d "'")
+	@ls build/pyz-lock | sed -E 's/^([A-Za-z0-9_.]+)-([0-9][^-]*)-.*/\1==\2/'
 
 clean:
 	rm -rf dist build *.egg-info .pytest_cache .hypothesis

@@ -105,6 +105,40 @@ CREATE INDEX IF NOT EXISTS idx_chunks_content_hash ON chunks (content_hash);
 CREATE INDEX IF NOT EXISTS idx_embeddings_config
   ON embeddings (embedding_provider, embedding_model, embedding_dim);
 
+-- One row per `ask` (CLI and HTTP): what was asked, retrieved, sent and answered (seed 002's snapshots).
+-- Append-only: no foreign keys (re-ingesting deletes chunks; a record keeps their ids and content hashes), and a
+-- trigger refuses UPDATE and DELETE.  request_body is TEXT so that request_sha256 stays the hash of its bytes.
+CREATE TABLE IF NOT EXISTS answers (
+  id BIGSERIAL PRIMARY KEY,
+  created_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+  question TEXT NOT NULL,
+  mode TEXT NOT NULL,
+  reason TEXT NOT NULL,
+  retrieval JSONB NOT NULL DEFAULT '{}'::jsonb,
+  gate JSONB NOT NULL DEFAULT '{}'::jsonb,
+  evidence JSONB NOT NULL DEFAULT '[]'::jsonb,
+  excluded JSONB NOT NULL DEFAULT '[]'::jsonb,
+  prompt_version TEXT,
+  request_body TEXT,
+  request_sha256 TEXT,
+  llm_provider TEXT,
+  model TEXT,
+  completion_status TEXT NOT NULL,
+  finish_reason TEXT,
+  usage JSONB,
+  answer TEXT NOT NULL,
+  claims JSONB NOT NULL DEFAULT '[]'::jsonb,
+  citation_check JSONB,
+  latency_ms JSONB NOT NULL DEFAULT '{}'::jsonb
+);
+
+CREATE OR REPLACE FUNCTION localrag_answers_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  RAISE EXCEPTION 'answers are append-only: % is not allowed', TG_OP USING ERRCODE = 'insufficient_privilege';
+END $$;
+CREATE OR REPLACE TRIGGER answers_append_only BEFORE UPDATE OR DELETE ON answers
+  FOR EACH ROW EXECUTE FUNCTION localrag_answers_append_only();
+
 -- The keyword channel (BM25 over content + heading path + file name + tags), maintained by ingest in the same
 -- transactions as the chunks.  No stored statistics: N, the average length and each query term's document
 -- frequency are counted at query time from these tables (index-only), so they cannot drift from the chunks.
@@ -163,4 +197,4 @@ CREATE TABLE IF NOT EXISTS localrag_schema (
   version INTEGER PRIMARY KEY,
   applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
 );
-INSERT INTO localrag_schema (version) VALUES (3) ON CONFLICT (version) DO NOTHING;
+INSERT INTO localrag_schema (version) VALUES (4) ON CONFLICT (version) DO NOTHING;

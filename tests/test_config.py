@@ -56,7 +56,7 @@ def test_explicit_env_file(tmp_path):
 def test_threshold_default_per_provider(tmp_path, provider, expected):
     cfg = localrag.load_config(environ={"EMBEDDING_PROVIDER": provider, "RAG_MIN_SIMILARITY": ""}, cwd=tmp_path)
     assert cfg.rag_min_similarity == expected
-    assert cfg.embedding_model == localrag.PROVIDER_MODELS[provider]
+    assert cfg.embedding_model == localrag.EMBEDDERS[provider].fixed_model
 
 
 @pytest.mark.parametrize("key,value,needle", [
@@ -140,6 +140,19 @@ def test_sslmode_require_encrypts_without_verification():
 def test_mask_url_hides_the_password():
     assert localrag.mask_url("postgresql://u:hunter2@h:5432/db") == "postgresql://u:***@h:5432/db"
     assert "hunter2" not in localrag.mask_url("postgresql://u@h/db?password=hunter2")
+
+
+@pytest.mark.parametrize("platform,environ,expected", [
+    ("linux", {"HOME": "/home/ann"}, "/home/ann/.local/share/localrag"),
+    ("linux", {"HOME": "/home/ann", "XDG_DATA_HOME": "/data"}, "/data/localrag"),
+    ("darwin", {"HOME": "/Users/ann"}, "/Users/ann/Library/Application Support/localrag"),
+    ("win32", {"USERPROFILE": "C:/Users/ann", "LOCALAPPDATA": "C:/Users/ann/AppData/Local"},
+     "C:/Users/ann/AppData/Local/localrag"),
+    ("win32", {"USERPROFILE": "C:/Users/ann"}, "C:/Users/ann/AppData/Local/localrag"),
+])
+def test_default_data_folder_follows_each_os(platform, environ, expected):
+    """Simulated per OS: XDG on Linux, Application Support on macOS, LOCALAPPDATA on Windows."""
+    assert localrag.default_home(environ, platform) == localrag.Path(expected)
 
 
 # --- every malformed DATABASE_URL is a config_invalid naming the key (never a crash with exit 1) -----------------

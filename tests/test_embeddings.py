@@ -107,3 +107,17 @@ def test_fake_path_does_not_import_torch():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=localrag.__file__.rsplit("/", 1)[0]).stdout
     assert out.strip().splitlines()[-1] == "False False"
+
+
+def test_qwen_install_hint_outside_and_inside_a_pyz():
+    import localrag
+    assert localrag.qwen_install_hint(False) == localrag.QWEN_INSTALL_HINT
+    linux = localrag.qwen_install_hint(True, "/usr/bin/python3.12", "linux")
+    assert "/usr/bin/python3.12 -m pip install --user torch --index-url https://download.pytorch.org/whl/cpu" in linux
+    assert "-m pip install --user 'sentence-transformers>=2.7.0' 'transformers>=4.51.0'" in linux
+    assert "localrag[local-qwen3]" not in linux and "\n" not in linux
+    mac = localrag.qwen_install_hint(True, "/opt/homebrew/bin/python3.13", "darwin")
+    assert "/opt/homebrew/bin/python3.13 -m pip install --user torch 'sentence-transformers" in mac
+    assert "download.pytorch.org" not in mac
+    win = localrag.qwen_install_hint(True, "C:\\Program Files\\Python312\\python.exe", "win32")
+    assert '"C:\\Program Files\\Python312\\python.exe" -m pip install --user torch' in win

@@ -272,6 +272,18 @@ def test_worker_processes_give_the_same_index_as_in_process(db, tmp_path, monkey
     assert snapshots[0] == snapshots[1] and len(snapshots[0]) > 200
 
 
+@pytest.mark.parametrize("platform,methods,expected", [
+    ("linux", ["fork", "spawn", "forkserver"], "fork"),
+    ("linux", ["spawn"], None),                   # a Linux Python without fork: one process
+    ("darwin", ["spawn", "fork", "forkserver"], None),  # fork exists but is unsafe with macOS frameworks
+    ("win32", ["spawn"], None),                   # Windows: no fork
+])
+def test_worker_pool_start_method_per_platform(platform, methods, expected):
+    assert localrag._pool_start_method(4, 1000, platform, methods) == expected
+    assert localrag._pool_start_method(1, 1000, platform, methods) is None  # one worker: in-process
+    assert localrag._pool_start_method(4, 3, platform, methods) is None     # few files: no pool start-up
+
+
 # --- interruption: signals on real processes leave no process, lock or running row behind (issue 10) ----------------
 
 import signal  # noqa: E402
@@ -682,7 +694,8 @@ def test_sigterm_while_waiting_for_the_lock(ingested):
         n_runs = len(runs(config))
         proc = start_cli("ingest", str(vault), "--wait")
         wait_for(lambda: query(config, "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'localrag' "
-                                       "AND pid <> pg_backend_pid() AND query LIKE '%pg_try_advisory_lock%'")[0][0] > 0)
+                                       "AND pid <> pg_backend_pid() AND (query LIKE '%pg_try_advisory_lock%' "
+                                       "OR query LIKE '%FROM ingest_runs WHERE vault_path%')")[0][0] > 0)
         os.kill(proc.pid, signal.SIGTERM)
         _, err = proc.communicate(timeout=20)
         assert proc.returncode == 143 and "waiting for another ingest" in err and "interrupted (SIGTERM)" in err

