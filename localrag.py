@@ -9697,13 +9697,13 @@ def build_parser() -> argparse.ArgumentParser:
                        formatter_class=fmt,
                        epilog="examples:\n  localrag eval init --vault ~/Vaults/Customer   (writes questions.yaml "
                               "to edit)\n  localrag eval --questions questions.yaml --min-hit-at-k 0.9 "
-                              "--min-rejection 0.8 --calibrate")
+                              "--min-rejection 0.8 --calibrate\n\n"
+                              "--vault: with init, the vault whose notes the starter questions come from (default "
+                              "VAULT_PATH); with run, only that vault's notes are searched")
     p.add_argument("action", nargs="?", choices=("run", "init"), default="run",
                    help="run (default) the questions, or init: write a starter questions file")
     p.add_argument("--questions", metavar="PATH", help="YAML question set (default: the repo's eval/questions.yaml, "
                                                          "else ./questions.yaml)")
-    p.add_argument("--vault", metavar="PATH", help="eval init: draft questions from this vault's notes "
-                                                   "(default VAULT_PATH)")
     p.add_argument("--top-k", type=int, metavar="N", help="k for Hit@k (default RAG_TOP_K)")
     p.add_argument("--calibrate", action="store_true",
                    help="tune the evidence gate on these questions: print the answered/refused trade-off, the "
