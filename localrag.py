@@ -2975,8 +2975,19 @@ CREATE TABLE IF NOT EXISTS links (
 
 -- The note's text (frontmatter removed) and the file line it starts on: `localrag show`, GET /notes and the MCP
 -- get_note tool read notes from here, never from a path on disk; chunk line ranges are counted in file lines.
-ALTER TABLE documents ADD COLUMN IF NOT EXISTS body TEXT;
-ALTER TABLE documents ADD COLUMN IF NOT EXISTS body_line INTEGER;
+-- Added only when missing, for the same reason as above (ADD COLUMN IF NOT EXISTS still takes the exclusive lock).
+DO $$
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'documents'::regclass AND attname = 'body'
+                 AND NOT attisdropped) THEN
+    ALTER TABLE documents ADD COLUMN body TEXT;
+  END IF;
+  IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'documents'::regclass AND attname = 'body_line'
+                 AND NOT attisdropped) THEN
+    ALTER TABLE documents ADD COLUMN body_line INTEGER;
+  END IF;
+END
+$$;
 
 CREATE INDEX IF NOT EXISTS idx_documents_content_hash ON documents (content_hash);
 CREATE INDEX IF NOT EXISTS idx_links_document_id ON links (document_id);
