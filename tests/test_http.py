@@ -444,7 +444,8 @@ def test_503_when_the_database_is_unreachable_without_the_password(url, endpoint
 def test_503_when_the_schema_is_missing(db, start_server, endpoint):
     client = start_server(db)
     with localrag.Store.open(db) as s:
-        s.run("DROP TABLE IF EXISTS links, embeddings, chunks, documents, ingest_runs CASCADE")
+        s.run("DROP TABLE IF EXISTS keyword_postings, keyword_chunks, links, embeddings, chunks, documents, "
+              "ingest_runs CASCADE")
     try:
         assert_error(client.call(*ENDPOINT_CALLS[endpoint]), 503, "schema_not_initialized")
     finally:
@@ -455,7 +456,8 @@ def test_503_when_the_schema_is_missing(db, start_server, endpoint):
 def test_health_is_503_when_pgvector_is_absent(db, start_server):
     client = start_server(db)
     with localrag.Store.open(db) as s:
-        s.run("DROP TABLE IF EXISTS links, embeddings, chunks, documents, ingest_runs CASCADE")
+        s.run("DROP TABLE IF EXISTS keyword_postings, keyword_chunks, links, embeddings, chunks, documents, "
+              "ingest_runs CASCADE")
         s.run("DROP EXTENSION IF EXISTS vector CASCADE")
     try:
         assert_error(client.get("/health"), 503, "pgvector_missing")
@@ -491,14 +493,15 @@ def test_search_returns_ranked_results_within_top_k(api):
     reply = api.post("/search", {"query": RAG_Q, "top_k": 3})
     assert reply.status == 200 and reply.content_type.startswith("application/json")
     body = reply.json
-    assert set(body) == {"confidence", "results"}
+    assert set(body) == {"confidence", "results", "retrieval", "gate"}
     results = body["results"]
     assert 1 <= len(results) <= 3
     assert [set(r) for r in results] == [{"content", "source", "relative_path", "heading_path", "heading",
-                                          "score", "line_start", "line_end", "title", "aliases"}] * len(results)
+                                          "score", "line_start", "line_end", "title", "aliases", "scores",
+                                          "channels", "vault_path"}] * len(results)
     scores = [r["score"] for r in results]
     assert scores == sorted(scores, reverse=True) and all(0 <= s <= 1 for s in scores)
-    assert body["confidence"] == scores[0]
+    assert body["confidence"] == max(r["scores"]["vector"] for r in results)
 
 
 def test_search_without_top_k_uses_the_configured_default(api):

@@ -43,7 +43,8 @@ def test_db_init_is_idempotent_and_status_reports(db):
 
 def test_missing_schema_gives_schema_not_initialized_and_ingest_creates_it(config, vault, capfd):
     with localrag.Store.open(config) as s:
-        s.run("DROP TABLE IF EXISTS links, embeddings, chunks, documents, ingest_runs CASCADE")
+        s.run("DROP TABLE IF EXISTS keyword_postings, keyword_chunks, links, embeddings, chunks, documents, "
+              "ingest_runs CASCADE")
     for args in (("search", "客户"), ("ask", "客户")):
         code, out = run_cli(*args, "--json")
         assert code == localrag.EXIT_SCHEMA, args
@@ -263,7 +264,8 @@ def test_embedded_server_in_a_folder_with_spaces(pg_home):
 def _fresh_schema(config, ddl: str | None = None):
     """Drop every localrag table, then apply `ddl` (None: nothing)."""
     with localrag.Store.open(config) as s:
-        s.run("DROP TABLE IF EXISTS localrag_schema, embeddings, chunks, documents, ingest_runs CASCADE")
+        s.run("DROP TABLE IF EXISTS localrag_schema, keyword_postings, keyword_chunks, links, embeddings, chunks, "
+              "documents, ingest_runs CASCADE")
         if ddl:
             s.run(ddl)
 
