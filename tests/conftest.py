@@ -15,6 +15,10 @@ import urllib.parse
 from pathlib import Path
 
 import pytest
+from hypothesis import Phase, settings
+
+# For bench/mutants.py (--hypothesis-profile=mutants): a failing example is enough, shrinking it costs minutes.
+settings.register_profile("mutants", phases=[Phase.explicit, Phase.reuse, Phase.generate])
 
 # The Hugging Face libraries read these once, at import: set them before any test can import them, so no test
 # ever reaches the hub (the local-qwen3 tests use a tiny model built into a temp cache).

@@ -41,9 +41,8 @@ RAG_QUESTIONS = [q for q in _questions() if q.get("expected_mode", "rag") == "ra
 NO_ANSWER_QUESTIONS = [q for q in _questions() if q.get("expected_mode") == "no_answer"]
 RAG_Q = RAG_QUESTIONS[0]["question"]          # a question the sample vault answers
 NA_Q = NO_ANSWER_QUESTIONS[0]["question"]      # one it cannot
-# Off-topic questions the single-cosine gate still answers (issue 9: the evidence gate must refuse them), left out of
-# the every-question checks below.  Empty since issue 14: na-supermoon now scores 0.199 < 0.20 (aliased notes carry
-# an aliases field, which moved the competing chunk), a margin of 0.001 that issue 9's gate should widen.
+# Off-topic questions the gate still answers (left out of the every-question checks below).  The evidence gate of
+# issue 9 refuses them all, na-supermoon included (its coverage is 0: none of its terms is in the vault).
 GATE_PENDING: set[str] = set()
 
 
@@ -135,10 +134,11 @@ def stub():
 def provider(indexed, stub, monkeypatch) -> localrag.Config:
     """The sample vault indexed, and LLM_PROVIDER=openai-compatible pointed at the stub under /v1/.
 
-    RAG_MIN_SIMILARITY is pinned low so that the protocol tests do not depend on sample wording."""
+    The gate's thresholds are pinned low so that the protocol tests do not depend on sample wording."""
     return configure(monkeypatch, LLM_PROVIDER="openai-compatible", LLM_BASE_URL=stub.root + "/v1/",
-                     LLM_API_KEY=SENTINEL, LLM_MODEL="stub-model", LLM_TIMEOUT_SECONDS="0.5",
-                     RAG_MIN_SIMILARITY="0.05")
+                     LLM_API_KEY=SENTINEL, LLM_MODEL="stub-model", LLM_TIMEOUT_SECONDS="30",
+                     RAG_MIN_SIMILARITY="0.05", RAG_MIN_COVERAGE="0",
+                     RAG_MIN_COVERAGE_UNSEEN="0")
 
 
 def ask_error(config, *, stream: bool = False, **kw) -> localrag.LocalRagError:
@@ -472,7 +472,9 @@ def test_evidence_sent_respects_the_context_budget(provider, stub, monkeypatch):
     question = next(q["question"] for q in RAG_QUESTIONS if localrag.answer_kind(q["question"]) is None)
     response = localrag.ask(config, question, top_k=10)
     sent = sent_payload(stub.requests[0])
-    assert 1 <= len(sent["evidence"]) == len(response["citations"]) and tokens(sent["context"]) <= 100
+    # the first block alone exceeds 100 tokens: it is truncated and is the only one sent (seed 000's rule)
+    assert len(sent["evidence"]) == len(response["citations"]) == 1 and tokens(sent["context"]) <= 100
+    assert sent["context"].rstrip().endswith("[truncated]")
 
 
 def test_streaming_success(provider, stub):
@@ -554,6 +556,9 @@ ERRORS = [
 ]
 
 
+TIMEOUT_SCENARIOS = {"slow", "slow_body", "stall_stream"}
+
+
 @pytest.mark.parametrize("scenario, stream, code, http_status", ERRORS,
                          ids=[f"{s}-{'stream' if st else 'plain'}" for s, st, _c, _h in ERRORS])
 def test_llm_error_mapping(provider, stub, monkeypatch, capfd, caplog, scenario, stream, code, http_status):
@@ -561,6 +566,8 @@ def test_llm_error_mapping(provider, stub, monkeypatch, capfd, caplog, scenario,
     config = provider
     if scenario == "closed_port":
         config = configure(monkeypatch, LLM_BASE_URL=f"http://127.0.0.1:{closed_port()}/v1")
+    if scenario in TIMEOUT_SCENARIOS:  # short only where the timeout is the point (success paths get 30 s)
+        config = configure(monkeypatch, LLM_TIMEOUT_SECONDS="0.5")
     stub.scenario = scenario
     error = ask_error(config, stream=stream)
     assert (error.code, error.http_status, error.exit_code) == (code, http_status, localrag.EXIT_LLM)
@@ -660,7 +667,8 @@ def test_ask_closed_loop_refuses_every_no_answer_question(indexed):
     for r in responses.values():
         assert r["citations"] == [] and r["answer"] == localrag.NO_ANSWER_TEXT
         assert r["completion"]["status"] == "not_called"
-        assert "below the threshold" in r["reason"] or r["reason"].startswith("insufficient_evidence/")
+        assert ("below the threshold" in r["reason"] or "below RAG_MIN_COVERAGE" in r["reason"]
+                or r["reason"].startswith("insufficient_evidence/")), r["reason"]
 
 
 def test_ask_is_deterministic(indexed):
@@ -682,7 +690,7 @@ def test_cli_ask_text_output(indexed):
 def test_cli_ask_json_honours_top_k(provider, stub):
     code, out = run_cli("ask", RAG_Q, "--top-k", "2", "--json")
     data = json.loads(out)
-    assert code == 0 and data["mode"] == "rag" and 1 <= len(data["citations"]) <= 2
+    assert code == 0 and data["mode"] == "rag" and len(data["citations"]) == 2
     assert len(sent_payload(stub.requests[0])["evidence"]) == len(data["citations"])
     assert data["prompt_version"] == localrag.RAG_PROMPT_VERSION
 
@@ -714,16 +722,17 @@ def test_eval_sample_questions_meet_thresholds(indexed):
     summary = data["summary"]
     assert code == 0, summary
     assert summary["questions"] == len(RAG_QUESTIONS) + len(NO_ANSWER_QUESTIONS)
-    assert summary["hit_at_k"] == 1.0 and summary["rag_accuracy"] == 1.0
-    assert summary["no_answer_rejection"] >= min_rejection - 1e-9
-    assert data["calibration"]["correct"] == data["calibration"]["total"]
+    assert summary["hit_at_k"] == 1.0 and summary["rag_accuracy"] == 1.0 and summary["no_answer_rejection"] == 1.0
+    assert data["calibration"]["chosen"]["answered"] == data["calibration"]["chosen"]["refused"] == 1.0
 
 
 def test_eval_calibrate_prints_the_separating_threshold(indexed):
     code, out = run_cli("eval", "--questions", str(QUESTIONS), "--calibrate")
     assert code == 0
-    match = re.search(r"calibration: RAG_MIN_SIMILARITY=([0-9.]+) separates (\d+)/(\d+)", out)
-    assert match and match[2] == match[3]
+    match = re.search(r"calibration: RAG_MIN_SIMILARITY=([0-9.]+) RAG_MIN_COVERAGE=([0-9.]+) .* answers ([0-9.]+) "
+                      r"of answerable, refuses ([0-9.]+) of unanswerable", out)
+    assert match and match[3] == match[4] == "1.000"
+    assert "min_coverage  answered  refused" in out and "<- chosen" in out and "rule: rag when" in out
 
 
 def test_eval_top_k_one_is_hit_at_one(indexed):

@@ -56,7 +56,7 @@ def test_explicit_env_file(tmp_path):
 def test_threshold_default_per_provider(tmp_path, provider, expected):
     cfg = localrag.load_config(environ={"EMBEDDING_PROVIDER": provider, "RAG_MIN_SIMILARITY": ""}, cwd=tmp_path)
     assert cfg.rag_min_similarity == expected
-    assert cfg.embedding_model == localrag.PROVIDER_MODELS[provider]
+    assert cfg.embedding_model == localrag.EMBEDDERS[provider].fixed_model
 
 
 @pytest.mark.parametrize("key,value,needle", [
@@ -140,6 +140,254 @@ def test_sslmode_require_encrypts_without_verification():
 def test_mask_url_hides_the_password():
     assert localrag.mask_url("postgresql://u:hunter2@h:5432/db") == "postgresql://u:***@h:5432/db"
     assert "hunter2" not in localrag.mask_url("postgresql://u@h/db?password=hunter2")
+
+
+# --- every key: its default, a valid value, an invalid one (table-driven over ENV_KEYS) ---------------------------
+# A key added to ENV_KEYS without a row here fails test_every_key_has_cases.  "invalid" values are rejected by
+# load_config with config_invalid naming the key; keys whose value can only be judged when used (a path, a URL,
+# a secret) have a "use" check instead: the command that uses them fails with the documented code.
+
+def _mib(x):
+    return int(x * 1024 * 1024)
+
+
+KEY_CASES = {
+    "DATABASE_URL": dict(default=("database_url", ""), valid=("postgresql://u:p@db.example:5433/rag", "database_url",
+                         "postgresql://u:p@db.example:5433/rag"), invalid=["mysql://x/y", "postgresql://h:port/db"]),
+    "TEST_DATABASE_URL": dict(default=("test_database_url", ""), valid=("postgresql://h/rag_test", "test_database_url",
+                              "postgresql://h/rag_test"), use="test_database_url_guard"),
+    "VAULT_PATH": dict(default=("vault_path", ""), valid=("samples/acme-vault", "vault_path", "samples/acme-vault"),
+                       use="vault_path_missing"),
+    "LOCALRAG_HOME": dict(default=("localrag_home", "<default_home>"), valid=("/tmp/lr-h", "localrag_home",
+                          __import__("pathlib").Path("/tmp/lr-h")), use="home_unusable"),
+    "EMBEDDING_PROVIDER": dict(default=("embedding_provider", "fake"), valid=("local-qwen3", "embedding_provider",
+                               "local-qwen3"), invalid=["openai-ish", "FAKE "]),
+    "EMBEDDING_MODEL": dict(default=("embedding_model", "fake-lexical-v1"), valid=("fake-lexical-v1",
+                            "embedding_model", "fake-lexical-v1"), invalid=["BAAI/bge-m3"]),
+    "EMBEDDING_DIM": dict(default=("embedding_dim", 1024), valid=("1024", "embedding_dim", 1024),
+                          invalid=["512", "1024.0", "x"]),
+    "EMBEDDING_DEVICE": dict(default=("embedding_device", "cpu"), valid=("CUDA", "embedding_device", "cuda"),
+                             invalid=["tpu"]),
+    "EMBEDDING_CACHE_DIR": dict(default=("embedding_cache_dir", "<home>/embeddings"), valid=(
+        "rel/cache", "embedding_cache_dir", "<cwd>/rel/cache"), use="cache_dir_unusable"),
+    "LLM_PROVIDER": dict(default=("llm_provider", "fake"), valid=("openai-compatible", "llm_provider",
+                         "openai-compatible"), invalid=["kimi"]),
+    "LLM_BASE_URL": dict(default=("llm_base_url", ""), valid=("http://127.0.0.1:9/v1", "llm_base_url",
+                         "http://127.0.0.1:9/v1"), use="llm_base_url_not_http"),
+    "LLM_MODEL": dict(default=("llm_model", "fake-local"), valid=("m-1", "llm_model", "m-1"), use="llm_model_missing"),
+    "LLM_API_KEY": dict(default=("llm_api_key", ""), valid=("sk-secret", "llm_api_key", "sk-secret"),
+                        use="llm_api_key_optional"),
+    "LLM_TIMEOUT_SECONDS": dict(default=("llm_timeout_s", 30.0), valid=("2.5", "llm_timeout_s", 2.5),
+                                invalid=["0", "-1", "nan", "inf", "soon"]),
+    "RAG_TOP_K": dict(default=("rag_top_k", 5), valid=("20", "rag_top_k", 20), invalid=["0", "21", "3.5", "x"]),
+    "RAG_MIN_SIMILARITY": dict(default=("rag_min_similarity", 0.20), valid=("0.35", "rag_min_similarity", 0.35),
+                               invalid=["1.5", "-0.1", "nan", "x"]),
+    "RAG_CONTEXT_TOKEN_BUDGET": dict(default=("rag_context_token_budget", 6000), valid=(
+        "100", "rag_context_token_budget", 100), invalid=["99", "0", "-5", "6k"]),
+    "RAG_FALLBACK_ENABLED": dict(default=("rag_fallback_enabled", False), valid=("Yes", "rag_fallback_enabled", True),
+                                 invalid=["maybe", "2"]),
+    "LOCALRAG_API_TOKEN": dict(default=("api_token", ""), valid=("tok-123", "api_token", "tok-123"),
+                               use="api_token_required"),
+    "LOCALRAG_MAX_FILE_MB": dict(default=("max_file_bytes", _mib(10)), valid=("0.5", "max_file_bytes", _mib(0.5)),
+                                 invalid=["0", "-1", "ten", "inf"]),
+    "LOCALRAG_MAX_BODY_BYTES": dict(default=("max_body_bytes", 1024 * 1024), valid=("2048", "max_body_bytes", 2048),
+                                    invalid=["0", "-1", "1e6", "x"]),
+    "LOCALRAG_INGEST_WORKERS": dict(default=("ingest_workers", "<cpus>"), valid=("64", "ingest_workers", 64),
+                                    invalid=["0", "65", "x"]),
+    "EMBEDDING_BASE_URL": dict(default=("embedding_base_url", ""), valid=(
+        "http://127.0.0.1:8080/v1", "embedding_base_url", "http://127.0.0.1:8080/v1"), use="embedding_base_url_not_http"),
+    "EMBEDDING_API_KEY": dict(default=("embedding_api_key", ""), valid=("sk-emb", "embedding_api_key", "sk-emb"),
+                              use="embedding_api_key_refused"),
+    "EMBEDDING_BATCH_SIZE": dict(default=("embedding_batch_size", 32), valid=("2048", "embedding_batch_size", 2048),
+                                 invalid=["0", "2049", "x"]),
+    "EMBEDDING_TIMEOUT_SECONDS": dict(default=("embedding_timeout_s", 60.0), valid=("2.5", "embedding_timeout_s", 2.5),
+                                      invalid=["0", "-1", "nan", "soon"]),
+    "EMBEDDING_DIM_REQUEST": dict(default=("embedding_dim_request", None), valid=(
+        "1024", "embedding_dim_request", 1024), invalid=["768", "x"]),
+    "EMBEDDING_QUERY_PREFIX": dict(default=("embedding_query_prefix", ""), valid=(
+        "query: ", "embedding_query_prefix", "query: "), use="embedding_prefixes_sent"),
+    "EMBEDDING_DOCUMENT_PREFIX": dict(default=("embedding_document_prefix", ""), valid=(
+        "passage: ", "embedding_document_prefix", "passage: "), use="embedding_prefixes_sent"),
+    "EMBEDDING_INPUT_TYPE": dict(default=("embedding_input_type", False), valid=("true", "embedding_input_type", True),
+                                 invalid=["maybe"]),
+    "RAG_RETRIEVAL": dict(default=("rag_retrieval", "hybrid"), valid=("Keyword", "rag_retrieval", "keyword"),
+                          invalid=["bm25", "semantic"]),
+    "RAG_FUSION": dict(default=("rag_fusion", "weighted"), valid=("rrf", "rag_fusion", "rrf"), invalid=["max"]),
+    "RAG_KEYWORD_WEIGHT": dict(default=("rag_keyword_weight", 0.5), valid=("0.3", "rag_keyword_weight", 0.3),
+                               invalid=["1.5", "-0.1", "x"]),
+    "RAG_MIN_COVERAGE": dict(default=("rag_min_coverage", 0.4), valid=("0.25", "rag_min_coverage", 0.25),
+                             invalid=["2", "-1", "x"]),
+    "RAG_MIN_COVERAGE_UNSEEN": dict(default=("rag_min_coverage_unseen", 0.6), valid=(
+        "0.5", "rag_min_coverage_unseen", 0.5), invalid=["1.01", "x"]),
+    "RAG_MIN_MATCHED_TERMS": dict(default=("rag_min_matched_terms", 1), valid=("3", "rag_min_matched_terms", 3),
+                                  invalid=["-1", "21", "x"]),
+    "RAG_UNSEEN_CJK_BACKOFF": dict(default=("rag_unseen_cjk_backoff", 0.25), valid=(
+        "0.5", "rag_unseen_cjk_backoff", 0.5), invalid=["1.5", "x"]),
+    "RAG_STRICT_CLAIMS": dict(default=("rag_strict_claims", False), valid=("true", "rag_strict_claims", True),
+                              invalid=["sometimes"]),
+    "RAG_RECORD_ANSWERS": dict(default=("rag_record_answers", True), valid=("false", "rag_record_answers", False),
+                               invalid=["2"]),
+}
+
+
+def test_every_key_has_cases():
+    assert set(KEY_CASES) == set(localrag.ENV_KEYS)
+    for key, case in KEY_CASES.items():
+        assert ("invalid" in case) != ("use" in case), key
+
+
+def _expand(value, tmp_path):
+    import os
+    if not isinstance(value, str):
+        return value
+    home = localrag.default_home({"HOME": str(tmp_path)})
+    table = {"<default_home>": home, "<home>/embeddings": home / "embeddings", "<cpus>": min(os.cpu_count() or 1, 8)}
+    if value in table:
+        return table[value]
+    if value.startswith("<cwd>/"):
+        return tmp_path / value[len("<cwd>/"):]
+    return value
+
+
+@pytest.mark.parametrize("key", sorted(KEY_CASES))
+def test_key_default_and_valid_value(key, tmp_path):
+    case = KEY_CASES[key]
+    attr, expected = case["default"]
+    cfg = localrag.load_config(environ={"HOME": str(tmp_path)}, cwd=tmp_path)
+    assert getattr(cfg, attr) == _expand(expected, tmp_path)
+    value, attr, expected = case["valid"]
+    extra = {"EMBEDDING_MODEL": ""} if key == "EMBEDDING_PROVIDER" else {}
+    cfg = localrag.load_config(environ={"HOME": str(tmp_path), key: value, **extra}, cwd=tmp_path)
+    assert getattr(cfg, attr) == _expand(expected, tmp_path)
+    summary = json.dumps(cfg.summary())
+    if key in ("LLM_API_KEY", "LOCALRAG_API_TOKEN"):
+        assert value not in summary and '"set"' in summary  # a secret is shown only as set / not set
+
+
+INVALID = [(key, value) for key, case in sorted(KEY_CASES.items()) for value in case.get("invalid", [])]
+
+
+@pytest.mark.parametrize("key, value", INVALID, ids=[f"{k}={v}" for k, v in INVALID])
+def test_key_invalid_value_is_config_invalid_naming_the_key(key, value, tmp_path):
+    with pytest.raises(localrag.ConfigInvalid) as info:
+        localrag.load_config(environ={"HOME": str(tmp_path), key: value}, cwd=tmp_path)
+    assert info.value.code == "config_invalid" and key in info.value.message
+    assert info.value.details.get("key") == key
+
+
+USES = sorted({case["use"] for case in KEY_CASES.values() if "use" in case})
+
+
+@pytest.mark.parametrize("use", USES)
+def test_key_invalid_value_fails_where_it_is_used(use, env, tmp_path, monkeypatch, request):
+    if use == "test_database_url_guard":
+        from conftest import ROOT, check_test_database_url
+        assert "_test" in check_test_database_url("postgresql://h/localrag", "")
+        assert "equals DATABASE_URL" in check_test_database_url("postgresql://h/x_test", "postgresql://h/x_test")
+        assert check_test_database_url("postgresql://h/x_test", "postgresql://h/x") is None
+        # the real guard: pytest refuses to touch a database whose name does not end in _test (exit 3, named)
+        import os
+        import subprocess
+        import sys
+        run_env = {k: v for k, v in os.environ.items() if k not in localrag.ENV_KEYS}
+        run_env["TEST_DATABASE_URL"] = "postgresql://u:pw@127.0.0.1:1/localrag"
+        proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                               "tests/test_store.py::test_db_init_is_idempotent_and_status_reports"],
+                              cwd=ROOT, env=run_env, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 3, proc.stdout[-500:]
+        assert "refusing to run database tests" in proc.stdout + proc.stderr
+        assert "'localrag'" in proc.stdout + proc.stderr and "must end in _test" in proc.stdout + proc.stderr
+        return
+    if use == "vault_path_missing":
+        monkeypatch.setenv("VAULT_PATH", str(tmp_path / "nowhere"))
+        code, out = run_cli("ingest", "--json")
+        assert (code, json.loads(out)["error"]["code"]) == (localrag.EXIT_VAULT, "vault_invalid")
+        assert str(tmp_path / "nowhere") in json.loads(out)["error"]["message"]
+        return
+    if use == "home_unusable":
+        monkeypatch.delenv("DATABASE_URL")
+        blocker = tmp_path / "a-file"
+        blocker.write_text("x")
+        monkeypatch.setenv("LOCALRAG_HOME", str(blocker / "home"))
+        code, out = run_cli("db", "status", "--json")
+        # README: an unwritable LOCALRAG_HOME is config_invalid naming the folder
+        assert (code, json.loads(out)["error"]["code"]) == (localrag.EXIT_CONFIG, "config_invalid")
+        assert str(blocker) in out
+        return
+    if use == "cache_dir_unusable":
+        blocker = tmp_path / "a-file"
+        blocker.write_text("x")
+        monkeypatch.setenv("EMBEDDING_PROVIDER", "local-qwen3")
+        monkeypatch.setenv("EMBEDDING_MODEL", "")
+        monkeypatch.setenv("EMBEDDING_CACHE_DIR", str(blocker / "cache"))
+        code, out = run_cli("embeddings", "warmup", "--json")
+        assert (code, json.loads(out)["error"]["code"]) == (localrag.EXIT_EMBEDDING, "embedding_model_unavailable")
+        return
+    if use == "api_token_required":
+        request.getfixturevalue("db")  # schema, no rows: a request past auth is a 503 retrieval_not_ready
+        monkeypatch.setenv("LOCALRAG_API_TOKEN", "tok-123")
+        cfg = localrag.load_config()
+        srv = localrag.make_server(cfg, "127.0.0.1", 0)
+        import http.client
+        import threading
+        thread = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        thread.start()
+        try:
+            for auth, status in ((None, 401), ("Bearer tok-124", 401), ("Bearer tok-123", 503)):
+                conn = http.client.HTTPConnection("127.0.0.1", srv.server_address[1], timeout=30)
+                conn.request("POST", "/search", body=b'{"query": "x"}', headers={
+                    "Content-Type": "application/json", **({"Authorization": auth} if auth else {})})
+                assert conn.getresponse().status == status, auth  # 503: past auth, nothing indexed
+                conn.close()
+        finally:
+            srv.shutdown()
+            srv.server_close()
+            srv.api.pool.close()
+            thread.join(10)
+        return
+    if use.startswith("embedding_"):
+        from embeddings_stub import EmbeddingsStub
+        with EmbeddingsStub() as stub:
+            base = {"HOME": str(tmp_path), "EMBEDDING_PROVIDER": "openai-compatible", "EMBEDDING_MODEL": "stub-e5",
+                    "EMBEDDING_BASE_URL": stub.base_url, "EMBEDDING_TIMEOUT_SECONDS": "5"}
+            if use == "embedding_base_url_not_http":
+                with pytest.raises(localrag.ConfigInvalid) as info:
+                    localrag.load_config(environ={**base, "EMBEDDING_BASE_URL": "ftp://127.0.0.1/v1"}, cwd=tmp_path)
+                assert info.value.details.get("key") == "EMBEDDING_BASE_URL"
+            elif use == "embedding_api_key_refused":
+                stub.scenario = "status:401"
+                cfg = localrag.load_config(environ={**base, "EMBEDDING_API_KEY": "sk-wrong-key"}, cwd=tmp_path)
+                with pytest.raises(localrag.EmbeddingAuthFailed) as info:
+                    localrag.OpenAICompatibleEmbedder(cfg).embed_query("x")
+                assert "EMBEDDING_API_KEY" in info.value.message and "sk-wrong-key" not in info.value.message
+            else:  # the prefixes are sent as given (E5's "query: " / "passage: ")
+                cfg = localrag.load_config(environ={**base, "EMBEDDING_QUERY_PREFIX": "query: ",
+                                                   "EMBEDDING_DOCUMENT_PREFIX": "passage: "}, cwd=tmp_path)
+                emb = localrag.OpenAICompatibleEmbedder(cfg)
+                emb.embed_query("apples")
+                emb.embed_documents([localrag.document_fields("pears", [], "p.md", [], [])])
+                inputs = stub.inputs()
+                assert inputs[0] == "query: apples" and inputs[1].startswith("passage: ")
+        return
+    # the LLM settings: judged when an answer is generated
+    monkeypatch.setenv("LLM_PROVIDER", "openai-compatible")
+    values = {"LLM_BASE_URL": "http://127.0.0.1:9/v1", "LLM_MODEL": "m", "LLM_API_KEY": "k"}
+    if use == "llm_base_url_not_http":
+        values["LLM_BASE_URL"] = "ftp://127.0.0.1/v1"
+    elif use == "llm_model_missing":
+        values["LLM_MODEL"] = ""
+    elif use == "llm_api_key_optional":  # local servers (Ollama, llama.cpp, vLLM) need none: no header is sent
+        values["LLM_API_KEY"] = ""
+    for k, v in values.items():
+        monkeypatch.setenv(k, v)
+    if use == "llm_api_key_optional":
+        llm = localrag.get_llm(localrag.load_config())
+        assert llm._http._key == "" and b"Authorization" not in llm.request_body([{"role": "user", "content": "x"}],
+                                                                                   False)
+        return
+    with pytest.raises(localrag.LlmConfigMissing) as info:
+        localrag.get_llm(localrag.load_config())
+    assert info.value.code == "llm_config_missing"
 
 
 @pytest.mark.parametrize("platform,environ,expected", [

@@ -1,9 +1,12 @@
 """Embedders: fake-lexical-v1 exactly as seed 000 specifies (golden values + hypothesis properties)."""
 
+import collections
 import hashlib
 import math
+import re
 import subprocess
 import sys
+import unicodedata
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -61,16 +64,117 @@ def test_empty_input_is_zero_vector_and_query_uses_content_only():
     assert localrag.FakeLexicalEmbedder().embed_query("客户 升级") == localrag.fake_vector({"content": "客户 升级"})
 
 
-texts = st.text(alphabet=st.sampled_from(list("abcdefxyz0123 客户工单升级数据导出延迟。.-_/")), max_size=200)
+# --- An independent reference implementation of fake-lexical-v1, written from seed 000's text -----------------
+# It shares nothing with localrag but the seed: "CJK character" is decided by Unicode character names (Han
+# unified/compatibility ideographs, anything named HIRAGANA/KATAKANA, hentaigana, Hangul syllables), not by code-point ranges.
+
+REF_WEIGHTS = {"content": 1.0, "heading_path": 2.0, "relative_path": 1.5, "tags": 1.25, "wikilinks": 1.25}
+
+
+def ref_is_cjk(ch: str) -> bool:
+    name = unicodedata.name(ch, "")
+    return (name.startswith(("CJK UNIFIED IDEOGRAPH-", "CJK COMPATIBILITY IDEOGRAPH-", "HANGUL SYLLABLE "))
+            or "HIRAGANA" in name or "KATAKANA" in name or name.startswith("HENTAIGANA "))
+
+
+def ref_normalize(text: str) -> str:
+    text = unicodedata.normalize("NFKC", text).lower()
+    for sep in "/\\._-":
+        text = text.replace(sep, " ")
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def ref_tokens(text: str) -> collections.Counter:
+    norm = ref_normalize(text)
+    feats = collections.Counter(t for t in re.findall(r"[a-z0-9]+", norm) if len(t) != 1)
+    for i, ch in enumerate(norm):
+        if ref_is_cjk(ch):
+            feats[ch] += 1
+            if i + 1 < len(norm) and ref_is_cjk(norm[i + 1]):
+                feats[ch + norm[i + 1]] += 1
+    return feats
+
+
+def ref_vector(fields: dict) -> list:
+    acc = [0.0] * 1024
+    for field, text in fields.items():
+        w = REF_WEIGHTS[field]
+        for feat, n in ref_tokens(text).items():
+            acc[reference_bucket(feat)] += min(n * w, 4 * w)
+    norm = math.sqrt(sum(x * x for x in acc))
+    return [x / norm for x in acc] if norm else acc
+
+
+# Arbitrary Unicode, minus unassigned code points (the seed cannot say whether a future character is CJK) and
+# lone surrogates (not text); weighted towards the interesting scripts so runs of CJK actually occur.
+any_char = st.characters(blacklist_categories=("Cs", "Cn"))
+cjk_char = st.one_of(st.characters(min_codepoint=0x3040, max_codepoint=0x30FF),
+                     st.characters(min_codepoint=0x31F0, max_codepoint=0x31FF),
+                     st.characters(min_codepoint=0x4E00, max_codepoint=0x4E40),
+                     st.characters(min_codepoint=0xAC00, max_codepoint=0xAC10),
+                     st.characters(min_codepoint=0xF900, max_codepoint=0xFAD9),
+                     st.characters(min_codepoint=0x1B000, max_codepoint=0x1B122),
+                     st.characters(min_codepoint=0x20000, max_codepoint=0x20010))
+unicode_text = st.text(alphabet=st.one_of(any_char, cjk_char, st.sampled_from(list("ab1 ._-/\\ ＡＢ①ｶﾞ"))),
+                       max_size=60).filter(lambda t: all(unicodedata.category(c) != "Cn" for c in t))
+field_dicts = st.fixed_dictionaries({k: unicode_text for k in REF_WEIGHTS})
+
+
+@settings(max_examples=400, deadline=None)
+@given(unicode_text)
+def test_tokens_equal_the_reference_on_arbitrary_unicode(text):
+    assert collections.Counter(localrag.fake_tokens(text)) == ref_tokens(text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=40))
+def test_bucket_equals_the_reference_on_arbitrary_unicode(feature):
+    assert localrag.fake_bucket(feature) == reference_bucket(feature)
+
+
+@settings(max_examples=300, deadline=None)
+@given(field_dicts)
+def test_vector_equals_the_reference_and_has_unit_norm(fields):
+    vec = localrag.fake_vector(fields)
+    ref = ref_vector(fields)
+    assert len(vec) == 1024
+    assert max(abs(a - b) for a, b in zip(vec, ref)) < 1e-12, ascii(fields)
+    has_features = any(ref_tokens(t) for t in fields.values())
+    norm = math.sqrt(sum(x * x for x in vec))
+    if has_features:  # an all-zero vector for a text with features is a bug, not an "empty" case
+        assert abs(norm - 1.0) < 1e-12
+    else:
+        assert vec == [0.0] * 1024
 
 
 @settings(max_examples=200, deadline=None)
-@given(texts, texts, texts)
-def test_unit_norm_or_zero(content, heading, path):
-    v = localrag.fake_vector(localrag.document_fields(content, [heading], path, [], []))
-    assert len(v) == 1024
-    norm = math.sqrt(sum(x * x for x in v))
-    assert norm == 0.0 or abs(norm - 1.0) < 1e-9
+@given(st.sampled_from(sorted(REF_WEIGHTS)), st.sampled_from(["upgrade", "客户", "p1", "ガ"]), st.integers(1, 12),
+       st.integers(1, 3))
+def test_per_field_cap_is_four_times_the_weight(field, token, repeats, other_repeats):
+    """A token repeated n times in one field adds min(n, 4) x weight; another token fixes the scale."""
+    other = "zebra"
+    text = " ".join([token] * repeats + [other] * other_repeats)
+    vec = localrag.fake_vector({field: text})
+    w = REF_WEIGHTS[field]
+    feats = ref_tokens(token)
+    raw = {}
+    for feat, n in feats.items():
+        raw[reference_bucket(feat)] = raw.get(reference_bucket(feat), 0) + min(n * repeats, 4) * w
+    raw[reference_bucket(other)] = raw.get(reference_bucket(other), 0) + min(other_repeats, 4) * w
+    # the ratio of a token's bucket to the other token's bucket is independent of the normalisation
+    b_tok, b_other = reference_bucket(token), reference_bucket(other)
+    assert b_tok != b_other
+    assert abs(vec[b_tok] / vec[b_other] - raw[b_tok] / raw[b_other]) < 1e-9
+    # the same text split across two fields is not capped together: each field has its own cap
+    both = localrag.fake_vector({"content": " ".join([token] * 8), "heading_path": " ".join([token] * 8)})
+    assert both == ref_vector({"content": " ".join([token] * 8), "heading_path": " ".join([token] * 8)})
+
+
+def test_norm_check_rejects_an_all_zero_vector_for_real_text():
+    """The unit-norm property above must fail for a zero vector: the text below has features."""
+    fields = {"content": "客户 upgrade"}
+    assert ref_tokens(fields["content"])
+    assert abs(math.sqrt(sum(x * x for x in localrag.fake_vector(fields))) - 1.0) < 1e-12
 
 
 words = st.lists(st.sampled_from(["atlas", "export", "limit", "客户", "工单", "升级", "latency", "runbook"]),

@@ -51,14 +51,13 @@ UNREACHABLE_URLS = [
 # --- known-good questions ------------------------------------------------------------------------------------------
 
 def _eval_questions() -> tuple[list[str], list[str]]:
-    """(answerable, unanswerable) questions from eval/questions.yaml; generic ones if the file is mid-edit."""
-    answerable, unanswerable = [], []
-    try:
-        for item in yaml.safe_load(QUESTIONS.read_text(encoding="utf-8")) or []:
-            (answerable if item.get("expected_mode") == "rag" else unanswerable).append(item["question"])
-    except (OSError, yaml.YAMLError, AttributeError, KeyError, TypeError):
-        pass
-    return answerable or ["客户 P1 工单应该如何升级？"], unanswerable or ["今天上海天气如何？"]
+    """(answerable, unanswerable) questions from eval/questions.yaml, read with the module's own loader: a broken
+    file fails collection here (test_eval_sets names the problem) instead of silently testing other questions."""
+    items = localrag.load_questions(QUESTIONS)
+    answerable = [q["question"] for q in items if q["expected_mode"] == "rag"]
+    unanswerable = [q["question"] for q in items if q["expected_mode"] == "no_answer"]
+    assert answerable and unanswerable, "eval/questions.yaml needs both rag and no_answer questions"
+    return answerable, unanswerable
 
 
 ANSWERABLE, UNANSWERABLE = _eval_questions()
@@ -421,7 +420,7 @@ def test_health_is_200_not_ready_on_an_empty_index(empty_api):
     body = reply.json
     assert body["checks"]["retrieval_ready"] == "not_ready"
     assert body["checks"]["database"] == body["checks"]["schema"] == body["checks"]["pgvector"] == "ok"
-    assert body["status"] != "ok"
+    assert body["status"] == "degraded"
     assert body["details"]["embeddings_current_config"] == 0 and "ingest" in body["details"]["hint"]
 
 
@@ -445,7 +444,8 @@ def test_503_when_the_database_is_unreachable_without_the_password(url, endpoint
 def test_503_when_the_schema_is_missing(db, start_server, endpoint):
     client = start_server(db)
     with localrag.Store.open(db) as s:
-        s.run("DROP TABLE IF EXISTS links, embeddings, chunks, documents, ingest_runs CASCADE")
+        s.run("DROP TABLE IF EXISTS keyword_postings, keyword_chunks, links, embeddings, chunks, documents, "
+              "ingest_runs CASCADE")
     try:
         assert_error(client.call(*ENDPOINT_CALLS[endpoint]), 503, "schema_not_initialized")
     finally:
@@ -456,7 +456,8 @@ def test_503_when_the_schema_is_missing(db, start_server, endpoint):
 def test_health_is_503_when_pgvector_is_absent(db, start_server):
     client = start_server(db)
     with localrag.Store.open(db) as s:
-        s.run("DROP TABLE IF EXISTS links, embeddings, chunks, documents, ingest_runs CASCADE")
+        s.run("DROP TABLE IF EXISTS keyword_postings, keyword_chunks, links, embeddings, chunks, documents, "
+              "ingest_runs CASCADE")
         s.run("DROP EXTENSION IF EXISTS vector CASCADE")
     try:
         assert_error(client.get("/health"), 503, "pgvector_missing")
@@ -483,7 +484,7 @@ def test_dimension_mismatch_is_a_500_in_the_error_shape(narrow_vector_column, st
 def test_health_reports_a_dimension_mismatch(narrow_vector_column, start_server):
     reply = start_server(narrow_vector_column).get("/health")
     assert reply.status == 200
-    assert reply.json["checks"]["embedding_config"] == "mismatch" and reply.json["status"] != "ok"
+    assert reply.json["checks"]["embedding_config"] == "mismatch" and reply.json["status"] == "degraded"
 
 
 # === POST /search, /ask ============================================================================================
@@ -492,14 +493,15 @@ def test_search_returns_ranked_results_within_top_k(api):
     reply = api.post("/search", {"query": RAG_Q, "top_k": 3})
     assert reply.status == 200 and reply.content_type.startswith("application/json")
     body = reply.json
-    assert set(body) == {"confidence", "results"}
+    assert set(body) == {"confidence", "results", "retrieval", "gate"}
     results = body["results"]
     assert 1 <= len(results) <= 3
     assert [set(r) for r in results] == [{"content", "source", "relative_path", "heading_path", "heading",
-                                          "score", "line_start", "line_end", "title", "aliases"}] * len(results)
+                                          "score", "line_start", "line_end", "title", "aliases", "scores",
+                                          "channels", "vault_path"}] * len(results)
     scores = [r["score"] for r in results]
     assert scores == sorted(scores, reverse=True) and all(0 <= s <= 1 for s in scores)
-    assert body["confidence"] == scores[0]
+    assert body["confidence"] == max(r["scores"]["vector"] for r in results)
 
 
 def test_search_without_top_k_uses_the_configured_default(api):
@@ -705,15 +707,16 @@ def test_any_other_method_is_405_in_the_error_shape(routing_api, method):
     assert_error(reply, 405, "method_not_allowed")
 
 
-@pytest.mark.parametrize("method,path", [("POST", "/nope"), ("PUT", "/search"), ("POST", "/health")])
-def test_connection_stays_usable_after_an_error_on_a_request_with_a_body(routing_api, method, path):
+@pytest.mark.parametrize("method,path,status", [("POST", "/nope", 404), ("PUT", "/search", 405),
+                                                ("POST", "/health", 405)])
+def test_connection_stays_usable_after_an_error_on_a_request_with_a_body(routing_api, method, path, status):
     """A 404/405 on a request that carried a body must not leave the body in the socket for the next request."""
     conn = routing_api.connect()
     try:
         conn.request(method, path, body=b'{"query": "P1"}', headers={"Content-Type": "application/json"})
         first = conn.getresponse()
         first.read()
-        assert first.status in (404, 405)
+        assert first.status == status
         conn.request("GET", "/openapi.json")
         second = conn.getresponse()
         assert second.status == 200, second.read()[:300]
@@ -961,9 +964,10 @@ def test_server_recovers_after_its_database_connection_is_killed(api, config):
                        "WHERE application_name = 'localrag' AND pid <> pg_backend_pid() "
                        "AND datname = current_database() AND backend_start >= :t", t=before)[0][0]
     assert killed == 1
-    first = api.post("/search", {"query": RAG_Q})
-    if first.status != 200:       # a dead pooled connection may cost one 503, never a 500
-        assert_error(first, 503, "database_unavailable")
+    # the request that meets the dead pooled connection gets a 503 (it is not retried: reported as a follow-up);
+    # the connection is dropped from the pool, so the next request opens a fresh one and is answered
+    assert_error(api.post("/search", {"query": RAG_Q}), 503, "database_unavailable")
+    assert api.post("/search", {"query": RAG_Q}).status == 200
     assert api.post("/search", {"query": RAG_Q}).status == 200
 
 
@@ -978,16 +982,22 @@ def test_fifty_concurrent_searches_are_all_answered_correctly(api, config):
     assert 1 <= api.server.api.pool.opened <= 50
 
 
-def test_a_stalled_client_does_not_block_others(api):
-    stalled = socket.create_connection((HOST, api.port), timeout=10)
-    try:
+def test_a_stalled_client_does_not_block_others_and_is_dropped(quick_timeout_api):
+    """A client that stops mid-body: others are served meanwhile, and it gets a 408 and a closed socket near the
+    request timeout (1.5 s here), not never."""
+    api = quick_timeout_api
+    with socket.create_connection((HOST, api.port), timeout=10) as stalled:
+        started = time.monotonic()
         stalled.sendall(b"POST /search HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"query\"")
         assert api.get("/health").status == 200
         assert api.post("/search", {"query": RAG_Q}).status == 200
-    finally:
-        stalled.close()
-    timeout = api.server.RequestHandlerClass.timeout
-    assert timeout is not None and 0 < timeout <= 120      # a stalled socket is dropped eventually
+        reply = b""
+        with contextlib.suppress(OSError):
+            while chunk := stalled.recv(65536):
+                reply += chunk
+        seconds = time.monotonic() - started
+    assert reply.startswith(b"HTTP/1.1 408") and b'"request_timeout"' in reply, reply[:200]
+    assert seconds < 6, seconds
 
 
 # === serve: signals and the warning ================================================================================
@@ -1125,7 +1135,7 @@ def test_conflicting_content_length_is_400_and_closes(routing_api, lengths):
     assert headers.get("Connection") == "close"
 
 
-@pytest.mark.parametrize("value", ["-1", "+15", "0x0f", "1e1"])
+@pytest.mark.parametrize("value", ["-1", "+15", "0x0f", "1e1", "abc", "1 2"])
 def test_content_length_that_is_not_digits_is_400(routing_api, value):
     raw = raw_exchange(routing_api.port, f"POST /search HTTP/1.1\r\nHost: x\r\nContent-Length: {value}\r\n\r\n"
                                          f'{{"query": "P1"}}'.encode())

@@ -8,7 +8,7 @@ import localrag
 from conftest import QUESTIONS, run_cli
 
 RESULT_KEYS = {"content", "source", "relative_path", "heading_path", "heading", "score", "line_start", "line_end",
-               "title", "aliases"}
+               "title", "aliases", "scores", "channels", "vault_path"}
 
 
 def test_smoke_loop_every_expected_source_in_top5(ingested):
@@ -20,17 +20,31 @@ def test_smoke_loop_every_expected_source_in_top5(ingested):
         sources = [r["source"] for r in result["results"]]
         assert set(sources) & set(q["expected_sources"]), (q["id"], sources)
         assert result["confidence"] >= config.rag_min_similarity, q["id"]
+        assert result["gate"]["mode"] == "rag", (q["id"], result["gate"]["reason"])
 
 
-def test_result_shape_and_ordering(ingested):
-    config, _, _ = ingested
-    result = localrag.search(config, "客户 P1 工单应该怎么升级？", 5)
-    assert set(result) == {"confidence", "results"} and len(result["results"]) == 5
+@pytest.mark.parametrize("retrieval", ["hybrid", "vector", "keyword"])
+def test_result_shape_and_ordering(ingested, retrieval):
+    config, vault, _ = ingested
+    result = localrag.search(config, "客户 P1 工单应该怎么升级？", 5, retrieval=retrieval)
+    assert set(result) == {"confidence", "results", "retrieval", "gate"} and len(result["results"]) == 5
+    assert result["retrieval"] == retrieval
     scores = [r["score"] for r in result["results"]]
-    assert scores == sorted(scores, reverse=True) and result["confidence"] == scores[0]
+    assert scores == sorted(scores, reverse=True)
     for r in result["results"]:
         assert set(r) == RESULT_KEYS and r["source"] == r["relative_path"] and 0.0 <= r["score"] <= 1.0
         assert r["heading"] == (r["heading_path"][-1] if r["heading_path"] else "")
+        assert r["vault_path"] == str(vault.resolve())
+        assert 0.0 <= r["scores"]["keyword"] <= 1.0
+    if retrieval == "vector":  # seed 000's score: the clamped cosine, and confidence is the top one
+        assert result["confidence"] == scores[0] == result["results"][0]["scores"]["vector"]
+        assert all(r["channels"] == ["vector"] for r in result["results"])
+    elif retrieval == "keyword":
+        assert all(r["scores"]["vector"] is None and r["channels"] == ["keyword"] for r in result["results"])
+        assert scores == [r["scores"]["keyword"] for r in result["results"]]
+    else:
+        assert result["confidence"] == max(r["scores"]["vector"] for r in result["results"])
+        assert all(set(r["channels"]) <= {"vector", "keyword"} and r["channels"] for r in result["results"])
 
 
 def test_heading_empty_string_when_no_heading(db, tmp_path):
@@ -56,9 +70,13 @@ def test_top_k_out_of_range(ingested, top_k):
     assert code == localrag.EXIT_USAGE and json.loads(out)["error"]["details"]["field"] == "top_k"
 
 
-def test_punctuation_only_query_has_no_evidence(ingested):
+@pytest.mark.parametrize("retrieval", ["hybrid", "vector", "keyword"])
+@pytest.mark.parametrize("query", ["？？？ !!!", "🙂🚀✨", "—…·"])
+def test_punctuation_or_emoji_only_query_has_no_evidence(ingested, retrieval, query):
     config, _, _ = ingested
-    assert localrag.search(config, "？？？ !!!") == {"confidence": 0.0, "results": []}
+    result = localrag.search(config, query, retrieval=retrieval)
+    assert result["results"] == [] and result["confidence"] == 0.0
+    assert result["gate"]["mode"] == "no_answer" and result["gate"]["reason"].startswith("no evidence")
 
 
 def test_retrieval_not_ready_without_current_embeddings(db):
@@ -76,12 +94,13 @@ def test_only_current_provider_vectors_are_compared(ingested):
               "SELECT id, 'local-qwen3', 'Qwen/Qwen3-Embedding-0.6B', 1024, CAST(:v AS vector) FROM chunks "
               "ORDER BY id LIMIT 1", v=localrag.encode_vector(localrag.FakeLexicalEmbedder().embed_query("客户 升级")))
         s.run("DELETE FROM embeddings WHERE embedding_provider = 'fake' AND chunk_id = (SELECT min(id) FROM chunks)")
-        first = s.run("SELECT relative_path, chunk_index FROM chunks ORDER BY id LIMIT 1")[0]
+        decoy = s.run("SELECT content FROM chunks ORDER BY id LIMIT 1")[0][0]
     results = localrag.search(config, "客户 升级", 20)["results"]
-    assert all(r["score"] < 0.9999 for r in results)
+    assert results and all(r["score"] < 0.9999 for r in results)
+    assert decoy not in [r["content"] for r in results]  # its only vector is another provider's: invisible
     qwen = localrag.load_config(environ={"DATABASE_URL": config.database_url, "EMBEDDING_PROVIDER": "local-qwen3"})
     with localrag.Store.open(qwen) as s:
-        assert s.count_current(qwen.embedding_key) == 1 and first
+        assert s.count_current(qwen.embedding_key) == 1
 
 
 def test_schema_dimension_mismatch(db):

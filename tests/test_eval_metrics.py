@@ -1,0 +1,62 @@
+"""Eval metrics on imperfect data: a hit at rank 1, a hit further down, a miss, an unanswerable question that is
+not rejected and one that is.  The expected figures are derived here from `search` (the public retrieval API),
+not from the eval code's own rows."""
+
+from __future__ import annotations
+
+import json
+
+import yaml
+
+import localrag
+from conftest import run_cli
+
+RAG_Q = "客户 P1 工单应该如何升级？"
+OTHER_Q = "API 延迟升高时值班工程师应该怎么处理？"
+OFF_Q = "火星上的天气怎么样？"
+
+
+def test_eval_metrics_on_imperfect_data(ingested, tmp_path):
+    config = ingested[0]
+    first = localrag.search(config, RAG_Q, 5)["results"]
+    other = localrag.search(config, OTHER_Q, 5)["results"]
+    off = localrag.search(config, OFF_Q, 5)
+    sources = [r["source"] for r in other]
+    # the first source that is not the top one, at the rank of its first appearance
+    lower = next(s for s in sources if s != sources[0])
+    rank = sources.index(lower) + 1
+    assert rank > 1
+    assert first[0]["score"] >= config.rag_min_similarity and off["confidence"] < config.rag_min_similarity
+    questions = [
+        {"id": "top", "question": RAG_Q, "expected_sources": [first[0]["source"]], "expected_mode": "rag"},
+        {"id": "lower", "question": OTHER_Q, "expected_sources": [lower], "expected_mode": "rag"},
+        {"id": "miss", "question": RAG_Q, "expected_sources": ["nowhere/none.md"], "expected_mode": "rag"},
+        {"id": "not_rejected", "question": RAG_Q, "expected_sources": [], "expected_mode": "no_answer"},
+        {"id": "rejected", "question": OFF_Q, "expected_sources": [], "expected_mode": "no_answer"},
+    ]
+    path = tmp_path / "q.yaml"
+    path.write_text(yaml.safe_dump(questions, allow_unicode=True), encoding="utf-8")
+    code, out = run_cli("eval", "--questions", str(path), "--top-k", "5", "--json")
+    assert code == 0, out
+    data = json.loads(out)
+    s = data["summary"]
+    assert (s["questions"], s["answerable"], s["unanswerable"]) == (5, 3, 2)
+    assert s["hit_at_1"] == round(1 / 3, 4)
+    assert s["hit_at_k"] == round(2 / 3, 4)
+    assert s["mrr"] == round((1 + 1 / rank + 0) / 3, 4)
+    assert s["rag_accuracy"] == 1.0              # every answerable question clears the threshold
+    assert s["no_answer_rejection"] == 0.5
+    rows = {r["id"]: r for r in data["questions"]}
+    assert (rows["top"]["rank"], rows["lower"]["rank"], rows["miss"]["rank"]) == (1, rank, None)
+    assert rows["not_rejected"]["mode"] == "rag" and rows["rejected"]["mode"] == "no_answer"
+    # the thresholds gate the exit code: just below and just above the measured Hit@k
+    assert run_cli("eval", "--questions", str(path), "--top-k", "5", "--min-hit-at-k", "0.66")[0] == 0
+    assert run_cli("eval", "--questions", str(path), "--top-k", "5", "--min-hit-at-k", "0.67")[0] == localrag.EXIT_EVAL
+    assert run_cli("eval", "--questions", str(path), "--top-k", "5", "--min-rejection", "0.6")[0] == localrag.EXIT_EVAL
+
+
+def test_calibration_on_overlapping_groups():
+    """Answerable and unanswerable confidences overlap: no threshold gets all 6 modes right.  4 is the best,
+    reached at 0.15, 0.4 and 0.75; the widest gap (0.6..0.9) wins the tie, and the margin is half of it."""
+    cal = localrag.calibrate_threshold([0.9, 0.5, 0.2], [0.6, 0.3, 0.1])
+    assert cal == {"threshold": 0.75, "margin": 0.15, "correct": 4, "total": 6}

@@ -1,0 +1,543 @@
+"""Retrieval: the keyword-v1 tokenizer, the keyword channel in Postgres (kept equal to a rebuild), retrieval modes,
+fusion, scope filters, the evidence gate and its calibration, bad queries.
+
+Pure parts (tokenizer, fusion, gate, calibration) are driven without a database; the rest runs on the sample vault.
+"""
+
+import json
+import shutil
+
+import pytest
+import yaml
+from hypothesis import given, settings, strategies as st
+
+import localrag
+from conftest import QUESTIONS, SAMPLE_VAULT, reset_database, run_cli
+
+# === 1. Tokenizer (keyword-v1) =====================================================================================
+
+CJK = st.sampled_from(list("客户工单升级数据库磁盘笔记插件白板同步发布ひらがなカタカナ한국어검색"))
+LATIN_WORDS = st.sampled_from(["canvas", "Sync", "PLUGINS", "notes", "vault", "graph", "p1", "2024", "API", "the",
+                               "and", "Obsidian's", "pg_stat", "v1.2"])
+
+
+def test_keyword_terms_examples():
+    t = localrag.keyword_terms
+    assert t("How do I bake sourdough bread?") == ["bake", "sourdough", "bread"]
+    assert t("客户 P1 工单应该如何升级？") == ["客户", "p1", "工单", "升级"]      # 应该/如何 break the run
+    assert t("今天上海天气") == ["今天", "天上", "上海", "海天", "天气"]
+    assert t("笔") == ["笔"]                                                  # a one-character run is itself
+    assert t("ＡＰＩ　Ｌａｔｅｎｃｙ") == ["api", "latency"]                   # NFKC: full-width to ASCII
+    assert t("Notes, QUERIES and classes") == ["note", "query", "class"]      # plural folding
+    assert t("HTTP 429 and 2024") == ["http", "429", "2024"]                   # numbers kept
+    assert t("검색 기능") == ["검색", "기능"]                                   # Hangul bigrams
+    assert t("ノートを検索") == ["ノー", "ート", "トを", "を検", "検索"]          # kana and Han in one run
+
+
+@pytest.mark.parametrize("text", ["the of and", "The OF And?", "的了吗", "吗？的。了！", "", "   ", "???!!!", "🙂🚀✨",
+                                  "— … ·"])
+def test_stopwords_punctuation_and_emoji_give_no_terms(text):
+    assert localrag.keyword_terms(text) == []
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(CJK, min_size=2, max_size=12))
+def test_cjk_run_is_cut_into_overlapping_bigrams(chars):
+    run = "".join(chars)
+    terms = localrag.keyword_terms(run)
+    for term in terms:
+        assert term in run and 1 <= len(term) <= 2
+    # consecutive bigrams of one unbroken piece overlap by one character
+    bigrams = [x for x in terms if len(x) == 2]
+    for a, b in zip(bigrams, bigrams[1:]):
+        if run.find(a + b[1]) >= 0:
+            assert a[1] == b[0]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(LATIN_WORDS, st.lists(CJK, min_size=1, max_size=6).map("".join),
+                          st.sampled_from([" ", "，", "。", "/", "-", "的", "？"])), max_size=20).map("".join))
+def test_mixed_scripts_and_idempotence(text):
+    terms = localrag.keyword_terms(text)
+    assert all(term == term.casefold() and term.strip() == term and term for term in terms)
+    assert not set(terms) & localrag.KEYWORD_STOPWORDS
+    # the terms of the terms are the terms: nothing is re-split, re-stemmed or dropped
+    assert localrag.keyword_terms(" ".join(terms)) == terms
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=60))
+def test_any_text_is_idempotent(text):
+    terms = localrag.keyword_terms(text)
+    assert localrag.keyword_terms(" ".join(terms)) == terms
+
+
+def test_keyword_vector_weights_fields():
+    tf, length = localrag.keyword_vector("Canvas cards hold notes", ["Canvas"], "Plugins/Canvas.md", ["howto"])
+    assert tf["canvas"] == 1.0 + 2.0 + 2.0        # content + heading + file name (without .md)
+    assert tf["howto"] == 1.0 and "plugin" not in tf  # the folder is not the file name
+    assert length == sum(tf.values())
+
+
+# === 2. Fusion and term weights (pure) =============================================================================
+
+scores = st.floats(min_value=0.0, max_value=1.0, allow_nan=False)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.integers(1, 40), st.tuples(scores, scores, st.sampled_from(["both", "vector", "keyword"])),
+                       min_size=2, max_size=25),
+       st.sampled_from(["weighted", "rrf"]), st.floats(0.0, 1.0))
+def test_fusion_never_ranks_a_two_channel_result_below_a_dominated_one(raw, method, weight):
+    candidates = {cid: {"vector": v, "keyword": k,
+                        "channels": ["keyword", "vector"] if ch == "both" else [ch]} for cid, (v, k, ch) in raw.items()}
+    order = localrag.fuse(candidates, method, weight)
+    assert sorted(order) == sorted(candidates)
+    rank = {cid: i for i, cid in enumerate(order)}
+    for a, ca in candidates.items():
+        if len(ca["channels"]) != 2:
+            continue
+        for b, cb in candidates.items():
+            if len(cb["channels"]) == 1 and cb["vector"] < ca["vector"] and cb["keyword"] < ca["keyword"]:
+                assert rank[a] < rank[b], (method, weight, ca, cb)
+
+
+def test_fusion_weights_decide_between_channels():
+    cands = lambda: {1: {"vector": 0.9, "keyword": 0.1, "channels": ["vector"]},  # noqa: E731
+                     2: {"vector": 0.1, "keyword": 0.9, "channels": ["keyword"]}}
+    assert localrag.fuse(cands(), "weighted", 0.2) == [1, 2]
+    assert localrag.fuse(cands(), "weighted", 0.8) == [2, 1]
+    assert localrag.fuse(cands(), "rrf", 0.8) == [2, 1]
+
+
+def test_unseen_cjk_bigram_straddling_a_known_word_is_backed_off():
+    terms = localrag.keyword_terms("今天上海天气")
+    out = {t["term"]: t for t in localrag.query_term_weights(terms, 1000, {"上海": 5}, 0.25)}
+    assert out["上海"]["weight"] == out["上海"]["idf"]
+    assert out["天上"]["weight"] == pytest.approx(0.25 * out["天上"]["idf"], abs=1e-5)   # overlaps 上海
+    assert out["海天"]["weight"] == pytest.approx(0.25 * out["海天"]["idf"], abs=1e-5)
+    assert out["天气"]["weight"] == out["天气"]["idf"]      # unseen, but not next to a known word: a real clue
+    assert out["天气"]["idf"] > out["上海"]["idf"] > 0
+
+
+# === 3. Evidence gate (pure, no database) ==========================================================================
+
+def signals(**kw):
+    base = {"retrieval": "hybrid", "similarity": 0.5, "keyword": 0.5, "coverage": 0.8, "matched_terms": ["canvas"],
+            "missing_terms": ["guitar"], "unseen_terms": [], "query_terms": 2, "results": 5}
+    return {**base, **kw}
+
+
+GATE = localrag.GateSettings(min_similarity=0.2, min_coverage=0.4, min_matched_terms=1, min_coverage_unseen=0.6)
+
+
+@pytest.mark.parametrize("kw, mode, says", [
+    ({}, "rag", "coverage 0.80 >= 0.40"),
+    ({"results": 0}, "no_answer", "no evidence"),
+    ({"query_terms": 0, "matched_terms": []}, "no_answer", "no content terms"),
+    ({"similarity": 0.1}, "no_answer", "confidence 0.1000 is below the threshold 0.20 (RAG_MIN_SIMILARITY)"),
+    ({"coverage": 0.3}, "no_answer", "coverage 0.30 is below RAG_MIN_COVERAGE 0.40: the top evidence lacks guitar"),
+    ({"matched_terms": [], "coverage": 0.9}, "no_answer", "below RAG_MIN_MATCHED_TERMS 1"),
+    ({"similarity": None, "retrieval": "keyword"}, "rag", "no vector channel"),
+    ({"similarity": 0.2, "coverage": 0.4}, "rag", ">= threshold 0.20"),            # equal to a threshold passes
+    ({"unknown_words": ["bank"], "coverage": 0.5}, "no_answer",
+     "never uses bank, and coverage 0.50 is below RAG_MIN_COVERAGE_UNSEEN 0.60"),
+    ({"unknown_words": ["bank"], "coverage": 0.6}, "rag", "coverage 0.60 >= 0.40"),
+])
+def test_gate_decisions_name_the_deciding_signal(kw, mode, says):
+    got_mode, reason, sig = localrag.evidence_gate(signals(**kw), GATE)
+    assert got_mode == mode and says in reason and sig == signals(**kw)
+
+
+def test_gate_signals_use_the_best_single_chunk():
+    terms = [{"term": t, "df": 1, "idf": 1.0, "weight": w} for t, w in (("canvas", 2.0), ("card", 1.0), ("zzz", 1.0))]
+    result = lambda matched, vec=0.3: {"matched_terms": matched, "scores": {"vector": vec, "keyword": 0.2}}  # noqa
+    sig = localrag.gate_signals({"mode": "hybrid", "terms": terms,
+                                 "results": [result(["card"]), result(["canvas"], 0.6), result(["zzz"])]})
+    assert sig["coverage"] == 0.5 and sig["matched_terms"] == ["canvas"] and sig["similarity"] == 0.6
+    assert sig["missing_terms"] == ["card", "zzz"] and sig["query_terms"] == 3 and sig["unknown_words"] == []
+
+
+def test_apply_fallback_keeps_seed_mode_table():
+    assert localrag.apply_fallback("rag", "r", True, True) == ("rag", "r")
+    assert localrag.apply_fallback("no_answer", "r", False, True) == ("no_answer", "r")
+    assert localrag.apply_fallback("no_answer", "r", True, False)[0] == "no_answer"
+    assert "disabled globally" in localrag.apply_fallback("no_answer", "r", True, False)[1]
+    assert localrag.apply_fallback("no_answer", "r", True, True)[0] == "fallback"
+
+
+def test_calibration_picks_a_separating_point_and_prints_the_trade_off():
+    rows = [{"expected_mode": "rag", "gate": signals(coverage=c, similarity=0.4)} for c in (0.6, 0.7, 0.9)] + \
+           [{"expected_mode": "no_answer", "gate": signals(coverage=c, similarity=0.3)} for c in (0.0, 0.2, 0.3)]
+    cal = localrag.calibrate_gate(rows, GATE)
+    chosen = cal["chosen"]
+    assert chosen["answered"] == 1.0 and chosen["refused"] == 1.0
+    assert 0.3 < chosen["min_coverage"] <= 0.6 and chosen["min_similarity"] <= 0.3
+    assert "RAG_MIN_COVERAGE" in cal["rule"] and len(cal["table"]) == len(localrag.CALIBRATION_COVERAGE_GRID) * \
+        len(localrag.CALIBRATION_SIMILARITY_GRID)
+    text = localrag.calibration_text(cal)
+    assert "<- chosen" in text and "rule: rag when" in text
+
+
+# === 4. Modes, scores and scope on the sample vault ================================================================
+
+Q_P1 = "客户 P1 工单应该怎么升级？"
+
+
+@pytest.mark.parametrize("retrieval", ["hybrid", "vector", "keyword"])
+def test_every_mode_answers_the_sample_questions(ingested, retrieval):
+    config, _, _ = ingested
+    rag = [q for q in localrag.load_questions(QUESTIONS) if q["expected_mode"] == "rag"]
+    misses = []
+    for q in rag:
+        sources = [r["source"] for r in localrag.search(config, q["question"], 5, retrieval=retrieval)["results"]]
+        if not set(sources) & set(q["expected_sources"]):
+            misses.append(q["id"])
+    assert not misses
+
+
+def test_hybrid_scores_and_channels(ingested):
+    config, _, _ = ingested
+    results = localrag.search(config, Q_P1, 10)["results"]
+    top = results[0]
+    assert top["channels"] == ["keyword", "vector"] and top["source"] == "policies/Support Escalation Policy.md"
+    w = config.rag_keyword_weight
+    for r in results:
+        fused = (1 - w) * r["scores"]["vector"] + w * r["scores"]["keyword"]
+        assert r["score"] == pytest.approx(fused, abs=1e-5)
+
+
+def test_rrf_fusion_setting(ingested, monkeypatch):
+    monkeypatch.setenv("RAG_FUSION", "rrf")
+    config = localrag.load_config()
+    results = localrag.search(config, Q_P1, 5)["results"]
+    assert results[0]["source"] == "policies/Support Escalation Policy.md" and results[0]["score"] < 0.05
+
+
+def test_path_filter_is_applied_before_top_k(ingested):
+    config, _, _ = ingested
+    # the support policy dominates this query; the HR folder holds nothing about it, yet with the filter its
+    # chunks are what comes back (the filter runs inside SQL, not on the global top 5)
+    unscoped = localrag.search(config, Q_P1, 5)["results"]
+    assert all(not r["source"].startswith("hr/") for r in unscoped)
+    for retrieval in ("vector", "hybrid"):
+        scoped = localrag.search(config, Q_P1, 5, retrieval=retrieval, path=["hr/"])["results"]
+        assert scoped and all(r["source"].startswith("hr/") for r in scoped)
+
+
+def test_repeated_paths_tags_and_vault(ingested, tmp_path):
+    config, vault, _ = ingested
+    both = localrag.search(config, "值班", 20, path=["runbooks/", "engineering"])["results"]
+    assert {r["source"].split("/")[0] for r in both} == {"runbooks", "engineering"}
+    # tags: case-insensitive, with or without #, nested tags included (#runbook matches #runbook/postgres)
+    tagged = localrag.search(config, "数据库 磁盘", 20, tag=["#Runbook"])["results"]
+    assert tagged and {r["source"] for r in tagged} <= {"runbooks/Postgres Incident Runbook.md",
+                                                        "runbooks/API Latency Runbook.md"}
+    assert localrag.search(config, "数据库 磁盘", 5, tag="runbook/postgres")["results"][0]["source"] == \
+        "runbooks/Postgres Incident Runbook.md"
+    assert localrag.search(config, Q_P1, 5, vault=str(vault))["results"]
+    assert localrag.search(config, Q_P1, 5, vault=str(tmp_path / "elsewhere"))["results"] == []
+
+
+def test_two_vaults_are_told_apart(db, tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    shutil.copytree(SAMPLE_VAULT / "policies", a / "policies")
+    shutil.copytree(SAMPLE_VAULT / "policies", b / "policies")
+    localrag.ingest(db, a)
+    localrag.ingest(db, b)
+    results = localrag.search(db, Q_P1, 4)["results"]
+    assert {r["vault_path"] for r in results} == {str(a), str(b)}
+    only_b = localrag.search(db, Q_P1, 4, vault=str(b))["results"]
+    assert only_b and {r["vault_path"] for r in only_b} == {str(b)}
+
+
+@pytest.mark.parametrize("retrieval", ["hybrid", "vector", "keyword"])
+def test_path_matching_nothing_is_empty_not_an_error(ingested, retrieval):
+    config, _, _ = ingested
+    result = localrag.search(config, Q_P1, 5, retrieval=retrieval, path="no/such/folder/")
+    assert result["results"] == [] and result["gate"]["mode"] == "no_answer"
+    code, out = run_cli("search", Q_P1, "--path", "no/such/folder/", "--json")
+    assert code == 0 and json.loads(out)["results"] == []
+    response = localrag.ask(config, Q_P1, path="no/such/folder/")
+    assert response["mode"] == "no_answer" and response["citations"] == []
+
+
+# === 5. Bad input ==================================================================================================
+
+@pytest.mark.parametrize("question", ["the of and", "的了吗", "What is the?"])
+def test_stopword_only_question_is_refused(ingested, question):
+    config, _, _ = ingested
+    response = localrag.ask(config, question)
+    assert response["mode"] == "no_answer" and "no content terms" in response["reason"]
+    assert response["gate"]["query_terms"] == 0
+
+
+def test_four_thousand_character_query(ingested):
+    config, _, _ = ingested
+    long = ("客户 P1 工单升级 escalation policy " * 200)[:4000]
+    result = localrag.search(config, long, 5)
+    assert result["results"] and result["results"][0]["source"] == "policies/Support Escalation Policy.md"
+    code, out = run_cli("search", long + "x", "--json")
+    assert code == localrag.EXIT_USAGE and "the limit is 4000" in json.loads(out)["error"]["message"]
+
+
+def test_unknown_retrieval_mode(ingested, capsys):
+    config, _, _ = ingested
+    with pytest.raises(localrag.InvalidRequest) as err:
+        localrag.search(config, Q_P1, retrieval="semantic")
+    assert err.value.http_status == 422 and "hybrid, vector, keyword" in err.value.message
+    code, _ = run_cli("search", Q_P1, "--retrieval", "semantic")
+    assert code == localrag.EXIT_USAGE == 2
+    assert "invalid choice: 'semantic'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("kw, field", [({"path": [""]}, "path"), ({"path": [1]}, "path"), ({"tag": ["#"]}, "tag"),
+                                       ({"vault": " "}, "vault"), ({"path": ["x"] * 21}, "path")])
+def test_bad_scope_values(ingested, kw, field):
+    config, _, _ = ingested
+    with pytest.raises(localrag.InvalidRequest) as err:
+        localrag.search(config, Q_P1, **kw)
+    assert err.value.details["field"] == field
+
+
+def test_bad_retrieval_setting(env, monkeypatch):
+    monkeypatch.setenv("RAG_RETRIEVAL", "bm25")
+    with pytest.raises(localrag.ConfigInvalid) as err:
+        localrag.load_config()
+    assert "hybrid, vector, keyword" in err.value.message
+    monkeypatch.setenv("RAG_RETRIEVAL", "")
+    monkeypatch.setenv("RAG_MIN_COVERAGE", "1.5")
+    with pytest.raises(localrag.ConfigInvalid):
+        localrag.load_config()
+
+
+def test_keyword_mode_works_without_current_embeddings(ingested, monkeypatch):
+    monkeypatch.setenv("EMBEDDING_PROVIDER", "local-qwen3")   # no vectors for this provider in the database
+    monkeypatch.setenv("EMBEDDING_MODEL", "")
+    config = localrag.load_config()
+    result = localrag.search(config, Q_P1, 3, retrieval="keyword")
+    assert result["results"][0]["source"] == "policies/Support Escalation Policy.md"
+    with pytest.raises(localrag.RetrievalNotReady):
+        localrag.search(config, Q_P1, 3, retrieval="hybrid")
+
+
+# === 6. The keyword index stays equal to a rebuild =================================================================
+
+def keyword_snapshot(config) -> list:
+    with localrag.Store.open(config) as s:
+        return s.run(
+            "SELECT d.vault_path, c.relative_path, c.chunk_index, k.tokenizer, k.length, "
+            "(SELECT array_agg(p.term || ':' || p.tf || ':' || p.dl ORDER BY p.term) FROM keyword_postings p "
+            "WHERE p.chunk_id = c.id) FROM chunks c JOIN documents d ON d.id = c.document_id "
+            "JOIN keyword_chunks k ON k.chunk_id = c.id ORDER BY 1, 2, 3")
+
+
+def search_snapshot(config) -> list:
+    out = []
+    for q in ("客户 P1 工单升级", "数据库 磁盘", "onboarding training", "Atlas CRM 导出", "zanzibar"):
+        for r in localrag.search(config, q, 10, retrieval="keyword")["results"]:
+            out.append((q, r["source"], r["heading_path"], r["scores"]["keyword"]))
+    return out
+
+
+def test_keyword_index_equals_a_rebuild_after_add_update_delete(db, vault):
+    localrag.ingest(db, vault)
+    (vault / "support" / "Common Customer Issues.md").unlink()                              # delete
+    policy = vault / "policies" / "Data Handling Policy.md"
+    policy.write_text(policy.read_text(encoding="utf-8") + "\n\n## zanzibar\nzanzibar 数据 磁盘\n", encoding="utf-8")
+    (vault / "new note.md").write_text("# Zanzibar\n数据库 磁盘 onboarding zanzibar\n", encoding="utf-8")  # add
+    result = localrag.ingest(db, vault)
+    assert (result["documents_added"], result["documents_updated"], result["documents_deleted"]) == (1, 1, 1)
+    incremental, searched = keyword_snapshot(db), search_snapshot(db)
+    reset_database(db)
+    localrag.ingest(db, vault)
+    assert keyword_snapshot(db) == incremental
+    assert search_snapshot(db) == searched
+    with localrag.Store.open(db) as s:   # no orphans: every chunk has its keyword row and nothing else has one
+        assert s.run("SELECT (SELECT count(*) FROM chunks), (SELECT count(*) FROM keyword_chunks), "
+                     "(SELECT count(*) FROM keyword_postings p WHERE NOT EXISTS "
+                     "(SELECT 1 FROM chunks c WHERE c.id = p.chunk_id))")[0] == [len(incremental)] * 2 + [0]
+
+
+def test_ingest_backfills_keywords_for_a_database_without_them(ingested):
+    config, vault, _ = ingested
+    before = keyword_snapshot(config)
+    with localrag.Store.open(config) as s:
+        s.run("TRUNCATE keyword_chunks, keyword_postings")
+    with pytest.raises(localrag.RetrievalNotReady):
+        localrag.search(config, Q_P1, 3, retrieval="keyword")
+    assert localrag.search(config, Q_P1, 3)["results"]   # hybrid still has the vector channel
+    result = localrag.ingest(config, vault)
+    assert result["documents_skipped"] == 0 and result["documents_backfilled"] == 13
+    assert result["keyword_chunks_written"] == len(before) and result["embeddings_written"] == 0
+    assert keyword_snapshot(config) == before
+
+
+def test_a_first_release_database_upgrades_with_db_init(ingested):
+    config, vault, _ = ingested
+    with localrag.Store.open(config) as s:
+        s.run("DROP TABLE keyword_postings, keyword_chunks")
+    code, out = run_cli("search", Q_P1, "--json")
+    assert code == localrag.EXIT_SCHEMA and "db init" in json.loads(out)["error"]["message"]
+    assert run_cli("db", "init")[0] == 0
+    localrag.ingest(config, vault)
+    assert localrag.search(config, Q_P1, 3, retrieval="keyword")["results"][0]["source"] == \
+        "policies/Support Escalation Policy.md"
+
+
+# === 7. Eval: the dev-set format and per-tier metrics ===============================================================
+
+def test_eval_reads_the_dev_set_format_and_reports_tiers(ingested, tmp_path):
+    path = tmp_path / "dev.yaml"
+    path.write_text(yaml.safe_dump({"corpus": "../somewhere", "vaults": ["acme"], "questions": [
+        {"id": "lex-1", "tier": "lexical", "lang": "zh", "question": Q_P1,
+         "expected_sources": ["policies/Support Escalation Policy.md"], "expected_mode": "rag"},
+        {"id": "para-1", "tier": "paraphrase", "lang": "en", "question": "how fast must we reply to a P1 ticket",
+         "expected_sources": ["policies/Support Escalation Policy.md"]},
+        {"id": "off-1", "tier": "offtopic", "lang": "en", "question": "How do I bake sourdough bread?"},
+    ]}, allow_unicode=True), encoding="utf-8")
+    qs = localrag.load_questions(path)
+    assert [q["expected_mode"] for q in qs] == ["rag", "rag", "no_answer"]   # offtopic defaults to no_answer
+    code, out = run_cli("eval", "--questions", str(path), "--json")
+    data = json.loads(out)
+    tiers = data["summary"]["tiers"]
+    assert code == 0 and set(tiers) == {"lexical", "paraphrase", "offtopic"}
+    assert tiers["lexical"]["hit_at_1"] == 1.0 and tiers["lexical"]["answered"] == 1.0
+    assert tiers["offtopic"]["refused"] == 1.0 and tiers["offtopic"]["hit_at_1"] is None
+    assert all(set(m) >= {"hit_at_1", "hit_at_k", "mrr", "answered", "refused", "latency_ms_p50"}
+               for m in tiers.values())
+    assert "table" not in data["calibration"]
+    code, out = run_cli("eval", "--questions", str(path))
+    assert code == 0 and "lexical" in out and "offtopic" in out and "hit@5" in out
+
+
+@pytest.mark.parametrize("item, says", [
+    ({"id": "x", "tier": "easy", "question": "q", "expected_sources": ["a.md"]}, "tier must be one of"),
+    ({"id": "x", "lang": 5, "question": "q", "expected_sources": ["a.md"]}, "lang must be"),
+])
+def test_eval_rejects_bad_tier_or_lang(tmp_path, item, says):
+    path = tmp_path / "q.yaml"
+    path.write_text(yaml.safe_dump({"questions": [item]}), encoding="utf-8")
+    with pytest.raises(localrag.InvalidRequest) as err:
+        localrag.load_questions(path)
+    assert says in err.value.message
+
+
+def test_eval_rejects_unknown_top_level_keys(tmp_path):
+    path = tmp_path / "q.yaml"
+    path.write_text(yaml.safe_dump({"questionz": []}), encoding="utf-8")
+    with pytest.raises(localrag.InvalidRequest) as err:
+        localrag.load_questions(path)
+    assert "questionz" in err.value.message
+
+
+def test_eval_scope_and_retrieval_flags(ingested):
+    code, out = run_cli("eval", "--questions", str(QUESTIONS), "--retrieval", "keyword", "--path", "policies/",
+                        "--json")
+    summary = json.loads(out)["summary"]
+    assert code == 0 and summary["retrieval"] == "keyword" and summary["scope"]["paths"] == ["policies/"]
+    assert summary["hit_at_k"] < 1.0   # questions about other folders cannot hit inside policies/
+
+
+# === 8. HTTP: the retrieval fields in /search, /ask, /ask/stream and the OpenAPI document ==========================
+
+@pytest.fixture
+def http_api(ingested):
+    import contextlib
+    import http.client
+    import io
+    import sys
+    import threading
+    config, vault, _ = ingested
+    server = localrag.make_server(config, "127.0.0.1", 0)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    port = server.server_address[1]
+
+    def post(path: str, body) -> tuple[int, str]:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        conn.request("POST", path, json.dumps(body).encode(), {"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        text = resp.read().decode("utf-8")
+        conn.close()
+        return resp.status, text
+
+    with contextlib.redirect_stderr(io.StringIO()):   # the access log
+        yield post, vault
+        server.shutdown()
+        server.server_close()
+        server.api.pool.close()
+
+
+def test_http_search_and_ask_take_retrieval_and_scope(http_api):
+    post, vault = http_api
+    status, text = post("/search", {"query": Q_P1, "retrieval": "keyword", "path": "policies/", "tag": ["support"],
+                                    "vault": str(vault)})
+    data = json.loads(text)
+    assert status == 200 and data["retrieval"] == "keyword" and data["results"]
+    assert all(r["source"].startswith("policies/") and r["channels"] == ["keyword"] for r in data["results"])
+    status, text = post("/ask", {"question": Q_P1, "retrieval": "vector", "path": ["policies/"]})
+    data = json.loads(text)
+    assert status == 200 and data["mode"] == "rag" and data["retrieval"] == "vector" and data["gate"]["coverage"]
+    status, text = post("/ask/stream", {"question": Q_P1, "path": "nowhere/"})
+    assert status == 200 and "event: done" in text and '"mode": "no_answer"' in text
+    status, text = post("/search", {"query": Q_P1, "path": "nowhere/"})
+    assert status == 200 and json.loads(text)["results"] == []
+
+
+@pytest.mark.parametrize("body, field", [
+    ({"query": Q_P1, "retrieval": "semantic"}, "retrieval"), ({"query": Q_P1, "retrieval": 1}, "retrieval"),
+    ({"query": Q_P1, "path": 3}, "path"), ({"query": Q_P1, "path": [3]}, "path"), ({"query": Q_P1, "tag": {}}, "tag"),
+    ({"query": Q_P1, "vault": ["a"]}, "vault"), ({"query": Q_P1, "path": "a\u0000b"}, "path"),
+    ({"query": Q_P1, "vault": "\u0000"}, "vault"),
+])
+def test_http_bad_retrieval_fields_are_422(http_api, body, field):
+    post, _ = http_api
+    status, text = post("/search", body)
+    error = json.loads(text)["error"]
+    assert status == 422 and error["code"] == "invalid_request" and error["details"]["field"] == field
+    if field == "retrieval" and body["retrieval"] == "semantic":
+        assert "hybrid, vector, keyword" in error["message"]
+
+
+def test_openapi_documents_the_retrieval_fields():
+    spec = localrag.openapi_spec()["components"]["schemas"]
+    for name in ("SearchRequest", "AskRequest"):
+        props = spec[name]["properties"]
+        assert props["retrieval"]["enum"] == ["hybrid", "vector", "keyword", None]
+        assert {"path", "tag", "vault"} <= set(props)
+    assert {"scores", "channels", "vault_path"} <= set(spec["SearchResult"]["properties"])
+    assert "gate" in spec["AskResponse"]["properties"] and "gate" in spec["SearchResponse"]["properties"]
+
+
+def test_postings_follow_their_chunks_on_sql_deletes_and_truncates(ingested):
+    config, _, _ = ingested
+    with localrag.Store.open(config) as s:
+        s.run("DELETE FROM documents WHERE relative_path = 'policies/Support Escalation Policy.md'")
+        assert s.run("SELECT count(*) FROM keyword_postings p WHERE NOT EXISTS "
+                     "(SELECT 1 FROM keyword_chunks k WHERE k.chunk_id = p.chunk_id)")[0][0] == 0
+        s.run("TRUNCATE documents CASCADE")
+        assert s.run("SELECT (SELECT count(*) FROM keyword_chunks), (SELECT count(*) FROM keyword_postings)")[0] == \
+            [0, 0]
+
+
+def test_eval_warns_about_question_set_vaults_that_are_not_ingested(ingested, tmp_path, monkeypatch, capsys):
+    config, vault, _ = ingested
+    (tmp_path / "corpus" / "other").mkdir(parents=True)
+    shutil.copytree(vault, tmp_path / "corpus" / "acme")
+    path = tmp_path / "dev.yaml"
+    path.write_text(yaml.safe_dump({"corpus": "corpus", "vaults": ["other"], "questions": [
+        {"id": "q", "question": Q_P1, "expected_sources": ["policies/Support Escalation Policy.md"]}]}),
+        encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    assert run_cli("eval", "--questions", str(path), "--json")[0] == 0
+    assert f"vault {tmp_path / 'corpus' / 'other'} is not ingested" in capsys.readouterr().err
+
+
+def test_removing_a_vault_removes_its_keyword_rows(ingested):
+    config, vault, _ = ingested
+    code, _out = run_cli("vaults", "rm", str(vault), "--yes", "--json")
+    assert code == 0
+    with localrag.Store.open(config) as s:
+        assert s.run("SELECT (SELECT count(*) FROM keyword_chunks), (SELECT count(*) FROM keyword_postings)")[0] == \
+            [0, 0]
