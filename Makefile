@@ -10,11 +10,12 @@ TORCH_SPEC ?= torch==2.13.0
 LOCALRAG_SKIP_QWEN ?=
 PYTEST_ARGS ?=
 
-.PHONY: help venv demo test test-fast bench mutants pyz pyz-all pyz-lock clean distclean browser
+.PHONY: help venv demo test test-slow test-all test-fast bench mutants pyz pyz-all pyz-lock clean distclean browser
 
 help:
 	@echo "make demo    - venv, install, db init, ingest samples/acme-vault, search + ask (embedded Postgres)"
-	@echo "make test    - install test deps (+ the local-qwen3 extra) and run the test suite"
+	@echo "make test    - install test deps (+ the local-qwen3 extra) and run the suite without the slow tests (CI)"
+	@echo "make test-slow / test-all - the slow tests (corpus, kill -9 trials, soak, pyz per platform) / everything"
 	@echo "make bench   - benchmarks: ingest, search, HTTP (prints medians and ratios)"
 	@echo "make mutants - plant deliberate bugs in a copy of localrag.py; every one must be caught by the tests"
 	@echo "make pyz     - build this platform's zipapp (dist/localrag.pyz, CPython 3.10-3.13)"
@@ -52,9 +53,18 @@ browser:
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver \
 	   >/dev/null) ; } || echo "chromium/chromedriver not installed: the browser tests will be skipped" >&2
 
+# `make test` (what CI runs) leaves out the tests marked slow (corpus scale, kill -9 trials, the 60 s soak, the pyz
+# for every platform and Python); `make test-slow` runs those, `make test-all` everything.
+TEST_MARKERS ?= not slow
 test: $(VENV)/.test browser $(if $(LOCALRAG_SKIP_QWEN),,$(VENV)/.qwen)
-	@$(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
+	@$(PY) -m pytest -m "$(TEST_MARKERS)" $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: the suite is broken" >&2; exit 1; fi; exit $$rc
+
+test-slow:
+	$(MAKE) test TEST_MARKERS=slow
+
+test-all:
+	$(MAKE) test TEST_MARKERS=
 
 test-fast: $(VENV)/.test
 	@$(PY) -m pytest -m "not slow and not qwen" $(PYTEST_ARGS); rc=$$?; \
