@@ -1941,7 +1941,12 @@ class Qwen3Embedder:
         if self.device == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
             raise EmbeddingUnavailable("EMBEDDING_DEVICE=mps but this machine has no usable MPS device; set "
                                        "EMBEDDING_DEVICE=cpu", device=self.device)
-        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self.cache_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise EmbeddingUnavailable(f"EMBEDDING_CACHE_DIR {self.cache_dir} cannot be created ({exc.strerror or exc});"
+                                       f" point EMBEDDING_CACHE_DIR at a writable folder",
+                                       cache_dir=str(self.cache_dir)) from None
         try:
             model = SentenceTransformer(QWEN_MODEL, cache_folder=str(self.cache_dir), device=self.device,
                                         local_files_only=offline)

@@ -62,6 +62,7 @@ ELSEWHERE = {
     "schema_outdated": "test_store.py::test_first_release_schema_is_upgraded_in_place",
     "mass_delete_refused": "test_ingest.py::test_empty_or_unmounted_vault_is_refused_and_nothing_changes",
     "answer_not_found": "test_answers.py::test_cli_history_bad_input",
+    "ticket_not_found": "test_tickets.py::test_http_bad_input",
     "embedding_auth_failed": "test_embeddings_api.py::test_bad_answers_are_clear_errors_without_the_key",
     "embedding_rate_limited": "test_embeddings_api.py::test_bad_answers_are_clear_errors_without_the_key",
     "embedding_upstream_error": "test_embeddings_api.py::test_bad_answers_are_clear_errors_without_the_key",
