@@ -56,7 +56,12 @@ def test_eval_metrics_on_imperfect_data(ingested, tmp_path):
 
 
 def test_calibration_on_overlapping_groups():
-    """Answerable and unanswerable confidences overlap: no threshold gets all 6 modes right.  4 is the best,
-    reached at 0.15, 0.4 and 0.75; the widest gap (0.6..0.9) wins the tie, and the margin is half of it."""
-    cal = localrag.calibrate_threshold([0.9, 0.5, 0.2], [0.6, 0.3, 0.1])
-    assert cal == {"threshold": 0.75, "margin": 0.15, "correct": 4, "total": 6}
+    """Answerable and unanswerable coverages overlap (0.5 is on both sides): no operating point gets every mode
+    right; the chosen one is one of the best in its own trade-off table, and that best is 5 of 6 modes."""
+    from test_retrieval import GATE, signals
+    rows = [{"expected_mode": "rag", "gate": signals(coverage=c, similarity=0.4)} for c in (0.5, 0.7, 0.9)] + \
+           [{"expected_mode": "no_answer", "gate": signals(coverage=c, similarity=0.4)} for c in (0.1, 0.2, 0.5)]
+    cal = localrag.calibrate_gate(rows, GATE)
+    best = max(r["answered"] + r["refused"] for r in cal["table"])
+    assert cal["chosen"]["answered"] + cal["chosen"]["refused"] == best
+    assert round(best * 3) == 5  # (3 + 2) / 3 or (2 + 3) / 3: the overlapping 0.5 is on one side of any floor
