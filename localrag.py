@@ -7609,7 +7609,8 @@ def eval_init(path: str | Path, vault: str | Path = "") -> dict:
 _SCOPE_FIELDS = {"retrieval": str, "path": (str, list), "tag": (str, list), "vault": str}
 _SEARCH_FIELDS = {"query": str, "top_k": int, **_SCOPE_FIELDS}
 _ASK_FIELDS = {"question": str, "top_k": int, "fallback": bool, **_SCOPE_FIELDS}
-_TYPE_NAMES = {str: "a string", int: "an integer", bool: "a boolean", (str, list): "a string or a list of strings"}
+_TYPE_NAMES = {str: "a string", int: "an integer", bool: "a boolean", list: "a list", dict: "an object",
+               (str, list): "a string or a list of strings"}
 
 
 def _check_fields(body: Any, fields: dict, required: str | None) -> dict:

@@ -504,3 +504,11 @@ def test_mcp_drafts_but_never_saves(api_url, vault_db):
     reply = _mcp(api_url, "tools/call", {"name": "draft_ticket", "arguments": {"question": ""}})
     assert reply["result"]["isError"] is True
     assert row_counts(vault_db) == before
+
+
+def test_a_field_of_the_wrong_json_type_is_422_not_500(db):
+    """Found by schemathesis: `evidence` sent as an object (the schema says a list) must be a 422 naming it."""
+    api = localrag.Api(db)
+    with pytest.raises(localrag.InvalidRequest) as info:
+        api.post_ticket({}, {"confirmed": True, "evidence": {}, "title": "t", "description": "d"})
+    assert info.value.details["field"] == "evidence" and "a list" in info.value.message
