@@ -287,6 +287,10 @@ def test_a_killed_ingest_process_leaves_a_failed_run_not_a_running_one(db, vault
     import sys
     import time
     env = {k: v for k, v in os.environ.items()}
+    with localrag.Store.open(db) as s:
+        # Fresh statistics first: with stale ones (earlier tests' writes) ingest opens with ANALYZE, which the SHARE
+        # lock below would hold up before the run row exists.
+        s.run("ANALYZE documents, chunks, embeddings")
     holder = localrag.Store.open(db)
     holder.run("BEGIN")
     holder.run("LOCK TABLE chunks IN SHARE MODE")  # reads go on; the first chunk write waits
@@ -302,6 +306,9 @@ def test_a_killed_ingest_process_leaves_a_failed_run_not_a_running_one(db, vault
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
     finally:
+        if proc.poll() is None:  # a failed wait must not leave the ingest running into the next test
+            proc.kill()
+            proc.wait(timeout=30)
         holder.run("ROLLBACK")
         holder.close()
     deadline = time.monotonic() + 60
