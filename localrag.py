@@ -45,7 +45,6 @@ import os
 import re
 import signal
 import socket
-import socketserver
 import ssl
 import stat
 import struct
@@ -2837,9 +2836,9 @@ def model_pieces(config: Config, verify: bool = False) -> dict:
     elif cache["cached"]:
         model["verified"] = None  # warmed here, not unpacked: no manifest to check against
     if not model["ok"]:
-        model["hint"] = (f"unpack a model archive: `localrag embeddings unpack QWEN.tar` (made with `localrag "
-                         f"embeddings pack` on a machine that ran `embeddings warmup`), or online run "
-                         f"`localrag embeddings warmup`")
+        model["hint"] = ("unpack a model archive: `localrag embeddings unpack QWEN.tar` (made with `localrag "
+                         "embeddings pack` on a machine that ran `embeddings warmup`), or online run "
+                         "`localrag embeddings warmup`")
     return {"localrag": program, "packages": packages, "model": model,
             "ready": program["ok"] and packages["ok"] and model["ok"]}
 
