@@ -3736,6 +3736,22 @@ class Store:
             raise
         self.run("COMMIT")
 
+    @contextlib.contextmanager
+    def snapshot(self) -> Iterator["Store"]:
+        """A read-only transaction that sees one snapshot for all its queries: a retrieval's candidates, scores and
+        chunk rows agree even while an ingest replaces the notes they came from."""
+        self.run("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        try:
+            yield self
+        except KeyboardInterrupt:
+            self.abort()
+            raise
+        except BaseException:
+            with contextlib.suppress(Exception):
+                self.con.run("ROLLBACK")
+            raise
+        self.run("COMMIT")
+
     def copy(self, table: str, columns: Sequence[str], data: _Copy) -> None:
         if data.rows:
             self.run(f"COPY {table} ({', '.join(columns)}) FROM STDIN WITH (FORMAT binary)", stream=data.blocks())
@@ -5421,37 +5437,20 @@ def fuse(candidates: dict[int, dict], method: str, keyword_weight: float) -> lis
                                                  (candidates[cid].get("keyword") or 0.0)), cid))
 
 
-def run_retrieval(store: Store, config: Config, query: str, top_k: int, retrieval: str | None = None,
-                  scope: Scope | None = None) -> dict:
-    """Retrieve with the chosen mode: {"mode", "results" (best first, internal fields included, each with the
-    query terms it matched), "terms" (the query's keyword terms with df/idf/weight)}."""
-    mode = retrieval or config.rag_retrieval
-    if not getattr(store, "dim_checked", False):
-        store.check_schema_version()
-        _check_schema_dim(store, config)
-        store.dim_checked = True
-    key = config.embedding_key
-    use_vector, use_keyword = mode in ("hybrid", "vector"), mode in ("hybrid", "keyword")
-    if use_vector and not store.has_current(key):
-        raise RetrievalNotReady(f"no embeddings for {key[0]}/{key[1]}/{key[2]} in the database; {HINT_INGEST}",
-                                embedding_provider=key[0], embedding_model=key[1])
-    if mode == "keyword" and not store.has_keywords():
-        raise RetrievalNotReady(f"the keyword index is empty; {HINT_INGEST}")
-    n_candidates = max(FUSION_CANDIDATES_MIN, 4 * top_k) if mode == "hybrid" else top_k
+def _retrieve_in_snapshot(store: Store, config: Config, mode: str, key: tuple[str, str, int],
+                          vector: list[float] | None, words: list[str], n_candidates: int, top_k: int,
+                          scope: Scope | None) -> tuple[list[dict], dict[int, dict], list[int], dict[int, tuple]]:
+    """run_retrieval's database half: (query terms, candidates with both channels' scores, the top_k order, their
+    chunk rows)."""
+    use_vector, use_keyword = vector is not None, mode in ("hybrid", "keyword")
     # Query terms and their statistics: needed by the keyword channel and by the evidence gate in every mode.
-    words = keyword_terms(query)[:KEYWORD_QUERY_MAX_TERMS]
     n_chunks, avgdl, df = store.keyword_stats(list(dict.fromkeys(words)))
     terms = query_term_weights(words, n_chunks, df, config.rag_unseen_cjk_backoff)
     seen = [t for t in terms if t["df"]]
     total_weight = sum(t["weight"] for t in terms)
     kw_norm = (BM25_K1 + 1) * total_weight  # the BM25 of a chunk matching every term at saturation
-    vector = None
     candidates: dict[int, dict] = {}
     if use_vector:
-        vector = get_embedder(config).embed_query(query)
-        if len(vector) != config.embedding_dim:
-            raise EmbeddingDimMismatch(f"the query vector has {len(vector)} dimensions; expected "
-                                       f"{config.embedding_dim}", expected=config.embedding_dim, actual=len(vector))
         if any(vector):  # a zero vector (e.g. only punctuation) has no neighbours
             for cid, distance in store.vector_candidates(key, vector, n_candidates, scope):
                 candidates[cid] = {"vector": clamp_score(distance), "channels": ["vector"]}
@@ -5479,7 +5478,36 @@ def run_retrieval(store: Store, config: Config, query: str, top_k: int, retrieva
         for c in candidates.values():
             c["fused"] = c[channel]
     order = [cid for cid in order if candidates[cid]["fused"] > 0 or mode != "keyword"][:top_k]
-    rows = store.chunk_rows(order)
+    return terms, candidates, order, store.chunk_rows(order)
+
+
+def run_retrieval(store: Store, config: Config, query: str, top_k: int, retrieval: str | None = None,
+                  scope: Scope | None = None) -> dict:
+    """Retrieve with the chosen mode: {"mode", "results" (best first, internal fields included, each with the
+    query terms it matched), "terms" (the query's keyword terms with df/idf/weight)}."""
+    mode = retrieval or config.rag_retrieval
+    if not getattr(store, "dim_checked", False):
+        store.check_schema_version()
+        _check_schema_dim(store, config)
+        store.dim_checked = True
+    key = config.embedding_key
+    use_vector, use_keyword = mode in ("hybrid", "vector"), mode in ("hybrid", "keyword")
+    if use_vector and not store.has_current(key):
+        raise RetrievalNotReady(f"no embeddings for {key[0]}/{key[1]}/{key[2]} in the database; {HINT_INGEST}",
+                                embedding_provider=key[0], embedding_model=key[1])
+    if mode == "keyword" and not store.has_keywords():
+        raise RetrievalNotReady(f"the keyword index is empty; {HINT_INGEST}")
+    n_candidates = max(FUSION_CANDIDATES_MIN, 4 * top_k) if mode == "hybrid" else top_k
+    vector = None
+    if use_vector:  # before the snapshot: a remote embedder must not hold a transaction open
+        vector = get_embedder(config).embed_query(query)
+        if len(vector) != config.embedding_dim:
+            raise EmbeddingDimMismatch(f"the query vector has {len(vector)} dimensions; expected "
+                                       f"{config.embedding_dim}", expected=config.embedding_dim, actual=len(vector))
+    words = keyword_terms(query)[:KEYWORD_QUERY_MAX_TERMS]
+    with store.snapshot():  # statistics, candidates, scores and rows all from one snapshot (an ingest may be running)
+        terms, candidates, order, rows = _retrieve_in_snapshot(store, config, mode, key, vector, words, n_candidates,
+                                                               top_k, scope)
     results = []
     for cid in order:
         content, rel, heading_path, chunk_index, content_hash, vault_path, line_start, line_end, title, aliases = \
