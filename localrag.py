@@ -91,7 +91,7 @@ RETRIEVAL_DEFAULT = "hybrid"
 FUSION_DEFAULT = "weighted"
 # The keyword channel's share in the weighted fusion, per embedder: the hashed fake vector is a noisy copy of the
 # keyword signal, a semantic model adds what keywords miss.
-PROVIDER_DEFAULT_KEYWORD_WEIGHT = {FAKE_PROVIDER: 0.5, QWEN_PROVIDER: 0.3}
+PROVIDER_DEFAULT_KEYWORD_WEIGHT = {FAKE_PROVIDER: 0.5, QWEN_PROVIDER: 0.3, "openai-compatible": 0.2}
 KEYWORD_WEIGHT_FALLBACK = 0.5
 MIN_COVERAGE_DEFAULT = 0.4                 # idf-weighted share of the question's terms found in the top evidence
 MIN_MATCHED_TERMS_DEFAULT = 1
@@ -433,7 +433,7 @@ ENV_KEYS = (
     "LLM_PROVIDER", "LLM_BASE_URL", "LLM_MODEL", "LLM_API_KEY", "LLM_TIMEOUT_SECONDS",
     "RAG_TOP_K", "RAG_MIN_SIMILARITY", "RAG_CONTEXT_TOKEN_BUDGET", "RAG_FALLBACK_ENABLED",
     "RAG_RETRIEVAL", "RAG_FUSION", "RAG_KEYWORD_WEIGHT", "RAG_MIN_COVERAGE", "RAG_MIN_COVERAGE_UNSEEN",
-    "RAG_MIN_MATCHED_TERMS", "RAG_UNSEEN_CJK_BACKOFF",
+    "RAG_MIN_MATCHED_TERMS", "RAG_UNSEEN_CJK_BACKOFF", "RAG_MIN_SIMILARITY_ALONE",
     "RAG_STRICT_CLAIMS", "RAG_RECORD_ANSWERS",
     "LOCALRAG_API_TOKEN", "LOCALRAG_MAX_FILE_MB", "LOCALRAG_MAX_BODY_BYTES", "LOCALRAG_INGEST_WORKERS",
 )
@@ -476,6 +476,9 @@ class Config:
     rag_keyword_weight: float = PROVIDER_DEFAULT_KEYWORD_WEIGHT[FAKE_PROVIDER]
     rag_min_coverage: float = MIN_COVERAGE_DEFAULT
     rag_min_coverage_unseen: float = MIN_COVERAGE_UNSEEN_DEFAULT
+    # a similarity at which a semantic embedder's evidence answers on its own, without the lexical coverage (off:
+    # None); opt-in, because it answers paraphrases at the cost of some off-topic questions (README: the gate)
+    rag_min_similarity_alone: float | None = None
     rag_min_matched_terms: int = MIN_MATCHED_TERMS_DEFAULT
     rag_unseen_cjk_backoff: float = UNSEEN_CJK_BACKOFF_DEFAULT
     rag_strict_claims: bool = False        # an unsupported numeric claim turns the answer into insufficient_evidence
@@ -529,6 +532,7 @@ class Config:
             "rag_keyword_weight": self.rag_keyword_weight,
             "rag_min_coverage": self.rag_min_coverage,
             "rag_min_coverage_unseen": self.rag_min_coverage_unseen,
+            "rag_min_similarity_alone": self.rag_min_similarity_alone,
             "rag_min_matched_terms": self.rag_min_matched_terms,
             "rag_unseen_cjk_backoff": self.rag_unseen_cjk_backoff,
             "rag_strict_claims": self.rag_strict_claims,
@@ -662,6 +666,8 @@ def load_config(env_file: str | Path | None = None, environ: dict | None = None,
     min_coverage = _unit_setting(get("RAG_MIN_COVERAGE"), "RAG_MIN_COVERAGE", MIN_COVERAGE_DEFAULT)
     min_coverage_unseen = _unit_setting(get("RAG_MIN_COVERAGE_UNSEEN"), "RAG_MIN_COVERAGE_UNSEEN",
                                         MIN_COVERAGE_UNSEEN_DEFAULT)
+    raw_alone = get("RAG_MIN_SIMILARITY_ALONE")
+    min_sim_alone = _unit_setting(raw_alone, "RAG_MIN_SIMILARITY_ALONE", 0.0) if raw_alone else None
     backoff = _unit_setting(get("RAG_UNSEEN_CJK_BACKOFF"), "RAG_UNSEEN_CJK_BACKOFF", UNSEEN_CJK_BACKOFF_DEFAULT)
     min_matched = _int_setting(get("RAG_MIN_MATCHED_TERMS"), "RAG_MIN_MATCHED_TERMS", MIN_MATCHED_TERMS_DEFAULT)
     if not 0 <= min_matched <= 20:
@@ -700,7 +706,8 @@ def load_config(env_file: str | Path | None = None, environ: dict | None = None,
         rag_min_similarity_source=min_source, rag_context_token_budget=budget,
         rag_fallback_enabled=_bool_setting(get("RAG_FALLBACK_ENABLED"), "RAG_FALLBACK_ENABLED"),
         rag_retrieval=retrieval, rag_fusion=fusion, rag_keyword_weight=keyword_weight,
-        rag_min_coverage=min_coverage, rag_min_coverage_unseen=min_coverage_unseen, rag_min_matched_terms=min_matched, rag_unseen_cjk_backoff=backoff,
+        rag_min_coverage=min_coverage, rag_min_coverage_unseen=min_coverage_unseen, rag_min_matched_terms=min_matched,
+        rag_min_similarity_alone=min_sim_alone, rag_unseen_cjk_backoff=backoff,
         rag_strict_claims=_bool_setting(get("RAG_STRICT_CLAIMS"), "RAG_STRICT_CLAIMS"),
         rag_record_answers=_bool_setting(get("RAG_RECORD_ANSWERS") or "true", "RAG_RECORD_ANSWERS"),
         api_token=get("LOCALRAG_API_TOKEN"), max_file_bytes=int(max_file_mb * 1024 * 1024),
@@ -5557,11 +5564,12 @@ class GateSettings:
     min_coverage: float = MIN_COVERAGE_DEFAULT
     min_matched_terms: int = MIN_MATCHED_TERMS_DEFAULT
     min_coverage_unseen: float = MIN_COVERAGE_UNSEEN_DEFAULT
+    min_similarity_alone: float | None = None
 
     @classmethod
     def from_config(cls, config: Config) -> "GateSettings":
         return cls(config.rag_min_similarity, config.rag_min_coverage, config.rag_min_matched_terms,
-                   config.rag_min_coverage_unseen)
+                   config.rag_min_coverage_unseen, config.rag_min_similarity_alone)
 
 
 def gate_signals(retrieved: dict) -> dict:
@@ -5602,6 +5610,14 @@ def evidence_gate(signals: dict, settings: GateSettings) -> tuple[str, str, dict
     if sim is not None and sim < settings.min_similarity:
         return "no_answer", (f"confidence {sim:.4f} is below the threshold {settings.min_similarity:.2f} "
                              f"(RAG_MIN_SIMILARITY); coverage {cov:.2f}"), signals
+    alone = settings.min_similarity_alone
+    if alone is not None and sim is not None and sim >= alone and not signals.get("unknown_words"):
+        # A semantic embedder's paraphrase shares few words with its note, so the lexical checks below would
+        # refuse it; a similarity this high answers on its own unless the question uses a word the vault never does.
+        if cov < settings.min_coverage or matched < settings.min_matched_terms:
+            return "rag", (f"confidence {sim:.4f} >= RAG_MIN_SIMILARITY_ALONE {alone:.2f}: the vector evidence "
+                           f"answers on its own (coverage {cov:.2f}, {matched} of {signals['query_terms']} terms "
+                           f"matched)"), signals
     if cov < settings.min_coverage:
         missing = ", ".join(signals["missing_terms"][:8])
         return "no_answer", (f"coverage {cov:.2f} is below RAG_MIN_COVERAGE {settings.min_coverage:.2f}: the top "

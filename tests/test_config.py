@@ -223,6 +223,8 @@ KEY_CASES = {
                                   invalid=["-1", "21", "x"]),
     "RAG_UNSEEN_CJK_BACKOFF": dict(default=("rag_unseen_cjk_backoff", 0.25), valid=(
         "0.5", "rag_unseen_cjk_backoff", 0.5), invalid=["1.5", "x"]),
+    "RAG_MIN_SIMILARITY_ALONE": dict(default=("rag_min_similarity_alone", None), valid=(
+        "0.86", "rag_min_similarity_alone", 0.86), invalid=["1.2", "-0.5", "x"]),
     "RAG_STRICT_CLAIMS": dict(default=("rag_strict_claims", False), valid=("true", "rag_strict_claims", True),
                               invalid=["sometimes"]),
     "RAG_RECORD_ANSWERS": dict(default=("rag_record_answers", True), valid=("false", "rag_record_answers", False),

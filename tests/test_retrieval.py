@@ -4,6 +4,7 @@ fusion, scope filters, the evidence gate and its calibration, bad queries.
 Pure parts (tokenizer, fusion, gate, calibration) are driven without a database; the rest runs on the sample vault.
 """
 
+import dataclasses
 import json
 import shutil
 
@@ -147,6 +148,31 @@ GATE = localrag.GateSettings(min_similarity=0.2, min_coverage=0.4, min_matched_t
 def test_gate_decisions_name_the_deciding_signal(kw, mode, says):
     got_mode, reason, sig = localrag.evidence_gate(signals(**kw), GATE)
     assert got_mode == mode and says in reason and sig == signals(**kw)
+
+
+ALONE = localrag.GateSettings(min_similarity=0.8, min_coverage=0.4, min_matched_terms=1, min_coverage_unseen=0.6,
+                              min_similarity_alone=0.86)
+
+
+@pytest.mark.parametrize("kw, mode, says", [
+    # a paraphrase: high similarity, few shared words -> answered by the vector evidence alone, saying so
+    ({"similarity": 0.88, "coverage": 0.1}, "rag", "confidence 0.8800 >= RAG_MIN_SIMILARITY_ALONE 0.86"),
+    ({"similarity": 0.88, "coverage": 0.0, "matched_terms": []}, "rag", "answers on its own (coverage 0.00, 0 of 2"),
+    ({"similarity": 0.86, "coverage": 0.1}, "rag", "RAG_MIN_SIMILARITY_ALONE"),          # equal passes
+    # below the line, or a word the vault never uses: the lexical checks decide as without the setting
+    ({"similarity": 0.85, "coverage": 0.1}, "no_answer", "coverage 0.10 is below RAG_MIN_COVERAGE 0.40"),
+    ({"similarity": 0.95, "coverage": 0.1, "unknown_words": ["guitar"]}, "no_answer", "below RAG_MIN_COVERAGE"),
+    ({"similarity": 0.79, "coverage": 0.1}, "no_answer", "below the threshold 0.80 (RAG_MIN_SIMILARITY)"),
+    # enough coverage anyway: the usual reason
+    ({"similarity": 0.9, "coverage": 0.8}, "rag", "coverage 0.80 >= 0.40"),
+    ({"similarity": None, "retrieval": "keyword", "coverage": 0.1}, "no_answer", "below RAG_MIN_COVERAGE"),
+])
+def test_gate_similarity_alone_answers_a_paraphrase_only_when_set(kw, mode, says):
+    got_mode, reason, _ = localrag.evidence_gate(signals(**kw), ALONE)
+    assert got_mode == mode and says in reason, reason
+    if mode == "rag" and "ALONE" in says:  # without the setting the same signals are refused
+        assert localrag.evidence_gate(signals(**kw), dataclasses.replace(ALONE, min_similarity_alone=None))[0] == \
+            "no_answer"
 
 
 def test_gate_signals_use_the_best_single_chunk():
