@@ -5498,7 +5498,7 @@ def run_retrieval(store: Store, config: Config, query: str, top_k: int, retrieva
         _check_schema_dim(store, config)
         store.dim_checked = True
     key = config.embedding_key
-    use_vector, use_keyword = mode in ("hybrid", "vector"), mode in ("hybrid", "keyword")
+    use_vector = mode in ("hybrid", "vector")
     if use_vector and not store.has_current(key):
         raise RetrievalNotReady(f"no embeddings for {key[0]}/{key[1]}/{key[2]} in the database; {HINT_INGEST}",
                                 embedding_provider=key[0], embedding_model=key[1])
