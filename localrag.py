@@ -8682,8 +8682,15 @@ class Api:
             raise MethodNotAllowed(f"{method} is not allowed on {path}; use {', '.join(allowed)}", allowed=allowed)
         raise NotFound(f"no endpoint {path}; see GET /openapi.json", path=path)
 
+    def serves(self, method: str, path: str) -> bool:
+        """True when (method, path) has a route."""
+        return (method, path) in self.routes or any(m == method and rx.fullmatch(path)
+                                                    for m, rx, _h in self.pattern_routes)
+
     def dispatch(self, method: str, path: str, headers: Any,
                  read_body: Callable[[bool], Any]) -> tuple | StreamResponse:
+        if method == "HEAD" and self.serves("GET", path):
+            method = "GET"   # HEAD is GET without the body (RFC 9110 9.3.2): same status and headers
         handler = self.resolve(method, path)
         if (method, path) not in self.open_routes and not self.authorized(headers):
             # 401 before the body is read or judged
@@ -9006,10 +9013,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def _read_body(self, raw: bool = False) -> Any:
         """The request's input: the body as JSON (POST, PATCH; raw bytes when `raw`), the query string's parameters
-        (GET); either way the request is then in flight."""
+        (GET, HEAD); either way the request is then in flight."""
         if self.command not in ("POST", "PATCH"):
             self._begin_work()
-            return query_params(urllib.parse.urlsplit(self.path).query) if self.command == "GET" else None
+            return query_params(urllib.parse.urlsplit(self.path).query) if self.command in ("GET", "HEAD") else None
         if raw:
             try:
                 return self._read_raw()
