@@ -110,6 +110,35 @@ def test_fusion_weights_decide_between_channels():
     assert localrag.fuse(cands(), "rrf", 0.8) == [2, 1]
 
 
+def test_rrf_scores_are_exact():
+    """RRF: weight / (60 + rank) per channel; equal scores share a rank (competition ranking 1, 1, 3); a channel
+    that scored 0 (no match) or was not run adds nothing."""
+    w = 0.25
+    cands = {1: {"vector": 0.9, "keyword": 0.5, "channels": ["keyword", "vector"]},
+             2: {"vector": 0.9, "keyword": 0.0, "channels": ["vector"]},
+             3: {"vector": 0.3, "keyword": 0.2, "channels": ["keyword", "vector"]},
+             4: {"vector": None, "keyword": 0.1, "channels": ["keyword"]}}
+    order = localrag.fuse(cands, "rrf", w)
+    expected = {1: (1 - w) / 61 + w / 61, 2: (1 - w) / 61, 3: (1 - w) / 63 + w / 62, 4: w / 63}
+    assert {cid: c["fused"] for cid, c in cands.items()} == pytest.approx(expected, rel=1e-12)
+    assert order == [1, 3, 2, 4]
+
+
+def test_fusion_ties_break_on_channels_then_summed_scores_then_id():
+    # equal fused score (0.2): the result found by both channels first, though its id is larger
+    cands = {1: {"vector": 0.4, "keyword": 0.0, "channels": ["vector"]},
+             2: {"vector": 0.2, "keyword": 0.2, "channels": ["keyword", "vector"]}}
+    assert localrag.fuse(cands, "weighted", 0.5) == [2, 1] and cands[1]["fused"] == cands[2]["fused"] == 0.2
+    # equal fused score (0.5) and channels: the higher summed channel scores first (1.0 before 0.75)
+    cands = {1: {"vector": 0.625, "keyword": 0.125, "channels": ["keyword", "vector"]},
+             2: {"vector": 0.5, "keyword": 0.5, "channels": ["keyword", "vector"]}}
+    assert localrag.fuse(cands, "weighted", 0.25) == [2, 1] and cands[1]["fused"] == cands[2]["fused"] == 0.5
+    # all equal: by chunk id
+    cands = {7: {"vector": 0.5, "keyword": 0.5, "channels": ["keyword", "vector"]},
+             3: {"vector": 0.5, "keyword": 0.5, "channels": ["keyword", "vector"]}}
+    assert localrag.fuse(cands, "rrf", 0.3) == [3, 7] and localrag.fuse(cands, "weighted", 0.3) == [3, 7]
+
+
 def test_unseen_cjk_bigram_straddling_a_known_word_is_backed_off():
     terms = localrag.keyword_terms("今天上海天气")
     out = {t["term"]: t for t in localrag.query_term_weights(terms, 1000, {"上海": 5}, 0.25)}
@@ -152,8 +181,10 @@ def test_gate_decisions_name_the_deciding_signal(kw, mode, says):
 def test_gate_signals_use_the_best_single_chunk():
     terms = [{"term": t, "df": 1, "idf": 1.0, "weight": w} for t, w in (("canvas", 2.0), ("card", 1.0), ("zzz", 1.0))]
     result = lambda matched, vec=0.3: {"matched_terms": matched, "scores": {"vector": vec, "keyword": 0.2}}  # noqa
+    # the fourth chunk holds every term but is not among the top GATE_EVIDENCE_CHUNKS (3): not evidence
     sig = localrag.gate_signals({"mode": "hybrid", "terms": terms,
-                                 "results": [result(["card"]), result(["canvas"], 0.6), result(["zzz"])]})
+                                 "results": [result(["card"]), result(["canvas"], 0.6), result(["zzz"]),
+                                             result(["canvas", "card", "zzz"], 0.2)]})
     assert sig["coverage"] == 0.5 and sig["matched_terms"] == ["canvas"] and sig["similarity"] == 0.6
     assert sig["missing_terms"] == ["card", "zzz"] and sig["query_terms"] == 3 and sig["unknown_words"] == []
 
