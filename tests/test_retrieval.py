@@ -238,6 +238,22 @@ def test_hybrid_scores_and_channels(ingested):
         assert r["score"] == pytest.approx(fused, abs=1e-5)
 
 
+def test_keyword_score_is_bm25_over_a_full_match_at_saturation(ingested):
+    """keyword score = BM25 / ((k1 + 1) x the query's summed term weights).  Each term adds less than (k1 + 1) x
+    its idf, and a Latin word's weight is its idf, so a chunk scores below the weighted share of the terms it
+    matched: under 1 unless it matches them all (here it cannot: no note says zanzibar)."""
+    config = ingested[0]
+    with localrag.Store.open(config) as s:
+        run = localrag.run_retrieval(s, config, "onboarding training zanzibar", 10, "keyword")
+    weight = {t["term"]: t["weight"] for t in run["terms"]}
+    assert set(weight) == {"onboarding", "training", "zanzibar"}
+    assert all(weight[t["term"]] == t["idf"] for t in run["terms"])
+    assert run["results"]
+    for r in run["results"]:
+        share = sum(weight[t] for t in r["matched_terms"]) / sum(weight.values())
+        assert 0 < r["scores"]["keyword"] < share <= 2 / 3 + 1e-9, (r["matched_terms"], r["scores"])
+
+
 def test_rrf_fusion_setting(ingested, monkeypatch):
     monkeypatch.setenv("RAG_FUSION", "rrf")
     config = localrag.load_config()
