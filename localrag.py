@@ -105,6 +105,7 @@ CHUNK_TARGET_MIN_TOKENS = 400              # a section below this may absorb the
 CHUNK_TARGET_MAX_TOKENS = 800              # a section above this is split
 CHUNK_HARD_MAX_TOKENS = 1200               # no chunk is ever larger
 CHUNK_OVERLAP_TOKENS = 80                  # tokens repeated at the start of the next piece of a split section
+CHUNK_SPLIT_SLACK_TOKENS = 40              # a split aims its pieces this far under the max: room to end on a line
 MAX_FILE_MB_DEFAULT = 10                   # larger files are reported, not read (keeps memory bounded)
 FRONTMATTER_MAX_BYTES = 64 * 1024          # larger frontmatter is dropped (with a warning); the body is indexed
 FRONTMATTER_MAX_NODES = 20_000             # YAML values after alias expansion: above this it is an alias bomb
@@ -1503,8 +1504,8 @@ def span_lines(body: str, start: int, end: int, body_line: int = 1) -> tuple[int
 
 
 # === 5. Chunking ===================================================================================================
-# Heading-aware: one chunk per section, sections over CHUNK_TARGET_MAX_TOKENS split at line/sentence boundaries
-# with CHUNK_OVERLAP_TOKENS of overlap, and one merge rule: a section at depth >= 2 (under the document's H1)
+# Heading-aware: one chunk per section, sections over CHUNK_TARGET_MAX_TOKENS split into balanced pieces at
+# line/sentence boundaries with CHUNK_OVERLAP_TOKENS of overlap, and one merge rule: a section at depth >= 2 (under the document's H1)
 # whose own text is under CHUNK_TARGET_MIN_TOKENS absorbs the sections nested beneath it that follow, while the
 # chunk stays within CHUNK_TARGET_MAX_TOKENS.  Siblings never merge, so a chunk's heading_path is always the
 # heading that encloses all of its text, and a citation names the most specific heading it can.
@@ -1622,30 +1623,50 @@ def _hard_cut(body: str, start: int, end: int, limit: int) -> list[tuple[int, in
 
 
 def _split_span(body: str, start: int, end: int) -> list[tuple[int, int]]:
-    """Split body[start:end] into pieces of at most CHUNK_TARGET_MAX_TOKENS, each but the first starting with
-    up to CHUNK_OVERLAP_TOKENS of the previous piece's tail.  Returns absolute spans, in order."""
+    """Split body[start:end] into balanced pieces of at most CHUNK_TARGET_MAX_TOKENS, each but the first starting
+    with up to CHUNK_OVERLAP_TOKENS of the previous piece's tail.  Returns absolute spans, in order.
+
+    The rule: the text is cut into units (lines; sentences of a line over 400 characters; equal token cuts of a
+    unit too big for any piece).  Each piece, in turn, aims at the same size: the tokens left (its overlap
+    included) plus the overlaps still to come, over the fewest pieces that keep that size within
+    CHUNK_TARGET_MAX_TOKENS - CHUNK_SPLIT_SLACK_TOKENS.  A piece ends at the unit boundary nearest its aim (before a
+    unit whose middle would pass it), and always before a unit that would take it over CHUNK_TARGET_MAX_TOKENS.
+    So a 900-token section becomes two pieces of about 490 (not 800 + 180), and with short lines every piece is
+    within CHUNK_TARGET_MIN_TOKENS..CHUNK_TARGET_MAX_TOKENS."""
+    unit_max = CHUNK_TARGET_MAX_TOKENS - CHUNK_OVERLAP_TOKENS
     units: list[tuple[int, int, int]] = []
     for s, e in _units(body[start:end], start):
         n = count_tokens(body[s:e])
-        if n > CHUNK_TARGET_MAX_TOKENS - CHUNK_OVERLAP_TOKENS:  # a unit too big for any piece: hard cut
-            units.extend(_hard_cut(body, s, e, CHUNK_TARGET_MAX_TOKENS - CHUNK_OVERLAP_TOKENS))
+        if n > unit_max:  # a unit too big for any piece: cut into equal parts, each within a piece
+            units.extend(_hard_cut(body, s, e, -(-n // -(-n // unit_max))))
         elif e > s:
             units.append((s, e, n))
     pieces: list[tuple[int, int]] = []
     piece_start, used, i = start, 0, 0
     overlap_tokens = 0
+    left = sum(n for _, _, n in units)
+    aim = _piece_aim(left)
     while i < len(units):
         s, e, n = units[i]
-        if used and overlap_tokens + used + n > CHUNK_TARGET_MAX_TOKENS:
+        if used and (overlap_tokens + used + n > CHUNK_TARGET_MAX_TOKENS or overlap_tokens + used + n / 2 > aim):
             piece_end = s
             pieces.append((piece_start, piece_end))
             ov_start = piece_end - _tail_len(body[piece_start:piece_end])
+            left -= used
             piece_start, overlap_tokens, used = ov_start, count_tokens(body[ov_start:piece_end]), 0
+            aim = _piece_aim(overlap_tokens + left)
             continue
         used += n
         i += 1
     pieces.append((piece_start, end))
     return pieces
+
+
+def _piece_aim(tokens: int) -> float:
+    """The size each piece aims at when `tokens` (the next piece's overlap included) are left to split."""
+    room = CHUNK_TARGET_MAX_TOKENS - CHUNK_SPLIT_SLACK_TOKENS - CHUNK_OVERLAP_TOKENS
+    n = max(1, -(-(tokens - CHUNK_OVERLAP_TOKENS) // room))
+    return (tokens + (n - 1) * CHUNK_OVERLAP_TOKENS) / n
 
 
 def _tail_len(text: str) -> int:
@@ -8698,8 +8719,15 @@ class Api:
             raise MethodNotAllowed(f"{method} is not allowed on {path}; use {', '.join(allowed)}", allowed=allowed)
         raise NotFound(f"no endpoint {path}; see GET /openapi.json", path=path)
 
+    def serves(self, method: str, path: str) -> bool:
+        """True when (method, path) has a route."""
+        return (method, path) in self.routes or any(m == method and rx.fullmatch(path)
+                                                    for m, rx, _h in self.pattern_routes)
+
     def dispatch(self, method: str, path: str, headers: Any,
                  read_body: Callable[[bool], Any]) -> tuple | StreamResponse:
+        if method == "HEAD" and self.serves("GET", path):
+            method = "GET"   # HEAD is GET without the body (RFC 9110 9.3.2): same status and headers
         handler = self.resolve(method, path)
         if (method, path) not in self.open_routes and not self.authorized(headers):
             # 401 before the body is read or judged
@@ -9022,10 +9050,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def _read_body(self, raw: bool = False) -> Any:
         """The request's input: the body as JSON (POST, PATCH; raw bytes when `raw`), the query string's parameters
-        (GET); either way the request is then in flight."""
+        (GET, HEAD); either way the request is then in flight."""
         if self.command not in ("POST", "PATCH"):
             self._begin_work()
-            return query_params(urllib.parse.urlsplit(self.path).query) if self.command == "GET" else None
+            return query_params(urllib.parse.urlsplit(self.path).query) if self.command in ("GET", "HEAD") else None
         if raw:
             try:
                 return self._read_raw()

@@ -111,6 +111,35 @@ def test_fusion_weights_decide_between_channels():
     assert localrag.fuse(cands(), "rrf", 0.8) == [2, 1]
 
 
+def test_rrf_scores_are_exact():
+    """RRF: weight / (60 + rank) per channel; equal scores share a rank (competition ranking 1, 1, 3); a channel
+    that scored 0 (no match) or was not run adds nothing."""
+    w = 0.25
+    cands = {1: {"vector": 0.9, "keyword": 0.5, "channels": ["keyword", "vector"]},
+             2: {"vector": 0.9, "keyword": 0.0, "channels": ["vector"]},
+             3: {"vector": 0.3, "keyword": 0.2, "channels": ["keyword", "vector"]},
+             4: {"vector": None, "keyword": 0.1, "channels": ["keyword"]}}
+    order = localrag.fuse(cands, "rrf", w)
+    expected = {1: (1 - w) / 61 + w / 61, 2: (1 - w) / 61, 3: (1 - w) / 63 + w / 62, 4: w / 63}
+    assert {cid: c["fused"] for cid, c in cands.items()} == pytest.approx(expected, rel=1e-12)
+    assert order == [1, 3, 2, 4]
+
+
+def test_fusion_ties_break_on_channels_then_summed_scores_then_id():
+    # equal fused score (0.2): the result found by both channels first, though its id is larger
+    cands = {1: {"vector": 0.4, "keyword": 0.0, "channels": ["vector"]},
+             2: {"vector": 0.2, "keyword": 0.2, "channels": ["keyword", "vector"]}}
+    assert localrag.fuse(cands, "weighted", 0.5) == [2, 1] and cands[1]["fused"] == cands[2]["fused"] == 0.2
+    # equal fused score (0.5) and channels: the higher summed channel scores first (1.0 before 0.75)
+    cands = {1: {"vector": 0.625, "keyword": 0.125, "channels": ["keyword", "vector"]},
+             2: {"vector": 0.5, "keyword": 0.5, "channels": ["keyword", "vector"]}}
+    assert localrag.fuse(cands, "weighted", 0.25) == [2, 1] and cands[1]["fused"] == cands[2]["fused"] == 0.5
+    # all equal: by chunk id
+    cands = {7: {"vector": 0.5, "keyword": 0.5, "channels": ["keyword", "vector"]},
+             3: {"vector": 0.5, "keyword": 0.5, "channels": ["keyword", "vector"]}}
+    assert localrag.fuse(cands, "rrf", 0.3) == [3, 7] and localrag.fuse(cands, "weighted", 0.3) == [3, 7]
+
+
 def test_unseen_cjk_bigram_straddling_a_known_word_is_backed_off():
     terms = localrag.keyword_terms("今天上海天气")
     out = {t["term"]: t for t in localrag.query_term_weights(terms, 1000, {"上海": 5}, 0.25)}
@@ -178,8 +207,10 @@ def test_gate_similarity_alone_answers_a_paraphrase_only_when_set(kw, mode, says
 def test_gate_signals_use_the_best_single_chunk():
     terms = [{"term": t, "df": 1, "idf": 1.0, "weight": w} for t, w in (("canvas", 2.0), ("card", 1.0), ("zzz", 1.0))]
     result = lambda matched, vec=0.3: {"matched_terms": matched, "scores": {"vector": vec, "keyword": 0.2}}  # noqa
+    # the fourth chunk holds every term but is not among the top GATE_EVIDENCE_CHUNKS (3): not evidence
     sig = localrag.gate_signals({"mode": "hybrid", "terms": terms,
-                                 "results": [result(["card"]), result(["canvas"], 0.6), result(["zzz"])]})
+                                 "results": [result(["card"]), result(["canvas"], 0.6), result(["zzz"]),
+                                             result(["canvas", "card", "zzz"], 0.2)]})
     assert sig["coverage"] == 0.5 and sig["matched_terms"] == ["canvas"] and sig["similarity"] == 0.6
     assert sig["missing_terms"] == ["card", "zzz"] and sig["query_terms"] == 3 and sig["unknown_words"] == []
 
@@ -231,6 +262,22 @@ def test_hybrid_scores_and_channels(ingested):
     for r in results:
         fused = (1 - w) * r["scores"]["vector"] + w * r["scores"]["keyword"]
         assert r["score"] == pytest.approx(fused, abs=1e-5)
+
+
+def test_keyword_score_is_bm25_over_a_full_match_at_saturation(ingested):
+    """keyword score = BM25 / ((k1 + 1) x the query's summed term weights).  Each term adds less than (k1 + 1) x
+    its idf, and a Latin word's weight is its idf, so a chunk scores below the weighted share of the terms it
+    matched: under 1 unless it matches them all (here it cannot: no note says zanzibar)."""
+    config = ingested[0]
+    with localrag.Store.open(config) as s:
+        run = localrag.run_retrieval(s, config, "onboarding training zanzibar", 10, "keyword")
+    weight = {t["term"]: t["weight"] for t in run["terms"]}
+    assert set(weight) == {"onboarding", "training", "zanzibar"}
+    assert all(weight[t["term"]] == t["idf"] for t in run["terms"])
+    assert run["results"]
+    for r in run["results"]:
+        share = sum(weight[t] for t in r["matched_terms"]) / sum(weight.values())
+        assert 0 < r["scores"]["keyword"] < share <= 2 / 3 + 1e-9, (r["matched_terms"], r["scores"])
 
 
 def test_rrf_fusion_setting(ingested, monkeypatch):
