@@ -5432,7 +5432,8 @@ def _check_schema_dim(store: Store, config: Config) -> None:
 
 
 # === 9. Retrieval ==================================================================================================
-# Exact cosine scan over the vectors of the current provider/model/dim (no approximate index: correctness first).
+# Cosine over the vectors of the current provider/model/dim: the exact scan (the correctness path), or above a size
+# an HNSW index whose candidates are re-ranked by exact distance (RAG_SEARCH; README "Large vaults").
 
 def validate_text(value: Any, field: str, max_chars: int = 4000) -> str:
     if not isinstance(value, str):
@@ -7145,7 +7146,8 @@ def db_status(config: Config) -> dict:
         if out["schema_initialized"]:
             out["documents"], out["chunks"] = s.run(
                 "SELECT (SELECT count(*) FROM documents), (SELECT count(*) FROM chunks)")[0]
-            out["embeddings"] = [{"embedding_provider": p, "embedding_model": m, "embedding_dim": d, "count": n}
+            out["embeddings"] = [{"embedding_provider": p, "embedding_model": m, "embedding_dim": d, "count": n,
+                                  "approx_index": s.approx_index((p, m, d))}
                                  for p, m, d, n in s.run(
                                      "SELECT embedding_provider, embedding_model, embedding_dim, count(*) FROM "
                                      "embeddings GROUP BY 1, 2, 3 ORDER BY 1, 2, 3")]
@@ -10079,7 +10081,10 @@ def _cmd_db(config: Config, args: argparse.Namespace) -> int:
                 print(f"documents       {result['documents']}")
                 print(f"chunks          {result['chunks']}")
                 for e in result["embeddings"]:
-                    print(f"embeddings      {e['count']} ({e['embedding_provider']}/{e['embedding_model']})")
+                    index = e["approx_index"]
+                    about = ("" if index is None else "; approximate index INVALID (rebuilt by `db init`)"
+                             if not index["valid"] else f"; approximate index {index['bytes'] / 2 ** 20:,.0f} MB")
+                    print(f"embeddings      {e['count']} ({e['embedding_provider']}/{e['embedding_model']}{about})")
                 for v in result["vaults"]:
                     print(f"vault           {v['vault_path']} ({v['documents']} documents)")
                 run = result.get("last_ingest_run")

@@ -259,3 +259,51 @@ def test_index_memory_warning_names_the_setting():
     assert localrag.hnsw_memory_warning(1000, 16, 64) is None
     text = localrag.hnsw_memory_warning(1_000_000, 16, 1024)
     assert "RAG_INDEX_MEMORY_MB" in text and "2," in text  # ~2.5 GB for a million 1024-dim vectors
+
+
+def test_a_build_killed_with_kill_9_leaves_nothing_and_the_next_db_init_builds(ingested, no_approx_index,
+                                                                                 monkeypatch):
+    """kill -9 of a real `localrag ingest` while the index build it ends with waits (held by a lock, as a long
+    build would run): the server ends the build within a second of the client's death
+    (client_connection_check_interval) instead of building for nobody, and no index is left (the build's
+    transaction never commits); searches stay exact, and the next db init builds it."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    config = _configured(monkeypatch, RAG_APPROX_MIN_CHUNKS="1")
+    _, vault, _ = ingested
+    holder = localrag.Store.open(config)
+    holder.run("BEGIN")
+    holder.run("LOCK TABLE embeddings IN ROW EXCLUSIVE MODE")  # CREATE INDEX needs SHARE: it waits
+    proc = subprocess.Popen([sys.executable, "-m", "localrag", "ingest", str(vault), "--json"], env=dict(os.environ),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            cwd=os.path.dirname(localrag.__file__))
+    try:
+        deadline = time.monotonic() + 60
+        with localrag.Store.open(config) as s:
+            while not s.run("SELECT 1 FROM pg_stat_activity WHERE query LIKE 'CREATE INDEX%' AND "
+                            "wait_event_type = 'Lock'"):
+                assert proc.poll() is None and time.monotonic() < deadline, "the ingest never started its build"
+                time.sleep(0.05)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+        deadline = time.monotonic() + 10   # client_connection_check_interval is 1 s: the build does not wait on
+        with localrag.Store.open(config) as s:
+            while s.run("SELECT 1 FROM pg_stat_activity WHERE query LIKE 'CREATE INDEX%'"):
+                assert time.monotonic() < deadline, "the dead client's build is still waiting"
+                time.sleep(0.1)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+        holder.run("ROLLBACK")
+        holder.close()
+    time.sleep(0.5)
+    with localrag.Store.open(config) as s:
+        assert not s.run("SELECT 1 FROM pg_stat_activity WHERE query LIKE 'CREATE INDEX%' AND state = 'active'")
+        assert s.approx_index(config.embedding_key) is None
+    assert localrag.search(config, QUERIES[0], 5)["search_path"] == "exact"
+    assert localrag.db_init(config)["approx_index"]["entries"] > 0
+    assert localrag.search(config, QUERIES[0], 5)["search_path"] == "approx"
