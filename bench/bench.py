@@ -974,6 +974,7 @@ def bench_scale(config, out: dict, sizes: Sequence[int], kinds: Sequence[str], n
                     fig[f"{tag}_recall_at_10"] = round(hits / (SCALE_RECALL_K * len(exact_rows)), 4)
                     fig[f"{tag}_vs_numpy"] = round(statistics.median(times) / statistics.median(base), 2)
                 s.drop_approx_index(SCALE_KEY)
+            fig["load_average_1m"] = round(os.getloadavg()[0], 1)   # the machine is shared: read figures with it
             out[name] = fig
             print(f"{name}: {fig}", file=sys.stderr, flush=True)
 
