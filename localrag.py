@@ -3931,11 +3931,12 @@ class Store:
                 " ORDER BY distance, chunk_id LIMIT :k", q=encode_vector(vector), p=key[0], m=key[1], d=key[2], k=n,
                 **params)
         pool = max(n, approx_ef_search)
-        # Unscoped, the index is what was asked for: a small table's seq scan would be as fast, but not what the
-        # result says served it.  Scoped, the planner weighs the scope's own indexes against it.
+        # Unscoped, the index is what was asked for: on a small table a scan and a sort would be as fast, but not
+        # what the result says served it.  Scoped, the planner weighs the scope's own indexes against it.
+        pin = "on" if extra else "off"
         self.run("SELECT set_config('hnsw.ef_search', :ef, true), set_config('hnsw.iterative_scan', "
-                 "'relaxed_order', true), set_config('enable_seqscan', :seq, true)", ef=str(pool),
-                 seq="on" if extra else "off")
+                 "'relaxed_order', true), set_config('enable_seqscan', :pin, true), set_config('enable_bitmapscan', "
+                 ":pin, true), set_config('enable_sort', :pin, true)", ef=str(pool), pin=pin)
         # The index predicate names the key as literals; the planner proves it from these (bound) parameters.
         rows = self.run(
             "SELECT chunk_id, embedding <=> CAST(:q AS vector) AS distance FROM (SELECT chunk_id, embedding "
@@ -3943,7 +3944,8 @@ class Store:
             f"ORDER BY embedding::halfvec({EMBEDDING_DIM}) <=> CAST(:q AS halfvec({EMBEDDING_DIM})) LIMIT :pool) "
             "AS near ORDER BY distance, chunk_id LIMIT :k", q=encode_vector(vector), p=key[0], m=key[1], d=key[2],
             k=n, pool=pool, **params)
-        self.run("SELECT set_config('enable_seqscan', 'on', true)")
+        self.run("SELECT set_config('enable_seqscan', 'on', true), set_config('enable_bitmapscan', 'on', true), "
+                 "set_config('enable_sort', 'on', true)")
         if extra and len(rows) < n:
             # A narrow scope can outlast the iterative scan's budget (hnsw.max_scan_tuples): the exact scan of the
             # scope then gives every row there is.
