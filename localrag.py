@@ -5368,11 +5368,16 @@ def ingest(config: Config, vault: str | Path, progress: ProgressFn | None = None
         if job.failed:
             summary = f"{len(job.failed)} file(s) failed: " + "; ".join(
                 f"{f['path']}: {f['error']}" for f in job.failed[:20])
-        # Still under the ingest lock: a concurrent ingest of this vault waits instead of writing during the build.
-        index_built = ensure_approx_index(store, config, progress)
         result = _finish_run(config, store, job, "success", summary, time.monotonic() - started)
         result["schema_created"] = schema_created
-        result["approx_index"] = index_built
+        # Still under the ingest lock (a concurrent ingest of this vault waits instead of writing during the build);
+        # after the run is recorded: the vectors are in, and a failed build only leaves searches on the exact scan.
+        try:
+            result["approx_index"] = ensure_approx_index(store, config, progress)
+        except DatabaseError as exc:
+            LOG.warning("the approximate index was not built (%s); searches use the exact scan until `localrag db "
+                        "init` or the next ingest builds it", exc.message)
+            result["approx_index"] = {"error": exc.message}
         with contextlib.suppress(LocalRagError):
             store.run("SELECT pg_advisory_unlock(:k, hashtext(:v))", k=INGEST_LOCK_KEY, v=vault_key)
         return result
@@ -10145,7 +10150,7 @@ def _cmd_ingest(config: Config, args: argparse.Namespace) -> int:
              + (f"; links: {result['links']['resolved']} resolved, {result['links']['unresolved']} unresolved"
                 if result["links"]["resolved"] or result["links"]["unresolved"] else "")
              + (f"; {len(result['files_failed'])} file(s) failed" if result["files_failed"] else ""))
-        if result.get("approx_index"):
+        if result.get("approx_index") and "error" not in result["approx_index"]:
             _say(_index_text(result["approx_index"]))
     unread = result["skipped_by_reason"].get("too_large", 0) + result["skipped_by_reason"].get("unreadable", 0)
     return EXIT_PARTIAL if result["files_failed"] or unread else EXIT_OK
