@@ -5649,8 +5649,8 @@ def ensure_approx_index(store: Store, config: Config, progress: "ProgressFn | No
     if progress:
         progress("index", count, count)
     built["reason"] = ("rebuilt: the previous build was interrupted" if index is not None else
-                       f"{count:,} vectors" + ("" if config.rag_search == "approx" else
-                                               f" (RAG_APPROX_MIN_CHUNKS={config.rag_approx_min_chunks:,})"))
+                       "RAG_SEARCH=approx" if config.rag_search == "approx" else
+                       f"RAG_APPROX_MIN_CHUNKS={config.rag_approx_min_chunks:,} reached")
     for warning in built["warnings"]:
         LOG.warning("%s", warning)
     return built
