@@ -101,6 +101,15 @@ MIN_COVERAGE_UNSEEN_DEFAULT = 0.6
 UNSEEN_CJK_BACKOFF_DEFAULT = 0.25          # weight of a CJK bigram the corpus never contains, relative to its idf
 KEYWORD_QUERY_MAX_TERMS = 128              # a 4,000-character question is cut to its first terms
 SCOPE_MAX_ITEMS, SCOPE_MAX_CHARS = 20, 500  # --path / --tag entries per request, characters per entry
+# The vector channel's two paths: the exact scan (the correctness path) and an approximate HNSW index over the
+# vectors cast to halfvec, whose candidates are re-ranked by their exact distance (README "Large vaults").
+SEARCH_PATHS = ("auto", "exact", "approx")
+SEARCH_DEFAULT = "auto"
+APPROX_MIN_CHUNKS_DEFAULT = 100_000        # auto: the index serves a provider/model with at least this many vectors
+HNSW_M_DEFAULT, HNSW_M_MIN, HNSW_M_MAX = 16, 2, 100                    # pgvector's own limits
+HNSW_EF_CONSTRUCTION_DEFAULT, HNSW_EF_CONSTRUCTION_MIN, HNSW_EF_CONSTRUCTION_MAX = 64, 4, 1000
+HNSW_EF_SEARCH_DEFAULT, HNSW_EF_SEARCH_MIN, HNSW_EF_SEARCH_MAX = 100, 1, 1000
+INDEX_MEMORY_MB_DEFAULT, INDEX_MEMORY_MB_MIN, INDEX_MEMORY_MB_MAX = 1024, 64, 64 * 1024
 CHUNK_TARGET_MIN_TOKENS = 400              # a section below this may absorb the sections nested under it
 CHUNK_TARGET_MAX_TOKENS = 800              # a section above this is split
 CHUNK_HARD_MAX_TOKENS = 1200               # no chunk is ever larger
@@ -436,6 +445,8 @@ ENV_KEYS = (
     "RAG_RETRIEVAL", "RAG_FUSION", "RAG_KEYWORD_WEIGHT", "RAG_MIN_COVERAGE", "RAG_MIN_COVERAGE_UNSEEN",
     "RAG_MIN_MATCHED_TERMS", "RAG_UNSEEN_CJK_BACKOFF", "RAG_MIN_SIMILARITY_ALONE",
     "RAG_STRICT_CLAIMS", "RAG_RECORD_ANSWERS",
+    "RAG_SEARCH", "RAG_APPROX_MIN_CHUNKS", "RAG_HNSW_M", "RAG_HNSW_EF_CONSTRUCTION", "RAG_HNSW_EF_SEARCH",
+    "RAG_INDEX_MEMORY_MB",
     "LOCALRAG_API_TOKEN", "LOCALRAG_MAX_FILE_MB", "LOCALRAG_MAX_BODY_BYTES", "LOCALRAG_INGEST_WORKERS",
 )
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
@@ -484,6 +495,12 @@ class Config:
     rag_unseen_cjk_backoff: float = UNSEEN_CJK_BACKOFF_DEFAULT
     rag_strict_claims: bool = False        # an unsupported numeric claim turns the answer into insufficient_evidence
     rag_record_answers: bool = True        # append every ask to the answers table
+    rag_search: str = SEARCH_DEFAULT       # the vector channel's path: auto, exact or approx
+    rag_approx_min_chunks: int = APPROX_MIN_CHUNKS_DEFAULT
+    rag_hnsw_m: int = HNSW_M_DEFAULT
+    rag_hnsw_ef_construction: int = HNSW_EF_CONSTRUCTION_DEFAULT
+    rag_hnsw_ef_search: int = HNSW_EF_SEARCH_DEFAULT
+    rag_index_memory_mb: int = INDEX_MEMORY_MB_DEFAULT   # maintenance_work_mem asked for while building the index
     api_token: str = dataclasses.field(default="", repr=False)
     max_file_bytes: int = MAX_FILE_MB_DEFAULT * 1024 * 1024
     max_body_bytes: int = HTTP_MAX_BODY_BYTES_DEFAULT
@@ -538,6 +555,12 @@ class Config:
             "rag_unseen_cjk_backoff": self.rag_unseen_cjk_backoff,
             "rag_strict_claims": self.rag_strict_claims,
             "rag_record_answers": self.rag_record_answers,
+            "rag_search": self.rag_search,
+            "rag_approx_min_chunks": self.rag_approx_min_chunks,
+            "rag_hnsw_m": self.rag_hnsw_m,
+            "rag_hnsw_ef_construction": self.rag_hnsw_ef_construction,
+            "rag_hnsw_ef_search": self.rag_hnsw_ef_search,
+            "rag_index_memory_mb": self.rag_index_memory_mb,
             "api_token": "set" if self.api_token else "not set",
             "max_file_mb": round(self.max_file_bytes / (1024 * 1024), 3),
             "max_body_bytes": self.max_body_bytes,
@@ -688,6 +711,21 @@ def load_config(env_file: str | Path | None = None, environ: dict | None = None,
     if not 1 <= workers <= 64:
         raise ConfigInvalid(f"LOCALRAG_INGEST_WORKERS={workers} is out of range; use 1 (no worker processes) to 64",
                             key="LOCALRAG_INGEST_WORKERS", value=workers, allowed="1..64")
+    search_path = _choice_setting((get("RAG_SEARCH") or SEARCH_DEFAULT).lower(), "RAG_SEARCH", SEARCH_PATHS)
+    approx_min = _range_setting(get("RAG_APPROX_MIN_CHUNKS"), "RAG_APPROX_MIN_CHUNKS", APPROX_MIN_CHUNKS_DEFAULT, 0,
+                                2 ** 31 - 1)
+    hnsw_m = _range_setting(get("RAG_HNSW_M"), "RAG_HNSW_M", HNSW_M_DEFAULT, HNSW_M_MIN, HNSW_M_MAX)
+    hnsw_efc = _range_setting(get("RAG_HNSW_EF_CONSTRUCTION"), "RAG_HNSW_EF_CONSTRUCTION",
+                              HNSW_EF_CONSTRUCTION_DEFAULT, HNSW_EF_CONSTRUCTION_MIN, HNSW_EF_CONSTRUCTION_MAX)
+    if hnsw_efc < 2 * hnsw_m:  # pgvector refuses this at CREATE INDEX: say so before any ingest starts
+        raise ConfigInvalid(f"RAG_HNSW_EF_CONSTRUCTION={hnsw_efc} must be at least twice RAG_HNSW_M={hnsw_m}; raise "
+                            f"it to {2 * hnsw_m} or more, or lower RAG_HNSW_M", key="RAG_HNSW_EF_CONSTRUCTION",
+                            value=hnsw_efc, allowed=f"{max(2 * hnsw_m, HNSW_EF_CONSTRUCTION_MIN)}.."
+                                                    f"{HNSW_EF_CONSTRUCTION_MAX}")
+    hnsw_efs = _range_setting(get("RAG_HNSW_EF_SEARCH"), "RAG_HNSW_EF_SEARCH", HNSW_EF_SEARCH_DEFAULT,
+                              HNSW_EF_SEARCH_MIN, HNSW_EF_SEARCH_MAX)
+    index_mb = _range_setting(get("RAG_INDEX_MEMORY_MB"), "RAG_INDEX_MEMORY_MB", INDEX_MEMORY_MB_DEFAULT,
+                              INDEX_MEMORY_MB_MIN, INDEX_MEMORY_MB_MAX)
     database_url = get("DATABASE_URL")
     if database_url:
         parse_database_url(database_url)  # fail early, naming the key, on a malformed URL
@@ -711,6 +749,8 @@ def load_config(env_file: str | Path | None = None, environ: dict | None = None,
         rag_min_similarity_alone=min_sim_alone, rag_unseen_cjk_backoff=backoff,
         rag_strict_claims=_bool_setting(get("RAG_STRICT_CLAIMS"), "RAG_STRICT_CLAIMS"),
         rag_record_answers=_bool_setting(get("RAG_RECORD_ANSWERS") or "true", "RAG_RECORD_ANSWERS"),
+        rag_search=search_path, rag_approx_min_chunks=approx_min, rag_hnsw_m=hnsw_m, rag_hnsw_ef_construction=hnsw_efc,
+        rag_hnsw_ef_search=hnsw_efs, rag_index_memory_mb=index_mb,
         api_token=get("LOCALRAG_API_TOKEN"), max_file_bytes=int(max_file_mb * 1024 * 1024),
         max_body_bytes=max_body, ingest_workers=workers, env_file=dotenv_path, repo_root=repo_root,
     )
@@ -744,6 +784,15 @@ def _int_setting(raw: str, key: str, default: int) -> int:
         return int(raw)
     except ValueError:
         raise ConfigInvalid(f"{key}={raw!r} is not an integer", key=key, value=raw) from None
+
+
+def _range_setting(raw: str, key: str, default: int, low: int, high: int) -> int:
+    """An integer from low to high."""
+    value = _int_setting(raw, key, default)
+    if not low <= value <= high:
+        raise ConfigInvalid(f"{key}={value} is out of range; use an integer from {low} to {high}", key=key,
+                            value=value, allowed=f"{low}..{high}")
+    return value
 
 
 def _float_setting(raw: str, key: str, default: float) -> float:
@@ -3691,6 +3740,24 @@ class _Copy:
             yield data[i:i + size]
 
 
+def hnsw_graph_mb(count: int, m: int) -> float:
+    """The HNSW build's in-memory graph, in MB: per vector its halfvec (2 bytes a dimension), ~2 x m layer-0
+    neighbour slots of 8 bytes, and pgvector's element overhead (~300 bytes).  Pure."""
+    return count * (2 * EMBEDDING_DIM + 16 * m + 300) / (1024 * 1024)
+
+
+def hnsw_memory_warning(count: int, m: int, grant_mb: int) -> str | None:
+    """What to do when the graph will not fit the memory granted to the build (pgvector then goes on on disk,
+    many times slower), or None.  Pure."""
+    graph_mb = hnsw_graph_mb(count, m)
+    if graph_mb <= grant_mb:
+        return None
+    return (f"the approximate index of {count:,} vectors needs ~{graph_mb:,.0f} MB to build in memory but may use "
+            f"{grant_mb:,} MB (RAG_INDEX_MEMORY_MB, or the server's maintenance_work_mem if larger): the build goes "
+            f"on on disk and takes much longer; set RAG_INDEX_MEMORY_MB={int(graph_mb) + 64} if the database server "
+            f"has that much memory free")
+
+
 class Store:
     """One pg8000 connection with our error translation; the only code that talks SQL."""
 
@@ -3878,14 +3945,110 @@ class Store:
         return f" AND {column} IN (SELECT c.id FROM chunks c WHERE {' AND '.join(where)})", params
 
     def vector_candidates(self, key: tuple[str, str, int], vector: Sequence[float], n: int,
-                          scope: "Scope | None") -> list[tuple[int, float]]:
-        """(chunk_id, cosine distance) of the n nearest chunks: an exact scan (ties broken by chunk id)."""
+                          scope: "Scope | None", approx_ef_search: int | None = None) -> list[tuple[int, float]]:
+        """(chunk_id, cosine distance) of the n nearest chunks, ties broken by chunk id.  By default an exact scan;
+        with `approx_ef_search` the key's HNSW index (see build_approx_index) hands over its max(n, ef_search)
+        nearest by halfvec distance, which are re-ranked here by their exact distance.  pgvector's iterative scan
+        (relaxed order: the re-ranking restores it) keeps reading the graph until a scope's filter has let enough
+        rows through.  Settings are SET LOCAL: call inside a transaction (Store.snapshot)."""
         extra, params = self._scope_sql(scope, "chunk_id")
-        return self.run(
-            "SELECT chunk_id, embedding <=> CAST(:q AS vector) AS distance FROM embeddings "
-            "WHERE embedding_provider = :p AND embedding_model = :m AND embedding_dim = :d" + extra +
-            " ORDER BY distance, chunk_id LIMIT :k", q=encode_vector(vector), p=key[0], m=key[1], d=key[2], k=n,
-            **params)
+        if approx_ef_search is None:
+            return self.run(
+                "SELECT chunk_id, embedding <=> CAST(:q AS vector) AS distance FROM embeddings "
+                "WHERE embedding_provider = :p AND embedding_model = :m AND embedding_dim = :d" + extra +
+                " ORDER BY distance, chunk_id LIMIT :k", q=encode_vector(vector), p=key[0], m=key[1], d=key[2], k=n,
+                **params)
+        pool = max(n, approx_ef_search)
+        # Unscoped, the index is what was asked for: on a small table a scan and a sort would be as fast, but not
+        # what the result says served it.  Scoped, the planner weighs the scope's own indexes against it.
+        pin = "on" if extra else "off"
+        self.run("SELECT set_config('hnsw.ef_search', :ef, true), set_config('hnsw.iterative_scan', "
+                 "'relaxed_order', true), set_config('enable_seqscan', :pin, true), set_config('enable_bitmapscan', "
+                 ":pin, true), set_config('enable_sort', :pin, true)", ef=str(pool), pin=pin)
+        # The index predicate names the key as literals; the planner proves it from these (bound) parameters.
+        rows = self.run(
+            "SELECT chunk_id, embedding <=> CAST(:q AS vector) AS distance FROM (SELECT chunk_id, embedding "
+            f"FROM embeddings WHERE embedding_provider = :p AND embedding_model = :m AND embedding_dim = :d{extra} "
+            f"ORDER BY embedding::halfvec({EMBEDDING_DIM}) <=> CAST(:q AS halfvec({EMBEDDING_DIM})) LIMIT :pool) "
+            "AS near ORDER BY distance, chunk_id LIMIT :k", q=encode_vector(vector), p=key[0], m=key[1], d=key[2],
+            k=n, pool=pool, **params)
+        self.run("SELECT set_config('enable_seqscan', 'on', true), set_config('enable_bitmapscan', 'on', true), "
+                 "set_config('enable_sort', 'on', true)")
+        if extra and len(rows) < n:
+            # A narrow scope can outlast the iterative scan's budget (hnsw.max_scan_tuples): the exact scan of the
+            # scope then gives every row there is.
+            return self.vector_candidates(key, vector, n, scope)
+        return rows
+
+    # --- the approximate index: one partial HNSW index per provider/model/dim ----------------------------------
+
+    @staticmethod
+    def approx_index_name(key: tuple[str, str, int]) -> str:
+        """The index's name: a digest of the key (provider and model names may hold any characters)."""
+        return "idx_embeddings_hnsw_" + hashlib.sha256("\x00".join(map(str, key)).encode()).hexdigest()[:16]
+
+    def approx_index(self, key: tuple[str, str, int]) -> dict | None:
+        """The key's index as the catalog shows it: {"name", "valid" (false: a build that did not finish),
+        "entries" (the planner's estimate), "bytes", "options"}, or None when there is none."""
+        rows = self.run(
+            "SELECT i.indisvalid AND i.indisready, c.reltuples, pg_relation_size(c.oid), c.reloptions FROM pg_class c "
+            "JOIN pg_index i ON i.indexrelid = c.oid WHERE c.relname = :n AND c.relnamespace = "
+            "(SELECT relnamespace FROM pg_class WHERE oid = 'embeddings'::regclass)", n=self.approx_index_name(key))
+        if not rows:
+            return None
+        valid, entries, size, options = rows[0]
+        return {"name": self.approx_index_name(key), "valid": bool(valid), "entries": max(0, int(entries)),
+                "bytes": int(size), "options": list(options or [])}
+
+    def build_approx_index(self, key: tuple[str, str, int], m: int, ef_construction: int,
+                           memory_mb: int) -> dict:
+        """Create the key's HNSW index (halfvec_cosine_ops over embedding::halfvec, partial on the key), replacing
+        an invalid leftover of an interrupted concurrent build.  Returns {"seconds", "entries", "bytes",
+        "memory_mb", "graph_mb", "warnings"}: "graph_mb" is the estimated in-memory graph; when it exceeds the
+        memory granted the build spills to disk (much slower) and a warning says what to raise.
+
+        A plain CREATE INDEX (reads go on; writes to embeddings wait) in one transaction: when this process dies
+        mid-build the server notices within client_connection_check_interval and rolls back, so no half-built
+        index is ever left."""
+        import pg8000.native
+        name, lit = self.approx_index_name(key), pg8000.native.literal
+        count = self.count_current(key)
+        grant_mb = max(self._setting_mb("maintenance_work_mem"), memory_mb)
+        warning = hnsw_memory_warning(count, m, grant_mb)
+        warnings = [warning] if warning else []
+        notices = getattr(self.con, "notices", None)
+        if notices is not None:
+            notices.clear()   # what the build says (pgvector's "no longer fits" notice) is read afterwards
+        started = time.monotonic()
+        with self.transaction():
+            self.run(f"SET LOCAL maintenance_work_mem = '{int(grant_mb)}MB'")
+            self.run("SET LOCAL client_connection_check_interval = '1s'")
+            old = self.approx_index(key)
+            if old is not None and not old["valid"]:
+                self.run(f'DROP INDEX IF EXISTS "{name}"')
+            self.run(f'CREATE INDEX IF NOT EXISTS "{name}" ON embeddings USING hnsw '
+                     f"((embedding::halfvec({EMBEDDING_DIM})) halfvec_cosine_ops) WITH (m = {int(m)}, "
+                     f"ef_construction = {int(ef_construction)}) WHERE embedding_provider = {lit(key[0])} AND "
+                     f"embedding_model = {lit(key[1])} AND embedding_dim = {int(key[2])}")
+        seconds = time.monotonic() - started
+        for notice in list(notices or ()):
+            text = notice.get(b"M", b"").decode("utf-8", "replace") if isinstance(notice, dict) else ""
+            if "maintenance_work_mem" in text and not warnings:
+                warnings.append(f"the database said: {text}; raise RAG_INDEX_MEMORY_MB (it sets "
+                                f"maintenance_work_mem for the build)")
+        info = self.approx_index(key) or {}
+        return {"name": name, "seconds": round(seconds, 2), "entries": info.get("entries", count),
+                "bytes": info.get("bytes"), "memory_mb": int(grant_mb), "graph_mb": round(hnsw_graph_mb(count, m), 1),
+                "warnings": warnings}
+
+    def drop_approx_index(self, key: tuple[str, str, int]) -> None:
+        self.run(f'DROP INDEX IF EXISTS "{self.approx_index_name(key)}"')
+
+    def _setting_mb(self, name: str) -> int:
+        """A memory setting of this session, in MB."""
+        return int(self.run("SELECT CAST(setting AS bigint) * (CASE unit WHEN 'kB' THEN 1024 WHEN '8kB' THEN 8192 "
+                            "WHEN 'MB' THEN 1048576 ELSE 1 END) / 1048576 FROM pg_settings WHERE name = :n",
+                            n=name)[0][0])
 
     def vector_distances(self, key: tuple[str, str, int], vector: Sequence[float],
                          chunk_ids: Sequence[int]) -> dict[int, float]:
@@ -5235,6 +5398,14 @@ def ingest(config: Config, vault: str | Path, progress: ProgressFn | None = None
                 f"{f['path']}: {f['error']}" for f in job.failed[:20])
         result = _finish_run(config, store, job, "success", summary, time.monotonic() - started)
         result["schema_created"] = schema_created
+        # Still under the ingest lock (a concurrent ingest of this vault waits instead of writing during the build);
+        # after the run is recorded: the vectors are in, and a failed build only leaves searches on the exact scan.
+        try:
+            result["approx_index"] = ensure_approx_index(store, config, progress)
+        except DatabaseError as exc:
+            LOG.warning("the approximate index was not built (%s); searches use the exact scan until `localrag db "
+                        "init` or the next ingest builds it", exc.message)
+            result["approx_index"] = {"error": exc.message}
         with contextlib.suppress(LocalRagError):
             store.run("SELECT pg_advisory_unlock(:k, hashtext(:v))", k=INGEST_LOCK_KEY, v=vault_key)
         return result
@@ -5296,7 +5467,8 @@ def _check_schema_dim(store: Store, config: Config) -> None:
 
 
 # === 9. Retrieval ==================================================================================================
-# Exact cosine scan over the vectors of the current provider/model/dim (no approximate index: correctness first).
+# Cosine over the vectors of the current provider/model/dim: the exact scan (the correctness path), or above a size
+# an HNSW index whose candidates are re-ranked by exact distance (RAG_SEARCH; README "Large vaults").
 
 def validate_text(value: Any, field: str, max_chars: int = 4000) -> str:
     if not isinstance(value, str):
@@ -5465,11 +5637,71 @@ def fuse(candidates: dict[int, dict], method: str, keyword_weight: float) -> lis
                                                  (candidates[cid].get("keyword") or 0.0)), cid))
 
 
+_approx_warned: set[tuple] = set()          # (database, key) pairs whose missing index was already warned about
+
+
+def choose_search_path(config: Config, index: dict | None) -> tuple[str, str]:
+    """(path, why) for the vector channel: "approx" only when the key's index exists and is valid, and RAG_SEARCH
+    is approx, or auto with at least RAG_APPROX_MIN_CHUNKS vectors in the index; otherwise "exact".  Pure."""
+    if config.rag_search == "exact":
+        return "exact", "RAG_SEARCH=exact"
+    if index is None:
+        return "exact", "no approximate index for this embedding model yet"
+    if not index["valid"]:
+        return "exact", "the approximate index is invalid (an interrupted build)"
+    if config.rag_search == "approx":
+        return "approx", "RAG_SEARCH=approx"
+    if index["entries"] < config.rag_approx_min_chunks:
+        return "exact", f"{index['entries']:,} vectors, below RAG_APPROX_MIN_CHUNKS={config.rag_approx_min_chunks:,}"
+    return "approx", f"{index['entries']:,} vectors, at least RAG_APPROX_MIN_CHUNKS={config.rag_approx_min_chunks:,}"
+
+
+def ensure_approx_index(store: Store, config: Config, progress: "ProgressFn | None" = None) -> dict | None:
+    """Build the current embedding model's approximate index when it is due and missing (or invalid: a build
+    that was interrupted): with RAG_SEARCH=approx as soon as there are vectors, with auto once there are at least
+    RAG_APPROX_MIN_CHUNKS, never with exact.  Returns the build's figures (Store.build_approx_index, plus "reason"),
+    or None when nothing was built.  `db init` and every ingest call it."""
+    if config.rag_search == "exact":
+        return None
+    key = config.embedding_key
+    index = store.approx_index(key)
+    if index is not None and index["valid"]:
+        return None
+    count = store.count_current(key)
+    if not count or (config.rag_search == "auto" and count < config.rag_approx_min_chunks):
+        return None
+    if progress:
+        progress("index", 0, count)
+    built = store.build_approx_index(key, config.rag_hnsw_m, config.rag_hnsw_ef_construction,
+                                     config.rag_index_memory_mb)
+    if progress:
+        progress("index", count, count)
+    built["reason"] = ("rebuilt: the previous build was interrupted" if index is not None else
+                       "RAG_SEARCH=approx" if config.rag_search == "approx" else
+                       f"RAG_APPROX_MIN_CHUNKS={config.rag_approx_min_chunks:,} reached")
+    for warning in built["warnings"]:
+        LOG.warning("%s", warning)
+    return built
+
+
+def _search_path(store: Store, config: Config, key: tuple[str, str, int]) -> tuple[str, str]:
+    """choose_search_path on the catalog's view; RAG_SEARCH=approx without a usable index is served exactly and
+    warned about once per process and database."""
+    index = None if config.rag_search == "exact" else store.approx_index(key)
+    path, why = choose_search_path(config, index)
+    if config.rag_search == "approx" and path == "exact" and (store.target.display, key) not in _approx_warned:
+        _approx_warned.add((store.target.display, key))
+        LOG.warning("RAG_SEARCH=approx, but %s for %s/%s: searching with the exact scan; `localrag db init` or the "
+                    "next ingest builds it", why, key[0], key[1])
+    return path, why
+
+
 def _retrieve_in_snapshot(store: Store, config: Config, mode: str, key: tuple[str, str, int],
                           vector: list[float] | None, words: list[str], n_candidates: int, top_k: int,
-                          scope: Scope | None) -> tuple[list[dict], dict[int, dict], list[int], dict[int, tuple]]:
+                          scope: Scope | None) -> tuple[list[dict], dict[int, dict], list[int], dict[int, tuple],
+                                                        tuple[str, str] | None]:
     """run_retrieval's database half: (query terms, candidates with both channels' scores, the top_k order, their
-    chunk rows)."""
+    chunk rows, the vector channel's path as (path, why) or None)."""
     use_vector, use_keyword = vector is not None, mode in ("hybrid", "keyword")
     # Query terms and their statistics: needed by the keyword channel and by the evidence gate in every mode.
     n_chunks, avgdl, df = store.keyword_stats(list(dict.fromkeys(words)))
@@ -5478,9 +5710,12 @@ def _retrieve_in_snapshot(store: Store, config: Config, mode: str, key: tuple[st
     total_weight = sum(t["weight"] for t in terms)
     kw_norm = (BM25_K1 + 1) * total_weight  # the BM25 of a chunk matching every term at saturation
     candidates: dict[int, dict] = {}
+    path = None
     if use_vector:
+        path = _search_path(store, config, key)
+        ef_search = config.rag_hnsw_ef_search if path[0] == "approx" else None
         if any(vector):  # a zero vector (e.g. only punctuation) has no neighbours
-            for cid, distance in store.vector_candidates(key, vector, n_candidates, scope):
+            for cid, distance in store.vector_candidates(key, vector, n_candidates, scope, ef_search):
                 candidates[cid] = {"vector": clamp_score(distance), "channels": ["vector"]}
     if use_keyword and seen:
         for cid, _score in store.keyword_candidates([t["term"] for t in seen], [t["idf"] for t in seen], avgdl,
@@ -5506,13 +5741,14 @@ def _retrieve_in_snapshot(store: Store, config: Config, mode: str, key: tuple[st
         for c in candidates.values():
             c["fused"] = c[channel]
     order = [cid for cid in order if candidates[cid]["fused"] > 0 or mode != "keyword"][:top_k]
-    return terms, candidates, order, store.chunk_rows(order)
+    return terms, candidates, order, store.chunk_rows(order), path
 
 
 def run_retrieval(store: Store, config: Config, query: str, top_k: int, retrieval: str | None = None,
                   scope: Scope | None = None) -> dict:
     """Retrieve with the chosen mode: {"mode", "results" (best first, internal fields included, each with the
-    query terms it matched), "terms" (the query's keyword terms with df/idf/weight)}."""
+    query terms it matched), "terms" (the query's keyword terms with df/idf/weight), "search_path" (the vector
+    channel's: "exact" or "approx"; None in keyword mode) and "search_path_reason"}."""
     mode = retrieval or config.rag_retrieval
     if not getattr(store, "dim_checked", False):
         store.check_schema_version()
@@ -5534,8 +5770,8 @@ def run_retrieval(store: Store, config: Config, query: str, top_k: int, retrieva
                                        f"{config.embedding_dim}", expected=config.embedding_dim, actual=len(vector))
     words = keyword_terms(query)[:KEYWORD_QUERY_MAX_TERMS]
     with store.snapshot():  # statistics, candidates, scores and rows all from one snapshot (an ingest may be running)
-        terms, candidates, order, rows = _retrieve_in_snapshot(store, config, mode, key, vector, words, n_candidates,
-                                                               top_k, scope)
+        terms, candidates, order, rows, path = _retrieve_in_snapshot(store, config, mode, key, vector, words,
+                                                                     n_candidates, top_k, scope)
     results = []
     for cid in order:
         content, rel, heading_path, chunk_index, content_hash, vault_path, line_start, line_end, title, aliases = \
@@ -5551,7 +5787,8 @@ def run_retrieval(store: Store, config: Config, query: str, top_k: int, retrieva
                        "keyword": round(c["keyword"], 6)},
             "channels": sorted(c["channels"]), "vault_path": vault_path, "matched_terms": c["matched_terms"],
             "chunk_index": chunk_index, "content_hash": content_hash, "chunk_id": cid})
-    return {"mode": mode, "results": results, "terms": terms}
+    return {"mode": mode, "results": results, "terms": terms, "search_path": path[0] if path else None,
+            "search_path_reason": path[1] if path else None}
 
 
 def retrieve(store: Store, config: Config, query: str, top_k: int, retrieval: str | None = None,
@@ -6477,7 +6714,8 @@ def answer_record(response: dict, *, question: str, top_k: int, config: Config, 
     return {
         "question": question, "mode": response["mode"], "reason": response["reason"],
         "retrieval": {"mode": retrieval_mode, "filters": filters or {}, "top_k": top_k,
-                      "embedding_provider": config.embedding_provider, "embedding_model": config.embedding_model},
+                      "embedding_provider": config.embedding_provider, "embedding_model": config.embedding_model,
+                      "search_path": response.get("search_path")},
         "gate": {"confidence": response["confidence"], "threshold": response["threshold"],
                  "signals": response.get("gate") or {}, "evidence_check": response.get("evidence_check")},
         "evidence": blocks, "excluded": list(evidence.excluded) if evidence else [],
@@ -6515,7 +6753,8 @@ def search(config: Config, query: Any, top_k: Any = None, store: Store | None = 
         retrieved = run_retrieval(s, config, query, top_k, retrieval, scope)
     mode, reason, signals = evidence_gate(gate_signals(retrieved), GateSettings.from_config(config))
     return {"confidence": _confidence(signals), "results": [public_result(r) for r in retrieved["results"]],
-            "retrieval": retrieval, "gate": {"mode": mode, "reason": reason, **signals}}
+            "retrieval": retrieval, "search_path": retrieved["search_path"],
+            "gate": {"mode": mode, "reason": reason, **signals}}
 
 
 def citation(block: dict) -> dict:
@@ -6575,7 +6814,7 @@ def ask(config: Config, question: Any, top_k: Any = None, fallback: Any = False,
                           "threshold": config.rag_min_similarity, "prompt_version": None,
                           "completion": {"status": "not_called", "finish_reason": None, "model": None, "usage": None},
                           "evidence_check": None, "claims": [], "citation_check": None, "answer_id": None,
-                          "retrieval": retrieval, "gate": signals}
+                          "retrieval": retrieval, "search_path": run["search_path"], "gate": signals}
         evidence: Evidence | None = None
         if mode == "rag":
             evidence = assemble_evidence(results, config.rag_context_token_budget, max_blocks=top_k)
@@ -6925,13 +7164,17 @@ def list_notes(config: Config, prefix: Any = None, tag: Any = None, vault: Any =
             "next_offset": offset + len(notes) if offset + len(notes) < total else None}
 
 
-def db_init(config: Config) -> dict:
+def db_init(config: Config, progress: "ProgressFn | None" = None) -> dict:
+    """`localrag db init`: create or upgrade the schema, then build the current embedding model's approximate
+    index if it is due (see ensure_approx_index; "approx_index" holds the build's figures, or null)."""
     with Store.open(config) as s:
         versions = s.init_schema()
         state = s.schema_state()
+        built = ensure_approx_index(s, config, progress)
     return {"status": "ok", "database": s.target.display, "pgvector": state["pgvector"],
             "tables": list(SCHEMA_TABLES), "schema_version": versions["to"], "upgraded_from": (
-                versions["from"] if versions["from"] not in (None, SCHEMA_VERSION) else None)}
+                versions["from"] if versions["from"] not in (None, SCHEMA_VERSION) else None),
+            "approx_index": built}
 
 
 def db_status(config: Config) -> dict:
@@ -6947,7 +7190,8 @@ def db_status(config: Config) -> dict:
         if out["schema_initialized"]:
             out["documents"], out["chunks"] = s.run(
                 "SELECT (SELECT count(*) FROM documents), (SELECT count(*) FROM chunks)")[0]
-            out["embeddings"] = [{"embedding_provider": p, "embedding_model": m, "embedding_dim": d, "count": n}
+            out["embeddings"] = [{"embedding_provider": p, "embedding_model": m, "embedding_dim": d, "count": n,
+                                  "approx_index": s.approx_index((p, m, d))}
                                  for p, m, d, n in s.run(
                                      "SELECT embedding_provider, embedding_model, embedding_dim, count(*) FROM "
                                      "embeddings GROUP BY 1, 2, 3 ORDER BY 1, 2, 3")]
@@ -7952,7 +8196,10 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
         "query_terms": _schema("integer"), "results": _schema("integer")})
     gate_verdict = {"mode": _schema("string", enum=["rag", "no_answer"]), "reason": _schema("string")}
     retrieval_used = _doc("string", "The retrieval mode used", "hybrid", enum=list(RETRIEVAL_MODES))
-    ask_response["properties"].update({"retrieval": retrieval_used, "gate": gate})
+    search_path = _doc("string", "Which path served the vector channel: exact (the scan) or approx (the HNSW index, "
+                                 "re-ranked exactly); null in keyword mode", "exact", enum=["exact", "approx", None],
+                       nullable=True)
+    ask_response["properties"].update({"retrieval": retrieval_used, "search_path": search_path, "gate": gate})
     note = _schema("object", required=["path", "vault_path", "heading_path", "line_start", "line_end", "content"],
                    properties={
         "path": source, "vault_path": _doc("string", "The vault folder the note was indexed from",
@@ -8253,7 +8500,7 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
                                        0.62, minimum=0, maximum=1),
                     "results": _doc("array", "The results, best first", [],
                                     items={"$ref": "#/components/schemas/SearchResult"}),
-                    "retrieval": retrieval_used,
+                    "retrieval": retrieval_used, "search_path": search_path,
                     "gate": {**gate, "properties": {**gate["properties"], **gate_verdict}}}),
                 "Citation": citation,
                 "AskResponse": ask_response,
@@ -9770,7 +10017,7 @@ PROGRESS_TTY_INTERVAL_S = 0.1         # redraw the in-place line at most this of
 PROGRESS_LOG_INTERVAL_S = 5.0         # not a terminal: a line at most this often...
 PROGRESS_LOG_FRACTION = 0.10          # ...and only after this much more of the phase is done (the rarer wins)
 _PROGRESS_UNITS = {"parse+embed": "files", "write": "files", "embed": "chunks", "backfill": "documents",
-                   "hash": "files", "pack": "files", "verify": "files"}
+                   "hash": "files", "pack": "files", "verify": "files", "index": "vectors"}
 
 
 def _duration(seconds: float) -> str:
@@ -9861,10 +10108,17 @@ def _cmd_config(config: Config, args: argparse.Namespace) -> int:
 
 def _cmd_db(config: Config, args: argparse.Namespace) -> int:
     if args.db_command == "init":
-        result = db_init(config)
+        progress = _progress_printer()
+        try:
+            result = db_init(config, progress)
+        finally:
+            if progress:
+                progress.close()
         upgraded = f", upgraded from version {result['upgraded_from']}" if result["upgraded_from"] else ""
         _print_json(result) if args.json else _say(f"schema version {result['schema_version']} ready on "
                                                    f"{result['database']} (pgvector {result['pgvector']}{upgraded})")
+        if result["approx_index"] and not args.json:
+            _say(_index_text(result["approx_index"]))
     elif args.db_command == "status":
         result = db_status(config)
         if args.json:
@@ -9878,7 +10132,10 @@ def _cmd_db(config: Config, args: argparse.Namespace) -> int:
                 print(f"documents       {result['documents']}")
                 print(f"chunks          {result['chunks']}")
                 for e in result["embeddings"]:
-                    print(f"embeddings      {e['count']} ({e['embedding_provider']}/{e['embedding_model']})")
+                    index = e["approx_index"]
+                    about = ("" if index is None else "; approximate index INVALID (rebuilt by `db init`)"
+                             if not index["valid"] else f"; approximate index {index['bytes'] / 2 ** 20:,.0f} MB")
+                    print(f"embeddings      {e['count']} ({e['embedding_provider']}/{e['embedding_model']}{about})")
                 for v in result["vaults"]:
                     print(f"vault           {v['vault_path']} ({v['documents']} documents)")
                 run = result.get("last_ingest_run")
@@ -9895,6 +10152,11 @@ def _cmd_db(config: Config, args: argparse.Namespace) -> int:
     elif args.db_command == "schema":
         sys.stdout.write(SCHEMA_SQL)
     return EXIT_OK
+
+
+def _index_text(built: dict) -> str:
+    size = f", {built['bytes'] / (1024 * 1024):,.0f} MB" if built.get("bytes") else ""
+    return f"approximate index built in {built['seconds']:.1f}s ({built['entries']:,} vectors{size}; {built['reason']})"
 
 
 def _skip_text(skipped: dict[str, int]) -> str:
@@ -9932,6 +10194,8 @@ def _cmd_ingest(config: Config, args: argparse.Namespace) -> int:
              + (f"; links: {result['links']['resolved']} resolved, {result['links']['unresolved']} unresolved"
                 if result["links"]["resolved"] or result["links"]["unresolved"] else "")
              + (f"; {len(result['files_failed'])} file(s) failed" if result["files_failed"] else ""))
+        if result.get("approx_index") and "error" not in result["approx_index"]:
+            _say(_index_text(result["approx_index"]))
     unread = result["skipped_by_reason"].get("too_large", 0) + result["skipped_by_reason"].get("unreadable", 0)
     return EXIT_PARTIAL if result["files_failed"] or unread else EXIT_OK
 

@@ -27,7 +27,8 @@ def test_smoke_loop_every_expected_source_in_top5(ingested):
 def test_result_shape_and_ordering(ingested, retrieval):
     config, vault, _ = ingested
     result = localrag.search(config, "客户 P1 工单应该怎么升级？", 5, retrieval=retrieval)
-    assert set(result) == {"confidence", "results", "retrieval", "gate"} and len(result["results"]) == 5
+    assert set(result) == {"confidence", "results", "retrieval", "search_path", "gate"}
+    assert len(result["results"]) == 5 and result["search_path"] == (None if retrieval == "keyword" else "exact")
     assert result["retrieval"] == retrieval
     scores = [r["score"] for r in result["results"]]
     assert scores == sorted(scores, reverse=True)
@@ -127,3 +128,190 @@ def test_cli_human_output_cites_file_and_heading(ingested, capsys):
     code, out = run_cli("search", "API 延迟升高时值班工程师应该怎么处理？", "--top-k", "2")
     assert code == 0
     assert out.startswith("confidence ") and "runbooks/API Latency Runbook.md  ›" in out
+
+
+# === the approximate path (HNSW over halfvec, re-ranked exactly) ===================================================
+
+@pytest.fixture
+def no_approx_index(db):
+    """Drops every approximate index afterwards: an HNSW index left on the shared test database would slow every
+    later test's ingest."""
+    yield db
+    with localrag.Store.open(db) as s:
+        for (name,) in s.run("SELECT indexname FROM pg_indexes WHERE tablename = 'embeddings' AND indexname LIKE "
+                             "'idx_embeddings_hnsw_%'"):
+            s.run(f'DROP INDEX IF EXISTS "{name}"')
+
+
+def _configured(monkeypatch, **env) -> localrag.Config:
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    return localrag.load_config()
+
+
+def _index_scans(config, at_least: int = 0) -> int:
+    """The index's scan count, once it reaches at_least (statistics arrive when the searching sessions end)."""
+    import time
+    deadline = time.monotonic() + 10
+    with localrag.Store.open(config) as s:
+        name = s.approx_index_name(config.embedding_key)
+        while True:
+            rows = s.run("SELECT idx_scan FROM pg_stat_user_indexes WHERE indexrelname = :n", n=name)
+            s.run("SELECT pg_stat_clear_snapshot()")
+            scans = rows[0][0] if rows else 0
+            if scans >= at_least or time.monotonic() > deadline:
+                return scans
+            time.sleep(0.1)
+
+
+@pytest.mark.parametrize("setting, index, expected", [
+    ("exact", {"valid": True, "entries": 10 ** 6}, "exact"),
+    ("auto", None, "exact"),
+    ("auto", {"valid": True, "entries": 99}, "exact"),
+    ("auto", {"valid": True, "entries": 100}, "approx"),
+    ("auto", {"valid": False, "entries": 10 ** 6}, "exact"),
+    ("approx", {"valid": True, "entries": 1}, "approx"),
+    ("approx", None, "exact"),
+    ("approx", {"valid": False, "entries": 5}, "exact"),
+])
+def test_choose_search_path(setting, index, expected):
+    config = localrag.Config(rag_search=setting, rag_approx_min_chunks=100)
+    path, why = localrag.choose_search_path(config, index)
+    assert path == expected and why
+
+
+QUERIES = ["客户 P1 工单应该怎么升级？", "VPN 连接失败怎么办", "报销流程", "how to reset a password", "发布 回滚"]
+
+
+def test_low_threshold_builds_the_index_and_approx_agrees_with_exact(vault, no_approx_index, monkeypatch):
+    config = _configured(monkeypatch, RAG_APPROX_MIN_CHUNKS="50", RAG_HNSW_M="8", RAG_HNSW_EF_CONSTRUCTION="32")
+    result = localrag.ingest(config, vault)
+    built = result["approx_index"]
+    assert built and built["entries"] == result["embeddings_written"] and built["seconds"] >= 0
+    assert built["bytes"] > 0 and built["warnings"] == [] and "RAG_APPROX_MIN_CHUNKS=50" in built["reason"]
+    with localrag.Store.open(config) as s:
+        info = s.approx_index(config.embedding_key)
+    assert info["valid"] and "m=8" in info["options"] and "ef_construction=32" in info["options"]
+    assert localrag.ingest(config, vault)["approx_index"] is None          # built once, then kept
+    exact = _configured(monkeypatch, RAG_SEARCH="exact")
+    before = _index_scans(config)
+    for q in QUERIES:
+        for retrieval in ("vector", "hybrid"):
+            approx_result = localrag.search(config, q, 5, retrieval=retrieval)
+            exact_result = localrag.search(exact, q, 5, retrieval=retrieval)
+            assert approx_result["search_path"] == "approx" and exact_result["search_path"] == "exact"
+            assert [(r["source"], r["heading_path"], r["score"]) for r in approx_result["results"]] == \
+                [(r["source"], r["heading_path"], r["score"]) for r in exact_result["results"]], (q, retrieval)
+    # the index served every approx search (its sessions' statistics arrive when they end)
+    assert _index_scans(config, before + 2 * len(QUERIES)) >= before + 2 * len(QUERIES)
+
+
+def test_approx_respects_scope_filters(vault, no_approx_index, monkeypatch):
+    config = _configured(monkeypatch, RAG_SEARCH="approx")
+    assert localrag.ingest(config, vault)["approx_index"]["reason"] == "RAG_SEARCH=approx"
+    exact = _configured(monkeypatch, RAG_SEARCH="exact")
+    for path in ("runbooks/", "products/"):
+        a = localrag.search(config, QUERIES[0], 5, retrieval="vector", path=path)
+        e = localrag.search(exact, QUERIES[0], 5, retrieval="vector", path=path)
+        assert a["search_path"] == "approx"
+        assert [r["source"] for r in a["results"]] == [r["source"] for r in e["results"]]
+        assert all(r["source"].startswith(path) for r in a["results"])
+
+
+def test_approx_without_index_is_exact_with_one_warning(ingested, no_approx_index, monkeypatch, caplog):
+    config = _configured(monkeypatch, RAG_SEARCH="approx")
+    localrag._approx_warned.clear()
+    with caplog.at_level("WARNING", logger="localrag"):
+        first = localrag.search(config, QUERIES[0], 5)
+        second = localrag.search(config, QUERIES[1], 5)
+    assert first["search_path"] == second["search_path"] == "exact"
+    warnings = [r.getMessage() for r in caplog.records if "RAG_SEARCH=approx" in r.getMessage()]
+    assert len(warnings) == 1 and "no approximate index" in warnings[0] and "db init" in warnings[0]
+    built = localrag.db_init(config)["approx_index"]          # db init builds what was missing
+    assert built and built["entries"] > 0
+    assert localrag.search(config, QUERIES[0], 5)["search_path"] == "approx"
+
+
+def test_interrupted_build_falls_back_to_exact_then_db_init_rebuilds(ingested, no_approx_index, monkeypatch):
+    """An interrupted concurrent build leaves an INVALID index (here: one cancelled while it waits for a writer,
+    after its catalog entry is committed, as a killed session's would be): searches say so and use the exact
+    scan; the next db init replaces it."""
+    config = _configured(monkeypatch, RAG_APPROX_MIN_CHUNKS="1")
+    with localrag.Store.open(config) as s, localrag.Store.open(config) as writer:
+        name = s.approx_index_name(config.embedding_key)
+        with writer.transaction():
+            writer.run("UPDATE embeddings SET updated_at = updated_at WHERE id = (SELECT min(id) FROM embeddings)")
+            s.run("SET statement_timeout = '1s'")
+            with pytest.raises(localrag.DatabaseError):
+                s.run(f'CREATE INDEX CONCURRENTLY "{name}" ON embeddings USING hnsw ((embedding::halfvec(1024)) '
+                      "halfvec_cosine_ops) WHERE embedding_provider = 'fake' AND embedding_model = 'fake-lexical-v1' "
+                      "AND embedding_dim = 1024")
+            s.run("RESET statement_timeout")
+        assert s.approx_index(config.embedding_key)["valid"] is False
+    with localrag.Store.open(config) as s:
+        retrieved = localrag.run_retrieval(s, config, QUERIES[0], 5)
+    assert retrieved["search_path"] == "exact" and "interrupted" in retrieved["search_path_reason"]
+    code, out = run_cli("db", "init", "--json")
+    assert code == 0 and json.loads(out)["approx_index"]["reason"].startswith("rebuilt")
+    assert localrag.search(config, QUERIES[0], 5)["search_path"] == "approx"
+
+
+def test_exact_setting_never_builds(ingested, no_approx_index, monkeypatch):
+    config = _configured(monkeypatch, RAG_SEARCH="exact", RAG_APPROX_MIN_CHUNKS="0")
+    assert localrag.db_init(config)["approx_index"] is None
+    with localrag.Store.open(config) as s:
+        assert s.approx_index(config.embedding_key) is None
+
+
+def test_index_memory_warning_names_the_setting():
+    assert localrag.hnsw_memory_warning(1000, 16, 64) is None
+    text = localrag.hnsw_memory_warning(1_000_000, 16, 1024)
+    assert "RAG_INDEX_MEMORY_MB" in text and "2," in text  # ~2.5 GB for a million 1024-dim vectors
+
+
+def test_a_build_killed_with_kill_9_leaves_nothing_and_the_next_db_init_builds(ingested, no_approx_index,
+                                                                                 monkeypatch):
+    """kill -9 of a real `localrag ingest` while the index build it ends with waits (held by a lock, as a long
+    build would run): the server ends the build within a second of the client's death
+    (client_connection_check_interval) instead of building for nobody, and no index is left (the build's
+    transaction never commits); searches stay exact, and the next db init builds it."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    config = _configured(monkeypatch, RAG_APPROX_MIN_CHUNKS="1")
+    _, vault, _ = ingested
+    holder = localrag.Store.open(config)
+    holder.run("BEGIN")
+    holder.run("LOCK TABLE embeddings IN ROW EXCLUSIVE MODE")  # CREATE INDEX needs SHARE: it waits
+    proc = subprocess.Popen([sys.executable, "-m", "localrag", "ingest", str(vault), "--json"], env=dict(os.environ),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            cwd=os.path.dirname(localrag.__file__))
+    try:
+        deadline = time.monotonic() + 60
+        with localrag.Store.open(config) as s:
+            while not s.run("SELECT 1 FROM pg_stat_activity WHERE query LIKE 'CREATE INDEX%' AND "
+                            "wait_event_type = 'Lock'"):
+                assert proc.poll() is None and time.monotonic() < deadline, "the ingest never started its build"
+                time.sleep(0.05)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+        deadline = time.monotonic() + 10   # client_connection_check_interval is 1 s: the build does not wait on
+        with localrag.Store.open(config) as s:
+            while s.run("SELECT 1 FROM pg_stat_activity WHERE query LIKE 'CREATE INDEX%'"):
+                assert time.monotonic() < deadline, "the dead client's build is still waiting"
+                time.sleep(0.1)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+        holder.run("ROLLBACK")
+        holder.close()
+    time.sleep(0.5)
+    with localrag.Store.open(config) as s:
+        assert not s.run("SELECT 1 FROM pg_stat_activity WHERE query LIKE 'CREATE INDEX%' AND state = 'active'")
+        assert s.approx_index(config.embedding_key) is None
+    assert localrag.search(config, QUERIES[0], 5)["search_path"] == "exact"
+    assert localrag.db_init(config)["approx_index"]["entries"] > 0
+    assert localrag.search(config, QUERIES[0], 5)["search_path"] == "approx"
