@@ -3666,6 +3666,20 @@ class _Copy:
             yield data[i:i + size]
 
 
+@functools.lru_cache(maxsize=256)
+def _text_array_params(sql: str) -> tuple[str, ...]:
+    return tuple(re.findall(r"CAST\(:(\w+) AS text\[\]\)", sql))
+
+
+def _text_array_literal(values: Sequence[str | None]) -> str:
+    """A text[] literal with every element quoted.  pg8000 leaves an element unquoted unless it looks special, and
+    quotes only "NULL", while Postgres reads null in any case as NULL: a keyword term `null`, a tag `Null` or a
+    note whose whole text is `null` became NULL (a query term dropped from BM25, a document that failed its
+    batch).  Store.run sends every `CAST(:x AS text[])` list through here."""
+    return "{" + ",".join("NULL" if v is None else '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+                          for v in values) + "}"
+
+
 class Store:
     """One pg8000 connection with our error translation; the only code that talks SQL."""
 
@@ -3701,6 +3715,9 @@ class Store:
             return cls(db_target(config))
 
     def run(self, sql: str, stream: Any = None, **params: Any) -> list:
+        for name in _text_array_params(sql):
+            if isinstance(params.get(name), (list, tuple)):
+                params[name] = _text_array_literal(params[name])
         try:
             return self.con.run(sql, stream=stream, **params)
         except Exception as exc:
