@@ -4144,6 +4144,12 @@ class StorePool:
         broken = False
         try:
             yield store
+        except KeyboardInterrupt:
+            # A signal cut the request (`localrag mcp`): the connection may be mid-message and its server session
+            # mid-query, holding locks; end both rather than pool the connection.
+            broken = True
+            _end_session(store)
+            raise
         except (DatabaseUnavailable, DatabaseError) as exc:
             broken = True  # a broken connection is not returned to the pool
             if isinstance(exc, DatabaseUnavailable) and exc.transient and store.target.embedded:
@@ -9654,8 +9660,19 @@ def _read_message(stream: Any, limit: int) -> tuple[bytes | None, int]:
     return line.rstrip(b"\r\n"), 0
 
 
-def run_mcp_stdio(config: Config, stdin: Any = None, stdout: Any = None) -> None:
-    """`localrag mcp`: serve MCP on stdin/stdout until stdin closes.  Only JSON-RPC messages reach stdout."""
+MCP_PARENT_CHECK_S = 0.5     # how often `localrag mcp` checks that the client that started it still runs
+
+
+def run_mcp_stdio(config: Config, stdin: Any = None, stdout: Any = None) -> dict:
+    """`localrag mcp`: serve MCP on stdin/stdout until stdin closes, a signal arrives or the client that started it
+    dies.  Only JSON-RPC messages reach stdout.  Returns what happened: {"signal": None or the signal number,
+    "requests": answered, "in_flight_cut": 1 when a signal cut a request short (it is answered with an error),
+    "client_gone": True when the parent process died}.
+
+    A signal (SIGINT/SIGTERM/SIGHUP: Signalled under main) cuts the request in flight: its database session is
+    ended from a fresh connection (StorePool), the client gets an error for it, the pool is closed.  A client
+    killed with -9 closes our stdin, which ends the loop; if a long request is running then, a watch on the parent
+    PID stops the server within MCP_PARENT_CHECK_S instead of letting it run to the end."""
     stdin = stdin or sys.stdin.buffer
     if stdout is None:
         # Anything else that writes to fd 1 (a library's print, a child process such as the embedded Postgres
@@ -9665,12 +9682,24 @@ def run_mcp_stdio(config: Config, stdin: Any = None, stdout: Any = None) -> None
         sys.stdout = sys.stderr
     server = McpServer(config, transport="stdio")
     limit = config.max_body_bytes
+    outcome: dict = {"signal": None, "requests": 0, "in_flight_cut": 0, "client_gone": False}
+    stop_watch = threading.Event()
 
     def send(message: dict) -> None:
         stdout.write(json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n")
         stdout.flush()
 
+    def watch_parent(parent: int) -> None:
+        while not stop_watch.wait(MCP_PARENT_CHECK_S):
+            if os.getppid() != parent:
+                outcome["client_gone"] = True
+                os.kill(os.getpid(), signal.SIGTERM)   # the same clean-up as a SIGTERM from the client
+                return
+
+    if os.name == "posix" and threading.current_thread() is threading.main_thread() and os.getppid() > 1:
+        threading.Thread(target=watch_parent, args=(os.getppid(),), name="mcp-parent-watch", daemon=True).start()
     LOG.info("localrag %s MCP server on stdio", __version__)
+    in_flight: Any = None   # the id of the request being answered (None between requests)
     try:
         while True:
             line, state = _read_message(stdin, limit)
@@ -9691,15 +9720,28 @@ def run_mcp_stdio(config: Config, stdin: Any = None, stdout: Any = None) -> None
                     break
                 send(server.error_response(RpcError(RPC_PARSE_ERROR, f"parse error: {exc}".splitlines()[0][:200])))
                 continue
+            in_flight = _rpc_id(msg)
             response = server.answer(msg)
             if response is not None:
                 send(response)
+                outcome["requests"] += 1
+            in_flight = None
             if state == -2:
                 break
-    except (BrokenPipeError, KeyboardInterrupt):
-        pass
+    except BrokenPipeError:
+        pass   # the client closed our stdout: nobody is left to answer
+    except KeyboardInterrupt as exc:
+        outcome["signal"] = getattr(exc, "signum", signal.SIGINT)
+        if in_flight is not None:
+            outcome["in_flight_cut"] = 1
+            name = signal.Signals(outcome["signal"]).name
+            with contextlib.suppress(OSError, ValueError):
+                send(server.error_response(RpcError(RPC_INTERNAL, f"interrupted ({name}): the server is stopping; "
+                                                                  f"the request was not completed"), in_flight))
     finally:
+        stop_watch.set()
         server.pool.close()
+    return outcome
 
 
 # === 15. CLI =======================================================================================================
@@ -10268,8 +10310,15 @@ def _cmd_show(config: Config, args: argparse.Namespace) -> int:
 
 
 def _cmd_mcp(config: Config, args: argparse.Namespace) -> int:
-    run_mcp_stdio(config)
-    return EXIT_OK
+    outcome = run_mcp_stdio(config)
+    if outcome["signal"] is None:
+        return EXIT_OK
+    name = signal.Signals(outcome["signal"]).name
+    why = "the client that started it ended" if outcome["client_gone"] else name
+    with contextlib.suppress(OSError):  # the client may have taken stderr with it
+        _say(f"mcp stopped ({why}): {outcome['requests']} request(s) answered"
+             + (", 1 in flight cut off (answered with an error)" if outcome["in_flight_cut"] else ""))
+    return 128 + outcome["signal"]
 
 
 def _cmd_eval(config: Config, args: argparse.Namespace) -> int:
