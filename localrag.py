@@ -2846,9 +2846,11 @@ def model_pieces(config: Config, verify: bool = False) -> dict:
             "ready": program["ok"] and packages["ok"] and model["ok"]}
 
 
-def wheelhouse_command(platform: str, python: str, outdir: str | Path) -> tuple[list[str], list[str]]:
+def wheelhouse_command(platform: str, python: str, outdir: str | Path,
+                       find_links: str | None = None) -> tuple[list[str], list[str]]:
     """The `pip download` argv that fetches the local-qwen3 wheels (CPU torch) for platform and Python X.Y, and
-    the requirement lines the laptop installs.  Pure."""
+    the requirement lines the laptop installs.  With find_links (a folder or URL of wheels: a mirror, a copy made
+    elsewhere) pip looks there only, never at an index.  Pure."""
     name = WHEEL_PLATFORM_ALIASES.get(platform, platform)
     if name not in WHEEL_PLATFORMS:
         raise InvalidRequest(f"--platform {platform!r} is not supported; use one of: {', '.join(WHEEL_PLATFORMS)} "
@@ -2865,35 +2867,85 @@ def wheelhouse_command(platform: str, python: str, outdir: str | Path) -> tuple[
             "--python-version", python, "--dest", str(outdir)]
     for tag in spec["tags"]:
         argv += ["--platform", tag]
-    if spec["cpu_index"]:
+    if find_links:
+        argv += ["--no-index", "--find-links", str(find_links)]
+    elif spec["cpu_index"]:
         # torch==X+cpu exists only on the PyTorch CPU index; everything else still comes from the configured index.
         argv += ["--extra-index-url", TORCH_CPU_INDEX]
     return argv + requirements, requirements
 
 
-def embeddings_wheelhouse(platform: str, python: str, outdir: str | Path, dry_run: bool = False) -> dict:
-    """`localrag embeddings wheelhouse`: download the wheels (online), write requirements.txt next to them, and
-    return the one pip line to run on the laptop."""
+def wheel_source(find_links: str | None) -> str | None:
+    """--find-links as pip gets it: a URL as given, a folder as an absolute path; a folder that is not there is a
+    usage error (exit 2) before anything runs."""
+    if not find_links or "://" in find_links:
+        return find_links or None
+    folder = Path(find_links).expanduser()
+    if not folder.is_dir():
+        raise InvalidRequest(f"--find-links {find_links} is not a folder (nor a URL); pass the folder that holds the "
+                             f"wheels", field="--find-links")
+    return str(folder.resolve())
+
+
+# pip's words for "the index could not be reached" (urllib3's errors, as pip logs its retries)
+_PIP_NETWORK_MARKERS = ("NewConnectionError", "Failed to establish a new connection", "Temporary failure in name "
+                        "resolution", "Name or service not known", "nodename nor servname", "Network is unreachable",
+                        "No route to host", "Connection refused", "ConnectTimeoutError", "ReadTimeoutError",
+                        "ProxyError", "SSLError", "getaddrinfo failed")
+
+
+def embeddings_wheelhouse(platform: str, python: str, outdir: str | Path, dry_run: bool = False,
+                          find_links: str | None = None) -> dict:
+    """`localrag embeddings wheelhouse`: download the wheels (online, or from find_links), write requirements.txt
+    next to them once all are there, and return the one pip line to run on the laptop.  pip's output is passed on
+    to stderr; when it fails, the error says in one line whether the index could not be reached."""
     outdir = Path(outdir).expanduser()
-    argv, requirements = wheelhouse_command(platform, python, outdir)
+    find_links = wheel_source(find_links)
+    argv, requirements = wheelhouse_command(platform, python, outdir, find_links)
     install = (f"python{python} -m pip install --no-index --find-links {outdir} -r {outdir / 'requirements.txt'}")
     result = {"platform": WHEEL_PLATFORM_ALIASES.get(platform, platform), "python": python, "outdir": str(outdir),
               "command": argv, "requirements": requirements, "install_on_laptop": install, "downloaded": False}
     if dry_run:
         return result
     import subprocess
+    created = not outdir.exists()
     try:
         outdir.mkdir(parents=True, exist_ok=True)
+        (outdir / "requirements.txt").unlink(missing_ok=True)   # present only when every wheel is
+    except OSError as exc:
+        raise ModelCacheWriteFailed(f"cannot write {outdir}: {exc.strerror or exc}", path=str(outdir)) from None
+    tail: collections.deque = collections.deque(maxlen=400)
+    try:
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    except OSError as exc:
+        raise WheelhouseFailed(f"cannot run pip ({exc}); install pip for {sys.executable}") from None
+    with proc:
+        for raw in proc.stdout:
+            line = raw.decode("utf-8", "replace").rstrip()
+            tail.append(line)
+            with contextlib.suppress(OSError):
+                _say(line)
+    if proc.returncode != 0:
+        if created and not any(outdir.iterdir()):
+            with contextlib.suppress(OSError):
+                outdir.rmdir()
+        errors = [line for line in tail if line.startswith("ERROR:")]
+        last = errors[-1][6:].strip() if errors else (tail[-1] if tail else "")
+        offline = any(m in line for line in tail for m in _PIP_NETWORK_MARKERS) or \
+            any("(from versions: none)" in line for line in errors)
+        where = f"--find-links {find_links}" if find_links else "the package index"
+        if offline and not find_links:
+            raise WheelhouseFailed(
+                f"pip could not reach {where} (or it has no {requirements[0]} wheels for {result['platform']}): "
+                f"`embeddings wheelhouse` downloads, so run it on a machine with network access, or pass "
+                f"--find-links DIR with the wheels (a folder copied from such a machine, or a local mirror)",
+                pip_exit=proc.returncode, pip_error=last, offline=True)
+        raise WheelhouseFailed(f"pip download failed (exit {proc.returncode}) from {where}: {last}; its messages "
+                               f"are above", pip_exit=proc.returncode, pip_error=last, offline=False)
+    try:
         (outdir / "requirements.txt").write_text("\n".join(requirements) + "\n", encoding="utf-8")
     except OSError as exc:
         raise ModelCacheWriteFailed(f"cannot write {outdir}: {exc.strerror or exc}", path=str(outdir)) from None
-    try:
-        proc = subprocess.run(argv, stdout=sys.stderr, stderr=sys.stderr)
-    except OSError as exc:
-        raise WheelhouseFailed(f"cannot run pip ({exc}); install pip for {sys.executable}") from None
-    if proc.returncode != 0:
-        raise WheelhouseFailed(f"pip download failed (exit {proc.returncode}, its messages are above); this step "
-                               f"needs the network and pip for this Python", pip_exit=proc.returncode)
     result["downloaded"] = True
     result["wheels"] = sorted(p.name for p in outdir.glob("*.whl"))
     return result
@@ -10501,10 +10553,13 @@ def _embeddings_action(config: Config, args: argparse.Namespace, progress: _Prog
             _print_pieces(result["status"]["pieces"])
     elif args.emb_command == "wheelhouse":
         wheelhouse_command(args.platform, args.python, args.outdir)  # bad arguments stop before any talk
+        wheel_source(args.find_links)
         if not args.dry_run:
+            source = f"from {args.find_links}" if args.find_links else "online; torch is ~200 MB"
             _say(f"downloading the local-qwen3 wheels for {args.platform} / Python {args.python} into {args.outdir} "
-                 f"(online; torch is ~200 MB) ...")
-        result = embeddings_wheelhouse(args.platform, args.python, args.outdir, dry_run=args.dry_run)
+                 f"({source}) ...")
+        result = embeddings_wheelhouse(args.platform, args.python, args.outdir, dry_run=args.dry_run,
+                                       find_links=args.find_links)
         if args.json:
             _print_json(result)
         else:
@@ -10836,6 +10891,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--platform", required=True, help=f"one of {', '.join(WHEEL_PLATFORMS)} (or a pip tag)")
     sp.add_argument("--python", required=True, metavar="X.Y", help="the laptop's Python, e.g. 3.11")
     sp.add_argument("outdir", metavar="OUTDIR")
+    sp.add_argument("--find-links", metavar="DIR_OR_URL",
+                    help="take the wheels from this folder or URL only (a copy or mirror: no index, no network)")
     sp.add_argument("--dry-run", action="store_true", help="print the pip command without running it")
     _add_json(sp)
     p.set_defaults(func=_cmd_embeddings)
