@@ -2920,11 +2920,15 @@ def embeddings_wheelhouse(platform: str, python: str, outdir: str | Path, dry_ru
     except OSError as exc:
         raise WheelhouseFailed(f"cannot run pip ({exc}); install pip for {sys.executable}") from None
     with proc:
-        for raw in proc.stdout:
-            line = raw.decode("utf-8", "replace").rstrip()
-            tail.append(line)
-            with contextlib.suppress(OSError):
-                _say(line)
+        try:
+            for raw in proc.stdout:
+                line = raw.decode("utf-8", "replace").rstrip()
+                tail.append(line)
+                with contextlib.suppress(OSError):
+                    _say(line)
+        except BaseException:
+            proc.kill()   # interrupted (a signal sent to localrag alone): pip must not run on without us
+            raise
     if proc.returncode != 0:
         if created and not any(outdir.iterdir()):
             with contextlib.suppress(OSError):

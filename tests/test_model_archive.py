@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import tarfile
+import time
 from pathlib import Path
 
 import pytest
@@ -408,6 +409,65 @@ def test_wheelhouse_find_links_must_exist(tmp_path):
                            str(tmp_path / "wh"), "--find-links", str(tmp_path / "nope"), "--json")
     assert code == localrag.EXIT_USAGE and "--find-links" in json.loads(stdout)["error"]["message"]
     assert not (tmp_path / "wh").exists()
+
+
+# --- interrupted: a signal mid-unpack, mid-pack or mid-download leaves nothing behind (issue 10) -----------------
+
+def _signalled_cli(args: list[str], hook: str, env: dict, cwd: Path) -> subprocess.CompletedProcess:
+    """`localrag ARGS` in a real process that sends itself SIGTERM from inside `hook` (a module function), i.e.
+    in the middle of the work at a known point: the signal is real, only its timing is fixed."""
+    code = ("import os, signal, sys, localrag\n"
+            f"real = localrag.{hook}\n"
+            "def stop(*a, **k):\n"
+            "    out = real(*a, **k)\n"
+            "    os.kill(os.getpid(), signal.SIGTERM)\n"
+            "    return out\n"
+            f"localrag.{hook} = stop\n"
+            "sys.exit(localrag.main(sys.argv[1:]))\n")
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, **env, "PYTHONPATH": str(ROOT)}, cwd=cwd)
+
+
+def test_sigterm_mid_unpack_leaves_the_cache_as_it_was(packed, tmp_path):
+    archive, _, target = packed
+    make_snapshot(target.embedding_cache_dir, payload_bytes=10, rev="old-revision")
+    before = tree(target.embedding_cache_dir)
+    done = _signalled_cli(["embeddings", "unpack", str(archive)], "_write_all",
+                          {"EMBEDDING_CACHE_DIR": str(target.embedding_cache_dir)}, tmp_path)
+    assert done.returncode == 143 and "interrupted (SIGTERM)" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+    assert tree(target.embedding_cache_dir) == before          # no staging folder, nothing placed
+
+
+def test_sigterm_mid_pack_leaves_no_partial_archive(packed, tmp_path):
+    archive, snap, _ = packed
+    out = tmp_path / "again.tar"
+    done = _signalled_cli(["embeddings", "pack", str(out)], "_sha256_file",
+                          {"EMBEDDING_CACHE_DIR": str(snap.parent.parent.parent)}, tmp_path)
+    assert done.returncode == 143 and "interrupted (SIGTERM)" in done.stderr, done.stderr
+    assert not out.exists() and not out.with_name(out.name + ".partial").exists()
+
+
+def test_sigterm_while_pip_downloads_ends_pip_too(tmp_path, pip_isolated):
+    """SIGTERM sent to localrag alone (a supervisor, `kill PID`) while pip waits on an index that never answers:
+    localrag exits 143 at once and pip does not run on."""
+    import socket
+    from robust_util import children, start_cli, wait_for, wait_gone
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)                  # accepts (the kernel does), never answers
+    try:
+        proc = start_cli("embeddings", "wheelhouse", "--platform", "macos-arm64", "--python", "3.12",
+                         str(tmp_path / "wh"), env={"PIP_INDEX_URL": f"http://127.0.0.1:{silent.getsockname()[1]}/s",
+                                                    "PIP_DEFAULT_TIMEOUT": "120", "PIP_RETRIES": "0"})
+        pip = wait_for(lambda: children(proc.pid), timeout=30)
+        time.sleep(1.0)               # pip is up and waiting on the index
+        os.kill(proc.pid, 15)
+        _, err = proc.communicate(timeout=20)
+        assert proc.returncode == 143 and "interrupted (SIGTERM)" in err, err[-2000:]
+        assert wait_gone(pip, 10) == []
+    finally:
+        silent.close()
 
 
 # --- end to end with the tiny Qwen3 ------------------------------------------------------------------------------
