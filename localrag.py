@@ -9727,8 +9727,8 @@ def run_mcp_stdio(config: Config, stdin: Any = None, stdout: Any = None) -> dict
 
     A signal (SIGINT/SIGTERM/SIGHUP: Signalled under main) cuts the request in flight: its database session is
     ended from a fresh connection (StorePool), the client gets an error for it, the pool is closed.  A client
-    killed with -9 closes our stdin, which ends the loop; if a long request is running then, a watch on the parent
-    PID stops the server within MCP_PARENT_CHECK_S instead of letting it run to the end."""
+    killed with -9 closes our stdin, which ends the loop; if a long request is running then, a watch (the parent
+    PID changed and stdin hung up) stops the server within MCP_PARENT_CHECK_S instead of letting it run to the end."""
     stdin = stdin or sys.stdin.buffer
     if stdout is None:
         # Anything else that writes to fd 1 (a library's print, a child process such as the embedded Postgres
@@ -9745,9 +9745,22 @@ def run_mcp_stdio(config: Config, stdin: Any = None, stdout: Any = None) -> dict
         stdout.write(json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n")
         stdout.flush()
 
+    def client_gone(parent: int) -> bool:
+        # The parent alone is not the client: a launcher (`setsid`, a wrapper that forks) may exit while the client
+        # still holds our stdin.  Gone means reparented and stdin hung up (no writer is left).
+        if os.getppid() == parent:
+            return False
+        try:
+            import select
+            poller = select.poll()
+            poller.register(stdin.fileno(), select.POLLIN)
+            return any(events & (select.POLLHUP | select.POLLERR | select.POLLNVAL) for _, events in poller.poll(0))
+        except (AttributeError, OSError, ValueError):
+            return False
+
     def watch_parent(parent: int) -> None:
         while not stop_watch.wait(MCP_PARENT_CHECK_S):
-            if os.getppid() != parent:
+            if client_gone(parent):
                 outcome["client_gone"] = True
                 os.kill(os.getpid(), signal.SIGTERM)   # the same clean-up as a SIGTERM from the client
                 return

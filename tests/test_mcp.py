@@ -456,3 +456,33 @@ def test_client_killed_with_minus_9_leaves_no_server_behind(ingested, env, tmp_p
     assert "Traceback" not in err, err
     if busy:
         assert "mcp stopped (the client that started it ended): 1 request(s) answered, 1 in flight cut off" in err
+
+
+def test_a_launcher_that_exits_is_not_a_dead_client(ingested, env, tmp_path):
+    """A launcher that starts the server and then exits (`setsid`, a wrapper that forks) while the client keeps
+    the pipes: the server is reparented but its stdin still has a writer, so it keeps serving; closing stdin ends
+    it.  (The parent watch must not take a dead parent alone for a dead client.)"""
+    launcher = ("import subprocess, sys, time\n"
+                "p = subprocess.Popen([sys.executable, '-m', 'localrag', 'mcp'])\n"
+                "sys.stderr.write(f'{p.pid}\\n'); sys.stderr.flush()\n"
+                "time.sleep(3600)\n")
+    client = subprocess.Popen([sys.executable, "-c", launcher], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, start_new_session=True,
+                              env={**os.environ, **env, "PYTHONPATH": str(ROOT)})
+    server = int(client.stderr.readline())
+    try:
+        for n in (1, 2):
+            client.stdin.write(json.dumps({**STATUS_CALL, "id": n}).encode() + b"\n")
+            client.stdin.flush()
+            assert json.loads(client.stdout.readline())["id"] == n
+            if n == 1:                                       # the server runs, its parent watch too
+                os.kill(client.pid, signal.SIGKILL)          # the launcher dies; the pipes stay with us
+                client.wait(10)
+                time.sleep(4 * localrag.MCP_PARENT_CHECK_S)  # the watch has looked several times
+                assert alive(server)
+        client.stdin.close()
+        wait_for(lambda: not alive(server), timeout=30)
+        assert "Traceback" not in client.stderr.read().decode()
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(server, signal.SIGKILL)
