@@ -2875,6 +2875,19 @@ def wheelhouse_command(platform: str, python: str, outdir: str | Path,
     return argv + requirements, requirements
 
 
+def _dies_with_us() -> Callable[[], Any] | None:
+    """A preexec_fn for a helper process (pip): on Linux the kernel ends it when localrag dies, even by kill -9
+    (PR_SET_PDEATHSIG); a signal localrag catches ends it too (the caller kills it).  None elsewhere."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    return lambda: prctl(1, signal.SIGTERM)   # 1 = PR_SET_PDEATHSIG; resolved before the fork
+
+
 def wheel_source(find_links: str | None) -> str | None:
     """--find-links as pip gets it: a URL as given, a folder as an absolute path; a folder that is not there is a
     usage error (exit 2) before anything runs."""
@@ -2916,7 +2929,8 @@ def embeddings_wheelhouse(platform: str, python: str, outdir: str | Path, dry_ru
         raise ModelCacheWriteFailed(f"cannot write {outdir}: {exc.strerror or exc}", path=str(outdir)) from None
     tail: collections.deque = collections.deque(maxlen=400)
     try:
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                preexec_fn=_dies_with_us())
     except OSError as exc:
         raise WheelhouseFailed(f"cannot run pip ({exc}); install pip for {sys.executable}") from None
     with proc:
