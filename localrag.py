@@ -2495,6 +2495,9 @@ MODEL_ARCHIVE_FORMAT, MODEL_ARCHIVE_VERSION = "localrag-model-archive", 1
 MODEL_ARCHIVE_MANIFEST = "localrag-model-manifest.json"   # the archive's first member
 MODEL_ARCHIVE_MANIFEST_MAX_BYTES = 4 * 1024 * 1024
 MODEL_ARCHIVE_CHUNK_BYTES = 8 * 1024 * 1024           # measured: 8 MiB pieces cost less than 1 MiB ones
+# unpack's two buffers: small enough to stay in the CPU cache between the read, the hash and the write (with 8 MiB
+# ones every byte went through memory three times: unpack cost 1.7x a `tar -x` in CPU, 1.0-1.15x with 1 MiB)
+MODEL_UNPACK_BUFFER_BYTES = 1024 * 1024
 MODEL_MANIFEST_IN_CACHE = "localrag-manifest.json"         # kept next to refs/ after unpack, read by status
 QWEN_REPO_DIR = "models--" + QWEN_MODEL.replace("/", "--")
 QWEN_EXTRA_REQUIREMENTS = ("sentence-transformers>=2.7.0", "transformers>=4.51.0")
@@ -2710,10 +2713,10 @@ def embeddings_unpack(config: Config, archive: str | Path, progress: ProgressFn 
     try:
         # tarfile reads the headers only ("r:": it seeks from one header to the next); the data is read straight
         # from the file into two reused buffers, hashed here while a second thread writes (tarfile's own reader made
-        # unpack 2.5x a `tar -x`).  Memory: two MODEL_ARCHIVE_CHUNK_BYTES buffers, whatever the model's size.
+        # unpack 2.5x a `tar -x`).  Memory: two MODEL_UNPACK_BUFFER_BYTES buffers, whatever the model's size.
         with open(archive, "rb", buffering=0) as raw, tarfile.open(fileobj=raw, mode="r:") as tar, \
                 concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="unpack-write") as writer:
-            buffers = (bytearray(MODEL_ARCHIVE_CHUNK_BYTES), bytearray(MODEL_ARCHIVE_CHUNK_BYTES))
+            buffers = (bytearray(MODEL_UNPACK_BUFFER_BYTES), bytearray(MODEL_UNPACK_BUFFER_BYTES))
             first = tar.next()
             if first is None or first.name != MODEL_ARCHIVE_MANIFEST or not first.isreg() \
                     or first.size > MODEL_ARCHIVE_MANIFEST_MAX_BYTES:
@@ -2920,9 +2923,11 @@ def model_pieces(config: Config, verify: bool = False) -> dict:
             "ready": program["ok"] and packages["ok"] and model["ok"]}
 
 
-def wheelhouse_command(platform: str, python: str, outdir: str | Path) -> tuple[list[str], list[str]]:
+def wheelhouse_command(platform: str, python: str, outdir: str | Path,
+                       find_links: str | None = None) -> tuple[list[str], list[str]]:
     """The `pip download` argv that fetches the local-qwen3 wheels (CPU torch) for platform and Python X.Y, and
-    the requirement lines the laptop installs.  Pure."""
+    the requirement lines the laptop installs.  With find_links (a folder or URL of wheels: a mirror, a copy made
+    elsewhere) pip looks there only, never at an index.  Pure."""
     name = WHEEL_PLATFORM_ALIASES.get(platform, platform)
     if name not in WHEEL_PLATFORMS:
         raise InvalidRequest(f"--platform {platform!r} is not supported; use one of: {', '.join(WHEEL_PLATFORMS)} "
@@ -2939,35 +2944,103 @@ def wheelhouse_command(platform: str, python: str, outdir: str | Path) -> tuple[
             "--python-version", python, "--dest", str(outdir)]
     for tag in spec["tags"]:
         argv += ["--platform", tag]
-    if spec["cpu_index"]:
+    if find_links:
+        argv += ["--no-index", "--find-links", str(find_links)]
+    elif spec["cpu_index"]:
         # torch==X+cpu exists only on the PyTorch CPU index; everything else still comes from the configured index.
         argv += ["--extra-index-url", TORCH_CPU_INDEX]
     return argv + requirements, requirements
 
 
-def embeddings_wheelhouse(platform: str, python: str, outdir: str | Path, dry_run: bool = False) -> dict:
-    """`localrag embeddings wheelhouse`: download the wheels (online), write requirements.txt next to them, and
-    return the one pip line to run on the laptop."""
+def _dies_with_us() -> Callable[[], Any] | None:
+    """A preexec_fn for a helper process (pip): on Linux the kernel ends it when localrag dies, even by kill -9
+    (PR_SET_PDEATHSIG); a signal localrag catches ends it too (the caller kills it).  None elsewhere."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    return lambda: prctl(1, signal.SIGTERM)   # 1 = PR_SET_PDEATHSIG; resolved before the fork
+
+
+def wheel_source(find_links: str | None) -> str | None:
+    """--find-links as pip gets it: a URL as given, a folder as an absolute path; a folder that is not there is a
+    usage error (exit 2) before anything runs."""
+    if not find_links or "://" in find_links:
+        return find_links or None
+    folder = Path(find_links).expanduser()
+    if not folder.is_dir():
+        raise InvalidRequest(f"--find-links {find_links} is not a folder (nor a URL); pass the folder that holds the "
+                             f"wheels", field="--find-links")
+    return str(folder.resolve())
+
+
+# pip's words for "the index could not be reached" (urllib3's errors, as pip logs its retries)
+_PIP_NETWORK_MARKERS = ("NewConnectionError", "Failed to establish a new connection", "Temporary failure in name "
+                        "resolution", "Name or service not known", "nodename nor servname", "Network is unreachable",
+                        "No route to host", "Connection refused", "ConnectTimeoutError", "ReadTimeoutError",
+                        "ProxyError", "SSLError", "getaddrinfo failed")
+
+
+def embeddings_wheelhouse(platform: str, python: str, outdir: str | Path, dry_run: bool = False,
+                          find_links: str | None = None) -> dict:
+    """`localrag embeddings wheelhouse`: download the wheels (online, or from find_links), write requirements.txt
+    next to them once all are there, and return the one pip line to run on the laptop.  pip's output is passed on
+    to stderr; when it fails, the error says in one line whether the index could not be reached."""
     outdir = Path(outdir).expanduser()
-    argv, requirements = wheelhouse_command(platform, python, outdir)
+    find_links = wheel_source(find_links)
+    argv, requirements = wheelhouse_command(platform, python, outdir, find_links)
     install = (f"python{python} -m pip install --no-index --find-links {outdir} -r {outdir / 'requirements.txt'}")
     result = {"platform": WHEEL_PLATFORM_ALIASES.get(platform, platform), "python": python, "outdir": str(outdir),
               "command": argv, "requirements": requirements, "install_on_laptop": install, "downloaded": False}
     if dry_run:
         return result
     import subprocess
+    created = not outdir.exists()
     try:
         outdir.mkdir(parents=True, exist_ok=True)
+        (outdir / "requirements.txt").unlink(missing_ok=True)   # present only when every wheel is
+    except OSError as exc:
+        raise ModelCacheWriteFailed(f"cannot write {outdir}: {exc.strerror or exc}", path=str(outdir)) from None
+    tail: collections.deque = collections.deque(maxlen=400)
+    try:
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                preexec_fn=_dies_with_us())
+    except OSError as exc:
+        raise WheelhouseFailed(f"cannot run pip ({exc}); install pip for {sys.executable}") from None
+    with proc:
+        try:
+            for raw in proc.stdout:
+                line = raw.decode("utf-8", "replace").rstrip()
+                tail.append(line)
+                with contextlib.suppress(OSError):
+                    _say(line)
+        except BaseException:
+            proc.kill()   # interrupted (a signal sent to localrag alone): pip must not run on without us
+            raise
+    if proc.returncode != 0:
+        if created and not any(outdir.iterdir()):
+            with contextlib.suppress(OSError):
+                outdir.rmdir()
+        errors = [line for line in tail if line.startswith("ERROR:")]
+        last = errors[-1][6:].strip() if errors else (tail[-1] if tail else "")
+        offline = any(m in line for line in tail for m in _PIP_NETWORK_MARKERS) or \
+            any("(from versions: none)" in line for line in errors)
+        where = f"--find-links {find_links}" if find_links else "the package index"
+        if offline and not find_links:
+            raise WheelhouseFailed(
+                f"pip could not reach {where} (or it has no {requirements[0]} wheels for {result['platform']}): "
+                f"`embeddings wheelhouse` downloads, so run it on a machine with network access, or pass "
+                f"--find-links DIR with the wheels (a folder copied from such a machine, or a local mirror)",
+                pip_exit=proc.returncode, pip_error=last, offline=True)
+        raise WheelhouseFailed(f"pip download failed (exit {proc.returncode}) from {where}: {last}; its messages "
+                               f"are above", pip_exit=proc.returncode, pip_error=last, offline=False)
+    try:
         (outdir / "requirements.txt").write_text("\n".join(requirements) + "\n", encoding="utf-8")
     except OSError as exc:
         raise ModelCacheWriteFailed(f"cannot write {outdir}: {exc.strerror or exc}", path=str(outdir)) from None
-    try:
-        proc = subprocess.run(argv, stdout=sys.stderr, stderr=sys.stderr)
-    except OSError as exc:
-        raise WheelhouseFailed(f"cannot run pip ({exc}); install pip for {sys.executable}") from None
-    if proc.returncode != 0:
-        raise WheelhouseFailed(f"pip download failed (exit {proc.returncode}, its messages are above); this step "
-                               f"needs the network and pip for this Python", pip_exit=proc.returncode)
     result["downloaded"] = True
     result["wheels"] = sorted(p.name for p in outdir.glob("*.whl"))
     return result
@@ -3740,6 +3813,20 @@ class _Copy:
             yield data[i:i + size]
 
 
+@functools.lru_cache(maxsize=256)
+def _text_array_params(sql: str) -> tuple[str, ...]:
+    return tuple(re.findall(r"CAST\(:(\w+) AS text\[\]\)", sql))
+
+
+def _text_array_literal(values: Sequence[str | None]) -> str:
+    """A text[] literal with every element quoted.  pg8000 leaves an element unquoted unless it looks special, and
+    quotes only "NULL", while Postgres reads null in any case as NULL: a keyword term `null`, a tag `Null` or a
+    note whose whole text is `null` became NULL (a query term dropped from BM25, a document that failed its
+    batch).  Store.run sends every `CAST(:x AS text[])` list through here."""
+    return "{" + ",".join("NULL" if v is None else '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+                          for v in values) + "}"
+
+
 def hnsw_graph_mb(count: int, m: int) -> float:
     """The HNSW build's in-memory graph, in MB: per vector its halfvec (2 bytes a dimension), ~2 x m layer-0
     neighbour slots of 8 bytes, and pgvector's element overhead (~300 bytes).  Pure."""
@@ -3793,6 +3880,9 @@ class Store:
             return cls(db_target(config))
 
     def run(self, sql: str, stream: Any = None, **params: Any) -> list:
+        for name in _text_array_params(sql):
+            if isinstance(params.get(name), (list, tuple)):
+                params[name] = _text_array_literal(params[name])
         try:
             return self.con.run(sql, stream=stream, **params)
         except Exception as exc:
@@ -4315,6 +4405,12 @@ class StorePool:
         broken = False
         try:
             yield store
+        except KeyboardInterrupt:
+            # A signal cut the request (`localrag mcp`): the connection may be mid-message and its server session
+            # mid-query, holding locks; end both rather than pool the connection.
+            broken = True
+            _end_session(store)
+            raise
         except (DatabaseUnavailable, DatabaseError) as exc:
             broken = True  # a broken connection is not returned to the pool
             if isinstance(exc, DatabaseUnavailable) and exc.transient and store.target.embedded:
@@ -9925,8 +10021,19 @@ def _read_message(stream: Any, limit: int) -> tuple[bytes | None, int]:
     return line.rstrip(b"\r\n"), 0
 
 
-def run_mcp_stdio(config: Config, stdin: Any = None, stdout: Any = None) -> None:
-    """`localrag mcp`: serve MCP on stdin/stdout until stdin closes.  Only JSON-RPC messages reach stdout."""
+MCP_PARENT_CHECK_S = 0.5     # how often `localrag mcp` checks that the client that started it still runs
+
+
+def run_mcp_stdio(config: Config, stdin: Any = None, stdout: Any = None) -> dict:
+    """`localrag mcp`: serve MCP on stdin/stdout until stdin closes, a signal arrives or the client that started it
+    dies.  Only JSON-RPC messages reach stdout.  Returns what happened: {"signal": None or the signal number,
+    "requests": answered, "in_flight_cut": 1 when a signal cut a request short (it is answered with an error),
+    "client_gone": True when the parent process died}.
+
+    A signal (SIGINT/SIGTERM/SIGHUP: Signalled under main) cuts the request in flight: its database session is
+    ended from a fresh connection (StorePool), the client gets an error for it, the pool is closed.  A client
+    killed with -9 closes our stdin, which ends the loop; if a long request is running then, a watch (the parent
+    PID changed and stdin hung up) stops the server within MCP_PARENT_CHECK_S instead of letting it run to the end."""
     stdin = stdin or sys.stdin.buffer
     if stdout is None:
         # Anything else that writes to fd 1 (a library's print, a child process such as the embedded Postgres
@@ -9936,12 +10043,37 @@ def run_mcp_stdio(config: Config, stdin: Any = None, stdout: Any = None) -> None
         sys.stdout = sys.stderr
     server = McpServer(config, transport="stdio")
     limit = config.max_body_bytes
+    outcome: dict = {"signal": None, "requests": 0, "in_flight_cut": 0, "client_gone": False}
+    stop_watch = threading.Event()
 
     def send(message: dict) -> None:
         stdout.write(json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n")
         stdout.flush()
 
+    def client_gone(parent: int) -> bool:
+        # The parent alone is not the client: a launcher (`setsid`, a wrapper that forks) may exit while the client
+        # still holds our stdin.  Gone means reparented and stdin hung up (no writer is left).
+        if os.getppid() == parent:
+            return False
+        try:
+            import select
+            poller = select.poll()
+            poller.register(stdin.fileno(), select.POLLIN)
+            return any(events & (select.POLLHUP | select.POLLERR | select.POLLNVAL) for _, events in poller.poll(0))
+        except (AttributeError, OSError, ValueError):
+            return False
+
+    def watch_parent(parent: int) -> None:
+        while not stop_watch.wait(MCP_PARENT_CHECK_S):
+            if client_gone(parent):
+                outcome["client_gone"] = True
+                os.kill(os.getpid(), signal.SIGTERM)   # the same clean-up as a SIGTERM from the client
+                return
+
+    if os.name == "posix" and threading.current_thread() is threading.main_thread() and os.getppid() > 1:
+        threading.Thread(target=watch_parent, args=(os.getppid(),), name="mcp-parent-watch", daemon=True).start()
     LOG.info("localrag %s MCP server on stdio", __version__)
+    in_flight: Any = None   # the id of the request being answered (None between requests)
     try:
         while True:
             line, state = _read_message(stdin, limit)
@@ -9962,15 +10094,28 @@ def run_mcp_stdio(config: Config, stdin: Any = None, stdout: Any = None) -> None
                     break
                 send(server.error_response(RpcError(RPC_PARSE_ERROR, f"parse error: {exc}".splitlines()[0][:200])))
                 continue
+            in_flight = _rpc_id(msg)
             response = server.answer(msg)
             if response is not None:
                 send(response)
+                outcome["requests"] += 1
+            in_flight = None
             if state == -2:
                 break
-    except (BrokenPipeError, KeyboardInterrupt):
-        pass
+    except BrokenPipeError:
+        pass   # the client closed our stdout: nobody is left to answer
+    except KeyboardInterrupt as exc:
+        outcome["signal"] = getattr(exc, "signum", signal.SIGINT)
+        if in_flight is not None:
+            outcome["in_flight_cut"] = 1
+            name = signal.Signals(outcome["signal"]).name
+            with contextlib.suppress(OSError, ValueError):
+                send(server.error_response(RpcError(RPC_INTERNAL, f"interrupted ({name}): the server is stopping; "
+                                                                  f"the request was not completed"), in_flight))
     finally:
+        stop_watch.set()
         server.pool.close()
+    return outcome
 
 
 # === 15. CLI =======================================================================================================
@@ -10556,8 +10701,15 @@ def _cmd_show(config: Config, args: argparse.Namespace) -> int:
 
 
 def _cmd_mcp(config: Config, args: argparse.Namespace) -> int:
-    run_mcp_stdio(config)
-    return EXIT_OK
+    outcome = run_mcp_stdio(config)
+    if outcome["signal"] is None:
+        return EXIT_OK
+    name = signal.Signals(outcome["signal"]).name
+    why = "the client that started it ended" if outcome["client_gone"] else name
+    with contextlib.suppress(OSError):  # the client may have taken stderr with it
+        _say(f"mcp stopped ({why}): {outcome['requests']} request(s) answered"
+             + (", 1 in flight cut off (answered with an error)" if outcome["in_flight_cut"] else ""))
+    return 128 + outcome["signal"]
 
 
 def _cmd_eval(config: Config, args: argparse.Namespace) -> int:
@@ -10740,10 +10892,13 @@ def _embeddings_action(config: Config, args: argparse.Namespace, progress: _Prog
             _print_pieces(result["status"]["pieces"])
     elif args.emb_command == "wheelhouse":
         wheelhouse_command(args.platform, args.python, args.outdir)  # bad arguments stop before any talk
+        wheel_source(args.find_links)
         if not args.dry_run:
+            source = f"from {args.find_links}" if args.find_links else "online; torch is ~200 MB"
             _say(f"downloading the local-qwen3 wheels for {args.platform} / Python {args.python} into {args.outdir} "
-                 f"(online; torch is ~200 MB) ...")
-        result = embeddings_wheelhouse(args.platform, args.python, args.outdir, dry_run=args.dry_run)
+                 f"({source}) ...")
+        result = embeddings_wheelhouse(args.platform, args.python, args.outdir, dry_run=args.dry_run,
+                                       find_links=args.find_links)
         if args.json:
             _print_json(result)
         else:
@@ -11075,6 +11230,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--platform", required=True, help=f"one of {', '.join(WHEEL_PLATFORMS)} (or a pip tag)")
     sp.add_argument("--python", required=True, metavar="X.Y", help="the laptop's Python, e.g. 3.11")
     sp.add_argument("outdir", metavar="OUTDIR")
+    sp.add_argument("--find-links", metavar="DIR_OR_URL",
+                    help="take the wheels from this folder or URL only (a copy or mirror: no index, no network)")
     sp.add_argument("--dry-run", action="store_true", help="print the pip command without running it")
     _add_json(sp)
     p.set_defaults(func=_cmd_embeddings)

@@ -3,8 +3,10 @@ invariants an interrupted run must keep."""
 
 from __future__ import annotations
 
+import math
 import os
 import signal
+import struct
 import subprocess
 import sys
 import time
@@ -161,7 +163,56 @@ def check_consistent(config, vault: Path) -> dict:
         prepared = localrag.prepare_file(rel, path.read_bytes(), False)
         want = {c.index: c.content_hash for c in prepared.chunks} if not isinstance(prepared, str) else {}
         assert stored.get(rel, {}) == want, f"{rel}: stored chunks differ from a fresh chunking"
-    return {"documents": len(docs), "chunks": sum(len(v) for v in stored.values())}
+    keywords = check_keywords_rebuilt(config)
+    return {"documents": len(docs), "chunks": sum(len(v) for v in stored.values()), **keywords}
+
+
+def _f4(x: float) -> float:
+    """x as Postgres stores it in a REAL column."""
+    return struct.unpack("f", struct.pack("f", x))[0]
+
+
+def check_keywords_rebuilt(config) -> dict:
+    """The keyword channel equals a rebuild from scratch out of the stored chunks: one keyword_chunks row per chunk
+    (current tokenizer, its length), exactly the postings keyword_vector gives (term, tf, the chunk's length), no
+    posting without its chunk row; and the corpus statistics BM25 reads (chunks indexed, average length, document
+    frequency of every term) equal the rebuild's.  The postings have no foreign key (triggers keep them), so an
+    interrupted write is exactly what could leave them apart.  Returns counts."""
+    want_chunks, want_postings = {}, {}
+    for cid, content, heading_path, rel, tags in query(
+            config, "SELECT id, content, heading_path, relative_path, tags FROM chunks"):
+        tf, length = localrag.keyword_vector(content, heading_path or [], rel, tags or [])
+        want_chunks[cid] = (localrag.KEYWORD_TOKENIZER, _f4(length))
+        for term, weight in tf.items():
+            want_postings[(cid, term)] = (_f4(weight), _f4(length))
+    got_chunks = {cid: (tok, length) for cid, tok, length in query(
+        config, "SELECT chunk_id, tokenizer, length FROM keyword_chunks")}
+    missing = sorted(set(want_chunks) - set(got_chunks))[:5]
+    extra = sorted(set(got_chunks) - set(want_chunks))[:5]
+    assert not missing and not extra, f"keyword_chunks: chunks without a row {missing}, rows without a chunk {extra}"
+    wrong = [cid for cid in want_chunks if got_chunks[cid] != want_chunks[cid]][:5]
+    assert not wrong, f"keyword_chunks rows differ from a rebuild: {[(c, got_chunks[c], want_chunks[c]) for c in wrong]}"
+    got_postings = {(cid, term): (tf, dl) for cid, term, tf, dl in query(
+        config, "SELECT chunk_id, term, tf, dl FROM keyword_postings")}
+    assert len(got_postings) == query(config, "SELECT count(*) FROM keyword_postings")[0][0], "duplicate postings"
+    missing = sorted(set(want_postings) - set(got_postings))[:5]
+    extra = sorted(set(got_postings) - set(want_postings))[:5]
+    assert not missing and not extra, f"keyword_postings: missing {missing}, not in a rebuild {extra}"
+    wrong = [k for k in want_postings if got_postings[k] != want_postings[k]][:5]
+    assert not wrong, f"keyword_postings differ from a rebuild: {[(k, got_postings[k], want_postings[k]) for k in wrong]}"
+    # The statistics BM25 counts at query time, through the Store (what a search reads), against the rebuild's.
+    df: dict[str, int] = {}
+    for (_, term) in want_postings:
+        df[term] = df.get(term, 0) + 1
+    terms = sorted(df)
+    with localrag.Store.open(config) as s:
+        n, avgdl, got_df = s.keyword_stats(terms)
+    want_avgdl = sum(length for _, length in want_chunks.values()) / len(want_chunks) if want_chunks else 0.0
+    assert n == len(want_chunks), f"keyword statistics count {n} chunks, a rebuild {len(want_chunks)}"
+    assert math.isclose(avgdl, want_avgdl, rel_tol=1e-9, abs_tol=1e-9), (avgdl, want_avgdl)
+    wrong_df = [(t, got_df[t], df[t]) for t in terms if got_df[t] != df[t]][:5]
+    assert not wrong_df, f"document frequencies differ from a rebuild: {wrong_df}"
+    return {"keyword_chunks": len(got_chunks), "keyword_postings": len(got_postings), "keyword_terms": len(terms)}
 
 
 def signal_name(sig: int) -> str:

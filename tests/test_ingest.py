@@ -592,6 +592,58 @@ def test_fifo_swapped_in_after_the_scan_is_not_opened(db, tmp_path):
     assert job.failed == [{"path": "b.md", "error": "not a regular file any more; skipped"}]
 
 
+def test_the_word_null_stays_text_in_every_array_sent(db, tmp_path):
+    """pg8000 quotes only "NULL" in an array literal and Postgres reads null in any case as NULL: a note whose
+    whole text is `null`, the keyword term `null` and the tag `Null` must each stay text (found by the kill -9
+    trials' keyword check: the term's document frequency was 0)."""
+    vault = tmp_path / "v"
+    vault.mkdir()
+    (vault / "bare.md").write_text("null")
+    (vault / "pointer.md").write_text("# Pointers\nA null pointer check for zebracorn. #Null\n")
+    (vault / "other.md").write_text("# Other\nNothing to see about zebracorn here.\n")
+    result = localrag.ingest(db, vault)
+    assert result["status"] == "success" and result["documents_added"] == 3 and not result["files_failed"]
+    assert query(db, "SELECT body FROM documents WHERE relative_path = 'bare.md'")[0][0] == "null"
+    with localrag.Store.open(db) as s:
+        n, _, df = s.keyword_stats(["null", "NULL", "zebracorn"])
+    assert df == {"null": 2, "NULL": 0, "zebracorn": 2} and n == 3
+    hits = localrag.search(db, "null pointer", retrieval="keyword")["results"]
+    assert hits[0]["source"] == "pointer.md"
+    scoped = localrag.search(db, "zebracorn", tag="Null")["results"]
+    assert [r["source"] for r in scoped] == ["pointer.md"]
+    check_consistent(db, vault)
+
+
+def test_the_keyword_check_catches_a_drifted_index(ingested):
+    """check_consistent's keyword part is not vacuous: a stray posting, a lost one, a wrong length and a missing
+    chunk row are each caught."""
+    from robust_util import check_keywords_rebuilt
+    config, _, _ = ingested
+    check_keywords_rebuilt(config)
+    breakages = [
+        ("INSERT INTO keyword_postings SELECT chunk_id, 'zzstray', 1, dl FROM keyword_postings LIMIT 1",
+         "not in a rebuild"),
+        ("DELETE FROM keyword_postings WHERE ctid = (SELECT min(ctid) FROM keyword_postings)", "missing"),
+        ("UPDATE keyword_chunks SET length = length + 1 WHERE chunk_id = (SELECT min(chunk_id) FROM keyword_chunks)",
+         "keyword_chunks rows differ"),
+        ("DELETE FROM keyword_chunks WHERE chunk_id = (SELECT min(chunk_id) FROM keyword_chunks)",
+         "chunks without a row"),
+    ]
+    for sql, needle in breakages:
+        with localrag.Store.open(config) as s:
+            s.run("BEGIN")
+            s.run(sql)
+            # the check reads through other connections: commit, check, then undo by rebuilding the keyword index
+            s.run("COMMIT")
+        with pytest.raises(AssertionError, match=needle):
+            check_keywords_rebuilt(config)
+        query(config, "TRUNCATE keyword_chunks")
+        with localrag.Store.open(config) as s:
+            s.run("DELETE FROM keyword_postings")
+        localrag.ingest(config, ingested[1])      # backfills the keyword rows of every chunk
+        check_keywords_rebuilt(config)
+
+
 # --- mass delete guard ---------------------------------------------------------------------------------------------
 
 def test_empty_or_unmounted_vault_is_refused_and_nothing_changes(ingested, tmp_path):

@@ -312,3 +312,177 @@ def test_tool_schemas_follow_the_http_field_tables():
     for path, fields in (("/search", localrag._SEARCH_FIELDS), ("/ask", localrag._ASK_FIELDS)):
         schema = spec["paths"][path]["post"]["requestBody"]["content"]["application/json"]["schema"]
         assert set(schema["properties"]) == set(fields)
+
+
+# --- process lifecycle: signals, stdin closed mid-request, the client killed (issue 10) ----------------------------
+
+import signal  # noqa: E402
+
+from robust_util import alive, children, query, wait_for  # noqa: E402
+
+STATUS_CALL = {"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "status", "arguments": {},
+                                                                    "_meta": MODERN_META}}
+SEARCH_CALL = {"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "search", "arguments": {"query": RAG_Q},
+                                                                    "_meta": MODERN_META}}
+
+
+def _mcp_sessions(config, waiting: bool = False, but: int = 0) -> int:
+    """Server sessions of localrag connections other than the asking one and `but`; only those waiting on a lock."""
+    return query(config, "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'localrag' AND pid <> "
+                         "pg_backend_pid() AND pid <> :b AND datname = current_database()"
+                 + (" AND wait_event_type = 'Lock'" if waiting else ""), b=but)[0][0]
+
+
+class OwnSession(RawStdio):
+    """`localrag mcp` in its own session, so a signal sent to it never reaches pytest."""
+
+    def __init__(self, env: dict) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-m", "localrag", "mcp"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                                     env={**os.environ, **env, "PYTHONPATH": str(ROOT)})
+
+    def finish(self, timeout: float = 30) -> tuple[int, list[dict], str]:
+        if self.proc.stdin.closed:
+            self.proc.stdin = None   # communicate() would flush it
+        out, err = self.proc.communicate(timeout=timeout)
+        return self.proc.returncode, [json.loads(line) for line in out.splitlines()], err.decode()
+
+
+@contextlib.contextmanager
+def tables_locked(config):
+    """Every table a search reads, locked by another session: a tool call then waits inside the database."""
+    with localrag.Store.open(config) as blocker:
+        blocker.run("BEGIN")
+        blocker.run("LOCK TABLE documents, chunks, embeddings, keyword_chunks, keyword_postings "
+                    "IN ACCESS EXCLUSIVE MODE")
+        try:
+            yield blocker
+        finally:
+            blocker.run("ROLLBACK")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_signal_while_idle_exits_with_its_code_and_closes_the_database(ingested, env, sig):
+    config = ingested[0]
+    s = OwnSession(env)
+    s.send({**STATUS_CALL, "id": 1})
+    assert s.recv()["id"] == 1
+    assert _mcp_sessions(config) == 1        # the pooled connection
+    assert children(s.proc.pid) == []
+    os.kill(s.proc.pid, sig)
+    code, replies, err = s.finish()
+    assert code == 128 + sig and replies == [], err
+    assert f"mcp stopped ({signal.Signals(sig).name}): 1 request(s) answered" in err and "Traceback" not in err
+    wait_for(lambda: _mcp_sessions(config) == 0, timeout=10)
+
+
+def test_sigterm_mid_request_cuts_it_answers_it_and_ends_its_query(ingested, env):
+    """A tool call waiting inside the database when SIGTERM comes: exit 143 at once (not when the lock goes), the
+    client gets an error for that id, and the server session waiting on the lock is ended, not left behind."""
+    config = ingested[0]
+    s = OwnSession(env)
+    s.send({**STATUS_CALL, "id": 1})
+    assert s.recv()["id"] == 1
+    with tables_locked(config) as blocker:
+        s.send({**SEARCH_CALL, "id": 2})
+        wait_for(lambda: _mcp_sessions(config, waiting=True) == 1, timeout=20)
+        os.kill(s.proc.pid, signal.SIGTERM)
+        code, replies, err = s.finish(timeout=20)
+        assert code == 143, err
+        assert [r["id"] for r in replies] == [2] and "interrupted (SIGTERM)" in replies[0]["error"]["message"]
+        assert "1 in flight cut off" in err and "Traceback" not in err
+        wait_for(lambda: _mcp_sessions(config, but=blocker.backend_pid) == 0, timeout=10)   # the lock still held
+
+
+def test_stdin_closed_mid_request_answers_it_then_exits(ingested, env):
+    """The MCP shutdown sequence: the client closes stdin while a request runs; the request is answered, then the
+    server exits 0 by itself."""
+    config = ingested[0]
+    s = OwnSession(env)
+    with tables_locked(config):
+        s.send({**SEARCH_CALL, "id": 7})
+        wait_for(lambda: _mcp_sessions(config, waiting=True) == 1, timeout=20)
+        s.proc.stdin.close()
+        time.sleep(0.5)
+        assert s.proc.poll() is None          # still answering
+    code, replies, err = s.finish()
+    assert code == 0 and [r["id"] for r in replies] == [7] and replies[0]["result"]["structuredContent"]["results"]
+    assert "Traceback" not in err
+    wait_for(lambda: _mcp_sessions(config) == 0, timeout=10)
+
+
+@pytest.mark.parametrize("busy", [False, True], ids=["idle", "mid-request"])
+def test_client_killed_with_minus_9_leaves_no_server_behind(ingested, env, tmp_path, busy):
+    """The client (a process holding the server's pipes) dies with kill -9.  Idle, the server sees stdin close and
+    exits; mid-request (a tool call waiting on a lock that is never released), its parent watch stops it within a
+    second: no process, and no database session, is left."""
+    config = ingested[0]
+    client = tmp_path / "client.py"
+    client.write_text(
+        "import json, subprocess, sys, time\n"
+        "p = subprocess.Popen([sys.executable, '-m', 'localrag', 'mcp'], stdin=subprocess.PIPE,\n"
+        "                     stdout=subprocess.PIPE, stderr=open(sys.argv[1], 'wb'))\n"
+        "print(p.pid, flush=True)\n"
+        "p.stdin.write(sys.argv[2].encode() + b'\\n'); p.stdin.flush()\n"
+        "print(p.stdout.readline().decode().strip(), flush=True)\n"
+        "sys.stdin.readline()   # go on\n"
+        "p.stdin.write(sys.argv[3].encode() + b'\\n'); p.stdin.flush()\n"
+        "time.sleep(3600)\n")
+    log = tmp_path / "server.err"
+    parent = subprocess.Popen([sys.executable, str(client), str(log), json.dumps({**STATUS_CALL, "id": 1}),
+                               json.dumps({**SEARCH_CALL, "id": 2})], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, start_new_session=True,
+                              env={**os.environ, **env, "PYTHONPATH": str(ROOT)})
+    try:
+        server = int(parent.stdout.readline())
+        assert json.loads(parent.stdout.readline())["id"] == 1
+        with tables_locked(config) if busy else contextlib.nullcontext() as blocker:
+            if busy:
+                parent.stdin.write(b"go\n")
+                parent.stdin.flush()
+                wait_for(lambda: _mcp_sessions(config, waiting=True) == 1, timeout=20)
+            os.kill(parent.pid, signal.SIGKILL)
+            parent.wait(10)
+            wait_for(lambda: not alive(server), timeout=10)
+            # the lock (if any) is still held here
+            wait_for(lambda: _mcp_sessions(config, but=blocker.backend_pid if blocker else 0) == 0, timeout=10)
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait()
+        with contextlib.suppress(NameError, ProcessLookupError):
+            os.kill(server, signal.SIGKILL)
+    err = log.read_text()
+    assert "Traceback" not in err, err
+    if busy:
+        assert "mcp stopped (the client that started it ended): 1 request(s) answered, 1 in flight cut off" in err
+
+
+def test_a_launcher_that_exits_is_not_a_dead_client(ingested, env, tmp_path):
+    """A launcher that starts the server and then exits (`setsid`, a wrapper that forks) while the client keeps
+    the pipes: the server is reparented but its stdin still has a writer, so it keeps serving; closing stdin ends
+    it.  (The parent watch must not take a dead parent alone for a dead client.)"""
+    launcher = ("import subprocess, sys, time\n"
+                "p = subprocess.Popen([sys.executable, '-m', 'localrag', 'mcp'])\n"
+                "sys.stderr.write(f'{p.pid}\\n'); sys.stderr.flush()\n"
+                "time.sleep(3600)\n")
+    client = subprocess.Popen([sys.executable, "-c", launcher], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, start_new_session=True,
+                              env={**os.environ, **env, "PYTHONPATH": str(ROOT)})
+    server = int(client.stderr.readline())
+    try:
+        for n in (1, 2):
+            client.stdin.write(json.dumps({**STATUS_CALL, "id": n}).encode() + b"\n")
+            client.stdin.flush()
+            assert json.loads(client.stdout.readline())["id"] == n
+            if n == 1:                                       # the server runs, its parent watch too
+                os.kill(client.pid, signal.SIGKILL)          # the launcher dies; the pipes stay with us
+                client.wait(10)
+                time.sleep(4 * localrag.MCP_PARENT_CHECK_S)  # the watch has looked several times
+                assert alive(server)
+        client.stdin.close()
+        wait_for(lambda: not alive(server), timeout=30)
+        assert "Traceback" not in client.stderr.read().decode()
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(server, signal.SIGKILL)

@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import tarfile
+import time
 from pathlib import Path
 
 import pytest
@@ -320,6 +321,155 @@ def test_wheelhouse_dry_run_prints_the_laptop_line(tmp_path):
     assert code == 0 and not result["downloaded"]
     assert result["install_on_laptop"] == (f"python3.11 -m pip install --no-index --find-links {tmp_path / 'wh'} "
                                            f"-r {tmp_path / 'wh' / 'requirements.txt'}")
+
+
+def make_wheel(folder: Path, name: str, version: str, tag: str, requires: tuple[str, ...] = ()) -> Path:
+    """A minimal valid wheel (a package with an __init__.py, METADATA, WHEEL, RECORD) that pip can download and
+    install: the stand-in for torch & co. in the offline wheelhouse tests."""
+    import zipfile
+    dist = name.replace("-", "_")
+    info = f"{dist}-{version}.dist-info"
+    files = {f"{dist}/__init__.py": f"__version__ = {version!r}\n",
+             f"{info}/METADATA": "Metadata-Version: 2.1\nName: " + name + "\nVersion: " + version + "\n"
+                                 + "".join(f"Requires-Dist: {r}\n" for r in requires),
+             f"{info}/WHEEL": f"Wheel-Version: 1.0\nGenerator: localrag-tests\nRoot-Is-Purelib: false\nTag: {tag}\n"}
+    files[f"{info}/RECORD"] = "".join(f"{n},,\n" for n in files) + f"{info}/RECORD,,\n"
+    path = folder / f"{dist}-{version}-{tag}.whl"
+    with zipfile.ZipFile(path, "w") as z:
+        for n, text in files.items():
+            z.writestr(n, text)
+    return path
+
+
+@pytest.fixture
+def pip_isolated(monkeypatch):
+    """pip with no configuration file and none of this machine's PIP_* settings (its local indexes and wheels)."""
+    for key in list(os.environ):
+        if key.startswith("PIP_"):
+            monkeypatch.delenv(key)
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    monkeypatch.setenv("PIP_DISABLE_PIP_VERSION_CHECK", "1")
+
+
+def test_wheelhouse_from_a_local_folder_then_the_laptop_line_installs_offline(tmp_path, pip_isolated):
+    """`--find-links DIR`: pip takes the wheels from DIR only (no index, no network), only those for the target
+    platform and Python; requirements.txt is written once all are there, and the printed laptop line installs
+    them with --no-index."""
+    py = f"{sys.version_info.major}.{sys.version_info.minor}"
+    cp = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    src = tmp_path / "mirror"
+    src.mkdir()
+    make_wheel(src, "torch", f"{localrag.TORCH_VERSION}+cpu", f"{cp}-{cp}-manylinux_2_17_x86_64")
+    make_wheel(src, "torch", f"{localrag.TORCH_VERSION}", f"{cp}-{cp}-win_amd64")            # another platform
+    make_wheel(src, "sentence-transformers", "5.1.0", "py3-none-any", ("transformers>=4.41.0", "torch>=1.11"))
+    make_wheel(src, "transformers", "4.57.1", "py3-none-any")
+    make_wheel(src, "unrelated", "1.0", "py3-none-any")
+    out = tmp_path / "wheelhouse"
+    code, stdout = run_cli("embeddings", "wheelhouse", "--platform", "linux-x86_64", "--python", py, str(out),
+                           "--find-links", str(src), "--json")
+    result = json.loads(stdout)
+    assert code == 0 and result["downloaded"], stdout
+    assert "--no-index" in result["command"] and "--extra-index-url" not in result["command"]
+    assert result["wheels"] == sorted(p.name for p in out.glob("*.whl"))
+    assert {w.split("-")[0] for w in result["wheels"]} == {"torch", "sentence_transformers", "transformers"}
+    assert not any("win_amd64" in w for w in result["wheels"])
+    assert (out / "requirements.txt").read_text().splitlines() == result["requirements"]
+    # the laptop line, as printed, into a target folder instead of this venv
+    line = result["install_on_laptop"].split()
+    assert line[:2] == [f"python{py}", "-m"] and "--no-index" in line
+    target = tmp_path / "laptop-site"
+    done = subprocess.run([sys.executable, *line[1:], "--target", str(target)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (target / "torch" / "__init__.py").is_file() and (target / "sentence_transformers").is_dir()
+
+
+def test_wheelhouse_offline_is_one_clear_error(tmp_path, pip_isolated, monkeypatch):
+    """No network: pip's index (here a local port nobody listens on) cannot be reached.  One error line says so and
+    what to do (exit 7, `wheelhouse_download_failed`, details.offline), nothing is left in OUTDIR."""
+    import socket
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))       # bound, never listening: connections are refused
+    try:
+        monkeypatch.setenv("PIP_INDEX_URL", f"http://127.0.0.1:{sock.getsockname()[1]}/simple")
+        monkeypatch.setenv("PIP_RETRIES", "0")
+        out = tmp_path / "wheelhouse"
+        code, stdout = run_cli("embeddings", "wheelhouse", "--platform", "macos-arm64", "--python", "3.12", str(out),
+                               "--json")
+    finally:
+        sock.close()
+    error = json.loads(stdout)["error"]
+    assert code == localrag.EXIT_EMBEDDING and error["code"] == "wheelhouse_download_failed"
+    assert "could not reach the package index" in error["message"] and "--find-links" in error["message"]
+    assert error["details"]["offline"] is True and "\n" not in error["message"]
+    assert not out.exists()
+
+
+def test_wheelhouse_find_links_must_exist(tmp_path):
+    code, stdout = run_cli("embeddings", "wheelhouse", "--platform", "linux-x86_64", "--python", "3.11",
+                           str(tmp_path / "wh"), "--find-links", str(tmp_path / "nope"), "--json")
+    assert code == localrag.EXIT_USAGE and "--find-links" in json.loads(stdout)["error"]["message"]
+    assert not (tmp_path / "wh").exists()
+
+
+# --- interrupted: a signal mid-unpack, mid-pack or mid-download leaves nothing behind (issue 10) -----------------
+
+def _signalled_cli(args: list[str], hook: str, env: dict, cwd: Path) -> subprocess.CompletedProcess:
+    """`localrag ARGS` in a real process that sends itself SIGTERM from inside `hook` (a module function), i.e.
+    in the middle of the work at a known point: the signal is real, only its timing is fixed."""
+    code = ("import os, signal, sys, localrag\n"
+            f"real = localrag.{hook}\n"
+            "def stop(*a, **k):\n"
+            "    out = real(*a, **k)\n"
+            "    os.kill(os.getpid(), signal.SIGTERM)\n"
+            "    return out\n"
+            f"localrag.{hook} = stop\n"
+            "sys.exit(localrag.main(sys.argv[1:]))\n")
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, **env, "PYTHONPATH": str(ROOT)}, cwd=cwd)
+
+
+def test_sigterm_mid_unpack_leaves_the_cache_as_it_was(packed, tmp_path):
+    archive, _, target = packed
+    make_snapshot(target.embedding_cache_dir, payload_bytes=10, rev="old-revision")
+    before = tree(target.embedding_cache_dir)
+    done = _signalled_cli(["embeddings", "unpack", str(archive)], "_write_all",
+                          {"EMBEDDING_CACHE_DIR": str(target.embedding_cache_dir)}, tmp_path)
+    assert done.returncode == 143 and "interrupted (SIGTERM)" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+    assert tree(target.embedding_cache_dir) == before          # no staging folder, nothing placed
+
+
+def test_sigterm_mid_pack_leaves_no_partial_archive(packed, tmp_path):
+    archive, snap, _ = packed
+    out = tmp_path / "again.tar"
+    done = _signalled_cli(["embeddings", "pack", str(out)], "_sha256_file",
+                          {"EMBEDDING_CACHE_DIR": str(snap.parent.parent.parent)}, tmp_path)
+    assert done.returncode == 143 and "interrupted (SIGTERM)" in done.stderr, done.stderr
+    assert not out.exists() and not out.with_name(out.name + ".partial").exists()
+
+
+@pytest.mark.parametrize("sig", [15, 9], ids=["SIGTERM", "SIGKILL"])
+def test_a_signal_while_pip_downloads_ends_pip_too(tmp_path, pip_isolated, sig):
+    """A signal sent to localrag alone (a supervisor, `kill PID`, `kill -9 PID`) while pip waits on an index that
+    never answers: localrag ends (143 for SIGTERM) and pip does not run on."""
+    import socket
+    from robust_util import children, start_cli, wait_for, wait_gone
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)                  # accepts (the kernel does), never answers
+    try:
+        proc = start_cli("embeddings", "wheelhouse", "--platform", "macos-arm64", "--python", "3.12",
+                         str(tmp_path / "wh"), env={"PIP_INDEX_URL": f"http://127.0.0.1:{silent.getsockname()[1]}/s",
+                                                    "PIP_DEFAULT_TIMEOUT": "120", "PIP_RETRIES": "0"})
+        pip = wait_for(lambda: children(proc.pid), timeout=30)
+        time.sleep(1.0)               # pip is up and waiting on the index
+        os.kill(proc.pid, sig)
+        _, err = proc.communicate(timeout=20)
+        if sig == 15:
+            assert proc.returncode == 143 and "interrupted (SIGTERM)" in err, err[-2000:]
+        assert wait_gone(pip, 10) == []    # pip's own timeout here is 120 s
+    finally:
+        silent.close()
 
 
 # --- end to end with the tiny Qwen3 ------------------------------------------------------------------------------

@@ -199,6 +199,43 @@ def test_truncated_and_damaged_files(laptop, tmp_path, built):
     assert not [p for p in (tmp_path / "u2").iterdir() if "shared" in p.name or p.name.startswith(".unpack-")]
 
 
+def test_model_archive_unpacks_from_the_pyz(laptop, tmp_path):
+    """Issue 18: `embeddings unpack` and `status --verify` run from the pyz (standard library only) in a clean
+    environment: the model lands in the cache, status says the packages are the missing piece; a tampered archive
+    is refused with the cache untouched."""
+    import localrag
+    from test_model_archive import make_snapshot, tree
+    python = find_python("3.11") or find_python("3.12")
+    if python is None:
+        pytest.skip("no CPython 3.11/3.12 here")
+    make_snapshot(tmp_path / "office-cache")
+    archive = tmp_path / "qwen3 ü.tar"
+    office = localrag.load_config(environ={"EMBEDDING_CACHE_DIR": str(tmp_path / "office-cache")}, cwd=tmp_path)
+    localrag.embeddings_pack(office, archive)
+    box = Laptop(laptop, python, laptop.parent / "home-archive")
+    cache = laptop.parent / "model cache ü"
+    done = box.run("embeddings", "unpack", str(archive), "--json", EMBEDDING_CACHE_DIR=str(cache),
+                   EMBEDDING_PROVIDER="local-qwen3")
+    assert done.returncode == 0, done.stderr
+    pieces = json.loads(done.stdout)["status"]["pieces"]
+    assert pieces["model"]["ok"] and pieces["localrag"]["ok"] and not pieces["packages"]["ok"]
+    assert "wheelhouse" in pieces["packages"]["hint"]
+    status = box.run("embeddings", "status", "--verify", "--json", EMBEDDING_CACHE_DIR=str(cache),
+                     EMBEDDING_PROVIDER="local-qwen3")
+    assert json.loads(status.stdout)["pieces"]["model"]["verified"] == "sha256", status.stderr
+    before = tree(cache)
+    import tarfile
+    with tarfile.open(archive) as tar:
+        weights = next(m for m in tar.getmembers() if m.name.endswith("model.safetensors"))
+    data = bytearray(archive.read_bytes())
+    data[weights.offset_data + 1000] ^= 0xFF
+    bad = tmp_path / "tampered.tar"
+    bad.write_bytes(bytes(data))
+    refused = box.run("embeddings", "unpack", str(bad), "--json", EMBEDDING_CACHE_DIR=str(cache))
+    assert refused.returncode == 7 and json.loads(refused.stdout)["error"]["code"] == "model_archive_invalid"
+    assert tree(cache) == before
+
+
 def test_unwritable_home_names_the_variables(laptop, tmp_path):
     python = find_python("3.11") or sys.executable
     box = Laptop(laptop, python, tmp_path / "home")
