@@ -10998,7 +10998,8 @@ def _interrupted_summary(partial: dict) -> str:
 # lib/<platform>/cp3XY (per-Python builds of tiktoken, regex, PyYAML...).  __main__.py calls _pyz_main, which picks
 # the layers for this platform and Python, unpacks each once into a folder named by its content hash (extracted
 # beside it, then renamed into place, so two first starts never see a half-written layer), puts them on sys.path
-# and runs main().  localrag.py itself is imported straight from the zip.
+# and runs main().  localrag.py itself comes from the zip, its compiled code cached in the same folder by the
+# bootstrap (tools/build_pyz.py's MAIN_PY): zipimport would compile it again at every start.
 
 PYZ_MANIFEST = "localrag-pyz.json"
 PYZ_ROOT_ENV = "SHIV_ROOT"               # shiv's name for its unpack folder, so existing instructions keep working
