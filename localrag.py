@@ -5257,11 +5257,13 @@ BULK_CHANGE_ROWS = 1000
 _VAULT_TABLES = "documents, chunks, embeddings, links, keyword_chunks, keyword_postings"
 
 
-def _statistics_stale(store: Store) -> bool:
-    """True when a bulk load was never analyzed (a killed first ingest): the planner would then guess."""
-    return bool(store.run("SELECT EXISTS (SELECT 1 FROM pg_stat_user_tables WHERE relname IN ('documents', 'chunks', "
-                          "'embeddings', 'keyword_chunks', 'links') AND n_mod_since_analyze > greatest(:n, "
-                          "n_live_tup / 4))", n=BULK_CHANGE_ROWS)[0][0])
+def _stale_tables(store: Store) -> list[str]:
+    """The tables an ingest's opening queries read that a bulk load left unanalyzed (a killed first ingest): the
+    planner would guess there, and its guesses for just-loaded tables once kept a run silent for minutes."""
+    return sorted(r[0] for r in store.run(
+        "SELECT relname FROM pg_stat_user_tables WHERE schemaname = current_schema() AND relname IN ('documents', "
+        "'chunks', 'embeddings', 'keyword_chunks', 'links') AND n_mod_since_analyze > greatest(:n, n_live_tup / 4)",
+        n=BULK_CHANGE_ROWS))
 
 
 def ingest(config: Config, vault: str | Path, progress: ProgressFn | None = None, excludes: Sequence[str] = (), *,
@@ -5300,10 +5302,11 @@ def ingest(config: Config, vault: str | Path, progress: ProgressFn | None = None
         store.run("UPDATE ingest_runs SET status = 'failed', finished_at = now(), error_summary = "
                   "coalesce(error_summary, 'interrupted: the process ended before the run finished') "
                   "WHERE vault_path = :v AND status = 'running'", v=vault_key)
-        if _statistics_stale(store):
+        stale = _stale_tables(store)
+        if stale:
             if progress:
                 progress("analyze", 0, 0)
-            store.run(f"ANALYZE {_VAULT_TABLES}")
+            store.run(f"ANALYZE {', '.join(stale)}")
         job = _IngestRun(config, store, root, vault_key, 0, progress, pool)
         job.phases["scan"] = scan_s
         if progress:
