@@ -1716,26 +1716,45 @@ def chunk_document(doc: Document) -> list[Chunk]:
         for s, e in pieces:
             content = body[s:e].strip()
             if content:
-                chunks.append(Chunk(len(chunks), heading_path, s, e, content, count_tokens(content)))
+                chunks.append(Chunk(len(chunks), heading_path, s, e, content, sizes.content_tokens(content)))
     return chunks
 
 
 class _SectionSizes:
-    """The token counts of a document's sections, each encoded only when a decision needs it.  Every token is at
-    least one byte, so a section's UTF-8 length bounds its count from above: "do these sections stay within the
-    limit" is answered by the lengths when they are under it, and by the exact counts (as before) otherwise.  The
-    decisions are the exact counts' decisions; most short sections are never encoded twice (their chunk is)."""
+    """The token counts of a document's sections, each encoded only when a decision needs it, and then mostly
+    from its chunk's count.  Every token is at least one byte, so a section's UTF-8 length bounds its count from
+    above: "do these sections stay within the limit" is answered by the lengths when they are under it, and by the
+    exact counts (as before) otherwise.  A section's exact count is its stripped text's (which is its chunk's
+    content when it stays one chunk: counted once, kept for the chunk) corrected for the whitespace after it
+    (_tail_pieces).  The decisions are the exact counts' decisions, and the counts are exact."""
 
     def __init__(self, body: str, sections: Sequence[Section]) -> None:
         self.texts = [body[sec.start:sec.end] for sec in sections]
         ascii_only = body.isascii()
         self.bounds = [len(t) if ascii_only else len(t.encode("utf-8", "surrogatepass")) for t in self.texts]
         self.exact: list[int | None] = [None] * len(sections)
+        self.contents: dict[str, int] = {}
+
+    def content_tokens(self, content: str) -> int:
+        n = self.contents.get(content)
+        if n is None:
+            n = self.contents[content] = count_tokens(content)
+        return n
 
     def count(self, i: int) -> int:
         n = self.exact[i]
         if n is None:
-            n = self.exact[i] = count_tokens(self.texts[i])
+            text = self.texts[i]
+            content = text.strip()
+            tail = _tail_pieces(text, content)
+            if tail is None:
+                n = count_tokens(text)
+            else:
+                piece, newlines, rest = tail
+                n = self.content_tokens(content) + count_tokens(rest)
+                if piece:
+                    n += count_tokens(piece + newlines) - count_tokens(piece)
+            self.exact[i] = n
         return n
 
     def within(self, first: int, last: int, limit: int) -> bool:
@@ -1743,6 +1762,42 @@ class _SectionSizes:
         if sum(self.bounds[first:last]) <= limit:
             return True
         return sum(self.count(k) for k in range(first, last)) <= limit
+
+
+_TAIL_SPACE = frozenset(" \t\n")
+
+
+def _is_letter_or_number(ch: str) -> bool:
+    return ch.isalpha() or ch.isnumeric()
+
+
+def _tail_pieces(text: str, content: str) -> tuple[str, str, str] | None:
+    """For text = content + trailing spaces, tabs and newlines, how cl100k's pre-tokenizer cuts its end: content's
+    last piece when that is a run of punctuation or symbols (with one space before it, if there is one), the
+    newlines that piece takes in the text (the pattern's alternative for punctuation runs takes the line breaks
+    after them), and the whitespace after those.  The pattern only looks ahead, so every other piece of content is
+    cut as in content alone, and count(text) = count(content) - count(piece) + count(piece + newlines) +
+    count(rest), exactly.  None when the text does not have that shape, or a character there is not plainly a
+    letter, number, punctuation or symbol (Python's and the tokenizer's Unicode tables could disagree about it):
+    the caller encodes the text then."""
+    if not content or text[0] != content[0]:
+        return None
+    ws = text[len(content):]
+    if not _TAIL_SPACE.issuperset(ws):
+        return None
+    j = len(content)
+    while j > 0 and unicodedata.category(content[j - 1])[0] in "PS":
+        j -= 1
+    if j == len(content):   # ends with a letter or a number: the whitespace is cut on its own
+        return ("", "", ws) if _is_letter_or_number(content[-1]) else None
+    if j > 0:
+        before = content[j - 1]
+        if before == " ":
+            j -= 1
+        elif before not in "\t\n" and not _is_letter_or_number(before):
+            return None
+    newlines = ws[:len(ws) - len(ws.lstrip("\n"))]
+    return content[j:], newlines, ws[len(newlines):]
 
 
 def _fold_heading_only(body: str, spans: list[tuple[tuple[str, ...], int, int, int, int]]):
@@ -4549,8 +4604,8 @@ class _Prepared:
     embeds: list[str]
     chunks: list[Chunk]
     vectors: list[bytes] | None       # pgvector binary, when the embedder embeds in worker processes
-    # per chunk: keyword-v1 term weights and length
-    keywords: list[tuple[dict[str, float], float]] = dataclasses.field(default_factory=list)
+    # per chunk: its keyword-v1 rows as COPY bytes but for the chunk id (_keyword_packed)
+    keywords: list[tuple[bytes, list[bytes]]] = dataclasses.field(default_factory=list)
     body: str = ""                    # stored so notes are read from the database, not from disk
     body_line: int = 1
     lines: list[tuple[int, int]] = dataclasses.field(default_factory=list)   # each chunk's file lines
@@ -4596,7 +4651,7 @@ def prepare_file(relative_path: str, data: bytes, embedder: Any = None) -> _Prep
     except (ValueError, RecursionError, MemoryError) as exc:  # one odd file fails alone, never its batch
         return f"cannot parse: {type(exc).__name__}: {exc}"
     block_ids = [[b for pos, b in doc.block_ids if c.start <= pos < c.end] for c in chunks]
-    keywords = [keyword_vector(c.content, c.heading_path, relative_path, doc.tags) for c in chunks]
+    keywords = [_keyword_packed(*keyword_vector(c.content, c.heading_path, relative_path, doc.tags)) for c in chunks]
     return _Prepared(doc.frontmatter, doc.tags, doc.wikilinks, [lk.target for lk in doc.links if lk.embed], chunks,
                      vectors, keywords, doc.body, doc.body_line,
                      # a canvas's or PDF's text is assembled from nodes / pages: it has no file lines to point at
@@ -4988,7 +5043,7 @@ class _IngestRun:
                 for chunk, vector, keywords, (line_start, line_end), blocks in zip(
                         doc.chunks, doc.vectors, doc.keywords, doc.lines, doc.block_ids or [[]] * len(doc.chunks)):
                     cid = _Copy.int8(next(it))
-                    _keyword_rows(kw_chunks, kw_postings, cid, *keywords)
+                    _keyword_rows(kw_chunks, kw_postings, cid, keywords)
                     meta = {"char_start": chunk.start, "char_end": chunk.end, "line_start": line_start,
                             "line_end": line_end, "embeds": doc.embeds, "title": doc.title,
                             "aliases": list(doc.aliases)}
@@ -5068,7 +5123,8 @@ class _IngestRun:
             return
         kw_chunks, kw_postings = _Copy(len(_KEYWORD_CHUNK_COLUMNS)), _Copy(len(_KEYWORD_POSTING_COLUMNS))
         for cid, content, heading_path, rel, tags in rows:
-            _keyword_rows(kw_chunks, kw_postings, _Copy.int8(cid), *keyword_vector(content, heading_path, rel, tags))
+            _keyword_rows(kw_chunks, kw_postings, _Copy.int8(cid),
+                          _keyword_packed(*keyword_vector(content, heading_path, rel, tags)))
         with self.store.transaction():
             # rows of an older tokenizer are replaced, not mixed with the new ones
             self.store.run("DELETE FROM keyword_chunks WHERE chunk_id = ANY(CAST(:ids AS bigint[]))",
@@ -5122,21 +5178,27 @@ class _IngestRun:
             self.links["resolved" if found else "unresolved"] = n
 
 
-def _keyword_rows(kw_chunks: _Copy, kw_postings: _Copy, cid: bytes, tf: dict[str, float], length: float) -> None:
-    """One chunk's keyword_chunks row and its keyword_postings rows (terms sorted: deterministic COPY).  The
-    postings are most of the keyword index's COPY volume (about 46 per chunk), so their tuples are packed here
-    in one join per row rather than field by field."""
+def _keyword_packed(tf: dict[str, float], length: float) -> tuple[bytes, list[bytes]]:
+    """A chunk's keyword rows as COPY bytes, all but its id (assigned later, in the main process): its dl field,
+    and each posting's tuple after the chunk id, terms sorted (a deterministic COPY), behind an empty first item
+    so that joining them with the tuple head + id gives every tuple whole.  Pure: worker processes run it, since
+    the postings are most of the keyword index's COPY volume (about 46 per chunk)."""
     dl = _Copy.float4(length)
-    kw_chunks.row(cid, _Copy.text(KEYWORD_TOKENIZER), dl)
-    head = _POSTING_HEAD + cid
     tail = _FLOAT4_LEN + dl
     pack_term, pack_tf = _INT4.pack, _TF.pack
-    parts = []
+    parts = [b""]
     for term in sorted(tf):
         data = term.encode("utf-8")
-        parts.append(b"".join((head, pack_term(len(data)), data, pack_tf(4, tf[term]), tail)))
-    kw_postings.buf.write(b"".join(parts))
-    kw_postings.rows += len(parts)
+        parts.append(b"".join((pack_term(len(data)), data, pack_tf(4, tf[term]), tail)))
+    return dl, parts
+
+
+def _keyword_rows(kw_chunks: _Copy, kw_postings: _Copy, cid: bytes, packed: tuple[bytes, list[bytes]]) -> None:
+    """One chunk's keyword_chunks row and its keyword_postings rows, from _keyword_packed: one join in C."""
+    dl, parts = packed
+    kw_chunks.row(cid, _Copy.text(KEYWORD_TOKENIZER), dl)
+    kw_postings.buf.write((_POSTING_HEAD + cid).join(parts))
+    kw_postings.rows += len(parts) - 1
 
 
 _INT4, _TF = struct.Struct("!i"), struct.Struct("!if")

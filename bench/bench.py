@@ -296,7 +296,7 @@ def pure_stages(files: list[tuple[str, Path]]) -> dict[str, float]:
                          tags, links, C.jsonb({"char_start": c.start, "char_end": c.end, "title": doc.title}),
                          C.text(c.content_hash), C.int4(c.token_count))
                 vecs.row(cid, name, name, C.int4(1024), C.vector(v))
-                localrag._keyword_rows(kw_chunks, postings, cid, *kw)
+                localrag._keyword_rows(kw_chunks, postings, cid, localrag._keyword_packed(*kw))
             t10 = clock()
             for name, spent in zip(stages, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4 - (t4 - t3), inside[0],
                                             t6 - t5 - inside[0], t7 - t6, t8 - t7, t9 - t8, t10 - t9)):

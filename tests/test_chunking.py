@@ -347,3 +347,24 @@ def test_section_sizes_decide_as_the_exact_counts(parts):
         for last in range(first + 1, len(exact) + 1):
             for limit in (localrag.CHUNK_TARGET_MIN_TOKENS - 1, localrag.CHUNK_TARGET_MAX_TOKENS):
                 assert sizes.within(first, last, limit) == (sum(exact[first:last]) <= limit)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.text(alphabet=st.sampled_from(list("ab xy\t\n.|`)]!>-,:;1'") + ["।", "。", "é", "客", "🙂", "\u0301", "™",
+                                                                          "ـ", "\u00a0", "²", "\x1c"]),
+               min_size=1, max_size=60),
+       st.text(alphabet=st.sampled_from([" ", "\n", "\t"]), max_size=5))
+def test_a_section_count_from_its_content_count_is_exact(content, ws):
+    """_SectionSizes counts a section from its stripped text (its chunk's count) plus the pieces of its end
+    (_tail_pieces); whenever _tail_pieces answers, that sum is the section's own count."""
+    text = content + ws
+    stripped = text.strip()
+    tail = localrag._tail_pieces(text, stripped)
+    if tail is not None:
+        piece, newlines, rest = tail
+        assert piece + newlines + rest == text[len(stripped) - len(piece):]
+        derived = localrag.count_tokens(stripped) - localrag.count_tokens(piece) + \
+            localrag.count_tokens(piece + newlines) + localrag.count_tokens(rest)
+        assert derived == localrag.count_tokens(text)
+    sizes = localrag._SectionSizes(text, [localrag.Section(("H",), 1, 0, len(text))])
+    assert sizes.count(0) == localrag.count_tokens(text)

@@ -650,7 +650,6 @@ def test_a_running_embedded_server_is_reached_without_checking_again(pg_home):
     database dropped since, or a pid file left by a server that died -- the full check repairs it as before."""
     import os
     import subprocess
-    import sys
     home = pg_home / "h"
     environ = {"LOCALRAG_HOME": str(home), "HOME": str(pg_home)}
     cfg = localrag.load_config(environ=environ, cwd=pg_home)
