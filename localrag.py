@@ -4839,6 +4839,7 @@ class _IngestRun:
         self.files_total = 0
         self.files_done = 0
         self.phases: dict[str, float] = dict.fromkeys(INGEST_PHASES, 0.0)
+        self.cpu_started = os.times()
 
     @contextlib.contextmanager
     def _timed(self, phase: str) -> Iterator[None]:
@@ -5343,7 +5344,7 @@ def ingest(config: Config, vault: str | Path, progress: ProgressFn | None = None
     vault_key = _safe_name(str(root))
     embedder = get_embedder(config)
     notice = notice or (lambda msg: None)
-    started = time.monotonic()
+    started, cpu_started = time.monotonic(), os.times()
     if progress:
         progress("scan", 0, 0)
     scan = scan_vault(root, config.max_file_bytes, excludes)
@@ -5370,7 +5371,7 @@ def ingest(config: Config, vault: str | Path, progress: ProgressFn | None = None
                 progress("analyze", 0, 0)
             store.run(f"ANALYZE {', '.join(stale)}")
         job = _IngestRun(config, store, root, vault_key, 0, progress, pool)
-        job.phases["scan"] = scan_s
+        job.phases["scan"], job.cpu_started = scan_s, cpu_started
         if progress:
             progress("diff", 0, 0)
         with job._timed("diff"):
@@ -5428,6 +5429,7 @@ def _finish_run(config: Config, store: Store, job: _IngestRun, status: str, summ
                 "keyword_chunks_written": job.keyword_chunks_written, "files_failed": job.failed, "warnings": job.warnings, "files_found": job.files_found,
                 "skipped_by_reason": skipped, "links": dict(job.links), "duration_s": round(duration, 3),
                 "phases_s": {k: round(v, 3) for k, v in job.phases.items() if v >= 0.0005},
+                "cpu_s": _cpu_since(job.cpu_started),
                 "localrag_version": __version__}
     # Counts are not rewritten here: each batch recorded its own, in its own transaction.
     params = dict(id=job.run_id, st=status, es=summary, md=json.dumps(_jsonable(metadata), ensure_ascii=False))
@@ -5447,6 +5449,13 @@ def _finish_run(config: Config, store: Store, job: _IngestRun, status: str, summ
     # the outcome on a fresh one, ending the old session first so its lock and any open transaction go now.
     _end_session(store, lambda fresh: fresh.run(sql, **params))
     return result
+
+
+def _cpu_since(then: os.times_result) -> dict:
+    """CPU seconds since `then`: this process's, and its reaped children's (the worker processes, once closed)."""
+    now = os.times()
+    return {"this_process": round(now.user + now.system - then.user - then.system, 2),
+            "workers": round(now.children_user + now.children_system - then.children_user - then.children_system, 2)}
 
 
 def _end_session(store: Store, then: Callable[[Store], Any] | None = None) -> None:

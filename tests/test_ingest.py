@@ -1010,6 +1010,7 @@ def test_each_long_step_names_itself_and_the_run_says_where_its_time_went(db, tm
     assert {"scan", "read", "parse", "rows", "copy_chunks", "analyze"} <= set(result["phases_s"])
     stored = query(db, "SELECT metadata->'phases_s' FROM ingest_runs WHERE id = :i", i=result["id"])[0][0]
     assert stored == result["phases_s"]
+    assert set(result["cpu_s"]) == {"this_process", "workers"} and min(result["cpu_s"].values()) >= 0
     for path in sorted(notes.iterdir())[:10]:
         path.unlink()
     phases.clear()
