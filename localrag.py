@@ -41,6 +41,7 @@ import io
 import json
 import logging
 import math
+import operator
 import os
 import re
 import signal
@@ -1851,10 +1852,12 @@ def fake_tokens(text: str) -> list[str]:
     if norm.isascii():
         return tokens
     for run in _CJK_RUN_RE.findall(norm):
+        # run[0], then each further character followed by the bigram it ends: interleaved by slice assignment
+        pairs = [None] * (2 * len(run) - 2)
+        pairs[0::2] = run[1:]
+        pairs[1::2] = [run[i - 1:i + 1] for i in range(1, len(run))]
         tokens.append(run[0])
-        for i in range(1, len(run)):
-            tokens.append(run[i])
-            tokens.append(run[i - 1:i + 1])
+        tokens.extend(pairs)
     return tokens
 
 
@@ -1876,24 +1879,38 @@ def fake_vector(fields: dict[str, str]) -> "list[float]":
     """fake-lexical-v1: weighted, per-field capped token counts hashed into 1024 buckets, L2-normalized.
     Empty input gives the zero vector (the caller treats it as unsearchable)."""
     acc: dict[int, float] = {}  # only the touched buckets: a chunk fills a few hundred of 1024
-    buckets = _bucket_cache
     for field, text in fields.items():
         if not text:
             continue
-        weight = FAKE_FIELD_WEIGHTS[field]
-        cap = FAKE_TOKEN_CAP_FACTOR * weight
-        # Counter counts in C, in first-seen order (the order the sums below depend on, to the last bit)
-        for tok, n in collections.Counter(fake_tokens(text)).items():
-            bucket = buckets.get(tok)
-            if bucket is None:
-                bucket = fake_bucket(tok)
-            acc[bucket] = acc.get(bucket, 0.0) + min(n * weight, cap)
+        # every chunk of a note repeats its path, tags, links and aliases (and a section's chunks their headings):
+        # those fields' terms are computed once
+        for bucket, value in (_fake_field_terms(text, field) if field == "content" else
+                              _fake_repeated_field_terms(text, field)):
+            acc[bucket] = acc.get(bucket, 0.0) + value
     vector = [0.0] * EMBEDDING_DIM
-    norm = math.sqrt(sum(v * v for v in acc.values()))
+    values = list(acc.values())
+    norm = math.sqrt(sum(map(operator.mul, values, values)))
     if norm > 0:
         for bucket, value in acc.items():
             vector[bucket] = value / norm
     return vector
+
+
+def _fake_field_terms(text: str, field: str) -> tuple[tuple[int, float], ...]:
+    """One field's contribution to a fake-lexical-v1 vector: (bucket, capped weighted count) per feature, in
+    first-seen order (the order fake_vector's sums follow, to the last bit)."""
+    weight = FAKE_FIELD_WEIGHTS[field]
+    cap = FAKE_TOKEN_CAP_FACTOR * weight
+    counts = collections.Counter(fake_tokens(text))   # counted in C, in first-seen order
+    found = list(map(_bucket_cache.get, counts))      # looked up in C; only features never seen are hashed
+    out = []
+    for bucket, tok, n in zip(found, counts, counts.values()):
+        value = n * weight
+        out.append((fake_bucket(tok) if bucket is None else bucket, value if value <= cap else cap))  # min()
+    return tuple(out)
+
+
+_fake_repeated_field_terms = functools.lru_cache(maxsize=4096)(_fake_field_terms)
 
 
 def document_fields(content: str, heading_path: Sequence[str], relative_path: str, tags: Sequence[str],
@@ -2516,10 +2533,18 @@ def keyword_vector(content: str, heading_path: Sequence[str], relative_path: str
         if not text:
             continue
         weight = KEYWORD_FIELD_WEIGHTS[field]
-        # counted in C; n * weight equals n additions of the weight (small whole numbers are exact in a float)
-        for term, n in collections.Counter(keyword_terms(text)).items():
+        # n * weight equals n additions of the weight (small whole numbers are exact in a float); the fields
+        # every chunk of a note (or section) repeats are counted once
+        counts = _keyword_counts(text) if field != "content" else collections.Counter(keyword_terms(text))
+        for term, n in counts.items():
             tf[term] = tf.get(term, 0.0) + n * weight
     return tf, float(sum(tf.values()))
+
+
+@functools.lru_cache(maxsize=4096)
+def _keyword_counts(text: str) -> collections.Counter:
+    """keyword_terms counted, for the short fields chunks repeat (read only: the Counter is shared)."""
+    return collections.Counter(keyword_terms(text))
 
 
 # === 6b. Model archive ===========================================================================================
