@@ -16,7 +16,7 @@ import time
 import pytest
 
 import localrag
-from conftest import SAMPLE_VAULT, run_cli
+from conftest import run_cli
 from embeddings_stub import EmbeddingsStub, stub_vector
 from llm_stub import closed_port
 

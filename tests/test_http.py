@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
-import yaml
 
 import localrag
 from conftest import QUESTIONS, ROOT, run_cli
@@ -1229,7 +1228,7 @@ def test_a_one_byte_per_step_client_is_cut_off_with_408(quick_timeout_api, part)
         with socket.create_connection((HOST, quick_timeout_api.port), timeout=10) as sock:
             sock.sendall(head)
             started = time.monotonic()
-            reply, sent = b"", 0
+            reply = b""
             sock.settimeout(0.1)
             for byte in body:
                 with contextlib.suppress(OSError):

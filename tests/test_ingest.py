@@ -580,7 +580,7 @@ def test_fifo_swapped_in_after_the_scan_is_not_opened(db, tmp_path):
     vault.mkdir()
     (vault / "a.md").write_text("# A\nalpha\n")
     (vault / "b.md").write_text("# B\nbeta\n")
-    files = localrag.scan_vault(vault).files
+    localrag.scan_vault(vault)
     (vault / "b.md").unlink()
     os.mkfifo(vault / "b.md")
     config = db

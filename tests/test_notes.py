@@ -4,7 +4,6 @@ and search results carry.  Real Postgres, the sample vault ingested; notes are r
 from __future__ import annotations
 
 import json
-import shutil
 
 import pytest
 

@@ -9,7 +9,6 @@ import os
 import shutil
 import threading
 import urllib.parse
-from pathlib import Path
 
 import pytest
 

@@ -543,7 +543,6 @@ def http_api(ingested):
     import contextlib
     import http.client
     import io
-    import sys
     import threading
     config, vault, _ = ingested
     server = localrag.make_server(config, "127.0.0.1", 0)

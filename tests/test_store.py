@@ -357,12 +357,10 @@ def _no_process_left_behind():
 
 import collections
 import contextlib
-import json
 import os
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.parse
 
