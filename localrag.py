@@ -4072,8 +4072,8 @@ class Store:
         self.close()
 
     @contextlib.contextmanager
-    def transaction(self) -> Iterator["Store"]:
-        self.run("BEGIN")
+    def transaction(self, begin: str = "BEGIN") -> Iterator["Store"]:
+        self.run(begin)
         try:
             yield self
         except KeyboardInterrupt:
@@ -4087,21 +4087,10 @@ class Store:
             raise
         self.run("COMMIT")
 
-    @contextlib.contextmanager
-    def snapshot(self) -> Iterator["Store"]:
+    def snapshot(self) -> contextlib.AbstractContextManager["Store"]:
         """A read-only transaction that sees one snapshot for all its queries: a retrieval's candidates, scores and
         chunk rows agree even while an ingest replaces the notes they came from."""
-        self.run("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-        try:
-            yield self
-        except KeyboardInterrupt:
-            self.abort()
-            raise
-        except BaseException:
-            with contextlib.suppress(Exception):
-                self.con.run("ROLLBACK")
-            raise
-        self.run("COMMIT")
+        return self.transaction("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
 
     def copy(self, table: str, columns: Sequence[str], data: _Copy) -> None:
         if data.rows:

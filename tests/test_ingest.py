@@ -1056,8 +1056,10 @@ def test_each_long_step_names_itself_and_the_run_says_where_its_time_went(db, tm
     phases = []
     result = localrag.ingest(db, notes, progress=lambda phase, done, total: phases.append(phase))
     assert result["chunks_written"] + result["keyword_chunks_written"] > localrag.BULK_CHANGE_ROWS
-    order = list(dict.fromkeys(phases))
-    assert order[:3] == ["scan", "diff", "parse+embed"] and order[-1] == "analyze" and "write" in order
+    steps = [p for i, p in enumerate(phases) if i == 0 or phases[i - 1] != p]
+    # an opening "analyze" may come before "diff": tables that a previous load left without statistics
+    opening = steps[2:4] if steps[1:2] == ["analyze"] else steps[1:3]
+    assert steps[0] == "scan" and opening == ["diff", "parse+embed"] and steps[-1] == "analyze" and "write" in steps
     assert set(result["phases_s"]) <= set(localrag.INGEST_PHASES)
     assert {"scan", "read", "parse", "rows", "copy_chunks", "analyze"} <= set(result["phases_s"])
     stored = query(db, "SELECT metadata->'phases_s' FROM ingest_runs WHERE id = :i", i=result["id"])[0][0]
