@@ -173,8 +173,12 @@ def test_two_first_starts_at_once(laptop, tmp_path):
                               stderr=subprocess.PIPE, text=True) for _ in range(4)]
     outs = [p.communicate(timeout=300) for p in procs]
     assert all(p.returncode == 0 for p in procs), outs
-    names = sorted(p.name for p in (tmp_path / "unpack").iterdir())
-    assert len([n for n in names if not n.startswith(".")]) == 3, names  # common, shared, this Python's
+    entries = sorted((tmp_path / "unpack").iterdir())
+    names = [p.name for p in entries]
+    layers = [p.name for p in entries if p.is_dir() and not p.name.startswith(".")]
+    assert len(layers) == 3, names  # common, shared, this Python's
+    # and localrag.py's compiled code, written once whole (4 racing writers, one file, no temporary left)
+    assert len([n for n in names if n.startswith("localrag-") and n.endswith(".code")]) == 1, names
     assert not [n for n in names if n.startswith(".unpack-") or n.endswith(".tmp")], names
 
 
