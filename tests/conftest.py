@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import urllib.parse
@@ -34,6 +35,12 @@ import localrag  # noqa: E402
 SAMPLE_VAULT = ROOT / "samples" / "acme-vault"
 QUESTIONS = ROOT / "eval" / "questions.yaml"
 CORPUS = ROOT.parent / "shared" / "corpora" / "obsidian-help"
+
+
+def pytest_sessionstart(session):
+    # SIGTERM (a CI timeout, `timeout`, `kill`) ends the run as Ctrl-C does, so the session's fixtures are torn down
+    # and the embedded test cluster does not outlive it (by default SIGTERM ends pytest with no teardown at all).
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
 
 
 def _database_name(url: str) -> str:
