@@ -34,6 +34,8 @@ import math
 import re
 import threading
 
+from llm_stub import LoopbackStub, StubServer
+
 _WORD_RE = re.compile(r"[a-z0-9]+|[\u3400-\u9fff]")
 
 
@@ -48,7 +50,7 @@ def stub_vector(text: str, dim: int) -> list[float]:
 
 class _Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    server: "_StubServer"
+    server: "StubServer"
 
     def log_message(self, format, *args):  # noqa: A002 - keep test output quiet
         pass
@@ -129,49 +131,23 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                          "usage": {"prompt_tokens": len(texts), "total_tokens": len(texts)}})
 
 
-class _StubServer(http.server.ThreadingHTTPServer):
-    daemon_threads = True
-    block_on_close = False
-    stub: "EmbeddingsStub"
-
-
-class EmbeddingsStub:
+class EmbeddingsStub(LoopbackStub):
     """The server, its behaviour knobs and what it received."""
 
     def __init__(self, dim: int = 384) -> None:
+        super().__init__(_Handler, "embeddings-stub")
         self.scenario = "ok"
         self.dim = dim
         self.honour_dimensions = False
         self.retry_after: str | int | None = 0   # 0: retry at once (keeps tests fast); None: no header
         self.delay = 5.0
-        self.requests: list[dict] = []
         self.lock = threading.Lock()
-        self.release = threading.Event()
-        self._server = _StubServer(("127.0.0.1", 0), _Handler)
-        self._server.stub = self
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02},
-                                        name="embeddings-stub", daemon=True)
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+        return f"http://127.0.0.1:{self.port}/v1"
 
     def inputs(self) -> list[str]:
         """Every text the server was asked to embed, in request order."""
         return [t for r in self.requests for t in (r["body"] or {}).get("input", [])]
 
-    def start(self) -> "EmbeddingsStub":
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self.release.set()
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
-
-    def __enter__(self) -> "EmbeddingsStub":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()

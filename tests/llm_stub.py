@@ -28,7 +28,7 @@ import threading
 
 class _Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    server: "_StubServer"
+    server: "StubServer"
 
     def log_message(self, format, *args):  # noqa: A002 - keep test output quiet
         pass
@@ -174,35 +174,30 @@ def split_pieces(text: str, size: int = 7) -> list[str]:
     return [text[i:i + size] for i in range(0, len(text), size)] or [""]
 
 
-class _StubServer(http.server.ThreadingHTTPServer):
+class StubServer(http.server.ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
-    stub: "ChatStub"
+    stub: "LoopbackStub"
 
 
-class ChatStub:
-    """The server, its behaviour knobs and what it received."""
+class LoopbackStub:
+    """A stub HTTP server on 127.0.0.1 (a free port) in a daemon thread, its handler reading the stub as
+    `self.server.stub`: start()/stop() or a `with` block.  It records requests in `requests`; `release` ends any
+    wait a handler is in, and stop() sets it (shared by the chat and the embeddings stubs)."""
 
-    def __init__(self) -> None:
-        self.scenario = "ok"
-        self.answer = "The evidence answers it [1]."
-        self.delay = 5.0                 # upper bound of a "slow" wait; stop() releases it at once
+    def __init__(self, handler: type, name: str) -> None:
         self.requests: list[dict] = []
         self.release = threading.Event()
-        self._server = _StubServer(("127.0.0.1", 0), _Handler)
+        self._server = StubServer(("127.0.0.1", 0), handler)
         self._server.stub = self
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02},
-                                        name="llm-stub", daemon=True)
+                                        name=name, daemon=True)
 
     @property
     def port(self) -> int:
         return self._server.server_address[1]
 
-    @property
-    def root(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self) -> "ChatStub":
+    def start(self):
         self._thread.start()
         return self
 
@@ -212,11 +207,25 @@ class ChatStub:
         self._server.server_close()
         self._thread.join(timeout=5)
 
-    def __enter__(self) -> "ChatStub":
+    def __enter__(self):
         return self.start()
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+class ChatStub(LoopbackStub):
+    """The server, its behaviour knobs and what it received."""
+
+    def __init__(self) -> None:
+        super().__init__(_Handler, "llm-stub")
+        self.scenario = "ok"
+        self.answer = "The evidence answers it [1]."
+        self.delay = 5.0                 # upper bound of a "slow" wait; stop() releases it at once
+
+    @property
+    def root(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
 
 
 def closed_port() -> int:
