@@ -1001,6 +1001,17 @@ def test_a_stalled_client_does_not_block_others_and_is_dropped(quick_timeout_api
 
 # === serve: signals and the warning ================================================================================
 
+def _stream_in_flight(conn: http.client.HTTPConnection) -> http.client.HTTPResponse:
+    """Start a fallback /ask/stream and read up to its citations event: the request is then in flight (the
+    upstream stub decides when it ends)."""
+    conn.request("POST", "/ask/stream", body=_encode({"question": NO_ANSWER_Q, "fallback": True}),
+                 headers={"Content-Type": "application/json"})
+    resp = conn.getresponse()
+    assert resp.status == 200
+    assert read_sse_event(resp)[0] == "citations"
+    return resp
+
+
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_signal_finishes_the_in_flight_stream_then_exits_130_or_143(ingested, upstream, serve_process, signum):
     gate = threading.Event()
@@ -1008,11 +1019,7 @@ def test_signal_finishes_the_in_flight_stream_then_exits_130_or_143(ingested, up
     server = serve_process()
     conn = http.client.HTTPConnection(HOST, server.port, timeout=30)
     try:
-        conn.request("POST", "/ask/stream", body=_encode({"question": NO_ANSWER_Q, "fallback": True}),
-                     headers={"Content-Type": "application/json"})
-        resp = conn.getresponse()
-        assert resp.status == 200
-        assert read_sse_event(resp)[0] == "citations"          # the request is now in flight
+        resp = _stream_in_flight(conn)
         server.proc.send_signal(signum)
         deadline = time.monotonic() + 20
         while not server.refuses_connections() and time.monotonic() < deadline:
@@ -1319,10 +1326,8 @@ def test_in_flight_requests_past_the_grace_are_cut_off(ingested, upstream, serve
     server = serve_process("--grace", "1")
     conn = http.client.HTTPConnection(HOST, server.port, timeout=30)
     try:
-        conn.request("POST", "/ask/stream", body=_encode({"question": NO_ANSWER_Q, "fallback": True}),
-                     headers={"Content-Type": "application/json"})
-        resp = conn.getresponse()
-        assert read_sse_event(resp)[0] == "citations"
+        resp = _stream_in_flight(conn)     # held open: the request stays in flight
+        assert not resp.isclosed()
         started = time.monotonic()
         server.proc.send_signal(signal.SIGTERM)
         assert server.proc.wait(15) == localrag.EXIT_TERMINATED
@@ -1338,10 +1343,8 @@ def test_a_second_signal_ends_at_once(ingested, upstream, serve_process):
     server = serve_process("--grace", "60")
     conn = http.client.HTTPConnection(HOST, server.port, timeout=30)
     try:
-        conn.request("POST", "/ask/stream", body=_encode({"question": NO_ANSWER_Q, "fallback": True}),
-                     headers={"Content-Type": "application/json"})
-        resp = conn.getresponse()
-        assert read_sse_event(resp)[0] == "citations"
+        resp = _stream_in_flight(conn)     # held open: the request stays in flight
+        assert not resp.isclosed()
         server.proc.send_signal(signal.SIGTERM)
         time.sleep(0.5)
         assert server.proc.poll() is None            # waiting for the in-flight stream
