@@ -144,6 +144,14 @@ def run_cli(*args: str) -> tuple[int, str]:
     return code, out.getvalue()
 
 
+def write_vault(root: Path, files: dict[str, str]) -> None:
+    """Write {relative path: text} under root (UTF-8), making the folders."""
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+
+
 def make_pdf(pages: list[str]) -> bytes:
     """A small valid PDF whose pages show the given lines of text (Helvetica), written by hand so the tests need
     no PDF writer; an empty string makes a page with no text at all (what a scanned page looks like to pypdf)."""

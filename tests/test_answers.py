@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import localrag
-from conftest import run_cli
+from conftest import run_cli, write_vault
 from llm_stub import ChatStub, closed_port
 
 # === 1. Helpers and fixtures =======================================================================================
@@ -42,13 +42,6 @@ def configure(monkeypatch, **values) -> localrag.Config:
 def blocks_of(*contents: str) -> list[dict]:
     return [{"n": i, "source": f"note{i}.md", "heading": f"H{i}", "heading_path": [f"H{i}"], "score": 0.5,
              "content": c} for i, c in enumerate(contents, 1)]
-
-
-def write_vault(root, files: dict) -> None:
-    for rel, text in files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
 
 
 @pytest.fixture

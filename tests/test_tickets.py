@@ -24,19 +24,12 @@ import threading
 import pytest
 
 import localrag
-from conftest import run_cli
+from conftest import run_cli, write_vault
 
 # === 1. Helpers and fixtures =======================================================================================
 
 QUESTION = "How do I configure kubernetes autoscaling for the billing cluster?"
 NOW = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.timezone.utc)
-
-
-def write_vault(root, files: dict) -> None:
-    for rel, text in files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
 
 
 @pytest.fixture
