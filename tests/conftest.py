@@ -7,11 +7,13 @@ session and deleted afterwards.  Fake providers are forced so no test downloads 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
 import sys
 import tempfile
+import threading
 import urllib.parse
 from pathlib import Path
 
@@ -142,6 +144,23 @@ def run_cli(*args: str) -> tuple[int, str]:
     with contextlib.redirect_stdout(out):
         code = localrag.main(list(args))
     return code, out.getvalue()
+
+
+@contextlib.contextmanager
+def serving(config):
+    """`serve` in-process on a free 127.0.0.1 port (a daemon thread); yields its base URL and closes everything
+    after: the listener, idle keep-alive connections (a browser's: not waited out) and the pool."""
+    srv = localrag.make_server(config, "127.0.0.1", 0)
+    thread = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{srv.server_address[1]}"
+    finally:
+        srv.shutdown()
+        srv.close_idle_connections()
+        srv.server_close()
+        srv.api.pool.close()
+        thread.join(10)
 
 
 def write_vault(root: Path, files: dict[str, str]) -> None:

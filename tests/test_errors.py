@@ -17,14 +17,13 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import urllib.parse
 from pathlib import Path
 
 import pytest
 
 import localrag
-from conftest import ROOT, run_cli
+from conftest import ROOT, run_cli, serving
 from llm_stub import ChatStub
 
 QUESTION = "客户 P1 工单应该如何升级？"
@@ -74,16 +73,9 @@ ELSEWHERE = {
 
 @contextlib.contextmanager
 def http_server(config):
-    srv = localrag.make_server(config, "127.0.0.1", 0)
-    thread = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
-        yield srv.server_address[1]
-    finally:
-        srv.shutdown()
-        srv.server_close()
-        srv.api.pool.close()
-        thread.join(10)
+    """serving(), yielding the port."""
+    with serving(config) as url:
+        yield int(url.rsplit(":", 1)[1])
 
 
 def http_call(config, method, path, body=None):

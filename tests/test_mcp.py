@@ -14,13 +14,12 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
 
 import pytest
 
 import localrag
-from conftest import ROOT
+from conftest import ROOT, serving
 
 mcp = pytest.importorskip("mcp", reason="the MCP SDK (test extra `mcp`) is not installed")
 from mcp import Client, StdioServerParameters  # noqa: E402
@@ -34,20 +33,6 @@ TOOLS = {"search", "ask", "get_note", "list_notes", "status", "draft_ticket"}
 def stdio_params(env: dict) -> StdioServerParameters:
     return StdioServerParameters(command=sys.executable, args=["-m", "localrag", "mcp"],
                                  env={**os.environ, **env, "PYTHONPATH": str(ROOT)})
-
-
-@contextlib.contextmanager
-def http_server(config, token: str | None = None):
-    srv = localrag.make_server(config, "127.0.0.1", 0)
-    thread = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{srv.server_address[1]}"
-    finally:
-        srv.shutdown()
-        srv.server_close()
-        srv.api.pool.close()
-        thread.join(10)
 
 
 async def exercise(target, mode: str) -> dict:
@@ -120,7 +105,7 @@ def test_sdk_client_over_stdio(ingested, env, mode, version):
 @pytest.mark.parametrize("mode,version", [("auto", "2026-07-28"), ("legacy", "2025-11-25")])
 def test_sdk_client_over_http(ingested, mode, version):
     config, _, _ = ingested
-    with http_server(config) as url:
+    with serving(config) as url:
         check_session(asyncio.run(exercise(url + "/mcp", mode)), version)
 
 
@@ -132,7 +117,7 @@ def test_http_mcp_needs_the_token_when_one_is_set(ingested, monkeypatch):
         async with Client(localrag_mcp_transport(url + "/mcp", headers)) as client:
             return (await client.call_tool("search", {"query": RAG_Q})).structured_content
 
-    with http_server(config) as url:
+    with serving(config) as url:
         assert asyncio.run(go({"Authorization": "Bearer mcp-token-1234"}))["results"]
         with pytest.raises(Exception):
             asyncio.run(go({}))
@@ -170,7 +155,7 @@ def test_http_transport_rules(ingested):
     call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
             "params": {"name": "status", "arguments": {}, "_meta": MODERN_META}}
     good = {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "status"}
-    with http_server(config) as url:
+    with serving(config) as url:
         status, _, body = post_raw(url, call, good)
         assert status == 200 and json.loads(body)["result"]["resultType"] == "complete"
         status, _, body = post_raw(url, call, {**good, "Mcp-Name": "=?base64?c3RhdHVz?="})  # "status", encoded

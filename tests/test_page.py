@@ -4,16 +4,14 @@ vault ingested and the fake LLM; a screenshot of each run is kept in tests/artif
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
-import threading
 import urllib.parse
 
 import pytest
 
 import localrag
-from conftest import ROOT
+from conftest import ROOT, serving
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium (test extra) is not installed")
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -23,21 +21,6 @@ pytestmark = pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER),
                                        "(`apt-get install -y chromium chromium-driver`; `make test` does it as root)")
 ARTIFACTS = ROOT / "tests" / "artifacts"
 QUESTION = "客户 P1 工单应该怎么升级？"
-
-
-@contextlib.contextmanager
-def server(config):
-    srv = localrag.make_server(config, "127.0.0.1", 0)
-    thread = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{srv.server_address[1]}"
-    finally:
-        srv.shutdown()
-        srv.close_idle_connections()   # the browser keeps connections alive; do not wait out their timeout
-        srv.server_close()
-        srv.api.pool.close()
-        thread.join(10)
 
 
 @pytest.fixture
@@ -79,7 +62,7 @@ def own_origin_only(driver, base: str) -> None:
 
 def test_streamed_answer_citations_and_search(ingested, browser):
     config, _, _ = ingested
-    with server(config) as base:
+    with serving(config) as base:
         browser.get(base + "/")
         assert browser.title == "localrag"
         browser.find_element("id", "question").send_keys(QUESTION)
@@ -115,7 +98,7 @@ def test_streamed_answer_citations_and_search(ingested, browser):
 def test_no_answer_and_the_token_prompt(ingested, browser, monkeypatch):
     monkeypatch.setenv("LOCALRAG_API_TOKEN", "page-token-5678")
     config = localrag.load_config()
-    with server(config) as base:
+    with serving(config) as base:
         browser.get(base + "/")
         browser.find_element("id", "question").send_keys("今天上海天气如何？")
         browser.find_element("id", "ask-button").click()
@@ -146,7 +129,7 @@ def test_refused_answer_becomes_a_confirmed_ticket(ingested, browser, monkeypatc
     with localrag.Store.open(config) as s:
         s.run("TRUNCATE tickets, ticket_events RESTART IDENTITY")
     question = "今天上海天气如何？"
-    with server(config) as base:
+    with serving(config) as base:
         browser.get(base + "/")
         browser.execute_script("sessionStorage.setItem('localrag-token', 'page-token-1234'); location.reload()")
         browser.find_element("id", "question").send_keys(question)
