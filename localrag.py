@@ -3455,6 +3455,16 @@ CREATE TABLE IF NOT EXISTS localrag_schema (
 );
 INSERT INTO localrag_schema (version) VALUES (@SCHEMA_VERSION@) ON CONFLICT (version) DO NOTHING;
 """.replace("@SCHEMA_VERSION@", str(SCHEMA_VERSION))
+@functools.lru_cache(maxsize=1)
+def _schema_object_names() -> dict[str, list[str]]:
+    """The tables and indexes, functions and triggers SCHEMA_SQL creates, by name (Store._schema_complete)."""
+    def found(pattern: str) -> list[str]:
+        return sorted(set(re.findall(pattern, SCHEMA_SQL)))
+    return {"relations": found(r"CREATE (?:UNIQUE )?(?:TABLE|INDEX) IF NOT EXISTS (\w+)"),
+            "functions": found(r"CREATE OR REPLACE FUNCTION (\w+)"),
+            "triggers": found(r"CREATE (?:OR REPLACE )?TRIGGER (\w+)")}
+
+
 SCHEMA_TABLES = ("documents", "chunks", "embeddings", "ingest_runs", "links", "answers", "keyword_chunks",
                  "keyword_postings", "tickets", "ticket_events")
 # Steps that idempotent DDL in SCHEMA_SQL cannot express (data rewrites, renames), by the version they lead to;
@@ -4170,6 +4180,10 @@ class Store:
             self.run("SELECT pg_advisory_xact_lock(727274001)")
             found = self.schema_version()
             self._refuse_newer(found)
+            if found == SCHEMA_VERSION and self._schema_complete():
+                # Nothing to create: skip the DDL, whose CREATE INDEX / CREATE OR REPLACE TRIGGER statements lock
+                # their tables even when the object exists, so a `db init` would wait behind a running ingest.
+                return {"from": found, "to": SCHEMA_VERSION}
             self.run(SCHEMA_SQL)
             for version in range((found or SCHEMA_VERSION) + 1, SCHEMA_VERSION + 1):
                 if version in SCHEMA_MIGRATIONS:
@@ -4177,6 +4191,22 @@ class Store:
                 self.run("INSERT INTO localrag_schema (version) VALUES (:v) ON CONFLICT (version) DO NOTHING",
                          v=version)
         return {"from": found, "to": SCHEMA_VERSION}
+
+    def _schema_complete(self) -> bool:
+        """Whether every table, index, function and trigger SCHEMA_SQL names exists, with the column changes its
+        DO blocks make (catalog reads only: no table lock)."""
+        names = _schema_object_names()
+        return bool(self.run(
+            "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'vector') "
+            "AND (SELECT bool_and(to_regclass(n) IS NOT NULL) FROM unnest(CAST(:rels AS text[])) AS r(n)) "
+            "AND (SELECT count(DISTINCT proname) FROM pg_proc WHERE proname = ANY(CAST(:funcs AS text[]))) = :nf "
+            "AND (SELECT count(DISTINCT tgname) FROM pg_trigger WHERE tgname = ANY(CAST(:trigs AS text[]))) = :nt "
+            "AND (SELECT attstorage FROM pg_attribute WHERE attrelid = 'embeddings'::regclass "
+            "AND attname = 'embedding') = 'p' "
+            "AND (SELECT count(*) FROM pg_attribute WHERE attrelid = 'documents'::regclass "
+            "AND attname IN ('body', 'body_line') AND NOT attisdropped) = 2",
+            rels=names["relations"], funcs=names["functions"], nf=len(names["functions"]),
+            trigs=names["triggers"], nt=len(names["triggers"]))[0][0])
 
     def schema_version(self) -> int | None:
         """The schema's version: None when there is no schema, 1 for the first release (no version table)."""

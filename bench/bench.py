@@ -22,6 +22,7 @@ import io
 import json
 import os
 import shutil
+import signal
 import socket
 import statistics
 import subprocess
@@ -1141,7 +1142,7 @@ def bench_scale(config, out: dict, sizes: Sequence[int], kinds: Sequence[str], n
                 built = localrag.ensure_approx_index(s, build_config, lambda *a: progress_lines.append(a))
                 fig["index_build_s"], fig["index_mb"] = built["seconds"], round(built["bytes"] / 2 ** 20, 1)
                 fig["index_memory_mb"], fig["index_warnings"] = built["memory_mb"], built["warnings"]
-                for ef in (40, config.rag_hnsw_ef_search, 200):
+                for ef in sorted({40, 200, config.rag_hnsw_ef_search, 1000}):
                     times, hits = [], 0
                     for i, q in enumerate(queries):
                         t, rows = _timed_candidates(s, q, ef)
@@ -1159,15 +1160,25 @@ def bench_scale(config, out: dict, sizes: Sequence[int], kinds: Sequence[str], n
             print(f"{name}: {fig}", file=sys.stderr, flush=True)
 
 
-def bench_scale_corpus(config, out: dict, corpus: Path, rounds: int) -> None:
+def bench_scale_corpus(config, out: dict, corpus: Path, rounds: int, copies: int = 1) -> None:
     """The approximate path on real fake-lexical-v1 vectors: every language folder of the Obsidian Help vault as
-    its own vault (53k chunks), the dev set's questions; exact vs approx per retrieval mode (p50), recall@10 of
-    the vector channel against the exact scan (ties at the 10th score count), and how often hybrid's top 5 is the
-    same."""
+    its own vault (53k chunks; `copies` > 1 ingests that many hard-linked copies, each its own set of vaults: 5
+    gives 265k chunks), the dev set's questions; exact vs approx per retrieval mode (p50), recall@10 of the vector
+    channel against the exact scan (ties at the 10th score count), and how often hybrid's top 5 is the same."""
     exact = dataclasses.replace(config, rag_search="exact")
     reset(config)
-    for folder in sorted(p for p in corpus.iterdir() if p.is_dir() and not p.name.startswith(".")):
-        localrag.ingest(exact, folder)
+    roots = [corpus]
+    scratch = Path(tempfile.mkdtemp(prefix="localrag-bench-copies-")) if copies > 1 else None
+    for i in range(1, copies):
+        roots.append(scratch / f"copy{i}")
+        subprocess.run(["cp", "-al", str(corpus), str(roots[-1])], check=True)
+    try:
+        for root in roots:
+            for folder in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
+                localrag.ingest(exact, folder)
+    finally:
+        if scratch:
+            shutil.rmtree(scratch, ignore_errors=True)
     questions = [q["question"] for q in localrag.load_question_set(DEV_SET)["questions"]]
     fig: dict = {"questions": len(questions)}
     with localrag.Store.open(config) as s:
@@ -1177,7 +1188,7 @@ def bench_scale_corpus(config, out: dict, corpus: Path, rounds: int) -> None:
         reference = {q: localrag.run_retrieval(s, exact, q, 10, "vector")["results"] for q in questions}
         hybrid_ref = {q: [r["chunk_id"] for r in localrag.run_retrieval(s, exact, q, 5, "hybrid")["results"]]
                       for q in questions}
-        for ef in (100, 400):
+        for ef in (100, 400, 1000):
             approx = dataclasses.replace(config, rag_search="approx", rag_hnsw_ef_search=ef)
             hits = total = same = 0
             for q in questions:
@@ -1205,11 +1216,14 @@ def bench_scale_corpus(config, out: dict, corpus: Path, rounds: int) -> None:
             slower = max(fig[f"{path}_vector_p50_ms"], fig["exact_keyword_p50_ms"])
             fig[f"{path}_hybrid_vs_slower_channel"] = round(fig[f"{path}_hybrid_p50_ms"] / slower, 2)
     fig["load_average_1m"] = round(os.getloadavg()[0], 1)
-    out["scale_obsidian_help"] = fig
-    print(f"scale_obsidian_help: {fig}", file=sys.stderr, flush=True)
+    name = "scale_obsidian_help" + (f"_x{copies}" if copies > 1 else "")
+    out[name] = fig
+    print(f"{name}: {fig}", file=sys.stderr, flush=True)
 
 
 def main() -> int:
+    # SIGTERM (a timeout, kill) ends the run like Ctrl-C: the exit handlers stop and delete the benchmark's server
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     global DEV_SET
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="skip the Obsidian Help corpus")
@@ -1239,6 +1253,8 @@ def main() -> int:
     parser.add_argument("--scale-kinds", default="corpus,dense,lexical",
                         help="corpus (the Obsidian Help vault, real fake-lexical-v1 vectors, the dev set's questions), "
                              "dense, lexical (synthetic, see _scale_vectors)")
+    parser.add_argument("--scale-copies", type=int, default=1, metavar="N",
+                        help="--scale-kinds corpus: ingest N copies of the corpus (5: 265k chunks)")
     parser.add_argument("--scale-queries", type=int, default=50, help="queries per size (numpy and approx)")
     parser.add_argument("--scale-exact-queries", type=int, default=20,
                         help="of which this many also run the exact scan (the recall reference)")
@@ -1257,7 +1273,7 @@ def main() -> int:
     try:
         if args.only == "scale":
             if "corpus" in args.scale_kinds.split(",") and corpus is not None and DEV_SET.is_file():
-                bench_scale_corpus(config, out, corpus, min(args.rounds, 3))
+                bench_scale_corpus(config, out, corpus, min(args.rounds, 3), args.scale_copies)
             kinds = [k for k in args.scale_kinds.split(",") if k != "corpus"]
             if kinds:
                 bench_scale(config, out, [int(x) for x in args.scale_sizes.split(",")], kinds, args.scale_queries,

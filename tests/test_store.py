@@ -348,6 +348,8 @@ def test_db_init_behind_a_running_ingest_never_blocks_search_and_ends_on_sigterm
     import signal
     from robust_util import query, start_cli, wait_for
     config, vault, _ = ingested
+    with localrag.Store.open(config) as s:  # an index gone missing: db init has DDL to run, so it must wait
+        s.run("DROP INDEX idx_chunks_content_hash")
     with localrag.Store.open(config) as writer:  # what a batch in progress holds
         writer.run("BEGIN")
         writer.run("LOCK TABLE embeddings IN ROW EXCLUSIVE MODE")
@@ -363,6 +365,23 @@ def test_db_init_behind_a_running_ingest_never_blocks_search_and_ends_on_sigterm
         assert query(config, waiting)[0][0] == 0
         writer.run("ROLLBACK")
     assert run_cli("db", "init")[0] == 0
+    assert query(config, "SELECT to_regclass('idx_chunks_content_hash') IS NOT NULL")[0][0]  # recreated
+
+
+def test_db_init_on_a_complete_schema_does_not_wait_behind_a_writer(ingested):
+    """With every object in place `db init` runs no DDL (whose CREATE INDEX IF NOT EXISTS locks the table even
+    when the index exists), so it returns while an ingest's batch holds its tables."""
+    from robust_util import query, start_cli
+    config, vault, _ = ingested
+    with localrag.Store.open(config) as writer:
+        writer.run("BEGIN")
+        writer.run("LOCK TABLE documents, chunks, embeddings, keyword_chunks, keyword_postings, links, ingest_runs, "
+                   "answers, tickets, ticket_events IN ROW EXCLUSIVE MODE")
+        proc = start_cli("db", "init")
+        out, err = proc.communicate(timeout=60)  # would wait until the ROLLBACK below, i.e. forever
+        assert proc.returncode == 0, err
+        writer.run("ROLLBACK")
+    assert query(config, "SELECT max(version) FROM localrag_schema")[0][0] == localrag.SCHEMA_VERSION
 
 
 @pytest.fixture(autouse=True)
