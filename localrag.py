@@ -108,7 +108,7 @@ SEARCH_PATHS = ("auto", "exact", "approx")
 SEARCH_DEFAULT = "auto"
 APPROX_MIN_CHUNKS_DEFAULT = 100_000        # auto: the index serves a provider/model with at least this many vectors
 HNSW_M_DEFAULT, HNSW_M_MIN, HNSW_M_MAX = 16, 2, 100                    # pgvector's own limits
-HNSW_EF_CONSTRUCTION_DEFAULT, HNSW_EF_CONSTRUCTION_MIN, HNSW_EF_CONSTRUCTION_MAX = 64, 4, 1000
+HNSW_EF_CONSTRUCTION_DEFAULT, HNSW_EF_CONSTRUCTION_MIN, HNSW_EF_CONSTRUCTION_MAX = 200, 4, 1000  # README "Large vaults"
 HNSW_EF_SEARCH_DEFAULT, HNSW_EF_SEARCH_MIN, HNSW_EF_SEARCH_MAX = 400, 1, 1000  # 400: README "Large vaults"
 INDEX_MEMORY_MB_DEFAULT, INDEX_MEMORY_MB_MIN, INDEX_MEMORY_MB_MAX = 1024, 64, 64 * 1024
 CHUNK_TARGET_MIN_TOKENS = 400              # a section below this may absorb the sections nested under it
@@ -4201,9 +4201,9 @@ class Store:
             "AND (SELECT bool_and(to_regclass(n) IS NOT NULL) FROM unnest(CAST(:rels AS text[])) AS r(n)) "
             "AND (SELECT count(DISTINCT proname) FROM pg_proc WHERE proname = ANY(CAST(:funcs AS text[]))) = :nf "
             "AND (SELECT count(DISTINCT tgname) FROM pg_trigger WHERE tgname = ANY(CAST(:trigs AS text[]))) = :nt "
-            "AND (SELECT attstorage FROM pg_attribute WHERE attrelid = 'embeddings'::regclass "
+            "AND (SELECT attstorage FROM pg_attribute WHERE attrelid = to_regclass('embeddings') "
             "AND attname = 'embedding') = 'p' "
-            "AND (SELECT count(*) FROM pg_attribute WHERE attrelid = 'documents'::regclass "
+            "AND (SELECT count(*) FROM pg_attribute WHERE attrelid = to_regclass('documents') "
             "AND attname IN ('body', 'body_line') AND NOT attisdropped) = 2",
             rels=names["relations"], funcs=names["functions"], nf=len(names["functions"]),
             trigs=names["triggers"], nt=len(names["triggers"]))[0][0])
