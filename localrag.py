@@ -94,6 +94,9 @@ FUSION_DEFAULT = "weighted"
 # keyword signal, a semantic model adds what keywords miss.
 PROVIDER_DEFAULT_KEYWORD_WEIGHT = {FAKE_PROVIDER: 0.5, QWEN_PROVIDER: 0.3, "openai-compatible": 0.2}
 KEYWORD_WEIGHT_FALLBACK = 0.5
+# A question that contains a note's whole name (title, file name or an alias) most likely asks about that note: the
+# share of the question this name covers is a third signal in hybrid and keyword ranking (README "Modes and fusion").
+TITLE_WEIGHT_DEFAULT = 0.2
 MIN_COVERAGE_DEFAULT = 0.4                 # idf-weighted share of the question's terms found in the top evidence
 MIN_MATCHED_TERMS_DEFAULT = 1
 # A question word (not a CJK bigram) that the knowledge base never uses is the usual mark of an off-topic question
@@ -449,7 +452,7 @@ ENV_KEYS = (
     "EMBEDDING_DIM_REQUEST", "EMBEDDING_QUERY_PREFIX", "EMBEDDING_DOCUMENT_PREFIX", "EMBEDDING_INPUT_TYPE",
     "LLM_PROVIDER", "LLM_BASE_URL", "LLM_MODEL", "LLM_API_KEY", "LLM_TIMEOUT_SECONDS",
     "RAG_TOP_K", "RAG_MIN_SIMILARITY", "RAG_CONTEXT_TOKEN_BUDGET", "RAG_FALLBACK_ENABLED",
-    "RAG_RETRIEVAL", "RAG_FUSION", "RAG_KEYWORD_WEIGHT", "RAG_MIN_COVERAGE", "RAG_MIN_COVERAGE_UNSEEN",
+    "RAG_RETRIEVAL", "RAG_FUSION", "RAG_KEYWORD_WEIGHT", "RAG_TITLE_WEIGHT", "RAG_MIN_COVERAGE", "RAG_MIN_COVERAGE_UNSEEN",
     "RAG_MIN_MATCHED_TERMS", "RAG_UNSEEN_CJK_BACKOFF", "RAG_MIN_SIMILARITY_ALONE",
     "RAG_STRICT_CLAIMS", "RAG_RECORD_ANSWERS",
     "RAG_SEARCH", "RAG_APPROX_MIN_CHUNKS", "RAG_HNSW_M", "RAG_HNSW_EF_CONSTRUCTION", "RAG_HNSW_EF_SEARCH",
@@ -494,6 +497,7 @@ class Config:
     rag_retrieval: str = RETRIEVAL_DEFAULT
     rag_fusion: str = FUSION_DEFAULT
     rag_keyword_weight: float = PROVIDER_DEFAULT_KEYWORD_WEIGHT[FAKE_PROVIDER]
+    rag_title_weight: float = TITLE_WEIGHT_DEFAULT
     rag_min_coverage: float = MIN_COVERAGE_DEFAULT
     rag_min_coverage_unseen: float = MIN_COVERAGE_UNSEEN_DEFAULT
     # a similarity at which a semantic embedder's evidence answers on its own, without the lexical coverage (off:
@@ -557,6 +561,7 @@ class Config:
             "rag_retrieval": self.rag_retrieval,
             "rag_fusion": self.rag_fusion,
             "rag_keyword_weight": self.rag_keyword_weight,
+            "rag_title_weight": self.rag_title_weight,
             "rag_min_coverage": self.rag_min_coverage,
             "rag_min_coverage_unseen": self.rag_min_coverage_unseen,
             "rag_min_similarity_alone": self.rag_min_similarity_alone,
@@ -758,6 +763,7 @@ def load_config(env_file: str | Path | None = None, environ: dict | None = None,
         rag_min_similarity_source=min_source, rag_context_token_budget=budget,
         rag_fallback_enabled=_bool_setting(get("RAG_FALLBACK_ENABLED"), "RAG_FALLBACK_ENABLED"),
         rag_retrieval=retrieval, rag_fusion=fusion, rag_keyword_weight=keyword_weight,
+        rag_title_weight=_unit_setting(get("RAG_TITLE_WEIGHT"), "RAG_TITLE_WEIGHT", TITLE_WEIGHT_DEFAULT),
         rag_min_coverage=min_coverage, rag_min_coverage_unseen=min_coverage_unseen, rag_min_matched_terms=min_matched,
         rag_min_similarity_alone=min_sim_alone, rag_unseen_cjk_backoff=backoff,
         rag_strict_claims=_bool_setting(get("RAG_STRICT_CLAIMS"), "RAG_STRICT_CLAIMS"),
@@ -4439,6 +4445,17 @@ class Store:
             ids=list(chunk_ids))
         return {r[0]: tuple(r[1:]) for r in rows}
 
+    def chunk_names(self, chunk_ids: Sequence[int]) -> dict[int, list[str]]:
+        """{chunk_id: its note's names: file name (without .md), frontmatter title, aliases}."""
+        if not chunk_ids:
+            return {}
+        rows = self.run(
+            "SELECT c.id, c.relative_path, c.metadata->>'title', c.metadata->'aliases' FROM chunks c "
+            "WHERE c.id = ANY(CAST(:ids AS bigint[]))", ids=list(chunk_ids))
+        return {cid: [note_stem(rel), *([title] if title else []),
+                      *(a for a in (aliases if isinstance(aliases, list) else []) if isinstance(a, str))]
+                for cid, rel, title, aliases in rows}
+
     def has_keywords(self) -> bool:
         return self.run("SELECT EXISTS (SELECT 1 FROM keyword_chunks)")[0][0]
     # --- notes -------------------------------------------------------------------------------------------------
@@ -6021,10 +6038,25 @@ def query_term_weights(terms: Sequence[str], n_chunks: int, df: dict[str, int],
     return out
 
 
-def fuse(candidates: dict[int, dict], method: str, keyword_weight: float) -> list[int]:
+def title_match(terms: Sequence[dict], names: Iterable[str]) -> float:
+    """The share of the question's term weight (query_term_weights) covered by the best of a note's names (title,
+    file name, aliases) whose terms all occur in the question; 0.0 when none does.  Pure."""
+    weight = {t["term"]: t["weight"] for t in terms}
+    total = sum(weight.values())
+    best = 0.0
+    for name in names:
+        name_terms = set(keyword_terms(name)) if name else set()
+        if total and name_terms and name_terms <= weight.keys():
+            best = max(best, sum(weight[t] for t in name_terms) / total)
+    return best
+
+
+def fuse(candidates: dict[int, dict], method: str, keyword_weight: float, title_weight: float = 0.0) -> list[int]:
     """Chunk ids, best first.  `candidates` maps chunk id -> {"vector": score or None, "keyword": score or None}
-    (None: the channel was not run).  weighted: (1-w)*vector + w*keyword; rrf: the same weights on
-    1/(RRF_K + rank) per channel.  Ties: more channels, then higher scores, then chunk id.  Pure."""
+    (None: the channel was not run), optionally "title" (title_match's share).  weighted: (1-w)*vector + w*keyword;
+    rrf: the same weights on 1/(RRF_K + rank) per channel.  With a title weight t the result is (1-t) times that
+    plus t times the title share (rrf: t/(RRF_K + rank among the title matches)).  Ties: more channels, then
+    higher scores, then chunk id.  Pure."""
     wv, wk = 1.0 - keyword_weight, keyword_weight
 
     def ranks(channel: str) -> dict[int, int]:
@@ -6043,6 +6075,11 @@ def fuse(candidates: dict[int, dict], method: str, keyword_weight: float) -> lis
                  for cid in candidates}
     else:
         fused = {cid: wv * (c.get("vector") or 0.0) + wk * (c.get("keyword") or 0.0) for cid, c in candidates.items()}
+    if title_weight:
+        rt = ranks("title") if method == "rrf" else {}
+        fused = {cid: (1.0 - title_weight) * f + title_weight * (
+            (1.0 / (RRF_K + rt[cid]) if cid in rt else 0.0) if method == "rrf" else candidates[cid].get("title") or 0.0)
+            for cid, f in fused.items()}
     for cid, c in candidates.items():
         c["fused"] = fused[cid]
     return sorted(candidates, key=lambda cid: (-fused[cid], -len(candidates[cid].get("channels", ())),
@@ -6140,14 +6177,18 @@ def _retrieve_in_snapshot(store: Store, config: Config, mode: str, key: tuple[st
         for cid, distance in store.vector_distances(key, vector, missing).items():
             candidates[cid]["vector"] = clamp_score(distance)
     matches = store.keyword_matches([t["term"] for t in seen], [t["idf"] for t in seen], avgdl, list(candidates))
+    names = store.chunk_names(list(candidates)) if mode != "vector" and config.rag_title_weight else {}
     for cid, c in candidates.items():
         bm25, matched = matches.get(cid, (0.0, []))
         c["keyword"] = min(1.0, bm25 / kw_norm) if kw_norm else 0.0
         c["matched_terms"] = matched
+        c["title"] = round(title_match(terms, names.get(cid, ())), 6) if mode != "vector" else None
         if not use_vector:
             c["vector"] = None
     if mode == "hybrid":
-        order = fuse(candidates, config.rag_fusion, config.rag_keyword_weight)
+        order = fuse(candidates, config.rag_fusion, config.rag_keyword_weight, config.rag_title_weight)
+    elif mode == "keyword" and config.rag_title_weight:
+        order = fuse(candidates, "weighted", 1.0, config.rag_title_weight)
     else:
         channel = "vector" if mode == "vector" else "keyword"
         order = sorted(candidates, key=lambda cid: (-candidates[cid][channel], cid))
@@ -6197,7 +6238,7 @@ def run_retrieval(store: Store, config: Config, query: str, top_k: int, retrieva
             "line_start": line_start, "line_end": line_end,
             "title": title or note_stem(rel), "aliases": aliases if isinstance(aliases, list) else [],
             "scores": {"vector": None if c["vector"] is None else round(c["vector"], 6),
-                       "keyword": round(c["keyword"], 6)},
+                       "keyword": round(c["keyword"], 6), "title": c["title"]},
             "channels": sorted(c["channels"]), "vault_path": vault_path, "matched_terms": c["matched_terms"],
             "chunk_index": chunk_index, "content_hash": content_hash, "chunk_id": cid})
     return {"mode": mode, "results": results, "terms": terms, "search_path": path[0] if path else None,
@@ -8594,10 +8635,13 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
         "title": _doc("string", "The note's title: frontmatter title, else the file name", "P1 升级流程"),
         "aliases": _doc("array", "The note's frontmatter aliases", ["P1 escalation"], items=_schema("string")),
         **lines,
-        "scores": _doc("object", "The score in each channel: vector (cosine; null in keyword mode) and keyword "
-                                 "(BM25 as a share of a full match)", {"vector": 0.42, "keyword": 0.85},
+        "scores": _doc("object", "The score in each channel: vector (cosine; null in keyword mode), keyword "
+                                 "(BM25 as a share of a full match) and title (the share of the question a note "
+                                 "name it contains whole covers; null in vector mode)",
+                       {"vector": 0.42, "keyword": 0.85, "title": 0.0},
                        properties={"vector": _schema("number", minimum=0, maximum=1, nullable=True),
-                                   "keyword": _schema("number", minimum=0, maximum=1)}),
+                                   "keyword": _schema("number", minimum=0, maximum=1),
+                                   "title": _schema("number", minimum=0, maximum=1, nullable=True)}),
         "channels": _doc("array", "The channels whose candidates included this chunk", ["keyword", "vector"],
                          items=_schema("string", enum=["vector", "keyword"])),
         "vault_path": _doc("string", "The vault folder the note was indexed from", "/home/me/acme-vault")})

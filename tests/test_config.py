@@ -241,6 +241,8 @@ KEY_CASES = {
                                invalid=["0", "1001", "x"]),
     "RAG_INDEX_MEMORY_MB": dict(default=("rag_index_memory_mb", 1024), valid=("4096", "rag_index_memory_mb", 4096),
                                 invalid=["63", "70000", "1GB"]),
+    "RAG_TITLE_WEIGHT": dict(default=("rag_title_weight", 0.2), valid=("0", "rag_title_weight", 0.0),
+                             invalid=["1.5", "-0.1", "x"]),
     "LOCALRAG_PG_SHARED_BUFFERS_MB": dict(default=("pg_shared_buffers_mb", None), valid=(
         "512", "pg_shared_buffers_mb", 512), invalid=["127", "65537", "1GB", "-1"]),
 }

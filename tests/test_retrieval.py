@@ -149,6 +149,43 @@ def test_rrf_scores_are_exact():
     assert order == [1, 3, 2, 4]
 
 
+def test_title_match_needs_the_whole_name():
+    """The share of the question's weight covered by the best note name whose terms all occur in the question."""
+    terms = [{"term": "status", "weight": 2.0}, {"term": "bar", "weight": 2.0}, {"term": "show", "weight": 1.0}]
+    assert localrag.title_match(terms, ["Status bar"]) == pytest.approx(0.8)
+    assert localrag.title_match(terms, ["Status bar settings"]) == 0.0        # "settings" is not in the question
+    assert localrag.title_match(terms, ["The", "", "Bars"]) == pytest.approx(0.4)  # stopwords name nothing; plural
+    assert localrag.title_match(terms, ["Status", "Status bar"]) == pytest.approx(0.8)  # the best name counts
+    assert localrag.title_match([], ["Status bar"]) == 0.0
+    zh = [{"term": t, "weight": 1.0} for t in dict.fromkeys(localrag.keyword_terms("怎么折叠标题和列表？"))]
+    assert localrag.title_match(zh, ["折叠"]) == pytest.approx(1 / len(zh))
+    assert localrag.title_match(zh, ["折叠列表"]) == 0.0                      # 叠列 is not a bigram of the question
+
+
+def test_fusion_title_weight_is_a_third_signal():
+    cands = lambda: {1: {"vector": 0.5, "keyword": 0.5, "title": 0.0, "channels": ["keyword", "vector"]},  # noqa: E731
+                     2: {"vector": 0.45, "keyword": 0.45, "title": 0.5, "channels": ["keyword", "vector"]}}
+    assert localrag.fuse(cands(), "weighted", 0.5) == [1, 2]
+    c = cands()
+    assert localrag.fuse(c, "weighted", 0.5, 0.2) == [2, 1]
+    assert c[1]["fused"] == pytest.approx(0.8 * 0.5) and c[2]["fused"] == pytest.approx(0.8 * 0.45 + 0.2 * 0.5)
+    c = cands()
+    assert localrag.fuse(c, "rrf", 0.5, 0.2) == [2, 1]  # rrf: 0.2 / (60 + rank among the title matches)
+    assert c[2]["fused"] == pytest.approx(0.8 * (0.5 / 62 + 0.5 / 62) + 0.2 / 61)
+
+
+def test_a_question_naming_a_note_ranks_it_first(ingested, monkeypatch):
+    config, _, _ = ingested
+    question = "What does the Onboarding Guide say about the first week?"
+    for retrieval in ("hybrid", "keyword"):
+        top = localrag.search(config, question, 5, retrieval=retrieval)["results"][0]
+        assert top["source"] == "hr/Onboarding Guide.md" and top["scores"]["title"] > 0, retrieval
+    assert all(r["scores"]["title"] is None for r in localrag.search(config, question, 5, retrieval="vector")["results"])
+    monkeypatch.setenv("RAG_TITLE_WEIGHT", "0")
+    off = localrag.search(localrag.load_config(), question, 5)["results"]
+    assert all(r["scores"]["title"] == 0.0 for r in off)
+
+
 def test_fusion_ties_break_on_channels_then_summed_scores_then_id():
     # equal fused score (0.2): the result found by both channels first, though its id is larger
     cands = {1: {"vector": 0.4, "keyword": 0.0, "channels": ["vector"]},
@@ -282,9 +319,9 @@ def test_hybrid_scores_and_channels(ingested):
     results = localrag.search(config, Q_P1, 10)["results"]
     top = results[0]
     assert top["channels"] == ["keyword", "vector"] and top["source"] == "policies/Support Escalation Policy.md"
-    w = config.rag_keyword_weight
+    w, t = config.rag_keyword_weight, config.rag_title_weight
     for r in results:
-        fused = (1 - w) * r["scores"]["vector"] + w * r["scores"]["keyword"]
+        fused = (1 - t) * ((1 - w) * r["scores"]["vector"] + w * r["scores"]["keyword"]) + t * r["scores"]["title"]
         assert r["score"] == pytest.approx(fused, abs=1e-5)
 
 

@@ -42,7 +42,9 @@ def test_result_shape_and_ordering(ingested, retrieval):
         assert all(r["channels"] == ["vector"] for r in result["results"])
     elif retrieval == "keyword":
         assert all(r["scores"]["vector"] is None and r["channels"] == ["keyword"] for r in result["results"])
-        assert scores == [r["scores"]["keyword"] for r in result["results"]]
+        t = config.rag_title_weight  # keyword mode: BM25, and the note-name signal at its weight
+        assert scores == pytest.approx([(1 - t) * r["scores"]["keyword"] + t * r["scores"]["title"]
+                                        for r in result["results"]], abs=1e-5)
     else:
         assert result["confidence"] == max(r["scores"]["vector"] for r in result["results"])
         assert all(set(r["channels"]) <= {"vector", "keyword"} and r["channels"] for r in result["results"])
