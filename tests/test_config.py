@@ -237,7 +237,7 @@ KEY_CASES = {
     "RAG_HNSW_M": dict(default=("rag_hnsw_m", 16), valid=("32", "rag_hnsw_m", 32), invalid=["1", "101", "x"]),
     "RAG_HNSW_EF_CONSTRUCTION": dict(default=("rag_hnsw_ef_construction", 200), valid=(
         "64", "rag_hnsw_ef_construction", 64), invalid=["3", "1001", "31", "x"]),
-    "RAG_HNSW_EF_SEARCH": dict(default=("rag_hnsw_ef_search", 400), valid=("200", "rag_hnsw_ef_search", 200),
+    "RAG_HNSW_EF_SEARCH": dict(default=("rag_hnsw_ef_search", 1000), valid=("200", "rag_hnsw_ef_search", 200),
                                invalid=["0", "1001", "x"]),
     "RAG_INDEX_MEMORY_MB": dict(default=("rag_index_memory_mb", 1024), valid=("4096", "rag_index_memory_mb", 4096),
                                 invalid=["63", "70000", "1GB"]),
