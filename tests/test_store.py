@@ -130,6 +130,20 @@ def test_embedded_server_gets_localrag_settings_at_every_start(pg_home):
         localrag.stop_embedded(cfg)
 
 
+def test_embedded_server_falls_back_to_postgres_default_when_auto_memory_fails(pg_home, monkeypatch, caplog):
+    """A machine that cannot map the automatic shared_buffers (here: 6 TB, valid for Postgres but far beyond this
+    machine) still gets a server: the next attempt uses Postgres' default and says so."""
+    monkeypatch.setattr(localrag, "PG_SHARED_BUFFERS_AUTO_MAX_MB", 6 * 1024 * 1024)
+    monkeypatch.setattr(localrag, "_memory_mb", lambda: 4 * 6 * 1024 * 1024)
+    cfg = localrag.load_config(environ={"LOCALRAG_HOME": str(pg_home / "h"), "HOME": str(pg_home)}, cwd=pg_home)
+    try:
+        with caplog.at_level("WARNING", logger="localrag"), localrag.Store.open(cfg) as s:
+            assert s.run("SHOW shared_buffers")[0][0] == "128MB"
+        assert "trying again with shared_buffers=128MB" in caplog.text
+    finally:
+        localrag.stop_embedded(cfg)
+
+
 def test_two_commands_starting_the_embedded_server_at_once(tmp_path):
     """Two `db init` processes race on a fresh LOCALRAG_HOME: one server, one schema, both succeed."""
     import os
