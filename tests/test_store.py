@@ -298,10 +298,55 @@ def test_embedded_server_in_a_folder_with_spaces(pg_home):
 def _fresh_schema(config, ddl: str | None = None):
     """Drop every localrag table, then apply `ddl` (None: nothing)."""
     with localrag.Store.open(config) as s:
-        s.run("DROP TABLE IF EXISTS localrag_schema, keyword_postings, keyword_chunks, links, embeddings, chunks, "
-              "documents, ingest_runs CASCADE")
+        s.run("DROP TABLE IF EXISTS localrag_schema, keyword_stats, keyword_postings, keyword_chunks, links, embeddings, "
+              "chunks, documents, ingest_runs CASCADE")
         if ddl:
             s.run(ddl)
+
+
+_STATS = "SELECT count(*), sum(chunks), sum(total_length) FROM keyword_stats"
+_COUNTED = "SELECT count(*), coalesce(sum(length::float8), 0) FROM keyword_chunks"
+
+
+def test_keyword_stats_follow_the_chunks_and_fold_after_ingest(ingested):
+    """BM25's N and total length are kept by triggers (one delta row per statement) and folded to one row at the
+    end of each ingest; whatever changes keyword_chunks (ingest, a cascade from chunks, TRUNCATE) keeps them equal
+    to a count."""
+    config, vault, _ = ingested
+    with localrag.Store.open(config) as s:
+        n, total = s.run(_COUNTED)[0]
+        assert n > 0 and s.run(_STATS)[0] == [1, n, total]
+        assert s.keyword_stats([])[:2] == (n, pytest.approx(total / n))
+        s.run("DELETE FROM chunks WHERE id IN (SELECT id FROM chunks ORDER BY id LIMIT 3)")  # cascades
+        n, total = s.run(_COUNTED)[0]
+        assert s.run(_STATS)[0] == [2, n, total]
+        s.compact_keyword_stats()
+        assert s.run(_STATS)[0] == [1, n, total]
+    (vault / "hr" / "Onboarding Guide.md").unlink()
+    assert localrag.ingest(config, vault, allow_delete=True)["status"] == "success"
+    with localrag.Store.open(config) as s:
+        n, total = s.run(_COUNTED)[0]
+        assert s.run(_STATS)[0] == [1, n, total]
+        s.run("TRUNCATE chunks CASCADE")
+        assert s.keyword_stats([])[:2] == (0, 0.0)
+
+
+def test_schema_5_gets_keyword_stats_from_its_rows(ingested):
+    """A version-5 database (no keyword_stats) with keyword rows: commands ask for `db init`, which creates the
+    table and its triggers and starts it from the rows there."""
+    config, _, _ = ingested
+    with localrag.Store.open(config) as s:
+        n, total = s.run(_COUNTED)[0]
+        s.run("DROP TABLE keyword_stats")
+        for trigger in ("insert", "delete", "truncate"):
+            s.run(f"DROP TRIGGER keyword_chunks_stats_{trigger} ON keyword_chunks")
+        s.run("DELETE FROM localrag_schema WHERE version = 6")
+    code, out = run_cli("search", "P1", "--json")
+    assert code == localrag.EXIT_SCHEMA and __import__("json").loads(out)["error"]["code"] == "schema_outdated"
+    assert run_cli("db", "init")[0] == 0
+    with localrag.Store.open(config) as s:
+        assert s.run(_STATS)[0] == [1, n, total]
+    assert run_cli("search", "P1")[0] == 0
 
 
 def test_first_release_schema_is_upgraded_in_place(config):
