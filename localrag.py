@@ -7702,10 +7702,10 @@ def db_init(config: Config, progress: "ProgressFn | None" = None) -> dict:
 def db_status(config: Config) -> dict:
     """`localrag db status`: where the database is, whether the schema is there, what it holds."""
     with Store.open(config) as s:
-        version = s.run("SHOW server_version")[0][0]
+        version, buffers = s.run("SELECT current_setting('server_version'), current_setting('shared_buffers')")[0]
         state = s.schema_state()
         out: dict = {"database": s.target.display, "kind": "external" if config.database_url else "embedded",
-                     "server_version": version, "pgvector": state["pgvector"],
+                     "server_version": version, "shared_buffers": buffers, "pgvector": state["pgvector"],
                      "schema_initialized": all(state["tables"].values()) and bool(state["pgvector"]),
                      "tables": state["tables"], "schema_version": s.schema_version(),
                      "schema_version_supported": SCHEMA_VERSION}
@@ -7729,6 +7729,8 @@ def db_status(config: Config) -> dict:
                 # Nobody holds the vault's lock: the process that ran it is gone (killed); say so.
                 out["last_ingest_run"]["status"] = "interrupted"
                 out["last_ingest_run"]["hint"] = "its process ended; the next ingest of this vault marks it failed"
+        elif out["schema_version"] is not None and out["schema_version"] < SCHEMA_VERSION:
+            out["hint"] = "run `localrag db init` to upgrade it in place (nothing is lost)"
         else:
             out["hint"] = HINT_DB_INIT
     return out
@@ -10701,9 +10703,14 @@ def _cmd_db(config: Config, args: argparse.Namespace) -> int:
             _print_json(result)
         else:
             print(f"database        {result['database']}")
-            print(f"server          PostgreSQL {result['server_version']}, pgvector {result['pgvector'] or 'absent'}")
-            print(f"schema          {'initialized' if result['schema_initialized'] else 'NOT initialized'}"
-                  + (f" (version {result['schema_version']})" if result["schema_version"] else ""))
+            print(f"server          PostgreSQL {result['server_version']}, pgvector {result['pgvector'] or 'absent'}, "
+                  f"shared_buffers {result['shared_buffers']}")
+            version = result["schema_version"]
+            outdated = version is not None and version < SCHEMA_VERSION
+            state = "initialized" if result["schema_initialized"] else "outdated" if outdated else "NOT initialized"
+            print(f"schema          {state}"
+                  + (f" (version {version}" + (f"; this localrag needs {SCHEMA_VERSION}: `localrag db init` upgrades "
+                                               f"it in place" if outdated else "") + ")" if version else ""))
             if result["schema_initialized"]:
                 print(f"documents       {result['documents']}")
                 print(f"chunks          {result['chunks']}")

@@ -124,6 +124,7 @@ def test_embedded_server_gets_localrag_settings_at_every_start(pg_home):
         cfg = localrag.load_config(environ=dict(env, LOCALRAG_PG_SHARED_BUFFERS_MB="192"), cwd=pg_home)
         with localrag.Store.open(cfg) as s:
             assert s.run("SHOW shared_buffers")[0][0] == "192MB"
+        assert localrag.db_status(cfg)["shared_buffers"] == "192MB"  # `db status` shows it
         conf = (home / "pgdata" / "postgresql.conf").read_text()
         assert conf.count("include_if_exists = 'localrag.conf'") == 1
     finally:
@@ -341,8 +342,11 @@ def test_schema_5_gets_keyword_stats_from_its_rows(ingested):
         for trigger in ("insert", "delete", "truncate"):
             s.run(f"DROP TRIGGER keyword_chunks_stats_{trigger} ON keyword_chunks")
         s.run("DELETE FROM localrag_schema WHERE version = 6")
+        s.run("INSERT INTO localrag_schema (version) VALUES (5) ON CONFLICT (version) DO NOTHING")
     code, out = run_cli("search", "P1", "--json")
     assert code == localrag.EXIT_SCHEMA and __import__("json").loads(out)["error"]["code"] == "schema_outdated"
+    code, out = run_cli("db", "status")
+    assert "schema          outdated (version 5; this localrag needs 6" in out and "upgrades it in place" in out
     assert run_cli("db", "init")[0] == 0
     with localrag.Store.open(config) as s:
         assert s.run(_STATS)[0] == [1, n, total]
