@@ -3406,17 +3406,13 @@ CREATE TABLE IF NOT EXISTS keyword_stats (
   total_length DOUBLE PRECISION NOT NULL
 );
 
-CREATE OR REPLACE FUNCTION localrag_keyword_stats_insert() RETURNS trigger LANGUAGE plpgsql AS $$
+-- Both triggers name their transition table `changed`: added rows count up, deleted rows down.
+CREATE OR REPLACE FUNCTION localrag_keyword_stats_change() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+  sign INTEGER := CASE TG_OP WHEN 'DELETE' THEN -1 ELSE 1 END;
 BEGIN
   INSERT INTO keyword_stats (chunks, total_length)
-    SELECT count(*), coalesce(sum(length::float8), 0) FROM added HAVING count(*) > 0;
-  RETURN NULL;
-END $$;
-
-CREATE OR REPLACE FUNCTION localrag_keyword_stats_delete() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-  INSERT INTO keyword_stats (chunks, total_length)
-    SELECT -count(*), -coalesce(sum(length::float8), 0) FROM gone HAVING count(*) > 0;
+    SELECT sign * count(*), sign * coalesce(sum(length::float8), 0) FROM changed HAVING count(*) > 0;
   RETURN NULL;
 END $$;
 
@@ -3431,13 +3427,13 @@ DO $$
 BEGIN
   IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = 'keyword_chunks'::regclass
                  AND tgname = 'keyword_chunks_stats_insert') THEN
-    CREATE TRIGGER keyword_chunks_stats_insert AFTER INSERT ON keyword_chunks REFERENCING NEW TABLE AS added
-      FOR EACH STATEMENT EXECUTE FUNCTION localrag_keyword_stats_insert();
+    CREATE TRIGGER keyword_chunks_stats_insert AFTER INSERT ON keyword_chunks REFERENCING NEW TABLE AS changed
+      FOR EACH STATEMENT EXECUTE FUNCTION localrag_keyword_stats_change();
   END IF;
   IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = 'keyword_chunks'::regclass
                  AND tgname = 'keyword_chunks_stats_delete') THEN
-    CREATE TRIGGER keyword_chunks_stats_delete AFTER DELETE ON keyword_chunks REFERENCING OLD TABLE AS gone
-      FOR EACH STATEMENT EXECUTE FUNCTION localrag_keyword_stats_delete();
+    CREATE TRIGGER keyword_chunks_stats_delete AFTER DELETE ON keyword_chunks REFERENCING OLD TABLE AS changed
+      FOR EACH STATEMENT EXECUTE FUNCTION localrag_keyword_stats_change();
   END IF;
   IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = 'keyword_chunks'::regclass
                  AND tgname = 'keyword_chunks_stats_truncate') THEN
@@ -4469,10 +4465,11 @@ class Store:
         return int(row[0]), float(row[1]), dict(zip(terms, (int(x) for x in row[2])))
 
     def compact_keyword_stats(self) -> None:
-        """Fold keyword_stats' delta rows into one (each statement that changed keyword_chunks added a row).  One
-        statement: rows another transaction adds meanwhile are not in its snapshot and stay; two compactions at once
-        each fold what they deleted."""
-        self.run("WITH gone AS (DELETE FROM keyword_stats RETURNING chunks, total_length) "
+        """Fold keyword_stats' delta rows into one (each statement that changed keyword_chunks added a row); one row
+        already is left alone (an unchanged rerun writes nothing).  One statement: rows another transaction adds
+        meanwhile are not in its snapshot and stay; two compactions at once each fold what they deleted."""
+        self.run("WITH gone AS (DELETE FROM keyword_stats WHERE (SELECT count(*) > 1 FROM keyword_stats) "
+                 "RETURNING chunks, total_length) "
                  "INSERT INTO keyword_stats (chunks, total_length) SELECT sum(chunks), sum(total_length) FROM gone "
                  "HAVING count(*) > 0")
 
@@ -6113,7 +6110,8 @@ def title_match(terms: Sequence[dict], names: Iterable[str]) -> float:
     total = sum(weight.values())
     best = 0.0
     for name in names:
-        name_terms = set(keyword_terms(name)) if name else set()
+        # _keyword_counts: cached, as a note's chunks repeat its names among one search's candidates (and the next's)
+        name_terms = _keyword_counts(name).keys() if name else set()
         if total and name_terms and name_terms <= weight.keys():
             best = max(best, sum(weight[t] for t in name_terms) / total)
     return best
@@ -6144,10 +6142,11 @@ def fuse(candidates: dict[int, dict], method: str, keyword_weight: float, title_
     else:
         fused = {cid: wv * (c.get("vector") or 0.0) + wk * (c.get("keyword") or 0.0) for cid, c in candidates.items()}
     if title_weight:
-        rt = ranks("title") if method == "rrf" else {}
-        fused = {cid: (1.0 - title_weight) * f + title_weight * (
-            (1.0 / (RRF_K + rt[cid]) if cid in rt else 0.0) if method == "rrf" else candidates[cid].get("title") or 0.0)
-            for cid, f in fused.items()}
+        if method == "rrf":
+            title = {cid: 1.0 / (RRF_K + rank) for cid, rank in ranks("title").items()}
+        else:
+            title = {cid: c.get("title") or 0.0 for cid, c in candidates.items()}
+        fused = {cid: (1.0 - title_weight) * f + title_weight * title.get(cid, 0.0) for cid, f in fused.items()}
     for cid, c in candidates.items():
         c["fused"] = fused[cid]
     return sorted(candidates, key=lambda cid: (-fused[cid], -len(candidates[cid].get("channels", ())),
@@ -7709,6 +7708,7 @@ def db_status(config: Config) -> dict:
                      "schema_initialized": all(state["tables"].values()) and bool(state["pgvector"]),
                      "tables": state["tables"], "schema_version": s.schema_version(),
                      "schema_version_supported": SCHEMA_VERSION}
+        out["schema_outdated"] = out["schema_version"] is not None and out["schema_version"] < SCHEMA_VERSION
         if out["schema_initialized"]:
             out["documents"], out["chunks"] = s.run(
                 "SELECT (SELECT count(*) FROM documents), (SELECT count(*) FROM chunks)")[0]
@@ -7729,7 +7729,7 @@ def db_status(config: Config) -> dict:
                 # Nobody holds the vault's lock: the process that ran it is gone (killed); say so.
                 out["last_ingest_run"]["status"] = "interrupted"
                 out["last_ingest_run"]["hint"] = "its process ended; the next ingest of this vault marks it failed"
-        elif out["schema_version"] is not None and out["schema_version"] < SCHEMA_VERSION:
+        elif out["schema_outdated"]:
             out["hint"] = "run `localrag db init` to upgrade it in place (nothing is lost)"
         else:
             out["hint"] = HINT_DB_INIT
@@ -10705,8 +10705,7 @@ def _cmd_db(config: Config, args: argparse.Namespace) -> int:
             print(f"database        {result['database']}")
             print(f"server          PostgreSQL {result['server_version']}, pgvector {result['pgvector'] or 'absent'}, "
                   f"shared_buffers {result['shared_buffers']}")
-            version = result["schema_version"]
-            outdated = version is not None and version < SCHEMA_VERSION
+            version, outdated = result["schema_version"], result["schema_outdated"]
             state = "initialized" if result["schema_initialized"] else "outdated" if outdated else "NOT initialized"
             print(f"schema          {state}"
                   + (f" (version {version}" + (f"; this localrag needs {SCHEMA_VERSION}: `localrag db init` upgrades "

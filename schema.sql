@@ -192,17 +192,13 @@ CREATE TABLE IF NOT EXISTS keyword_stats (
   total_length DOUBLE PRECISION NOT NULL
 );
 
-CREATE OR REPLACE FUNCTION localrag_keyword_stats_insert() RETURNS trigger LANGUAGE plpgsql AS $$
+-- Both triggers name their transition table `changed`: added rows count up, deleted rows down.
+CREATE OR REPLACE FUNCTION localrag_keyword_stats_change() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+  sign INTEGER := CASE TG_OP WHEN 'DELETE' THEN -1 ELSE 1 END;
 BEGIN
   INSERT INTO keyword_stats (chunks, total_length)
-    SELECT count(*), coalesce(sum(length::float8), 0) FROM added HAVING count(*) > 0;
-  RETURN NULL;
-END $$;
-
-CREATE OR REPLACE FUNCTION localrag_keyword_stats_delete() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-  INSERT INTO keyword_stats (chunks, total_length)
-    SELECT -count(*), -coalesce(sum(length::float8), 0) FROM gone HAVING count(*) > 0;
+    SELECT sign * count(*), sign * coalesce(sum(length::float8), 0) FROM changed HAVING count(*) > 0;
   RETURN NULL;
 END $$;
 
@@ -217,13 +213,13 @@ DO $$
 BEGIN
   IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = 'keyword_chunks'::regclass
                  AND tgname = 'keyword_chunks_stats_insert') THEN
-    CREATE TRIGGER keyword_chunks_stats_insert AFTER INSERT ON keyword_chunks REFERENCING NEW TABLE AS added
-      FOR EACH STATEMENT EXECUTE FUNCTION localrag_keyword_stats_insert();
+    CREATE TRIGGER keyword_chunks_stats_insert AFTER INSERT ON keyword_chunks REFERENCING NEW TABLE AS changed
+      FOR EACH STATEMENT EXECUTE FUNCTION localrag_keyword_stats_change();
   END IF;
   IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = 'keyword_chunks'::regclass
                  AND tgname = 'keyword_chunks_stats_delete') THEN
-    CREATE TRIGGER keyword_chunks_stats_delete AFTER DELETE ON keyword_chunks REFERENCING OLD TABLE AS gone
-      FOR EACH STATEMENT EXECUTE FUNCTION localrag_keyword_stats_delete();
+    CREATE TRIGGER keyword_chunks_stats_delete AFTER DELETE ON keyword_chunks REFERENCING OLD TABLE AS changed
+      FOR EACH STATEMENT EXECUTE FUNCTION localrag_keyword_stats_change();
   END IF;
   IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = 'keyword_chunks'::regclass
                  AND tgname = 'keyword_chunks_stats_truncate') THEN

@@ -323,6 +323,9 @@ def test_keyword_stats_follow_the_chunks_and_fold_after_ingest(ingested):
         assert s.run(_STATS)[0] == [2, n, total]
         s.compact_keyword_stats()
         assert s.run(_STATS)[0] == [1, n, total]
+        row = s.run("SELECT id FROM keyword_stats")
+        s.compact_keyword_stats()  # one row already: left as it is
+        assert s.run("SELECT id FROM keyword_stats") == row
     (vault / "hr" / "Onboarding Guide.md").unlink()
     assert localrag.ingest(config, vault, allow_delete=True)["status"] == "success"
     with localrag.Store.open(config) as s:
