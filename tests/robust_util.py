@@ -121,7 +121,7 @@ def ingest_lock_held(config, vault_key: str) -> bool:
 
 def sessions(config) -> int:
     """Server sessions of localrag connections other than the one asking."""
-    return query(config, "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'localrag' "
+    return query(config, "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'localrag%' "
                          "AND pid <> pg_backend_pid() AND datname = current_database()")[0][0]
 
 

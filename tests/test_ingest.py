@@ -187,7 +187,7 @@ def test_database_dies_mid_ingest_then_next_run_completes(db, vault, monkeypatch
         seen.append(event)
         if len(seen) == 8:
             with localrag.Store.open(db) as s:
-                s.run("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'localrag' "
+                s.run("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE 'localrag%' "
                       "AND pid <> pg_backend_pid() AND datname = current_database()")
 
     with pytest.raises(localrag.DatabaseUnavailable):
@@ -339,9 +339,12 @@ def test_worker_pool_start_method_per_platform(platform, methods, expected):
 # --- interruption: signals on real processes leave no process, lock or running row behind (issue 10) ----------------
 
 import signal  # noqa: E402
+import socket  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
 
-from robust_util import (check_consistent, children, ingest_lock_held, make_vault, query, start_cli,  # noqa: E402
-                         wait_for, wait_gone)
+from robust_util import (ROOT, check_consistent, children, cli_env, ingest_lock_held, make_vault, query,  # noqa: E402
+                         start_cli, wait_for, wait_gone)
 
 WORKERS = {"LOCALRAG_INGEST_WORKERS": "2"}
 
@@ -414,12 +417,12 @@ def test_ctrl_c_during_a_blocked_opening_query_ends_now_and_frees_the_lock(inges
         blocker.run("LOCK TABLE documents IN ACCESS EXCLUSIVE MODE")
         proc = start_cli("ingest", str(vault))
         wait_for(lambda: query(config, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-                                       "AND application_name = 'localrag'")[0][0] > 0)
+                                       "AND application_name LIKE 'localrag%'")[0][0] > 0)
         os.kill(proc.pid, signal.SIGINT)
         _, err = proc.communicate(timeout=20)
         assert proc.returncode == 130 and "interrupted (SIGINT)" in err
         assert query(config, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-                             "AND application_name = 'localrag'")[0][0] == 0
+                             "AND application_name LIKE 'localrag%'")[0][0] == 0
         assert not ingest_lock_held(config, str(vault.resolve()))
         blocker.run("ROLLBACK")
     assert run_cli("ingest", str(vault))[0] == 0
@@ -459,6 +462,70 @@ def test_second_ingest_names_the_holder_or_waits_for_it(db, big_vault, capfd):
     assert code == 0 and json.loads(out)["documents_skipped"] == 300
     assert "waiting for ingest run #" in capfd.readouterr().err
     check_consistent(db, big_vault)
+
+
+_HOLD_INGEST_LOCK = """
+import sys, localrag
+store = localrag.Store.open(localrag.load_config())
+store.run("SELECT set_config('application_name', :n, false)", n=localrag._ingest_session_name())
+store.run(f"SET client_connection_check_interval = '{sys.argv[2]}'")
+store.run("SELECT pg_advisory_lock(:k, hashtext(:v))", k=localrag.INGEST_LOCK_KEY, v=sys.argv[1])
+print("locked", flush=True)
+store.run("SELECT pg_sleep(60)")
+"""
+
+
+def _lock_holder(vault, check_interval: str) -> subprocess.Popen:
+    """A process that takes the vault's ingest lock the way ingest does and then sits in a long statement."""
+    env = cli_env({"PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")})
+    proc = subprocess.Popen([sys.executable, "-c", _HOLD_INGEST_LOCK, str(vault.resolve()), check_interval],
+                            env=env, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "locked"
+    return proc
+
+
+def test_a_killed_ingest_still_ending_its_statement_is_waited_for_not_called_busy(ingested, monkeypatch):
+    """kill -9 leaves the vault's lock with the killed client's server session until that session notices, which
+    a long statement delays (the kill -9 trials once hit it in the start-up ANALYZE).  The next ingest, without
+    --wait, sees that the holder's process is gone and waits for its session to end instead of refusing; a live
+    holder is still refused at once, and a dead one whose session outlasts INGEST_DEAD_HOLDER_S is refused with
+    a message that says its process is gone."""
+    config, vault, _ = ingested
+    holder = _lock_holder(vault, "3s")
+    try:
+        with pytest.raises(localrag.IngestBusy, match=f"pid {holder.pid}, starting up.*--wait"):
+            localrag.ingest(config, vault)
+    finally:
+        holder.kill()
+        holder.wait()
+    notes: list[str] = []
+    started = time.monotonic()
+    assert localrag.ingest(config, vault, notice=notes.append)["status"] == "success"
+    assert notes == [f"another ingest (pid {holder.pid}, starting up) was killed; waiting for its database "
+                     f"session to end ..."] and time.monotonic() - started < 10
+
+    holder = _lock_holder(vault, "0")   # a session that does not watch its client: it sleeps on
+    holder.kill()
+    holder.wait()
+    monkeypatch.setattr(localrag, "INGEST_DEAD_HOLDER_S", 1.0)
+    try:
+        with pytest.raises(localrag.IngestBusy, match="process is gone"):
+            localrag.ingest(config, vault)
+    finally:
+        query(config, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = :n",
+              n=localrag._ingest_session_name(holder.pid))
+
+
+def test_ingest_sessions_watch_their_client(ingested):
+    """What ingest sets on its session: the check that ends a killed client's statement, and the name that tells
+    another ingest which process holds the lock."""
+    config, _, _ = ingested
+    with localrag.Store.open(config) as s:
+        s.watch_client(localrag._ingest_session_name())
+        assert s.run("SHOW client_connection_check_interval")[0][0] == "1s"
+        name = s.run("SHOW application_name")[0][0]
+    assert name == f"localrag ingest pid {os.getpid()} on {socket.gethostname()}"[:63]
+    assert localrag._INGEST_APP_NAME.match(name).group(1) == str(os.getpid())
 
 
 def test_search_during_reingest_sees_each_document_whole(db, tmp_path, monkeypatch):
@@ -797,9 +864,10 @@ def test_sigterm_while_waiting_for_the_lock(ingested):
         holder.run("SELECT pg_advisory_lock(:k, hashtext(:v))", k=localrag.INGEST_LOCK_KEY, v=vault_key)
         n_runs = len(runs(config))
         proc = start_cli("ingest", str(vault), "--wait")
-        wait_for(lambda: query(config, "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'localrag' "
+        wait_for(lambda: query(config, "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'localrag%' "
                                        "AND pid <> pg_backend_pid() AND (query LIKE '%pg_try_advisory_lock%' "
-                                       "OR query LIKE '%FROM ingest_runs WHERE vault_path%')")[0][0] > 0)
+                                       "OR query LIKE '%FROM ingest_runs WHERE vault_path%' "
+                                       "OR query LIKE '%FROM pg_locks l JOIN%')")[0][0] > 0)
         os.kill(proc.pid, signal.SIGTERM)
         _, err = proc.communicate(timeout=20)
         assert proc.returncode == 143 and "waiting for another ingest" in err and "interrupted (SIGTERM)" in err

@@ -220,6 +220,46 @@ def test_approx_respects_scope_filters(vault, no_approx_index, monkeypatch):
         assert all(r["source"].startswith(path) for r in a["results"])
 
 
+def test_a_pooled_store_runs_the_keyword_channel_beside_the_vector_one(vault, no_approx_index, monkeypatch):
+    """serve's pooled connections, on the approximate path, run hybrid's keyword channel on a second connection
+    while the vector channel runs: the same results (scoped too) as one connection doing both in turn."""
+    config = _configured(monkeypatch, RAG_SEARCH="approx")
+    localrag.ingest(config, vault)
+    pool = localrag.StorePool(config)
+    try:
+        with pool.store() as pooled, localrag.Store.open(config) as alone:
+            for q in QUERIES:
+                for path in (None, "runbooks/"):
+                    beside = localrag.search(config, q, 5, pooled, path=path)
+                    single = localrag.search(config, q, 5, alone, path=path)
+                    assert beside["search_path"] == single["search_path"] == "approx"
+                    assert beside["results"] == single["results"], (q, path)
+            assert pooled._sibling is not None and alone._sibling is None
+    finally:
+        pool.close()
+
+
+def test_a_sibling_query_sees_the_snapshot_of_the_transaction_that_started_it(ingested):
+    """The keyword channel's connection imports the searcher's snapshot: a row committed after the search's
+    snapshot was taken is invisible to both, so candidates and chunk rows always agree."""
+    config, _, _ = ingested
+    count = "SELECT count(*) FROM ingest_runs"
+    with localrag.Store.open(config) as s, localrag.Store.open(config) as writer:
+        with s.snapshot():
+            before = s.run(count)[0][0]
+            writer.run("INSERT INTO ingest_runs (vault_path, embedding_provider, embedding_model, embedding_dim, "
+                       "status) VALUES ('/elsewhere', 'fake', 'fake-lexical-v1', 1024, 'failed')")
+            with localrag._SiblingQuery(s, lambda sibling: sibling.run(count)[0][0]) as seen:
+                assert seen.result() == before
+            with localrag._SiblingQuery(s, lambda sibling: sibling.run("SELECT 1/0")) as failing:
+                with pytest.raises(localrag.DatabaseError):
+                    failing.result()          # the sibling's error reaches the searcher
+        assert s.run(count)[0][0] == before + 1
+        sibling = s._sibling
+    with pytest.raises(localrag.LocalRagError):   # closed with the store that opened it
+        sibling.run("SELECT 1")
+
+
 def test_approx_without_index_is_exact_with_one_warning(ingested, no_approx_index, monkeypatch, caplog):
     config = _configured(monkeypatch, RAG_SEARCH="approx")
     localrag._approx_warned.clear()
