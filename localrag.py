@@ -4253,10 +4253,31 @@ class Store:
             raise
         self.run("COMMIT")
 
-    def snapshot(self) -> contextlib.AbstractContextManager["Store"]:
+    @contextlib.contextmanager
+    def snapshot(self, of: str | None = None) -> Iterator["Store"]:
         """A read-only transaction that sees one snapshot for all its queries: a retrieval's candidates, scores and
-        chunk rows agree even while an ingest replaces the notes they came from."""
-        return self.transaction("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        chunk rows agree even while an ingest replaces the notes they came from.  `of`: another transaction's
+        exported snapshot (export_snapshot) to see instead of a new one."""
+        if of is not None and not re.fullmatch(r"[0-9A-F]+(?:-[0-9A-F]+)+", of):
+            raise ValueError(f"not a snapshot id: {of!r}")
+        with self.transaction("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"):
+            if of is not None:
+                self.run(f"SET TRANSACTION SNAPSHOT '{of}'")
+            yield self
+
+    def export_snapshot(self) -> str:
+        """The id of this transaction's snapshot, which another connection's snapshot(of=...) can see too."""
+        return self.run("SELECT pg_export_snapshot()")[0][0]
+
+    def advisory_lock_holder_name(self, key1: int, text_key: str) -> str | None:
+        """The application_name of the session holding advisory lock (key1, hashtext(text_key)) in this
+        database, or None when nobody holds it."""
+        rows = self.run(
+            "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+            "WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2 AND l.classid = CAST(:k AS oid) "
+            "AND l.objid = CAST(hashtext(:v) AS oid) AND l.database = (SELECT oid FROM pg_database "
+            "WHERE datname = current_database())", k=key1, v=text_key)
+        return rows[0][0] if rows else None
 
     def copy(self, table: str, columns: Sequence[str], data: _Copy) -> None:
         if data.rows:
@@ -5823,14 +5844,11 @@ def _ingest_holder(store: Store, vault_key: str) -> tuple[str, bool]:
         where = f"pid {pid}" + (f" on {host}" if host and host != socket.gethostname() else "")
         gone = bool(pid and str(pid).isdigit() and host == socket.gethostname() and _process_gone(int(pid)))
         return f"ingest run #{run_id} ({where}, started {_jsonable(started)})", gone
-    names = store.run("SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
-                      "WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2 AND l.classid = CAST(:k AS oid) "
-                      "AND l.objid = CAST(hashtext(:v) AS oid) AND l.database = (SELECT oid FROM pg_database "
-                      "WHERE datname = current_database())", k=INGEST_LOCK_KEY, v=vault_key)
-    match = _INGEST_APP_NAME.match(names[0][0] or "") if names else None
+    name = store.advisory_lock_holder_name(INGEST_LOCK_KEY, vault_key) or ""
+    match = _INGEST_APP_NAME.match(name)
     if match:
         pid = int(match.group(1))
-        here = names[0][0] == _ingest_session_name(pid)   # the same (possibly cut) host name as ours
+        here = name == _ingest_session_name(pid)   # the same (possibly cut) host name as ours
         return f"another ingest (pid {pid}, starting up)", here and _process_gone(pid)
     return "another ingest (starting up)", False
 
@@ -6311,7 +6329,7 @@ class _SiblingQuery:
 
     def __init__(self, store: Store, work: Callable[[Store], Any]) -> None:
         self.store, self.work = store, work
-        self.snapshot = store.run("SELECT pg_export_snapshot()")[0][0]
+        self.snapshot = store.export_snapshot()
         self.outcome: dict[str, Any] = {}
         self.thread = threading.Thread(target=self._run, name="localrag-sibling-query", daemon=True)
 
@@ -6321,8 +6339,7 @@ class _SiblingQuery:
                 sibling = self.store.sibling()
             except DatabaseUnavailable:
                 return   # no result: the caller runs the work on its own connection
-            with sibling.transaction("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"):
-                sibling.run(f"SET TRANSACTION SNAPSHOT '{self.snapshot}'")   # pg_export_snapshot's id: [0-9A-F-]
+            with sibling.snapshot(of=self.snapshot):
                 self.outcome["result"] = self.work(sibling)
         except BaseException as exc:   # noqa: BLE001 - handed to the waiting thread
             self.outcome["error"] = exc

@@ -223,8 +223,8 @@ MUTANTS: list[Mutant] = [
       ("tests/test_http.py", "tests/test_config.py"), "token or auth or 401"),
     # --- hybrid's second connection ------------------------------------------------------------------------------
     M("sibling: the keyword channel's connection reads its own snapshot, not the searcher's",
-      """                sibling.run(f"SET TRANSACTION SNAPSHOT '{self.snapshot}'")""",
-      """                sibling.run("SELECT 1")""",
+      "            with sibling.snapshot(of=self.snapshot):",
+      "            with sibling.snapshot():",
       ("tests/test_search.py",), "sibling or pooled"),
     M("ingest lock: a killed holder is refused like a live one",
       "if not wait and (not gone or time.monotonic() - dead_since > INGEST_DEAD_HOLDER_S):",

@@ -475,12 +475,16 @@ store.run("SELECT pg_sleep(60)")
 """
 
 
-def _lock_holder(vault, check_interval: str) -> subprocess.Popen:
-    """A process that takes the vault's ingest lock the way ingest does and then sits in a long statement."""
+def _lock_holder(config, vault, check_interval: str) -> subprocess.Popen:
+    """A process that takes the vault's ingest lock the way ingest does and then sits in a long statement (returned
+    once its server session runs that statement: a kill before it would find the session idle, which ends at once)."""
     env = cli_env({"PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")})
     proc = subprocess.Popen([sys.executable, "-c", _HOLD_INGEST_LOCK, str(vault.resolve()), check_interval],
                             env=env, stdout=subprocess.PIPE, text=True)
     assert proc.stdout.readline().strip() == "locked"
+    wait_for(lambda: query(config, "SELECT count(*) FROM pg_stat_activity WHERE application_name = :n AND "
+                                   "state = 'active' AND query LIKE '%pg_sleep%'",
+                           n=localrag._ingest_session_name(proc.pid))[0][0])
     return proc
 
 
@@ -491,7 +495,7 @@ def test_a_killed_ingest_still_ending_its_statement_is_waited_for_not_called_bus
     holder is still refused at once, and a dead one whose session outlasts INGEST_DEAD_HOLDER_S is refused with
     a message that says its process is gone."""
     config, vault, _ = ingested
-    holder = _lock_holder(vault, "3s")
+    holder = _lock_holder(config, vault, "3s")
     try:
         with pytest.raises(localrag.IngestBusy, match=f"pid {holder.pid}, starting up.*--wait"):
             localrag.ingest(config, vault)
@@ -504,7 +508,7 @@ def test_a_killed_ingest_still_ending_its_statement_is_waited_for_not_called_bus
     assert notes == [f"another ingest (pid {holder.pid}, starting up) was killed; waiting for its database "
                      f"session to end ..."] and time.monotonic() - started < 10
 
-    holder = _lock_holder(vault, "0")   # a session that does not watch its client: it sleeps on
+    holder = _lock_holder(config, vault, "0")   # a session that does not watch its client: it sleeps on
     holder.kill()
     holder.wait()
     monkeypatch.setattr(localrag, "INGEST_DEAD_HOLDER_S", 1.0)

@@ -255,6 +255,9 @@ def test_a_sibling_query_sees_the_snapshot_of_the_transaction_that_started_it(in
                 with pytest.raises(localrag.DatabaseError):
                     failing.result()          # the sibling's error reaches the searcher
         assert s.run(count)[0][0] == before + 1
+        with pytest.raises(ValueError, match="not a snapshot id"):
+            with s.snapshot(of="1'; DROP TABLE chunks; --"):
+                pass
         sibling = s._sibling
     with pytest.raises(localrag.LocalRagError):   # closed with the store that opened it
         sibling.run("SELECT 1")
