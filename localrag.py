@@ -4269,6 +4269,14 @@ class Store:
         """The id of this transaction's snapshot, which another connection's snapshot(of=...) can see too."""
         return self.run("SELECT pg_export_snapshot()")[0][0]
 
+    def try_advisory_lock(self, key1: int, text_key: str) -> bool:
+        """Take session-level advisory lock (key1, hashtext(text_key)) if free; never waits."""
+        return bool(self.run("SELECT pg_try_advisory_lock(:k, hashtext(:v))", k=key1, v=text_key)[0][0])
+
+    def advisory_unlock(self, key1: int, text_key: str) -> None:
+        with contextlib.suppress(LocalRagError):
+            self.run("SELECT pg_advisory_unlock(:k, hashtext(:v))", k=key1, v=text_key)
+
     def advisory_lock_holder_name(self, key1: int, text_key: str) -> str | None:
         """The application_name of the session holding advisory lock (key1, hashtext(text_key)) in this
         database, or None when nobody holds it."""
@@ -5861,7 +5869,7 @@ def _acquire_ingest_lock(store: Store, vault_key: str, wait: bool, notice: Calla
     it next talks to its client, within client_connection_check_interval (ingest sessions set it) when it is inside
     a long statement.  Such a holder is waited for, up to INGEST_DEAD_HOLDER_S, even without --wait."""
     said, dead_since = None, None
-    while not store.run("SELECT pg_try_advisory_lock(:k, hashtext(:v))", k=INGEST_LOCK_KEY, v=vault_key)[0][0]:
+    while not store.try_advisory_lock(INGEST_LOCK_KEY, vault_key):
         holder, gone = _ingest_holder(store, vault_key)
         if gone:
             dead_since = dead_since or time.monotonic()
@@ -5998,8 +6006,7 @@ def ingest(config: Config, vault: str | Path, progress: ProgressFn | None = None
             LOG.warning("the approximate index was not built (%s); searches use the exact scan until `localrag db "
                         "init` or the next ingest builds it", exc.message)
             result["approx_index"] = {"error": exc.message}
-        with contextlib.suppress(LocalRagError):
-            store.run("SELECT pg_advisory_unlock(:k, hashtext(:v))", k=INGEST_LOCK_KEY, v=vault_key)
+        store.advisory_unlock(INGEST_LOCK_KEY, vault_key)
         return result
     finally:
         store.close()
@@ -7947,7 +7954,7 @@ def vaults_remove(config: Config, path: str) -> dict:
     with Store.open(config) as s:
         s.require_schema()
         key = _vault_key(s, path)
-        if not s.run("SELECT pg_try_advisory_lock(727274002, hashtext(:v))", v=key)[0][0]:
+        if not s.try_advisory_lock(INGEST_LOCK_KEY, key):
             raise IngestBusy(f"an ingest of {key} is running; wait for it to finish before removing the vault",
                              vault_path=key)
         try:
@@ -7959,8 +7966,7 @@ def vaults_remove(config: Config, path: str) -> dict:
             if chunks > BULK_CHANGE_ROWS:  # the planner's numbers still count the removed rows: refresh them
                 s.run(f"ANALYZE {_VAULT_TABLES}")
         finally:
-            with contextlib.suppress(LocalRagError):
-                s.run("SELECT pg_advisory_unlock(727274002, hashtext(:v))", v=key)
+            s.advisory_unlock(INGEST_LOCK_KEY, key)
     return {"vault_path": key, "documents_removed": documents, "chunks_removed": chunks, "runs_removed": runs}
 
 
