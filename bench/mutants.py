@@ -221,6 +221,10 @@ MUTANTS: list[Mutant] = [
       "    def authorized(self, headers: Any) -> bool:\n        if not self.config.api_token:",
       "    def authorized(self, headers: Any) -> bool:\n        if self.config.api_token:",
       ("tests/test_http.py", "tests/test_config.py"), "token or auth or 401"),
+    M("approx: the graph searched only as wide as the re-ranked pool",
+      "ef=str(max(n, approx_ef_search)), pin=pin)",
+      "ef=str(pool), pin=pin)",
+      ("tests/test_search.py",), "ef_search_wide"),
     # --- hybrid's second connection ------------------------------------------------------------------------------
     M("sibling: the keyword channel's connection reads its own snapshot, not the searcher's",
       "            with sibling.snapshot(of=self.snapshot):",

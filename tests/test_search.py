@@ -220,6 +220,20 @@ def test_approx_respects_scope_filters(vault, no_approx_index, monkeypatch):
         assert all(r["source"].startswith(path) for r in a["results"])
 
 
+def test_approx_searches_ef_search_wide_but_re_ranks_only_a_pool(ingested, no_approx_index, monkeypatch):
+    """The graph is searched RAG_HNSW_EF_SEARCH wide (recall), while only the nearest 2k + APPROX_RERANK_EXTRA rows
+    are fetched and re-ranked (the heap reads that dominated at 1M chunks); the results are the exact path's."""
+    config = _configured(monkeypatch, RAG_SEARCH="approx", RAG_HNSW_EF_SEARCH="777")
+    assert localrag.db_init(config)["approx_index"]["entries"] > 0
+    vector = localrag.get_embedder(config).embed_query(QUERIES[0])
+    with localrag.Store.open(config) as s, s.snapshot():
+        rows = s.vector_candidates(config.embedding_key, vector, 5, None, config.rag_hnsw_ef_search)
+        assert s.run("SHOW hnsw.ef_search")[0][0] == "777"
+        exact = s.vector_candidates(config.embedding_key, vector, 5, None)
+    assert [c for c, _ in rows] == [c for c, _ in exact] and len(rows) == 5
+    assert [d for _, d in rows] == pytest.approx([d for _, d in exact], abs=1e-6)   # float32 sums, another order
+
+
 def test_a_pooled_store_runs_the_keyword_channel_beside_the_vector_one(vault, no_approx_index, monkeypatch):
     """serve's pooled connections, on the approximate path, run hybrid's keyword channel on a second connection
     while the vector channel runs: the same results (scoped too) as one connection doing both in turn."""
