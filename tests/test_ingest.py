@@ -868,10 +868,21 @@ def test_sigterm_while_waiting_for_the_lock(ingested):
         holder.run("SELECT pg_advisory_lock(:k, hashtext(:v))", k=localrag.INGEST_LOCK_KEY, v=vault_key)
         n_runs = len(runs(config))
         proc = start_cli("ingest", str(vault), "--wait")
-        wait_for(lambda: query(config, "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'localrag%' "
-                                       "AND pid <> pg_backend_pid() AND (query LIKE '%pg_try_advisory_lock%' "
-                                       "OR query LIKE '%FROM ingest_runs WHERE vault_path%' "
-                                       "OR query LIKE '%FROM pg_locks l JOIN%')")[0][0] > 0)
+        waiter = localrag._ingest_session_name(proc.pid)
+
+        def last_query() -> tuple:
+            rows = query(config, "SELECT query, query_start FROM pg_stat_activity WHERE application_name = :n",
+                         n=waiter)
+            return tuple(rows[0]) if rows else ("", None)
+
+        # The "waiting for" notice follows the poll's last query (who holds the lock); once any later query has
+        # started, it is out, so the signal lands while the process waits.
+        def holder_named():
+            sql, started = last_query()
+            return started if "FROM pg_locks l JOIN" in sql else None
+
+        named_at = wait_for(holder_named)
+        wait_for(lambda: last_query()[1] > named_at)
         os.kill(proc.pid, signal.SIGTERM)
         _, err = proc.communicate(timeout=20)
         assert proc.returncode == 143 and "waiting for another ingest" in err and "interrupted (SIGTERM)" in err
