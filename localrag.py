@@ -4048,9 +4048,12 @@ def db_target(config: Config) -> DbTarget:
     return parse_database_url(config.database_url) if config.database_url else embedded_target(config)
 
 
-def encode_vector(values: Sequence[float]) -> str:
-    """pgvector's text input form, for query parameters."""
-    return "[" + ",".join(repr(float(v)) for v in values) + "]"
+def encode_vector(values: Sequence[float] | str) -> str:
+    """pgvector's text input form, for query parameters (a str is taken as already encoded: a retrieval encodes its
+    query vector once for all its queries)."""
+    if isinstance(values, str):
+        return values
+    return "[" + ",".join(map(repr, map(float, values))) + "]"
 
 
 class _Copy:
@@ -4416,7 +4419,7 @@ class Store:
             params["scope_vault"] = scope.vault
         return f" AND {column} IN (SELECT c.id FROM chunks c WHERE {' AND '.join(where)})", params
 
-    def vector_candidates(self, key: tuple[str, str, int], vector: Sequence[float], n: int,
+    def vector_candidates(self, key: tuple[str, str, int], vector: Sequence[float] | str, n: int,
                           scope: "Scope | None", approx_ef_search: int | None = None) -> list[tuple[int, float]]:
         """(chunk_id, cosine distance) of the n nearest chunks, ties broken by chunk id.  By default an exact scan;
         with `approx_ef_search` the key's HNSW index (see build_approx_index), searched ef_search wide, hands over
@@ -4558,12 +4561,22 @@ class Store:
 
     def candidate_facts(self, chunk_ids: Sequence[int], terms: Sequence[str], weights: Sequence[float],
                         avgdl: float, names: bool = False, key: tuple[str, str, int] | None = None,
-                        vector: Sequence[float] | None = None, missing: Sequence[int] = ()) -> dict[int, dict]:
+                        vector: Sequence[float] | str | None = None, missing: Sequence[int] = (),
+                        term_postings: int = 0) -> dict[int, dict]:
         """What fusion and the gate need about every candidate, in one round trip: {chunk_id: {"bm25", "matched"
         (the query terms it holds, sorted), "names" (with `names`: file name without .md, frontmatter title,
-        aliases), "distance" (for the ids in `missing`: the cosine distance to `vector` under `key`)}}."""
+        aliases), "distance" (for the ids in `missing`: the cosine distance to `vector` under `key`)}}.
+        `term_postings`: how many postings the terms have (the sum of their document frequencies)."""
         if not chunk_ids:
             return {}
+        # The candidates' postings of the query terms come from one of two indexes.  The term index reads every
+        # posting of every term (~0.1 us each; common words have thousands, and more as the corpus grows); the
+        # primary key reads each candidate's own postings (~10 us a candidate, whatever the corpus size).  The
+        # planner cannot tell (it costs a term lookup at the average frequency), so the choice is made here and
+        # the term index is kept out of the primary-key form by comparing `kp.term || ''`.  Measured at 51.6k
+        # chunks, 93 candidates, terms with 33k postings: 4.0 ms by term, 1.0 ms by candidate.
+        by_candidate = term_postings > POSTINGS_PER_CANDIDATE_READ * len(chunk_ids)
+        term_join = ('q.term COLLATE "C" = kp.term || \'\'' if by_candidate else 'kp.term = q.term COLLATE "C"')
         columns, params = ["kw.s", "kw.terms"], {"ids": list(chunk_ids)}
         if names:
             columns += ["c.relative_path", "c.metadata->>'title'", "c.metadata->'aliases'"]
@@ -4575,7 +4588,7 @@ class Store:
         rows = self.run(
             f"WITH kw AS MATERIALIZED (SELECT kp.chunk_id, {_BM25_SQL} AS s, array_agg(kp.term::text ORDER BY "
             "kp.term) AS terms FROM unnest(CAST(:terms AS text[]), CAST(:w AS float8[])) AS q(term, w) "
-            "JOIN keyword_postings kp ON kp.term = q.term COLLATE \"C\" "
+            f"JOIN keyword_postings kp ON {term_join} "
             "WHERE kp.chunk_id = ANY(CAST(:ids AS bigint[])) GROUP BY kp.chunk_id) "
             f"SELECT c.id, {', '.join(columns)} FROM chunks c LEFT JOIN kw ON kw.chunk_id = c.id "
             "WHERE c.id = ANY(CAST(:ids AS bigint[]))",
@@ -6121,6 +6134,7 @@ RETRIEVAL_MODES = ("hybrid", "vector", "keyword")
 FUSION_METHODS = ("weighted", "rrf")
 BM25_K1, BM25_B = 1.2, 0.75
 RRF_K = 60
+POSTINGS_PER_CANDIDATE_READ = 100          # a candidate's postings by primary key cost about 100 term-index postings
 FUSION_CANDIDATES_MIN = 50                  # each channel hands this many (or 4 x top_k) candidates to the fusion
 _BM25_SQL = (f"sum(q.w * kp.tf * {BM25_K1 + 1} / (kp.tf + {BM25_K1} * ({1 - BM25_B} + {BM25_B} * kp.dl / "
              f"CAST(:avgdl AS float8))))")
@@ -6394,6 +6408,9 @@ def _retrieve_in_snapshot(store: Store, config: Config, mode: str, key: tuple[st
     path = None
 
     seen_terms, seen_idf = [t["term"] for t in seen], [t["idf"] for t in seen]
+    postings = sum(t["df"] for t in seen)
+    with_names = mode != "vector" and bool(config.rag_title_weight)
+    qvector = encode_vector(vector) if vector is not None else None
 
     def keyword_channel(on: Store) -> list[tuple[int, float]]:
         return on.keyword_candidates(seen_terms, seen_idf, avgdl, n_candidates, scope)
@@ -6407,7 +6424,7 @@ def _retrieve_in_snapshot(store: Store, config: Config, mode: str, key: tuple[st
             # connection, so hybrid costs about its slower channel (a one-off command would pay a connection).
             beside = use_keyword and seen and path[0] == "approx" and store.pooled
             with _SiblingQuery(store, keyword_channel) if beside else contextlib.nullcontext() as sibling:
-                for cid, distance in store.vector_candidates(key, vector, n_candidates, scope, ef_search):
+                for cid, distance in store.vector_candidates(key, qvector, n_candidates, scope, ef_search):
                     candidates[cid] = {"vector": clamp_score(distance), "channels": ["vector"]}
                 keyword_rows = sibling.result() if sibling is not None else None
     if use_keyword and seen:
@@ -6415,8 +6432,8 @@ def _retrieve_in_snapshot(store: Store, config: Config, mode: str, key: tuple[st
             candidates.setdefault(cid, {"channels": []})["channels"].append("keyword")
     # Exact scores in both channels for every candidate, so the fusion and the gate see complete evidence.
     missing = [cid for cid, c in candidates.items() if c.get("vector") is None] if use_vector else []
-    with_names = mode != "vector" and bool(config.rag_title_weight)
-    facts = store.candidate_facts(list(candidates), seen_terms, seen_idf, avgdl, with_names, key, vector, missing)
+    facts = store.candidate_facts(list(candidates), seen_terms, seen_idf, avgdl, with_names, key, qvector, missing,
+                                  postings)
     for cid, c in candidates.items():
         fact = facts.get(cid, {})
         # a keyword-only candidate without a vector for this key (a backfill pending) keeps None

@@ -230,6 +230,14 @@ MUTANTS: list[Mutant] = [
       "            with sibling.snapshot(of=self.snapshot):",
       "            with sibling.snapshot():",
       ("tests/test_search.py",), "sibling or pooled"),
+    M("candidate facts: the primary-key form lets the planner read the term index",
+      "'q.term COLLATE \"C\" = kp.term || \\'\\''",
+      "'q.term COLLATE \"C\" = kp.term'",
+      ("tests/test_search.py",), "candidate_facts_agree"),
+    M("candidate facts: the primary-key form drops the term condition",
+      "'q.term COLLATE \"C\" = kp.term || \\'\\''",
+      "'q.term COLLATE \"C\" = q.term'",
+      ("tests/test_search.py",), "candidate_facts_agree"),
     M("ingest lock: a killed holder is refused like a live one",
       "if not wait and (not gone or time.monotonic() - dead_since > INGEST_DEAD_HOLDER_S):",
       "if not wait:",
@@ -341,7 +349,7 @@ def main(argv=None) -> int:
                 print(f"baseline  {' '.join(m.tests)} -k {m.k!r}: exit {code} in {secs:.0f} s", flush=True)
             if baseline[key][0] != 0:
                 rows.append((m.name, "ERROR", 0.0, f"the unmutated tests fail: {baseline[key][1]}"))
-                print(f"ERROR     {m.name}: unmutated selection fails", flush=True)
+                print(f"ERROR     {m.name}: unmutated selection fails: {baseline[key][1]}", flush=True)
                 continue
             project = scratch_project(mutated)
             code, secs, out = run_tests(project, m, env)

@@ -374,3 +374,37 @@ def test_a_build_killed_with_kill_9_leaves_nothing_and_the_next_db_init_builds(i
     assert localrag.search(config, QUERIES[0], 5)["search_path"] == "exact"
     assert localrag.db_init(config)["approx_index"]["entries"] > 0
     assert localrag.search(config, QUERIES[0], 5)["search_path"] == "approx"
+
+
+def test_candidate_facts_agree_whichever_index_reads_the_postings(ingested):
+    """candidate_facts reads the candidates' postings by term (few postings) or by candidate through the primary
+    key (terms with many postings): both give the same BM25, matched terms, names and distances, and the
+    candidate form really reads the primary key (the planner, left alone, takes the term index)."""
+    config, _, _ = ingested
+    key = config.embedding_key
+    vector = localrag.encode_vector(localrag.get_embedder(config).embed_query(QUERIES[3]))
+    with localrag.Store.open(config) as s, s.snapshot():
+        words = localrag.keyword_terms("how to reset a password vpn 发布 回滚")
+        n, avgdl, df = s.keyword_stats(words)
+        terms = [w for w in dict.fromkeys(words) if df[w]]
+        weights = [1.0 + i / 10 for i in range(len(terms))]
+        ids = [row[0] for row in s.run("SELECT id FROM chunks ORDER BY id")]
+        assert len(terms) >= 3 and len(ids) >= 10
+        missing = ids[::2]
+        by_term = s.candidate_facts(ids, terms, weights, avgdl, True, key, vector, missing, term_postings=0)
+        by_candidate = s.candidate_facts(ids, terms, weights, avgdl, True, key, vector, missing,
+                                         term_postings=10 ** 9)
+        assert by_term == by_candidate
+        assert sum(1 for f in by_term.values() if f["matched"]) >= 3
+        assert all(("distance" in f) == (cid in missing) for cid, f in by_term.items())
+        captured = []
+        real_run = s.run
+        s.run = lambda sql, stream=None, **p: captured.append((sql, p)) or real_run(sql, stream, **p)
+        try:
+            s.candidate_facts(ids, terms, weights, avgdl, term_postings=10 ** 9)
+        finally:
+            del s.run
+        sql, params = captured[-1]
+        s.run("SET LOCAL enable_seqscan = off")   # a sample-sized table would otherwise be read whole
+        plan = "\n".join(r[0] for r in s.run("EXPLAIN " + sql, **params))
+        assert "keyword_postings_pkey" in plan and "idx_keyword_postings_term" not in plan, plan
