@@ -110,6 +110,7 @@ SCOPE_MAX_ITEMS, SCOPE_MAX_CHARS = 20, 500  # --path / --tag entries per request
 SEARCH_PATHS = ("auto", "exact", "approx")
 SEARCH_DEFAULT = "auto"
 APPROX_MIN_CHUNKS_DEFAULT = 100_000        # auto: the index serves a provider/model with at least this many vectors
+SIBLING_RETRY_S = 30.0                     # after a pooled search's second connection failed, try anew after this
 APPROX_RERANK_EXTRA = 100                  # the approximate path re-ranks its 2k + this nearest by halfvec exactly
 HNSW_M_DEFAULT, HNSW_M_MIN, HNSW_M_MAX = 16, 2, 100                    # pgvector's own limits
 HNSW_EF_CONSTRUCTION_DEFAULT, HNSW_EF_CONSTRUCTION_MIN, HNSW_EF_CONSTRUCTION_MAX = 200, 4, 1000  # README "Large vaults"
@@ -4169,6 +4170,7 @@ class Store:
         self.last_used = time.monotonic()
         self.pooled = False                 # set by StorePool: the connection lives for many requests
         self._sibling: Store | None = None  # a second connection, see sibling()
+        self._sibling_retry_at = 0.0        # monotonic time before which no new sibling is tried
         kwargs = dict(target.kwargs)
         if timeout is not None:
             kwargs["timeout"] = timeout
@@ -4224,23 +4226,44 @@ class Store:
         with contextlib.suppress(DatabaseError):
             self.run("SET client_connection_check_interval = '1s'")
 
-    def sibling(self) -> "Store":
+    def sibling(self) -> "Store | None":
         """A second connection to the same database, opened on first use and closed with this one: a pooled Store
-        runs hybrid retrieval's keyword channel there while the vector channel runs here (see _SiblingQuery)."""
+        runs hybrid retrieval's keyword channel there while the vector channel runs here (see _SiblingQuery).
+        None when it cannot connect (the server at max_connections, say), and for SIBLING_RETRY_S after that or
+        after drop_sibling, so a search does not pay a failing connection attempt each time: the caller then
+        does the work on this connection."""
         if self._sibling is None:
-            self._sibling = Store(self.target)
+            if time.monotonic() < self._sibling_retry_at:
+                return None
+            try:
+                self._sibling = Store(self.target)
+            except DatabaseUnavailable as exc:
+                self._sibling_retry_at = time.monotonic() + SIBLING_RETRY_S
+                LOG.info("no second database connection for hybrid search (%s); its keyword channel runs after the "
+                         "vector channel for the next %.0f s", exc, SIBLING_RETRY_S)
+                return None
         return self._sibling
 
-    def close(self) -> None:
+    def drop_sibling(self) -> None:
+        """Forget a sibling whose connection failed (its socket dropped without a goodbye); the next sibling() waits
+        out SIBLING_RETRY_S."""
         if self._sibling is not None:
-            self._sibling.close()
+            self._sibling.abort()
+            self._sibling = None
+            self._sibling_retry_at = time.monotonic() + SIBLING_RETRY_S
+
+    def close(self) -> None:
+        sibling = self._sibling   # one read: a failing sibling's thread may be dropping it (drop_sibling)
+        if sibling is not None:
+            sibling.close()
         with contextlib.suppress(Exception):
             self.con.close()
 
     def abort(self) -> None:
         """Drop the socket without a goodbye: for a connection interrupted in the middle of a message."""
-        if self._sibling is not None:
-            self._sibling.abort()
+        sibling = self._sibling
+        if sibling is not None:
+            sibling.abort()
         with contextlib.suppress(Exception):
             self.con._usock.close()
 
@@ -6366,12 +6389,17 @@ class _SiblingQuery:
 
     def _run(self) -> None:
         try:
-            try:
-                sibling = self.store.sibling()
-            except DatabaseUnavailable:
+            sibling = self.store.sibling()
+            if sibling is None:
                 return   # no result: the caller runs the work on its own connection
-            with sibling.snapshot(of=self.snapshot):
-                self.outcome["result"] = self.work(sibling)
+            try:
+                with sibling.snapshot(of=self.snapshot):
+                    self.outcome["result"] = self.work(sibling)
+            except DatabaseUnavailable as exc:
+                # The sibling's session ended (terminated, timed out, the server going down): this connection
+                # decides; a dead sibling kept would fail every later search of this pooled Store.
+                LOG.info("the second database connection for hybrid search failed (%s); dropped", exc)
+                self.store.drop_sibling()
         except BaseException as exc:   # noqa: BLE001 - handed to the waiting thread
             self.outcome["error"] = exc
 

@@ -1,6 +1,7 @@
 """Search: exact scan over the current provider's vectors, clamped scores, the smoke loop on the eval questions."""
 
 import json
+import socket
 
 import pytest
 
@@ -249,6 +250,43 @@ def test_a_pooled_store_runs_the_keyword_channel_beside_the_vector_one(vault, no
                     assert beside["search_path"] == single["search_path"] == "approx"
                     assert beside["results"] == single["results"], (q, path)
             assert pooled._sibling is not None and alone._sibling is None
+    finally:
+        pool.close()
+
+
+def test_a_pooled_search_outlives_its_second_connection(vault, no_approx_index, monkeypatch):
+    """The keyword channel's connection ended under it (terminated, timed out): the search still answers, on its
+    own connection, and the dead one is dropped, not kept to fail every later search; a second connection that
+    cannot be opened is not tried again for SIBLING_RETRY_S."""
+    config = _configured(monkeypatch, RAG_SEARCH="approx")
+    localrag.ingest(config, vault)
+    pool = localrag.StorePool(config)
+    try:
+        with pool.store() as pooled, localrag.Store.open(config) as admin:
+            expected = localrag.search(config, QUERIES[0], 5, pooled)
+            first_pid = pooled._sibling.run("SELECT pg_backend_pid()")[0][0]
+            assert admin.run("SELECT pg_terminate_backend(:p)", p=first_pid)[0][0]
+            for _ in range(2):    # the sibling fails in the first search, is not retried in the second
+                again = localrag.search(config, QUERIES[0], 5, pooled)
+                assert again["results"] == expected["results"]
+                assert pooled._sibling is None
+            pooled._sibling_retry_at = 0.0       # the back-off over: a new second connection
+            assert localrag.search(config, QUERIES[0], 5, pooled)["results"] == expected["results"]
+            assert pooled._sibling.run("SELECT pg_backend_pid()")[0][0] != first_pid
+            # a second connection that cannot be opened: nothing listens where it would connect
+            pooled.drop_sibling()
+            pooled._sibling_retry_at = 0.0
+            real_target = pooled.target
+            with socket.socket() as closed:
+                closed.bind(("127.0.0.1", 0))
+                port = closed.getsockname()[1]
+            pooled.target = localrag.DbTarget(kwargs={**real_target.kwargs, "host": "127.0.0.1", "port": port,
+                                                      "unix_sock": None}, display="nowhere")
+            try:
+                assert localrag.search(config, QUERIES[0], 5, pooled)["results"] == expected["results"]
+                assert pooled._sibling is None and pooled._sibling_retry_at > 0
+            finally:
+                pooled.target = real_target
     finally:
         pool.close()
 
