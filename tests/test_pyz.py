@@ -163,6 +163,7 @@ def test_a_python_it_does_not_carry_gets_one_line_and_exit_3(laptop):
     assert done.returncode == 3 and done.stdout == ""
     line, = done.stderr.strip().splitlines()
     assert "runs on CPython 3.10-3.13" in line and "python3.13 localrag.pyz" in line
+    assert not list((laptop.parent / "home-old").rglob("localrag-*.code"))   # no compiled code kept for it
 
 
 def test_two_first_starts_at_once(laptop, tmp_path):

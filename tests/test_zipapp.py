@@ -128,6 +128,24 @@ def test_bootstrap_keeps_compiled_code_in_the_unpack_folder(sys_platform, enviro
     assert path.name == f"localrag-{__import__('hashlib').sha256(b'print()').hexdigest()[:16]}.cpython-311.code"
 
 
+@pytest.mark.parametrize("carried", [True, False])
+def test_bootstrap_keeps_compiled_code_only_for_a_python_the_file_carries(tmp_path, carried):
+    """A Python the pyz has no layers for is refused by localrag.py once loaded; the bootstrap must not leave a
+    compiled-code cache behind for it first."""
+    here = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    src = b"def _pyz_main(archive):\n    return 7\n"
+    app = tmp_path / "tiny.pyz"
+    with zipfile.ZipFile(app, "w") as zf:
+        zf.writestr("__main__.py", build_pyz.main_py(src, (here,) if carried else ("3.99", "3.10")))
+        zf.writestr("localrag.py", src)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    done = subprocess.run([sys.executable, str(app)], env={**env, "SHIV_ROOT": str(tmp_path / "unpack")},
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 7, done.stderr
+    codes = list((tmp_path / "unpack").glob("localrag-*.code")) if (tmp_path / "unpack").exists() else []
+    assert len(codes) == (1 if carried else 0)
+
+
 # --- unpacking a real (small) pyz written by the builder ---------------------------------------------------------
 
 TOOL = b"#!/bin/sh\n" + b"".join(__import__("hashlib").sha256(str(i).encode()).digest() for i in range(2000))

@@ -64,6 +64,7 @@ if sys.version_info < (3, 7):
 import os
 
 SOURCE = "@SOURCE@"  # the first 16 hex digits of the sha256 of the localrag.py in this file
+PYTHONS = @PYTHONS@  # the Pythons this file carries layers for: only they keep a compiled-code cache
 
 
 def code_path(environ, platform, tag):
@@ -88,7 +89,7 @@ def load_localrag(archive):
     # localrag.py from this file, its compiled code cached on disk: zipimport compiles a module's source at every
     # start (most of a --help for localrag.py) and never keeps the result.  The cache is written whole and renamed
     # into place; one that cannot be read or written is compiled again (the unpack step then names an unwritable
-    # folder).
+    # folder).  A Python this file has no layers for is refused by localrag once loaded: it leaves no cache.
     import marshal
     import zipimport
     from importlib.machinery import ModuleSpec
@@ -100,6 +101,8 @@ def load_localrag(archive):
     except Exception:
         code = loader.get_code("localrag")
         try:
+            if sys.version_info[:2] not in PYTHONS:
+                raise OSError("no layers for this Python")
             os.makedirs(os.path.dirname(path), exist_ok=True)
             tmp = "%s.%d.tmp" % (path, os.getpid())
             with open(tmp, "wb") as f:
@@ -126,9 +129,12 @@ if __name__ == "__main__":
 '''
 
 
-def main_py(localrag_src: bytes) -> bytes:
-    """The bootstrap for a pyz that carries this localrag.py (its code cache is named by the source's hash)."""
-    return MAIN_PY.replace("@SOURCE@", hashlib.sha256(localrag_src).hexdigest()[:16]).encode()
+def main_py(localrag_src: bytes, pythons: tuple[str, ...] = PYTHONS) -> bytes:
+    """The bootstrap for a pyz that carries this localrag.py (its code cache is named by the source's hash) and
+    layers for these Pythons ("3.12")."""
+    versions = tuple(sorted(tuple(int(x) for x in py.split(".")) for py in pythons))
+    return (MAIN_PY.replace("@SOURCE@", hashlib.sha256(localrag_src).hexdigest()[:16])
+            .replace("@PYTHONS@", repr(versions)).encode())
 
 
 def host_platform() -> str:
@@ -276,7 +282,8 @@ def write_pyz(out: Path, layers: dict[str, dict], platforms: dict[str, dict], ep
     manifest["build_id"] = hashlib.sha256(json.dumps(manifest, sort_keys=True).encode()
                                           + hashlib.sha256(localrag_src).digest()).hexdigest()[:16]
     members: list[tuple[str, bytes, int]] = [
-        ("__main__.py", main_py(localrag_src), 0o644),
+        ("__main__.py", main_py(localrag_src, tuple({py for facts in platforms.values()
+                                                      for py in facts.get("pythons", ())})), 0o644),
         ("localrag-pyz.json", json.dumps(manifest, indent=1, sort_keys=True).encode(), 0o644),
         ("localrag.py", localrag_src, 0o644),
     ]
