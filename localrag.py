@@ -1959,6 +1959,10 @@ def fake_tokens(text: str) -> list[str]:
     return tokens
 
 
+# Per-process caches of what a token maps to (a fake-lexical-v1 bucket, a keyword term).  Cleared when full rather
+# than capped: the words that recur fill them again within a few notes, and a large vault's long tail of rare words
+# (CJK bigrams, names, numbers) does not keep each ingest worker growing with the vault.
+TOKEN_CACHE_ENTRIES = 1 << 16
 _bucket_cache: dict[str, int] = {}
 
 
@@ -1968,8 +1972,9 @@ def fake_bucket(feature: str) -> int:
     if bucket is None:
         digest = hashlib.sha256(f"{FAKE_MODEL}:{feature}".encode("utf-8")).digest()
         bucket = int.from_bytes(digest[:8], "big") % EMBEDDING_DIM
-        if len(_bucket_cache) < 500_000:  # bounded: a corpus's vocabulary, not every token ever seen
-            _bucket_cache[feature] = bucket
+        if len(_bucket_cache) >= TOKEN_CACHE_ENTRIES:
+            _bucket_cache.clear()
+        _bucket_cache[feature] = bucket
     return bucket
 
 
@@ -2588,8 +2593,9 @@ def _kw_latin(text: str, out: list[str]) -> None:
             if word not in KEYWORD_STOPWORDS and (len(word) > 1 or word.isdigit()):
                 stemmed = _kw_stem(word)
                 term = "" if stemmed in KEYWORD_STOPWORDS else stemmed
-            if len(cache) < 500_000:  # bounded: a corpus's vocabulary
-                cache[word] = term
+            if len(cache) >= TOKEN_CACHE_ENTRIES:
+                cache.clear()
+            cache[word] = term
         if term:
             out.append(term)
 

@@ -225,3 +225,24 @@ def test_qwen_install_hint_outside_and_inside_a_pyz():
     assert "download.pytorch.org" not in mac
     win = localrag.qwen_install_hint(True, "C:\\Program Files\\Python312\\python.exe", "win32")
     assert '"C:\\Program Files\\Python312\\python.exe" -m pip install --user torch' in win
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(field_dicts, min_size=1, max_size=6))
+def test_token_caches_stay_bounded_and_change_no_result(field_lists):
+    """The per-process token caches (fake-lexical-v1 buckets, keyword terms) are cleared when full: a vault's
+    vocabulary does not grow an ingest worker without bound, and a cleared cache changes no vector or term."""
+    import pytest
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(localrag, "TOKEN_CACHE_ENTRIES", 8)
+        localrag._bucket_cache.clear()
+        localrag._kw_word_cache.clear()
+        for fields in field_lists:
+            assert localrag.fake_vector(fields) == pytest.approx(ref_vector(fields), abs=1e-6)
+            text = " ".join(fields.values())
+            got = localrag.keyword_terms(text)
+            assert len(localrag._bucket_cache) <= 8 and len(localrag._kw_word_cache) <= 8
+            localrag._kw_word_cache.clear()
+            assert got == localrag.keyword_terms(text)
+    localrag._bucket_cache.clear()
+    localrag._kw_word_cache.clear()
