@@ -125,6 +125,8 @@ MAX_FILE_MB_DEFAULT = 10                   # larger files are reported, not read
 FRONTMATTER_MAX_BYTES = 64 * 1024          # larger frontmatter is dropped (with a warning); the body is indexed
 FRONTMATTER_MAX_NODES = 20_000             # YAML values after alias expansion: above this it is an alias bomb
 INGEST_BATCH_CHUNKS = 2000                 # chunks buffered before one write transaction
+INGEST_AHEAD_FILES = 256                   # files handed to the ingest workers ahead of the one being collected
+INGEST_AHEAD_BYTES = 32 * 1024 * 1024      # ... and at most this many bytes of them
 INGEST_PARALLEL_MIN_FILES = 32             # fewer files than this are parsed in-process (no pool start-up)
 CONTEXT_TOKEN_BUDGET_DEFAULT = 6000
 LLM_TIMEOUT_S_DEFAULT = 30.0
@@ -5318,13 +5320,17 @@ class _Workers:
     """Worker processes for parse/chunk/fake-embed, one job pipe each.  Forked before any database connection opens,
     so no worker holds the connection's socket; they end with the parent however it ends (pipe EOF, parent-death
     signal).  Results must be taken in submission order (run() does): job i goes to worker i mod n, and each
-    worker answers in order."""
+    worker answers in order.  A thread per pipe receives the results as they come, so the workers go on parsing
+    while this process writes a batch (a result waiting in a full pipe would stop its worker)."""
 
     def __init__(self, workers: int) -> None:
         import multiprocessing
+        import queue
         parent = os.getpid()
         self.conns: list = []
+        self.results: list[queue.SimpleQueue] = []
         self.pids: list[int] = []
+        self.statuses: list[int] = []   # the workers' wait statuses, once close() reaped them
         self.submitted = 0
         for _ in range(workers):
             mine, theirs = multiprocessing.Pipe(duplex=True)
@@ -5345,12 +5351,24 @@ class _Workers:
             theirs.close()
             self.conns.append(mine)
             self.pids.append(pid)
+        for conn in self.conns:
+            self.results.append(queue.SimpleQueue())
+            threading.Thread(target=self._receive, args=(conn, self.results[-1]), name="localrag-ingest-results",
+                             daemon=True).start()
+
+    @staticmethod
+    def _receive(conn, results) -> None:
+        try:
+            while True:
+                results.put((True, conn.recv()))
+        except BaseException as exc:   # noqa: BLE001 - EOF (the worker ended, the pipe closed) or a broken pickle
+            results.put((False, exc))
 
     def submit(self, fn: Callable, *args: Any) -> "_WorkerResult":
-        conn = self.conns[self.submitted % len(self.conns)]
-        conn.send((fn, args))
+        i = self.submitted % len(self.conns)
+        self.conns[i].send((fn, args))
         self.submitted += 1
-        return _WorkerResult(conn)
+        return _WorkerResult(self.results[i])
 
     def close(self, abort: bool = False) -> None:
         """Close the pipes (idle workers exit on EOF) and reap; abort (interrupted, or an error mid-run) kills them
@@ -5361,25 +5379,35 @@ class _Workers:
                     os.kill(pid, signal.SIGKILL)
         for conn in self.conns:
             with contextlib.suppress(OSError):
+                # shut down, not only closed: the receiving thread's read holds the socket open, so the worker
+                # would not see its EOF (and that thread would not wake) until the worker were killed
+                with socket.fromfd(conn.fileno(), socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+                    sock.shutdown(socket.SHUT_RDWR)
+            with contextlib.suppress(OSError):
                 conn.close()
         deadline = time.monotonic() + 5.0
         for pid in self.pids:
             with contextlib.suppress(ChildProcessError):
-                while os.waitpid(pid, os.WNOHANG) == (0, 0):
+                while (done := os.waitpid(pid, os.WNOHANG)) == (0, 0):
                     if time.monotonic() > deadline:
                         os.kill(pid, signal.SIGKILL)
-                        os.waitpid(pid, 0)
+                        done = os.waitpid(pid, 0)
                         break
                     time.sleep(0.01)
+                self.statuses.append(done[1])
         self.pids = []
 
 
 class _WorkerResult:
-    def __init__(self, conn) -> None:
-        self.conn = conn
+    def __init__(self, results) -> None:
+        self.results = results
 
     def result(self) -> Any:
-        return self.conn.recv()
+        ok, value = self.results.get()
+        if not ok:
+            self.results.put((False, value))   # every later result of this worker fails the same way
+            raise value
+        return value
 
 
 def _pool_start_method(workers: int, jobs: int, platform: str = sys.platform,
@@ -5468,6 +5496,7 @@ class _IngestRun:
         in_worker = self.embedder if self.embedder.embeds_in_workers else None
         pool = self.pool
         inflight: collections.deque = collections.deque()
+        ahead = 0   # bytes of the files in flight
         for n, (rel, path) in enumerate(files, 1):
             self.files_done = n - 1
             self.progress("parse+embed", n - 1, len(files))
@@ -5482,9 +5511,12 @@ class _IngestRun:
                     prepared = prepare_file(rel, data, in_worker)
                 self._collect(pending, prepared)
                 continue
-            inflight.append((pending, pool.submit(prepare_file, rel, data, in_worker)))
-            while len(inflight) > 4 * self.config.ingest_workers:
-                self._collect_next(inflight)
+            inflight.append((pending, pool.submit(prepare_file, rel, data, in_worker), len(data)))
+            ahead += len(data)
+            # Enough work queued to keep the workers busy while a batch is written here (about a batch's files),
+            # bounded in files and bytes: results wait in this process's memory until they are collected.
+            while len(inflight) > INGEST_AHEAD_FILES or ahead > INGEST_AHEAD_BYTES:
+                ahead -= self._collect_next(inflight)
         while inflight:
             self._collect_next(inflight)
         self.files_done = len(files)
@@ -5505,11 +5537,13 @@ class _IngestRun:
             with self._timed("analyze"):
                 self.store.run(f"VACUUM (ANALYZE) {_VAULT_TABLES}")
 
-    def _collect_next(self, inflight: collections.deque) -> None:
-        pending, future = inflight.popleft()
+    def _collect_next(self, inflight: collections.deque) -> int:
+        """Take the oldest result (waiting for it) and collect it; returns its file's size."""
+        pending, future, size = inflight.popleft()
         with self._timed("parse"):
             prepared = future.result()
         self._collect(pending, prepared)
+        return size
 
     def _record_counts(self, **delta: int) -> dict:
         """Inside a batch's transaction: the run row's counts including this batch, so a run that is killed later

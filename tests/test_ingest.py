@@ -3,6 +3,8 @@
 import collections
 import json
 import os
+import signal
+import sys
 import threading
 import time
 from pathlib import Path
@@ -330,6 +332,41 @@ def test_a_killed_ingest_process_leaves_a_failed_run_not_a_running_one(db, vault
     ("darwin", ["spawn", "fork", "forkserver"], None),  # fork exists but is unsafe with macOS frameworks
     ("win32", ["spawn"], None),                   # Windows: no fork
 ])
+def _sleepy(path: str) -> str:
+    time.sleep(60)
+    return path
+
+
+def _slow_stem(path: str) -> str:
+    time.sleep(0.002)
+    return localrag.note_stem(path)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the worker pool forks: Linux only")
+def test_workers_answer_in_order_work_ahead_and_end_on_eof():
+    """Results come back in submission order while the workers run ahead of the collector (a thread per pipe
+    receives them, so a worker never waits on a full pipe); closing the pipes ends idle workers by EOF, not by
+    the kill that close() falls back to after 5 s; a worker that dies fails its pending results."""
+    pool = localrag._Workers(2)
+    try:
+        futures = [pool.submit(_slow_stem, f"folder/note {i}.md") for i in range(300)]
+        time.sleep(0.5)   # nothing collected yet: the workers keep going, their results wait in this process
+        assert sum(q.qsize() for q in pool.results) > 100
+        assert [f.result() for f in futures] == [f"note {i}" for i in range(300)]
+    finally:
+        pool.close()
+    assert len(pool.statuses) == 2 and all(os.WIFEXITED(s) and os.WEXITSTATUS(s) == 0 for s in pool.statuses)
+    doomed = localrag._Workers(2)
+    try:
+        first, second = doomed.submit(_sleepy, "a.md"), doomed.submit(_slow_stem, "b.md")
+        assert second.result() == "b"
+        os.kill(doomed.pids[0], signal.SIGKILL)
+        with pytest.raises((EOFError, OSError)):
+            first.result()
+    finally:
+        doomed.close(abort=True)
+
+
 def test_worker_pool_start_method_per_platform(platform, methods, expected):
     assert localrag._pool_start_method(4, 1000, platform, methods) == expected
     assert localrag._pool_start_method(1, 1000, platform, methods) is None  # one worker: in-process
