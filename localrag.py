@@ -4617,7 +4617,7 @@ class Store:
                            "e.embedding_model = :m AND e.embedding_dim = :d) END")
             params.update(missing=list(missing), q=encode_vector(vector), p=key[0], m=key[1], d=key[2])
         rows = self.run(
-            f"WITH kw AS MATERIALIZED (SELECT kp.chunk_id, {_BM25_SQL} AS s, array_agg(kp.term::text ORDER BY "
+            f"WITH kw AS MATERIALIZED (SELECT kp.chunk_id, {_BM25_SQL} AS s, string_agg(kp.term::text, E'\\n' ORDER BY "
             "kp.term) AS terms FROM unnest(CAST(:terms AS text[]), CAST(:w AS float8[])) AS q(term, w) "
             f"JOIN keyword_postings kp ON {term_join} "
             "WHERE kp.chunk_id = ANY(CAST(:ids AS bigint[])) GROUP BY kp.chunk_id) "
@@ -4626,7 +4626,9 @@ class Store:
             terms=list(terms), w=list(weights), avgdl=avgdl or 1.0, **params)
         facts = {}
         for row in rows:
-            fact = {"bm25": float(row[1] or 0.0), "matched": list(row[2] or [])}
+            # matched terms as one newline-joined text (a term never holds whitespace): pg8000 parses a text[]
+            # element by element in Python, a text in one call
+            fact = {"bm25": float(row[1] or 0.0), "matched": row[2].split("\n") if row[2] else []}
             rest = row[3:]
             if names:
                 rel, title, aliases = rest[:3]
