@@ -5390,12 +5390,14 @@ class _Workers:
         deadline = time.monotonic() + 5.0
         for pid in self.pids:
             with contextlib.suppress(ChildProcessError):
-                while (done := os.waitpid(pid, os.WNOHANG)) == (0, 0):
+                done = os.waitpid(pid, os.WNOHANG)
+                while done == (0, 0):
                     if time.monotonic() > deadline:
                         os.kill(pid, signal.SIGKILL)
                         done = os.waitpid(pid, 0)
                         break
                     time.sleep(0.01)
+                    done = os.waitpid(pid, os.WNOHANG)
                 self.statuses.append(done[1])
         self.pids = []
 

@@ -326,12 +326,6 @@ def test_a_killed_ingest_process_leaves_a_failed_run_not_a_running_one(db, vault
     assert orphan[1] == "failed" and "interrupted" in orphan[8] and orphan[9] is True
 
 
-@pytest.mark.parametrize("platform,methods,expected", [
-    ("linux", ["fork", "spawn", "forkserver"], "fork"),
-    ("linux", ["spawn"], None),                   # a Linux Python without fork: one process
-    ("darwin", ["spawn", "fork", "forkserver"], None),  # fork exists but is unsafe with macOS frameworks
-    ("win32", ["spawn"], None),                   # Windows: no fork
-])
 def _sleepy(path: str) -> str:
     time.sleep(60)
     return path
@@ -367,6 +361,12 @@ def test_workers_answer_in_order_work_ahead_and_end_on_eof():
         doomed.close(abort=True)
 
 
+@pytest.mark.parametrize("platform,methods,expected", [
+    ("linux", ["fork", "spawn", "forkserver"], "fork"),
+    ("linux", ["spawn"], None),                   # a Linux Python without fork: one process
+    ("darwin", ["spawn", "fork", "forkserver"], None),  # fork exists but is unsafe with macOS frameworks
+    ("win32", ["spawn"], None),                   # Windows: no fork
+])
 def test_worker_pool_start_method_per_platform(platform, methods, expected):
     assert localrag._pool_start_method(4, 1000, platform, methods) == expected
     assert localrag._pool_start_method(1, 1000, platform, methods) is None  # one worker: in-process
