@@ -1968,15 +1968,20 @@ TOKEN_CACHE_ENTRIES = 1 << 16
 _bucket_cache: dict[str, int] = {}
 
 
+def _token_cache_put(cache: dict, token: str, value: Any) -> None:
+    """Remember what `token` maps to in one of the token caches, clearing it first when it is full."""
+    if len(cache) >= TOKEN_CACHE_ENTRIES:
+        cache.clear()
+    cache[token] = value
+
+
 def fake_bucket(feature: str) -> int:
     """SHA-256 of 'fake-lexical-v1:{feature}', first 8 bytes big-endian, mod the dimension."""
     bucket = _bucket_cache.get(feature)
     if bucket is None:
         digest = hashlib.sha256(f"{FAKE_MODEL}:{feature}".encode("utf-8")).digest()
         bucket = int.from_bytes(digest[:8], "big") % EMBEDDING_DIM
-        if len(_bucket_cache) >= TOKEN_CACHE_ENTRIES:
-            _bucket_cache.clear()
-        _bucket_cache[feature] = bucket
+        _token_cache_put(_bucket_cache, feature, bucket)
     return bucket
 
 
@@ -2595,9 +2600,7 @@ def _kw_latin(text: str, out: list[str]) -> None:
             if word not in KEYWORD_STOPWORDS and (len(word) > 1 or word.isdigit()):
                 stemmed = _kw_stem(word)
                 term = "" if stemmed in KEYWORD_STOPWORDS else stemmed
-            if len(cache) >= TOKEN_CACHE_ENTRIES:
-                cache.clear()
-            cache[word] = term
+            _token_cache_put(cache, word, term)
         if term:
             out.append(term)
 
