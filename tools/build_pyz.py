@@ -100,16 +100,15 @@ def load_localrag(archive):
             code = marshal.loads(f.read())
     except Exception:
         code = loader.get_code("localrag")
-        try:
-            if sys.version_info[:2] not in PYTHONS:
-                raise OSError("no layers for this Python")
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            tmp = "%s.%d.tmp" % (path, os.getpid())
-            with open(tmp, "wb") as f:
-                marshal.dump(code, f)
-            os.replace(tmp, path)
-        except OSError:
-            pass
+        if sys.version_info[:2] in PYTHONS:
+            try:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                tmp = "%s.%d.tmp" % (path, os.getpid())
+                with open(tmp, "wb") as f:
+                    marshal.dump(code, f)
+                os.replace(tmp, path)
+            except OSError:
+                pass
     module = type(sys)("localrag")
     module.__file__ = os.path.join(archive, "localrag.py")
     module.__loader__ = loader
