@@ -6701,6 +6701,10 @@ _NAME_RE = re.compile(r"(?<![\w.])(?:[A-Z][\w+.-]*[A-Za-z0-9+]|[a-z]+[A-Z][\w]*|
 _NAME_STOP = frozenset("""I I'm A An The What Which Who Whom Whose When Where Why How Is Are Was Were Do Does Did Can
 Could Should Would Will Shall May Might Must Has Have Had If In On At For From With About To Of And Or Not My Our Your
 Its This That These Those There Here Please Tell Show Explain Obsidian OK""".split())
+# Generic computing words written in capitals name no product or format: evidence need not repeat them ("redirect
+# readers from the old URL" asks how to redirect, not for a product called URL).  Format acronyms (PDF, CSV) and
+# product-like ones (URI: "Obsidian URI") stay names.
+_NAME_GENERIC = frozenset("URL URLs ID IDs UI UX GUI API APIs OS FAQ".split())
 
 
 def _question_names(question: str) -> list[str]:
@@ -6712,14 +6716,15 @@ def _question_names(question: str) -> list[str]:
     for i, m in enumerate(_NAME_RE.finditer(question)):
         word = m.group().strip(".-")
         first = not question[:m.start()].strip(" \"'“‘(")
-        if word in _NAME_STOP or word.lower() in _QUESTION_STOPWORDS or len(word) < 2:
+        if word in _NAME_STOP or word in _NAME_GENERIC or word.lower() in _QUESTION_STOPWORDS or len(word) < 2:
             continue
         if first and not has_cjk and not re.search(r"[A-Z].*[A-Z]|\d", word[1:]):
             continue  # a capitalised first word is just the start of a sentence
         names.append(word)
     if has_cjk:
         for word in re.findall(r"[A-Za-z][A-Za-z0-9+.-]*[A-Za-z0-9+]", question):
-            if word not in names and word not in _NAME_STOP and word.lower() not in _QUESTION_STOPWORDS:
+            if word not in names and word not in _NAME_STOP and word not in _NAME_GENERIC and \
+                    word.lower() not in _QUESTION_STOPWORDS:
                 names.append(word)
     return names
 

@@ -123,6 +123,9 @@ KIND_EXAMPLES = [
     ("What is the version number of the app?", "number"), ("应用的版本号是什么？", "number"),
     ("Is version history counted against my storage?", "yes_no"), ("版本历史是否计入存储空间？", "yes_no"),
     ("How do I set up sync on a new device?", "procedure"), ("如何在新设备上设置同步？", "procedure"),
+    # a generic acronym is no product name: the question asks how to redirect, not for a product called URL
+    ("How do I redirect readers from the old URL to the new note?", "procedure"),
+    ("旧的 URL 怎么跳转到新页面？", "procedure"),
     ("Why is the sky blue?", None), ("为什么天空是蓝色的？", None),
 ]
 
