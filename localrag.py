@@ -7060,6 +7060,10 @@ def _plain_markdown(text: str) -> str:
     text = re.sub(r"^\s{0,3}#{1,6}\s.*$|^\s*\|?[\s:|-]+\|[\s:|-]*$", "", text, flags=re.MULTILINE)
     text = re.sub(r"^\s*(?:>\s*)+\[![\w-]+\][+-]?.*$", "", text, flags=re.MULTILINE)  # callout header: a title
     text = re.sub(r"^(\s*)(?:>\s?)+", r"\1", text, flags=re.MULTILINE)
+    # an icon in brackets, "(![[lucide-x.svg#icon]])", goes with its brackets, and one right before a full stop
+    # with the space before it
+    text = re.sub(r"[^\S\n]?[(（]\s*(?:!\[\[[^\]]*\]\]\s*)+[)）]|[^\S\n]*!\[\[[^\]]*\]\](?=[.,;:!?。，；：！？])", "",
+                  text)
     text = re.sub(r"!\[\[[^\]]*\]\]|!\[[^\]]*\]\([^)]*\)|<[^>\n]{1,200}>", " ", text)
     text = _WIKILINK_RE.sub(lambda m: (m.group(4) or (m.group(2) + (m.group(3) or ""))).strip(), text)
     text = re.sub(r"\[([^\[\]\n]*)\]\((?:[^()\s]|\([^()\s]*\))*\)", r"\1", text)
@@ -7173,7 +7177,8 @@ def _readable(unit: dict) -> bool:
 def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX_SENTENCES) -> str:
     """The fake LLM: whole sentences and whole list items from the blocks, ranked by how much of the question's
     content they cover (then by density, then by block order), at most ``max_sentences``, each followed by its
-    [n].  A procedure question whose best evidence is a numbered list gets the steps, in order.  Deterministic;
+    [n].  A procedure question gets a numbered list's steps, in order, after the sentence that leads into them:
+    the list of the best block that, with its headings and lead, covers the question.  Deterministic;
     never a word from outside the blocks; INSUFFICIENT_TEXT when nothing in them covers the question."""
     q = content_tokens(question)
     if not q:
@@ -7182,8 +7187,10 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
     wants = rule if rule and rule.kind not in ("product", "yes_no", "procedure") else None
     scored = []
     steps: dict[tuple[int, int], list[dict]] = {}
+    units_of: dict[int, list[dict]] = {}
     for b in blocks:
-        for pos, unit in enumerate(_evidence_units(b["content"])):
+        units_of[b["n"]] = _evidence_units(b["content"])
+        for pos, unit in enumerate(units_of[b["n"]]):
             toks = content_tokens(unit["text"])
             hit = len(q & toks)
             # a unit stating the asked-for kind of fact (a number for a limit question...) ranks as if it
@@ -7198,23 +7205,41 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
                 scored.append(unit)
     lines: list[str] = []
     if asks_procedure(question) and steps:
-        # the numbered list covering the most of the question (its items together), if it covers anything
-        (n, _list), items = max(steps.items(), key=lambda kv: (len(q & set().union(*(content_tokens(u["text"])
-                                                                                      for u in kv[1]))),
-                                                              -kv[0][0], -kv[0][1]))
-        covered = q & set().union(*(content_tokens(u["text"]) for u in items))
-        best_single = max((u["hit"] for u in scored), default=0)
-        if len(items) >= 2 and covered and len(covered) >= best_single:
-            lead = [u for u in scored if u["n"] == n and u["kind"] == "sentence" and u["pos"] < items[0]["pos"]]
-            if lead:
-                best = max(lead, key=lambda u: (u["hit"], u["pos"]))
-                if best["hit"]:
-                    lines.append(f"{best['text']} [{n}]")
-            for i, u in enumerate([u for u in items if _readable(u)][:FAKE_MAX_STEPS], 1):
-                lines.append(f"{i}. {u['text']} [{n}]")
-            if len(lines) >= 2:
-                return "\n".join(lines)
-            lines = []
+        # A numbered list is read with what says what it does: its block's headings and the sentence that leads
+        # into it ("To exclude a folder from syncing:").  The blocks come best first, so the first list covering
+        # at least half what the best-covering one does is taken: a long list further down that mentions more
+        # of the question's words in passing does not displace the steps under the matching heading.
+        headings = {b["n"]: content_tokens(" ".join(b.get("heading_path") or [])) for b in blocks}
+
+        def intro(n: int, items: list[dict]) -> dict | None:
+            before = items[0]["pos"] - 1
+            unit = units_of[n][before] if before >= 0 else None
+            if unit and unit["kind"] == "sentence" and unit["text"].endswith((":", "：")):
+                return {**unit, "pos": before}
+            return None
+
+        def covers(key: tuple[int, int], items: list[dict]) -> set[str]:
+            lead = intro(key[0], items)
+            return q & headings[key[0]].union(content_tokens(lead["text"]) if lead else set(),
+                                              *(content_tokens(u["text"]) for u in items))
+
+        # a list numbered from 4 continues one whose start is elsewhere: not a procedure on its own
+        whole = {key: items for key, items in steps.items() if items[0]["step"] <= 1}
+        coverage = {key: covers(key, items) for key, items in whole.items()}
+        most = max((len(c) for c in coverage.values()), default=0)
+        first = min((key for key, c in coverage.items() if c and len(c) >= FAKE_MIN_RELATIVE_COVERAGE * most),
+                    default=None)
+        readable = [u for u in whole[first] if _readable(u)][:FAKE_MAX_STEPS] if first is not None else []
+        if len(readable) >= 2 and len(coverage[first]) >= max((u["hit"] for u in scored), default=0):
+            n, items = first[0], whole[first]
+            # the lead: the list's own intro or an earlier sentence of its block, whichever covers more
+            leads = [u for u in scored if u["n"] == n and u["kind"] == "sentence" and u["pos"] < items[0]["pos"]]
+            leads += [u for u in [intro(n, items)] if u is not None]
+            lead = max(leads, key=lambda u: (len(q & content_tokens(u["text"])), u["pos"]), default=None)
+            if lead is not None and q & content_tokens(lead["text"]):
+                lines.append(f"{lead['text']} [{n}]")
+            lines += [f"{i}. {u['text']} [{n}]" for i, u in enumerate(readable, 1)]
+            return "\n".join(lines)
     ranked = sorted((u for u in scored if u["hit"]),
                     key=lambda u: (-u["coverage"], -u["density"], u["n"], u["pos"]))
     if ranked:  # the tail must cover the question at least half as well as the best sentence does

@@ -254,6 +254,15 @@ MUTANTS: list[Mutant] = [
       "if not wait and (not gone or time.monotonic() - dead_since > INGEST_DEAD_HOLDER_S):",
       "if not wait:",
       ("tests/test_ingest.py",), "killed_ingest"),
+    # --- the extractive answerer ---------------------------------------------------------------------------------
+    M("extractive procedure: the list covering most of the question wins, wherever its block ranks",
+      "        first = min((key for key, c in coverage.items() if c and len(c) >= FAKE_MIN_RELATIVE_COVERAGE * most),",
+      "        first = min((key for key, c in coverage.items() if c and len(c) >= most),",
+      ("tests/test_answers.py",), "extractive"),
+    M("extractive procedure: a list numbered from 4 counts as a whole procedure",
+      "if items[0][\"step\"] <= 1}",
+      "if items[0][\"step\"] >= 0}",
+      ("tests/test_answers.py",), "extractive"),
 ]
 
 

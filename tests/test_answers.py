@@ -342,6 +342,40 @@ def test_extractive_answer_keeps_numbered_steps_in_order():
         "3. Enter the vault password. [1]"]
 
 
+def test_extractive_procedure_takes_the_steps_under_the_matching_heading_with_their_intro():
+    """The steps of the best block, read with its heading and the sentence that leads into them, win over a longer
+    list further down that names more of the question's words in passing (seen on the Obsidian vault: "How do I
+    exclude a folder from syncing?" got the ten steps of connecting a remote vault)."""
+    blocks = blocks_of(
+        "By default, every file syncs.\nTo exclude a specific folder:\n1. Open Settings.\n2. Next to Excluded "
+        "folders, select Manage.\n3. Select Done.",
+        "1. Select Connect next to your vault in Obsidian.\n2. Do not start syncing yet.\n3. Close the window that "
+        "offers to Exclude Folders and Start Syncing.\n4. Open the Sync settings of Obsidian.")
+    blocks[0]["heading_path"] = ["Selective syncing", "Exclude a folder from syncing"]
+    blocks[1]["heading_path"] = ["Connect to a remote vault"]
+    answer = localrag.fake_answer("How do I exclude a folder from syncing with Obsidian Sync?", blocks)
+    assert answer.splitlines() == ["To exclude a specific folder: [1]", "1. Open Settings. [1]",
+                                   "2. Next to Excluded folders, select Manage. [1]", "3. Select Done. [1]"]
+    assert all(c["supported"] for c in localrag.claim_support(answer, blocks))
+
+
+def test_extractive_procedure_skips_a_list_that_starts_in_the_middle():
+    # steps 1-3 are bullets in this (translated) note; "4." onwards alone would read as the whole procedure
+    content = ("- Sign in to your account.\n- Find two-factor authentication and select Enable.\n\n"
+               "4. Enter the six-digit code from your authenticator app.\n5. Enter your password.\n"
+               "6. Select Finish setup to enable two-factor authentication.")
+    answer = localrag.fake_answer("How do I enable two-factor authentication?", blocks_of(content))
+    assert not re.search(r"^\d+\. ", answer, re.MULTILINE), answer
+    assert "Select Finish setup to enable two-factor authentication. [1]" in answer.splitlines()
+
+
+def test_plain_markdown_drops_icons_with_their_brackets_and_space():
+    assert localrag._plain_markdown("Expand the\u00a0**left sidebar**\u00a0![[side-bar-left.svg#icon]].") == \
+        "Expand the\u00a0left sidebar."
+    assert localrag._plain_markdown("点击左侧展开（![[panel-left.svg#icon]]）图标") == "点击左侧展开图标"
+    assert localrag._plain_markdown("Use format() and (![[x.svg#icon]]) here") == "Use format() and here"
+
+
 def test_extractive_answer_prefers_the_sentence_that_carries_the_kind():
     blocks = blocks_of("The maximum file size depends on your plan and on the file type you sync.",
                        "For the Plus plan the limit is 200 MB per file.")
