@@ -7014,7 +7014,10 @@ FAKE_MAX_STEPS = 10                        # numbered steps a procedure answer k
 FAKE_KIND_BONUS = 0.34                     # ranking bonus for a sentence carrying the asked-for kind of fact
 FAKE_MIN_RELATIVE_COVERAGE = 0.5           # a further sentence covers at least half what the best one covers
 _MARKER_RE = re.compile(r"\[(\d+)\]")
-_SENTENCE_RE = re.compile(r"(?:[^。！？!?.\n]|\.(?!\s|$)|[!?](?=\w))+(?:[。！？!?]+|\.(?=\s|$)|$)", re.MULTILINE)
+# A sentence ends at 。！？!? or at a full stop before a space or the line's end, except a full stop followed by a
+# lower-case word: "e.g. in a case where ...", "etc. and" go on (an English sentence starts with a capital).
+_SENTENCE_RE = re.compile(r"(?:[^。！？!?.\n]|\.(?!\s|$)|\.(?=[ \t]+[a-z])|[!?](?=\w))+(?:[。！？!?]+|\.(?=\s|$)|$)",
+                          re.MULTILINE)
 
 
 @dataclasses.dataclass
@@ -7068,7 +7071,8 @@ def _plain_markdown(text: str) -> str:
     text = _WIKILINK_RE.sub(lambda m: (m.group(4) or (m.group(2) + (m.group(3) or ""))).strip(), text)
     text = re.sub(r"\[([^\[\]\n]*)\]\((?:[^()\s]|\([^()\s]*\))*\)", r"\1", text)
     text = re.sub(r"\*\*|__|`|==|~~", "", text)
-    text = re.sub(r"(?<![\w*])\*(?=\S)([^*\n]+?)(?<=\S)\*(?![\w*])", r"\1", text)
+    # *emphasis*: not inside a Latin word (2*3*4), but Chinese has no spaces around it: 选择*实时预览*模式
+    text = re.sub(r"(?<![A-Za-z0-9_*])\*(?=\S)([^*\n]+?)(?<=\S)\*(?![A-Za-z0-9_*])", r"\1", text)
     text = re.sub(r"(?<![\w_])_(?=[^\s_])([^_\n]+?)(?<=[^\s_])_(?![\w_])", r"\1", text)
     return _MARKER_RE.sub(r"(\1)", text)
 

@@ -376,6 +376,14 @@ def test_plain_markdown_drops_icons_with_their_brackets_and_space():
     assert localrag._plain_markdown("Use format() and (![[x.svg#icon]]) here") == "Use format() and here"
 
 
+def test_evidence_units_keep_abbreviations_and_chinese_emphasis_whole():
+    units = localrag._evidence_units("The key can decrypt your data, e.g. in a case of a warrant. Keep it safe.")
+    assert [u["text"] for u in units] == ["The key can decrypt your data, e.g. in a case of a warrant.",
+                                          "Keep it safe."]
+    assert localrag._plain_markdown("你可以选择两种*编辑模式*之一：*实时预览*。") == "你可以选择两种编辑模式之一：实时预览。"
+    assert localrag._plain_markdown("2*3*4 stays, *this* goes") == "2*3*4 stays, this goes"
+
+
 def test_extractive_answer_prefers_the_sentence_that_carries_the_kind():
     blocks = blocks_of("The maximum file size depends on your plan and on the file type you sync.",
                        "For the Plus plan the limit is 200 MB per file.")
