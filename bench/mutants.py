@@ -254,6 +254,15 @@ MUTANTS: list[Mutant] = [
       "if not wait and (not gone or time.monotonic() - dead_since > INGEST_DEAD_HOLDER_S):",
       "if not wait:",
       ("tests/test_ingest.py",), "killed_ingest"),
+    # --- prepared statements --------------------------------------------------------------------------------------
+    M("prepared statements: an evicted statement is forgotten here but left on the server",
+      "                self._prepared.popitem(last=False)[1].close()",
+      "                self._prepared.popitem(last=False)",
+      ("tests/test_store.py",), "prepared"),
+    M("prepared statements: every run prepares again",
+      "        statement = self._prepared.pop(sql, None)\n",
+      "        statement = self._prepared.pop(sql, None) and None\n",
+      ("tests/test_store.py",), "prepared"),
     # --- the extractive answerer ---------------------------------------------------------------------------------
     M("extractive procedure: the list covering most of the question wins, wherever its block ranks",
       "        first = min((key for key, c in coverage.items() if c and len(c) >= FAKE_MIN_RELATIVE_COVERAGE * most),",

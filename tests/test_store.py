@@ -94,6 +94,28 @@ def test_text_array_and_jsonb_binary(db):
                                                                              [[], {}]]
 
 
+def test_queries_with_parameters_run_as_prepared_statements_kept_per_connection(db, monkeypatch):
+    """Prepared once, run again without preparing; the least recently used beyond the cache size is closed on the
+    server too; every run is still planned for its own values (force_custom_plan)."""
+    monkeypatch.setattr(localrag, "STATEMENT_CACHE_SIZE", 3)
+    with localrag.Store.open(db) as s:
+        assert s.run("SHOW plan_cache_mode") == [["force_custom_plan"]]
+        server = "SELECT count(*) FROM pg_prepared_statements WHERE NOT from_sql"
+        assert s.run("SELECT CAST(:x AS int) + 1", x=1) == [[2]]
+        first = s._prepared["SELECT CAST(:x AS int) + 1"]
+        assert s.run("SELECT CAST(:x AS int) + 1", x=41) == [[42]]
+        assert s._prepared["SELECT CAST(:x AS int) + 1"] is first           # not prepared again
+        for n in range(5):
+            assert s.run(f"SELECT CAST(:x AS int) + {n}", x=10) == [[10 + n]]
+        assert len(s._prepared) == 3
+        assert s.run(server)[0][0] == 3                                       # the evicted ones were closed
+        # a failing statement (an undefined table) is reported like any query error and leaves nothing behind
+        with pytest.raises(localrag.SchemaNotInitialized):
+            s.run("SELECT * FROM no_such_table WHERE id = :i", i=1)
+        assert "SELECT * FROM no_such_table WHERE id = :i" not in s._prepared
+        assert s.run("SELECT CAST(:x AS text)", x="still fine") == [["still fine"]]
+
+
 def test_embedded_server_starts_on_unix_socket_only(tmp_path, monkeypatch):
     """With DATABASE_URL unset: a private server under LOCALRAG_HOME, socket inside the 0700 data dir."""
     monkeypatch.delenv("DATABASE_URL", raising=False)
