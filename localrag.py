@@ -4601,8 +4601,8 @@ class Store:
 
     def retrieval_stats(self, terms: Sequence[str], index_key: tuple[str, str, int] | None = None
                         ) -> tuple[int, float, dict[str, int], dict | None]:
-        """keyword_stats, and with `index_key` that key's approximate index as approx_index reports it, in the same
-        round trip (every search asks both; a round trip is ~0.3-0.5 ms of a 7 ms search on a small vault)."""
+        """keyword_stats, and with `index_key` that key's approximate index as approx_index reports it: every
+        search needs both, so they come in one query."""
         sql = ("SELECT (SELECT coalesce(sum(chunks), 0) FROM keyword_stats), "
                "(SELECT coalesce(sum(total_length) / nullif(sum(chunks), 0)::float8, 0) FROM keyword_stats), "
                "ARRAY(SELECT (SELECT count(*) FROM keyword_postings kp WHERE kp.term = t.term COLLATE \"C\") "
