@@ -7097,13 +7097,19 @@ def check_citations(answer: str, n_blocks: int) -> dict:
     return {"markers": markers, "invalid": invalid, "ok": not invalid and bool(markers)}
 
 
-def _plain_markdown(text: str) -> str:
+_HEADING_MARK = "\x00"   # starts a heading's line in _plain_markdown(headings=True): no note text holds it
+
+
+def _plain_markdown(text: str, headings: bool = False) -> str:
     """Obsidian markup turned into readable text, line structure kept: code fences, headings, table rulers, callout
     titles, embeds, images and HTML tags dropped; blockquote markers, emphasis and inline code marks removed;
     [[a|b]] -> b, [[a#h]] -> a#h, [text](url) -> text; a literal [n] becomes (n), so evidence never carries a
-    citation marker of its own into an answer."""
+    citation marker of its own into an answer.  With `headings`, a heading's line is kept as _HEADING_MARK and its
+    title (what a list under it is about)."""
     text = re.sub(r"```.*?(?:```|\Z)|~~~.*?(?:~~~|\Z)|%%.*?(?:%%|\Z)", " ", text, flags=re.DOTALL)
-    text = re.sub(r"^\s{0,3}#{1,6}\s.*$|^\s*\|?[\s:|-]+\|[\s:|-]*$", "", text, flags=re.MULTILINE)
+    text = re.sub(r"^\s{0,3}(#{1,6})\s(.*)$|^\s*\|?[\s:|-]+\|[\s:|-]*$",
+                  lambda m: _HEADING_MARK + m.group(2).strip(" #") if headings and m.group(1) else "", text,
+                  flags=re.MULTILINE)
     text = re.sub(r"^\s*(?:>\s*)+\[![\w-]+\][+-]?.*$", "", text, flags=re.MULTILINE)  # callout header: a title
     text = re.sub(r"^(\s*)(?:>\s?)+", r"\1", text, flags=re.MULTILINE)
     # an icon in brackets, "(![[lucide-x.svg#icon]])", goes with its brackets, and one right before a full stop
@@ -7150,9 +7156,14 @@ def _evidence_units(content: str) -> list[dict]:
                           "step": item["step"]})
         item = None
 
-    for line in _plain_markdown(content).splitlines():
+    for line in _plain_markdown(content, headings=True).splitlines():
         m = _LIST_ITEM_RE.match(line)
-        if line.lstrip().startswith("|"):
+        if line.startswith(_HEADING_MARK):   # never shown; it says what the list or text under it is about
+            flush_paragraph()
+            flush_item()
+            units.append({"text": _collapse(line[1:]), "kind": "heading"})
+            last_kind = "heading"
+        elif line.lstrip().startswith("|"):
             flush_paragraph()
             flush_item()
             cells = [c.strip() for c in line.strip().strip("|").split("|")]
@@ -7171,7 +7182,11 @@ def _evidence_units(content: str) -> list[dict]:
                 item = {"lines": [m.group(4)], "kind": "sub", "list": -list_id, "step": 0}
                 continue
             kind = "step" if m.group(3) else "item"
-            if last_kind not in (kind, "sub") or indent < list_indent:
+            # a new list: another kind or indent, or numbering that starts again (two lists under two headings:
+            # the headings are gone from the cleaned text)
+            restart = kind == "step" and units and units[-1].get("list") == list_id and \
+                int(m.group(3)) <= units[-1].get("step", 0) and last_kind == "step"
+            if last_kind not in (kind, "sub") or indent < list_indent or restart:
                 list_id += 1
             last_kind, list_indent = kind, indent
             item = {"lines": [m.group(4)], "kind": kind, "list": list_id, "step": int(m.group(3) or 0)}
@@ -7208,7 +7223,7 @@ def _readable(unit: dict) -> bool:
     """A unit worth showing on its own: a real sentence or list item, not a fragment, a lone marker, a question
     or a lead-in ending with a colon."""
     text = unit["text"]
-    if text.endswith(("?", "？", ":", "：")) or text == TRUNCATED_MARK or TRUNCATED_MARK in text:
+    if unit["kind"] == "heading" or text.endswith(("?", "？", ":", "：")) or TRUNCATED_MARK in text:
         return False
     words = len(re.findall(r"[^\W\d_]{2,}", re.sub(_CJK_RUN_RE, " ", text)))
     cjk = sum(len(run) for run in _CJK_RUN_RE.findall(text))
@@ -7252,10 +7267,11 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
                 scored.append(unit)
     lines: list[str] = []
     if asks_procedure(question) and steps:
-        # A numbered list is read with what says what it does: its block's headings and the sentence that leads
-        # into it ("To exclude a folder from syncing:").  The blocks come best first, so the first list covering
-        # at least half what the best-covering one does is taken: a long list further down that mentions more
-        # of the question's words in passing does not displace the steps under the matching heading.
+        # A numbered list is read with what says what it does: its block's headings, the heading right above it
+        # in the block, and the sentence that leads into it ("To exclude a folder from syncing:").  The blocks
+        # come best first: the first block with a list covering at least half what the best-covering one does
+        # wins (a long list further down that mentions more of the question's words in passing does not displace
+        # the steps under the matching heading), and in it the list that covers most (then the first).
         headings = {b["n"]: content_tokens(" ".join(b.get("heading_path") or [])) for b in blocks}
 
         def intro(n: int, items: list[dict]) -> dict | None:
@@ -7267,7 +7283,9 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
 
         def covers(key: tuple[int, int], items: list[dict]) -> set[str]:
             lead = intro(key[0], items)
+            above = next((u for u in reversed(units_of[key[0]][:items[0]["pos"]]) if u["kind"] == "heading"), None)
             return q & headings[key[0]].union(content_tokens(lead["text"]) if lead else set(),
+                                              content_tokens(above["text"]) if above else set(),
                                               *(content_tokens(u["text"]) for u in items))
 
         # a list numbered from 4 continues one whose start is elsewhere: not a procedure on its own
@@ -7275,7 +7293,7 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
         coverage = {key: covers(key, items) for key, items in whole.items()}
         most = max((len(c) for c in coverage.values()), default=0)
         first = min((key for key, c in coverage.items() if c and len(c) >= FAKE_MIN_RELATIVE_COVERAGE * most),
-                    default=None)
+                    key=lambda key: (key[0], -len(coverage[key]), key[1]), default=None)
         readable = [u for u in whole[first] if _readable(u)][:FAKE_MAX_STEPS] if first is not None else []
         if len(readable) >= 2 and len(coverage[first]) >= max((u["hit"] for u in scored), default=0):
             n, items = first[0], whole[first]

@@ -272,6 +272,14 @@ MUTANTS: list[Mutant] = [
       "if items[0][\"step\"] <= 1}",
       "if items[0][\"step\"] >= 0}",
       ("tests/test_answers.py",), "extractive"),
+    M("extractive procedure: the heading right above a list is not read with it",
+      "                                              content_tokens(above[\"text\"]) if above else set(),\n",
+      "",
+      ("tests/test_answers.py",), "extractive"),
+    M("evidence units: numbering that starts again continues the list",
+      "            if last_kind not in (kind, \"sub\") or indent < list_indent or restart:",
+      "            if last_kind not in (kind, \"sub\") or indent < list_indent:",
+      ("tests/test_answers.py",), "extractive"),
 ]
 
 

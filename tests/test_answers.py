@@ -359,6 +359,27 @@ def test_extractive_procedure_takes_the_steps_under_the_matching_heading_with_th
     assert all(c["supported"] for c in localrag.claim_support(answer, blocks))
 
 
+def test_extractive_procedure_tells_apart_two_lists_under_two_headings_of_one_block():
+    """A chunk holding two sections: each list is read with the heading above it, and numbering that starts again
+    begins a new list (the headings themselves are gone from the cleaned text, so the lists used to run together
+    as steps 1-10)."""
+    content = ("Sync keeps a history of your settings.\n\n#### View an earlier version of a setting\n\n"
+               "1. Open Settings.\n2. Select Sync.\n3. Select View next to the history.\n\n"
+               "#### Restore an earlier version of a setting\n\n1. Open Settings.\n2. Select Sync.\n"
+               "3. Select View next to the history.\n4. In the changes window, select the button that brings it "
+               "back.\n")
+    answer = localrag.fake_answer("How do I restore an earlier version of a setting?", blocks_of(content))
+    steps = [line for line in answer.splitlines() if line[0].isdigit()]
+    assert steps == ["1. Open Settings. [1]", "2. Select Sync. [1]", "3. Select View next to the history. [1]",
+                     "4. In the changes window, select the button that brings it back. [1]"]
+    units = localrag._evidence_units(content)
+    assert [u["list"] for u in units if u["kind"] == "step"] == [1, 1, 1, 2, 2, 2, 2]
+    assert not any(localrag._readable(u) for u in units if u["kind"] == "heading")
+    # numbering that starts again after a blank line starts another list (the author's second procedure)
+    units = localrag._evidence_units("1. Open Settings.\n2. Select Sync.\n\n1. Open the app.\n2. Tap Sync.")
+    assert [(u["list"], u["step"]) for u in units] == [(1, 1), (1, 2), (2, 1), (2, 2)]
+
+
 def test_extractive_procedure_skips_a_list_that_starts_in_the_middle():
     # steps 1-3 are bullets in this (translated) note; "4." onwards alone would read as the whole procedure
     content = ("- Sign in to your account.\n- Find two-factor authentication and select Enable.\n\n"
