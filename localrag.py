@@ -7120,9 +7120,10 @@ def _plain_markdown(text: str, headings: bool = False) -> str:
     text = _WIKILINK_RE.sub(lambda m: (m.group(4) or (m.group(2) + (m.group(3) or ""))).strip(), text)
     text = re.sub(r"\[([^\[\]\n]*)\]\((?:[^()\s]|\([^()\s]*\))*\)", r"\1", text)
     text = re.sub(r"\*\*|__|`|==|~~", "", text)
-    # *emphasis*: not inside a Latin word (2*3*4), but Chinese has no spaces around it: 选择*实时预览*模式
+    # *emphasis* and _emphasis_: not inside a Latin word (2*3*4, snake_case_name), but Chinese has no spaces
+    # around it: 选择*实时预览*模式, 添加_别名_
     text = re.sub(r"(?<![A-Za-z0-9_*])\*(?=\S)([^*\n]+?)(?<=\S)\*(?![A-Za-z0-9_*])", r"\1", text)
-    text = re.sub(r"(?<![\w_])_(?=[^\s_])([^_\n]+?)(?<=[^\s_])_(?![\w_])", r"\1", text)
+    text = re.sub(r"(?<![A-Za-z0-9_])_(?=[^\s_])([^_\n]+?)(?<=[^\s_])_(?![A-Za-z0-9_])", r"\1", text)
     return _MARKER_RE.sub(r"(\1)", text)
 
 

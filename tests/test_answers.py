@@ -403,6 +403,7 @@ def test_evidence_units_keep_abbreviations_and_chinese_emphasis_whole():
                                           "Keep it safe."]
     assert localrag._plain_markdown("你可以选择两种*编辑模式*之一：*实时预览*。") == "你可以选择两种编辑模式之一：实时预览。"
     assert localrag._plain_markdown("2*3*4 stays, *this* goes") == "2*3*4 stays, this goes"
+    assert localrag._plain_markdown("可以为笔记添加_别名_。my_var_name stays") == "可以为笔记添加别名。my_var_name stays"
 
 
 def test_extractive_answer_prefers_the_sentence_that_carries_the_kind():
