@@ -12241,6 +12241,11 @@ def _pyz_unpack(zf, archive: str, layer: dict, root: Path) -> Path:
     except OSError as exc:
         shutil.rmtree(tmp, ignore_errors=True)
         raise _pyz_unwritable(root, exc) from None
+    # The files' data reach the disk before the folder takes its final name, so after a power cut a layer is whole
+    # or absent (renamed first, its files could come back empty, and every later start would fail on them).  One
+    # sync for the layer: an fsync per file would cost seconds over a layer's thousands of files.
+    if hasattr(os, "sync"):   # not on Windows
+        os.sync()
     try:
         os.rename(tmp, final)
     except OSError:  # another first start renamed its copy first: use that one

@@ -7,7 +7,7 @@
 Each mutant is an exact source snippet and its replacement (the snippet must occur exactly once: a snippet that
 is missing or ambiguous is reported as an ERROR and counted, never skipped), plus the test files (and an optional
 -k expression) that should catch it.  For each mutant the script builds a scratch project (a copy of tests/, the
-mutated localrag.py, links to samples/ and eval/), runs pytest there, and counts the mutant CAUGHT when a test
+mutated localrag.py, links to samples/, eval/, bench/ and tools/), runs pytest there, and counts the mutant CAUGHT when a test
 fails (exit 1), SURVIVED when all pass (exit 0), ERROR otherwise.  Every selection is first run against the
 unmutated copy: a selection that fails without a mutant would "catch" everything, so it is an error.
 
@@ -263,6 +263,11 @@ MUTANTS: list[Mutant] = [
       "        statement = self._prepared.pop(sql, None)\n",
       "        statement = self._prepared.pop(sql, None) and None\n",
       ("tests/test_store.py",), "prepared"),
+    # --- pyz -------------------------------------------------------------------------------------------------------
+    M("pyz unpack: a layer is renamed into place before its files are on disk",
+      "    if hasattr(os, \"sync\"):   # not on Windows\n        os.sync()\n",
+      "",
+      ("tests/test_zipapp.py",), "on_disk"),
     # --- the extractive answerer ---------------------------------------------------------------------------------
     M("extractive procedure: the list covering most of the question wins, wherever its block ranks",
       "        first = min((key for key, c in coverage.items() if c and len(c) >= FAKE_MIN_RELATIVE_COVERAGE * most),",
@@ -300,7 +305,7 @@ def scratch_project(module_text: str) -> Path:
     tmp = Path(tempfile.mkdtemp(prefix="localrag-mutant-"))
     shutil.copytree(ROOT / "tests", tmp / "tests", ignore=shutil.ignore_patterns("__pycache__", ".hypothesis"))
     (tmp / "localrag.py").write_text(module_text, encoding="utf-8")
-    for name in ("samples", "eval", "bench"):
+    for name in ("samples", "eval", "bench", "tools"):
         (tmp / name).symlink_to(ROOT / name)
     for name in ("README.md", "schema.sql", "pyproject.toml", ".env.sample", "compose.yaml"):
         if (ROOT / name).exists():

@@ -192,6 +192,24 @@ def test_boot_unpacks_once_and_reuses(small_pyz, tmp_path):
     assert not [p for p in root.iterdir() if p.name.startswith(".unpack-")]
 
 
+@pytest.mark.skipif(not hasattr(os, "sync"), reason="no os.sync on this platform")
+def test_a_layer_is_on_disk_before_it_takes_its_name(small_pyz, tmp_path, monkeypatch):
+    """Each layer is synced while it is still a temporary folder, then renamed: a power cut never leaves a layer
+    folder whose files are empty."""
+    root = tmp_path / "unpack"
+    seen, real_sync = [], os.sync
+
+    def sync():   # the real sync, and what the unpack folder holds at that moment
+        real_sync()
+        seen.append(sorted(p.name[:8] for p in root.iterdir() if not p.name.startswith(".boot")))
+
+    monkeypatch.setattr(os, "sync", sync)
+    layers = localrag.pyz_boot(str(small_pyz), {"SHIV_ROOT": str(root)})["layers"]
+    assert len(seen) == len(layers) == 3
+    for n, names in enumerate(seen):   # before the n-th sync: n layers renamed, one temporary folder
+        assert len([x for x in names if x.startswith(".unpack-")]) == 1 and len(names) == n + 1, seen
+
+
 def test_two_first_starts_at_once_leave_one_complete_copy(small_pyz, tmp_path):
     root = tmp_path / "unpack"
     results, errors = [], []
