@@ -7056,6 +7056,7 @@ FAKE_MAX_SENTENCES = 4                     # sentences or list items in an extra
 FAKE_MAX_STEPS = 10                        # numbered steps a procedure answer keeps
 FAKE_KIND_BONUS = 0.34                     # ranking bonus for a sentence carrying the asked-for kind of fact
 FAKE_MIN_RELATIVE_COVERAGE = 0.5           # a further sentence covers at least half what the best one covers
+FAKE_MAX_CODE_BLOCKS, FAKE_MAX_CODE_LINES = 2, 15   # code blocks an extractive answer quotes, lines in each
 _MARKER_RE = re.compile(r"\[(\d+)\]")
 # A sentence ends at 。！？!? or at a full stop before a space or the line's end, except a full stop followed by a
 # lower-case word: "e.g. in a case where ...", "etc. and" go on (an English sentence starts with a capital).
@@ -7134,9 +7135,22 @@ def _collapse(text: str) -> str:
     return re.sub(r"\s+", " ", text).strip()
 
 
+_CODE_MARK = "\x01"      # a line of _evidence_units' own: the fenced code block numbered after it
+_TOP_FENCE_RE = re.compile(r"^(```+|~~~+)[^\n]*\n.*?^\1[ \t]*$", re.MULTILINE | re.DOTALL)
+
+
 def _evidence_units(content: str) -> list[dict]:
-    """A block's readable units, in order: whole sentences of paragraphs and whole list items, each a substring of
-    the cleaned block (whitespace collapsed); ordered-list items carry their list id and step number."""
+    """A block's units, in order: whole sentences of paragraphs and whole list items, each a substring of the
+    cleaned block (whitespace collapsed); ordered-list items carry their list id and step number.  Headings and
+    fenced code blocks (unindented, closed; verbatim with their fences) are units too, never shown on their own:
+    a heading says what follows it, a code block goes with the sentence before it."""
+    codes: list[str] = []
+
+    def keep_code(m: re.Match) -> str:
+        codes.append(m.group(0))
+        return f"{_CODE_MARK}{len(codes) - 1}"
+
+    content = _TOP_FENCE_RE.sub(keep_code, content)
     units: list[dict] = []
     paragraph: list[str] = []
     item: dict | None = None
@@ -7164,6 +7178,11 @@ def _evidence_units(content: str) -> list[dict]:
             flush_item()
             units.append({"text": _collapse(line[1:]), "kind": "heading"})
             last_kind = "heading"
+        elif line.startswith(_CODE_MARK) and line[1:].isdigit() and int(line[1:]) < len(codes):
+            flush_paragraph()
+            flush_item()
+            units.append({"text": codes[int(line[1:])], "kind": "code"})
+            last_kind = "code"
         elif line.lstrip().startswith("|"):
             flush_paragraph()
             flush_item()
@@ -7224,7 +7243,7 @@ def _readable(unit: dict) -> bool:
     """A unit worth showing on its own: a real sentence or list item, not a fragment, a lone marker, a question
     or a lead-in ending with a colon."""
     text = unit["text"]
-    if unit["kind"] == "heading" or text.endswith(("?", "？", ":", "：")) or TRUNCATED_MARK in text:
+    if unit["kind"] in ("heading", "code") or text.endswith(("?", "？", ":", "：")) or TRUNCATED_MARK in text:
         return False
     words = len(re.findall(r"[^\W\d_]{2,}", re.sub(_CJK_RUN_RE, " ", text)))
     cjk = sum(len(run) for run in _CJK_RUN_RE.findall(text))
@@ -7267,6 +7286,18 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
             if _readable(unit):
                 scored.append(unit)
     lines: list[str] = []
+    shown_code: set[tuple[int, int]] = set()
+
+    def code_after(u: dict) -> list[str]:
+        """The fenced code block right after a shown unit in its block (the command or config a sentence
+        introduces), verbatim and cited after its closing fence; short ones only, FAKE_MAX_CODE_BLOCKS at most."""
+        after = units_of[u["n"]][u["pos"] + 1] if u["pos"] + 1 < len(units_of[u["n"]]) else None
+        if after is None or after["kind"] != "code" or (u["n"], u["pos"] + 1) in shown_code or \
+                len(shown_code) >= FAKE_MAX_CODE_BLOCKS or after["text"].count("\n") > FAKE_MAX_CODE_LINES + 1:
+            return []
+        shown_code.add((u["n"], u["pos"] + 1))
+        return [f"{after['text'].rstrip()} [{u['n']}]"]
+
     if asks_procedure(question) and steps:
         # A numbered list is read with what says what it does: its block's headings, the heading right above it
         # in the block, and the sentence that leads into it ("To exclude a folder from syncing:").  The blocks
@@ -7279,7 +7310,7 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
             before = items[0]["pos"] - 1
             unit = units_of[n][before] if before >= 0 else None
             if unit and unit["kind"] == "sentence" and unit["text"].endswith((":", "：")):
-                return {**unit, "pos": before}
+                return {**unit, "pos": before, "n": n}
             return None
 
         def covers(key: tuple[int, int], items: list[dict]) -> set[str]:
@@ -7304,6 +7335,7 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
             lead = max(leads, key=lambda u: (len(q & content_tokens(u["text"])), u["pos"]), default=None)
             if lead is not None and q & content_tokens(lead["text"]):
                 lines.append(f"{lead['text']} [{n}]")
+                lines += code_after(lead)
             lines += [f"{i}. {u['text']} [{n}]" for i, u in enumerate(readable, 1)]
             return "\n".join(lines)
     ranked = sorted((u for u in scored if u["hit"]),
@@ -7312,12 +7344,13 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
         ranked = [u for u in ranked if u["coverage"] >= FAKE_MIN_RELATIVE_COVERAGE * ranked[0]["coverage"]]
     seen: set[str] = set()
     for u in ranked:
-        if u["text"] not in seen and len(lines) < max_sentences:
+        if u["text"] not in seen and len(seen) < max_sentences:
             if u.get("header") and u["header"] not in seen:   # a table row comes with its column names
                 seen.add(u["header"])
                 lines.append(f"{u['header']} [{u['n']}]")
             seen.add(u["text"])
             lines.append(f"{u['text']} [{u['n']}]")
+            lines += code_after(u)
     return "\n".join(lines) if lines else INSUFFICIENT_TEXT
 
 
@@ -7544,10 +7577,13 @@ def claim_support(answer: str, blocks: Sequence[dict]) -> list[dict]:
         text = b["content"] + "\n" + _plain_markdown(b["content"])
         block_tokens[n], block_numbers[n] = content_tokens(text), _numbers(text)
     claims = []
-    for line in answer.splitlines():
-        pieces = [(m.group(1) + (m.group(3) or ""), m.group(2)) for m in _CLAIM_RE.finditer(line)]
-        rest = _CLAIM_RE.sub("", line)   # what follows the last marker group (or a line without any)
-        pieces += [(sentence, "") for sentence in _SENTENCE_RE.findall(rest)]
+    for line, is_code in _answer_segments(answer):
+        if is_code:   # a fenced code block is one claim, cited by the markers after its closing fence
+            pieces = [(line[0], line[1])]
+        else:
+            pieces = [(m.group(1) + (m.group(3) or ""), m.group(2)) for m in _CLAIM_RE.finditer(line)]
+            rest = _CLAIM_RE.sub("", line)   # what follows the last marker group (or a line without any)
+            pieces += [(sentence, "") for sentence in _SENTENCE_RE.findall(rest)]
         for raw, markers in pieces:
             text = _collapse(raw)
             cites = [int(x) for x in _MARKER_RE.findall(markers)]
@@ -7566,6 +7602,35 @@ def claim_support(answer: str, blocks: Sequence[dict]) -> list[dict]:
             claims.append({"text": text, "cites": cites, "supported": supported, "overlap": round(overlap, 3),
                            "numbers_missing": missing})
     return claims
+
+
+_FENCE_RE = re.compile(r"^\s{0,3}(```+|~~~+)")
+_MARKERS_ONLY_RE = re.compile(r"^\s*(?:\[\d+\]\s*)+$")
+
+
+def _answer_segments(answer: str) -> Iterator[tuple[Any, bool]]:
+    """An answer's lines, (line, False), except that a fenced code block comes whole as ((code, markers), True):
+    its lines without the fences, and the markers after its closing fence (on that line, or alone on the next).
+    An unclosed fence runs to the end."""
+    lines = answer.splitlines()
+    i = 0
+    while i < len(lines):
+        fence = _FENCE_RE.match(lines[i])
+        if fence is None:
+            yield lines[i], False
+            i += 1
+            continue
+        code, i = [], i + 1
+        while i < len(lines) and not lines[i].lstrip().startswith(fence.group(1)):
+            code.append(lines[i])
+            i += 1
+        markers = ""
+        if i < len(lines):   # the closing fence: markers may follow it, or stand alone on the next line
+            markers = lines[i].lstrip()[len(fence.group(1)):]
+            i += 1
+            if not markers.strip() and i < len(lines) and _MARKERS_ONLY_RE.match(lines[i]):
+                markers, i = lines[i], i + 1
+        yield ("\n".join(code), "".join(f"[{m}]" for m in _MARKER_RE.findall(markers))), True
 
 
 def citation_report(answer: str, blocks: Sequence[dict], claims: list[dict]) -> dict:

@@ -270,6 +270,35 @@ def test_claims_split_at_each_marker_group_and_skip_lone_markers():
     assert all(c["supported"] for c in claims)
 
 
+_CODE_BLOCK = blocks_of("Raise the limit in postgresql.conf:\n\n```ini\nmax_connections = 800\nport = 5433\n```\n")
+
+
+@pytest.mark.parametrize("answer, code_cites, supported, missing", [
+    ("Raise the limit [1]:\n```ini\nmax_connections = 800\nport = 5433\n``` [1]", [1], True, []),
+    ("Raise the limit [1]:\n```\nmax_connections = 800\n```\n[1]", [1], True, []),    # markers on the next line
+    ("Raise the limit [1]:\n```\nmax_connections = 900\n``` [1]", [1], False, ["900"]),  # a number not in block 1
+    ("Raise the limit [1]:\n```\nmax_connections = 800\n```", [], False, ["800"]),     # uncited code
+    ("Raise the limit [1]:\n~~~\nmax_connections = 800", [], False, ["800"]),           # unclosed: to the end
+], ids=["cited", "markers-next-line", "wrong-number", "uncited", "unclosed"])
+def test_a_fenced_code_block_is_one_claim(answer, code_cites, supported, missing):
+    """A model's answer may quote a config or a command in a fence: the block is one claim, cited by the markers
+    after its closing fence, its numbers checked like a sentence's (its lines used to be uncited claims each, so
+    RAG_STRICT_CLAIMS refused any answer quoting a number in code)."""
+    lead, code = localrag.claim_support(answer, _CODE_BLOCK)
+    assert lead["supported"] and lead["cites"] == [1]
+    assert code["text"].startswith("max_connections")
+    assert (code["cites"], code["supported"], code["numbers_missing"]) == (code_cites, supported, missing)
+
+
+def test_strict_claims_keep_an_answer_quoting_supported_code(small_vault, stub, monkeypatch):
+    config = configure(monkeypatch, LLM_PROVIDER="openai-compatible", LLM_BASE_URL=stub.root, LLM_MODEL="m",
+                       RAG_STRICT_CLAIMS="true")
+    stub.answer = "The Plus plan stores 10 GB [1]:\n```\nPlus plan 10 GB\n``` [1]"
+    response = localrag.ask(config, "What does the Plus plan store?")
+    assert response["mode"] == "rag" and response["citation_check"]["ok"], response["claims"]
+    assert len(response["claims"]) == 2
+
+
 def test_citation_report_counts():
     answer = "The Plus plan stores 10 GB. [1]\nThe Plus plan stores 99 GB. [1]"
     claims = localrag.claim_support(answer, _BLOCKS)
@@ -404,6 +433,23 @@ def test_evidence_units_keep_abbreviations_and_chinese_emphasis_whole():
     assert localrag._plain_markdown("你可以选择两种*编辑模式*之一：*实时预览*。") == "你可以选择两种编辑模式之一：实时预览。"
     assert localrag._plain_markdown("2*3*4 stays, *this* goes") == "2*3*4 stays, this goes"
     assert localrag._plain_markdown("可以为笔记添加_别名_。my_var_name stays") == "可以为笔记添加别名。my_var_name stays"
+
+
+def test_extractive_answer_quotes_the_code_a_sentence_introduces():
+    """A runbook's command or query comes right after the sentence that introduces it: the answer quotes that
+    fenced block verbatim, cited after its closing fence, and claim support holds; a long block is not quoted."""
+    query = "```sql\nselect query, calls\nfrom pg_stat_statements\norder by mean_exec_time desc\nlimit 10;\n```"
+    content = ("Slow queries raise the PgSlowQueries alert.\n\nFind the slowest statements with "
+               f"pg_stat_statements.\n\n{query}\n\nCancel a blocking query with pg_cancel_backend.")
+    blocks = blocks_of(content)
+    answer = localrag.fake_answer("How do I find slow queries with pg_stat_statements?", blocks)
+    assert f"Find the slowest statements with pg_stat_statements. [1]\n{query} [1]" in answer
+    claims = localrag.claim_support(answer, blocks)
+    assert all(c["supported"] for c in claims) and any(c["text"].startswith("select query") for c in claims)
+    long_block = "```\n" + "\n".join(f"line {i}" for i in range(localrag.FAKE_MAX_CODE_LINES + 1)) + "\n```"
+    answer = localrag.fake_answer("How do I find slow queries with pg_stat_statements?",
+                                  blocks_of(content.replace(query, long_block)))
+    assert "```" not in answer and "Find the slowest statements with pg_stat_statements. [1]" in answer
 
 
 def test_extractive_answer_prefers_the_sentence_that_carries_the_kind():
