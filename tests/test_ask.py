@@ -648,12 +648,21 @@ def test_ask_closed_loop_answers_every_rag_question(indexed):
                                           "line_start": b["line_start"], "line_end": b["line_end"],
                                           "content": b["content"]} for b in blocks]:
                 problems.append(f"{q['id']}: citations differ from the assembled blocks")
-            for line in response["answer"].splitlines():
-                match = re.fullmatch(r"(.+?) \[(\d+)\]", line)
-                if not match or not 1 <= int(match[2]) <= len(blocks):
-                    problems.append(f"{q['id']}: answer line without a valid [n]: {line!r}")
-                elif not _supported(match[1], blocks[int(match[2]) - 1]["content"]):
-                    problems.append(f"{q['id']}: sentence not in block [{match[2]}]: {match[1]!r}")
+            # every line carries a valid [n] and is in its block; a quoted code block is one piece, cited after
+            # its closing fence and verbatim in the block
+            for piece in re.split(r"(?ms)^(```.*?^```[^\n]*)$", response["answer"]):
+                if piece.startswith("```"):
+                    match = re.fullmatch(r"(?s)(```.*```) \[(\d+)\]", piece)
+                    if not match or not 1 <= int(match[2]) <= len(blocks) or \
+                            match[1] not in blocks[int(match[2]) - 1]["content"]:
+                        problems.append(f"{q['id']}: code block not cited or not verbatim in its block: {piece!r}")
+                    continue
+                for line in piece.strip("\n").splitlines():
+                    match = re.fullmatch(r"(.+?) \[(\d+)\]", line)
+                    if not match or not 1 <= int(match[2]) <= len(blocks):
+                        problems.append(f"{q['id']}: answer line without a valid [n]: {line!r}")
+                    elif not _supported(match[1], blocks[int(match[2]) - 1]["content"]):
+                        problems.append(f"{q['id']}: sentence not in block [{match[2]}]: {match[1]!r}")
     assert not problems, "\n".join(problems)
 
 
