@@ -4525,22 +4525,16 @@ class Store:
         """The index's name: a digest of the key (provider and model names may hold any characters)."""
         return "idx_embeddings_hnsw_" + hashlib.sha256("\x00".join(map(str, key)).encode()).hexdigest()[:16]
 
-    # The key's index in the catalog: (valid, entries, bytes, options), no row when there is none.
-    _APPROX_INDEX_SQL = (
-        "SELECT i.indisvalid AND i.indisready AS valid, c.reltuples AS entries, pg_relation_size(c.oid) AS size, "
-        "c.reloptions AS options FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid WHERE c.relname = :ix "
-        "AND c.relnamespace = (SELECT relnamespace FROM pg_class WHERE oid = 'embeddings'::regclass)")
-
     def approx_index(self, key: tuple[str, str, int]) -> dict | None:
         """The key's index as the catalog shows it: {"name", "valid" (false: a build that did not finish),
         "entries" (the planner's estimate), "bytes", "options"}, or None when there is none."""
-        rows = self.run(self._APPROX_INDEX_SQL, ix=self.approx_index_name(key))
-        return self._approx_index_info(key, *rows[0]) if rows else None
-
-    def _approx_index_info(self, key: tuple[str, str, int], valid: Any, entries: Any, size: Any,
-                           options: Any) -> dict | None:
-        if valid is None:   # the outer join of retrieval_stats found no index
+        rows = self.run(
+            "SELECT i.indisvalid AND i.indisready, c.reltuples, pg_relation_size(c.oid), c.reloptions FROM pg_class c "
+            "JOIN pg_index i ON i.indexrelid = c.oid WHERE c.relname = :n AND c.relnamespace = "
+            "(SELECT relnamespace FROM pg_class WHERE oid = 'embeddings'::regclass)", n=self.approx_index_name(key))
+        if not rows:
             return None
+        valid, entries, size, options = rows[0]
         return {"name": self.approx_index_name(key), "valid": bool(valid), "entries": max(0, int(entries)),
                 "bytes": int(size), "options": list(options or [])}
 
@@ -4597,24 +4591,12 @@ class Store:
     def keyword_stats(self, terms: Sequence[str]) -> tuple[int, float, dict[str, int]]:
         """(chunks indexed, their average length, {term: document frequency}): N and the length from keyword_stats,
         the frequencies counted now from the index."""
-        return self.retrieval_stats(terms)[:3]
-
-    def retrieval_stats(self, terms: Sequence[str], index_key: tuple[str, str, int] | None = None
-                        ) -> tuple[int, float, dict[str, int], dict | None]:
-        """keyword_stats, and with `index_key` that key's approximate index as approx_index reports it: every
-        search needs both, so they come in one query."""
-        sql = ("SELECT (SELECT coalesce(sum(chunks), 0) FROM keyword_stats), "
-               "(SELECT coalesce(sum(total_length) / nullif(sum(chunks), 0)::float8, 0) FROM keyword_stats), "
-               "ARRAY(SELECT (SELECT count(*) FROM keyword_postings kp WHERE kp.term = t.term COLLATE \"C\") "
-               "FROM unnest(CAST(:terms AS text[])) WITH ORDINALITY AS t(term, n) ORDER BY t.n)")
-        params: dict[str, Any] = {"terms": list(terms)}
-        if index_key is not None:
-            sql += f", ix.valid, ix.entries, ix.size, ix.options FROM (SELECT 1) AS one LEFT JOIN " \
-                   f"({self._APPROX_INDEX_SQL}) AS ix ON true"
-            params["ix"] = self.approx_index_name(index_key)
-        row = self.run(sql, **params)[0]
-        index = self._approx_index_info(index_key, *row[3:7]) if index_key is not None else None
-        return int(row[0]), float(row[1]), dict(zip(terms, (int(x) for x in row[2]))), index
+        row = self.run(
+            "SELECT (SELECT coalesce(sum(chunks), 0) FROM keyword_stats), "
+            "(SELECT coalesce(sum(total_length) / nullif(sum(chunks), 0)::float8, 0) FROM keyword_stats), "
+            "ARRAY(SELECT (SELECT count(*) FROM keyword_postings kp WHERE kp.term = t.term COLLATE \"C\") "
+            "FROM unnest(CAST(:terms AS text[])) WITH ORDINALITY AS t(term, n) ORDER BY t.n)", terms=list(terms))[0]
+        return int(row[0]), float(row[1]), dict(zip(terms, (int(x) for x in row[2])))
 
     def compact_keyword_stats(self) -> None:
         """Fold keyword_stats' delta rows into one (each statement that changed keyword_chunks added a row); one row
@@ -6451,9 +6433,10 @@ def ensure_approx_index(store: Store, config: Config, progress: "ProgressFn | No
     return built
 
 
-def _search_path(store: Store, config: Config, key: tuple[str, str, int], index: dict | None) -> tuple[str, str]:
-    """choose_search_path on the catalog's view of the key's index (Store.approx_index); RAG_SEARCH=approx without
-    a usable index is served exactly and warned about once per process and database."""
+def _search_path(store: Store, config: Config, key: tuple[str, str, int]) -> tuple[str, str]:
+    """choose_search_path on the catalog's view; RAG_SEARCH=approx without a usable index is served exactly and
+    warned about once per process and database."""
+    index = None if config.rag_search == "exact" else store.approx_index(key)
     path, why = choose_search_path(config, index)
     if config.rag_search == "approx" and path == "exact" and (store.target.display, key) not in _approx_warned:
         _approx_warned.add((store.target.display, key))
@@ -6515,9 +6498,7 @@ def _retrieve_in_snapshot(store: Store, config: Config, mode: str, key: tuple[st
     chunk rows, the vector channel's path as (path, why) or None)."""
     use_vector, use_keyword = vector is not None, mode in ("hybrid", "keyword")
     # Query terms and their statistics: needed by the keyword channel and by the evidence gate in every mode.
-    # with the vector channel's index (for the path it takes) in the same round trip
-    index_key = key if use_vector and config.rag_search != "exact" else None
-    n_chunks, avgdl, df, index = store.retrieval_stats(list(dict.fromkeys(words)), index_key)
+    n_chunks, avgdl, df = store.keyword_stats(list(dict.fromkeys(words)))
     terms = query_term_weights(words, n_chunks, df, config.rag_unseen_cjk_backoff)
     seen = [t for t in terms if t["df"]]
     total_weight = sum(t["weight"] for t in terms)
@@ -6535,7 +6516,7 @@ def _retrieve_in_snapshot(store: Store, config: Config, mode: str, key: tuple[st
 
     keyword_rows = None
     if use_vector:
-        path = _search_path(store, config, key, index)
+        path = _search_path(store, config, key)
         ef_search = config.rag_hnsw_ef_search if path[0] == "approx" else None
         if any(vector):  # a zero vector (e.g. only punctuation) has no neighbours
             # A large vault in a long-lived process (serve, mcp): the keyword channel runs meanwhile on a second
