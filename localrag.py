@@ -6724,11 +6724,11 @@ _NAME_RE = re.compile(r"(?<![\w.])(?:[A-Z][\w+.-]*[A-Za-z0-9+]|[a-z]+[A-Z][\w]*|
                       r"(?![\w])")
 _NAME_STOP = frozenset("""I I'm A An The What Which Who Whom Whose When Where Why How Is Are Was Were Do Does Did Can
 Could Should Would Will Shall May Might Must Has Have Had If In On At For From With About To Of And Or Not My Our Your
-Its This That These Those There Here Please Tell Show Explain Obsidian OK""".split())
-# Generic computing words written in capitals name no product or format: evidence need not repeat them ("redirect
-# readers from the old URL" asks how to redirect, not for a product called URL).  Format acronyms (PDF, CSV) and
-# product-like ones (URI: "Obsidian URI") stay names.
-_NAME_GENERIC = frozenset("URL URLs ID IDs UI UX GUI API APIs OS FAQ".split())
+Its This That These Those There Here Please Tell Show Explain Obsidian OK""".split()) | frozenset(
+    # Generic computing words written in capitals name no product or format: evidence need not repeat them
+    # ("redirect readers from the old URL" asks how to redirect, not for a product called URL).  Format acronyms
+    # (PDF, CSV) and product-like ones (URI: "Obsidian URI") stay names.
+    "URL URLs ID IDs UI UX GUI API APIs OS FAQ".split())
 
 
 def _question_names(question: str) -> list[str]:
@@ -6740,15 +6740,14 @@ def _question_names(question: str) -> list[str]:
     for i, m in enumerate(_NAME_RE.finditer(question)):
         word = m.group().strip(".-")
         first = not question[:m.start()].strip(" \"'“‘(")
-        if word in _NAME_STOP or word in _NAME_GENERIC or word.lower() in _QUESTION_STOPWORDS or len(word) < 2:
+        if word in _NAME_STOP or word.lower() in _QUESTION_STOPWORDS or len(word) < 2:
             continue
         if first and not has_cjk and not re.search(r"[A-Z].*[A-Z]|\d", word[1:]):
             continue  # a capitalised first word is just the start of a sentence
         names.append(word)
     if has_cjk:
         for word in re.findall(r"[A-Za-z][A-Za-z0-9+.-]*[A-Za-z0-9+]", question):
-            if word not in names and word not in _NAME_STOP and word not in _NAME_GENERIC and \
-                    word.lower() not in _QUESTION_STOPWORDS:
+            if word not in names and word not in _NAME_STOP and word.lower() not in _QUESTION_STOPWORDS:
                 names.append(word)
     return names
 
@@ -7250,10 +7249,10 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
     wants = rule if rule and rule.kind not in ("product", "yes_no", "procedure") else None
     scored = []
     steps: dict[tuple[int, int], list[dict]] = {}
-    units_of: dict[int, list[dict]] = {}
+    units_of: dict[int, list[dict]] = {}   # every unit of each block, scored, with its block and position
     for b in blocks:
-        units_of[b["n"]] = _evidence_units(b["content"])
-        for pos, unit in enumerate(units_of[b["n"]]):
+        units = units_of[b["n"]] = []
+        for pos, unit in enumerate(_evidence_units(b["content"])):
             toks = content_tokens(unit["text"])
             hit = len(q & toks)
             # a unit stating the asked-for kind of fact (a number for a limit question...) ranks as if it
@@ -7262,6 +7261,7 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
             unit = {**unit, "n": b["n"], "pos": pos, "hit": hit,
                     "coverage": hit / (len(q) or 1) + (FAKE_KIND_BONUS if carries else 0.0),
                     "density": hit / math.sqrt(len(toks) or 1)}
+            units.append(unit)
             if unit["kind"] == "step":
                 steps.setdefault((b["n"], unit["list"]), []).append(unit)
             if _readable(unit):
@@ -7290,9 +7290,7 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
         def intro(n: int, items: list[dict]) -> dict | None:
             before = items[0]["pos"] - 1
             unit = units_of[n][before] if before >= 0 else None
-            if unit and unit["kind"] == "sentence" and unit["text"].endswith((":", "：")):
-                return {**unit, "pos": before, "n": n}
-            return None
+            return unit if unit and unit["kind"] == "sentence" and unit["text"].endswith((":", "：")) else None
 
         def covers(key: tuple[int, int], items: list[dict]) -> set[str]:
             lead = intro(key[0], items)
@@ -7558,9 +7556,9 @@ def claim_support(answer: str, blocks: Sequence[dict]) -> list[dict]:
         text = b["content"] + "\n" + _plain_markdown(b["content"])
         block_tokens[n], block_numbers[n] = content_tokens(text), _numbers(text)
     claims = []
-    for line, is_code in _answer_segments(answer):
-        if is_code:   # a fenced code block is one claim, cited by the markers after its closing fence
-            pieces = [(line[0], line[1])]
+    for line, code_markers in _answer_segments(answer):
+        if code_markers is not None:   # a fenced code block is one claim, cited by the markers after its fence
+            pieces = [(line, code_markers)]
         else:
             pieces = [(m.group(1) + (m.group(3) or ""), m.group(2)) for m in _CLAIM_RE.finditer(line)]
             rest = _CLAIM_RE.sub("", line)   # what follows the last marker group (or a line without any)
@@ -7589,16 +7587,16 @@ _FENCE_RE = re.compile(r"^\s{0,3}(```+|~~~+)")
 _MARKERS_ONLY_RE = re.compile(r"^\s*(?:\[\d+\]\s*)+$")
 
 
-def _answer_segments(answer: str) -> Iterator[tuple[Any, bool]]:
-    """An answer's lines, (line, False), except that a fenced code block comes whole as ((code, markers), True):
-    its lines without the fences, and the markers after its closing fence (on that line, or alone on the next).
-    An unclosed fence runs to the end."""
+def _answer_segments(answer: str) -> Iterator[tuple[str, str | None]]:
+    """An answer's lines as (line, None), except that a fenced code block comes whole as (code, markers): its
+    lines without the fences, and the markers after its closing fence (on that line, or alone on the next).  An
+    unclosed fence runs to the end."""
     lines = answer.splitlines()
     i = 0
     while i < len(lines):
         fence = _FENCE_RE.match(lines[i])
         if fence is None:
-            yield lines[i], False
+            yield lines[i], None
             i += 1
             continue
         code, i = [], i + 1
@@ -7611,7 +7609,7 @@ def _answer_segments(answer: str) -> Iterator[tuple[Any, bool]]:
             i += 1
             if not markers.strip() and i < len(lines) and _MARKERS_ONLY_RE.match(lines[i]):
                 markers, i = lines[i], i + 1
-        yield ("\n".join(code), "".join(f"[{m}]" for m in _MARKER_RE.findall(markers))), True
+        yield "\n".join(code), "".join(f"[{m}]" for m in _MARKER_RE.findall(markers))
 
 
 def citation_report(answer: str, blocks: Sequence[dict], claims: list[dict]) -> dict:
