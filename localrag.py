@@ -6703,6 +6703,113 @@ def evidence_gate(signals: dict, settings: GateSettings) -> tuple[str, str, dict
                    f"({matched} of {signals['query_terms']} terms matched)"), signals
 
 
+# --- Did you mean: a misspelt word ---------------------------------------------------------------------------------
+# A typo ("enabel") is a word the knowledge base never uses, and the gate rightly refuses on it: the unknown word
+# counts with the highest idf.  The gate is not loosened for it (an off-topic noun is also unknown, and often one
+# edit from a vault word: bank/back, bread/break); instead a refusal offers the question with each such word
+# replaced by the vault's word one edit away (Damerau-Levenshtein: a letter dropped, added, changed or two swapped)
+# that the most chunks use, when the corrected question passes the gate.  The caller decides; nothing is answered
+# on a guess.
+
+SPELLING_MIN_LENGTH = 5        # shorter words have too many neighbours one edit away (bank: back, band, blank, ...)
+_SPELLING_LETTERS = "abcdefghijklmnopqrstuvwxyz"
+# A changed letter is a typo only next to the intended one on the keyboard (QWERTY rows): "chanhe" is a slip of
+# "change", while "bank" is not one of "back" (an off-topic noun one edit from a vault word is the usual case).
+_KEY_ROWS = ("qwertyuiop", "asdfghjkl", "zxcvbnm")
+_KEY_NEIGHBOURS = {
+    c: "".join(sorted({row2[j] for r2, row2 in enumerate(_KEY_ROWS) if abs(r2 - r) <= 1
+                       for j in range(len(row2)) if abs(j - i) <= 1 and row2[j] != c}))
+    for r, row in enumerate(_KEY_ROWS) for i, c in enumerate(row)}
+
+
+def spelling_variants(word: str) -> list[str]:
+    """The strings one typing slip from ``word``, in a fixed order, without duplicates or the word itself: a letter
+    dropped (an extra one typed; not the last letter, whose loss is usually another form of the word: released,
+    release), two neighbours swapped, a letter changed to a key next to it, and a letter added (letters a-z and the
+    word's own: a missed key can be any).  Pure."""
+    letters = sorted(set(_SPELLING_LETTERS) | set(word))
+    splits = [(word[:i], word[i:]) for i in range(len(word) + 1)]
+    out = [a + b[1:] for a, b in splits if len(b) > 1]
+    out += [a + b[1] + b[0] + b[2:] for a, b in splits if len(b) > 1]
+    out += [a + c + b[1:] for a, b in splits if b for c in _KEY_NEIGHBOURS.get(b[0], "")]
+    out += [a + c + b for a, b in splits for c in letters]
+    return [v for v in dict.fromkeys(out) if v != word]
+
+
+_INFLECTION_RE = re.compile(r"(?:ing|ed|es|s|e|d|er|ly)$")
+
+
+def _word_base(word: str) -> str:
+    base = _INFLECTION_RE.sub("", word)
+    return base if len(base) >= 3 else word
+
+
+def misspelt_words(question: str, unknown_terms: Iterable[str]) -> dict[str, dict[str, str]]:
+    """{word as typed, lower case: {variant: its keyword term}} for each word of the question that is spelt with
+    letters only, is at least SPELLING_MIN_LENGTH long and whose term the knowledge base never uses (the gate's
+    ``unknown_words``); the variants are the ones with a keyword term (stopwords have none) that are not another
+    form of the same word (released: releases, release), which is a different wording, not a slip.  Pure."""
+    unknown = set(unknown_terms)
+    out: dict[str, dict[str, str]] = {}
+    if not unknown:
+        return out
+    text = _CJK_RUN_RE.sub(" ", unicodedata.normalize("NFKC", question).casefold())   # CJK runs are not words
+    for word in _KW_WORD_RE.findall(text):
+        if word in out or len(word) < SPELLING_MIN_LENGTH or not word.isalpha():
+            continue
+        terms = keyword_terms(word)
+        if len(terms) != 1 or terms[0] not in unknown:
+            continue
+        variants = {}
+        for variant in spelling_variants(word):
+            vterms = keyword_terms(variant)
+            if len(vterms) == 1 and vterms[0] not in unknown and _word_base(variant) != _word_base(word):
+                variants[variant] = vterms[0]
+        out[word] = variants
+    return out
+
+
+def choose_corrections(candidates: dict[str, dict[str, str]], df: dict[str, int]) -> dict[str, str]:
+    """{word: the variant whose term the most chunks use} for each word that has a variant the knowledge base
+    uses; ties go to the earlier variant (deletions, then swaps, replacements, insertions).  Pure."""
+    out = {}
+    for word, variants in candidates.items():
+        best, best_df = None, 0
+        for variant, term in variants.items():
+            if df.get(term, 0) > best_df:
+                best, best_df = variant, df[term]
+        if best is not None:
+            out[word] = best
+    return out
+
+
+def corrected_question(question: str, corrections: dict[str, str]) -> str:
+    """The question with each misspelt word (any case, whole words only) replaced, keeping its capitalisation
+    (ENABEL -> ENABLE, Enabel -> Enable, ChtaGPT -> ChatGPT: letter by letter when the lengths agree).  Pure."""
+    if not corrections:
+        return question
+
+    def repl(m: re.Match) -> str:
+        typed = m.group()
+        fixed = corrections[unicodedata.normalize("NFKC", typed).casefold()]
+        if typed.isupper() and len(typed) > 1:
+            return fixed.upper()
+        if len(typed) == len(fixed):
+            return "".join(f.upper() if t.isupper() else f for t, f in zip(typed, fixed))
+        return fixed[:1].upper() + fixed[1:] if typed[:1].isupper() else fixed
+
+    def part_of_a_word(ch: str) -> bool:   # a letter or digit that is not CJK (keyword_terms splits there too)
+        return bool(ch) and (ch.isalnum() and not _CJK_RUN_RE.match(ch))
+
+    def sub(m: re.Match) -> str:
+        before, after = question[m.start() - 1:m.start()], question[m.end():m.end() + 1]
+        whole = not part_of_a_word(before) and not part_of_a_word(after)
+        return repl(m) if whole and unicodedata.normalize("NFKC", m.group()).casefold() in corrections else m.group()
+
+    words = sorted(corrections, key=len, reverse=True)
+    return re.sub("|".join(map(re.escape, words)), sub, question, flags=re.IGNORECASE)
+
+
 # === 9a. Answer-type check =========================================================================================
 # Retrieval scores cannot tell "the docs talk about Canvas" from "the docs state how many cards a canvas holds".
 # Before any model call, the question's asked-for kind of fact (a price, a date, a limit, a host name ...) is
@@ -7644,7 +7751,8 @@ def answer_record(response: dict, *, question: str, top_k: int, config: Config, 
                       "embedding_provider": config.embedding_provider, "embedding_model": config.embedding_model,
                       "search_path": response.get("search_path")},
         "gate": {"confidence": response["confidence"], "threshold": response["threshold"],
-                 "signals": response.get("gate") or {}, "evidence_check": response.get("evidence_check")},
+                 "signals": response.get("gate") or {}, "evidence_check": response.get("evidence_check"),
+                 "suggestion": response.get("suggestion")},
         "evidence": blocks, "excluded": list(evidence.excluded) if evidence else [],
         "prompt_version": response["prompt_version"], "request_body": body_text,
         "request_sha256": hashlib.sha256(request_body).hexdigest() if request_body is not None else None,
@@ -7678,10 +7786,34 @@ def search(config: Config, query: Any, top_k: Any = None, store: Store | None = 
     scope = validate_scope(path, tag, vault)
     with _store_for(config, store) as s:
         retrieved = run_retrieval(s, config, query, top_k, retrieval, scope)
-    mode, reason, signals = evidence_gate(gate_signals(retrieved), GateSettings.from_config(config))
+        mode, reason, signals = evidence_gate(gate_signals(retrieved), GateSettings.from_config(config))
+        suggestion = (spelling_suggestion(s, config, query, signals, top_k, retrieval, scope)
+                      if mode == "no_answer" and signals["unknown_words"] else None)
     return {"confidence": _confidence(signals), "results": [public_result(r) for r in retrieved["results"]],
             "retrieval": retrieval, "search_path": retrieved["search_path"],
-            "gate": {"mode": mode, "reason": reason, **signals}}
+            "gate": {"mode": mode, "reason": reason, **signals}, "suggestion": suggestion}
+
+
+def spelling_suggestion(store: Store, config: Config, question: str, signals: dict, top_k: int, retrieval: str,
+                        scope: Scope | None) -> dict | None:
+    """For a question the gate refused with words the knowledge base never uses: {question, corrections:
+    [{word, suggestion}], reason} when replacing the misspelt ones with their nearest vault words gives a question
+    the gate answers; else None.  Costs one look-up of the variants' terms and one retrieval, on refusals only."""
+    candidates = misspelt_words(question, signals.get("unknown_words") or [])
+    terms = sorted({t for variants in candidates.values() for t in variants.values()})
+    if not terms:
+        return None
+    _n, _avgdl, df = store.keyword_stats(terms)
+    corrections = choose_corrections(candidates, df)
+    fixed = corrected_question(question, corrections)
+    if not corrections or fixed == question:
+        return None
+    mode, reason, _signals = evidence_gate(gate_signals(run_retrieval(store, config, fixed, top_k, retrieval, scope)),
+                                           GateSettings.from_config(config))
+    if mode != "rag":
+        return None
+    return {"question": fixed, "corrections": [{"word": w, "suggestion": s} for w, s in corrections.items()],
+            "reason": reason}
 
 
 def citation(block: dict) -> dict:
@@ -7736,12 +7868,15 @@ def ask(config: Config, question: Any, top_k: Any = None, fallback: Any = False,
         results = run["results"]
         gate_mode, reason, signals = evidence_gate(gate_signals(run), GateSettings.from_config(config))
         confidence = _confidence(signals)
+        suggestion = (spelling_suggestion(s, config, question, signals, top_k, retrieval, scope)
+                      if gate_mode == "no_answer" and signals["unknown_words"] else None)
         mode, reason = apply_fallback(gate_mode, reason, fallback, config.rag_fallback_enabled)
         response: dict = {"mode": mode, "confidence": confidence, "answer": "", "citations": [], "reason": reason,
                           "threshold": config.rag_min_similarity, "prompt_version": None,
                           "completion": {"status": "not_called", "finish_reason": None, "model": None, "usage": None},
                           "evidence_check": None, "claims": [], "citation_check": None, "answer_id": None,
-                          "retrieval": retrieval, "search_path": run["search_path"], "gate": signals}
+                          "retrieval": retrieval, "search_path": run["search_path"], "gate": signals,
+                          "suggestion": suggestion}
         evidence: Evidence | None = None
         if mode == "rag":
             evidence = assemble_evidence(results, config.rag_context_token_budget, max_blocks=top_k)
@@ -9133,7 +9268,18 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
     search_path = _doc("string", "Which path served the vector channel: exact (the scan) or approx (the HNSW index, "
                                  "re-ranked exactly); null in keyword mode", "exact", enum=["exact", "approx", None],
                        nullable=True)
-    ask_response["properties"].update({"retrieval": retrieval_used, "search_path": search_path, "gate": gate})
+    suggestion = _doc("object", "On a refusal caused by a word the knowledge base never uses: the question with "
+                                "each misspelt word replaced by the vault's word one typing slip away, offered only "
+                                "when the gate would answer it (ask it to get the answer); null otherwise",
+                      {"question": "How do I enable Obsidian Sync?",
+                       "corrections": [{"word": "enabel", "suggestion": "enable"}],
+                       "reason": "confidence 0.5672 >= threshold 0.20; coverage 1.00 >= 0.40 (2 of 2 terms matched)"},
+                      nullable=True, properties={
+                          "question": _schema("string"), "reason": _schema("string"),
+                          "corrections": _schema("array", items=_schema("object", properties={
+                              "word": _schema("string"), "suggestion": _schema("string")}))})
+    ask_response["properties"].update({"retrieval": retrieval_used, "search_path": search_path, "gate": gate,
+                                       "suggestion": suggestion})
     note = _schema("object", required=["path", "vault_path", "heading_path", "line_start", "line_end", "content"],
                    properties={
         "path": source, "vault_path": _doc("string", "The vault folder the note was indexed from",
@@ -9435,7 +9581,8 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
                     "results": _doc("array", "The results, best first", [],
                                     items={"$ref": "#/components/schemas/SearchResult"}),
                     "retrieval": retrieval_used, "search_path": search_path,
-                    "gate": {**gate, "properties": {**gate["properties"], **gate_verdict}}}),
+                    "gate": {**gate, "properties": {**gate["properties"], **gate_verdict}},
+                    "suggestion": suggestion}),
                 "Citation": citation,
                 "AskResponse": ask_response,
                 "AnswerSummary": answer_summary,
@@ -9553,6 +9700,7 @@ async function ask() {
   answer.textContent = "";
   $("mode").textContent = ""; $("reason").textContent = "";
   $("citations").replaceChildren();
+  $("suggestion").hidden = true;
   resetTicket();
   $("ticket-box").hidden = true;
   setState(panel, "running", "retrieving…");
@@ -9581,6 +9729,10 @@ async function ask() {
     if (name === "delta") answer.textContent += data.text;
     if (name === "done") answer.textContent = data.answer;
     if (name === "done" && data.mode === "no_answer") offerTicket(question, data.answer_id);
+    if (name === "done" && data.suggestion) {
+      $("suggestion-question").textContent = data.suggestion.question;
+      $("suggestion").hidden = false;
+    }
     if (name === "error") showError(panel, data);
   };
   for (;;) {
@@ -9718,6 +9870,9 @@ $("ticket-form").addEventListener("submit", (ev) => { ev.preventDefault(); saveT
 $("tickets-form").addEventListener("submit", (ev) => { ev.preventDefault(); loadTickets(); });
 document.querySelector("nav button[data-panel=tickets]").addEventListener("click", loadTickets);
 $("ask-form").addEventListener("submit", (ev) => { ev.preventDefault(); ask(); });
+$("suggestion-question").addEventListener("click", () => {
+  $("question").value = $("suggestion-question").textContent; ask();
+});
 $("search-form").addEventListener("submit", (ev) => { ev.preventDefault(); search(); });
 """
 DEMO_PAGE_STYLE = """
@@ -9728,6 +9883,7 @@ nav button[aria-selected=true]{border-color:#2563eb;color:#2563eb}
 form{display:flex;gap:.5rem;flex-wrap:wrap;align-items:center;margin:1rem 0}
 textarea,input[type=search]{flex:1 1 30rem;font:inherit;padding:.5rem;border:1px solid #c7ccd1;border-radius:6px}
 button.go{background:#2563eb;color:#fff;border:0;border-radius:6px;padding:.5rem 1.1rem;font:inherit;cursor:pointer}
+button.link{border:0;background:none;padding:0;font:inherit;color:#2563eb;text-decoration:underline;cursor:pointer}
 .status{color:#6b7280;min-height:1.4em}[data-state=error] .status{color:#b91c1c}
 #answer{white-space:pre-wrap;background:#fff;border:1px solid #e5e7eb;border-radius:6px;padding:.8rem;min-height:2em}
 #mode{font-weight:600;padding:.1rem .5rem;border-radius:4px;background:#e5e7eb}
@@ -9761,6 +9917,7 @@ aria-selected="false">Tickets</button></nav>
 <button class="go" id="ask-button" type="submit">Ask</button></form>
 <p class="status"></p>
 <p>mode <span id="mode"></span> <span id="reason"></span></p>
+<p id="suggestion" hidden>Did you mean <button type="button" class="link" id="suggestion-question"></button>?</p>
 <div id="answer" aria-live="polite"></div>
 <h2>Citations</h2><div id="citations"></div>
 <div id="ticket-box" hidden><p>The knowledge base could not answer this. <button class="go" type="button"
@@ -11251,6 +11408,7 @@ def _cmd_search(config: Config, args: argparse.Namespace) -> int:
     gate = result["gate"]
     print(f"confidence {result['confidence']:.4f} (threshold {config.rag_min_similarity:.2f}), coverage "
           f"{gate['coverage']:.2f}, retrieval {result['retrieval']}: ask would give {gate['mode']}")
+    _print_suggestion(result.get("suggestion"))
     if not result["results"]:
         print("no results")
     for n, r in enumerate(result["results"], 1):
@@ -11261,6 +11419,12 @@ def _cmd_search(config: Config, args: argparse.Namespace) -> int:
               f"found by {'+'.join(r['channels']) or '-'}  vault {r['vault_path']}")
         print(f"    {_snippet(r['content'])}")
     return EXIT_OK
+
+
+def _print_suggestion(suggestion: dict | None) -> None:
+    if suggestion:
+        fixes = ", ".join(f"{c['word']} -> {c['suggestion']}" for c in suggestion["corrections"])
+        print(f"did you mean: {suggestion['question']}  ({fixes}; the knowledge base has evidence for it)")
 
 
 def _print_citations(citations: list[dict]) -> None:
@@ -11332,6 +11496,7 @@ def _cmd_ask(config: Config, args: argparse.Namespace) -> int:
         print(result["answer"])
     print()
     print(f"mode: {result['mode']}  confidence: {result['confidence']:.4f}  ({result['reason']})")
+    _print_suggestion(result.get("suggestion"))
     if result["citations"]:
         print("sources:")
         _print_citations(result["citations"])

@@ -81,6 +81,7 @@ def reset(config) -> None:
 
 
 DEV_SET = ROOT / "eval" / "obsidian-dev.yaml"
+CHECK_SETS = (ROOT / "eval" / "obsidian-check.yaml", ROOT / "eval" / "obsidian-check2.yaml")
 # Issue 9's targets for the offline defaults (fake-lexical-v1 + hybrid) on the Obsidian Help vault, en + zh.
 TARGETS = {"hit_at_5_answerable": 0.75, "lexical_hit_at_5": 0.95, "lexical_hit_at_1": 0.85,
            "answered_of_answerable": 0.90, "offtopic_refused": 0.95}
@@ -434,6 +435,8 @@ def bench_dev_set(config, out: dict, corpus: Path) -> None:
         out[f"dev_set_{mode}"] = row
         if mode == "hybrid":
             own = result["calibration"]
+    bench_typos(config, out, [q for path in (DEV_SET, *CHECK_SETS) if path.is_file()
+                              for q in localrag.load_question_set(path)["questions"]])
     got = out["dev_set_hybrid"]
     figures = {"hit_at_5_answerable": got["hit_at_5_answerable"], "lexical_hit_at_5": got.get("lexical_hit_at_5"),
                "lexical_hit_at_1": got.get("lexical_hit_at_1"),
@@ -464,6 +467,56 @@ def bench_dev_set(config, out: dict, corpus: Path) -> None:
         "obsidian_answered_with_own_point": own["chosen"]["answered"],
         "answered_gap_points": round(abs(there["answered"] - own["chosen"]["answered"]) * 100, 1),
         "within_5_points": abs(there["answered"] - own["chosen"]["answered"]) <= 0.05}
+
+
+def typo(word: str, rng) -> str:
+    """One typing slip inside a word (never its first or last letter): two letters swapped, one dropped, one
+    doubled, or one changed to a key next to it."""
+    i = rng.randrange(1, len(word) - 1)
+    kind = rng.choice(("swap", "drop", "double", "key"))
+    if kind == "swap":
+        return word[:i] + word[i + 1] + word[i] + word[i + 2:]
+    if kind == "drop":
+        return word[:i] + word[i + 1:]
+    if kind == "double":
+        return word[:i] + word[i] + word[i:]
+    near = localrag._KEY_NEIGHBOURS.get(word[i], "")
+    return word[:i] + (rng.choice(near) if near else word[i]) + word[i + 1:]
+
+
+def bench_typos(config, out: dict, questions: list[dict], seed: int = 7) -> None:
+    """Did you mean: each answerable lexical question with one slip in its longest content word (5+ letters);
+    how many the gate still answers, how many it refuses, and of those how many get the original question back as
+    the suggestion.  And how many unanswerable questions (off-topic, near-miss) get a suggestion at all."""
+    import random
+    import re
+    rng = random.Random(seed)
+    counts = {"typo_questions": 0, "answered_anyway": 0, "refused": 0, "suggested": 0, "suggested_the_original": 0}
+    with localrag.Store.open(config) as store:
+        for q in questions:
+            if q.get("expected_mode", "rag") != "rag" or q.get("tier", "lexical") != "lexical":
+                continue
+            words = [w for w in re.findall(r"[A-Za-z]+", q["question"])
+                     if len(w) >= 5 and w.lower() not in localrag.KEYWORD_STOPWORDS]
+            if not words:
+                continue
+            word = max(words, key=len)
+            slipped = q["question"].replace(word, typo(word, rng), 1)
+            counts["typo_questions"] += 1
+            got = localrag.search(config, slipped, store=store)
+            if got["gate"]["mode"] == "rag":
+                counts["answered_anyway"] += 1
+                continue
+            counts["refused"] += 1
+            if got["suggestion"]:
+                counts["suggested"] += 1
+                counts["suggested_the_original"] += got["suggestion"]["question"] == q["question"]
+        unanswerable = [q for q in questions if q.get("expected_mode") == "no_answer"]
+        offered = sum(localrag.search(config, q["question"], store=store)["suggestion"] is not None
+                      for q in unanswerable)
+    counts["unanswerable_questions"] = len(unanswerable)
+    counts["unanswerable_with_a_suggestion"] = offered
+    out["did_you_mean"] = counts
 
 
 def long_line(size_bytes: int) -> str:

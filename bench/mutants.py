@@ -293,6 +293,14 @@ MUTANTS: list[Mutant] = [
       "            if last_kind not in (kind, \"sub\") or indent < list_indent or restart:",
       "            if last_kind not in (kind, \"sub\") or indent < list_indent:",
       ("tests/test_answers.py",), "extractive"),
+    M("did you mean: a correction is offered without asking the gate",
+      "    if mode != \"rag\":\n        return None\n    return {\"question\": fixed,",
+      "    return {\"question\": fixed,",
+      ("tests/test_retrieval.py",), "suggestion or misspelt"),
+    M("did you mean: any changed letter counts as a slip",
+      "for c in _KEY_NEIGHBOURS.get(b[0], \"\")]",
+      "for c in letters]",
+      ("tests/test_retrieval.py",), "spelling or suggestion"),
 ]
 
 

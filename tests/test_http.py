@@ -492,7 +492,7 @@ def test_search_returns_ranked_results_within_top_k(api):
     reply = api.post("/search", {"query": RAG_Q, "top_k": 3})
     assert reply.status == 200 and reply.content_type.startswith("application/json")
     body = reply.json
-    assert set(body) == {"confidence", "results", "retrieval", "search_path", "gate"}
+    assert set(body) == {"confidence", "results", "retrieval", "search_path", "gate", "suggestion"}
     results = body["results"]
     assert len(results) == 3   # top_k=3 on a vault of 92 chunks: exactly 3
     assert [set(r) for r in results] == [{"content", "source", "relative_path", "heading_path", "heading",

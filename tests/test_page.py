@@ -120,6 +120,28 @@ def test_no_answer_and_the_token_prompt(ingested, browser, monkeypatch):
         own_origin_only(browser, base)
 
 
+def test_a_misspelt_question_offers_the_corrected_one(ingested, browser):
+    """A refusal caused by a typo shows "Did you mean"; clicking the offered question asks it."""
+    config, _, _ = ingested
+    with serving(config) as base:
+        browser.get(base + "/")
+        assert not browser.find_element("id", "suggestion").is_displayed()
+        browser.find_element("id", "question").send_keys("What are the API latency alert threshlods?")
+        browser.find_element("id", "ask-button").click()
+        assert wait_state(browser, "ask") == "done"
+        assert browser.find_element("id", "mode").text == "no_answer"
+        offer = browser.find_element("id", "suggestion-question")
+        assert offer.is_displayed() and offer.text == "What are the API latency alert thresholds?"
+        screenshot(browser, "did-you-mean")
+        offer.click()
+        from selenium.webdriver.support.ui import WebDriverWait
+        WebDriverWait(browser, 30).until(lambda d: d.find_element("id", "mode").text == "rag")
+        assert wait_state(browser, "ask") == "done"
+        assert browser.find_element("id", "question").get_attribute("value") == \
+            "What are the API latency alert thresholds?"
+        assert not browser.find_element("id", "suggestion").is_displayed()
+
+
 def test_refused_answer_becomes_a_confirmed_ticket(ingested, browser, monkeypatch):
     """Issue 16: after a no_answer, "Make a ticket" shows the rules' draft, editable; Save needs the checkbox; the
     Tickets tab lists the ticket and changes its status (kept as events with the token's fingerprint)."""

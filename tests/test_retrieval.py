@@ -297,6 +297,88 @@ def test_calibration_picks_a_separating_point_and_prints_the_trade_off():
     assert "<- chosen" in text and "rule: rag when" in text
 
 
+# --- Did you mean: spelling suggestions (pure parts) ---------------------------------------------------------------
+
+def _dl_distance(a: str, b: str) -> int:
+    """Optimal-string-alignment distance, written here independently of localrag."""
+    d = [[0] * (len(b) + 1) for _ in range(len(a) + 1)]
+    for i in range(len(a) + 1):
+        d[i][0] = i
+    for j in range(len(b) + 1):
+        d[0][j] = j
+    for i in range(1, len(a) + 1):
+        for j in range(1, len(b) + 1):
+            d[i][j] = min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] != b[j - 1]))
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                d[i][j] = min(d[i][j], d[i - 2][j - 2] + 1)
+    return d[len(a)][len(b)]
+
+
+QWERTY = ["qwertyuiop", "asdfghjkl", "zxcvbnm"]
+
+
+def _keys_touch(a: str, b: str) -> bool:
+    (ra, ia), = [(r, row.index(a)) for r, row in enumerate(QWERTY) if a in row]
+    (rb, ib), = [(r, row.index(b)) for r, row in enumerate(QWERTY) if b in row]
+    return abs(ra - rb) <= 1 and abs(ia - ib) <= 1
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.text(alphabet="abcdefghijklmnopqrstuvwxyz", min_size=2, max_size=9))
+def test_spelling_variants_are_one_typing_slip_away(word):
+    variants = localrag.spelling_variants(word)
+    assert len(variants) == len(set(variants)) and word not in variants
+    for v in variants:
+        assert _dl_distance(word, v) == 1, v
+        if len(v) == len(word) and sorted(v) != sorted(word):      # a changed letter: a key next to the typed one
+            (i,) = [k for k in range(len(v)) if v[k] != word[k]]
+            assert _keys_touch(word[i], v[i]), (word, v)
+        if len(v) == len(word) - 1:                                # a dropped letter: never the last one
+            assert v[-1] == word[-1], (word, v)
+
+
+def test_spelling_variants_examples():
+    v = localrag.spelling_variants
+    assert "enable" in v("enabel") and "change" in v("chnage")            # swapped neighbours
+    assert "community" in v("comunity") and "install" in v("instal")      # a missed key
+    assert "change" in v("chanhe") and "sync" in v("syncc")               # a key next to it; an extra key
+    assert "back" not in v("bank") and "break" not in v("bread")          # n/c and d/k are not neighbours
+    assert "release" not in v("released")                                 # the last letter is not dropped
+
+
+def test_misspelt_words_takes_only_unknown_long_plain_words():
+    got = localrag.misspelt_words("How do I enabel Snyc on my 2nd iPaad? 工作区 threshlods", ["enabel", "snyc",
+                                                                                            "2nd", "ipaad", "threshlod"])
+    assert set(got) == {"enabel", "ipaad", "threshlods"}        # snyc: too short; 2nd: not letters only
+    assert got["enabel"]["enable"] == "enable" and got["threshlods"]["thresholds"] == "threshold"
+    assert "released" not in localrag.misspelt_words("x", ["released"])          # not in the question
+    assert localrag.misspelt_words("When was it released?", ["released"])["released"].get("release") is None
+    assert localrag.misspelt_words("How do I enabel it?", []) == {}
+    assert localrag.misspelt_words("How do I enable it?", ["zzz"]) == {}          # its words are all known
+
+
+def test_choose_corrections_prefers_the_word_most_chunks_use():
+    candidates = {"canvs": {"canvas": "canva", "canes": "cane"}, "zzzzz": {"zzzz": "zzzz"}}
+    assert localrag.choose_corrections(candidates, {"canva": 12, "cane": 3}) == {"canvs": "canvas"}
+    assert localrag.choose_corrections(candidates, {"canva": 3, "cane": 3}) == {"canvs": "canvas"}  # tie: earlier
+    assert localrag.choose_corrections(candidates, {}) == {}
+
+
+@pytest.mark.parametrize("question, fixes, expected", [
+    ("How do I enabel sync?", {"enabel": "enable"}, "How do I enable sync?"),
+    ("Enabel sync", {"enabel": "enable"}, "Enable sync"),
+    ("ENABEL SYNC", {"enabel": "enable"}, "ENABLE SYNC"),
+    ("Can I send PII to ChtaGPT?", {"chtagpt": "chatgpt"}, "Can I send PII to ChatGPT?"),
+    ("instal, instal!", {"instal": "install"}, "install, install!"),
+    ("reinstal or instalx", {"instal": "install"}, "reinstal or instalx"),       # whole words only
+    ("pg_instal", {"instal": "install"}, "pg_install"),                         # _ splits words, as in the index
+    ("客户的数据能发给ChtaGPT吗", {"chtagpt": "chatgpt"}, "客户的数据能发给ChatGPT吗"),
+    ("unchanged", {}, "unchanged"),
+])
+def test_corrected_question_keeps_the_writing(question, fixes, expected):
+    assert localrag.corrected_question(question, fixes) == expected
+
+
 # === 4. Modes, scores and scope on the sample vault ================================================================
 
 Q_P1 = "客户 P1 工单应该怎么升级？"
@@ -674,3 +756,48 @@ def test_removing_a_vault_removes_its_keyword_rows(ingested):
     with localrag.Store.open(config) as s:
         assert s.run("SELECT (SELECT count(*) FROM keyword_chunks), (SELECT count(*) FROM keyword_postings)")[0] == \
             [0, 0]
+
+
+# === 9. Did you mean: a misspelt word on the sample vault ===========================================================
+
+TYPO_Q = "What are the API latency alert threshlods?"
+
+
+def test_a_misspelt_question_is_refused_with_the_corrected_one_offered(ingested):
+    config, _, _ = ingested
+    response = localrag.ask(config, TYPO_Q)
+    assert response["mode"] == "no_answer" and "never uses threshlod" in response["reason"]
+    suggestion = response["suggestion"]
+    assert suggestion["question"] == "What are the API latency alert thresholds?"
+    assert suggestion["corrections"] == [{"word": "threshlods", "suggestion": "thresholds"}]
+    again = localrag.ask(config, suggestion["question"])          # the offer holds: the gate answers it
+    assert again["mode"] == "rag" and again["suggestion"] is None and suggestion["reason"] == again["reason"]
+    assert localrag.search(config, TYPO_Q)["suggestion"] == suggestion
+    record = localrag.answer_show(config, response["answer_id"])   # the record keeps what was offered
+    assert record["gate"]["suggestion"] == suggestion
+
+
+def test_no_suggestion_for_questions_the_vault_cannot_answer(ingested):
+    config, _, _ = ingested
+    for q in NO_ANSWER_SAMPLE:
+        response = localrag.search(config, q)
+        assert response["gate"]["mode"] == "no_answer" and response["suggestion"] is None, q
+
+
+NO_ANSWER_SAMPLE = [q["question"] for q in localrag.load_questions(QUESTIONS) if q["expected_mode"] == "no_answer"] + [
+    "How do I link my bank account to PayPal?", "When was the marathon relesed?"]
+
+
+def test_cli_and_http_show_the_suggestion(http_api):
+    post, _ = http_api
+    code, out = run_cli("ask", TYPO_Q)
+    assert code == 0 and "did you mean: What are the API latency alert thresholds?  (threshlods -> thresholds" in out
+    code, out = run_cli("search", TYPO_Q)
+    assert code == 0 and "did you mean: What are the API latency alert thresholds?" in out
+    for path, field in (("/ask", "question"), ("/search", "query")):
+        status, text = post(path, {field: TYPO_Q})
+        assert status == 200 and json.loads(text)["suggestion"]["question"].endswith("thresholds?")
+    status, text = post("/ask/stream", {"question": TYPO_Q})
+    assert status == 200 and '"suggestion": {"question": "What are the API latency alert thresholds?"' in text
+    spec = localrag.openapi_spec()["components"]["schemas"]
+    assert "suggestion" in spec["AskResponse"]["properties"] and "suggestion" in spec["SearchResponse"]["properties"]

@@ -28,7 +28,7 @@ def test_smoke_loop_every_expected_source_in_top5(ingested):
 def test_result_shape_and_ordering(ingested, retrieval):
     config, vault, _ = ingested
     result = localrag.search(config, "客户 P1 工单应该怎么升级？", 5, retrieval=retrieval)
-    assert set(result) == {"confidence", "results", "retrieval", "search_path", "gate"}
+    assert set(result) == {"confidence", "results", "retrieval", "search_path", "gate", "suggestion"}
     assert len(result["results"]) == 5 and result["search_path"] == (None if retrieval == "keyword" else "exact")
     assert result["retrieval"] == retrieval
     scores = [r["score"] for r in result["results"]]
