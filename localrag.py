@@ -2530,12 +2530,12 @@ def get_embedder(config: Config):
 
 
 # === 6.5 Keywords ==================================================================================================
-# The keyword channel's tokenizer (keyword-v1), independent of fake-lexical-v1 (whose features seed 000 fixes):
+# The keyword channel's tokenizer (keyword-v2), independent of fake-lexical-v1 (whose features seed 000 fixes):
 # NFKC + case folding; Latin (and other spaced scripts') words and numbers, minus a small English stoplist, with a
 # light plural folding; Han, kana and Hangul runs as character bigrams (a one-character run as itself), with runs
 # broken at particles that (almost) never sit inside a word.  Pure: ingest and queries use the same function.
 
-KEYWORD_TOKENIZER = "keyword-v1"
+KEYWORD_TOKENIZER = "keyword-v2"
 KEYWORD_STOPWORDS = frozenset("""
 a about above after again all also am an and another any anyone anything are as at be because been before being
 below between both but by can could did do does doing don down during each else even every few for from further get
@@ -2544,7 +2544,11 @@ me more most much must my need needs no nor not now of off on once one only or o
 same see she should so some something such sure than that the their theirs them then there these they thing things
 this those through to too under until up upon us use used using very want was way we were what whatever when where
 whether which while who whom why will with within without would yes yet you your yours
-""".split())
+""".split()) | frozenset("""
+mine ours myself yourself yourselves himself herself ourselves themselves
+please thanks thank hello anymore already still ever instead really maybe somehow somewhere anywhere everywhere
+everything nothing someone everyone anybody somebody nobody whose whoever whichever wherever whenever onto via etc
+""".split())   # keyword-v2: the pronouns' possessive and reflexive forms, and words of asking, not of topic
 # CJK: particles that end a run (they mark word boundaries), and function words that carry no topic: a run is
 # broken at them before it is cut into bigrams, so "工单应该如何升级" gives 工单, 升级 rather than 单应, 该如, 何升.
 _CJK_BREAK_CHARS = frozenset("的了吗呢吧啊呀嘛是")
@@ -2570,7 +2574,7 @@ def _kw_stem(word: str) -> str:
 
 
 def keyword_terms(text: str) -> list[str]:
-    """keyword-v1 terms of a text, in order, duplicates kept (the caller counts them).  Pure."""
+    """keyword-v2 terms of a text, in order, duplicates kept (the caller counts them).  Pure."""
     if text.isascii():  # NFKC leaves ASCII as it is and casefold() is lower() there: one C pass, not three
         terms: list[str] = []
         _kw_latin(text.lower(), terms)
@@ -5238,7 +5242,7 @@ class _Prepared:
     embeds: list[str]
     chunks: list[Chunk]
     vectors: list[bytes] | None       # pgvector binary, when the embedder embeds in worker processes
-    # per chunk: its keyword-v1 rows as COPY bytes but for the chunk id (_keyword_packed)
+    # per chunk: its keyword-v2 rows as COPY bytes but for the chunk id (_keyword_packed)
     keywords: list[tuple[bytes, list[bytes]]] = dataclasses.field(default_factory=list)
     body: str = ""                    # stored so notes are read from the database, not from disk
     body_line: int = 1

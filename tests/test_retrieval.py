@@ -1,4 +1,4 @@
-"""Retrieval: the keyword-v1 tokenizer, the keyword channel in Postgres (kept equal to a rebuild), retrieval modes,
+"""Retrieval: the keyword-v2 tokenizer, the keyword channel in Postgres (kept equal to a rebuild), retrieval modes,
 fusion, scope filters, the evidence gate and its calibration, bad queries.
 
 Pure parts (tokenizer, fusion, gate, calibration) are driven without a database; the rest runs on the sample vault.
@@ -15,7 +15,7 @@ from hypothesis import given, settings, strategies as st
 import localrag
 from conftest import QUESTIONS, SAMPLE_VAULT, reset_database, run_cli
 
-# === 1. Tokenizer (keyword-v1) =====================================================================================
+# === 1. Tokenizer (keyword-v2) =====================================================================================
 
 CJK = st.sampled_from(list("客户工单升级数据库磁盘笔记插件白板同步发布ひらがなカタカナ한국어검색"))
 LATIN_WORDS = st.sampled_from(["canvas", "Sync", "PLUGINS", "notes", "vault", "graph", "p1", "2024", "API", "the",
@@ -33,6 +33,8 @@ def test_keyword_terms_examples():
     assert t("HTTP 429 and 2024") == ["http", "429", "2024"]                   # numbers kept
     assert t("검색 기능") == ["검색", "기능"]                                   # Hangul bigrams
     assert t("ノートを検索") == ["ノー", "ート", "トを", "を検", "検索"]          # kana and Han in one run
+    assert t("Can I host it myself, please?") == ["host"]                     # keyword-v2's asking words
+    assert t("Which regions can I change mine to?") == ["region", "change"]
 
 
 @pytest.mark.parametrize("text", ["the of and", "The OF And?", "的了吗", "吗？的。了！", "", "   ", "???!!!", "🙂🚀✨",
@@ -587,6 +589,21 @@ def test_ingest_backfills_keywords_for_a_database_without_them(ingested):
     assert result["documents_skipped"] == 0 and result["documents_backfilled"] == 13
     assert result["keyword_chunks_written"] == len(before) and result["embeddings_written"] == 0
     assert keyword_snapshot(config) == before
+
+
+def test_an_older_tokenizers_rows_are_replaced_by_the_next_ingest(ingested):
+    """keyword-v1 -> v2 (a bigger stoplist): searching keeps working on the old rows, and the next ingest rewrites
+    every chunk's rows with the current tokenizer, equal to a fresh index, without re-embedding anything."""
+    config, vault, _ = ingested
+    before = keyword_snapshot(config)
+    with localrag.Store.open(config) as s:
+        s.run("UPDATE keyword_chunks SET tokenizer = 'keyword-v1'")
+    assert localrag.search(config, Q_P1, 3, retrieval="keyword")["results"]
+    result = localrag.ingest(config, vault)
+    assert result["documents_backfilled"] == 13 and result["embeddings_written"] == 0
+    assert keyword_snapshot(config) == before
+    with localrag.Store.open(config) as s:
+        assert s.run("SELECT DISTINCT tokenizer FROM keyword_chunks") == [[localrag.KEYWORD_TOKENIZER]]
 
 
 def test_a_first_release_database_upgrades_with_db_init(ingested):
