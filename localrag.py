@@ -7192,10 +7192,20 @@ def check_citations(answer: str, n_blocks: int) -> dict:
 _HEADING_MARK = "\x00"   # starts a heading's line in _plain_markdown(headings=True): no note text holds it
 
 
+def _wikilink_text(m: re.Match) -> str:
+    """A wikilink as Obsidian shows it: its alias, else the note and heading path (Note > Heading > Sub; a block
+    id, #^abc, is no text)."""
+    if m.group(4):
+        return m.group(4).strip()
+    sub = (m.group(3) or "")[1:]
+    parts = [m.group(2)] + ([] if sub.startswith("^") else sub.split("#"))
+    return " > ".join(p.strip() for p in parts if p.strip())
+
+
 def _plain_markdown(text: str, headings: bool = False) -> str:
     """Obsidian markup turned into readable text, line structure kept: code fences, headings, table rulers, callout
     titles, embeds, images and HTML tags dropped; blockquote markers, emphasis and inline code marks removed;
-    [[a|b]] -> b, [[a#h]] -> a#h, [text](url) -> text; a literal [n] becomes (n), so evidence never carries a
+    [[a|b]] -> b, [[a#h]] -> a > h, [text](url) -> text; a literal [n] becomes (n), so evidence never carries a
     citation marker of its own into an answer.  With `headings`, a heading's line is kept as _HEADING_MARK and its
     title (what a list under it is about)."""
     text = re.sub(r"```.*?(?:```|\Z)|~~~.*?(?:~~~|\Z)|%%.*?(?:%%|\Z)", " ", text, flags=re.DOTALL)
@@ -7209,7 +7219,7 @@ def _plain_markdown(text: str, headings: bool = False) -> str:
     text = re.sub(r"[^\S\n]?[(（]\s*(?:!\[\[[^\]]*\]\]\s*)+[)）]|[^\S\n]*!\[\[[^\]]*\]\](?=[.,;:!?。，；：！？])", "",
                   text)
     text = re.sub(r"!\[\[[^\]]*\]\]|!\[[^\]]*\]\([^)]*\)|<[^>\n]{1,200}>", " ", text)
-    text = _WIKILINK_RE.sub(lambda m: (m.group(4) or (m.group(2) + (m.group(3) or ""))).strip(), text)
+    text = _WIKILINK_RE.sub(_wikilink_text, text)
     text = re.sub(r"\[([^\[\]\n]*)\]\((?:[^()\s]|\([^()\s]*\))*\)", r"\1", text)
     text = re.sub(r"\*\*|__|`|==|~~", "", text)
     # *emphasis* and _emphasis_: not inside a Latin word (2*3*4, snake_case_name), but Chinese has no spaces

@@ -419,6 +419,18 @@ def test_extractive_procedure_skips_a_list_that_starts_in_the_middle():
     assert "Select Finish setup to enable two-factor authentication. [1]" in answer.splitlines()
 
 
+@pytest.mark.parametrize("markdown, shown", [
+    ("See [[Support Escalation Policy#P1 工单升级流程]] first.", "See Support Escalation Policy > P1 工单升级流程 first."),
+    ("Read [[Sync#Set up#On mobile]].", "Read Sync > Set up > On mobile."),
+    ("Jump to [[#Local heading]].", "Jump to Local heading."),
+    ("As [[Note#^a1b2c3]] says", "As Note says"),                     # a block id is no text
+    ("Use [[Note#Heading|this alias]].", "Use this alias."),
+    ("A [[Plain note]].", "A Plain note."),
+])
+def test_plain_markdown_shows_wikilinks_as_obsidian_does(markdown, shown):
+    assert localrag._plain_markdown(markdown) == shown
+
+
 def test_plain_markdown_drops_icons_with_their_brackets_and_space():
     assert localrag._plain_markdown("Expand the\u00a0**left sidebar**\u00a0![[side-bar-left.svg#icon]].") == \
         "Expand the\u00a0left sidebar."
