@@ -7237,21 +7237,27 @@ def _collapse(text: str) -> str:
 
 
 _CODE_MARK = "\x01"      # a line of _evidence_units' own: the fenced code block numbered after it
-_TOP_FENCE_RE = re.compile(r"^(```+|~~~+)[^\n]*\n.*?^\1[ \t]*$", re.MULTILINE | re.DOTALL)
+# A closed fenced code block, at the start of a line or indented (inside a list item), closed at the same indent.
+_CLOSED_FENCE_RE = re.compile(r"^([ \t]*)(```+|~~~+)[^\n]*\n.*?^\1\2[ \t]*$", re.MULTILINE | re.DOTALL)
+_LISTED = ("step", "item", "sub")
 
 
 def _evidence_units(content: str) -> list[dict]:
     """A block's units, in order: whole sentences of paragraphs and whole list items, each a substring of the
     cleaned block (whitespace collapsed); ordered-list items carry their list id and step number.  Headings and
-    fenced code blocks (unindented, closed; verbatim with their fences) are units too, never shown on their own:
-    a heading says what follows it, a code block goes with the sentence before it."""
+    fenced code blocks (closed; verbatim with their fences, their indentation removed) are units too, never shown
+    on their own: a heading says what follows it, a code block goes with the sentence before it (which then has
+    ``code_follows``).  A code block indented inside a list item belongs to that item: its ``code`` (the command
+    a step says to run)."""
     codes: list[str] = []
 
     def keep_code(m: re.Match) -> str:
-        codes.append(m.group(0))
-        return f"{_CODE_MARK}{len(codes) - 1}"
+        indent = m.group(1)
+        codes.append("\n".join(line[len(indent):] if line.startswith(indent) else line.lstrip()
+                               for line in m.group(0).split("\n")))
+        return f"{indent}{_CODE_MARK}{len(codes) - 1}"
 
-    content = _TOP_FENCE_RE.sub(keep_code, content)
+    content = _CLOSED_FENCE_RE.sub(keep_code, content)
     units: list[dict] = []
     paragraph: list[str] = []
     item: dict | None = None
@@ -7279,11 +7285,18 @@ def _evidence_units(content: str) -> list[dict]:
             flush_item()
             units.append({"text": _collapse(line[1:]), "kind": "heading"})
             last_kind = "heading"
-        elif line.startswith(_CODE_MARK) and line[1:].isdigit() and int(line[1:]) < len(codes):
+        elif line.lstrip().startswith(_CODE_MARK) and line.lstrip()[1:].isdigit() and \
+                int(line.lstrip()[1:]) < len(codes):
             flush_paragraph()
             flush_item()
-            units.append({"text": codes[int(line[1:])], "kind": "code"})
-            last_kind = "code"
+            code = codes[int(line.lstrip()[1:])]
+            if line[:1].isspace() and last_kind in _LISTED and units and units[-1]["kind"] in _LISTED:
+                units[-1].setdefault("code", []).append(code)    # the list goes on after it
+            else:
+                if units and units[-1]["kind"] == "sentence":
+                    units[-1]["code_follows"] = True
+                units.append({"text": code, "kind": "code"})
+                last_kind = "code"
         elif line.lstrip().startswith("|"):
             flush_paragraph()
             flush_item()
@@ -7342,9 +7355,11 @@ def content_tokens(text: str) -> set[str]:
 
 def _readable(unit: dict) -> bool:
     """A unit worth showing on its own: a real sentence or list item, not a fragment, a lone marker, a question
-    or a lead-in ending with a colon."""
+    or a lead-in ending with a colon (unless what it leads into is its code block)."""
     text = unit["text"]
-    if unit["kind"] in ("heading", "code") or text.endswith(("?", "？", ":", "：")) or TRUNCATED_MARK in text:
+    introduces_code = text.endswith((":", "：")) and (unit.get("code") or unit.get("code_follows"))
+    if unit["kind"] in ("heading", "code") or text.endswith(("?", "？")) or TRUNCATED_MARK in text or \
+            (text.endswith((":", "：")) and not introduces_code):
         return False
     words = len(re.findall(r"[^\W\d_]{2,}", re.sub(_CJK_RUN_RE, " ", text)))
     cjk = sum(len(run) for run in _CJK_RUN_RE.findall(text))
@@ -7352,7 +7367,7 @@ def _readable(unit: dict) -> bool:
         return words >= 2 or cjk >= 4
     if unit["kind"] == "row":
         return bool(re.search(r"\w", text))  # cells are terse by nature; their header row gives the context
-    if not re.search(r"[.!。！)）\]]$", text) and words < 6 and cjk < 10:
+    if not introduces_code and not re.search(r"[.!。！)）\]]$", text) and words < 6 and cjk < 10:
         return False  # a bare title or link line, not a statement
     return words >= 4 or cjk >= 8 or (words >= 2 and cjk >= 4)
 
@@ -7390,15 +7405,32 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
     lines: list[str] = []
     shown_code: set[tuple[int, int]] = set()
 
+    def short(code: str) -> bool:
+        return code.count("\n") <= FAKE_MAX_CODE_LINES + 1
+
     def code_after(u: dict) -> list[str]:
-        """The fenced code block right after a shown unit in its block (the command or config a sentence
-        introduces), verbatim and cited after its closing fence; short ones only, FAKE_MAX_CODE_BLOCKS at most."""
-        after = units_of[u["n"]][u["pos"] + 1] if u["pos"] + 1 < len(units_of[u["n"]]) else None
-        if after is None or after["kind"] != "code" or (u["n"], u["pos"] + 1) in shown_code or \
-                len(shown_code) >= FAKE_MAX_CODE_BLOCKS or after["text"].count("\n") > FAKE_MAX_CODE_LINES + 1:
+        """The fenced code block right after a shown unit in its block, or inside it (a list item's), the command
+        or config it introduces: verbatim and cited after its closing fence; short ones only, FAKE_MAX_CODE_BLOCKS
+        at most."""
+        if u.get("code"):
+            key, code = (u["n"], u["pos"], "own"), u["code"][0]
+        elif u["pos"] + 1 < len(units_of[u["n"]]) and units_of[u["n"]][u["pos"] + 1]["kind"] == "code":
+            key, code = (u["n"], u["pos"] + 1, "next"), units_of[u["n"]][u["pos"] + 1]["text"]
+        else:
             return []
-        shown_code.add((u["n"], u["pos"] + 1))
-        return [f"{after['text'].rstrip()} [{u['n']}]"]
+        if key in shown_code or len(shown_code) >= FAKE_MAX_CODE_BLOCKS or not short(code):
+            return []
+        shown_code.add(key)
+        return [f"{code.rstrip()} [{u['n']}]"]
+
+    def step_lines(i: int, u: dict, n: int) -> list[str]:
+        """A procedure's step, and the commands it says to run (a step's own code blocks are the procedure, not
+        an aside: no FAKE_MAX_CODE_BLOCKS), indented under it."""
+        out = [f"{i}. {u['text']} [{n}]"]
+        for code in (c for c in u.get("code", ()) if short(c)):
+            out.append("\n".join("   " + line if line.strip() else "" for line in code.rstrip().split("\n"))
+                       + f" [{n}]")
+        return out
 
     if asks_procedure(question) and steps:
         # A numbered list is read with what says what it does: its block's headings, the heading right above it
@@ -7410,6 +7442,8 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
 
         def intro(n: int, items: list[dict]) -> dict | None:
             before = items[0]["pos"] - 1
+            if before >= 1 and units_of[n][before]["kind"] == "code":
+                before -= 1   # "Check these in order:", its commands, then the steps that read them
             unit = units_of[n][before] if before >= 0 else None
             return unit if unit and unit["kind"] == "sentence" and unit["text"].endswith((":", "：")) else None
 
@@ -7436,7 +7470,8 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
             if lead is not None and q & content_tokens(lead["text"]):
                 lines.append(f"{lead['text']} [{n}]")
                 lines += code_after(lead)
-            lines += [f"{i}. {u['text']} [{n}]" for i, u in enumerate(readable, 1)]
+            for i, u in enumerate(readable, 1):
+                lines += step_lines(i, u, n)
             return "\n".join(lines)
     ranked = sorted((u for u in scored if u["hit"]),
                     key=lambda u: (-u["coverage"], -u["density"], u["n"], u["pos"]))
@@ -7445,12 +7480,15 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
     seen: set[str] = set()
     for u in ranked:
         if u["text"] not in seen and len(seen) < max_sentences:
+            code = code_after(u)
+            if u["text"].endswith((":", "：")) and not code:
+                continue   # a lead-in without what it leads into
             if u.get("header") and u["header"] not in seen:   # a table row comes with its column names
                 seen.add(u["header"])
                 lines.append(f"{u['header']} [{u['n']}]")
             seen.add(u["text"])
             lines.append(f"{u['text']} [{u['n']}]")
-            lines += code_after(u)
+            lines += code
     return "\n".join(lines) if lines else INSUFFICIENT_TEXT
 
 

@@ -464,6 +464,64 @@ def test_extractive_answer_quotes_the_code_a_sentence_introduces():
     assert "```" not in answer and "Find the slowest statements with pg_stat_statements. [1]" in answer
 
 
+FLATPAK = ("## Install Obsidian using Flatpak\n\n1. In your terminal, run the following command to install Obsidian:\n\n"
+           "   ```bash\n   flatpak install flathub md.obsidian.Obsidian\n   ```\n\n"
+           "2. Open Obsidian by running the following command:\n\n"
+           "   ```bash\n   flatpak run md.obsidian.Obsidian\n   ```\n\n3. Pin Obsidian to your dock.\n")
+
+
+def test_extractive_procedure_shows_the_commands_its_steps_run():
+    """A step that says "run the following command:" is completed by the fenced block indented inside it: the step
+    is kept (it used to be dropped as a lead-in, and with it the whole procedure), and its command follows it,
+    indented under the step, verbatim, cited after the closing fence."""
+    blocks = blocks_of(FLATPAK)
+    answer = localrag.fake_answer("How do I install Obsidian with Flatpak?", blocks)
+    assert answer.splitlines() == [
+        "1. In your terminal, run the following command to install Obsidian: [1]",
+        "   ```bash", "   flatpak install flathub md.obsidian.Obsidian", "   ``` [1]",
+        "2. Open Obsidian by running the following command: [1]",
+        "   ```bash", "   flatpak run md.obsidian.Obsidian", "   ``` [1]",
+        "3. Pin Obsidian to your dock. [1]"]
+    claims = localrag.claim_support(answer, blocks)
+    assert len(claims) == 5 and all(c["supported"] for c in claims)
+    units = localrag._evidence_units(FLATPAK)
+    assert [u["kind"] for u in units] == ["heading", "step", "step", "step"]     # the list is not cut by its code
+    assert units[1]["code"] == ["```bash\nflatpak install flathub md.obsidian.Obsidian\n```"]
+    # without its code a lead-in step is still no step of its own; a step with a long block keeps its text only
+    assert not localrag._readable({"text": "Run the following command:", "kind": "step"})
+    long_code = "   ```\n" + "".join(f"   line {i}\n" for i in range(localrag.FAKE_MAX_CODE_LINES + 1)) + "   ```"
+    answer = localrag.fake_answer("How do I install Obsidian with Flatpak?",
+                                  blocks_of(FLATPAK.replace("   ```bash\n   flatpak run md.obsidian.Obsidian\n   ```",
+                                                            long_code)))
+    assert "2. Open Obsidian by running the following command: [1]\n3. Pin Obsidian" in answer
+
+
+def test_extractive_procedure_lead_keeps_the_commands_between_it_and_the_steps():
+    """A runbook's "Check these in order:", its commands, then the steps that read their output: the lead, the
+    commands and the steps come together (seen on the sample vault's API latency runbook)."""
+    code = "```bash\nkubectl top pods | head -20\nredis-cli info stats\n```"
+    content = (f"## Diagnosis\n\nFind why the API responds slowly, in this order:\n\n{code}\n\n"
+               "1. Services: split the latency by service and find the slowest one.\n"
+               "2. Cache: a falling Redis hit rate means the cache was flushed.\n")
+    blocks = blocks_of(content)
+    answer = localrag.fake_answer("How do I find why the API responds slowly?", blocks)
+    assert answer.splitlines() == ["Find why the API responds slowly, in this order: [1]", *code.splitlines()[:-1],
+                                   "``` [1]", "1. Services: split the latency by service and find the slowest one. [1]",
+                                   "2. Cache: a falling Redis hit rate means the cache was flushed. [1]"]
+    assert all(c["supported"] for c in localrag.claim_support(answer, blocks))
+
+
+def test_extractive_answer_shows_a_lead_in_only_with_what_it_leads_into():
+    query = "```sql\nselect count(*) from pg_stat_activity;\n```"
+    content = f"Check the number of active connections to Postgres:\n\n{query}\n\nThe limit is 800."
+    answer = localrag.fake_answer("How do I check the active connections to Postgres?", blocks_of(content))
+    assert answer.startswith(f"Check the number of active connections to Postgres: [1]\n{query} [1]")
+    long_block = "```\n" + "\n".join(f"line {i}" for i in range(localrag.FAKE_MAX_CODE_LINES + 1)) + "\n```"
+    answer = localrag.fake_answer("How do I check the active connections to Postgres?",
+                                  blocks_of(content.replace(query, long_block)))
+    assert "Check the number" not in answer       # a lead-in without its code is a fragment
+
+
 def test_extractive_answer_prefers_the_sentence_that_carries_the_kind():
     blocks = blocks_of("The maximum file size depends on your plan and on the file type you sync.",
                        "For the Plus plan the limit is 200 MB per file.")
@@ -493,26 +551,48 @@ _SENTENCE = st.lists(_WORDS, min_size=3, max_size=12).map(lambda ws: " ".join(ws
 _LINE = st.one_of(
     _SENTENCE.map(lambda s: s + "."), _SENTENCE.map(lambda s: "- " + s), _SENTENCE.map(lambda s: "1. " + s + "."),
     _SENTENCE.map(lambda s: "> " + s + "!"), _SENTENCE.map(lambda s: "**" + s + "** [[x|" + s + "]]."),
-    _SENTENCE.map(lambda s: "| " + s + " | 10 GB |"), st.just(""), st.just("## Heading"), st.just("[3] source: x.md"))
+    _SENTENCE.map(lambda s: "| " + s + " | 10 GB |"), st.just(""), st.just("## Heading"), st.just("[3] source: x.md"),
+    _SENTENCE.map(lambda s: "1. " + s + ":\n   ```\n   " + s + " 42\n   ```"),         # a step's command
+    _SENTENCE.map(lambda s: s + ":\n\n```sh\n" + s + " --flag 7\n```"))                 # a lead-in and its code
+
+
+def _answer_units(answer: str) -> list[tuple[str, int, bool]]:
+    """(text, cited block, is code) for each claim of an answer: a line, or a whole fenced code block."""
+    out = []
+    for text, markers in localrag._answer_segments(answer):
+        if markers is not None:
+            m = re.fullmatch(r"\[(\d+)\]", markers)
+            assert m, f"a code block without its one [n]: {text!r} {markers!r}"
+            out.append((text, int(m[1]), True))
+        else:
+            m = re.fullmatch(r"(?:\d+\. )?(.+) \[(\d+)\]", text)
+            assert m, f"answer line without its [n]: {text!r}"
+            out.append((m[1], int(m[2]), False))
+    return out
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(contents=st.lists(st.lists(_LINE, min_size=1, max_size=8).map("\n".join), min_size=1, max_size=4),
        question=_SENTENCE)
 def test_extractive_answer_properties(contents, question):
-    """Every line is a whole unit of one block (a substring of its cleaned text), cited with that block's number;
-    claim support is 1.00; never more than the limit (steps aside)."""
+    """Every line is a whole unit of one block (a substring of its cleaned text), every code block is verbatim
+    from one (line by line, indentation aside), each cited with that block's number; claim support is 1.00; never
+    more than the limit (steps and code aside)."""
     blocks = blocks_of(*contents)
     answer = localrag.fake_answer(question, blocks)
     if answer == localrag.INSUFFICIENT_TEXT:
         return
-    lines = _answer_lines(answer)
-    for text, n in lines:
+    units = _answer_units(answer)
+    for text, n, is_code in units:
         assert 1 <= n <= len(blocks)
-        assert text in _cleaned(blocks[n - 1]["content"]), (text, blocks[n - 1]["content"])
+        if is_code:
+            raw = [line.strip() for line in blocks[n - 1]["content"].splitlines()]
+            assert all(line.strip() in raw for line in text.splitlines()), (text, blocks[n - 1]["content"])
+        else:
+            assert text in _cleaned(blocks[n - 1]["content"]), (text, blocks[n - 1]["content"])
     claims = localrag.claim_support(answer, blocks)
-    assert len(claims) == len(lines) and all(c["supported"] for c in claims), claims
-    assert len(lines) <= max(localrag.FAKE_MAX_SENTENCES, localrag.FAKE_MAX_STEPS + 1)
+    assert len(claims) == len(units) and all(c["supported"] for c in claims), claims
+    assert sum(not c for *_x, c in units) <= max(localrag.FAKE_MAX_SENTENCES, localrag.FAKE_MAX_STEPS + 1)
 
 
 def test_fake_answerer_claim_support_is_complete_on_the_sample_vault(indexed_sample):
