@@ -4508,11 +4508,15 @@ class Store:
                  "'relaxed_order', true), set_config('enable_seqscan', :pin, true), set_config('enable_bitmapscan', "
                  ":pin, true), set_config('enable_sort', :pin, true)", ef=str(max(n, approx_ef_search)), pin=pin)
         # The index predicate names the key as literals; the planner proves it from these (bound) parameters.
+        # The query vector is two parameters: one parameter in both casts is typed by the first (halfvec), and the
+        # re-ranking then compared with a half-precision query (distances off in the 8th digit from the exact
+        # path's, enough to flip a rounded score or the order of near-ties).
+        text = encode_vector(vector)
         rows = self.run(
             "SELECT chunk_id, embedding <=> CAST(:q AS vector) AS distance FROM (SELECT chunk_id, embedding "
             f"FROM embeddings WHERE embedding_provider = :p AND embedding_model = :m AND embedding_dim = :d{extra} "
-            f"ORDER BY embedding::halfvec({EMBEDDING_DIM}) <=> CAST(:q AS halfvec({EMBEDDING_DIM})) LIMIT :pool) "
-            "AS near ORDER BY distance, chunk_id LIMIT :k", q=encode_vector(vector), p=key[0], m=key[1], d=key[2],
+            f"ORDER BY embedding::halfvec({EMBEDDING_DIM}) <=> CAST(:qh AS halfvec({EMBEDDING_DIM})) LIMIT :pool) "
+            "AS near ORDER BY distance, chunk_id LIMIT :k", q=text, qh=text, p=key[0], m=key[1], d=key[2],
             k=n, pool=pool, **params)
         self.run("SELECT set_config('enable_seqscan', 'on', true), set_config('enable_bitmapscan', 'on', true), "
                  "set_config('enable_sort', 'on', true)")
@@ -6716,6 +6720,7 @@ def evidence_gate(signals: dict, settings: GateSettings) -> tuple[str, str, dict
 # on a guess.
 
 SPELLING_MIN_LENGTH = 5        # shorter words have too many neighbours one edit away (bank: back, band, blank, ...)
+SPELLING_MAX_WORDS = 3         # more unknown words than this are no slips of the keyboard: no suggestion
 _SPELLING_LETTERS = "abcdefghijklmnopqrstuvwxyz"
 # A changed letter is a typo only next to the intended one on the keyboard (QWERTY rows): "chanhe" is a slip of
 # "change", while "bank" is not one of "back" (an off-topic noun one edit from a vault word is the usual case).
@@ -6752,7 +6757,8 @@ def misspelt_words(question: str, unknown_terms: Iterable[str]) -> dict[str, dic
     """{word as typed, lower case: {variant: its keyword term}} for each word of the question that is spelt with
     letters only, is at least SPELLING_MIN_LENGTH long and whose term the knowledge base never uses (the gate's
     ``unknown_words``); the variants are the ones with a keyword term (stopwords have none) that are not another
-    form of the same word (released: releases, release), which is a different wording, not a slip.  Pure."""
+    form of the same word (released: releases, release), which is a different wording, not a slip.  More than
+    SPELLING_MAX_WORDS such words: {} (garbage or another topic, and ~300 variants each to look up).  Pure."""
     unknown = set(unknown_terms)
     out: dict[str, dict[str, str]] = {}
     if not unknown:
@@ -6764,6 +6770,8 @@ def misspelt_words(question: str, unknown_terms: Iterable[str]) -> dict[str, dic
         terms = keyword_terms(word)
         if len(terms) != 1 or terms[0] not in unknown:
             continue
+        if len(out) == SPELLING_MAX_WORDS:
+            return {}
         variants = {}
         for variant in spelling_variants(word):
             vterms = keyword_terms(variant)
@@ -10774,7 +10782,9 @@ def _mcp_tools() -> dict[str, McpTool]:
                 "Answer a question from the local knowledge base. Returns `answer`, `mode` and `reason`: mode `rag` "
                 "means the answer is built from the cited evidence, with [n] markers pointing at `citations` (each "
                 "with the evidence text, note path, heading path, file lines and score); mode `no_answer` means the "
-                "knowledge base holds no good evidence: tell the user, do not invent an answer. `fallback` asks for "
+                "knowledge base holds no good evidence: tell the user, do not invent an answer. When a no_answer "
+                "has a `suggestion`, the question had a misspelt word and `suggestion.question` (the corrected "
+                "question) is answerable: ask it if that is what the user meant. `fallback` asks for "
                 "a general-knowledge answer instead, if the server allows it.",
                 _ASK_FIELDS, ("question",), lambda config, store, **a: ask(config, store=store, **a)),
         McpTool("get_note", "Read a note or one section",
@@ -11696,6 +11706,9 @@ def _cmd_history(config: Config, args: argparse.Namespace) -> int:
         print(f"answer #{record['id']}  {record['created_at']}")
         print(f"question     {record['question']}")
         print(f"mode         {record['mode']}  ({record['reason']})")
+        offered = (record.get("gate") or {}).get("suggestion")
+        if offered:
+            print(f"did you mean {offered['question']}")
         print(f"model        {record['llm_provider']}/{record['model'] or '-'}  completion {record['completion_status']}"
               f" (finish_reason {record['finish_reason']})  prompt {record['prompt_version'] or '-'}")
         print(f"latency      {record['latency_ms']}")

@@ -357,6 +357,9 @@ def test_misspelt_words_takes_only_unknown_long_plain_words():
     assert localrag.misspelt_words("When was it released?", ["released"])["released"].get("release") is None
     assert localrag.misspelt_words("How do I enabel it?", []) == {}
     assert localrag.misspelt_words("How do I enable it?", ["zzz"]) == {}          # its words are all known
+    many = "qwertz asdfgh yxcvbn poiuzt"                                         # more than SPELLING_MAX_WORDS
+    assert len(localrag.misspelt_words(many, many.split()[:3])) == 3
+    assert localrag.misspelt_words(many, many.split()) == {}
 
 
 def test_choose_corrections_prefers_the_word_most_chunks_use():
@@ -811,6 +814,8 @@ def test_cli_and_http_show_the_suggestion(http_api):
     assert code == 0 and "did you mean: What are the API latency alert thresholds?  (threshlods -> thresholds" in out
     code, out = run_cli("search", TYPO_Q)
     assert code == 0 and "did you mean: What are the API latency alert thresholds?" in out
+    code, out = run_cli("history", "show", str(localrag.answer_history(localrag.load_config(), 1)["answers"][0]["id"]))
+    assert code == 0 and "did you mean What are the API latency alert thresholds?" in out
     for path, field in (("/ask", "question"), ("/search", "query")):
         status, text = post(path, {field: TYPO_Q})
         assert status == 200 and json.loads(text)["suggestion"]["question"].endswith("thresholds?")

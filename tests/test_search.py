@@ -207,6 +207,14 @@ def test_low_threshold_builds_the_index_and_approx_agrees_with_exact(vault, no_a
                 [(r["source"], r["heading_path"], r["score"]) for r in exact_result["results"]], (q, retrieval)
     # the index served every approx search (its sessions' statistics arrive when they end)
     assert _index_scans(config, before + 2 * len(QUERIES)) >= before + 2 * len(QUERIES)
+    # re-ranked exactly: the very same distances as the exact scan, to the last bit (the query vector once reached
+    # the re-ranking as a halfvec: one parameter in two casts takes the first one's type)
+    with localrag.Store.open(config) as s, s.snapshot():
+        for q in QUERIES:
+            vector = localrag.get_embedder(config).embed_query(q)
+            approx = dict(s.vector_candidates(config.embedding_key, vector, 20, None, 40))
+            exact_rows = dict(s.vector_candidates(config.embedding_key, vector, 20, None))
+            assert approx and all(approx[cid] == exact_rows[cid] for cid in approx.keys() & exact_rows.keys()), q
 
 
 def test_approx_respects_scope_filters(vault, no_approx_index, monkeypatch):
