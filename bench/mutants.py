@@ -286,7 +286,7 @@ MUTANTS: list[Mutant] = [
       '_FENCE_RE = re.compile(r"(?!)(```+|~~~+)")',
       ("tests/test_answers.py",), "fenced or quoting or code"),
     M("extractive answers: the code a sentence introduces is never quoted",
-      "        return [f\"{after['text'].rstrip()} [{u['n']}]\"]",
+      "        return [f\"{code.rstrip()} [{u['n']}]\"]",
       "        return []",
       ("tests/test_answers.py",), "extractive"),
     M("evidence units: numbering that starts again continues the list",
