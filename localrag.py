@@ -6566,8 +6566,9 @@ def _retrieve_in_snapshot(store: Store, config: Config, mode: str, key: tuple[st
 def run_retrieval(store: Store, config: Config, query: str, top_k: int, retrieval: str | None = None,
                   scope: Scope | None = None) -> dict:
     """Retrieve with the chosen mode: {"mode", "results" (best first, internal fields included, each with the
-    query terms it matched), "terms" (the query's keyword terms with df/idf/weight), "search_path" (the vector
-    channel's: "exact" or "approx"; None in keyword mode) and "search_path_reason"}."""
+    query terms it matched), "terms" (the query's keyword terms with df/idf/weight), "vector_top" (the vector
+    channel's best cosine; None in keyword mode), "search_path" (the vector channel's: "exact" or "approx"; None in
+    keyword mode) and "search_path_reason"}."""
     mode = retrieval or config.rag_retrieval
     if not getattr(store, "dim_checked", False):
         store.check_schema_version()
@@ -6606,7 +6607,11 @@ def run_retrieval(store: Store, config: Config, query: str, top_k: int, retrieva
                        "keyword": round(c["keyword"], 6), "title": c["title"]},
             "channels": sorted(c["channels"]), "vault_path": vault_path, "matched_terms": c["matched_terms"],
             "chunk_index": chunk_index, "content_hash": content_hash, "chunk_id": cid})
-    return {"mode": mode, "results": results, "terms": terms, "search_path": path[0] if path else None,
+    # the vector channel's best cosine: the gate's similarity, the same in hybrid as in vector mode (the fused top k
+    # may leave out the chunk nearest the question)
+    sims = [c["vector"] for c in candidates.values() if c.get("vector") is not None]
+    return {"mode": mode, "results": results, "terms": terms, "vector_top": max(sims) if sims else None,
+            "search_path": path[0] if path else None,
             "search_path_reason": path[1] if path else None}
 
 
@@ -6660,6 +6665,8 @@ def gate_signals(retrieved: dict) -> dict:
                       key=lambda m: sum(weight.get(t, 0.0) for t in m), default=[]))
     covered = sum(t["weight"] for t in terms if t["term"] in matched)
     sims = [r["scores"]["vector"] for r in results if r["scores"]["vector"] is not None]
+    if retrieved.get("vector_top") is not None:
+        sims.append(retrieved["vector_top"])
     return {
         "retrieval": retrieved["mode"],
         "similarity": round(max(sims), 6) if sims else None,
@@ -7455,12 +7462,18 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
             unit = units_of[n][before] if before >= 0 else None
             return unit if unit and unit["kind"] == "sentence" and unit["text"].endswith((":", "：")) else None
 
-        def covers(key: tuple[int, int], items: list[dict]) -> set[str]:
+        def heading_above(n: int, pos: int) -> set[str]:
+            above = next((u for u in reversed(units_of[n][:pos]) if u["kind"] == "heading"), None)
+            return content_tokens(above["text"]) if above else set()
+
+        def context(key: tuple[int, int], items: list[dict]) -> set[str]:
+            """What says what a list is for: its block's headings, the heading right above it, its lead."""
             lead = intro(key[0], items)
-            above = next((u for u in reversed(units_of[key[0]][:items[0]["pos"]]) if u["kind"] == "heading"), None)
             return q & headings[key[0]].union(content_tokens(lead["text"]) if lead else set(),
-                                              content_tokens(above["text"]) if above else set(),
-                                              *(content_tokens(u["text"]) for u in items))
+                                              heading_above(key[0], items[0]["pos"]))
+
+        def covers(key: tuple[int, int], items: list[dict]) -> set[str]:
+            return context(key, items).union(q & set().union(*(content_tokens(u["text"]) for u in items)))
 
         # a list numbered from 4 continues one whose start is elsewhere: not a procedure on its own
         whole = {key: items for key, items in steps.items() if items[0]["step"] <= 1}
@@ -7469,7 +7482,15 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
         first = min((key for key, c in coverage.items() if c and len(c) >= FAKE_MIN_RELATIVE_COVERAGE * most),
                     key=lambda key: (key[0], -len(coverage[key]), key[1]), default=None)
         readable = [u for u in whole[first] if _readable(u)][:FAKE_MAX_STEPS] if first is not None else []
-        if len(readable) >= 2 and len(coverage[first]) >= max((u["hit"] for u in scored), default=0):
+        # The steps answer unless a sentence covers more of the question, or as much but under headings that say
+        # more of what was asked: "复制延迟了怎么办？" is answered by the text under "### 复制延迟", not by a
+        # failover procedure whose second step mentions replication lag.
+        best = max(scored, key=lambda u: (u["hit"], len(q & (headings[u["n"]] | heading_above(u["n"], u["pos"])))),
+                   default=None)
+        best_hit = best["hit"] if best else 0
+        best_context = len(q & (headings[best["n"]] | heading_above(best["n"], best["pos"]))) if best else 0
+        if len(readable) >= 2 and len(coverage[first]) >= best_hit and \
+                (len(coverage[first]) > best_hit or len(context(first, whole[first])) >= best_context):
             n, items = first[0], whole[first]
             # the lead: the list's own intro or an earlier sentence of its block, whichever covers more
             leads = [u for u in scored if u["n"] == n and u["kind"] == "sentence" and u["pos"] < items[0]["pos"]]
@@ -7838,7 +7859,7 @@ def _store_for(config: Config, store: Store | None) -> Iterator[Store]:
 def search(config: Config, query: Any, top_k: Any = None, store: Store | None = None, *, retrieval: Any = None,
            path: Any = None, tag: Any = None, vault: Any = None) -> dict:
     """POST /search and `localrag search`: {confidence, results[], retrieval, gate}.  `confidence` is the gate's
-    similarity signal (the top cosine; the top keyword score in keyword mode), `gate` says whether `ask` would
+    similarity signal (the vector channel's top cosine; the top keyword score in keyword mode), `gate` says whether `ask` would
     answer from these results and why."""
     query = validate_text(query, "query")
     top_k = validate_top_k(top_k, config)
@@ -9635,8 +9656,9 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
                 "AskRequest": request_schema(_ASK_FIELDS, ["question"]),
                 "SearchResult": search_result,
                 "SearchResponse": _schema("object", required=["confidence", "results"], properties={
-                    "confidence": _doc("number", "The gate's similarity signal: the best cosine among the results "
-                                                 "(the best keyword score in keyword mode); 0 when there is none",
+                    "confidence": _doc("number", "The gate's similarity signal: the vector channel's best cosine, "
+                                                 "which in hybrid may belong to a chunk outside the fused top k (the "
+                                                 "best keyword score in keyword mode); 0 when there is none",
                                        0.62, minimum=0, maximum=1),
                     "results": _doc("array", "The results, best first", [],
                                     items={"$ref": "#/components/schemas/SearchResult"}),

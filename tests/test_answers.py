@@ -511,6 +511,23 @@ def test_extractive_procedure_lead_keeps_the_commands_between_it_and_the_steps()
     assert all(c["supported"] for c in localrag.claim_support(answer, blocks))
 
 
+def test_extractive_procedure_yields_to_text_under_the_asked_heading():
+    """A list wins a procedure question only if it covers more of it than any sentence, or as much but under
+    headings that say more of what was asked: "How do I handle replication lag?" is not answered by a failover
+    procedure whose second step mentions replication lag, while a section titled "Replication lag" exists."""
+    blocks = blocks_of(
+        "### Replication lag\n\nSymptom: the replica's replay lag passes 30 seconds.\n\nWhat to do: look for large "
+        "transactions on the primary. When replication lag passes 5 minutes, assess the primary's load first.",
+        "Fail over only when the primary cannot recover:\n\n1. Announce the failover in the incident channel.\n"
+        "2. Check the replication lag of the candidate replicas and pick the smallest.\n3. Run the failover command.")
+    blocks[0]["heading_path"], blocks[1]["heading_path"] = ["Runbook", "Common failures"], ["Runbook", "Failover"]
+    answer = localrag.fake_answer("How do I handle replication lag?", blocks)
+    assert not re.search(r"^\d+\. ", answer, re.MULTILINE), answer
+    assert "When replication lag passes 5 minutes, assess the primary's load first. [1]" in answer.splitlines()
+    blocks[1]["heading_path"] = ["Runbook", "Replication lag failover"]    # now the list's headings say as much
+    assert localrag.fake_answer("How do I handle replication lag?", blocks).startswith("1. Announce the failover")
+
+
 def test_extractive_answer_shows_a_lead_in_only_with_what_it_leads_into():
     query = "```sql\nselect count(*) from pg_stat_activity;\n```"
     content = f"Check the number of active connections to Postgres:\n\n{query}\n\nThe limit is 800."
