@@ -7889,8 +7889,13 @@ def spelling_suggestion(store: Store, config: Config, question: str, signals: di
     fixed = corrected_question(question, corrections)
     if not corrections or fixed == question:
         return None
-    mode, reason, _signals = evidence_gate(gate_signals(run_retrieval(store, config, fixed, top_k, retrieval, scope)),
-                                           GateSettings.from_config(config))
+    try:
+        retrieved = run_retrieval(store, config, fixed, top_k, retrieval, scope)
+    except (EmbeddingUnavailable, EmbeddingUpstreamError, EmbeddingDimMismatch) as exc:   # an extra: the refusal
+        # stands without it (the question itself was embedded a moment ago: a server that fails now is transient)
+        LOG.info("no spelling suggestion: the corrected question could not be retrieved (%s)", exc.code)
+        return None
+    mode, reason, _signals = evidence_gate(gate_signals(retrieved), GateSettings.from_config(config))
     if mode != "rag":
         return None
     return {"question": fixed, "corrections": [{"word": w, "suggestion": s} for w, s in corrections.items()],

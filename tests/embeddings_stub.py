@@ -12,6 +12,7 @@ Scenarios:
     status:NNN      HTTP NNN with an error body that echoes the Authorization header (a leak trap); with a
                     Retry-After header when ``retry_after`` is not None
     fail_first:N    the first N requests get HTTP 503, then ok
+    fail_after:N    the first N requests are ok, every later one gets HTTP 400 (count from ``requests.clear()``)
     slow            says nothing until released (or ``delay`` seconds): the client must time out
     reset           closes the connection without answering
     malformed       200 with a body that is not JSON
@@ -97,6 +98,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             headers = {} if stub.retry_after is None else {"Retry-After": str(stub.retry_after)}
             leak = f"rejected credentials {self.headers.get('Authorization', '')}"
             return self._json(status, {"error": {"message": leak, "type": "server_error"}}, headers)
+        if scenario.startswith("fail_after:") and n_request > int(scenario.split(":")[1]):
+            return self._json(400, {"error": {"message": "rejected", "type": "invalid_request_error"}})
         if scenario == "slow":
             stub.release.wait(stub.delay)
         if scenario == "reset":

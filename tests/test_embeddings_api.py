@@ -298,6 +298,19 @@ def test_failed_backfill_keeps_the_fake_index(db, vault, api_env):
     assert localrag.ingest(localrag.load_config(), vault)["documents_backfilled"] == 13
 
 
+def test_a_failing_suggestion_leaves_the_refusal_standing(ingested, api_env):
+    """Did you mean costs a second embedding of the corrected question: if the server fails it then, the
+    refusal is answered as it stands, without a suggestion, rather than failing the whole request."""
+    cfg = localrag.load_config()
+    localrag.ingest(cfg, ingested[1])
+    api_env.requests.clear()
+    api_env.scenario = "fail_after:1"
+    response = localrag.ask(cfg, "What are the API latency alert threshlods?")
+    assert response["mode"] == "no_answer" and response["suggestion"] is None
+    assert len(api_env.requests) == 2             # the question, then the corrected question (refused by the server)
+    assert "threshlod" in response["gate"]["unknown_words"]
+
+
 def test_search_with_the_server_down_is_a_503_style_error(ingested, api_env, monkeypatch):
     cfg = localrag.load_config()
     localrag.ingest(cfg, ingested[1])
