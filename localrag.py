@@ -6728,6 +6728,7 @@ def evidence_gate(signals: dict, settings: GateSettings) -> tuple[str, str, dict
 
 SPELLING_MIN_LENGTH = 5        # shorter words have too many neighbours one edit away (bank: back, band, blank, ...)
 SPELLING_MAX_WORDS = 3         # more unknown words than this are no slips of the keyboard: no suggestion
+SPELLING_MAX_LENGTH = 24       # a longer "word" is no typo (and a 4,000-letter one has ~200,000 variants: 27 s)
 _SPELLING_LETTERS = "abcdefghijklmnopqrstuvwxyz"
 # A changed letter is a typo only next to the intended one on the keyboard (QWERTY rows): "chanhe" is a slip of
 # "change", while "bank" is not one of "back" (an off-topic noun one edit from a vault word is the usual case).
@@ -6762,7 +6763,7 @@ def _word_base(word: str) -> str:
 
 def misspelt_words(question: str, unknown_terms: Iterable[str]) -> dict[str, dict[str, str]]:
     """{word as typed, lower case: {variant: its keyword term}} for each word of the question that is spelt with
-    letters only, is at least SPELLING_MIN_LENGTH long and whose term the knowledge base never uses (the gate's
+    letters only, is SPELLING_MIN_LENGTH to SPELLING_MAX_LENGTH long and whose term the knowledge base never uses (the gate's
     ``unknown_words``); the variants are the ones with a keyword term (stopwords have none) that are not another
     form of the same word (released: releases, release), which is a different wording, not a slip.  More than
     SPELLING_MAX_WORDS such words: {} (garbage or another topic, and ~300 variants each to look up).  Pure."""
@@ -6772,7 +6773,7 @@ def misspelt_words(question: str, unknown_terms: Iterable[str]) -> dict[str, dic
         return out
     text = _CJK_RUN_RE.sub(" ", unicodedata.normalize("NFKC", question).casefold())   # CJK runs are not words
     for word in _KW_WORD_RE.findall(text):
-        if word in out or len(word) < SPELLING_MIN_LENGTH or not word.isalpha():
+        if word in out or not SPELLING_MIN_LENGTH <= len(word) <= SPELLING_MAX_LENGTH or not word.isalpha():
             continue
         terms = keyword_terms(word)
         if len(terms) != 1 or terms[0] not in unknown:

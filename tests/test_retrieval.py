@@ -360,6 +360,8 @@ def test_misspelt_words_takes_only_unknown_long_plain_words():
     many = "qwertz asdfgh yxcvbn poiuzt"                                         # more than SPELLING_MAX_WORDS
     assert len(localrag.misspelt_words(many, many.split()[:3])) == 3
     assert localrag.misspelt_words(many, many.split()) == {}
+    long_word = "abcdefghij" * 3                                                # over SPELLING_MAX_LENGTH: no typo
+    assert localrag.misspelt_words(f"How do I {long_word}?", [long_word]) == {}
 
 
 def test_choose_corrections_prefers_the_word_most_chunks_use():
