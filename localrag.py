@@ -68,7 +68,8 @@ __all__ = [
     "answer_history", "answer_show", "llm_check", "run_eval", "make_server", "McpServer", "run_mcp_stdio", "doctor",
     "eval_init", "pyz_select", "pyz_boot", "main", "LocalRagError",
     "keyword_terms", "run_retrieval", "fuse", "gate_signals", "evidence_gate", "GateSettings", "calibrate_gate",
-    "load_questions",
+    "load_questions", "spelling_variants", "misspelt_words", "choose_corrections", "corrected_question",
+    "spelling_suggestion",
 ]
 
 # === 1. Constants ==================================================================================================
