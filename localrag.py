@@ -6723,9 +6723,8 @@ def evidence_gate(signals: dict, settings: GateSettings) -> tuple[str, str, dict
 # A typo ("enabel") is a word the knowledge base never uses, and the gate rightly refuses on it: the unknown word
 # counts with the highest idf.  The gate is not loosened for it (an off-topic noun is also unknown, and often one
 # edit from a vault word: bank/back, bread/break); instead a refusal offers the question with each such word
-# replaced by the vault's word one edit away (Damerau-Levenshtein: a letter dropped, added, changed or two swapped)
-# that the most chunks use, when the corrected question passes the gate.  The caller decides; nothing is answered
-# on a guess.
+# replaced by the vault's word one typing slip away (spelling_variants) that the most chunks use, when the corrected
+# question passes the gate.  The caller decides; nothing is answered on a guess.
 
 SPELLING_MIN_LENGTH = 5        # shorter words have too many neighbours one edit away (bank: back, band, blank, ...)
 SPELLING_MAX_WORDS = 3         # more unknown words than this are no slips of the keyboard: no suggestion
@@ -6758,16 +6757,18 @@ _INFLECTION_RE = re.compile(r"(?:ing|ed|es|s|e|d|er|ly)$")
 
 
 def _word_base(word: str) -> str:
+    """The word without one inflectional ending (released, releases, release -> releas)."""
     base = _INFLECTION_RE.sub("", word)
     return base if len(base) >= 3 else word
 
 
 def misspelt_words(question: str, unknown_terms: Iterable[str]) -> dict[str, dict[str, str]]:
     """{word as typed, lower case: {variant: its keyword term}} for each word of the question that is spelt with
-    letters only, is SPELLING_MIN_LENGTH to SPELLING_MAX_LENGTH long and whose term the knowledge base never uses (the gate's
-    ``unknown_words``); the variants are the ones with a keyword term (stopwords have none) that are not another
-    form of the same word (released: releases, release), which is a different wording, not a slip.  More than
-    SPELLING_MAX_WORDS such words: {} (garbage or another topic, and ~300 variants each to look up).  Pure."""
+    letters only, is SPELLING_MIN_LENGTH to SPELLING_MAX_LENGTH long and whose term the knowledge base never uses
+    (the gate's ``unknown_words``); the variants are the ones with a keyword term (stopwords have none) that are
+    not another form of the same word (released: releases, release), which is a different wording, not a slip.
+    More than SPELLING_MAX_WORDS such words: {} (garbage or another topic, and ~300 variants each to look up).
+    Pure."""
     unknown = set(unknown_terms)
     out: dict[str, dict[str, str]] = {}
     if not unknown:
@@ -7485,12 +7486,13 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
                     key=lambda key: (key[0], -len(coverage[key]), key[1]), default=None)
         readable = [u for u in whole[first] if _readable(u)][:FAKE_MAX_STEPS] if first is not None else []
         # The steps answer unless a sentence covers more of the question, or as much but under headings that say
-        # more of what was asked: "复制延迟了怎么办？" is answered by the text under "### 复制延迟", not by a
-        # failover procedure whose second step mentions replication lag.
-        best = max(scored, key=lambda u: (u["hit"], len(q & (headings[u["n"]] | heading_above(u["n"], u["pos"])))),
-                   default=None)
-        best_hit = best["hit"] if best else 0
-        best_context = len(q & (headings[best["n"]] | heading_above(best["n"], best["pos"]))) if best else 0
+        # more of what was asked: "复制延迟了怎么办？" does not get a failover procedure whose second step mentions
+        # replication lag.
+        def said_above(u: dict) -> int:
+            return len(q & (headings[u["n"]] | heading_above(u["n"], u["pos"])))
+
+        best = max(scored, key=lambda u: (u["hit"], said_above(u)), default=None)
+        best_hit, best_context = (best["hit"], said_above(best)) if best else (0, 0)
         if len(readable) >= 2 and len(coverage[first]) >= best_hit and \
                 (len(coverage[first]) > best_hit or len(context(first, whole[first])) >= best_context):
             n, items = first[0], whole[first]
@@ -7861,8 +7863,9 @@ def _store_for(config: Config, store: Store | None) -> Iterator[Store]:
 def search(config: Config, query: Any, top_k: Any = None, store: Store | None = None, *, retrieval: Any = None,
            path: Any = None, tag: Any = None, vault: Any = None) -> dict:
     """POST /search and `localrag search`: {confidence, results[], retrieval, gate}.  `confidence` is the gate's
-    similarity signal (the vector channel's top cosine; the top keyword score in keyword mode), `gate` says whether `ask` would
-    answer from these results and why."""
+    similarity signal (the vector channel's top cosine; the top keyword score in keyword mode), `gate` says
+    whether `ask` would answer from these results and why, `suggestion` the corrected question of a refusal caused
+    by a misspelt word (spelling_suggestion)."""
     query = validate_text(query, "query")
     top_k = validate_top_k(top_k, config)
     retrieval = validate_retrieval(retrieval, config)
