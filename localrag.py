@@ -6811,9 +6811,7 @@ def corrected_question(question: str, corrections: dict[str, str]) -> str:
     if not corrections:
         return question
 
-    def repl(m: re.Match) -> str:
-        typed = m.group()
-        fixed = corrections[unicodedata.normalize("NFKC", typed).casefold()]
+    def written_as(typed: str, fixed: str) -> str:
         if typed.isupper() and len(typed) > 1:
             return fixed.upper()
         if len(typed) == len(fixed):
@@ -6824,9 +6822,11 @@ def corrected_question(question: str, corrections: dict[str, str]) -> str:
         return bool(ch) and (ch.isalnum() and not _CJK_RUN_RE.match(ch))
 
     def sub(m: re.Match) -> str:
-        before, after = question[m.start() - 1:m.start()], question[m.end():m.end() + 1]
-        whole = not part_of_a_word(before) and not part_of_a_word(after)
-        return repl(m) if whole and unicodedata.normalize("NFKC", m.group()).casefold() in corrections else m.group()
+        typed, before, after = m.group(), question[m.start() - 1:m.start()], question[m.end():m.end() + 1]
+        fixed = corrections.get(unicodedata.normalize("NFKC", typed).casefold())
+        if fixed is None or part_of_a_word(before) or part_of_a_word(after):
+            return typed
+        return written_as(typed, fixed)
 
     words = sorted(corrections, key=len, reverse=True)
     return re.sub("|".join(map(re.escape, words)), sub, question, flags=re.IGNORECASE)
@@ -7873,19 +7873,21 @@ def search(config: Config, query: Any, top_k: Any = None, store: Store | None = 
     with _store_for(config, store) as s:
         retrieved = run_retrieval(s, config, query, top_k, retrieval, scope)
         mode, reason, signals = evidence_gate(gate_signals(retrieved), GateSettings.from_config(config))
-        suggestion = (spelling_suggestion(s, config, query, signals, top_k, retrieval, scope)
-                      if mode == "no_answer" and signals["unknown_words"] else None)
+        suggestion = spelling_suggestion(s, config, query, mode, signals, top_k, retrieval, scope)
     return {"confidence": _confidence(signals), "results": [public_result(r) for r in retrieved["results"]],
             "retrieval": retrieval, "search_path": retrieved["search_path"],
             "gate": {"mode": mode, "reason": reason, **signals}, "suggestion": suggestion}
 
 
-def spelling_suggestion(store: Store, config: Config, question: str, signals: dict, top_k: int, retrieval: str,
-                        scope: Scope | None) -> dict | None:
-    """For a question the gate refused with words the knowledge base never uses: {question, corrections:
-    [{word, suggestion}], reason} when replacing the misspelt ones with their nearest vault words gives a question
-    the gate answers; else None.  Costs one look-up of the variants' terms and one retrieval, on refusals only."""
-    candidates = misspelt_words(question, signals.get("unknown_words") or [])
+def spelling_suggestion(store: Store, config: Config, question: str, gate_mode: str, signals: dict, top_k: int,
+                        retrieval: str, scope: Scope | None) -> dict | None:
+    """For a question the gate refused (gate_mode no_answer) with words the knowledge base never uses: {question,
+    corrections: [{word, suggestion}], reason} when replacing the misspelt ones with their nearest vault words
+    gives a question the gate answers; else None.  Costs one look-up of the variants' terms and one retrieval, on
+    such refusals only."""
+    if gate_mode != "no_answer" or not signals.get("unknown_words"):
+        return None
+    candidates = misspelt_words(question, signals["unknown_words"])
     terms = sorted({t for variants in candidates.values() for t in variants.values()})
     if not terms:
         return None
@@ -7959,8 +7961,7 @@ def ask(config: Config, question: Any, top_k: Any = None, fallback: Any = False,
         results = run["results"]
         gate_mode, reason, signals = evidence_gate(gate_signals(run), GateSettings.from_config(config))
         confidence = _confidence(signals)
-        suggestion = (spelling_suggestion(s, config, question, signals, top_k, retrieval, scope)
-                      if gate_mode == "no_answer" and signals["unknown_words"] else None)
+        suggestion = spelling_suggestion(s, config, question, gate_mode, signals, top_k, retrieval, scope)
         mode, reason = apply_fallback(gate_mode, reason, fallback, config.rag_fallback_enabled)
         response: dict = {"mode": mode, "confidence": confidence, "answer": "", "citations": [], "reason": reason,
                           "threshold": config.rag_min_similarity, "prompt_version": None,
