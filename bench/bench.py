@@ -484,14 +484,17 @@ def typo(word: str, rng) -> str:
     return word[:i] + (rng.choice(near) if near else word[i]) + word[i + 1:]
 
 
-def bench_typos(config, out: dict, questions: list[dict], seed: int = 7) -> None:
+def bench_typos(config, out: dict, questions: list[dict], seed: int = 7, rounds: int = 3) -> None:
     """Did you mean: each answerable lexical question with one slip in its longest content word (5+ letters);
     how many the gate still answers, how many it refuses, and of those how many get the original question back as
-    the suggestion.  And how many unanswerable questions (off-topic, near-miss) get a suggestion at all."""
+    the suggestion.  And how many unanswerable questions (off-topic, near-miss) get a suggestion at all.  What a
+    suggestion costs: search p50 of the questions that got one against the same questions spelt right (median of
+    `rounds` runs each, alternating)."""
     import random
     import re
     rng = random.Random(seed)
     counts = {"typo_questions": 0, "answered_anyway": 0, "refused": 0, "suggested": 0, "suggested_the_original": 0}
+    pairs: list[tuple[str, str]] = []     # (as slipped, as written) for the questions offered a suggestion
     with localrag.Store.open(config) as store:
         for q in questions:
             if q.get("expected_mode", "rag") != "rag" or q.get("tier", "lexical") != "lexical":
@@ -511,11 +514,24 @@ def bench_typos(config, out: dict, questions: list[dict], seed: int = 7) -> None
             if got["suggestion"]:
                 counts["suggested"] += 1
                 counts["suggested_the_original"] += got["suggestion"]["question"] == q["question"]
+                pairs.append((slipped, q["question"]))
         unanswerable = [q for q in questions if q.get("expected_mode") == "no_answer"]
         offered = sum(localrag.search(config, q["question"], store=store)["suggestion"] is not None
                       for q in unanswerable)
+        times: dict[str, list[float]] = {"slipped": [], "written": []}
+        for slipped, written in pairs:
+            for _ in range(rounds):
+                for name, text in (("slipped", slipped), ("written", written)):
+                    started = time.perf_counter()
+                    localrag.search(config, text, store=store)
+                    times[name].append((time.perf_counter() - started) * 1000)
     counts["unanswerable_questions"] = len(unanswerable)
     counts["unanswerable_with_a_suggestion"] = offered
+    if pairs:
+        slipped_ms, written_ms = statistics.median(times["slipped"]), statistics.median(times["written"])
+        counts["search_p50_ms_with_a_suggestion"] = round(slipped_ms, 2)
+        counts["search_p50_ms_spelt_right"] = round(written_ms, 2)
+        counts["suggestion_cost_ratio"] = round(slipped_ms / written_ms, 2)
     out["did_you_mean"] = counts
 
 
