@@ -7775,14 +7775,13 @@ def claim_support(answer: str, blocks: Sequence[dict]) -> list[dict]:
     return claims
 
 
-_FENCE_RE = re.compile(r"^\s{0,3}(```+|~~~+)")
 _MARKERS_ONLY_RE = re.compile(r"^\s*(?:\[\d+\]\s*)+$")
 
 
 def _answer_segments(answer: str) -> Iterator[tuple[str, str | None]]:
     """An answer's lines as (line, None), except that a fenced code block comes whole as (code, markers): its
     lines without the fences, and the markers after its closing fence (on that line, or alone on the next).  An
-    unclosed fence runs to the end."""
+    unclosed fence runs to the end.  A fence is what it is in a note (_FENCE_RE: up to three spaces before it)."""
     lines = answer.splitlines()
     i = 0
     while i < len(lines):

@@ -238,6 +238,17 @@ def test_comment_content_never_survives(before, after, secret):
     assert clean.replace("\n", "").replace(" ", "") == (before + after).replace("\n", "").replace(" ", "")
 
 
+@pytest.mark.parametrize("text, clean", [
+    ("   ```\n%%kept in code%%\n```\n", "   ```\n%%kept in code%%\n```\n"),     # up to 3 spaces: a fence
+    ("\t```\n%%hidden%%\ntext\n", "\t```\n\ntext\n"),                         # a tab is 4 columns: no fence
+    ("    ```\n%%hidden%%\n", "    ```\n\n"),
+])
+def test_a_fence_opens_only_with_up_to_three_spaces_before_it(text, clean):
+    """CommonMark: four columns of indentation make an indented code line, not a fence, so a comment after it is
+    still a comment.  (A second, looser _FENCE_RE for answers once shadowed this one and let a tab open a fence.)"""
+    assert localrag.strip_obsidian_syntax(text)[0] == clean
+
+
 def test_comments_and_block_ids_keep_line_numbers():
     text = "---\ntags: [a]\n---\n# H\n%%\nhidden\nlines\n%%\nafter the comment ^b1\n"
     doc = localrag.parse_markdown(text, "n.md")
