@@ -2679,7 +2679,6 @@ MODEL_MANIFEST_IN_CACHE = "localrag-manifest.json"         # kept next to refs/ 
 QWEN_REPO_DIR = "models--" + QWEN_MODEL.replace("/", "--")
 QWEN_EXTRA_REQUIREMENTS = ("sentence-transformers>=2.7.0", "transformers>=4.51.0")
 TORCH_VERSION = "2.13.0"                                    # the CPU build the Makefile and the wheelhouse pin
-TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 # Target platforms for `embeddings wheelhouse`: pip platform tags (several: pip takes any of them), and whether
 # torch comes from the PyTorch CPU index (Linux x86_64: PyPI's torch there is the multi-GB CUDA build).
 WHEEL_PLATFORMS = {
