@@ -7257,6 +7257,9 @@ _CODE_MARK = "\x01"      # a line of _evidence_units' own: the fenced code block
 # A closed fenced code block, at the start of a line or indented (inside a list item), closed at the same indent.
 _CLOSED_FENCE_RE = re.compile(r"^([ \t]*)(```+|~~~+)[^\n]*\n.*?^\1\2[ \t]*$", re.MULTILINE | re.DOTALL)
 _LISTED = ("step", "item", "sub")
+# A FAQ's question: a whole line in bold that ends with a question mark ("**Can I use my old QR code?**"), its
+# answer on the lines below.  It is read as a heading (what the answer under it is about), never shown as one.
+_FAQ_QUESTION_RE = re.compile(r"^[ \t]{0,3}(\*\*|__)((?:(?!\1)[^\n])+?[?？])\1[ \t]*$", re.MULTILINE)
 
 
 def _evidence_units(content: str) -> list[dict]:
@@ -7274,7 +7277,7 @@ def _evidence_units(content: str) -> list[dict]:
                                for line in m.group(0).split("\n")))
         return f"{indent}{_CODE_MARK}{len(codes) - 1}"
 
-    content = _CLOSED_FENCE_RE.sub(keep_code, content)
+    content = _FAQ_QUESTION_RE.sub(r"#### \2", _CLOSED_FENCE_RE.sub(keep_code, content))
     units: list[dict] = []
     paragraph: list[str] = []
     item: dict | None = None
@@ -7321,8 +7324,9 @@ def _evidence_units(content: str) -> list[dict]:
             if sum(1 for c in cells if c) >= 2:      # a table row: one unit, its cells as written
                 text = _collapse(line.strip().strip("|"))
                 if last_kind != "row":
-                    header = text                     # the first row names the columns
-                units.append({"text": text, "kind": "row", "header": header if text != header else None})
+                    header = text                     # the first row names the columns: shown only above a row
+                units.append({"text": text, "kind": "row", "header": header if text != header else None,
+                              "names_columns": last_kind != "row"})
             last_kind = "row"
         elif m:
             flush_paragraph()
@@ -7382,8 +7386,8 @@ def _readable(unit: dict) -> bool:
     cjk = sum(len(run) for run in _CJK_RUN_RE.findall(text))
     if unit["kind"] == "step":
         return words >= 2 or cjk >= 4
-    if unit["kind"] == "row":
-        return bool(re.search(r"\w", text))  # cells are terse by nature; their header row gives the context
+    if unit["kind"] == "row":   # cells are terse by nature; their header row gives the context
+        return not unit.get("names_columns") and bool(re.search(r"\w", text))
     if not introduces_code and not re.search(r"[.!。！)）\]]$", text) and words < 6 and cjk < 10:
         return False  # a bare title or link line, not a statement
     return words >= 4 or cjk >= 8 or (words >= 2 and cjk >= 4)
@@ -7408,6 +7412,11 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
         for pos, unit in enumerate(_evidence_units(b["content"])):
             toks = content_tokens(unit["text"])
             hit = len(q & toks)
+            if hit and unit.get("header"):
+                # a row that says something asked is read with its column names: "信息安全意识培训 | 入职 7 天内"
+                # under "培训 | 完成时限" answers "which training, by when" as a whole
+                toks |= content_tokens(unit["header"])
+                hit = len(q & toks)
             # a unit stating the asked-for kind of fact (a number for a limit question...) ranks as if it
             # covered a third more of the question
             carries = bool(hit and wants and wants.carried_by(question, unit["text"]))

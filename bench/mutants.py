@@ -333,6 +333,18 @@ MUTANTS: list[Mutant] = [
       "for c in _KEY_NEIGHBOURS.get(b[0], \"\")]",
       "for c in letters]",
       ("tests/test_retrieval.py",), "spelling or suggestion"),
+    M("answers: a table row is read without its column names",
+      "                toks |= content_tokens(unit[\"header\"])\n",
+      "",
+      ("tests/test_answers.py",), "table_row"),
+    M("answers: a table's header row may be shown on its own",
+      "return not unit.get(\"names_columns\") and bool(",
+      "return bool(",
+      ("tests/test_answers.py",), "table_row"),
+    M("answers: a FAQ's bold question is read as text (its first sentence shown as an answer)",
+      "content = _FAQ_QUESTION_RE.sub(r\"#### \\2\", _CLOSED_FENCE_RE.sub(keep_code, content))",
+      "content = _CLOSED_FENCE_RE.sub(keep_code, content)",
+      ("tests/test_answers.py",), "faq_question"),
 ]
 
 

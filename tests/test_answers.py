@@ -546,6 +546,45 @@ def test_extractive_answer_prefers_the_sentence_that_carries_the_kind():
     assert first == "For the Plus plan the limit is 200 MB per file. [2]"
 
 
+def test_extractive_answer_reads_a_table_row_with_its_column_names_and_never_the_header_alone():
+    """A row that says something asked comes with the table's header above it, and counts the header's words
+    (which training, by when); a row that says nothing asked stays out, and the header row is never an answer
+    on its own ("Property | Type | Description" said nothing)."""
+    table = ("| Training | Deadline | Check |\n|---|---|---|\n| Security awareness training | 7 days | exam |\n"
+             "| Product basics | 14 days | demo |\n| Parking permit | 30 days | none |")
+    blocks = blocks_of("The deadline is set by your manager.\n\n" + table)
+    lines = localrag.fake_answer("What is the deadline of each training?", blocks).splitlines()
+    assert lines[:2] == ["Training | Deadline | Check [1]", "Security awareness training | 7 days | exam [1]"]
+    assert "Product basics | 14 days | demo [1]" not in lines and "Parking permit | 30 days | none [1]" not in lines
+    answer = localrag.fake_answer("Which property types are there?",
+                                  blocks_of("| Property | Type | Description |\n|---|---|---|\n| tags | List | x |"))
+    assert "Property | Type | Description" not in answer
+    # without the header's words the row covers half the question, and the sentence that covers it all wins
+    assert localrag.fake_answer("What is the deadline of each training?", blocks_of(
+        "Every training has a deadline in the first month.\n\n" + table.replace("Deadline", "Due"))).splitlines()[0] \
+        == "Every training has a deadline in the first month. [1]"
+
+
+def test_extractive_answer_reads_a_faq_question_as_the_heading_of_its_answer():
+    """A FAQ's question in bold ("**I turned 2FA off. Can I reuse my old QR code?**") is not an answer: none of
+    its sentences is shown (the first, without its question mark, used to be), and it says what the answer under
+    it is about."""
+    content = ("**I turned two-factor authentication off. Can I reuse my old QR code to turn it on?**\n"
+               "No. Each time you turn on two-factor authentication you get a new QR code.\n\n"
+               "__Is two-factor authentication free?__\nYes, for every account.")
+    answer = localrag.fake_answer("How do I turn on two-factor authentication again?", blocks_of(content))
+    assert "I turned two-factor authentication off." not in answer
+    assert answer.splitlines()[0] == "No. [1]" or \
+        "Each time you turn on two-factor authentication you get a new QR code. [1]" in answer.splitlines()
+    units = localrag._evidence_units(content)
+    assert [u["text"] for u in units if u["kind"] == "heading"] == [
+        "I turned two-factor authentication off. Can I reuse my old QR code to turn it on?",
+        "Is two-factor authentication free?"]
+    # bold that is not a whole line, or not a question, stays text
+    assert [u["kind"] for u in localrag._evidence_units("**Note:** the code changes each time?")] == ["sentence"]
+    assert [u["kind"] for u in localrag._evidence_units("**Back up your vault.**")] == ["sentence"]
+
+
 def test_extractive_answer_never_returns_fragments_or_lone_markers():
     content = ("- [[Set up Sync]]\n- Click Create.\n> [!note] Important!\n> Notes sync when the app is open!"
                "Really.\n\nSee [2] for details of the sync engine and its limits.")
