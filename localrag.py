@@ -2084,7 +2084,9 @@ def qwen_cache_hint(cache_dir: Path) -> str:
 QWEN_INSTALL_HINT = ("EMBEDDING_PROVIDER=local-qwen3 needs sentence-transformers and torch in this Python: "
                      "pip install 'localrag[local-qwen3]' (install a CPU build of torch first to keep it small; "
                      "see the README)")
-QWEN_PACKAGES = ("'sentence-transformers>=2.7.0'", "'transformers>=4.51.0'")
+# the [local-qwen3] extra beside torch (pyproject.toml says the same; a test checks): the install hint and the
+# offline wheelhouse both use this list
+QWEN_EXTRA_REQUIREMENTS = ("sentence-transformers>=2.7.0", "transformers>=4.51.0")
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 
 
@@ -2095,11 +2097,12 @@ def qwen_install_hint(in_pyz: bool, python: str = sys.executable, platform: str 
         return QWEN_INSTALL_HINT
     version = ".".join(map(str, sys.version_info[:2]))
     exe = f'"{python}"' if " " in python else python
+    packages = " ".join("'" + r + "'" for r in QWEN_EXTRA_REQUIREMENTS)
     if platform.startswith("linux"):  # the default Linux torch wheel pulls GBs of CUDA: take the CPU build
         cmd = (f"{exe} -m pip install --user torch --index-url {TORCH_CPU_INDEX} && "
-               f"{exe} -m pip install --user {' '.join(QWEN_PACKAGES)}")
+               f"{exe} -m pip install --user {packages}")
     else:
-        cmd = f"{exe} -m pip install --user torch {' '.join(QWEN_PACKAGES)}"
+        cmd = f"{exe} -m pip install --user torch {packages}"
     return (f"EMBEDDING_PROVIDER=local-qwen3 needs torch, sentence-transformers and transformers in the Python "
             f"that runs this pyz (Python {version} at {python}); install them for this user: {cmd} (a Python that "
             f"refuses --user installs: make a venv and run the pyz with its python)")
@@ -2677,7 +2680,6 @@ MODEL_ARCHIVE_CHUNK_BYTES = 8 * 1024 * 1024           # measured: 8 MiB pieces c
 MODEL_UNPACK_BUFFER_BYTES = 1024 * 1024
 MODEL_MANIFEST_IN_CACHE = "localrag-manifest.json"         # kept next to refs/ after unpack, read by status
 QWEN_REPO_DIR = "models--" + QWEN_MODEL.replace("/", "--")
-QWEN_EXTRA_REQUIREMENTS = ("sentence-transformers>=2.7.0", "transformers>=4.51.0")
 TORCH_VERSION = "2.13.0"                                    # the CPU build the Makefile and the wheelhouse pin
 # Target platforms for `embeddings wheelhouse`: pip platform tags (several: pip takes any of them), and whether
 # torch comes from the PyTorch CPU index (Linux x86_64: PyPI's torch there is the multi-GB CUDA build).

@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 import unicodedata
+from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -246,3 +247,13 @@ def test_token_caches_stay_bounded_and_change_no_result(field_lists):
             assert got == localrag.keyword_terms(text)
     localrag._bucket_cache.clear()
     localrag._kw_word_cache.clear()
+
+
+def test_qwen_requirements_match_the_local_qwen3_extra():
+    """The install hint and the offline wheelhouse name the same packages as pyproject.toml's [local-qwen3] extra
+    (beside torch, which each pins its own way)."""
+    import localrag
+    text = (Path(localrag.__file__).resolve().parent / "pyproject.toml").read_text(encoding="utf-8")
+    extra = re.search(r"^local-qwen3 = \[(.*?)\]", text, re.MULTILINE | re.DOTALL).group(1)
+    assert [r for r in re.findall(r'"([^"]+)"', extra) if r != "torch"] == list(localrag.QWEN_EXTRA_REQUIREMENTS)
+    assert all(r in localrag.qwen_install_hint(True, "python3", "linux") for r in localrag.QWEN_EXTRA_REQUIREMENTS)
