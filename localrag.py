@@ -70,6 +70,7 @@ __all__ = [
     "keyword_terms", "run_retrieval", "fuse", "gate_signals", "evidence_gate", "GateSettings", "calibrate_gate",
     "load_questions", "spelling_variants", "misspelt_words", "choose_corrections", "corrected_question",
     "spelling_suggestion",
+    "closest_notes",
 ]
 
 # === 1. Constants ==================================================================================================
@@ -6720,6 +6721,41 @@ def evidence_gate(signals: dict, settings: GateSettings) -> tuple[str, str, dict
                    f"({matched} of {signals['query_terms']} terms matched)"), signals
 
 
+# --- The closest notes of a refusal --------------------------------------------------------------------------------
+# A refusal says why (the reason) but not where to look.  The retrieval that ran still found the notes nearest the
+# question: the few that share a fair part of its terms are named (with those terms), so a person can open them and
+# an agent can read them with get_note.  They are no answer and carry no citation: the shared words say how little
+# they have in common.  A question that shares only an everyday word with the vault (most off-topic ones) gets none.
+
+CLOSEST_NOTES_MAX = 3
+CLOSEST_MIN_COVERAGE = 0.2    # at least a fifth of the question's term weight ...
+CLOSEST_MIN_SHARED_TERMS = 2   # ... in two terms or more: one shared everyday word (best, change, home) is no lead
+
+
+def closest_notes(retrieved: dict, limit: int = CLOSEST_NOTES_MAX) -> list[dict]:
+    """From a run_retrieval() result: the first `limit` distinct notes among its results (best first) whose chunk
+    shares at least CLOSEST_MIN_SHARED_TERMS of the question's terms, together at least CLOSEST_MIN_COVERAGE of
+    their weight (the gate's idf weights): {source, vault_path, heading_path, title, shared_terms, coverage,
+    score}.  Pure."""
+    weight = {t["term"]: t["weight"] for t in retrieved["terms"]}
+    total = sum(weight.values())
+    notes: list[dict] = []
+    seen: set[tuple[str, str]] = set()
+    for r in retrieved["results"]:
+        key = (r.get("vault_path") or "", r["source"])
+        coverage = sum(weight.get(t, 0.0) for t in r.get("matched_terms") or ()) / total if total else 0.0
+        if coverage < CLOSEST_MIN_COVERAGE or len(r.get("matched_terms") or ()) < CLOSEST_MIN_SHARED_TERMS or \
+                key in seen:
+            continue
+        seen.add(key)
+        notes.append({"source": r["source"], "vault_path": r.get("vault_path"),
+                      "heading_path": list(r.get("heading_path") or []), "title": r.get("title"),
+                      "shared_terms": list(r["matched_terms"]), "coverage": round(coverage, 6), "score": r["score"]})
+        if len(notes) >= limit:
+            break
+    return notes
+
+
 # --- Did you mean: a misspelt word ---------------------------------------------------------------------------------
 # A typo ("enabel") is a word the knowledge base never uses, and the gate rightly refuses on it: the unknown word
 # counts with the highest idf.  The gate is not loosened for it (an off-topic noun is also unknown, and often one
@@ -7846,7 +7882,7 @@ def answer_record(response: dict, *, question: str, top_k: int, config: Config, 
                       "search_path": response.get("search_path")},
         "gate": {"confidence": response["confidence"], "threshold": response["threshold"],
                  "signals": response.get("gate") or {}, "evidence_check": response.get("evidence_check"),
-                 "suggestion": response.get("suggestion")},
+                 "suggestion": response.get("suggestion"), "closest": response.get("closest")},
         "evidence": blocks, "excluded": list(evidence.excluded) if evidence else [],
         "prompt_version": response["prompt_version"], "request_body": body_text,
         "request_sha256": hashlib.sha256(request_body).hexdigest() if request_body is not None else None,
@@ -7977,7 +8013,7 @@ def ask(config: Config, question: Any, top_k: Any = None, fallback: Any = False,
                           "completion": {"status": "not_called", "finish_reason": None, "model": None, "usage": None},
                           "evidence_check": None, "claims": [], "citation_check": None, "answer_id": None,
                           "retrieval": retrieval, "search_path": run["search_path"], "gate": signals,
-                          "suggestion": suggestion}
+                          "suggestion": suggestion, "closest": None}
         evidence: Evidence | None = None
         if mode == "rag":
             evidence = assemble_evidence(results, config.rag_context_token_budget, max_blocks=top_k)
@@ -8008,6 +8044,8 @@ def ask(config: Config, question: Any, top_k: Any = None, fallback: Any = False,
             _record(config, s, response, question, top_k, evidence, request_body, started, retrieved, model_started,
                     scope)
             raise
+        if response["mode"] == "no_answer":   # the gate's, the answer-type check's or the model's own refusal
+            response["closest"] = closest_notes(run)
         request_body = response.pop("_request_body", None)
         _record(config, s, response, question, top_k, evidence, request_body, started, retrieved, model_started,
                     scope)
@@ -9379,8 +9417,19 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
                           "question": _schema("string"), "reason": _schema("string"),
                           "corrections": _schema("array", items=_schema("object", properties={
                               "word": _schema("string"), "suggestion": _schema("string")}))})
+    closest = _doc("array", "On no_answer: up to 3 notes the retrieval found nearest the question, each sharing "
+                            "at least 2 of its terms, together at least a fifth of their idf weight (no answer, no "
+                            "citation: where a person might look); [] when none does; null when the mode is not "
+                            "no_answer",
+                   [{"source": "Plugins/Canvas.md", "vault_path": "/home/me/vault", "heading_path": ["Add cards"],
+                     "title": "Canvas", "shared_terms": ["canvas", "card"], "coverage": 0.31, "score": 0.42}],
+                   nullable=True, items=_schema("object", properties={
+                       "source": _schema("string"), "vault_path": _schema("string"),
+                       "heading_path": _schema("array", items=_schema("string")), "title": _schema("string"),
+                       "shared_terms": _schema("array", items=_schema("string")), "coverage": _schema("number"),
+                       "score": _schema("number")}))
     ask_response["properties"].update({"retrieval": retrieval_used, "search_path": search_path, "gate": gate,
-                                       "suggestion": suggestion})
+                                       "suggestion": suggestion, "closest": closest})
     note = _schema("object", required=["path", "vault_path", "heading_path", "line_start", "line_end", "content"],
                    properties={
         "path": source, "vault_path": _doc("string", "The vault folder the note was indexed from",
@@ -9803,6 +9852,7 @@ async function ask() {
   $("mode").textContent = ""; $("reason").textContent = "";
   $("citations").replaceChildren();
   $("suggestion").hidden = true;
+  $("closest").hidden = true;
   resetTicket();
   $("ticket-box").hidden = true;
   setState(panel, "running", "retrieving…");
@@ -9831,6 +9881,11 @@ async function ask() {
     if (name === "delta") answer.textContent += data.text;
     if (name === "done") answer.textContent = data.answer;
     if (name === "done" && data.mode === "no_answer") offerTicket(question, data.answer_id);
+    if (name === "done" && data.closest && data.closest.length) {
+      $("closest-list").replaceChildren(...data.closest.map(c => el("li", "closest-note",
+        where(c) + "  (shares: " + c.shared_terms.join(", ") + ")")));
+      $("closest").hidden = false;
+    }
     if (name === "done" && data.suggestion) {
       $("suggestion-question").textContent = data.suggestion.question;
       $("suggestion").hidden = false;
@@ -10020,6 +10075,8 @@ aria-selected="false">Tickets</button></nav>
 <p class="status"></p>
 <p>mode <span id="mode"></span> <span id="reason"></span></p>
 <p id="suggestion" hidden>Did you mean <button type="button" class="link" id="suggestion-question"></button>?</p>
+<div id="closest" hidden><p>Closest notes (they share words with the question but do not answer it):</p>
+<ul id="closest-list"></ul></div>
 <div id="answer" aria-live="polite"></div>
 <h2>Citations</h2><div id="citations"></div>
 <div id="ticket-box" hidden><p>The knowledge base could not answer this. <button class="go" type="button"
@@ -10826,7 +10883,9 @@ def _mcp_tools() -> dict[str, McpTool]:
                 "with the evidence text, note path, heading path, file lines and score); mode `no_answer` means the "
                 "knowledge base holds no good evidence: tell the user, do not invent an answer. When a no_answer "
                 "has a `suggestion`, the question had a misspelt word and `suggestion.question` (the corrected "
-                "question) is answerable: ask it if that is what the user meant. `fallback` asks for "
+                "question) is answerable: ask it if that is what the user meant. A no_answer's `closest` names the notes that "
+                "share most words with the question (no answer, no citation): offer them, or read them with get_note "
+                "to see whether they help. `fallback` asks for "
                 "a general-knowledge answer instead, if the server allows it.",
                 _ASK_FIELDS, ("question",), lambda config, store, **a: ask(config, store=store, **a)),
         McpTool("get_note", "Read a note or one section",
@@ -11531,6 +11590,15 @@ def _print_suggestion(suggestion: dict | None) -> None:
         print(f"did you mean: {suggestion['question']}  ({fixes}; the knowledge base has evidence for it)")
 
 
+def _print_closest(closest: list[dict] | None) -> None:
+    if closest:
+        print("closest notes (they share words with the question but do not answer it):")
+        for c in closest:
+            where = f" › {' › '.join(c['heading_path'])}" if c["heading_path"] else ""
+            print(f"    {c['source']}{where}  (shares: {', '.join(c['shared_terms'])})")
+            print(f"    open: {_show_command(c['source'], c['heading_path'])}")
+
+
 def _print_citations(citations: list[dict]) -> None:
     for n, c in enumerate(citations, 1):
         lines = f":{c['line_start']}-{c['line_end']}" if c.get("line_start") else ""
@@ -11601,6 +11669,7 @@ def _cmd_ask(config: Config, args: argparse.Namespace) -> int:
     print()
     print(f"mode: {result['mode']}  confidence: {result['confidence']:.4f}  ({result['reason']})")
     _print_suggestion(result.get("suggestion"))
+    _print_closest(result.get("closest"))
     if result["citations"]:
         print("sources:")
         _print_citations(result["citations"])
@@ -11751,6 +11820,9 @@ def _cmd_history(config: Config, args: argparse.Namespace) -> int:
         offered = (record.get("gate") or {}).get("suggestion")
         if offered:
             print(f"did you mean {offered['question']}")
+        for c in (record.get("gate") or {}).get("closest") or []:
+            print(f"closest      {c['source']}{' › ' + ' › '.join(c['heading_path']) if c['heading_path'] else ''}"
+                  f"  (shares: {', '.join(c['shared_terms'])})")
         print(f"model        {record['llm_provider']}/{record['model'] or '-'}  completion {record['completion_status']}"
               f" (finish_reason {record['finish_reason']})  prompt {record['prompt_version'] or '-'}")
         print(f"latency      {record['latency_ms']}")

@@ -345,6 +345,14 @@ MUTANTS: list[Mutant] = [
       "content = _FAQ_QUESTION_RE.sub(r\"#### \\2\", _CLOSED_FENCE_RE.sub(keep_code, content))",
       "content = _CLOSED_FENCE_RE.sub(keep_code, content)",
       ("tests/test_answers.py",), "faq_question"),
+    M("closest notes: one shared everyday word is a lead",
+      "CLOSEST_MIN_SHARED_TERMS = 2 ",
+      "CLOSEST_MIN_SHARED_TERMS = 1 ",
+      ("tests/test_retrieval.py",), "closest"),
+    M("closest notes: an answer names them too",
+      "        if response[\"mode\"] == \"no_answer\":   # the gate's",
+      "        if True:   # the gate's",
+      ("tests/test_retrieval.py",), "closest"),
 ]
 
 

@@ -132,6 +132,8 @@ def test_a_misspelt_question_offers_the_corrected_one(ingested, browser):
         assert browser.find_element("id", "mode").text == "no_answer"
         offer = browser.find_element("id", "suggestion-question")
         assert offer.is_displayed() and offer.text == "What are the API latency alert thresholds?"
+        closest = browser.find_elements("css selector", "#closest-list li")   # where to look, under the refusal
+        assert [li.text for li in closest] == ["runbooks/API Latency Runbook.md  (shares: alert, api, latency)"]
         screenshot(browser, "did-you-mean")
         offer.click()
         from selenium.webdriver.support.ui import WebDriverWait
@@ -140,6 +142,7 @@ def test_a_misspelt_question_offers_the_corrected_one(ingested, browser):
         assert browser.find_element("id", "question").get_attribute("value") == \
             "What are the API latency alert thresholds?"
         assert not browser.find_element("id", "suggestion").is_displayed()
+        assert not browser.find_element("id", "closest").is_displayed()
 
 
 def test_refused_answer_becomes_a_confirmed_ticket(ingested, browser, monkeypatch):

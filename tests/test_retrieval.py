@@ -823,6 +823,67 @@ NO_ANSWER_SAMPLE = [q["question"] for q in localrag.load_questions(QUESTIONS) if
     "How do I link my bank account to PayPal?", "When was the marathon relesed?"]
 
 
+# === 10. The closest notes of a refusal =============================================================================
+
+def _closest_run(results: list[tuple[str, list[str]]]) -> dict:
+    terms = [{"term": t, "weight": w, "df": 1} for t, w in (("atlas", 1.0), ("crm", 1.0), ("price", 3.0),
+                                                              ("edition", 1.0), ("year", 1.0))]
+    return {"terms": terms, "results": [{"source": src, "vault_path": "/v", "heading_path": ["H"], "title": src,
+                                         "matched_terms": matched, "score": 0.5} for src, matched in results]}
+
+
+def test_closest_notes_are_distinct_notes_sharing_enough_of_the_question():
+    run = _closest_run([("a.md", ["atlas", "crm"]),            # 2 of 7 weight: 0.29
+                        ("a.md", ["atlas", "crm", "edition"]),  # the same note again
+                        ("b.md", ["price"]),                    # 0.43, but one term only
+                        ("c.md", ["edition", "year"]),          # 0.29
+                        ("d.md", ["year"]),                     # one everyday word
+                        ("e.md", ["atlas", "edition"]),
+                        ("f.md", ["atlas", "crm", "year"])])    # a fourth: past the limit
+    notes = localrag.closest_notes(run)
+    assert [n["source"] for n in notes] == ["a.md", "c.md", "e.md"]
+    assert notes[0] == {"source": "a.md", "vault_path": "/v", "heading_path": ["H"], "title": "a.md",
+                        "shared_terms": ["atlas", "crm"], "coverage": round(2 / 7, 6), "score": 0.5}
+    assert localrag.closest_notes(_closest_run([("g.md", ["year", "edition"])]), limit=1)[0]["source"] == "g.md"
+    # below a fifth of the weight in two terms: no lead
+    assert localrag.closest_notes({"terms": [{"term": t, "weight": 1.0, "df": 1} for t in "abcdefghijk"],
+                                   "results": [{"source": "x.md", "matched_terms": ["a", "b"], "score": 1}]}) == []
+    assert localrag.closest_notes({"terms": [], "results": []}) == []
+
+
+def test_a_refusal_names_the_closest_notes_and_an_answer_none(ingested):
+    """A question in the vault's domain whose fact is not there (a price) is refused, and the refusal names the
+    notes that share its words: where a person would look.  Off-topic questions, which share at most an everyday
+    word, get none; an answer has none (null)."""
+    config, _, _ = ingested
+    response = localrag.ask(config, "What is the price of Atlas CRM Enterprise?")
+    assert response["mode"] == "no_answer" and response["citations"] == []
+    closest = response["closest"]
+    assert closest and closest[0]["source"].startswith("products/Atlas CRM")
+    assert all({"atlas", "crm", "enterprise"} <= set(c["shared_terms"]) for c in closest)
+    assert len({c["source"] for c in closest}) == len(closest) <= localrag.CLOSEST_NOTES_MAX
+    assert localrag.answer_show(config, response["answer_id"])["gate"]["closest"] == closest   # kept for audit
+    for q in NO_ANSWER_SAMPLE:
+        assert localrag.ask(config, q)["closest"] == [], q
+    assert localrag.ask(config, Q_P1)["closest"] is None
+
+
+def test_cli_http_and_openapi_show_the_closest_notes(http_api):
+    post, _ = http_api
+    question = "What is the price of Atlas CRM Enterprise?"
+    code, out = run_cli("ask", question)
+    assert code == 0 and "closest notes (they share words with the question but do not answer it):" in out
+    assert "products/Atlas CRM.md" in out and "(shares: atlas, crm, enterprise)" in out
+    assert "open: localrag show " in out.split("closest notes")[1]
+    code, out = run_cli("history", "show", str(localrag.answer_history(localrag.load_config(), 1)["answers"][0]["id"]))
+    assert code == 0 and "closest      products/Atlas CRM" in out
+    status, text = post("/ask", {"question": question})
+    assert status == 200 and json.loads(text)["closest"][0]["source"].startswith("products/Atlas CRM")
+    status, text = post("/ask/stream", {"question": question})
+    assert status == 200 and '"closest": [{"source": "products/Atlas CRM' in text
+    assert "closest" in localrag.openapi_spec()["components"]["schemas"]["AskResponse"]["properties"]
+
+
 def test_cli_and_http_show_the_suggestion(http_api):
     post, _ = http_api
     code, out = run_cli("ask", TYPO_Q)
