@@ -12457,7 +12457,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt as exc:
         signum = getattr(exc, "signum", signal.SIGINT)
         partial = getattr(exc, "partial", None)
-        _say(f"interrupted ({signal.Signals(signum).name})" + (_interrupted_summary(partial) if partial else ""))
+        message = f"interrupted ({signal.Signals(signum).name})" + (_interrupted_summary(partial) if partial else "")
+        _say(message)
+        if want_json:   # a script reading stdout gets the error body, with what an ingest committed
+            with contextlib.suppress(OSError):
+                _print_json({"error": {"code": "interrupted", "message": message,
+                                       "details": {"signal": signal.Signals(signum).name,
+                                                   **({"ingest_run": partial} if partial else {})}}})
         return 128 + signum
     except BrokenPipeError:
         return EXIT_OK

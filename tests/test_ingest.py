@@ -399,12 +399,12 @@ def _running_with_commits(config):
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGKILL])
 def test_signal_mid_ingest_leaves_no_process_lock_or_running_row(db, big_vault, sig):
-    proc = start_cli("ingest", str(big_vault), env=WORKERS, batch_chunks=60)
+    proc = start_cli("ingest", str(big_vault), "--json", env=WORKERS, batch_chunks=60)
     run_id = wait_for(lambda: _running_with_commits(db))[0]
     workers = children(proc.pid)
     assert len(workers) == 2, "the worker pool should be running"
     os.kill(proc.pid, sig)
-    _, err = proc.communicate(timeout=60)
+    out, err = proc.communicate(timeout=60)
     assert wait_gone(workers) == [], "worker processes outlived their parent"
     if sig == signal.SIGKILL:
         assert proc.returncode == -signal.SIGKILL
@@ -417,6 +417,9 @@ def test_signal_mid_ingest_leaves_no_process_lock_or_running_row(db, big_vault, 
         name = signal.Signals(sig).name
         assert proc.returncode == 128 + sig, err
         assert f"interrupted ({name}): ingest run #{run_id} stopped and marked failed" in err
+        body = json.loads(out)["error"]       # --json: the error body is on stdout, with what was committed
+        assert body["code"] == "interrupted" and body["details"]["signal"] == name
+        assert body["details"]["ingest_run"]["id"] == run_id and body["message"] in err
         status, summary, added = query(db, "SELECT status, error_summary, documents_added FROM ingest_runs "
                                            "WHERE id = :i", i=run_id)[0]
         assert status == "failed" and f"interrupted ({name})" in summary
