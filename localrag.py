@@ -4698,6 +4698,11 @@ class Store:
     def vault_paths(self) -> list[str]:
         return [r[0] for r in self.run("SELECT DISTINCT vault_path FROM documents ORDER BY 1")]
 
+    def scope_has_chunks(self, scope: "Scope") -> bool:
+        """Whether any indexed chunk lies inside the scope (its path prefixes, tags and vault)."""
+        extra, params = self._scope_sql(scope, "x.id")
+        return bool(self.run("SELECT EXISTS (SELECT 1 FROM chunks x WHERE TRUE" + extra + ")", **params)[0][0])
+
     def find_notes(self, relative_paths: Sequence[str], vault: str | None = None) -> list[dict]:
         """Documents whose relative path is one of `relative_paths` (optionally in one vault), in that order of
         preference; each with its body, first line and tags (every chunk carries the document's tags)."""
@@ -6610,10 +6615,19 @@ def run_retrieval(store: Store, config: Config, query: str, top_k: int, retrieva
                        "keyword": round(c["keyword"], 6), "title": c["title"]},
             "channels": sorted(c["channels"]), "vault_path": vault_path, "matched_terms": c["matched_terms"],
             "chunk_index": chunk_index, "content_hash": content_hash, "chunk_id": cid})
+    scope_empty = False
+    if not results and scope is not None and not scope.empty:
+        # a filter that matches no note is more likely a typo than a question the vault cannot answer
+        indexed = store.vault_paths() if scope.vault else []
+        if scope.vault and scope.vault not in indexed:
+            raise VaultNotIndexed(f"vault {scope.vault} is not indexed; indexed: {', '.join(indexed) or 'none'} "
+                                  f"(`localrag vaults` lists them)", vault=scope.vault, indexed=indexed)
+        scope_empty = not store.scope_has_chunks(scope)
     # the vector channel's best cosine: the gate's similarity, the same in hybrid as in vector mode (the fused top k
     # may leave out the chunk nearest the question)
     sims = [c["vector"] for c in candidates.values() if c.get("vector") is not None]
     return {"mode": mode, "results": results, "terms": terms, "vector_top": max(sims) if sims else None,
+            "scope_empty": scope_empty,
             "search_path": path[0] if path else None,
             "search_path_reason": path[1] if path else None}
 
@@ -6682,6 +6696,7 @@ def gate_signals(retrieved: dict) -> dict:
         "unknown_words": [t["term"] for t in terms if not t["df"] and not is_cjk_term(t["term"])],
         "query_terms": len(terms),
         "results": len(results),
+        "scope_empty": bool(retrieved.get("scope_empty")),
     }
 
 
@@ -6690,6 +6705,9 @@ def evidence_gate(signals: dict, settings: GateSettings) -> tuple[str, str, dict
     sim, cov, matched = signals.get("similarity"), signals["coverage"], len(signals["matched_terms"])
     sim_text = f"confidence {sim:.4f}" if sim is not None else "no vector channel"
     if not signals["results"]:
+        if signals.get("scope_empty"):
+            return "no_answer", ("no indexed note matches the scope (the path, tag or vault filter): check it; "
+                                 "`localrag show --list` lists the notes"), signals
         return "no_answer", "no evidence: nothing in the knowledge base matches the question", signals
     if not signals["query_terms"]:
         return "no_answer", ("the question has no content terms (only stopwords, punctuation or symbols); "
@@ -7149,7 +7167,7 @@ def assemble_evidence(results: Sequence[dict], budget_tokens: int, max_blocks: i
                        "heading_path": list(r["heading_path"]), "score": r["score"], "rank": rank,
                        "content_sha256": _content_sha256(r), "content": content,
                        "truncated": content != r["content"], "line_start": r.get("line_start"),
-                       "line_end": r.get("line_end")})
+                       "line_end": r.get("line_end"), "vault_path": r.get("vault_path")})
     return Evidence(CONTEXT_SEPARATOR.join(parts), blocks, excluded)
 
 
@@ -7957,9 +7975,9 @@ def spelling_suggestion(store: Store, config: Config, question: str, gate_mode: 
 def citation(block: dict) -> dict:
     """A cited block as the API shows it: where it is (file, heading path, file lines), how close it was, and the
     evidence text itself, so an agent needs no second call to read what was cited."""
-    return {"n": block["n"], "source": block["source"], "heading": block["heading"],
-            "heading_path": list(block["heading_path"]), "score": block["score"], "line_start": block.get("line_start"),
-            "line_end": block.get("line_end"), "content": block["content"]}
+    return {"n": block["n"], "source": block["source"], "vault_path": block.get("vault_path"),
+            "heading": block["heading"], "heading_path": list(block["heading_path"]), "score": block["score"],
+            "line_start": block.get("line_start"), "line_end": block.get("line_end"), "content": block["content"]}
 
 
 def _confidence(signals: dict) -> float:
@@ -8267,9 +8285,12 @@ def _section_end(doc: Document, section: Section) -> int:
     return min(later) if later else len(doc.body)
 
 
-def _show_command(path: str, heading_path: Sequence[str] = ()) -> str:
+def _show_command(path: str, heading_path: Sequence[str] = (), vault: str | None = None) -> str:
+    """The `localrag show` command that prints a note or section; with `vault` when the path alone is ambiguous
+    (the database holds several vaults)."""
     import shlex
-    return "localrag show " + shlex.quote(path + ("#" + "#".join(heading_path) if heading_path else ""))
+    return "localrag show " + shlex.quote(path + ("#" + "#".join(heading_path) if heading_path else "")) + \
+        (f" --vault {shlex.quote(vault)}" if vault else "")
 
 
 def get_note(config: Config, path: Any, heading: Any = None, vault: Any = None, store: Store | None = None) -> dict:
@@ -8295,8 +8316,9 @@ def get_note(config: Config, path: Any, heading: Any = None, vault: Any = None, 
                                                       " (nothing is indexed yet; run `localrag ingest PATH`)")
             raise NoteNotFound(f"no indexed note {rel!r}{where}{hint}", path=rel, similar=similar)
     if len({d["vault_path"] for d in found if d["relative_path"] == found[0]["relative_path"]}) > 1 and not vault:
-        raise InvalidRequest(f"{found[0]['relative_path']!r} is indexed in several vaults; pass vault (one of: "
-                             f"{', '.join(d['vault_path'] for d in found)})", field="vault")
+        raise InvalidRequest(f"{found[0]['relative_path']!r} is indexed in several vaults; name one with vault "
+                             f"(`--vault` on the command line): {', '.join(d['vault_path'] for d in found)}",
+                             field="vault")
     row = found[0]
     if row["body"] is None:
         raise NoteNotFound(f"{row['relative_path']!r} was indexed before notes were stored; rerun "
@@ -8315,7 +8337,7 @@ def get_note(config: Config, path: Any, heading: Any = None, vault: Any = None, 
                               "line_start": span_lines(doc.body, sec.start, _section_end(doc, sec), body_line)[0],
                               "line_end": span_lines(doc.body, sec.start, _section_end(doc, sec), body_line)[1]}
                              for sec in doc.sections if sec.level])
-        out["open"] = _show_command(row["relative_path"])
+        out["open"] = _show_command(row["relative_path"], vault=row["vault_path"] if len(vaults) > 1 else None)
         return out
     try:
         section, others = _match_heading(doc, heading)
@@ -8330,7 +8352,8 @@ def get_note(config: Config, path: Any, heading: Any = None, vault: Any = None, 
     out.update(heading_path=list(section.heading_path), line_start=first, line_end=last,
                content=doc.body[section.start:end].strip(),
                also_matched=[list(sec.heading_path) for sec in others],
-               open=_show_command(row["relative_path"], section.heading_path))
+               open=_show_command(row["relative_path"], section.heading_path,
+                                  vault=row["vault_path"] if len(vaults) > 1 else None))
     return out
 
 
@@ -9325,7 +9348,10 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
                   "Runbooks/P1 升级流程.md")
     citation = _schema("object", required=["source", "heading", "heading_path", "score", "content"], properties={
         "n": _doc("integer", "The block number that [n] markers in the answer refer to", 1),
-        "source": source, "heading": _doc("string", "The innermost heading ('' before the first heading)", "升级路径"),
+        "source": source, "vault_path": _doc("string", "The vault folder the note was indexed from (a database "
+                                                       "may hold several; pass it as vault to get_note)",
+                                             "/home/me/acme-vault"),
+        "heading": _doc("string", "The innermost heading ('' before the first heading)", "升级路径"),
         "heading_path": heading_path, "score": _doc("number", "Similarity to the question, 0..1", 0.62),
         **lines, "content": _doc("string", "The evidence text that was given to the model (a first block that did "
                                            "not fit the context budget ends with [truncated])", "P1 工单 15 分钟内…")})
@@ -9401,6 +9427,8 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
         "missing_terms": _schema("array", items=_schema("string")),
         "unseen_terms": _schema("array", items=_schema("string")),
         "unknown_words": _schema("array", items=_schema("string")),
+        "scope_empty": _doc("boolean", "True when a path, tag or vault filter matched no indexed note (then nothing "
+                                       "was searched)", False),
         "query_terms": _schema("integer"), "results": _schema("integer")})
     gate_verdict = {"mode": _schema("string", enum=["rag", "no_answer"]), "reason": _schema("string")}
     retrieval_used = _doc("string", "The retrieval mode used", "hybrid", enum=list(RETRIEVAL_MODES))
@@ -9541,7 +9569,7 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
     ticket_id_param = [{"name": "id", "in": "path", "required": True, "description": "The ticket id",
                         "schema": _schema("integer", minimum=1, maximum=ANSWER_ID_MAX)}]
     bearer = [{"bearer": []}, {}]
-    ask_codes = (401, 413, 422, 500, 502, 503, 504)
+    ask_codes = (401, 404, 413, 422, 500, 502, 503, 504)   # 404: a vault filter that is not indexed
 
     def param(name: str, typ: Any, required: bool = False) -> dict:
         schema = field_schema(name, typ, openapi=True, required=True, docs=NOTE_FIELD_DOCS)
@@ -9581,7 +9609,7 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
                                "their note path, heading path, file lines and a 0..1 score. Use it to look "
                                "things up; use ask for a written answer.",
                 "security": bearer, "requestBody": body(request_schema(_SEARCH_FIELDS, ["query"])),
-                "responses": responses("#/components/schemas/SearchResponse", 401, 413, 422, 500, 503)}},
+                "responses": responses("#/components/schemas/SearchResponse", 401, 404, 413, 422, 500, 503)}},
             "/ask": {"post": {
                 "operationId": "ask", "summary": "Answer a question with citations (or no_answer)",
                 "description": "Answer a question from the knowledge base. mode rag: the answer cites [n] blocks, "
@@ -11573,7 +11601,7 @@ def _cmd_search(config: Config, args: argparse.Namespace) -> int:
           f"{gate['coverage']:.2f}, retrieval {result['retrieval']}: ask would give {gate['mode']}")
     _print_suggestion(result.get("suggestion"))
     if not result["results"]:
-        print("no results")
+        print(f"no results ({gate['reason']})")
     for n, r in enumerate(result["results"], 1):
         where = " › ".join(r["heading_path"]) or "(no heading)"
         aka = f"  (aka {', '.join(r['aliases'])})" if r.get("aliases") else ""
@@ -11590,21 +11618,30 @@ def _print_suggestion(suggestion: dict | None) -> None:
         print(f"did you mean: {suggestion['question']}  ({fixes}; the knowledge base has evidence for it)")
 
 
-def _print_closest(closest: list[dict] | None) -> None:
+def _several_vaults(config: Config) -> bool:
+    """Whether the database holds more than one vault (then a note's path alone may be ambiguous)."""
+    with Store.open(config) as s:
+        return len(s.vault_paths()) > 1
+
+
+def _print_closest(closest: list[dict] | None, several_vaults: bool) -> None:
     if closest:
         print("closest notes (they share words with the question but do not answer it):")
         for c in closest:
             where = f" › {' › '.join(c['heading_path'])}" if c["heading_path"] else ""
             print(f"    {c['source']}{where}  (shares: {', '.join(c['shared_terms'])})")
-            print(f"    open: {_show_command(c['source'], c['heading_path'])}")
+            print(f"    open: {_show_command(c['source'], c['heading_path'], c['vault_path'] if several_vaults else None)}")
 
 
-def _print_citations(citations: list[dict]) -> None:
+def _print_citations(citations: list[dict], several_vaults: bool = False) -> None:
     for n, c in enumerate(citations, 1):
         lines = f":{c['line_start']}-{c['line_end']}" if c.get("line_start") else ""
         print(f"[{c.get('n', n)}] {c['source']}{lines}" + (f" › {' › '.join(c.get('heading_path') or [c['heading']])}"
                                                           if c["heading"] else "") + f"  ({c['score']:.4f})")
-        print(f"    open: {_show_command(c['source'], c.get('heading_path') or ())}")
+        vault = c.get("vault_path") if several_vaults else None
+        if several_vaults and vault:
+            print(f"    vault: {vault}")
+        print(f"    open: {_show_command(c['source'], c.get('heading_path') or (), vault)}")
 
 
 def _ask_batch(config: Config, args: argparse.Namespace) -> int:
@@ -11669,10 +11706,11 @@ def _cmd_ask(config: Config, args: argparse.Namespace) -> int:
     print()
     print(f"mode: {result['mode']}  confidence: {result['confidence']:.4f}  ({result['reason']})")
     _print_suggestion(result.get("suggestion"))
-    _print_closest(result.get("closest"))
+    several = bool(result["citations"] or result.get("closest")) and _several_vaults(config)
+    _print_closest(result.get("closest"), several)
     if result["citations"]:
         print("sources:")
-        _print_citations(result["citations"])
+        _print_citations(result["citations"], several)
     evidence_check = result.get("evidence_check")
     if evidence_check and evidence_check["refuses"]:
         checked = ", ".join(f"[{c['n']}] {c['source']}" for c in evidence_check["checked"]) or "none"

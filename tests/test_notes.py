@@ -213,3 +213,29 @@ def test_vault_argument_is_matched_in_its_stored_form(ingested, monkeypatch):
     assert localrag.list_notes(config, vault=f"./{vault.name}")["total"] == 13
     with pytest.raises(localrag.NoteNotFound):
         localrag.get_note(config, NOTE, vault="/nowhere/else")
+
+
+def test_with_two_vaults_citations_name_their_vault_and_every_open_command_works(ingested, tmp_path):
+    """The same note in two vaults (a copy): citations and closest notes carry vault_path, the CLI's `open:` commands
+    name the vault (the path alone is ambiguous) and each one works; the ambiguity error names `--vault`."""
+    import shlex
+    import shutil
+    config, vault, _ = ingested
+    copy = tmp_path / "copy-of-vault"
+    shutil.copytree(vault, copy)
+    assert localrag.ingest(config, copy)["status"] == "success"
+    response = localrag.ask(config, "客户 P1 工单应该怎么升级？")
+    assert response["citations"] and all(c["vault_path"] in (str(vault.resolve()), str(copy.resolve()))
+                                         for c in response["citations"])
+    code, out = run_cli("ask", "客户 P1 工单应该怎么升级？")
+    opens = [line.split("open: ", 1)[1] for line in out.splitlines() if line.strip().startswith("open: ")]
+    assert opens and all(" --vault " in o for o in opens)
+    for o in opens:
+        assert run_cli("show", *shlex.split(o)[2:])[0] == 0, o
+    code, out = run_cli("ask", "What is the price of Atlas CRM Enterprise?")
+    closest = [line.split("open: ", 1)[1] for line in out.splitlines() if line.strip().startswith("open: ")]
+    assert closest and all(" --vault " in o for o in closest)
+    with pytest.raises(localrag.InvalidRequest, match="several vaults; name one with vault .`--vault` on the "):
+        localrag.get_note(config, NOTE)
+    assert localrag.get_note(config, NOTE, vault=str(copy))["open"] == \
+        f"localrag show 'policies/Support Escalation Policy.md' --vault {shlex.quote(str(copy.resolve()))}"

@@ -472,7 +472,19 @@ def test_repeated_paths_tags_and_vault(ingested, tmp_path):
     assert localrag.search(config, "数据库 磁盘", 5, tag="runbook/postgres")["results"][0]["source"] == \
         "runbooks/Postgres Incident Runbook.md"
     assert localrag.search(config, Q_P1, 5, vault=str(vault))["results"]
-    assert localrag.search(config, Q_P1, 5, vault=str(tmp_path / "elsewhere"))["results"] == []
+
+
+def test_a_vault_that_is_not_indexed_is_an_error_naming_the_indexed_ones(ingested, tmp_path):
+    """A mistyped --vault used to give an empty result and a no_answer that `gaps` then listed as a knowledge gap."""
+    config, vault, _ = ingested
+    for call in (lambda: localrag.search(config, Q_P1, 5, vault=str(tmp_path / "elsewhere")),
+                 lambda: localrag.ask(config, Q_P1, vault=str(tmp_path / "elsewhere"))):
+        with pytest.raises(localrag.VaultNotIndexed) as err:
+            call()
+        assert str(tmp_path / "elsewhere") in err.value.message and str(vault.resolve()) in err.value.message
+    code, out = run_cli("ask", Q_P1, "--vault", str(tmp_path / "elsewhere"), "--json")
+    assert code == localrag.EXIT_VAULT and json.loads(out)["error"]["code"] == "vault_not_indexed"
+    assert localrag.answer_history(config, 5)["total"] == 0      # nothing recorded, no gap
 
 
 def test_two_vaults_are_told_apart(db, tmp_path):
@@ -491,11 +503,17 @@ def test_two_vaults_are_told_apart(db, tmp_path):
 def test_path_matching_nothing_is_empty_not_an_error(ingested, retrieval):
     config, _, _ = ingested
     result = localrag.search(config, Q_P1, 5, retrieval=retrieval, path="no/such/folder/")
-    assert result["results"] == [] and result["gate"]["mode"] == "no_answer"
+    assert result["results"] == [] and result["gate"]["mode"] == "no_answer" and result["gate"]["scope_empty"]
     code, out = run_cli("search", Q_P1, "--path", "no/such/folder/", "--json")
     assert code == 0 and json.loads(out)["results"] == []
-    response = localrag.ask(config, Q_P1, path="no/such/folder/")
+    response = localrag.ask(config, Q_P1, path="no/such/folder/", tag="support")
     assert response["mode"] == "no_answer" and response["citations"] == []
+    assert response["reason"].startswith("no indexed note matches the scope")   # the filter, not the vault's gap
+    code, out = run_cli("search", Q_P1, "--tag", "no-such-tag")
+    assert code == 0 and "no results (no indexed note matches the scope" in out
+    # a scope that holds notes but no match for the question says so in the usual words
+    result = localrag.search(config, "xylophone quasar", 5, retrieval=retrieval, path="hr/")
+    assert not result["gate"]["scope_empty"]
 
 
 # === 5. Bad input ==================================================================================================
