@@ -4896,6 +4896,74 @@ class Store:
             "ORDER BY d.relative_path, d.vault_path LIMIT :n OFFSET :o", p=like, v=vault, t=tag, n=limit, o=offset)
         return total, rows
 
+    # --- status and vaults (section 12's statements) ---------------------------------------------------------
+
+    def server_settings(self) -> tuple[str, str]:
+        """(server_version, shared_buffers) of the server, as it shows them."""
+        version, buffers = self.run("SELECT current_setting('server_version'), current_setting('shared_buffers')")[0]
+        return version, buffers
+
+    def document_chunk_counts(self) -> tuple[int, int]:
+        """(documents, chunks) in the whole database, every vault."""
+        documents, chunks = self.run("SELECT (SELECT count(*) FROM documents), (SELECT count(*) FROM chunks)")[0]
+        return documents, chunks
+
+    def embedding_counts(self) -> list:
+        """(embedding_provider, embedding_model, embedding_dim, vectors) rows, one per model stored, sorted."""
+        return self.run("SELECT embedding_provider, embedding_model, embedding_dim, count(*) FROM "
+                        "embeddings GROUP BY 1, 2, 3 ORDER BY 1, 2, 3")
+
+    def vault_document_counts(self) -> list:
+        """(vault_path, documents) rows, one per vault with documents, sorted by path."""
+        return self.run("SELECT vault_path, count(*) FROM documents GROUP BY 1 ORDER BY 1")
+
+    def last_ingest_run(self) -> tuple | None:
+        """The newest ingest run of any vault as (id, vault_path, status, started_at, finished_at, error_summary),
+        or None when there is none."""
+        rows = self.run("SELECT id, vault_path, status, started_at, finished_at, error_summary FROM ingest_runs "
+                        "ORDER BY id DESC LIMIT 1")
+        return tuple(rows[0]) if rows else None
+
+    def advisory_lock_held(self, key1: int, text_key: str) -> bool:
+        """Whether any session holds advisory lock (key1, hashtext(text_key))."""
+        return self.run("SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND classid = :k "
+                        "AND objid = hashtext(:v)::oid AND granted)", k=key1, v=text_key)[0][0]
+
+    def vaults_with_last_run(self) -> list:
+        """Every vault the database holds (from documents and ingest runs), sorted by path, as rows of
+        (vault_path, documents, chunks, and its newest run's id, status, started_at, finished_at, documents_added,
+        documents_updated, documents_deleted, documents_skipped, error_summary; these None when it has no run)."""
+        return self.run(
+            "WITH v AS (SELECT DISTINCT vault_path FROM documents UNION SELECT DISTINCT vault_path FROM ingest_runs) "
+            "SELECT v.vault_path, (SELECT count(*) FROM documents d WHERE d.vault_path = v.vault_path), "
+            "(SELECT count(*) FROM chunks c JOIN documents d ON d.id = c.document_id WHERE d.vault_path = v.vault_path), "
+            "r.id, r.status, r.started_at, r.finished_at, r.documents_added, r.documents_updated, "
+            "r.documents_deleted, r.documents_skipped, r.error_summary "
+            "FROM v LEFT JOIN LATERAL (SELECT * FROM ingest_runs i WHERE i.vault_path = v.vault_path "
+            "ORDER BY i.id DESC LIMIT 1) r ON true ORDER BY v.vault_path")
+
+    def has_vault(self, vault_path: str) -> bool:
+        """Whether the database holds documents or ingest runs stored under exactly this vault_path."""
+        return self.run("SELECT EXISTS (SELECT 1 FROM documents WHERE vault_path = :v) OR EXISTS "
+                        "(SELECT 1 FROM ingest_runs WHERE vault_path = :v)", v=vault_path)[0][0]
+
+    def vault_counts(self, vault_path: str) -> tuple[int, Any]:
+        """(documents, chunks) of one vault; chunks is a sum (a Decimal from the server)."""
+        documents, chunks = self.run("SELECT count(*), coalesce(sum((SELECT count(*) FROM chunks c WHERE "
+                                     "c.document_id = d.id)), 0) FROM documents d WHERE d.vault_path = :v",
+                                     v=vault_path)[0]
+        return documents, chunks
+
+    def remove_vault(self, vault_path: str) -> tuple[int, int, int]:
+        """Delete a vault's documents (their chunks, vectors and links cascade) and its ingest runs, in one
+        transaction; returns (documents, chunks, runs) removed."""
+        with self.transaction():
+            chunks = self.run("SELECT count(*) FROM chunks c JOIN documents d ON d.id = c.document_id "
+                              "WHERE d.vault_path = :v", v=vault_path)[0][0]
+            documents = len(self.run("DELETE FROM documents WHERE vault_path = :v RETURNING id", v=vault_path))
+            runs = len(self.run("DELETE FROM ingest_runs WHERE vault_path = :v RETURNING id", v=vault_path))
+        return documents, chunks, runs
+
 
     # --- answer records (append-only: nothing here updates or deletes) -------------------------------------------
 
@@ -8259,7 +8327,7 @@ def health(config: Config, store: Store | None = None, details: bool = True) -> 
                                        f"{HINT_DB_INIT}", missing=missing)
         s.check_schema_version()
         dim = s.vector_dim()
-        documents, chunks = s.run("SELECT (SELECT count(*) FROM documents), (SELECT count(*) FROM chunks)")[0]
+        documents, chunks = s.document_chunk_counts()
         current = s.count_current(config.embedding_key)
     embedding_ok = dim in (None, config.embedding_dim)
     ready = "ok" if current else "not_ready"
@@ -8441,7 +8509,7 @@ def db_init(config: Config, progress: "ProgressFn | None" = None) -> dict:
 def db_status(config: Config) -> dict:
     """`localrag db status`: where the database is, whether the schema is there, what it holds."""
     with Store.open(config) as s:
-        version, buffers = s.run("SELECT current_setting('server_version'), current_setting('shared_buffers')")[0]
+        version, buffers = s.server_settings()
         state = s.schema_state()
         out: dict = {"database": s.target.display, "kind": "external" if config.database_url else "embedded",
                      "server_version": version, "shared_buffers": buffers, "pgvector": state["pgvector"],
@@ -8450,22 +8518,15 @@ def db_status(config: Config) -> dict:
                      "schema_version_supported": SCHEMA_VERSION}
         out["schema_outdated"] = out["schema_version"] is not None and out["schema_version"] < SCHEMA_VERSION
         if out["schema_initialized"]:
-            out["documents"], out["chunks"] = s.run(
-                "SELECT (SELECT count(*) FROM documents), (SELECT count(*) FROM chunks)")[0]
+            out["documents"], out["chunks"] = s.document_chunk_counts()
             out["embeddings"] = [{"embedding_provider": p, "embedding_model": m, "embedding_dim": d, "count": n,
                                   "approx_index": s.approx_index((p, m, d))}
-                                 for p, m, d, n in s.run(
-                                     "SELECT embedding_provider, embedding_model, embedding_dim, count(*) FROM "
-                                     "embeddings GROUP BY 1, 2, 3 ORDER BY 1, 2, 3")]
-            out["vaults"] = [{"vault_path": v, "documents": n} for v, n in s.run(
-                "SELECT vault_path, count(*) FROM documents GROUP BY 1 ORDER BY 1")]
-            last = s.run("SELECT id, vault_path, status, started_at, finished_at, error_summary FROM ingest_runs "
-                         "ORDER BY id DESC LIMIT 1")
+                                 for p, m, d, n in s.embedding_counts()]
+            out["vaults"] = [{"vault_path": v, "documents": n} for v, n in s.vault_document_counts()]
+            last = s.last_ingest_run()
             out["last_ingest_run"] = (dict(zip(("id", "vault_path", "status", "started_at", "finished_at",
-                                                "error_summary"), _jsonable(list(last[0])))) if last else None)
-            if last and last[0][2] == "running" and not s.run(
-                    "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND classid = :k "
-                    "AND objid = hashtext(:v)::oid AND granted)", k=INGEST_LOCK_KEY, v=last[0][1])[0][0]:
+                                                "error_summary"), _jsonable(list(last)))) if last else None)
+            if last and last[2] == "running" and not s.advisory_lock_held(INGEST_LOCK_KEY, last[1]):
                 # Nobody holds the vault's lock: the process that ran it is gone (killed); say so.
                 out["last_ingest_run"]["status"] = "interrupted"
                 out["last_ingest_run"]["hint"] = "its process ended; the next ingest of this vault marks it failed"
@@ -8481,14 +8542,7 @@ def vaults_list(config: Config) -> dict:
     chunks and last ingest run."""
     with Store.open(config) as s:
         s.require_schema()
-        rows = s.run(
-            "WITH v AS (SELECT DISTINCT vault_path FROM documents UNION SELECT DISTINCT vault_path FROM ingest_runs) "
-            "SELECT v.vault_path, (SELECT count(*) FROM documents d WHERE d.vault_path = v.vault_path), "
-            "(SELECT count(*) FROM chunks c JOIN documents d ON d.id = c.document_id WHERE d.vault_path = v.vault_path), "
-            "r.id, r.status, r.started_at, r.finished_at, r.documents_added, r.documents_updated, "
-            "r.documents_deleted, r.documents_skipped, r.error_summary "
-            "FROM v LEFT JOIN LATERAL (SELECT * FROM ingest_runs i WHERE i.vault_path = v.vault_path "
-            "ORDER BY i.id DESC LIMIT 1) r ON true ORDER BY v.vault_path")
+        rows = s.vaults_with_last_run()
     vaults = []
     for (path, documents, chunks, run_id, status, started, finished, added, updated, deleted, skipped,
          error) in rows:
@@ -8508,8 +8562,7 @@ def _vault_key(store: Store, path: str) -> str:
         raise InvalidRequest("no vault path given; `localrag vaults` lists the indexed ones")
     candidates = [str(Path(path).expanduser().resolve()), str(path).rstrip("/") or "/"]
     for candidate in candidates:
-        if store.run("SELECT EXISTS (SELECT 1 FROM documents WHERE vault_path = :v) OR EXISTS "
-                     "(SELECT 1 FROM ingest_runs WHERE vault_path = :v)", v=candidate)[0][0]:
+        if store.has_vault(candidate):
             return candidate
     raise VaultNotIndexed(f"no indexed vault at {path}; `localrag vaults` lists the indexed ones", path=str(path))
 
@@ -8519,8 +8572,7 @@ def vault_summary(config: Config, path: str) -> dict:
     with Store.open(config) as s:
         s.require_schema()
         key = _vault_key(s, path)
-        documents, chunks = s.run("SELECT count(*), coalesce(sum((SELECT count(*) FROM chunks c WHERE "
-                                  "c.document_id = d.id)), 0) FROM documents d WHERE d.vault_path = :v", v=key)[0]
+        documents, chunks = s.vault_counts(key)
     return {"vault_path": key, "documents": documents, "chunks": int(chunks)}
 
 
@@ -8535,11 +8587,7 @@ def vaults_remove(config: Config, path: str) -> dict:
             raise IngestBusy(f"an ingest of {key} is running; wait for it to finish before removing the vault",
                              vault_path=key)
         try:
-            with s.transaction():
-                chunks = s.run("SELECT count(*) FROM chunks c JOIN documents d ON d.id = c.document_id "
-                               "WHERE d.vault_path = :v", v=key)[0][0]
-                documents = len(s.run("DELETE FROM documents WHERE vault_path = :v RETURNING id", v=key))
-                runs = len(s.run("DELETE FROM ingest_runs WHERE vault_path = :v RETURNING id", v=key))
+            documents, chunks, runs = s.remove_vault(key)
             if chunks > BULK_CHANGE_ROWS:  # the planner's numbers still count the removed rows: refresh them
                 s.analyze(_VAULT_TABLES)
         finally:
