@@ -4367,6 +4367,11 @@ class Store:
             "WHERE datname = current_database())", k=key1, v=text_key)
         return rows[0][0] if rows else None
 
+    def terminate_backend(self, pid: int) -> None:
+        """End the server process `pid` (another connection's session): its statement stops, its open transaction
+        rolls back and its locks go."""
+        self.run("SELECT pg_terminate_backend(:pid)", pid=pid)
+
     def copy(self, table: str, columns: Sequence[str], data: _Copy) -> None:
         if data.rows:
             self.run(f"COPY {table} ({', '.join(columns)}) FROM STDIN WITH (FORMAT binary)", stream=data.blocks())
@@ -4461,6 +4466,165 @@ class Store:
     def has_current(self, key: tuple[str, str, int]) -> bool:
         return self.run("SELECT EXISTS (SELECT 1 FROM embeddings WHERE embedding_provider = :p "
                         "AND embedding_model = :m AND embedding_dim = :d)", p=key[0], m=key[1], d=key[2])[0][0]
+
+    # --- ingest (section 8's statements; a caller's transaction, when it holds one, is this connection's) ----------
+
+    def existing_documents(self, vault_path: str, key: tuple[str, str, int],
+                           tokenizer: str) -> dict[str, tuple]:
+        """A vault's stored documents for the ingest diff: {relative_path: (id, content hash, chunks, chunks with a
+        vector for `key`, chunks with keyword rows of `tokenizer`)}.  The hash is '' for a document stored before
+        notes were kept (body NULL), so it counts as changed and one run fills it in."""
+        # Per-document index lookups (chunks by document_id, embeddings by the unique key): a plan that does not
+        # depend on fresh statistics, which a just-loaded table lacks.
+        rows = self.run(
+            "SELECT d.relative_path, d.id, CASE WHEN d.body IS NULL THEN '' ELSE d.content_hash END, "
+            "(SELECT count(*) FROM chunks c WHERE c.document_id = d.id), "
+            "(SELECT count(*) FROM chunks c JOIN embeddings e ON e.chunk_id = c.id AND e.embedding_provider = :p "
+            "AND e.embedding_model = :m AND e.embedding_dim = :d WHERE c.document_id = d.id), "
+            "(SELECT count(*) FROM chunks c JOIN keyword_chunks k ON k.chunk_id = c.id AND k.tokenizer = :t "
+            "WHERE c.document_id = d.id) "
+            "FROM documents d WHERE d.vault_path = :v", p=key[0], m=key[1], d=key[2],
+            t=tokenizer, v=vault_path)
+        return {r[0]: (r[1], r[2], r[3], r[4], r[5]) for r in rows}
+
+    def upsert_documents(self, vault_path: str, file_paths: list[str], relative_paths: list[str],
+                         content_hashes: list[str], mtimes_ns: list[int], sizes: list[int], frontmatters: list[dict],
+                         bodies: list[str], body_lines: list[int]) -> dict[str, int]:
+        """Insert a batch of documents (the lists run in parallel, one item per document), or update those the
+        vault already holds, in one statement; returns {relative_path: document id}."""
+        return dict(self.run(
+            "INSERT INTO documents (vault_path, file_path, relative_path, content_hash, mtime_ns, size_bytes, "
+            "frontmatter, body, body_line) SELECT :v, f, r, h, m, s, fm::jsonb, b, bl FROM unnest("
+            "CAST(:f AS text[]), CAST(:r AS text[]), CAST(:h AS text[]), CAST(:m AS bigint[]), "
+            "CAST(:s AS bigint[]), CAST(:fm AS text[]), CAST(:b AS text[]), CAST(:bl AS int[])) "
+            "AS t(f, r, h, m, s, fm, b, bl) "
+            "ON CONFLICT (vault_path, relative_path) DO UPDATE SET file_path = EXCLUDED.file_path, "
+            "content_hash = EXCLUDED.content_hash, mtime_ns = EXCLUDED.mtime_ns, size_bytes = EXCLUDED.size_bytes, "
+            "frontmatter = EXCLUDED.frontmatter, body = EXCLUDED.body, body_line = EXCLUDED.body_line, "
+            "updated_at = now() RETURNING relative_path, id",
+            v=vault_path, f=file_paths, r=relative_paths, h=content_hashes, m=mtimes_ns, s=sizes,
+            fm=[json.dumps(fm, ensure_ascii=False) for fm in frontmatters], b=bodies, bl=body_lines))
+
+    def delete_document_contents(self, document_ids: list[int]) -> None:
+        """Delete the chunks (their vectors and keyword rows cascade) and links of documents about to be
+        rewritten; the document rows stay."""
+        self.run("DELETE FROM chunks WHERE document_id = ANY(CAST(:ids AS bigint[]))", ids=document_ids)
+        self.run("DELETE FROM links WHERE document_id = ANY(CAST(:ids AS bigint[]))", ids=document_ids)
+
+    def allocate_chunk_ids(self, n: int) -> list[int]:
+        """`n` new chunk ids from chunks' sequence, in one round trip (none when n is 0), for rows then COPYed."""
+        if not n:
+            return []
+        return [r[0] for r in self.run("SELECT nextval('chunks_id_seq') FROM generate_series(1, :n)", n=n)]
+
+    def delete_documents(self, vault_path: str, relative_paths: list[str]) -> None:
+        """Delete a vault's documents by relative path (their chunks, vectors and links cascade)."""
+        self.run("DELETE FROM documents WHERE vault_path = :v AND relative_path = ANY(CAST(:r AS text[]))",
+                 v=vault_path, r=relative_paths)
+
+    def chunks_missing_embeddings(self, document_ids: list[int], key: tuple[str, str, int]) -> list:
+        """The chunks of these documents without a vector for `key`, by id: rows of (id, content, heading_path,
+        relative_path, tags, wikilinks, title, aliases (jsonb)): what document_fields needs to embed them."""
+        return self.run(
+            "SELECT c.id, c.content, c.heading_path, c.relative_path, c.tags, c.wikilinks, "
+            "c.metadata->>'title', c.metadata->'aliases' FROM chunks c "
+            "WHERE c.document_id = ANY(CAST(:ids AS bigint[])) AND NOT EXISTS (SELECT 1 FROM embeddings e "
+            "WHERE e.chunk_id = c.id AND e.embedding_provider = :p AND e.embedding_model = :m "
+            "AND e.embedding_dim = :d) ORDER BY c.id", ids=document_ids, p=key[0], m=key[1], d=key[2])
+
+    def chunks_missing_keywords(self, document_ids: list[int], tokenizer: str) -> list:
+        """The chunks of these documents without keyword rows of `tokenizer`, by id: rows of (id, content,
+        heading_path, relative_path, tags)."""
+        return self.run(
+            "SELECT c.id, c.content, c.heading_path, c.relative_path, c.tags FROM chunks c "
+            "WHERE c.document_id = ANY(CAST(:ids AS bigint[])) AND NOT EXISTS (SELECT 1 FROM keyword_chunks k "
+            "WHERE k.chunk_id = c.id AND k.tokenizer = :t) ORDER BY c.id", ids=document_ids, t=tokenizer)
+
+    def delete_keyword_chunks(self, chunk_ids: list[int]) -> None:
+        """Delete these chunks' keyword rows (their postings cascade), of whatever tokenizer."""
+        self.run("DELETE FROM keyword_chunks WHERE chunk_id = ANY(CAST(:ids AS bigint[]))", ids=chunk_ids)
+
+    def has_unresolved_links(self, vault_path: str) -> bool:
+        """Whether any link of the vault has no verdict yet (target_exists NULL)."""
+        return self.run(
+            "SELECT EXISTS (SELECT 1 FROM links l JOIN documents d ON d.id = l.document_id "
+            "WHERE d.vault_path = :v AND l.target_exists IS NULL)", v=vault_path)[0][0]
+
+    def alias_frontmatters(self, vault_path: str) -> list:
+        """(relative_path, frontmatter) of the vault's documents whose frontmatter has `aliases` or `alias`."""
+        return self.run("SELECT relative_path, frontmatter FROM documents WHERE vault_path = :v "
+                        "AND (frontmatter ? 'aliases' OR frontmatter ? 'alias')", v=vault_path)
+
+    def vault_links(self, vault_path: str, unresolved_only: bool = False) -> list:
+        """The vault's links as (id, source relative_path, target, resolved_path, target_exists); only those
+        without a verdict yet when `unresolved_only`."""
+        pending = " AND l.target_exists IS NULL" if unresolved_only else ""
+        return self.run("SELECT l.id, d.relative_path, l.target, l.resolved_path, l.target_exists FROM links l "
+                        "JOIN documents d ON d.id = l.document_id WHERE d.vault_path = :v" + pending, v=vault_path)
+
+    def update_link_targets(self, link_ids: list[int], resolved_paths: list[str | None],
+                            target_exists: list[bool]) -> None:
+        """Set the verdict (resolved_path, target_exists) of these links, in one statement (parallel lists)."""
+        self.run("UPDATE links SET resolved_path = u.p, target_exists = u.e FROM unnest("
+                 "CAST(:i AS bigint[]), CAST(:p AS text[]), CAST(:e AS boolean[])) AS u(i, p, e) "
+                 "WHERE links.id = u.i", i=link_ids, p=resolved_paths, e=target_exists)
+
+    def link_counts(self, vault_path: str) -> list:
+        """(resolved: bool, count) rows for the vault's links; a link without a verdict counts as unresolved."""
+        return self.run(
+            "SELECT coalesce(l.target_exists, false), count(*) FROM links l JOIN documents d "
+            "ON d.id = l.document_id WHERE d.vault_path = :v GROUP BY 1", v=vault_path)
+
+    def running_ingest_run(self, vault_path: str) -> tuple | None:
+        """The vault's newest run still marked running as (id, started_at, pid, host) (pid and host as text, from
+        its metadata), or None."""
+        rows = self.run("SELECT id, started_at, metadata->>'pid', metadata->>'host' FROM ingest_runs "
+                        "WHERE vault_path = :v AND status = 'running' ORDER BY id DESC LIMIT 1", v=vault_path)
+        return tuple(rows[0]) if rows else None
+
+    def fail_abandoned_runs(self, vault_path: str) -> None:
+        """Mark the vault's runs still 'running' failed (keeping an error summary they have): called under the
+        vault's ingest lock, when nobody can own them."""
+        self.run("UPDATE ingest_runs SET status = 'failed', finished_at = now(), error_summary = "
+                 "coalesce(error_summary, 'interrupted: the process ended before the run finished') "
+                 "WHERE vault_path = :v AND status = 'running'", v=vault_path)
+
+    def unanalyzed_tables(self, min_rows: int) -> list[str]:
+        """The tables an ingest's opening queries read that a bulk load left unanalyzed (more than `min_rows`, and
+        more than a quarter of their rows, changed since their last analyze: a killed first ingest), sorted."""
+        return sorted(r[0] for r in self.run(
+            "SELECT relname FROM pg_stat_user_tables WHERE schemaname = current_schema() AND relname IN ('documents', "
+            "'chunks', 'embeddings', 'keyword_chunks', 'links') AND n_mod_since_analyze > greatest(:n, n_live_tup / 4)",
+            n=min_rows))
+
+    def analyze(self, tables: Sequence[str]) -> None:
+        """ANALYZE these tables (our own names, never user input): fresh planner statistics after a bulk change."""
+        self.run(f"ANALYZE {', '.join(tables)}")
+
+    def vacuum_analyze(self, tables: Sequence[str]) -> None:
+        """VACUUM (ANALYZE) these tables (our own names): statistics, and pages marked all-visible, now.  Outside
+        a transaction."""
+        self.run(f"VACUUM (ANALYZE) {', '.join(tables)}")
+
+    def insert_ingest_run(self, vault_path: str, provider: str, model: str, dim: int, metadata: dict) -> int:
+        """The id of a new ingest_runs row, status 'running', with this metadata (JSON)."""
+        return self.run(
+            "INSERT INTO ingest_runs (vault_path, embedding_provider, embedding_model, embedding_dim, status, "
+            "metadata) VALUES (:v, :p, :m, :d, 'running', CAST(:md AS jsonb)) RETURNING id", v=vault_path,
+            p=provider, m=model, d=dim, md=json.dumps(metadata))[0][0]
+
+    def record_run_counts(self, run_id: int, counts: dict[str, int]) -> None:
+        """Write a run's six counts (INGEST_COUNTS, the keys of `counts`) to its row."""
+        self.run("UPDATE ingest_runs SET documents_added = :documents_added, documents_updated = "
+                 ":documents_updated, documents_deleted = :documents_deleted, documents_skipped = "
+                 ":documents_skipped, chunks_written = :chunks_written, embeddings_written = "
+                 ":embeddings_written WHERE id = :id", id=run_id, **counts)
+
+    def finish_ingest_run(self, run_id: int, status: str, error_summary: str | None, metadata: dict) -> None:
+        """Close a run's row: its final status, error summary (or None) and metadata (JSON); finished_at now."""
+        self.run("UPDATE ingest_runs SET status = :st, finished_at = now(), error_summary = :es, "
+                 "metadata = CAST(:md AS jsonb) WHERE id = :id", id=run_id, st=status, es=error_summary,
+                 md=json.dumps(_jsonable(metadata), ensure_ascii=False))
 
     # --- retrieval ----------------------------------------------------------------------------------------------
     # Both channels apply the scope inside their SQL (before top-k), as `chunk_id IN (chunks matching the scope)`.
@@ -4739,6 +4903,74 @@ class Store:
             f"ORDER BY c.chunk_index LIMIT 1) FROM documents d WHERE {where} "
             "ORDER BY d.relative_path, d.vault_path LIMIT :n OFFSET :o", p=like, v=vault, t=tag, n=limit, o=offset)
         return total, rows
+
+    # --- status and vaults (section 12's statements) ---------------------------------------------------------
+
+    def server_settings(self) -> tuple[str, str]:
+        """(server_version, shared_buffers) of the server, as it shows them."""
+        version, buffers = self.run("SELECT current_setting('server_version'), current_setting('shared_buffers')")[0]
+        return version, buffers
+
+    def document_chunk_counts(self) -> tuple[int, int]:
+        """(documents, chunks) in the whole database, every vault."""
+        documents, chunks = self.run("SELECT (SELECT count(*) FROM documents), (SELECT count(*) FROM chunks)")[0]
+        return documents, chunks
+
+    def embedding_counts(self) -> list:
+        """(embedding_provider, embedding_model, embedding_dim, vectors) rows, one per model stored, sorted."""
+        return self.run("SELECT embedding_provider, embedding_model, embedding_dim, count(*) FROM "
+                        "embeddings GROUP BY 1, 2, 3 ORDER BY 1, 2, 3")
+
+    def vault_document_counts(self) -> list:
+        """(vault_path, documents) rows, one per vault with documents, sorted by path."""
+        return self.run("SELECT vault_path, count(*) FROM documents GROUP BY 1 ORDER BY 1")
+
+    def last_ingest_run(self) -> tuple | None:
+        """The newest ingest run of any vault as (id, vault_path, status, started_at, finished_at, error_summary),
+        or None when there is none."""
+        rows = self.run("SELECT id, vault_path, status, started_at, finished_at, error_summary FROM ingest_runs "
+                        "ORDER BY id DESC LIMIT 1")
+        return tuple(rows[0]) if rows else None
+
+    def advisory_lock_held(self, key1: int, text_key: str) -> bool:
+        """Whether any session holds advisory lock (key1, hashtext(text_key))."""
+        return self.run("SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND classid = :k "
+                        "AND objid = hashtext(:v)::oid AND granted)", k=key1, v=text_key)[0][0]
+
+    def vaults_with_last_run(self) -> list:
+        """Every vault the database holds (from documents and ingest runs), sorted by path, as rows of
+        (vault_path, documents, chunks, and its newest run's id, status, started_at, finished_at, documents_added,
+        documents_updated, documents_deleted, documents_skipped, error_summary; these None when it has no run)."""
+        return self.run(
+            "WITH v AS (SELECT DISTINCT vault_path FROM documents UNION SELECT DISTINCT vault_path FROM ingest_runs) "
+            "SELECT v.vault_path, (SELECT count(*) FROM documents d WHERE d.vault_path = v.vault_path), "
+            "(SELECT count(*) FROM chunks c JOIN documents d ON d.id = c.document_id WHERE d.vault_path = v.vault_path), "
+            "r.id, r.status, r.started_at, r.finished_at, r.documents_added, r.documents_updated, "
+            "r.documents_deleted, r.documents_skipped, r.error_summary "
+            "FROM v LEFT JOIN LATERAL (SELECT * FROM ingest_runs i WHERE i.vault_path = v.vault_path "
+            "ORDER BY i.id DESC LIMIT 1) r ON true ORDER BY v.vault_path")
+
+    def has_vault(self, vault_path: str) -> bool:
+        """Whether the database holds documents or ingest runs stored under exactly this vault_path."""
+        return self.run("SELECT EXISTS (SELECT 1 FROM documents WHERE vault_path = :v) OR EXISTS "
+                        "(SELECT 1 FROM ingest_runs WHERE vault_path = :v)", v=vault_path)[0][0]
+
+    def vault_counts(self, vault_path: str) -> tuple[int, Any]:
+        """(documents, chunks) of one vault; chunks is a sum (a Decimal from the server)."""
+        documents, chunks = self.run("SELECT count(*), coalesce(sum((SELECT count(*) FROM chunks c WHERE "
+                                     "c.document_id = d.id)), 0) FROM documents d WHERE d.vault_path = :v",
+                                     v=vault_path)[0]
+        return documents, chunks
+
+    def remove_vault(self, vault_path: str) -> tuple[int, int, int]:
+        """Delete a vault's documents (their chunks, vectors and links cascade) and its ingest runs, in one
+        transaction; returns (documents, chunks, runs) removed."""
+        with self.transaction():
+            chunks = self.run("SELECT count(*) FROM chunks c JOIN documents d ON d.id = c.document_id "
+                              "WHERE d.vault_path = :v", v=vault_path)[0][0]
+            documents = len(self.run("DELETE FROM documents WHERE vault_path = :v RETURNING id", v=vault_path))
+            runs = len(self.run("DELETE FROM ingest_runs WHERE vault_path = :v RETURNING id", v=vault_path))
+        return documents, chunks, runs
 
 
     # --- answer records (append-only: nothing here updates or deletes) -------------------------------------------
@@ -5582,7 +5814,7 @@ class _IngestRun:
             # autovacuum gets to it: the next run's diff then counts from indexes without visiting 4 KB rows.
             self.progress("analyze", 0, 0)
             with self._timed("analyze"):
-                self.store.run(f"VACUUM (ANALYZE) {_VAULT_TABLES}")
+                self.store.vacuum_analyze(_VAULT_TABLES)
 
     def _collect_next(self, inflight: collections.deque) -> int:
         """Take the oldest result (waiting for it) and collect it; returns its file's size."""
@@ -5598,26 +5830,12 @@ class _IngestRun:
         counts = dict(self.counts)
         for key, value in delta.items():
             counts[key] += value
-        self.store.run("UPDATE ingest_runs SET documents_added = :documents_added, documents_updated = "
-                       ":documents_updated, documents_deleted = :documents_deleted, documents_skipped = "
-                       ":documents_skipped, chunks_written = :chunks_written, embeddings_written = "
-                       ":embeddings_written WHERE id = :id", id=self.run_id, **counts)
+        self.store.record_run_counts(self.run_id, counts)
         return counts
 
     def _existing_documents(self) -> dict[str, tuple]:
-        # Per-document index lookups (chunks by document_id, embeddings by the unique key): a plan that does not
-        # depend on fresh statistics, which a just-loaded table lacks.
-        # A document stored before notes were kept (body NULL) counts as changed, so one run fills it in.
-        rows = self.store.run(
-            "SELECT d.relative_path, d.id, CASE WHEN d.body IS NULL THEN '' ELSE d.content_hash END, "
-            "(SELECT count(*) FROM chunks c WHERE c.document_id = d.id), "
-            "(SELECT count(*) FROM chunks c JOIN embeddings e ON e.chunk_id = c.id AND e.embedding_provider = :p "
-            "AND e.embedding_model = :m AND e.embedding_dim = :d WHERE c.document_id = d.id), "
-            "(SELECT count(*) FROM chunks c JOIN keyword_chunks k ON k.chunk_id = c.id AND k.tokenizer = :t "
-            "WHERE c.document_id = d.id) "
-            "FROM documents d WHERE d.vault_path = :v", p=self.key[0], m=self.key[1], d=self.key[2],
-            t=KEYWORD_TOKENIZER, v=self.vault_key)
-        return {r[0]: (r[1], r[2], r[3], r[4], r[5]) for r in rows}
+        """The vault's stored documents, for the diff (see Store.existing_documents)."""
+        return self.store.existing_documents(self.vault_key, self.key, KEYWORD_TOKENIZER)
 
     def _fail(self, rel: str, error: str) -> None:
         self.failed.append({"path": rel, "error": error})  # printed once, by the caller
@@ -5687,32 +5905,18 @@ class _IngestRun:
                                         for p in todo for c in p.prepared.chunks]))
             for p in todo:
                 p.prepared.vectors = [_Copy.vector(next(vectors)) for _ in p.prepared.chunks]
-        vault = self.vault_key
         self.progress("write", self.files_done, self.files_total)
         with self.store.transaction():
             started = time.perf_counter()
-            rows = self.store.run(
-                "INSERT INTO documents (vault_path, file_path, relative_path, content_hash, mtime_ns, size_bytes, "
-                "frontmatter, body, body_line) SELECT :v, f, r, h, m, s, fm::jsonb, b, bl FROM unnest("
-                "CAST(:f AS text[]), CAST(:r AS text[]), CAST(:h AS text[]), CAST(:m AS bigint[]), "
-                "CAST(:s AS bigint[]), CAST(:fm AS text[]), CAST(:b AS text[]), CAST(:bl AS int[])) "
-                "AS t(f, r, h, m, s, fm, b, bl) "
-                "ON CONFLICT (vault_path, relative_path) DO UPDATE SET file_path = EXCLUDED.file_path, "
-                "content_hash = EXCLUDED.content_hash, mtime_ns = EXCLUDED.mtime_ns, size_bytes = EXCLUDED.size_bytes, "
-                "frontmatter = EXCLUDED.frontmatter, body = EXCLUDED.body, body_line = EXCLUDED.body_line, "
-                "updated_at = now() RETURNING relative_path, id",
-                v=vault, f=[p.file_path for p in batch], r=[p.relative_path for p in batch],
-                h=[p.content_hash for p in batch], m=[p.mtime_ns for p in batch], s=[p.size for p in batch],
-                fm=[json.dumps(p.prepared.frontmatter, ensure_ascii=False) for p in batch],
-                b=[p.prepared.body for p in batch], bl=[p.prepared.body_line for p in batch])
-            doc_ids = dict(rows)
+            doc_ids = self.store.upsert_documents(
+                self.vault_key, [p.file_path for p in batch], [p.relative_path for p in batch],
+                [p.content_hash for p in batch], [p.mtime_ns for p in batch], [p.size for p in batch],
+                [p.prepared.frontmatter for p in batch], [p.prepared.body for p in batch],
+                [p.prepared.body_line for p in batch])
             updated = [doc_ids[p.relative_path] for p in batch if p.is_update]
             if updated:
-                self.store.run("DELETE FROM chunks WHERE document_id = ANY(CAST(:ids AS bigint[]))", ids=updated)
-                self.store.run("DELETE FROM links WHERE document_id = ANY(CAST(:ids AS bigint[]))", ids=updated)
-            total = sum(len(p.prepared.chunks) for p in batch)
-            ids = [r[0] for r in self.store.run(
-                "SELECT nextval('chunks_id_seq') FROM generate_series(1, :n)", n=total)] if total else []
+                self.store.delete_document_contents(updated)
+            ids = self.store.allocate_chunk_ids(sum(len(p.prepared.chunks) for p in batch))
             now = time.perf_counter()
             self.phases["documents"] += now - started
             started = now
@@ -5768,8 +5972,7 @@ class _IngestRun:
         if gone:
             self.progress("delete", 0, len(gone))
             with self.store.transaction():
-                self.store.run("DELETE FROM documents WHERE vault_path = :v AND relative_path = ANY(CAST(:r AS text[]))",
-                               v=self.vault_key, r=gone)
+                self.store.delete_documents(self.vault_key, gone)
                 counts = self._record_counts(documents_deleted=len(gone))
             self.counts = counts
 
@@ -5780,12 +5983,7 @@ class _IngestRun:
         for i in range(0, len(doc_ids), 200):
             ids = doc_ids[i:i + 200]
             self._backfill_keywords(ids)
-            rows = self.store.run(
-                "SELECT c.id, c.content, c.heading_path, c.relative_path, c.tags, c.wikilinks, "
-                "c.metadata->>'title', c.metadata->'aliases' FROM chunks c "
-                "WHERE c.document_id = ANY(CAST(:ids AS bigint[])) AND NOT EXISTS (SELECT 1 FROM embeddings e "
-                "WHERE e.chunk_id = c.id AND e.embedding_provider = :p AND e.embedding_model = :m "
-                "AND e.embedding_dim = :d) ORDER BY c.id", ids=ids, p=self.key[0], m=self.key[1], d=self.key[2])
+            rows = self.store.chunks_missing_embeddings(ids, self.key)
             self.progress("backfill", i, len(doc_ids))
             self.backfilled += len(ids)
             if not rows:
@@ -5801,10 +5999,7 @@ class _IngestRun:
             self.counts = counts
 
     def _backfill_keywords(self, doc_ids: list[int]) -> None:
-        rows = self.store.run(
-            "SELECT c.id, c.content, c.heading_path, c.relative_path, c.tags FROM chunks c "
-            "WHERE c.document_id = ANY(CAST(:ids AS bigint[])) AND NOT EXISTS (SELECT 1 FROM keyword_chunks k "
-            "WHERE k.chunk_id = c.id AND k.tokenizer = :t) ORDER BY c.id", ids=doc_ids, t=KEYWORD_TOKENIZER)
+        rows = self.store.chunks_missing_keywords(doc_ids, KEYWORD_TOKENIZER)
         if not rows:
             return
         kw_chunks, kw_postings = _Copy(len(_KEYWORD_CHUNK_COLUMNS)), _Copy(len(_KEYWORD_POSTING_COLUMNS))
@@ -5813,8 +6008,7 @@ class _IngestRun:
                           _keyword_packed(*keyword_vector(content, heading_path, rel, tags)))
         with self.store.transaction():
             # rows of an older tokenizer are replaced, not mixed with the new ones
-            self.store.run("DELETE FROM keyword_chunks WHERE chunk_id = ANY(CAST(:ids AS bigint[]))",
-                           ids=[r[0] for r in rows])
+            self.store.delete_keyword_chunks([r[0] for r in rows])
             self.store.copy("keyword_chunks", _KEYWORD_CHUNK_COLUMNS, kw_chunks)
             self.store.copy("keyword_postings", _KEYWORD_POSTING_COLUMNS, kw_postings)
         self.keyword_chunks_written += kw_chunks.rows
@@ -5826,22 +6020,17 @@ class _IngestRun:
         written."""
         changed = self.counts["documents_added"] + self.counts["documents_updated"] + self.counts["documents_deleted"]
         vault = self.vault_key
-        if not changed and not self.store.run(
-                "SELECT EXISTS (SELECT 1 FROM links l JOIN documents d ON d.id = l.document_id "
-                "WHERE d.vault_path = :v AND l.target_exists IS NULL)", v=vault)[0][0]:
+        if not changed and not self.store.has_unresolved_links(vault):
             self._count_links()
             return
         self.progress("links", 0, 0)
         aliases: dict[str, tuple[str, ...]] = {}
-        for rel, fm in self.store.run("SELECT relative_path, frontmatter FROM documents WHERE vault_path = :v "
-                                      "AND (frontmatter ? 'aliases' OR frontmatter ? 'alias')", v=vault):
+        for rel, fm in self.store.alias_frontmatters(vault):
             aliases[rel] = extract_aliases(fm if isinstance(fm, dict) else {})[0]
         index = LinkIndex(all_paths, aliases)
         # A first run resolved every link by path as it wrote it: only the misses remain (aliases).  Later runs
         # recheck every link, since an added or deleted file can change where an old link leads.
-        pending = " AND l.target_exists IS NULL" if self.first_run else ""
-        rows = self.store.run("SELECT l.id, d.relative_path, l.target, l.resolved_path, l.target_exists FROM links l "
-                              "JOIN documents d ON d.id = l.document_id WHERE d.vault_path = :v" + pending, v=vault)
+        rows = self.store.vault_links(vault, unresolved_only=self.first_run)
         ids, paths, exists = [], [], []
         for link_id, source, target, old_path, old_exists in rows:
             path, found = index.resolve(source, target)
@@ -5851,16 +6040,11 @@ class _IngestRun:
                 exists.append(found)
         for i in range(0, len(ids), 20000):
             with self.store.transaction():
-                self.store.run("UPDATE links SET resolved_path = u.p, target_exists = u.e FROM unnest("
-                               "CAST(:i AS bigint[]), CAST(:p AS text[]), CAST(:e AS boolean[])) AS u(i, p, e) "
-                               "WHERE links.id = u.i", i=ids[i:i + 20000], p=paths[i:i + 20000],
-                               e=exists[i:i + 20000])
+                self.store.update_link_targets(ids[i:i + 20000], paths[i:i + 20000], exists[i:i + 20000])
         self._count_links()
 
     def _count_links(self) -> None:
-        for found, n in self.store.run(
-                "SELECT coalesce(l.target_exists, false), count(*) FROM links l JOIN documents d "
-                "ON d.id = l.document_id WHERE d.vault_path = :v GROUP BY 1", v=self.vault_key):
+        for found, n in self.store.link_counts(self.vault_key):
             self.links["resolved" if found else "unresolved"] = n
 
 
@@ -5978,10 +6162,9 @@ def _ingest_holder(store: Store, vault_key: str) -> tuple[str, bool]:
     """Who holds a vault's ingest lock (its run row's pid, host and start time, or while it starts up its session
     name) for the busy message, and whether that process is gone: killed, with its database session still ending
     the statement it was in."""
-    rows = store.run("SELECT id, started_at, metadata->>'pid', metadata->>'host' FROM ingest_runs "
-                     "WHERE vault_path = :v AND status = 'running' ORDER BY id DESC LIMIT 1", v=vault_key)
-    if rows:
-        run_id, started, pid, host = rows[0]
+    row = store.running_ingest_run(vault_key)
+    if row:
+        run_id, started, pid, host = row
         where = f"pid {pid}" + (f" on {host}" if host and host != socket.gethostname() else "")
         gone = bool(pid and str(pid).isdigit() and host == socket.gethostname() and _process_gone(int(pid)))
         return f"ingest run #{run_id} ({where}, started {_jsonable(started)})", gone
@@ -6037,16 +6220,7 @@ def _check_mass_delete(vault_key: str, existing: dict, scan: "ScanResult", allow
 # A change of more rows than this (ingest, `vaults rm`) analyzes the vault tables before it returns; the tables
 # an ingest's opening queries read are analyzed first when a killed run left them changed and unanalyzed.
 BULK_CHANGE_ROWS = 1000
-_VAULT_TABLES = "documents, chunks, embeddings, links, keyword_chunks, keyword_postings"
-
-
-def _stale_tables(store: Store) -> list[str]:
-    """The tables an ingest's opening queries read that a bulk load left unanalyzed (a killed first ingest): the
-    planner would guess there, and its guesses for just-loaded tables once kept a run silent for minutes."""
-    return sorted(r[0] for r in store.run(
-        "SELECT relname FROM pg_stat_user_tables WHERE schemaname = current_schema() AND relname IN ('documents', "
-        "'chunks', 'embeddings', 'keyword_chunks', 'links') AND n_mod_since_analyze > greatest(:n, n_live_tup / 4)",
-        n=BULK_CHANGE_ROWS))
+_VAULT_TABLES = ("documents", "chunks", "embeddings", "links", "keyword_chunks", "keyword_postings")
 
 
 def ingest(config: Config, vault: str | Path, progress: ProgressFn | None = None, excludes: Sequence[str] = (), *,
@@ -6083,14 +6257,14 @@ def ingest(config: Config, vault: str | Path, progress: ProgressFn | None = None
         _check_schema_dim(store, config)
         _acquire_ingest_lock(store, vault_key, wait, notice)
         # Runs left 'running' by a process that died (the lock is free, so nobody owns them) are failed runs.
-        store.run("UPDATE ingest_runs SET status = 'failed', finished_at = now(), error_summary = "
-                  "coalesce(error_summary, 'interrupted: the process ended before the run finished') "
-                  "WHERE vault_path = :v AND status = 'running'", v=vault_key)
-        stale = _stale_tables(store)
+        store.fail_abandoned_runs(vault_key)
+        # Tables a killed first ingest left loaded but unanalyzed: the planner would guess there, and its guesses
+        # for just-loaded tables once kept a run silent for minutes.
+        stale = store.unanalyzed_tables(BULK_CHANGE_ROWS)
         if stale:
             if progress:
                 progress("analyze", 0, 0)
-            store.run(f"ANALYZE {', '.join(stale)}")
+            store.analyze(stale)
         job = _IngestRun(config, store, root, vault_key, 0, progress, pool)
         job.phases["scan"], job.cpu_started = scan_s, cpu_started
         if progress:
@@ -6098,11 +6272,8 @@ def ingest(config: Config, vault: str | Path, progress: ProgressFn | None = None
         with job._timed("diff"):
             existing = job._existing_documents()
         _check_mass_delete(vault_key, existing, scan, allow_delete)
-        job.run_id = store.run(
-            "INSERT INTO ingest_runs (vault_path, embedding_provider, embedding_model, embedding_dim, status, "
-            "metadata) VALUES (:v, :p, :m, :d, 'running', CAST(:md AS jsonb)) RETURNING id", v=vault_key,
-            p=embedder.provider, m=embedder.model, d=config.embedding_dim,
-            md=json.dumps({"pid": os.getpid(), "host": socket.gethostname()}))[0][0]
+        job.run_id = store.insert_ingest_run(vault_key, embedder.provider, embedder.model, config.embedding_dim,
+                                             {"pid": os.getpid(), "host": socket.gethostname()})
         job.run(existing, scan)
     except BaseException as exc:
         interrupted = isinstance(exc, KeyboardInterrupt)
@@ -6160,22 +6331,19 @@ def _finish_run(config: Config, store: Store, job: _IngestRun, status: str, summ
                 "cpu_s": _cpu_since(job.cpu_started),
                 "localrag_version": __version__}
     # Counts are not rewritten here: each batch recorded its own, in its own transaction.
-    params = dict(id=job.run_id, st=status, es=summary, md=json.dumps(_jsonable(metadata), ensure_ascii=False))
-    sql = ("UPDATE ingest_runs SET status = :st, finished_at = now(), error_summary = :es, "
-           "metadata = CAST(:md AS jsonb) WHERE id = :id")
     result = {"id": job.run_id, "status": status, "vault_path": job.vault_key, "embedding_provider": job.key[0],
               "embedding_model": job.key[1], "embedding_dim": job.key[2], **job.counts, "error_summary": summary,
               **metadata}
     if not interrupted:
         try:
-            store.run(sql, **params)
+            store.finish_ingest_run(job.run_id, status, summary, metadata)
             return result
         except LocalRagError:
             if status == "success":
                 raise
     # The connection died with the run, or was interrupted mid-message (it cannot be trusted to answer): record
     # the outcome on a fresh one, ending the old session first so its lock and any open transaction go now.
-    _end_session(store, lambda fresh: fresh.run(sql, **params))
+    _end_session(store, lambda fresh: fresh.finish_ingest_run(job.run_id, status, summary, metadata))
     return result
 
 
@@ -6195,7 +6363,7 @@ def _end_session(store: Store, then: Callable[[Store], Any] | None = None) -> No
         with Store(store.target, timeout=5.0) as fresh:
             for pid in (store.backend_pid, store._sibling and store._sibling.backend_pid):
                 if pid:
-                    fresh.run("SELECT pg_terminate_backend(:pid)", pid=pid)
+                    fresh.terminate_backend(pid)
             if then is not None:
                 then(fresh)
 
@@ -8217,7 +8385,7 @@ def health(config: Config, store: Store | None = None, details: bool = True) -> 
                                        f"{HINT_DB_INIT}", missing=missing)
         s.check_schema_version()
         dim = s.vector_dim()
-        documents, chunks = s.run("SELECT (SELECT count(*) FROM documents), (SELECT count(*) FROM chunks)")[0]
+        documents, chunks = s.document_chunk_counts()
         current = s.count_current(config.embedding_key)
     embedding_ok = dim in (None, config.embedding_dim)
     ready = "ok" if current else "not_ready"
@@ -8404,7 +8572,7 @@ def db_init(config: Config, progress: "ProgressFn | None" = None) -> dict:
 def db_status(config: Config) -> dict:
     """`localrag db status`: where the database is, whether the schema is there, what it holds."""
     with Store.open(config) as s:
-        version, buffers = s.run("SELECT current_setting('server_version'), current_setting('shared_buffers')")[0]
+        version, buffers = s.server_settings()
         state = s.schema_state()
         out: dict = {"database": s.target.display, "kind": "external" if config.database_url else "embedded",
                      "server_version": version, "shared_buffers": buffers, "pgvector": state["pgvector"],
@@ -8413,22 +8581,15 @@ def db_status(config: Config) -> dict:
                      "schema_version_supported": SCHEMA_VERSION}
         out["schema_outdated"] = out["schema_version"] is not None and out["schema_version"] < SCHEMA_VERSION
         if out["schema_initialized"]:
-            out["documents"], out["chunks"] = s.run(
-                "SELECT (SELECT count(*) FROM documents), (SELECT count(*) FROM chunks)")[0]
+            out["documents"], out["chunks"] = s.document_chunk_counts()
             out["embeddings"] = [{"embedding_provider": p, "embedding_model": m, "embedding_dim": d, "count": n,
                                   "approx_index": s.approx_index((p, m, d))}
-                                 for p, m, d, n in s.run(
-                                     "SELECT embedding_provider, embedding_model, embedding_dim, count(*) FROM "
-                                     "embeddings GROUP BY 1, 2, 3 ORDER BY 1, 2, 3")]
-            out["vaults"] = [{"vault_path": v, "documents": n} for v, n in s.run(
-                "SELECT vault_path, count(*) FROM documents GROUP BY 1 ORDER BY 1")]
-            last = s.run("SELECT id, vault_path, status, started_at, finished_at, error_summary FROM ingest_runs "
-                         "ORDER BY id DESC LIMIT 1")
+                                 for p, m, d, n in s.embedding_counts()]
+            out["vaults"] = [{"vault_path": v, "documents": n} for v, n in s.vault_document_counts()]
+            last = s.last_ingest_run()
             out["last_ingest_run"] = (dict(zip(("id", "vault_path", "status", "started_at", "finished_at",
-                                                "error_summary"), _jsonable(list(last[0])))) if last else None)
-            if last and last[0][2] == "running" and not s.run(
-                    "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND classid = :k "
-                    "AND objid = hashtext(:v)::oid AND granted)", k=INGEST_LOCK_KEY, v=last[0][1])[0][0]:
+                                                "error_summary"), _jsonable(list(last)))) if last else None)
+            if last and last[2] == "running" and not s.advisory_lock_held(INGEST_LOCK_KEY, last[1]):
                 # Nobody holds the vault's lock: the process that ran it is gone (killed); say so.
                 out["last_ingest_run"]["status"] = "interrupted"
                 out["last_ingest_run"]["hint"] = "its process ended; the next ingest of this vault marks it failed"
@@ -8444,14 +8605,7 @@ def vaults_list(config: Config) -> dict:
     chunks and last ingest run."""
     with Store.open(config) as s:
         s.require_schema()
-        rows = s.run(
-            "WITH v AS (SELECT DISTINCT vault_path FROM documents UNION SELECT DISTINCT vault_path FROM ingest_runs) "
-            "SELECT v.vault_path, (SELECT count(*) FROM documents d WHERE d.vault_path = v.vault_path), "
-            "(SELECT count(*) FROM chunks c JOIN documents d ON d.id = c.document_id WHERE d.vault_path = v.vault_path), "
-            "r.id, r.status, r.started_at, r.finished_at, r.documents_added, r.documents_updated, "
-            "r.documents_deleted, r.documents_skipped, r.error_summary "
-            "FROM v LEFT JOIN LATERAL (SELECT * FROM ingest_runs i WHERE i.vault_path = v.vault_path "
-            "ORDER BY i.id DESC LIMIT 1) r ON true ORDER BY v.vault_path")
+        rows = s.vaults_with_last_run()
     vaults = []
     for (path, documents, chunks, run_id, status, started, finished, added, updated, deleted, skipped,
          error) in rows:
@@ -8471,8 +8625,7 @@ def _vault_key(store: Store, path: str) -> str:
         raise InvalidRequest("no vault path given; `localrag vaults` lists the indexed ones")
     candidates = [str(Path(path).expanduser().resolve()), str(path).rstrip("/") or "/"]
     for candidate in candidates:
-        if store.run("SELECT EXISTS (SELECT 1 FROM documents WHERE vault_path = :v) OR EXISTS "
-                     "(SELECT 1 FROM ingest_runs WHERE vault_path = :v)", v=candidate)[0][0]:
+        if store.has_vault(candidate):
             return candidate
     raise VaultNotIndexed(f"no indexed vault at {path}; `localrag vaults` lists the indexed ones", path=str(path))
 
@@ -8482,8 +8635,7 @@ def vault_summary(config: Config, path: str) -> dict:
     with Store.open(config) as s:
         s.require_schema()
         key = _vault_key(s, path)
-        documents, chunks = s.run("SELECT count(*), coalesce(sum((SELECT count(*) FROM chunks c WHERE "
-                                  "c.document_id = d.id)), 0) FROM documents d WHERE d.vault_path = :v", v=key)[0]
+        documents, chunks = s.vault_counts(key)
     return {"vault_path": key, "documents": documents, "chunks": int(chunks)}
 
 
@@ -8498,13 +8650,9 @@ def vaults_remove(config: Config, path: str) -> dict:
             raise IngestBusy(f"an ingest of {key} is running; wait for it to finish before removing the vault",
                              vault_path=key)
         try:
-            with s.transaction():
-                chunks = s.run("SELECT count(*) FROM chunks c JOIN documents d ON d.id = c.document_id "
-                               "WHERE d.vault_path = :v", v=key)[0][0]
-                documents = len(s.run("DELETE FROM documents WHERE vault_path = :v RETURNING id", v=key))
-                runs = len(s.run("DELETE FROM ingest_runs WHERE vault_path = :v RETURNING id", v=key))
+            documents, chunks, runs = s.remove_vault(key)
             if chunks > BULK_CHANGE_ROWS:  # the planner's numbers still count the removed rows: refresh them
-                s.run(f"ANALYZE {_VAULT_TABLES}")
+                s.analyze(_VAULT_TABLES)
         finally:
             s.advisory_unlock(INGEST_LOCK_KEY, key)
     return {"vault_path": key, "documents_removed": documents, "chunks_removed": chunks, "runs_removed": runs}
