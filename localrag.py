@@ -1486,20 +1486,36 @@ _UTF16_BOMS = ((b"\xff\xfe\x00\x00", "utf-32-le"), (b"\x00\x00\xfe\xff", "utf-32
                (b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "utf-16-be"))
 
 
+BINARY_CONTROL_SHARE = 0.1   # an 8-bit "text" with more C0 control bytes than this (besides tab/CR/LF/FF) is binary
+_BINARY_CONTROL_BYTES = bytes(b for b in range(32) if b not in (9, 10, 12, 13))   # NUL included
+
+
+class BinaryFile(MarkdownError):
+    """A file named like a note that holds binary data (an image or a program renamed .md): failed, not indexed."""
+
+
 def decode_text(data: bytes) -> tuple[str, str | None]:
     """Bytes to text: (text, warning).  A BOM decides (UTF-8, UTF-16, UTF-32); else UTF-8; else UTF-16 without a
     BOM when every other byte is NUL (Windows tools write it); else Windows-1252 (a superset of Latin-1 for
-    text), with a warning, since that is a guess."""
+    text), with a warning, since that is a guess, unless the bytes are no text at all (a NUL, or over a tenth of
+    control bytes in the first 4 KB): BinaryFile."""
     if data.startswith(b"\xef\xbb\xbf"):
         return data[3:].decode("utf-8", errors="replace"), None
     for bom, codec in _UTF16_BOMS:
         if data.startswith(bom):
             return data[len(bom):].decode(codec, errors="replace"), None
+    sample = data[:4096]
+    # Text has few control bytes in any encoding without a BOM (UTF-16's NULs are its zero high bytes: kept apart)
+    controls = len(sample) - len(sample.translate(None, _BINARY_CONTROL_BYTES))
     try:
-        return data.decode("utf-8"), None
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         first_bad = exc.start
-    sample = data[:4096]
+    else:
+        if controls > BINARY_CONTROL_SHARE * len(sample):
+            raise BinaryFile(f"binary data, not text ({controls} of its first {len(sample)} bytes are control "
+                             f"characters): not indexed")
+        return text, None
     if len(sample) >= 4 and len(sample) % 2 == 0:
         even_nul, odd_nul = sample[0::2].count(0), sample[1::2].count(0)
         half = len(sample) // 2
@@ -1507,6 +1523,11 @@ def decode_text(data: bytes) -> tuple[str, str | None]:
             return data.decode("utf-16-le", errors="replace"), None
         if even_nul > 0.4 * half and odd_nul < 0.05 * half:
             return data.decode("utf-16-be", errors="replace"), None
+    # Neither UTF-8 nor UTF-16: a legacy 8-bit text, or no text at all (an image or program renamed .md).  Text in
+    # any 8-bit encoding has no NUL and few control characters; read as Windows-1252, binary data is garbage.
+    if 0 in sample or controls > BINARY_CONTROL_SHARE * len(sample):
+        raise BinaryFile(f"binary data, not text (byte {sample.find(0) if 0 in sample else first_bad} is "
+                         f"{'a NUL' if 0 in sample else 'not text'}, and it is not UTF-8 or UTF-16): not indexed")
     # cp1252 leaves five bytes undefined; Latin-1 maps them (to C1 controls) so no byte is ever lost.
     text = data.decode("cp1252", errors="replace")
     if "\ufffd" in text:
@@ -5412,6 +5433,8 @@ def scan_vault(root: Path, max_file_bytes: int | None = None, excludes: Sequence
                 text, _ = decode_text(ignore_path.read_bytes())
             except OSError as exc:
                 raise IgnorePatternInvalid(f"cannot read {ignore_path}: {exc.strerror or exc}") from None
+            except BinaryFile as exc:
+                raise IgnorePatternInvalid(f"{ignore_path}: {exc}") from None
             # Folder rules apply to what is under the folder; deeper files come later, so they win (as in git).
             rules = rules + parse_ignore_file(text, f"{(base + '/' if base else '')}{IGNORE_FILE}", base)
         kept = []
@@ -5460,7 +5483,7 @@ def scan_vault(root: Path, max_file_bytes: int | None = None, excludes: Sequence
                 continue
             if max_file_bytes is not None and st.st_size > max_file_bytes:
                 result.warnings.append({"path": rel, "warning": (
-                    f"file is {st.st_size / 1e6:.1f} MB, over the {max_file_bytes / 1e6:.0f} MB limit; not read "
+                    f"file is {_size_text(st.st_size)}, over the {_size_text(max_file_bytes)} limit; not read "
                     f"(raise LOCALRAG_MAX_FILE_MB to index it)")})
                 result.keep.add(rel)
                 skip("too_large")
@@ -5473,7 +5496,19 @@ def scan_vault(root: Path, max_file_bytes: int | None = None, excludes: Sequence
     if pdf_skipped:
         result.warnings.append({"path": pdf_skipped[0], "warning": (
             f"{len(pdf_skipped)} PDF file(s) not indexed: {PDF_INSTALL_HINT}")})
+    if not result.files_found and not result.keep:
+        result.warnings.append({"path": ".", "warning": (
+            f"no notes found ({', '.join(NOTE_EXTENSIONS)} files): is this the vault folder? Nothing to index")})
     return result
+
+
+def _size_text(n_bytes: float) -> str:
+    """A file size in the unit that shows it: 512 bytes, 40 KB, 1.5 MB."""
+    if n_bytes < 1000:
+        return f"{n_bytes:.0f} bytes"
+    if n_bytes < 1e6:
+        return f"{n_bytes / 1e3:.3g} KB"
+    return f"{n_bytes / 1e6:.3g} MB"
 
 
 @dataclasses.dataclass

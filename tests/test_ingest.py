@@ -2,6 +2,7 @@
 
 import collections
 import json
+import random
 import os
 import signal
 import sys
@@ -129,12 +130,30 @@ def test_empty_vault_succeeds_with_zero_counts(db, tmp_path):
     result = json.loads(out)
     assert code == 0 and result["status"] == "success"
     assert all(result[k] == 0 for k in localrag.INGEST_COUNTS)
+    assert result["warnings"] == [{"path": ".", "warning": "no notes found (.md, .txt, .canvas, .pdf files): is "
+                                                          "this the vault folder? Nothing to index"}]
+
+
+def test_binary_detection_spares_text_in_legacy_encodings():
+    """Windows-1252 / Latin-1 text and text with a form feed is text; a NUL or a tenth of control bytes in a file
+    that is neither UTF-8 nor UTF-16 is binary."""
+    assert localrag.decode_text("Caf\xe9 cr\xe8me \x0c page two".encode("latin-1"))[1] is not None
+    assert localrag.decode_text("Ærøskøbing\tNæstved\r\n".encode("cp1252"))[0].startswith("Ærøskøbing")
+    for data in (b"\xff\x00abc", b"\xe9" + bytes(range(1, 9)) * 3 + b"text" * 10):
+        with pytest.raises(localrag.BinaryFile):
+            localrag.decode_text(data)
+    assert localrag.decode_text("text with a stray NUL\x00 in UTF-8".encode())[0].startswith("text")   # UTF-8: kept
+    assert localrag._size_text(2000) == "2 KB" and localrag._size_text(512) == "512 bytes" and \
+        localrag._size_text(1_500_000) == "1.5 MB"
 
 
 def test_per_file_problems_reported_and_others_indexed(db, vault, capfd):
     (vault / "latin1.md").write_bytes("# Café\nna\xefve zorbulon".encode("latin-1"))
     (vault / "bad-yaml.md").write_text("---\ntitle: [unclosed\n---\n# x\nquuxotic body kept\n")
     (vault / "board.canvas").write_text("{not json")
+    (vault / "program.md").write_bytes(b"\x7fELF\x02\x01\x01\x00\x00\x00\x00\x00>\x00\x01" * 64)   # renamed
+    noise = random.Random(3)
+    (vault / "noise.md").write_bytes(bytes(noise.randrange(256) for _ in range(3000)))
     outside = vault.parent / "outside.md"
     outside.write_text("# outside secret\nclassified")
     (vault / "link.md").symlink_to(outside)
@@ -143,7 +162,10 @@ def test_per_file_problems_reported_and_others_indexed(db, vault, capfd):
     err = capfd.readouterr().err
     assert code == localrag.EXIT_PARTIAL and result["status"] == "success"
     failed = {f["path"]: f["error"] for f in result["files_failed"]}
-    assert list(failed) == ["board.canvas"] and "JSON Canvas" in failed["board.canvas"] and "line 1" in failed["board.canvas"]
+    assert sorted(failed) == ["board.canvas", "noise.md", "program.md"]
+    assert "JSON Canvas" in failed["board.canvas"] and "line 1" in failed["board.canvas"]
+    assert failed["program.md"].startswith("binary data, not text (")    # no garbage in the index
+    assert failed["noise.md"].startswith("binary data, not text")
     warned = {w["path"]: w["warning"] for w in result["warnings"]}
     assert "Windows-1252" in warned["latin1.md"] and "line 3" in warned["bad-yaml.md"]
     assert "board.canvas" in err and "latin1.md" in err and "bad-yaml.md" in err
