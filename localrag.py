@@ -6903,6 +6903,16 @@ def gate_signals(retrieved: dict) -> dict:
     }
 
 
+def _below(value: float, threshold: float) -> str:
+    """`value` with two decimals, or as many more as it takes not to read as `threshold` (0.396 against 0.40 would
+    print "coverage 0.40 is below 0.40")."""
+    for places in (2, 3, 4, 6):
+        text = f"{value:.{places}f}"
+        if text != f"{threshold:.{places}f}":
+            return text
+    return repr(value)
+
+
 def evidence_gate(signals: dict, settings: GateSettings) -> tuple[str, str, dict]:
     """(mode rag|no_answer, reason naming the deciding signal and its value, signals).  Pure: no database."""
     sim, cov, matched = signals.get("similarity"), signals["coverage"], len(signals["matched_terms"])
@@ -6928,12 +6938,13 @@ def evidence_gate(signals: dict, settings: GateSettings) -> tuple[str, str, dict
                            f"matched)"), signals
     if cov < settings.min_coverage:
         missing = ", ".join(signals["missing_terms"][:8])
-        return "no_answer", (f"coverage {cov:.2f} is below RAG_MIN_COVERAGE {settings.min_coverage:.2f}: the top "
-                             f"evidence lacks {missing}; {sim_text}"), signals
+        return "no_answer", (f"coverage {_below(cov, settings.min_coverage)} is below RAG_MIN_COVERAGE "
+                             f"{settings.min_coverage:.2f}: the top evidence lacks {missing}; {sim_text}"), signals
     unknown = signals.get("unknown_words") or []
     if unknown and cov < settings.min_coverage_unseen:
-        return "no_answer", (f"the knowledge base never uses {', '.join(unknown[:5])}, and coverage {cov:.2f} is "
-                             f"below RAG_MIN_COVERAGE_UNSEEN {settings.min_coverage_unseen:.2f}; {sim_text}"), signals
+        return "no_answer", (f"the knowledge base never uses {', '.join(unknown[:5])}, and coverage "
+                             f"{_below(cov, settings.min_coverage_unseen)} is below RAG_MIN_COVERAGE_UNSEEN "
+                             f"{settings.min_coverage_unseen:.2f}; {sim_text}"), signals
     if matched < settings.min_matched_terms:
         return "no_answer", (f"{matched} question term(s) matched, below RAG_MIN_MATCHED_TERMS "
                              f"{settings.min_matched_terms}; {sim_text}"), signals
@@ -12379,6 +12390,23 @@ class _ArgumentParser(argparse.ArgumentParser):
         raise InvalidRequest(f"{self.prog}: {message}", usage=self.format_usage().strip())
 
 
+def _ranged(kind: type, low: float, high: float | None = None) -> Callable[[str], Any]:
+    """An argparse type: a `kind` (int or float) from `low` to `high` (inclusive; no upper bound when None), so an
+    impossible value is a usage error (exit 2) naming the range, not a run that cannot succeed."""
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if kind is int else 'a number'}") \
+                from None
+        if value != value or value < low or (high is not None and value > high):   # NaN is out of every range
+            raise argparse.ArgumentTypeError(f"{text} is out of range: it must be " + (
+                f"from {low:g} to {high:g}" if high is not None else f"{low:g} or more"))
+        return value
+    parse.__name__ = kind.__name__   # argparse names the type in its messages
+    return parse
+
+
 def build_parser() -> argparse.ArgumentParser:
     fmt = argparse.RawDescriptionHelpFormatter
     parser = _ArgumentParser(
@@ -12572,8 +12600,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--calibrate", action="store_true",
                    help="tune the evidence gate on these questions: print the answered/refused trade-off, the "
                         "chosen RAG_MIN_SIMILARITY / RAG_MIN_COVERAGE and the rule")
-    p.add_argument("--min-hit-at-k", type=float, metavar="X", help="exit 11 if Hit@k is below X")
-    p.add_argument("--min-rejection", type=float, metavar="Y", help="exit 11 if no_answer rejection is below Y")
+    p.add_argument("--min-hit-at-k", type=_ranged(float, 0, 1), metavar="X", help="exit 11 if Hit@k is below X (0..1)")
+    p.add_argument("--min-rejection", type=_ranged(float, 0, 1), metavar="Y",
+                   help="exit 11 if no_answer rejection is below Y (0..1)")
     _add_scope_args(p)
     _add_json(p)
     p.set_defaults(func=_cmd_eval)
@@ -12584,11 +12613,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1",
                    help="address to bind (default 127.0.0.1, loopback only; ::1 for IPv6); any other address "
                         "needs LOCALRAG_API_TOKEN or --insecure-no-token")
-    p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
+    p.add_argument("--port", type=_ranged(int, 0, 65535), default=8000,
+                   help="port, 0..65535 (default 8000; 0 picks a free one)")
     p.add_argument("--insecure-no-token", action="store_true",
                    help="allow a non-loopback --host without LOCALRAG_API_TOKEN (anyone who reaches the port can "
                         "query the knowledge base)")
-    p.add_argument("--grace", type=float, default=HTTP_SHUTDOWN_GRACE_S, metavar="SECONDS",
+    p.add_argument("--grace", type=_ranged(float, 0), default=HTTP_SHUTDOWN_GRACE_S, metavar="SECONDS",
                    help=f"on SIGINT/SIGTERM, how long in-flight requests may take to finish (default "
                         f"{HTTP_SHUTDOWN_GRACE_S:g}); a second signal stops at once")
     p.add_argument("--no-warm", action="store_true", help=argparse.SUPPRESS)

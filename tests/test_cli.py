@@ -195,6 +195,20 @@ def test_argument_errors_print_the_error_document_with_json(args):
     assert err["code"] == "invalid_request" and err["message"] and "usage" in err["details"]
 
 
+@pytest.mark.parametrize("args, says", [
+    (["serve", "--port", "70000"], "--port: 70000 is out of range: it must be from 0 to 65535"),
+    (["serve", "--port", "-5"], "--port: -5 is out of range"),
+    (["serve", "--grace", "-1"], "--grace: -1 is out of range: it must be 0 or more"),
+    (["eval", "--min-hit-at-k", "1.5"], "--min-hit-at-k: 1.5 is out of range: it must be from 0 to 1"),
+    (["eval", "--min-rejection", "nan"], "--min-rejection: nan is out of range"),
+    (["serve", "--port", "http"], "--port: 'http' is not an integer")])
+def test_impossible_numbers_are_usage_errors(args, says):
+    """A port outside 0..65535 was an internal error (OverflowError from bind), and a threshold above 1 an eval
+    that could never pass: both are usage errors naming the range, before anything starts."""
+    code, out = run_cli(*args, "--json")
+    assert code == localrag.EXIT_USAGE and says in json.loads(out)["error"]["message"]
+
+
 def test_argument_errors_without_json_keep_stdout_empty():
     proc = _cli("search", "--top-k", "x")
     assert proc.returncode == localrag.EXIT_USAGE and proc.stdout == ""

@@ -236,6 +236,10 @@ GATE = localrag.GateSettings(min_similarity=0.2, min_coverage=0.4, min_matched_t
     ({"unknown_words": ["bank"], "coverage": 0.5}, "no_answer",
      "never uses bank, and coverage 0.50 is below RAG_MIN_COVERAGE_UNSEEN 0.60"),
     ({"unknown_words": ["bank"], "coverage": 0.6}, "rag", "coverage 0.60 >= 0.40"),
+    # a value just below a threshold is never printed as the threshold itself
+    ({"coverage": 0.396025}, "no_answer", "coverage 0.396 is below RAG_MIN_COVERAGE 0.40"),
+    ({"unknown_words": ["bank"], "coverage": 0.5999}, "no_answer", "coverage 0.5999 is below RAG_MIN_COVERAGE_UNSEEN"),
+    ({"results": 0, "scope_empty": True}, "no_answer", "no indexed note matches the scope"),
 ])
 def test_gate_decisions_name_the_deciding_signal(kw, mode, says):
     got_mode, reason, sig = localrag.evidence_gate(signals(**kw), GATE)
