@@ -7706,8 +7706,8 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
 
     def code_after(u: dict) -> list[str]:
         """The fenced code block right after a shown unit in its block, or inside it (a list item's), the command
-        or config it introduces: verbatim and cited after its closing fence; short ones only, FAKE_MAX_CODE_BLOCKS
-        at most."""
+        or config it introduces: verbatim, cited on the line after its closing fence; short ones only,
+        FAKE_MAX_CODE_BLOCKS at most."""
         if u.get("code"):
             key, code = (u["n"], u["pos"], "own"), u["code"][0]
         elif u["pos"] + 1 < len(units_of[u["n"]]) and units_of[u["n"]][u["pos"] + 1]["kind"] == "code":
@@ -7717,15 +7717,16 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
         if key in shown_code or len(shown_code) >= FAKE_MAX_CODE_BLOCKS or not short(code):
             return []
         shown_code.add(key)
-        return [f"{code.rstrip()} [{u['n']}]"]
+        # the marker on a line of its own: text after a closing fence keeps the block open in Markdown
+        return [code.rstrip(), f"[{u['n']}]"]
 
     def step_lines(i: int, u: dict, n: int) -> list[str]:
         """A procedure's step, and the commands it says to run (a step's own code blocks are the procedure, not
         an aside: no FAKE_MAX_CODE_BLOCKS), indented under it."""
         out = [f"{i}. {u['text']} [{n}]"]
         for code in (c for c in u.get("code", ()) if short(c)):
-            out.append("\n".join("   " + line if line.strip() else "" for line in code.rstrip().split("\n"))
-                       + f" [{n}]")
+            out.append("\n".join("   " + line if line.strip() else "" for line in code.rstrip().split("\n")))
+            out.append(f"   [{n}]")   # inside the list item, after the closing fence
         return out
 
     if asks_procedure(question) and steps:

@@ -449,13 +449,17 @@ def test_evidence_units_keep_abbreviations_and_chinese_emphasis_whole():
 
 def test_extractive_answer_quotes_the_code_a_sentence_introduces():
     """A runbook's command or query comes right after the sentence that introduces it: the answer quotes that
-    fenced block verbatim, cited after its closing fence, and claim support holds; a long block is not quoted."""
+    fenced block verbatim, cited on the line after its closing fence, and claim support holds; a long block is not
+    quoted."""
     query = "```sql\nselect query, calls\nfrom pg_stat_statements\norder by mean_exec_time desc\nlimit 10;\n```"
     content = ("Slow queries raise the PgSlowQueries alert.\n\nFind the slowest statements with "
                f"pg_stat_statements.\n\n{query}\n\nCancel a blocking query with pg_cancel_backend.")
     blocks = blocks_of(content)
     answer = localrag.fake_answer("How do I find slow queries with pg_stat_statements?", blocks)
-    assert f"Find the slowest statements with pg_stat_statements. [1]\n{query} [1]" in answer
+    assert f"Find the slowest statements with pg_stat_statements. [1]\n{query}\n[1]" in answer
+    # its marker on a line of its own: in Markdown the block closes, and what follows is text again
+    fences = [t for t in localrag._markdown_parser().parse(answer) if t.type == "fence"]
+    assert [t.content for t in fences] == [query.split("\n", 1)[1].rsplit("\n", 1)[0] + "\n"]
     claims = localrag.claim_support(answer, blocks)
     assert all(c["supported"] for c in claims) and any(c["text"].startswith("select query") for c in claims)
     long_block = "```\n" + "\n".join(f"line {i}" for i in range(localrag.FAKE_MAX_CODE_LINES + 1)) + "\n```"
@@ -478,9 +482,9 @@ def test_extractive_procedure_shows_the_commands_its_steps_run():
     answer = localrag.fake_answer("How do I install Obsidian with Flatpak?", blocks)
     assert answer.splitlines() == [
         "1. In your terminal, run the following command to install Obsidian: [1]",
-        "   ```bash", "   flatpak install flathub md.obsidian.Obsidian", "   ``` [1]",
+        "   ```bash", "   flatpak install flathub md.obsidian.Obsidian", "   ```", "   [1]",
         "2. Open Obsidian by running the following command: [1]",
-        "   ```bash", "   flatpak run md.obsidian.Obsidian", "   ``` [1]",
+        "   ```bash", "   flatpak run md.obsidian.Obsidian", "   ```", "   [1]",
         "3. Pin Obsidian to your dock. [1]"]
     claims = localrag.claim_support(answer, blocks)
     assert len(claims) == 5 and all(c["supported"] for c in claims)
@@ -506,7 +510,7 @@ def test_extractive_procedure_lead_keeps_the_commands_between_it_and_the_steps()
     blocks = blocks_of(content)
     answer = localrag.fake_answer("How do I find why the API responds slowly?", blocks)
     assert answer.splitlines() == ["Find why the API responds slowly, in this order: [1]", *code.splitlines()[:-1],
-                                   "``` [1]", "1. Services: split the latency by service and find the slowest one. [1]",
+                                   "```", "[1]", "1. Services: split the latency by service and find the slowest one. [1]",
                                    "2. Cache: a falling Redis hit rate means the cache was flushed. [1]"]
     assert all(c["supported"] for c in localrag.claim_support(answer, blocks))
 
@@ -532,7 +536,7 @@ def test_extractive_answer_shows_a_lead_in_only_with_what_it_leads_into():
     query = "```sql\nselect count(*) from pg_stat_activity;\n```"
     content = f"Check the number of active connections to Postgres:\n\n{query}\n\nThe limit is 800."
     answer = localrag.fake_answer("How do I check the active connections to Postgres?", blocks_of(content))
-    assert answer.startswith(f"Check the number of active connections to Postgres: [1]\n{query} [1]")
+    assert answer.startswith(f"Check the number of active connections to Postgres: [1]\n{query}\n[1]")
     long_block = "```\n" + "\n".join(f"line {i}" for i in range(localrag.FAKE_MAX_CODE_LINES + 1)) + "\n```"
     answer = localrag.fake_answer("How do I check the active connections to Postgres?",
                                   blocks_of(content.replace(query, long_block)))
