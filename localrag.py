@@ -4883,6 +4883,12 @@ class Store:
     def vault_paths(self) -> list[str]:
         return [r[0] for r in self.run("SELECT DISTINCT vault_path FROM documents ORDER BY 1")]
 
+    def indexed_paths(self, relative_paths: Sequence[str], vault: str | None = None) -> set[str]:
+        """Which of these vault-relative paths are indexed (in `vault`, or in any vault)."""
+        rows = self.run("SELECT DISTINCT relative_path FROM documents WHERE relative_path = ANY(CAST(:r AS text[])) "
+                        "AND (CAST(:v AS text) IS NULL OR vault_path = :v)", r=list(relative_paths), v=vault)
+        return {r[0] for r in rows}
+
     def scope_has_chunks(self, scope: "Scope") -> bool:
         """Whether any indexed chunk lies inside the scope (its path prefixes, tags and vault)."""
         extra, params = self._scope_sql(scope, "x.id")
@@ -9301,6 +9307,13 @@ def _note_title(path: Path) -> str:
     return path.stem
 
 
+def _starter_question(title: str) -> str:
+    """A draft question about a note, in its title's language, with no word besides the title's: a template word
+    ("say", "notes") would count against the gate's coverage, and a Latin word in a Chinese question reads as a
+    product name to the answer-type check."""
+    return f"{title}是什么？" if _CJK_RUN_RE.search(title) else f"What is {title}?"
+
+
 def eval_init(path: str | Path, vault: str | Path = "") -> dict:
     """Write a starter questions file: one question per note for the first notes of `vault` (placeholders
     without one) and two no_answer questions.  Never overwrites."""
@@ -9311,8 +9324,7 @@ def eval_init(path: str | Path, vault: str | Path = "") -> dict:
         notes = sorted(p for p in root.rglob("*.md")
                        if not any(part.startswith(".") for part in p.relative_to(root).parts))
         for note in notes[:EVAL_STARTER_NOTES]:
-            items.append((f"What do our notes say about {_note_title(note)}?",
-                          [note.relative_to(root).as_posix()], "rag"))
+            items.append((_starter_question(_note_title(note)), [note.relative_to(root).as_posix()], "rag"))
     if not items:
         items = [(q, [src], "rag") for q, src in EVAL_STARTER_PLACEHOLDERS]
     items += [(q, [], "no_answer") for q in EVAL_STARTER_NO_ANSWER]
@@ -12133,11 +12145,13 @@ def _cmd_mcp(config: Config, args: argparse.Namespace) -> int:
 
 def _cmd_eval(config: Config, args: argparse.Namespace) -> int:
     if args.action == "init":
+        import shlex
         result = eval_init(args.questions or "questions.yaml", args.vault or config.vault_path)
         source = f", drafted from {result['vault']}" if result["vault"] else ", placeholders: no vault given"
         _print_json(result) if args.json else _say(
             f"wrote {result['path']} ({result['questions']} questions{source}); edit it, then: "
-            f"localrag eval --questions {result['path']}")
+            f"localrag eval --questions {shlex.quote(result['path'])}"
+            + (f" --vault {shlex.quote(result['vault'])}" if result["vault"] else ""))
         return EXIT_OK
     path = args.questions or (config.repo_root / "eval" / "questions.yaml" if config.repo_root else None)
     if path is None and Path("questions.yaml").is_file():
@@ -12148,6 +12162,9 @@ def _cmd_eval(config: Config, args: argparse.Namespace) -> int:
     question_set = load_question_set(path)
     for vault in _missing_vaults(config, question_set):
         _say(f"warning: the question set's vault {vault} is not ingested; run `localrag ingest {vault}` first")
+    for qid, source in _unindexed_sources(config, question_set["questions"], validate_scope(vault=args.vault).vault):
+        _say(f"warning: {qid}: expected source {source!r} is not indexed (a typo, or a note not ingested): it can "
+             f"never be a hit")
     result = run_eval(config, question_set["questions"], args.top_k, **_scope_args(args))
     s = result["summary"]
     failures = []
@@ -12176,6 +12193,17 @@ def _cmd_eval(config: Config, args: argparse.Namespace) -> int:
     if failures:
         raise EvalFailed("eval below threshold: " + "; ".join(failures), failures=failures, summary=s)
     return EXIT_OK
+
+
+def _unindexed_sources(config: Config, questions: list[dict], vault: str | None) -> list[tuple[str, str]]:
+    """(question id, source) for each expected source that no indexed note has (in `vault` when eval is scoped to
+    one): such a question is scored as a miss whatever the retrieval does."""
+    wanted = sorted({src for q in questions for src in q.get("expected_sources") or ()})
+    if not wanted:
+        return []
+    with Store.open(config) as s:
+        found = s.indexed_paths(wanted, vault)
+    return [(q["id"], src) for q in questions for src in q.get("expected_sources") or () if src not in found]
 
 
 def _missing_vaults(config: Config, question_set: dict) -> list[str]:

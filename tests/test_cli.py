@@ -105,6 +105,35 @@ def test_eval_init_writes_a_starter_file_from_the_vault(env, vault, tmp_path, ca
     assert "already exists" in capfd.readouterr().err
 
 
+def test_eval_init_questions_are_answered_by_the_vault_they_come_from(ingested, tmp_path, capfd):
+    """The drafted questions name only their note's title, in its language, so the gate answers them and the note
+    is found: the starter file passes as it is (it used to say "What do our notes say about 客户支持升级政策?", whose
+    Latin words read as product names, and "say" counted against coverage).  The next step names the vault."""
+    config, vault, _ = ingested
+    target = tmp_path / "starter.yaml"
+    assert run_cli("eval", "init", "--vault", str(vault), "--questions", str(target))[0] == 0
+    assert f"localrag eval --questions {target} --vault {vault.resolve()}" in capfd.readouterr().err
+    code, out = run_cli("eval", "--questions", str(target), "--vault", str(vault), "--json")
+    rows = json.loads(out)["questions"]
+    assert code == 0 and [q["question"] for q in rows if q["expected_mode"] == "rag"][0].endswith("是什么？")
+    assert all(q["mode"] == q["expected_mode"] for q in rows), [(q["question"], q["reason"]) for q in rows]
+    assert all(q["rank"] is not None for q in rows if q["expected_mode"] == "rag")
+    assert localrag._starter_question("Create a vault") == "What is Create a vault?"
+
+
+def test_eval_warns_about_an_expected_source_that_is_not_indexed(ingested, tmp_path, capfd):
+    """A typo in expected_sources was scored as a miss, silently: it looked like a retrieval regression."""
+    target = tmp_path / "q.yaml"
+    target.write_text('- id: typo\n  question: "客户 P1 工单应该怎么升级？"\n'
+                      '  expected_sources: ["policies/Support Escalation Polcy.md"]\n'
+                      '- id: fine\n  question: "客户 P1 工单应该怎么升级？"\n'
+                      '  expected_sources: ["policies/Support Escalation Policy.md"]\n', encoding="utf-8")
+    assert run_cli("eval", "--questions", str(target))[0] == 0
+    err = capfd.readouterr().err
+    assert "warning: typo: expected source 'policies/Support Escalation Polcy.md' is not indexed" in err
+    assert "fine:" not in err
+
+
 def test_eval_init_without_a_vault_and_eval_finds_questions_yaml_in_cwd(env, ingested, capfd):
     code, _ = run_cli("eval", "init")  # cwd is a scratch folder outside the repo (the env fixture)
     assert code == 0 and "wrote questions.yaml" in capfd.readouterr().err
