@@ -607,12 +607,15 @@ def default_home(environ: dict, platform: str = sys.platform) -> Path:
     return Path(environ.get("XDG_DATA_HOME") or home / ".local" / "share") / APP_NAME
 
 
-def load_config(env_file: str | Path | None = None, environ: dict | None = None, cwd: Path | None = None) -> Config:
+def load_config(env_file: str | Path | None = None, environ: dict | None = None, cwd: Path | None = None,
+                ignore: Iterable[str] = ()) -> Config:
     """Resolve settings: OS environment > .env > defaults; empty strings count as unset.
 
     The .env is ``env_file`` when given, else the ``.env`` of the repo root found by walking up from ``cwd``;
-    with neither, no .env is read (the zipapp on a customer laptop).
+    with neither, no .env is read (the zipapp on a customer laptop).  Keys in ``ignore`` count as unset (the
+    commands that must work despite one bad setting: config, doctor, db stop).
     """
+    ignore = frozenset(ignore)
     environ = dict(os.environ if environ is None else environ)
     cwd = Path(cwd or os.getcwd())
     repo_root = find_repo_root(cwd)
@@ -633,6 +636,8 @@ def load_config(env_file: str | Path | None = None, environ: dict | None = None,
             raise ConfigInvalid(f"{dotenv_path}: cannot read ({exc}); fix or remove the file", key="env_file")
 
     def get(key: str) -> str:
+        if key in ignore:
+            return ""
         value = environ.get(key)
         if value is None or value.strip() == "":
             value = file_values.get(key, "")
@@ -11636,12 +11641,15 @@ def _progress_printer(mode: str = "auto") -> _ProgressPrinter | None:
 
 def _cmd_config(config: Config, args: argparse.Namespace) -> int:
     summary = config.summary()
+    problems = getattr(args, "config_problems", [])
     if args.json:
-        _print_json(summary)
+        _print_json({**summary, "problems": problems} if problems else summary)
     else:
         for key, value in summary.items():
             print(f"{key:28} {'' if value is None else value}")
-    return EXIT_OK
+        for problem in problems:
+            print(f"{'problem':28} {problem['message']}")
+    return EXIT_CONFIG if problems else EXIT_OK
 
 
 def _cmd_db(config: Config, args: argparse.Namespace) -> int:
@@ -12375,6 +12383,8 @@ def _add_scope_args(p: argparse.ArgumentParser) -> None:
 
 def _cmd_doctor(config: Config, args: argparse.Namespace) -> int:
     report = doctor(config)
+    report["problems"] = [{k: v for k, v in p.items() if k != "key"} for p in getattr(args, "config_problems", [])] \
+        + report["problems"]
     if args.json:
         _print_json(report)
     else:
@@ -12405,6 +12415,26 @@ def _cmd_doctor(config: Config, args: argparse.Namespace) -> int:
         if not report["problems"]:
             _say("ready")
     return report["problems"][0]["exit_code"] if report["problems"] else EXIT_OK
+
+
+def _tolerates_bad_settings(args: argparse.Namespace) -> bool:
+    """`config` and `doctor` show what is wrong, and `db stop` must stop the server whatever a setting says."""
+    return args.command in ("config", "doctor") or (args.command == "db" and args.db_command == "stop")
+
+
+def _config_despite(env_file: str | None, first: ConfigInvalid) -> tuple[Config, list[dict]]:
+    """The configuration with each invalid setting left at its default, and the problems as doctor lists them."""
+    problems, ignore, exc = [], set(), first
+    while True:
+        key = exc.details.get("key")
+        if not key or key in ignore or not re.fullmatch(r"[A-Z][A-Z0-9_]*", key):   # --env-file, an unreadable .env
+            raise first
+        ignore.add(key)
+        problems.append({"code": exc.code, "message": exc.message, "exit_code": exc.exit_code, "key": key})
+        try:
+            return load_config(env_file, ignore=ignore), problems
+        except ConfigInvalid as again:
+            exc = again
 
 
 def _add_json(p: argparse.ArgumentParser) -> None:
@@ -12727,7 +12757,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     want_json = getattr(args, "json", False)
     previous = _install_interrupt_handlers()
     try:
-        config = load_config(args.env_file)
+        try:
+            config = load_config(args.env_file)
+        except ConfigInvalid as exc:
+            if not _tolerates_bad_settings(args):
+                raise
+            config, args.config_problems = _config_despite(args.env_file, exc)
+            for problem in args.config_problems:
+                _say(f"warning: {problem['message']}; ignored here (its default applies)")
         return args.func(config, args)
     except LocalRagError as exc:
         _say(f"error [{exc.code}]: {exc.message}")

@@ -643,16 +643,17 @@ def test_ask_closed_loop_answers_every_rag_question(indexed):
                 continue
             if not set(cited) & set(q["expected_sources"]):
                 problems.append(f"{q['id']}: cites {cited}, expected one of {q['expected_sources']}")
-            if response["citations"] != [{"n": b["n"], "source": b["source"], "heading": b["heading"],
+            if response["citations"] != [{"n": b["n"], "source": b["source"], "vault_path": b["vault_path"],
+                                          "heading": b["heading"],
                                           "heading_path": b["heading_path"], "score": b["score"],
                                           "line_start": b["line_start"], "line_end": b["line_end"],
                                           "content": b["content"]} for b in blocks]:
                 problems.append(f"{q['id']}: citations differ from the assembled blocks")
-            # every line carries a valid [n] and is in its block; a quoted code block is one piece, cited after
-            # its closing fence and verbatim in the block
-            for piece in re.split(r"(?ms)^(```.*?^```[^\n]*)$", response["answer"]):
+            # every line carries a valid [n] and is in its block; a quoted code block is one piece, cited on the
+            # line after its closing fence (where Markdown has closed it) and verbatim in the block
+            for piece in re.split(r"(?ms)^(```.*?^```\n\[\d+\])$", response["answer"]):
                 if piece.startswith("```"):
-                    match = re.fullmatch(r"(?s)(```.*```) \[(\d+)\]", piece)
+                    match = re.fullmatch(r"(?s)(```.*```)\n\[(\d+)\]", piece)
                     if not match or not 1 <= int(match[2]) <= len(blocks) or \
                             match[1] not in blocks[int(match[2]) - 1]["content"]:
                         problems.append(f"{q['id']}: code block not cited or not verbatim in its block: {piece!r}")

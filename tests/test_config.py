@@ -115,6 +115,32 @@ def test_config_error_exit_code_and_json_body(env, monkeypatch):
     assert json.loads(out)["error"]["code"] == "config_invalid"
 
 
+def test_config_and_doctor_show_bad_settings_instead_of_stopping_at_them(env, monkeypatch, capfd):
+    """One bad value used to stop `config` and `doctor` at its one line (the tools that should explain it) and
+    `db stop` (which must stop the server whatever a setting says): they now run with each bad setting at its
+    default, and say so; every other command still refuses."""
+    monkeypatch.setenv("RAG_TOP_K", "abc")
+    monkeypatch.setenv("RAG_MIN_COVERAGE", "2")
+    code, out = run_cli("config", "--json")
+    data = json.loads(out)
+    assert code == localrag.EXIT_CONFIG and data["rag_top_k"] == 5
+    assert [p["key"] for p in data["problems"]] == ["RAG_TOP_K", "RAG_MIN_COVERAGE"]
+    assert "RAG_TOP_K='abc' is not an integer; ignored here (its default applies)" in capfd.readouterr().err
+    code, out = run_cli("config")
+    assert code == localrag.EXIT_CONFIG and "problem                      RAG_TOP_K='abc' is not an integer" in out
+    code, out = run_cli("doctor", "--json")
+    problems = json.loads(out)["problems"]
+    assert code == localrag.EXIT_CONFIG and problems[0] == {"code": "config_invalid", "exit_code": 3,
+                                                            "message": "RAG_TOP_K='abc' is not an integer"}
+    capfd.readouterr()
+    assert run_cli("db", "stop")[0] == localrag.EXIT_USAGE   # reached: it says DATABASE_URL is not its to stop
+    assert "stops the embedded Postgres only" in capfd.readouterr().err
+    assert run_cli("search", "x")[0] == localrag.EXIT_CONFIG
+    monkeypatch.setenv("LOCALRAG_HOME", "")
+    with pytest.raises(localrag.ConfigInvalid):  # not a setting (the --env-file itself): no way around it
+        localrag._config_despite("/no/such/.env", localrag.ConfigInvalid("x", key="--env-file"))
+
+
 @pytest.mark.parametrize("url,expected", [
     ("postgresql://alice:s%40cret@db.internal:6543/rag?sslmode=disable",
      {"user": "alice", "password": "s@cret", "host": "db.internal", "port": 6543, "database": "rag"}),

@@ -133,7 +133,8 @@ def test_a_misspelt_question_offers_the_corrected_one(ingested, browser):
         offer = browser.find_element("id", "suggestion-question")
         assert offer.is_displayed() and offer.text == "What are the API latency alert thresholds?"
         closest = browser.find_elements("css selector", "#closest-list li")   # where to look, under the refusal
-        assert [li.text for li in closest] == ["runbooks/API Latency Runbook.md  (shares: alert, api, latency)"]
+        assert [li.text for li in closest] == ["runbooks/API Latency Runbook.md › API 延迟处理手册 › 告警条件"
+                                               "（Alert Thresholds） (shares: alert, api, latency)"]
         screenshot(browser, "did-you-mean")
         offer.click()
         from selenium.webdriver.support.ui import WebDriverWait
