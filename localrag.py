@@ -7166,9 +7166,15 @@ _NAME_ALIASES = {"iphone": ("ios",), "ipad": ("ios", "ipados"), "mac": ("macos",
 
 
 def _names_present(question: str, text: str) -> bool:
+    return not _names_missing(question, text)
+
+
+def _names_missing(question: str, text: str) -> list[str]:
+    """The names the question asks about (_question_names) that the text never mentions, platform aliases
+    counted."""
     low = fake_normalize(text)
-    return all(any(fake_normalize(alt) in low for alt in (name, *_NAME_ALIASES.get(name.lower(), ())))
-               for name in _question_names(question))
+    return [name for name in _question_names(question)
+            if not any(fake_normalize(alt) in low for alt in (name, *_NAME_ALIASES.get(name.lower(), ())))]
 
 
 def _yes_no_carried(question: str, text: str) -> bool:
@@ -7291,17 +7297,22 @@ def _answer_rule(question: str) -> AnswerRule | None:
 def answer_type_check(question: str, blocks: Sequence[dict], rules: Sequence[AnswerRule] | None = None) -> dict:
     """Does a top block carry the kind of fact the question asks for?  Pure.
 
-    Returns {kind, ok, refuses, needs, checked: [block numbers], carried_by: [block numbers]}; ``ok`` is False
-    when the kind is recognised and no top block carries it, and ``refuses`` is True when that rule is kept."""
+    Returns {kind, ok, refuses, needs, checked: [block numbers], carried_by: [block numbers], missing}; ``ok``
+    is False when the kind is recognised and no top block carries it, and ``refuses`` is True when that rule is
+    kept; ``missing`` lists the names (product kind) that no top block mentions: what a refusal lacked."""
     rules = ANSWER_TYPE_RULES if rules is None else rules
     rule = next((r for r in rules if r.asks(question)), None)
     top = list(blocks[:ANSWER_TYPE_TOP_BLOCKS])
     if rule is None:
-        return {"kind": None, "ok": True, "refuses": False, "needs": None, "checked": [], "carried_by": []}
+        return {"kind": None, "ok": True, "refuses": False, "needs": None, "checked": [], "carried_by": [],
+                "missing": []}
     carried = [b["n"] for b in top if rule.carried_by(question, _block_text(rule, b))]
     ok = bool(carried)
+    missing = []
+    if rule.kind == "product" and not ok:
+        missing = _names_missing(question, " ".join(_block_text(rule, b) for b in top))
     return {"kind": rule.kind, "ok": ok, "refuses": not ok and rule.kept, "needs": rule.needs,
-            "checked": [b["n"] for b in top], "carried_by": carried}
+            "checked": [b["n"] for b in top], "carried_by": carried, "missing": missing}
 
 
 # === 10. Context ===================================================================================================
@@ -9596,7 +9607,9 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
             "needs": _schema("string", nullable=True),
             "checked": _schema("array", items=_schema("object", properties={
                 "n": _schema("integer"), "source": _schema("string"), "heading": _schema("string")})),
-            "carried_by": _schema("array", items=_schema("integer"))}),
+            "carried_by": _schema("array", items=_schema("integer")),
+            "missing": _doc("array", "The names the question asks about that no checked block mentions (product "
+                                     "kind; [] otherwise)", ["Joplin"], items=_schema("string"))}),
         "claims": _doc("array", "Each answer sentence carrying [n], checked against block n (a sentence with no "
                                 "marker has cites [] and is never supported)", [],
                        items=_schema("object", required=["text", "cites", "supported", "overlap"], properties={
@@ -11929,7 +11942,9 @@ def _cmd_ask(config: Config, args: argparse.Namespace) -> int:
     evidence_check = result.get("evidence_check")
     if evidence_check and evidence_check["refuses"]:
         checked = ", ".join(f"[{c['n']}] {c['source']}" for c in evidence_check["checked"]) or "none"
-        print(f"the question asks for {evidence_check['kind']} ({evidence_check['needs']}); checked: {checked}")
+        lacks = f"; none of them mentions {', '.join(evidence_check['missing'])}" \
+            if evidence_check.get("missing") else ""
+        print(f"the question asks for {evidence_check['kind']} ({evidence_check['needs']}); checked: {checked}{lacks}")
     check = result.get("citation_check")
     if check and check["invalid"]:
         _say(f"warning: the answer cites block(s) {check['invalid']} that were not supplied")

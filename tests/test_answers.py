@@ -171,6 +171,15 @@ def test_answer_type_check_needs_evidence_carrying_the_kind(question, good, bad)
     assert missing["kind"] == localrag.answer_kind(question)
 
 
+def test_a_product_refusal_names_what_no_block_mentions():
+    question = "Can I import my notebooks from Joplin or Evernote with the Importer plugin?"
+    check = localrag.answer_type_check(question, blocks_of("The Importer plugin converts Evernote exports.",
+                                                           "Import notes from Notion."))
+    assert check["refuses"] and check["missing"] == ["Joplin"]
+    assert localrag.answer_type_check(question, blocks_of("Joplin and Evernote: use Importer."))["missing"] == []
+    assert localrag.answer_type_check("How much does Sync cost?", blocks_of("Sync is fast."))["missing"] == []
+
+
 def test_only_top_blocks_count():
     question = "What is the maximum file size?"
     filler = ["Large files sync more slowly."] * localrag.ANSWER_TYPE_TOP_BLOCKS
