@@ -3759,6 +3759,9 @@ def _check_home_writable(config: Config, fresh: bool) -> None:
     import shutil
     home = config.localrag_home
     fix = ("set LOCALRAG_HOME to a writable folder with free space, or DATABASE_URL to an existing server")
+    if home.exists() and not home.is_dir():
+        raise ConfigInvalid(f"LOCALRAG_HOME={home} is a file, not a folder; the embedded Postgres keeps its data in "
+                            f"a folder there: {fix}", key="LOCALRAG_HOME", value=str(home))
     try:
         home.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=home, prefix=".write-check-") as probe:
@@ -6928,14 +6931,14 @@ def evidence_gate(signals: dict, settings: GateSettings) -> tuple[str, str, dict
     """(mode rag|no_answer, reason naming the deciding signal and its value, signals).  Pure: no database."""
     sim, cov, matched = signals.get("similarity"), signals["coverage"], len(signals["matched_terms"])
     sim_text = f"confidence {sim:.4f}" if sim is not None else "no vector channel"
-    if not signals["results"]:
-        if signals.get("scope_empty"):
-            return "no_answer", ("no indexed note matches the scope (the path, tag or vault filter): check it; "
-                                 "`localrag show --list` lists the notes"), signals
-        return "no_answer", "no evidence: nothing in the knowledge base matches the question", signals
-    if not signals["query_terms"]:
+    if signals.get("scope_empty"):
+        return "no_answer", ("no indexed note matches the scope (the path, tag or vault filter): check it; "
+                             "`localrag show --list` lists the notes"), signals
+    if not signals["query_terms"]:   # before "no evidence": "???" finds nothing because it asks nothing
         return "no_answer", ("the question has no content terms (only stopwords, punctuation or symbols); "
                              f"{sim_text}"), signals
+    if not signals["results"]:
+        return "no_answer", "no evidence: nothing in the knowledge base matches the question", signals
     if sim is not None and sim < settings.min_similarity:
         return "no_answer", (f"confidence {sim:.4f} is below the threshold {settings.min_similarity:.2f} "
                              f"(RAG_MIN_SIMILARITY); coverage {cov:.2f}"), signals
@@ -9124,8 +9127,10 @@ def load_question_set(path: str | Path) -> dict:
     except FileNotFoundError:
         raise InvalidRequest(f"questions file {path} does not exist; pass --questions PATH", path=str(path)) from None
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise InvalidRequest(f"questions file {path} is not readable YAML: {exc}".splitlines()[0],
-                             path=str(path)) from None
+        mark = getattr(exc, "problem_mark", None)   # where the parser stopped: the line to fix
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+        raise InvalidRequest(f"questions file {path} is not readable YAML{where}: "
+                             f"{getattr(exc, 'problem', None) or str(exc).splitlines()[0]}", path=str(path)) from None
     corpus, vaults = None, []
     if isinstance(data, dict):
         unknown = sorted(set(map(str, data)) - {"corpus", "vaults", "questions", "description"})
@@ -11546,7 +11551,8 @@ EXIT_CODES_HELP = f"""exit codes:
   {EXIT_PARTIAL}   ingest finished but some files failed (listed in the output); `ask --batch`: some lines failed
   {EXIT_EVAL}   eval below --min-hit-at-k / --min-rejection
   {EXIT_BUSY}   another ingest of the same vault is running (names its PID and start time; see --wait)
-  {EXIT_NOT_FOUND}   not found: a note or heading (`localrag show`), an answer record (`localrag history show ID`)
+  {EXIT_NOT_FOUND}   not found: a note or heading (`localrag show`), an answer record (`localrag history show ID`),
+      a ticket (`localrag tickets show ID`)
   {EXIT_MASS_DELETE}   ingest refused: the vault is empty or lost over half its notes (see --allow-delete)
   {EXIT_INTERRUPTED} interrupted (Ctrl-C, SIGINT; `serve` after finishing its in-flight requests); 129 by SIGHUP.
       An interrupted ingest prints what it committed, and the next run continues from there; a second Ctrl-C
@@ -12092,8 +12098,10 @@ def _cmd_history(config: Config, args: argparse.Namespace) -> int:
             print(f"closest      {c['source']}{' › ' + ' › '.join(c['heading_path']) if c['heading_path'] else ''}"
                   f"  (shares: {', '.join(c['shared_terms'])})")
         print(f"model        {record['llm_provider']}/{record['model'] or '-'}  completion {record['completion_status']}"
-              f" (finish_reason {record['finish_reason']})  prompt {record['prompt_version'] or '-'}")
-        print(f"latency      {record['latency_ms']}")
+              f" (finish_reason {record['finish_reason'] or '-'})  prompt {record['prompt_version'] or '-'}")
+        latency = record["latency_ms"] or {}
+        print("latency      " + ", ".join(f"{part} {latency[part]:.1f} ms" for part in ("retrieval", "model", "total")
+                                          if isinstance(latency.get(part), (int, float))))
         print(f"request      sha256 {record['request_sha256'] or '-'}")
         for b in record["evidence"]:
             print(f"evidence [{b['n']}] {b['source']} › {' › '.join(b['heading_path']) or '(no heading)'}  "
@@ -12655,7 +12663,7 @@ def build_parser() -> argparse.ArgumentParser:
                        formatter_class=fmt,
                        epilog="example (an agent's MCP configuration):\n"
                               '  {"mcpServers": {"localrag": {"command": "localrag", "args": ["mcp"]}}}\n\n'
-                              "Tools: search, ask, get_note, list_notes, status. Logs go to stderr; the same tools "
+                              f"Tools: {', '.join(_mcp_tools())}. Logs go to stderr; the same tools "
                               "are at POST /mcp on `localrag serve`.")
     p.set_defaults(func=_cmd_mcp)
 

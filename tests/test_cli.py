@@ -1,6 +1,7 @@
 """CLI conventions: every command has help with an example, --json keeps stdout pure, exit codes documented."""
 
 import json
+import re
 import subprocess
 import sys
 
@@ -381,3 +382,34 @@ def test_ingest_progress_flags(ingested, capfd):
     code, _ = run_cli("ingest", str(vault))  # auto, stderr not a terminal: plain lines
     err = capfd.readouterr().err
     assert "\r" not in err and err.splitlines()[0] == "scan…"
+
+
+# --- small things a fresh-eyes walkthrough found --------------------------------------------------------------------
+
+def test_help_names_every_mcp_tool_and_what_exit_13_covers():
+    tools = _cli("mcp", "--help").stdout
+    assert all(name in tools for name in localrag._mcp_tools())    # draft_ticket was missing
+    assert "a ticket (`localrag tickets show ID`)" in _cli("--help").stdout
+
+
+def test_a_file_as_localrag_home_and_a_yaml_error_say_where(env, monkeypatch, tmp_path, capfd):
+    home = tmp_path / "home-file"
+    home.write_text("not a folder")
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    monkeypatch.setenv("LOCALRAG_HOME", str(home))
+    assert run_cli("search", "x")[0] == localrag.EXIT_CONFIG
+    assert f"LOCALRAG_HOME={home} is a file, not a folder" in capfd.readouterr().err
+    monkeypatch.undo()
+    broken = tmp_path / "q.yaml"
+    broken.write_text('- id: a\n  question: "unclosed\n- id: b\n', encoding="utf-8")
+    with pytest.raises(localrag.InvalidRequest, match=r"is not readable YAML \(line \d+, column \d+\): "):
+        localrag.load_question_set(broken)
+
+
+def test_history_show_prints_latency_in_milliseconds(ingested):
+    localrag.ask(ingested[0], "客户 P1 工单应该怎么升级？")
+    record_id = localrag.answer_history(ingested[0], 1)["answers"][0]["id"]
+    code, out = run_cli("history", "show", str(record_id))
+    line = next(line for line in out.splitlines() if line.startswith("latency"))
+    assert code == 0 and re.fullmatch(r"latency      retrieval [\d.]+ ms, model [\d.]+ ms, total [\d.]+ ms", line)
+    assert "finish_reason stop" in out and "None" not in out.split("request")[0]

@@ -523,7 +523,7 @@ def test_path_matching_nothing_is_empty_not_an_error(ingested, retrieval):
 
 # === 5. Bad input ==================================================================================================
 
-@pytest.mark.parametrize("question", ["the of and", "的了吗", "What is the?"])
+@pytest.mark.parametrize("question", ["the of and", "的了吗", "What is the?", "???", "！？"])
 def test_stopword_only_question_is_refused(ingested, question):
     config, _, _ = ingested
     response = localrag.ask(config, question)
