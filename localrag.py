@@ -12292,6 +12292,11 @@ def calibration_text(cal: dict) -> str:
 
 
 def _cmd_serve(config: Config, args: argparse.Namespace) -> int:
+    try:   # a name that does not resolve is a typo, not an address other machines could reach
+        socket.getaddrinfo(args.host.strip("[]"), None, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError) as exc:
+        raise InvalidRequest(f"--host {args.host}: no such host name or address ({getattr(exc, 'strerror', None) or exc})"
+                             f"; use an address of this machine, e.g. 127.0.0.1 or ::1", field="host") from None
     if not is_loopback_host(args.host):
         if not config.api_token and not args.insecure_no_token:
             raise ApiTokenRequired(f"--host {args.host} can be reached from other machines and LOCALRAG_API_TOKEN "

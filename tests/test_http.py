@@ -1080,6 +1080,14 @@ def test_serve_on_a_non_loopback_address_with_a_token_or_the_flag(env, monkeypat
     assert ("without authentication" in err) == warned, err
 
 
+def test_serve_on_a_host_name_that_does_not_resolve_is_a_usage_error(env, capsys):
+    """It used to say the host 'can be reached from other machines' and ask for a token."""
+    code, _ = run_cli("serve", "--host", "nosuchhost.invalid", "--port", "0")
+    err = capsys.readouterr().err
+    assert code == localrag.EXIT_USAGE and "--host nosuchhost.invalid: no such host name or address" in err
+    assert "LOCALRAG_API_TOKEN" not in err
+
+
 @pytest.mark.parametrize("host", ["127.0.0.1", "localhost", "::1", "[::1]", "127.0.0.2"])
 def test_loopback_hosts_need_no_token(host):
     assert localrag.is_loopback_host(host)
