@@ -139,7 +139,8 @@ def test_binary_detection_spares_text_in_legacy_encodings():
     that is neither UTF-8 nor UTF-16 is binary."""
     assert localrag.decode_text("Caf\xe9 cr\xe8me \x0c page two".encode("latin-1"))[1] is not None
     assert localrag.decode_text("Ærøskøbing\tNæstved\r\n".encode("cp1252"))[0].startswith("Ærøskøbing")
-    for data in (b"\xff\x00abc", b"\xe9" + bytes(range(1, 9)) * 3 + b"text" * 10):
+    for data in (b"\xff\x00abc", b"\xe9" + bytes(range(1, 9)) * 3 + b"text" * 10,
+                 b"\xe9" + b"plain words " * 40 + b"\x00"):     # one NUL in 8-bit text: no text editor wrote it
         with pytest.raises(localrag.BinaryFile):
             localrag.decode_text(data)
     assert localrag.decode_text("text with a stray NUL\x00 in UTF-8".encode())[0].startswith("text")   # UTF-8: kept
