@@ -7460,6 +7460,7 @@ FAKE_MAX_STEPS = 10                        # numbered steps a procedure answer k
 FAKE_KIND_BONUS = 0.34                     # ranking bonus for a sentence carrying the asked-for kind of fact
 FAKE_MIN_RELATIVE_COVERAGE = 0.5           # a further sentence covers at least half what the best one covers
 FAKE_MAX_CODE_BLOCKS, FAKE_MAX_CODE_LINES = 2, 15   # code blocks an extractive answer quotes, lines in each
+FAKE_LIST_MIN_RELATIVE_COVERAGE = 2 / 3    # a lead-in shown with its list covers the question 2/3 as well as the best
 _MARKER_RE = re.compile(r"\[(\d+)\]")
 # A sentence ends at 。！？!? or at a full stop before a space or the line's end, except a full stop followed by a
 # lower-case word: "e.g. in a case where ...", "etc. and" go on (an English sentence starts with a capital).
@@ -7638,6 +7639,8 @@ def _evidence_units(content: str) -> list[dict]:
                 int(m.group(3)) <= units[-1].get("step", 0) and last_kind == "step"
             if last_kind not in (kind, "sub") or indent < list_indent or restart:
                 list_id += 1
+                if units and units[-1]["kind"] == "sentence" and units[-1]["text"].endswith((":", "：")):
+                    units[-1]["list_follows"] = list_id     # "Obsidian supports the following types:" + the types
             last_kind, list_indent = kind, indent
             item = {"lines": [m.group(4)], "kind": kind, "list": list_id, "step": int(m.group(3) or 0)}
         elif not line.strip():
@@ -7673,7 +7676,8 @@ def _readable(unit: dict) -> bool:
     """A unit worth showing on its own: a real sentence or list item, not a fragment, a lone marker, a question
     or a lead-in ending with a colon (unless what it leads into is its code block)."""
     text = unit["text"]
-    introduces_code = text.endswith((":", "：")) and (unit.get("code") or unit.get("code_follows"))
+    introduces_code = text.endswith((":", "：")) and (unit.get("code") or unit.get("code_follows") or
+                                                     unit.get("list_follows"))
     if unit["kind"] in ("heading", "code") or text.endswith(("?", "？")) or TRUNCATED_MARK in text or \
             (text.endswith((":", "：")) and not introduces_code):
         return False
@@ -7814,10 +7818,24 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
                     key=lambda u: (-u["coverage"], -u["density"], u["n"], u["pos"]))
     if ranked:  # the tail must cover the question at least half as well as the best sentence does
         ranked = [u for u in ranked if u["coverage"] >= FAKE_MIN_RELATIVE_COVERAGE * ranked[0]["coverage"]]
+    shown_lists: list[int] = []
+
+    def list_after(u: dict) -> list[str]:
+        """The list a lead-in introduces ("… the following property types:"), its items as written, in order,
+        the whole list up to FAKE_MAX_STEPS items (nested items left out): one answer unit with its lead."""
+        if not u.get("list_follows") or shown_lists or \
+                u["coverage"] < FAKE_LIST_MIN_RELATIVE_COVERAGE * ranked[0]["coverage"]:
+            return []   # one list per answer, and one about the question: a list makes an answer long
+        items = [v for v in units_of[u["n"]][u["pos"] + 1:] if v.get("list") == u["list_follows"]]
+        if not items or len(items) > FAKE_MAX_STEPS or not all(re.search(r"\w", v["text"]) for v in items):
+            return []
+        shown_lists.append(u["list_follows"])
+        return [(f"{v['step']}. " if v["kind"] == "step" else "- ") + f"{v['text']} [{u['n']}]" for v in items]
+
     seen: set[str] = set()
     for u in ranked:
         if u["text"] not in seen and len(seen) < max_sentences:
-            code = code_after(u)
+            code = code_after(u) or list_after(u)
             if u["text"].endswith((":", "：")) and not code:
                 continue   # a lead-in without what it leads into
             if u.get("header") and u["header"] not in seen:   # a table row comes with its column names

@@ -373,6 +373,14 @@ MUTANTS: list[Mutant] = [
       "        return [code.rstrip(), f\"[{u['n']}]\"]",
       "        return [f\"{code.rstrip()} [{u['n']}]\"]",
       ("tests/test_answers.py",), "quotes_the_code"),
+    M("answers: a lead-in's list is never shown (the answer to 'which types' was missing)",
+      "            code = code_after(u) or list_after(u)",
+      "            code = code_after(u)",
+      ("tests/test_answers.py",), "lead_in_with_the_list"),
+    M("answers: any lead-in brings its list, however aside",
+      "FAKE_LIST_MIN_RELATIVE_COVERAGE = 2 / 3 ",
+      "FAKE_LIST_MIN_RELATIVE_COVERAGE = 0 ",
+      ("tests/test_answers.py",), "lead_in_with_the_list"),
 ]
 
 

@@ -578,6 +578,31 @@ def test_extractive_answer_reads_a_table_row_with_its_column_names_and_never_the
         == "Every training has a deadline in the first month. [1]"
 
 
+def test_extractive_answer_shows_a_lead_in_with_the_list_it_introduces():
+    """"Obsidian supports the following property types:" was never shown (a lead-in without what it leads into)
+    and its one-word items were too short to be shown alone: the answer to "which types" was missing.  Now the
+    lead comes with its whole list, in order, once per answer, and only when it covers the question about as well
+    as the best sentence (a list makes an answer long)."""
+    content = ("Properties also have a type.\n\nObsidian supports the following property types:\n\n"
+               "- **[[#Text]]**\n- **[[#List]]**\n- **[[#Number]]**\n  - nested detail\n- **[[#Date]]**\n\n"
+               "Property types are shared across the vault.")
+    blocks = blocks_of(content)
+    lines = localrag.fake_answer("Which property types does Obsidian support?", blocks).splitlines()
+    assert lines[:5] == ["Obsidian supports the following property types: [1]", "- Text [1]", "- List [1]",
+                         "- Number [1]", "- Date [1]"]
+    assert all(c["supported"] for c in localrag.claim_support("\n".join(lines), blocks))
+    # a lead-in whose list is about something else than the best sentence stays out
+    aside = ("Pin a tab and links open in a separate tab.\n\nTo open links in the backlinks tab:\n\n"   # 3 of 5
+             "1. Use the Command palette.\n2. Select Backlinks.")
+    answer = localrag.fake_answer("How do I pin a tab so links open in a separate tab?", blocks_of(aside))
+    assert "backlinks" not in answer.lower()
+    # a numbered list after a lead keeps its numbers; one list per answer
+    two = ("The data export limits are these:\n\n1. CSV: 1 million rows.\n2. API: 5 tasks.\n\n"
+           "The export limits per plan are these:\n\n- Starter: 100k rows.\n- Pro: 1 million rows.")
+    answer = localrag.fake_answer("What are the export limits?", blocks_of(two))
+    assert "1. CSV: 1 million rows. [1]" in answer and answer.count(": [1]") == 1
+
+
 def test_extractive_answer_reads_a_faq_question_as_the_heading_of_its_answer():
     """A FAQ's question in bold ("**I turned 2FA off. Can I reuse my old QR code?**") is not an answer: none of
     its sentences is shown (the first, without its question mark, used to be), and it says what the answer under
