@@ -7830,18 +7830,22 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
         if not items or len(items) > FAKE_MAX_STEPS or not all(re.search(r"\w", v["text"]) for v in items):
             return []
         shown_lists.append(u["list_follows"])
+        seen.update(v["text"] for v in items)     # an item is not shown again as a sentence of its own
         return [(f"{v['step']}. " if v["kind"] == "step" else "- ") + f"{v['text']} [{u['n']}]" for v in items]
 
     seen: set[str] = set()
+    shown = 0   # units shown (a header row counts; a lead-in's list is part of its lead)
     for u in ranked:
-        if u["text"] not in seen and len(seen) < max_sentences:
+        if u["text"] not in seen and shown < max_sentences:
             code = code_after(u) or list_after(u)
             if u["text"].endswith((":", "：")) and not code:
                 continue   # a lead-in without what it leads into
             if u.get("header") and u["header"] not in seen:   # a table row comes with its column names
                 seen.add(u["header"])
+                shown += 1
                 lines.append(f"{u['header']} [{u['n']}]")
             seen.add(u["text"])
+            shown += 1
             lines.append(f"{u['text']} [{u['n']}]")
             lines += code
     return "\n".join(lines) if lines else INSUFFICIENT_TEXT

@@ -591,6 +591,10 @@ def test_extractive_answer_shows_a_lead_in_with_the_list_it_introduces():
     assert lines[:5] == ["Obsidian supports the following property types: [1]", "- Text [1]", "- List [1]",
                          "- Number [1]", "- Date [1]"]
     assert all(c["supported"] for c in localrag.claim_support("\n".join(lines), blocks))
+    swipe = ("On a phone you can open the hidden sidebar in these ways:\n\n- Swipe left or right\n"
+             "- Tap the sidebar icon on the left\n\nOn a tablet, tap the sidebar icon on the left or the right.")
+    lines = localrag.fake_answer("How do I open the hidden sidebar on a phone?", blocks_of(swipe)).splitlines()
+    assert len(lines) == len(set(lines))      # an item shown in its list is not repeated as a sentence
     # a lead-in whose list is about something else than the best sentence stays out
     aside = ("Pin a tab and links open in a separate tab.\n\nTo open links in the backlinks tab:\n\n"   # 3 of 5
              "1. Use the Command palette.\n2. Select Backlinks.")
