@@ -295,6 +295,11 @@ class PayloadTooLarge(LocalRagError):
 class Unauthorized(LocalRagError):
     code, http_status, exit_code = "unauthorized", 401, EXIT_USAGE
 
+
+class Forbidden(LocalRagError):
+    """A request from a web page elsewhere (its Origin), or addressed to another host name (DNS rebinding)."""
+    code, http_status, exit_code = "forbidden", 403, EXIT_USAGE
+
     def headers(self) -> dict:
         return {"WWW-Authenticate": "Bearer"}
 
@@ -9581,9 +9586,11 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
 
     def responses(ok: str, *codes: int) -> dict:
         out = {"200": {"description": "OK", "content": {"application/json": {"schema": {"$ref": ok}}}}}
-        for c in codes:
+        for c in sorted({*codes, 403}):   # 403: a Host or Origin of another site (every route)
             out[str(c)] = {"description": http.HTTPStatus(c).phrase, "content": {"application/json": {"schema": err}}}
         return out
+
+    forbidden = {k: v for k, v in responses("#/components/schemas/ErrorResponse").items() if k == "403"}
 
     def body(schema: dict) -> dict:
         return {"required": True, "content": {"application/json": {"schema": schema}}}
@@ -9990,12 +9997,12 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
                 "operationId": "openapi", "summary": "This document",
                 "description": "The OpenAPI 3.0 description of this API.", "responses": {"200": {
                     "description": "OpenAPI 3.0 document", "content": {"application/json": {
-                        "schema": {"type": "object"}}}}}}},
+                        "schema": {"type": "object"}}}}, **forbidden}}},
             "/": {"get": {
                 "operationId": "demoPage", "summary": "The demo page",
                 "description": "One static HTML page (no external resources) to ask and search from a browser.",
                 "responses": {"200": {"description": "HTML", "content": {"text/html": {
-                    "schema": {"type": "string"}}}}}}},
+                    "schema": {"type": "string"}}}}, **forbidden}}},
         },
         "components": {
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer",
@@ -10470,6 +10477,21 @@ class Api:
         self.mcp = McpServer(config, self.pool, transport="http")
         self._spec = openapi_spec()
 
+    def bind(self, host: str) -> None:
+        """The address the server listens on: on a loopback one, requests must name this machine in their Host
+        header (a DNS-rebound name reaches the port too, from a browser, with the page's own Origin)."""
+        self.bound_host = host.strip("[]").lower()
+        self.loopback_only = is_loopback_host(host)
+
+    def check_caller(self, headers: Any) -> None:
+        """Refuse what a web page elsewhere sends through the user's browser: a Host that does not name this
+        machine (when bound to loopback) and an Origin other than this server's or a loopback one.  Clients that
+        are not browsers (curl, agents, MCP SDKs) send no Origin."""
+        problem = _caller_problem(headers.get("Host") or "", headers.get("Origin"),
+                                  getattr(self, "bound_host", None), getattr(self, "loopback_only", False))
+        if problem:
+            raise Forbidden(problem)
+
     def set_base_url(self, url: str) -> None:
         """The URL the server listens on, named in the OpenAPI document's `servers`."""
         self._spec = openapi_spec(url)
@@ -10506,6 +10528,8 @@ class Api:
         if method == "HEAD" and self.serves("GET", path):
             method = "GET"   # HEAD is GET without the body (RFC 9110 9.3.2): same status and headers
         handler = self.resolve(method, path)
+        if (method, path) not in self.raw_body_routes:   # /mcp answers in JSON-RPC: it checks for itself
+            self.check_caller(headers)
         if (method, path) not in self.open_routes and not self.authorized(headers):
             # 401 before the body is read or judged
             raise Unauthorized("missing or wrong bearer token; send Authorization: Bearer <LOCALRAG_API_TOKEN>")
@@ -11039,6 +11063,8 @@ def make_server(config: Config, host: str = "127.0.0.1", port: int = 8000) -> _S
         raise InvalidRequest(f"cannot listen on {host}:{port} ({exc.strerror or exc}); choose another --host or "
                              f"--port", host=host, port=port) from None
     server.api = api  # type: ignore[attr-defined]
+    api.bind(host)
+    api.mcp.bind(api)
     api.set_base_url(_server_url(server))
     return server
 
@@ -11209,6 +11235,10 @@ class McpServer:
         self.pool = pool or StorePool(config, size=1)   # opened on the first tool call, not at start-up
         self.handshake_version: str | None = None          # legacy: the version initialize agreed on
         self.server_info = {"name": APP_NAME, "title": "localrag knowledge base", "version": __version__}
+        self.api: Any = None   # over HTTP: the Api whose bound address the Host / Origin checks use
+
+    def bind(self, api: Any) -> None:
+        self.api = api
 
     # --- dispatch -------------------------------------------------------------------------------------------------
 
@@ -11365,11 +11395,12 @@ class McpServer:
 
     def handle_http(self, headers: Any, raw: bytes) -> tuple[int, dict | RawResponse]:
         """POST /mcp: (HTTP status, JSON-RPC response or an empty 202)."""
-        origin = headers.get("Origin")
-        if origin and not _origin_allowed(origin, headers.get("Host", "")):
-            # DNS rebinding: a web page elsewhere must not reach a local MCP server through the browser.
-            return 403, self.error_response(RpcError(RPC_INVALID_REQUEST, f"Origin {origin[:100]} is not allowed; "
-                                                                          f"call from this server's own origin"))
+        api = self.api
+        problem = _caller_problem(headers.get("Host") or "", headers.get("Origin"), getattr(api, "bound_host", None),
+                                  getattr(api, "loopback_only", False))
+        if problem:
+            # DNS rebinding, or a page elsewhere: a web page must not reach a local MCP server through the browser.
+            return 403, self.error_response(RpcError(RPC_INVALID_REQUEST, problem))
         try:
             msg = json.loads(raw.decode("utf-8")) if raw else None
             if not raw:
@@ -11432,12 +11463,31 @@ def _rpc_id(msg: Any) -> str | int | None:
     return rid if isinstance(rid, (str, int)) and not isinstance(rid, bool) else None
 
 
-def _origin_allowed(origin: str, host: str) -> bool:
-    """The page's own origin, or a loopback one."""
-    parts = urllib.parse.urlsplit(origin)
-    if parts.hostname in ("127.0.0.1", "localhost", "::1"):
+def _names_this_machine(name: str | None, bound_host: str | None) -> bool:
+    """A host name or address that can only mean this machine (or the address the server is bound to)."""
+    if not name:
+        return False
+    name = name.strip("[]").lower().rstrip(".")
+    if name in ("localhost", "::1") or name == bound_host or name.endswith(".localhost"):
         return True
-    return bool(host) and parts.netloc.lower() == host.lower()
+    return bool(re.fullmatch(r"127(?:\.\d{1,3}){3}", name))
+
+
+def _caller_problem(host: str, origin: str | None, bound_host: str | None, loopback_only: bool) -> str | None:
+    """Why a request's Host / Origin headers are refused, or None.  Bound to loopback, the Host must name this
+    machine: a page elsewhere whose name was re-pointed at 127.0.0.1 (DNS rebinding) reaches the port with its own
+    name there.  An Origin (only browsers send one) must be this server's (the Host, once it is trusted) or a
+    loopback one: a cross-site form or fetch carries its page's."""
+    host_name = urllib.parse.urlsplit("//" + host).hostname if host else None
+    if loopback_only and host and not _names_this_machine(host_name, bound_host):
+        return (f"Host {host[:100]!r} does not name this machine; this server listens on a loopback address: "
+                f"call it as localhost or 127.0.0.1")
+    if origin is None:
+        return None
+    parts = urllib.parse.urlsplit(origin)
+    if _names_this_machine(parts.hostname, bound_host) or (host and parts.netloc.lower() == host.lower()):
+        return None
+    return f"Origin {origin[:100]} is not allowed; call from this server's own page or a tool, not another site"
 
 
 def _read_message(stream: Any, limit: int) -> tuple[bytes | None, int]:

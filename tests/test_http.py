@@ -29,6 +29,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.parse
 from pathlib import Path
 from typing import Iterator
 
@@ -1086,6 +1087,31 @@ def test_serve_on_a_host_name_that_does_not_resolve_is_a_usage_error(env, capsys
     err = capsys.readouterr().err
     assert code == localrag.EXIT_USAGE and "--host nosuchhost.invalid: no such host name or address" in err
     assert "LOCALRAG_API_TOKEN" not in err
+
+
+def test_a_page_elsewhere_cannot_use_the_api_through_the_browser(api):
+    """DNS rebinding (another site's name re-pointed at 127.0.0.1 reaches the port, from the browser, with its own
+    Host and Origin) and cross-site requests (a form or a 'simple' fetch carries the page's Origin) are refused
+    on every route, /mcp included; tools (curl, agents, SDKs: no Origin) and this server's own page are not."""
+    evil_host = {"Host": f"evil.example:{api.port}"}
+    r = api.get(f"/notes?path={urllib.parse.quote('policies/Support Escalation Policy.md')}", headers=evil_host)
+    assert r.status == 403 and r.json["error"]["code"] == "forbidden" and "does not name this machine" in \
+        r.json["error"]["message"]
+    before = api.get("/tickets").json["total"]
+    draft = api.post("/tickets/draft", {"question": "What is the SLA for P9 tickets?"}).json
+    r = api.post("/tickets", {**draft, "confirmed": True},
+                 headers={"Origin": "http://evil.example", "Content-Type": "text/plain"})
+    assert r.status == 403 and "Origin http://evil.example is not allowed" in r.json["error"]["message"]
+    assert api.get("/tickets").json["total"] == before          # nothing saved
+    r = api.post("/mcp", {"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+                 headers={**evil_host, "Origin": f"http://evil.example:{api.port}",
+                          "Accept": "application/json, text/event-stream"})
+    assert r.status == 403 and r.json["error"]["code"] == -32600
+    for headers in ({}, {"Origin": f"http://127.0.0.1:{api.port}"}, {"Host": f"localhost:{api.port}"},
+                    {"Host": f"127.0.0.2:{api.port}", "Origin": f"http://localhost:{api.port}"}):
+        assert api.post("/search", {"query": "P1"}, headers=headers).status == 200, headers
+    spec = api.get("/openapi.json").json
+    assert all("403" in op["responses"] for item in spec["paths"].values() for op in item.values())
 
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "localhost", "::1", "[::1]", "127.0.0.2"])
