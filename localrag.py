@@ -11490,23 +11490,43 @@ def _caller_problem(host: str, origin: str | None, bound_host: str | None, loopb
     return f"Origin {origin[:100]} is not allowed; call from this server's own page or a tool, not another site"
 
 
-def _read_message(stream: Any, limit: int) -> tuple[bytes | None, int]:
-    """The next line from a binary stream: (line without its newline, 0), (None, size) for a line over `limit`
-    bytes (read to its end and dropped, so memory stays bounded), or (None, -1) at end of input.  A last line
-    without a newline (input closed mid-message) comes back as (bytes, -2)."""
+def _read_message(stream: Any, limit: int) -> tuple[bytes | None, int, Any]:
+    """The next line from a binary stream: (line without its newline, 0, None), (None, size, id) for a line over
+    `limit` bytes (read to its end and dropped, so memory stays bounded; `id` is the request id its first and last
+    bytes show, so the client can match the error to its call), or (None, -1, None) at end of input.  A last line
+    without a newline (input closed mid-message) comes back as (bytes, -2, None)."""
     line = stream.readline(limit + 1)
     if not line:
-        return None, -1
+        return None, -1, None
     if len(line) > limit and not line.endswith(b"\n"):
-        size = len(line)
+        size, head, tail = len(line), line[:MCP_ID_SCAN_BYTES], line[-MCP_ID_SCAN_BYTES:]
         while True:
             more = stream.readline(1 << 16)
             size += len(more)
+            if more:
+                tail = (tail + more)[-MCP_ID_SCAN_BYTES:]
             if not more or more.endswith(b"\n"):
-                return None, size
+                return None, size, _rpc_id_in(head, tail)
     if not line.endswith(b"\n"):
-        return line, -2
-    return line.rstrip(b"\r\n"), 0
+        return line, -2, None
+    return line.rstrip(b"\r\n"), 0, None
+
+
+MCP_ID_SCAN_BYTES = 4096   # of a dropped oversized message, the bytes at each end searched for its "id"
+_RPC_ID_RE = re.compile(rb'"id"\s*:\s*(-?\d{1,18}|"(?:[^"\\\n]|\\.){0,256}")\s*[,}]')
+
+
+def _rpc_id_in(head: bytes, tail: bytes) -> Any:
+    """The id a JSON-RPC message too large to parse seems to carry: its last "id" member near the end (SDKs write
+    it after the params), else its first near the start; None when neither shows one."""
+    for chunk, pick in ((tail, -1), (head, 0)):
+        found = _RPC_ID_RE.findall(chunk)
+        if found:
+            with contextlib.suppress(ValueError, UnicodeDecodeError):
+                value = json.loads(found[pick].decode("utf-8"))
+                if isinstance(value, (int, str)):
+                    return value
+    return None
 
 
 MCP_PARENT_CHECK_S = 0.5     # how often `localrag mcp` checks that the client that started it still runs
@@ -11564,13 +11584,14 @@ def run_mcp_stdio(config: Config, stdin: Any = None, stdout: Any = None) -> dict
     in_flight: Any = None   # the id of the request being answered (None between requests)
     try:
         while True:
-            line, state = _read_message(stdin, limit)
+            line, state, dropped_id = _read_message(stdin, limit)
             if state == -1:
                 break
             if line is None:
                 send(server.error_response(RpcError(RPC_INVALID_REQUEST, f"message of {state} bytes is over the "
                                                                          f"{limit}-byte limit "
-                                                                         f"(LOCALRAG_MAX_BODY_BYTES); dropped")))
+                                                                         f"(LOCALRAG_MAX_BODY_BYTES); dropped"),
+                                           dropped_id))
                 continue
             if not line.strip():
                 continue

@@ -245,6 +245,12 @@ def test_bad_jsonrpc_input_gets_errors_and_the_server_stays_up(ingested, env):
     s.send(big + b"\n")
     r = s.recv()
     assert r["error"]["code"] == -32600 and "limit" in r["error"]["message"]
+    assert r["id"] == 7          # read from its first bytes: the client can match the error to its call
+    # the official SDK writes the id after the params: found at the end (a null id left the SDK waiting forever)
+    s.send(b'{"method":"tools/call","params":{"name":"search","arguments":{"query":"' + b"y" * (2 * 1024 * 1024)
+           + b'"}},"jsonrpc":"2.0","id":"call-71"}\n')
+    r = s.recv()
+    assert r["id"] == "call-71" and r["error"]["code"] == -32600
     # still up, and the earlier notifications got no answer: the next line is this request's
     s.send({"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {"name": "search",
                                                                           "arguments": {"query": RAG_Q}}})
