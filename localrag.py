@@ -107,6 +107,7 @@ MIN_COVERAGE_UNSEEN_DEFAULT = 0.6
 UNSEEN_CJK_BACKOFF_DEFAULT = 0.25          # weight of a CJK bigram the corpus never contains, relative to its idf
 KEYWORD_QUERY_MAX_TERMS = 128              # a 4,000-character question is cut to its first terms
 SCOPE_MAX_ITEMS, SCOPE_MAX_CHARS = 20, 500  # --path / --tag entries per request, characters per entry
+NOTE_PATH_MAX_CHARS = 1024                 # a note path or heading given to get_note (file systems stop at 255 a name)
 # The vector channel's two paths: the exact scan (the correctness path) and an approximate HNSW index over the
 # vectors cast to halfvec, whose candidates are re-ranked by their exact distance (README "Large vaults").
 SEARCH_PATHS = ("auto", "exact", "approx")
@@ -4919,12 +4920,22 @@ class Store:
         return [dict(zip(("id", "vault_path", "relative_path", "body", "body_line", "frontmatter", "updated_at",
                           "tags"), row)) for row in rows]
 
-    def similar_note_paths(self, name: str, limit: int = 5) -> list[str]:
-        """Indexed paths whose file name contains `name` (case-insensitive): the hint for a path not found."""
+    def similar_note_paths(self, name: str, limit: int = 5) -> list[tuple[str, str]]:
+        """(relative path, vault) of indexed notes whose file name contains `name` (case-insensitive), then of those
+        whose file name is close to it (a typo: Canvass, Set up Sync): the hint for a path not found."""
+        import difflib
         pattern = "%" + name.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-        return [r[0] for r in self.run(
-            "SELECT DISTINCT relative_path FROM documents WHERE lower(regexp_replace(relative_path, '^.*/', '')) "
-            "LIKE :p ORDER BY 1 LIMIT :n", p=pattern, n=limit)]
+        found = [(r[0], r[1]) for r in self.run(
+            "SELECT DISTINCT relative_path, vault_path FROM documents WHERE "
+            "lower(regexp_replace(relative_path, '^.*/', '')) LIKE :p ORDER BY 1, 2 LIMIT :n", p=pattern, n=limit)]
+        if len(found) < limit:
+            rows = self.run("SELECT relative_path, vault_path FROM documents ORDER BY 1, 2")
+            stems = {}
+            for rel, vault in rows:
+                stems.setdefault(Path(rel).stem.lower(), []).append((rel, vault))
+            for stem in difflib.get_close_matches(name.lower(), list(stems), n=limit, cutoff=0.75):
+                found += [hit for hit in stems[stem] if hit not in found]
+        return found[:limit]
 
     def list_notes(self, prefix: str, tag: str | None, vault: str | None, limit: int, offset: int) -> tuple[int, list]:
         """(total, page) of documents under a path prefix / with a tag (or a tag nested under it)."""
@@ -8395,12 +8406,18 @@ def _record(config: Config, store: Store, response: dict, question: str, top_k: 
     response["answer_id"], _created = store.insert_answer(record)
 
 
-def _answer_id(value: Any) -> int:
+def _record_id(value: Any, what: str = "answer id", field: str = "id") -> int:
+    """A record's id as a request gives it (an int, or digits in a path or query string): a positive integer
+    (at most ANSWER_ID_MAX), else invalid_request naming the field."""
     text = str(value).strip()
-    if not re.fullmatch(r"[0-9]{1,19}", text) or not 1 <= int(text) <= ANSWER_ID_MAX:
-        raise InvalidRequest(f"answer id must be an integer from 1 to {ANSWER_ID_MAX} (got {text[:40]!r})",
-                             field="id")
+    if isinstance(value, bool) or not re.fullmatch(r"[0-9]{1,19}", text) or not 1 <= int(text) <= ANSWER_ID_MAX:
+        raise InvalidRequest(f"{what} must be a positive integer, as its list shows it (got {text[:40]!r})",
+                             field=field)
     return int(text)
+
+
+def _answer_id(value: Any) -> int:
+    return _record_id(value, "answer id")
 
 
 def answer_history(config: Config, limit: Any = ANSWERS_LIMIT_DEFAULT, offset: Any = 0,
@@ -8486,6 +8503,7 @@ def health(config: Config, store: Store | None = None, details: bool = True) -> 
         dim = s.vector_dim()
         documents, chunks = s.document_chunk_counts()
         current = s.count_current(config.embedding_key)
+        vaults = s.vault_paths() if details else []
     embedding_ok = dim in (None, config.embedding_dim)
     ready = "ok" if current else "not_ready"
     body: dict = {"status": "ok" if embedding_ok and current else "degraded",
@@ -8496,7 +8514,7 @@ def health(config: Config, store: Store | None = None, details: bool = True) -> 
                            "embedding_dim": config.embedding_dim, "documents": documents, "chunks": chunks,
                            "embeddings_current_config": current, "pgvector_version": state["pgvector"],
                            "rag_min_similarity": config.rag_min_similarity, "llm_provider": config.llm_provider,
-                           "version": __version__}
+                           "vaults": vaults, "version": __version__}
         if not current:
             body["details"]["hint"] = HINT_INGEST
     return body
@@ -8511,6 +8529,8 @@ def _note_path(path: Any, vaults: Sequence[str]) -> tuple[str, str | None]:
     in the database, and a path that climbs out of a vault can never name an indexed note."""
     if not isinstance(path, str) or not path.strip():
         raise InvalidRequest("path must be a note's path relative to its vault, e.g. 'Guides/Setup.md'", field="path")
+    if len(path) > NOTE_PATH_MAX_CHARS:
+        raise InvalidRequest(f"path is {len(path)} characters; the limit is {NOTE_PATH_MAX_CHARS}", field="path")
     if "\x00" in path:
         raise InvalidRequest("path contains a NUL character", field="path")
     raw = path.strip().replace("\\", "/")
@@ -8563,21 +8583,37 @@ def _show_command(path: str, heading_path: Sequence[str] = (), vault: str | None
 def get_note(config: Config, path: Any, heading: Any = None, vault: Any = None, store: Store | None = None) -> dict:
     """GET /notes?path=, `localrag show` and the MCP get_note tool: an indexed note, or one of its sections, read
     from the database with its heading path and file line range."""
+    if isinstance(heading, str) and not heading.strip():
+        heading = None   # a citation of a note's opening text has heading "" (heading_path []): the whole note
+    if isinstance(heading, str) and len(heading) > NOTE_PATH_MAX_CHARS:
+        raise InvalidRequest(f"heading is {len(heading)} characters; the limit is {NOTE_PATH_MAX_CHARS}",
+                             field="heading")
     if heading is not None and (not isinstance(heading, str) or not heading.strip().lstrip("#").strip()):
-        raise InvalidRequest("heading must be a heading's text (or a heading path joined by '#')", field="heading")
+        raise InvalidRequest("heading must be a heading's text (or a heading path joined by '#'); leave it out "
+                             "for the whole note", field="heading")
     if vault is not None and not isinstance(vault, str):
-        raise InvalidRequest("vault must be a string: a vault path as `localrag db status` lists it", field="vault")
+        raise InvalidRequest("vault must be a string: a vault path as results, citations and list_notes give it "
+                             "(`vault_path`)", field="vault")
     if vault is not None:   # the form ingest stores: the resolved folder
-        vault = str(Path(vault.strip()).expanduser().resolve(strict=False)) if vault.strip() else None
+        _scope_text_ok(vault, "vault")
+        vault = str(Path(vault.strip()).expanduser().resolve(strict=False))
     with _store_for(config, store) as s:
         vaults = s.vault_paths()
         rel, in_vault = _note_path(path, vaults)
         vault = in_vault or vault
+        if vault and vault not in vaults:
+            raise VaultNotIndexed(f"vault {vault} is not indexed; indexed: {', '.join(vaults) or 'none'}",
+                                  vault=vault, indexed=vaults)
         names = [rel] if rel.lower().endswith(".md") else [rel, rel + ".md"]
         found = s.find_notes(names, vault)
         if not found:
-            similar = s.similar_note_paths(Path(rel).stem)
-            hint = (f"; similar: {', '.join(similar)}" if similar else "") + \
+            pairs = s.similar_note_paths(Path(rel).stem)
+            similar = [p for p, _v in pairs]
+            if len(vaults) > 1:   # which vault each is in: the path alone may not be enough to ask again
+                shown = [f"{p} (vault {v})" for p, v in pairs]
+            else:
+                shown = similar
+            hint = (f"; similar: {', '.join(shown)}" if similar else "") + \
                 "; list indexed notes with `localrag show --list`, GET /notes/list or the list_notes tool"
             where = f" in vault {vault}" if vault else (" in any indexed vault" if vaults else
                                                       " (nothing is indexed yet; run `localrag ingest PATH`)")
@@ -8642,8 +8678,13 @@ def list_notes(config: Config, prefix: Any = None, tag: Any = None, vault: Any =
         raise InvalidRequest(f"prefix {prefix!r} contains '..'; give a folder relative to the vault", field="prefix")
     tag = normalize_tag(tag) if tag and normalize_tag(tag) else None
     if vault is not None:
-        vault = str(Path(vault.strip()).expanduser().resolve(strict=False)) if vault.strip() else None
+        _scope_text_ok(vault, "vault")
+        vault = str(Path(vault.strip()).expanduser().resolve(strict=False))
     with _store_for(config, store) as s:
+        if vault and vault not in s.vault_paths():
+            indexed = s.vault_paths()
+            raise VaultNotIndexed(f"vault {vault} is not indexed; indexed: {', '.join(indexed) or 'none'}",
+                                  vault=vault, indexed=indexed)
         total, rows = s.list_notes(prefix, tag, vault or None, limit, offset)
     notes = []
     for vault_path, rel, frontmatter, updated_at, chunks, tags, first_heading in rows:
@@ -8854,11 +8895,7 @@ def ticket_draft_from(question: str, mode: str, reason: str, evidence: Sequence[
 
 
 def _ticket_id(value: Any) -> int:
-    text = str(value).strip()
-    if isinstance(value, bool) or not re.fullmatch(r"[0-9]{1,19}", text) or not 1 <= int(text) <= ANSWER_ID_MAX:
-        raise InvalidRequest(f"ticket id must be an integer from 1 to {ANSWER_ID_MAX} (got {text[:40]!r})",
-                             field="id")
-    return int(text)
+    return _record_id(value, "ticket id")
 
 
 def _ticket_status(value: Any) -> str:
@@ -8964,7 +9001,7 @@ def ticket_draft(config: Config, question: Any, answer_id: Any = None, store: St
     With answer_id, the mode and reason are that answer record's (e.g. the model's own refusal)."""
     question = validate_text(question, "question")
     if answer_id is not None:
-        answer_id = _ticket_id(answer_id)
+        answer_id = _record_id(answer_id, "answer_id (an answer record's id)", "answer_id")
     drafted_at = (now or _dt.datetime.now(_dt.timezone.utc)).isoformat(timespec="seconds")
     with _store_for(config, store) as s:
         mode, reason, evidence = _draft_gate(config, s, question)
@@ -9409,8 +9446,8 @@ def _check_fields(body: Any, fields: dict, required: str | None) -> dict:
         raise InvalidRequest("the request body must be a JSON object", field="body")
     unknown = sorted(set(body) - set(fields))
     if unknown:
-        raise InvalidRequest(f"unknown field(s): {', '.join(unknown)}; allowed: {', '.join(fields)}",
-                             field=unknown[0])
+        raise InvalidRequest(f"unknown field(s): {', '.join(unknown)}; " +
+                             (f"allowed: {', '.join(fields)}" if fields else "it takes no fields"), field=unknown[0])
     if required is not None and required not in body:
         raise InvalidRequest(f"{required} is required", field=required)
     for name, typ in fields.items():
@@ -9457,7 +9494,8 @@ API_FIELD_DOCS: dict[str, tuple[str, Any]] = {
              "folder with /.", "Runbooks/"),
     "tag": ("Optional: only notes with this tag (or any of a list), with or without '#'; nested tags match "
             "(`project` finds `project/alpha`).", "oncall"),
-    "vault": ("Optional: only notes of this vault (the folder that was ingested, as `status` lists it).",
+    "vault": ("Optional: only notes of this vault (the folder that was ingested, as `status` lists it in "
+              "details.vaults and results give it in vault_path).",
               "/home/me/acme-vault"),
     "heading": ("Optional: one section instead of the whole note. A heading's text, or a heading path joined by "
                 "'#' (Obsidian style) when the text repeats; the section includes its subsections.", "升级路径"),
@@ -9470,7 +9508,8 @@ NOTE_FIELD_DOCS: dict[str, tuple[str, Any]] = {
     "path": ("A note's path relative to its vault, as search results and citations give it in `source`; the .md "
              "extension may be left out. No `..`, no absolute paths outside an indexed vault.",
              "Runbooks/P1 升级流程.md"),
-    "vault": ("Optional: the vault folder (as `status` lists it), only needed when the same path is indexed in "
+    "vault": ("Optional: the vault folder (as `status` lists it in details.vaults, results in vault_path), only "
+              "needed when the same path is indexed in "
               "several vaults.", "/home/me/acme-vault"),
     "tag": ("Optional: only notes with this tag (with or without '#'); nested tags match too (`project` finds "
             "`project/alpha`).", "oncall"),
@@ -9532,6 +9571,12 @@ def field_schema(name: str, typ: Any, openapi: bool = True, required: bool = Fal
     out.update(_FIELD_LIMITS.get(name, {}))
     if scope:
         out.update(_SCOPE_FIELD_LIMITS[name])
+    elif name in ("path", "heading"):      # reading a note
+        out["maxLength"] = NOTE_PATH_MAX_CHARS
+    elif name == "vault":                  # reading a note: the vault is checked as in a search's scope
+        out.update(_SCOPE_TEXT_SCHEMA)
+    if not openapi and "enum" in out:      # JSON Schema: null is a type, not an enum value (the field is optional)
+        out["enum"] = [v for v in out["enum"] if v is not None]
     out["description"] = description
     if example is not None:
         out.update({"example": example} if openapi else {"examples": [example]})
@@ -9929,7 +9974,7 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
                 "responses": responses("#/components/schemas/TicketDraft", 401, 404, 413, 422, 500, 503)}},
             "/tickets": {
                 "post": {
-                    "operationId": "createTicket", "summary": "Save a ticket a person confirmed",
+                    "operationId": "createTicket", "x-localrag-person-only": True, "summary": "Save a ticket a person confirmed",
                     "description": "Save a (possibly edited) draft. `confirmed` must be true: a person checked the "
                                    "ticket; missing or false is a 422 naming the field and nothing is saved. The "
                                    "creation is the first status event (actor http, with the token's fingerprint).",
@@ -9956,7 +10001,7 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
                     "security": bearer, "parameters": ticket_id_param,
                     "responses": responses("#/components/schemas/Ticket", 401, 404, 422, 500, 503)},
                 "patch": {
-                    "operationId": "updateTicket", "summary": "Change a ticket's status (kept as an event)",
+                    "operationId": "updateTicket", "x-localrag-person-only": True, "summary": "Change a ticket's status (kept as an event)",
                     "description": "Set the status to open, in_progress or resolved, with an optional note. Every "
                                    "change is kept as an event (actor http, the token's fingerprint, time, old and "
                                    "new status); concurrent changes: the last to commit wins, both are kept.",
@@ -9978,7 +10023,7 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
                                "page at a time (`next_offset` gives the next page).",
                 "security": bearer,
                 "parameters": [param(n, t) for n, t in _NOTES_LIST_FIELDS.items()],
-                "responses": responses("#/components/schemas/NoteList", 401, 422, 500, 503)}},
+                "responses": responses("#/components/schemas/NoteList", 401, 404, 422, 500, 503)}},
             "/mcp": {"post": {
                 "operationId": "mcp", "summary": "The MCP endpoint (Streamable HTTP, JSON responses)",
                 "description": "Model Context Protocol over Streamable HTTP: one JSON-RPC message per POST, "
@@ -10044,8 +10089,9 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
                                    "ok"),
                     "checks": _doc("object", "Each check's state", {"database": "ok", "retrieval_ready": "ok"},
                                    additionalProperties=_schema("string")),
-                    "details": _doc("object", "Provider, model, counts, versions (needs the token when one is set)",
-                                    {"documents": 13, "chunks": 92})}),
+                    "details": _doc("object", "Provider, model, counts, versions and the indexed vaults (`vaults`: "
+                                              "the folders to pass as `vault`); needs the token when one is set",
+                                    {"documents": 13, "chunks": 92, "vaults": ["/home/me/acme-vault"]})}),
                 "JsonRpcResponse": _schema("object", required=["jsonrpc"], properties={
                     "jsonrpc": _doc("string", "Always 2.0", "2.0"),
                     "id": {"description": "The request's id (null when it could not be read)", "example": 1,
@@ -11179,9 +11225,10 @@ def _mcp_tools() -> dict[str, McpTool]:
     tools = [
         McpTool("search", "Search the knowledge base",
                 "Find the passages of the local knowledge base (Markdown notes) closest to a query, best first. Each "
-                "result has the passage text, the note path (`source`), its heading path, file lines and a 0..1 "
-                "score; `confidence` is the best score. Use it to look facts up or to find which note covers a "
-                "topic; use `ask` for a written answer.",
+                "result has the passage text, the note path (`source`) and its vault (`vault_path`), its heading "
+                "path, file lines and a 0..1 ranking `score`; `confidence` is the best similarity (cosine) of any "
+                "passage to the query, and `gate.mode` says whether `ask` would answer from them. Use it to look "
+                "facts up or to find which note covers a topic; use `ask` for a written answer.",
                 _SEARCH_FIELDS, ("query",), lambda config, store, **a: search(config, store=store, **a)),
         McpTool("ask", "Answer from the knowledge base, with citations",
                 "Answer a question from the local knowledge base. Returns `answer`, `mode` and `reason`: mode `rag` "
@@ -11364,6 +11411,8 @@ class McpServer:
     def _call(self, params: dict) -> dict:
         name = params.get("name")
         tools = _mcp_tools()
+        if name is None:
+            raise RpcError(RPC_INVALID_PARAMS, f"tools/call needs params.name, one of: {', '.join(tools)}")
         if not isinstance(name, str) or name not in tools:
             raise RpcError(RPC_INVALID_PARAMS, f"unknown tool {str(name)[:100]!r}; tools: {', '.join(tools)}")
         args = params.get("arguments")

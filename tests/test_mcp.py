@@ -256,6 +256,11 @@ def test_bad_jsonrpc_input_gets_errors_and_the_server_stays_up(ingested, env):
                                                                           "arguments": {"query": RAG_Q}}})
     r = s.recv()
     assert r["id"] == 8 and not r["result"].get("isError") and r["result"]["structuredContent"]["results"]
+    s.send({"jsonrpc": "2.0", "id": 10, "method": "tools/call", "params": {}})
+    assert s.recv()["error"]["message"].startswith("tools/call needs params.name, one of: search, ask")
+    s.send({"jsonrpc": "2.0", "id": 11, "method": "tools/call", "params": {"name": "status",
+                                                                           "arguments": {"verbose": True}}})
+    assert "unknown field(s): verbose; it takes no fields" in s.recv()["result"]["content"][0]["text"]
     # stdin closed in the middle of a message
     s.send(b'{"jsonrpc": "2.0", "id": 9, "method": "tools/li')
     code, rest, err = s.close()
@@ -303,6 +308,15 @@ def test_tool_schemas_follow_the_http_field_tables():
     for path, fields in (("/search", localrag._SEARCH_FIELDS), ("/ask", localrag._ASK_FIELDS)):
         schema = spec["paths"][path]["post"]["requestBody"]["content"]["application/json"]["schema"]
         assert set(schema["properties"]) == set(fields)
+    # JSON Schema for a model: null is no enum value (strict function-calling providers reject it); reading a
+    # note has bounded strings
+    for tool in tools.values():
+        for name, prop in tool.definition()["inputSchema"]["properties"].items():
+            assert None not in prop.get("enum", ()), (tool.name, name)
+    note_props = tools["get_note"].definition()["inputSchema"]["properties"]
+    assert note_props["path"]["maxLength"] == note_props["heading"]["maxLength"] == localrag.NOTE_PATH_MAX_CHARS
+    assert "details.vaults" in note_props["vault"]["description"]
+    assert "similarity" in tools["search"].definition()["description"]      # confidence is no ranking score
 
 
 # --- process lifecycle: signals, stdin closed mid-request, the client killed (issue 10) ----------------------------

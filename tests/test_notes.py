@@ -56,7 +56,8 @@ def test_whole_note_and_section_come_from_the_database(ingested):
     ("", None, "invalid_request", "path"),
     ("nowhere/Unknown Note.md", None, "note_not_found", None),
     (NOTE, "No Such Heading", "note_not_found", None),
-    (NOTE, "   ", "invalid_request", "heading"),
+    (NOTE, "##", "invalid_request", "heading"),
+    (NOTE, 42, "invalid_request", "heading"),
 ])
 def test_bad_note_requests(ingested, path, heading, error, field):
     config, _, _ = ingested
@@ -67,6 +68,14 @@ def test_bad_note_requests(ingested, path, heading, error, field):
         assert info.value.details["field"] == field
     if heading and error == "note_not_found":
         assert "P1 工单升级流程" in info.value.message   # the hint lists the note's headings
+
+
+def test_an_empty_heading_reads_the_whole_note(ingested):
+    """A citation of a note's opening text has heading '' and heading_path []: passed on as it is, it reads the
+    note (it was an error without a way out)."""
+    config, _, _ = ingested
+    assert localrag.get_note(config, NOTE, "")["content"] == localrag.get_note(config, NOTE)["content"]
+    assert localrag.get_note(config, NOTE, "  ")["heading_path"] == []
 
 
 def test_unknown_path_hints_at_similar_notes(ingested):
@@ -211,7 +220,7 @@ def test_vault_argument_is_matched_in_its_stored_form(ingested, monkeypatch):
     monkeypatch.chdir(vault.parent)
     assert localrag.get_note(config, NOTE, vault=f"./{vault.name}/")["vault_path"] == str(vault.resolve())
     assert localrag.list_notes(config, vault=f"./{vault.name}")["total"] == 13
-    with pytest.raises(localrag.NoteNotFound):
+    with pytest.raises(localrag.VaultNotIndexed):
         localrag.get_note(config, NOTE, vault="/nowhere/else")
 
 
@@ -239,3 +248,18 @@ def test_with_two_vaults_citations_name_their_vault_and_every_open_command_works
         localrag.get_note(config, NOTE)
     assert localrag.get_note(config, NOTE, vault=str(copy))["open"] == \
         f"localrag show 'policies/Support Escalation Policy.md' --vault {shlex.quote(str(copy.resolve()))}"
+
+
+def test_a_vault_that_is_not_indexed_and_a_misspelt_path(ingested, tmp_path):
+    """get_note and list_notes name an unknown vault as such (list_notes answered an empty page, get_note
+    'no such note, similar: <the same path>'); status lists the vaults to choose from; a one-letter typo in a
+    path gets the note as a suggestion (only substrings did)."""
+    config, vault, _ = ingested
+    for call in (lambda: localrag.get_note(config, NOTE, vault=str(tmp_path / "nope")),
+                 lambda: localrag.list_notes(config, vault=str(tmp_path / "nope"))):
+        with pytest.raises(localrag.VaultNotIndexed, match=f"indexed: {vault.resolve()}"):
+            call()
+    assert localrag.health(config)["details"]["vaults"] == [str(vault.resolve())]
+    with pytest.raises(localrag.NoteNotFound) as err:
+        localrag.get_note(config, "policies/Support Escalaton Policy.md")
+    assert err.value.details["similar"] == [NOTE]

@@ -259,6 +259,11 @@ def test_unknown_ticket_id(vault_db):
     for bad in ("0", "-1", "abc", str(2 ** 63)):
         code, error = cli_error("tickets", "show", bad)
         assert code == localrag.EXIT_USAGE and error["details"]["field"] == "id"
+        assert error["message"].startswith("ticket id must be a positive integer")
+    # a draft's answer_id is named as such (it said "ticket id ... field id")
+    with pytest.raises(localrag.InvalidRequest) as err:
+        localrag.ticket_draft(vault_db, "x", answer_id=-1)
+    assert err.value.details["field"] == "answer_id" and err.value.message.startswith("answer_id (an answer")
     assert row_counts(vault_db)["ticket_events"] == 0
 
 
