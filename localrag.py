@@ -11456,6 +11456,14 @@ class McpServer:
                 raise ValueError("empty body")
         except (UnicodeDecodeError, ValueError, RecursionError) as exc:
             return 400, self.error_response(RpcError(RPC_PARSE_ERROR, f"parse error: {exc}".splitlines()[0][:200]))
+        params = msg.get("params") if isinstance(msg, dict) and isinstance(msg.get("params"), dict) else {}
+        header_version = headers.get("MCP-Protocol-Version")
+        if header_version and not (isinstance(params.get("_meta"), dict) and MCP_META_VERSION in params["_meta"]) \
+                and header_version not in (*MCP_MODERN_VERSIONS, *MCP_HANDSHAKE_VERSIONS):
+            # the handshake era (2025-06-18 on): an unsupported version in the header is a 400
+            return 400, self.error_response(RpcError(RPC_INVALID_REQUEST, (
+                f"MCP-Protocol-Version {header_version[:40]!r} is not supported; supported: "
+                f"{', '.join((*MCP_MODERN_VERSIONS, *MCP_HANDSHAKE_VERSIONS))}")), _rpc_id(msg))
         try:
             if isinstance(msg, dict) and "id" in msg:
                 self._check_headers(headers, msg)

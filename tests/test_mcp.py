@@ -180,6 +180,10 @@ def test_http_transport_rules(ingested):
         status, _, body = post_raw(url, {"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
                                    {"Origin": "http://evil.example"})
         assert status == 403
+        # the handshake era: an unsupported MCP-Protocol-Version header is a 400 (2025-06-18 on)
+        status, _, body = post_raw(url, {"jsonrpc": "2.0", "id": 3, "method": "tools/list"},
+                                   {"MCP-Protocol-Version": "1999-01-01"})
+        assert status == 400 and json.loads(body)["id"] == 3 and "not supported" in json.loads(body)["error"]["message"]
         # the handshake era: a request without _meta is served, errors come back in a 200
         status, _, body = post_raw(url, {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
                                          "params": {"name": "nope"}}, {"MCP-Protocol-Version": "2025-11-25"})
