@@ -10916,6 +10916,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             raise InvalidRequest(f"the request body is not valid JSON ({exc})".splitlines()[0], field="body") from None
 
     def _read_raw(self) -> bytes:
+        encoding = (self.headers.get("Content-Encoding") or "identity").strip().lower()
+        if encoding != "identity":
+            self.close_connection = True   # the body is not read: the connection cannot be reused
+            raise InvalidRequest(f"Content-Encoding {encoding[:40]!r} is not supported; send the JSON body "
+                                 f"uncompressed", field="Content-Encoding")
         if self.headers.get("Transfer-Encoding"):
             self.close_connection = True
             if self.headers.get("Content-Length"):

@@ -680,6 +680,16 @@ def test_chunked_request_body_is_422(routing_api):
         conn.close()
 
 
+def test_a_compressed_body_is_named_as_such(routing_api):
+    """gzip used to be read as JSON: "not valid JSON ('utf-8' codec can't decode byte 0x8b ...)"."""
+    import gzip
+    reply = routing_api.post("/search", gzip.compress(json.dumps({"query": RAG_Q}).encode()),
+                             headers={"Content-Encoding": "gzip"})
+    err = assert_error(reply, 422, "invalid_request", field="Content-Encoding")
+    assert "Content-Encoding 'gzip' is not supported" in err["message"]
+    assert routing_api.post("/search", {"query": RAG_Q}, headers={"Content-Encoding": "identity"}).status == 200
+
+
 @pytest.mark.parametrize("method,path", [("GET", "/nope"), ("POST", "/nope"), ("GET", "/favicon.ico"),
                                          ("POST", "/ingest"), ("GET", "/search/extra")])
 def test_unknown_path_is_404(routing_api, method, path):
