@@ -10907,6 +10907,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             except InvalidRequest:   # no body, chunked: JSON-RPC's own parse error answers it
                 self._begin_work()
                 return b""
+        query = urllib.parse.urlsplit(self.path).query
+        if query:   # it would be ignored: say so rather than answer as if top_k=3 had been read
+            names = ", ".join(sorted({k for k, _ in urllib.parse.parse_qsl(query, keep_blank_values=True)})) \
+                or query[:60]
+            raise InvalidRequest(f"{self.command} reads its fields from the JSON body; the query_string ({names[:100]}) "
+                                 f"would be ignored: move them into the body", field="query_string")
         data = self._read_raw()
         try:
             return json.loads(data.decode("utf-8"))

@@ -680,6 +680,13 @@ def test_chunked_request_body_is_422(routing_api):
         conn.close()
 
 
+def test_a_query_string_on_post_is_refused_not_ignored(routing_api):
+    """POST /search?top_k=3 with top_k 1 in the body answered 1 result: the query string was silently ignored."""
+    err = assert_error(routing_api.post("/search?top_k=3", {"query": RAG_Q, "top_k": 1}), 422, "invalid_request",
+                       field="query_string")
+    assert "the query_string (top_k) would be ignored" in err["message"]
+
+
 def test_a_compressed_body_is_named_as_such(routing_api):
     """gzip used to be read as JSON: "not valid JSON ('utf-8' codec can't decode byte 0x8b ...)"."""
     import gzip
