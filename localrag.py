@@ -296,13 +296,13 @@ class PayloadTooLarge(LocalRagError):
 class Unauthorized(LocalRagError):
     code, http_status, exit_code = "unauthorized", 401, EXIT_USAGE
 
+    def headers(self) -> dict:
+        return {"WWW-Authenticate": "Bearer"}
+
 
 class Forbidden(LocalRagError):
     """A request from a web page elsewhere (its Origin), or addressed to another host name (DNS rebinding)."""
     code, http_status, exit_code = "forbidden", 403, EXIT_USAGE
-
-    def headers(self) -> dict:
-        return {"WWW-Authenticate": "Bearer"}
 
 
 class SchemaNotInitialized(LocalRagError):

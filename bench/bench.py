@@ -938,7 +938,7 @@ def _soak_request(port: int, op: str, question: str, slow: bool) -> tuple[int, f
     path, field = {"search": ("/search", "query"), "ask": ("/ask", "question"),
                    "stream": ("/ask/stream", "question")}[op]
     body = json.dumps({field: question, "top_k": 5}, ensure_ascii=False).encode("utf-8")
-    head = (f"POST {path} HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n"
+    head = (f"POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
             f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode("ascii")
     started = time.perf_counter()
     with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:

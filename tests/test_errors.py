@@ -46,6 +46,7 @@ def readme_codes() -> dict[str, tuple[int, int]]:
 # off loopback): the named test must exist and assert the code.
 ELSEWHERE = {
     "api_token_required": "test_http.py::test_serve_on_a_non_loopback_address_without_a_token_is_refused",
+    "forbidden": "test_http.py::test_a_page_elsewhere_cannot_use_the_api_through_the_browser",
     "malformed_request": "test_http.py::test_conflicting_content_length_is_400_and_closes",
     "request_timeout": "test_http.py::test_a_one_byte_per_step_client_is_cut_off_with_408",
     "http_version_not_supported": "test_http.py::test_other_http_versions_get_a_status_line_and_the_error_shape",
@@ -334,7 +335,7 @@ def _raw(port, data: bytes) -> tuple[int, dict]:
 def provoke_uri_too_long(ctx):
     db = ctx.getfixturevalue("db")
     with http_server(db) as port:
-        status, body = _raw(port, b"GET /health?" + b"x" * 70000 + b" HTTP/1.1\r\nHost: x\r\n\r\n")
+        status, body = _raw(port, b"GET /health?" + b"x" * 70000 + b" HTTP/1.1\r\nHost: localhost\r\n\r\n")
     return None, None, status, body["error"]["code"]  # HTTP framing: no CLI side
 
 
@@ -342,7 +343,7 @@ def provoke_request_headers_too_large(ctx):
     db = ctx.getfixturevalue("db")
     headers = b"".join(b"X-H%d: v\r\n" % i for i in range(200))
     with http_server(db) as port:
-        status, body = _raw(port, b"GET /health HTTP/1.1\r\nHost: x\r\n" + headers + b"\r\n")
+        status, body = _raw(port, b"GET /health HTTP/1.1\r\nHost: localhost\r\n" + headers + b"\r\n")
     return None, None, status, body["error"]["code"]
 
 
