@@ -11546,14 +11546,21 @@ def _caller_problem(host: str, origin: str | None, bound_host: str | None, loopb
     machine: a page elsewhere whose name was re-pointed at 127.0.0.1 (DNS rebinding) reaches the port with its own
     name there.  An Origin (only browsers send one) must be this server's (the Host, once it is trusted) or a
     loopback one: a cross-site form or fetch carries its page's."""
-    host_name = urllib.parse.urlsplit("//" + host).hostname if host else None
+    try:
+        host_name = urllib.parse.urlsplit("//" + host).hostname if host else None
+    except ValueError:   # "[bad:1": not a host name at all
+        host_name = None
     if loopback_only and host and not _names_this_machine(host_name, bound_host):
         return (f"Host {host[:100]!r} does not name this machine; this server listens on a loopback address: "
                 f"call it as localhost or 127.0.0.1")
     if origin is None:
         return None
-    parts = urllib.parse.urlsplit(origin)
-    if _names_this_machine(parts.hostname, bound_host) or (host and parts.netloc.lower() == host.lower()):
+    try:
+        parts = urllib.parse.urlsplit(origin)
+        origin_host, origin_netloc = parts.hostname, parts.netloc.lower()
+    except ValueError:
+        origin_host = origin_netloc = None
+    if _names_this_machine(origin_host, bound_host) or (host and origin_netloc == host.lower()):
         return None
     return f"Origin {origin[:100]} is not allowed; call from this server's own page or a tool, not another site"
 

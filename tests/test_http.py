@@ -1132,6 +1132,24 @@ def test_a_page_elsewhere_cannot_use_the_api_through_the_browser(api):
     assert all("403" in op["responses"] for item in spec["paths"].values() for op in item.values())
 
 
+@pytest.mark.parametrize("host, origin, bound, loopback, refused", [
+    ("localhost:8000", None, "127.0.0.1", True, False),
+    ("[::1]:8000", "http://[::1]:8000", "::1", True, False),
+    ("127.0.0.5:8000", "http://localhost:8000", "127.0.0.1", True, False),
+    ("app.localhost:8000", None, "127.0.0.1", True, False),
+    ("", None, "127.0.0.1", True, False),                         # HTTP/1.0 without Host: nothing to judge
+    ("evil.example:8000", None, "127.0.0.1", True, True),          # DNS rebinding
+    ("[bad:1", None, "127.0.0.1", True, True),                     # not a host at all (no 500)
+    ("localhost:8000", "http://evil.example", "127.0.0.1", True, True),
+    ("localhost:8000", "null", "127.0.0.1", True, True),           # a sandboxed frame, a file:// page
+    ("localhost:8000", "http://[bad", "127.0.0.1", True, True),
+    ("kb.corp:8000", "http://kb.corp:8000", "0.0.0.0", False, False),   # its own page, off loopback (token)
+    ("kb.corp:8000", "http://evil.example", "0.0.0.0", False, True),
+])
+def test_caller_checks(host, origin, bound, loopback, refused):
+    assert bool(localrag._caller_problem(host, origin, bound, loopback)) == refused
+
+
 @pytest.mark.parametrize("host", ["127.0.0.1", "localhost", "::1", "[::1]", "127.0.0.2"])
 def test_loopback_hosts_need_no_token(host):
     assert localrag.is_loopback_host(host)
