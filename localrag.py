@@ -9545,6 +9545,11 @@ _FIELD_LIMITS: dict[str, dict] = {
 _JSON_TYPES = {str: "string", int: "integer", bool: "boolean", float: "number", list: "array", dict: "object"}
 
 
+def _described(schema: dict, description: str) -> dict:
+    """A response field's schema with what it means (the OpenAPI document says it for every field a model reads)."""
+    return {**schema, "description": description}
+
+
 def field_schema(name: str, typ: Any, openapi: bool = True, required: bool = False,
                  docs: dict | None = None) -> dict:
     """The JSON Schema of one request field from its type in a field table (a type, or a tuple of types) and its
@@ -9682,26 +9687,38 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
                                          "question asks for and whether a top block carries it; refuses=true makes "
                                          "the mode no_answer with reason insufficient_evidence/<kind>",
                                {"kind": "limit", "ok": True, "refuses": False}, nullable=True, properties={
-            "kind": _schema("string", nullable=True), "ok": _schema("boolean"), "refuses": _schema("boolean"),
-            "needs": _schema("string", nullable=True),
-            "checked": _schema("array", items=_schema("object", properties={
-                "n": _schema("integer"), "source": _schema("string"), "heading": _schema("string")})),
-            "carried_by": _schema("array", items=_schema("integer")),
+            "kind": _described(_schema("string", nullable=True), "The kind of fact the question asks for (number, "
+                               "price, limit, procedure, ...); null when none is recognised"),
+            "ok": _described(_schema("boolean"), "True when a top block carries that kind"),
+            "refuses": _described(_schema("boolean"), "True when it does not and the rule refuses"),
+            "needs": _described(_schema("string", nullable=True), "What the evidence must hold, in words"),
+            "checked": _described(_schema("array", items=_schema("object", properties={
+                "n": _described(_schema("integer"), "The block number"),
+                "source": _described(_schema("string"), "Its note"),
+                "heading": _described(_schema("string"), "Its heading")})), "The blocks checked"),
+            "carried_by": _described(_schema("array", items=_schema("integer")), "The blocks that carry it"),
             "missing": _doc("array", "The names the question asks about that no checked block mentions (product "
                                      "kind; [] otherwise)", ["Joplin"], items=_schema("string"))}),
         "claims": _doc("array", "Each answer sentence carrying [n], checked against block n (a sentence with no "
                                 "marker has cites [] and is never supported)", [],
                        items=_schema("object", required=["text", "cites", "supported", "overlap"], properties={
-                           "text": _schema("string"), "cites": _schema("array", items=_schema("integer")),
-                           "supported": _schema("boolean"), "overlap": _schema("number"),
-                           "numbers_missing": _schema("array", items=_schema("string"))})),
+                           "text": _described(_schema("string"), "The claim: the text before its [n] markers"),
+                           "cites": _described(_schema("array", items=_schema("integer")), "The blocks it cites"),
+                           "supported": _described(_schema("boolean"), "True when the cited blocks hold enough of "
+                                                   "its words and every number it states"),
+                           "overlap": _described(_schema("number"), "The share of its content words the cited "
+                                                 "blocks contain"),
+                           "numbers_missing": _described(_schema("array", items=_schema("string")),
+                                                         "Numbers it states that the cited blocks do not")})),
         "citation_check": _doc("object", "Whether the answer's [n] markers point at supplied blocks and its claims "
                                          "are supported (rag only)",
                                {"markers": [1], "invalid": [], "ok": True}, nullable=True, properties={
             "markers": _doc("array", "The [n] markers found in the answer", [1], items=_schema("integer")),
             "invalid": _doc("array", "Markers that point at no supplied block", [], items=_schema("integer")),
             "ok": _doc("boolean", "True when every marker is valid and every claim supported", True),
-            "claims": _schema("integer"), "supported": _schema("integer"), "unsupported": _schema("integer")}),
+            "claims": _described(_schema("integer"), "How many claims the answer makes"),
+            "supported": _described(_schema("integer"), "How many of them their cited blocks support"),
+            "unsupported": _described(_schema("integer"), "How many they do not")}),
         "answer_id": _doc("integer", "The answer record (GET /answers/{id}); null when RAG_RECORD_ANSWERS=false",
                           1, nullable=True)})
     search_result = _schema("object", required=["content", "source", "relative_path", "heading_path", "heading",
@@ -9718,23 +9735,34 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
                                  "(BM25 as a share of a full match) and title (the share of the question a note "
                                  "name it contains whole covers; null in vector mode)",
                        {"vector": 0.42, "keyword": 0.85, "title": 0.0},
-                       properties={"vector": _schema("number", minimum=0, maximum=1, nullable=True),
-                                   "keyword": _schema("number", minimum=0, maximum=1),
-                                   "title": _schema("number", minimum=0, maximum=1, nullable=True)}),
+                       properties={"vector": _described(_schema("number", minimum=0, maximum=1, nullable=True),
+                                                        "Cosine similarity to the query"),
+                                   "keyword": _described(_schema("number", minimum=0, maximum=1),
+                                                         "BM25 as a share of a full match"),
+                                   "title": _described(_schema("number", minimum=0, maximum=1, nullable=True),
+                                                       "The share of the question a note name it contains covers")}),
         "channels": _doc("array", "The channels whose candidates included this chunk", ["keyword", "vector"],
                          items=_schema("string", enum=["vector", "keyword"])),
         "vault_path": _doc("string", "The vault folder the note was indexed from", "/home/me/acme-vault")})
+    terms = _schema("array", items=_schema("string"))
     gate = _doc("object", "The evidence gate's signals: what decided rag or no_answer", {"coverage": 1.0}, properties={
-        "retrieval": _schema("string"), "similarity": _schema("number", nullable=True),
-        "keyword": _schema("number"), "coverage": _schema("number"),
-        "matched_terms": _schema("array", items=_schema("string")),
-        "missing_terms": _schema("array", items=_schema("string")),
-        "unseen_terms": _schema("array", items=_schema("string")),
-        "unknown_words": _schema("array", items=_schema("string")),
+        "retrieval": _described(_schema("string"), "The retrieval mode the signals come from"),
+        "similarity": _described(_schema("number", nullable=True), "The vector channel's best cosine to the "
+                                 "question (compared with RAG_MIN_SIMILARITY); null in keyword mode"),
+        "keyword": _described(_schema("number"), "The best keyword (BM25) score, 0..1"),
+        "coverage": _described(_schema("number"), "The idf-weighted share of the question's terms that the best of "
+                               "the top evidence chunks contains (compared with RAG_MIN_COVERAGE)"),
+        "matched_terms": _described(terms, "The question's terms that chunk contains"),
+        "missing_terms": _described(terms, "The question's terms it lacks"),
+        "unseen_terms": _described(terms, "The question's terms no indexed chunk contains"),
+        "unknown_words": _described(terms, "Of those, whole words (not CJK pieces): the mark of an off-topic "
+                                    "question or a typo"),
         "scope_empty": _doc("boolean", "True when a path, tag or vault filter matched no indexed note (then nothing "
                                        "was searched)", False),
-        "query_terms": _schema("integer"), "results": _schema("integer")})
-    gate_verdict = {"mode": _schema("string", enum=["rag", "no_answer"]), "reason": _schema("string")}
+        "query_terms": _described(_schema("integer"), "How many distinct content terms the question has"),
+        "results": _described(_schema("integer"), "How many chunks the retrieval returned")})
+    gate_verdict = {"mode": _described(_schema("string", enum=["rag", "no_answer"]), "What ask would answer"),
+                    "reason": _described(_schema("string"), "Which signal decided, with its value")}
     retrieval_used = _doc("string", "The retrieval mode used", "hybrid", enum=list(RETRIEVAL_MODES))
     search_path = _doc("string", "Which path served the vector channel: exact (the scan) or approx (the HNSW index, "
                                  "re-ranked exactly); null in keyword mode", "exact", enum=["exact", "approx", None],
@@ -9746,9 +9774,12 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
                        "corrections": [{"word": "enabel", "suggestion": "enable"}],
                        "reason": "confidence 0.5672 >= threshold 0.20; coverage 1.00 >= 0.40 (2 of 2 terms matched)"},
                       nullable=True, properties={
-                          "question": _schema("string"), "reason": _schema("string"),
-                          "corrections": _schema("array", items=_schema("object", properties={
-                              "word": _schema("string"), "suggestion": _schema("string")}))})
+                          "question": _described(_schema("string"), "The corrected question: ask it"),
+                          "reason": _described(_schema("string"), "Why the gate would answer it"),
+                          "corrections": _described(_schema("array", items=_schema("object", properties={
+                              "word": _described(_schema("string"), "The word as typed"),
+                              "suggestion": _described(_schema("string"), "The vault's word that replaces it")})),
+                              "Each replaced word")})
     closest = _doc("array", "On no_answer: up to 3 notes the retrieval found nearest the question, each sharing "
                             "at least 2 of its terms, together at least a fifth of their idf weight (no answer, no "
                             "citation: where a person might look); [] when none does; null when the mode is not "
@@ -9756,10 +9787,14 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
                    [{"source": "Plugins/Canvas.md", "vault_path": "/home/me/vault", "heading_path": ["Add cards"],
                      "title": "Canvas", "shared_terms": ["canvas", "card"], "coverage": 0.31, "score": 0.42}],
                    nullable=True, items=_schema("object", properties={
-                       "source": _schema("string"), "vault_path": _schema("string"),
-                       "heading_path": _schema("array", items=_schema("string")), "title": _schema("string"),
-                       "shared_terms": _schema("array", items=_schema("string")), "coverage": _schema("number"),
-                       "score": _schema("number")}))
+                       "source": _described(_schema("string"), "The note's path in its vault (pass it to get_note)"),
+                       "vault_path": _described(_schema("string"), "The vault folder the note was indexed from"),
+                       "heading_path": _described(_schema("array", items=_schema("string")),
+                                                  "The heading path of the note's nearest section"),
+                       "title": _described(_schema("string"), "The note's title"),
+                       "shared_terms": _described(terms, "The question's terms that section contains"),
+                       "coverage": _described(_schema("number"), "Their share of the question's idf weight"),
+                       "score": _described(_schema("number"), "The section's ranking score")}))
     ask_response["properties"].update({"retrieval": retrieval_used, "search_path": search_path, "gate": gate,
                                        "suggestion": suggestion, "closest": closest})
     note = _schema("object", required=["path", "vault_path", "heading_path", "line_start", "line_end", "content"],
@@ -9776,9 +9811,12 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
         "frontmatter": _doc("object", "The note's YAML frontmatter", {"title": "P1 升级流程"}),
         "updated_at": _doc("string", "When the note was last indexed", "2026-11-29T20:00:00+00:00"),
         "sections": _doc("array", "Whole note only: its headings with their line ranges", [], items=_schema(
-            "object", properties={"heading_path": _schema("array", items=_schema("string")),
-                                  "level": _schema("integer"), "line_start": _schema("integer"),
-                                  "line_end": _schema("integer")})),
+            "object", properties={
+                "heading_path": _described(_schema("array", items=_schema("string")), "The section's heading path "
+                                           "(pass it joined by '#' as heading to read the section)"),
+                "level": _described(_schema("integer"), "Its heading level, 1 to 6"),
+                "line_start": _described(_schema("integer"), "Its first line in the file"),
+                "line_end": _described(_schema("integer"), "Its last line (inclusive)")})),
         "also_matched": _doc("array", "Section only: other sections the heading also named", [],
                              items=_schema("array", items=_schema("string"))),
         "open": _doc("string", "The command that prints the same text", "localrag show 'Runbooks/P1 升级流程.md'")})
@@ -9792,33 +9830,55 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
             "tags": _doc("array", "The note's tags", ["oncall"], items=_schema("string")),
             "chunks": _doc("integer", "Chunks indexed for the note", 3),
             "updated_at": _doc("string", "When the note was last indexed", "2026-11-29T20:00:00+00:00")}))})
+    rid = _described(_schema("integer"), "The record's id (GET /answers/{id}, `localrag history show ID`)")
+    created = _described(_schema("string"), "When it was recorded (ISO 8601, UTC)")
+    asked = _described(_schema("string"), "The question as asked")
+    mode = _described(_schema("string"), "rag, no_answer or fallback")
+    why = _described(_schema("string"), "Why that mode (the gate's, the answer-type check's or the model's reason)")
+    model = _described(_schema("string", nullable=True), "The model that answered (null when none was called)")
+    status = _described(_schema("string"), "The model call: not_called, complete, length, error, ...")
+    check = _described(_schema("object", nullable=True), "The citation check of the answer (rag only)")
     answer_summary = _schema("object", required=["id", "created_at", "question", "mode", "reason"], properties={
-        "id": _schema("integer"), "created_at": _schema("string"), "question": _schema("string"),
-        "mode": _schema("string"), "reason": _schema("string"), "model": _schema("string", nullable=True),
-        "completion_status": _schema("string"), "evidence_blocks": _schema("integer"),
-        "citation_check": _schema("object", nullable=True)})
+        "id": rid, "created_at": created, "question": asked, "mode": mode, "reason": why, "model": model,
+        "completion_status": status,
+        "evidence_blocks": _described(_schema("integer"), "How many evidence blocks the answer was given"),
+        "citation_check": check})
     answer_record = _schema("object", required=["id", "created_at", "question", "mode", "reason", "evidence",
                                                 "excluded", "request_sha256", "completion_status", "answer"],
                             properties={
-        "id": _schema("integer"), "created_at": _schema("string"), "question": _schema("string"),
-        "mode": _schema("string"), "reason": _schema("string"),
+        "id": rid, "created_at": created, "question": asked, "mode": mode, "reason": why,
         "retrieval": _schema("object", description="retrieval mode, filters, top_k, embedding provider/model"),
-        "gate": _schema("object", description="confidence, threshold, gate signals, the answer-type check"),
-        "evidence": _schema("array", items=_schema("object", properties={
-            "n": _schema("integer"), "chunk_id": _schema("integer", nullable=True), "source": _schema("string"),
-            "heading_path": _schema("array", items=_schema("string")), "content_sha256": _schema("string"),
-            "score": _schema("number"), "rank": _schema("integer"), "truncated": _schema("boolean")})),
-        "excluded": _schema("array", items=_schema("object", properties={
-            "chunk_id": _schema("integer", nullable=True), "source": _schema("string"), "rank": _schema("integer"),
-            "reason": _schema("string", enum=["duplicate", "budget", "evidence_limit"])})),
-        "prompt_version": _schema("string", nullable=True),
+        "gate": _schema("object", description="confidence, threshold, gate signals, the answer-type check, the "
+                                              "suggestion and closest notes offered"),
+        "evidence": _described(_schema("array", items=_schema("object", properties={
+            "n": _described(_schema("integer"), "The block number the answer's [n] refers to"),
+            "chunk_id": _described(_schema("integer", nullable=True), "The chunk it came from"),
+            "source": _described(_schema("string"), "Its note"),
+            "heading_path": _described(_schema("array", items=_schema("string")), "Its heading path"),
+            "content_sha256": _described(_schema("string"), "SHA-256 of the text sent (to audit it later)"),
+            "score": _described(_schema("number"), "Its ranking score"),
+            "rank": _described(_schema("integer"), "Its rank among the candidates (1-based)"),
+            "truncated": _described(_schema("boolean"), "True when it was cut to fit the context budget")})),
+            "The evidence blocks sent, in [n] order"),
+        "excluded": _described(_schema("array", items=_schema("object", properties={
+            "chunk_id": _described(_schema("integer", nullable=True), "The chunk left out"),
+            "source": _described(_schema("string"), "Its note"),
+            "rank": _described(_schema("integer"), "Its rank among the candidates"),
+            "reason": _described(_schema("string", enum=["duplicate", "budget", "evidence_limit"]),
+                                 "Why it was left out")})), "Candidates left out of the evidence, with why"),
+        "prompt_version": _described(_schema("string", nullable=True), "The prompt template's version"),
         "request_body": _schema("string", nullable=True, description="the exact Chat Completions body sent "
                                                                      "(no headers, no API key)"),
-        "request_sha256": _schema("string", nullable=True), "llm_provider": _schema("string", nullable=True),
-        "model": _schema("string", nullable=True), "completion_status": _schema("string"),
-        "finish_reason": _schema("string", nullable=True), "usage": _schema("object", nullable=True),
-        "answer": _schema("string"), "claims": _schema("array", items=_schema("object")),
-        "citation_check": _schema("object", nullable=True), "latency_ms": _schema("object")})
+        "request_sha256": _described(_schema("string", nullable=True), "SHA-256 of request_body"),
+        "llm_provider": _described(_schema("string", nullable=True), "The LLM provider (fake, openai-compatible, "
+                                   "...)"),
+        "model": model, "completion_status": status,
+        "finish_reason": _described(_schema("string", nullable=True), "The model's finish reason"),
+        "usage": _described(_schema("object", nullable=True), "Token usage as the model reported it"),
+        "answer": _described(_schema("string"), "The answer given"),
+        "claims": _described(_schema("array", items=_schema("object")), "The answer's claims and their support"),
+        "citation_check": check,
+        "latency_ms": _described(_schema("object"), "retrieval, model and total milliseconds")})
     ticket_evidence = _schema("object", properties={
         "source": source, "heading": _doc("string", "The innermost heading", "升级路径"),
         "score": _doc("number", "Similarity to the question, 0..1", 0.31), **lines,
@@ -10071,9 +10131,14 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
                 "AnswerSummary": answer_summary,
                 "AnswerRecord": answer_record,
                 "AnswerList": _schema("object", required=["answers", "total", "limit", "offset"], properties={
-                    "answers": _schema("array", items={"$ref": "#/components/schemas/AnswerSummary"}),
-                    "total": _schema("integer"), "limit": _schema("integer"), "offset": _schema("integer"),
-                    "next_offset": _schema("integer", nullable=True), "recording": _schema("boolean")}),
+                    "answers": _described(_schema("array", items={"$ref": "#/components/schemas/AnswerSummary"}),
+                                          "The records of this page, newest first"),
+                    "total": _described(_schema("integer"), "How many records there are"),
+                    "limit": _described(_schema("integer"), "The page size"),
+                    "offset": _described(_schema("integer"), "How many were skipped"),
+                    "next_offset": _described(_schema("integer", nullable=True), "The next page's offset; null on "
+                                              "the last page"),
+                    "recording": _described(_schema("boolean"), "False when RAG_RECORD_ANSWERS=false")}),
                 "Note": note,
                 "NoteList": note_list,
                 "TicketDraft": ticket_draft_schema,
