@@ -526,6 +526,7 @@ class Config:
     rag_hnsw_ef_search: int = HNSW_EF_SEARCH_DEFAULT
     rag_index_memory_mb: int = INDEX_MEMORY_MB_DEFAULT   # maintenance_work_mem asked for while building the index
     api_token: str = dataclasses.field(default="", repr=False)
+    allowed_hosts: tuple[str, ...] = ()    # more names a loopback `serve` answers to (an /etc/hosts alias)
     max_file_bytes: int = MAX_FILE_MB_DEFAULT * 1024 * 1024
     max_body_bytes: int = HTTP_MAX_BODY_BYTES_DEFAULT
     ingest_workers: int = 1                # processes that parse and chunk during ingest
@@ -588,6 +589,7 @@ class Config:
             "rag_hnsw_ef_search": self.rag_hnsw_ef_search,
             "rag_index_memory_mb": self.rag_index_memory_mb,
             "api_token": "set" if self.api_token else "not set",
+            "allowed_hosts": ",".join(self.allowed_hosts) or None,
             "max_file_mb": round(self.max_file_bytes / (1024 * 1024), 3),
             "max_body_bytes": self.max_body_bytes,
             "ingest_workers": self.ingest_workers,
@@ -787,10 +789,22 @@ def load_config(env_file: str | Path | None = None, environ: dict | None = None,
         rag_record_answers=_bool_setting(get("RAG_RECORD_ANSWERS") or "true", "RAG_RECORD_ANSWERS"),
         rag_search=search_path, rag_approx_min_chunks=approx_min, rag_hnsw_m=hnsw_m, rag_hnsw_ef_construction=hnsw_efc,
         rag_hnsw_ef_search=hnsw_efs, rag_index_memory_mb=index_mb,
-        api_token=get("LOCALRAG_API_TOKEN"), max_file_bytes=int(max_file_mb * 1024 * 1024),
+        api_token=get("LOCALRAG_API_TOKEN"), allowed_hosts=_allowed_hosts(get("LOCALRAG_ALLOWED_HOSTS")),
+        max_file_bytes=int(max_file_mb * 1024 * 1024),
         max_body_bytes=max_body, ingest_workers=workers, pg_shared_buffers_mb=shared_buffers, env_file=dotenv_path,
         repo_root=repo_root,
     )
+
+
+def _allowed_hosts(value: str) -> tuple[str, ...]:
+    """LOCALRAG_ALLOWED_HOSTS: comma-separated host names (no ports, no schemes) a loopback `serve` also answers
+    to, e.g. an /etc/hosts alias of 127.0.0.1."""
+    names = tuple(dict.fromkeys(n.strip().lower().rstrip(".") for n in value.split(",") if n.strip()))
+    for name in names:
+        if not re.fullmatch(r"[a-z0-9_](?:[a-z0-9_.-]{0,251}[a-z0-9_])?", name):
+            raise ConfigInvalid(f"LOCALRAG_ALLOWED_HOSTS has {name[:60]!r}, which is not a host name; list names "
+                                f"separated by commas, e.g. kb.local,rag", key="LOCALRAG_ALLOWED_HOSTS", value=name)
+    return names
 
 
 def _choice_setting(value: str, key: str, allowed: Iterable[str]) -> str:
@@ -10599,7 +10613,8 @@ class Api:
         machine (when bound to loopback) and an Origin other than this server's or a loopback one.  Clients that
         are not browsers (curl, agents, MCP SDKs) send no Origin."""
         problem = _caller_problem(headers.get("Host") or "", headers.get("Origin"),
-                                  getattr(self, "bound_host", None), getattr(self, "loopback_only", False))
+                                  getattr(self, "bound_host", None), getattr(self, "loopback_only", False),
+                                  self.config.allowed_hosts)
         if problem:
             raise Forbidden(problem)
 
@@ -11522,7 +11537,7 @@ class McpServer:
         """POST /mcp: (HTTP status, JSON-RPC response or an empty 202)."""
         api = self.api
         problem = _caller_problem(headers.get("Host") or "", headers.get("Origin"), getattr(api, "bound_host", None),
-                                  getattr(api, "loopback_only", False))
+                                  getattr(api, "loopback_only", False), self.config.allowed_hosts)
         if problem:
             # DNS rebinding, or a page elsewhere: a web page must not reach a local MCP server through the browser.
             return 403, self.error_response(RpcError(RPC_INVALID_REQUEST, problem))
@@ -11596,17 +11611,19 @@ def _rpc_id(msg: Any) -> str | int | None:
     return rid if isinstance(rid, (str, int)) and not isinstance(rid, bool) else None
 
 
-def _names_this_machine(name: str | None, bound_host: str | None) -> bool:
-    """A host name or address that can only mean this machine (or the address the server is bound to)."""
+def _names_this_machine(name: str | None, bound_host: str | None, allowed: Sequence[str] = ()) -> bool:
+    """A host name or address that can only mean this machine (or the address the server is bound to, or a name
+    LOCALRAG_ALLOWED_HOSTS lists)."""
     if not name:
         return False
     name = name.strip("[]").lower().rstrip(".")
-    if name in ("localhost", "::1") or name == bound_host or name.endswith(".localhost"):
+    if name in ("localhost", "::1") or name == bound_host or name.endswith(".localhost") or name in allowed:
         return True
     return bool(re.fullmatch(r"127(?:\.\d{1,3}){3}", name))
 
 
-def _caller_problem(host: str, origin: str | None, bound_host: str | None, loopback_only: bool) -> str | None:
+def _caller_problem(host: str, origin: str | None, bound_host: str | None, loopback_only: bool,
+                    allowed: Sequence[str] = ()) -> str | None:
     """Why a request's Host / Origin headers are refused, or None.  Bound to loopback, the Host must name this
     machine: a page elsewhere whose name was re-pointed at 127.0.0.1 (DNS rebinding) reaches the port with its own
     name there.  An Origin (only browsers send one) must be this server's (the Host, once it is trusted) or a
@@ -11615,9 +11632,9 @@ def _caller_problem(host: str, origin: str | None, bound_host: str | None, loopb
         host_name = urllib.parse.urlsplit("//" + host).hostname if host else None
     except ValueError:   # "[bad:1": not a host name at all
         host_name = None
-    if loopback_only and host and not _names_this_machine(host_name, bound_host):
+    if loopback_only and host and not _names_this_machine(host_name, bound_host, allowed):
         return (f"Host {host[:100]!r} does not name this machine; this server listens on a loopback address: "
-                f"call it as localhost or 127.0.0.1")
+                f"call it as localhost or 127.0.0.1 (a name of yours for it goes in LOCALRAG_ALLOWED_HOSTS)")
     if origin is None:
         return None
     try:
@@ -11625,7 +11642,7 @@ def _caller_problem(host: str, origin: str | None, bound_host: str | None, loopb
         origin_host, origin_netloc = parts.hostname, parts.netloc.lower()
     except ValueError:
         origin_host = origin_netloc = None
-    if _names_this_machine(origin_host, bound_host) or (host and origin_netloc == host.lower()):
+    if _names_this_machine(origin_host, bound_host, allowed) or (host and origin_netloc == host.lower()):
         return None
     return f"Origin {origin[:100]} is not allowed; call from this server's own page or a tool, not another site"
 

@@ -1170,6 +1170,19 @@ def test_caller_checks(host, origin, bound, loopback, refused):
     assert bool(localrag._caller_problem(host, origin, bound, loopback)) == refused
 
 
+def test_allowed_hosts_name_an_alias_of_this_machine(env, monkeypatch):
+    """An /etc/hosts alias of 127.0.0.1 ("rag") is refused like a rebound name unless LOCALRAG_ALLOWED_HOSTS
+    lists it; the setting is checked like any other."""
+    assert localrag._caller_problem("rag:8000", None, "127.0.0.1", True)
+    assert localrag._caller_problem("rag:8000", "http://rag:8000", "127.0.0.1", True, ("rag",)) is None
+    monkeypatch.setenv("LOCALRAG_ALLOWED_HOSTS", " Rag , kb.local., rag")
+    config = localrag.load_config()
+    assert config.allowed_hosts == ("rag", "kb.local") and config.summary()["allowed_hosts"] == "rag,kb.local"
+    monkeypatch.setenv("LOCALRAG_ALLOWED_HOSTS", "http://rag:8000")
+    with pytest.raises(localrag.ConfigInvalid, match="LOCALRAG_ALLOWED_HOSTS has 'http://rag:8000'"):
+        localrag.load_config()
+
+
 @pytest.mark.parametrize("host", ["127.0.0.1", "localhost", "::1", "[::1]", "127.0.0.2"])
 def test_loopback_hosts_need_no_token(host):
     assert localrag.is_loopback_host(host)
