@@ -6552,10 +6552,23 @@ def validate_scope(paths: Any = None, tags: Any = None, vault: Any = None) -> Sc
     if vault is not None:
         if not isinstance(vault, str):
             raise InvalidRequest(f"vault must be a folder path (got {vault!r})"[:200], field="vault")
-        _scope_text_ok(vault, "vault")
-        # the same canonical form ingest stores (a vault that does not exist here matches nothing)
-        vault_path = str(Path(vault.strip()).expanduser().resolve(strict=False))
+        vault_path = _vault_filter(vault)
     return Scope(tuple(dict.fromkeys(p for p in paths)), tuple(dict.fromkeys(tags)), vault_path)
+
+
+def _vault_filter(vault: str) -> str:
+    """A vault a request names to filter by (a string: the caller checked the type), checked as scope text and
+    put in the form ingest stores: the folder resolved (not strictly: a vault elsewhere matches nothing)."""
+    _scope_text_ok(vault, "vault")
+    return str(Path(vault.strip()).expanduser().resolve(strict=False))
+
+
+def _require_indexed_vault(vault: str | None, indexed: Sequence[str]) -> None:
+    """VaultNotIndexed, naming the indexed vaults, when `vault` is given and not one of them: a mistyped vault is
+    an error, not an empty result that reads as a knowledge gap."""
+    if vault and vault not in indexed:
+        raise VaultNotIndexed(f"vault {vault} is not indexed; indexed: {', '.join(indexed) or 'none'} "
+                              f"(`localrag vaults` lists them)", vault=vault, indexed=list(indexed))
 
 
 def validate_retrieval(value: Any, config: Config) -> str:
@@ -6865,10 +6878,8 @@ def run_retrieval(store: Store, config: Config, query: str, top_k: int, retrieva
     scope_empty = False
     if not results and scope is not None and not scope.empty:
         # a filter that matches no note is more likely a typo than a question the vault cannot answer
-        indexed = store.vault_paths() if scope.vault else []
-        if scope.vault and scope.vault not in indexed:
-            raise VaultNotIndexed(f"vault {scope.vault} is not indexed; indexed: {', '.join(indexed) or 'none'} "
-                                  f"(`localrag vaults` lists them)", vault=scope.vault, indexed=indexed)
+        if scope.vault:
+            _require_indexed_vault(scope.vault, store.vault_paths())
         scope_empty = not store.scope_has_chunks(scope)
     # the vector channel's best cosine: the gate's similarity, the same in hybrid as in vector mode (the fused top k
     # may leave out the chunk nearest the question)
@@ -7018,15 +7029,14 @@ def closest_notes(retrieved: dict, limit: int = CLOSEST_NOTES_MAX) -> list[dict]
     notes: list[dict] = []
     seen: set[tuple[str, str]] = set()
     for r in retrieved["results"]:
-        key = (r.get("vault_path") or "", r["source"])
-        coverage = sum(weight.get(t, 0.0) for t in r.get("matched_terms") or ()) / total if total else 0.0
-        if coverage < CLOSEST_MIN_COVERAGE or len(r.get("matched_terms") or ()) < CLOSEST_MIN_SHARED_TERMS or \
-                key in seen:
+        key, shared = (r.get("vault_path") or "", r["source"]), list(r.get("matched_terms") or ())
+        coverage = sum(weight.get(t, 0.0) for t in shared) / total if total else 0.0
+        if coverage < CLOSEST_MIN_COVERAGE or len(shared) < CLOSEST_MIN_SHARED_TERMS or key in seen:
             continue
         seen.add(key)
         notes.append({"source": r["source"], "vault_path": r.get("vault_path"),
                       "heading_path": list(r.get("heading_path") or []), "title": r.get("title"),
-                      "shared_terms": list(r["matched_terms"]), "coverage": round(coverage, 6), "score": r["score"]})
+                      "shared_terms": shared, "coverage": round(coverage, 6), "score": r["score"]})
         if len(notes) >= limit:
             break
     return notes
@@ -7848,6 +7858,8 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
                     key=lambda u: (-u["coverage"], -u["density"], u["n"], u["pos"]))
     if ranked:  # the tail must cover the question at least half as well as the best sentence does
         ranked = [u for u in ranked if u["coverage"] >= FAKE_MIN_RELATIVE_COVERAGE * ranked[0]["coverage"]]
+    seen: set[str] = set()
+    shown = 0   # units shown (a header row counts; a lead-in's list is part of its lead)
     shown_lists: list[int] = []
 
     def list_after(u: dict) -> list[str]:
@@ -7863,8 +7875,6 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
         seen.update(v["text"] for v in items)     # an item is not shown again as a sentence of its own
         return [(f"{v['step']}. " if v["kind"] == "step" else "- ") + f"{v['text']} [{u['n']}]" for v in items]
 
-    seen: set[str] = set()
-    shown = 0   # units shown (a header row counts; a lead-in's list is part of its lead)
     for u in ranked:
         if u["text"] not in seen and shown < max_sentences:
             code = code_after(u) or list_after(u)
@@ -8608,16 +8618,13 @@ def get_note(config: Config, path: Any, heading: Any = None, vault: Any = None, 
     if vault is not None and not isinstance(vault, str):
         raise InvalidRequest("vault must be a string: a vault path as results, citations and list_notes give it "
                              "(`vault_path`)", field="vault")
-    if vault is not None:   # the form ingest stores: the resolved folder
-        _scope_text_ok(vault, "vault")
-        vault = str(Path(vault.strip()).expanduser().resolve(strict=False))
+    if vault is not None:
+        vault = _vault_filter(vault)
     with _store_for(config, store) as s:
         vaults = s.vault_paths()
         rel, in_vault = _note_path(path, vaults)
         vault = in_vault or vault
-        if vault and vault not in vaults:
-            raise VaultNotIndexed(f"vault {vault} is not indexed; indexed: {', '.join(vaults) or 'none'}",
-                                  vault=vault, indexed=vaults)
+        _require_indexed_vault(vault, vaults)
         names = [rel] if rel.lower().endswith(".md") else [rel, rel + ".md"]
         found = s.find_notes(names, vault)
         if not found:
@@ -8692,13 +8699,10 @@ def list_notes(config: Config, prefix: Any = None, tag: Any = None, vault: Any =
         raise InvalidRequest(f"prefix {prefix!r} contains '..'; give a folder relative to the vault", field="prefix")
     tag = normalize_tag(tag) if tag and normalize_tag(tag) else None
     if vault is not None:
-        _scope_text_ok(vault, "vault")
-        vault = str(Path(vault.strip()).expanduser().resolve(strict=False))
+        vault = _vault_filter(vault)
     with _store_for(config, store) as s:
-        if vault and vault not in s.vault_paths():
-            indexed = s.vault_paths()
-            raise VaultNotIndexed(f"vault {vault} is not indexed; indexed: {', '.join(indexed) or 'none'}",
-                                  vault=vault, indexed=indexed)
+        if vault:
+            _require_indexed_vault(vault, s.vault_paths())
         total, rows = s.list_notes(prefix, tag, vault or None, limit, offset)
     notes = []
     for vault_path, rel, frontmatter, updated_at, chunks, tags, first_heading in rows:
