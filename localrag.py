@@ -8545,6 +8545,11 @@ def health(config: Config, store: Store | None = None, details: bool = True) -> 
 
 
 NOTES_PAGE_DEFAULT, NOTES_PAGE_MAX = 50, 200
+# get_note's pages of one long note: characters per page (whole lines), the most a caller may ask for, and what the
+# MCP tool returns when the agent names no size (a model's context is the scarce thing there; a person's `show` and
+# GET /notes return the whole text unless asked).
+NOTE_CHARS_MAX = 1_000_000
+NOTE_CHARS_MCP_DEFAULT = 20_000
 
 
 def _note_path(path: Any, vaults: Sequence[str]) -> tuple[str, str | None]:
@@ -8604,9 +8609,32 @@ def _show_command(path: str, heading_path: Sequence[str] = (), vault: str | None
         (f" --vault {shlex.quote(vault)}" if vault else "")
 
 
-def get_note(config: Config, path: Any, heading: Any = None, vault: Any = None, store: Store | None = None) -> dict:
+def _note_page(text: str, char_offset: int, max_chars: int | None) -> tuple[int, int]:
+    """The [start, end) of one page of a note's text: from char_offset, at most max_chars characters, ending after a
+    whole line when the page holds a line break (a Markdown line cut in two reads as something else).  Pure."""
+    if max_chars is None or char_offset + max_chars >= len(text):
+        return char_offset, len(text)
+    end = char_offset + max_chars
+    cut = text.rfind("\n", char_offset, end)
+    return char_offset, (cut + 1 if cut > char_offset else end)
+
+
+def _page_arg(value: Any, name: str, lo: int, hi: int | None) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < lo or (hi is not None and value > hi):
+        bound = f"from {lo} to {hi:,}" if hi is not None else f">= {lo}"
+        raise InvalidRequest(f"{name} must be an integer {bound} (got {value!r})", field=name)
+    return value
+
+
+def get_note(config: Config, path: Any, heading: Any = None, vault: Any = None, store: Store | None = None,
+             max_chars: Any = None, char_offset: Any = None) -> dict:
     """GET /notes?path=, `localrag show` and the MCP get_note tool: an indexed note, or one of its sections, read
-    from the database with its heading path and file line range."""
+    from the database with its heading path and file line range.  A long text comes a page at a time when max_chars
+    is given: whole lines from char_offset, with `next_char_offset` to ask for the rest (null on the last page)."""
+    max_chars = _page_arg(max_chars, "max_chars", 1, NOTE_CHARS_MAX)
+    char_offset = _page_arg(char_offset, "char_offset", 0, None) or 0
     if isinstance(heading, str) and not heading.strip():
         heading = None   # a citation of a note's opening text has heading "" (heading_path []): the whole note
     if isinstance(heading, str) and len(heading) > NOTE_PATH_MAX_CHARS:
@@ -8654,9 +8682,22 @@ def get_note(config: Config, path: Any, heading: Any = None, vault: Any = None, 
     out = {"path": row["relative_path"], "vault_path": row["vault_path"], "heading_path": [],
            "tags": list(row["tags"] or []), "frontmatter": _jsonable(row["frontmatter"] or {}),
            "updated_at": _jsonable(row["updated_at"])}
+    def page(start: int, end: int) -> dict:
+        """The text of body[start:end] without its surrounding whitespace, or the asked-for page of it, with the
+        file lines that page covers."""
+        raw = doc.body[start:end]
+        text = raw.strip()
+        if char_offset > len(text) or (char_offset == len(text) and text):
+            raise InvalidRequest(f"char_offset {char_offset} is past the end of the text ({len(text):,} "
+                                 f"characters); start from 0", field="char_offset")
+        lo, hi = _note_page(text, char_offset, max_chars)
+        at = start + len(raw) - len(raw.lstrip())
+        first, last = span_lines(doc.body, at + lo, at + hi, body_line)
+        return {"line_start": first, "line_end": last, "content": text[lo:hi].strip("\n"), "content_chars": len(text),
+                "char_offset": lo, "next_char_offset": hi if hi < len(text) else None}
+
     if heading is None:
-        first, last = span_lines(doc.body, 0, len(doc.body), body_line)
-        out.update(line_start=first, line_end=last, content=doc.body.strip(),
+        out.update(page(0, len(doc.body)),
                    sections=[{"heading_path": list(sec.heading_path), "level": sec.level,
                               "line_start": span_lines(doc.body, sec.start, _section_end(doc, sec), body_line)[0],
                               "line_end": span_lines(doc.body, sec.start, _section_end(doc, sec), body_line)[1]}
@@ -8671,10 +8712,7 @@ def get_note(config: Config, path: Any, heading: Any = None, vault: Any = None, 
         raise NoteNotFound(f"{row['relative_path']!r} has no heading {heading.strip()!r}; its headings: "
                            f"{shown or '(none)'}", path=row["relative_path"], heading=heading,
                            headings=headings) from None
-    end = _section_end(doc, section)
-    first, last = span_lines(doc.body, section.start, end, body_line)
-    out.update(heading_path=list(section.heading_path), line_start=first, line_end=last,
-               content=doc.body[section.start:end].strip(),
+    out.update(page(section.start, _section_end(doc, section)), heading_path=list(section.heading_path),
                also_matched=[list(sec.heading_path) for sec in others],
                open=_show_command(row["relative_path"], section.heading_path,
                                   vault=row["vault_path"] if len(vaults) > 1 else None))
@@ -9531,6 +9569,11 @@ NOTE_FIELD_DOCS: dict[str, tuple[str, Any]] = {
               "several vaults.", "/home/me/acme-vault"),
     "tag": ("Optional: only notes with this tag (with or without '#'); nested tags match too (`project` finds "
             "`project/alpha`).", "oncall"),
+    "max_chars": (f"Optional: return at most this many characters of the text (1 to {NOTE_CHARS_MAX:,}), ending "
+                  "after a whole line; `next_char_offset` then asks for the rest. Left out: the whole text (the MCP "
+                  f"get_note tool: {NOTE_CHARS_MCP_DEFAULT:,}).", 20000),
+    "char_offset": ("Optional: where the page starts in the text, a `next_char_offset` from the previous page "
+                    "(default 0).", 0),
 }
 _TEXT_SCHEMA = {"type": "string", "minLength": 1, "maxLength": 4000,
                 # "contains a character that is not whitespace", the same for ECMA-262 (\s has U+FEFF, lacks
@@ -9554,6 +9597,7 @@ _FIELD_LIMITS: dict[str, dict] = {
     "query": _TEXT_SCHEMA, "question": _TEXT_SCHEMA,
     "top_k": {"minimum": TOP_K_MIN, "maximum": TOP_K_MAX},
     "limit": {"minimum": 1, "maximum": NOTES_PAGE_MAX}, "offset": {"minimum": 0},
+    "max_chars": {"minimum": 1, "maximum": NOTE_CHARS_MAX}, "char_offset": {"minimum": 0},
     "answer_id": {"minimum": 1, "maximum": ANSWER_ID_MAX},
     "title": {**_TEXT_SCHEMA, "maxLength": TICKET_TITLE_MAX},
     "description": {**_TEXT_SCHEMA, "maxLength": TICKET_DESCRIPTION_MAX},
@@ -9614,7 +9658,7 @@ def request_schema(fields: dict, required: Sequence[str], openapi: bool = True, 
                            for name, typ in fields.items()}}
 
 
-_NOTES_GET_FIELDS = {"path": str, "heading": str, "vault": str}
+_NOTES_GET_FIELDS = {"path": str, "heading": str, "vault": str, "max_chars": int, "char_offset": int}
 _NOTES_LIST_FIELDS = {"prefix": str, "tag": str, "vault": str, "limit": int, "offset": int}
 _TICKET_DRAFT_FIELDS = {"question": str, "answer_id": int}
 # POST /tickets takes the draft back, edited, plus the person's confirmation.
@@ -9815,7 +9859,8 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
                        "score": _described(_schema("number"), "The section's ranking score")}))
     ask_response["properties"].update({"retrieval": retrieval_used, "search_path": search_path, "gate": gate,
                                        "suggestion": suggestion, "closest": closest})
-    note = _schema("object", required=["path", "vault_path", "heading_path", "line_start", "line_end", "content"],
+    note = _schema("object", required=["path", "vault_path", "heading_path", "line_start", "line_end", "content",
+                                     "content_chars", "char_offset", "next_char_offset"],
                    properties={
         "path": source, "vault_path": _doc("string", "The vault folder the note was indexed from",
                                            "/home/me/acme-vault"),
@@ -9823,8 +9868,12 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
                              items=_schema("string")),
         "line_start": _doc("integer", "First line of the text in the file (1-based)", 5),
         "line_end": _doc("integer", "Last line (inclusive)", 20),
-        "content": _doc("string", "The note's Markdown (frontmatter removed) or the section's, subsections included",
-                        "## 升级路径\n…"),
+        "content": _doc("string", "The note's Markdown (frontmatter removed) or the section's, subsections included; "
+                                  "with max_chars, one page of it (whole lines)", "## 升级路径\n…"),
+        "content_chars": _doc("integer", "The length of the whole text (note or section) in characters", 1830),
+        "char_offset": _doc("integer", "Where this page starts in that text (0 for the first page)", 0),
+        "next_char_offset": _doc("integer", "Pass it as char_offset to read the next page; null on the last "
+                                            "(or only) page", None, nullable=True),
         "tags": _doc("array", "The note's tags", ["oncall"], items=_schema("string")),
         "frontmatter": _doc("object", "The note's YAML frontmatter", {"title": "P1 升级流程"}),
         "updated_at": _doc("string", "When the note was last indexed", "2026-11-29T20:00:00+00:00"),
@@ -10773,7 +10822,7 @@ class Api:
         if "path" not in params:
             raise InvalidRequest("path is required: GET /notes?path=NOTE[&heading=HEADING]; to list the indexed notes "
                                  "use GET /notes/list", field="path")
-        params = _check_fields(params, _NOTES_GET_FIELDS, "path")
+        params = _check_fields(_query_ints(params, ("max_chars", "char_offset")), _NOTES_GET_FIELDS, "path")
         with self.pool.store() as s:
             return 200, get_note(self.config, store=s, **params)
 
@@ -10797,7 +10846,7 @@ class Api:
 
 def _query_int(query: dict, name: str, default: int, lo: int, hi: int) -> int:
     raw = query.get(name)
-    if raw is None or raw == "":
+    if raw is None:
         return default
     if not re.fullmatch(r"[0-9]{1,19}", raw) or not lo <= int(raw) <= hi:
         raise InvalidRequest(f"{name} must be an integer from {lo} to {hi} (got {raw[:40]!r})", field=name,
@@ -11340,8 +11389,12 @@ def _mcp_tools() -> dict[str, McpTool]:
                 "Read an indexed note in full, or one section of it (with its subsections), as Markdown with its "
                 "heading path and file line range. Pass a `source` from search results or citations as `path`, and "
                 "optionally a heading. An unknown path or heading is an error that lists similar paths or the "
-                "note's headings.",
-                _NOTES_GET_FIELDS, ("path",), lambda config, store, **a: get_note(config, store=store, **a),
+                f"note's headings. A text longer than {NOTE_CHARS_MCP_DEFAULT:,} characters (or `max_chars`) comes "
+                "a page at a time: `content_chars` is the whole length and `next_char_offset`, passed back as "
+                "`char_offset`, reads the next page (null on the last).",
+                _NOTES_GET_FIELDS, ("path",),
+                lambda config, store, **a: get_note(config, store=store, **{
+                    **a, "max_chars": NOTE_CHARS_MCP_DEFAULT if a.get("max_chars") is None else a["max_chars"]}),
                 NOTE_FIELD_DOCS),
         McpTool("list_notes", "List the indexed notes",
                 "List the indexed notes, by path, optionally only under a folder prefix and/or with a tag, a page at "
@@ -12395,6 +12448,9 @@ def _cmd_show(config: Config, args: argparse.Namespace) -> int:
     if args.list or args.target is None:
         if args.target is not None:
             raise InvalidRequest("--list takes no PATH; use --prefix / --tag to narrow the list", field="target")
+        if args.max_chars is not None or args.char_offset is not None:
+            raise InvalidRequest("--max-chars and --char-offset page through one note; the list pages with "
+                                 "--limit and --offset", field="max_chars")
         result = list_notes(config, args.prefix, args.tag, args.vault, args.limit, args.offset)
         if args.json:
             _print_json(result)
@@ -12405,7 +12461,8 @@ def _cmd_show(config: Config, args: argparse.Namespace) -> int:
                  (f"; next page: --offset {result['next_offset']}" if result["next_offset"] is not None else ""))
         return EXIT_OK
     path, sep, heading = args.target.partition("#")
-    result = get_note(config, path, heading if sep else None, args.vault)
+    result = get_note(config, path, heading if sep else None, args.vault, max_chars=args.max_chars,
+                      char_offset=args.char_offset)
     if args.json:
         _print_json(result)
         return EXIT_OK
@@ -12413,6 +12470,9 @@ def _cmd_show(config: Config, args: argparse.Namespace) -> int:
     _say(f"{result['vault_path']}/{result['path']}:{result['line_start']}-{result['line_end']}" +
          (f"  › {where}" if where else ""))
     print(result["content"])
+    if result["next_char_offset"] is not None:
+        _say(f"characters {result['char_offset']:,}-{result['next_char_offset']:,} of {result['content_chars']:,}; "
+             f"next page: --char-offset {result['next_char_offset']}")
     return EXIT_OK
 
 
@@ -12915,6 +12975,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tag", metavar="TAG", help="--list: only notes with this tag")
     p.add_argument("--limit", type=int, default=NOTES_PAGE_DEFAULT, metavar="N", help="--list: page size")
     p.add_argument("--offset", type=int, default=0, metavar="N", help="--list: skip N notes")
+    p.add_argument("--max-chars", type=int, metavar="N",
+                   help="print at most N characters of a long note (whole lines); the next page's --char-offset "
+                        "is printed on stderr")
+    p.add_argument("--char-offset", type=int, metavar="N", help="with --max-chars: start N characters into the text")
     _add_json(p)
     p.set_defaults(func=_cmd_show)
 

@@ -908,6 +908,7 @@ def test_http_answers_round_trip(api):
     ("GET", "/answers?limit=-1", 422, "invalid_request"),
     ("GET", "/answers?limit=100000", 422, "invalid_request"),
     ("GET", "/answers?limit=x", 422, "invalid_request"),
+    ("GET", "/answers?limit=", 422, "invalid_request"),
     ("GET", "/answers?offset=-5", 422, "invalid_request"),
     ("GET", "/answers?page=2", 422, "invalid_request"),
     ("PUT", "/answers/1", 405, "method_not_allowed"),

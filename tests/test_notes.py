@@ -131,6 +131,49 @@ def test_citations_and_results_carry_evidence_and_lines(ingested):
         assert r["content"] == file_lines(vault, r["source"], r["line_start"], r["line_end"]).strip()
 
 
+def test_a_long_text_comes_a_page_at_a_time_in_whole_lines(ingested):
+    """max_chars pages through a note (or a section): each page ends after a whole line, points at its own file
+    lines, and the pages put together are the whole text; the MCP tool pages by default, a person's show does not."""
+    config, vault, _ = ingested
+    whole = localrag.get_note(config, NOTE)
+    assert whole["content_chars"] == len(whole["content"]) and whole["char_offset"] == 0
+    assert whole["next_char_offset"] is None
+    for heading in (None, "P1 工单升级流程"):
+        full = localrag.get_note(config, NOTE, heading)["content"]
+        pages, offset = [], 0
+        while offset is not None:
+            page = localrag.get_note(config, NOTE, heading, max_chars=120, char_offset=offset)
+            assert page["content_chars"] == len(full) and page["char_offset"] == offset
+            assert len(page["content"]) <= 120 and page["content"].strip()
+            lines = file_lines(vault, NOTE, page["line_start"], page["line_end"])
+            assert page["content"].strip() in lines      # the lines the page starts and ends in
+            if page["next_char_offset"] is not None and "\n" in page["content"]:   # ends after a whole line
+                assert full[page["next_char_offset"] - 1] == "\n"
+                assert lines.strip().endswith(page["content"].strip())
+            pages.append(full[offset:page["next_char_offset"]])
+            offset = page["next_char_offset"]
+        assert len(pages) > 2 and "".join(pages) == full
+    assert localrag.get_note(config, NOTE, max_chars=10**6) == whole
+    one_line = localrag.get_note(config, NOTE, max_chars=3)          # a line longer than the page is cut inside
+    assert one_line["content"] == whole["content"][:3] and one_line["next_char_offset"] == 3
+    tool = localrag._mcp_tools()["get_note"]
+    assert tool.run(config, None, path=NOTE) == whole                # shorter than the tool's default page
+    assert tool.run(config, None, path=NOTE, max_chars=50)["next_char_offset"] is not None
+    assert tool.definition()["inputSchema"]["properties"]["max_chars"]["maximum"] == localrag.NOTE_CHARS_MAX
+
+
+@pytest.mark.parametrize("kw,field", [
+    ({"max_chars": 0}, "max_chars"), ({"max_chars": localrag.NOTE_CHARS_MAX + 1}, "max_chars"),
+    ({"max_chars": "10"}, "max_chars"), ({"max_chars": True}, "max_chars"), ({"char_offset": -1}, "char_offset"),
+    ({"char_offset": 10**7}, "char_offset"), ({"char_offset": 1.5}, "char_offset"),
+])
+def test_note_page_bad_input(ingested, kw, field):
+    config, _, _ = ingested
+    with pytest.raises(localrag.InvalidRequest) as info:
+        localrag.get_note(config, NOTE, **kw)
+    assert info.value.details["field"] == field and str(kw[field]) in str(info.value)
+
+
 # --- CLI -------------------------------------------------------------------------------------------------------------
 
 def test_show_prints_a_section_and_json(ingested, capsys):
@@ -142,6 +185,16 @@ def test_show_prints_a_section_and_json(ingested, capsys):
     assert code == 0 and data["heading_path"] == ["客户支持升级政策", "P1 工单升级流程"] and data["line_start"] > 1
     code, out = run_cli("show", "--list", "--prefix", "policies/", "--json")
     assert code == 0 and json.loads(out)["total"] == 2
+    capsys.readouterr()
+    code, out = run_cli("show", NOTE, "--max-chars", "100")
+    err = capsys.readouterr().err
+    page = localrag.get_note(localrag.load_config(), NOTE, max_chars=100)
+    assert code == 0 and out.strip() == page["content"]
+    assert f"next page: --char-offset {page['next_char_offset']}" in err
+    code, out = run_cli("show", NOTE, "--max-chars", "100", "--char-offset", str(page["next_char_offset"]), "--json")
+    assert code == 0 and json.loads(out)["char_offset"] == page["next_char_offset"]
+    code, out = run_cli("show", "--list", "--max-chars", "100", "--json")
+    assert code == localrag.EXIT_USAGE and json.loads(out)["error"]["details"]["field"] == "max_chars"
 
 
 @pytest.mark.parametrize("target,code,error", [
@@ -198,6 +251,9 @@ def test_get_notes(http):
     status, body = http(f"/notes?path={q(NOTE)}&heading={q('P1 工单升级流程')}")
     assert status == 200 and body["heading_path"][-1] == "P1 工单升级流程"
     assert body == localrag.get_note(localrag.load_config(), NOTE, "P1 工单升级流程")
+    status, body = http(f"/notes?path={q(NOTE)}&max_chars=80&char_offset=0")
+    assert status == 200 and body == localrag.get_note(localrag.load_config(), NOTE, max_chars=80, char_offset=0)
+    assert body["next_char_offset"] is not None
     status, body = http("/notes/list?prefix=policies/&limit=1")
     assert status == 200 and body["total"] == 2 and body["next_offset"] == 1
     for path, code, error in ((f"/notes?path={q('../x.md')}", 422, "invalid_request"),
@@ -208,6 +264,8 @@ def test_get_notes(http):
                               ("/notes", 422, "invalid_request"),
                               ("/notes?path=a&path=b", 422, "invalid_request"),
                               ("/notes?path=a.md&limit=3", 422, "invalid_request"),
+                              (f"/notes?path={q(NOTE)}&max_chars=x", 422, "invalid_request"),
+                              (f"/notes?path={q(NOTE)}&max_chars=0", 422, "invalid_request"),
                               ("/notes/list?color=red", 422, "invalid_request")):
         status, body = http(path)
         assert status == code and body["error"]["code"] == error, (path, body)
