@@ -35,6 +35,7 @@ import errno
 import functools
 import hashlib
 import hmac
+import html
 import http.client
 import http.server
 import io
@@ -7555,34 +7556,112 @@ def _wikilink_text(m: re.Match) -> str:
     return " > ".join(p.strip() for p in parts if p.strip())
 
 
-def _plain_markdown(text: str, headings: bool = False) -> str:
-    """Obsidian markup turned into readable text, line structure kept: code fences, headings, table rulers, callout
-    titles, embeds, images and HTML tags dropped; blockquote markers, emphasis and inline code marks removed;
-    [[a|b]] -> b, [[a#h]] -> a > h, [text](url) -> text; a literal [n] becomes (n), so evidence never carries a
-    citation marker of its own into an answer.  With `headings`, a heading's line is kept as _HEADING_MARK and its
-    title (what a list under it is about)."""
-    text = re.sub(r"```.*?(?:```|\Z)|~~~.*?(?:~~~|\Z)|%%.*?(?:%%|\Z)", " ", text, flags=re.DOTALL)
+# Inline code, verbatim (a backtick run closed by a run of the same length on the same line), and a backslash
+# escape of ASCII punctuation (`\*`, `\|`: the character itself, as Obsidian shows it).
+_INLINE_KEEP_RE = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)|\\([!-/:-@\[-`{-~])")
+# Held text in _plain_markdown's output: \x02 index \x03 (no note text holds these control characters).
+_HELD_RE = re.compile("\x02(\\d+)\x03")
+# A line of embeds and images only: Obsidian shows what they embed as a block of its own, no text of this note.
+_EMBED_LINE_RE = re.compile(r"^[ \t>]*(?:(?:!\[\[[^\]\n]*\]\]|!\[[^\]\n]*\]\([^)\n]*\))[ \t]*)+$", re.MULTILINE)
+_HTML_RE = re.compile(r"<!--.*?(?:-->|\Z)|<(https?://[^\s<>]+)>|</?[A-Za-z][\w:-]*(?:\s[^<>\n]*)?/?>", re.DOTALL)
+# A footnote's definition, "[^1]: text", with its continuation lines (indented).
+_FOOTNOTE_RE = re.compile(r"^\[\^[^\]\s]+\]:[ \t]*(.*(?:\n[ \t]{2,}\S.*)*)", re.MULTILINE)
+_CALLOUT_RE = re.compile(r"^\s*(?:>\s*)+\[![\w-]+\][+-]?[ \t]*(.*)$", re.MULTILINE)
+
+
+def _embed_text(m: re.Match) -> str:
+    """An embed inside a line of text: a note's as its wikilink reads (Note > Heading); a file's (an image, a PDF)
+    is no text.  An image's alt text stands for it."""
+    if m.group(1) is not None:
+        target = m.group(1).split("|", 1)[0].split("#", 1)[0].strip()
+        return f"[[{m.group(1)}]]" if "." not in target.rsplit("/", 1)[-1] or target.lower().endswith(".md") else " "
+    alt = (m.group(2) or "").strip()
+    return alt if alt and not re.fullmatch(r"[\d\sx|]*|.*\.\w{2,4}", alt) else " "
+
+
+def _plain_markdown(text: str, headings: bool = False, held: list | None = None) -> str:
+    """Obsidian markup turned into readable text, line structure kept: code fences, headings, table rulers, HTML
+    tags and comments, struck-through text, footnote marks, file embeds and lines of embeds dropped; blockquote
+    markers and emphasis marks removed; [[a|b]] -> b, [[a#h]] -> a > h, a note embed in a sentence -> its link
+    text, [text](url) -> text, ![alt](img) -> alt, <https://x> -> the address, entities decoded, a callout's title
+    kept (as a heading with `headings`, unless it is a sentence); a literal [n] becomes (n), so evidence never
+    carries a citation marker of its own into an answer.  Inline code stays verbatim, backticks included, and an
+    escaped character stays itself.  With `headings`, a heading's line is kept as _HEADING_MARK and its title (what
+    a list under it is about).  With `held`, inline code and escapes are left as \x02n\x03 and their text appended
+    to `held` (so that a `!` or `.` in code does not end a sentence): _unhold() puts them back."""
+    keep: list = [] if held is None else held
+    text = re.sub(r"```.*?(?:```|\Z)|~~~.*?(?:~~~|\Z)", " ", text, flags=re.DOTALL)
+
+    def hold(m: re.Match) -> str:
+        if m.group(3) is not None:
+            keep.append(m.group(3))
+        else:   # a pipe in code in a table row is escaped (GFM), and shows as a pipe
+            row = text[text.rfind("\n", 0, m.start()) + 1:m.start()].lstrip().startswith("|")
+            keep.append(m.group(0).replace("\\|", "|") if row else m.group(0))
+        return f"\x02{len(keep) - 1}\x03"
+
+    if "\\|" in text:    # a wikilink's alias in a table cell: [[Note#Heading\|alias]]
+        text = re.sub(r"\[\[[^\[\]\n]*\]\]", lambda m: m.group(0).replace("\\|", "|"), text)
+    if "`" in text or "\\" in text:
+        text = _INLINE_KEEP_RE.sub(hold, text)
+    text = re.sub(r"%%.*?(?:%%|\Z)", " ", text, flags=re.DOTALL)
     text = re.sub(r"^\s{0,3}(#{1,6})\s(.*)$|^\s*\|?[\s:|-]+\|[\s:|-]*$",
                   lambda m: _HEADING_MARK + m.group(2).strip(" #") if headings and m.group(1) else "", text,
                   flags=re.MULTILINE)
-    text = re.sub(r"^\s*(?:>\s*)+\[![\w-]+\][+-]?.*$", "", text, flags=re.MULTILINE)  # callout header: a title
+
+    def callout(m: re.Match) -> str:
+        # the title: a statement of its own ("Never restore on a weekday."), else a label of what follows
+        title = m.group(1).strip()
+        if re.search(r"[.!。！]$", title):
+            return title
+        return _HEADING_MARK + title if headings and title else ""
+
+    text = _CALLOUT_RE.sub(callout, text)
     text = re.sub(r"^(\s*)(?:>\s?)+", r"\1", text, flags=re.MULTILINE)
     # an icon in brackets, "(![[lucide-x.svg#icon]])", goes with its brackets, and one right before a full stop
     # with the space before it
     text = re.sub(r"[^\S\n]?[(（]\s*(?:!\[\[[^\]]*\]\]\s*)+[)）]|[^\S\n]*!\[\[[^\]]*\]\](?=[.,;:!?。，；：！？])", "",
                   text)
-    text = re.sub(r"!\[\[[^\]]*\]\]|!\[[^\]]*\]\([^)]*\)|<[^>\n]{1,200}>", " ", text)
+    text = _EMBED_LINE_RE.sub("", text)
+    text = re.sub(r"!\[\[([^\]]*)\]\]|!\[([^\]]*)\]\([^)]*\)", _embed_text, text)
+    if "<" in text:
+        text = _HTML_RE.sub(lambda m: m.group(1) or " ", text)
+    if "&" in text:
+        text = html.unescape(text)
     text = _WIKILINK_RE.sub(_wikilink_text, text)
     text = re.sub(r"\[([^\[\]\n]*)\]\((?:[^()\s]|\([^()\s]*\))*\)", r"\1", text)
-    text = re.sub(r"\*\*|__|`|==|~~", "", text)
+    # footnotes: a reference is no text; a definition's text moves to the end without its label, as Obsidian shows
+    # it (in place, it would stand between a lead-in and the example it introduces); an inline one in brackets
+    notes: list[str] = []
+
+    def footnote(m: re.Match) -> str:
+        notes.append(m.group(1))
+        return "\n" * m.group(0).count("\n")
+
+    text = _FOOTNOTE_RE.sub(footnote, text)
+    if notes:
+        text += "\n\n" + "\n\n".join(notes)
+    text = re.sub(r"\[\^[^\]\s]+\]", "", text)
+    text = re.sub(r"\^\[([^\[\]\n]*)\]", r" (\1)", text)
+    text = re.sub(r"[^\S\n]*~~[^~\n]+~~", "", text)         # struck-through text is no longer true
+    text = re.sub(r"\*\*|__|==|~~", "", text)
     # *emphasis* and _emphasis_: not inside a Latin word (2*3*4, snake_case_name), but Chinese has no spaces
     # around it: 选择*实时预览*模式, 添加_别名_
     text = re.sub(r"(?<![A-Za-z0-9_*])\*(?=\S)([^*\n]+?)(?<=\S)\*(?![A-Za-z0-9_*])", r"\1", text)
     text = re.sub(r"(?<![A-Za-z0-9_])_(?=[^\s_])([^_\n]+?)(?<=[^\s_])_(?![A-Za-z0-9_])", r"\1", text)
-    return _MARKER_RE.sub(r"(\1)", text)
+    text = _MARKER_RE.sub(r"(\1)", text)
+    return text if held is not None else _unhold(text, keep)
 
 
-_LIST_ITEM_RE = re.compile(r"^(\s*)(?:([-*+])|(\d{1,3})[.)])\s+(?:\[[ xX]\]\s+)?(.*)$")
+def _unhold(text: str, held: Sequence[str]) -> str:
+    """_plain_markdown's held inline code and escapes put back; a literal [n] in them becomes (n) as elsewhere."""
+    if "\x02" not in text:
+        return text
+    return _MARKER_RE.sub(r"(\1)", _HELD_RE.sub(lambda m: held[int(m.group(1))], text))
+
+
+# A list item; a task's box stays with its text ("[x] Submit the report": whether it is done is part of the fact).
+_LIST_ITEM_RE = re.compile(r"^(\s*)(?:([-*+])|(\d{1,3})[.)])\s+(.*)$")
 
 
 def _collapse(text: str) -> str:
@@ -7619,27 +7698,31 @@ def _evidence_units(content: str) -> list[dict]:
     item: dict | None = None
     list_id = list_indent = 0
     last_kind = header = None
+    held: list[str] = []     # inline code, whole: a `!` or `.` in it ends no sentence
+
+    def plain(text: str) -> str:
+        return _collapse(_unhold(text, held))
 
     def flush_paragraph() -> None:
         if paragraph:
             for sentence in _SENTENCE_RE.findall(" ".join(paragraph)):
-                if _collapse(sentence):
-                    units.append({"text": _collapse(sentence), "kind": "sentence"})
+                if plain(sentence):
+                    units.append({"text": plain(sentence), "kind": "sentence"})
             paragraph.clear()
 
     def flush_item() -> None:
         nonlocal item
-        if item and _collapse(" ".join(item["lines"])):
-            units.append({"text": _collapse(" ".join(item["lines"])), "kind": item["kind"], "list": item["list"],
+        if item and plain(" ".join(item["lines"])):
+            units.append({"text": plain(" ".join(item["lines"])), "kind": item["kind"], "list": item["list"],
                           "step": item["step"]})
         item = None
 
-    for line in _plain_markdown(content, headings=True).splitlines():
+    for line in _plain_markdown(content, headings=True, held=held).splitlines():
         m = _LIST_ITEM_RE.match(line)
         if line.startswith(_HEADING_MARK):   # never shown; it says what the list or text under it is about
             flush_paragraph()
             flush_item()
-            units.append({"text": _collapse(line[1:]), "kind": "heading"})
+            units.append({"text": plain(line[1:]), "kind": "heading"})
             last_kind = "heading"
         elif line.lstrip().startswith(_CODE_MARK) and line.lstrip()[1:].isdigit() and \
                 int(line.lstrip()[1:]) < len(codes):
@@ -7658,7 +7741,7 @@ def _evidence_units(content: str) -> list[dict]:
             flush_item()
             cells = [c.strip() for c in line.strip().strip("|").split("|")]
             if sum(1 for c in cells if c) >= 2:      # a table row: one unit, its cells as written
-                text = _collapse(line.strip().strip("|"))
+                text = plain(line.strip().strip("|"))
                 if last_kind != "row":
                     header = text                     # the first row names the columns: shown only above a row
                 units.append({"text": text, "kind": "row", "header": header if text != header else None,
@@ -8592,6 +8675,11 @@ def _match_heading(doc: Document, heading: str) -> tuple[Section, list[Section]]
                     tuple(norm(h) for h in sec.heading_path[-len(want):]) == tuple(norm(w) for w in want)]
             if hits:
                 return hits[0], hits[1:]
+        # a heading with '#' in it ("Using C# and F#"): the joined path as written
+        hits = [sec for sec in doc.sections if sec.level and any(
+            norm("#".join(sec.heading_path[-k:])) == norm(wanted) for k in range(1, len(sec.heading_path) + 1))]
+        if hits:
+            return hits[0], hits[1:]
     raise LookupError(heading)
 
 
@@ -8601,12 +8689,29 @@ def _section_end(doc: Document, section: Section) -> int:
     return min(later) if later else len(doc.body)
 
 
-def _show_command(path: str, heading_path: Sequence[str] = (), vault: str | None = None) -> str:
+def _show_command(path: str, heading_path: Sequence[str] = (), vault: str | None = None,
+                  line: int | None = None) -> str:
     """The `localrag show` command that prints a note or section; with `vault` when the path alone is ambiguous
-    (the database holds several vaults)."""
+    (the database holds several vaults), with `line` when the heading may be (a note can repeat a heading: the
+    section that holds the line is the one shown)."""
     import shlex
     return "localrag show " + shlex.quote(path + ("#" + "#".join(heading_path) if heading_path else "")) + \
-        (f" --vault {shlex.quote(vault)}" if vault else "")
+        (f" --vault {shlex.quote(vault)}" if vault else "") + (f" --line {line}" if line and heading_path else "")
+
+
+# A `show` target's note path ends at its extension: the '#' after it starts the heading ("C# Notes.md#Basics").
+_SHOW_TARGET_RE = re.compile(r"\.(?:md|canvas|txt|pdf)(?=#|$)", re.IGNORECASE)
+
+
+def _split_show_target(target: str) -> tuple[str, str | None]:
+    """PATH[#HEADING] as `show` takes it: the path runs to its extension when it has one (a file or folder name may
+    hold '#'), else to the first '#'.  Pure."""
+    m = _SHOW_TARGET_RE.search(target)
+    if m:
+        rest = target[m.end():]
+        return target[:m.end()], (rest[1:] if rest else None)
+    path, sep, heading = target.partition("#")
+    return path, (heading if sep else None)
 
 
 def _note_page(text: str, char_offset: int, max_chars: int | None) -> tuple[int, int]:
@@ -8629,11 +8734,14 @@ def _page_arg(value: Any, name: str, lo: int, hi: int | None) -> int | None:
 
 
 def get_note(config: Config, path: Any, heading: Any = None, vault: Any = None, store: Store | None = None,
-             max_chars: Any = None, char_offset: Any = None) -> dict:
+             max_chars: Any = None, char_offset: Any = None, line: Any = None) -> dict:
     """GET /notes?path=, `localrag show` and the MCP get_note tool: an indexed note, or one of its sections, read
     from the database with its heading path and file line range.  A long text comes a page at a time when max_chars
-    is given: whole lines from char_offset, with `next_char_offset` to ask for the rest (null on the last page)."""
+    is given: whole lines from char_offset, with `next_char_offset` to ask for the rest (null on the last page).
+    `line` (a file line, e.g. a citation's line_start) picks, among sections the heading names, the one holding that
+    line; without a heading, the innermost section holding it."""
     max_chars = _page_arg(max_chars, "max_chars", 1, NOTE_CHARS_MAX)
+    line = _page_arg(line, "line", 1, None)
     char_offset = _page_arg(char_offset, "char_offset", 0, None) or 0
     if isinstance(heading, str) and not heading.strip():
         heading = None   # a citation of a note's opening text has heading "" (heading_path []): the whole note
@@ -8696,26 +8804,42 @@ def get_note(config: Config, path: Any, heading: Any = None, vault: Any = None, 
         return {"line_start": first, "line_end": last, "content": text[lo:hi].strip("\n"), "content_chars": len(text),
                 "char_offset": lo, "next_char_offset": hi if hi < len(text) else None}
 
-    if heading is None:
+    def lines_of(sec: Section) -> tuple[int, int]:
+        return span_lines(doc.body, sec.start, _section_end(doc, sec), body_line)
+
+    def holds_line(sec: Section) -> bool:
+        first, last = lines_of(sec)
+        return line is not None and first <= line <= last
+
+    section: Section | None = None
+    if heading is None and line is not None:
+        holding = [sec for sec in doc.sections if sec.level and holds_line(sec)]
+        if holding:   # the innermost: the last to start
+            section, others = max(holding, key=lambda sec: sec.start), []
+    if heading is None and section is None:
         out.update(page(0, len(doc.body)),
                    sections=[{"heading_path": list(sec.heading_path), "level": sec.level,
-                              "line_start": span_lines(doc.body, sec.start, _section_end(doc, sec), body_line)[0],
-                              "line_end": span_lines(doc.body, sec.start, _section_end(doc, sec), body_line)[1]}
+                              "line_start": lines_of(sec)[0], "line_end": lines_of(sec)[1]}
                              for sec in doc.sections if sec.level])
         out["open"] = _show_command(row["relative_path"], vault=row["vault_path"] if len(vaults) > 1 else None)
         return out
-    try:
-        section, others = _match_heading(doc, heading)
-    except LookupError:
-        headings = [" > ".join(sec.heading_path) for sec in doc.sections if sec.level]
-        shown = "; ".join(headings[:12]) + (f"; ... ({len(headings)} in all)" if len(headings) > 12 else "")
-        raise NoteNotFound(f"{row['relative_path']!r} has no heading {heading.strip()!r}; its headings: "
-                           f"{shown or '(none)'}", path=row["relative_path"], heading=heading,
-                           headings=headings) from None
+    if section is None:
+        try:
+            section, others = _match_heading(doc, heading)
+        except LookupError:
+            headings = [" > ".join(sec.heading_path) for sec in doc.sections if sec.level]
+            shown = "; ".join(headings[:12]) + (f"; ... ({len(headings)} in all)" if len(headings) > 12 else "")
+            raise NoteNotFound(f"{row['relative_path']!r} has no heading {heading.strip()!r}; its headings: "
+                               f"{shown or '(none)'}", path=row["relative_path"], heading=heading,
+                               headings=headings) from None
+        held = [sec for sec in [section, *others] if holds_line(sec)]
+        if held:    # the same heading twice in the note: the one holding the line
+            section, others = held[-1], [sec for sec in [section, *others] if sec is not held[-1]]
     out.update(page(section.start, _section_end(doc, section)), heading_path=list(section.heading_path),
                also_matched=[list(sec.heading_path) for sec in others],
                open=_show_command(row["relative_path"], section.heading_path,
-                                  vault=row["vault_path"] if len(vaults) > 1 else None))
+                                  vault=row["vault_path"] if len(vaults) > 1 else None,
+                                  line=lines_of(section)[0] if others else None))
     return out
 
 
@@ -9569,6 +9693,8 @@ NOTE_FIELD_DOCS: dict[str, tuple[str, Any]] = {
               "several vaults.", "/home/me/acme-vault"),
     "tag": ("Optional: only notes with this tag (with or without '#'); nested tags match too (`project` finds "
             "`project/alpha`).", "oncall"),
+    "line": ("Optional: a line of the file (a citation's `line_start`): with a heading, which of the sections "
+             "it names (a note may repeat a heading); without one, the innermost section holding that line.", 32),
     "max_chars": (f"Optional: return at most this many characters of the text (1 to {NOTE_CHARS_MAX:,}), ending "
                   "after a whole line; `next_char_offset` then asks for the rest. Left out: the whole text (the MCP "
                   f"get_note tool: {NOTE_CHARS_MCP_DEFAULT:,}).", 20000),
@@ -9597,7 +9723,7 @@ _FIELD_LIMITS: dict[str, dict] = {
     "query": _TEXT_SCHEMA, "question": _TEXT_SCHEMA,
     "top_k": {"minimum": TOP_K_MIN, "maximum": TOP_K_MAX},
     "limit": {"minimum": 1, "maximum": NOTES_PAGE_MAX}, "offset": {"minimum": 0},
-    "max_chars": {"minimum": 1, "maximum": NOTE_CHARS_MAX}, "char_offset": {"minimum": 0},
+    "max_chars": {"minimum": 1, "maximum": NOTE_CHARS_MAX}, "char_offset": {"minimum": 0}, "line": {"minimum": 1},
     "answer_id": {"minimum": 1, "maximum": ANSWER_ID_MAX},
     "title": {**_TEXT_SCHEMA, "maxLength": TICKET_TITLE_MAX},
     "description": {**_TEXT_SCHEMA, "maxLength": TICKET_DESCRIPTION_MAX},
@@ -9658,7 +9784,7 @@ def request_schema(fields: dict, required: Sequence[str], openapi: bool = True, 
                            for name, typ in fields.items()}}
 
 
-_NOTES_GET_FIELDS = {"path": str, "heading": str, "vault": str, "max_chars": int, "char_offset": int}
+_NOTES_GET_FIELDS = {"path": str, "heading": str, "vault": str, "line": int, "max_chars": int, "char_offset": int}
 _NOTES_LIST_FIELDS = {"prefix": str, "tag": str, "vault": str, "limit": int, "offset": int}
 _TICKET_DRAFT_FIELDS = {"question": str, "answer_id": int}
 # POST /tickets takes the draft back, edited, plus the person's confirmation.
@@ -10822,7 +10948,7 @@ class Api:
         if "path" not in params:
             raise InvalidRequest("path is required: GET /notes?path=NOTE[&heading=HEADING]; to list the indexed notes "
                                  "use GET /notes/list", field="path")
-        params = _check_fields(_query_ints(params, ("max_chars", "char_offset")), _NOTES_GET_FIELDS, "path")
+        params = _check_fields(_query_ints(params, ("line", "max_chars", "char_offset")), _NOTES_GET_FIELDS, "path")
         with self.pool.store() as s:
             return 200, get_note(self.config, store=s, **params)
 
@@ -12182,7 +12308,7 @@ def _print_citations(citations: list[dict], several_vaults: bool = False) -> Non
         vault = c.get("vault_path") if several_vaults else None
         if several_vaults and vault:
             print(f"    vault: {vault}")
-        print(f"    open: {_show_command(c['source'], c.get('heading_path') or (), vault)}")
+        print(f"    open: {_show_command(c['source'], c.get('heading_path') or (), vault, c.get('line_start'))}")
 
 
 def _ask_batch(config: Config, args: argparse.Namespace) -> int:
@@ -12448,8 +12574,8 @@ def _cmd_show(config: Config, args: argparse.Namespace) -> int:
     if args.list or args.target is None:
         if args.target is not None:
             raise InvalidRequest("--list takes no PATH; use --prefix / --tag to narrow the list", field="target")
-        if args.max_chars is not None or args.char_offset is not None:
-            raise InvalidRequest("--max-chars and --char-offset page through one note; the list pages with "
+        if args.max_chars is not None or args.char_offset is not None or args.line is not None:
+            raise InvalidRequest("--line, --max-chars and --char-offset read one note; the list pages with "
                                  "--limit and --offset", field="max_chars")
         result = list_notes(config, args.prefix, args.tag, args.vault, args.limit, args.offset)
         if args.json:
@@ -12460,9 +12586,9 @@ def _cmd_show(config: Config, args: argparse.Namespace) -> int:
             _say(f"{len(result['notes'])} of {result['total']} note(s)" +
                  (f"; next page: --offset {result['next_offset']}" if result["next_offset"] is not None else ""))
         return EXIT_OK
-    path, sep, heading = args.target.partition("#")
-    result = get_note(config, path, heading if sep else None, args.vault, max_chars=args.max_chars,
-                      char_offset=args.char_offset)
+    path, heading = _split_show_target(args.target)
+    result = get_note(config, path, heading, args.vault, max_chars=args.max_chars, char_offset=args.char_offset,
+                      line=args.line)
     if args.json:
         _print_json(result)
         return EXIT_OK
@@ -12975,6 +13101,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tag", metavar="TAG", help="--list: only notes with this tag")
     p.add_argument("--limit", type=int, default=NOTES_PAGE_DEFAULT, metavar="N", help="--list: page size")
     p.add_argument("--offset", type=int, default=0, metavar="N", help="--list: skip N notes")
+    p.add_argument("--line", type=int, metavar="N",
+                   help="the section holding file line N: which one when the note repeats the heading (citations' "
+                        "open: commands give it), or without a heading the innermost section there")
     p.add_argument("--max-chars", type=int, metavar="N",
                    help="print at most N characters of a long note (whole lines); the next page's --char-offset "
                         "is printed on stderr")

@@ -440,6 +440,52 @@ def test_plain_markdown_shows_wikilinks_as_obsidian_does(markdown, shown):
     assert localrag._plain_markdown(markdown) == shown
 
 
+@pytest.mark.parametrize("markdown, shown", [
+    # inline code stays verbatim: no markup inside it is read, and its backticks stay
+    ("Link to it by typing `[[2023-01-01#^quote-of-the-day]]`.", "Link to it by typing `[[2023-01-01#^quote-of-the-day]]`."),
+    ("Wrap text with `%%` to hide it. Shown too.", "Wrap text with `%%` to hide it. Shown too."),
+    ("use `x == y`, `__init__`, `![[Note name]]` and `**/*.md`", "use `x == y`, `__init__`, `![[Note name]]` and `**/*.md`"),
+    ("A ``code with ` inside`` span", "A ``code with ` inside`` span"),
+    ("An index `arr[1]` is no citation", "An index `arr(1)` is no citation"),
+    # HTML: tags and comments go, comparisons and autolinks stay, entities are decoded
+    ("x < 5 and y > 3", "x < 5 and y > 3"),
+    ("Open <https://example.com/anole> now", "Open https://example.com/anole now"),
+    ("One<br>two &amp; three &mdash; four<!-- hidden -->", "One two & three — four "),
+    ("<span class=\"x\">kept text</span>", " kept text "),
+    # struck-through text is no longer true; footnote marks go, a definition's text moves to the end
+    ("The day fee is ~~$40~~ $55 per visitor.", "The day fee is $55 per visitor."),
+    ("Found in 1992.[^1] Rare.^[Inline note.]\n[^1]: In Vietnam.\nEnd.", "Found in 1992. Rare. (Inline note.)\n\nEnd.\n\nIn Vietnam."),
+    # embeds: a note's inside a sentence reads as its link, a file's is no text, a line of embeds is dropped
+    ("It is described in ![[Target Note#Walrus Section]] above.", "It is described in Target Note > Walrus Section above."),
+    ("An image ![a dunnart](img.png) and ![[pic.png|300]] here.", "An image a dunnart and   here."),
+    ("Text\n![[Embedded note]]\n![](x.png) ![[y.png]]\nMore", "Text\n\n\nMore"),
+    # escapes show the character itself; a pipe in a table cell's code or link is the cell's text
+    ("Escaped \\*stars\\* and \\[1\\] here", "Escaped *stars* and (1) here"),
+    ("| `grep a\\|b` | Find it |", "| `grep a|b` | Find it |"),
+    ("| image | see [[Sharing#Image\\|the image]] |", "| image | see the image |"),
+    # a callout's title: a statement stays, a label goes (it is a heading with headings=True)
+    ("> [!warning] Never restore on a weekday.\n> Restores lock every table.",
+     "Never restore on a weekday.\nRestores lock every table."),
+    ("> [!tip]- Tip\n> The body.", "\nThe body."),
+])
+def test_plain_markdown_reads_markup_as_obsidian_shows_it(markdown, shown):
+    assert localrag._plain_markdown(markdown) == shown
+
+
+def test_evidence_units_keep_code_whole_callout_titles_and_task_state():
+    units = localrag._evidence_units("Add an exclamation mark (`!`) in front of a link. Then press `Enter`.")
+    assert [u["text"] for u in units] == ["Add an exclamation mark (`!`) in front of a link.", "Then press `Enter`."]
+    units = localrag._evidence_units("> [!tip] The guanaco backup runs nightly at 02:00.\n\n> [!note] Details\n> - one")
+    assert [(u["kind"], u["text"]) for u in units] == [
+        ("sentence", "The guanaco backup runs nightly at 02:00."), ("heading", "Details"), ("item", "one")]
+    units = localrag._evidence_units("- [x] Submit the quarterly numbat report\n- [ ] Draft the plan")
+    assert [u["text"] for u in units] == ["[x] Submit the quarterly numbat report", "[ ] Draft the plan"]
+    blocks = blocks_of("> [!tip] The guanaco backup runs nightly at 02:00.\n> It keeps 30 copies.")
+    answer = localrag.fake_answer("When does the guanaco backup run?", blocks)
+    assert answer.splitlines()[0] == "The guanaco backup runs nightly at 02:00. [1]"
+    assert all(c["supported"] for c in localrag.claim_support(answer, blocks))
+
+
 def test_plain_markdown_drops_icons_with_their_brackets_and_space():
     assert localrag._plain_markdown("Expand the\u00a0**left sidebar**\u00a0![[side-bar-left.svg#icon]].") == \
         "Expand the\u00a0left sidebar."

@@ -174,6 +174,49 @@ def test_note_page_bad_input(ingested, kw, field):
     assert info.value.details["field"] == field and str(kw[field]) in str(info.value)
 
 
+@pytest.mark.parametrize("target, split", [
+    ("policies/Support Escalation Policy.md#P1 工单升级流程", ("policies/Support Escalation Policy.md", "P1 工单升级流程")),
+    ("C# Notes.md#C Sharp#Basics", ("C# Notes.md", "C Sharp#Basics")),
+    ("C# Notes.md", ("C# Notes.md", None)),
+    ("F#/Board.canvas#Plan", ("F#/Board.canvas", "Plan")),
+    ("notes/plain#Heading", ("notes/plain", "Heading")),          # no extension: the first '#'
+    ("notes/plain", ("notes/plain", None)),
+])
+def test_show_target_splits_after_the_extension(target, split):
+    assert localrag._split_show_target(target) == split
+
+
+def test_open_commands_reach_the_cited_section_with_hash_names_and_repeated_headings(ingested, tmp_path):
+    """A '#' in a file name or heading, and a heading the note repeats: the command a citation prints shows the
+    cited section (it showed the first 'Setup', or failed with 'no indexed note C')."""
+    import shlex
+    config, _, _ = ingested
+    vault = tmp_path / "hash-vault"
+    vault.mkdir()
+    (vault / "C# Notes.md").write_text("# C Sharp\n\nIntro.\n\n## Using C# and F#\n\nThe axolotl compiler builds both languages on "
+                                       "every push.\n",
+                                       encoding="utf-8")
+    (vault / "dup.md").write_text("# Duplicates\n\n## Setup\n\nThe alpaca barn.\n\n## Usage\n\nText.\n\n"
+                                  "## Setup\n\nThe llama barn needs hay.\n", encoding="utf-8")
+    assert localrag.ingest(config, vault)["status"] == "success"
+    for question, wanted in (("What does the llama barn need?", "The llama barn needs hay."),
+                             ("What does the axolotl compiler build?", "The axolotl compiler builds")):
+        response = localrag.ask(config, question, vault=str(vault))
+        assert response["mode"] == "rag", response["reason"]
+        c = response["citations"][0]
+        command = localrag._show_command(c["source"], c["heading_path"], None, c["line_start"])
+        code, out = run_cli(*shlex.split(command)[1:], "--vault", str(vault), "--json")
+        shown = json.loads(out)
+        assert code == 0 and wanted in shown["content"] and shown["heading_path"] == c["heading_path"], command
+    second = localrag.get_note(config, "dup.md", "Setup", vault=str(vault), line=13)
+    assert "llama" in second["content"] and second["also_matched"] == [["Duplicates", "Setup"]]
+    assert second["open"].endswith(f"--line {second['line_start']}")      # the repeated heading needs the line
+    assert "alpaca" in localrag.get_note(config, "dup.md", "Setup", vault=str(vault))["content"]
+    assert localrag.get_note(config, "dup.md", vault=str(vault), line=5)["heading_path"] == ["Duplicates", "Setup"]
+    assert localrag.get_note(config, "dup.md", vault=str(vault), line=1)["heading_path"] == ["Duplicates"]
+    assert "--line" not in localrag.get_note(config, "C# Notes.md", "Using C# and F#", vault=str(vault))["open"]
+
+
 # --- CLI -------------------------------------------------------------------------------------------------------------
 
 def test_show_prints_a_section_and_json(ingested, capsys):
