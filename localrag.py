@@ -6380,6 +6380,7 @@ def ingest(config: Config, vault: str | Path, progress: ProgressFn | None = None
         if job.failed:
             summary = f"{len(job.failed)} file(s) failed: " + "; ".join(
                 f"{f['path']}: {f['error']}" for f in job.failed[:20])
+        job.warnings.extend(_gone_vault_warnings(store, vault_key))
         result = _finish_run(config, store, job, "success", summary, time.monotonic() - started)
         result["schema_created"] = schema_created
         # Still under the ingest lock (a concurrent ingest of this vault waits instead of writing during the build);
@@ -6394,6 +6395,16 @@ def ingest(config: Config, vault: str | Path, progress: ProgressFn | None = None
         return result
     finally:
         store.close()
+
+
+def _gone_vault_warnings(store: Store, vault_key: str) -> list[dict]:
+    """Other indexed vaults whose folder is gone (a vault moved or renamed is a new vault; the old one's notes
+    still answer, cited under a path that no longer opens): one warning each, with the command that removes them."""
+    import shlex
+    return [{"path": other, "warning": (
+        f"an indexed vault whose folder no longer exists (moved or deleted?): its {count} note(s) still answer "
+        f"questions; `localrag vaults rm {shlex.quote(other)}` removes them")}
+        for other, count in store.vault_document_counts() if other != vault_key and not Path(other).is_dir()]
 
 
 def _signal_name(exc: BaseException) -> str:

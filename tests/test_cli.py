@@ -269,6 +269,11 @@ def test_vaults_lists_and_removes_one_vault(ingested, tmp_path, capfd):
     assert len(json.loads(run_cli("vaults", "--json")[1])["vaults"]) == 2
 
     shutil.rmtree(vault)  # the folder may be gone already: the stored path still names the vault
+    # ... and the next ingest of another vault says so, with the command that removes it (a moved vault's old
+    # copy still answered, cited under a path that no longer opens)
+    gone = [w for w in localrag.ingest(config, other)["warnings"] if w["path"] == str(vault.resolve())]
+    assert len(gone) == 1 and "no longer exists" in gone[0]["warning"]
+    assert f"localrag vaults rm {vault.resolve()}" in gone[0]["warning"]
     code, out = run_cli("vaults", "rm", str(vault), "--yes", "--json")
     removed = json.loads(out)
     assert code == 0 and removed["documents_removed"] == first["documents_added"] and removed["runs_removed"] >= 1
