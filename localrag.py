@@ -7680,8 +7680,10 @@ def _collapse(text: str) -> str:
 
 
 _CODE_MARK = "\x01"      # a line of _evidence_units' own: the fenced code block numbered after it
-# A closed fenced code block, at the start of a line or indented (inside a list item), closed at the same indent.
-_CLOSED_FENCE_RE = re.compile(r"^([ \t]*)(```+|~~~+)[^\n]*\n.*?^\1\2[ \t]*$", re.MULTILINE | re.DOTALL)
+# A closed fenced code block, at the start of a line or indented (inside a list item), closed at the same indent;
+# a $$ math block (the $$ on lines of their own) is quoted the same way, after the sentence that leads into it.
+_CLOSED_FENCE_RE = re.compile(r"^([ \t]*)(?:(```+|~~~+)[^\n]*\n.*?^\1\2|\$\$[ \t]*\n.*?^\1\$\$)[ \t]*$",
+                              re.MULTILINE | re.DOTALL)
 _LISTED = ("step", "item", "sub")
 # A FAQ's question: a whole line in bold that ends with a question mark ("**Can I use my old QR code?**"), its
 # answer on the lines below.  It is read as a heading (what the answer under it is about), never shown as one.
@@ -8246,17 +8248,18 @@ def _answer_segments(answer: str) -> Iterator[tuple[str, str | None]]:
     i = 0
     while i < len(lines):
         fence = _FENCE_RE.match(lines[i])
-        if fence is None:
+        mark = fence.group(1) if fence else ("$$" if lines[i].strip() == "$$" else None)   # or a math block
+        if mark is None:
             yield lines[i], None
             i += 1
             continue
         code, i = [], i + 1
-        while i < len(lines) and not lines[i].lstrip().startswith(fence.group(1)):
+        while i < len(lines) and not lines[i].lstrip().startswith(mark):
             code.append(lines[i])
             i += 1
         markers = ""
         if i < len(lines):   # the closing fence: markers may follow it, or stand alone on the next line
-            markers = lines[i].lstrip()[len(fence.group(1)):]
+            markers = lines[i].lstrip()[len(mark):]
             i += 1
             if not markers.strip() and i < len(lines) and _MARKERS_ONLY_RE.match(lines[i]):
                 markers, i = lines[i], i + 1

@@ -486,6 +486,18 @@ def test_evidence_units_keep_code_whole_callout_titles_and_task_state():
     assert all(c["supported"] for c in localrag.claim_support(answer, blocks))
 
 
+def test_extractive_answer_quotes_a_math_block_after_its_lead_in():
+    content = ("The kinetic energy of the springbok is given by:\n\n$$\nE_k = \\frac{1}{2} m v^2\n$$\n\n"
+               "The springbok momentum is $p = mv$ when it runs fast.")
+    blocks = blocks_of(content)
+    answer = localrag.fake_answer("What is the kinetic energy of the springbok?", blocks)
+    assert answer.splitlines()[:5] == ["The kinetic energy of the springbok is given by: [1]", "$$",
+                                       "E_k = \\frac{1}{2} m v^2", "$$", "[1]"]
+    claims = localrag.claim_support(answer, blocks)
+    assert [c["text"] for c in claims][:2] == ["The kinetic energy of the springbok is given by:",
+                                               "E_k = \\frac{1}{2} m v^2"] and all(c["supported"] for c in claims)
+
+
 def test_plain_markdown_drops_icons_with_their_brackets_and_space():
     assert localrag._plain_markdown("Expand the\u00a0**left sidebar**\u00a0![[side-bar-left.svg#icon]].") == \
         "Expand the\u00a0left sidebar."
