@@ -7830,8 +7830,8 @@ def _readable(unit: dict) -> bool:
 
 def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX_SENTENCES) -> str:
     """The fake LLM: whole sentences and whole list items from the blocks, ranked by how much of the question's
-    content they cover (then by density, then by block order), at most ``max_sentences``, each followed by its
-    [n].  A procedure question gets a numbered list's steps, in order, after the sentence that leads into them:
+    content they cover, read with their note's name and headings (a sentence must hold one asked term itself;
+    then by block order, then by density), at most ``max_sentences``, each followed by its [n].  A procedure question gets a numbered list's steps, in order, after the sentence that leads into them:
     the list of the best block that, with its headings and lead, covers the question.  Deterministic;
     never a word from outside the blocks; INSUFFICIENT_TEXT when nothing in them covers the question."""
     q = content_tokens(question)
@@ -7844,6 +7844,9 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
     units_of: dict[int, list[dict]] = {}   # every unit of each block, scored, with its block and position
     for b in blocks:
         units = units_of[b["n"]] = []
+        # what the block is about: its note's name and headings ("It shows the word count" under "Status bar")
+        about = q & content_tokens(" ".join([note_stem(b.get("source") or ""), *(b.get("heading_path") or [])]))
+        under: set[str] = set()
         for pos, unit in enumerate(_evidence_units(b["content"])):
             toks = content_tokens(unit["text"])
             hit = len(q & toks)
@@ -7855,8 +7858,11 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
             # a unit stating the asked-for kind of fact (a number for a limit question...) ranks as if it
             # covered a third more of the question
             carries = bool(hit and wants and wants.carried_by(question, unit["text"]))
+            if unit["kind"] == "heading":   # a heading inside the block: what the text under it is about
+                under = q & content_tokens(unit["text"])
+            said = len(q & (toks | about | under)) if hit else 0   # it must say something asked itself
             unit = {**unit, "n": b["n"], "pos": pos, "hit": hit,
-                    "coverage": hit / (len(q) or 1) + (FAKE_KIND_BONUS if carries else 0.0),
+                    "coverage": said / (len(q) or 1) + (FAKE_KIND_BONUS if carries else 0.0),
                     "density": hit / math.sqrt(len(toks) or 1)}
             units.append(unit)
             if unit["kind"] == "step":
@@ -7951,7 +7957,7 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
                 lines += step_lines(i, u, n)
             return "\n".join(lines)
     ranked = sorted((u for u in scored if u["hit"]),
-                    key=lambda u: (-u["coverage"], -u["density"], u["n"], u["pos"]))
+                    key=lambda u: (-u["coverage"], u["n"], -u["density"], u["pos"]))
     if ranked:  # the tail must cover the question at least half as well as the best sentence does
         ranked = [u for u in ranked if u["coverage"] >= FAKE_MIN_RELATIVE_COVERAGE * ranked[0]["coverage"]]
     seen: set[str] = set()
@@ -7967,8 +7973,13 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
         items = [v for v in units_of[u["n"]][u["pos"] + 1:] if v.get("list") == u["list_follows"]]
         if not items or len(items) > FAKE_MAX_STEPS or not all(re.search(r"\w", v["text"]) for v in items):
             return []
+        nonlocal shown
         shown_lists.append(u["list_follows"])
         seen.update(v["text"] for v in items)     # an item is not shown again as a sentence of its own
+        alone = {f"{v['text']} [{u['n']}]" for v in items}   # nor stays where it was shown before its list
+        kept = [line for line in lines if line not in alone]
+        shown -= len(lines) - len(kept)
+        lines[:] = kept
         return [(f"{v['step']}. " if v["kind"] == "step" else "- ") + f"{v['text']} [{u['n']}]" for v in items]
 
     for u in ranked:
@@ -9465,6 +9476,9 @@ def eval_metrics(rows: list[dict]) -> dict:
         "mrr": _mean([1.0 / r["rank"] if r["rank"] else 0.0 for r in answerable]),
         "answered": _mean([1.0 if r["mode"] == "rag" else 0.0 for r in answerable]),
         "refused": _mean([1.0 if r["mode"] == "no_answer" else 0.0 for r in unanswerable]),
+        # the extractive answer's first sentence comes from an expected note (LLM_PROVIDER=fake, answered rows)
+        "answer_hit": _mean([1.0 if r["answered_from"] in r.get("expected_sources", ()) else 0.0
+                             for r in answerable if r.get("answered_from")]),
         "latency_ms_p50": round(_percentile(latencies, 50), 2),
         "latency_ms_p95": round(_percentile(latencies, 95), 2),
     }
@@ -9532,13 +9546,16 @@ def run_eval(config: Config, questions: list[dict], top_k: Any = None, store: St
             retrieved = run_retrieval(s, config, q["question"], top_k, retrieval, scope)
             mode, reason, signals = evidence_gate(gate_signals(retrieved), settings)
             results = run_results = retrieved["results"]
-            kind = None
+            kind = answered_from = None
             if mode == "rag":  # the same answer-type check as ask, on the same assembled blocks
                 blocks = assemble_evidence(run_results, config.rag_context_token_budget, max_blocks=top_k).blocks
                 check = answer_type_check(q["question"], blocks)
                 kind = check["kind"]
                 if check["refuses"]:
                     mode, reason = "no_answer", f"insufficient_evidence/{kind}"
+                elif config.llm_provider == "fake":   # the extractive answer is pure: where its first sentence is from
+                    first = _MARKER_RE.search(fake_answer(q["question"], blocks))
+                    answered_from = blocks[int(first.group(1)) - 1]["source"] if first else None
             latency_ms = (time.perf_counter() - started) * 1000
             results = retrieved["results"]
             rank = next((i for i, r in enumerate(results, 1) if r["source"] in q["expected_sources"]), None)
@@ -9546,7 +9563,8 @@ def run_eval(config: Config, questions: list[dict], top_k: Any = None, store: St
                          "expected_mode": q["expected_mode"], "mode": mode, "confidence": _confidence(signals),
                          "coverage": signals["coverage"], "rank": rank,
                          "top_source": results[0]["source"] if results else None, "reason": reason,
-                         "answer_kind": kind,
+                         "answer_kind": kind, "answered_from": answered_from,
+                         "expected_sources": list(q["expected_sources"]),
                          "latency_ms": round(latency_ms, 2), "gate": signals})
     overall = eval_metrics(rows)
     tiers = {}
@@ -12709,7 +12727,7 @@ def _missing_vaults(config: Config, question_set: dict) -> list[str]:
 def eval_table(summary: dict, k: int) -> str:
     """The per-tier metrics as a text table (blank where a metric does not apply)."""
     head = f"{'tier':<12}{'n':>4}{'hit@1':>8}{'hit@' + str(k):>8}{'MRR':>8}{'answered':>10}{'refused':>9}" \
-           f"{'p50 ms':>9}{'p95 ms':>9}"
+           f"{'ans@1':>8}{'p50 ms':>9}{'p95 ms':>9}"
     lines = [head, "-" * len(head)]
 
     def fmt(v: float | None, width: int) -> str:
@@ -12717,7 +12735,7 @@ def eval_table(summary: dict, k: int) -> str:
 
     for name, m in [*summary["tiers"].items(), ("all", summary)]:
         lines.append(f"{name:<12}{m['questions']:>4}{fmt(m['hit_at_1'], 8)}{fmt(m['hit_at_k'], 8)}"
-                     f"{fmt(m['mrr'], 8)}{fmt(m['answered'], 10)}{fmt(m['refused'], 9)}"
+                     f"{fmt(m['mrr'], 8)}{fmt(m['answered'], 10)}{fmt(m['refused'], 9)}{fmt(m.get('answer_hit'), 8)}"
                      f"{m['latency_ms_p50']:>9.1f}{m['latency_ms_p95']:>9.1f}")
     return "\n".join(lines)
 

@@ -486,6 +486,37 @@ def test_evidence_units_keep_code_whole_callout_titles_and_task_state():
     assert all(c["supported"] for c in localrag.claim_support(answer, blocks))
 
 
+def test_extractive_answer_reads_a_sentence_with_its_note_name_and_headings():
+    """"The status bar shows …" in Status bar.md says what the status bar shows, though it does not repeat every
+    word of the question: it is read with its note's name and headings, and ties go to the better-ranked block
+    (a short sentence elsewhere that repeats the words came first: Settings' "Show … in the status bar.")."""
+    blocks = [{"n": 1, "source": "User interface/Status bar.md", "heading": "Status bar", "heading_path": ["Status bar"],
+               "score": 0.5, "content": "The status bar shows small bits of information in the bottom right corner "
+                                        "of the window, such as the word count."},
+              {"n": 2, "source": "Settings.md", "heading": "Appearance", "heading_path": ["Settings", "Appearance"],
+               "score": 0.4, "content": "Show the editing mode toggle in the status bar."}]
+    answer = localrag.fake_answer("What does the status bar show?", blocks)
+    assert answer.splitlines()[0].startswith("The status bar shows small bits") and answer.splitlines()[0].endswith("[1]")
+    blocks[0].update(source="Plugins/Workspaces.md", heading_path=["Workspaces", "Save a workspace"],
+                     content="Enter a name for the layout and select Save. The layout is stored with its open notes.")
+    blocks[1]["content"] = "Save current layout as workspace."
+    answer = localrag.fake_answer("How do I save a workspace layout?", blocks)
+    assert answer.splitlines()[0] == "Enter a name for the layout and select Save. [1]"
+    # the sentence must say something asked itself: the context alone is no answer
+    blocks[0]["content"] = "It is stored with its open notes."
+    assert "It is stored" not in localrag.fake_answer("How do I save a workspace layout?", blocks)
+
+
+def test_extractive_answer_shows_a_list_item_once_when_its_lead_in_brings_the_list():
+    content = ("Intro text about models here.\n\nCustomer data that must never be sent to external models:\n\n"
+               "- Personal data (PII) of a customer is never sent to external models.\n- Keys and passwords of every "
+               "kind.\n")
+    answer = localrag.fake_answer("Is customer PII sent to external models?", blocks_of(content))
+    assert answer.splitlines() == ["Customer data that must never be sent to external models: [1]",
+                                   "- Personal data (PII) of a customer is never sent to external models. [1]",
+                                   "- Keys and passwords of every kind. [1]"]
+
+
 def test_extractive_answer_quotes_a_math_block_after_its_lead_in():
     content = ("The kinetic energy of the springbok is given by:\n\n$$\nE_k = \\frac{1}{2} m v^2\n$$\n\n"
                "The springbok momentum is $p = mv$ when it runs fast.")

@@ -49,6 +49,13 @@ def test_eval_metrics_on_imperfect_data(ingested, tmp_path):
     rows = {r["id"]: r for r in data["questions"]}
     assert (rows["top"]["rank"], rows["lower"]["rank"], rows["miss"]["rank"]) == (1, rank, None)
     assert rows["not_rejected"]["mode"] == "rag" and rows["rejected"]["mode"] == "no_answer"
+    # ans@1: where the extractive answer's first sentence comes from, derived here from `ask` itself
+    for qid in ("top", "lower", "miss"):
+        answer = localrag.ask(config, rows[qid]["question"], 5)
+        first = int(answer["answer"].split("[", 1)[1].split("]", 1)[0])
+        assert rows[qid]["answered_from"] == answer["citations"][first - 1]["source"], qid
+    hits = [rows[qid]["answered_from"] in rows[qid]["expected_sources"] for qid in ("top", "lower", "miss")]
+    assert s["answer_hit"] == round(sum(hits) / 3, 4) and not hits[2]
     # the thresholds gate the exit code: just below and just above the measured Hit@k
     assert run_cli("eval", "--questions", str(path), "--top-k", "5", "--min-hit-at-k", "0.66")[0] == 0
     assert run_cli("eval", "--questions", str(path), "--top-k", "5", "--min-hit-at-k", "0.67")[0] == localrag.EXIT_EVAL
