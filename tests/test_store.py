@@ -167,6 +167,59 @@ def test_embedded_server_falls_back_to_postgres_default_when_auto_memory_fails(p
         localrag.stop_embedded(cfg)
 
 
+def test_a_restart_after_kill_9_keeps_the_automatic_shared_buffers(pg_home, caplog):
+    """kill -9 of the postmaster while a backend works: the next command starts the server again once the old
+    processes are gone, with its automatic shared_buffers: the failed first attempt (the old server's lock file or
+    shared memory still there) was taken for a machine short of memory, and the server ran with 128MB after."""
+    import contextlib
+    import os
+    import signal
+
+    import psutil
+    import threading
+    import time
+    cfg = localrag.load_config(environ={"LOCALRAG_HOME": str(pg_home / "k9"), "HOME": str(pg_home)}, cwd=pg_home)
+    try:
+        s = localrag.Store.open(cfg)
+        auto = s.run("SHOW shared_buffers")[0][0]
+        pid = int((pg_home / "k9" / "pgdata" / "postmaster.pid").read_text().split()[0])
+        busy = threading.Thread(target=_run_quietly, args=(s, "SELECT pg_sleep(4)"))
+        busy.start()
+        time.sleep(0.5)
+        os.kill(pid, signal.SIGKILL)
+        psutil.Process(pid).wait(10)    # gone (its backend may still run the query)
+        with caplog.at_level("WARNING", logger="localrag"), localrag.Store.open(cfg) as again:
+            assert again.run("SHOW shared_buffers")[0][0] == auto
+        busy.join(30)
+        with contextlib.suppress(Exception):
+            s.close()
+        assert "it runs with" not in caplog.text
+    finally:
+        localrag.stop_embedded(cfg)
+
+
+@pytest.mark.parametrize("fatal, memory", [
+    ("FATAL:  could not map anonymous shared memory: Cannot allocate memory", True),
+    ("FATAL:  could not create shared memory segment: Invalid argument", True),
+    ("FATAL:  pre-existing shared memory block (key 1234, ID 5) is still in use", False),
+    ('FATAL:  lock file "postmaster.pid" already exists', False),
+])
+def test_only_a_start_that_failed_for_memory_falls_back_to_the_default_shared_buffers(tmp_path, fatal, memory):
+    """The last FATAL line of the server's log decides: an old server's processes still holding its lock file or
+    shared memory (after a kill -9) are no reason to run with 128MB from then on."""
+    (tmp_path / "log").write_text("2026-11-30 LOG:  starting PostgreSQL 18\n2026-11-30 FATAL:  the database system "
+                                  "is starting up\n" + f"2026-11-30 UTC [1] {fatal}\n", encoding="utf-8")
+    assert localrag._start_failed_for_memory(tmp_path) is memory
+    assert localrag._start_failed_for_memory(tmp_path / "nowhere") is True     # no log: the server that starts
+
+
+def _run_quietly(store, sql):
+    try:
+        store.run(sql)
+    except localrag.LocalRagError:
+        pass     # the server it ran on was killed
+
+
 def test_two_commands_starting_the_embedded_server_at_once(tmp_path):
     """Two `db init` processes race on a fresh LOCALRAG_HOME: one server, one schema, both succeed."""
     import os
