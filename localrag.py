@@ -10444,6 +10444,29 @@ function el(tag, cls, text) {
   if (text !== undefined && text !== null) e.textContent = String(text);
   return e;
 }
+// The answer's Markdown, as text nodes only: a fenced code or $$ math block becomes a <pre>, `inline code` a
+// <code>; every other character stays text (never HTML: the answer quotes the notes).
+function renderAnswer(box, text) {
+  box.replaceChildren();
+  const lines = String(text).split("\n");
+  for (let i = 0; i < lines.length; i++) {
+    const fence = lines[i].match(/^\s*(`{3,}|~{3,}|\$\$)/);
+    if (fence) {
+      const code = [];
+      let j = i + 1;
+      while (j < lines.length && !lines[j].trim().startsWith(fence[1])) code.push(lines[j++]);
+      box.append(el("pre", "answer-code", code.join("\n")));
+      i = j;
+      continue;
+    }
+    const line = el("div", "answer-line");
+    for (const part of lines[i].split(/(`+[^`\n]+?`+)/)) {
+      const m = part.match(/^(`+)([^`\n]+?)\1$/);
+      line.append(m ? el("code", "", m[2]) : document.createTextNode(part));
+    }
+    box.append(line);
+  }
+}
 function setState(panel, state, text) {
   panel.dataset.state = state;
   panel.querySelector(".status").textContent = text || "";
@@ -10524,7 +10547,7 @@ async function ask() {
       setState(panel, name === "done" ? "done" : "running", name === "done" ? "done" : "answering…");
     }
     if (name === "delta") answer.textContent += data.text;
-    if (name === "done") answer.textContent = data.answer;
+    if (name === "done") renderAnswer(answer, data.answer);
     if (name === "done" && data.mode === "no_answer") offerTicket(question, data.answer_id);
     if (name === "done" && data.closest && data.closest.length) {
       $("closest-list").replaceChildren(...data.closest.map(c => el("li", "closest-note",
@@ -10687,6 +10710,8 @@ textarea,input[type=search]{flex:1 1 30rem;font:inherit;padding:.5rem;border:1px
 button.go{background:#2563eb;color:#fff;border:0;border-radius:6px;padding:.5rem 1.1rem;font:inherit;cursor:pointer}
 button.link{border:0;background:none;padding:0;font:inherit;color:#2563eb;text-decoration:underline;cursor:pointer}
 .status{color:#6b7280;min-height:1.4em}[data-state=error] .status{color:#b91c1c}
+#answer pre.answer-code{background:#f3f4f6;border-radius:4px;padding:.4rem .6rem;margin:.3rem 0;overflow-x:auto}
+#answer code{background:#f3f4f6;border-radius:3px;padding:0 .2em;font-size:.95em}
 #answer{white-space:pre-wrap;background:#fff;border:1px solid #e5e7eb;border-radius:6px;padding:.8rem;min-height:2em}
 #mode{font-weight:600;padding:.1rem .5rem;border-radius:4px;background:#e5e7eb}
 #mode[data-mode=rag]{background:#dcfce7}#mode[data-mode=no_answer]{background:#fee2e2}
