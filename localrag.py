@@ -2587,7 +2587,8 @@ def get_embedder(config: Config):
 # light plural folding; Han, kana and Hangul runs as character bigrams (a one-character run as itself), with runs
 # broken at particles that (almost) never sit inside a word.  Pure: ingest and queries use the same function.
 
-KEYWORD_TOKENIZER = "keyword-v2"
+# keyword-v3: keyword-v2's terms, and a note's aliases (and a title other than its file name) indexed on its chunks
+KEYWORD_TOKENIZER = "keyword-v3"
 KEYWORD_STOPWORDS = frozenset("""
 a about above after again all also am an and another any anyone anything are as at be because been before being
 below between both but by can could did do does doing don down during each else even every few for from further get
@@ -2681,18 +2682,19 @@ def is_cjk_term(term: str) -> bool:
     return bool(_CJK_RUN_RE.fullmatch(term))
 
 
-KEYWORD_FIELD_WEIGHTS = {"content": 1.0, "heading_path": 2.0, "relative_path": 2.0, "tags": 1.0}
+# A note's aliases weigh like its content, as in fake-lexical-v1 (FAKE_FIELD_WEIGHTS): they ride on every chunk.
+KEYWORD_FIELD_WEIGHTS = {"content": 1.0, "heading_path": 2.0, "relative_path": 2.0, "tags": 1.0, "aliases": 1.0}
 
 
 def keyword_vector(content: str, heading_path: Sequence[str], relative_path: str,
-                   tags: Sequence[str]) -> tuple[dict[str, float], float]:
-    """A chunk's indexed terms: {term: weighted tf} over content, heading path, file name and tags, and its
-    length (the sum of the weights), for BM25.  Pure."""
+                   tags: Sequence[str], aliases: str = "") -> tuple[dict[str, float], float]:
+    """A chunk's indexed terms: {term: weighted tf} over content, heading path, file name, tags and the note's
+    other names (alias_text), and its length (the sum of the weights), for BM25.  Pure."""
     name = relative_path.rsplit("/", 1)[-1]
     if name.lower().endswith(".md"):
         name = name[:-3]
     fields = {"content": content, "heading_path": " ".join(heading_path), "relative_path": name,
-              "tags": " ".join(tags)}
+              "tags": " ".join(tags), "aliases": aliases}
     tf: dict[str, float] = {}
     for field, text in fields.items():
         if not text:
@@ -4606,9 +4608,10 @@ class Store:
 
     def chunks_missing_keywords(self, document_ids: list[int], tokenizer: str) -> list:
         """The chunks of these documents without keyword rows of `tokenizer`, by id: rows of (id, content,
-        heading_path, relative_path, tags)."""
+        heading_path, relative_path, tags, title, aliases (jsonb))."""
         return self.run(
-            "SELECT c.id, c.content, c.heading_path, c.relative_path, c.tags FROM chunks c "
+            "SELECT c.id, c.content, c.heading_path, c.relative_path, c.tags, c.metadata->>'title', "
+            "c.metadata->'aliases' FROM chunks c "
             "WHERE c.document_id = ANY(CAST(:ids AS bigint[])) AND NOT EXISTS (SELECT 1 FROM keyword_chunks k "
             "WHERE k.chunk_id = c.id AND k.tokenizer = :t) ORDER BY c.id", ids=document_ids, t=tokenizer)
 
@@ -5635,7 +5638,8 @@ def prepare_file(relative_path: str, data: bytes, embedder: Any = None) -> _Prep
     except (ValueError, RecursionError, MemoryError) as exc:  # one odd file fails alone, never its batch
         return f"cannot parse: {type(exc).__name__}: {exc}"
     block_ids = [[b for pos, b in doc.block_ids if c.start <= pos < c.end] for c in chunks]
-    keywords = [_keyword_packed(*keyword_vector(c.content, c.heading_path, relative_path, doc.tags)) for c in chunks]
+    keywords = [_keyword_packed(*keyword_vector(c.content, c.heading_path, relative_path, doc.tags, names))
+                for c in chunks]
     return _Prepared(doc.frontmatter, doc.tags, doc.wikilinks, [lk.target for lk in doc.links if lk.embed], chunks,
                      vectors, keywords, doc.body, doc.body_line,
                      # a canvas's or PDF's text is assembled from nodes / pages: it has no file lines to point at
@@ -6105,9 +6109,10 @@ class _IngestRun:
         if not rows:
             return
         kw_chunks, kw_postings = _Copy(len(_KEYWORD_CHUNK_COLUMNS)), _Copy(len(_KEYWORD_POSTING_COLUMNS))
-        for cid, content, heading_path, rel, tags in rows:
+        for cid, content, heading_path, rel, tags, title, aliases in rows:
+            names = alias_text(title or "", aliases if isinstance(aliases, list) else [], rel)
             _keyword_rows(kw_chunks, kw_postings, _Copy.int8(cid),
-                          _keyword_packed(*keyword_vector(content, heading_path, rel, tags)))
+                          _keyword_packed(*keyword_vector(content, heading_path, rel, tags, names)))
         with self.store.transaction():
             # rows of an older tokenizer are replaced, not mixed with the new ones
             self.store.delete_keyword_chunks([r[0] for r in rows])

@@ -293,7 +293,7 @@ def pure_stages(files: list[tuple[str, Path]]) -> dict[str, float]:
             vectors = embedder.embed_documents([localrag.document_fields(
                 c.content, c.heading_path, rel, doc.tags, doc.wikilinks, doc.alias_text) for c in chunks])
             t7 = clock()
-            keywords = [localrag.keyword_vector(c.content, c.heading_path, rel, doc.tags) for c in chunks]
+            keywords = [localrag.keyword_vector(c.content, c.heading_path, rel, doc.tags, doc.alias_text) for c in chunks]
             t8 = clock()
             [localrag.span_lines(doc.body, c.start, c.end, doc.body_line) for c in chunks]
             t9 = clock()

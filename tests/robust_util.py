@@ -179,9 +179,11 @@ def check_keywords_rebuilt(config) -> dict:
     frequency of every term) equal the rebuild's.  The postings have no foreign key (triggers keep them), so an
     interrupted write is exactly what could leave them apart.  Returns counts."""
     want_chunks, want_postings = {}, {}
-    for cid, content, heading_path, rel, tags in query(
-            config, "SELECT id, content, heading_path, relative_path, tags FROM chunks"):
-        tf, length = localrag.keyword_vector(content, heading_path or [], rel, tags or [])
+    for cid, content, heading_path, rel, tags, title, aliases in query(
+            config, "SELECT id, content, heading_path, relative_path, tags, metadata->>'title', metadata->'aliases' "
+                    "FROM chunks"):
+        names = localrag.alias_text(title or "", aliases if isinstance(aliases, list) else [], rel)
+        tf, length = localrag.keyword_vector(content, heading_path or [], rel, tags or [], names)
         want_chunks[cid] = (localrag.KEYWORD_TOKENIZER, _f4(length))
         for term, weight in tf.items():
             want_postings[(cid, term)] = (_f4(weight), _f4(length))

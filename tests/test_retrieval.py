@@ -80,6 +80,25 @@ def test_keyword_vector_weights_fields():
     assert tf["canvas"] == 1.0 + 2.0 + 2.0        # content + heading + file name (without .md)
     assert tf["howto"] == 1.0 and "plugin" not in tf  # the folder is not the file name
     assert length == sum(tf.values())
+    tf, _ = localrag.keyword_vector("Canvas cards hold notes", ["Canvas"], "Plugins/Canvas.md", [],
+                                    localrag.alias_text("Canvas", ["Whiteboard", "白板"], "Plugins/Canvas.md"))
+    assert tf["whiteboard"] == 1.0 and tf["白板"] == 1.0   # the note's other names, weighed like its content
+
+
+def test_a_note_is_found_and_answered_by_its_alias(db, tmp_path):
+    """keyword-v3 indexes a note's aliases: asking by one found nothing in the keyword channel, and its words
+    counted as words the knowledge base never uses, so the gate refused ("the knowledge base never uses handbook")."""
+    vault = tmp_path / "alias-vault"
+    vault.mkdir()
+    (vault / "fm-list.md").write_text("---\naliases: [Beaver Handbook]\n---\n# Dam building\n\nBeavers fell trees "
+                                      "near the river and build their dams from the branches in autumn.\n",
+                                      encoding="utf-8")
+    (vault / "other.md").write_text("# Otters\n\nOtters swim in the river and eat fish all year.\n", encoding="utf-8")
+    localrag.ingest(db, vault)
+    found = localrag.search(db, "handbook", 3, retrieval="keyword")["results"]
+    assert found and found[0]["source"] == "fm-list.md" and found[0]["scores"]["keyword"] > 0
+    answer = localrag.ask(db, "Beaver Handbook: when do beavers build their dams?")
+    assert answer["mode"] == "rag" and "handbook" not in (answer["gate"]["unknown_words"] or []), answer["reason"]
 
 
 @settings(max_examples=200, deadline=None)
