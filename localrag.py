@@ -11882,6 +11882,39 @@ def _say(message: str) -> None:
     sys.stderr.write(message + "\n")
 
 
+class _TalkStream:
+    """stderr as a command uses it.  Talk (warnings, progress, errors) must never fail a command: with stderr
+    closed (`2>&-`) or failing (`2>/dev/full`, a reader gone) a write is dropped, so the result or the error body
+    still reaches stdout with its exit code.  Everything else (isatty, fileno, encoding) is the stream's own."""
+
+    def __init__(self, stream: Any) -> None:
+        # A closed stderr is None in Python: write to /dev/null instead, so isatty, fileno and encoding still work.
+        self.stream = stream if stream is not None else open(os.devnull, "w")  # noqa: SIM115 - main() closes it
+        self.failed = stream is None
+
+    def write(self, text: str) -> int:
+        try:
+            return self.stream.write(text)
+        except (OSError, ValueError):   # ValueError: a stream already closed
+            self.failed = True
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self.stream.flush()
+        except (OSError, ValueError):
+            self.failed = True
+
+    def isatty(self) -> bool:
+        try:
+            return self.stream.isatty()
+        except (OSError, ValueError):
+            return False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
+
+
 PROGRESS_TTY_INTERVAL_S = 0.1         # redraw the in-place line at most this often
 PROGRESS_LOG_INTERVAL_S = 5.0         # not a terminal: a line at most this often...
 PROGRESS_LOG_FRACTION = 0.10          # ...and only after this much more of the phase is done (the rarer wins)
@@ -13080,8 +13113,33 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _claim_standard_fds() -> None:
+    """Open /dev/null on a closed fd 0, 1 or 2 (`2>&-`): otherwise the next file or socket opened takes that number,
+    and a child process (the embedded Postgres) or a C library writing to "stderr" would write into it."""
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            new = os.open(os.devnull, os.O_RDWR)
+            if new != fd:
+                os.dup2(new, fd)
+                os.close(new)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """The command line.  Returns the exit code (see `localrag --help`)."""
+    _claim_standard_fds()
+    saved_stderr = sys.stderr
+    talk = sys.stderr = _TalkStream(saved_stderr)
+    try:
+        return _main(argv)
+    finally:
+        # A stderr that failed may still hold the failed text in its buffer; the interpreter flushes sys.stderr at
+        # exit, and a failing flush there would turn the exit code into 120.
+        sys.stderr = saved_stderr if not talk.failed else open(os.devnull, "w")  # noqa: SIM115
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     try:

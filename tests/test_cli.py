@@ -413,3 +413,27 @@ def test_history_show_prints_latency_in_milliseconds(ingested):
     line = next(line for line in out.splitlines() if line.startswith("latency"))
     assert code == 0 and re.fullmatch(r"latency      retrieval [\d.]+ ms, model [\d.]+ ms, total [\d.]+ ms", line)
     assert "finish_reason stop" in out and "None" not in out.split("request")[0]
+
+
+# --- the standard streams as a script leaves them (operator review) -------------------------------------------------
+
+def _sh(redirects: str, *args: str, stdin: str | None = None):
+    """Run the CLI with shell redirections applied (`2>&-` closes stderr, `2>/dev/full` makes it fail)."""
+    script = f'exec "$@" {redirects}'
+    return subprocess.run(["bash", "-c", script, "bash", sys.executable, "-m", "localrag", *args], input=stdin,
+                          capture_output=True, text=True, cwd=ROOT)
+
+
+def test_a_closed_or_full_stderr_never_fails_a_command(ingested):
+    """`ingest --json 2>&-` exited 1 with nothing on stdout and nothing ingested, and an error under
+    `2>/dev/full` lost its body and its exit code: writing talk must never fail a command."""
+    config, vault, _ = ingested
+    (vault / "new note.md").write_text("# New\n\nwritten after the first ingest\n", encoding="utf-8")
+    proc = _sh("2>&-", "ingest", str(vault), "--json", "--progress", "always")
+    assert proc.returncode == 0 and json.loads(proc.stdout)["documents_added"] == 1
+    proc = _sh("2>/dev/full", "search", "x", "--vault", "/nope", "--json")
+    assert proc.returncode == localrag.EXIT_VAULT
+    assert json.loads(proc.stdout)["error"]["code"] == "vault_not_indexed"
+    proc = _sh("2>/dev/full", "ingest", str(vault))
+    assert proc.returncode == 0 and proc.stdout == ""
+
