@@ -203,6 +203,11 @@ class InvalidRequest(LocalRagError):
     code, http_status, exit_code = "invalid_request", 422, EXIT_USAGE
 
 
+class OutputUnwritable(LocalRagError):
+    """stdout is closed (`>&-`) or cannot be written (`>/dev/full`): the result had nowhere to go (CLI only)."""
+    code, http_status, exit_code = "output_unwritable", 500, EXIT_USAGE
+
+
 class ConfigInvalid(LocalRagError):
     code, http_status, exit_code = "config_invalid", 500, EXIT_CONFIG
 
@@ -11847,7 +11852,8 @@ def run_mcp_stdio(config: Config, stdin: Any = None, stdout: Any = None) -> dict
 EXIT_CODES_HELP = f"""exit codes:
   {EXIT_OK}   success
   {EXIT_INTERNAL}   unexpected internal error (rerun with --debug for a traceback)
-  {EXIT_USAGE}   invalid arguments or request (e.g. empty query, top-k out of range, bad questions file)
+  {EXIT_USAGE}   invalid arguments or request (e.g. empty query, top-k out of range, bad questions file),
+      or stdout closed / not writable
   {EXIT_CONFIG}   invalid configuration (.env / environment value)
   {EXIT_DB}   database unreachable or a database error
   {EXIT_SCHEMA}   schema not initialized or pgvector missing (run `localrag db init`)
@@ -11882,6 +11888,60 @@ def _say(message: str) -> None:
     sys.stderr.write(message + "\n")
 
 
+class _ResultStream:
+    """stdout as a command uses it.  A closed stdout (`>&-`: None in Python, where print() silently writes nothing)
+    or one that fails (`>/dev/full`) raises OutputUnwritable, so the lost result is an error with an exit code; a
+    reader that went away (`| head -1`) stays BrokenPipeError, which main() ends quietly."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream, self.failed = stream, False
+
+    def _failed(self, exc: OSError | None) -> OutputUnwritable:
+        self.failed = True
+        why = "stdout is closed" if exc is None else f"stdout cannot be written ({exc.strerror or exc})"
+        return OutputUnwritable(f"{why}: the result has nowhere to go; send stdout to a file or a pipe "
+                                f"(`> out.json`, `| jq`), or to /dev/null to discard it", field="stdout")
+
+    def write(self, text: str) -> int:
+        if self.stream is None:
+            raise self._failed(None)
+        try:
+            return self.stream.write(text)
+        except BrokenPipeError:
+            self.failed = True
+            raise
+        except OSError as exc:
+            raise self._failed(exc) from None
+
+    def flush(self) -> None:
+        if self.stream is None:
+            return
+        try:
+            self.stream.flush()
+        except BrokenPipeError:
+            self.failed = True
+            raise
+        except OSError as exc:
+            raise self._failed(exc) from None
+
+    def require_open(self) -> None:
+        """Fail before the work, for a command whose only output is stdout (--json, mcp)."""
+        if self.stream is None:
+            raise self._failed(None)
+
+    @property
+    def closed(self) -> bool:
+        return self.stream is None or self.stream.closed
+
+    def isatty(self) -> bool:
+        return self.stream is not None and self.stream.isatty()
+
+    def __getattr__(self, name: str) -> Any:
+        if self.stream is None:
+            raise self._failed(None)
+        return getattr(self.stream, name)
+
+
 class _TalkStream:
     """stderr as a command uses it.  Talk (warnings, progress, errors) must never fail a command: with stderr
     closed (`2>&-`) or failing (`2>/dev/full`, a reader gone) a write is dropped, so the result or the error body
@@ -11889,7 +11949,7 @@ class _TalkStream:
 
     def __init__(self, stream: Any) -> None:
         # A closed stderr is None in Python: write to /dev/null instead, so isatty, fileno and encoding still work.
-        self.stream = stream if stream is not None else open(os.devnull, "w")  # noqa: SIM115 - main() closes it
+        self.stream = stream if stream is not None else open(os.devnull, "w")  # noqa: SIM115 - lives as long as the process
         self.failed = stream is None
 
     def write(self, text: str) -> int:
@@ -13129,13 +13189,15 @@ def _claim_standard_fds() -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """The command line.  Returns the exit code (see `localrag --help`)."""
     _claim_standard_fds()
-    saved_stderr = sys.stderr
+    saved_stdout, saved_stderr = sys.stdout, sys.stderr
     talk = sys.stderr = _TalkStream(saved_stderr)
+    result = sys.stdout = _ResultStream(saved_stdout)
     try:
         return _main(argv)
     finally:
-        # A stderr that failed may still hold the failed text in its buffer; the interpreter flushes sys.stderr at
-        # exit, and a failing flush there would turn the exit code into 120.
+        # A stream that failed may still hold the failed text in its buffer; the interpreter flushes sys.stdout and
+        # sys.stderr at exit, and a failing flush there would turn the exit code into 120.
+        sys.stdout = saved_stdout if not result.failed else open(os.devnull, "w")  # noqa: SIM115
         sys.stderr = saved_stderr if not talk.failed else open(os.devnull, "w")  # noqa: SIM115
 
 
@@ -13146,11 +13208,12 @@ def _main(argv: Sequence[str] | None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse: --help, --version
         return int(exc.code or 0)
+    except OutputUnwritable as exc:  # --help with stdout closed
+        _report_error(exc, False)
+        return exc.exit_code
     except InvalidRequest as exc:  # a usage error: usage and message on stderr, the error body on stdout (--json)
         _say(exc.details.get("usage", ""))
-        _say(f"error [{exc.code}]: {exc.message}")
-        if "--json" in argv:
-            _print_json(exc.to_dict())
+        _report_error(exc, "--json" in argv)
         return EXIT_USAGE
     if not args.command:
         parser.print_help(sys.stderr)
@@ -13161,6 +13224,8 @@ def _main(argv: Sequence[str] | None) -> int:
     want_json = getattr(args, "json", False)
     previous = _install_interrupt_handlers()
     try:
+        if (want_json or args.command == "mcp") and isinstance(sys.stdout, _ResultStream):
+            sys.stdout.require_open()
         try:
             config = load_config(args.env_file)
         except ConfigInvalid as exc:
@@ -13171,9 +13236,7 @@ def _main(argv: Sequence[str] | None) -> int:
                 _say(f"warning: {problem['message']}; ignored here (its default applies)")
         return args.func(config, args)
     except LocalRagError as exc:
-        _say(f"error [{exc.code}]: {exc.message}")
-        if want_json:
-            _print_json(exc.to_dict())
+        _report_error(exc, want_json)
         return exc.exit_code
     except KeyboardInterrupt as exc:
         signum = getattr(exc, "signum", signal.SIGINT)
@@ -13181,7 +13244,7 @@ def _main(argv: Sequence[str] | None) -> int:
         message = f"interrupted ({signal.Signals(signum).name})" + (_interrupted_summary(partial) if partial else "")
         _say(message)
         if want_json:   # a script reading stdout gets the error body, with what an ingest committed
-            with contextlib.suppress(OSError):
+            with contextlib.suppress(OSError, OutputUnwritable):
                 _print_json({"error": {"code": "interrupted", "message": message,
                                        "details": {"signal": signal.Signals(signum).name,
                                                    **({"ingest_run": partial} if partial else {})}}})
@@ -13193,17 +13256,22 @@ def _main(argv: Sequence[str] | None) -> int:
             raise
         text = mask_urls_in(str(exc))
         _say(f"error [internal_error]: {type(exc).__name__}: {text} (rerun with --debug for a traceback)")
-        if want_json:
-            try:
+        if want_json:   # stdout itself may have failed (a closed pipe): stderr already has the line
+            with contextlib.suppress(OSError, OutputUnwritable):
                 _print_json({"error": {"code": "internal_error", "message": f"{type(exc).__name__}: {text}",
                                        "details": {}}})
-            except OSError:  # stdout itself failed (a full disk, a closed pipe): stderr already has the line
-                with contextlib.suppress(OSError):
-                    sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - nothing left to flush at exit
         return EXIT_INTERNAL
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def _report_error(exc: LocalRagError, want_json: bool) -> None:
+    """One line on stderr; under --json the error body on stdout too (unless stdout is what failed)."""
+    _say(f"error [{exc.code}]: {exc.message}")
+    if want_json and not isinstance(exc, OutputUnwritable):
+        with contextlib.suppress(OutputUnwritable, BrokenPipeError):
+            _print_json(exc.to_dict())
 
 
 def _install_interrupt_handlers() -> dict:

@@ -437,3 +437,18 @@ def test_a_closed_or_full_stderr_never_fails_a_command(ingested):
     proc = _sh("2>/dev/full", "ingest", str(vault))
     assert proc.returncode == 0 and proc.stdout == ""
 
+
+def test_a_closed_or_full_stdout_is_one_error_line_and_exit_2(ingested):
+    """`search P1 --json >&-` ended in a two-exception traceback (exit 1), and `search P1 >&-` or
+    `show --list >&-` exited 0 having written nothing: the lost result is now an error."""
+    for args in (["search", "P1", "--json"], ["search", "P1"], ["show", "--list"], ["ask", "P1", "--json"]):
+        proc = _sh(">&-", *args)
+        assert proc.returncode == localrag.EXIT_USAGE, (args, proc.stderr)
+        assert proc.stderr.startswith("error [output_unwritable]: stdout is closed") and \
+            len(proc.stderr.splitlines()) == 1, (args, proc.stderr)
+    proc = _sh(">/dev/full", "search", "P1", "--json")
+    assert proc.returncode == localrag.EXIT_USAGE and "No space left on device" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    proc = subprocess.run(["bash", "-c", '"$@" | head -1; exit ${PIPESTATUS[0]}', "bash", sys.executable, "-m",
+                           "localrag", "search", "P1"], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0 and proc.stderr == "" and proc.stdout.startswith("confidence")
