@@ -12172,7 +12172,7 @@ def _cmd_ingest(config: Config, args: argparse.Namespace) -> int:
 def _cmd_vaults(config: Config, args: argparse.Namespace) -> int:
     if args.vaults_command == "rm":
         if not args.yes:
-            if not sys.stdin.isatty():
+            if not _stdin_is_terminal():
                 raise InvalidRequest(f"`vaults rm` deletes the index of {args.path}; pass --yes to confirm "
                                      f"(no terminal to ask on)", field="yes")
             about = vault_summary(config, args.path)
@@ -12215,12 +12215,25 @@ def _fmt_score(value: float | None) -> str:
     return "-" if value is None else f"{value:.4f}"
 
 
+def _stdin(what: str, field: str | None = None) -> Any:
+    """sys.stdin, for a command told to read its `what` from it; invalid_request when stdin is closed (`<&-`: None
+    in Python)."""
+    if sys.stdin is None:
+        raise InvalidRequest(f"stdin is closed, so there is no {what} to read from it (`-`); pipe it in "
+                             f"(`echo ... | localrag ...`) or give it as an argument", field=field or what)
+    return sys.stdin
+
+
+def _stdin_is_terminal() -> bool:
+    return sys.stdin is not None and sys.stdin.isatty()
+
+
 def _stdin_text(value: str | None, what: str) -> str | None:
     """`-` means: read the text from stdin (a script pipes a question in)."""
     if value != "-":
         return value
     try:
-        return sys.stdin.read()
+        return _stdin(what).read()
     except UnicodeDecodeError:
         raise InvalidRequest(f"the {what} read from stdin is not valid UTF-8", field=what) from None
 
@@ -12280,7 +12293,7 @@ def _print_citations(citations: list[dict], several_vaults: bool = False) -> Non
 
 def _ask_batch(config: Config, args: argparse.Namespace) -> int:
     """One JSON result per input line ({"question": ...} per line); a failed line is reported and skipped."""
-    source = sys.stdin if args.batch == "-" else None
+    source = _stdin("JSONL batch", "batch") if args.batch == "-" else None
     try:
         handle = source or open(args.batch, encoding="utf-8")
     except OSError as exc:
@@ -12384,7 +12397,7 @@ def _print_ticket(t: dict) -> None:
 
 def _read_draft(path: str) -> Any:
     try:
-        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+        text = _stdin("from").read() if path == "-" else Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise InvalidRequest(f"cannot read the draft {path}: {exc}; write one with `localrag tickets draft "
                              f"\"QUESTION\" --json > draft.json`", field="from") from None
@@ -12411,7 +12424,7 @@ def _confirm_on_tty(draft: Any) -> bool:
 def _cmd_tickets(config: Config, args: argparse.Namespace) -> int:
     action = args.tickets_command
     if action == "draft":
-        question = sys.stdin.read() if args.question == "-" else args.question
+        question = _stdin_text(args.question, "question")
         draft = ticket_draft(config, question, answer_id=args.answer_id)
         if args.json:
             _print_json(draft)
@@ -12424,7 +12437,7 @@ def _cmd_tickets(config: Config, args: argparse.Namespace) -> int:
     if action == "create":
         draft = _read_draft(args.source)
         if not args.confirm:
-            if args.source == "-" or not (sys.stdin.isatty() and sys.stderr.isatty()):
+            if args.source == "-" or not (_stdin_is_terminal() and sys.stderr.isatty()):
                 raise InvalidRequest("not saved: a person must confirm a ticket; run on a terminal to be asked, or "
                                      "pass --confirm", field="confirmed")
             if not _confirm_on_tty(draft):
@@ -12570,6 +12583,9 @@ def _cmd_show(config: Config, args: argparse.Namespace) -> int:
 
 
 def _cmd_mcp(config: Config, args: argparse.Namespace) -> int:
+    if sys.stdin is None:
+        raise InvalidRequest("stdin is closed: `localrag mcp` reads its client's JSON-RPC messages from stdin; let "
+                             "an MCP client start it (or use POST /mcp on `localrag serve`)", field="stdin")
     outcome = run_mcp_stdio(config)
     if outcome["signal"] is None:
         return EXIT_OK

@@ -452,3 +452,16 @@ def test_a_closed_or_full_stdout_is_one_error_line_and_exit_2(ingested):
     proc = subprocess.run(["bash", "-c", '"$@" | head -1; exit ${PIPESTATUS[0]}', "bash", sys.executable, "-m",
                            "localrag", "search", "P1"], capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 0 and proc.stderr == "" and proc.stdout.startswith("confidence")
+
+
+@pytest.mark.parametrize("args, field", [(["search", "-"], "query"), (["ask", "-"], "question"),
+                                         (["ask", "--batch", "-"], "batch"), (["tickets", "draft", "-"], "question"),
+                                         (["tickets", "create", "--from", "-", "--confirm"], "from"),
+                                         (["mcp"], "stdin")])
+def test_a_closed_stdin_is_an_invalid_request_naming_what_was_to_be_read(env, args, field):
+    """`search - --json <&-` was internal_error (AttributeError on None), exit 1."""
+    proc = _sh("<&-", *args, "--json") if args != ["mcp"] else _sh("<&-", *args)
+    assert proc.returncode == localrag.EXIT_USAGE, proc.stderr
+    assert proc.stderr.startswith("error [invalid_request]: stdin is closed") and "Traceback" not in proc.stderr
+    if args != ["mcp"]:
+        assert json.loads(proc.stdout)["error"]["details"]["field"] == field
