@@ -5257,14 +5257,14 @@ def canonical_vault(path: str | Path) -> Path:
     """Seed 000's contract: Path(p).expanduser().resolve(strict=True), and it must be a folder."""
     if not str(path).strip():
         raise VaultError("no vault path given; pass the vault folder, e.g. `localrag ingest ~/Vaults/Customer`")
+    shown = _printable_path(str(path))
     try:
         root = Path(path).expanduser().resolve(strict=True)
     except (FileNotFoundError, RuntimeError, OSError):
-        raise VaultError(f"vault path {path} does not exist; pass the folder that holds your .md files",
-                         path=str(path)) from None
+        raise VaultError(f"vault path {shown} does not exist; pass the folder that holds your .md files",
+                         path=shown) from None
     if not root.is_dir():
-        raise VaultError(f"vault path {path} is a file, not a folder; pass the folder that holds it",
-                         path=str(path))
+        raise VaultError(f"vault path {shown} is a file, not a folder; pass the folder that holds it", path=shown)
     return root
 
 
@@ -5274,6 +5274,15 @@ def _safe_name(name: str) -> str:
     if not _SURROGATE_RE.search(name):
         return name
     return os.fsencode(name).decode("utf-8", "backslashreplace")
+
+
+def _printable_path(path: str) -> str:
+    """A path for a message: bytes that are not UTF-8 (a command-line argument, surrogateescape) as \\xNN, as
+    _safe_name stores them; any other lone surrogate escaped."""
+    try:
+        return _safe_name(path)
+    except UnicodeEncodeError:
+        return path.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _skip_reason(root: Path, path: Path) -> str | None:
@@ -6563,9 +6572,14 @@ def validate_scope(paths: Any = None, tags: Any = None, vault: Any = None) -> Sc
 
 def _vault_filter(vault: str) -> str:
     """A vault a request names to filter by (a string: the caller checked the type), checked as scope text and
-    put in the form ingest stores: the folder resolved (not strictly: a vault elsewhere matches nothing)."""
-    _scope_text_ok(vault, "vault")
-    return str(Path(vault.strip()).expanduser().resolve(strict=False))
+    put in the form ingest stores: the folder resolved (not strictly: a vault elsewhere matches nothing), bytes of
+    its name that are not UTF-8 (a command-line argument) as \\xNN."""
+    try:
+        shown = _safe_name(vault)
+    except UnicodeEncodeError:   # a lone surrogate that no file name decodes to (a JSON escape): refused below
+        shown = vault
+    _scope_text_ok(shown, "vault")
+    return _safe_name(str(Path(vault.strip()).expanduser().resolve(strict=False)))
 
 
 def _require_indexed_vault(vault: str | None, indexed: Sequence[str]) -> None:
@@ -8824,11 +8838,13 @@ def _vault_key(store: Store, path: str) -> str:
     exactly as stored."""
     if not str(path).strip():
         raise InvalidRequest("no vault path given; `localrag vaults` lists the indexed ones")
-    candidates = [str(Path(path).expanduser().resolve()), str(path).rstrip("/") or "/"]
+    # _safe_name: a folder name that is not UTF-8 is stored with \xNN for its bytes, as ingest stored it
+    candidates = [_safe_name(str(Path(path).expanduser().resolve())), _safe_name(str(path).rstrip("/") or "/")]
     for candidate in candidates:
         if store.has_vault(candidate):
             return candidate
-    raise VaultNotIndexed(f"no indexed vault at {path}; `localrag vaults` lists the indexed ones", path=str(path))
+    shown = _printable_path(str(path))
+    raise VaultNotIndexed(f"no indexed vault at {shown}; `localrag vaults` lists the indexed ones", path=shown)
 
 
 def vault_summary(config: Config, path: str) -> dict:
@@ -12215,6 +12231,30 @@ def _fmt_score(value: float | None) -> str:
     return "-" if value is None else f"{value:.4f}"
 
 
+# Command-line arguments arrive decoded with surrogateescape: a byte that is not UTF-8 is a lone surrogate.  Files and
+# folders are opened as given (the bytes reach the OS unchanged), and vault paths are matched in the form ingest
+# stores, \xNN for such bytes (_vault_key, _vault_filter); any other text cannot be stored or compared.
+_ARGS_OPENED_AS_GIVEN = frozenset({"env_file", "batch", "questions", "source", "out", "archive", "outdir",
+                                   "find_links", "exclude", "vault"})
+
+
+def _check_argument_text(args: argparse.Namespace) -> None:
+    """A text argument with a byte that is not UTF-8 is invalid_request naming the argument (ask stored such a
+    question and failed with a database error; search answered)."""
+    for name, value in vars(args).items():
+        if name in _ARGS_OPENED_AS_GIVEN or (name == "path" and isinstance(value, str)):   # ingest / vaults rm
+            continue
+        values = value if isinstance(value, list) else [value]
+        bad = next((v for v in values if isinstance(v, str) and _SURROGATE_RE.search(v)), None)
+        if bad is None:
+            continue
+        label = {"query": "QUERY", "question": "QUESTION", "id": "ID", "target": "PATH[#HEADING]",
+                 "action": "ACTION"}.get(name, "--" + name.replace("_", "-"))
+        raise InvalidRequest(f"{label} is not valid UTF-8 text (\"{_printable_path(bad)}\": \\xNN marks the bytes "
+                             f"that are not); pass it in UTF-8 (check the terminal's or script's encoding)",
+                             field=name)
+
+
 def _stdin(what: str, field: str | None = None) -> Any:
     """sys.stdin, for a command told to read its `what` from it; invalid_request when stdin is closed (`<&-`: None
     in Python)."""
@@ -13242,6 +13282,7 @@ def _main(argv: Sequence[str] | None) -> int:
     try:
         if (want_json or args.command == "mcp") and isinstance(sys.stdout, _ResultStream):
             sys.stdout.require_open()
+        _check_argument_text(args)
         try:
             config = load_config(args.env_file)
         except ConfigInvalid as exc:

@@ -1,6 +1,7 @@
 """CLI conventions: every command has help with an example, --json keeps stdout pure, exit codes documented."""
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -465,3 +466,29 @@ def test_a_closed_stdin_is_an_invalid_request_naming_what_was_to_be_read(env, ar
     assert proc.stderr.startswith("error [invalid_request]: stdin is closed") and "Traceback" not in proc.stderr
     if args != ["mcp"]:
         assert json.loads(proc.stdout)["error"]["details"]["field"] == field
+
+
+def test_an_argument_that_is_not_utf8_is_refused_by_name_or_matched_as_ingest_stored_it(db, tmp_path):
+    """`ask "$(printf 'P1 \\xff')"` was database_error (exit 4, UnicodeEncodeError storing the record) while search
+    answered, and `vaults rm` of a folder ingest had indexed (as /…/v\\xffault) failed the same way."""
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "localrag", *args], capture_output=True, cwd=ROOT)
+
+    for command in ("ask", "search"):
+        proc = cli(command, b"P1 \xff", "--json")
+        assert proc.returncode == localrag.EXIT_USAGE, proc.stderr
+        error = json.loads(proc.stdout)["error"]
+        assert error["details"]["field"] in ("question", "query") and "not valid UTF-8" in error["message"]
+    folder = os.fsencode(tmp_path) + b"/v\xffault"
+    os.mkdir(folder)
+    with open(folder + b"/lamp.md", "wb") as f:
+        f.write(b"# Lamps\n\nThe lamp in the hall needs a new bulb.\n")
+    assert cli("ingest", folder, "--quiet").returncode == 0
+    stored = f"{tmp_path}/v\\xffault"
+    proc = cli("search", "lamp bulb", "--vault", folder, "--json")
+    assert proc.returncode == 0 and json.loads(proc.stdout)["results"][0]["vault_path"] == stored
+    proc = cli("vaults", "rm", folder + b"/", "--yes", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["vault_path"] == stored and json.loads(proc.stdout)["documents_removed"] == 1
+    proc = cli("vaults", "rm", folder, "--yes", "--json")
+    assert proc.returncode == localrag.EXIT_VAULT and stored in json.loads(proc.stdout)["error"]["message"]
