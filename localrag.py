@@ -12537,6 +12537,9 @@ def _cmd_history(config: Config, args: argparse.Namespace) -> int:
     if args.action == "show":
         if args.id is None:
             raise InvalidRequest("history show needs a record id: `localrag history show ID`", field="id")
+        if args.limit is not None or args.offset is not None:
+            raise InvalidRequest("--limit and --offset page the list; `history show ID` shows one record",
+                                 field="limit" if args.limit is not None else "offset")
         record = answer_show(config, args.id)
         if args.json:
             _print_json(record)
@@ -12565,7 +12568,7 @@ def _cmd_history(config: Config, args: argparse.Namespace) -> int:
         print(record["answer"])
         return EXIT_OK
     limit = args.limit if args.limit is not None else ANSWERS_LIMIT_DEFAULT
-    result = answer_history(config, limit, 0)
+    result = answer_history(config, limit, args.offset or 0)
     if args.json:
         _print_json(result)
         return EXIT_OK
@@ -12574,8 +12577,11 @@ def _cmd_history(config: Config, args: argparse.Namespace) -> int:
     for r in result["answers"]:
         print(f"#{r['id']:<6} {str(r['created_at'])[:19]}  {r['mode']:<9} {_snippet(r['reason'], 34):<34} "
               f"{_snippet(r['question'], 60)}")
-    if result["next_offset"] is not None:
-        _say(f"{result['total']} records in all; showing the newest {len(result['answers'])} (--limit N)")
+    if result["next_offset"] is not None or result["offset"]:
+        first = result["offset"] + 1
+        _say(f"{result['total']} records in all; showing {first}-{result['offset'] + len(result['answers'])}, newest "
+             f"first" + (f"; next page: --offset {result['next_offset']}" if result["next_offset"] is not None
+                         else ""))
     return EXIT_OK
 
 
@@ -13048,12 +13054,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_ask)
 
     p = sub.add_parser("history", help="answer records: list the newest, or show one whole", formatter_class=fmt,
-                       epilog="examples:\n  localrag history --limit 5\n  localrag history show 42 --json\n\n"
+                       epilog="examples:\n  localrag history --limit 5\n  localrag history --limit 50 --offset 50 --json\n"
+                              "  localrag history show 42 --json\n\n"
                               f"exit code {EXIT_NOT_FOUND} means there is no record with that id.")
     p.add_argument("action", nargs="?", choices=["show"], help="show one record (needs ID)")
     p.add_argument("id", nargs="?", help="the record id (from `localrag history` or an ask's answer_id)")
-    p.add_argument("--limit", type=int, metavar="N", help=f"records to list, 1..{ANSWERS_LIMIT_MAX} "
-                                                         f"(default {ANSWERS_LIMIT_DEFAULT})")
+    p.add_argument("--limit", type=_ranged(int, 1, ANSWERS_LIMIT_MAX), metavar="N",
+                   help=f"records to list, 1 to {ANSWERS_LIMIT_MAX} (default {ANSWERS_LIMIT_DEFAULT})")
+    p.add_argument("--offset", type=_ranged(int, 0), metavar="N",
+                   help="skip the N newest records (default 0; --json gives the next page's as next_offset)")
     _add_json(p)
     p.set_defaults(func=_cmd_history)
 

@@ -492,3 +492,19 @@ def test_an_argument_that_is_not_utf8_is_refused_by_name_or_matched_as_ingest_st
     assert json.loads(proc.stdout)["vault_path"] == stored and json.loads(proc.stdout)["documents_removed"] == 1
     proc = cli("vaults", "rm", folder, "--yes", "--json")
     assert proc.returncode == localrag.EXIT_VAULT and stored in json.loads(proc.stdout)["error"]["message"]
+
+
+def test_history_pages_with_offset(ingested):
+    """`history --json` gave next_offset, but `history --offset 2` was an invalid choice."""
+    for n in range(3):
+        localrag.ask(ingested[0], f"P1 question {n}")
+    first = json.loads(run_cli("history", "--limit", "2", "--json")[1])
+    assert first["next_offset"] == 2 and len(first["answers"]) == 2
+    code, out = run_cli("history", "--limit", "2", "--offset", str(first["next_offset"]), "--json")
+    page = json.loads(out)
+    assert code == 0 and page["offset"] == 2 and page["next_offset"] is None
+    assert [a["id"] for a in first["answers"] + page["answers"]] == sorted(
+        (a["id"] for a in first["answers"] + page["answers"]), reverse=True)
+    assert run_cli("history", "--offset", "-1")[0] == localrag.EXIT_USAGE
+    assert run_cli("history", "--limit", "1001")[0] == localrag.EXIT_USAGE
+    assert "1 to 1000 (default 20)" in help_text("history")
