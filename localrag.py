@@ -12135,7 +12135,10 @@ def _cmd_db(config: Config, args: argparse.Namespace) -> int:
         result = {"stopped": stopped, "data_dir": str(config.localrag_home / "pgdata")}
         _print_json(result) if args.json else _say("embedded Postgres stopped" if stopped else "it was not running")
     elif args.db_command == "schema":
-        sys.stdout.write(SCHEMA_SQL)
+        if args.json:
+            _print_json({"schema_version": SCHEMA_VERSION, "sql": SCHEMA_SQL})
+        else:
+            sys.stdout.write(SCHEMA_SQL)
     return EXIT_OK
 
 
@@ -12514,6 +12517,9 @@ def _cmd_tickets(config: Config, args: argparse.Namespace) -> int:
 
 
 def _cmd_gaps(config: Config, args: argparse.Namespace) -> int:
+    if args.format == "md" and args.json:
+        raise InvalidRequest("--format md prints a Markdown report and --json the report as JSON; choose one",
+                             field="format")
     report = gaps(config, args.since)
     if args.format == "md":
         sys.stdout.write(gaps_markdown(report, _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="minutes")))
@@ -13269,6 +13275,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
+    options = argv[:next((i for i, a in enumerate(argv) if not a.startswith("-")), len(argv))]   # before a command
+    if "--version" in options and "--json" in argv:   # argparse's --version prints text and exits before --json
+        _print_json({"localrag": __version__})
+        return EXIT_OK
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse: --help, --version

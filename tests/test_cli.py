@@ -508,3 +508,15 @@ def test_history_pages_with_offset(ingested):
     assert run_cli("history", "--offset", "-1")[0] == localrag.EXIT_USAGE
     assert run_cli("history", "--limit", "1001")[0] == localrag.EXIT_USAGE
     assert "1 to 1000 (default 20)" in help_text("history")
+
+
+def test_json_means_json_for_version_schema_and_gaps(env):
+    """`--version --json` printed plain text, `db schema --json` raw SQL, `gaps --format md --json` Markdown."""
+    code, out = run_cli("--version", "--json")
+    assert code == 0 and json.loads(out) == {"localrag": localrag.__version__}
+    assert run_cli("--version")[1] == f"localrag {localrag.__version__}\n"
+    code, out = run_cli("db", "schema", "--json")
+    schema = json.loads(out)
+    assert code == 0 and schema["schema_version"] == localrag.SCHEMA_VERSION and schema["sql"] == localrag.SCHEMA_SQL
+    code, out = run_cli("gaps", "--format", "md", "--json")
+    assert code == localrag.EXIT_USAGE and json.loads(out)["error"]["details"]["field"] == "format"
