@@ -5315,7 +5315,7 @@ def _skip_reason(root: Path, path: Path) -> str | None:
 NOTE_EXTENSIONS = (".md", ".txt", ".canvas", ".pdf")
 IGNORE_FILE = ".localragignore"
 SKIP_REASONS = ("unsupported_extension", "too_large", "unreadable", "hidden", "excluded", "symlink",
-                "pdf_extra_missing")
+                "not_regular_file", "pdf_extra_missing")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -5531,7 +5531,10 @@ def scan_vault(root: Path, max_file_bytes: int | None = None, excludes: Sequence
                 result.warnings.append({"path": rel, "warning": reason})
                 if reason.startswith("cannot stat"):
                     result.keep.add(rel)
-                skip("symlink" if "symlink" in reason else "unreadable")
+                # A FIFO, socket or device is no note (skipped, like a dangling symlink: the run succeeds); a file
+                # that cannot even be stat'ed is unreadable (its indexed version is kept, exit 10).
+                skip("symlink" if "symlink" in reason else "not_regular_file" if reason.startswith("not a regular")
+                     else "unreadable")
                 continue
             st = path.stat()
             if lower.endswith(".pdf") and not _pdf_available():
