@@ -5051,6 +5051,7 @@ class Store:
         if getattr(self, "answers_checked", False):
             return
         if not self.run("SELECT to_regclass('answers') IS NOT NULL")[0][0]:
+            self.require_schema()   # a fresh database (no schema at all) or an older one: say that, as search does
             raise SchemaNotInitialized(f"the answers table is missing at {self.target.display} (a database from "
                                        f"before answer records); {HINT_DB_INIT}", missing=["answers"])
         self.answers_checked = True
