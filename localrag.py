@@ -12162,11 +12162,11 @@ def _cmd_ingest(config: Config, args: argparse.Namespace) -> int:
     progress = _progress_printer("never" if args.quiet else args.progress)
     try:
         result = ingest(config, vault, progress, excludes=args.exclude or (), wait=args.wait,
-                        allow_delete=args.allow_delete, notice=_say)
+                        allow_delete=args.allow_delete, notice=None if args.quiet else _say)
     finally:
         if progress:
             progress.close()
-    if result.get("schema_created"):
+    if result.get("schema_created") and not args.quiet:   # --quiet: failures only
         _say("the database had no localrag schema: created it (what `localrag db init` does)")
     for failure in result["files_failed"]:
         _say(f"failed: {failure['path']}: {failure['error']}")

@@ -520,3 +520,13 @@ def test_json_means_json_for_version_schema_and_gaps(env):
     assert code == 0 and schema["schema_version"] == localrag.SCHEMA_VERSION and schema["sql"] == localrag.SCHEMA_SQL
     code, out = run_cli("gaps", "--format", "md", "--json")
     assert code == localrag.EXIT_USAGE and json.loads(out)["error"]["details"]["field"] == "format"
+
+
+def test_ingest_quiet_on_an_empty_database_prints_nothing(env, vault, monkeypatch, capfd):
+    """`ingest -q` promised failures only, yet said "the database had no localrag schema: created it"."""
+    from test_errors import fresh_database
+    with fresh_database(env["DATABASE_URL"], "cli_quiet_fresh_test", vector=True) as url:
+        monkeypatch.setenv("DATABASE_URL", url)
+        capfd.readouterr()
+        code, out = run_cli("ingest", str(vault), "-q")
+        assert code == 0 and out == "" and capfd.readouterr().err == ""
