@@ -669,7 +669,14 @@ def load_config(env_file: str | Path | None = None, environ: dict | None = None,
         path = Path(value).expanduser() if value else default
         return path if path.is_absolute() else (base / path)
 
-    home = as_path(get("LOCALRAG_HOME"), default_home(environ))
+    home_setting = get("LOCALRAG_HOME")
+    if home_setting and not Path(home_setting).expanduser().is_absolute():
+        # Resolved against the current folder, a cron job started elsewhere would silently start another, empty
+        # embedded Postgres there.
+        raise ConfigInvalid(f"LOCALRAG_HOME={home_setting} is a relative path, so each folder a command runs in "
+                            f"would get its own database; set it to an absolute path (or ~/...)",
+                            key="LOCALRAG_HOME", value=home_setting)
+    home = as_path(home_setting, default_home(environ))
     provider = _choice_setting(get("EMBEDDING_PROVIDER") or FAKE_PROVIDER, "EMBEDDING_PROVIDER", EMBEDDERS)
     embedder_cls = EMBEDDERS[provider]
     model = get("EMBEDDING_MODEL") or embedder_cls.fixed_model or ""

@@ -600,3 +600,22 @@ def test_llm_errors_and_logs_never_show_base_url_credentials(ingested, monkeypat
     assert code == localrag.EXIT_LLM and json.loads(out)["error"]["code"] == "llm_upstream_error"
     assert "SENTINEL" not in out + err, out + err
     assert "SENTINEL" not in repr(localrag.load_config())
+
+
+def test_a_relative_localrag_home_is_config_invalid(tmp_path, monkeypatch, capfd):
+    """`LOCALRAG_HOME=relhome localrag search P1` silently started a new, empty Postgres in ./relhome: a cron job
+    started in another folder used another database."""
+    for environ in ({"LOCALRAG_HOME": "relhome"}, {"LOCALRAG_HOME": "./a/b"}):
+        with pytest.raises(localrag.ConfigInvalid, match=r"LOCALRAG_HOME=\S+ is a relative path.*absolute path") \
+                as info:
+            localrag.load_config(environ={"HOME": str(tmp_path), **environ}, cwd=tmp_path)
+        assert info.value.details["key"] == "LOCALRAG_HOME"
+    cfg = localrag.load_config(environ={"HOME": str(tmp_path), "LOCALRAG_HOME": "~/lr"}, cwd=tmp_path)
+    assert cfg.localrag_home == __import__("pathlib").Path("~/lr").expanduser()   # ~ expansion stays
+    for key in localrag.ENV_KEYS:
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("LOCALRAG_HOME", "relhome")
+    monkeypatch.chdir(tmp_path)
+    code, out = run_cli("search", "P1", "--json")
+    assert code == localrag.EXIT_CONFIG and json.loads(out)["error"]["details"]["key"] == "LOCALRAG_HOME"
+    assert not (tmp_path / "relhome").exists()
