@@ -12144,7 +12144,11 @@ def _cmd_db(config: Config, args: argparse.Namespace) -> int:
             raise InvalidRequest("`db stop` stops the embedded Postgres only; DATABASE_URL points elsewhere")
         stopped = stop_embedded(config)
         result = {"stopped": stopped, "data_dir": str(config.localrag_home / "pgdata")}
+        problems = getattr(args, "config_problems", [])
+        if problems:   # stopped all the same; the settings still need fixing (as `config` and `doctor` say: exit 3)
+            result["problems"] = problems
         _print_json(result) if args.json else _say("embedded Postgres stopped" if stopped else "it was not running")
+        return EXIT_CONFIG if problems else EXIT_OK
     elif args.db_command == "schema":
         if args.json:
             _print_json({"schema_version": SCHEMA_VERSION, "sql": SCHEMA_SQL})

@@ -619,3 +619,18 @@ def test_a_relative_localrag_home_is_config_invalid(tmp_path, monkeypatch, capfd
     code, out = run_cli("search", "P1", "--json")
     assert code == localrag.EXIT_CONFIG and json.loads(out)["error"]["details"]["key"] == "LOCALRAG_HOME"
     assert not (tmp_path / "relhome").exists()
+
+
+def test_db_stop_with_a_bad_setting_stops_and_lists_the_problem_with_exit_3(env, monkeypatch, tmp_path):
+    """`RAG_TOP_K=x localrag db stop --json` exited 0 listing no problem, though the README promises `problems`
+    and exit 3 for config, doctor and db stop alike."""
+    monkeypatch.delenv("DATABASE_URL")
+    monkeypatch.setenv("LOCALRAG_HOME", str(tmp_path / "stopped-home"))
+    monkeypatch.setenv("RAG_TOP_K", "x")
+    code, out = run_cli("db", "stop", "--json")
+    result = json.loads(out)
+    assert code == localrag.EXIT_CONFIG and result["stopped"] is False
+    assert [p["key"] for p in result["problems"]] == ["RAG_TOP_K"]
+    monkeypatch.delenv("RAG_TOP_K")
+    code, out = run_cli("db", "stop", "--json")
+    assert code == 0 and "problems" not in json.loads(out)
