@@ -132,6 +132,9 @@ INGEST_AHEAD_FILES = 256                   # files handed to the ingest workers 
 INGEST_AHEAD_BYTES = 32 * 1024 * 1024      # ... and at most this many bytes of them
 INGEST_PARALLEL_MIN_FILES = 32             # fewer files than this are parsed in-process (no pool start-up)
 CONTEXT_TOKEN_BUDGET_DEFAULT = 6000
+# RAG_CONTEXT_TOKEN_BUDGET's bounds: below 100 no chunk fits; above 200,000 no chat model's window holds the prompt
+# (and --top-k's 20 chunks fill a small part of it), so a larger value is a typo, not a choice.
+CONTEXT_TOKEN_BUDGET_MIN, CONTEXT_TOKEN_BUDGET_MAX = 100, 200_000
 LLM_TIMEOUT_S_DEFAULT = 30.0
 HTTP_MAX_BODY_BYTES_DEFAULT = 1024 * 1024
 HTTP_SOCKET_TIMEOUT_S = 30.0               # silence on a socket (an idle keep-alive connection) before it is closed
@@ -743,10 +746,8 @@ def load_config(env_file: str | Path | None = None, environ: dict | None = None,
     if not 0 <= min_matched <= 20:
         raise ConfigInvalid(f"RAG_MIN_MATCHED_TERMS={min_matched} is out of range; use an integer from 0 to 20",
                             key="RAG_MIN_MATCHED_TERMS", value=min_matched, allowed="0..20")
-    budget = _int_setting(get("RAG_CONTEXT_TOKEN_BUDGET"), "RAG_CONTEXT_TOKEN_BUDGET", CONTEXT_TOKEN_BUDGET_DEFAULT)
-    if budget < 100:
-        raise ConfigInvalid(f"RAG_CONTEXT_TOKEN_BUDGET={budget} is too small; use at least 100",
-                            key="RAG_CONTEXT_TOKEN_BUDGET", value=budget, allowed=">=100")
+    budget = _range_setting(get("RAG_CONTEXT_TOKEN_BUDGET"), "RAG_CONTEXT_TOKEN_BUDGET", CONTEXT_TOKEN_BUDGET_DEFAULT,
+                            CONTEXT_TOKEN_BUDGET_MIN, CONTEXT_TOKEN_BUDGET_MAX)
     timeout = _float_setting(get("LLM_TIMEOUT_SECONDS"), "LLM_TIMEOUT_SECONDS", LLM_TIMEOUT_S_DEFAULT)
     max_file_mb = _float_setting(get("LOCALRAG_MAX_FILE_MB"), "LOCALRAG_MAX_FILE_MB", MAX_FILE_MB_DEFAULT)
     max_body = _int_setting(get("LOCALRAG_MAX_BODY_BYTES"), "LOCALRAG_MAX_BODY_BYTES", HTTP_MAX_BODY_BYTES_DEFAULT)
@@ -810,8 +811,17 @@ def load_config(env_file: str | Path | None = None, environ: dict | None = None,
 
 def _allowed_hosts(value: str) -> tuple[str, ...]:
     """LOCALRAG_ALLOWED_HOSTS: comma-separated host names (no ports, no schemes) a loopback `serve` also answers
-    to, e.g. an /etc/hosts alias of 127.0.0.1."""
-    names = tuple(dict.fromkeys(n.strip().lower().rstrip(".") for n in value.split(",") if n.strip()))
+    to, e.g. an /etc/hosts alias of 127.0.0.1.  An empty entry (`,,`, a trailing comma) is refused: in an allow
+    list a stray comma is more likely a lost name than nothing."""
+    if not value:
+        return ()
+    entries = value.split(",")
+    if not all(n.strip() for n in entries):
+        raise ConfigInvalid(f"LOCALRAG_ALLOWED_HOSTS={value[:60]!r} has an empty entry (entry "
+                            f"{next(i for i, n in enumerate(entries, 1) if not n.strip())}); list host names "
+                            f"separated by single commas, e.g. kb.local,rag", key="LOCALRAG_ALLOWED_HOSTS",
+                            value=value)
+    names = tuple(dict.fromkeys(n.strip().lower().rstrip(".") for n in entries))
     for name in names:
         if not re.fullmatch(r"[a-z0-9_](?:[a-z0-9_.-]{0,251}[a-z0-9_])?", name):
             raise ConfigInvalid(f"LOCALRAG_ALLOWED_HOSTS has {name[:60]!r}, which is not a host name; list names "

@@ -210,7 +210,7 @@ KEY_CASES = {
     "RAG_MIN_SIMILARITY": dict(default=("rag_min_similarity", 0.20), valid=("0.35", "rag_min_similarity", 0.35),
                                invalid=["1.5", "-0.1", "nan", "x"]),
     "RAG_CONTEXT_TOKEN_BUDGET": dict(default=("rag_context_token_budget", 6000), valid=(
-        "100", "rag_context_token_budget", 100), invalid=["99", "0", "-5", "6k"]),
+        "100", "rag_context_token_budget", 100), invalid=["99", "0", "-5", "6k", "200001", "99999999999999999999"]),
     "RAG_FALLBACK_ENABLED": dict(default=("rag_fallback_enabled", False), valid=("Yes", "rag_fallback_enabled", True),
                                  invalid=["maybe", "2"]),
     "LOCALRAG_API_TOKEN": dict(default=("api_token", ""), valid=("tok-123", "api_token", "tok-123"),
@@ -634,3 +634,16 @@ def test_db_stop_with_a_bad_setting_stops_and_lists_the_problem_with_exit_3(env,
     monkeypatch.delenv("RAG_TOP_K")
     code, out = run_cli("db", "stop", "--json")
     assert code == 0 and "problems" not in json.loads(out)
+
+
+@pytest.mark.parametrize("key, value, says", [
+    ("RAG_CONTEXT_TOKEN_BUDGET", "99999999999999999999",
+     "RAG_CONTEXT_TOKEN_BUDGET=99999999999999999999 is out of range; use an integer from 100 to 200000"),
+    ("LOCALRAG_ALLOWED_HOSTS", ",,,", "LOCALRAG_ALLOWED_HOSTS=',,,' has an empty entry (entry 1)"),
+    ("LOCALRAG_ALLOWED_HOSTS", "kb.local,,rag", "has an empty entry (entry 2)"),
+    ("LOCALRAG_ALLOWED_HOSTS", "kb.local,", "has an empty entry (entry 2)")])
+def test_settings_that_were_accepted_but_mean_nothing_useful(key, value, says, tmp_path):
+    """A 20-digit token budget and an allow list of empty entries were accepted without a word."""
+    with pytest.raises(localrag.ConfigInvalid) as info:
+        localrag.load_config(environ={key: value}, cwd=tmp_path)
+    assert says in info.value.message and "\n" not in info.value.message and info.value.details["key"] == key
