@@ -629,8 +629,42 @@ def load_config(env_file: str | Path | None = None, environ: dict | None = None,
 
     The .env is ``env_file`` when given, else the ``.env`` of the repo root found by walking up from ``cwd``;
     with neither, no .env is read (the zipapp on a customer laptop).  Keys in ``ignore`` count as unset (the
-    commands that must work despite one bad setting: config, doctor, db stop).
+    commands that must work despite one bad setting: config, doctor, db stop).  A bad value read from the .env
+    says so: "(set in PATH, line N)".
     """
+    origins: dict[str, str] = {}
+    try:
+        return _load_config(env_file, environ, cwd, ignore, origins)
+    except ConfigInvalid as exc:
+        origin = origins.get(exc.details.get("key"))
+        if origin is None:
+            raise
+        raise ConfigInvalid(f"{exc.message} (set in {origin})", **exc.details, source=origin) from None
+
+
+def _read_dotenv(path: Path) -> tuple[dict, dict]:
+    """A .env's values as python-dotenv reads them (quotes, `export`, ${VAR} expansion) and the line each key is set
+    on.  A line it cannot parse is ignored, as before, with a warning naming the file and the line (python-dotenv's
+    own names neither); the line's text is not shown, as it may hold a secret."""
+    from dotenv import dotenv_values  # local imports: keep `--help` fast
+    from dotenv.parser import parse_stream
+    logging.getLogger("dotenv.main").setLevel(logging.ERROR)   # its warning without the file: ours replaces it
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigInvalid(f"{path}: cannot read ({exc}); fix or remove the file", key="env_file") from None
+    lines: dict[str, int] = {}
+    for binding in parse_stream(io.StringIO(text)):
+        if binding.error:
+            LOG.warning("%s, line %d: not a KEY=value line; ignored (fix or remove it)", path, binding.original.line)
+        elif binding.key:
+            lines[binding.key] = binding.original.line
+    values = {k: v for k, v in dotenv_values(stream=io.StringIO(text)).items() if v is not None}
+    return values, lines
+
+
+def _load_config(env_file: str | Path | None, environ: dict | None, cwd: Path | None, ignore: Iterable[str],
+                 origins: dict[str, str]) -> Config:
     ignore = frozenset(ignore)
     environ = dict(os.environ if environ is None else environ)
     cwd = Path(cwd or os.getcwd())
@@ -645,11 +679,10 @@ def load_config(env_file: str | Path | None = None, environ: dict | None = None,
         dotenv_path = repo_root / ".env"
     file_values: dict = {}
     if dotenv_path:
-        from dotenv import dotenv_values  # local import: keeps `--help` fast
-        try:
-            file_values = {k: v for k, v in dotenv_values(dotenv_path).items() if v is not None}
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigInvalid(f"{dotenv_path}: cannot read ({exc}); fix or remove the file", key="env_file")
+        file_values, lines = _read_dotenv(dotenv_path)
+        # Where a value came from, for its error: the .env, unless the OS environment sets the key (it wins).
+        origins.update({k: f"{dotenv_path}, line {n}" for k, n in lines.items()
+                        if k in file_values and not (environ.get(k) or "").strip()})
 
     def get(key: str) -> str:
         if key in ignore:

@@ -647,3 +647,21 @@ def test_settings_that_were_accepted_but_mean_nothing_useful(key, value, says, t
     with pytest.raises(localrag.ConfigInvalid) as info:
         localrag.load_config(environ={key: value}, cwd=tmp_path)
     assert says in info.value.message and "\n" not in info.value.message and info.value.details["key"] == key
+
+
+def test_env_file_problems_name_the_file_and_line(tmp_path, caplog):
+    """A malformed line gave python-dotenv's "could not parse statement starting at line 2" without the file, and
+    a bad value read from the file did not say it came from there."""
+    bad = tmp_path / "bad.env"
+    bad.write_text("RAG_TOP_K=7\nLLM_API_KEY sk-secret-value\nRAG_MIN_COVERAGE=2\n", encoding="utf-8")
+    with caplog.at_level("WARNING"), pytest.raises(localrag.ConfigInvalid) as info:
+        localrag.load_config(env_file=bad, environ={}, cwd=tmp_path)
+    assert info.value.message == f"RAG_MIN_COVERAGE='2' is not a number from 0 to 1 (set in {bad}, line 3)"
+    assert info.value.details["key"] == "RAG_MIN_COVERAGE"
+    warnings = [r.getMessage() for r in caplog.records]
+    assert warnings == [f"{bad}, line 2: not a KEY=value line; ignored (fix or remove it)"]   # not the secret
+    with pytest.raises(localrag.ConfigInvalid) as info:   # the OS environment's value: no file named
+        localrag.load_config(env_file=bad, environ={"RAG_MIN_COVERAGE": "3"}, cwd=tmp_path)
+    assert "set in" not in info.value.message
+    cfg = localrag.load_config(env_file=bad, environ={"RAG_MIN_COVERAGE": "0.5"}, cwd=tmp_path)
+    assert cfg.rag_top_k == 7 and cfg.llm_api_key == ""
