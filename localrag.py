@@ -4686,6 +4686,24 @@ class Store:
                         "WHERE vault_path = :v AND status = 'running' ORDER BY id DESC LIMIT 1", v=vault_path)
         return tuple(rows[0]) if rows else None
 
+    def ingests_holding_locks(self) -> list[tuple]:
+        """The sessions holding a vault's ingest lock now (an ingest, or a `vaults rm`), as (pid, session name, run
+        id, vault_path, started_at); the run's fields are None while an ingest starts up (no run row yet)."""
+        runs = ("LEFT JOIN ingest_runs r ON r.status = 'running' AND l.objid = CAST(hashtext(r.vault_path) AS oid)"
+                if self.run("SELECT to_regclass('ingest_runs') IS NOT NULL")[0][0] else "")
+        rows = self.run(
+            f"SELECT a.pid, a.application_name, {'r.id, r.vault_path, r.started_at' if runs else 'NULL, NULL, NULL'} "
+            f"FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid {runs} "
+            "WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2 AND l.classid = CAST(:k AS oid) "
+            "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) ORDER BY a.pid",
+            k=INGEST_LOCK_KEY)
+        return [tuple(r) for r in rows]
+
+    def other_client_sessions(self) -> int:
+        """Client sessions connected to this server other than this one (a `serve` or `mcp` keeps a pool)."""
+        return self.run("SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' "
+                        "AND pid <> pg_backend_pid()")[0][0]
+
     def fail_abandoned_runs(self, vault_path: str) -> None:
         """Mark the vault's runs still 'running' failed (keeping an error summary they have): called under the
         vault's ingest lock, when nobody can own them."""
@@ -11933,7 +11951,8 @@ EXIT_CODES_HELP = f"""exit codes:
   {EXIT_VAULT}   vault path missing or not a folder
   {EXIT_PARTIAL}   ingest finished but some files failed (listed in the output); `ask --batch`: some lines failed
   {EXIT_EVAL}   eval below --min-hit-at-k / --min-rejection
-  {EXIT_BUSY}   another ingest of the same vault is running (names its PID and start time; see --wait)
+  {EXIT_BUSY}   another ingest of the same vault is running (names its PID and start time; see --wait);
+      `db stop` while an ingest runs (see --force)
   {EXIT_NOT_FOUND}   not found: a note or heading (`localrag show`), an answer record (`localrag history show ID`),
       a ticket (`localrag tickets show ID`)
   {EXIT_MASS_DELETE}   ingest refused: the vault is empty or lost over half its notes (see --allow-delete)
@@ -12185,8 +12204,14 @@ def _cmd_db(config: Config, args: argparse.Namespace) -> int:
     elif args.db_command == "stop":
         if config.database_url:
             raise InvalidRequest("`db stop` stops the embedded Postgres only; DATABASE_URL points elsewhere")
+        others = _refuse_stop_under_ingest(config, args.force)
         stopped = stop_embedded(config)
         result = {"stopped": stopped, "data_dir": str(config.localrag_home / "pgdata")}
+        if stopped:
+            result["other_sessions"] = others
+            if others:
+                _say(f"{others} other session(s) were connected (a `localrag serve` or `mcp`, or a command still "
+                     f"running); a serving process restarts Postgres on its next request")
         problems = getattr(args, "config_problems", [])
         if problems:   # stopped all the same; the settings still need fixing (as `config` and `doctor` say: exit 3)
             result["problems"] = problems
@@ -12198,6 +12223,25 @@ def _cmd_db(config: Config, args: argparse.Namespace) -> int:
         else:
             sys.stdout.write(SCHEMA_SQL)
     return EXIT_OK
+
+
+def _refuse_stop_under_ingest(config: Config, force: bool) -> int:
+    """`db stop` would kill a running ingest (exit 4, its run failed): IngestBusy naming it, unless --force.  Returns
+    how many other client sessions are connected (0 when the server is down)."""
+    if _embedded_state(config.localrag_home / "pgdata")[0] == "down":
+        return 0
+    with Store.open(config) as s:
+        holders = s.ingests_holding_locks()
+        others = s.other_client_sessions()
+        named = "; ".join(f"{_ingest_holder(s, vault)[0]} of {vault}" if vault else
+                          f"{'an ingest starting up' if _INGEST_APP_NAME.match(name or '') else 'an ingest or vaults rm'}"
+                          f" (session {name or '-'})" for pid, name, run_id, vault, started in holders)
+    if holders and not force:
+        raise IngestBusy(f"not stopped: {named} is running and would fail; wait for it to finish, or pass --force "
+                         f"to stop the server anyway (the next ingest completes what it did not commit)",
+                         ingests=[{"server_pid": h[0], "session": h[1], "run_id": h[2], "vault_path": h[3]}
+                                  for h in holders])
+    return others
 
 
 def _index_text(built: dict) -> str:
@@ -13052,9 +13096,13 @@ def build_parser() -> argparse.ArgumentParser:
     dbsub = p.add_subparsers(dest="db_command", metavar="ACTION", required=True)
     for name, text in (("init", "apply schema.sql idempotently (creates the pgvector extension and tables)"),
                        ("status", "where the database is, whether the schema exists, what it holds"),
-                       ("stop", "stop the embedded Postgres (it otherwise keeps running for later commands)"),
+                       ("stop", "stop the embedded Postgres (it otherwise keeps running for later commands); "
+                                "refused while an ingest runs (exit 12) unless --force"),
                        ("schema", "print the schema SQL")):
         sp = dbsub.add_parser(name, help=text, description=text)
+        if name == "stop":
+            sp.add_argument("--force", action="store_true",
+                            help="stop even while an ingest runs (that ingest fails; the next run completes it)")
         _add_json(sp)
     p.set_defaults(func=_cmd_db)
 
