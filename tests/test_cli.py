@@ -501,10 +501,10 @@ def test_history_pages_with_offset(ingested):
     first = json.loads(run_cli("history", "--limit", "2", "--json")[1])
     assert first["next_offset"] == 2 and len(first["answers"]) == 2
     code, out = run_cli("history", "--limit", "2", "--offset", str(first["next_offset"]), "--json")
-    page = json.loads(out)
-    assert code == 0 and page["offset"] == 2 and page["next_offset"] is None
-    assert [a["id"] for a in first["answers"] + page["answers"]] == sorted(
-        (a["id"] for a in first["answers"] + page["answers"]), reverse=True)
+    page = json.loads(out)   # answer records are append-only: other tests' records may follow
+    assert code == 0 and page["offset"] == 2 and page["next_offset"] == (4 if page["total"] > 4 else None)
+    ids = [a["id"] for a in first["answers"] + page["answers"]]
+    assert len(ids) >= 3 and ids == sorted(set(ids), reverse=True)
     assert run_cli("history", "--offset", "-1")[0] == localrag.EXIT_USAGE
     assert run_cli("history", "--limit", "1001")[0] == localrag.EXIT_USAGE
     assert "1 to 1000 (default 20)" in help_text("history")
