@@ -89,6 +89,7 @@ EMBEDDING_BACKOFF_MAX_S = 8.0
 EMBEDDING_RETRY_AFTER_MAX_S = 30.0         # a longer Retry-After is not waited for: the error says to retry later
 
 TOP_K_DEFAULT, TOP_K_MIN, TOP_K_MAX = 5, 1, 20
+TEXT_MAX_CHARS = 4000                      # a question or query, in characters (CLI, HTTP, MCP)
 # Retrieval and the evidence gate (measured on eval/obsidian-dev.yaml; see the README's "Retrieval" section).
 RETRIEVAL_DEFAULT = "hybrid"
 FUSION_DEFAULT = "weighted"
@@ -6545,7 +6546,7 @@ def _check_schema_dim(store: Store, config: Config) -> None:
 # Cosine over the vectors of the current provider/model/dim: the exact scan (the correctness path), or above a size
 # an HNSW index whose candidates are re-ranked by exact distance (RAG_SEARCH; README "Large vaults").
 
-def validate_text(value: Any, field: str, max_chars: int = 4000) -> str:
+def validate_text(value: Any, field: str, max_chars: int = TEXT_MAX_CHARS) -> str:
     if not isinstance(value, str):
         raise InvalidRequest(f"{field} must be a string", field=field)
     if not value.replace("\ufeff", "").strip():  # blank = Python whitespace plus what ECMA-262's \s adds (U+FEFF)
@@ -11948,14 +11949,14 @@ EXIT_CODES_HELP = f"""exit codes:
   {EXIT_NOT_READY}   retrieval not ready: no embeddings for the current provider (run `localrag ingest`)
   {EXIT_EMBEDDING}   embedding model unavailable or dimension mismatch
   {EXIT_LLM}   LLM error (config missing, timeout, auth, rate limit, upstream)
-  {EXIT_VAULT}   vault path missing or not a folder
-  {EXIT_PARTIAL}   ingest finished but some files failed (listed in the output); `ask --batch`: some lines failed
-  {EXIT_EVAL}   eval below --min-hit-at-k / --min-rejection
-  {EXIT_BUSY}   another ingest of the same vault is running (names its PID and start time; see --wait);
+  {EXIT_VAULT}   vault path missing or not a folder; a --vault / `vaults rm` PATH that is not indexed
+  {EXIT_PARTIAL}  ingest finished but some files failed (listed in the output); `ask --batch`: some lines failed
+  {EXIT_EVAL}  eval below --min-hit-at-k / --min-rejection
+  {EXIT_BUSY}  another ingest of the same vault is running (names its PID and start time; see --wait);
       `db stop` while an ingest runs (see --force)
-  {EXIT_NOT_FOUND}   not found: a note or heading (`localrag show`), an answer record (`localrag history show ID`),
+  {EXIT_NOT_FOUND}  not found: a note or heading (`localrag show`), an answer record (`localrag history show ID`),
       a ticket (`localrag tickets show ID`)
-  {EXIT_MASS_DELETE}   ingest refused: the vault is empty or lost over half its notes (see --allow-delete)
+  {EXIT_MASS_DELETE}  ingest refused: the vault is empty or lost over half its notes (see --allow-delete)
   {EXIT_INTERRUPTED} interrupted (Ctrl-C, SIGINT; `serve` after finishing its in-flight requests); 129 by SIGHUP.
       An interrupted ingest prints what it committed, and the next run continues from there; a second Ctrl-C
       ends at once
@@ -12144,7 +12145,9 @@ def _progress_printer(mode: str = "auto") -> _ProgressPrinter | None:
     does not look like a terminal), never."""
     if mode == "never":
         return None
-    return _ProgressPrinter("tty" if mode == "always" or sys.stderr.isatty() else "log")
+    # TERM=dumb (an editor's shell, some CI): a terminal that cannot clear a line gets the plain lines
+    in_place = sys.stderr.isatty() and os.environ.get("TERM") != "dumb"
+    return _ProgressPrinter("tty" if mode == "always" or in_place else "log")
 
 
 def _cmd_config(config: Config, args: argparse.Namespace) -> int:
@@ -13087,6 +13090,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser("config", help="print the resolved configuration (secrets as set/not set)",
+                       description="print the resolved configuration: OS environment > .env > defaults; API keys and "
+                                   "tokens only as set / not set; a bad setting is listed as a problem (exit 3)",
                        formatter_class=fmt, epilog="example:\n  localrag config --json")
     _add_json(p)
     p.set_defaults(func=_cmd_config)
@@ -13109,7 +13114,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("ingest", help="index a vault (incremental: unchanged files are skipped)", formatter_class=fmt,
                        epilog="example:\n  localrag ingest ~/Vaults/Customer --json\n\n"
                               "The first ingest into an empty database creates the schema (as `db init` does).\n"
-                              "exit code 10 means the run finished but some files failed (listed on stderr).")
+                              "exit code 10 means the run finished but some files failed: listed on stderr, and\n"
+                              "under --json in files_failed (too large or unreadable files: in warnings).")
     p.add_argument("path", nargs="?", help="the vault folder (default: VAULT_PATH)")
     p.add_argument("--wait", action="store_true",
                    help="if another ingest of this vault is running, wait for it instead of exiting with code 12")
@@ -13141,7 +13147,7 @@ def build_parser() -> argparse.ArgumentParser:
                        epilog="examples:\n  localrag search \"API 延迟升高怎么办\" --top-k 3 --json\n"
                               "  echo \"API 延迟\" | localrag search - --json\n"
                               "  localrag search \"canvas\" --retrieval keyword --path Plugins/ --tag howto")
-    p.add_argument("query", help="the query; - reads it from stdin")
+    p.add_argument("query", help=f"the query, up to {TEXT_MAX_CHARS:,} characters; - reads it from stdin")
     p.add_argument("--top-k", type=int, metavar="N", help=f"results to return, {TOP_K_MIN}..{TOP_K_MAX} "
                                                          f"(default RAG_TOP_K)")
     _add_scope_args(p)
@@ -13154,10 +13160,12 @@ def build_parser() -> argparse.ArgumentParser:
                               "  echo \"P1 怎么升级\" | localrag ask - --json\n"
                               "  localrag ask --batch questions.jsonl > answers.jsonl   (one {\"question\": ...} per "
                               "line; exit 10 if some lines failed)")
-    p.add_argument("question", nargs="?", help="the question; - reads it from stdin")
+    p.add_argument("question", nargs="?",
+                   help=f"the question, up to {TEXT_MAX_CHARS:,} characters; - reads it from stdin")
     p.add_argument("--batch", metavar="FILE", help="answer every {\"question\": ...} line of a JSONL file (- for "
                                                    "stdin), one JSON result per line on stdout")
-    p.add_argument("--top-k", type=int, metavar="N", help=f"evidence chunks, {TOP_K_MIN}..{TOP_K_MAX}")
+    p.add_argument("--top-k", type=int, metavar="N", help=f"evidence chunks, {TOP_K_MIN}..{TOP_K_MAX} "
+                                                         f"(default RAG_TOP_K)")
     p.add_argument("--fallback", action="store_true",
                    help="allow a general-knowledge answer below the threshold (only if RAG_FALLBACK_ENABLED=true)")
     p.add_argument("--stream", action="store_true", help="print the answer as it arrives")
@@ -13213,6 +13221,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_tickets)
 
     p = sub.add_parser("gaps", help="refused questions from the answer records, grouped into knowledge gaps",
+                       description="refused questions from the answer records, grouped into knowledge gaps with "
+                                   "their tickets; --format md writes a report for the knowledge base's owner",
                        formatter_class=fmt,
                        epilog="examples:\n  localrag gaps\n  localrag gaps --since 2026-11-01 --json\n"
                               "  localrag gaps --format md > gaps.md   (a report for the knowledge base's owner)\n\n"
@@ -13243,7 +13253,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--list", action="store_true", help="list indexed notes instead")
     p.add_argument("--prefix", metavar="FOLDER", help="--list: only notes under this path prefix")
     p.add_argument("--tag", metavar="TAG", help="--list: only notes with this tag")
-    p.add_argument("--limit", type=int, default=NOTES_PAGE_DEFAULT, metavar="N", help="--list: page size")
+    p.add_argument("--limit", type=int, default=NOTES_PAGE_DEFAULT, metavar="N",
+                   help=f"--list: page size, 1 to {NOTES_PAGE_MAX} (default {NOTES_PAGE_DEFAULT})")
     p.add_argument("--offset", type=int, default=0, metavar="N", help="--list: skip N notes")
     p.add_argument("--max-chars", type=int, metavar="N",
                    help="print at most N characters of a long note (whole lines); the next page's --char-offset "
@@ -13301,6 +13312,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("doctor", help="is this machine ready: platform, Python, native parts, folders, database, "
                                       "model, network", formatter_class=fmt,
+                       description="is this machine ready for the configuration: platform, Python, native parts, "
+                                   "folders, whether the database starts and answers, local-qwen3, network",
                        epilog="examples:\n  localrag doctor\n  python3 localrag.pyz doctor --json\n\n"
                               "exit code 0 when everything the configuration needs works, else the code of the "
                               "first problem.")

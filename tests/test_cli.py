@@ -530,3 +530,30 @@ def test_ingest_quiet_on_an_empty_database_prints_nothing(env, vault, monkeypatc
         capfd.readouterr()
         code, out = run_cli("ingest", str(vault), "-q")
         assert code == 0 and out == "" and capfd.readouterr().err == ""
+
+
+def test_help_texts_state_ranges_defaults_and_limits(monkeypatch):
+    """What the operator review found missing or wrong in --help."""
+    assert "1 to 200 (default 50)" in help_text("show")
+    ask, search = help_text("ask"), help_text("search")
+    assert "1..20 (default RAG_TOP_K)" in ask and "up to 4,000 characters" in ask and "up to 4,000 characters" in search
+    for command in ("config", "doctor", "gaps"):   # a description line under the usage
+        assert help_text(command).split("\n\n")[1].strip() and not help_text(command).split("\n\n")[1].startswith(
+            "options:"), command
+    assert "under --json in files_failed" in help_text("ingest").replace("\n", " ")
+    top = help_text()
+    assert "not indexed" in top.split("\n  9 ")[1].split("\n")[0]
+    codes = re.findall(r"^  (\d+) +(\S)", top, re.M)
+    starts = {len(line) - len(line.lstrip(" ").split(" ", 1)[1].lstrip(" ")) for line in top.splitlines()
+              if re.match(r"^  \d{1,2} ", line)}
+    assert len(codes) >= 16 and starts == {6}   # one- and two-digit codes: the texts in one column
+
+
+def test_progress_on_a_dumb_terminal_is_plain_lines(monkeypatch):
+    """TERM=dumb on a terminal still got the in-place line with \\e[K."""
+    monkeypatch.setattr(localrag.sys.stderr, "isatty", lambda: True, raising=False)
+    monkeypatch.setenv("TERM", "xterm")
+    assert localrag._progress_printer().style == "tty"
+    monkeypatch.setenv("TERM", "dumb")
+    assert localrag._progress_printer().style == "log"
+    assert localrag._progress_printer("always").style == "tty"   # asked for explicitly
