@@ -12038,8 +12038,9 @@ class _TalkStream:
     still reaches stdout with its exit code.  Everything else (isatty, fileno, encoding) is the stream's own."""
 
     def __init__(self, stream: Any) -> None:
-        # A closed stderr is None in Python: write to /dev/null instead, so isatty, fileno and encoding still work.
-        self.stream = stream if stream is not None else open(os.devnull, "w")  # noqa: SIM115 - lives as long as the process
+        # A closed stderr is None in Python: write to /dev/null instead, so isatty, fileno and encoding still work
+        # (the file lives as long as the process).
+        self.stream = stream if stream is not None else open(os.devnull, "w")  # noqa: SIM115
         self.failed = stream is None
 
     def write(self, text: str) -> int:
@@ -12236,9 +12237,10 @@ def _refuse_stop_under_ingest(config: Config, force: bool) -> int:
     with Store.open(config) as s:
         holders = s.ingests_holding_locks()
         others = s.other_client_sessions()
-        named = "; ".join(f"{_ingest_holder(s, vault)[0]} of {vault}" if vault else
-                          f"{'an ingest starting up' if _INGEST_APP_NAME.match(name or '') else 'an ingest or vaults rm'}"
-                          f" (session {name or '-'})" for pid, name, run_id, vault, started in holders)
+        named = "; ".join(
+            f"{_ingest_holder(s, vault)[0]} of {vault}" if vault else
+            ("an ingest starting up" if _INGEST_APP_NAME.match(name or "") else "an ingest or vaults rm")
+            + f" (session {name or '-'})" for pid, name, run_id, vault, started in holders)
     if holders and not force:
         raise IngestBusy(f"not stopped: {named} is running and would fail; wait for it to finish, or pass --force "
                          f"to stop the server anyway (the next ingest completes what it did not commit)",
@@ -13174,8 +13176,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_ask)
 
     p = sub.add_parser("history", help="answer records: list the newest, or show one whole", formatter_class=fmt,
-                       epilog="examples:\n  localrag history --limit 5\n  localrag history --limit 50 --offset 50 --json\n"
-                              "  localrag history show 42 --json\n\n"
+                       epilog="examples:\n  localrag history --limit 5\n"
+                              "  localrag history --limit 50 --offset 50 --json\n  localrag history show 42 --json\n\n"
                               f"exit code {EXIT_NOT_FOUND} means there is no record with that id.")
     p.add_argument("action", nargs="?", choices=["show"], help="show one record (needs ID)")
     p.add_argument("id", nargs="?", help="the record id (from `localrag history` or an ask's answer_id)")

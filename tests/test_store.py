@@ -233,7 +233,7 @@ def test_db_stop_refuses_while_an_ingest_holds_a_vault_unless_forced(pg_home, mo
         code, out = run_cli("db", "stop", "--json")
         error = json.loads(out)["error"]
         assert code == localrag.EXIT_BUSY and error["code"] == "ingest_in_progress"
-        assert f"ingest run #1 (pid 4242, started " in error["message"] and f"of {vault}" in error["message"]
+        assert "ingest run #1 (pid 4242, started " in error["message"] and f"of {vault}" in error["message"]
         assert "--force" in error["message"] and error["details"]["ingests"][0]["vault_path"] == vault
         assert holder.run("SELECT 1")[0][0] == 1   # still served
         code, out = run_cli("db", "stop", "--force", "--json")
