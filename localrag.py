@@ -90,6 +90,7 @@ EMBEDDING_BACKOFF_MAX_S = 8.0
 EMBEDDING_RETRY_AFTER_MAX_S = 30.0         # a longer Retry-After is not waited for: the error says to retry later
 
 TOP_K_DEFAULT, TOP_K_MIN, TOP_K_MAX = 5, 1, 20
+TEXT_MAX_CHARS = 4000                      # a question or query, in characters (CLI, HTTP, MCP)
 # Retrieval and the evidence gate (measured on eval/obsidian-dev.yaml; see the README's "Retrieval" section).
 RETRIEVAL_DEFAULT = "hybrid"
 FUSION_DEFAULT = "weighted"
@@ -133,6 +134,9 @@ INGEST_AHEAD_FILES = 256                   # files handed to the ingest workers 
 INGEST_AHEAD_BYTES = 32 * 1024 * 1024      # ... and at most this many bytes of them
 INGEST_PARALLEL_MIN_FILES = 32             # fewer files than this are parsed in-process (no pool start-up)
 CONTEXT_TOKEN_BUDGET_DEFAULT = 6000
+# RAG_CONTEXT_TOKEN_BUDGET's bounds: below 100 no chunk fits; above 200,000 no chat model's window holds the prompt
+# (and --top-k's 20 chunks fill a small part of it), so a larger value is a typo, not a choice.
+CONTEXT_TOKEN_BUDGET_MIN, CONTEXT_TOKEN_BUDGET_MAX = 100, 200_000
 LLM_TIMEOUT_S_DEFAULT = 30.0
 HTTP_MAX_BODY_BYTES_DEFAULT = 1024 * 1024
 HTTP_SOCKET_TIMEOUT_S = 30.0               # silence on a socket (an idle keep-alive connection) before it is closed
@@ -202,6 +206,11 @@ class LocalRagError(Exception):
 
 class InvalidRequest(LocalRagError):
     code, http_status, exit_code = "invalid_request", 422, EXIT_USAGE
+
+
+class OutputUnwritable(LocalRagError):
+    """stdout is closed (`>&-`) or cannot be written (`>/dev/full`): the result had nowhere to go (CLI only)."""
+    code, http_status, exit_code = "output_unwritable", 500, EXIT_USAGE
 
 
 class ConfigInvalid(LocalRagError):
@@ -622,8 +631,42 @@ def load_config(env_file: str | Path | None = None, environ: dict | None = None,
 
     The .env is ``env_file`` when given, else the ``.env`` of the repo root found by walking up from ``cwd``;
     with neither, no .env is read (the zipapp on a customer laptop).  Keys in ``ignore`` count as unset (the
-    commands that must work despite one bad setting: config, doctor, db stop).
+    commands that must work despite one bad setting: config, doctor, db stop).  A bad value read from the .env
+    says so: "(set in PATH, line N)".
     """
+    origins: dict[str, str] = {}
+    try:
+        return _load_config(env_file, environ, cwd, ignore, origins)
+    except ConfigInvalid as exc:
+        origin = origins.get(exc.details.get("key"))
+        if origin is None:
+            raise
+        raise ConfigInvalid(f"{exc.message} (set in {origin})", **exc.details, source=origin) from None
+
+
+def _read_dotenv(path: Path) -> tuple[dict, dict]:
+    """A .env's values as python-dotenv reads them (quotes, `export`, ${VAR} expansion) and the line each key is set
+    on.  A line it cannot parse is ignored, as before, with a warning naming the file and the line (python-dotenv's
+    own names neither); the line's text is not shown, as it may hold a secret."""
+    from dotenv import dotenv_values  # local imports: keep `--help` fast
+    from dotenv.parser import parse_stream
+    logging.getLogger("dotenv.main").setLevel(logging.ERROR)   # its warning without the file: ours replaces it
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigInvalid(f"{path}: cannot read ({exc}); fix or remove the file", key="env_file") from None
+    lines: dict[str, int] = {}
+    for binding in parse_stream(io.StringIO(text)):
+        if binding.error:
+            LOG.warning("%s, line %d: not a KEY=value line; ignored (fix or remove it)", path, binding.original.line)
+        elif binding.key:
+            lines[binding.key] = binding.original.line
+    values = {k: v for k, v in dotenv_values(stream=io.StringIO(text)).items() if v is not None}
+    return values, lines
+
+
+def _load_config(env_file: str | Path | None, environ: dict | None, cwd: Path | None, ignore: Iterable[str],
+                 origins: dict[str, str]) -> Config:
     ignore = frozenset(ignore)
     environ = dict(os.environ if environ is None else environ)
     cwd = Path(cwd or os.getcwd())
@@ -638,11 +681,10 @@ def load_config(env_file: str | Path | None = None, environ: dict | None = None,
         dotenv_path = repo_root / ".env"
     file_values: dict = {}
     if dotenv_path:
-        from dotenv import dotenv_values  # local import: keeps `--help` fast
-        try:
-            file_values = {k: v for k, v in dotenv_values(dotenv_path).items() if v is not None}
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigInvalid(f"{dotenv_path}: cannot read ({exc}); fix or remove the file", key="env_file")
+        file_values, lines = _read_dotenv(dotenv_path)
+        # Where a value came from, for its error: the .env, unless the OS environment sets the key (it wins).
+        origins.update({k: f"{dotenv_path}, line {n}" for k, n in lines.items()
+                        if k in file_values and not (environ.get(k) or "").strip()})
 
     def get(key: str) -> str:
         if key in ignore:
@@ -665,7 +707,14 @@ def load_config(env_file: str | Path | None = None, environ: dict | None = None,
         path = Path(value).expanduser() if value else default
         return path if path.is_absolute() else (base / path)
 
-    home = as_path(get("LOCALRAG_HOME"), default_home(environ))
+    home_setting = get("LOCALRAG_HOME")
+    if home_setting and not Path(home_setting).expanduser().is_absolute():
+        # Resolved against the current folder, a cron job started elsewhere would silently start another, empty
+        # embedded Postgres there.
+        raise ConfigInvalid(f"LOCALRAG_HOME={home_setting} is a relative path, so each folder a command runs in "
+                            f"would get its own database; set it to an absolute path (or ~/...)",
+                            key="LOCALRAG_HOME", value=home_setting)
+    home = as_path(home_setting, default_home(environ))
     provider = _choice_setting(get("EMBEDDING_PROVIDER") or FAKE_PROVIDER, "EMBEDDING_PROVIDER", EMBEDDERS)
     embedder_cls = EMBEDDERS[provider]
     model = get("EMBEDDING_MODEL") or embedder_cls.fixed_model or ""
@@ -732,10 +781,8 @@ def load_config(env_file: str | Path | None = None, environ: dict | None = None,
     if not 0 <= min_matched <= 20:
         raise ConfigInvalid(f"RAG_MIN_MATCHED_TERMS={min_matched} is out of range; use an integer from 0 to 20",
                             key="RAG_MIN_MATCHED_TERMS", value=min_matched, allowed="0..20")
-    budget = _int_setting(get("RAG_CONTEXT_TOKEN_BUDGET"), "RAG_CONTEXT_TOKEN_BUDGET", CONTEXT_TOKEN_BUDGET_DEFAULT)
-    if budget < 100:
-        raise ConfigInvalid(f"RAG_CONTEXT_TOKEN_BUDGET={budget} is too small; use at least 100",
-                            key="RAG_CONTEXT_TOKEN_BUDGET", value=budget, allowed=">=100")
+    budget = _range_setting(get("RAG_CONTEXT_TOKEN_BUDGET"), "RAG_CONTEXT_TOKEN_BUDGET", CONTEXT_TOKEN_BUDGET_DEFAULT,
+                            CONTEXT_TOKEN_BUDGET_MIN, CONTEXT_TOKEN_BUDGET_MAX)
     timeout = _float_setting(get("LLM_TIMEOUT_SECONDS"), "LLM_TIMEOUT_SECONDS", LLM_TIMEOUT_S_DEFAULT)
     max_file_mb = _float_setting(get("LOCALRAG_MAX_FILE_MB"), "LOCALRAG_MAX_FILE_MB", MAX_FILE_MB_DEFAULT)
     max_body = _int_setting(get("LOCALRAG_MAX_BODY_BYTES"), "LOCALRAG_MAX_BODY_BYTES", HTTP_MAX_BODY_BYTES_DEFAULT)
@@ -799,8 +846,17 @@ def load_config(env_file: str | Path | None = None, environ: dict | None = None,
 
 def _allowed_hosts(value: str) -> tuple[str, ...]:
     """LOCALRAG_ALLOWED_HOSTS: comma-separated host names (no ports, no schemes) a loopback `serve` also answers
-    to, e.g. an /etc/hosts alias of 127.0.0.1."""
-    names = tuple(dict.fromkeys(n.strip().lower().rstrip(".") for n in value.split(",") if n.strip()))
+    to, e.g. an /etc/hosts alias of 127.0.0.1.  An empty entry (`,,`, a trailing comma) is refused: in an allow
+    list a stray comma is more likely a lost name than nothing."""
+    if not value:
+        return ()
+    entries = value.split(",")
+    if not all(n.strip() for n in entries):
+        raise ConfigInvalid(f"LOCALRAG_ALLOWED_HOSTS={value[:60]!r} has an empty entry (entry "
+                            f"{next(i for i, n in enumerate(entries, 1) if not n.strip())}); list host names "
+                            f"separated by single commas, e.g. kb.local,rag", key="LOCALRAG_ALLOWED_HOSTS",
+                            value=value)
+    names = tuple(dict.fromkeys(n.strip().lower().rstrip(".") for n in entries))
     for name in names:
         if not re.fullmatch(r"[a-z0-9_](?:[a-z0-9_.-]{0,251}[a-z0-9_])?", name):
             raise ConfigInvalid(f"LOCALRAG_ALLOWED_HOSTS has {name[:60]!r}, which is not a host name; list names "
@@ -4657,6 +4713,24 @@ class Store:
                         "WHERE vault_path = :v AND status = 'running' ORDER BY id DESC LIMIT 1", v=vault_path)
         return tuple(rows[0]) if rows else None
 
+    def ingests_holding_locks(self) -> list[tuple]:
+        """The sessions holding a vault's ingest lock now (an ingest, or a `vaults rm`), as (pid, session name, run
+        id, vault_path, started_at); the run's fields are None while an ingest starts up (no run row yet)."""
+        runs = ("LEFT JOIN ingest_runs r ON r.status = 'running' AND l.objid = CAST(hashtext(r.vault_path) AS oid)"
+                if self.run("SELECT to_regclass('ingest_runs') IS NOT NULL")[0][0] else "")
+        rows = self.run(
+            f"SELECT a.pid, a.application_name, {'r.id, r.vault_path, r.started_at' if runs else 'NULL, NULL, NULL'} "
+            f"FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid {runs} "
+            "WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2 AND l.classid = CAST(:k AS oid) "
+            "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) ORDER BY a.pid",
+            k=INGEST_LOCK_KEY)
+        return [tuple(r) for r in rows]
+
+    def other_client_sessions(self) -> int:
+        """Client sessions connected to this server other than this one (a `serve` or `mcp` keeps a pool)."""
+        return self.run("SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' "
+                        "AND pid <> pg_backend_pid()")[0][0]
+
     def fail_abandoned_runs(self, vault_path: str) -> None:
         """Mark the vault's runs still 'running' failed (keeping an error summary they have): called under the
         vault's ingest lock, when nobody can own them."""
@@ -5072,6 +5146,7 @@ class Store:
         if getattr(self, "answers_checked", False):
             return
         if not self.run("SELECT to_regclass('answers') IS NOT NULL")[0][0]:
+            self.require_schema()   # a fresh database (no schema at all) or an older one: say that, as search does
             raise SchemaNotInitialized(f"the answers table is missing at {self.target.display} (a database from "
                                        f"before answer records); {HINT_DB_INIT}", missing=["answers"])
         self.answers_checked = True
@@ -5278,14 +5353,14 @@ def canonical_vault(path: str | Path) -> Path:
     """Seed 000's contract: Path(p).expanduser().resolve(strict=True), and it must be a folder."""
     if not str(path).strip():
         raise VaultError("no vault path given; pass the vault folder, e.g. `localrag ingest ~/Vaults/Customer`")
+    shown = _printable_path(str(path))
     try:
         root = Path(path).expanduser().resolve(strict=True)
     except (FileNotFoundError, RuntimeError, OSError):
-        raise VaultError(f"vault path {path} does not exist; pass the folder that holds your .md files",
-                         path=str(path)) from None
+        raise VaultError(f"vault path {shown} does not exist; pass the folder that holds your .md files",
+                         path=shown) from None
     if not root.is_dir():
-        raise VaultError(f"vault path {path} is a file, not a folder; pass the folder that holds it",
-                         path=str(path))
+        raise VaultError(f"vault path {shown} is a file, not a folder; pass the folder that holds it", path=shown)
     return root
 
 
@@ -5295,6 +5370,15 @@ def _safe_name(name: str) -> str:
     if not _SURROGATE_RE.search(name):
         return name
     return os.fsencode(name).decode("utf-8", "backslashreplace")
+
+
+def _printable_path(path: str) -> str:
+    """A path for a message: bytes that are not UTF-8 (a command-line argument, surrogateescape) as \\xNN, as
+    _safe_name stores them; any other lone surrogate escaped."""
+    try:
+        return _safe_name(path)
+    except UnicodeEncodeError:
+        return path.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _skip_reason(root: Path, path: Path) -> str | None:
@@ -5327,7 +5411,7 @@ def _skip_reason(root: Path, path: Path) -> str | None:
 NOTE_EXTENSIONS = (".md", ".txt", ".canvas", ".pdf")
 IGNORE_FILE = ".localragignore"
 SKIP_REASONS = ("unsupported_extension", "too_large", "unreadable", "hidden", "excluded", "symlink",
-                "pdf_extra_missing")
+                "not_regular_file", "pdf_extra_missing")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -5543,7 +5627,10 @@ def scan_vault(root: Path, max_file_bytes: int | None = None, excludes: Sequence
                 result.warnings.append({"path": rel, "warning": reason})
                 if reason.startswith("cannot stat"):
                     result.keep.add(rel)
-                skip("symlink" if "symlink" in reason else "unreadable")
+                # A FIFO, socket or device is no note (skipped, like a dangling symlink: the run succeeds); a file
+                # that cannot even be stat'ed is unreadable (its indexed version is kept, exit 10).
+                skip("symlink" if "symlink" in reason else "not_regular_file" if reason.startswith("not a regular")
+                     else "unreadable")
                 continue
             st = path.stat()
             if lower.endswith(".pdf") and not _pdf_available():
@@ -6498,7 +6585,7 @@ def _check_schema_dim(store: Store, config: Config) -> None:
 # Cosine over the vectors of the current provider/model/dim: the exact scan (the correctness path), or above a size
 # an HNSW index whose candidates are re-ranked by exact distance (RAG_SEARCH; README "Large vaults").
 
-def validate_text(value: Any, field: str, max_chars: int = 4000) -> str:
+def validate_text(value: Any, field: str, max_chars: int = TEXT_MAX_CHARS) -> str:
     if not isinstance(value, str):
         raise InvalidRequest(f"{field} must be a string", field=field)
     if not value.replace("\ufeff", "").strip():  # blank = Python whitespace plus what ECMA-262's \s adds (U+FEFF)
@@ -6597,9 +6684,14 @@ def validate_scope(paths: Any = None, tags: Any = None, vault: Any = None) -> Sc
 
 def _vault_filter(vault: str) -> str:
     """A vault a request names to filter by (a string: the caller checked the type), checked as scope text and
-    put in the form ingest stores: the folder resolved (not strictly: a vault elsewhere matches nothing)."""
-    _scope_text_ok(vault, "vault")
-    return str(Path(vault.strip()).expanduser().resolve(strict=False))
+    put in the form ingest stores: the folder resolved (not strictly: a vault elsewhere matches nothing), bytes of
+    its name that are not UTF-8 (a command-line argument) as \\xNN."""
+    try:
+        shown = _safe_name(vault)
+    except UnicodeEncodeError:   # a lone surrogate that no file name decodes to (a JSON escape): refused below
+        shown = vault
+    _scope_text_ok(shown, "vault")
+    return _safe_name(str(Path(vault.strip()).expanduser().resolve(strict=False)))
 
 
 def _require_indexed_vault(vault: str | None, indexed: Sequence[str]) -> None:
@@ -8995,11 +9087,13 @@ def _vault_key(store: Store, path: str) -> str:
     exactly as stored."""
     if not str(path).strip():
         raise InvalidRequest("no vault path given; `localrag vaults` lists the indexed ones")
-    candidates = [str(Path(path).expanduser().resolve()), str(path).rstrip("/") or "/"]
+    # _safe_name: a folder name that is not UTF-8 is stored with \xNN for its bytes, as ingest stored it
+    candidates = [_safe_name(str(Path(path).expanduser().resolve())), _safe_name(str(path).rstrip("/") or "/")]
     for candidate in candidates:
         if store.has_vault(candidate):
             return candidate
-    raise VaultNotIndexed(f"no indexed vault at {path}; `localrag vaults` lists the indexed ones", path=str(path))
+    shown = _printable_path(str(path))
+    raise VaultNotIndexed(f"no indexed vault at {shown}; `localrag vaults` lists the indexed ones", path=shown)
 
 
 def vault_summary(config: Config, path: str) -> dict:
@@ -12057,20 +12151,22 @@ def run_mcp_stdio(config: Config, stdin: Any = None, stdout: Any = None) -> dict
 EXIT_CODES_HELP = f"""exit codes:
   {EXIT_OK}   success
   {EXIT_INTERNAL}   unexpected internal error (rerun with --debug for a traceback)
-  {EXIT_USAGE}   invalid arguments or request (e.g. empty query, top-k out of range, bad questions file)
+  {EXIT_USAGE}   invalid arguments or request (e.g. empty query, top-k out of range, bad questions file),
+      or stdout closed / not writable
   {EXIT_CONFIG}   invalid configuration (.env / environment value)
   {EXIT_DB}   database unreachable or a database error
   {EXIT_SCHEMA}   schema not initialized or pgvector missing (run `localrag db init`)
   {EXIT_NOT_READY}   retrieval not ready: no embeddings for the current provider (run `localrag ingest`)
   {EXIT_EMBEDDING}   embedding model unavailable or dimension mismatch
   {EXIT_LLM}   LLM error (config missing, timeout, auth, rate limit, upstream)
-  {EXIT_VAULT}   vault path missing or not a folder
-  {EXIT_PARTIAL}   ingest finished but some files failed (listed in the output); `ask --batch`: some lines failed
-  {EXIT_EVAL}   eval below --min-hit-at-k / --min-rejection
-  {EXIT_BUSY}   another ingest of the same vault is running (names its PID and start time; see --wait)
-  {EXIT_NOT_FOUND}   not found: a note or heading (`localrag show`), an answer record (`localrag history show ID`),
+  {EXIT_VAULT}   vault path missing or not a folder; a --vault / `vaults rm` PATH that is not indexed
+  {EXIT_PARTIAL}  ingest finished but some files failed (listed in the output); `ask --batch`: some lines failed
+  {EXIT_EVAL}  eval below --min-hit-at-k / --min-rejection
+  {EXIT_BUSY}  another ingest of the same vault is running (names its PID and start time; see --wait);
+      `db stop` while an ingest runs (see --force)
+  {EXIT_NOT_FOUND}  not found: a note or heading (`localrag show`), an answer record (`localrag history show ID`),
       a ticket (`localrag tickets show ID`)
-  {EXIT_MASS_DELETE}   ingest refused: the vault is empty or lost over half its notes (see --allow-delete)
+  {EXIT_MASS_DELETE}  ingest refused: the vault is empty or lost over half its notes (see --allow-delete)
   {EXIT_INTERRUPTED} interrupted (Ctrl-C, SIGINT; `serve` after finishing its in-flight requests); 129 by SIGHUP.
       An interrupted ingest prints what it committed, and the next run continues from there; a second Ctrl-C
       ends at once
@@ -12090,6 +12186,94 @@ def _print_json(data: Any) -> None:
 
 def _say(message: str) -> None:
     sys.stderr.write(message + "\n")
+
+
+class _ResultStream:
+    """stdout as a command uses it.  A closed stdout (`>&-`: None in Python, where print() silently writes nothing)
+    or one that fails (`>/dev/full`) raises OutputUnwritable, so the lost result is an error with an exit code; a
+    reader that went away (`| head -1`) stays BrokenPipeError, which main() ends quietly."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream, self.failed = stream, False
+
+    def _failed(self, exc: OSError | None) -> OutputUnwritable:
+        self.failed = True
+        why = "stdout is closed" if exc is None else f"stdout cannot be written ({exc.strerror or exc})"
+        return OutputUnwritable(f"{why}: the result has nowhere to go; send stdout to a file or a pipe "
+                                f"(`> out.json`, `| jq`), or to /dev/null to discard it", field="stdout")
+
+    def write(self, text: str) -> int:
+        if self.stream is None:
+            raise self._failed(None)
+        try:
+            return self.stream.write(text)
+        except BrokenPipeError:
+            self.failed = True
+            raise
+        except OSError as exc:
+            raise self._failed(exc) from None
+
+    def flush(self) -> None:
+        if self.stream is None:
+            return
+        try:
+            self.stream.flush()
+        except BrokenPipeError:
+            self.failed = True
+            raise
+        except OSError as exc:
+            raise self._failed(exc) from None
+
+    def require_open(self) -> None:
+        """Fail before the work, for a command whose only output is stdout (--json, mcp)."""
+        if self.stream is None:
+            raise self._failed(None)
+
+    @property
+    def closed(self) -> bool:
+        return self.stream is None or self.stream.closed
+
+    def isatty(self) -> bool:
+        return self.stream is not None and self.stream.isatty()
+
+    def __getattr__(self, name: str) -> Any:
+        if self.stream is None:
+            raise self._failed(None)
+        return getattr(self.stream, name)
+
+
+class _TalkStream:
+    """stderr as a command uses it.  Talk (warnings, progress, errors) must never fail a command: with stderr
+    closed (`2>&-`) or failing (`2>/dev/full`, a reader gone) a write is dropped, so the result or the error body
+    still reaches stdout with its exit code.  Everything else (isatty, fileno, encoding) is the stream's own."""
+
+    def __init__(self, stream: Any) -> None:
+        # A closed stderr is None in Python: write to /dev/null instead, so isatty, fileno and encoding still work
+        # (the file lives as long as the process).
+        self.stream = stream if stream is not None else open(os.devnull, "w")  # noqa: SIM115
+        self.failed = stream is None
+
+    def write(self, text: str) -> int:
+        try:
+            return self.stream.write(text)
+        except (OSError, ValueError):   # ValueError: a stream already closed
+            self.failed = True
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self.stream.flush()
+        except (OSError, ValueError):
+            self.failed = True
+
+    def isatty(self) -> bool:
+        try:
+            return self.stream.isatty()
+        except (OSError, ValueError):
+            return False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
 
 
 PROGRESS_TTY_INTERVAL_S = 0.1         # redraw the in-place line at most this often
@@ -12172,7 +12356,9 @@ def _progress_printer(mode: str = "auto") -> _ProgressPrinter | None:
     does not look like a terminal), never."""
     if mode == "never":
         return None
-    return _ProgressPrinter("tty" if mode == "always" or sys.stderr.isatty() else "log")
+    # TERM=dumb (an editor's shell, some CI): a terminal that cannot clear a line gets the plain lines
+    in_place = sys.stderr.isatty() and os.environ.get("TERM") != "dumb"
+    return _ProgressPrinter("tty" if mode == "always" or in_place else "log")
 
 
 def _cmd_config(config: Config, args: argparse.Namespace) -> int:
@@ -12232,12 +12418,45 @@ def _cmd_db(config: Config, args: argparse.Namespace) -> int:
     elif args.db_command == "stop":
         if config.database_url:
             raise InvalidRequest("`db stop` stops the embedded Postgres only; DATABASE_URL points elsewhere")
+        others = _refuse_stop_under_ingest(config, args.force)
         stopped = stop_embedded(config)
         result = {"stopped": stopped, "data_dir": str(config.localrag_home / "pgdata")}
+        if stopped:
+            result["other_sessions"] = others
+            if others:
+                _say(f"{others} other session(s) were connected (a `localrag serve` or `mcp`, or a command still "
+                     f"running); a serving process restarts Postgres on its next request")
+        problems = getattr(args, "config_problems", [])
+        if problems:   # stopped all the same; the settings still need fixing (as `config` and `doctor` say: exit 3)
+            result["problems"] = problems
         _print_json(result) if args.json else _say("embedded Postgres stopped" if stopped else "it was not running")
+        return EXIT_CONFIG if problems else EXIT_OK
     elif args.db_command == "schema":
-        sys.stdout.write(SCHEMA_SQL)
+        if args.json:
+            _print_json({"schema_version": SCHEMA_VERSION, "sql": SCHEMA_SQL})
+        else:
+            sys.stdout.write(SCHEMA_SQL)
     return EXIT_OK
+
+
+def _refuse_stop_under_ingest(config: Config, force: bool) -> int:
+    """`db stop` would kill a running ingest (exit 4, its run failed): IngestBusy naming it, unless --force.  Returns
+    how many other client sessions are connected (0 when the server is down)."""
+    if _embedded_state(config.localrag_home / "pgdata")[0] == "down":
+        return 0
+    with Store.open(config) as s:
+        holders = s.ingests_holding_locks()
+        others = s.other_client_sessions()
+        named = "; ".join(
+            f"{_ingest_holder(s, vault)[0]} of {vault}" if vault else
+            ("an ingest starting up" if _INGEST_APP_NAME.match(name or "") else "an ingest or vaults rm")
+            + f" (session {name or '-'})" for pid, name, run_id, vault, started in holders)
+    if holders and not force:
+        raise IngestBusy(f"not stopped: {named} is running and would fail; wait for it to finish, or pass --force "
+                         f"to stop the server anyway (the next ingest completes what it did not commit)",
+                         ingests=[{"server_pid": h[0], "session": h[1], "run_id": h[2], "vault_path": h[3]}
+                                  for h in holders])
+    return others
 
 
 def _index_text(built: dict) -> str:
@@ -12256,11 +12475,11 @@ def _cmd_ingest(config: Config, args: argparse.Namespace) -> int:
     progress = _progress_printer("never" if args.quiet else args.progress)
     try:
         result = ingest(config, vault, progress, excludes=args.exclude or (), wait=args.wait,
-                        allow_delete=args.allow_delete, notice=_say)
+                        allow_delete=args.allow_delete, notice=None if args.quiet else _say)
     finally:
         if progress:
             progress.close()
-    if result.get("schema_created"):
+    if result.get("schema_created") and not args.quiet:   # --quiet: failures only
         _say("the database had no localrag schema: created it (what `localrag db init` does)")
     for failure in result["files_failed"]:
         _say(f"failed: {failure['path']}: {failure['error']}")
@@ -12289,7 +12508,7 @@ def _cmd_ingest(config: Config, args: argparse.Namespace) -> int:
 def _cmd_vaults(config: Config, args: argparse.Namespace) -> int:
     if args.vaults_command == "rm":
         if not args.yes:
-            if not sys.stdin.isatty():
+            if not _stdin_is_terminal():
                 raise InvalidRequest(f"`vaults rm` deletes the index of {args.path}; pass --yes to confirm "
                                      f"(no terminal to ask on)", field="yes")
             about = vault_summary(config, args.path)
@@ -12332,12 +12551,49 @@ def _fmt_score(value: float | None) -> str:
     return "-" if value is None else f"{value:.4f}"
 
 
+# Command-line arguments arrive decoded with surrogateescape: a byte that is not UTF-8 is a lone surrogate.  Files and
+# folders are opened as given (the bytes reach the OS unchanged), and vault paths are matched in the form ingest
+# stores, \xNN for such bytes (_vault_key, _vault_filter); any other text cannot be stored or compared.
+_ARGS_OPENED_AS_GIVEN = frozenset({"env_file", "batch", "questions", "source", "out", "archive", "outdir",
+                                   "find_links", "exclude", "vault"})
+
+
+def _check_argument_text(args: argparse.Namespace) -> None:
+    """A text argument with a byte that is not UTF-8 is invalid_request naming the argument (ask stored such a
+    question and failed with a database error; search answered)."""
+    for name, value in vars(args).items():
+        if name in _ARGS_OPENED_AS_GIVEN or (name == "path" and isinstance(value, str)):   # ingest / vaults rm
+            continue
+        values = value if isinstance(value, list) else [value]
+        bad = next((v for v in values if isinstance(v, str) and _SURROGATE_RE.search(v)), None)
+        if bad is None:
+            continue
+        label = {"query": "QUERY", "question": "QUESTION", "id": "ID", "target": "PATH[#HEADING]",
+                 "action": "ACTION"}.get(name, "--" + name.replace("_", "-"))
+        raise InvalidRequest(f"{label} is not valid UTF-8 text (\"{_printable_path(bad)}\": \\xNN marks the bytes "
+                             f"that are not); pass it in UTF-8 (check the terminal's or script's encoding)",
+                             field=name)
+
+
+def _stdin(what: str, field: str | None = None) -> Any:
+    """sys.stdin, for a command told to read its `what` from it; invalid_request when stdin is closed (`<&-`: None
+    in Python)."""
+    if sys.stdin is None:
+        raise InvalidRequest(f"stdin is closed, so there is no {what} to read from it (`-`); pipe it in "
+                             f"(`echo ... | localrag ...`) or give it as an argument", field=field or what)
+    return sys.stdin
+
+
+def _stdin_is_terminal() -> bool:
+    return sys.stdin is not None and sys.stdin.isatty()
+
+
 def _stdin_text(value: str | None, what: str) -> str | None:
     """`-` means: read the text from stdin (a script pipes a question in)."""
     if value != "-":
         return value
     try:
-        return sys.stdin.read()
+        return _stdin(what).read()
     except UnicodeDecodeError:
         raise InvalidRequest(f"the {what} read from stdin is not valid UTF-8", field=what) from None
 
@@ -12397,7 +12653,7 @@ def _print_citations(citations: list[dict], several_vaults: bool = False) -> Non
 
 def _ask_batch(config: Config, args: argparse.Namespace) -> int:
     """One JSON result per input line ({"question": ...} per line); a failed line is reported and skipped."""
-    source = sys.stdin if args.batch == "-" else None
+    source = _stdin("JSONL batch", "batch") if args.batch == "-" else None
     try:
         handle = source or open(args.batch, encoding="utf-8")
     except OSError as exc:
@@ -12501,7 +12757,7 @@ def _print_ticket(t: dict) -> None:
 
 def _read_draft(path: str) -> Any:
     try:
-        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+        text = _stdin("from").read() if path == "-" else Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise InvalidRequest(f"cannot read the draft {path}: {exc}; write one with `localrag tickets draft "
                              f"\"QUESTION\" --json > draft.json`", field="from") from None
@@ -12528,7 +12784,7 @@ def _confirm_on_tty(draft: Any) -> bool:
 def _cmd_tickets(config: Config, args: argparse.Namespace) -> int:
     action = args.tickets_command
     if action == "draft":
-        question = sys.stdin.read() if args.question == "-" else args.question
+        question = _stdin_text(args.question, "question")
         draft = ticket_draft(config, question, answer_id=args.answer_id)
         if args.json:
             _print_json(draft)
@@ -12541,7 +12797,7 @@ def _cmd_tickets(config: Config, args: argparse.Namespace) -> int:
     if action == "create":
         draft = _read_draft(args.source)
         if not args.confirm:
-            if args.source == "-" or not (sys.stdin.isatty() and sys.stderr.isatty()):
+            if args.source == "-" or not (_stdin_is_terminal() and sys.stderr.isatty()):
                 raise InvalidRequest("not saved: a person must confirm a ticket; run on a terminal to be asked, or "
                                      "pass --confirm", field="confirmed")
             if not _confirm_on_tty(draft):
@@ -12578,6 +12834,9 @@ def _cmd_tickets(config: Config, args: argparse.Namespace) -> int:
 
 
 def _cmd_gaps(config: Config, args: argparse.Namespace) -> int:
+    if args.format == "md" and args.json:
+        raise InvalidRequest("--format md prints a Markdown report and --json the report as JSON; choose one",
+                             field="format")
     report = gaps(config, args.since)
     if args.format == "md":
         sys.stdout.write(gaps_markdown(report, _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="minutes")))
@@ -12601,6 +12860,9 @@ def _cmd_history(config: Config, args: argparse.Namespace) -> int:
     if args.action == "show":
         if args.id is None:
             raise InvalidRequest("history show needs a record id: `localrag history show ID`", field="id")
+        if args.limit is not None or args.offset is not None:
+            raise InvalidRequest("--limit and --offset page the list; `history show ID` shows one record",
+                                 field="limit" if args.limit is not None else "offset")
         record = answer_show(config, args.id)
         if args.json:
             _print_json(record)
@@ -12629,7 +12891,7 @@ def _cmd_history(config: Config, args: argparse.Namespace) -> int:
         print(record["answer"])
         return EXIT_OK
     limit = args.limit if args.limit is not None else ANSWERS_LIMIT_DEFAULT
-    result = answer_history(config, limit, 0)
+    result = answer_history(config, limit, args.offset or 0)
     if args.json:
         _print_json(result)
         return EXIT_OK
@@ -12638,8 +12900,11 @@ def _cmd_history(config: Config, args: argparse.Namespace) -> int:
     for r in result["answers"]:
         print(f"#{r['id']:<6} {str(r['created_at'])[:19]}  {r['mode']:<9} {_snippet(r['reason'], 34):<34} "
               f"{_snippet(r['question'], 60)}")
-    if result["next_offset"] is not None:
-        _say(f"{result['total']} records in all; showing the newest {len(result['answers'])} (--limit N)")
+    if result["next_offset"] is not None or result["offset"]:
+        first = result["offset"] + 1
+        _say(f"{result['total']} records in all; showing {first}-{result['offset'] + len(result['answers'])}, newest "
+             f"first" + (f"; next page: --offset {result['next_offset']}" if result["next_offset"] is not None
+                         else ""))
     return EXIT_OK
 
 
@@ -12687,6 +12952,9 @@ def _cmd_show(config: Config, args: argparse.Namespace) -> int:
 
 
 def _cmd_mcp(config: Config, args: argparse.Namespace) -> int:
+    if sys.stdin is None:
+        raise InvalidRequest("stdin is closed: `localrag mcp` reads its client's JSON-RPC messages from stdin; let "
+                             "an MCP client start it (or use POST /mcp on `localrag serve`)", field="stdin")
     outcome = run_mcp_stdio(config)
     if outcome["signal"] is None:
         return EXIT_OK
@@ -13034,6 +13302,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser("config", help="print the resolved configuration (secrets as set/not set)",
+                       description="print the resolved configuration: OS environment > .env > defaults; API keys and "
+                                   "tokens only as set / not set; a bad setting is listed as a problem (exit 3)",
                        formatter_class=fmt, epilog="example:\n  localrag config --json")
     _add_json(p)
     p.set_defaults(func=_cmd_config)
@@ -13043,16 +13313,21 @@ def build_parser() -> argparse.ArgumentParser:
     dbsub = p.add_subparsers(dest="db_command", metavar="ACTION", required=True)
     for name, text in (("init", "apply schema.sql idempotently (creates the pgvector extension and tables)"),
                        ("status", "where the database is, whether the schema exists, what it holds"),
-                       ("stop", "stop the embedded Postgres (it otherwise keeps running for later commands)"),
+                       ("stop", "stop the embedded Postgres (it otherwise keeps running for later commands); "
+                                "refused while an ingest runs (exit 12) unless --force"),
                        ("schema", "print the schema SQL")):
         sp = dbsub.add_parser(name, help=text, description=text)
+        if name == "stop":
+            sp.add_argument("--force", action="store_true",
+                            help="stop even while an ingest runs (that ingest fails; the next run completes it)")
         _add_json(sp)
     p.set_defaults(func=_cmd_db)
 
     p = sub.add_parser("ingest", help="index a vault (incremental: unchanged files are skipped)", formatter_class=fmt,
                        epilog="example:\n  localrag ingest ~/Vaults/Customer --json\n\n"
                               "The first ingest into an empty database creates the schema (as `db init` does).\n"
-                              "exit code 10 means the run finished but some files failed (listed on stderr).")
+                              "exit code 10 means the run finished but some files failed: listed on stderr, and\n"
+                              "under --json in files_failed (too large or unreadable files: in warnings).")
     p.add_argument("path", nargs="?", help="the vault folder (default: VAULT_PATH)")
     p.add_argument("--wait", action="store_true",
                    help="if another ingest of this vault is running, wait for it instead of exiting with code 12")
@@ -13084,7 +13359,7 @@ def build_parser() -> argparse.ArgumentParser:
                        epilog="examples:\n  localrag search \"API 延迟升高怎么办\" --top-k 3 --json\n"
                               "  echo \"API 延迟\" | localrag search - --json\n"
                               "  localrag search \"canvas\" --retrieval keyword --path Plugins/ --tag howto")
-    p.add_argument("query", help="the query; - reads it from stdin")
+    p.add_argument("query", help=f"the query, up to {TEXT_MAX_CHARS:,} characters; - reads it from stdin")
     p.add_argument("--top-k", type=int, metavar="N", help=f"results to return, {TOP_K_MIN}..{TOP_K_MAX} "
                                                          f"(default RAG_TOP_K)")
     _add_scope_args(p)
@@ -13097,10 +13372,12 @@ def build_parser() -> argparse.ArgumentParser:
                               "  echo \"P1 怎么升级\" | localrag ask - --json\n"
                               "  localrag ask --batch questions.jsonl > answers.jsonl   (one {\"question\": ...} per "
                               "line; exit 10 if some lines failed)")
-    p.add_argument("question", nargs="?", help="the question; - reads it from stdin")
+    p.add_argument("question", nargs="?",
+                   help=f"the question, up to {TEXT_MAX_CHARS:,} characters; - reads it from stdin")
     p.add_argument("--batch", metavar="FILE", help="answer every {\"question\": ...} line of a JSONL file (- for "
                                                    "stdin), one JSON result per line on stdout")
-    p.add_argument("--top-k", type=int, metavar="N", help=f"evidence chunks, {TOP_K_MIN}..{TOP_K_MAX}")
+    p.add_argument("--top-k", type=int, metavar="N", help=f"evidence chunks, {TOP_K_MIN}..{TOP_K_MAX} "
+                                                         f"(default RAG_TOP_K)")
     p.add_argument("--fallback", action="store_true",
                    help="allow a general-knowledge answer below the threshold (only if RAG_FALLBACK_ENABLED=true)")
     p.add_argument("--stream", action="store_true", help="print the answer as it arrives")
@@ -13109,12 +13386,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_ask)
 
     p = sub.add_parser("history", help="answer records: list the newest, or show one whole", formatter_class=fmt,
-                       epilog="examples:\n  localrag history --limit 5\n  localrag history show 42 --json\n\n"
+                       epilog="examples:\n  localrag history --limit 5\n"
+                              "  localrag history --limit 50 --offset 50 --json\n  localrag history show 42 --json\n\n"
                               f"exit code {EXIT_NOT_FOUND} means there is no record with that id.")
     p.add_argument("action", nargs="?", choices=["show"], help="show one record (needs ID)")
     p.add_argument("id", nargs="?", help="the record id (from `localrag history` or an ask's answer_id)")
-    p.add_argument("--limit", type=int, metavar="N", help=f"records to list, 1..{ANSWERS_LIMIT_MAX} "
-                                                         f"(default {ANSWERS_LIMIT_DEFAULT})")
+    p.add_argument("--limit", type=_ranged(int, 1, ANSWERS_LIMIT_MAX), metavar="N",
+                   help=f"records to list, 1 to {ANSWERS_LIMIT_MAX} (default {ANSWERS_LIMIT_DEFAULT})")
+    p.add_argument("--offset", type=_ranged(int, 0), metavar="N",
+                   help="skip the N newest records (default 0; --json gives the next page's as next_offset)")
     _add_json(p)
     p.set_defaults(func=_cmd_history)
 
@@ -13153,6 +13433,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_tickets)
 
     p = sub.add_parser("gaps", help="refused questions from the answer records, grouped into knowledge gaps",
+                       description="refused questions from the answer records, grouped into knowledge gaps with "
+                                   "their tickets; --format md writes a report for the knowledge base's owner",
                        formatter_class=fmt,
                        epilog="examples:\n  localrag gaps\n  localrag gaps --since 2026-11-01 --json\n"
                               "  localrag gaps --format md > gaps.md   (a report for the knowledge base's owner)\n\n"
@@ -13183,7 +13465,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--list", action="store_true", help="list indexed notes instead")
     p.add_argument("--prefix", metavar="FOLDER", help="--list: only notes under this path prefix")
     p.add_argument("--tag", metavar="TAG", help="--list: only notes with this tag")
-    p.add_argument("--limit", type=int, default=NOTES_PAGE_DEFAULT, metavar="N", help="--list: page size")
+    p.add_argument("--limit", type=int, default=NOTES_PAGE_DEFAULT, metavar="N",
+                   help=f"--list: page size, 1 to {NOTES_PAGE_MAX} (default {NOTES_PAGE_DEFAULT})")
     p.add_argument("--offset", type=int, default=0, metavar="N", help="--list: skip N notes")
     p.add_argument("--line", type=int, metavar="N",
                    help="the section holding file line N: which one when the note repeats the heading (citations' "
@@ -13244,6 +13527,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("doctor", help="is this machine ready: platform, Python, native parts, folders, database, "
                                       "model, network", formatter_class=fmt,
+                       description="is this machine ready for the configuration: platform, Python, native parts, "
+                                   "folders, whether the database starts and answers, local-qwen3, network",
                        epilog="examples:\n  localrag doctor\n  python3 localrag.pyz doctor --json\n\n"
                               "exit code 0 when everything the configuration needs works, else the code of the "
                               "first problem.")
@@ -13293,19 +13578,51 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _claim_standard_fds() -> None:
+    """Open /dev/null on a closed fd 0, 1 or 2 (`2>&-`): otherwise the next file or socket opened takes that number,
+    and a child process (the embedded Postgres) or a C library writing to "stderr" would write into it."""
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            new = os.open(os.devnull, os.O_RDWR)
+            if new != fd:
+                os.dup2(new, fd)
+                os.close(new)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """The command line.  Returns the exit code (see `localrag --help`)."""
+    _claim_standard_fds()
+    saved_stdout, saved_stderr = sys.stdout, sys.stderr
+    talk = sys.stderr = _TalkStream(saved_stderr)
+    result = sys.stdout = _ResultStream(saved_stdout)
+    try:
+        return _main(argv)
+    finally:
+        # A stream that failed may still hold the failed text in its buffer; the interpreter flushes sys.stdout and
+        # sys.stderr at exit, and a failing flush there would turn the exit code into 120.
+        sys.stdout = saved_stdout if not result.failed else open(os.devnull, "w")  # noqa: SIM115
+        sys.stderr = saved_stderr if not talk.failed else open(os.devnull, "w")  # noqa: SIM115
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
+    options = argv[:next((i for i, a in enumerate(argv) if not a.startswith("-")), len(argv))]   # before a command
+    if "--version" in options and "--json" in argv:   # argparse's --version prints text and exits before --json
+        _print_json({"localrag": __version__})
+        return EXIT_OK
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse: --help, --version
         return int(exc.code or 0)
+    except OutputUnwritable as exc:  # --help with stdout closed
+        _report_error(exc, False)
+        return exc.exit_code
     except InvalidRequest as exc:  # a usage error: usage and message on stderr, the error body on stdout (--json)
         _say(exc.details.get("usage", ""))
-        _say(f"error [{exc.code}]: {exc.message}")
-        if "--json" in argv:
-            _print_json(exc.to_dict())
+        _report_error(exc, "--json" in argv)
         return EXIT_USAGE
     if not args.command:
         parser.print_help(sys.stderr)
@@ -13316,6 +13633,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     want_json = getattr(args, "json", False)
     previous = _install_interrupt_handlers()
     try:
+        if (want_json or args.command == "mcp") and isinstance(sys.stdout, _ResultStream):
+            sys.stdout.require_open()
+        _check_argument_text(args)
         try:
             config = load_config(args.env_file)
         except ConfigInvalid as exc:
@@ -13326,9 +13646,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 _say(f"warning: {problem['message']}; ignored here (its default applies)")
         return args.func(config, args)
     except LocalRagError as exc:
-        _say(f"error [{exc.code}]: {exc.message}")
-        if want_json:
-            _print_json(exc.to_dict())
+        _report_error(exc, want_json)
         return exc.exit_code
     except KeyboardInterrupt as exc:
         signum = getattr(exc, "signum", signal.SIGINT)
@@ -13336,7 +13654,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         message = f"interrupted ({signal.Signals(signum).name})" + (_interrupted_summary(partial) if partial else "")
         _say(message)
         if want_json:   # a script reading stdout gets the error body, with what an ingest committed
-            with contextlib.suppress(OSError):
+            with contextlib.suppress(OSError, OutputUnwritable):
                 _print_json({"error": {"code": "interrupted", "message": message,
                                        "details": {"signal": signal.Signals(signum).name,
                                                    **({"ingest_run": partial} if partial else {})}}})
@@ -13348,17 +13666,22 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         text = mask_urls_in(str(exc))
         _say(f"error [internal_error]: {type(exc).__name__}: {text} (rerun with --debug for a traceback)")
-        if want_json:
-            try:
+        if want_json:   # stdout itself may have failed (a closed pipe): stderr already has the line
+            with contextlib.suppress(OSError, OutputUnwritable):
                 _print_json({"error": {"code": "internal_error", "message": f"{type(exc).__name__}: {text}",
                                        "details": {}}})
-            except OSError:  # stdout itself failed (a full disk, a closed pipe): stderr already has the line
-                with contextlib.suppress(OSError):
-                    sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - nothing left to flush at exit
         return EXIT_INTERNAL
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def _report_error(exc: LocalRagError, want_json: bool) -> None:
+    """One line on stderr; under --json the error body on stdout too (unless stdout is what failed)."""
+    _say(f"error [{exc.code}]: {exc.message}")
+    if want_json and not isinstance(exc, OutputUnwritable):
+        with contextlib.suppress(OutputUnwritable, BrokenPipeError):
+            _print_json(exc.to_dict())
 
 
 def _install_interrupt_handlers() -> dict:

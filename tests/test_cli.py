@@ -1,6 +1,7 @@
 """CLI conventions: every command has help with an example, --json keeps stdout pure, exit codes documented."""
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -418,3 +419,146 @@ def test_history_show_prints_latency_in_milliseconds(ingested):
     line = next(line for line in out.splitlines() if line.startswith("latency"))
     assert code == 0 and re.fullmatch(r"latency      retrieval [\d.]+ ms, model [\d.]+ ms, total [\d.]+ ms", line)
     assert "finish_reason stop" in out and "None" not in out.split("request")[0]
+
+
+# --- the standard streams as a script leaves them (operator review) -------------------------------------------------
+
+def _sh(redirects: str, *args: str, stdin: str | None = None):
+    """Run the CLI with shell redirections applied (`2>&-` closes stderr, `2>/dev/full` makes it fail)."""
+    script = f'exec "$@" {redirects}'
+    return subprocess.run(["bash", "-c", script, "bash", sys.executable, "-m", "localrag", *args], input=stdin,
+                          capture_output=True, text=True, cwd=ROOT)
+
+
+def test_a_closed_or_full_stderr_never_fails_a_command(ingested):
+    """`ingest --json 2>&-` exited 1 with nothing on stdout and nothing ingested, and an error under
+    `2>/dev/full` lost its body and its exit code: writing talk must never fail a command."""
+    config, vault, _ = ingested
+    (vault / "new note.md").write_text("# New\n\nwritten after the first ingest\n", encoding="utf-8")
+    proc = _sh("2>&-", "ingest", str(vault), "--json", "--progress", "always")
+    assert proc.returncode == 0 and json.loads(proc.stdout)["documents_added"] == 1
+    proc = _sh("2>/dev/full", "search", "x", "--vault", "/nope", "--json")
+    assert proc.returncode == localrag.EXIT_VAULT
+    assert json.loads(proc.stdout)["error"]["code"] == "vault_not_indexed"
+    proc = _sh("2>/dev/full", "ingest", str(vault))
+    assert proc.returncode == 0 and proc.stdout == ""
+
+
+def test_a_closed_or_full_stdout_is_one_error_line_and_exit_2(ingested):
+    """`search P1 --json >&-` ended in a two-exception traceback (exit 1), and `search P1 >&-` or
+    `show --list >&-` exited 0 having written nothing: the lost result is now an error."""
+    for args in (["search", "P1", "--json"], ["search", "P1"], ["show", "--list"], ["ask", "P1", "--json"]):
+        proc = _sh(">&-", *args)
+        assert proc.returncode == localrag.EXIT_USAGE, (args, proc.stderr)
+        assert proc.stderr.startswith("error [output_unwritable]: stdout is closed") and \
+            len(proc.stderr.splitlines()) == 1, (args, proc.stderr)
+    proc = _sh(">/dev/full", "search", "P1", "--json")
+    assert proc.returncode == localrag.EXIT_USAGE and "No space left on device" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    proc = subprocess.run(["bash", "-c", '"$@" | head -1; exit ${PIPESTATUS[0]}', "bash", sys.executable, "-m",
+                           "localrag", "search", "P1"], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0 and proc.stderr == "" and proc.stdout.startswith("confidence")
+
+
+@pytest.mark.parametrize("args, field", [(["search", "-"], "query"), (["ask", "-"], "question"),
+                                         (["ask", "--batch", "-"], "batch"), (["tickets", "draft", "-"], "question"),
+                                         (["tickets", "create", "--from", "-", "--confirm"], "from"),
+                                         (["mcp"], "stdin")])
+def test_a_closed_stdin_is_an_invalid_request_naming_what_was_to_be_read(env, args, field):
+    """`search - --json <&-` was internal_error (AttributeError on None), exit 1."""
+    proc = _sh("<&-", *args, "--json") if args != ["mcp"] else _sh("<&-", *args)
+    assert proc.returncode == localrag.EXIT_USAGE, proc.stderr
+    assert proc.stderr.startswith("error [invalid_request]: stdin is closed") and "Traceback" not in proc.stderr
+    if args != ["mcp"]:
+        assert json.loads(proc.stdout)["error"]["details"]["field"] == field
+
+
+def test_an_argument_that_is_not_utf8_is_refused_by_name_or_matched_as_ingest_stored_it(db, tmp_path):
+    """`ask "$(printf 'P1 \\xff')"` was database_error (exit 4, UnicodeEncodeError storing the record) while search
+    answered, and `vaults rm` of a folder ingest had indexed (as /…/v\\xffault) failed the same way."""
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "localrag", *args], capture_output=True, cwd=ROOT)
+
+    for command in ("ask", "search"):
+        proc = cli(command, b"P1 \xff", "--json")
+        assert proc.returncode == localrag.EXIT_USAGE, proc.stderr
+        error = json.loads(proc.stdout)["error"]
+        assert error["details"]["field"] in ("question", "query") and "not valid UTF-8" in error["message"]
+    folder = os.fsencode(tmp_path) + b"/v\xffault"
+    os.mkdir(folder)
+    with open(folder + b"/lamp.md", "wb") as f:
+        f.write(b"# Lamps\n\nThe lamp in the hall needs a new bulb.\n")
+    assert cli("ingest", folder, "--quiet").returncode == 0
+    stored = f"{tmp_path}/v\\xffault"
+    proc = cli("search", "lamp bulb", "--vault", folder, "--json")
+    assert proc.returncode == 0 and json.loads(proc.stdout)["results"][0]["vault_path"] == stored
+    proc = cli("vaults", "rm", folder + b"/", "--yes", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["vault_path"] == stored and json.loads(proc.stdout)["documents_removed"] == 1
+    proc = cli("vaults", "rm", folder, "--yes", "--json")
+    assert proc.returncode == localrag.EXIT_VAULT and stored in json.loads(proc.stdout)["error"]["message"]
+
+
+def test_history_pages_with_offset(ingested):
+    """`history --json` gave next_offset, but `history --offset 2` was an invalid choice."""
+    for n in range(3):
+        localrag.ask(ingested[0], f"P1 question {n}")
+    first = json.loads(run_cli("history", "--limit", "2", "--json")[1])
+    assert first["next_offset"] == 2 and len(first["answers"]) == 2
+    code, out = run_cli("history", "--limit", "2", "--offset", str(first["next_offset"]), "--json")
+    page = json.loads(out)   # answer records are append-only: other tests' records may follow
+    assert code == 0 and page["offset"] == 2 and page["next_offset"] == (4 if page["total"] > 4 else None)
+    ids = [a["id"] for a in first["answers"] + page["answers"]]
+    assert len(ids) >= 3 and ids == sorted(set(ids), reverse=True)
+    assert run_cli("history", "--offset", "-1")[0] == localrag.EXIT_USAGE
+    assert run_cli("history", "--limit", "1001")[0] == localrag.EXIT_USAGE
+    assert "1 to 1000 (default 20)" in help_text("history")
+
+
+def test_json_means_json_for_version_schema_and_gaps(env):
+    """`--version --json` printed plain text, `db schema --json` raw SQL, `gaps --format md --json` Markdown."""
+    code, out = run_cli("--version", "--json")
+    assert code == 0 and json.loads(out) == {"localrag": localrag.__version__}
+    assert run_cli("--version")[1] == f"localrag {localrag.__version__}\n"
+    code, out = run_cli("db", "schema", "--json")
+    schema = json.loads(out)
+    assert code == 0 and schema["schema_version"] == localrag.SCHEMA_VERSION and schema["sql"] == localrag.SCHEMA_SQL
+    code, out = run_cli("gaps", "--format", "md", "--json")
+    assert code == localrag.EXIT_USAGE and json.loads(out)["error"]["details"]["field"] == "format"
+
+
+def test_ingest_quiet_on_an_empty_database_prints_nothing(env, vault, monkeypatch, capfd):
+    """`ingest -q` promised failures only, yet said "the database had no localrag schema: created it"."""
+    from test_errors import fresh_database
+    with fresh_database(env["DATABASE_URL"], "cli_quiet_fresh_test", vector=True) as url:
+        monkeypatch.setenv("DATABASE_URL", url)
+        capfd.readouterr()
+        code, out = run_cli("ingest", str(vault), "-q")
+        assert code == 0 and out == "" and capfd.readouterr().err == ""
+
+
+def test_help_texts_state_ranges_defaults_and_limits(monkeypatch):
+    """What the operator review found missing or wrong in --help."""
+    assert "1 to 200 (default 50)" in help_text("show")
+    ask, search = help_text("ask"), help_text("search")
+    assert "1..20 (default RAG_TOP_K)" in ask and "up to 4,000 characters" in ask and "up to 4,000 characters" in search
+    for command in ("config", "doctor", "gaps"):   # a description line under the usage
+        assert help_text(command).split("\n\n")[1].strip() and not help_text(command).split("\n\n")[1].startswith(
+            "options:"), command
+    assert "under --json in files_failed" in help_text("ingest").replace("\n", " ")
+    top = help_text()
+    assert "not indexed" in top.split("\n  9 ")[1].split("\n")[0]
+    codes = re.findall(r"^  (\d+) +(\S)", top, re.M)
+    starts = {len(line) - len(line.lstrip(" ").split(" ", 1)[1].lstrip(" ")) for line in top.splitlines()
+              if re.match(r"^  \d{1,2} ", line)}
+    assert len(codes) >= 16 and starts == {6}   # one- and two-digit codes: the texts in one column
+
+
+def test_progress_on_a_dumb_terminal_is_plain_lines(monkeypatch):
+    """TERM=dumb on a terminal still got the in-place line with \\e[K."""
+    monkeypatch.setattr(localrag.sys.stderr, "isatty", lambda: True, raising=False)
+    monkeypatch.setenv("TERM", "xterm")
+    assert localrag._progress_printer().style == "tty"
+    monkeypatch.setenv("TERM", "dumb")
+    assert localrag._progress_printer().style == "log"
+    assert localrag._progress_printer("always").style == "tty"   # asked for explicitly

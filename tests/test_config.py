@@ -210,7 +210,7 @@ KEY_CASES = {
     "RAG_MIN_SIMILARITY": dict(default=("rag_min_similarity", 0.20), valid=("0.35", "rag_min_similarity", 0.35),
                                invalid=["1.5", "-0.1", "nan", "x"]),
     "RAG_CONTEXT_TOKEN_BUDGET": dict(default=("rag_context_token_budget", 6000), valid=(
-        "100", "rag_context_token_budget", 100), invalid=["99", "0", "-5", "6k"]),
+        "100", "rag_context_token_budget", 100), invalid=["99", "0", "-5", "6k", "200001", "99999999999999999999"]),
     "RAG_FALLBACK_ENABLED": dict(default=("rag_fallback_enabled", False), valid=("Yes", "rag_fallback_enabled", True),
                                  invalid=["maybe", "2"]),
     "LOCALRAG_API_TOKEN": dict(default=("api_token", ""), valid=("tok-123", "api_token", "tok-123"),
@@ -600,3 +600,68 @@ def test_llm_errors_and_logs_never_show_base_url_credentials(ingested, monkeypat
     assert code == localrag.EXIT_LLM and json.loads(out)["error"]["code"] == "llm_upstream_error"
     assert "SENTINEL" not in out + err, out + err
     assert "SENTINEL" not in repr(localrag.load_config())
+
+
+def test_a_relative_localrag_home_is_config_invalid(tmp_path, monkeypatch, capfd):
+    """`LOCALRAG_HOME=relhome localrag search P1` silently started a new, empty Postgres in ./relhome: a cron job
+    started in another folder used another database."""
+    for environ in ({"LOCALRAG_HOME": "relhome"}, {"LOCALRAG_HOME": "./a/b"}):
+        with pytest.raises(localrag.ConfigInvalid, match=r"LOCALRAG_HOME=\S+ is a relative path.*absolute path") \
+                as info:
+            localrag.load_config(environ={"HOME": str(tmp_path), **environ}, cwd=tmp_path)
+        assert info.value.details["key"] == "LOCALRAG_HOME"
+    cfg = localrag.load_config(environ={"HOME": str(tmp_path), "LOCALRAG_HOME": "~/lr"}, cwd=tmp_path)
+    assert cfg.localrag_home == __import__("pathlib").Path("~/lr").expanduser()   # ~ expansion stays
+    for key in localrag.ENV_KEYS:
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("LOCALRAG_HOME", "relhome")
+    monkeypatch.chdir(tmp_path)
+    code, out = run_cli("search", "P1", "--json")
+    assert code == localrag.EXIT_CONFIG and json.loads(out)["error"]["details"]["key"] == "LOCALRAG_HOME"
+    assert not (tmp_path / "relhome").exists()
+
+
+def test_db_stop_with_a_bad_setting_stops_and_lists_the_problem_with_exit_3(env, monkeypatch, tmp_path):
+    """`RAG_TOP_K=x localrag db stop --json` exited 0 listing no problem, though the README promises `problems`
+    and exit 3 for config, doctor and db stop alike."""
+    monkeypatch.delenv("DATABASE_URL")
+    monkeypatch.setenv("LOCALRAG_HOME", str(tmp_path / "stopped-home"))
+    monkeypatch.setenv("RAG_TOP_K", "x")
+    code, out = run_cli("db", "stop", "--json")
+    result = json.loads(out)
+    assert code == localrag.EXIT_CONFIG and result["stopped"] is False
+    assert [p["key"] for p in result["problems"]] == ["RAG_TOP_K"]
+    monkeypatch.delenv("RAG_TOP_K")
+    code, out = run_cli("db", "stop", "--json")
+    assert code == 0 and "problems" not in json.loads(out)
+
+
+@pytest.mark.parametrize("key, value, says", [
+    ("RAG_CONTEXT_TOKEN_BUDGET", "99999999999999999999",
+     "RAG_CONTEXT_TOKEN_BUDGET=99999999999999999999 is out of range; use an integer from 100 to 200000"),
+    ("LOCALRAG_ALLOWED_HOSTS", ",,,", "LOCALRAG_ALLOWED_HOSTS=',,,' has an empty entry (entry 1)"),
+    ("LOCALRAG_ALLOWED_HOSTS", "kb.local,,rag", "has an empty entry (entry 2)"),
+    ("LOCALRAG_ALLOWED_HOSTS", "kb.local,", "has an empty entry (entry 2)")])
+def test_settings_that_were_accepted_but_mean_nothing_useful(key, value, says, tmp_path):
+    """A 20-digit token budget and an allow list of empty entries were accepted without a word."""
+    with pytest.raises(localrag.ConfigInvalid) as info:
+        localrag.load_config(environ={key: value}, cwd=tmp_path)
+    assert says in info.value.message and "\n" not in info.value.message and info.value.details["key"] == key
+
+
+def test_env_file_problems_name_the_file_and_line(tmp_path, caplog):
+    """A malformed line gave python-dotenv's "could not parse statement starting at line 2" without the file, and
+    a bad value read from the file did not say it came from there."""
+    bad = tmp_path / "bad.env"
+    bad.write_text("RAG_TOP_K=7\nLLM_API_KEY sk-secret-value\nRAG_MIN_COVERAGE=2\n", encoding="utf-8")
+    with caplog.at_level("WARNING"), pytest.raises(localrag.ConfigInvalid) as info:
+        localrag.load_config(env_file=bad, environ={}, cwd=tmp_path)
+    assert info.value.message == f"RAG_MIN_COVERAGE='2' is not a number from 0 to 1 (set in {bad}, line 3)"
+    assert info.value.details["key"] == "RAG_MIN_COVERAGE"
+    warnings = [r.getMessage() for r in caplog.records]
+    assert warnings == [f"{bad}, line 2: not a KEY=value line; ignored (fix or remove it)"]   # not the secret
+    with pytest.raises(localrag.ConfigInvalid) as info:   # the OS environment's value: no file named
+        localrag.load_config(env_file=bad, environ={"RAG_MIN_COVERAGE": "3"}, cwd=tmp_path)
+    assert "set in" not in info.value.message
+    cfg = localrag.load_config(env_file=bad, environ={"RAG_MIN_COVERAGE": "0.5"}, cwd=tmp_path)
+    assert cfg.rag_top_k == 7 and cfg.llm_api_key == ""

@@ -540,3 +540,17 @@ def test_head_on_a_post_resource_is_405_with_allow(db):
         assert resp.read() == b""  # no body for HEAD, even for an error
         conn.close()
     assert resp.status == 405 and resp.getheader("Allow") == "POST"
+
+
+def test_ask_on_a_fresh_database_says_schema_not_initialized_like_search(env, monkeypatch, capfd):
+    """ask on a database with no schema said "the answers table is missing ... (a database from before answer
+    records)" while search said the schema was not initialized."""
+    with fresh_database(env["DATABASE_URL"], "errors_fresh_ask_test", vector=True) as url:
+        monkeypatch.setenv("DATABASE_URL", url)
+        for command in ("search", "ask"):
+            code, out = run_cli(command, "P1", "--json")
+            error = json.loads(out)["error"]
+            assert code == localrag.EXIT_SCHEMA and error["code"] == "schema_not_initialized", error
+            assert "database schema is not initialized" in error["message"] and "localrag db init" in error["message"]
+            assert "before answer records" not in error["message"]
+        capfd.readouterr()

@@ -1216,3 +1216,20 @@ def test_each_long_step_names_itself_and_the_run_says_where_its_time_went(db, tm
     phases.clear()
     again = localrag.ingest(db, notes, progress=lambda phase, done, total: phases.append(phase))
     assert again["documents_deleted"] == 10 and "delete" in phases and "analyze" not in phases
+
+
+def test_a_fifo_named_like_a_note_is_skipped_by_name_and_the_run_succeeds(db, tmp_path):
+    """A FIFO made ingest exit 10 with files_failed empty (the reason only as `unreadable`): it is skipped as
+    not_regular_file, like a dangling symlink, and the run exits 0."""
+    vault = tmp_path / "v"
+    vault.mkdir()
+    (vault / "a.md").write_text("# A\nalpha\n")
+    os.mkfifo(vault / "pipe.md")
+    (vault / "dangling.md").symlink_to(vault / "gone.md")
+    proc = start_cli("ingest", str(vault), "--json")
+    out, err = proc.communicate(timeout=120)
+    result = json.loads(out)
+    assert proc.returncode == 0, err
+    assert result["skipped_by_reason"] == {"not_regular_file": 1, "symlink": 1} and result["files_failed"] == []
+    assert {"path": "pipe.md", "warning": "not a regular file (FIFO); skipped"} in result["warnings"]
+    assert result["documents_added"] == 1 and result["files_found"] == 3

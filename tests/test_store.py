@@ -266,6 +266,36 @@ def pg_home():
     shutil.rmtree(base, ignore_errors=True)
 
 
+def test_db_stop_refuses_while_an_ingest_holds_a_vault_unless_forced(pg_home, monkeypatch):
+    """`db stop` during an ingest killed it (exit 4, run failed) and reported stopped: true.  Now it names the
+    ingest and refuses (exit 12) unless --force; connected sessions (a serve's pool) are counted in the output."""
+    home = pg_home / "h"
+    for key in localrag.ENV_KEYS:
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("LOCALRAG_HOME", str(home))
+    monkeypatch.chdir(pg_home)
+    cfg = localrag.load_config()
+    try:
+        localrag.db_init(cfg)
+        vault = str(pg_home / "vault")
+        holder = localrag.Store.open(cfg)   # stands for the ingest: its named session, lock and run row
+        holder.watch_client(localrag._ingest_session_name(4242))
+        holder.run("INSERT INTO ingest_runs (vault_path, embedding_provider, embedding_model, embedding_dim, status, "
+                   "metadata) VALUES (:v, 'fake', 'm', 1024, 'running', '{\"pid\": 4242}')", v=vault)
+        assert holder.try_advisory_lock(localrag.INGEST_LOCK_KEY, vault)
+        code, out = run_cli("db", "stop", "--json")
+        error = json.loads(out)["error"]
+        assert code == localrag.EXIT_BUSY and error["code"] == "ingest_in_progress"
+        assert "ingest run #1 (pid 4242, started " in error["message"] and f"of {vault}" in error["message"]
+        assert "--force" in error["message"] and error["details"]["ingests"][0]["vault_path"] == vault
+        assert holder.run("SELECT 1")[0][0] == 1   # still served
+        code, out = run_cli("db", "stop", "--force", "--json")
+        result = json.loads(out)
+        assert code == 0 and result["stopped"] is True and result["other_sessions"] == 1
+    finally:
+        localrag.stop_embedded(cfg)
+
+
 def _no_password_refused(kwargs: dict) -> None:
     import pg8000.native
     with pytest.raises(Exception):  # the server asks for SCRAM; pg8000 without a password cannot even answer
