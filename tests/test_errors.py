@@ -394,20 +394,27 @@ def test_error_code_through_cli_and_http(code, request):
 # --- internal_error, --debug, exit 130 -----------------------------------------------------------------------------
 
 def test_internal_error_is_one_line_and_debug_shows_the_traceback(tmp_path):
-    """An unexpected OSError (stdout on a full disk): exit 1, one line naming internal_error, no traceback;
-    --debug re-raises with the traceback."""
+    """An unexpected OSError inside a command (a defect: stdout on a full disk is output_unwritable now, below):
+    exit 1, one line naming internal_error, no traceback; --debug re-raises with the traceback."""
     env = {k: v for k, v in os.environ.items() if k not in localrag.ENV_KEYS}
-    env["LOCALRAG_HOME"] = str(tmp_path / "home")
-    with open("/dev/full", "w") as full:
-        proc = subprocess.run([sys.executable, "-m", "localrag", "config", "--json"], stdout=full,
-                              stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path, timeout=120)
-        assert proc.returncode == localrag.EXIT_INTERNAL
-        assert proc.stderr.strip().splitlines() == [
-            "error [internal_error]: OSError: [Errno 28] No space left on device (rerun with --debug for a traceback)"]
-        proc = subprocess.run([sys.executable, "-m", "localrag", "--debug", "config", "--json"], stdout=full,
-                              stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path, timeout=120)
+    env.update(LOCALRAG_HOME=str(tmp_path / "home"), PYTHONPATH=str(Path(localrag.__file__).parent))
+    code = ("import sys, localrag\n"
+            "def boom(config, args):\n    raise OSError(28, 'No space left on device')\n"
+            "localrag._cmd_config = boom\nsys.exit(localrag.main(sys.argv[1:]))")
+    proc = subprocess.run([sys.executable, "-c", code, "config", "--json"], capture_output=True, text=True,
+                          env=env, cwd=tmp_path, timeout=120)
+    assert proc.returncode == localrag.EXIT_INTERNAL
+    assert proc.stderr.strip().splitlines() == [
+        "error [internal_error]: OSError: [Errno 28] No space left on device (rerun with --debug for a traceback)"]
+    assert json.loads(proc.stdout)["error"]["code"] == "internal_error"
+    proc = subprocess.run([sys.executable, "-c", code, "--debug", "config", "--json"], capture_output=True,
+                          text=True, env=env, cwd=tmp_path, timeout=120)
     assert proc.returncode == 1 and "Traceback (most recent call last)" in proc.stderr
     assert "OSError: [Errno 28]" in proc.stderr
+    with open("/dev/full", "w") as full:     # stdout on a full disk: an error the user can act on
+        proc = subprocess.run([sys.executable, "-m", "localrag", "config", "--json"], stdout=full,
+                              stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path, timeout=120)
+    assert proc.returncode == localrag.EXIT_USAGE and "output_unwritable" in proc.stderr
 
 
 def test_sigint_exits_130(ingested):
