@@ -9812,10 +9812,10 @@ def _doc(type_: str, description: str, example: Any, **kw: Any) -> dict:
 # What each request field means, with an example.  The OpenAPI document and the MCP tool schemas are both built from
 # this table and the field tables above (_SEARCH_FIELDS, _ASK_FIELDS, ...), so a field added there reaches both.
 API_FIELD_DOCS: dict[str, tuple[str, Any]] = {
-    "query": ("What to look for: a question or keywords, in the language(s) of the knowledge base. Up to 4000 "
-              "characters.", "客户 P1 工单应该怎么升级？"),
-    "question": ("The question to answer from the knowledge base, as a user would ask it. Up to 4000 characters.",
-                 "客户 P1 工单应该怎么升级？"),
+    "query": ("What to look for: a question or keywords, in the language(s) of the knowledge base. Up to "
+              f"{TEXT_MAX_CHARS} characters.", "客户 P1 工单应该怎么升级？"),
+    "question": ("The question to answer from the knowledge base, as a user would ask it. Up to "
+                 f"{TEXT_MAX_CHARS} characters.", "客户 P1 工单应该怎么升级？"),
     "top_k": (f"How many chunks to retrieve, {TOP_K_MIN} to {TOP_K_MAX}. Omit for the server's RAG_TOP_K.", 5),
     "fallback": ("When the knowledge base holds no good evidence, allow a general-knowledge answer (mode "
                  "`fallback`, marked as not coming from the knowledge base) instead of `no_answer`. Honoured only "
@@ -9854,7 +9854,7 @@ NOTE_FIELD_DOCS: dict[str, tuple[str, Any]] = {
     "char_offset": ("Optional: where the page starts in the text, a `next_char_offset` from the previous page "
                     "(default 0).", 0),
 }
-_TEXT_SCHEMA = {"type": "string", "minLength": 1, "maxLength": 4000,
+_TEXT_SCHEMA = {"type": "string", "minLength": 1, "maxLength": TEXT_MAX_CHARS,
                 # "contains a character that is not whitespace", the same for ECMA-262 (\s has U+FEFF, lacks
                 # U+001C-1F, U+0085) and Python (str.isspace), so the document and validate_text() accept exactly
                 # the same strings
@@ -9946,8 +9946,8 @@ _TICKET_CREATE_FIELDS = {"title": str, "description": str, "category": str, "que
                          "category_rule": str, "stored": bool, "confirmed": bool}
 _TICKET_UPDATE_FIELDS = {"status": str, "note": str}
 TICKET_FIELD_DOCS: dict[str, tuple[str, Any]] = {
-    "question": ("The question the knowledge base could not answer, as the user asked it. Up to 4000 characters.",
-                 "How do I configure autoscaling for the billing cluster?"),
+    "question": ("The question the knowledge base could not answer, as the user asked it. Up to "
+                 f"{TEXT_MAX_CHARS} characters.", "How do I configure autoscaling for the billing cluster?"),
     "answer_id": ("Optional: the answer record the question was refused in (an ask's answer_id); the draft then "
                   "takes that record's mode and reason.", 42),
     "title": (f"The ticket's title, 1 to {TICKET_TITLE_MAX} characters (the draft's, or the person's edit).",
