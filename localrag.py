@@ -1410,10 +1410,12 @@ def parse_markdown(text: str, relative_path: str = "") -> Document:
     meta, body, fm_warning = split_frontmatter(text)
     text = text[1:] if text.startswith("\ufeff") else text
     # The body is the file's tail (frontmatter.loads' fallback aside): the lines before it are the frontmatter's.
-    body_line = text[:len(text) - len(body)].count("\n") + 1 if text.endswith(body) else 1
+    head = text[:len(text) - len(body)] if text.endswith(body) else ""
+    body_line = head.count("\n") + 1
     body = _clean_text(body.replace("\r\n", "\n").replace("\r", "\n"))
     warnings = [fm_warning] if fm_warning else []
-    if relative_path.lower().endswith(".excalidraw.md"):
+    excalidraw = relative_path.lower().endswith(".excalidraw.md")
+    if excalidraw:
         body, warning = excalidraw_text(body)
         if warning:
             warnings.append(warning)
@@ -1423,10 +1425,27 @@ def parse_markdown(text: str, relative_path: str = "") -> Document:
     warnings.extend(alias_warnings)
     tokens = _markdown_parser().parse(body)
     plain = _strip_code(body, _code_line_ranges(tokens))
+    sections = _heading_sections(body, tokens)
+    if head and not body.strip():
+        # Nothing but frontmatter: the note is its properties, so its lines (between the fences) are its text,
+        # as the file shows them; without that it had no chunk, so no search, tag filter or line range found it.
+        body, body_line = ("", max(1, head.rstrip("\n").count("\n") + 1)) if excalidraw or not meta else \
+            (_properties_text(head), 2)
+        sections = (Section((), 0, 0, len(body)),) if body.strip() else ()
     return Document(relative_path=relative_path, body=body, frontmatter=meta,
-                    sections=_heading_sections(body, tokens), tags=extract_tags(plain, meta),
+                    sections=sections, tags=extract_tags(plain, meta),
                     links=extract_links(plain), title=note_title(meta, relative_path), aliases=aliases,
                     block_ids=block_ids, warnings=tuple(warnings), body_line=body_line)
+
+
+def _properties_text(head: str) -> str:
+    """The lines between a note's frontmatter fences (`head` runs from the opening fence through the closing one),
+    with whole-line YAML comments left blank: they are no property, and `# ...` would read as a heading."""
+    lines = head.replace("\r\n", "\n").replace("\r", "\n").split("\n")[1:]
+    if lines and not lines[-1]:
+        lines.pop()           # the closing fence ended with a line break
+    lines.pop()               # the closing fence
+    return _clean_text("".join(("" if line.lstrip().startswith("#") else line) + "\n" for line in lines))
 
 
 _EXCALIDRAW_TEXT_RE = re.compile(r"^(#{1,6})[ \t]+Text Elements[ \t]*$", re.MULTILINE)

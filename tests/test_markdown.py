@@ -119,6 +119,27 @@ def test_unclosed_comment_hides_the_rest_with_a_warning():
     assert "line 3" in doc.warnings[0]
 
 
+def test_a_note_with_only_frontmatter_is_its_properties():
+    """Nothing but properties: the lines between the fences are the note's text (it had no chunk at all, and its
+    line range pointed past the end of the file); whole-line YAML comments stay blank lines, not headings."""
+    text = ("---\ntitle: Only Frontmatter Ferret\ntags: [ferret]\n# a YAML comment\n"
+            "description: The ferret note has only properties.\n---\n")
+    doc = localrag.parse_markdown(text, "fm-only.md")
+    assert doc.body == ("title: Only Frontmatter Ferret\ntags: [ferret]\n\n"
+                        "description: The ferret note has only properties.\n")
+    assert doc.body_line == 2 and doc.tags == ("ferret",) and doc.title == "Only Frontmatter Ferret"
+    assert [s.heading_path for s in doc.sections] == [()]
+    [chunk] = localrag.chunk_document(doc)
+    assert localrag.span_lines(doc.body, chunk.start, chunk.end, doc.body_line) == (2, 5)
+    assert "ferret note has only properties" in chunk.content
+    # no properties, or a drawing without text: still nothing to index, and the line stays inside the file
+    for text, path in (("---\n---\n", "e.md"), ("---\nexcalidraw-plugin: parsed\n---\n", "d.excalidraw.md")):
+        doc = localrag.parse_markdown(text, path)
+        assert localrag.chunk_document(doc) == [] and doc.body_line == text.count("\n")
+    # a note with a body keeps its properties out of its text
+    assert localrag.parse_markdown("---\ntags: [x]\n---\nbody\n", "b.md").body == "body\n"
+
+
 def test_block_ids_recorded_and_removed():
     doc = localrag.parse_markdown("# H\nA claim worth linking. ^claim-1\n\n| t |\n|---|\n\n^table\n"
                                   "x^2 stays\n", "b.md")

@@ -108,6 +108,22 @@ def test_list_notes_pages_and_filters(ingested):
             localrag.list_notes(config, **bad)
 
 
+def test_a_note_with_only_frontmatter_is_found_listed_and_shown(db, tmp_path):
+    """It had no chunk: search did not find it, a tag filter did not list it, and show named line 6 of 5."""
+    from conftest import write_vault
+    vault = tmp_path / "v"
+    text = "---\ntitle: Only Frontmatter Ferret\ntags: [ferret]\ndescription: The ferret note has only properties.\n---\n"
+    write_vault(vault, {"fm-only.md": text, "other.md": "# Other\nNothing about small mammals here.\n"})
+    assert localrag.ingest(db, vault)["status"] == "success"
+    top = localrag.search(db, "ferret description properties")["results"][0]
+    assert top["source"] == "fm-only.md" and (top["line_start"], top["line_end"]) == (2, 4)
+    assert top["content"] == file_lines(vault, "fm-only.md", 2, 4)
+    listed = localrag.list_notes(db, tag="ferret")["notes"]
+    assert [(n["path"], n["title"], n["tags"]) for n in listed] == [("fm-only.md", "Only Frontmatter Ferret", ["ferret"])]
+    note = localrag.get_note(db, "fm-only.md")
+    assert (note["line_start"], note["line_end"]) == (2, 4) and note["tags"] == ["ferret"]
+
+
 def test_documents_indexed_before_bodies_were_stored_are_refilled(ingested):
     config, vault, _ = ingested
     with localrag.Store.open(config) as s:
