@@ -1205,13 +1205,23 @@ _FENCE_RE = re.compile(r"[ ]{0,3}(`{3,}|~{3,})")
 _BLOCK_ID_RE = re.compile(r"(?:^|[ \t])\^([A-Za-z0-9][A-Za-z0-9-]*)[ \t]*$")
 
 
-def strip_obsidian_syntax(body: str) -> tuple[str, tuple[tuple[int, str], ...], tuple[str, ...]]:
+def strip_obsidian_syntax(body: str, code_ranges: Sequence[tuple[int, int]] | None = None,
+                          ) -> tuple[str, tuple[tuple[int, str], ...], tuple[str, ...]]:
     """Drop `%%comments%%` (inline and block) and `^block-id` markers outside code: (clean body, the block ids
     with their offsets in the clean body, warnings).  Every line break stays, so a chunk's file lines are still
     right.  One pass over the text, linear in its length: each line is scanned left to right with the next `%%`
-    and backtick positions cached."""
+    and backtick positions cached.
+
+    Code is what markdown-it finds in the body (`code_ranges`, [first, end) 0-based lines of its fence and
+    code_block tokens; parsed here when not given): fences inside callouts and lists, and indented code, as
+    Obsidian shows them.  A comment opened first wins: a code block that starts inside a comment is none, and the
+    lines after that comment are read with the top-level fence rule alone."""
     if "%%" not in body and "^" not in body:
         return body, (), ()
+    if code_ranges is None:
+        code_ranges = _code_line_ranges(_markdown_parser().parse(body))
+    ranges = sorted(code_ranges)
+    next_range, code_end = 0, 0
     out: list[str] = []
     size = 0
     blocks: list[tuple[int, str]] = []
@@ -1219,6 +1229,15 @@ def strip_obsidian_syntax(body: str) -> tuple[str, tuple[tuple[int, str], ...], 
     fence: tuple[str, int] | None = None
     in_comment, comment_line = False, 0
     for lineno, line in enumerate(body.splitlines(keepends=True), 1):
+        while next_range < len(ranges) and ranges[next_range][0] < lineno:
+            first, end = ranges[next_range]
+            next_range += 1
+            if first == lineno - 1 and not in_comment and fence is None:
+                code_end = max(code_end, end)
+        if lineno <= code_end:  # a line of code, as markdown-it reads the note: verbatim
+            out.append(line)
+            size += len(line)
+            continue
         if fence is not None:  # inside a code fence: verbatim until the closing fence
             out.append(line)
             size += len(line)
@@ -1419,11 +1438,13 @@ def parse_markdown(text: str, relative_path: str = "") -> Document:
         body, warning = excalidraw_text(body)
         if warning:
             warnings.append(warning)
-    body, block_ids, comment_warnings = strip_obsidian_syntax(body)
+    tokens = _markdown_parser().parse(body) if "%%" in body or "^" in body else None
+    clean, block_ids, comment_warnings = strip_obsidian_syntax(body, _code_line_ranges(tokens or ()))
     warnings.extend(comment_warnings)
     aliases, alias_warnings = extract_aliases(meta)
     warnings.extend(alias_warnings)
-    tokens = _markdown_parser().parse(body)
+    if tokens is None or clean != body:   # the tokens of the body as it is indexed
+        body, tokens = clean, _markdown_parser().parse(clean)
     plain = _strip_code(body, _code_line_ranges(tokens))
     sections = _heading_sections(body, tokens)
     if head and not body.strip():
