@@ -193,7 +193,10 @@ def test_special_token_text_is_counted_not_rejected():
 
 def test_empty_document_has_no_chunks():
     assert localrag.chunk_document(localrag.parse_markdown("")) == []
-    assert localrag.chunk_document(localrag.parse_markdown("---\ntitle: x\n---\n\n   \n")) == []
+    assert localrag.chunk_document(localrag.parse_markdown("---\n---\n\n   \n")) == []
+    # properties and a blank body: the note is its properties (one chunk of its frontmatter lines)
+    [chunk] = localrag.chunk_document(localrag.parse_markdown("---\ntitle: x\n---\n\n   \n"))
+    assert chunk.content == "title: x" and chunk.heading_path == ()
 
 
 # --- long sections: the split rule and the overlap, on text built to be split ------------------------------------
