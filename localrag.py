@@ -1669,7 +1669,8 @@ def span_lines(body: str, start: int, end: int, body_line: int = 1) -> tuple[int
 # line/sentence boundaries with CHUNK_OVERLAP_TOKENS of overlap, and one merge rule: a section at depth >= 2 (under the document's H1)
 # whose own text is under CHUNK_TARGET_MIN_TOKENS absorbs the sections nested beneath it that follow, while the
 # chunk stays within CHUNK_TARGET_MAX_TOKENS.  Siblings never merge, so a chunk's heading_path is always the
-# heading that encloses all of its text, and a citation names the most specific heading it can.
+# heading that encloses all of its text (heading lines without text of their own aside: _enclosing_path), and a
+# citation names the most specific heading it can.
 
 _encoding = None
 _SENTENCE_END_RE = re.compile(r"(?<=[。！？!?；;])|(?<=[.:])(?=\s)")
@@ -1893,7 +1894,7 @@ def chunk_document(doc: Document) -> list[Chunk]:
                    and sizes.within(i, j + 1, CHUNK_TARGET_MAX_TOKENS)):
                 end = sections[j].end
                 j += 1
-        spans.append((sec.heading_path, sec.start, end, i, j))
+        spans.append((_enclosing_path(body, sections[i:j]), sec.start, end, i, j))
         i = j
     spans = _fold_heading_only(body, spans)
     chunks: list[Chunk] = []
@@ -1987,6 +1988,34 @@ def _tail_pieces(text: str, content: str) -> tuple[str, str, str] | None:
             return None
     newlines = ws[:len(ws) - len(ws.lstrip("\n"))]
     return content[j:], newlines, ws[len(newlines):]
+
+
+def _enclosing_path(body: str, sections: Sequence[Section]) -> tuple[str, ...]:
+    """The heading path of a merged span: the most specific heading that encloses every section in it with text of
+    its own.  A section that is only its heading line (`## L2` above `### L3` ... `###### L6` and a paragraph) is
+    structure, as in _fold_heading_only, so that chunk is cited at L6, not at the first, empty heading."""
+    path = sections[0].heading_path
+    if len(sections) == 1:
+        return path
+    texts = [sec.heading_path for sec in sections if _has_own_text(body, sec)]
+    if not texts:
+        return path
+    common = texts[0]
+    for other in texts[1:]:
+        n = 0
+        while n < min(len(common), len(other)) and common[n] == other[n]:
+            n += 1
+        common = common[:n]
+    return common if len(common) > len(path) else path
+
+
+def _has_own_text(body: str, sec: Section) -> bool:
+    """Whether a section holds more than its heading line (the preamble, which has none, is all text)."""
+    text = body[sec.start:sec.end]
+    if sec.level:
+        first_nl = text.find("\n")
+        text = "" if first_nl == -1 else text[first_nl + 1:]
+    return bool(text.strip())
 
 
 def _fold_heading_only(body: str, spans: list[tuple[tuple[str, ...], int, int, int, int]]):

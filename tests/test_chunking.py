@@ -333,10 +333,23 @@ def test_heading_only_sections_fold_into_the_next_chunk():
     doc = localrag.parse_markdown("# Setup\n## Install\nRun the installer.\n## Configure\n### Network\n\n"
                                   "Open port 8080.\n## Empty last\n", "s.md")
     chunks = localrag.chunk_document(doc)
-    assert [c.heading_path for c in chunks] == [("Setup", "Install"), ("Setup", "Configure"),
+    assert [c.heading_path for c in chunks] == [("Setup", "Install"), ("Setup", "Configure", "Network"),
                                                 ("Setup", "Empty last")]
     assert chunks[0].content.startswith("# Setup\n## Install") and "Open port" in chunks[1].content
     assert all(c.content.strip() != c.content.strip().splitlines()[0] or c.index == len(chunks) - 1 for c in chunks)
+
+
+def test_a_merged_chunk_is_cited_at_the_deepest_heading_enclosing_its_text():
+    """`## L2` (no text) absorbs L3..L6 by the merge rule; the only text is under L6, so that is the heading the
+    chunk names (it was L1 > L2).  With text in two branches, their common heading."""
+    doc = localrag.parse_markdown("# L1\n\n## L2\n\n### L3\n\n#### L4\n\n##### L5\n\n###### L6 Deep\n\n"
+                                  "The deepest paragraph talks about the tardigrade.\n", "deep.md")
+    [chunk] = localrag.chunk_document(doc)
+    assert chunk.heading_path == ("L1", "L2", "L3", "L4", "L5", "L6 Deep") and chunk.content.startswith("# L1")
+    doc = localrag.parse_markdown("# A\n## B\n### C\n#### D\nd text\n### E\ne text\n## F\nf\n", "b.md")
+    assert [c.heading_path for c in localrag.chunk_document(doc)] == [("A", "B"), ("A", "F")]
+    doc = localrag.parse_markdown("# A\n## B\nb text\n### C\nc text\n", "c.md")
+    assert [c.heading_path for c in localrag.chunk_document(doc)] == [("A", "B")]
 
 
 def _tail_len_reference(text: str) -> int:
