@@ -257,8 +257,13 @@ def test_strip_comments_never_grows_and_is_idempotent_without_comments(parts):
 def test_comment_content_never_survives(before, after, secret):
     text = f"{before}%%{secret}%%{after}"
     clean, _, _ = localrag.strip_obsidian_syntax(text)
-    if localrag._code_line_ranges(localrag._markdown_parser().parse(text)):
-        assert clean == text     # four spaces after a blank line: indented code, where %% is text
+    opened = before.count("\n")
+    code = [(first, end) for first, end in localrag._code_line_ranges(localrag._markdown_parser().parse(text))
+            if first <= opened]       # code the comment cannot hide: it begins before the comment could open
+    lines, kept = text.split("\n"), clean.split("\n")
+    assert len(kept) == len(lines)       # every line break stays
+    if any(first <= opened < end for first, end in code):   # `    %%` after a blank line: indented code, not a comment
+        assert all(kept[i] == lines[i] for first, end in code for i in range(first, min(end, len(lines))))
     else:
         assert clean.replace("\n", "").replace(" ", "") == (before + after).replace("\n", "").replace(" ", "")
 
