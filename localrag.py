@@ -1419,7 +1419,9 @@ def _heading_sections(body: str, tokens) -> tuple[Section, ...]:
             stack.pop()
         stack.append((level, title))
         end = headings[n + 1][2] if n + 1 < len(headings) else len(body)
-        sections.append(Section(tuple(t for _, t in stack), level, start, end))
+        # An empty heading (`##` alone) still ends the section before it, as in Obsidian's outline, but names
+        # nothing: its text is cited at the heading above it, and a real heading under it keeps its own name.
+        sections.append(Section(tuple(t for _, t in stack if t), level, start, end))
     return tuple(sections)
 
 
@@ -1896,7 +1898,7 @@ def chunk_document(doc: Document) -> list[Chunk]:
                 j += 1
         spans.append((_enclosing_path(body, sections[i:j]), sec.start, end, i, j))
         i = j
-    spans = _fold_heading_only(body, spans)
+    spans = _fold_heading_only(body, spans, sections)
     chunks: list[Chunk] = []
     for heading_path, start, end, first, last in spans:
         if not body[start:end].strip():
@@ -2018,7 +2020,8 @@ def _has_own_text(body: str, sec: Section) -> bool:
     return bool(text.strip())
 
 
-def _fold_heading_only(body: str, spans: list[tuple[tuple[str, ...], int, int, int, int]]):
+def _fold_heading_only(body: str, spans: list[tuple[tuple[str, ...], int, int, int, int]],
+                       sections: Sequence[Section]):
     """A span that is only a heading line (no text of its own) joins the span after it, whose heading path the
     chunk keeps: `# Setup` followed by `## Install` + text is one chunk, not a one-line chunk and another."""
     out: list[tuple[tuple[str, ...], int, int, int, int]] = []
@@ -2027,9 +2030,10 @@ def _fold_heading_only(body: str, spans: list[tuple[tuple[str, ...], int, int, i
         text = body[start:end]
         first_nl = text.find("\n")
         own = "" if first_nl == -1 else text[first_nl + 1:]
+        heading = sections[first].level > 0   # not the preamble (an empty heading's path may be empty too)
         if carry is not None:
             start, first = carry
-        if path and n + 1 < len(spans) and not own.strip() and text.lstrip().startswith("#"):
+        if heading and n + 1 < len(spans) and not own.strip() and text.lstrip().startswith("#"):
             carry = (start, first)
             continue
         carry = None

@@ -352,6 +352,22 @@ def test_a_merged_chunk_is_cited_at_the_deepest_heading_enclosing_its_text():
     assert [c.heading_path for c in localrag.chunk_document(doc)] == [("A", "B")]
 
 
+def test_an_empty_heading_names_nothing_and_hides_no_heading():
+    """`##` and `## ` are headings without text: they end the section before them but put no '' in a path, and
+    `### Real` under one is still cited as Real (it was ['Empty Headings', ''], Real lost)."""
+    doc = localrag.parse_markdown("# Empty Headings\n\n##\n\nDugong text.\n\n## \n\n### Real\n\nManatee text.\n",
+                                  "e.md")
+    assert all("" not in s.heading_path for s in doc.sections)
+    chunks = localrag.chunk_document(doc)
+    assert [(c.heading_path, c.content.splitlines()[-1]) for c in chunks] == [
+        (("Empty Headings",), "Dugong text."), (("Empty Headings", "Real"), "Manatee text.")]
+    # text after an empty heading is not the sibling's before it; an empty heading alone still folds into the next
+    chunks = localrag.chunk_document(localrag.parse_markdown("# T\n## A\nunder a\n##\nunder nothing\n", "s.md"))
+    assert [c.heading_path for c in chunks] == [("T", "A"), ("T",)]
+    chunks = localrag.chunk_document(localrag.parse_markdown("#\n# Real\ntext\n", "f.md"))
+    assert [(c.heading_path, c.content) for c in chunks] == [(("Real",), "#\n# Real\ntext")]
+
+
 def _tail_len_reference(text: str) -> int:
     """_tail_len as first written (issue 13 made it cheaper): offsets of every token by tiktoken's
     decode_with_offsets, every candidate tail counted."""
