@@ -1501,12 +1501,66 @@ def parse_text(text: str, relative_path: str = "") -> Document:
 
 
 CANVAS_NODE_TYPES = ("text", "file", "link", "group")   # JSON Canvas 1.0
+CANVAS_LABEL_MAX_CHARS = 60     # a card without a heading is named by its first words, up to this many characters
+# A canvas's text is its cards one after another, two blank lines apart; a card's own runs of blank lines are
+# folded to one, so the cards (and their sections) can be found again in the stored text (see _canvas_sections).
+_CANVAS_SEPARATOR = "\n\n\n"
+_CANVAS_MARKUP_RE = re.compile(r"^(?:[ \t]*(?:>[ \t]*|[-*+][ \t]+|\d{1,9}[.)][ \t]+|\[![^\]]*\][-+]?[ \t]*))+")
+_CANVAS_WIKILINK_RE = re.compile(r"!?\[\[(?:[^\]|]*\|)?([^\]]*)\]\]")
+
+
+def _canvas_label(text: str) -> str:
+    """What a canvas card is called in citations and `show board.canvas#...`: its heading when it opens with one
+    (what Obsidian shows in bold at its top), else its first words.  A node id (`8f2c...`) means nothing to a
+    reader, and `show` could not open it."""
+    tokens = _markdown_parser().parse(text)
+    if len(tokens) > 1 and tokens[0].type == "heading_open" and tokens[1].content.strip():
+        label = tokens[1].content
+    else:
+        first = next((line for line in text.splitlines() if line.strip()), "")
+        label = _CANVAS_WIKILINK_RE.sub(r"\1", _CANVAS_MARKUP_RE.sub("", first).lstrip("#"))
+        for mark in ("**", "__", "==", "~~", "`"):
+            label = label.replace(mark, "")
+    label = " ".join(label.split()).lstrip("#").strip()
+    if len(label) > CANVAS_LABEL_MAX_CHARS:
+        cut = label[:CANVAS_LABEL_MAX_CHARS]
+        label = (cut.rsplit(" ", 1)[0] if " " in cut else cut).rstrip(" ,;:.-") + "…"
+    return label
+
+
+def _canvas_sections(body: str) -> tuple[Section, ...]:
+    """A canvas's sections, found again in its text: one per card (a text node, a group's label, an edge's label),
+    named by _canvas_label; a name two cards share gets " (2)", " (3)" so each citation opens its own card.
+    parse_canvas builds its sections with this, and get_note reads a stored canvas with it."""
+    sections: list[Section] = []
+    seen: dict[str, int] = {}
+    pos = 0
+    parts = body.split(_CANVAS_SEPARATOR) if body else []
+    for n, part in enumerate(parts):
+        end = pos + len(part) + (len(_CANVAS_SEPARATOR) if n + 1 < len(parts) else 0)
+        if part.strip():
+            label = _canvas_label(part) or "card"
+            seen[label] = seen.get(label, 0) + 1
+            sections.append(Section((label if seen[label] == 1 else f"{label} ({seen[label]})",), 1, pos, end))
+        pos = end
+    return tuple(sections)
+
+
+def _canvas_text(value: Any) -> str:
+    """A card's text as it is indexed: %% comments and block ids out, CRLF and NUL gone, no blank lines at either
+    end, and no run of blank lines inside (the separator between cards stays unique)."""
+    if not isinstance(value, str) or not value.strip():
+        return ""
+    text = value.replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "")
+    text, _, _ = strip_obsidian_syntax(text)
+    return re.sub(r"\n{3,}", "\n\n", text).strip("\n") if text.strip() else ""
 
 
 def parse_canvas(text: str, relative_path: str = "") -> Document:
-    """A JSON Canvas 1.0 file (`.canvas`): each text node is a section whose "heading" is the node id; file nodes
-    count as embeds (links); link and group nodes carry no text to index.  Raises MarkdownError when the file is
-    not a canvas; unknown node types are skipped with a warning."""
+    """A JSON Canvas 1.0 file (`.canvas`): each text node, group label and edge label is a section (in the file's
+    order: nodes, then edges) named by its heading or first words (_canvas_sections); file nodes count as embeds
+    (links); link nodes carry no text to index.  Raises MarkdownError when the file is not a canvas; unknown node
+    types are skipped with a warning."""
     try:
         data = json.loads(text.lstrip("\ufeff"))
     except json.JSONDecodeError as exc:
@@ -1515,36 +1569,33 @@ def parse_canvas(text: str, relative_path: str = "") -> Document:
     if not isinstance(data, dict) or not isinstance(data.get("nodes", []), list):
         raise MarkdownError("not a JSON Canvas file: expected an object with a 'nodes' list")
     parts: list[str] = []
-    sections: list[Section] = []
     links: list[WikiLink] = []
     warnings: list[str] = []
     unknown: dict[str, int] = {}
-    pos = 0
     for n, node in enumerate(data.get("nodes") or []):
         if not isinstance(node, dict):
             warnings.append(f"canvas node #{n + 1} is not an object; skipped")
             continue
-        kind, node_id = node.get("type"), str(node.get("id") or f"node-{n + 1}")
+        kind = node.get("type")
         if kind == "text":
-            node_text = node.get("text")
-            if not isinstance(node_text, str) or not node_text.strip():
-                continue
-            node_text = node_text.replace("\r\n", "\n").replace("\x00", "")
-            node_text, _, _ = strip_obsidian_syntax(node_text)
-            chunk = node_text.strip("\n") + "\n\n"
-            sections.append(Section((node_id,), 1, pos, pos + len(chunk)))
-            parts.append(chunk)
-            pos += len(chunk)
+            parts.append(_canvas_text(node.get("text")))
+        elif kind == "group":   # Obsidian shows a group's label above it
+            parts.append(_canvas_text(node.get("label")))
         elif kind == "file":
             if isinstance(node.get("file"), str) and node["file"].strip():
                 links.append(WikiLink(target=node["file"].strip(), embed=True))
         elif kind not in CANVAS_NODE_TYPES:
             unknown[str(kind)] = unknown.get(str(kind), 0) + 1
+    edges = data.get("edges")
+    for edge in edges if isinstance(edges, list) else ():
+        if isinstance(edge, dict):   # Obsidian shows an edge's label on the arrow
+            parts.append(_canvas_text(edge.get("label")))
     for kind, count in sorted(unknown.items()):
         warnings.append(f"canvas node type {kind!r} is not JSON Canvas 1.0 ({count} node(s)); skipped")
-    body = "".join(parts)
+    body = _CANVAS_SEPARATOR.join(p for p in parts if p)
+    body += "\n" if body else ""
     links.extend(extract_links(_INLINE_CODE_RE.sub(" ", body)))
-    return Document(relative_path=relative_path, body=body, frontmatter={}, sections=tuple(sections),
+    return Document(relative_path=relative_path, body=body, frontmatter={}, sections=_canvas_sections(body),
                     tags=extract_tags(_INLINE_CODE_RE.sub(" ", body), {}), links=tuple(links),
                     title=note_stem(relative_path), warnings=tuple(warnings))
 
@@ -8751,7 +8802,9 @@ def get_note(config: Config, path: Any, heading: Any = None, vault: Any = None, 
     body_line = row["body_line"] or 1
     # The stored body is already past the frontmatter (and normalised): only its headings are parsed again.
     body = row["body"]
-    doc = Document(row["relative_path"], body, {}, _heading_sections(body, _markdown_parser().parse(body)), (), ())
+    sections = _canvas_sections(body) if row["relative_path"].lower().endswith(".canvas") else \
+        _heading_sections(body, _markdown_parser().parse(body))   # a canvas's sections are its cards
+    doc = Document(row["relative_path"], body, {}, sections, (), ())
     out = {"path": row["relative_path"], "vault_path": row["vault_path"], "heading_path": [],
            "tags": list(row["tags"] or []), "frontmatter": _jsonable(row["frontmatter"] or {}),
            "updated_at": _jsonable(row["updated_at"])}

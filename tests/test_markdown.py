@@ -188,21 +188,37 @@ def test_excalidraw_without_text_section_is_empty_with_a_warning():
     assert localrag.chunk_document(doc) == []
 
 
-def test_canvas_text_nodes_with_node_id_headings():
+def test_canvas_cards_are_named_by_their_heading_or_first_words():
+    """A card's section is named by what a reader sees (its opening heading, else its first words), not its random
+    node id; group labels and edge labels are cards too (Obsidian shows both)."""
     import json
     canvas = {"nodes": [{"id": "n1", "type": "text", "text": "# Plan\nShip the #release with [[Dana Li]]",
                          "x": 0, "y": 0, "width": 10, "height": 10},
                         {"id": "f1", "type": "file", "file": "notes/Spec.md", "x": 0, "y": 0, "width": 1, "height": 1},
-                        {"id": "g1", "type": "group", "label": "G", "x": 0, "y": 0, "width": 1, "height": 1},
+                        {"id": "g1", "type": "group", "label": "Group about the nyala", "x": 0, "y": 0, "width": 1,
+                         "height": 1},
                         {"id": "z", "type": "sticker", "x": 0, "y": 0, "width": 1, "height": 1},
-                        {"id": "n2", "type": "text", "text": "Second card", "x": 0, "y": 0, "width": 1, "height": 1}],
-              "edges": []}
+                        {"id": "n2", "type": "text", "text": "> [!note] Second **card**\n\n\n\nmore %%hidden%% text",
+                         "x": 0, "y": 0, "width": 1, "height": 1},
+                        {"id": "n3", "type": "text", "text": "# Plan\nagain", "x": 0, "y": 0, "width": 1, "height": 1},
+                        {"id": "n4", "type": "text", "text": "word " * 40, "x": 0, "y": 0, "width": 1, "height": 1},
+                        {"id": "n5", "type": "text", "text": "  \n", "x": 0, "y": 0, "width": 1, "height": 1}],
+              "edges": [{"id": "e1", "fromNode": "n1", "toNode": "n2", "label": "edge label about the eland"},
+                        {"id": "e2", "fromNode": "n1", "toNode": "n3"}]}
     doc = localrag.parse_canvas(json.dumps(canvas), "boards/Plan.canvas")
-    assert [s.heading_path for s in doc.sections] == [("n1",), ("n2",)]
+    long = ("word " * 12).strip() + "…"
+    assert [s.heading_path for s in doc.sections] == [("Plan",), ("Group about the nyala",), ("Second card",),
+                                                      ("Plan (2)",), (long,), ("edge label about the eland",)]
+    assert len(long) <= localrag.CANVAS_LABEL_MAX_CHARS + 1
     chunks = localrag.chunk_document(doc)
-    assert [c.heading_path for c in chunks] == [("n1",), ("n2",)] and "Ship the" in chunks[0].content
+    assert [c.heading_path for c in chunks] == [s.heading_path for s in doc.sections]
+    assert chunks[0].content == "# Plan\nShip the #release with [[Dana Li]]"
+    assert chunks[2].content == "> [!note] Second **card**\n\nmore  text"   # blank lines folded, comment out
+    assert chunks[1].content == "Group about the nyala" and chunks[-1].content == "edge label about the eland"
     assert {l.target for l in doc.links} == {"notes/Spec.md", "Dana Li"} and doc.tags == ("release",)
     assert any("sticker" in w for w in doc.warnings)
+    # the stored text alone gives the same sections back (what `show board.canvas#Plan (2)` reads)
+    assert localrag._canvas_sections(doc.body) == doc.sections
 
 
 @pytest.mark.parametrize("text", ["not json {", "[1, 2]", '{"nodes": 5}'])
