@@ -1207,19 +1207,22 @@ _BLOCK_ID_RE = re.compile(r"(?:^|[ \t])\^([A-Za-z0-9][A-Za-z0-9-]*)[ \t]*$")
 
 def strip_obsidian_syntax(body: str, code_ranges: Sequence[tuple[int, int]] | None = None,
                           ) -> tuple[str, tuple[tuple[int, str], ...], tuple[str, ...]]:
-    """Drop `%%comments%%` (inline and block) and `^block-id` markers outside code: (clean body, the block ids
-    with their offsets in the clean body, warnings).  Every line break stays, so a chunk's file lines are still
-    right.  One pass over the text, linear in its length: each line is scanned left to right with the next `%%`
-    and backtick positions cached.
+    """Drop `%%comments%%` and `<!-- HTML comments -->` (inline and block) and `^block-id` markers outside code:
+    (clean body, the block ids with their offsets in the clean body, warnings).  Every line break stays, so a
+    chunk's file lines are still right.  One pass over the text, linear in its length: each line is scanned left
+    to right with the next `%%`, `<!--` and backtick positions cached.  Obsidian's reading view hides both kinds
+    of comment; an unclosed `%%` hides the rest of the note (as in Obsidian, with a warning), an unclosed `<!--`
+    is text (Markdown shows it as written).
 
     Code is what markdown-it finds in the body (`code_ranges`, [first, end) 0-based lines of its fence and
     code_block tokens; parsed here when not given): fences inside callouts and lists, and indented code, as
     Obsidian shows them.  A comment opened first wins: a code block that starts inside a comment is none, and the
     lines after that comment are read with the top-level fence rule alone."""
-    if "%%" not in body and "^" not in body:
+    if not _has_hidden_syntax(body):
         return body, (), ()
+    html_close = body.rfind("-->")   # an HTML comment opening before this closes; one opening after it never does
     if code_ranges is None:
-        code_ranges = _code_line_ranges(_markdown_parser().parse(body))
+        code_ranges = _code_ranges(body)
     ranges = sorted(code_ranges)
     next_range, code_end = 0, 0
     out: list[str] = []
@@ -1227,8 +1230,10 @@ def strip_obsidian_syntax(body: str, code_ranges: Sequence[tuple[int, int]] | No
     blocks: list[tuple[int, str]] = []
     warnings: list[str] = []
     fence: tuple[str, int] | None = None
-    in_comment, comment_line = False, 0
+    in_comment, comment_line = "", 0   # in_comment: what closes the open comment, "%%" or "-->"
+    offset = 0
     for lineno, line in enumerate(body.splitlines(keepends=True), 1):
+        line_at, offset = offset, offset + len(line)
         while next_range < len(ranges) and ranges[next_range][0] < lineno:
             first, end = ranges[next_range]
             next_range += 1
@@ -1254,20 +1259,30 @@ def strip_obsidian_syntax(body: str, code_ranges: Sequence[tuple[int, int]] | No
                 continue
         kept: list[str] = []
         i, n = 0, len(line)
-        next_pct, next_tick = line.find("%%"), line.find("`")
+        next_pct, next_tick, next_html = line.find("%%"), line.find("`"), line.find("<!--")
         no_close: set[int] = set()  # backtick run lengths with no closing run left on this line
         while i < n:
+            if in_comment == "-->":
+                close = line.find("-->", i)
+                if close == -1:
+                    i = n
+                    break
+                in_comment, i = "", close + 3
+                continue
             if next_pct != -1 and next_pct < i:
                 next_pct = line.find("%%", i)
             if in_comment:
                 if next_pct == -1:
                     i = n
                     break
-                in_comment, i = False, next_pct + 2
+                in_comment, i = "", next_pct + 2
                 continue
+            if next_html != -1 and next_html < i:
+                next_html = line.find("<!--", i)
             if next_tick != -1 and next_tick < i:
                 next_tick = line.find("`", i)
-            if next_tick != -1 and (next_pct == -1 or next_tick < next_pct):  # inline code comes first
+            opener = min(next_pct if next_pct != -1 else n, next_html if next_html != -1 else n)
+            if next_tick != -1 and next_tick < opener:  # inline code comes first
                 run = next_tick
                 while run < n and line[run] == "`":
                     run += 1
@@ -1281,11 +1296,17 @@ def strip_obsidian_syntax(body: str, code_ranges: Sequence[tuple[int, int]] | No
                     kept.append(line[i:close + width])
                     i = close + width
                 continue
-            if next_pct == -1:
+            if opener == n:
                 kept.append(line[i:])
                 break
-            kept.append(line[i:next_pct])
-            in_comment, comment_line, i = True, lineno, next_pct + 2
+            kept.append(line[i:opener])
+            if opener == next_pct:
+                in_comment, comment_line, i = "%%", lineno, opener + 2
+            elif line_at + opener + 4 <= html_close:
+                in_comment, i = "-->", opener + 4
+            else:   # an HTML comment never closed: shown as text
+                kept.append("<!--")
+                i = opener + 4
         text = "".join(kept)
         if in_comment and line.endswith("\n") and not text.endswith("\n"):
             text += "\n"  # a comment's lines stay as blank lines, so chunks keep their file line numbers
@@ -1297,10 +1318,27 @@ def strip_obsidian_syntax(body: str, code_ranges: Sequence[tuple[int, int]] | No
                 text = "\n" if text.endswith("\n") else ""
         out.append(text)
         size += len(text)
-    if in_comment:
+    if in_comment == "%%":
         warnings.append(f"the %% comment opened at line {comment_line} is never closed; as in Obsidian, the rest "
                         f"of the note is hidden and not indexed")
     return "".join(out), tuple(blocks), tuple(warnings)
+
+
+def _has_hidden_syntax(text: str) -> bool:
+    """Whether strip_obsidian_syntax could change the text: it has a comment or block id marker."""
+    return "%%" in text or "^" in text or "<!--" in text
+
+
+# Every code block has a fence or four columns of indentation after its containers' markers (quote `>`, list
+# markers and their spaces): text without either has no code, and needs no markdown-it parse to know it.
+_MAYBE_CODE_RE = re.compile(r"```|~~~|^[ \t>*+\-.)\d]*?(?: {4}|\t)", re.MULTILINE)
+
+
+def _code_ranges(body: str, tokens: Any = None) -> list[tuple[int, int]]:
+    """The [first, end) lines of the body's code blocks, from its markdown-it tokens (parsed when not given)."""
+    if tokens is None and not _MAYBE_CODE_RE.search(body):
+        return []
+    return _code_line_ranges(tokens if tokens is not None else _markdown_parser().parse(body))
 
 
 def note_stem(relative_path: str) -> str:
@@ -1440,8 +1478,11 @@ def parse_markdown(text: str, relative_path: str = "") -> Document:
         body, warning = excalidraw_text(body)
         if warning:
             warnings.append(warning)
-    tokens = _markdown_parser().parse(body) if "%%" in body or "^" in body else None
-    clean, block_ids, comment_warnings = strip_obsidian_syntax(body, _code_line_ranges(tokens or ()))
+    # The tokens of the body as written tell strip_obsidian_syntax where code is (when it can have any), and are
+    # the body's tokens too when nothing was stripped.
+    hidden = _has_hidden_syntax(body)
+    tokens = _markdown_parser().parse(body) if hidden and _MAYBE_CODE_RE.search(body) else None
+    clean, block_ids, comment_warnings = strip_obsidian_syntax(body, _code_ranges(body, tokens) if hidden else ())
     warnings.extend(comment_warnings)
     aliases, alias_warnings = extract_aliases(meta)
     warnings.extend(alias_warnings)

@@ -284,6 +284,35 @@ def test_comment_content_never_survives(before, after, secret):
         assert clean.replace("\n", "").replace(" ", "") == (before + after).replace("\n", "").replace(" ", "")
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet="ab \n", max_size=30), st.text(alphabet="ab \n", max_size=30),
+       st.text(alphabet="cd \n<!%", max_size=30))
+def test_html_comment_content_never_survives(before, after, secret):
+    text = f"{before}<!--{secret}-->{after}"
+    opened = before.count("\n")
+    if any(first <= opened < end for first, end in
+           localrag._code_line_ranges(localrag._markdown_parser().parse(text))):
+        return       # `    <!--` after a blank line is indented code (as for %%, above)
+    clean, _, warnings = localrag.strip_obsidian_syntax(text)
+    assert clean.split("\n")[:opened] == text.split("\n")[:opened] and clean.count("\n") == text.count("\n")
+    assert clean.replace("\n", "").replace(" ", "") == (before + after).replace("\n", "").replace(" ", "")
+    assert not warnings
+
+
+def test_html_comments_are_hidden_like_percent_comments():
+    """Obsidian's reading view hides `<!-- -->` as it hides `%%`; they were indexed and searchable.  Code keeps
+    them, and an unclosed `<!--` is text (Markdown shows it)."""
+    text = ("Intro about the okapi. <!-- inline genet #secret-tag [[Secret Link]] -->visible\n\n<!--\nblock genet\n"
+            "-->\n`<!-- code -->` and\n```html\n<!-- fenced -->\n```\n\n    <!-- indented -->\n\n"
+            "Write <!-- to open one.\n")
+    doc = localrag.parse_markdown(text, "h.md")
+    assert "genet" not in doc.body and "Secret" not in doc.body and doc.tags == () and doc.links == ()
+    assert "okapi. visible" in doc.body and doc.body.count("\n") == text.count("\n")
+    for kept in ("`<!-- code -->`", "<!-- fenced -->", "    <!-- indented -->", "Write <!-- to open one."):
+        assert kept in doc.body
+    assert not doc.warnings
+
+
 @pytest.mark.parametrize("text", [
     "# Callout\n\n> [!example] X\n> ```md\n> %%\n> ```\n\nText after callout about the addax.\n",
     "# Indented\n\nSome text.\n\n    %% indented code opens\n\nText after code about the addax.\n",
