@@ -1262,20 +1262,44 @@ _FENCE_RE = re.compile(r"[ ]{0,3}(`{3,}|~{3,})")
 _BLOCK_ID_RE = re.compile(r"(?:^|[ \t])\^([A-Za-z0-9][A-Za-z0-9-]*)[ \t]*$")
 
 
-def strip_obsidian_syntax(body: str) -> tuple[str, tuple[tuple[int, str], ...], tuple[str, ...]]:
-    """Drop `%%comments%%` (inline and block) and `^block-id` markers outside code: (clean body, the block ids
-    with their offsets in the clean body, warnings).  Every line break stays, so a chunk's file lines are still
-    right.  One pass over the text, linear in its length: each line is scanned left to right with the next `%%`
-    and backtick positions cached."""
-    if "%%" not in body and "^" not in body:
+def strip_obsidian_syntax(body: str, code_ranges: Sequence[tuple[int, int]] | None = None,
+                          ) -> tuple[str, tuple[tuple[int, str], ...], tuple[str, ...]]:
+    """Drop `%%comments%%` and `<!-- HTML comments -->` (inline and block) and `^block-id` markers outside code:
+    (clean body, the block ids with their offsets in the clean body, warnings).  Every line break stays, so a
+    chunk's file lines are still right.  One pass over the text, linear in its length: each line is scanned left
+    to right with the next `%%`, `<!--` and backtick positions cached.  Obsidian's reading view hides both kinds
+    of comment; an unclosed `%%` hides the rest of the note (as in Obsidian, with a warning), an unclosed `<!--`
+    is text (Markdown shows it as written).
+
+    Code is what markdown-it finds in the body (`code_ranges`, [first, end) 0-based lines of its fence and
+    code_block tokens; parsed here when not given): fences inside callouts and lists, and indented code, as
+    Obsidian shows them.  A comment opened first wins: a code block that starts inside a comment is none, and the
+    lines after that comment are read with the top-level fence rule alone."""
+    if not _has_hidden_syntax(body):
         return body, (), ()
+    html_close = body.rfind("-->")   # an HTML comment opening before this closes; one opening after it never does
+    if code_ranges is None:
+        code_ranges = _code_ranges(body)
+    ranges = sorted(code_ranges)
+    next_range, code_end = 0, 0
     out: list[str] = []
     size = 0
     blocks: list[tuple[int, str]] = []
     warnings: list[str] = []
     fence: tuple[str, int] | None = None
-    in_comment, comment_line = False, 0
+    in_comment, comment_line = "", 0   # in_comment: what closes the open comment, "%%" or "-->"
+    offset = 0
     for lineno, line in enumerate(body.splitlines(keepends=True), 1):
+        line_at, offset = offset, offset + len(line)
+        while next_range < len(ranges) and ranges[next_range][0] < lineno:
+            first, end = ranges[next_range]
+            next_range += 1
+            if first == lineno - 1 and not in_comment and fence is None:
+                code_end = max(code_end, end)
+        if lineno <= code_end:  # a line of code, as markdown-it reads the note: verbatim
+            out.append(line)
+            size += len(line)
+            continue
         if fence is not None:  # inside a code fence: verbatim until the closing fence
             out.append(line)
             size += len(line)
@@ -1292,20 +1316,30 @@ def strip_obsidian_syntax(body: str) -> tuple[str, tuple[tuple[int, str], ...], 
                 continue
         kept: list[str] = []
         i, n = 0, len(line)
-        next_pct, next_tick = line.find("%%"), line.find("`")
+        next_pct, next_tick, next_html = line.find("%%"), line.find("`"), line.find("<!--")
         no_close: set[int] = set()  # backtick run lengths with no closing run left on this line
         while i < n:
+            if in_comment == "-->":
+                close = line.find("-->", i)
+                if close == -1:
+                    i = n
+                    break
+                in_comment, i = "", close + 3
+                continue
             if next_pct != -1 and next_pct < i:
                 next_pct = line.find("%%", i)
             if in_comment:
                 if next_pct == -1:
                     i = n
                     break
-                in_comment, i = False, next_pct + 2
+                in_comment, i = "", next_pct + 2
                 continue
+            if next_html != -1 and next_html < i:
+                next_html = line.find("<!--", i)
             if next_tick != -1 and next_tick < i:
                 next_tick = line.find("`", i)
-            if next_tick != -1 and (next_pct == -1 or next_tick < next_pct):  # inline code comes first
+            opener = min(next_pct if next_pct != -1 else n, next_html if next_html != -1 else n)
+            if next_tick != -1 and next_tick < opener:  # inline code comes first
                 run = next_tick
                 while run < n and line[run] == "`":
                     run += 1
@@ -1319,11 +1353,17 @@ def strip_obsidian_syntax(body: str) -> tuple[str, tuple[tuple[int, str], ...], 
                     kept.append(line[i:close + width])
                     i = close + width
                 continue
-            if next_pct == -1:
+            if opener == n:
                 kept.append(line[i:])
                 break
-            kept.append(line[i:next_pct])
-            in_comment, comment_line, i = True, lineno, next_pct + 2
+            kept.append(line[i:opener])
+            if opener == next_pct:
+                in_comment, comment_line, i = "%%", lineno, opener + 2
+            elif line_at + opener + 4 <= html_close:
+                in_comment, i = "-->", opener + 4
+            else:   # an HTML comment never closed: shown as text
+                kept.append("<!--")
+                i = opener + 4
         text = "".join(kept)
         if in_comment and line.endswith("\n") and not text.endswith("\n"):
             text += "\n"  # a comment's lines stay as blank lines, so chunks keep their file line numbers
@@ -1335,10 +1375,27 @@ def strip_obsidian_syntax(body: str) -> tuple[str, tuple[tuple[int, str], ...], 
                 text = "\n" if text.endswith("\n") else ""
         out.append(text)
         size += len(text)
-    if in_comment:
+    if in_comment == "%%":
         warnings.append(f"the %% comment opened at line {comment_line} is never closed; as in Obsidian, the rest "
                         f"of the note is hidden and not indexed")
     return "".join(out), tuple(blocks), tuple(warnings)
+
+
+def _has_hidden_syntax(text: str) -> bool:
+    """Whether strip_obsidian_syntax could change the text: it has a comment or block id marker."""
+    return "%%" in text or "^" in text or "<!--" in text
+
+
+# Every code block has a fence or four columns of indentation after its containers' markers (quote `>`, list
+# markers and their spaces): text without either has no code, and needs no markdown-it parse to know it.
+_MAYBE_CODE_RE = re.compile(r"```|~~~|^[ \t>*+\-.)\d]*?(?: {4}|\t)", re.MULTILINE)
+
+
+def _code_ranges(body: str, tokens: Any = None) -> list[tuple[int, int]]:
+    """The [first, end) lines of the body's code blocks, from its markdown-it tokens (parsed when not given)."""
+    if tokens is None and not _MAYBE_CODE_RE.search(body):
+        return []
+    return _code_line_ranges(tokens if tokens is not None else _markdown_parser().parse(body))
 
 
 def note_stem(relative_path: str) -> str:
@@ -1457,7 +1514,9 @@ def _heading_sections(body: str, tokens) -> tuple[Section, ...]:
             stack.pop()
         stack.append((level, title))
         end = headings[n + 1][2] if n + 1 < len(headings) else len(body)
-        sections.append(Section(tuple(t for _, t in stack), level, start, end))
+        # An empty heading (`##` alone) still ends the section before it, as in Obsidian's outline, but names
+        # nothing: its text is cited at the heading above it, and a real heading under it keeps its own name.
+        sections.append(Section(tuple(t for _, t in stack if t), level, start, end))
     return tuple(sections)
 
 
@@ -1467,23 +1526,47 @@ def parse_markdown(text: str, relative_path: str = "") -> Document:
     meta, body, fm_warning = split_frontmatter(text)
     text = text[1:] if text.startswith("\ufeff") else text
     # The body is the file's tail (frontmatter.loads' fallback aside): the lines before it are the frontmatter's.
-    body_line = text[:len(text) - len(body)].count("\n") + 1 if text.endswith(body) else 1
+    head = text[:len(text) - len(body)] if text.endswith(body) else ""
+    body_line = head.count("\n") + 1
     body = _clean_text(body.replace("\r\n", "\n").replace("\r", "\n"))
     warnings = [fm_warning] if fm_warning else []
-    if relative_path.lower().endswith(".excalidraw.md"):
+    excalidraw = relative_path.lower().endswith(".excalidraw.md")
+    if excalidraw:
         body, warning = excalidraw_text(body)
         if warning:
             warnings.append(warning)
-    body, block_ids, comment_warnings = strip_obsidian_syntax(body)
+    # The tokens of the body as written tell strip_obsidian_syntax where code is (when it can have any), and are
+    # the body's tokens too when nothing was stripped.
+    hidden = _has_hidden_syntax(body)
+    tokens = _markdown_parser().parse(body) if hidden and _MAYBE_CODE_RE.search(body) else None
+    clean, block_ids, comment_warnings = strip_obsidian_syntax(body, _code_ranges(body, tokens) if hidden else ())
     warnings.extend(comment_warnings)
     aliases, alias_warnings = extract_aliases(meta)
     warnings.extend(alias_warnings)
-    tokens = _markdown_parser().parse(body)
+    if tokens is None or clean != body:   # the tokens of the body as it is indexed
+        body, tokens = clean, _markdown_parser().parse(clean)
     plain = _strip_code(body, _code_line_ranges(tokens))
+    sections = _heading_sections(body, tokens)
+    if head and not body.strip():
+        # Nothing but frontmatter: the note is its properties, so its lines (between the fences) are its text,
+        # as the file shows them; without that it had no chunk, so no search, tag filter or line range found it.
+        body, body_line = ("", max(1, head.rstrip("\n").count("\n") + 1)) if excalidraw or not meta else \
+            (_properties_text(head), 2)
+        sections = (Section((), 0, 0, len(body)),) if body.strip() else ()
     return Document(relative_path=relative_path, body=body, frontmatter=meta,
-                    sections=_heading_sections(body, tokens), tags=extract_tags(plain, meta),
+                    sections=sections, tags=extract_tags(plain, meta),
                     links=extract_links(plain), title=note_title(meta, relative_path), aliases=aliases,
                     block_ids=block_ids, warnings=tuple(warnings), body_line=body_line)
+
+
+def _properties_text(head: str) -> str:
+    """The lines between a note's frontmatter fences (`head` runs from the opening fence through the closing one),
+    with whole-line YAML comments left blank: they are no property, and `# ...` would read as a heading."""
+    lines = head.replace("\r\n", "\n").replace("\r", "\n").split("\n")[1:]
+    if lines and not lines[-1]:
+        lines.pop()           # the closing fence ended with a line break
+    lines.pop()               # the closing fence
+    return _clean_text("".join(("" if line.lstrip().startswith("#") else line) + "\n" for line in lines))
 
 
 _EXCALIDRAW_TEXT_RE = re.compile(r"^(#{1,6})[ \t]+Text Elements[ \t]*$", re.MULTILINE)
@@ -1516,12 +1599,66 @@ def parse_text(text: str, relative_path: str = "") -> Document:
 
 
 CANVAS_NODE_TYPES = ("text", "file", "link", "group")   # JSON Canvas 1.0
+CANVAS_LABEL_MAX_CHARS = 60     # a card without a heading is named by its first words, up to this many characters
+# A canvas's text is its cards one after another, two blank lines apart; a card's own runs of blank lines are
+# folded to one, so the cards (and their sections) can be found again in the stored text (see _canvas_sections).
+_CANVAS_SEPARATOR = "\n\n\n"
+_CANVAS_MARKUP_RE = re.compile(r"^(?:[ \t]*(?:>[ \t]*|[-*+][ \t]+|\d{1,9}[.)][ \t]+|\[![^\]]*\][-+]?[ \t]*))+")
+_CANVAS_WIKILINK_RE = re.compile(r"!?\[\[(?:[^\]|]*\|)?([^\]]*)\]\]")
+
+
+def _canvas_label(text: str) -> str:
+    """What a canvas card is called in citations and `show board.canvas#...`: its heading when it opens with one
+    (what Obsidian shows in bold at its top), else its first words.  A node id (`8f2c...`) means nothing to a
+    reader, and `show` could not open it."""
+    tokens = _markdown_parser().parse(text)
+    if len(tokens) > 1 and tokens[0].type == "heading_open" and tokens[1].content.strip():
+        label = tokens[1].content
+    else:
+        first = next((line for line in text.splitlines() if line.strip()), "")
+        label = _CANVAS_WIKILINK_RE.sub(r"\1", _CANVAS_MARKUP_RE.sub("", first).lstrip("#"))
+        for mark in ("**", "__", "==", "~~", "`"):
+            label = label.replace(mark, "")
+    label = " ".join(label.split()).lstrip("#").strip()
+    if len(label) > CANVAS_LABEL_MAX_CHARS:
+        cut = label[:CANVAS_LABEL_MAX_CHARS]
+        label = (cut.rsplit(" ", 1)[0] if " " in cut else cut).rstrip(" ,;:.-") + "…"
+    return label
+
+
+def _canvas_sections(body: str) -> tuple[Section, ...]:
+    """A canvas's sections, found again in its text: one per card (a text node, a group's label, an edge's label),
+    named by _canvas_label; a name two cards share gets " (2)", " (3)" so each citation opens its own card.
+    parse_canvas builds its sections with this, and get_note reads a stored canvas with it."""
+    sections: list[Section] = []
+    seen: dict[str, int] = {}
+    pos = 0
+    parts = body.split(_CANVAS_SEPARATOR) if body else []
+    for n, part in enumerate(parts):
+        end = pos + len(part) + (len(_CANVAS_SEPARATOR) if n + 1 < len(parts) else 0)
+        if part.strip():
+            label = _canvas_label(part) or "card"
+            seen[label] = seen.get(label, 0) + 1
+            sections.append(Section((label if seen[label] == 1 else f"{label} ({seen[label]})",), 1, pos, end))
+        pos = end
+    return tuple(sections)
+
+
+def _canvas_text(value: Any) -> str:
+    """A card's text as it is indexed: %% comments and block ids out, CRLF and NUL gone, no blank lines at either
+    end, and no run of blank lines inside (the separator between cards stays unique)."""
+    if not isinstance(value, str) or not value.strip():
+        return ""
+    text = value.replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "")
+    text, _, _ = strip_obsidian_syntax(text)
+    return re.sub(r"\n{3,}", "\n\n", text).strip("\n") if text.strip() else ""
 
 
 def parse_canvas(text: str, relative_path: str = "") -> Document:
-    """A JSON Canvas 1.0 file (`.canvas`): each text node is a section whose "heading" is the node id; file nodes
-    count as embeds (links); link and group nodes carry no text to index.  Raises MarkdownError when the file is
-    not a canvas; unknown node types are skipped with a warning."""
+    """A JSON Canvas 1.0 file (`.canvas`): each text node, group label and edge label is a section (in the file's
+    order: nodes, then edges) named by its heading or first words (_canvas_sections); file nodes count as embeds
+    (links); link nodes carry no text to index.  Raises MarkdownError when the file is not a canvas; unknown node
+    types are skipped with a warning."""
     try:
         data = json.loads(text.lstrip("\ufeff"))
     except json.JSONDecodeError as exc:
@@ -1530,36 +1667,33 @@ def parse_canvas(text: str, relative_path: str = "") -> Document:
     if not isinstance(data, dict) or not isinstance(data.get("nodes", []), list):
         raise MarkdownError("not a JSON Canvas file: expected an object with a 'nodes' list")
     parts: list[str] = []
-    sections: list[Section] = []
     links: list[WikiLink] = []
     warnings: list[str] = []
     unknown: dict[str, int] = {}
-    pos = 0
     for n, node in enumerate(data.get("nodes") or []):
         if not isinstance(node, dict):
             warnings.append(f"canvas node #{n + 1} is not an object; skipped")
             continue
-        kind, node_id = node.get("type"), str(node.get("id") or f"node-{n + 1}")
+        kind = node.get("type")
         if kind == "text":
-            node_text = node.get("text")
-            if not isinstance(node_text, str) or not node_text.strip():
-                continue
-            node_text = node_text.replace("\r\n", "\n").replace("\x00", "")
-            node_text, _, _ = strip_obsidian_syntax(node_text)
-            chunk = node_text.strip("\n") + "\n\n"
-            sections.append(Section((node_id,), 1, pos, pos + len(chunk)))
-            parts.append(chunk)
-            pos += len(chunk)
+            parts.append(_canvas_text(node.get("text")))
+        elif kind == "group":   # Obsidian shows a group's label above it
+            parts.append(_canvas_text(node.get("label")))
         elif kind == "file":
             if isinstance(node.get("file"), str) and node["file"].strip():
                 links.append(WikiLink(target=node["file"].strip(), embed=True))
         elif kind not in CANVAS_NODE_TYPES:
             unknown[str(kind)] = unknown.get(str(kind), 0) + 1
+    edges = data.get("edges")
+    for edge in edges if isinstance(edges, list) else ():
+        if isinstance(edge, dict):   # Obsidian shows an edge's label on the arrow
+            parts.append(_canvas_text(edge.get("label")))
     for kind, count in sorted(unknown.items()):
         warnings.append(f"canvas node type {kind!r} is not JSON Canvas 1.0 ({count} node(s)); skipped")
-    body = "".join(parts)
+    body = _CANVAS_SEPARATOR.join(p for p in parts if p)
+    body += "\n" if body else ""
     links.extend(extract_links(_INLINE_CODE_RE.sub(" ", body)))
-    return Document(relative_path=relative_path, body=body, frontmatter={}, sections=tuple(sections),
+    return Document(relative_path=relative_path, body=body, frontmatter={}, sections=_canvas_sections(body),
                     tags=extract_tags(_INLINE_CODE_RE.sub(" ", body), {}), links=tuple(links),
                     title=note_stem(relative_path), warnings=tuple(warnings))
 
@@ -1686,7 +1820,8 @@ def span_lines(body: str, start: int, end: int, body_line: int = 1) -> tuple[int
 # line/sentence boundaries with CHUNK_OVERLAP_TOKENS of overlap, and one merge rule: a section at depth >= 2 (under the document's H1)
 # whose own text is under CHUNK_TARGET_MIN_TOKENS absorbs the sections nested beneath it that follow, while the
 # chunk stays within CHUNK_TARGET_MAX_TOKENS.  Siblings never merge, so a chunk's heading_path is always the
-# heading that encloses all of its text, and a citation names the most specific heading it can.
+# heading that encloses all of its text (heading lines without text of their own aside: _enclosing_path), and a
+# citation names the most specific heading it can.
 
 _encoding = None
 _SENTENCE_END_RE = re.compile(r"(?<=[。！？!?；;])|(?<=[.:])(?=\s)")
@@ -1910,9 +2045,9 @@ def chunk_document(doc: Document) -> list[Chunk]:
                    and sizes.within(i, j + 1, CHUNK_TARGET_MAX_TOKENS)):
                 end = sections[j].end
                 j += 1
-        spans.append((sec.heading_path, sec.start, end, i, j))
+        spans.append((_enclosing_path(body, sections[i:j]), sec.start, end, i, j))
         i = j
-    spans = _fold_heading_only(body, spans)
+    spans = _fold_heading_only(body, spans, sections)
     chunks: list[Chunk] = []
     for heading_path, start, end, first, last in spans:
         if not body[start:end].strip():
@@ -2006,7 +2141,36 @@ def _tail_pieces(text: str, content: str) -> tuple[str, str, str] | None:
     return content[j:], newlines, ws[len(newlines):]
 
 
-def _fold_heading_only(body: str, spans: list[tuple[tuple[str, ...], int, int, int, int]]):
+def _enclosing_path(body: str, sections: Sequence[Section]) -> tuple[str, ...]:
+    """The heading path of a merged span: the most specific heading that encloses every section in it with text of
+    its own.  A section that is only its heading line (`## L2` above `### L3` ... `###### L6` and a paragraph) is
+    structure, as in _fold_heading_only, so that chunk is cited at L6, not at the first, empty heading."""
+    path = sections[0].heading_path
+    if len(sections) == 1:
+        return path
+    texts = [sec.heading_path for sec in sections if _has_own_text(body, sec)]
+    if not texts:
+        return path
+    common = texts[0]
+    for other in texts[1:]:
+        n = 0
+        while n < min(len(common), len(other)) and common[n] == other[n]:
+            n += 1
+        common = common[:n]
+    return common if len(common) > len(path) else path
+
+
+def _has_own_text(body: str, sec: Section) -> bool:
+    """Whether a section holds more than its heading line (the preamble, which has none, is all text)."""
+    text = body[sec.start:sec.end]
+    if sec.level:
+        first_nl = text.find("\n")
+        text = "" if first_nl == -1 else text[first_nl + 1:]
+    return bool(text.strip())
+
+
+def _fold_heading_only(body: str, spans: list[tuple[tuple[str, ...], int, int, int, int]],
+                       sections: Sequence[Section]):
     """A span that is only a heading line (no text of its own) joins the span after it, whose heading path the
     chunk keeps: `# Setup` followed by `## Install` + text is one chunk, not a one-line chunk and another."""
     out: list[tuple[tuple[str, ...], int, int, int, int]] = []
@@ -2015,9 +2179,10 @@ def _fold_heading_only(body: str, spans: list[tuple[tuple[str, ...], int, int, i
         text = body[start:end]
         first_nl = text.find("\n")
         own = "" if first_nl == -1 else text[first_nl + 1:]
+        heading = sections[first].level > 0   # not the preamble (an empty heading's path may be empty too)
         if carry is not None:
             start, first = carry
-        if path and n + 1 < len(spans) and not own.strip() and text.lstrip().startswith("#"):
+        if heading and n + 1 < len(spans) and not own.strip() and text.lstrip().startswith("#"):
             carry = (start, first)
             continue
         carry = None
@@ -8930,7 +9095,9 @@ def get_note(config: Config, path: Any, heading: Any = None, vault: Any = None, 
     body_line = row["body_line"] or 1
     # The stored body is already past the frontmatter (and normalised): only its headings are parsed again.
     body = row["body"]
-    doc = Document(row["relative_path"], body, {}, _heading_sections(body, _markdown_parser().parse(body)), (), ())
+    sections = _canvas_sections(body) if row["relative_path"].lower().endswith(".canvas") else \
+        _heading_sections(body, _markdown_parser().parse(body))   # a canvas's sections are its cards
+    doc = Document(row["relative_path"], body, {}, sections, (), ())
     out = {"path": row["relative_path"], "vault_path": row["vault_path"], "heading_path": [],
            "tags": list(row["tags"] or []), "frontmatter": _jsonable(row["frontmatter"] or {}),
            "updated_at": _jsonable(row["updated_at"])}

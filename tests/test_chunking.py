@@ -193,7 +193,10 @@ def test_special_token_text_is_counted_not_rejected():
 
 def test_empty_document_has_no_chunks():
     assert localrag.chunk_document(localrag.parse_markdown("")) == []
-    assert localrag.chunk_document(localrag.parse_markdown("---\ntitle: x\n---\n\n   \n")) == []
+    assert localrag.chunk_document(localrag.parse_markdown("---\n---\n\n   \n")) == []
+    # properties and a blank body: the note is its properties (one chunk of its frontmatter lines)
+    [chunk] = localrag.chunk_document(localrag.parse_markdown("---\ntitle: x\n---\n\n   \n"))
+    assert chunk.content == "title: x" and chunk.heading_path == ()
 
 
 # --- long sections: the split rule and the overlap, on text built to be split ------------------------------------
@@ -330,10 +333,39 @@ def test_heading_only_sections_fold_into_the_next_chunk():
     doc = localrag.parse_markdown("# Setup\n## Install\nRun the installer.\n## Configure\n### Network\n\n"
                                   "Open port 8080.\n## Empty last\n", "s.md")
     chunks = localrag.chunk_document(doc)
-    assert [c.heading_path for c in chunks] == [("Setup", "Install"), ("Setup", "Configure"),
+    assert [c.heading_path for c in chunks] == [("Setup", "Install"), ("Setup", "Configure", "Network"),
                                                 ("Setup", "Empty last")]
     assert chunks[0].content.startswith("# Setup\n## Install") and "Open port" in chunks[1].content
     assert all(c.content.strip() != c.content.strip().splitlines()[0] or c.index == len(chunks) - 1 for c in chunks)
+
+
+def test_a_merged_chunk_is_cited_at_the_deepest_heading_enclosing_its_text():
+    """`## L2` (no text) absorbs L3..L6 by the merge rule; the only text is under L6, so that is the heading the
+    chunk names (it was L1 > L2).  With text in two branches, their common heading."""
+    doc = localrag.parse_markdown("# L1\n\n## L2\n\n### L3\n\n#### L4\n\n##### L5\n\n###### L6 Deep\n\n"
+                                  "The deepest paragraph talks about the tardigrade.\n", "deep.md")
+    [chunk] = localrag.chunk_document(doc)
+    assert chunk.heading_path == ("L1", "L2", "L3", "L4", "L5", "L6 Deep") and chunk.content.startswith("# L1")
+    doc = localrag.parse_markdown("# A\n## B\n### C\n#### D\nd text\n### E\ne text\n## F\nf\n", "b.md")
+    assert [c.heading_path for c in localrag.chunk_document(doc)] == [("A", "B"), ("A", "F")]
+    doc = localrag.parse_markdown("# A\n## B\nb text\n### C\nc text\n", "c.md")
+    assert [c.heading_path for c in localrag.chunk_document(doc)] == [("A", "B")]
+
+
+def test_an_empty_heading_names_nothing_and_hides_no_heading():
+    """`##` and `## ` are headings without text: they end the section before them but put no '' in a path, and
+    `### Real` under one is still cited as Real (it was ['Empty Headings', ''], Real lost)."""
+    doc = localrag.parse_markdown("# Empty Headings\n\n##\n\nDugong text.\n\n## \n\n### Real\n\nManatee text.\n",
+                                  "e.md")
+    assert all("" not in s.heading_path for s in doc.sections)
+    chunks = localrag.chunk_document(doc)
+    assert [(c.heading_path, c.content.splitlines()[-1]) for c in chunks] == [
+        (("Empty Headings",), "Dugong text."), (("Empty Headings", "Real"), "Manatee text.")]
+    # text after an empty heading is not the sibling's before it; an empty heading alone still folds into the next
+    chunks = localrag.chunk_document(localrag.parse_markdown("# T\n## A\nunder a\n##\nunder nothing\n", "s.md"))
+    assert [c.heading_path for c in chunks] == [("T", "A"), ("T",)]
+    chunks = localrag.chunk_document(localrag.parse_markdown("#\n# Real\ntext\n", "f.md"))
+    assert [(c.heading_path, c.content) for c in chunks] == [(("Real",), "#\n# Real\ntext")]
 
 
 def _tail_len_reference(text: str) -> int:

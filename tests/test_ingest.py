@@ -1050,7 +1050,8 @@ def test_txt_canvas_excalidraw_and_pdf_are_indexed(db, tmp_path):
     assert result["documents_added"] == 5
     hit = localrag.search(db, "flanglewidget torque spec")["results"][0]
     assert hit["source"] == "manual.pdf" and hit["heading"] == "page 3"
-    assert localrag.search(db, "quuxotic launch checklist")["results"][0]["heading_path"] == ["card-7"]
+    assert localrag.search(db, "quuxotic launch checklist")["results"][0]["heading_path"] == [
+        "Launch checklist: quuxotic flags on"]
     assert localrag.search(db, "zorbulon budget")["results"][0]["source"] == "log.txt"
     top = localrag.search(db, "frobnitz gateway")["results"][0]
     assert top["source"] == "Arch.excalidraw.md" and "Switch" not in top["content"] and "^x1" not in top["content"]

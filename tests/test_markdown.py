@@ -119,6 +119,27 @@ def test_unclosed_comment_hides_the_rest_with_a_warning():
     assert "line 3" in doc.warnings[0]
 
 
+def test_a_note_with_only_frontmatter_is_its_properties():
+    """Nothing but properties: the lines between the fences are the note's text (it had no chunk at all, and its
+    line range pointed past the end of the file); whole-line YAML comments stay blank lines, not headings."""
+    text = ("---\ntitle: Only Frontmatter Ferret\ntags: [ferret]\n# a YAML comment\n"
+            "description: The ferret note has only properties.\n---\n")
+    doc = localrag.parse_markdown(text, "fm-only.md")
+    assert doc.body == ("title: Only Frontmatter Ferret\ntags: [ferret]\n\n"
+                        "description: The ferret note has only properties.\n")
+    assert doc.body_line == 2 and doc.tags == ("ferret",) and doc.title == "Only Frontmatter Ferret"
+    assert [s.heading_path for s in doc.sections] == [()]
+    [chunk] = localrag.chunk_document(doc)
+    assert localrag.span_lines(doc.body, chunk.start, chunk.end, doc.body_line) == (2, 5)
+    assert "ferret note has only properties" in chunk.content
+    # no properties, or a drawing without text: still nothing to index, and the line stays inside the file
+    for text, path in (("---\n---\n", "e.md"), ("---\nexcalidraw-plugin: parsed\n---\n", "d.excalidraw.md")):
+        doc = localrag.parse_markdown(text, path)
+        assert localrag.chunk_document(doc) == [] and doc.body_line == text.count("\n")
+    # a note with a body keeps its properties out of its text
+    assert localrag.parse_markdown("---\ntags: [x]\n---\nbody\n", "b.md").body == "body\n"
+
+
 def test_block_ids_recorded_and_removed():
     doc = localrag.parse_markdown("# H\nA claim worth linking. ^claim-1\n\n| t |\n|---|\n\n^table\n"
                                   "x^2 stays\n", "b.md")
@@ -167,21 +188,37 @@ def test_excalidraw_without_text_section_is_empty_with_a_warning():
     assert localrag.chunk_document(doc) == []
 
 
-def test_canvas_text_nodes_with_node_id_headings():
+def test_canvas_cards_are_named_by_their_heading_or_first_words():
+    """A card's section is named by what a reader sees (its opening heading, else its first words), not its random
+    node id; group labels and edge labels are cards too (Obsidian shows both)."""
     import json
     canvas = {"nodes": [{"id": "n1", "type": "text", "text": "# Plan\nShip the #release with [[Dana Li]]",
                          "x": 0, "y": 0, "width": 10, "height": 10},
                         {"id": "f1", "type": "file", "file": "notes/Spec.md", "x": 0, "y": 0, "width": 1, "height": 1},
-                        {"id": "g1", "type": "group", "label": "G", "x": 0, "y": 0, "width": 1, "height": 1},
+                        {"id": "g1", "type": "group", "label": "Group about the nyala", "x": 0, "y": 0, "width": 1,
+                         "height": 1},
                         {"id": "z", "type": "sticker", "x": 0, "y": 0, "width": 1, "height": 1},
-                        {"id": "n2", "type": "text", "text": "Second card", "x": 0, "y": 0, "width": 1, "height": 1}],
-              "edges": []}
+                        {"id": "n2", "type": "text", "text": "> [!note] Second **card**\n\n\n\nmore %%hidden%% text",
+                         "x": 0, "y": 0, "width": 1, "height": 1},
+                        {"id": "n3", "type": "text", "text": "# Plan\nagain", "x": 0, "y": 0, "width": 1, "height": 1},
+                        {"id": "n4", "type": "text", "text": "word " * 40, "x": 0, "y": 0, "width": 1, "height": 1},
+                        {"id": "n5", "type": "text", "text": "  \n", "x": 0, "y": 0, "width": 1, "height": 1}],
+              "edges": [{"id": "e1", "fromNode": "n1", "toNode": "n2", "label": "edge label about the eland"},
+                        {"id": "e2", "fromNode": "n1", "toNode": "n3"}]}
     doc = localrag.parse_canvas(json.dumps(canvas), "boards/Plan.canvas")
-    assert [s.heading_path for s in doc.sections] == [("n1",), ("n2",)]
+    long = ("word " * 12).strip() + "…"
+    assert [s.heading_path for s in doc.sections] == [("Plan",), ("Group about the nyala",), ("Second card",),
+                                                      ("Plan (2)",), (long,), ("edge label about the eland",)]
+    assert len(long) <= localrag.CANVAS_LABEL_MAX_CHARS + 1
     chunks = localrag.chunk_document(doc)
-    assert [c.heading_path for c in chunks] == [("n1",), ("n2",)] and "Ship the" in chunks[0].content
+    assert [c.heading_path for c in chunks] == [s.heading_path for s in doc.sections]
+    assert chunks[0].content == "# Plan\nShip the #release with [[Dana Li]]"
+    assert chunks[2].content == "> [!note] Second **card**\n\nmore  text"   # blank lines folded, comment out
+    assert chunks[1].content == "Group about the nyala" and chunks[-1].content == "edge label about the eland"
     assert {l.target for l in doc.links} == {"notes/Spec.md", "Dana Li"} and doc.tags == ("release",)
     assert any("sticker" in w for w in doc.warnings)
+    # the stored text alone gives the same sections back (what `show board.canvas#Plan (2)` reads)
+    assert localrag._canvas_sections(doc.body) == doc.sections
 
 
 @pytest.mark.parametrize("text", ["not json {", "[1, 2]", '{"nodes": 5}'])
@@ -234,8 +271,67 @@ def test_strip_comments_never_grows_and_is_idempotent_without_comments(parts):
 @given(st.text(alphabet="ab \n", max_size=30), st.text(alphabet="ab \n", max_size=30),
        st.text(alphabet="cd \n", max_size=30))
 def test_comment_content_never_survives(before, after, secret):
-    clean, _, _ = localrag.strip_obsidian_syntax(f"{before}%%{secret}%%{after}")
+    text = f"{before}%%{secret}%%{after}"
+    clean, _, _ = localrag.strip_obsidian_syntax(text)
+    opened = before.count("\n")
+    code = [(first, end) for first, end in localrag._code_line_ranges(localrag._markdown_parser().parse(text))
+            if first <= opened]       # code the comment cannot hide: it begins before the comment could open
+    lines, kept = text.split("\n"), clean.split("\n")
+    assert len(kept) == len(lines)       # every line break stays
+    if any(first <= opened < end for first, end in code):   # `    %%` after a blank line: indented code, not a comment
+        assert all(kept[i] == lines[i] for first, end in code for i in range(first, min(end, len(lines))))
+    else:
+        assert clean.replace("\n", "").replace(" ", "") == (before + after).replace("\n", "").replace(" ", "")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet="ab \n", max_size=30), st.text(alphabet="ab \n", max_size=30),
+       st.text(alphabet="cd \n<!%", max_size=30))
+def test_html_comment_content_never_survives(before, after, secret):
+    text = f"{before}<!--{secret}-->{after}"
+    opened = before.count("\n")
+    if any(first <= opened < end for first, end in
+           localrag._code_line_ranges(localrag._markdown_parser().parse(text))):
+        return       # `    <!--` after a blank line is indented code (as for %%, above)
+    clean, _, warnings = localrag.strip_obsidian_syntax(text)
+    assert clean.split("\n")[:opened] == text.split("\n")[:opened] and clean.count("\n") == text.count("\n")
     assert clean.replace("\n", "").replace(" ", "") == (before + after).replace("\n", "").replace(" ", "")
+    assert not warnings
+
+
+def test_html_comments_are_hidden_like_percent_comments():
+    """Obsidian's reading view hides `<!-- -->` as it hides `%%`; they were indexed and searchable.  Code keeps
+    them, and an unclosed `<!--` is text (Markdown shows it)."""
+    text = ("Intro about the okapi. <!-- inline genet #secret-tag [[Secret Link]] -->visible\n\n<!--\nblock genet\n"
+            "-->\n`<!-- code -->` and\n```html\n<!-- fenced -->\n```\n\n    <!-- indented -->\n\n"
+            "Write <!-- to open one.\n")
+    doc = localrag.parse_markdown(text, "h.md")
+    assert "genet" not in doc.body and "Secret" not in doc.body and doc.tags == () and doc.links == ()
+    assert "okapi. visible" in doc.body and doc.body.count("\n") == text.count("\n")
+    for kept in ("`<!-- code -->`", "<!-- fenced -->", "    <!-- indented -->", "Write <!-- to open one."):
+        assert kept in doc.body
+    assert not doc.warnings
+
+
+@pytest.mark.parametrize("text", [
+    "# Callout\n\n> [!example] X\n> ```md\n> %%\n> ```\n\nText after callout about the addax.\n",
+    "# Indented\n\nSome text.\n\n    %% indented code opens\n\nText after code about the addax.\n",
+    "- a list item\n\n  ```\n  %% in a fenced block of the item\n  ```\n\nText after the list about the addax.\n",
+    "> > ```\n> > %% quoted twice\n> > ```\n\nText after the quote about the addax. ^kept-out\n",
+])
+def test_percent_signs_in_code_anywhere_are_code(text):
+    """Obsidian shows %% in a fence inside a callout, a list item or in indented code as code; the line scanner
+    only knew top-level fences, took it for an unclosed comment and hid the rest of the note."""
+    doc = localrag.parse_markdown(text, "c.md")
+    assert not doc.warnings and "addax" in doc.body
+    assert [line for line in text.splitlines() if "%%" in line] == [line for line in doc.body.splitlines()
+                                                                      if "%%" in line]
+
+
+def test_a_fence_inside_a_comment_stays_hidden():
+    """The comment opened first wins: a fence written inside it is no code, before or after it closes."""
+    doc = localrag.parse_markdown("a\n%%\n```\nsecret\n%%\nvisible %%gone%%\n> %%\n> ```\n> %%\nshown\n", "c.md")
+    assert doc.body == "a\n\n\n\n\nvisible \n> \n\n\nshown\n" and not doc.warnings
 
 
 @pytest.mark.parametrize("text, clean", [

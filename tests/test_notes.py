@@ -108,6 +108,48 @@ def test_list_notes_pages_and_filters(ingested):
             localrag.list_notes(config, **bad)
 
 
+def test_a_note_with_only_frontmatter_is_found_listed_and_shown(db, tmp_path):
+    """It had no chunk: search did not find it, a tag filter did not list it, and show named line 6 of 5."""
+    from conftest import write_vault
+    vault = tmp_path / "v"
+    text = "---\ntitle: Only Frontmatter Ferret\ntags: [ferret]\ndescription: The ferret note has only properties.\n---\n"
+    write_vault(vault, {"fm-only.md": text, "other.md": "# Other\nNothing about small mammals here.\n"})
+    assert localrag.ingest(db, vault)["status"] == "success"
+    top = localrag.search(db, "ferret description properties")["results"][0]
+    assert top["source"] == "fm-only.md" and (top["line_start"], top["line_end"]) == (2, 4)
+    assert top["content"] == file_lines(vault, "fm-only.md", 2, 4)
+    listed = localrag.list_notes(db, tag="ferret")["notes"]
+    assert [(n["path"], n["title"], n["tags"]) for n in listed] == [("fm-only.md", "Only Frontmatter Ferret", ["ferret"])]
+    note = localrag.get_note(db, "fm-only.md")
+    assert (note["line_start"], note["line_end"]) == (2, 4) and note["tags"] == ["ferret"]
+
+
+def test_a_canvas_citation_names_a_card_that_show_opens(db, tmp_path, capsys):
+    """Citations named a card by its node id (`board.canvas › n1`), which `show 'board.canvas#n1'` refused (exit
+    13); group and edge labels were not indexed at all.  Now every card's name is what search prints and what
+    show opens, by get_note and by the `open:` command."""
+    from conftest import write_vault
+    vault = tmp_path / "v"
+    nodes = [{"id": "n1", "type": "text", "text": "Plain node about the kudu."},
+             {"id": "t1", "type": "text", "text": "# Canvas Heading\nNode with heading about the impala."},
+             {"id": "g1", "type": "group", "label": "Group about the nyala"}]
+    write_vault(vault, {"board.canvas": json.dumps({"nodes": [dict(n, x=0, y=0, width=1, height=1) for n in nodes],
+                                                    "edges": [{"id": "e1", "fromNode": "n1", "toNode": "t1",
+                                                               "label": "edge label about the eland"}]})})
+    assert localrag.ingest(db, vault)["status"] == "success"
+    expect = {"kudu": "Plain node about the kudu.", "impala": "Canvas Heading", "nyala": "Group about the nyala",
+              "eland": "edge label about the eland"}
+    for word, heading in expect.items():
+        top = localrag.search(db, word)["results"][0]
+        assert (top["source"], top["heading_path"]) == ("board.canvas", [heading]) and word in top["content"]
+        section = localrag.get_note(db, top["source"], top["heading"])
+        assert section["heading_path"] == [heading] and section["content"] == top["content"]
+    assert [s["heading_path"] for s in localrag.get_note(db, "board.canvas")["sections"]] == \
+        [[h] for h in expect.values()]
+    code, out = run_cli("show", "board.canvas#Canvas Heading")
+    assert code == 0 and out.startswith("# Canvas Heading\nNode with heading about the impala.")
+
+
 def test_documents_indexed_before_bodies_were_stored_are_refilled(ingested):
     config, vault, _ = ingested
     with localrag.Store.open(config) as s:
