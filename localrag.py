@@ -1805,6 +1805,22 @@ def parse_pdf(data: bytes, relative_path: str = "") -> Document:
                     tags=(), links=(), title=note_stem(relative_path))
 
 
+def _pdf_sections(body: str, chunks: Sequence[tuple[Sequence[str], str]]) -> tuple[Section, ...]:
+    """A stored PDF's page sections again (its text keeps no page marks): each page starts where the first of its
+    chunks, in order, is found in the text, and runs to the next page's start.  Pure."""
+    starts: list[tuple[tuple[str, ...], int]] = []
+    pos = 0
+    for heading_path, content in chunks:
+        at = body.find(content.strip()[:200], pos)
+        if at < 0:
+            continue
+        if not starts or starts[-1][0] != tuple(heading_path):
+            starts.append((tuple(heading_path), at))
+        pos = at
+    return tuple(Section(path, 1, start, starts[i + 1][1] if i + 1 < len(starts) else len(body))
+                 for i, (path, start) in enumerate(starts))
+
+
 def span_lines(body: str, start: int, end: int, body_line: int = 1) -> tuple[int, int]:
     """The file lines (1-based, inclusive) of the text in body[start:end] without its surrounding whitespace: what
     a citation points an editor at.  Pure."""
@@ -5198,6 +5214,11 @@ class Store:
             "d.relative_path), d.vault_path", r=list(relative_paths), v=vault)
         return [dict(zip(("id", "vault_path", "relative_path", "body", "body_line", "frontmatter", "updated_at",
                           "tags"), row)) for row in rows]
+
+    def chunk_headings(self, document_id: int) -> list:
+        """A document's chunks in order: rows of (heading_path, content)."""
+        return self.run("SELECT heading_path, content FROM chunks WHERE document_id = :d ORDER BY chunk_index",
+                        d=document_id)
 
     def similar_note_paths(self, name: str, limit: int = 5) -> list[tuple[str, str]]:
         """(relative path, vault) of indexed notes whose file name contains `name` (case-insensitive), then of those
@@ -9095,8 +9116,13 @@ def get_note(config: Config, path: Any, heading: Any = None, vault: Any = None, 
     body_line = row["body_line"] or 1
     # The stored body is already past the frontmatter (and normalised): only its headings are parsed again.
     body = row["body"]
-    sections = _canvas_sections(body) if row["relative_path"].lower().endswith(".canvas") else \
-        _heading_sections(body, _markdown_parser().parse(body))   # a canvas's sections are its cards
+    if row["relative_path"].lower().endswith(".canvas"):
+        sections = _canvas_sections(body)      # a canvas's sections are its cards
+    elif row["relative_path"].lower().endswith(".pdf"):
+        with _store_for(config, store) as s:    # a PDF's are its pages, which only its chunks still know
+            sections = _pdf_sections(body, s.chunk_headings(row["id"]))
+    else:
+        sections = _heading_sections(body, _markdown_parser().parse(body))
     doc = Document(row["relative_path"], body, {}, sections, (), ())
     out = {"path": row["relative_path"], "vault_path": row["vault_path"], "heading_path": [],
            "tags": list(row["tags"] or []), "frontmatter": _jsonable(row["frontmatter"] or {}),
@@ -9111,16 +9137,19 @@ def get_note(config: Config, path: Any, heading: Any = None, vault: Any = None, 
                                  f"characters); start from 0", field="char_offset")
         lo, hi = _note_page(text, char_offset, max_chars)
         at = start + len(raw) - len(raw.lstrip())
-        first, last = span_lines(doc.body, at + lo, at + hi, body_line)
+        first, last = span_lines(doc.body, at + lo, at + hi, body_line) if has_lines else (None, None)
         return {"line_start": first, "line_end": last, "content": text[lo:hi].strip("\n"), "content_chars": len(text),
                 "char_offset": lo, "next_char_offset": hi if hi < len(text) else None}
 
-    def lines_of(sec: Section) -> tuple[int, int]:
-        return span_lines(doc.body, sec.start, _section_end(doc, sec), body_line)
+    # a PDF's pages and a canvas's cards are no lines of their file (citations give none either)
+    has_lines = not row["relative_path"].lower().endswith((".pdf", ".canvas"))
+
+    def lines_of(sec: Section) -> tuple[Any, Any]:
+        return span_lines(doc.body, sec.start, _section_end(doc, sec), body_line) if has_lines else (None, None)
 
     def holds_line(sec: Section) -> bool:
         first, last = lines_of(sec)
-        return line is not None and first <= line <= last
+        return line is not None and has_lines and first <= line <= last
 
     section: Section | None = None
     if heading is None and line is not None:
@@ -10312,8 +10341,9 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
                                            "/home/me/acme-vault"),
         "heading_path": _doc("array", "The section's heading path ([] for the whole note)", ["P1 升级流程", "升级路径"],
                              items=_schema("string")),
-        "line_start": _doc("integer", "First line of the text in the file (1-based)", 5),
-        "line_end": _doc("integer", "Last line (inclusive)", 20),
+        "line_start": _doc("integer", "First line of the text in the file (1-based); null for a PDF page or a "
+                                      "canvas card", 5, nullable=True),
+        "line_end": _doc("integer", "Last line (inclusive); null as line_start", 20, nullable=True),
         "content": _doc("string", "The note's Markdown (frontmatter removed) or the section's, subsections included; "
                                   "with max_chars, one page of it (whole lines)", "## 升级路径\n…"),
         "content_chars": _doc("integer", "The length of the whole text (note or section) in characters", 1830),
@@ -13109,7 +13139,8 @@ def _cmd_show(config: Config, args: argparse.Namespace) -> int:
         _print_json(result)
         return EXIT_OK
     where = " › ".join(result["heading_path"])
-    _say(f"{result['vault_path']}/{result['path']}:{result['line_start']}-{result['line_end']}" +
+    lines = f":{result['line_start']}-{result['line_end']}" if result["line_start"] is not None else ""
+    _say(f"{result['vault_path']}/{result['path']}{lines}" +
          (f"  › {where}" if where else ""))
     print(result["content"])
     if result["next_char_offset"] is not None:

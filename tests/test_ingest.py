@@ -1059,6 +1059,13 @@ def test_txt_canvas_excalidraw_and_pdf_are_indexed(db, tmp_path):
     cited = answer["citations"][0]
     assert (cited["source"], cited["heading"]) == ("manual.pdf", "page 3") and answer["mode"] == "rag"
     assert cited["line_start"] is None  # a PDF has pages, not file lines
+    # the cited page opens: the stored text keeps no page marks, its chunks say where each page starts
+    page = localrag.get_note(db, "manual.pdf", "page 3")
+    assert page["content"].startswith("Torque spec: 42 Nm") and page["line_start"] is None
+    assert [s["heading_path"] for s in localrag.get_note(db, "manual.pdf")["sections"]] == [["page 1"], ["page 3"]]
+    assert localrag.get_note(db, "manual.pdf", "page 1")["content"] == "Intro page"
+    card = localrag.get_note(db, "board.canvas", "Launch checklist: quuxotic flags on")
+    assert "quuxotic" in card["content"] and card["line_start"] is None
 
 
 def test_pdf_without_pypdf_is_counted_with_the_install_hint(db, tmp_path):
