@@ -9001,16 +9001,33 @@ def _match_heading(doc: Document, heading: str) -> tuple[Section, list[Section]]
     for fold in (False, True):
         norm = (lambda t: t.casefold()) if fold else (lambda t: t)
         for want in candidates:
-            hits = [sec for sec in doc.sections if sec.level and len(sec.heading_path) >= len(want) and
+            hits = [sec for sec in _named_sections(doc) if len(sec.heading_path) >= len(want) and
                     tuple(norm(h) for h in sec.heading_path[-len(want):]) == tuple(norm(w) for w in want)]
             if hits:
                 return hits[0], hits[1:]
         # a heading with '#' in it ("Using C# and F#"): the joined path as written
-        hits = [sec for sec in doc.sections if sec.level and any(
+        hits = [sec for sec in _named_sections(doc) if any(
             norm("#".join(sec.heading_path[-k:])) == norm(wanted) for k in range(1, len(sec.heading_path) + 1))]
         if hits:
             return hits[0], hits[1:]
     raise LookupError(heading)
+
+
+def _named_sections(doc: Document) -> list[Section]:
+    """The sections a heading names, in order: an empty heading ('##' alone) names none; it ends the section
+    before it, but its text is cited at the heading above it, whose path it carries."""
+    out: list[Section] = []
+    open_: list[Section] = []
+    for sec in doc.sections:
+        if not sec.level:
+            continue
+        while open_ and open_[-1].level >= sec.level:
+            open_.pop()
+        if not sec.heading_path or (open_ and open_[-1].heading_path == sec.heading_path):
+            continue
+        open_.append(sec)
+        out.append(sec)
+    return out
 
 
 def _section_end(doc: Document, section: Section) -> int:
@@ -9153,21 +9170,21 @@ def get_note(config: Config, path: Any, heading: Any = None, vault: Any = None, 
 
     section: Section | None = None
     if heading is None and line is not None:
-        holding = [sec for sec in doc.sections if sec.level and holds_line(sec)]
+        holding = [sec for sec in _named_sections(doc) if holds_line(sec)]
         if holding:   # the innermost: the last to start
             section, others = max(holding, key=lambda sec: sec.start), []
     if heading is None and section is None:
         out.update(page(0, len(doc.body)),
                    sections=[{"heading_path": list(sec.heading_path), "level": sec.level,
                               "line_start": lines_of(sec)[0], "line_end": lines_of(sec)[1]}
-                             for sec in doc.sections if sec.level])
+                             for sec in _named_sections(doc)])
         out["open"] = _show_command(row["relative_path"], vault=row["vault_path"] if len(vaults) > 1 else None)
         return out
     if section is None:
         try:
             section, others = _match_heading(doc, heading)
         except LookupError:
-            headings = [" > ".join(sec.heading_path) for sec in doc.sections if sec.level]
+            headings = [" > ".join(sec.heading_path) for sec in _named_sections(doc)]
             shown = "; ".join(headings[:12]) + (f"; ... ({len(headings)} in all)" if len(headings) > 12 else "")
             raise NoteNotFound(f"{row['relative_path']!r} has no heading {heading.strip()!r}; its headings: "
                                f"{shown or '(none)'}", path=row["relative_path"], heading=heading,

@@ -78,6 +78,22 @@ def test_an_empty_heading_reads_the_whole_note(ingested):
     assert localrag.get_note(config, NOTE, "  ")["heading_path"] == []
 
 
+def test_an_empty_heading_line_names_no_section_of_its_own(ingested, tmp_path):
+    """'##' alone in a note: its text is cited at the heading above, and reading that heading gives the one section,
+    not three sections of the same name (the empty headings were listed and matched under their parent's path)."""
+    config, _, _ = ingested
+    vault = tmp_path / "empty-headings"
+    vault.mkdir()
+    (vault / "e.md").write_text("# Empty Headings\n\n##\n\nDugong text here.\n\n## \n\n### Real\n\nManatee text.\n",
+                                encoding="utf-8")
+    localrag.ingest(config, vault)
+    whole = localrag.get_note(config, "e.md", vault=str(vault))
+    assert [s["heading_path"] for s in whole["sections"]] == [["Empty Headings"], ["Empty Headings", "Real"]]
+    top = localrag.get_note(config, "e.md", "Empty Headings", vault=str(vault), line=5)
+    assert top["also_matched"] == [] and "Dugong" in top["content"] and "Manatee" in top["content"]
+    assert localrag.get_note(config, "e.md", vault=str(vault), line=11)["heading_path"] == ["Empty Headings", "Real"]
+
+
 def test_unknown_path_hints_at_similar_notes(ingested):
     config, _, _ = ingested
     with pytest.raises(localrag.NoteNotFound) as info:
