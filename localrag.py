@@ -13793,6 +13793,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _encodable_streams() -> None:
+    """stdout and stderr never fail on a character their encoding lacks (a Latin-1 locale, a Windows pipe in
+    cp1252: `localrag show --help > help.txt` ended in a UnicodeEncodeError traceback on a Chinese example): a
+    stream that is no terminal writes UTF-8, what JSON and a file want; a terminal keeps its encoding and shows
+    such a character as an escape (\\u203a)."""
+    for stream in (sys.stdout, sys.stderr):
+        encoding = (getattr(stream, "encoding", None) or "").lower().replace("_", "-")
+        if stream is None or encoding in ("utf-8", "utf8") or not hasattr(stream, "reconfigure"):
+            continue
+        try:
+            if stream.isatty():
+                stream.reconfigure(errors="backslashreplace")
+            else:
+                stream.reconfigure(encoding="utf-8")
+        except (OSError, ValueError):   # a closed or detached stream: _ResultStream / _TalkStream handle it
+            pass
+
+
 def _claim_standard_fds() -> None:
     """Open /dev/null on a closed fd 0, 1 or 2 (`2>&-`): otherwise the next file or socket opened takes that number,
     and a child process (the embedded Postgres) or a C library writing to "stderr" would write into it."""
@@ -13809,6 +13827,7 @@ def _claim_standard_fds() -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """The command line.  Returns the exit code (see `localrag --help`)."""
     _claim_standard_fds()
+    _encodable_streams()
     saved_stdout, saved_stderr = sys.stdout, sys.stderr
     talk = sys.stderr = _TalkStream(saved_stderr)
     result = sys.stdout = _ResultStream(saved_stdout)

@@ -62,6 +62,38 @@ def test_every_error_code_is_documented_with_its_status_and_exit_code():
         assert 400 <= cls.http_status <= 599 and cls.exit_code in range(1, 256), cls
 
 
+def test_output_in_a_locale_that_lacks_the_characters_never_fails(tmp_path):
+    """stdout and stderr in Latin-1 (a Latin-1 locale, a Windows pipe in cp1252): a file or pipe gets UTF-8, a
+    terminal an escape for what it cannot show; `show --help` (its examples are Chinese) ended in a traceback."""
+    import pty
+    env = {k: v for k, v in os.environ.items() if k not in localrag.ENV_KEYS}
+    env.update(PYTHONIOENCODING="latin-1", LOCALRAG_HOME=str(tmp_path / "home"))
+    proc = subprocess.run([sys.executable, "-m", "localrag", "show", "--help"], capture_output=True, env=env,
+                          cwd=ROOT, timeout=60)
+    assert proc.returncode == 0 and "升级流程" in proc.stdout.decode("utf-8") and not proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "localrag", "search", "x", "--retrieval", "语义"],
+                          capture_output=True, env=env, cwd=ROOT, timeout=60)
+    assert proc.returncode == localrag.EXIT_USAGE and "语义" in proc.stderr.decode("utf-8")
+    assert b"Traceback" not in proc.stderr
+    leader, follower = pty.openpty()
+    try:
+        proc = subprocess.run([sys.executable, "-m", "localrag", "show", "--help"], stdout=follower,
+                              stderr=subprocess.PIPE, env=env, cwd=ROOT, timeout=60)
+        os.close(follower)
+        shown = b""
+        while True:
+            try:
+                piece = os.read(leader, 65536)
+            except OSError:    # the terminal closed: all read
+                break
+            if not piece:
+                break
+            shown += piece
+    finally:
+        os.close(leader)
+    assert proc.returncode == 0 and b"\\u5347" in shown and b"Traceback" not in proc.stderr
+
+
 def test_version_and_no_command():
     assert run_cli("--version")[0] == 0
     assert run_cli()[0] == localrag.EXIT_USAGE
