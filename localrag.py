@@ -7990,9 +7990,10 @@ _CODE_MARK = "\x01"      # a line of _evidence_units' own: the fenced code block
 _CLOSED_FENCE_RE = re.compile(r"^([ \t]*)(?:(```+|~~~+)[^\n]*\n.*?^\1\2|\$\$[ \t]*\n.*?^\1\$\$)[ \t]*$",
                               re.MULTILINE | re.DOTALL)
 _LISTED = ("step", "item", "sub")
-# A FAQ's question: a whole line in bold that ends with a question mark ("**Can I use my old QR code?**"), its
-# answer on the lines below.  It is read as a heading (what the answer under it is about), never shown as one.
-_FAQ_QUESTION_RE = re.compile(r"^[ \t]{0,3}(\*\*|__)((?:(?!\1)[^\n])+?[?？])\1[ \t]*$", re.MULTILINE)
+# A line all in bold is read as a heading (what the text under it is about), never shown: a FAQ's question
+# ("**Can I use my old QR code?**", its answer on the lines below) or a label ("**Linking to a heading in another
+# note**").  One that ends like a sentence ("**Back up your vault.**") stays a sentence.
+_BOLD_LINE_RE = re.compile(r"^[ \t]{0,3}(\*\*|__)((?:(?!\1)[^\n])+?)\1[ \t]*$", re.MULTILINE)
 
 
 def _evidence_units(content: str) -> list[dict]:
@@ -8010,7 +8011,8 @@ def _evidence_units(content: str) -> list[dict]:
                                for line in m.group(0).split("\n")))
         return f"{indent}{_CODE_MARK}{len(codes) - 1}"
 
-    content = _FAQ_QUESTION_RE.sub(r"#### \2", _CLOSED_FENCE_RE.sub(keep_code, content))
+    content = _BOLD_LINE_RE.sub(lambda m: m.group(0) if re.search(r"[.!。！:：]$", m.group(2).strip()) else
+                                "#### " + m.group(2), _CLOSED_FENCE_RE.sub(keep_code, content))
     units: list[dict] = []
     paragraph: list[str] = []
     item: dict | None = None
@@ -8060,8 +8062,8 @@ def _evidence_units(content: str) -> list[dict]:
             cells = [c.strip() for c in line.strip().strip("|").split("|")]
             if sum(1 for c in cells if c) >= 2:      # a table row: one unit, its cells as written
                 text = plain(line.strip().strip("|"))
-                if last_kind != "row":
-                    header = text                     # the first row names the columns: shown only above a row
+                if last_kind != "row":   # the first row names the columns: shown only above a row
+                    text = header = text.lstrip("| ")  # without an empty first column name ("| Standard | Plus")
                 units.append({"text": text, "kind": "row", "header": header if text != header else None,
                               "names_columns": last_kind != "row"})
             last_kind = "row"
@@ -8124,13 +8126,42 @@ def _readable(unit: dict) -> bool:
         return False
     words = len(re.findall(r"[^\W\d_]{2,}", re.sub(_CJK_RUN_RE, " ", text)))
     cjk = sum(len(run) for run in _CJK_RUN_RE.findall(text))
-    if unit["kind"] == "step":
-        return words >= 2 or cjk >= 4
+    if unit["kind"] == "step":   # a procedure's step, however short ("按 `Enter`。"): the others need it
+        return words + cjk >= 2
     if unit["kind"] == "row":   # cells are terse by nature; their header row gives the context
         return not unit.get("names_columns") and bool(re.search(r"\w", text))
     if not introduces_code and not re.search(r"[.!。！)）\]]$", text) and words < 6 and cjk < 10:
         return False  # a bare title or link line, not a statement
     return words >= 4 or cjk >= 8 or (words >= 2 and cjk >= 4)
+
+
+# "What is a vault?", "What are properties?", "什么是仓库？", "白板是什么？": the question asks for a definition,
+# and a sentence that defines its subject ("A vault is a folder ...", "仓库是 ...") ranks as if it carried the
+# asked-for kind of fact.  A subject of at most FAKE_DEFINITION_MAX_WORDS words: a longer one asks something else.
+_DEFINITION_QUESTION_RES = (
+    re.compile(r"^\s*(?:what(?:'s|\s+is|\s+are)|define)\s+(?:an?\s+|the\s+)?(?P<s>[^?？]+?)\s*[?？.]?\s*$", re.I),
+    re.compile(r"^\s*(?:什么是|何为)\s*(?P<s>[^?？]+?)\s*[?？]?\s*$"),
+    re.compile(r"^\s*(?P<s>[^?？]+?)\s*是(?:什么|啥)(?:东西|意思)?\s*[?？]?\s*$"))
+FAKE_DEFINITION_MAX_WORDS = 4
+_DEFINES_RE = r"(?:\s+(?:is|are|allows?|lets?|provides?|refers|means|shows?|stores?)\b|\s*(?:是|指|用于|可以|能够|允许))"
+
+
+def definition_subject(question: str) -> str | None:
+    """The subject a definition question asks about ("vault" in "What is a vault?"), or None.  Pure."""
+    for pattern in _DEFINITION_QUESTION_RES:
+        m = pattern.match(question)
+        if m:
+            subject = m.group("s").strip()
+            if subject and len(subject.split()) <= FAKE_DEFINITION_MAX_WORDS and \
+                    not (_CJK_RUN_RE.search(subject) and len(subject) > 3 * FAKE_DEFINITION_MAX_WORDS):
+                return subject
+    return None
+
+
+def _defines(text: str, subject: str) -> bool:
+    """Whether a sentence defines the subject: it opens with it (after an article), then says what it is or does."""
+    words = re.escape(subject).replace("\\ ", r"\s+")
+    return bool(re.match(rf"(?:an?\s+|the\s+)?{words}(?:e?s)?{_DEFINES_RE}", text.strip(), re.I))
 
 
 def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX_SENTENCES) -> str:
@@ -8144,6 +8175,7 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
         q = set(fake_tokens(question))
     rule = _answer_rule(question)
     wants = rule if rule and rule.kind not in ("product", "yes_no", "procedure") else None
+    subject = definition_subject(question)
     scored = []
     steps: dict[tuple[int, int], list[dict]] = {}
     units_of: dict[int, list[dict]] = {}   # every unit of each block, scored, with its block and position
@@ -8162,7 +8194,8 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
                 hit = len(q & toks)
             # a unit stating the asked-for kind of fact (a number for a limit question...) ranks as if it
             # covered a third more of the question
-            carries = bool(hit and wants and wants.carried_by(question, unit["text"]))
+            carries = bool(hit and wants and wants.carried_by(question, unit["text"])) or bool(
+                hit and subject and unit["kind"] == "sentence" and _defines(unit["text"], subject))
             if unit["kind"] == "heading":   # a heading inside the block: what the text under it is about
                 under = q & content_tokens(unit["text"])
             said = len(q & (toks | about | under)) if hit else 0   # it must say something asked itself

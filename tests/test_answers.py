@@ -517,6 +517,41 @@ def test_extractive_answer_shows_a_list_item_once_when_its_lead_in_brings_the_li
                                    "- Keys and passwords of every kind. [1]"]
 
 
+def test_a_bold_line_is_a_label_a_short_step_stays_and_a_blank_column_name_goes():
+    units = localrag._evidence_units("**Linking to a heading in another note**\n\nTo link to a heading, add a hash.")
+    assert [(u["kind"], u["text"]) for u in units] == [("heading", "Linking to a heading in another note"),
+                                                        ("sentence", "To link to a heading, add a hash.")]
+    steps = ("要从命令面板中运行命令：\n\n1. 按 `Ctrl+P` 打开命令面板。\n2. 输入你想运行的命令名称。\n"
+             "3. 使用方向键导航到该命令。\n4. 按 `Enter`。\n")
+    answer = localrag.fake_answer("如何从命令面板运行命令？", blocks_of(steps))
+    assert answer.splitlines()[-1] == "4. 按 `Enter`。 [1]"          # the procedure ended at step 3
+    table = "|  | Sync Standard | Sync Plus |\n|---|---|---|\n| Maximum file size | 5 MB | 200 MB |\n"
+    answer = localrag.fake_answer("What is the maximum file size on Sync Standard?", blocks_of(table))
+    assert answer.splitlines()[:2] == ["Sync Standard | Sync Plus [1]", "Maximum file size | 5 MB | 200 MB [1]"]
+
+
+@pytest.mark.parametrize("question, subject", [
+    ("What is a vault?", "vault"), ("What are properties?", "properties"), ("What's a canvas?", "canvas"),
+    ("Define callout.", "callout"), ("什么是仓库？", "仓库"), ("白板是什么？", "白板"),
+    ("What is the maximum file size on the Sync Standard plan?", None), ("How do I add a tag?", None),
+])
+def test_definition_questions_and_their_subject(question, subject):
+    assert localrag.definition_subject(question) == subject
+
+
+def test_a_definition_question_gets_the_sentence_that_defines_its_subject_first():
+    """"What is a vault?" opened with the remote vault's definition and creation steps; "A vault is a folder ..."
+    came fourth."""
+    blocks = blocks_of("A remote vault is a copy of your local vault that Obsidian Sync maintains.\n"
+                       "In Vault name, enter the name of your vault.",
+                       "A vault is a folder on your local file system where Obsidian stores your notes.",
+                       "仓库是你本地文件系统中的一个文件夹，Obsidian 在其中保存你的笔记。\n在仓库名称中输入新仓库的名称。")
+    assert localrag.fake_answer("What is a vault?", blocks).splitlines()[0] == \
+        "A vault is a folder on your local file system where Obsidian stores your notes. [2]"
+    assert localrag.fake_answer("什么是仓库？", blocks).splitlines()[0].startswith("仓库是你本地文件系统中的一个文件夹")
+    assert not localrag._defines("The vault list shows every vault.", "vault")
+
+
 def test_extractive_answer_quotes_a_math_block_after_its_lead_in():
     content = ("The kinetic energy of the springbok is given by:\n\n$$\nE_k = \\frac{1}{2} m v^2\n$$\n\n"
                "The springbok momentum is $p = mv$ when it runs fast.")
