@@ -101,6 +101,7 @@ KEYWORD_WEIGHT_FALLBACK = 0.5
 # A question that contains a note's whole name (title, file name or an alias) most likely asks about that note: the
 # share of the question this name covers is a third signal in hybrid and keyword ranking (README "Modes and fusion").
 TITLE_WEIGHT_DEFAULT = 0.2
+NOTE_OPENING_LEAD = 1e-6                   # how far a note's opening leads its best chunk when the question is its name
 MIN_COVERAGE_DEFAULT = 0.4                 # idf-weighted share of the question's terms found in the top evidence
 MIN_MATCHED_TERMS_DEFAULT = 1
 # A question word (not a CJK bigram) that the knowledge base never uses is the usual mark of an off-topic question
@@ -5142,7 +5143,8 @@ class Store:
         term_join = ('q.term COLLATE "C" = kp.term || \'\'' if by_candidate else 'kp.term = q.term COLLATE "C"')
         columns, params = ["kw.s", "kw.terms"], {"ids": list(chunk_ids)}
         if names:
-            columns += ["c.relative_path", "c.metadata->>'title'", "c.metadata->'aliases'"]
+            columns += ["c.relative_path", "c.metadata->>'title'", "c.metadata->'aliases'", "c.chunk_index",
+                        "c.document_id"]
         if missing:
             columns.append("CASE WHEN c.id = ANY(CAST(:missing AS bigint[])) THEN (SELECT e.embedding <=> CAST(:q AS "
                            "vector) FROM embeddings e WHERE e.chunk_id = c.id AND e.embedding_provider = :p AND "
@@ -5163,10 +5165,11 @@ class Store:
             fact = {"bm25": float(row[1] or 0.0), "matched": row[2].split("\n") if row[2] else []}
             rest = row[3:]
             if names:
-                rel, title, aliases = rest[:3]
+                rel, title, aliases, index, document = rest[:5]
                 fact["names"] = [note_stem(rel), *([title] if title else []),
                                  *(a for a in (aliases if isinstance(aliases, list) else []) if isinstance(a, str))]
-                rest = rest[3:]
+                fact["opening"], fact["document"] = index == 0, document
+                rest = rest[5:]
             if missing and rest[0] is not None:
                 fact["distance"] = rest[0]
             facts[row[0]] = fact
@@ -6972,6 +6975,15 @@ def fuse(candidates: dict[int, dict], method: str, keyword_weight: float, title_
         else:
             title = {cid: c.get("title") or 0.0 for cid, c in candidates.items()}
         fused = {cid: (1.0 - title_weight) * f + title_weight * title.get(cid, 0.0) for cid, f in fused.items()}
+        # a question that is all a note's name ("What's a canvas?") is best met by the note's opening, where it
+        # says what it is about: its first chunk takes the place of the note's best chunk (no other note moves)
+        best: dict[Any, float] = {}
+        for cid, c in candidates.items():
+            if (c.get("title") or 0.0) >= 1.0 - 1e-9 and c.get("document") is not None:
+                best[c["document"]] = max(best.get(c["document"], fused[cid]), fused[cid])
+        for cid, c in candidates.items():
+            if c.get("opening") and c.get("document") in best and (c.get("title") or 0.0) >= 1.0 - 1e-9:
+                fused[cid] = best[c["document"]] + NOTE_OPENING_LEAD
     for cid, c in candidates.items():
         c["fused"] = fused[cid]
     return sorted(candidates, key=lambda cid: (-fused[cid], -len(candidates[cid].get("channels", ())),
@@ -7133,6 +7145,7 @@ def _retrieve_in_snapshot(store: Store, config: Config, mode: str, key: tuple[st
         c["keyword"] = min(1.0, fact.get("bm25", 0.0) / kw_norm) if kw_norm else 0.0
         c["matched_terms"] = fact.get("matched", [])
         c["title"] = round(title_match(terms, fact.get("names", ())), 6) if mode != "vector" else None
+        c["opening"], c["document"] = fact.get("opening", False), fact.get("document")
         if not use_vector:
             c["vector"] = None
     if mode == "hybrid":

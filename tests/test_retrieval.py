@@ -195,6 +195,28 @@ def test_fusion_title_weight_is_a_third_signal():
     assert c[2]["fused"] == pytest.approx(0.8 * (0.5 / 62 + 0.5 / 62) + 0.2 / 61)
 
 
+def test_a_question_that_is_a_notes_name_gets_its_opening_first():
+    """Only when the note's name covers the whole question: its first chunk takes the place of its best chunk, and
+    no other note moves (a chunk of note 8 stays between them as before)."""
+    def cands(title):
+        return {1: {"vector": 0.6, "keyword": 0.9, "title": title, "opening": False, "document": 7, "channels": []},
+                2: {"vector": 0.5, "keyword": 0.8, "title": 0.0, "opening": True, "document": 8, "channels": []},
+                3: {"vector": 0.2, "keyword": 0.8, "title": title, "opening": True, "document": 7, "channels": []}}
+    c = cands(1.0)
+    assert localrag.fuse(c, "weighted", 0.5, 0.2) == [3, 1, 2]
+    assert c[3]["fused"] == pytest.approx(c[1]["fused"] + localrag.NOTE_OPENING_LEAD)
+    assert localrag.fuse(cands(0.5), "weighted", 0.5, 0.2) == [1, 2, 3]      # the name is part of the question
+    assert localrag.fuse(cands(1.0), "weighted", 0.5) == [1, 2, 3]           # no title signal: nothing moves
+
+
+def test_a_question_that_is_a_notes_name_is_answered_from_its_opening(ingested):
+    config, _, _ = ingested
+    results = localrag.search(config, "What is the Support Escalation Policy?", 10)["results"]
+    note = [r for r in results if r["source"] == "policies/Support Escalation Policy.md"]
+    assert results[0] is note[0] and len(note) > 2    # the note's opening text leads, above its sections
+    assert note[0]["line_start"] == min(r["line_start"] for r in note) and note[0]["heading_path"] == ["客户支持升级政策"]
+
+
 def test_a_question_naming_a_note_ranks_it_first(ingested, monkeypatch):
     config, _, _ = ingested
     question = "What does the Onboarding Guide say about the first week?"
