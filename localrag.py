@@ -9308,7 +9308,8 @@ def db_status(config: Config) -> dict:
             out["embeddings"] = [{"embedding_provider": p, "embedding_model": m, "embedding_dim": d, "count": n,
                                   "approx_index": s.approx_index((p, m, d))}
                                  for p, m, d, n in s.embedding_counts()]
-            out["vaults"] = [{"vault_path": v, "documents": n} for v, n in s.vault_document_counts()]
+            # every vault, one whose ingest found no note (0 documents) too, as `localrag vaults` lists them
+            out["vaults"] = [{"vault_path": row[0], "documents": row[1]} for row in s.vaults_with_last_run()]
             last = s.last_ingest_run()
             out["last_ingest_run"] = (dict(zip(("id", "vault_path", "status", "started_at", "finished_at",
                                                 "error_summary"), _jsonable(list(last)))) if last else None)

@@ -322,6 +322,16 @@ def test_vaults_lists_and_removes_one_vault(ingested, tmp_path, capfd):
     assert code == localrag.EXIT_VAULT and json.loads(out)["error"]["code"] == "vault_not_indexed"
 
 
+def test_db_status_lists_a_vault_whose_ingest_found_no_note(ingested, tmp_path):
+    config, vault, _ = ingested
+    empty = tmp_path / "empty-vault"
+    empty.mkdir()
+    localrag.ingest(config, empty)
+    listed = {v["vault_path"]: v["documents"] for v in localrag.db_status(config)["vaults"]}
+    assert listed[str(empty.resolve())] == 0 and listed[str(vault.resolve())] > 0
+    assert set(listed) == {v["vault_path"] for v in localrag.vaults_list(config)["vaults"]}
+
+
 def test_vaults_rm_prompts_on_a_terminal(ingested, monkeypatch, capsys):
     import io
     config, vault, _ = ingested
