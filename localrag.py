@@ -645,6 +645,9 @@ def load_config(env_file: str | Path | None = None, environ: dict | None = None,
         raise ConfigInvalid(f"{exc.message} (set in {origin})", **exc.details, source=origin) from None
 
 
+_dotenv_warned: set[tuple[str, int]] = set()
+
+
 def _read_dotenv(path: Path) -> tuple[dict, dict]:
     """A .env's values as python-dotenv reads them (quotes, `export`, ${VAR} expansion) and the line each key is set
     on.  A line it cannot parse is ignored, as before, with a warning naming the file and the line (python-dotenv's
@@ -658,7 +661,8 @@ def _read_dotenv(path: Path) -> tuple[dict, dict]:
         raise ConfigInvalid(f"{path}: cannot read ({exc}); fix or remove the file", key="env_file") from None
     lines: dict[str, int] = {}
     for binding in parse_stream(io.StringIO(text)):
-        if binding.error:
+        if binding.error and (str(path), binding.original.line) not in _dotenv_warned:
+            _dotenv_warned.add((str(path), binding.original.line))   # once, though config and doctor read it again
             LOG.warning("%s, line %d: not a KEY=value line; ignored (fix or remove it)", path, binding.original.line)
         elif binding.key:
             lines[binding.key] = binding.original.line

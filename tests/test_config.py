@@ -663,5 +663,8 @@ def test_env_file_problems_name_the_file_and_line(tmp_path, caplog):
     with pytest.raises(localrag.ConfigInvalid) as info:   # the OS environment's value: no file named
         localrag.load_config(env_file=bad, environ={"RAG_MIN_COVERAGE": "3"}, cwd=tmp_path)
     assert "set in" not in info.value.message
-    cfg = localrag.load_config(env_file=bad, environ={"RAG_MIN_COVERAGE": "0.5"}, cwd=tmp_path)
+    caplog.clear()
+    with caplog.at_level("WARNING"):   # config and doctor load it again after a bad value: said once
+        cfg = localrag.load_config(env_file=bad, environ={"RAG_MIN_COVERAGE": "0.5"}, cwd=tmp_path)
     assert cfg.rag_top_k == 7 and cfg.llm_api_key == ""
+    assert not [r for r in caplog.records if "not a KEY=value" in r.getMessage()]
