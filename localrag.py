@@ -7308,7 +7308,7 @@ def evidence_gate(signals: dict, settings: GateSettings) -> tuple[str, str, dict
     sim_text = f"confidence {sim:.4f}" if sim is not None else "no vector channel"
     if signals.get("scope_empty"):
         return "no_answer", ("no indexed note matches the scope (the path, tag or vault filter): check it; "
-                             "`localrag show --list` lists the notes"), signals
+                             "`localrag show --list`, GET /notes/list or the list_notes tool list the notes"), signals
     if not signals["query_terms"]:   # before "no evidence": "???" finds nothing because it asks nothing
         return "no_answer", ("the question has no content terms (only stopwords, punctuation or symbols); "
                              f"{sim_text}"), signals

@@ -554,6 +554,7 @@ def test_path_matching_nothing_is_empty_not_an_error(ingested, retrieval):
     assert code == 0 and json.loads(out)["results"] == []
     response = localrag.ask(config, Q_P1, path="no/such/folder/", tag="support")
     assert response["mode"] == "no_answer" and response["citations"] == []
+    assert "list_notes" in response["reason"] and "GET /notes/list" in response["reason"]   # an agent's way too
     assert response["reason"].startswith("no indexed note matches the scope")   # the filter, not the vault's gap
     code, out = run_cli("search", Q_P1, "--tag", "no-such-tag")
     assert code == 0 and "no results (no indexed note matches the scope" in out
