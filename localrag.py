@@ -304,6 +304,11 @@ class PayloadTooLarge(LocalRagError):
     code, http_status, exit_code = "payload_too_large", 413, EXIT_USAGE
 
 
+class LengthRequired(LocalRagError):
+    """A request body sent chunked (Transfer-Encoding): the server reads bodies by Content-Length only."""
+    code, http_status, exit_code = "length_required", 411, EXIT_USAGE
+
+
 class Unauthorized(LocalRagError):
     code, http_status, exit_code = "unauthorized", 401, EXIT_USAGE
 
@@ -10241,7 +10246,8 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
 
     def responses(ok: str, *codes: int) -> dict:
         out = {"200": {"description": "OK", "content": {"application/json": {"schema": {"$ref": ok}}}}}
-        for c in sorted({*codes, 403}):   # 403: a Host or Origin of another site (every route)
+        # 403: a Host or Origin of another site (every route); 411: a body sent chunked (every route that reads one)
+        for c in sorted({*codes, 403, *((411,) if 413 in codes else ())}):
             out[str(c)] = {"description": http.HTTPStatus(c).phrase, "content": {"application/json": {"schema": err}}}
         return out
 
@@ -11606,7 +11612,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if raw:
             try:
                 return self._read_raw()
-            except InvalidRequest:   # no body, chunked: JSON-RPC's own parse error answers it
+            except InvalidRequest:   # no body: JSON-RPC's own parse error answers it (a chunked one is a 411)
                 self._begin_work()
                 return b""
         query = urllib.parse.urlsplit(self.path).query
@@ -11634,7 +11640,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             if self.headers.get("Content-Length"):
                 raise MalformedRequest("both Transfer-Encoding and Content-Length; send Content-Length only",
                                        field="Content-Length")
-            raise InvalidRequest("chunked request bodies are not supported; send Content-Length", field="body")
+            raise LengthRequired("a request body sent with Transfer-Encoding (chunked) is not supported; send it "
+                                 "with a Content-Length", field="Transfer-Encoding")
         length = self._content_length()
         limit = self.api.config.max_body_bytes
         if length > limit:

@@ -48,6 +48,7 @@ ELSEWHERE = {
     "api_token_required": "test_http.py::test_serve_on_a_non_loopback_address_without_a_token_is_refused",
     "forbidden": "test_http.py::test_a_page_elsewhere_cannot_use_the_api_through_the_browser",
     "malformed_request": "test_http.py::test_conflicting_content_length_is_400_and_closes",
+    "length_required": "test_http.py::test_chunked_request_body_is_411",
     "request_timeout": "test_http.py::test_a_one_byte_per_step_client_is_cut_off_with_408",
     "http_version_not_supported": "test_http.py::test_other_http_versions_get_a_status_line_and_the_error_shape",
     "database_missing": "test_store.py::test_missing_database_is_database_missing_every_time",

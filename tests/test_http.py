@@ -667,7 +667,7 @@ def test_search_rejects_fields_of_ask(routing_api):
     assert_error(reply, 422, "invalid_request", field="fallback")
 
 
-def test_chunked_request_body_is_422(routing_api):
+def test_chunked_request_body_is_411(routing_api):
     conn = routing_api.connect()
     try:   # headers only: the server answers before any chunk arrives
         conn.putrequest("POST", "/search")
@@ -675,7 +675,8 @@ def test_chunked_request_body_is_422(routing_api):
         conn.putheader("Transfer-Encoding", "chunked")
         conn.endheaders()
         resp = conn.getresponse()
-        assert_error(Reply(resp.status, resp.headers, resp.read()), 422, "invalid_request", field="body")
+        assert_error(Reply(resp.status, resp.headers, resp.read()), 411, "length_required", field="Transfer-Encoding")
+        assert "411" in localrag.openapi_spec()["paths"]["/search"]["post"]["responses"]
     finally:
         conn.close()
 
