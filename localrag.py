@@ -7659,11 +7659,12 @@ def asks_procedure(question: str) -> bool:
 
 
 def _block_text(rule: AnswerRule, block: dict) -> str:
-    """What a rule reads of a block: its content; for names also its file name and headings (a note titled
-    "Apple Notes" is about Apple Notes)."""
+    """What a rule reads of a block: its content; for names also its file name, headings and the note's other
+    names, its aliases (a note titled "Apple Notes" is about Apple Notes; one aliased "Beaver Handbook" about that)."""
     if rule.kind != "product":
         return block["content"]
-    return " ".join([block.get("source", ""), *block.get("heading_path", []), block["content"]])
+    return " ".join([block.get("source", ""), *block.get("heading_path", []), block.get("names", ""),
+                     block["content"]])
 
 
 def answer_kind(question: str) -> str | None:
@@ -7672,8 +7673,14 @@ def answer_kind(question: str) -> str | None:
     return rule.kind if rule else None
 
 
-def _answer_rule(question: str) -> AnswerRule | None:
-    return next((rule for rule in ANSWER_TYPE_RULES if rule.asks(question)), None)
+# "Why did the pricing change?" asks for a reason, not for a price: no kind of fact is required.
+_ASKS_WHY_RE = re.compile(r"^\s*(?:why|how come)\b|为什么|为何|怎么会", re.IGNORECASE)
+
+
+def _answer_rule(question: str, rules: Sequence[AnswerRule] | None = None) -> AnswerRule | None:
+    if _ASKS_WHY_RE.search(question):
+        return None
+    return next((rule for rule in (ANSWER_TYPE_RULES if rules is None else rules) if rule.asks(question)), None)
 
 
 def answer_type_check(question: str, blocks: Sequence[dict], rules: Sequence[AnswerRule] | None = None) -> dict:
@@ -7682,8 +7689,7 @@ def answer_type_check(question: str, blocks: Sequence[dict], rules: Sequence[Ans
     Returns {kind, ok, refuses, needs, checked: [block numbers], carried_by: [block numbers], missing}; ``ok``
     is False when the kind is recognised and no top block carries it, and ``refuses`` is True when that rule is
     kept; ``missing`` lists the names (product kind) that no top block mentions: what a refusal lacked."""
-    rules = ANSWER_TYPE_RULES if rules is None else rules
-    rule = next((r for r in rules if r.asks(question)), None)
+    rule = _answer_rule(question, rules)
     top = list(blocks[:ANSWER_TYPE_TOP_BLOCKS])
     if rule is None:
         return {"kind": None, "ok": True, "refuses": False, "needs": None, "checked": [], "carried_by": [],
@@ -7785,7 +7791,10 @@ def assemble_evidence(results: Sequence[dict], budget_tokens: int, max_blocks: i
                        "heading_path": list(r["heading_path"]), "score": r["score"], "rank": rank,
                        "content_sha256": _content_sha256(r), "content": content,
                        "truncated": content != r["content"], "line_start": r.get("line_start"),
-                       "line_end": r.get("line_end"), "vault_path": r.get("vault_path")})
+                       "line_end": r.get("line_end"), "vault_path": r.get("vault_path"),
+                       # the note's other names (aliases; not shown): what the answer-type and the extractive
+                       # answerer read a block's note as being about, with its file name and headings
+                       "names": alias_text(r.get("title") or "", r.get("aliases") or [], r["source"])})
     return Evidence(CONTEXT_SEPARATOR.join(parts), blocks, excluded)
 
 
@@ -7932,7 +7941,7 @@ def _plain_markdown(text: str, headings: bool = False, held: list | None = None)
 
     def hold(m: re.Match) -> str:
         if m.group(3) is not None:
-            keep.append(m.group(3))
+            keep.append("\\" + m.group(3))   # the answer is Markdown too: the escape stays one
         else:   # a pipe in code in a table row is escaped (GFM), and shows as a pipe
             row = text[text.rfind("\n", 0, m.start()) + 1:m.start()].lstrip().startswith("|")
             keep.append(m.group(0).replace("\\|", "|") if row else m.group(0))
@@ -7964,8 +7973,8 @@ def _plain_markdown(text: str, headings: bool = False, held: list | None = None)
     text = re.sub(r"!\[\[([^\]]*)\]\]|!\[([^\]]*)\]\([^)]*\)", _embed_text, text)
     if "<" in text:
         text = _HTML_RE.sub(lambda m: m.group(1) or " ", text)
-    if "&" in text:
-        text = html.unescape(text)
+    if "&" in text:   # entities read as their characters, but &lt; &gt; stay (decoded, they would be live HTML)
+        text = re.sub(r"&(?!lt;|gt;)#?\w+;", lambda m: html.unescape(m.group(0)), text)
     text = _WIKILINK_RE.sub(_wikilink_text, text)
     text = re.sub(r"\[([^\[\]\n]*)\]\((?:[^()\s]|\([^()\s]*\))*\)", r"\1", text)
     # footnotes: a reference is no text; a definition's text moves to the end without its label, as Obsidian shows
@@ -7980,6 +7989,8 @@ def _plain_markdown(text: str, headings: bool = False, held: list | None = None)
     if notes:
         text += "\n\n" + "\n\n".join(notes)
     text = re.sub(r"\[\^[^\]\s]+\]", "", text)
+    # an inline footnote after a full stop belongs to the sentence before it, not to the next one
+    text = re.sub(r"([.!?。！？])\^\[([^\[\]\n]*)\]", r" (\2)\1", text)
     text = re.sub(r"\^\[([^\[\]\n]*)\]", r" (\1)", text)
     text = re.sub(r"[^\S\n]*~~[^~\n]+~~", "", text)         # struck-through text is no longer true
     text = re.sub(r"\*\*|__|==|~~", "", text)
@@ -7995,7 +8006,8 @@ def _unhold(text: str, held: Sequence[str]) -> str:
     """_plain_markdown's held inline code and escapes put back; a literal [n] in them becomes (n) as elsewhere."""
     if "\x02" not in text:
         return text
-    return _MARKER_RE.sub(r"(\1)", _HELD_RE.sub(lambda m: held[int(m.group(1))], text))
+    text = _HELD_RE.sub(lambda m: held[int(m.group(1))], text)
+    return _MARKER_RE.sub(r"(\1)", re.sub(r"\\\[(\d+)\\\]", r"(\1)", text))   # \[1\] shows as [1]: no citation
 
 
 # A list item; a task's box stays with its text ("[x] Submit the report": whether it is done is part of the fact).
@@ -8033,6 +8045,9 @@ def _evidence_units(content: str) -> list[dict]:
                                for line in m.group(0).split("\n")))
         return f"{indent}{_CODE_MARK}{len(codes) - 1}"
 
+    # display math on one line, "$$E = mc^2$$", is a $$ block like one over three lines
+    content = re.sub(r"^([ \t]*)\$\$(?!\$)([^\n]*?[^\s$][^\n]*?)\$\$[ \t]*$", r"\1$$\n\1\2\n\1$$", content,
+                     flags=re.MULTILINE)
     content = _BOLD_LINE_RE.sub(lambda m: m.group(0) if re.search(r"[.!。！:：]$", m.group(2).strip()) else
                                 "#### " + m.group(2), _CLOSED_FENCE_RE.sub(keep_code, content))
     units: list[dict] = []
@@ -8148,7 +8163,8 @@ def _readable(unit: dict) -> bool:
         return False
     words = len(re.findall(r"[^\W\d_]{2,}", re.sub(_CJK_RUN_RE, " ", text)))
     cjk = sum(len(run) for run in _CJK_RUN_RE.findall(text))
-    if unit["kind"] == "step":   # a procedure's step, however short ("按 `Enter`。"): the others need it
+    if unit["kind"] == "step" or (unit["kind"] in ("item", "sub") and re.match(r"\[[ xX/-]\] ", text)):
+        # a procedure's step, however short ("按 `Enter`。"): the others need it; a task ("[x] Submit the report")
         return words + cjk >= 2
     if unit["kind"] == "row":   # cells are terse by nature; their header row gives the context
         return not unit.get("names_columns") and bool(re.search(r"\w", text))
@@ -8205,6 +8221,10 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
         units = units_of[b["n"]] = []
         # what the block is about: its note's name and headings ("It shows the word count" under "Status bar")
         about = q & content_tokens(" ".join([note_stem(b.get("source") or ""), *(b.get("heading_path") or [])]))
+        # a question that is all the note's name ("What is in the Beaver Handbook?", its alias): any sentence of
+        # the note speaks to it, the opening ones first.  (An alias counts only whole: in part it misleads, as an
+        # old English path kept as a Chinese note's alias does.)
+        named = bool(q) and (q <= about or q <= content_tokens(b.get("names") or ""))
         under: set[str] = set()
         for pos, unit in enumerate(_evidence_units(b["content"])):
             toks = content_tokens(unit["text"])
@@ -8220,10 +8240,11 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
                 hit and subject and unit["kind"] == "sentence" and _defines(unit["text"], subject))
             if unit["kind"] == "heading":   # a heading inside the block: what the text under it is about
                 under = q & content_tokens(unit["text"])
-            said = len(q & (toks | about | under)) if hit else 0   # it must say something asked itself
+            said = len(q & (toks | about | under)) if hit or named else 0   # else it must say something asked
+            density = hit / math.sqrt(len(toks) or 1)
+            hit = hit or (len(q) if named and unit["kind"] == "sentence" else 0)
             unit = {**unit, "n": b["n"], "pos": pos, "hit": hit,
-                    "coverage": said / (len(q) or 1) + (FAKE_KIND_BONUS if carries else 0.0),
-                    "density": hit / math.sqrt(len(toks) or 1)}
+                    "coverage": said / (len(q) or 1) + (FAKE_KIND_BONUS if carries else 0.0), "density": density}
             units.append(unit)
             if unit["kind"] == "step":
                 steps.setdefault((b["n"], unit["list"]), []).append(unit)
@@ -10820,7 +10841,7 @@ function renderAnswer(box, text) {
   box.replaceChildren();
   const lines = String(text).split("\n");
   for (let i = 0; i < lines.length; i++) {
-    const fence = lines[i].match(/^\s*(`{3,}|~{3,}|\$\$)/);
+    const fence = lines[i].match(/^\s*(`{3,}|~{3,})/) || (lines[i].trim() === "$$" ? ["$$", "$$"] : null);
     if (fence) {
       const code = [];
       let j = i + 1;

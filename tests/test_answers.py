@@ -454,13 +454,16 @@ def test_plain_markdown_shows_wikilinks_as_obsidian_does(markdown, shown):
     ("<span class=\"x\">kept text</span>", " kept text "),
     # struck-through text is no longer true; footnote marks go, a definition's text moves to the end
     ("The day fee is ~~$40~~ $55 per visitor.", "The day fee is $55 per visitor."),
-    ("Found in 1992.[^1] Rare.^[Inline note.]\n[^1]: In Vietnam.\nEnd.", "Found in 1992. Rare. (Inline note.)\n\nEnd.\n\nIn Vietnam."),
+    ("Found in 1992.[^1] Rare.^[Inline note.]\n[^1]: In Vietnam.\nEnd.", "Found in 1992. Rare (Inline note.).\n\nEnd.\n\nIn Vietnam."),
     # embeds: a note's inside a sentence reads as its link, a file's is no text, a line of embeds is dropped
     ("It is described in ![[Target Note#Walrus Section]] above.", "It is described in Target Note > Walrus Section above."),
     ("An image ![a dunnart](img.png) and ![[pic.png|300]] here.", "An image a dunnart and   here."),
     ("Text\n![[Embedded note]]\n![](x.png) ![[y.png]]\nMore", "Text\n\n\nMore"),
     # escapes show the character itself; a pipe in a table cell's code or link is the cell's text
-    ("Escaped \\*stars\\* and \\[1\\] here", "Escaped *stars* and (1) here"),
+    # ... kept as escapes, since the answer is Markdown too (\*stars\* would turn italic), but \[1\] is no citation
+    ("Escaped \\*stars\\* and \\[1\\] here", "Escaped \\*stars\\* and (1) here"),
+    ("The gadget is blue.^[Inline note about color] It is nice.", "The gadget is blue (Inline note about color). It is nice."),
+    ("a &amp; b &lt;b&gt;", "a & b &lt;b&gt;"),          # decoded, &lt;b&gt; would be a live tag
     ("| `grep a\\|b` | Find it |", "| `grep a|b` | Find it |"),
     ("| image | see [[Sharing#Image\\|the image]] |", "| image | see the image |"),
     # a callout's title: a statement stays, a label goes (it is a heading with headings=True)
@@ -552,6 +555,28 @@ def test_a_definition_question_gets_the_sentence_that_defines_its_subject_first(
     assert not localrag._defines("The vault list shows every vault.", "vault")
 
 
+def test_a_question_that_is_a_notes_alias_is_answered_from_that_note():
+    """"What is in the Beaver Handbook?" (an alias of Gizmo.md): the product rule found none of the names in the
+    block and refused; the answerer found no sentence holding an asked word and answered nothing."""
+    blocks = blocks_of("Beavers fell trees near the river and build their dams from branches in autumn.\n"
+                       "They work at night.")
+    blocks[0].update(source="Gizmo.md", heading_path=["Gizmo"], names="Beaver Handbook ; Quokka Guide")
+    question = "What is in the Beaver Handbook?"
+    assert localrag.answer_type_check(question, blocks)["ok"]
+    answer = localrag.fake_answer(question, blocks)
+    assert answer.splitlines()[0] == "Beavers fell trees near the river and build their dams from branches in autumn. [1]"
+    blocks[0]["names"] = "Beaver Handbook of the Old Dam"   # an alias that shares words is no reason on its own
+    assert localrag.fake_answer("What is the Old Dam schedule?", blocks) == localrag.INSUFFICIENT_TEXT
+
+
+def test_a_why_question_asks_for_no_kind_of_fact_and_a_short_task_item_is_quoted():
+    assert localrag.answer_kind("Why did the pricing model change in 2024?") is None
+    assert localrag.answer_kind("为什么价格变了？") is None and localrag.answer_kind("What is the price of Sync?") == "price"
+    blocks = blocks_of("- [x] Submit the quarterly report\n- [ ] Draft the plan")
+    assert localrag.fake_answer("Was the quarterly report submitted?", blocks).splitlines()[0] == \
+        "[x] Submit the quarterly report [1]"
+
+
 def test_extractive_answer_quotes_a_math_block_after_its_lead_in():
     content = ("The kinetic energy of the springbok is given by:\n\n$$\nE_k = \\frac{1}{2} m v^2\n$$\n\n"
                "The springbok momentum is $p = mv$ when it runs fast.")
@@ -562,6 +587,10 @@ def test_extractive_answer_quotes_a_math_block_after_its_lead_in():
     claims = localrag.claim_support(answer, blocks)
     assert [c["text"] for c in claims][:2] == ["The kinetic energy of the springbok is given by:",
                                                "E_k = \\frac{1}{2} m v^2"] and all(c["supported"] for c in claims)
+    one_line = blocks_of("The energy formula for the gadget:\n\n$$E = mc^2$$\n\nThe gadget is blue.")
+    answer = localrag.fake_answer("What is the energy formula for the gadget?", one_line)   # $$ on one line
+    assert answer.splitlines()[:5] == ["The energy formula for the gadget: [1]", "$$", "E = mc^2", "$$", "[1]"]
+    assert all(c["supported"] for c in localrag.claim_support(answer, one_line))
 
 
 def test_plain_markdown_drops_icons_with_their_brackets_and_space():

@@ -80,6 +80,12 @@ def test_answer_markdown_is_shown_as_code_and_text_only(ingested, browser):
         assert "`" not in box.text
         assert {e.tag_name for e in box.find_elements("css selector", "*")} == {"div", "pre", "code"}
         screenshot(browser, "answer-with-code")
+        # a line that only starts with $$ is text, not a math block that swallows the rest of the answer
+        shown = browser.execute_script(
+            "const b = document.createElement('div'); renderAnswer(b, arguments[0]); "
+            "return [b.querySelectorAll('pre').length, b.textContent];",
+            "$$ starts a display math block. [1]\nNext sentence. [1]\n$$\nE = mc^2\n$$\n[1]")
+        assert shown[0] == 1 and "$$ starts a display math block. [1]" in shown[1] and "Next sentence." in shown[1]
 
 
 def test_streamed_answer_citations_and_search(ingested, browser):
