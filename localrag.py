@@ -13955,6 +13955,9 @@ def _main(argv: Sequence[str] | None) -> int:
             if not _tolerates_bad_settings(args):
                 raise
             config, args.config_problems = _config_despite(args.env_file, exc)
+            home_problem = next((p for p in args.config_problems if p["key"] == "LOCALRAG_HOME"), None)
+            if args.command == "db" and home_problem:   # the default home is another database: never stop that
+                raise ConfigInvalid(home_problem["message"] + "; nothing was stopped", key="LOCALRAG_HOME")
             for problem in args.config_problems:
                 _say(f"warning: {problem['message']}; ignored here (its default applies)")
         return args.func(config, args)

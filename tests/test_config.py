@@ -619,6 +619,12 @@ def test_a_relative_localrag_home_is_config_invalid(tmp_path, monkeypatch, capfd
     code, out = run_cli("search", "P1", "--json")
     assert code == localrag.EXIT_CONFIG and json.loads(out)["error"]["details"]["key"] == "LOCALRAG_HOME"
     assert not (tmp_path / "relhome").exists()
+    # db stop, which goes on past a bad setting, must not stop the default home's server in its place
+    monkeypatch.setenv("HOME", str(tmp_path))
+    code, out = run_cli("db", "stop", "--json")
+    error = json.loads(out)["error"]
+    assert code == localrag.EXIT_CONFIG and "nothing was stopped" in error["message"]
+    assert error["details"]["key"] == "LOCALRAG_HOME" and "stopped" not in json.loads(out)
 
 
 def test_db_stop_with_a_bad_setting_stops_and_lists_the_problem_with_exit_3(env, monkeypatch, tmp_path):
