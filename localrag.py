@@ -9186,6 +9186,12 @@ def get_note(config: Config, path: Any, heading: Any = None, vault: Any = None, 
         _require_indexed_vault(vault, vaults)
         names = [rel] if rel.lower().endswith(".md") else [rel, rel + ".md"]
         found = s.find_notes(names, vault)
+        if not found and heading is None and "#" in rel:
+            # PATH#HEADING, the form `open:` commands print, given as the path (an agent copying it)
+            part, part_heading = _split_show_target(rel)
+            found = s.find_notes([part] if part.lower().endswith(".md") else [part, part + ".md"], vault)
+            if found:
+                rel, heading = part, (part_heading if part_heading and part_heading.strip("# ") else None)
         if not found:
             pairs = s.similar_note_paths(Path(rel).stem)
             similar = [p for p, _v in pairs]
@@ -9244,6 +9250,13 @@ def get_note(config: Config, path: Any, heading: Any = None, vault: Any = None, 
         first, last = lines_of(sec)
         return line is not None and has_lines and first <= line <= last
 
+    if line is not None:   # a line that picks nothing is said, not ignored
+        if not has_lines:
+            raise InvalidRequest("a PDF's pages and a canvas's cards have no file lines; leave line out and name "
+                                 "the page or card as heading", field="line")
+        first, last = span_lines(doc.body, 0, len(doc.body), body_line)
+        if not first <= line <= last:
+            raise InvalidRequest(f"line {line} is outside the note's text (lines {first}-{last})", field="line")
     section: Section | None = None
     if heading is None and line is not None:
         holding = [sec for sec in _named_sections(doc) if holds_line(sec)]
@@ -9268,6 +9281,10 @@ def get_note(config: Config, path: Any, heading: Any = None, vault: Any = None, 
         held = [sec for sec in [section, *others] if holds_line(sec)]
         if held:    # the same heading twice in the note: the one holding the line
             section, others = held[-1], [sec for sec in [section, *others] if sec is not held[-1]]
+        elif line is not None:
+            spans = ", ".join("{}-{}".format(*lines_of(sec)) for sec in [section, *others])
+            raise InvalidRequest(f"line {line} is not inside a section named {heading.strip()!r} (lines {spans})",
+                                 field="line")
     out.update(page(section.start, _section_end(doc, section)), heading_path=list(section.heading_path),
                also_matched=[list(sec.heading_path) for sec in others],
                open=_show_command(row["relative_path"], section.heading_path,

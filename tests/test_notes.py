@@ -273,6 +273,15 @@ def test_open_commands_reach_the_cited_section_with_hash_names_and_repeated_head
     assert localrag.get_note(config, "dup.md", vault=str(vault), line=5)["heading_path"] == ["Duplicates", "Setup"]
     assert localrag.get_note(config, "dup.md", vault=str(vault), line=1)["heading_path"] == ["Duplicates"]
     assert "--line" not in localrag.get_note(config, "C# Notes.md", "Using C# and F#", vault=str(vault))["open"]
+    # the PATH#HEADING form `open:` prints, given whole as the path (as an agent copies it), reads the section
+    assert localrag.get_note(config, "C# Notes.md#Using C# and F#", vault=str(vault))["heading_path"] == [
+        "C Sharp", "Using C# and F#"]
+    # a line that picks nothing is an error, not silently the first section or the whole note
+    for kw, says in (({"heading": "Setup", "line": 9}, "not inside a section named 'Setup' (lines 3-5, 11-13)"),
+                     ({"line": 100}, "outside the note's text (lines 1-13)")):
+        with pytest.raises(localrag.InvalidRequest) as info:
+            localrag.get_note(config, "dup.md", vault=str(vault), **kw)
+        assert says in str(info.value) and info.value.details["field"] == "line"
 
 
 # --- CLI -------------------------------------------------------------------------------------------------------------
