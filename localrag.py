@@ -13205,6 +13205,9 @@ def _cmd_history(config: Config, args: argparse.Namespace) -> int:
     if args.json:
         _print_json(result)
         return EXIT_OK
+    if not result["answers"] and result["total"]:
+        _say(f"no records from --offset {result['offset']}: there are {result['total']} in all")
+        return EXIT_OK
     if not result["answers"]:
         _say("no answer records yet" + ("" if config.rag_record_answers else " (RAG_RECORD_ANSWERS=false)"))
     for r in result["answers"]:
@@ -13252,6 +13255,8 @@ def _cmd_show(config: Config, args: argparse.Namespace) -> int:
         _print_json(result)
         return EXIT_OK
     where = " › ".join(result["heading_path"])
+    if result.get("also_matched"):   # the note repeats the heading: the first is shown unless --line picks another
+        _say(f"{len(result['also_matched'])} more section(s) have this heading; --line N (a line inside one) reads it")
     lines = f":{result['line_start']}-{result['line_end']}" if result["line_start"] is not None else ""
     _say(f"{result['vault_path']}/{result['path']}{lines}" +
          (f"  › {where}" if where else ""))

@@ -541,7 +541,7 @@ def test_an_argument_that_is_not_utf8_is_refused_by_name_or_matched_as_ingest_st
     assert proc.returncode == localrag.EXIT_VAULT and stored in json.loads(proc.stdout)["error"]["message"]
 
 
-def test_history_pages_with_offset(ingested):
+def test_history_pages_with_offset(ingested, capfd):
     """`history --json` gave next_offset, but `history --offset 2` was an invalid choice."""
     for n in range(3):
         localrag.ask(ingested[0], f"P1 question {n}")
@@ -553,6 +553,9 @@ def test_history_pages_with_offset(ingested):
     ids = [a["id"] for a in first["answers"] + page["answers"]]
     assert len(ids) >= 3 and ids == sorted(set(ids), reverse=True)
     assert run_cli("history", "--offset", "-1")[0] == localrag.EXIT_USAGE
+    code, _ = run_cli("history", "--offset", "99999")
+    err = capfd.readouterr().err
+    assert code == 0 and "no records from --offset 99999: there are" in err and "no answer records yet" not in err
     assert run_cli("history", "--limit", "1001")[0] == localrag.EXIT_USAGE
     assert "1 to 1000 (default 20)" in help_text("history")
 

@@ -244,7 +244,7 @@ def test_show_target_splits_after_the_extension(target, split):
     assert localrag._split_show_target(target) == split
 
 
-def test_open_commands_reach_the_cited_section_with_hash_names_and_repeated_headings(ingested, tmp_path):
+def test_open_commands_reach_the_cited_section_with_hash_names_and_repeated_headings(ingested, tmp_path, capsys):
     """A '#' in a file name or heading, and a heading the note repeats: the command a citation prints shows the
     cited section (it showed the first 'Setup', or failed with 'no indexed note C')."""
     import shlex
@@ -266,6 +266,8 @@ def test_open_commands_reach_the_cited_section_with_hash_names_and_repeated_head
         code, out = run_cli(*shlex.split(command)[1:], "--vault", str(vault), "--json")
         shown = json.loads(out)
         assert code == 0 and wanted in shown["content"] and shown["heading_path"] == c["heading_path"], command
+    run_cli("show", "dup.md#Setup", "--vault", str(vault))
+    assert "1 more section(s) have this heading; --line N" in capsys.readouterr().err
     second = localrag.get_note(config, "dup.md", "Setup", vault=str(vault), line=13)
     assert "llama" in second["content"] and second["also_matched"] == [["Duplicates", "Setup"]]
     assert second["open"].endswith(f"--line {second['line_start']}")      # the repeated heading needs the line
