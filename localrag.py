@@ -9255,8 +9255,9 @@ def get_note(config: Config, path: Any, heading: Any = None, vault: Any = None, 
             raise InvalidRequest("a PDF's pages and a canvas's cards have no file lines; leave line out and name "
                                  "the page or card as heading", field="line")
         first, last = span_lines(doc.body, 0, len(doc.body), body_line)
-        if not first <= line <= last:
-            raise InvalidRequest(f"line {line} is outside the note's text (lines {first}-{last})", field="line")
+        if not first <= line <= last:   # like a heading that is not there: 404, the request itself is well formed
+            raise NoteNotFound(f"line {line} is outside the note's text (lines {first}-{last})",
+                               path=row["relative_path"], field="line")
     section: Section | None = None
     if heading is None and line is not None:
         holding = [sec for sec in _named_sections(doc) if holds_line(sec)]
@@ -9283,8 +9284,8 @@ def get_note(config: Config, path: Any, heading: Any = None, vault: Any = None, 
             section, others = held[-1], [sec for sec in [section, *others] if sec is not held[-1]]
         elif line is not None:
             spans = ", ".join("{}-{}".format(*lines_of(sec)) for sec in [section, *others])
-            raise InvalidRequest(f"line {line} is not inside a section named {heading.strip()!r} (lines {spans})",
-                                 field="line")
+            raise NoteNotFound(f"line {line} is not inside a section named {heading.strip()!r} (lines {spans})",
+                               path=row["relative_path"], heading=heading, field="line")
     out.update(page(section.start, _section_end(doc, section)), heading_path=list(section.heading_path),
                also_matched=[list(sec.heading_path) for sec in others],
                open=_show_command(row["relative_path"], section.heading_path,

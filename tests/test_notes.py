@@ -281,7 +281,7 @@ def test_open_commands_reach_the_cited_section_with_hash_names_and_repeated_head
     # a line that picks nothing is an error, not silently the first section or the whole note
     for kw, says in (({"heading": "Setup", "line": 9}, "not inside a section named 'Setup' (lines 3-5, 11-13)"),
                      ({"line": 100}, "outside the note's text (lines 1-13)")):
-        with pytest.raises(localrag.InvalidRequest) as info:
+        with pytest.raises(localrag.NoteNotFound) as info:    # 404, as for a heading the note lacks
             localrag.get_note(config, "dup.md", vault=str(vault), **kw)
         assert says in str(info.value) and info.value.details["field"] == "line"
 
