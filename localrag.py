@@ -9232,8 +9232,9 @@ def get_note(config: Config, path: Any, heading: Any = None, vault: Any = None, 
         raw = doc.body[start:end]
         text = raw.strip()
         if char_offset > len(text) or (char_offset == len(text) and text):
-            raise InvalidRequest(f"char_offset {char_offset} is past the end of the text ({len(text):,} "
-                                 f"characters); start from 0", field="char_offset")
+            # no such page: 404, as for a heading the note lacks (the request itself is well formed)
+            raise NoteNotFound(f"char_offset {char_offset} is past the end of the text ({len(text):,} characters); "
+                               f"start from 0", path=row["relative_path"], field="char_offset")
         lo, hi = _note_page(text, char_offset, max_chars)
         at = start + len(raw) - len(raw.lstrip())
         first, last = span_lines(doc.body, at + lo, at + hi, body_line) if has_lines else (None, None)
