@@ -9267,7 +9267,7 @@ def get_note(config: Config, path: Any, heading: Any = None, vault: Any = None, 
     if heading is None and section is None:
         out.update(page(0, len(doc.body)),
                    sections=[{"heading_path": list(sec.heading_path), "level": sec.level,
-                              "line_start": lines_of(sec)[0], "line_end": lines_of(sec)[1]}
+                              **dict(zip(("line_start", "line_end"), lines_of(sec)))}
                              for sec in _named_sections(doc)])
         out["open"] = _show_command(row["relative_path"], vault=row["vault_path"] if len(vaults) > 1 else None)
         return out
@@ -12514,27 +12514,24 @@ class _ResultStream:
         return OutputUnwritable(f"{why}: the result has nowhere to go; send stdout to a file or a pipe "
                                 f"(`> out.json`, `| jq`), or to /dev/null to discard it", field="stdout")
 
-    def write(self, text: str) -> int:
-        if self.stream is None:
-            raise self._failed(None)
+    def _guarded(self, call: Callable[..., Any], *args: Any) -> Any:
+        """A write or flush: a reader gone stays BrokenPipeError, any other failure is OutputUnwritable."""
         try:
-            return self.stream.write(text)
+            return call(*args)
         except BrokenPipeError:
             self.failed = True
             raise
         except OSError as exc:
             raise self._failed(exc) from None
 
-    def flush(self) -> None:
+    def write(self, text: str) -> int:
         if self.stream is None:
-            return
-        try:
-            self.stream.flush()
-        except BrokenPipeError:
-            self.failed = True
-            raise
-        except OSError as exc:
-            raise self._failed(exc) from None
+            raise self._failed(None)
+        return self._guarded(self.stream.write, text)
+
+    def flush(self) -> None:
+        if self.stream is not None:
+            self._guarded(self.stream.flush)
 
     def require_open(self) -> None:
         """Fail before the work, for a command whose only output is stdout (--json, mcp)."""
