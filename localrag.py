@@ -8205,8 +8205,9 @@ def _defines(text: str, subject: str) -> bool:
 def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX_SENTENCES) -> str:
     """The fake LLM: whole sentences and whole list items from the blocks, ranked by how much of the question's
     content they cover, read with their note's name and headings (a sentence must hold one asked term itself;
-    then by block order, then by density), at most ``max_sentences``, each followed by its [n].  A procedure question gets a numbered list's steps, in order, after the sentence that leads into them:
-    the list of the best block that, with its headings and lead, covers the question.  Deterministic;
+    then by block order, then by density), at most ``max_sentences``, each followed by its [n].  A procedure
+    question gets a numbered list's steps, in order, after the sentence that leads into them: the list whose
+    headings and lead say most of the question (then its best step, then block order).  Deterministic;
     never a word from outside the blocks; INSUFFICIENT_TEXT when nothing in them covers the question."""
     q = content_tokens(question)
     if not q:
@@ -8283,10 +8284,12 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
 
     if asks_procedure(question) and steps:
         # A numbered list is read with what says what it does: its block's headings, the heading right above it
-        # in the block, and the sentence that leads into it ("To exclude a folder from syncing:").  The blocks
-        # come best first: the first block with a list covering at least half what the best-covering one does
-        # wins (a long list further down that mentions more of the question's words in passing does not displace
-        # the steps under the matching heading), and in it the list that covers most (then the first).
+        # in the block, and the sentence that leads into it ("To exclude a folder from syncing:").  Of the lists
+        # covering at least half what the best-covering one does, the one whose context and single best step
+        # say most of the question wins, then the first by block (a long list further down that mentions more
+        # of the question's words in passing does not displace the steps under the matching heading, and steps
+        # that say "Open Settings" and "click Command palette" apart do not displace "Press Ctrl+P to open the
+        # Command palette"), then the one that covers most.
         headings = {b["n"]: content_tokens(" ".join(b.get("heading_path") or [])) for b in blocks}
 
         def intro(n: int, items: list[dict]) -> dict | None:
@@ -8309,12 +8312,18 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
         def covers(key: tuple[int, int], items: list[dict]) -> set[str]:
             return context(key, items).union(q & set().union(*(content_tokens(u["text"]) for u in items)))
 
+        def focus(key: tuple[int, int], items: list[dict]) -> int:
+            """What the list's context and its one best step say of the question, together."""
+            said = context(key, items)
+            return max((len(said | (q & content_tokens(u["text"]))) for u in items), default=len(said))
+
         # a list numbered from 4 continues one whose start is elsewhere: not a procedure on its own
         whole = {key: items for key, items in steps.items() if items[0]["step"] <= 1}
         coverage = {key: covers(key, items) for key, items in whole.items()}
         most = max((len(c) for c in coverage.values()), default=0)
         first = min((key for key, c in coverage.items() if c and len(c) >= FAKE_MIN_RELATIVE_COVERAGE * most),
-                    key=lambda key: (key[0], -len(coverage[key]), key[1]), default=None)
+                    key=lambda key: (-len(context(key, whole[key])), -focus(key, whole[key]), key[0],
+                                     -len(coverage[key]), key[1]), default=None)
         readable = [u for u in whole[first] if _readable(u)][:FAKE_MAX_STEPS] if first is not None else []
         # The steps answer unless a sentence covers more of the question, or as much but under headings that say
         # more of what was asked: "复制延迟了怎么办？" does not get a failover procedure whose second step mentions

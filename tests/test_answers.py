@@ -418,6 +418,34 @@ def test_extractive_procedure_tells_apart_two_lists_under_two_headings_of_one_bl
     assert [(u["list"], u["step"]) for u in units] == [(1, 1), (1, 2), (2, 1), (2, 2)]
 
 
+def test_extractive_procedure_prefers_the_list_its_heading_or_lead_says_is_for_the_question():
+    """Lists are told apart first by what their heading and lead say, then by their one best step, then by block
+    order: words scattered over several steps are weak evidence.  Seen on the Obsidian vault: "How do I open the
+    command palette?" got the unpin steps ("Open Settings", "click Command palette") of the better-ranked block,
+    and "restore a previous version of a file" got the steps under "Restore a previous version of a setting"
+    (whose last step mentions Obsidian Sync in passing)."""
+    blocks = blocks_of(
+        "1. Open Settings.\n2. In the sidebar, click Command palette under Plugin options.\n3. Click the cross next "
+        "to the command you want to unpin.",
+        "The Command palette lets you run any command.\nTo run a command from the Command palette:\n1. Press "
+        "`Ctrl+P` to open the Command palette.\n2. Type the name of the command.\n3. Press `Enter`.")
+    blocks[0]["heading_path"] = ["Pinned commands", "Unpin a command"]
+    answer = localrag.fake_answer("How do I open the command palette?", blocks)
+    assert answer.splitlines()[:2] == ["To run a command from the Command palette: [2]",
+                                       "1. Press `Ctrl+P` to open the Command palette. [2]"], answer
+    blocks = blocks_of(
+        "#### Restore a previous version of a setting\n\n1. Open Settings.\n2. Select the Restore button.\n"
+        "3. Restart Obsidian to apply it; see Adjust Obsidian Sync settings.",
+        "#### Restore a previous version of a file\n\n1. In the File explorer, select the note.\n2. Select Open "
+        "version history.\n3. Select the Restore button.")
+    blocks[0]["heading_path"] = ["Version history", "Settings history"]
+    blocks[1]["heading_path"] = ["Version history", "Notes and attachments"]
+    answer = localrag.fake_answer("How do I restore a previous version of a file from Obsidian Sync version "
+                                  "history?", blocks)
+    assert answer.splitlines()[0] == "1. In the File explorer, select the note. [2]", answer
+    assert all(c["supported"] for c in localrag.claim_support(answer, blocks))
+
+
 def test_extractive_procedure_skips_a_list_that_starts_in_the_middle():
     # steps 1-3 are bullets in this (translated) note; "4." onwards alone would read as the whole procedure
     content = ("- Sign in to your account.\n- Find two-factor authentication and select Enable.\n\n"
