@@ -7847,6 +7847,7 @@ FAKE_MAX_SENTENCES = 4                     # sentences or list items in an extra
 FAKE_MAX_STEPS = 10                        # numbered steps a procedure answer keeps
 FAKE_KIND_BONUS = 0.34                     # ranking bonus for a sentence carrying the asked-for kind of fact
 FAKE_MIN_RELATIVE_COVERAGE = 0.5           # a further sentence covers at least half what the best one covers
+FAKE_FRAMED_COVERAGE = 0.6                 # headings saying this much of the question frame a fact without its words
 FAKE_MAX_CODE_BLOCKS, FAKE_MAX_CODE_LINES = 2, 15   # code blocks an extractive answer quotes, lines in each
 FAKE_LIST_MIN_RELATIVE_COVERAGE = 2 / 3    # a lead-in shown with its list covers the question 2/3 as well as the best
 _MARKER_RE = re.compile(r"\[(\d+)\]")
@@ -7916,6 +7917,21 @@ _FOOTNOTE_RE = re.compile(r"^\[\^[^\]\s]+\]:[ \t]*(.*(?:\n[ \t]{2,}\S.*)*)", re.
 _CALLOUT_RE = re.compile(r"^\s*(?:>\s*)+\[![\w-]+\][+-]?[ \t]*(.*)$", re.MULTILINE)
 
 
+# Tags inside a line of text: gone without a trace ("stored for <u>two weeks</u>." reads "stored for two weeks.");
+# any other tag or comment parts what stood on either side of it.
+_INLINE_TAGS = frozenset("a abbr b bdi bdo cite code data del dfn em font i ins kbd mark q rp rt ruby s samp small "
+                         "span strong sub sup time u var wbr".split())
+
+
+def _html_text(m: re.Match) -> str:
+    """What an HTML tag or comment leaves in an answer: an autolink's address, nothing for an inline tag, else a
+    space."""
+    if m.group(1):
+        return m.group(1)
+    name = re.match(r"</?([A-Za-z][\w:-]*)", m.group(0))
+    return "" if name and name.group(1).lower() in _INLINE_TAGS else " "
+
+
 def _embed_text(m: re.Match) -> str:
     """An embed inside a line of text: a note's as its wikilink reads (Note > Heading); a file's (an image, a PDF)
     is no text.  An image's alt text stands for it."""
@@ -7972,7 +7988,7 @@ def _plain_markdown(text: str, headings: bool = False, held: list | None = None)
     text = _EMBED_LINE_RE.sub("", text)
     text = re.sub(r"!\[\[([^\]]*)\]\]|!\[([^\]]*)\]\([^)]*\)", _embed_text, text)
     if "<" in text:
-        text = _HTML_RE.sub(lambda m: m.group(1) or " ", text)
+        text = _HTML_RE.sub(_html_text, text)
     if "&" in text:   # entities read as their characters, but &lt; &gt; stay (decoded, they would be live HTML)
         text = re.sub(r"&(?!lt;|gt;)#?\w+;", lambda m: html.unescape(m.group(0)), text)
     text = _WIKILINK_RE.sub(_wikilink_text, text)
@@ -8235,16 +8251,22 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
                 # under "培训 | 完成时限" answers "which training, by when" as a whole
                 toks |= content_tokens(unit["header"])
                 hit = len(q & toks)
-            # a unit stating the asked-for kind of fact (a number for a limit question...) ranks as if it
-            # covered a third more of the question
-            carries = bool(hit and wants and wants.carried_by(question, unit["text"])) or bool(
-                hit and subject and unit["kind"] == "sentence" and _defines(unit["text"], subject))
+            kind_here = bool(wants and unit["kind"] != "heading" and wants.carried_by(question, unit["text"]))
             if unit["kind"] == "heading":   # a heading inside the block: what the text under it is about
                 under = q & content_tokens(unit["text"])
-            said = len(q & (toks | about | under)) if hit or named else 0   # else it must say something asked
+            # the asked-for kind of fact under headings that ask the question itself answers it in its own words:
+            # "On the Standard plan your notes are retained for 1 month." under "How long do you keep the version
+            # history?"
+            framed = not hit and kind_here and unit["kind"] != "code" and \
+                len(q & (about | under)) >= FAKE_FRAMED_COVERAGE * len(q)
+            # a unit stating the asked-for kind of fact (a number for a limit question...) ranks as if it
+            # covered a third more of the question
+            carries = bool((hit or framed) and kind_here) or bool(
+                hit and subject and unit["kind"] == "sentence" and _defines(unit["text"], subject))
+            said = len(q & (toks | about | under)) if hit or named or framed else 0   # else it must say something
             density = hit / math.sqrt(len(toks) or 1)
             hit = hit or (len(q) if named and unit["kind"] == "sentence" else 0)
-            unit = {**unit, "n": b["n"], "pos": pos, "hit": hit,
+            unit = {**unit, "n": b["n"], "pos": pos, "hit": hit, "framed": framed,
                     "coverage": said / (len(q) or 1) + (FAKE_KIND_BONUS if carries else 0.0), "density": density}
             units.append(unit)
             if unit["kind"] == "step":
@@ -8346,7 +8368,7 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
             for i, u in enumerate(readable, 1):
                 lines += step_lines(i, u, n)
             return "\n".join(lines)
-    ranked = sorted((u for u in scored if u["hit"]),
+    ranked = sorted((u for u in scored if u["hit"] or u["framed"]),
                     key=lambda u: (-u["coverage"], u["n"], -u["density"], u["pos"]))
     if ranked:  # the tail must cover the question at least half as well as the best sentence does
         ranked = [u for u in ranked if u["coverage"] >= FAKE_MIN_RELATIVE_COVERAGE * ranked[0]["coverage"]]

@@ -446,6 +446,29 @@ def test_extractive_procedure_prefers_the_list_its_heading_or_lead_says_is_for_t
     assert all(c["supported"] for c in localrag.claim_support(answer, blocks))
 
 
+def test_extractive_answer_quotes_the_asked_kind_of_fact_under_a_heading_that_asks_the_question():
+    """A fact of the asked-for kind (a duration for "how long") under headings that say the question answers it
+    without repeating its words: the FAQ "How long do you keep the version history?" says "your notes are retained
+    for 1 month", which shares no word with the question and was never quoted.  Without the kind of fact, or under
+    a heading that says little of the question, such a sentence still needs a word of the question."""
+    content = ("#### How long do you keep the version history?\n\nIt depends on your plan. On the Standard plan your "
+               "notes are retained for 1 month. After this period older copies are deleted.")
+    blocks = blocks_of(content, "We keep your data for one month after your subscription expires.")
+    blocks[0]["heading_path"] = ["Data retention", "How long do you keep the version history?"]
+    answer = localrag.fake_answer("How long does Obsidian Sync keep version history?", blocks)
+    assert answer.splitlines()[0] == "On the Standard plan your notes are retained for 1 month. [1]", answer
+    assert "After this period older copies are deleted. [1]" not in answer   # no duration: it says nothing asked
+    assert all(c["supported"] for c in localrag.claim_support(answer, blocks))
+    # a "what" question asks for no kind of fact: the sentence without its words stays out
+    answer = localrag.fake_answer("What does Obsidian Sync keep in version history?", blocks)
+    assert "retained for 1 month" not in answer
+    # a heading that says too little of the question frames nothing
+    blocks[0]["heading_path"] = ["Data retention"]
+    blocks[0]["content"] = content.replace("#### How long do you keep the version history?", "#### Plans")
+    answer = localrag.fake_answer("How long does Obsidian Sync keep version history?", blocks)
+    assert "retained for 1 month" not in answer
+
+
 def test_extractive_procedure_skips_a_list_that_starts_in_the_middle():
     # steps 1-3 are bullets in this (translated) note; "4." onwards alone would read as the whole procedure
     content = ("- Sign in to your account.\n- Find two-factor authentication and select Enable.\n\n"
@@ -479,7 +502,10 @@ def test_plain_markdown_shows_wikilinks_as_obsidian_does(markdown, shown):
     ("x < 5 and y > 3", "x < 5 and y > 3"),
     ("Open <https://example.com/anole> now", "Open https://example.com/anole now"),
     ("One<br>two &amp; three &mdash; four<!-- hidden -->", "One two & three — four "),
-    ("<span class=\"x\">kept text</span>", " kept text "),
+    ("<span class=\"x\">kept text</span>", "kept text"),
+    # an inline tag leaves no space where it stood; a block tag parts the text on either side of it
+    ("stored for <u>two weeks</u>. 保留<b>两周</b>。", "stored for two weeks. 保留两周。"),
+    ("one<div>two</div>three", "one two three"),
     # struck-through text is no longer true; footnote marks go, a definition's text moves to the end
     ("The day fee is ~~$40~~ $55 per visitor.", "The day fee is $55 per visitor."),
     ("Found in 1992.[^1] Rare.^[Inline note.]\n[^1]: In Vietnam.\nEnd.", "Found in 1992. Rare (Inline note.).\n\nEnd.\n\nIn Vietnam."),
