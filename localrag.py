@@ -7675,6 +7675,10 @@ def answer_kind(question: str) -> str | None:
 
 # "Why did the pricing change?" asks for a reason, not for a price: no kind of fact is required.
 _ASKS_WHY_RE = re.compile(r"^\s*(?:why|how come)\b|为什么|为何|怎么会", re.IGNORECASE)
+# A question asking for several things by kind ("Which property types…", "What regions…", "哪些说法"): a lead-in
+# with its list answers it whole.
+_ASKS_LIST_RE = re.compile(r"\b(?:which|what are(?: the)?)\s+(?!(?:does|is|was|has|goes)\b)(?:[a-z-]+\s+){0,2}?"
+                           r"[a-z]{2,}(?<!s)s\b|\bwhat (?:kinds?|types?|sorts?) of\b|哪些|哪几", re.IGNORECASE)
 
 
 def _answer_rule(question: str, rules: Sequence[AnswerRule] | None = None) -> AnswerRule | None:
@@ -7885,8 +7889,10 @@ def chat_request_body(model: str, messages: list[dict], stream: bool) -> bytes:
 
 
 def check_citations(answer: str, n_blocks: int) -> dict:
-    """Every [n] in the answer must point at a supplied block; report those that do not."""
-    markers = sorted({int(m) for m in _MARKER_RE.findall(answer)})
+    """Every [n] in the answer must point at a supplied block; report those that do not.  A fenced code block's
+    text is quoted, not cited: `list(type)[0]` in it is no marker (the markers after its closing fence are)."""
+    markers = sorted({int(m) for line, code_markers in _answer_segments(answer)
+                      for m in _MARKER_RE.findall(line if code_markers is None else code_markers)})
     invalid = [m for m in markers if not 1 <= m <= n_blocks]
     return {"markers": markers, "invalid": invalid, "ok": not invalid and bool(markers)}
 
@@ -8168,6 +8174,13 @@ def content_tokens(text: str) -> set[str]:
     return {t for t in fake_tokens(text) if t not in _QUESTION_STOPWORDS and t not in _QUESTION_CJK_STOP}
 
 
+def answer_terms(text: str) -> set[str]:
+    """What the extractive answerer matches a question by: the keyword channel's terms (plurals folded, CJK as
+    bigrams within its words) without the question stopwords, so "footnotes" finds "footnote" and "如何打开一个随机
+    笔记" asks for 打开, 随机, 笔记 (not 何打, 开一 or 个随)."""
+    return {t for t in keyword_terms(text) if t not in _QUESTION_STOPWORDS}
+
+
 def _readable(unit: dict) -> bool:
     """A unit worth showing on its own: a real sentence or list item, not a fragment, a lone marker, a question
     or a lead-in ending with a colon (unless what it leads into is its code block)."""
@@ -8218,42 +8231,60 @@ def _defines(text: str, subject: str) -> bool:
     return bool(re.match(rf"(?:an?\s+|the\s+)?{words}(?:e?s)?{_DEFINES_RE}", text.strip(), re.I))
 
 
-def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX_SENTENCES) -> str:
+def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX_SENTENCES,
+                weights: dict[str, float] | None = None) -> str:
     """The fake LLM: whole sentences and whole list items from the blocks, ranked by how much of the question's
     content they cover, read with their note's name and headings (a sentence must hold one asked term itself;
     then by block order, then by density), at most ``max_sentences``, each followed by its [n].  A procedure
     question gets a numbered list's steps, in order, after the sentence that leads into them: the list whose
     headings and lead say most of the question (then its best step, then block order).  Deterministic;
-    never a word from outside the blocks; INSUFFICIENT_TEXT when nothing in them covers the question."""
-    q = content_tokens(question)
+    never a word from outside the blocks; INSUFFICIENT_TEXT when nothing in them covers the question.  What is
+    covered is weighed by ``weights`` (the retrieval's idf weight of each question term: "footnote" says more
+    than "add"); without them every term weighs the same."""
+    q = answer_terms(question)
     if not q:
-        q = set(fake_tokens(question))
+        q = set(keyword_terms(question)) or set(fake_tokens(question))
+    known = [w for t, w in (weights or {}).items() if t in q]
+    usual = sum(known) / len(known) if known else 1.0   # a term the retrieval did not weigh: an average one
+
+    def weight(terms: set[str]) -> float:
+        """What a unit says of the question in its own words, idf-weighted: between units covering as many of
+        its terms, the one saying "interface language" beats the one saying "Obsidian interface".  (Weighing the
+        coverage itself, measured, moved as many answers to a worse sentence as to a better one.)"""
+        return sum((weights or {}).get(t, usual) for t in terms)
+
     rule = _answer_rule(question)
     wants = rule if rule and rule.kind not in ("product", "yes_no", "procedure") else None
     subject = definition_subject(question)
+    enumerates = bool(_ASKS_LIST_RE.search(question))
     scored = []
     steps: dict[tuple[int, int], list[dict]] = {}
     units_of: dict[int, list[dict]] = {}   # every unit of each block, scored, with its block and position
     for b in blocks:
         units = units_of[b["n"]] = []
         # what the block is about: its note's name and headings ("It shows the word count" under "Status bar")
-        about = q & content_tokens(" ".join([note_stem(b.get("source") or ""), *(b.get("heading_path") or [])]))
+        about = q & answer_terms(" ".join([note_stem(b.get("source") or ""), *(b.get("heading_path") or [])]))
         # a question that is all the note's name ("What is in the Beaver Handbook?", its alias): any sentence of
         # the note speaks to it, the opening ones first.  (An alias counts only whole: in part it misleads, as an
         # old English path kept as a Chinese note's alias does.)
-        named = bool(q) and (q <= about or q <= content_tokens(b.get("names") or ""))
+        named = bool(q) and (q <= about or q <= answer_terms(b.get("names") or ""))
         under: set[str] = set()
-        for pos, unit in enumerate(_evidence_units(b["content"])):
-            toks = content_tokens(unit["text"])
+        raw = _evidence_units(b["content"])
+        for pos, unit in enumerate(raw):
+            toks = answer_terms(unit["text"])
             hit = len(q & toks)
             if hit and unit.get("header"):
                 # a row that says something asked is read with its column names: "信息安全意识培训 | 入职 7 天内"
                 # under "培训 | 完成时限" answers "which training, by when" as a whole
-                toks |= content_tokens(unit["header"])
+                toks |= answer_terms(unit["header"])
                 hit = len(q & toks)
-            kind_here = bool(wants and unit["kind"] != "heading" and wants.carried_by(question, unit["text"]))
+            # a lead-in comes with its list: it carries what its items do ("Obsidian supports the following file
+            # types:" and `.md`, `.canvas` ... for "which formats")
+            carried = unit["text"] + "".join("\n" + v["text"] for v in raw[pos + 1:]
+                                             if unit.get("list_follows") and v.get("list") == unit["list_follows"])
+            kind_here = bool(wants and unit["kind"] != "heading" and wants.carried_by(question, carried))
             if unit["kind"] == "heading":   # a heading inside the block: what the text under it is about
-                under = q & content_tokens(unit["text"])
+                under = q & answer_terms(unit["text"])
             # the asked-for kind of fact under headings that ask the question itself answers it in its own words:
             # "On the Standard plan your notes are retained for 1 month." under "How long do you keep the version
             # history?"
@@ -8262,12 +8293,13 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
             # a unit stating the asked-for kind of fact (a number for a limit question...) ranks as if it
             # covered a third more of the question
             carries = bool((hit or framed) and kind_here) or bool(
-                hit and subject and unit["kind"] == "sentence" and _defines(unit["text"], subject))
+                hit and subject and unit["kind"] == "sentence" and _defines(unit["text"], subject)) or bool(
+                hit and enumerates and unit.get("list_follows"))
             said = len(q & (toks | about | under)) if hit or named or framed else 0   # else it must say something
             density = hit / math.sqrt(len(toks) or 1)
             hit = hit or (len(q) if named and unit["kind"] == "sentence" else 0)
-            unit = {**unit, "n": b["n"], "pos": pos, "hit": hit, "framed": framed,
-                    "coverage": said / (len(q) or 1) + (FAKE_KIND_BONUS if carries else 0.0), "density": density}
+            unit = {**unit, "n": b["n"], "pos": pos, "hit": hit, "framed": framed, "own": weight(q & toks),
+                    "coverage": said / len(q) + (FAKE_KIND_BONUS if carries else 0.0), "density": density}
             units.append(unit)
             if unit["kind"] == "step":
                 steps.setdefault((b["n"], unit["list"]), []).append(unit)
@@ -8312,7 +8344,7 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
         # of the question's words in passing does not displace the steps under the matching heading, and steps
         # that say "Open Settings" and "click Command palette" apart do not displace "Press Ctrl+P to open the
         # Command palette"), then the one that covers most.
-        headings = {b["n"]: content_tokens(" ".join(b.get("heading_path") or [])) for b in blocks}
+        headings = {b["n"]: answer_terms(" ".join(b.get("heading_path") or [])) for b in blocks}
 
         def intro(n: int, items: list[dict]) -> dict | None:
             before = items[0]["pos"] - 1
@@ -8323,21 +8355,21 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
 
         def heading_above(n: int, pos: int) -> set[str]:
             above = next((u for u in reversed(units_of[n][:pos]) if u["kind"] == "heading"), None)
-            return content_tokens(above["text"]) if above else set()
+            return answer_terms(above["text"]) if above else set()
 
         def context(key: tuple[int, int], items: list[dict]) -> set[str]:
             """What says what a list is for: its block's headings, the heading right above it, its lead."""
             lead = intro(key[0], items)
-            return q & headings[key[0]].union(content_tokens(lead["text"]) if lead else set(),
+            return q & headings[key[0]].union(answer_terms(lead["text"]) if lead else set(),
                                               heading_above(key[0], items[0]["pos"]))
 
         def covers(key: tuple[int, int], items: list[dict]) -> set[str]:
-            return context(key, items).union(q & set().union(*(content_tokens(u["text"]) for u in items)))
+            return context(key, items).union(q & set().union(*(answer_terms(u["text"]) for u in items)))
 
         def focus(key: tuple[int, int], items: list[dict]) -> int:
             """What the list's context and its one best step say of the question, together."""
             said = context(key, items)
-            return max((len(said | (q & content_tokens(u["text"]))) for u in items), default=len(said))
+            return max((len(said | (q & answer_terms(u["text"]))) for u in items), default=len(said))
 
         # a list numbered from 4 continues one whose start is elsewhere: not a procedure on its own
         whole = {key: items for key, items in steps.items() if items[0]["step"] <= 1}
@@ -8361,15 +8393,15 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
             # the lead: the list's own intro or an earlier sentence of its block, whichever covers more
             leads = [u for u in scored if u["n"] == n and u["kind"] == "sentence" and u["pos"] < items[0]["pos"]]
             leads += [u for u in [intro(n, items)] if u is not None]
-            lead = max(leads, key=lambda u: (len(q & content_tokens(u["text"])), u["pos"]), default=None)
-            if lead is not None and q & content_tokens(lead["text"]):
+            lead = max(leads, key=lambda u: (len(q & answer_terms(u["text"])), u["pos"]), default=None)
+            if lead is not None and q & answer_terms(lead["text"]):
                 lines.append(f"{lead['text']} [{n}]")
                 lines += code_after(lead)
             for i, u in enumerate(readable, 1):
                 lines += step_lines(i, u, n)
             return "\n".join(lines)
     ranked = sorted((u for u in scored if u["hit"] or u["framed"]),
-                    key=lambda u: (-u["coverage"], u["n"], -u["density"], u["pos"]))
+                    key=lambda u: (-u["coverage"], u["n"], -u["own"], -u["density"], u["pos"]))
     if ranked:  # the tail must cover the question at least half as well as the best sentence does
         ranked = [u for u in ranked if u["coverage"] >= FAKE_MIN_RELATIVE_COVERAGE * ranked[0]["coverage"]]
     seen: set[str] = set()
@@ -8422,9 +8454,9 @@ class FakeLLM:
         return chat_request_body(self.model, messages, stream)
 
     def complete(self, messages: list[dict], on_delta: Callable[[str], None] | None = None,
-                 evidence: list[dict] | None = None) -> Completion:
+                 evidence: list[dict] | None = None, weights: dict[str, float] | None = None) -> Completion:
         if evidence is not None:
-            text = fake_answer(json.loads(messages[-1]["content"])["question"], evidence)
+            text = fake_answer(json.loads(messages[-1]["content"])["question"], evidence, weights=weights)
         else:
             text = ("The fake LLM provider has no general knowledge; set LLM_PROVIDER=openai-compatible to get a "
                     "general answer.")
@@ -8468,8 +8500,9 @@ class OpenAICompatibleLLM:
                                accept="text/event-stream" if stream else "application/json")
 
     def complete(self, messages: list[dict], on_delta: Callable[[str], None] | None = None,
-                 evidence: list[dict] | None = None) -> Completion:
-        """The model's answer; ``evidence`` (the blocks as data) is already in the messages for a remote model."""
+                 evidence: list[dict] | None = None, weights: dict[str, float] | None = None) -> Completion:
+        """The model's answer; ``evidence`` (the blocks as data) is already in the messages for a remote model, and
+        the question's term ``weights`` (for the extractive answerer) mean nothing to one."""
         if on_delta is not None:
             return self._complete_stream(messages, on_delta)
         payload = self._http.post_json(self.request_body(messages, stream=False))
@@ -8876,7 +8909,8 @@ def ask(config: Config, question: Any, top_k: Any = None, fallback: Any = False,
                 if on_delta:
                     on_delta(NO_ANSWER_TEXT)
             else:
-                _answer_with_model(config, question, response, evidence, on_delta)
+                _answer_with_model(config, question, response, evidence, on_delta,
+                                   weights={t["term"]: t["weight"] for t in run["terms"]})
         except LocalRagError as exc:
             response["completion"] = {"status": "error", "finish_reason": None, "model": config.llm_model or None,
                                       "usage": None, "error": exc.code}
@@ -8900,7 +8934,7 @@ def _evidence_check(question: str, blocks: list[dict]) -> dict:
 
 
 def _answer_with_model(config: Config, question: str, response: dict, evidence: Evidence | None,
-                       on_delta: Callable[[str], None] | None) -> None:
+                       on_delta: Callable[[str], None] | None, weights: dict[str, float] | None = None) -> None:
     """Call the model (fallback or rag), then judge the answer: claim support, the model's own "not enough
     information", and RAG_STRICT_CLAIMS.  Fills ``response`` (and its private _request_body) in place."""
     llm = get_llm(config)
@@ -8919,7 +8953,7 @@ def _answer_with_model(config: Config, question: str, response: dict, evidence: 
         response["prompt_version"] = RAG_PROMPT_VERSION
         messages = rag_messages(question, evidence.text)
         response["_request_body"] = llm.request_body(messages, stream)
-        completion = llm.complete(messages, on_delta, evidence=evidence.blocks)
+        completion = llm.complete(messages, on_delta, evidence=evidence.blocks, weights=weights)
         response["answer"] = completion.text
         claims = claim_support(completion.text, evidence.blocks)
         response["claims"] = claims
@@ -10015,7 +10049,8 @@ def run_eval(config: Config, questions: list[dict], top_k: Any = None, store: St
                 if check["refuses"]:
                     mode, reason = "no_answer", f"insufficient_evidence/{kind}"
                 elif config.llm_provider == "fake":   # the extractive answer is pure: where its first sentence is from
-                    first = _MARKER_RE.search(fake_answer(q["question"], blocks))
+                    first = _MARKER_RE.search(fake_answer(q["question"], blocks, weights={
+                        t["term"]: t["weight"] for t in retrieved["terms"]}))
                     answered_from = blocks[int(first.group(1)) - 1]["source"] if first else None
             latency_ms = (time.perf_counter() - started) * 1000
             results = retrieved["results"]

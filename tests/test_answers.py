@@ -469,6 +469,43 @@ def test_extractive_answer_quotes_the_asked_kind_of_fact_under_a_heading_that_as
     assert "retained for 1 month" not in answer
 
 
+def test_extractive_answer_reads_plurals_as_the_keyword_channel_does_and_weighs_what_a_sentence_says():
+    """The answerer matches the question as the keyword channel does (plurals folded, CJK bigrams inside words), so
+    "How do I add a footnote?" finds "You can add footnotes…"; between sentences covering as many of the question's
+    terms, the one whose own words weigh more (idf: "language" over "Obsidian") comes first."""
+    blocks = blocks_of("For objects, the footnote filter returns a list. You can add footnotes to your notes using the "
+                       "following syntax: write a caret in brackets.")
+    answer = localrag.fake_answer("How do I add a footnote to my note?", blocks)
+    assert answer.splitlines()[0].startswith("You can add footnotes to your notes"), answer
+    assert {"打开", "随机", "笔记"} <= localrag.answer_terms("如何打开一个随机笔记？")
+    assert not {"何打", "开一", "个随"} & localrag.answer_terms("如何打开一个随机笔记？")
+    blocks = blocks_of("The Obsidian interface has been translated to many languages by volunteers. You can change "
+                       "the interface language in Settings.")
+    question = "How do I change the language of the Obsidian interface?"
+    weights = {"change": 1.2, "language": 3.1, "obsidian": 0.4, "interface": 2.9}
+    assert localrag.fake_answer(question, blocks, weights=weights).splitlines()[0] == \
+        "You can change the interface language in Settings. [1]"
+    # the weights decide between sentences that cover as much: had "Obsidian" been the rare word, the other wins
+    weights = {"change": 1.2, "language": 3.1, "obsidian": 5.0, "interface": 2.9}
+    assert localrag.fake_answer(question, blocks, weights=weights).splitlines()[0].startswith("The Obsidian interface")
+
+
+def test_extractive_answer_to_a_which_question_prefers_a_lead_in_with_its_list():
+    """"Which X…" / "哪些…" asks for several things: a lead-in with its list ranks as if it carried the asked kind
+    of fact ("可用的小组件包括：" and the widgets, not "安卓版提供多种小组件" on its own)."""
+    content = ("The Android app offers several widgets for quick access.\n\nThe available widgets are:\n\n"
+               "- Open a note\n- Search the vault\n- Create a note")
+    blocks = blocks_of(content)
+    blocks[0].update(source="Android app.md", heading_path=["Widgets"])
+    answer = localrag.fake_answer("Which widgets does the Android app offer?", blocks)
+    assert answer.splitlines()[:2] == ["The available widgets are: [1]", "- Open a note [1]"], answer
+    answer = localrag.fake_answer("Does the Android app offer widgets?", blocks)
+    assert answer.splitlines()[0] == "The Android app offers several widgets for quick access. [1]", answer
+    assert localrag._ASKS_LIST_RE.search("安卓版有哪些小组件？")
+    assert not localrag._ASKS_LIST_RE.search("What does the status bar show?")
+    assert not localrag._ASKS_LIST_RE.search("What happens when my subscription expires?")
+
+
 def test_extractive_procedure_skips_a_list_that_starts_in_the_middle():
     # steps 1-3 are bullets in this (translated) note; "4." onwards alone would read as the whole procedure
     content = ("- Sign in to your account.\n- Find two-factor authentication and select Enable.\n\n"
@@ -619,8 +656,8 @@ def test_a_question_that_is_a_notes_alias_is_answered_from_that_note():
     assert localrag.answer_type_check(question, blocks)["ok"]
     answer = localrag.fake_answer(question, blocks)
     assert answer.splitlines()[0] == "Beavers fell trees near the river and build their dams from branches in autumn. [1]"
-    blocks[0]["names"] = "Beaver Handbook of the Old Dam"   # an alias that shares words is no reason on its own
-    assert localrag.fake_answer("What is the Old Dam schedule?", blocks) == localrag.INSUFFICIENT_TEXT
+    blocks[0]["names"] = "Beaver Handbook of the Old Mill"   # an alias that shares words is no reason on its own
+    assert localrag.fake_answer("What is the Old Mill schedule?", blocks) == localrag.INSUFFICIENT_TEXT
 
 
 def test_a_why_question_asks_for_no_kind_of_fact_and_a_short_task_item_is_quoted():

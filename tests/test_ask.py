@@ -527,6 +527,9 @@ def test_citation_pointing_nowhere_is_reported(provider, stub, capfd):
     ("a [0].", 3, [0], False),
     ("a [1]. b [1000].", 3, [1000], False),
     ("no markers at all", 3, [], False),
+    # a fenced code block is quoted, not cited: `list(type)[0]` inside it is no marker; the ones after it are
+    ("Add this formula: [1]\n```js\nlist(type)[0].asFile()\n```\n[1]", 1, [], True),
+    ("Run it: [1]\n```\nx = a[7]\n``` [9]", 1, [9], False),
 ])
 def test_check_citations(answer, n_blocks, invalid, ok):
     check = localrag.check_citations(answer, n_blocks)

@@ -37,9 +37,11 @@ def _load(path: Path):
 
 CHECK_SET = ROOT / "eval" / "obsidian-check.yaml"   # a small set never tuned on: same format and rules
 CHECK2_SET = ROOT / "eval" / "obsidian-check2.yaml"  # a second one, written blind (without running localrag)
+CHECK3_SET = ROOT / "eval" / "obsidian-check3.yaml"  # a third, by an outside reviewer from the notes alone
 
 
-@pytest.fixture(scope="module", params=[DEV_SET, CHECK_SET, CHECK2_SET], ids=["dev", "check", "check2"])
+@pytest.fixture(scope="module", params=[DEV_SET, CHECK_SET, CHECK2_SET, CHECK3_SET],
+                ids=["dev", "check", "check2", "check3"])
 def dev(request):
     data = _load(request.param)
     data["_path"] = request.param
