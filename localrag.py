@@ -7938,6 +7938,17 @@ def _html_text(m: re.Match) -> str:
     return "" if name and name.group(1).lower() in _INLINE_TAGS else " "
 
 
+def _unstruck(m: re.Match) -> str:
+    """A line without its struck-through text (no longer true: "The fee is ~~$40~~ $55."), unless only a remark in
+    brackets about it would be left: in "- ~~Making friends.md~~（已移除）" the struck name is what the line is
+    about, and it stays, as plain text."""
+    line = m.group(0)
+    kept = re.sub(r"(?<=\S)[^\S\n]+~~[^~\n]+~~|~~[^~\n]+~~[^\S\n]*", "", line)
+    rest = re.sub(r"^\s*(?:[-*+]|\d+[.)])\s", "", kept)
+    remark = re.search(r"\w", rest) and not re.search(r"\w", re.sub(r"[(（][^)）]*[)）]", "", rest))
+    return line if remark else kept
+
+
 def _embed_text(m: re.Match) -> str:
     """An embed inside a line of text: a note's as its wikilink reads (Note > Heading); a file's (an image, a PDF)
     is no text.  An image's alt text stands for it."""
@@ -8014,7 +8025,7 @@ def _plain_markdown(text: str, headings: bool = False, held: list | None = None)
     # an inline footnote after a full stop belongs to the sentence before it, not to the next one
     text = re.sub(r"([.!?。！？])\^\[([^\[\]\n]*)\]", r" (\2)\1", text)
     text = re.sub(r"\^\[([^\[\]\n]*)\]", r" (\1)", text)
-    text = re.sub(r"[^\S\n]*~~[^~\n]+~~", "", text)         # struck-through text is no longer true
+    text = re.sub(r"^.*~~[^~\n]+~~.*$", _unstruck, text, flags=re.MULTILINE)   # struck-through text is no longer true
     text = re.sub(r"\*\*|__|==|~~", "", text)
     # *emphasis* and _emphasis_: not inside a Latin word (2*3*4, snake_case_name), but Chinese has no spaces
     # around it: 选择*实时预览*模式, 添加_别名_
@@ -8067,7 +8078,9 @@ def _evidence_units(content: str) -> list[dict]:
                                for line in m.group(0).split("\n")))
         return f"{indent}{_CODE_MARK}{len(codes) - 1}"
 
-    # display math on one line, "$$E = mc^2$$", is a $$ block like one over three lines
+    # display math on one line, "$$E = mc^2$$", is a $$ block like one over three lines (outside code blocks: in a
+    # ```mathjax example it is the example's text)
+    content = _CLOSED_FENCE_RE.sub(keep_code, content)
     content = re.sub(r"^([ \t]*)\$\$(?!\$)([^\n]*?[^\s$][^\n]*?)\$\$[ \t]*$", r"\1$$\n\1\2\n\1$$", content,
                      flags=re.MULTILINE)
     content = _BOLD_LINE_RE.sub(lambda m: m.group(0) if re.search(r"[.!。！:：]$", m.group(2).strip()) else

@@ -545,6 +545,10 @@ def test_plain_markdown_shows_wikilinks_as_obsidian_does(markdown, shown):
     ("one<div>two</div>three", "one two three"),
     # struck-through text is no longer true; footnote marks go, a definition's text moves to the end
     ("The day fee is ~~$40~~ $55 per visitor.", "The day fee is $55 per visitor."),
+    # ... unless only a remark about it would be left (a file tree's "removed" entry), and a list marker keeps its
+    # space, so a nested item stays an item
+    ("- **Guides**\n  - ~~Making friends.md~~（已移除）", "- Guides\n  - Making friends.md（已移除）"),
+    ("- Keep\n  - ~~Old name~~ New name", "- Keep\n  - New name"),
     ("Found in 1992.[^1] Rare.^[Inline note.]\n[^1]: In Vietnam.\nEnd.", "Found in 1992. Rare (Inline note.).\n\nEnd.\n\nIn Vietnam."),
     # embeds: a note's inside a sentence reads as its link, a file's is no text, a line of embeds is dropped
     ("It is described in ![[Target Note#Walrus Section]] above.", "It is described in Target Note > Walrus Section above."),
@@ -682,6 +686,11 @@ def test_extractive_answer_quotes_a_math_block_after_its_lead_in():
     answer = localrag.fake_answer("What is the energy formula for the gadget?", one_line)   # $$ on one line
     assert answer.splitlines()[:5] == ["The energy formula for the gadget: [1]", "$$", "E = mc^2", "$$", "[1]"]
     assert all(c["supported"] for c in localrag.claim_support(answer, one_line))
+    # inside a code block a one-line $$ is the example's text, quoted as written
+    example = blocks_of("To write a math block for the gadget, type:\n\n```mathjax\n$$Paperclip / Pen$$\n```\n")
+    answer = localrag.fake_answer("How do I write a math block for the gadget?", example)
+    assert answer.splitlines()[:4] == ["To write a math block for the gadget, type: [1]", "```mathjax",
+                                       "$$Paperclip / Pen$$", "```"], answer
 
 
 def test_plain_markdown_drops_icons_with_their_brackets_and_space():
