@@ -7511,6 +7511,15 @@ _LIMIT_WORDS = (r"(?:max(?:imum|imal)?|min(?:imum|imal)?|limit(?:s|ed)?|up to|at
                 r"not (?:exceed|more than)|cap(?:ped)?|quota|最多|最大|最少|最小|上限|下限|不超过|至多|至少|限制|限额)")
 _UNITS_TIME = (r"(?:ms|milliseconds?|seconds?|secs?|minutes?|mins?|hours?|hrs?|days?|weeks?|months?|years?|"
                r"毫秒|秒|分钟|小时|天|周|个月|年)")
+# A unit the question names in asking for a number ("how many megabytes", "多少 MB"): the number that carries it
+# must come in that unit; "a minimum of 5 minutes" answers no question about megabytes.
+_UNITS_SIZE = (r"(?:bytes?|kb|mb|gb|tb|kib|mib|gib|tib|kilobytes?|megabytes?|gigabytes?|terabytes?|字节|千字节|兆字节|兆)")
+_ASKED_UNITS: tuple[tuple[str, str], ...] = (
+    (rf"\bhow (?:many|much)\s+{_UNITS_SIZE}\b|(?:多少|几)\s?{_UNITS_SIZE}", rf"\d[\d,.]*\s?{_UNITS_SIZE}(?![a-z])"),
+    (rf"\bhow many\s+{_UNITS_TIME}\b|(?:多少|几)\s?{_UNITS_TIME}", rf"\d[\d,.]*\s?{_UNITS_TIME}(?![a-z])|"
+     r"\b(?:one|two|three|four|five|six|seven|ten|twelve|thirty|sixty|ninety) " + _UNITS_TIME + r"\b|"
+     r"[一二三四五六七八九十两百]\s?" + _UNITS_TIME),
+)
 _NAME_RE = re.compile(r"(?<![\w.])(?:[A-Z][\w+.-]*[A-Za-z0-9+]|[a-z]+[A-Z][\w]*|[A-Za-z]*\d[A-Za-z\d]*[A-Za-z][\w]*)"
                       r"(?![\w])")
 _NAME_STOP = frozenset("""I I'm A An The What Which Who Whom Whose When Where Why How Is Are Was Were Do Does Did Can
@@ -7584,6 +7593,11 @@ class AnswerRule:
     def carried_by(self, question: str, text: str) -> bool:
         if callable(self.carries):
             return self.carries(question, text)
+        if self.kind in ("limit", "count", "number", "duration"):
+            for asked, carried in _ASKED_UNITS:   # a number in the unit asked for, if the question names one
+                if re.search(asked, question, re.IGNORECASE):
+                    return bool(re.search(carried, text, re.IGNORECASE)) and \
+                        bool(re.search(self.carries, text, re.IGNORECASE | re.MULTILINE))
         return bool(re.search(self.carries, text, re.IGNORECASE | re.MULTILINE))
 
 

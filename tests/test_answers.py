@@ -159,6 +159,12 @@ CARRIES = [  # (question, evidence that carries the kind, evidence that does not
      "Version history is counted against your storage.", "Attachments count separately."),
     ("How do I set up sync on a new device?", "1. Open Settings.\n2. Select Sync.", "Sync keeps devices equal."),
     ("如何在新设备上设置同步？", "打开设置，然后选择同步。", "同步让设备保持一致。"),
+    # a unit the question names: the number must come in it ("a minimum of 5 minutes" is no size)
+    ("How many megabytes can snapshots use at most?", "Snapshots use at most 500 MB per vault.",
+     "Snapshots are taken at a minimum of 5 minutes apart."),
+    ("快照最多能占用多少 MB？", "快照最多占用 500 MB。", "快照最少间隔 5 分钟。"),
+    ("How many days do I have to ask for a refund?", "Refunds are possible within 14 days.",
+     "Refunds of up to 200 MB of storage add-ons are possible."),
 ]
 
 
