@@ -7268,6 +7268,22 @@ class GateSettings:
                    config.rag_min_coverage_unseen, config.rag_min_similarity_alone)
 
 
+# Colloquial question words a vault's text never uses ("接口老是返回 429 是怎么回事？" asks what is going on): no
+# sign of another topic.
+_QUESTION_CJK_IDIOMS = frozenset("回事 为啥 干嘛 咋样 咋办 啥样".split())
+
+
+def _lone_bigram(i: int, terms: Sequence[str]) -> bool:
+    """Whether terms[i] is a CJK bigram that no neighbouring term overlaps (a two-character run of its own: a word,
+    not a piece of a longer run cut at an arbitrary place) and no colloquial question word."""
+    term = terms[i]
+    if len(term) != 2 or not is_cjk_term(term) or term in _QUESTION_CJK_IDIOMS:
+        return False
+    before = terms[i - 1] if i > 0 else ""
+    after = terms[i + 1] if i + 1 < len(terms) else ""
+    return not (before[-1:] == term[0] and is_cjk_term(before)) and not (after[:1] == term[1] and is_cjk_term(after))
+
+
 def gate_signals(retrieved: dict) -> dict:
     """The gate's inputs from a run_retrieval() result.  Pure."""
     results, terms = retrieved["results"], retrieved["terms"]
@@ -7289,8 +7305,11 @@ def gate_signals(retrieved: dict) -> dict:
         "matched_terms": sorted(matched),
         "missing_terms": [t["term"] for t in terms if t["term"] not in matched],
         "unseen_terms": [t["term"] for t in terms if not t["df"]],
-        # words (not CJK pieces, which are arbitrary cuts) that the knowledge base never uses
-        "unknown_words": [t["term"] for t in terms if not t["df"] and not is_cjk_term(t["term"])],
+        # words (not CJK pieces, which are arbitrary cuts) that the knowledge base never uses; a CJK bigram is a
+        # word when it stands alone between function words (电池 and 保养 in 笔记本电脑的电池应该怎么保养: no bigram of
+        # the question overlaps it)
+        "unknown_words": [t["term"] for i, t in enumerate(terms) if not t["df"] and (
+            not is_cjk_term(t["term"]) or _lone_bigram(i, [u["term"] for u in terms]))],
         "query_terms": len(terms),
         "results": len(results),
         "scope_empty": bool(retrieved.get("scope_empty")),
@@ -10499,8 +10518,9 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
         "matched_terms": _described(terms, "The question's terms that chunk contains"),
         "missing_terms": _described(terms, "The question's terms it lacks"),
         "unseen_terms": _described(terms, "The question's terms no indexed chunk contains"),
-        "unknown_words": _described(terms, "Of those, whole words (not CJK pieces): the mark of an off-topic "
-                                    "question or a typo"),
+        "unknown_words": _described(terms, "Of those, whole words (Latin words, and CJK two-character words "
+                                    "standing alone, not pieces of a longer run): the mark of an off-topic question "
+                                    "or a typo"),
         "scope_empty": _doc("boolean", "True when a path, tag or vault filter matched no indexed note (then nothing "
                                        "was searched)", False),
         "query_terms": _described(_schema("integer"), "How many distinct content terms the question has"),

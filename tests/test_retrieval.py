@@ -323,6 +323,25 @@ def test_gate_signals_use_the_best_single_chunk():
     assert sig["missing_terms"] == ["card", "zzz"] and sig["query_terms"] == 3 and sig["unknown_words"] == []
 
 
+@pytest.mark.parametrize("question, unknown", [
+    # 电池 and 保养 stand alone between function words: words the vault never uses (laptop battery care)
+    ("笔记本电脑的电池应该怎么保养？", ["电池", "保养"]),
+    # pieces of a longer run cut at an arbitrary place are no words; a colloquial question word is no topic
+    ("许可证有哪几个等级？", []),
+    ("接口老是返回 429 是怎么回事？", []),
+    ("How do I tune the guitar?", ["guitar", "tune"]),
+])
+def test_gate_unknown_words_are_whole_words_cjk_included(question, unknown):
+    """unknown_words (a word the knowledge base never uses raises the coverage needed) holds Latin words and CJK
+    bigrams that stand alone; "笔记本电脑的电池应该怎么保养？" was answered from notes about notebooks (笔记本) with
+    coverage 0.52, its two real content words absent from the vault."""
+    words = localrag.keyword_terms(question)
+    seen = {"笔记", "记本", "本电", "电脑", "许可", "可证", "等级", "接口", "返回", "429", "how"}
+    terms = [{"term": t, "df": 1 if t in seen else 0, "idf": 1.0, "weight": 1.0} for t in dict.fromkeys(words)]
+    sig = localrag.gate_signals({"mode": "keyword", "terms": terms, "results": []})
+    assert sorted(sig["unknown_words"]) == sorted(unknown)
+
+
 def test_apply_fallback_keeps_seed_mode_table():
     assert localrag.apply_fallback("rag", "r", True, True) == ("rag", "r")
     assert localrag.apply_fallback("no_answer", "r", False, True) == ("no_answer", "r")
