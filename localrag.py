@@ -8390,7 +8390,8 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
         # of the question's words in passing does not displace the steps under the matching heading, and steps
         # that say "Open Settings" and "click Command palette" apart do not displace "Press Ctrl+P to open the
         # Command palette"), then the one that covers most.
-        headings = {b["n"]: answer_terms(" ".join(b.get("heading_path") or [])) for b in blocks}
+        headings = {b["n"]: answer_terms(" ".join([note_stem(b.get("source") or ""), *(b.get("heading_path") or [])]))
+                    for b in blocks}   # with the note's name: the steps of 幻灯片.md are about 幻灯片
 
         def intro(n: int, items: list[dict]) -> dict | None:
             before = items[0]["pos"] - 1

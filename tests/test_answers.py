@@ -512,6 +512,20 @@ def test_extractive_answer_to_a_which_question_prefers_a_lead_in_with_its_list()
     assert not localrag._ASKS_LIST_RE.search("What happens when my subscription expires?")
 
 
+def test_extractive_procedure_reads_a_list_with_its_notes_name():
+    """A list is read with its note's name as a sentence is (幻灯片.md's steps are about 幻灯片): "幻灯片插件怎么开始
+    演示？" got the note's opening sentence and two of the steps as loose sentences, out of their list."""
+    content = ("使用幻灯片这一核心插件，你可以基于笔记来创建演示文稿。要展示一篇笔记：\n\n**命令面板:**\n\n"
+               "1. 按 `Ctrl+P` 打开命令面板。\n2. 搜索**开始演示**命令。\n3. 选中命令后按 `Enter` 则开始演示当前笔记。\n")
+    blocks = blocks_of(content)
+    blocks[0]["source"] = "插件/幻灯片.md"
+    answer = localrag.fake_answer("幻灯片插件怎么开始演示？", blocks)
+    assert [line for line in answer.splitlines() if line[0].isdigit()] == [
+        "1. 按 `Ctrl+P` 打开命令面板。 [1]", "2. 搜索开始演示命令。 [1]", "3. 选中命令后按 `Enter` 则开始演示当前笔记。 [1]"], answer
+    blocks[0]["source"] = "插件/Slides.md"   # a name that says nothing of the question: the sentence covers more
+    assert not localrag.fake_answer("幻灯片插件怎么开始演示？", blocks)[0].isdigit()
+
+
 def test_extractive_procedure_skips_a_list_that_starts_in_the_middle():
     # steps 1-3 are bullets in this (translated) note; "4." onwards alone would read as the whole procedure
     content = ("- Sign in to your account.\n- Find two-factor authentication and select Enable.\n\n"
