@@ -13164,11 +13164,7 @@ def _cmd_gaps(config: Config, args: argparse.Namespace) -> int:
 
 
 def _cmd_history(config: Config, args: argparse.Namespace) -> int:
-    if args.action is None and args.id is not None:
-        raise InvalidRequest(f"unexpected argument {args.id!r}; use `localrag history show ID`")
     if args.action == "show":
-        if args.id is None:
-            raise InvalidRequest("history show needs a record id: `localrag history show ID`", field="id")
         if args.limit is not None or args.offset is not None:
             raise InvalidRequest("--limit and --offset page the list; `history show ID` shows one record",
                                  field="limit" if args.limit is not None else "offset")
@@ -13505,15 +13501,33 @@ def _embeddings_action(config: Config, args: argparse.Namespace, progress: _Prog
     return EXIT_OK
 
 
-def _add_scope_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--retrieval", choices=RETRIEVAL_MODES, metavar="MODE",
+def _add_eval_args(p: argparse.ArgumentParser, inherited: bool = False) -> None:
+    """`eval`'s options, on `eval` itself and on `eval run` (inherited: see _add_json)."""
+    unset = argparse.SUPPRESS if inherited else None
+    p.add_argument("--questions", metavar="PATH", default=unset,
+                   help="YAML question set (default: the repo's eval/questions.yaml, else ./questions.yaml)")
+    p.add_argument("--top-k", type=int, metavar="N", default=unset, help="k for Hit@k (default RAG_TOP_K)")
+    p.add_argument("--calibrate", action="store_true", default=argparse.SUPPRESS if inherited else False,
+                   help="tune the evidence gate on these questions: print the answered/refused trade-off, the "
+                        "chosen RAG_MIN_SIMILARITY / RAG_MIN_COVERAGE and the rule")
+    p.add_argument("--min-hit-at-k", type=_ranged(float, 0, 1), metavar="X", default=unset,
+                   help="exit 11 if Hit@k is below X (0..1)")
+    p.add_argument("--min-rejection", type=_ranged(float, 0, 1), metavar="Y", default=unset,
+                   help="exit 11 if no_answer rejection is below Y (0..1)")
+    _add_scope_args(p, inherited)
+    _add_json(p, inherited)
+
+
+def _add_scope_args(p: argparse.ArgumentParser, inherited: bool = False) -> None:
+    unset = argparse.SUPPRESS if inherited else None   # see _add_json
+    p.add_argument("--retrieval", choices=RETRIEVAL_MODES, metavar="MODE", default=unset,
                    help=f"{' | '.join(RETRIEVAL_MODES)} (default RAG_RETRIEVAL, hybrid)")
-    p.add_argument("--path", action="append", metavar="PREFIX",
+    p.add_argument("--path", action="append", metavar="PREFIX", default=unset,
                    help="only notes whose vault-relative path starts with PREFIX (repeatable: any of them; end "
                         "with / for a folder)")
-    p.add_argument("--tag", action="append", metavar="TAG",
+    p.add_argument("--tag", action="append", metavar="TAG", default=unset,
                    help="only notes with this tag or a tag nested under it (repeatable: any of them)")
-    p.add_argument("--vault", metavar="PATH", help="only notes of the vault ingested from PATH")
+    p.add_argument("--vault", metavar="PATH", default=unset, help="only notes of the vault ingested from PATH")
 
 
 def _cmd_doctor(config: Config, args: argparse.Namespace) -> int:
@@ -13572,8 +13586,15 @@ def _config_despite(env_file: str | None, first: ConfigInvalid) -> tuple[Config,
             exc = again
 
 
-def _add_json(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--json", action="store_true", help="print the result (or the error body) as JSON on stdout")
+def _add_json(p: argparse.ArgumentParser, inherited: bool = False) -> None:
+    p.add_argument("--json", action="store_true", default=argparse.SUPPRESS if inherited else False,
+                   help="print the result (or the error body) as JSON on stdout")
+
+
+# A command with forms (`history` and `history show ID`, `eval` and `eval init`) takes its forms as sub-parsers, so
+# `history show --help` describes `show ID`.  An option both the command and a form accept is declared on both; on
+# the form it is `inherited`: its default is SUPPRESS, because argparse copies every value a sub-parser holds over
+# the parent's, and a default there would undo `history --json show 3`.
 
 
 class _ArgumentParser(argparse.ArgumentParser):
@@ -13667,7 +13688,7 @@ def build_parser() -> argparse.ArgumentParser:
                          description="remove a vault and everything indexed under it (files on disk stay)")
     sp.add_argument("path", help="the vault folder as indexed (it may no longer exist on disk)")
     sp.add_argument("--yes", "-y", action="store_true", help="do not ask (required when stdin is not a terminal)")
-    _add_json(sp)
+    _add_json(sp, inherited=True)
     p.set_defaults(func=_cmd_vaults)
 
     p = sub.add_parser("search", help="retrieve the chunks closest to a query", formatter_class=fmt,
@@ -13701,17 +13722,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_ask)
 
     p = sub.add_parser("history", help="answer records: list the newest, or show one whole", formatter_class=fmt,
+                       usage="localrag history [-h] [--limit N] [--offset N] [--json]\n"
+                             "       localrag history show ID [--json]",
                        epilog="examples:\n  localrag history --limit 5\n"
                               "  localrag history --limit 50 --offset 50 --json\n  localrag history show 42 --json\n\n"
                               f"exit code {EXIT_NOT_FOUND} means there is no record with that id.")
-    p.add_argument("action", nargs="?", choices=["show"], help="show one record (needs ID)")
-    p.add_argument("id", nargs="?", help="the record id (from `localrag history` or an ask's answer_id)")
     p.add_argument("--limit", type=_ranged(int, 1, ANSWERS_LIMIT_MAX), metavar="N",
                    help=f"records to list, 1 to {ANSWERS_LIMIT_MAX} (default {ANSWERS_LIMIT_DEFAULT})")
     p.add_argument("--offset", type=_ranged(int, 0), metavar="N",
                    help="skip the N newest records (default 0; --json gives the next page's as next_offset)")
     _add_json(p)
-    p.set_defaults(func=_cmd_history)
+    hsub = p.add_subparsers(dest="action", metavar="ACTION", prog="localrag history")
+    sp = hsub.add_parser("show", help="one record whole (needs ID)", formatter_class=fmt,
+                         description="one whole answer record: gate, evidence, exclusions, request body sha256,\n"
+                                     "completion",
+                         epilog=f"example:\n  localrag history show 42 --json\n\nexit code {EXIT_NOT_FOUND} means "
+                                f"there is no record with that id.")
+    sp.add_argument("id", metavar="ID", help="the record id (from `localrag history` or an ask's answer_id)")
+    _add_json(sp, inherited=True)
+    p.set_defaults(func=_cmd_history, id=None)
 
     p = sub.add_parser("tickets", help="knowledge gaps as tickets: draft (never stored), create (confirmed), list, "
                        "show, update", formatter_class=fmt,
@@ -13803,24 +13832,31 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("eval", help="measure retrieval and refusal on a question set (`eval init`: a starter file)",
                        formatter_class=fmt,
+                       usage="localrag eval [run] [-h] [--questions PATH] [--top-k N] [--calibrate] "
+                             "[--min-hit-at-k X]\n                     [--min-rejection Y] [--retrieval MODE] "
+                             "[--path PREFIX] [--tag TAG] [--vault PATH] [--json]\n"
+                             "       localrag eval init [--questions PATH] [--vault PATH] [--json]",
                        epilog="examples:\n  localrag eval init --vault ~/Vaults/Customer   (writes questions.yaml "
                               "to edit)\n  localrag eval --questions questions.yaml --min-hit-at-k 0.9 "
                               "--min-rejection 0.8 --calibrate\n\n"
                               "--vault: with init, the vault whose notes the starter questions come from (default "
                               "VAULT_PATH); with run, only that vault's notes are searched")
-    p.add_argument("action", nargs="?", choices=("run", "init"), default="run",
-                   help="run (default) the questions, or init: write a starter questions file")
-    p.add_argument("--questions", metavar="PATH", help="YAML question set (default: the repo's eval/questions.yaml, "
-                                                         "else ./questions.yaml)")
-    p.add_argument("--top-k", type=int, metavar="N", help="k for Hit@k (default RAG_TOP_K)")
-    p.add_argument("--calibrate", action="store_true",
-                   help="tune the evidence gate on these questions: print the answered/refused trade-off, the "
-                        "chosen RAG_MIN_SIMILARITY / RAG_MIN_COVERAGE and the rule")
-    p.add_argument("--min-hit-at-k", type=_ranged(float, 0, 1), metavar="X", help="exit 11 if Hit@k is below X (0..1)")
-    p.add_argument("--min-rejection", type=_ranged(float, 0, 1), metavar="Y",
-                   help="exit 11 if no_answer rejection is below Y (0..1)")
-    _add_scope_args(p)
-    _add_json(p)
+    _add_eval_args(p)
+    esub = p.add_subparsers(dest="action", metavar="ACTION", prog="localrag eval")
+    sp = esub.add_parser("run", help="run the questions (the default: `localrag eval` alone runs them)",
+                         formatter_class=fmt, description="run a question set through retrieval and the evidence "
+                                                          "gate:\nHit@k, MRR, no_answer rejection, per tier",
+                         epilog="example:\n  localrag eval run --questions questions.yaml --min-hit-at-k 0.9")
+    _add_eval_args(sp, inherited=True)
+    sp = esub.add_parser("init", help="write a starter questions file (never overwrites)", formatter_class=fmt,
+                         description="write a starter questions file to edit (never overwrites): questions\n"
+                                     "drafted from the vault's notes, and unanswerable ones",
+                         epilog="example:\n  localrag eval init --vault ~/Vaults/Customer --questions questions.yaml")
+    sp.add_argument("--questions", metavar="PATH", default=argparse.SUPPRESS,
+                    help="the file to write (default questions.yaml)")
+    sp.add_argument("--vault", metavar="PATH", default=argparse.SUPPRESS,
+                    help="the vault whose notes the starter questions come from (default VAULT_PATH)")
+    _add_json(sp, inherited=True)
     p.set_defaults(func=_cmd_eval)
 
     p = sub.add_parser("serve", help="serve the JSON API, the MCP endpoint and the demo page (GET /)",
