@@ -12884,12 +12884,13 @@ def _check_argument_text(args: argparse.Namespace) -> None:
                              field=name)
 
 
-def _stdin(what: str, field: str | None = None) -> Any:
+def _stdin(what: str, field: str | None = None, hint: str | None = None) -> Any:
     """sys.stdin, for a command told to read its `what` from it; invalid_request when stdin is closed (`<&-`: None
-    in Python)."""
+    in Python), saying what to do instead (`hint`: for a command that reads stdin without being told to)."""
     if sys.stdin is None:
-        raise InvalidRequest(f"stdin is closed, so there is no {what} to read from it (`-`); pipe it in "
-                             f"(`echo ... | localrag ...`) or give it as an argument", field=field or what)
+        raise InvalidRequest("stdin is closed" + (hint or f", so there is no {what} to read from it (`-`); pipe it "
+                                                           f"in (`echo ... | localrag ...`) or give it as an argument"),
+                             field=field or what)
     return sys.stdin
 
 
@@ -13263,9 +13264,8 @@ def _cmd_show(config: Config, args: argparse.Namespace) -> int:
 
 
 def _cmd_mcp(config: Config, args: argparse.Namespace) -> int:
-    if sys.stdin is None:
-        raise InvalidRequest("stdin is closed: `localrag mcp` reads its client's JSON-RPC messages from stdin; let "
-                             "an MCP client start it (or use POST /mcp on `localrag serve`)", field="stdin")
+    _stdin("JSON-RPC messages", "stdin", hint=": `localrag mcp` reads its client's JSON-RPC messages from stdin; let "
+                                              "an MCP client start it (or use POST /mcp on `localrag serve`)")
     outcome = run_mcp_stdio(config)
     if outcome["signal"] is None:
         return EXIT_OK

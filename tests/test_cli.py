@@ -560,6 +560,18 @@ def test_a_closed_stdin_is_an_invalid_request_naming_what_was_to_be_read(env, ar
         assert json.loads(proc.stdout)["error"]["details"]["field"] == field
 
 
+def test_mcp_refuses_a_closed_stdin_through_the_shared_helper(env, monkeypatch, capfd):
+    """`mcp` had its own closed-stdin check beside _stdin: one mechanism now, the same message and field."""
+    monkeypatch.setattr(sys, "stdin", None)
+    with pytest.raises(localrag.InvalidRequest) as info:
+        localrag._stdin("JSON-RPC messages", "stdin", hint=": see `localrag mcp --help`")
+    assert info.value.message == "stdin is closed: see `localrag mcp --help`"
+    assert run_cli("mcp")[0] == localrag.EXIT_USAGE
+    err = capfd.readouterr().err
+    assert err.startswith("error [invalid_request]: stdin is closed: `localrag mcp` reads its client's JSON-RPC "
+                          "messages from stdin; let an MCP client start it (or use POST /mcp on `localrag serve`)")
+
+
 def test_an_argument_that_is_not_utf8_is_refused_by_name_or_matched_as_ingest_stored_it(db, tmp_path):
     """`ask "$(printf 'P1 \\xff')"` was database_error (exit 4, UnicodeEncodeError storing the record) while search
     answered, and `vaults rm` of a folder ingest had indexed (as /…/v\\xffault) failed the same way."""
