@@ -1146,6 +1146,12 @@ def alias_text(title: str, aliases: Sequence[str], relative_path: str) -> str:
     return " ; ".join(dict.fromkeys(names))
 
 
+def _row_alias_text(title: str | None, aliases: Any, relative_path: str) -> str:
+    """alias_text from a stored chunk's metadata (`title`, `aliases` as jsonb), as chunk rows and search results
+    carry them: a missing title, or aliases that are not a list (a chunk written before they were kept), is none."""
+    return alias_text(title or "", aliases if isinstance(aliases, (list, tuple)) else [], relative_path)
+
+
 class MarkdownError(ValueError):
     """A file that cannot be parsed: reported with its path, other files go on."""
 
@@ -6379,8 +6385,8 @@ class _IngestRun:
             self.backfilled += len(ids)
             if not rows:
                 continue
-            vectors = self._embed([document_fields(r[1], r[2], r[3], r[4], r[5], alias_text(
-                r[6] or "", r[7] if isinstance(r[7], list) else [], r[3])) for r in rows])
+            vectors = self._embed([document_fields(r[1], r[2], r[3], r[4], r[5],
+                                                   _row_alias_text(r[6], r[7], r[3])) for r in rows])
             data = _Copy(len(_EMBEDDING_COLUMNS))
             for r, vector in zip(rows, vectors):
                 data.row(_Copy.int8(r[0]), *self.key_fields, _Copy.vector(vector))
@@ -6395,7 +6401,7 @@ class _IngestRun:
             return
         kw_chunks, kw_postings = _Copy(len(_KEYWORD_CHUNK_COLUMNS)), _Copy(len(_KEYWORD_POSTING_COLUMNS))
         for cid, content, heading_path, rel, tags, title, aliases in rows:
-            names = alias_text(title or "", aliases if isinstance(aliases, list) else [], rel)
+            names = _row_alias_text(title, aliases, rel)
             _keyword_rows(kw_chunks, kw_postings, _Copy.int8(cid),
                           _keyword_packed(*keyword_vector(content, heading_path, rel, tags, names)))
         with self.store.transaction():
@@ -7794,7 +7800,7 @@ def assemble_evidence(results: Sequence[dict], budget_tokens: int, max_blocks: i
                        "line_end": r.get("line_end"), "vault_path": r.get("vault_path"),
                        # the note's other names (aliases; not shown): what the answer-type and the extractive
                        # answerer read a block's note as being about, with its file name and headings
-                       "names": alias_text(r.get("title") or "", r.get("aliases") or [], r["source"])})
+                       "names": _row_alias_text(r.get("title"), r.get("aliases"), r["source"])})
     return Evidence(CONTEXT_SEPARATOR.join(parts), blocks, excluded)
 
 
