@@ -6129,7 +6129,8 @@ class _IngestRun:
         self.key = config.embedding_key
         # provider, model, dim as COPY fields: the same three leading values on every embeddings row
         self.key_fields = (_Copy.text(self.key[0]), _Copy.text(self.key[1]), _Copy.int4(self.key[2]))
-        self.progress: ProgressFn = progress or (lambda phase, done, total: None)
+        self._report: ProgressFn = progress or (lambda phase, done, total: None)
+        self.phase = "diff"   # the step the run is in, as progress names it: a stopped run says where it stopped
         self.counts = dict.fromkeys(INGEST_COUNTS, 0)
         self.keyword_chunks_written = 0  # reported in the run's metadata (not an ingest_runs column)
         self.backfilled = 0
@@ -6144,9 +6145,16 @@ class _IngestRun:
         self.batch: list[_Pending] = []
         self.batch_chunks = 0
         self.files_total = 0
-        self.files_done = 0
+        self.files_read = 0
+        # Changed files read whose rows are not committed yet (queued for the workers, parsed and waiting for the
+        # batch, or in the batch being embedded or written): what a stopped run leaves to the next one.
+        self.files_uncommitted = 0
         self.phases: dict[str, float] = dict.fromkeys(INGEST_PHASES, 0.0)
         self.cpu_started = os.times()
+
+    def progress(self, phase: str, done: int, total: int) -> None:
+        self.phase = phase
+        self._report(phase, done, total)
 
     @contextlib.contextmanager
     def _timed(self, phase: str) -> Iterator[None]:
@@ -6174,11 +6182,12 @@ class _IngestRun:
         inflight: collections.deque = collections.deque()
         ahead = 0   # bytes of the files in flight
         for n, (rel, path) in enumerate(files, 1):
-            self.files_done = n - 1
-            self.progress("parse+embed", n - 1, len(files))
+            # files parsed (or found unchanged): those read, less those still with the workers
+            self.progress("parse+embed", n - 1 - len(inflight), len(files))
             seen.add(rel)
             with self._timed("read"):
                 job = self._read(rel, path, existing.get(rel), backfill_ids)
+            self.files_read = n
             if job is None:
                 continue
             pending, data = job
@@ -6194,8 +6203,8 @@ class _IngestRun:
             while len(inflight) > INGEST_AHEAD_FILES or ahead > INGEST_AHEAD_BYTES:
                 ahead -= self._collect_next(inflight)
         while inflight:
+            self.progress("parse+embed", len(files) - len(inflight), len(files))
             self._collect_next(inflight)
-        self.files_done = len(files)
         self.progress("parse+embed", len(files), len(files))
         self._flush()
         with self._timed("delete"):
@@ -6229,6 +6238,18 @@ class _IngestRun:
             counts[key] += value
         self.store.record_run_counts(self.run_id, counts)
         return counts
+
+    def stopped_at(self) -> dict:
+        """Where a stopped run stopped: its phase, files read of those to index, and the changed files read whose
+        rows were not committed (with the files not read, what the next run does)."""
+        return {"phase": self.phase, "files_read": self.files_read, "files_total": self.files_total,
+                "files_uncommitted": self.files_uncommitted, "files_unread": self.files_total - self.files_read}
+
+    def stopped_text(self) -> str:
+        at = self.stopped_at()
+        written = self.counts["documents_added"] + self.counts["documents_updated"]
+        return (f"in the {at['phase']} phase: {at['files_read']} of {at['files_total']} files read; {written} "
+                f"written and committed, {at['files_uncommitted']} read but not committed")
 
     def _existing_documents(self) -> dict[str, tuple]:
         """The vault's stored documents, for the diff (see Store.existing_documents)."""
@@ -6272,11 +6293,13 @@ class _IngestRun:
             else:
                 backfill_ids.append(existing[0])
             return None
+        self.files_uncommitted += 1
         return _Pending(rel, file_path, digest, st.st_mtime_ns, st.st_size, existing is not None), data
 
     def _collect(self, pending: _Pending, prepared: _Prepared | str) -> None:
         if isinstance(prepared, str):
             self._fail(pending.relative_path, prepared)
+            self.files_uncommitted -= 1   # settled: failed, its indexed version (if any) kept
             return
         self.warnings.extend({"path": pending.relative_path, "warning": w} for w in prepared.warnings)
         pending.prepared = prepared
@@ -6302,7 +6325,10 @@ class _IngestRun:
                                         for p in todo for c in p.prepared.chunks]))
             for p in todo:
                 p.prepared.vectors = [_Copy.vector(next(vectors)) for _ in p.prepared.chunks]
-        self.progress("write", self.files_done, self.files_total)
+        # Files committed by this run so far, of those plus this batch: the line says what is in the database, so a
+        # run stopped now never shows a write at 100% above a summary of 0 added.
+        written = self.counts["documents_added"] + self.counts["documents_updated"]
+        self.progress("write", written, written + len(batch))
         with self.store.transaction():
             started = time.perf_counter()
             doc_ids = self.store.upsert_documents(
@@ -6362,6 +6388,8 @@ class _IngestRun:
             counts = self._record_counts(documents_updated=n_updated, documents_added=len(batch) - n_updated,
                                          chunks_written=chunk_rows.rows, embeddings_written=emb_rows.rows)
         self.counts = counts
+        self.files_uncommitted -= len(batch)
+        self.progress("write", written + len(batch), written + len(batch))
         self.links_written += link_rows.rows
         self.keyword_chunks_written += kw_chunks.rows
 
@@ -6680,7 +6708,7 @@ def ingest(config: Config, vault: str | Path, progress: ProgressFn | None = None
             pool = None
         if job is not None and job.run_id:
             if interrupted:
-                summary = f"interrupted ({_signal_name(exc)}) after {job.files_done} of {len(scan.files)} files"
+                summary = f"interrupted ({_signal_name(exc)}) {job.stopped_text()}"
             else:
                 summary = exc.message if isinstance(exc, LocalRagError) else f"{type(exc).__name__}: {exc}"
             exc.partial = _finish_run(config, store, job, "failed", summary[:2000],  # type: ignore[attr-defined]
@@ -6740,6 +6768,8 @@ def _finish_run(config: Config, store: Store, job: _IngestRun, status: str, summ
                 "cpu_s": _cpu_since(job.cpu_started),
                 "localrag_version": __version__}
     # Counts are not rewritten here: each batch recorded its own, in its own transaction.
+    if status == "failed":
+        metadata["stopped_at"] = job.stopped_at()
     result = {"id": job.run_id, "status": status, "vault_path": job.vault_key, "embedding_provider": job.key[0],
               "embedding_model": job.key[1], "embedding_dim": job.key[2], **job.counts, "error_summary": summary,
               **metadata}
@@ -12640,6 +12670,8 @@ class _ProgressPrinter:
         if not total:
             return f"{phase}…" if phase in ("scan", "diff", "links", "analyze") else f"{phase}: {done}"
         unit = _PROGRESS_UNITS.get(phase, "items")
+        if phase == "write":   # files committed by the run, of those plus the batch in the transaction: no ETA
+            return f"{phase}: {done:,}/{total:,} {unit} committed"
         text = f"{phase}: {done:,}/{total:,} {unit} {100.0 * done / total:3.0f}%"
         start, done0 = self.starts.get(phase, (now, done))
         elapsed = now - start
@@ -14080,10 +14112,14 @@ def _install_interrupt_handlers() -> dict:
 
 
 def _interrupted_summary(partial: dict) -> str:
-    return (f": ingest run #{partial['id']} stopped and marked failed; committed before the stop: "
+    at = partial.get("stopped_at") or {}
+    where = f" (in its {at['phase']} phase)" if at.get("phase") else ""
+    left = (f"; not committed: {at['files_uncommitted']} changed file(s) read, {at['files_unread']} file(s) not read"
+            if at else "")
+    return (f": ingest run #{partial['id']} stopped and marked failed{where}; committed before the stop: "
             f"{partial['documents_added']} added, {partial['documents_updated']} updated, "
-            f"{partial['documents_deleted']} deleted, {partial['chunks_written']} chunks. Rerun `localrag ingest` "
-            f"to finish (unchanged files are skipped)")
+            f"{partial['documents_deleted']} deleted, {partial['chunks_written']} chunks{left}. Rerun `localrag "
+            f"ingest` to finish (unchanged files are skipped)")
 
 
 
