@@ -5585,6 +5585,29 @@ def _printable_path(path: str) -> str:
         return path.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
+# In a note path a user or an agent gives, `\x` and two lowercase hex digits from 80 to ff is a byte of a file name
+# that is not UTF-8, as _safe_name stores and every output prints it (`caf\xe9.md`); any other backslash is a
+# Windows separator.
+_NOT_A_BYTE_ESCAPE_RE = re.compile(r"\\(?!x[89a-f][0-9a-f])")
+
+
+def _stored_form(name: str) -> str:
+    """_safe_name for a name given to look something up: bytes that are not UTF-8 (a command-line argument holds
+    them as lone surrogates) as \\xNN; a lone surrogate no file name decodes to (a JSON escape) is left for the
+    caller to refuse."""
+    try:
+        return _safe_name(name)
+    except UnicodeEncodeError:
+        return name
+
+
+def _note_path_text(path: str) -> str:
+    """A note path or path prefix in the form ingest stores: bytes that are not UTF-8 as \\xNN, and each backslash
+    that does not begin such an escape as /.  So the name the tool printed for such a note (`caf\\xe9.md`), and the
+    name's own bytes, both reach it.  Pure."""
+    return _NOT_A_BYTE_ESCAPE_RE.sub("/", _stored_form(path))
+
+
 def _skip_reason(root: Path, path: Path) -> str | None:
     """Why a *.md entry is not indexed (None when it is a regular file, directly or through a symlink that stays
     inside the vault).  lstat first: a FIFO, socket or device is never opened."""
@@ -6904,7 +6927,7 @@ def _scope_text_ok(value: str, field: str) -> None:
 def validate_scope(paths: Any = None, tags: Any = None, vault: Any = None) -> Scope:
     """The scope from request values: path prefixes are vault-relative (a leading ./ or / is dropped; end one
     with / to mean a folder), tags with or without #, a vault as the folder that was ingested."""
-    paths = [p.strip().replace("\\", "/").removeprefix("./").lstrip("/") for p in _string_list(paths, "path")]
+    paths = [_note_path_text(p.strip()).removeprefix("./").lstrip("/") for p in _string_list(paths, "path")]
     tags = [normalize_tag(t) for t in _string_list(tags, "tag")]
     if any(not any(c not in "#/\ufeff" and not c.isspace() for c in t) for t in tags):
         raise InvalidRequest("tag entries must name a tag, e.g. project or #project/alpha", field="tag")
@@ -9087,13 +9110,13 @@ def _note_path(path: Any, vaults: Sequence[str]) -> tuple[str, str | None]:
         raise InvalidRequest(f"path is {len(path)} characters; the limit is {NOTE_PATH_MAX_CHARS}", field="path")
     if "\x00" in path:
         raise InvalidRequest("path contains a NUL character", field="path")
-    raw = path.strip().replace("\\", "/")
+    raw = _note_path_text(path.strip())
     if ".." in raw.split("/"):
         raise InvalidRequest(f"path {path!r} contains '..'; give the note's path relative to its vault "
                              f"(see list_notes / GET /notes)", field="path")
     if raw.startswith("/") or re.match(r"^[A-Za-z]:/", raw):
         for vault in sorted(vaults, key=len, reverse=True):
-            root = vault.replace("\\", "/").rstrip("/") + "/"
+            root = _note_path_text(vault).rstrip("/") + "/"
             if raw.startswith(root):
                 return raw[len(root):], vault
         raise InvalidRequest(f"path {path!r} is absolute and outside every indexed vault "
@@ -9344,7 +9367,7 @@ def list_notes(config: Config, prefix: Any = None, tag: Any = None, vault: Any =
         raise InvalidRequest(f"limit must be an integer from 1 to {NOTES_PAGE_MAX} (got {limit!r})", field="limit")
     if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
         raise InvalidRequest(f"offset must be an integer >= 0 (got {offset!r})", field="offset")
-    prefix = (prefix or "").strip().replace("\\", "/").lstrip("/")
+    prefix = _note_path_text((prefix or "").strip()).lstrip("/")
     if ".." in prefix.split("/"):
         raise InvalidRequest(f"prefix {prefix!r} contains '..'; give a folder relative to the vault", field="prefix")
     tag = normalize_tag(tag) if tag and normalize_tag(tag) else None
@@ -12899,10 +12922,24 @@ def _fmt_score(value: float | None) -> str:
 
 
 # Command-line arguments arrive decoded with surrogateescape: a byte that is not UTF-8 is a lone surrogate.  Files and
-# folders are opened as given (the bytes reach the OS unchanged), and vault paths are matched in the form ingest
-# stores, \xNN for such bytes (_vault_key, _vault_filter); any other text cannot be stored or compared.
+# folders are opened as given (the bytes reach the OS unchanged), and vault and note paths are matched in the form
+# ingest stores, \xNN for such bytes (_vault_key, _vault_filter, _note_path_arguments); any other text cannot be
+# stored or compared.
 _ARGS_OPENED_AS_GIVEN = frozenset({"env_file", "batch", "questions", "source", "out", "archive", "outdir",
                                    "find_links", "exclude", "vault"})
+
+
+def _note_path_arguments(args: argparse.Namespace) -> None:
+    """Note paths on the command line (show's PATH, --path, --prefix) in the form ingest stores: a file name's own
+    bytes (a shell's tab completion passes them) reach the note as the name the tool prints for it does.  A show
+    target's heading is left as given (_check_argument_text refuses it if it is not UTF-8)."""
+    if args.command == "show" and isinstance(args.target, str):
+        path, heading = _split_show_target(args.target)
+        args.target = _stored_form(path) + ("" if heading is None else "#" + heading)
+    if isinstance(getattr(args, "prefix", None), str):
+        args.prefix = _stored_form(args.prefix)
+    if isinstance(getattr(args, "path", None), list):   # the scope's --path (ingest's and vaults rm's PATH: a str)
+        args.path = [_stored_form(p) for p in args.path]
 
 
 def _check_argument_text(args: argparse.Namespace) -> None:
@@ -14043,6 +14080,7 @@ def _main(argv: Sequence[str] | None) -> int:
     try:
         if (want_json or args.command == "mcp") and isinstance(sys.stdout, _ResultStream):
             sys.stdout.require_open()
+        _note_path_arguments(args)
         _check_argument_text(args)
         try:
             config = load_config(args.env_file)
