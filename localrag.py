@@ -13661,15 +13661,13 @@ def _config_despite(env_file: str | None, first: ConfigInvalid) -> tuple[Config,
             exc = again
 
 
-def _add_json(p: argparse.ArgumentParser, inherited: bool = False) -> None:
-    p.add_argument("--json", action="store_true", default=argparse.SUPPRESS if inherited else False,
-                   help="print the result (or the error body) as JSON on stdout")
-
-
 # A command with forms (`history` and `history show ID`, `eval` and `eval init`) takes its forms as sub-parsers, so
 # `history show --help` describes `show ID`.  An option both the command and a form accept is declared on both; on
 # the form it is `inherited`: its default is SUPPRESS, because argparse copies every value a sub-parser holds over
 # the parent's, and a default there would undo `history --json show 3`.
+def _add_json(p: argparse.ArgumentParser, inherited: bool = False) -> None:
+    p.add_argument("--json", action="store_true", default=argparse.SUPPRESS if inherited else False,
+                   help="print the result (or the error body) as JSON on stdout")
 
 
 class _ArgumentParser(argparse.ArgumentParser):
