@@ -1146,6 +1146,12 @@ def alias_text(title: str, aliases: Sequence[str], relative_path: str) -> str:
     return " ; ".join(dict.fromkeys(names))
 
 
+def _row_alias_text(title: str | None, aliases: Any, relative_path: str) -> str:
+    """alias_text from a stored chunk's metadata (`title`, `aliases` as jsonb), as chunk rows and search results
+    carry them: a missing title, or aliases that are not a list (a chunk written before they were kept), is none."""
+    return alias_text(title or "", aliases if isinstance(aliases, (list, tuple)) else [], relative_path)
+
+
 class MarkdownError(ValueError):
     """A file that cannot be parsed: reported with its path, other files go on."""
 
@@ -5579,6 +5585,29 @@ def _printable_path(path: str) -> str:
         return path.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
+# In a note path a user or an agent gives, `\x` and two lowercase hex digits from 80 to ff is a byte of a file name
+# that is not UTF-8, as _safe_name stores and every output prints it (`caf\xe9.md`); any other backslash is a
+# Windows separator.
+_NOT_A_BYTE_ESCAPE_RE = re.compile(r"\\(?!x[89a-f][0-9a-f])")
+
+
+def _stored_form(name: str) -> str:
+    """_safe_name for a name given to look something up: bytes that are not UTF-8 (a command-line argument holds
+    them as lone surrogates) as \\xNN; a lone surrogate no file name decodes to (a JSON escape) is left for the
+    caller to refuse."""
+    try:
+        return _safe_name(name)
+    except UnicodeEncodeError:
+        return name
+
+
+def _note_path_text(path: str) -> str:
+    """A note path or path prefix in the form ingest stores: bytes that are not UTF-8 as \\xNN, and each backslash
+    that does not begin such an escape as /.  So the name the tool printed for such a note (`caf\\xe9.md`), and the
+    name's own bytes, both reach it.  Pure."""
+    return _NOT_A_BYTE_ESCAPE_RE.sub("/", _stored_form(path))
+
+
 def _skip_reason(root: Path, path: Path) -> str | None:
     """Why a *.md entry is not indexed (None when it is a regular file, directly or through a symlink that stays
     inside the vault).  lstat first: a FIFO, socket or device is never opened."""
@@ -6123,7 +6152,8 @@ class _IngestRun:
         self.key = config.embedding_key
         # provider, model, dim as COPY fields: the same three leading values on every embeddings row
         self.key_fields = (_Copy.text(self.key[0]), _Copy.text(self.key[1]), _Copy.int4(self.key[2]))
-        self.progress: ProgressFn = progress or (lambda phase, done, total: None)
+        self._report: ProgressFn = progress or (lambda phase, done, total: None)
+        self.phase = "diff"   # the step the run is in, as progress names it: a stopped run says where it stopped
         self.counts = dict.fromkeys(INGEST_COUNTS, 0)
         self.keyword_chunks_written = 0  # reported in the run's metadata (not an ingest_runs column)
         self.backfilled = 0
@@ -6138,9 +6168,16 @@ class _IngestRun:
         self.batch: list[_Pending] = []
         self.batch_chunks = 0
         self.files_total = 0
-        self.files_done = 0
+        self.files_read = 0
+        # Changed files read whose rows are not committed yet (queued for the workers, parsed and waiting for the
+        # batch, or in the batch being embedded or written): what a stopped run leaves to the next one.
+        self.files_uncommitted = 0
         self.phases: dict[str, float] = dict.fromkeys(INGEST_PHASES, 0.0)
         self.cpu_started = os.times()
+
+    def progress(self, phase: str, done: int, total: int) -> None:
+        self.phase = phase
+        self._report(phase, done, total)
 
     @contextlib.contextmanager
     def _timed(self, phase: str) -> Iterator[None]:
@@ -6168,11 +6205,12 @@ class _IngestRun:
         inflight: collections.deque = collections.deque()
         ahead = 0   # bytes of the files in flight
         for n, (rel, path) in enumerate(files, 1):
-            self.files_done = n - 1
-            self.progress("parse+embed", n - 1, len(files))
+            # files parsed (or found unchanged): those read, less those still with the workers
+            self.progress("parse+embed", n - 1 - len(inflight), len(files))
             seen.add(rel)
             with self._timed("read"):
                 job = self._read(rel, path, existing.get(rel), backfill_ids)
+            self.files_read = n
             if job is None:
                 continue
             pending, data = job
@@ -6188,8 +6226,8 @@ class _IngestRun:
             while len(inflight) > INGEST_AHEAD_FILES or ahead > INGEST_AHEAD_BYTES:
                 ahead -= self._collect_next(inflight)
         while inflight:
+            self.progress("parse+embed", len(files) - len(inflight), len(files))
             self._collect_next(inflight)
-        self.files_done = len(files)
         self.progress("parse+embed", len(files), len(files))
         self._flush()
         with self._timed("delete"):
@@ -6223,6 +6261,18 @@ class _IngestRun:
             counts[key] += value
         self.store.record_run_counts(self.run_id, counts)
         return counts
+
+    def stopped_at(self) -> dict:
+        """Where a stopped run stopped: its phase, files read of those to index, and the changed files read whose
+        rows were not committed (with the files not read, what the next run does)."""
+        return {"phase": self.phase, "files_read": self.files_read, "files_total": self.files_total,
+                "files_uncommitted": self.files_uncommitted, "files_unread": self.files_total - self.files_read}
+
+    def stopped_text(self) -> str:
+        at = self.stopped_at()
+        written = self.counts["documents_added"] + self.counts["documents_updated"]
+        return (f"in the {at['phase']} phase: {at['files_read']} of {at['files_total']} files read; {written} "
+                f"written and committed, {at['files_uncommitted']} read but not committed")
 
     def _existing_documents(self) -> dict[str, tuple]:
         """The vault's stored documents, for the diff (see Store.existing_documents)."""
@@ -6266,11 +6316,13 @@ class _IngestRun:
             else:
                 backfill_ids.append(existing[0])
             return None
+        self.files_uncommitted += 1
         return _Pending(rel, file_path, digest, st.st_mtime_ns, st.st_size, existing is not None), data
 
     def _collect(self, pending: _Pending, prepared: _Prepared | str) -> None:
         if isinstance(prepared, str):
             self._fail(pending.relative_path, prepared)
+            self.files_uncommitted -= 1   # settled: failed, its indexed version (if any) kept
             return
         self.warnings.extend({"path": pending.relative_path, "warning": w} for w in prepared.warnings)
         pending.prepared = prepared
@@ -6296,7 +6348,10 @@ class _IngestRun:
                                         for p in todo for c in p.prepared.chunks]))
             for p in todo:
                 p.prepared.vectors = [_Copy.vector(next(vectors)) for _ in p.prepared.chunks]
-        self.progress("write", self.files_done, self.files_total)
+        # Files committed by this run so far, of those plus this batch: the line says what is in the database, so a
+        # run stopped now never shows a write at 100% above a summary of 0 added.
+        written = self.counts["documents_added"] + self.counts["documents_updated"]
+        self.progress("write", written, written + len(batch))
         with self.store.transaction():
             started = time.perf_counter()
             doc_ids = self.store.upsert_documents(
@@ -6356,6 +6411,8 @@ class _IngestRun:
             counts = self._record_counts(documents_updated=n_updated, documents_added=len(batch) - n_updated,
                                          chunks_written=chunk_rows.rows, embeddings_written=emb_rows.rows)
         self.counts = counts
+        self.files_uncommitted -= len(batch)
+        self.progress("write", written + len(batch), written + len(batch))
         self.links_written += link_rows.rows
         self.keyword_chunks_written += kw_chunks.rows
 
@@ -6379,8 +6436,8 @@ class _IngestRun:
             self.backfilled += len(ids)
             if not rows:
                 continue
-            vectors = self._embed([document_fields(r[1], r[2], r[3], r[4], r[5], alias_text(
-                r[6] or "", r[7] if isinstance(r[7], list) else [], r[3])) for r in rows])
+            vectors = self._embed([document_fields(r[1], r[2], r[3], r[4], r[5],
+                                                   _row_alias_text(r[6], r[7], r[3])) for r in rows])
             data = _Copy(len(_EMBEDDING_COLUMNS))
             for r, vector in zip(rows, vectors):
                 data.row(_Copy.int8(r[0]), *self.key_fields, _Copy.vector(vector))
@@ -6395,7 +6452,7 @@ class _IngestRun:
             return
         kw_chunks, kw_postings = _Copy(len(_KEYWORD_CHUNK_COLUMNS)), _Copy(len(_KEYWORD_POSTING_COLUMNS))
         for cid, content, heading_path, rel, tags, title, aliases in rows:
-            names = alias_text(title or "", aliases if isinstance(aliases, list) else [], rel)
+            names = _row_alias_text(title, aliases, rel)
             _keyword_rows(kw_chunks, kw_postings, _Copy.int8(cid),
                           _keyword_packed(*keyword_vector(content, heading_path, rel, tags, names)))
         with self.store.transaction():
@@ -6674,7 +6731,7 @@ def ingest(config: Config, vault: str | Path, progress: ProgressFn | None = None
             pool = None
         if job is not None and job.run_id:
             if interrupted:
-                summary = f"interrupted ({_signal_name(exc)}) after {job.files_done} of {len(scan.files)} files"
+                summary = f"interrupted ({_signal_name(exc)}) {job.stopped_text()}"
             else:
                 summary = exc.message if isinstance(exc, LocalRagError) else f"{type(exc).__name__}: {exc}"
             exc.partial = _finish_run(config, store, job, "failed", summary[:2000],  # type: ignore[attr-defined]
@@ -6734,6 +6791,8 @@ def _finish_run(config: Config, store: Store, job: _IngestRun, status: str, summ
                 "cpu_s": _cpu_since(job.cpu_started),
                 "localrag_version": __version__}
     # Counts are not rewritten here: each batch recorded its own, in its own transaction.
+    if status == "failed":
+        metadata["stopped_at"] = job.stopped_at()
     result = {"id": job.run_id, "status": status, "vault_path": job.vault_key, "embedding_provider": job.key[0],
               "embedding_model": job.key[1], "embedding_dim": job.key[2], **job.counts, "error_summary": summary,
               **metadata}
@@ -6868,7 +6927,7 @@ def _scope_text_ok(value: str, field: str) -> None:
 def validate_scope(paths: Any = None, tags: Any = None, vault: Any = None) -> Scope:
     """The scope from request values: path prefixes are vault-relative (a leading ./ or / is dropped; end one
     with / to mean a folder), tags with or without #, a vault as the folder that was ingested."""
-    paths = [p.strip().replace("\\", "/").removeprefix("./").lstrip("/") for p in _string_list(paths, "path")]
+    paths = [_note_path_text(p.strip()).removeprefix("./").lstrip("/") for p in _string_list(paths, "path")]
     tags = [normalize_tag(t) for t in _string_list(tags, "tag")]
     if any(not any(c not in "#/\ufeff" and not c.isspace() for c in t) for t in tags):
         raise InvalidRequest("tag entries must name a tag, e.g. project or #project/alpha", field="tag")
@@ -7831,7 +7890,7 @@ def assemble_evidence(results: Sequence[dict], budget_tokens: int, max_blocks: i
                        "line_end": r.get("line_end"), "vault_path": r.get("vault_path"),
                        # the note's other names (aliases; not shown): what the answer-type and the extractive
                        # answerer read a block's note as being about, with its file name and headings
-                       "names": alias_text(r.get("title") or "", r.get("aliases") or [], r["source"])})
+                       "names": _row_alias_text(r.get("title"), r.get("aliases"), r["source"])})
     return Evidence(CONTEXT_SEPARATOR.join(parts), blocks, excluded)
 
 
@@ -9163,13 +9222,13 @@ def _note_path(path: Any, vaults: Sequence[str]) -> tuple[str, str | None]:
         raise InvalidRequest(f"path is {len(path)} characters; the limit is {NOTE_PATH_MAX_CHARS}", field="path")
     if "\x00" in path:
         raise InvalidRequest("path contains a NUL character", field="path")
-    raw = path.strip().replace("\\", "/")
+    raw = _note_path_text(path.strip())
     if ".." in raw.split("/"):
         raise InvalidRequest(f"path {path!r} contains '..'; give the note's path relative to its vault "
                              f"(see list_notes / GET /notes)", field="path")
     if raw.startswith("/") or re.match(r"^[A-Za-z]:/", raw):
         for vault in sorted(vaults, key=len, reverse=True):
-            root = vault.replace("\\", "/").rstrip("/") + "/"
+            root = _note_path_text(vault).rstrip("/") + "/"
             if raw.startswith(root):
                 return raw[len(root):], vault
         raise InvalidRequest(f"path {path!r} is absolute and outside every indexed vault "
@@ -9420,7 +9479,7 @@ def list_notes(config: Config, prefix: Any = None, tag: Any = None, vault: Any =
         raise InvalidRequest(f"limit must be an integer from 1 to {NOTES_PAGE_MAX} (got {limit!r})", field="limit")
     if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
         raise InvalidRequest(f"offset must be an integer >= 0 (got {offset!r})", field="offset")
-    prefix = (prefix or "").strip().replace("\\", "/").lstrip("/")
+    prefix = _note_path_text((prefix or "").strip()).lstrip("/")
     if ".." in prefix.split("/"):
         raise InvalidRequest(f"prefix {prefix!r} contains '..'; give a folder relative to the vault", field="prefix")
     tag = normalize_tag(tag) if tag and normalize_tag(tag) else None
@@ -12748,6 +12807,8 @@ class _ProgressPrinter:
         if not total:
             return f"{phase}…" if phase in ("scan", "diff", "links", "analyze") else f"{phase}: {done}"
         unit = _PROGRESS_UNITS.get(phase, "items")
+        if phase == "write":   # files committed by the run, of those plus the batch in the transaction: no ETA
+            return f"{phase}: {done:,}/{total:,} {unit} committed"
         text = f"{phase}: {done:,}/{total:,} {unit} {100.0 * done / total:3.0f}%"
         start, done0 = self.starts.get(phase, (now, done))
         elapsed = now - start
@@ -12975,10 +13036,24 @@ def _fmt_score(value: float | None) -> str:
 
 
 # Command-line arguments arrive decoded with surrogateescape: a byte that is not UTF-8 is a lone surrogate.  Files and
-# folders are opened as given (the bytes reach the OS unchanged), and vault paths are matched in the form ingest
-# stores, \xNN for such bytes (_vault_key, _vault_filter); any other text cannot be stored or compared.
+# folders are opened as given (the bytes reach the OS unchanged), and vault and note paths are matched in the form
+# ingest stores, \xNN for such bytes (_vault_key, _vault_filter, _note_path_arguments); any other text cannot be
+# stored or compared.
 _ARGS_OPENED_AS_GIVEN = frozenset({"env_file", "batch", "questions", "source", "out", "archive", "outdir",
                                    "find_links", "exclude", "vault"})
+
+
+def _note_path_arguments(args: argparse.Namespace) -> None:
+    """Note paths on the command line (show's PATH, --path, --prefix) in the form ingest stores: a file name's own
+    bytes (a shell's tab completion passes them) reach the note as the name the tool prints for it does.  A show
+    target's heading is left as given (_check_argument_text refuses it if it is not UTF-8)."""
+    if args.command == "show" and isinstance(args.target, str):
+        path, heading = _split_show_target(args.target)
+        args.target = _stored_form(path) + ("" if heading is None else "#" + heading)
+    if isinstance(getattr(args, "prefix", None), str):
+        args.prefix = _stored_form(args.prefix)
+    if isinstance(getattr(args, "path", None), list):   # the scope's --path (ingest's and vaults rm's PATH: a str)
+        args.path = [_stored_form(p) for p in args.path]
 
 
 def _check_argument_text(args: argparse.Namespace) -> None:
@@ -12998,12 +13073,13 @@ def _check_argument_text(args: argparse.Namespace) -> None:
                              field=name)
 
 
-def _stdin(what: str, field: str | None = None) -> Any:
+def _stdin(what: str, field: str | None = None, hint: str | None = None) -> Any:
     """sys.stdin, for a command told to read its `what` from it; invalid_request when stdin is closed (`<&-`: None
-    in Python)."""
+    in Python), saying what to do instead (`hint`: for a command that reads stdin without being told to)."""
     if sys.stdin is None:
-        raise InvalidRequest(f"stdin is closed, so there is no {what} to read from it (`-`); pipe it in "
-                             f"(`echo ... | localrag ...`) or give it as an argument", field=field or what)
+        raise InvalidRequest("stdin is closed" + (hint or f", so there is no {what} to read from it (`-`); pipe it "
+                                                           f"in (`echo ... | localrag ...`) or give it as an argument"),
+                             field=field or what)
     return sys.stdin
 
 
@@ -13278,11 +13354,7 @@ def _cmd_gaps(config: Config, args: argparse.Namespace) -> int:
 
 
 def _cmd_history(config: Config, args: argparse.Namespace) -> int:
-    if args.action is None and args.id is not None:
-        raise InvalidRequest(f"unexpected argument {args.id!r}; use `localrag history show ID`")
     if args.action == "show":
-        if args.id is None:
-            raise InvalidRequest("history show needs a record id: `localrag history show ID`", field="id")
         if args.limit is not None or args.offset is not None:
             raise InvalidRequest("--limit and --offset page the list; `history show ID` shows one record",
                                  field="limit" if args.limit is not None else "offset")
@@ -13381,9 +13453,8 @@ def _cmd_show(config: Config, args: argparse.Namespace) -> int:
 
 
 def _cmd_mcp(config: Config, args: argparse.Namespace) -> int:
-    if sys.stdin is None:
-        raise InvalidRequest("stdin is closed: `localrag mcp` reads its client's JSON-RPC messages from stdin; let "
-                             "an MCP client start it (or use POST /mcp on `localrag serve`)", field="stdin")
+    _stdin("JSON-RPC messages", "stdin", hint=": `localrag mcp` reads its client's JSON-RPC messages from stdin; let "
+                                              "an MCP client start it (or use POST /mcp on `localrag serve`)")
     outcome = run_mcp_stdio(config)
     if outcome["signal"] is None:
         return EXIT_OK
@@ -13619,15 +13690,33 @@ def _embeddings_action(config: Config, args: argparse.Namespace, progress: _Prog
     return EXIT_OK
 
 
-def _add_scope_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--retrieval", choices=RETRIEVAL_MODES, metavar="MODE",
+def _add_eval_args(p: argparse.ArgumentParser, inherited: bool = False) -> None:
+    """`eval`'s options, on `eval` itself and on `eval run` (inherited: see _add_json)."""
+    unset = argparse.SUPPRESS if inherited else None
+    p.add_argument("--questions", metavar="PATH", default=unset,
+                   help="YAML question set (default: the repo's eval/questions.yaml, else ./questions.yaml)")
+    p.add_argument("--top-k", type=int, metavar="N", default=unset, help="k for Hit@k (default RAG_TOP_K)")
+    p.add_argument("--calibrate", action="store_true", default=argparse.SUPPRESS if inherited else False,
+                   help="tune the evidence gate on these questions: print the answered/refused trade-off, the "
+                        "chosen RAG_MIN_SIMILARITY / RAG_MIN_COVERAGE and the rule")
+    p.add_argument("--min-hit-at-k", type=_ranged(float, 0, 1), metavar="X", default=unset,
+                   help="exit 11 if Hit@k is below X (0..1)")
+    p.add_argument("--min-rejection", type=_ranged(float, 0, 1), metavar="Y", default=unset,
+                   help="exit 11 if no_answer rejection is below Y (0..1)")
+    _add_scope_args(p, inherited)
+    _add_json(p, inherited)
+
+
+def _add_scope_args(p: argparse.ArgumentParser, inherited: bool = False) -> None:
+    unset = argparse.SUPPRESS if inherited else None   # see _add_json
+    p.add_argument("--retrieval", choices=RETRIEVAL_MODES, metavar="MODE", default=unset,
                    help=f"{' | '.join(RETRIEVAL_MODES)} (default RAG_RETRIEVAL, hybrid)")
-    p.add_argument("--path", action="append", metavar="PREFIX",
+    p.add_argument("--path", action="append", metavar="PREFIX", default=unset,
                    help="only notes whose vault-relative path starts with PREFIX (repeatable: any of them; end "
                         "with / for a folder)")
-    p.add_argument("--tag", action="append", metavar="TAG",
+    p.add_argument("--tag", action="append", metavar="TAG", default=unset,
                    help="only notes with this tag or a tag nested under it (repeatable: any of them)")
-    p.add_argument("--vault", metavar="PATH", help="only notes of the vault ingested from PATH")
+    p.add_argument("--vault", metavar="PATH", default=unset, help="only notes of the vault ingested from PATH")
 
 
 def _cmd_doctor(config: Config, args: argparse.Namespace) -> int:
@@ -13686,8 +13775,13 @@ def _config_despite(env_file: str | None, first: ConfigInvalid) -> tuple[Config,
             exc = again
 
 
-def _add_json(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--json", action="store_true", help="print the result (or the error body) as JSON on stdout")
+# A command with forms (`history` and `history show ID`, `eval` and `eval init`) takes its forms as sub-parsers, so
+# `history show --help` describes `show ID`.  An option both the command and a form accept is declared on both; on
+# the form it is `inherited`: its default is SUPPRESS, because argparse copies every value a sub-parser holds over
+# the parent's, and a default there would undo `history --json show 3`.
+def _add_json(p: argparse.ArgumentParser, inherited: bool = False) -> None:
+    p.add_argument("--json", action="store_true", default=argparse.SUPPRESS if inherited else False,
+                   help="print the result (or the error body) as JSON on stdout")
 
 
 class _ArgumentParser(argparse.ArgumentParser):
@@ -13781,7 +13875,7 @@ def build_parser() -> argparse.ArgumentParser:
                          description="remove a vault and everything indexed under it (files on disk stay)")
     sp.add_argument("path", help="the vault folder as indexed (it may no longer exist on disk)")
     sp.add_argument("--yes", "-y", action="store_true", help="do not ask (required when stdin is not a terminal)")
-    _add_json(sp)
+    _add_json(sp, inherited=True)
     p.set_defaults(func=_cmd_vaults)
 
     p = sub.add_parser("search", help="retrieve the chunks closest to a query", formatter_class=fmt,
@@ -13815,17 +13909,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_ask)
 
     p = sub.add_parser("history", help="answer records: list the newest, or show one whole", formatter_class=fmt,
+                       usage="localrag history [-h] [--limit N] [--offset N] [--json]\n"
+                             "       localrag history show ID [--json]",
                        epilog="examples:\n  localrag history --limit 5\n"
                               "  localrag history --limit 50 --offset 50 --json\n  localrag history show 42 --json\n\n"
                               f"exit code {EXIT_NOT_FOUND} means there is no record with that id.")
-    p.add_argument("action", nargs="?", choices=["show"], help="show one record (needs ID)")
-    p.add_argument("id", nargs="?", help="the record id (from `localrag history` or an ask's answer_id)")
     p.add_argument("--limit", type=_ranged(int, 1, ANSWERS_LIMIT_MAX), metavar="N",
                    help=f"records to list, 1 to {ANSWERS_LIMIT_MAX} (default {ANSWERS_LIMIT_DEFAULT})")
     p.add_argument("--offset", type=_ranged(int, 0), metavar="N",
                    help="skip the N newest records (default 0; --json gives the next page's as next_offset)")
     _add_json(p)
-    p.set_defaults(func=_cmd_history)
+    hsub = p.add_subparsers(dest="action", metavar="ACTION", prog="localrag history")
+    sp = hsub.add_parser("show", help="one record whole (needs ID)", formatter_class=fmt,
+                         description="one whole answer record: gate, evidence, exclusions, request body sha256,\n"
+                                     "completion",
+                         epilog=f"example:\n  localrag history show 42 --json\n\nexit code {EXIT_NOT_FOUND} means "
+                                f"there is no record with that id.")
+    sp.add_argument("id", metavar="ID", help="the record id (from `localrag history` or an ask's answer_id)")
+    _add_json(sp, inherited=True)
+    p.set_defaults(func=_cmd_history, id=None)
 
     p = sub.add_parser("tickets", help="knowledge gaps as tickets: draft (never stored), create (confirmed), list, "
                        "show, update", formatter_class=fmt,
@@ -13917,24 +14019,31 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("eval", help="measure retrieval and refusal on a question set (`eval init`: a starter file)",
                        formatter_class=fmt,
+                       usage="localrag eval [run] [-h] [--questions PATH] [--top-k N] [--calibrate] "
+                             "[--min-hit-at-k X]\n                     [--min-rejection Y] [--retrieval MODE] "
+                             "[--path PREFIX] [--tag TAG] [--vault PATH] [--json]\n"
+                             "       localrag eval init [--questions PATH] [--vault PATH] [--json]",
                        epilog="examples:\n  localrag eval init --vault ~/Vaults/Customer   (writes questions.yaml "
                               "to edit)\n  localrag eval --questions questions.yaml --min-hit-at-k 0.9 "
                               "--min-rejection 0.8 --calibrate\n\n"
                               "--vault: with init, the vault whose notes the starter questions come from (default "
                               "VAULT_PATH); with run, only that vault's notes are searched")
-    p.add_argument("action", nargs="?", choices=("run", "init"), default="run",
-                   help="run (default) the questions, or init: write a starter questions file")
-    p.add_argument("--questions", metavar="PATH", help="YAML question set (default: the repo's eval/questions.yaml, "
-                                                         "else ./questions.yaml)")
-    p.add_argument("--top-k", type=int, metavar="N", help="k for Hit@k (default RAG_TOP_K)")
-    p.add_argument("--calibrate", action="store_true",
-                   help="tune the evidence gate on these questions: print the answered/refused trade-off, the "
-                        "chosen RAG_MIN_SIMILARITY / RAG_MIN_COVERAGE and the rule")
-    p.add_argument("--min-hit-at-k", type=_ranged(float, 0, 1), metavar="X", help="exit 11 if Hit@k is below X (0..1)")
-    p.add_argument("--min-rejection", type=_ranged(float, 0, 1), metavar="Y",
-                   help="exit 11 if no_answer rejection is below Y (0..1)")
-    _add_scope_args(p)
-    _add_json(p)
+    _add_eval_args(p)
+    esub = p.add_subparsers(dest="action", metavar="ACTION", prog="localrag eval")
+    sp = esub.add_parser("run", help="run the questions (the default: `localrag eval` alone runs them)",
+                         formatter_class=fmt, description="run a question set through retrieval and the evidence "
+                                                          "gate:\nHit@k, MRR, no_answer rejection, per tier",
+                         epilog="example:\n  localrag eval run --questions questions.yaml --min-hit-at-k 0.9")
+    _add_eval_args(sp, inherited=True)
+    sp = esub.add_parser("init", help="write a starter questions file (never overwrites)", formatter_class=fmt,
+                         description="write a starter questions file to edit (never overwrites): questions\n"
+                                     "drafted from the vault's notes, and unanswerable ones",
+                         epilog="example:\n  localrag eval init --vault ~/Vaults/Customer --questions questions.yaml")
+    sp.add_argument("--questions", metavar="PATH", default=argparse.SUPPRESS,
+                    help="the file to write (default questions.yaml)")
+    sp.add_argument("--vault", metavar="PATH", default=argparse.SUPPRESS,
+                    help="the vault whose notes the starter questions come from (default VAULT_PATH)")
+    _add_json(sp, inherited=True)
     p.set_defaults(func=_cmd_eval)
 
     p = sub.add_parser("serve", help="serve the JSON API, the MCP endpoint and the demo page (GET /)",
@@ -14083,6 +14192,7 @@ def _main(argv: Sequence[str] | None) -> int:
     try:
         if (want_json or args.command == "mcp") and isinstance(sys.stdout, _ResultStream):
             sys.stdout.require_open()
+        _note_path_arguments(args)
         _check_argument_text(args)
         try:
             config = load_config(args.env_file)
@@ -14152,10 +14262,14 @@ def _install_interrupt_handlers() -> dict:
 
 
 def _interrupted_summary(partial: dict) -> str:
-    return (f": ingest run #{partial['id']} stopped and marked failed; committed before the stop: "
+    at = partial.get("stopped_at") or {}
+    where = f" (in its {at['phase']} phase)" if at.get("phase") else ""
+    left = (f"; not committed: {at['files_uncommitted']} changed file(s) read, {at['files_unread']} file(s) not read"
+            if at else "")
+    return (f": ingest run #{partial['id']} stopped and marked failed{where}; committed before the stop: "
             f"{partial['documents_added']} added, {partial['documents_updated']} updated, "
-            f"{partial['documents_deleted']} deleted, {partial['chunks_written']} chunks. Rerun `localrag ingest` "
-            f"to finish (unchanged files are skipped)")
+            f"{partial['documents_deleted']} deleted, {partial['chunks_written']} chunks{left}. Rerun `localrag "
+            f"ingest` to finish (unchanged files are skipped)")
 
 
 

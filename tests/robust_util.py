@@ -182,7 +182,7 @@ def check_keywords_rebuilt(config) -> dict:
     for cid, content, heading_path, rel, tags, title, aliases in query(
             config, "SELECT id, content, heading_path, relative_path, tags, metadata->>'title', metadata->'aliases' "
                     "FROM chunks"):
-        names = localrag.alias_text(title or "", aliases if isinstance(aliases, list) else [], rel)
+        names = localrag._row_alias_text(title, aliases, rel)
         tf, length = localrag.keyword_vector(content, heading_path or [], rel, tags or [], names)
         want_chunks[cid] = (localrag.KEYWORD_TOKENIZER, _f4(length))
         for term, weight in tf.items():

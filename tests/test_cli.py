@@ -34,6 +34,51 @@ def test_every_command_has_help(command):
     assert "example" in top
 
 
+def _command_forms():
+    """(command, form) for every form a command takes as a sub-parser: ("db", "init"), ("history", "show"), ..."""
+    import argparse
+    top = next(a for a in localrag.build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    for name, command in top.choices.items():
+        for action in command._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                yield from ((name, form) for form in action.choices)
+            else:
+                # a form taken as a positional argument with choices: its --help would be the command's
+                assert action.option_strings or not action.choices, (name, action.dest)
+
+
+def test_every_command_form_has_its_own_help():
+    """`history show --help` printed the usage of `history` (show was a choice of a positional, so argparse had no
+    parser for it; `eval init` the same): every `X Y --help` describes X Y, and X's help lists its forms."""
+    forms = list(_command_forms())
+    assert {("history", "show"), ("eval", "init"), ("eval", "run"), ("db", "init"), ("db", "stop"),
+            ("db", "status"), ("vaults", "rm"), ("tickets", "show"), ("embeddings", "pack")} <= set(forms)
+    for name, form in forms:
+        assert help_text(name, form).startswith(f"usage: localrag {name} {form} "), (name, form)
+    assert "usage: localrag history show [-h] [--json] ID\n" in help_text("history", "show")
+    history, evaluation = help_text("history"), help_text("eval")
+    assert "localrag history [-h] [--limit N]" in history and "localrag history show ID [--json]" in history
+    assert "localrag eval [run] [-h] [--questions PATH]" in evaluation and "localrag eval init [" in evaluation
+
+
+def test_an_option_given_before_or_after_a_form_counts():
+    """A form's copy of its command's option must not undo the command's (argparse copies a sub-parser's defaults
+    over the parent's values)."""
+    parse = localrag.build_parser().parse_args
+    for argv in (["history", "--json", "show", "3"], ["history", "show", "3", "--json"]):
+        args = parse(argv)
+        assert (args.action, args.id, args.json) == ("show", "3", True), argv
+    args = parse(["history", "--limit", "5"])
+    assert (args.action, args.id, args.json, args.limit) == (None, None, False, 5)
+    args = parse(["eval", "--json", "--path", "a/", "run", "--top-k", "3"])
+    assert (args.action, args.json, args.path, args.top_k, args.calibrate) == ("run", True, ["a/"], 3, False)
+    args = parse(["eval", "--questions", "q.yaml"])
+    assert (args.action, args.questions, args.json, args.vault) == (None, "q.yaml", False, None)
+    args = parse(["eval", "init", "--vault", "v"])
+    assert (args.action, args.vault, args.questions, args.json) == ("init", "v", None, False)
+    assert parse(["vaults", "--json", "rm", "x"]).json is True and parse(["vaults", "rm", "x"]).json is False
+
+
 def test_top_level_help_lists_exit_codes_and_readme_documents_them():
     text = help_text()
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -513,6 +558,18 @@ def test_a_closed_stdin_is_an_invalid_request_naming_what_was_to_be_read(env, ar
     assert proc.stderr.startswith("error [invalid_request]: stdin is closed") and "Traceback" not in proc.stderr
     if args != ["mcp"]:
         assert json.loads(proc.stdout)["error"]["details"]["field"] == field
+
+
+def test_mcp_refuses_a_closed_stdin_through_the_shared_helper(env, monkeypatch, capfd):
+    """`mcp` had its own closed-stdin check beside _stdin: one mechanism now, the same message and field."""
+    monkeypatch.setattr(sys, "stdin", None)
+    with pytest.raises(localrag.InvalidRequest) as info:
+        localrag._stdin("JSON-RPC messages", "stdin", hint=": see `localrag mcp --help`")
+    assert info.value.message == "stdin is closed: see `localrag mcp --help`"
+    assert run_cli("mcp")[0] == localrag.EXIT_USAGE
+    err = capfd.readouterr().err
+    assert err.startswith("error [invalid_request]: stdin is closed: `localrag mcp` reads its client's JSON-RPC "
+                          "messages from stdin; let an MCP client start it (or use POST /mcp on `localrag serve`)")
 
 
 def test_an_argument_that_is_not_utf8_is_refused_by_name_or_matched_as_ingest_stored_it(db, tmp_path):

@@ -491,6 +491,65 @@ def test_ctrl_c_during_a_blocked_opening_query_ends_now_and_frees_the_lock(inges
     assert run_cli("ingest", str(vault))[0] == 0
 
 
+def test_a_stop_while_a_batch_is_written_reports_it_as_not_committed(db, tmp_path):
+    """The issue: Ctrl-C while the one batch of a 250-note vault was written printed `write: 250/250 files 100%`,
+    then `0 added` (the write line counted files read, the summary what was committed).  The write is held inside
+    its transaction (its run-row update waits for a row lock) and interrupted there: progress, summary, --json body
+    and run row agree that nothing was committed, say the phase, and count what the next run has to do."""
+    vault = make_vault(tmp_path / "v250", 250)
+    with localrag.Store.open(db) as blocker:
+        proc = start_cli("ingest", str(vault), "--json", env=WORKERS)
+        run_id = wait_for(lambda: query(db, "SELECT id FROM ingest_runs WHERE status = 'running'"))[0][0]
+        blocker.run("BEGIN")
+        blocker.run("SELECT id FROM ingest_runs WHERE id = :i FOR UPDATE", i=run_id)
+        wait_for(lambda: query(db, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                                   "AND application_name LIKE 'localrag%'")[0][0] > 0)
+        os.kill(proc.pid, signal.SIGINT)
+        blocker.run("ROLLBACK")   # closing the run row (from a fresh session) needs the row
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    lines = err.splitlines()
+    writes = [line for line in lines if line.startswith("write:")]
+    assert writes == ["write: 0/250 files committed"] and not [line for line in lines if "100%" in line], err
+    assert ("stopped and marked failed (in its write phase); committed before the stop: 0 added, 0 updated, "
+            "0 deleted, 0 chunks; not committed: 250 changed file(s) read, 0 file(s) not read") in err
+    run = json.loads(out)["error"]["details"]["ingest_run"]
+    assert run["documents_added"] == 0 == query(db, "SELECT count(*) FROM documents")[0][0]
+    assert run["stopped_at"] == {"phase": "write", "files_read": 250, "files_total": 250, "files_uncommitted": 250,
+                                 "files_unread": 0}
+    summary = "interrupted (SIGINT) in the write phase: 250 of 250 files read; 0 written and committed, 250 read " \
+              "but not committed"
+    assert run["error_summary"] == summary
+    assert query(db, "SELECT status, error_summary FROM ingest_runs WHERE id = :i", i=run_id)[0] == ["failed", summary]
+    code, out = run_cli("ingest", str(vault), "--json")
+    assert code == 0 and json.loads(out)["documents_added"] == 250
+
+
+def test_progress_and_the_stop_summary_count_the_same_commits(db, tmp_path, monkeypatch):
+    """Over several batches, every `write` progress call counts the documents its run has committed (never the files
+    read), and a stop in the middle leaves exactly those in the database and in the summary."""
+    monkeypatch.setattr(localrag, "INGEST_BATCH_CHUNKS", 60)
+    vault = make_vault(tmp_path / "v40", 40)
+    calls = []
+
+    def progress(phase, done, total):
+        if phase == "write":
+            committed = query(db, "SELECT count(*) FROM documents")[0][0]
+            calls.append((done, total, committed))
+            if len(calls) == 7:   # the fourth batch is about to be written
+                raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt) as info:
+        localrag.ingest(db, vault, progress=progress)
+    assert all(done == committed and done <= total for done, total, committed in calls), calls
+    partial, last = info.value.partial, calls[-1]
+    assert partial["documents_added"] == last[0] == query(db, "SELECT count(*) FROM documents")[0][0] > 0
+    at = partial["stopped_at"]
+    assert at["phase"] == "write" and at["files_uncommitted"] == last[1] - last[0] > 0
+    assert at["files_read"] == partial["documents_added"] + at["files_uncommitted"]
+    assert at["files_unread"] == 40 - at["files_read"]
+
+
 def test_workers_are_forked_before_the_database_connection(db, big_vault):
     """No worker holds a socket to Postgres: they are started before the connection opens."""
     proc = start_cli("ingest", str(big_vault), env=WORKERS, batch_chunks=60)
@@ -1170,7 +1229,11 @@ def test_interrupt_marks_the_run_failed_and_says_what_was_done(db, vault):
     with pytest.raises(KeyboardInterrupt) as info:
         localrag.ingest(db, vault, progress=interrupt)
     partial = info.value.partial
-    assert partial["status"] == "failed" and "interrupted (SIGINT) after 5 of 13 files" == partial["error_summary"]
+    assert partial["status"] == "failed" and partial["error_summary"] == (
+        "interrupted (SIGINT) in the parse+embed phase: 5 of 13 files read; 0 written and committed, 5 read but not "
+        "committed")
+    assert partial["stopped_at"] == {"phase": "parse+embed", "files_read": 5, "files_total": 13,
+                                     "files_uncommitted": 5, "files_unread": 8}
     assert runs(db)[-1][1] == "failed"
     assert localrag.ingest(db, vault)["status"] == "success"
 

@@ -91,6 +91,19 @@ def test_aliases_list_string_and_title():
     assert plain.alias_text == "" and plain.title == "Falcon"
 
 
+def test_a_stored_chunk_names_its_note_as_the_parsed_note_does():
+    """A note's other names rebuilt from a chunk row's metadata (backfill of vectors and of keyword rows) or from a
+    search result (the evidence blocks' `names`) come from one helper, and equal the parsed note's alias_text."""
+    doc = localrag.parse_markdown("---\naliases: [PF-7, Project Falcon]\ntitle: Falcon plan\n---\nx", "p/Falcon.md")
+    stored = {"title": doc.title, "aliases": list(doc.aliases)}       # chunks.metadata, as ingest writes it
+    assert localrag._row_alias_text(stored["title"], stored["aliases"], "p/Falcon.md") == doc.alias_text
+    assert localrag._row_alias_text(None, None, "p/Falcon.md") == ""  # a chunk written before titles were kept
+    assert localrag._row_alias_text("Falcon", {"not": "a list"}, "p/Falcon.md") == ""
+    result = {"source": "p/Falcon.md", "heading": "", "heading_path": [], "score": 0.9, "content": "x",
+              "chunk_id": 1, **stored}
+    assert localrag.assemble_evidence([result], 1000).blocks[0]["names"] == doc.alias_text
+
+
 @pytest.mark.parametrize("value, aliases, warns", [
     ("5", ("5",), True),
     ("[5, ok, null]", ("5", "ok"), True),

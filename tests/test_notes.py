@@ -435,3 +435,54 @@ def test_a_vault_that_is_not_indexed_and_a_misspelt_path(ingested, tmp_path):
     with pytest.raises(localrag.NoteNotFound) as err:
         localrag.get_note(config, "policies/Support Escalaton Policy.md")
     assert err.value.details["similar"] == [NOTE]
+
+
+def test_a_note_whose_file_name_is_not_utf8_opens_by_the_name_the_tool_prints(db, tmp_path):
+    """b'caf\\xe9.md' is indexed as caf\\xe9.md (the byte as \\xNN), and results, citations and `open:` commands print
+    that name; but show, --path, GET /notes?path= and get_note took its backslash for a Windows separator
+    (caf/xe9.md: no such note), and refused the name's own bytes on the command line.  Both reach the note now."""
+    import os
+    import shlex
+    import subprocess
+    import sys
+    import urllib.parse
+    import urllib.request
+    from conftest import ROOT, serving
+    root = tmp_path / "latin1"
+    os.makedirs(os.fsencode(root) + b"/caf\xe9 dir")
+    with open(os.fsencode(root) + b"/caf\xe9.md", "wb") as f:
+        f.write(b"# Cafe\n\n## Menu\n\nThe espresso machine needs descaling every week.\n")
+    with open(os.fsencode(root) + b"/caf\xe9 dir/n\xff.md", "wb") as f:
+        f.write(b"# Other\n\nThe grinder burrs wear out yearly.\n")
+    assert localrag.ingest(db, root)["status"] == "success"
+    code, out = run_cli("search", "espresso descaling", "--json")
+    top = json.loads(out)["results"][0]
+    assert code == 0 and top["relative_path"] == top["source"] == "caf\\xe9.md"
+    command = localrag._show_command(top["source"], top["heading_path"])     # the `open:` line
+    assert command == "localrag show 'caf\\xe9.md#Cafe#Menu'"
+    code, out = run_cli(*shlex.split(command)[1:], "--json")
+    assert code == 0 and json.loads(out)["content"].endswith("descaling every week.")
+    code, out = run_cli("search", "grinder", "--path", "caf\\xe9 dir/", "--json")
+    assert code == 0 and [r["source"] for r in json.loads(out)["results"]] == ["caf\\xe9 dir/n\\xff.md"]
+    assert [n["path"] for n in localrag.list_notes(db, prefix="caf\\xe9 dir")["notes"]] == ["caf\\xe9 dir/n\\xff.md"]
+    # any other backslash is still a Windows separator
+    assert localrag.get_note(db, "caf\\xe9 dir\\n\\xff.md")["path"] == "caf\\xe9 dir/n\\xff.md"
+    # the name's own bytes, as a shell's tab completion passes them
+    for args in ([b"show", b"caf\xe9.md#Menu", b"--json"],
+                 [b"search", b"grinder", b"--path", b"caf\xe9 dir/", b"--json"]):
+        proc = subprocess.run([sys.executable, "-m", "localrag", *args], capture_output=True, cwd=ROOT)
+        assert proc.returncode == 0, proc.stderr
+        body = json.loads(proc.stdout)
+        assert body.get("path") == "caf\\xe9.md" or [r["source"] for r in body.get("results", [])] == [
+            "caf\\xe9 dir/n\\xff.md"], body
+    with serving(db) as base:
+        url = f"{base}/notes?path=" + urllib.parse.quote("caf\\xe9.md") + "&heading=Menu"
+        with urllib.request.urlopen(url) as resp:
+            assert json.loads(resp.read())["content"].endswith("descaling every week.")
+    mcp = localrag.McpServer(db)
+    mcp.handle({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+    reply = mcp.handle({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "get_note", "arguments": {"path": "caf\\xe9 dir/n\\xff.md"}}})
+    mcp.pool.close()
+    assert not reply["result"].get("isError") and "grinder burrs" in json.dumps(reply["result"]), reply
