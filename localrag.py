@@ -7766,7 +7766,7 @@ def answer_kind(question: str) -> str | None:
 
 
 # "Why did the pricing change?" asks for a reason, not for a price: no kind of fact is required.
-_ASKS_WHY_RE = re.compile(r"^\s*(?:why|how come)\b|为什么|为何|怎么会", re.IGNORECASE)
+_ASKS_WHY_RE = re.compile(r"^\s*(?:why|how come)\b|为什么|为何|怎么会|怎么回事|为啥", re.IGNORECASE)
 # A question asking for several things by kind ("Which property types…", "What regions…", "哪些说法"): a lead-in
 # with its list answers it whole.
 _ASKS_LIST_RE = re.compile(r"\b(?:which|what are(?: the)?)\s+(?!(?:does|is|was|has|goes)\b)(?:[a-z-]+\s+){0,2}?"
@@ -7943,6 +7943,7 @@ FAKE_MAX_SENTENCES = 4                     # sentences or list items in an extra
 FAKE_MAX_STEPS = 10                        # numbered steps a procedure answer keeps
 FAKE_KIND_BONUS = 0.34                     # ranking bonus for a sentence carrying the asked-for kind of fact
 FAKE_MIN_RELATIVE_COVERAGE = 0.5           # a further sentence covers at least half what the best one covers
+FAKE_INSTRUCTION_BONUS = 0.1              # the same for an instruction, asked by a procedure question
 FAKE_FRAMED_COVERAGE = 0.6                 # headings saying this much of the question frame a fact without its words
 FAKE_MAX_CODE_BLOCKS, FAKE_MAX_CODE_LINES = 2, 15   # code blocks an extractive answer quotes, lines in each
 FAKE_LIST_MIN_RELATIVE_COVERAGE = 2 / 3    # a lead-in shown with its list covers the question 2/3 as well as the best
@@ -8359,7 +8360,10 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
         return sum((weights or {}).get(t, usual) for t in terms)
 
     rule = _answer_rule(question)
-    wants = rule if rule and rule.kind not in ("product", "yes_no", "procedure") else None
+    wants = rule if rule and rule.kind not in ("product", "yes_no") else None
+    # an instruction (a step, an imperative, a key to press) only breaks near-ties for a procedure question: "how
+    # do I" is asked of intros and asides too, which say more of the question's words
+    bonus = FAKE_INSTRUCTION_BONUS if wants and wants.kind == "procedure" else FAKE_KIND_BONUS
     subject = definition_subject(question)
     enumerates = bool(_ASKS_LIST_RE.search(question))
     scored = []
@@ -8393,7 +8397,7 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
             # the asked-for kind of fact under headings that ask the question itself answers it in its own words:
             # "On the Standard plan your notes are retained for 1 month." under "How long do you keep the version
             # history?"
-            framed = not hit and kind_here and unit["kind"] != "code" and \
+            framed = not hit and kind_here and wants.kind != "procedure" and unit["kind"] != "code" and \
                 len(q & (about | under)) >= FAKE_FRAMED_COVERAGE * len(q)
             # a unit stating the asked-for kind of fact (a number for a limit question...) ranks as if it
             # covered a third more of the question
@@ -8404,7 +8408,7 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
             density = hit / math.sqrt(len(toks) or 1)
             hit = hit or (len(q) if named and unit["kind"] == "sentence" else 0)
             unit = {**unit, "n": b["n"], "pos": pos, "hit": hit, "framed": framed, "own": weight(q & toks),
-                    "coverage": said / len(q) + (FAKE_KIND_BONUS if carries else 0.0), "density": density}
+                    "coverage": said / len(q) + (bonus if carries else 0.0), "density": density}
             units.append(unit)
             if unit["kind"] == "step":
                 steps.setdefault((b["n"], unit["list"]), []).append(unit)

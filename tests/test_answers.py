@@ -526,6 +526,19 @@ def test_extractive_procedure_reads_a_list_with_its_notes_name():
     assert not localrag.fake_answer("幻灯片插件怎么开始演示？", blocks)[0].isdigit()
 
 
+def test_extractive_answer_to_a_how_question_prefers_the_instruction_on_a_near_tie():
+    """An instruction (an imperative, a key to press) ranks a little higher for a "how do I" question, enough to
+    break a near-tie, not to beat a sentence that says clearly more: "In a foldable callout, the contents are hidden
+    when collapsed." opened the answer to "How do I make a callout foldable?"."""
+    blocks = blocks_of("In a foldable callout, the contents are hidden when collapsed. You can make a callout foldable "
+                       "by adding a plus (`+`) or a minus (`-`) directly after the type identifier.")
+    blocks[0]["heading_path"] = ["Foldable callouts"]
+    answer = localrag.fake_answer("How do I make a callout foldable?", blocks)
+    assert answer.splitlines()[0].startswith("You can make a callout foldable by adding"), answer
+    # "怎么回事" asks why: no kind of fact, no instruction is wanted
+    assert localrag._answer_rule("接口老是返回 429 是怎么回事？") is None
+
+
 def test_extractive_procedure_skips_a_list_that_starts_in_the_middle():
     # steps 1-3 are bullets in this (translated) note; "4." onwards alone would read as the whole procedure
     content = ("- Sign in to your account.\n- Find two-factor authentication and select Enable.\n\n"
