@@ -6876,8 +6876,12 @@ BM25_K1, BM25_B = 1.2, 0.75
 RRF_K = 60
 POSTINGS_PER_CANDIDATE_READ = 100          # a candidate's postings by primary key cost about 100 term-index postings
 FUSION_CANDIDATES_MIN = 50                  # each channel hands this many (or 4 x top_k) candidates to the fusion
-_BM25_SQL = (f"sum(q.w * kp.tf * {BM25_K1 + 1} / (kp.tf + {BM25_K1} * ({1 - BM25_B} + {BM25_B} * kp.dl / "
-             f"CAST(:avgdl AS float8))))")
+# Rounded to 9 decimals: a float sum depends on the order its terms arrive in, which the plan decides (a nested
+# loop by term, a hash join in the postings' physical order), and plans change when statistics do (after an
+# ingest's ANALYZE): two chunks with the same statistics then differed in the last bit and swapped places between
+# runs of the same query.
+_BM25_SQL = (f"round(sum(q.w * kp.tf * {BM25_K1 + 1} / (kp.tf + {BM25_K1} * ({1 - BM25_B} + {BM25_B} * kp.dl / "
+             f"CAST(:avgdl AS float8)))) * 1e9) / 1e9")
 
 
 @dataclasses.dataclass(frozen=True)
