@@ -12791,21 +12791,26 @@ class _ProgressPrinter:
         self.phase = ""
         self.starts: dict[str, tuple[float, int]] = {}   # phase -> (time, done) when first seen: its rate's origin
         self.printed: dict[str, int] = {}                # phase -> done at its last printed line
+        self.seen: dict[str, tuple[int, int]] = {}        # phase -> (done, total) of its last call
         self.last_print = 0.0
         self.drawn = False
 
     def __call__(self, phase: str, done: int, total: int) -> None:
         now = time.monotonic()
         first = phase not in self.starts
-        if first:
+        last_done, last_total = self.seen.get(phase, (done, total))
+        if first or done < last_done or total != last_total:
+            # a phase seen again from a lower count or with another total (the next batch's "embed"): its rate
+            # counts from here, not from the first batch
             self.starts[phase] = (now, done)
-        elif self.style == "tty":
+        self.seen[phase] = (done, total)
+        if not first and self.style == "tty":
             if phase == self.phase and now - self.last_print < PROGRESS_TTY_INTERVAL_S and done != total:
                 return
         # A log line when a phase first starts, then only when both 5 s and 10% have passed: batches written
         # between files (parse+embed -> write -> parse+embed) do not each start a line.
-        elif (now - self.last_print < PROGRESS_LOG_INTERVAL_S
-              or (total and done - self.printed.get(phase, 0) < PROGRESS_LOG_FRACTION * total)):
+        elif not first and (now - self.last_print < PROGRESS_LOG_INTERVAL_S
+                            or (total and done - self.printed.get(phase, 0) < PROGRESS_LOG_FRACTION * total)):
             return
         self.phase, self.last_print, self.printed[phase] = phase, now, done
         self._write(self.line(phase, done, total, now))

@@ -462,6 +462,23 @@ def test_progress_in_a_log_is_every_5s_or_10_percent_whichever_is_rarer(monkeypa
     assert len(out.getvalue().splitlines()) <= 14
 
 
+def test_progress_rate_of_a_per_batch_phase_counts_from_its_batch(monkeypatch):
+    """"embed" runs once per batch, 0..n each time: its rate (and ETA) counts from the batch's start, not from the
+    first batch's (10 batches of 100 chunks at 100 chunks/s with a 9 s pause between them read 10 chunks/s)."""
+    import io
+    clock = Clock()
+    monkeypatch.setattr(localrag.time, "monotonic", clock)
+    out = io.StringIO()
+    p = localrag._ProgressPrinter("tty", out)
+    for batch in range(10):
+        clock.now += 9.0   # parsing and writing between the batches
+        for done in range(0, 101, 10):
+            p("embed", done, 100)
+            clock.now += 0.1
+    started = clock.now - 1.1   # the last batch's first call
+    assert "100 chunks/s" in p.line("embed", 80, 100, started + 0.8)
+
+
 def test_ingest_progress_flags(ingested, capfd):
     config, vault, _ = ingested
     code, _ = run_cli("ingest", str(vault), "--quiet")
