@@ -184,6 +184,7 @@ EXIT_OK, EXIT_INTERNAL, EXIT_USAGE, EXIT_CONFIG, EXIT_DB, EXIT_SCHEMA = 0, 1, 2,
 EXIT_NOT_READY, EXIT_EMBEDDING, EXIT_LLM, EXIT_VAULT, EXIT_PARTIAL, EXIT_EVAL, EXIT_BUSY = 6, 7, 8, 9, 10, 11, 12
 EXIT_NOT_FOUND = 13
 EXIT_MASS_DELETE = 14
+EXIT_WORKER_DIED = 15
 EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143   # 128 + SIGINT, 128 + SIGTERM, as shells report them (129: SIGHUP)
 
 
@@ -408,6 +409,11 @@ class Signalled(KeyboardInterrupt):
 
 class MassDeleteRefused(LocalRagError):
     code, http_status, exit_code = "mass_delete_refused", 409, EXIT_MASS_DELETE
+
+
+class IngestWorkerDied(LocalRagError):
+    """A parsing worker process ended under a running ingest (killed; the out-of-memory killer picks them)."""
+    code, http_status, exit_code = "ingest_worker_died", 500, EXIT_WORKER_DIED
 
 
 class LlmError(LocalRagError):
@@ -6063,9 +6069,25 @@ class _Workers:
 
     def submit(self, fn: Callable, *args: Any) -> "_WorkerResult":
         i = self.submitted % len(self.conns)
-        self.conns[i].send((fn, args))
+        try:
+            self.conns[i].send((fn, args))
+        except OSError:   # its end of the pipe is gone: the worker died
+            raise self.died(i) from None
         self.submitted += 1
-        return _WorkerResult(self.results[i])
+        return _WorkerResult(self.results[i], lambda: self.died(i))
+
+    def died(self, i: int) -> "IngestWorkerDied":
+        """The error for worker i, gone before its work was done, saying how it ended when that is known."""
+        how = "ended"
+        with contextlib.suppress(ChildProcessError, OSError, IndexError):
+            pid, status = os.waitpid(self.pids[i], os.WNOHANG)
+            if pid and os.WIFSIGNALED(status):
+                name = signal.Signals(os.WTERMSIG(status)).name
+                how = f"was killed by {name}" + (" (the out-of-memory killer sends it)" if name == "SIGKILL" else "")
+            elif pid:
+                how = f"exited with status {os.WEXITSTATUS(status)}"
+        return IngestWorkerDied(f"an ingest worker process (pid {self.pids[i] if i < len(self.pids) else '?'}) {how} "
+                                f"before its files were parsed", worker_pid=self.pids[i] if i < len(self.pids) else None)
 
     def close(self, abort: bool = False) -> None:
         """Close the pipes (idle workers exit on EOF) and reap; abort (interrupted, or an error mid-run) kills them
@@ -6098,13 +6120,15 @@ class _Workers:
 
 
 class _WorkerResult:
-    def __init__(self, results) -> None:
-        self.results = results
+    def __init__(self, results, died: Callable[[], "IngestWorkerDied"]) -> None:
+        self.results, self.died = results, died
 
     def result(self) -> Any:
         ok, value = self.results.get()
         if not ok:
             self.results.put((False, value))   # every later result of this worker fails the same way
+            if isinstance(value, (EOFError, OSError)):   # the pipe closed under the job: the worker died
+                raise self.died() from None
             raise value
         return value
 
@@ -6736,6 +6760,9 @@ def ingest(config: Config, vault: str | Path, progress: ProgressFn | None = None
                 summary = exc.message if isinstance(exc, LocalRagError) else f"{type(exc).__name__}: {exc}"
             exc.partial = _finish_run(config, store, job, "failed", summary[:2000],  # type: ignore[attr-defined]
                                       time.monotonic() - started, interrupted=interrupted)
+            if isinstance(exc, IngestWorkerDied):   # what was committed stays; say so, and how to finish
+                exc.message += _interrupted_summary(exc.partial)
+                exc.details["ingest_run"] = exc.partial
         elif interrupted and store is not None:
             _end_session(store)
         if store is not None:
@@ -12660,6 +12687,8 @@ EXIT_CODES_HELP = f"""exit codes:
   {EXIT_NOT_FOUND}  not found: a note or heading (`localrag show`), an answer record (`localrag history show ID`),
       a ticket (`localrag tickets show ID`)
   {EXIT_MASS_DELETE}  ingest refused: the vault is empty or lost over half its notes (see --allow-delete)
+  {EXIT_WORKER_DIED}  ingest stopped: a worker process died (killed, e.g. out of memory); what was committed stays,
+      rerun to finish (LOCALRAG_INGEST_WORKERS=1 parses in one process)
   {EXIT_INTERRUPTED} interrupted (Ctrl-C, SIGINT; `serve` after finishing its in-flight requests); 129 by SIGHUP.
       An interrupted ingest prints what it committed, and the next run continues from there; a second Ctrl-C
       ends at once
@@ -14233,9 +14262,9 @@ def _main(argv: Sequence[str] | None) -> int:
                                        "details": {"signal": signal.Signals(signum).name,
                                                    **({"ingest_run": partial} if partial else {})}}})
         return 128 + signum
-    except BrokenPipeError:
-        return EXIT_OK
     except Exception as exc:
+        if isinstance(exc, BrokenPipeError) and getattr(sys.stdout, "failed", False):
+            return EXIT_OK   # the reader of stdout went away (`| head -1`); any other pipe's break is an error
         if args.debug:
             raise
         text = mask_urls_in(str(exc))

@@ -378,7 +378,7 @@ def test_workers_answer_in_order_work_ahead_and_end_on_eof():
         first, second = doomed.submit(_sleepy, "a.md"), doomed.submit(_slow_stem, "b.md")
         assert second.result() == "b"
         os.kill(doomed.pids[0], signal.SIGKILL)
-        with pytest.raises((EOFError, OSError)):
+        with pytest.raises(localrag.IngestWorkerDied, match="was killed by SIGKILL"):
             first.result()
     finally:
         doomed.close(abort=True)
@@ -523,6 +523,31 @@ def test_a_stop_while_a_batch_is_written_reports_it_as_not_committed(db, tmp_pat
     assert query(db, "SELECT status, error_summary FROM ingest_runs WHERE id = :i", i=run_id)[0] == ["failed", summary]
     code, out = run_cli("ingest", str(vault), "--json")
     assert code == 0 and json.loads(out)["documents_added"] == 250
+
+
+def test_a_worker_that_dies_fails_the_run_with_its_own_exit_code(db, tmp_path):
+    """A parsing worker killed under a running ingest (the out-of-memory killer's SIGKILL) made `ingest` exit 0 with
+    no message and an empty --json output: main() took the worker pipe's BrokenPipeError for stdout's.  Now: exit 15,
+    one line naming the worker, how it ended and what was committed, the --json error body, the run row failed, and
+    the next ingest finishes the vault."""
+    vault = make_vault(tmp_path / "v400", 400)
+    key = localrag._safe_name(str(localrag.canonical_vault(vault)))
+    with localrag.Store.open(db) as holder:
+        assert holder.try_advisory_lock(localrag.INGEST_LOCK_KEY, key)   # the ingest waits here, workers forked
+        proc = start_cli("ingest", str(vault), "--json", "--wait", env=WORKERS)
+        workers = wait_for(lambda: children(proc.pid) if len(children(proc.pid)) >= 2 else None)
+        os.kill(workers[0], signal.SIGKILL)
+        holder.advisory_unlock(localrag.INGEST_LOCK_KEY, key)
+        out, err = proc.communicate(timeout=120)
+    assert proc.returncode == localrag.EXIT_WORKER_DIED == 15, err
+    line = next(line for line in err.splitlines() if line.startswith("error ["))
+    assert line.startswith(f"error [ingest_worker_died]: an ingest worker process (pid {workers[0]}) was killed by "
+                           f"SIGKILL") and "stopped and marked failed" in line and "Rerun `localrag ingest`" in line
+    body = json.loads(out)["error"]
+    assert body["code"] == "ingest_worker_died" and body["details"]["ingest_run"]["status"] == "failed"
+    assert query(db, "SELECT status FROM ingest_runs ORDER BY id DESC LIMIT 1")[0][0] == "failed"
+    code, out = run_cli("ingest", str(vault), "--json")
+    assert code == 0 and query(db, "SELECT count(*) FROM documents")[0][0] == 400
 
 
 def test_progress_and_the_stop_summary_count_the_same_commits(db, tmp_path, monkeypatch):
