@@ -14290,10 +14290,13 @@ def _report_error(exc: LocalRagError, want_json: bool) -> None:
 def _install_interrupt_handlers() -> dict:
     """SIGINT, SIGTERM and SIGHUP raise Signalled in the main thread, so every command cleans up the same way
     (workers ended, run row closed, lock released); the first one restores the defaults, so a second signal ends
-    the process at once.  Returns the previous handlers (main() restores them: tests call main in-process)."""
+    the process at once.  One the process inherited as ignored (nohup, a background job) stays ignored.  Returns
+    the previous handlers (main() restores them: tests call main in-process)."""
     if threading.current_thread() is not threading.main_thread():
         return {}
     sigs = [signal.SIGINT, signal.SIGTERM] + ([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])
+    # a signal ignored when we started stays ignored: `nohup localrag ingest … &` must outlive the SSH session
+    sigs = [sig for sig in sigs if signal.getsignal(sig) is not signal.SIG_IGN]
 
     def interrupted(signum: int, frame: Any) -> None:
         for sig in sigs:

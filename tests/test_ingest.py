@@ -550,6 +550,32 @@ def test_a_worker_that_dies_fails_the_run_with_its_own_exit_code(db, tmp_path):
     assert code == 0 and query(db, "SELECT count(*) FROM documents")[0][0] == 400
 
 
+def test_a_signal_ignored_at_start_stays_ignored(db, tmp_path):
+    """`nohup localrag ingest … &`: SIGHUP was ignored when localrag started, and localrag's own handler replaced
+    that, so the ingest died when the SSH session closed.  An inherited SIG_IGN is kept; the others still stop."""
+    vault = make_vault(tmp_path / "v50", 50)
+    key = localrag._safe_name(str(localrag.canonical_vault(vault)))
+    with localrag.Store.open(db) as holder:
+        assert holder.try_advisory_lock(localrag.INGEST_LOCK_KEY, key)
+        code = "import signal, sys, localrag\nsignal.signal(signal.SIGHUP, signal.SIG_IGN)\n" \
+               "sys.exit(localrag.main(sys.argv[1:]))\n"
+        env = cli_env({"PYTHONPATH": str(ROOT)})
+        proc = subprocess.Popen([sys.executable, "-c", code, "ingest", str(vault), "--wait"], env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        try:
+            name = localrag._ingest_session_name(proc.pid)   # its session exists: it is at the lock, waiting
+            wait_for(lambda: query(db, "SELECT count(*) FROM pg_stat_activity WHERE application_name = :n",
+                                   n=name)[0][0])
+            os.kill(proc.pid, signal.SIGHUP)
+            time.sleep(0.5)
+            assert proc.poll() is None   # still waiting for the lock
+        finally:
+            holder.advisory_unlock(localrag.INGEST_LOCK_KEY, key)
+        out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert query(db, "SELECT count(*) FROM documents")[0][0] == 50
+
+
 def test_progress_and_the_stop_summary_count_the_same_commits(db, tmp_path, monkeypatch):
     """Over several batches, every `write` progress call counts the documents its run has committed (never the files
     read), and a stop in the middle leaves exactly those in the database and in the summary."""
