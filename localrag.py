@@ -12702,8 +12702,9 @@ class _MaskingFormatter(logging.Formatter):
         return mask_urls_in(super().format(record))
 
 
-def _print_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(_jsonable(data), ensure_ascii=False, indent=2) + "\n")
+def _print_json(data: Any, compact: bool = False) -> None:
+    """A result on stdout: indented, or on one line where stdout is JSON Lines (`ask --batch`)."""
+    sys.stdout.write(json.dumps(_jsonable(data), ensure_ascii=False, indent=None if compact else 2) + "\n")
 
 
 def _say(message: str) -> None:
@@ -13199,32 +13200,37 @@ def _ask_batch(config: Config, args: argparse.Namespace) -> int:
         handle = source or open(args.batch, encoding="utf-8")
     except OSError as exc:
         raise InvalidRequest(f"cannot read --batch file {args.batch}: {exc.strerror or exc}", field="batch") from None
-    failed = total = 0
+    failed = total = written = 0
     with contextlib.ExitStack() as stack:
         if source is None:
             stack.enter_context(handle)
         store = stack.enter_context(Store.open(config))
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            total += 1
-            try:
+        try:
+            for number, line in enumerate(handle, 1):
+                if not line.strip():
+                    continue
+                total += 1
                 try:
-                    item = json.loads(line)
-                except ValueError as exc:
-                    raise InvalidRequest(f"line {number} is not JSON ({exc}); write one "
-                                         f'{{"question": ...}} object per line', field="line") from None
-                item = _check_fields(item, _ASK_FIELDS, "question")
-                _text_ok(item.get("question"), "question")
-                out = {"line": number, **ask(config, store=store, **item)}
-            except LocalRagError as exc:
-                if isinstance(exc, (DatabaseUnavailable, DatabaseError)):
-                    raise   # the next lines would fail the same way
-                failed += 1
-                _say(f"line {number}: error [{exc.code}]: {exc.message}")
-                out = {"line": number, **exc.to_dict()}
-            sys.stdout.write(json.dumps(_jsonable(out), ensure_ascii=False) + "\n")
-            sys.stdout.flush()
+                    try:
+                        item = json.loads(line)
+                    except ValueError as exc:
+                        raise InvalidRequest(f"line {number} is not JSON ({exc}); write one "
+                                             f'{{"question": ...}} object per line', field="line") from None
+                    item = _check_fields(item, _ASK_FIELDS, "question")
+                    _text_ok(item.get("question"), "question")
+                    out = {"line": number, **ask(config, store=store, **item)}
+                except LocalRagError as exc:
+                    if isinstance(exc, (DatabaseUnavailable, DatabaseError)):
+                        raise   # the next lines would fail the same way
+                    failed += 1
+                    _say(f"line {number}: error [{exc.code}]: {exc.message}")
+                    out = {"line": number, **exc.to_dict()}
+                sys.stdout.write(json.dumps(_jsonable(out), ensure_ascii=False) + "\n")
+                sys.stdout.flush()
+                written += 1
+        except KeyboardInterrupt as exc:   # main() says how far the batch got (a line being asked is not written)
+            exc.batch = {"answered": written - failed, "failed": failed}
+            raise
     _say(f"{total - failed}/{total} line(s) answered" + (f", {failed} failed" if failed else ""))
     return EXIT_PARTIAL if failed else EXIT_OK
 
@@ -14230,6 +14236,7 @@ def _main(argv: Sequence[str] | None) -> int:
     for handler in logging.getLogger().handlers:
         handler.setFormatter(_MaskingFormatter("%(levelname)s: %(message)s"))
     want_json = getattr(args, "json", False)
+    lines = getattr(args, "batch", None) is not None   # stdout is JSON Lines: an error body is one line too
     previous = _install_interrupt_handlers()
     try:
         if (want_json or args.command == "mcp") and isinstance(sys.stdout, _ResultStream):
@@ -14249,18 +14256,21 @@ def _main(argv: Sequence[str] | None) -> int:
                 _say(f"warning: {problem['message']}; ignored here (its default applies)")
         return args.func(config, args)
     except LocalRagError as exc:
-        _report_error(exc, want_json)
+        _report_error(exc, want_json, lines)
         return exc.exit_code
     except KeyboardInterrupt as exc:
         signum = getattr(exc, "signum", signal.SIGINT)
-        partial = getattr(exc, "partial", None)
+        partial, batch = getattr(exc, "partial", None), getattr(exc, "batch", None)
         message = f"interrupted ({signal.Signals(signum).name})" + (_interrupted_summary(partial) if partial else "")
+        if batch:
+            message += f": {batch['answered']} line(s) answered and written before the stop, {batch['failed']} failed"
         _say(message)
         if want_json:   # a script reading stdout gets the error body, with what an ingest committed
             with contextlib.suppress(OSError, OutputUnwritable):
                 _print_json({"error": {"code": "interrupted", "message": message,
                                        "details": {"signal": signal.Signals(signum).name,
-                                                   **({"ingest_run": partial} if partial else {})}}})
+                                                   **({"ingest_run": partial} if partial else {}),
+                                                   **({"batch": batch} if batch else {})}}}, lines)
         return 128 + signum
     except Exception as exc:
         if isinstance(exc, BrokenPipeError) and getattr(sys.stdout, "failed", False):
@@ -14272,19 +14282,19 @@ def _main(argv: Sequence[str] | None) -> int:
         if want_json:   # stdout itself may have failed (a closed pipe): stderr already has the line
             with contextlib.suppress(OSError, OutputUnwritable):
                 _print_json({"error": {"code": "internal_error", "message": f"{type(exc).__name__}: {text}",
-                                       "details": {}}})
+                                       "details": {}}}, lines)
         return EXIT_INTERNAL
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
 
 
-def _report_error(exc: LocalRagError, want_json: bool) -> None:
+def _report_error(exc: LocalRagError, want_json: bool, compact: bool = False) -> None:
     """One line on stderr; under --json the error body on stdout too (unless stdout is what failed)."""
     _say(f"error [{exc.code}]: {exc.message}")
     if want_json and not isinstance(exc, OutputUnwritable):
         with contextlib.suppress(OutputUnwritable, BrokenPipeError):
-            _print_json(exc.to_dict())
+            _print_json(exc.to_dict(), compact)
 
 
 def _install_interrupt_handlers() -> dict:

@@ -1,6 +1,7 @@
 """CLI conventions: every command has help with an example, --json keeps stdout pure, exit codes documented."""
 
 import json
+import signal
 import os
 import re
 import subprocess
@@ -292,6 +293,25 @@ def test_ask_batch_writes_one_result_per_line_and_goes_on_past_failures(ingested
     assert proc.returncode == localrag.EXIT_USAGE and json.loads(proc.stdout)["error"]["details"]["field"] == "batch"
     proc = _cli("ask", "a question", "--batch", str(ok), "--json")
     assert proc.returncode == localrag.EXIT_USAGE
+
+
+def test_an_interrupted_batch_keeps_its_output_json_lines_and_says_how_far_it_got(ingested):
+    """SIGTERM between two lines of `ask --batch - --json`: stdout stays JSON Lines (the error body was an indented,
+    multi-line object after the result lines) and stderr says how many lines were answered."""
+    proc = subprocess.Popen([sys.executable, "-m", "localrag", "ask", "--batch", "-", "--json"], cwd=ROOT,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    proc.stdin.write(json.dumps({"question": "客户 P1 工单应该怎么升级？"}, ensure_ascii=False) + "\n")
+    proc.stdin.flush()
+    first = proc.stdout.readline()   # answered and written; the batch now waits for its next line
+    os.kill(proc.pid, signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err
+    lines = [first, *out.splitlines()]
+    assert json.loads(lines[0])["line"] == 1 and len(lines) == 2
+    body = json.loads(lines[1])["error"]
+    assert body["code"] == "interrupted" and body["details"]["batch"] == {"answered": 1, "failed": 0}
+    assert "interrupted (SIGTERM): 1 line(s) answered and written before the stop, 0 failed" in err
 
 
 @pytest.mark.parametrize("args", [["search", "--top-k", "x", "--json"], ["search", "--json"],
