@@ -12107,7 +12107,7 @@ def serve(config: Config, host: str, port: int, ready: Callable[[str], None] | N
         threading.Thread(target=server.shutdown, daemon=True).start()
 
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
-    outcome = {"signal": None, "requests": 0, "in_flight_finished": 0, "in_flight_cut": 0}
+    outcome = {"signal": None, "requests": 0, "in_flight_finished": 0, "in_flight_cut": 0, "cut_by": None}
     try:
         if ready:
             ready(_server_url(server))
@@ -12127,7 +12127,8 @@ def serve(config: Config, host: str, port: int, ready: Callable[[str], None] | N
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         outcome.update(signal=received[0] if received else None, requests=server.requests,
-                       in_flight_finished=max(in_flight - cut, 0), in_flight_cut=cut)
+                       in_flight_finished=max(in_flight - cut, 0), in_flight_cut=cut,
+                       cut_by="a second signal" if hurry.is_set() else "grace")
     return outcome
 
 
@@ -13653,7 +13654,8 @@ def _cmd_serve(config: Config, args: argparse.Namespace) -> int:
                                            f"Ctrl-C to stop"))
     name = {signal.SIGINT: "SIGINT", signal.SIGTERM: "SIGTERM"}.get(outcome["signal"], "a signal")
     _say(f"stopped on {name}: {outcome['requests']} request(s) served; {outcome['in_flight_finished']} in flight "
-         f"finished" + (f", {outcome['in_flight_cut']} cut off after the {args.grace:g} s grace"
+         f"finished" + ((f", {outcome['in_flight_cut']} cut off by a second signal" if outcome["cut_by"] !=
+                         "grace" else f", {outcome['in_flight_cut']} cut off after the {args.grace:g} s grace")
                         if outcome["in_flight_cut"] else ""))
     return EXIT_TERMINATED if outcome["signal"] == signal.SIGTERM else EXIT_INTERRUPTED
 
@@ -14204,6 +14206,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     result = sys.stdout = _ResultStream(saved_stdout)
     try:
         return _main(argv)
+    except KeyboardInterrupt:   # Ctrl-C before the command's handlers were in place (reading the arguments)
+        _say("interrupted (SIGINT)")
+        return EXIT_INTERRUPTED
     finally:
         # A stream that failed may still hold the failed text in its buffer; the interpreter flushes sys.stdout and
         # sys.stderr at exit, and a failing flush there would turn the exit code into 120.

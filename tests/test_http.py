@@ -1458,6 +1458,7 @@ def test_a_second_signal_ends_at_once(ingested, upstream, serve_process):
         assert time.monotonic() - started < 5
     finally:
         conn.close()
+    assert "1 cut off by a second signal" in server.all_stderr()   # it said "after the 60 s grace"
 
 
 # === self-healing: the embedded Postgres killed -9 under a serving process =========================================
