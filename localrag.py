@@ -6080,7 +6080,11 @@ class _Workers:
         """The error for worker i, gone before its work was done, saying how it ended when that is known."""
         how = "ended"
         with contextlib.suppress(ChildProcessError, OSError, IndexError):
+            deadline = time.monotonic() + 1.0   # its pipe closes as it dies: it may not be reapable yet
             pid, status = os.waitpid(self.pids[i], os.WNOHANG)
+            while not pid and time.monotonic() < deadline:
+                time.sleep(0.01)
+                pid, status = os.waitpid(self.pids[i], os.WNOHANG)
             if pid and os.WIFSIGNALED(status):
                 name = signal.Signals(os.WTERMSIG(status)).name
                 how = f"was killed by {name}" + (" (the out-of-memory killer sends it)" if name == "SIGKILL" else "")
