@@ -146,6 +146,7 @@ HTTP_SHUTDOWN_GRACE_S = 10.0               # on SIGINT/SIGTERM, in-flight reques
 HTTP_RETRY_AFTER_S = 5                     # Retry-After on a 503 while the database is down or restarting
 EMBEDDED_MIN_FREE_MB = 64                  # a new embedded cluster takes ~40 MB before any data
 EMBEDDED_START_TIMEOUT_S = 120.0          # starting the embedded server may mean waiting out crash recovery
+EMBEDDED_RECOVERY_POLL_S = 0.25          # how often a command retries a server in crash recovery
 EMBEDDED_STOP_WAIT_S = 15.0               # a server left on an unfinished cluster: its fast shutdown, then SIGKILL
 EMBEDDED_DB_NAME = "localrag"
 # The embedded server's shared_buffers: "auto" is a quarter of the machine's memory (or of the container's limit),
@@ -227,6 +228,10 @@ class DatabaseUnavailable(LocalRagError):
 
     def headers(self) -> dict:
         return {"Retry-After": str(HTTP_RETRY_AFTER_S)} if self.transient else {}
+
+
+class DatabaseConnectionLost(DatabaseUnavailable):
+    """The connection was cut (SQLSTATE class 08, a socket error): the code stays database_unavailable."""
 
 
 class DatabaseMissing(DatabaseUnavailable):
@@ -3938,7 +3943,7 @@ def _translate_db_error(exc: BaseException, target: DbTarget) -> LocalRagError:
                 if not target.embedded else "turn default_transaction_read_only off (ALTER DATABASE ... RESET)")
         return DatabaseReadOnly(f"{display} accepts no writes ({msg}); {hint}", url=display, sqlstate=code)
     if code.startswith("08"):
-        return DatabaseUnavailable(f"lost the database connection to {display} ({msg}); retry", url=display,
+        return DatabaseConnectionLost(f"lost the database connection to {display} ({msg}); retry", url=display,
                                    sqlstate=code)
     if code:
         return DatabaseError(f"database error at {display}: {msg}", sqlstate=code, url=display)
@@ -3965,7 +3970,8 @@ def _translate_db_error(exc: BaseException, target: DbTarget) -> LocalRagError:
     if isinstance(exc, (pg8000.InterfaceError, OSError, ConnectionError, struct.error)):
         why = os_error.strerror if os_error is not None and os_error.strerror else "the server closed it"
         hint = HINT_EMBEDDED_RETRY if target.embedded else "retry; if it persists, check the server and its log"
-        return DatabaseUnavailable(f"lost the database connection to {display} ({why.lower()}); {hint}", url=display)
+        return DatabaseConnectionLost(f"lost the database connection to {display} ({why.lower()}); {hint}",
+                                      url=display)
     return DatabaseError(f"database error at {display}: {type(exc).__name__}", url=display)
 
 
@@ -4665,16 +4671,25 @@ class Store:
         """A connection to the configured database; the embedded server is (re)started when it is down."""
         ready = _embedded_ready_target(config)
         if ready is not None:  # it runs: connect straight away (the full check below when that fails)
-            with contextlib.suppress(DatabaseRefused, DatabaseShuttingDown, DatabaseMissing):
+            with contextlib.suppress(DatabaseRefused, DatabaseShuttingDown, DatabaseConnectionLost, DatabaseMissing):
                 return cls(ready)
-        target = db_target(config)
-        try:
-            return cls(target)
-        except (DatabaseRefused, DatabaseShuttingDown):
-            if not target.embedded:
-                raise
-            # it died (or began crash recovery) after db_target looked: restart it / wait for it, once
+        if config.database_url:
             return cls(db_target(config))
+        # The embedded server: it may have died (db_target starts it again) or be in crash recovery with its
+        # postmaster alive (one backend killed, say by the OOM killer: the postmaster ends every session and replays
+        # its WAL while postmaster.pid still says "ready"), refusing connections for seconds.  Waited out.
+        deadline, said = time.monotonic() + EMBEDDED_START_TIMEOUT_S, False
+        while True:
+            try:
+                return cls(db_target(config))
+            except (DatabaseRefused, DatabaseShuttingDown, DatabaseConnectionLost) as exc:
+                if time.monotonic() > deadline:
+                    raise
+                if not said and isinstance(exc, DatabaseShuttingDown):
+                    said = True
+                    LOG.warning("the embedded Postgres is recovering from a crash; waiting for it (up to %.0f s; its "
+                                "log: %s)", EMBEDDED_START_TIMEOUT_S, config.localrag_home / "pgdata" / "log")
+                time.sleep(EMBEDDED_RECOVERY_POLL_S)
 
     def run(self, sql: str, stream: Any = None, **params: Any) -> list:
         for name in _text_array_params(sql):

@@ -892,9 +892,6 @@ def test_a_running_embedded_server_is_reached_without_checking_again(pg_home):
 
 # --- an interrupted first start (initdb) never leaves a home unusable or a trust server running ------------------
 
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-
 def _cluster_processes(pgdata: Path) -> list:
     """Live initdb/postgres processes naming this data folder, and its postmaster (postmaster.pid)."""
     import psutil
@@ -1013,3 +1010,47 @@ def test_a_half_made_cluster_is_stopped_and_made_again(pg_home):
         localrag.stop_embedded(cfg)
         for p in _cluster_processes(pgdata):      # whatever a failed run left
             p.kill()
+
+
+def test_a_command_waits_out_crash_recovery_after_one_backend_is_killed(pg_home, monkeypatch, caplog):
+    """kill -9 of one backend (what the OOM killer picks): the postmaster lives on, ends every session and replays
+    its WAL while postmaster.pid still says "ready", refusing connections with 57P03 ("in recovery mode", "not yet
+    accepting connections").  A command started then exited 4 (database_shutting_down) at once; now it waits (the
+    same bounded wait as for a dead server) and says so."""
+    import signal
+    import time
+
+    import pg8000.native
+    home = pg_home / "h"
+    for key in localrag.ENV_KEYS:
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("LOCALRAG_HOME", str(home))
+    monkeypatch.chdir(pg_home)
+    cfg = localrag.load_config()
+    env = dict(os.environ, PYTHONPATH=str(Path(localrag.__file__).parent))
+    try:
+        # started by another process, so this one checks everything afresh, as a new command does
+        init = subprocess.run([sys.executable, "-m", "localrag", "db", "init"], env=env, capture_output=True,
+                              text=True, timeout=120)
+        assert init.returncode == 0, init.stderr
+        kwargs = localrag._embedded_ready_target(cfg).kwargs
+        con = pg8000.native.Connection(**kwargs)
+        # WAL to replay, so that recovery lasts about a second rather than a few milliseconds
+        con.run("CREATE TABLE wal_filler AS SELECT g, repeat(md5(g::text), 16) AS pad FROM generate_series(1, 300000) g")
+        os.kill(con.run("SELECT pg_backend_pid()")[0][0], signal.SIGKILL)
+        deadline, recovering = time.monotonic() + 30, False
+        while not recovering and time.monotonic() < deadline:
+            try:
+                pg8000.native.Connection(**kwargs).close()
+            except pg8000.native.DatabaseError as exc:
+                recovering = exc.args[0].get("C") == "57P03"
+            except Exception:
+                pass     # the postmaster is ending the sessions
+            time.sleep(0.005)
+        assert recovering
+        with caplog.at_level("WARNING", logger="localrag"):
+            code, out = run_cli("db", "status", "--json")
+        assert code == 0 and json.loads(out)["schema_initialized"] is True
+        assert "the embedded Postgres is recovering from a crash; waiting for it" in caplog.text
+    finally:
+        localrag.stop_embedded(cfg)
