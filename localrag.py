@@ -5072,12 +5072,22 @@ class Store:
                  "WHERE vault_path = :v AND status = 'running'", v=vault_path)
 
     def unanalyzed_tables(self, min_rows: int) -> list[str]:
-        """The tables an ingest's opening queries read that a bulk load left unanalyzed (more than `min_rows`, and
-        more than a quarter of their rows, changed since their last analyze: a killed first ingest), sorted."""
+        """The tables an ingest's opening queries read whose planner statistics cannot be trusted, sorted: a bulk
+        load left them unanalyzed (more than `min_rows`, and more than a quarter of their rows, changed since their
+        last analyze: a killed first ingest), or the server crashed since.
+
+        Crash recovery discards the statistics counters, so a crash in the middle of a load hid it from the first
+        test (n_live_tup and n_mod_since_analyze read 0) while reltuples still described the table before the load:
+        the next ingest's diff query then ran for minutes.  The sign chosen for that is the counters' own state:
+        no live row, no change and no analyze ever recorded (last_analyze and last_autoanalyze NULL) for a table
+        whose file is not empty.  Any table that ever held a row shows a count or an analyze time until the
+        counters are lost, and a new table's file is empty, so the sign means a crash (or pg_stat_reset) and costs
+        one stat() per table; comparing reltuples with a count(*) would read the tables."""
         return sorted(r[0] for r in self.run(
             "SELECT relname FROM pg_stat_user_tables WHERE schemaname = current_schema() AND relname IN ('documents', "
-            "'chunks', 'embeddings', 'keyword_chunks', 'links') AND n_mod_since_analyze > greatest(:n, n_live_tup / 4)",
-            n=min_rows))
+            "'chunks', 'embeddings', 'keyword_chunks', 'links') AND (n_mod_since_analyze > greatest(:n, n_live_tup / 4)"
+            " OR (n_live_tup = 0 AND n_mod_since_analyze = 0 AND last_analyze IS NULL AND last_autoanalyze IS NULL"
+            " AND pg_relation_size(relid) > 0))", n=min_rows))
 
     def analyze(self, tables: Sequence[str]) -> None:
         """ANALYZE these tables (our own names, never user input): fresh planner statistics after a bulk change."""
@@ -6843,8 +6853,8 @@ def ingest(config: Config, vault: str | Path, progress: ProgressFn | None = None
         _acquire_ingest_lock(store, vault_key, wait, notice)
         # Runs left 'running' by a process that died (the lock is free, so nobody owns them) are failed runs.
         store.fail_abandoned_runs(vault_key)
-        # Tables a killed first ingest left loaded but unanalyzed: the planner would guess there, and its guesses
-        # for just-loaded tables once kept a run silent for minutes.
+        # Tables a killed first ingest left loaded but unanalyzed, or whose statistics a server crash discarded: the
+        # planner would guess there, and its guesses for just-loaded tables once kept a run silent for minutes.
         stale = store.unanalyzed_tables(BULK_CHANGE_ROWS)
         if stale:
             if progress:
