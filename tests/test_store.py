@@ -922,7 +922,8 @@ def _wait_for_initdb(proc, pgdata: Path, stage: str):
         for p in psutil.Process(proc.pid).children(recursive=True):
             with contextlib.suppress(psutil.Error):
                 if p.name() == "initdb" and str(pgdata) in p.cmdline():
-                    if stage == "initdb" or any("--single" in " ".join(c.cmdline()) for c in p.children(recursive=True)):
+                    backends = [" ".join(c.cmdline()) for c in p.children(recursive=True)]
+                    if stage == "initdb" or any("--single" in b for b in backends):
                         return p
         time.sleep(0.005)
     raise AssertionError("initdb never ran")
@@ -1036,7 +1037,8 @@ def test_a_command_waits_out_crash_recovery_after_one_backend_is_killed(pg_home,
         kwargs = localrag._embedded_ready_target(cfg).kwargs
         con = pg8000.native.Connection(**kwargs)
         # WAL to replay, so that recovery lasts about a second rather than a few milliseconds
-        con.run("CREATE TABLE wal_filler AS SELECT g, repeat(md5(g::text), 16) AS pad FROM generate_series(1, 300000) g")
+        con.run("CREATE TABLE wal_filler AS SELECT g, repeat(md5(g::text), 16) AS pad "
+                "FROM generate_series(1, 300000) g")
         os.kill(con.run("SELECT pg_backend_pid()")[0][0], signal.SIGKILL)
         deadline, recovering = time.monotonic() + 30, False
         while not recovering and time.monotonic() < deadline:
