@@ -266,15 +266,20 @@ def pg_home():
     shutil.rmtree(base, ignore_errors=True)
 
 
-def test_db_stop_refuses_while_an_ingest_holds_a_vault_unless_forced(pg_home, monkeypatch):
-    """`db stop` during an ingest killed it (exit 4, run failed) and reported stopped: true.  Now it names the
-    ingest and refuses (exit 12) unless --force; connected sessions (a serve's pool) are counted in the output."""
+def _own_home(pg_home: Path, monkeypatch) -> tuple[Path, "localrag.Config"]:
+    """A LOCALRAG_HOME of its own under pg_home, no other setting from the environment: (home, its config)."""
     home = pg_home / "h"
     for key in localrag.ENV_KEYS:
         monkeypatch.delenv(key, raising=False)
     monkeypatch.setenv("LOCALRAG_HOME", str(home))
     monkeypatch.chdir(pg_home)
-    cfg = localrag.load_config()
+    return home, localrag.load_config()
+
+
+def test_db_stop_refuses_while_an_ingest_holds_a_vault_unless_forced(pg_home, monkeypatch):
+    """`db stop` during an ingest killed it (exit 4, run failed) and reported stopped: true.  Now it names the
+    ingest and refuses (exit 12) unless --force; connected sessions (a serve's pool) are counted in the output."""
+    home, cfg = _own_home(pg_home, monkeypatch)
     try:
         localrag.db_init(cfg)
         vault = str(pg_home / "vault")
@@ -1022,12 +1027,7 @@ def test_a_command_waits_out_crash_recovery_after_one_backend_is_killed(pg_home,
     import time
 
     import pg8000.native
-    home = pg_home / "h"
-    for key in localrag.ENV_KEYS:
-        monkeypatch.delenv(key, raising=False)
-    monkeypatch.setenv("LOCALRAG_HOME", str(home))
-    monkeypatch.chdir(pg_home)
-    cfg = localrag.load_config()
+    home, cfg = _own_home(pg_home, monkeypatch)
     env = dict(os.environ, PYTHONPATH=str(Path(localrag.__file__).parent))
     try:
         # started by another process, so this one checks everything afresh, as a new command does
