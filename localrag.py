@@ -6224,20 +6224,17 @@ class _Workers:
 
     def died(self, i: int) -> "IngestWorkerDied":
         """The error for worker i, gone before its work was done, saying how it ended when that is known."""
-        how = "ended"
-        with contextlib.suppress(ChildProcessError, OSError, IndexError):
-            deadline = time.monotonic() + 1.0   # its pipe closes as it dies: it may not be reapable yet
-            pid, status = os.waitpid(self.pids[i], os.WNOHANG)
-            while not pid and time.monotonic() < deadline:
-                time.sleep(0.01)
-                pid, status = os.waitpid(self.pids[i], os.WNOHANG)
+        worker, how = self.pids[i], "ended"
+        with contextlib.suppress(ChildProcessError, OSError):
+            # its pipe closes as it dies: it may not be reapable yet
+            pid, status = _reaped(worker, time.monotonic() + 1.0)
             if pid and os.WIFSIGNALED(status):
                 name = signal.Signals(os.WTERMSIG(status)).name
                 how = f"was killed by {name}" + (" (the out-of-memory killer sends it)" if name == "SIGKILL" else "")
             elif pid:
                 how = f"exited with status {os.WEXITSTATUS(status)}"
-        return IngestWorkerDied(f"an ingest worker process (pid {self.pids[i] if i < len(self.pids) else '?'}) {how} "
-                                f"before its files were parsed", worker_pid=self.pids[i] if i < len(self.pids) else None)
+        return IngestWorkerDied(f"an ingest worker process (pid {worker}) {how} before its files were parsed",
+                                worker_pid=worker)
 
     def close(self, abort: bool = False) -> None:
         """Close the pipes (idle workers exit on EOF) and reap; abort (interrupted, or an error mid-run) kills them
@@ -6257,16 +6254,22 @@ class _Workers:
         deadline = time.monotonic() + 5.0
         for pid in self.pids:
             with contextlib.suppress(ChildProcessError):
-                done = os.waitpid(pid, os.WNOHANG)
-                while done == (0, 0):
-                    if time.monotonic() > deadline:
-                        os.kill(pid, signal.SIGKILL)
-                        done = os.waitpid(pid, 0)
-                        break
-                    time.sleep(0.01)
-                    done = os.waitpid(pid, os.WNOHANG)
+                done = _reaped(pid, deadline)
+                if done == (0, 0):
+                    os.kill(pid, signal.SIGKILL)
+                    done = os.waitpid(pid, 0)
                 self.statuses.append(done[1])
         self.pids = []
+
+
+def _reaped(pid: int, deadline: float) -> tuple[int, int]:
+    """os.waitpid(pid) polled until the child has exited or the monotonic `deadline` passed: (0, 0) if it has
+    not."""
+    done = os.waitpid(pid, os.WNOHANG)
+    while done == (0, 0) and time.monotonic() < deadline:
+        time.sleep(0.01)
+        done = os.waitpid(pid, os.WNOHANG)
+    return done
 
 
 class _WorkerResult:
@@ -8518,6 +8521,13 @@ def _defines(text: str, subject: str) -> bool:
     return bool(re.match(rf"(?:an?\s+|the\s+)?{words}(?:e?s)?{_DEFINES_RE}", text.strip(), re.I))
 
 
+def _list_items(units: Sequence[dict], pos: int) -> list[dict]:
+    """The items of the list that units[pos] leads into ("… the following types:"), in order; none when it leads
+    into no list."""
+    follows = units[pos].get("list_follows")
+    return [v for v in units[pos + 1:] if v.get("list") == follows] if follows else []
+
+
 def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX_SENTENCES,
                 weights: dict[str, float] | None = None) -> str:
     """The fake LLM: whole sentences and whole list items from the blocks, ranked by how much of the question's
@@ -8525,9 +8535,9 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
     then by block order, then by density), at most ``max_sentences``, each followed by its [n].  A procedure
     question gets a numbered list's steps, in order, after the sentence that leads into them: the list whose
     headings and lead say most of the question (then its best step, then block order).  Deterministic;
-    never a word from outside the blocks; INSUFFICIENT_TEXT when nothing in them covers the question.  What is
-    covered is weighed by ``weights`` (the retrieval's idf weight of each question term: "footnote" says more
-    than "add"); without them every term weighs the same."""
+    never a word from outside the blocks; INSUFFICIENT_TEXT when nothing in them covers the question.  Between
+    units that cover as much, ``weights`` (the retrieval's idf weight of each question term: "footnote" says more
+    than "add") decide by what each says in its own words; without them every term weighs the same."""
     q = answer_terms(question)
     if not q:
         q = set(keyword_terms(question)) or set(fake_tokens(question))
@@ -8570,9 +8580,8 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
                 hit = len(q & toks)
             # a lead-in comes with its list: it carries what its items do ("Obsidian supports the following file
             # types:" and `.md`, `.canvas` ... for "which formats")
-            carried = unit["text"] + "".join("\n" + v["text"] for v in raw[pos + 1:]
-                                             if unit.get("list_follows") and v.get("list") == unit["list_follows"])
-            kind_here = bool(wants and unit["kind"] != "heading" and wants.carried_by(question, carried))
+            kind_here = bool(wants and unit["kind"] != "heading" and wants.carried_by(question, "\n".join(
+                [unit["text"], *(v["text"] for v in _list_items(raw, pos))])))
             if unit["kind"] == "heading":   # a heading inside the block: what the text under it is about
                 under = q & answer_terms(unit["text"])
             # the asked-for kind of fact under headings that ask the question itself answers it in its own words:
@@ -8705,7 +8714,7 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
         if not u.get("list_follows") or shown_lists or \
                 u["coverage"] < FAKE_LIST_MIN_RELATIVE_COVERAGE * ranked[0]["coverage"]:
             return []   # one list per answer, and one about the question: a list makes an answer long
-        items = [v for v in units_of[u["n"]][u["pos"] + 1:] if v.get("list") == u["list_follows"]]
+        items = _list_items(units_of[u["n"]], u["pos"])
         if not items or len(items) > FAKE_MAX_STEPS or not all(re.search(r"\w", v["text"]) for v in items):
             return []
         nonlocal shown
