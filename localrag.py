@@ -4360,7 +4360,7 @@ def _signals_deferred(note: str) -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    sigs = [signal.SIGINT, signal.SIGTERM] + ([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])
+    sigs = _stop_signals()
     caught: list[int] = []
 
     def hold(signum: int, frame: Any) -> None:
@@ -14462,6 +14462,13 @@ def _report_error(exc: LocalRagError, want_json: bool, compact: bool = False) ->
             _print_json(exc.to_dict(), compact)
 
 
+def _stop_signals() -> list[int]:
+    """The signals that stop a command (SIGINT, SIGTERM, SIGHUP), less any ignored when the process started: a
+    signal ignored then stays ignored (`nohup localrag ingest … &` must outlive the SSH session)."""
+    sigs = [signal.SIGINT, signal.SIGTERM] + ([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])
+    return [sig for sig in sigs if signal.getsignal(sig) is not signal.SIG_IGN]
+
+
 def _install_interrupt_handlers() -> dict:
     """SIGINT, SIGTERM and SIGHUP raise Signalled in the main thread, so every command cleans up the same way
     (workers ended, run row closed, lock released); the first one restores the defaults, so a second signal ends
@@ -14469,9 +14476,7 @@ def _install_interrupt_handlers() -> dict:
     the previous handlers (main() restores them: tests call main in-process)."""
     if threading.current_thread() is not threading.main_thread():
         return {}
-    sigs = [signal.SIGINT, signal.SIGTERM] + ([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])
-    # a signal ignored when we started stays ignored: `nohup localrag ingest … &` must outlive the SSH session
-    sigs = [sig for sig in sigs if signal.getsignal(sig) is not signal.SIG_IGN]
+    sigs = _stop_signals()
 
     def interrupted(signum: int, frame: Any) -> None:
         for sig in sigs:
