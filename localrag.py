@@ -7152,6 +7152,14 @@ def validate_retrieval(value: Any, config: Config) -> str:
     return value
 
 
+def _overlapping_bigrams(terms: Sequence[str], i: int) -> list[str]:
+    """The CJK bigrams next to terms[i] in question order that share a character with it (天气 and 海天 in
+    上海天气): the pieces of one run of characters, cut into overlapping pairs."""
+    term = terms[i]
+    return [terms[j] for j in (i - 1, i + 1) if 0 <= j < len(terms) and len(terms[j]) == 2 and is_cjk_term(terms[j])
+            and (terms[j][1] == term[0] if j < i else term[1] == terms[j][0])]
+
+
 def query_term_weights(terms: Sequence[str], n_chunks: int, df: dict[str, int],
                        unseen_cjk_backoff: float) -> list[dict]:
     """Each distinct query term with its df and idf (BM25's, always > 0) and its weight in coverage: the idf,
@@ -7160,12 +7168,7 @@ def query_term_weights(terms: Sequence[str], n_chunks: int, df: dict[str, int],
     those count for `unseen_cjk_backoff` of their idf.  `terms` in question order (overlap is read from
     neighbours).  Pure."""
     def known_neighbour(i: int) -> bool:
-        term = terms[i]
-        for j in (i - 1, i + 1):
-            if 0 <= j < len(terms) and df.get(terms[j], 0) and len(terms[j]) == 2 and is_cjk_term(terms[j]) and \
-                    (terms[j][1] == term[0] if j < i else term[1] == terms[j][0]):
-                return True
-        return False
+        return any(df.get(t, 0) for t in _overlapping_bigrams(terms, i))
 
     weights: dict[str, float] = {}
     for i, term in enumerate(terms):
@@ -7520,16 +7523,14 @@ def _lone_bigram(i: int, terms: Sequence[str]) -> bool:
     """Whether terms[i] is a CJK bigram that no neighbouring term overlaps (a two-character run of its own: a word,
     not a piece of a longer run cut at an arbitrary place) and no colloquial question word."""
     term = terms[i]
-    if len(term) != 2 or not is_cjk_term(term) or term in _QUESTION_CJK_IDIOMS:
-        return False
-    before = terms[i - 1] if i > 0 else ""
-    after = terms[i + 1] if i + 1 < len(terms) else ""
-    return not (before[-1:] == term[0] and is_cjk_term(before)) and not (after[:1] == term[1] and is_cjk_term(after))
+    return len(term) == 2 and is_cjk_term(term) and term not in _QUESTION_CJK_IDIOMS and \
+        not _overlapping_bigrams(terms, i)
 
 
 def gate_signals(retrieved: dict) -> dict:
     """The gate's inputs from a run_retrieval() result.  Pure."""
     results, terms = retrieved["results"], retrieved["terms"]
+    names = [t["term"] for t in terms]
     total = sum(t["weight"] for t in terms)
     weight = {t["term"]: t["weight"] for t in terms}
     # The best single chunk of the top few, not their union: an answer's terms occur together, while an off-topic
@@ -7552,7 +7553,7 @@ def gate_signals(retrieved: dict) -> dict:
         # word when it stands alone between function words (电池 and 保养 in 笔记本电脑的电池应该怎么保养: no bigram of
         # the question overlaps it)
         "unknown_words": [t["term"] for i, t in enumerate(terms) if not t["df"] and (
-            not is_cjk_term(t["term"]) or _lone_bigram(i, [u["term"] for u in terms]))],
+            not is_cjk_term(t["term"]) or _lone_bigram(i, names))],
         "query_terms": len(terms),
         "results": len(results),
         "scope_empty": bool(retrieved.get("scope_empty")),
