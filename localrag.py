@@ -271,6 +271,11 @@ class DatabaseReadOnly(DatabaseError):
     code, http_status = "database_read_only", 503   # SQLSTATE 25006
 
 
+class ServerStopping(LocalRagError):
+    """`serve` was stopped while this request was in flight and the grace ran out (or a second signal came)."""
+    code, http_status, exit_code = "server_stopping", 503, EXIT_TERMINATED
+
+
 class ApiTokenRequired(LocalRagError):
     code, http_status, exit_code = "api_token_required", 500, EXIT_CONFIG
 
@@ -11922,6 +11927,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def handle_one_request(self) -> None:
         self._deadline, self._receiving, self._bytes_seen, self._timed_out = None, True, False, False
         self._started, self._logged, self._status = time.perf_counter(), False, 0
+        self._writing, self._cut, self._streaming = threading.RLock(), False, False
         self.requestline, self.raw_requestline, self.command = "", b"", None   # none yet (a timeout may come first)
         if not self.server.track(self.connection, "idle"):
             self.close_connection = True          # the server is stopping: no new request on this connection
@@ -11956,9 +11962,42 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         """The request is read: from here on it is in flight (shutdown lets it finish within the grace)."""
         self._receiving, self._deadline = False, None
         self.connection.settimeout(self.timeout)
-        self.server.track(self.connection, "working")
+        self.server.track(self.connection, "working", self._farewell)
+
+    def _farewell(self, why: str) -> None:
+        """Called by `serve` (its main thread) on a request still in flight when it closes the connection: say so
+        before the socket goes, as a 503 `server_stopping` if nothing was sent yet, as an SSE `error` event if a
+        stream had begun.  Every later write of the request's own thread is refused (see _guard)."""
+        if not self._writing.acquire(timeout=0.5):   # a write blocked on a client that does not read: skip it
+            return
+        try:
+            if self._cut:
+                return
+            exc = ServerStopping(f"the server stopped ({why}) before this request finished; send it again once "
+                                 f"the server is back")
+            with contextlib.suppress(OSError):
+                if self._streaming:
+                    self._sse("error", _error_body(exc)[1])
+                elif not self._status:
+                    self.close_connection = True
+                    self._send_json(*_error_body(exc), exc.headers())
+            self._cut = True
+            # the request's own thread may never return (a model that does not answer): its line is written now
+            self._access_log(self.command or "-", urllib.parse.urlsplit(self.path).path, self._status, self._started)
+        finally:
+            self._writing.release()
+
+    def _guard(self) -> None:
+        """Before a write: a request `serve` has already answered with server_stopping writes nothing more."""
+        if self._cut:
+            raise BrokenPipeError("the server cut this request off")
 
     def _send_json(self, status: int, payload: dict | RawResponse, extra: dict | None = None) -> None:
+        with self._writing:
+            self._guard()
+            self._write_json(status, payload, extra)
+
+    def _write_json(self, status: int, payload: dict | RawResponse, extra: dict | None) -> None:
         if isinstance(payload, RawResponse):
             data, content_type = payload.body, payload.content_type
             extra = {**dict(payload.headers), **(extra or {})}
@@ -12093,20 +12132,27 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 self._send_error(exc)
         finally:
             self._close_if_body_unread()
-            self._access_log(method, path, self._status, self._started)
+            if not self._cut:    # else _farewell logged it
+                self._access_log(method, path, self._status, self._started)
+
+    def _sse(self, name: str, data: dict) -> None:
+        """One server-sent event; the first also sends the status line and headers (call holding _writing)."""
+        if not self._status:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+            self.send_header("Cache-Control", "no-cache")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self._status, self._streaming = 200, True
+            self.close_connection = True
+        self.wfile.write(f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode("utf-8"))
+        self.wfile.flush()
 
     def _stream(self, response: StreamResponse) -> None:
         def emit(name: str, data: dict) -> None:
-            if not self._status:
-                self.send_response(200)
-                self.send_header("Content-Type", "text/event-stream; charset=utf-8")
-                self.send_header("Cache-Control", "no-cache")
-                self.send_header("Connection", "close")
-                self.end_headers()
-                self._status = 200
-                self.close_connection = True
-            self.wfile.write(f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode("utf-8"))
-            self.wfile.flush()
+            with self._writing:
+                self._guard()
+                self._sse(name, data)
 
         try:
             response.run(emit)
@@ -12160,6 +12206,7 @@ class _Server(http.server.ThreadingHTTPServer):
         self.address_family = family
         super().__init__(address, handler)
         self.conns: dict[socket.socket, str] = {}   # each open connection: idle, receiving or working
+        self.farewells: dict[socket.socket, Callable[[str], None]] = {}   # the working ones' _Handler._farewell
         self.conns_lock = threading.Lock()
         self.stopping = False
         self.requests = 0
@@ -12170,16 +12217,20 @@ class _Server(http.server.ThreadingHTTPServer):
                 self.socket.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
         super().server_bind()
 
-    def track(self, sock: socket.socket, state: str | None) -> bool:
-        """Record a connection's state (None: finished); False when the server is stopping and it is idle."""
+    def track(self, sock: socket.socket, state: str | None, farewell: Callable[[str], None] | None = None) -> bool:
+        """Record a connection's state (None: finished) and, while it works, what to tell its client if it is cut
+        off; False when the server is stopping and it is idle."""
         with self.conns_lock:
             if state is None:
                 self.conns.pop(sock, None)
+                self.farewells.pop(sock, None)
                 return True
             if state == "idle" and self.stopping:
                 return False
             if state == "working":
                 self.requests += 1
+                if farewell:
+                    self.farewells[sock] = farewell
             self.conns[sock] = state
             return True
 
@@ -12187,11 +12238,15 @@ class _Server(http.server.ThreadingHTTPServer):
         with self.conns_lock:
             return sum(1 for state in self.conns.values() if state == "working")
 
-    def close_connections(self, include_working: bool) -> int:
-        """End idle and half-received connections (and, after the grace, the working ones); returns how many."""
+    def close_connections(self, include_working: bool, why: str = "") -> int:
+        """End idle and half-received connections (and, after the grace, the working ones, whose clients are told
+        `why` first); returns how many."""
         with self.conns_lock:
             self.stopping = True
             victims = [s for s, state in self.conns.items() if include_working or state != "working"]
+            farewells = [self.farewells[s] for s in victims if s in self.farewells]
+        for farewell in farewells:
+            farewell(why)
         for sock in victims:
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
@@ -12281,7 +12336,8 @@ def serve(config: Config, host: str, port: int, ready: Callable[[str], None] | N
             time.sleep(0.05)
         cut = server.working()
         if cut:
-            server.close_connections(include_working=True)
+            server.close_connections(include_working=True, why="a second signal" if hurry.is_set() else
+                                     f"its {grace_s:g} s grace for requests in flight ran out")
         server.server_close()
         server.api.pool.close()  # type: ignore[attr-defined]
         for sig, handler in previous.items():

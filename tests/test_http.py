@@ -253,6 +253,7 @@ class Upstream:
     def __init__(self, script: list) -> None:
         self.script = script
         self.requests: list[dict] = []
+        self.json_gate: threading.Event | None = None
         upstream = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -273,6 +274,8 @@ class Upstream:
                         self.wfile.write(f"data: {item}\n\n".encode("utf-8"))
                         self.wfile.flush()
                     return
+                if upstream.json_gate is not None:      # a non-streaming answer that stalls until the test says
+                    upstream.json_gate.wait(30)
                 text = "".join(json.loads(i)["choices"][0]["delta"].get("content") or ""
                                for i in upstream.script if isinstance(i, str) and i.startswith("{"))
                 data = json.dumps({"id": "up-1", "object": "chat.completion", "model": "upstream-model",
@@ -1436,9 +1439,42 @@ def test_in_flight_requests_past_the_grace_are_cut_off(ingested, upstream, serve
         server.proc.send_signal(signal.SIGTERM)
         assert server.proc.wait(15) == localrag.EXIT_TERMINATED
         assert time.monotonic() - started < 8
+        # the client is told why its stream ended, rather than seeing the connection just close
+        events = []
+        while (event := read_sse_event(resp)) is not None:
+            events.append(event)
+        assert [name for name, _ in events if name != "delta"] == ["error"], events
+        error = events[-1][1]["error"]
+        assert error["code"] == "server_stopping"
+        assert "1 s grace" in error["message"] and "send it again" in error["message"]
     finally:
         conn.close()
     assert "1 cut off after the 1 s grace" in server.all_stderr()
+
+
+def test_a_json_request_cut_off_at_shutdown_gets_503_server_stopping(ingested, upstream, serve_process):
+    up = upstream([delta("never sent")])
+    up.json_gate = threading.Event()              # never set: the model never answers
+    server = serve_process("--grace", "1")
+    conn = http.client.HTTPConnection(HOST, server.port, timeout=30)
+    try:
+        conn.request("POST", "/ask", body=_encode({"question": NO_ANSWER_Q, "fallback": True}),
+                     headers={"Content-Type": "application/json"})
+        deadline = time.monotonic() + 20
+        while not up.requests and time.monotonic() < deadline:   # in flight: localrag is waiting for the model
+            time.sleep(0.05)
+        assert up.requests
+        server.proc.send_signal(signal.SIGTERM)
+        resp = conn.getresponse()
+        body = json.loads(resp.read())
+        assert resp.status == 503, body
+        assert body["error"]["code"] == "server_stopping"
+        assert resp.getheader("Connection") == "close"
+        assert server.proc.wait(15) == localrag.EXIT_TERMINATED
+    finally:
+        conn.close()
+    assert "1 cut off after the 1 s grace" in server.all_stderr()
+    assert " 503 " in server.all_stderr()          # the access log says what the client got
 
 
 def test_a_second_signal_ends_at_once(ingested, upstream, serve_process):
@@ -1456,6 +1492,11 @@ def test_a_second_signal_ends_at_once(ingested, upstream, serve_process):
         server.proc.send_signal(signal.SIGINT)
         assert server.proc.wait(10) == localrag.EXIT_TERMINATED
         assert time.monotonic() - started < 5
+        events = []
+        while (event := read_sse_event(resp)) is not None:
+            events.append(event)
+        assert events[-1][0] == "error" and events[-1][1]["error"]["code"] == "server_stopping"
+        assert "a second signal" in events[-1][1]["error"]["message"]
     finally:
         conn.close()
     assert "1 cut off by a second signal" in server.all_stderr()   # it said "after the 60 s grace"
