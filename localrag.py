@@ -13162,12 +13162,16 @@ def _cmd_db(config: Config, args: argparse.Namespace) -> int:
     elif args.db_command == "stop":
         if config.database_url:
             raise InvalidRequest("`db stop` stops the embedded Postgres only; DATABASE_URL points elsewhere")
-        others = _refuse_stop_under_ingest(config, args.force)
+        others, ingests = _refuse_stop_under_ingest(config, args.force)
         stopped = stop_embedded(config)
         result = {"stopped": stopped, "data_dir": str(config.localrag_home / "pgdata")}
         if stopped:
             result["other_sessions"] = others
-            if others:
+            if ingests:   # --force
+                result["ingests_stopped"] = ingests
+                _say(f"stopped under {'; '.join(ingests)}: it fails (exit 4, its run marked failed); the next "
+                     f"ingest of that vault completes what it did not commit")
+            if others > len(ingests):
                 _say(f"{others} other session(s) were connected (a `localrag serve` or `mcp`, or a command still "
                      f"running); a serving process restarts Postgres on its next request")
         problems = getattr(args, "config_problems", [])
@@ -13183,25 +13187,25 @@ def _cmd_db(config: Config, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _refuse_stop_under_ingest(config: Config, force: bool) -> int:
+def _refuse_stop_under_ingest(config: Config, force: bool) -> tuple[int, list[str]]:
     """`db stop` would kill a running ingest (exit 4, its run failed): IngestBusy naming it, unless --force.  Returns
-    how many other client sessions are connected (0 when the server is down)."""
+    how many other client sessions are connected (0 when the server is down) and the ingests it will stop, named."""
     pgdata = config.localrag_home / "pgdata"
     if _embedded_state(pgdata)[0] == "down" or not _embedded_locked(pgdata):
-        return 0    # down, or a cluster never finished (no localrag command ever worked on it)
+        return 0, []    # down, or a cluster never finished (no localrag command ever worked on it)
     with Store.open(config) as s:
         holders = s.ingests_holding_locks()
         others = s.other_client_sessions()
-        named = "; ".join(
-            f"{_ingest_holder(s, vault)[0]} of {vault}" if vault else
-            ("an ingest starting up" if _INGEST_APP_NAME.match(name or "") else "an ingest or vaults rm")
-            + f" (session {name or '-'})" for pid, name, run_id, vault, started in holders)
+        names = [f"{_ingest_holder(s, vault)[0]} of {vault}" if vault else
+                 ("an ingest starting up" if _INGEST_APP_NAME.match(name or "") else "an ingest or vaults rm")
+                 + f" (session {name or '-'})" for pid, name, run_id, vault, started in holders]
+    named = "; ".join(names)
     if holders and not force:
         raise IngestBusy(f"not stopped: {named} is running and would fail; wait for it to finish, or pass --force "
                          f"to stop the server anyway (the next ingest completes what it did not commit)",
                          ingests=[{"server_pid": h[0], "session": h[1], "run_id": h[2], "vault_path": h[3]}
                                   for h in holders])
-    return others
+    return others, names
 
 
 def _index_text(built: dict) -> str:

@@ -276,7 +276,7 @@ def _own_home(pg_home: Path, monkeypatch) -> tuple[Path, "localrag.Config"]:
     return home, localrag.load_config()
 
 
-def test_db_stop_refuses_while_an_ingest_holds_a_vault_unless_forced(pg_home, monkeypatch):
+def test_db_stop_refuses_while_an_ingest_holds_a_vault_unless_forced(pg_home, monkeypatch, capsys):
     """`db stop` during an ingest killed it (exit 4, run failed) and reported stopped: true.  Now it names the
     ingest and refuses (exit 12) unless --force; connected sessions (a serve's pool) are counted in the output."""
     home, cfg = _own_home(pg_home, monkeypatch)
@@ -297,6 +297,10 @@ def test_db_stop_refuses_while_an_ingest_holds_a_vault_unless_forced(pg_home, mo
         code, out = run_cli("db", "stop", "--force", "--json")
         result = json.loads(out)
         assert code == 0 and result["stopped"] is True and result["other_sessions"] == 1
+        # named as the ingest it stopped, not as "a serving process restarts Postgres on its next request"
+        assert len(result["ingests_stopped"]) == 1 and f"of {vault}" in result["ingests_stopped"][0]
+        said = capsys.readouterr().err
+        assert "stopped under ingest run #1" in said and "restarts Postgres" not in said, said
     finally:
         localrag.stop_embedded(cfg)
 
