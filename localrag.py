@@ -2858,7 +2858,8 @@ def get_embedder(config: Config):
 # broken at particles that (almost) never sit inside a word.  Pure: ingest and queries use the same function.
 
 # keyword-v3: keyword-v2's terms, and a note's aliases (and a title other than its file name) indexed on its chunks
-KEYWORD_TOKENIZER = "keyword-v3"
+# keyword-v4: "-es" after ch/sh/x folded whole (matches -> match, not matche), OS names (macOS) not folded
+KEYWORD_TOKENIZER = "keyword-v4"
 KEYWORD_STOPWORDS = frozenset("""
 a about above after again all also am an and another any anyone anything are as at be because been before being
 below between both but by can could did do does doing don down during each else even every few for from further get
@@ -2884,14 +2885,25 @@ KEYWORD_CJK_STOP = frozenset("""
 _KW_WORD_RE = re.compile(r"[^\W_]+")
 
 
+# Names ending in "os" that are not plurals (macOS is not "maco"s).
+_KW_NOT_PLURAL = frozenset("macos ipados watchos tvos visionos chromeos harmonyos webos centos kudos chaos ethos "
+                           "cosmos thermos".split())
+
+
 def _kw_stem(word: str) -> str:
-    """Light plural folding (notes -> note, queries -> query, classes -> class); idempotent on its output."""
-    if len(word) > 4 and word.endswith("ies") and word.isascii():
+    """Light plural folding (notes -> note, queries -> query, classes -> class, matches -> match, boxes -> box);
+    idempotent on its output.  A singular in -che folds with its plural (cache, caches -> cach), since "-ches"
+    drops its "es" (matches -> match)."""
+    if not word.isascii() or len(word) <= 3:
+        return word
+    if len(word) > 4 and word.endswith("ies"):
         return word[:-3] + "y"
-    if len(word) > 3 and word.endswith("sses") and word.isascii():
+    if word.endswith(("sses", "ches", "shes", "xes")):
         return word[:-2]
-    if len(word) > 3 and word.endswith("s") and word.isascii() and not word.endswith(("ss", "us", "is", "as")) \
-            and not word[-2].isdigit():
+    if word.endswith("che"):
+        return word[:-1]
+    if word.endswith("s") and not word.endswith(("ss", "us", "is", "as")) and not word[-2].isdigit() \
+            and word not in _KW_NOT_PLURAL:
         return word[:-1]
     return word
 

@@ -30,6 +30,9 @@ def test_keyword_terms_examples():
     assert t("笔") == ["笔"]                                                  # a one-character run is itself
     assert t("ＡＰＩ　Ｌａｔｅｎｃｙ") == ["api", "latency"]                   # NFKC: full-width to ASCII
     assert t("Notes, QUERIES and classes") == ["note", "query", "class"]      # plural folding
+    # -es after ch/sh/x goes whole (matches was "matche", never "match"); a singular in -che folds with its plural
+    assert t("matches match boxes box pushes caches cache") == ["match", "match", "box", "box", "push", "cach", "cach"]
+    assert t("macOS and iPadOS photos") == ["macos", "ipados", "photo"]       # an OS name is not a plural
     assert t("HTTP 429 and 2024") == ["http", "429", "2024"]                   # numbers kept
     assert t("검색 기능") == ["검색", "기능"]                                   # Hangul bigrams
     assert t("ノートを検索") == ["ノー", "ート", "トを", "を検", "検索"]          # kana and Han in one run
