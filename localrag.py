@@ -9725,11 +9725,14 @@ def db_init(config: Config, progress: "ProgressFn | None" = None) -> dict:
 
 
 def db_status(config: Config) -> dict:
-    """`localrag db status`: where the database is, whether the schema is there, what it holds."""
+    """`localrag db status`: where the database is, whether the schema is there, what it holds.  A stopped embedded
+    server is started to read it, and `started` says so (it keeps running, as after any command)."""
+    was_down = not config.database_url and _embedded_state(config.localrag_home / "pgdata")[0] == "down"
     with Store.open(config) as s:
         version, buffers = s.server_settings()
         state = s.schema_state()
         out: dict = {"database": s.target.display, "kind": "external" if config.database_url else "embedded",
+                     "started": was_down,
                      "server_version": version, "shared_buffers": buffers, "pgvector": state["pgvector"],
                      "schema_initialized": all(state["tables"].values()) and bool(state["pgvector"]),
                      "tables": state["tables"], "schema_version": s.schema_version(),
@@ -13151,6 +13154,8 @@ def _cmd_db(config: Config, args: argparse.Namespace) -> int:
             print(f"database        {result['database']}")
             print(f"server          PostgreSQL {result['server_version']}, pgvector {result['pgvector'] or 'absent'}, "
                   f"shared_buffers {result['shared_buffers']}")
+            if result["started"]:
+                print("                (it was stopped: started to read this status; `localrag db stop` stops it)")
             version, outdated = result["schema_version"], result["schema_outdated"]
             state = "initialized" if result["schema_initialized"] else "outdated" if outdated else "NOT initialized"
             print(f"schema          {state}"

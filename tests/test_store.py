@@ -276,6 +276,21 @@ def _own_home(pg_home: Path, monkeypatch) -> tuple[Path, "localrag.Config"]:
     return home, localrag.load_config()
 
 
+def test_db_status_says_when_it_started_a_stopped_embedded_server(pg_home, monkeypatch):
+    """An outside reviewer ran `db stop`, then `db status`, and found a postgres running again: status reads the
+    database, so it starts the server as every command does, and now says so."""
+    home, cfg = _own_home(pg_home, monkeypatch)
+    try:
+        localrag.db_init(cfg)
+        localrag.stop_embedded(cfg)
+        code, out = run_cli("db", "status")
+        assert code == 0 and "it was stopped: started to read this status; `localrag db stop` stops it" in out
+        code, out = run_cli("db", "status", "--json")
+        assert code == 0 and json.loads(out)["started"] is False     # it runs now
+    finally:
+        localrag.stop_embedded(cfg)
+
+
 def test_db_stop_refuses_while_an_ingest_holds_a_vault_unless_forced(pg_home, monkeypatch, capsys):
     """`db stop` during an ingest killed it (exit 4, run failed) and reported stopped: true.  Now it names the
     ingest and refuses (exit 12) unless --force; connected sessions (a serve's pool) are counted in the output."""
