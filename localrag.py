@@ -8726,9 +8726,13 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
     shown = 0   # units shown (a header row counts; a lead-in's list is part of its lead)
     shown_lists: list[int] = []
 
+    at: list[int] = []   # where a lead-in and its list go: where one of its items was already shown, if one was
+
     def list_after(u: dict) -> list[str]:
         """The list a lead-in introduces ("… the following property types:"), its items as written, in order,
-        the whole list up to FAKE_MAX_STEPS items (nested items left out): one answer unit with its lead."""
+        the whole list up to FAKE_MAX_STEPS items (nested items left out): one answer unit with its lead, shown
+        where the first of its items already shown was (the best unit stays first: "Disconnected: … typically
+        red." under "The icon reflects various sync states:" was moved below a worse sentence)."""
         if not u.get("list_follows") or shown_lists or \
                 u["coverage"] < FAKE_LIST_MIN_RELATIVE_COVERAGE * ranked[0]["coverage"]:
             return []   # one list per answer, and one about the question: a list makes an answer long
@@ -8739,25 +8743,58 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
         shown_lists.append(u["list_follows"])
         seen.update(v["text"] for v in items)     # an item is not shown again as a sentence of its own
         alone = {f"{v['text']} [{u['n']}]" for v in items}   # nor stays where it was shown before its list
+        at[:] = [i for i, line in enumerate(lines) if line in alone][:1]
         kept = [line for line in lines if line not in alone]
         shown -= len(lines) - len(kept)
         lines[:] = kept
         return [(f"{v['step']}. " if v["kind"] == "step" else "- ") + f"{v['text']} [{u['n']}]" for v in items]
 
+    # An answer keeps to the question's script when its evidence allows: an English question got "按照 在 Mac 上的
+    # 日记 App 中…" from the other vault of a bilingual knowledge base between English sentences.
+    asked_cjk = _mostly_cjk(question)
+    if any(_mostly_cjk(u["text"]) == asked_cjk for u in ranked):
+        ranked = [u for u in ranked if _mostly_cjk(u["text"]) == asked_cjk]
+    said: list[set[str]] = []    # the terms of each unit shown, to leave out restatements of one of them
     for u in ranked:
         if u["text"] not in seen and shown < max_sentences:
+            terms = answer_terms(u["text"])
+            if _restates(terms, said) and not (u.get("list_follows") or u.get("code") or u.get("code_follows")):
+                continue   # "对于附件，旧版本将保留两周。" after "附件的旧版本保留两周。" from another note
+            at.clear()
             code = code_after(u) or list_after(u)
             if u["text"].endswith((":", "：")) and not code:
                 continue   # a lead-in without what it leads into
+            unit_lines = []
             if u.get("header") and u["header"] not in seen:   # a table row comes with its column names
                 seen.add(u["header"])
                 shown += 1
-                lines.append(f"{u['header']} [{u['n']}]")
+                unit_lines.append(f"{u['header']} [{u['n']}]")
             seen.add(u["text"])
+            said.append(terms)
             shown += 1
-            lines.append(f"{u['text']} [{u['n']}]")
-            lines += code
+            unit_lines.append(f"{u['text']} [{u['n']}]")
+            unit_lines += code
+            i = at[0] if at else len(lines)
+            lines[i:i] = unit_lines
     return "\n".join(lines) if lines else INSUFFICIENT_TEXT
+
+
+def _mostly_cjk(text: str) -> bool:
+    """Whether a text is written mostly in Han, kana or Hangul (its letters, code and URLs aside)."""
+    cjk = sum(len(run) for run in _CJK_RUN_RE.findall(text))
+    latin = len(re.findall(r"[^\W\d_]", re.sub(_CJK_RUN_RE, "", re.sub(r"`[^`]*`|https?://\S+", "", text))))
+    return cjk > latin / 3
+
+
+def _restates(terms: set[str], shown: list[set[str]]) -> bool:
+    """A unit whose words are those of one already shown says nothing new: its terms (three or more) are a subset
+    of that unit's, or share three quarters of their union with it, and so does every number it holds.  ("Paste |
+    `Ctrl+V`" after "Paste without formatting | `Ctrl+Shift+V`" is another fact in fewer words, "Sync Standard
+    supports files up to 5 MB" after "Sync Plus … 200 MB" another fact in the same words; measured, two thirds of
+    the terms took "To unpin a tab, …" for a restatement of "To pin a tab, …".)"""
+    numbers = {t for t in terms if any(c.isdigit() for c in t)}
+    return len(terms) >= 3 and any(numbers <= other and (terms <= other or 4 * len(terms & other) >= 3 * len(
+        terms | other)) for other in shown)
 
 
 class FakeLLM:

@@ -1312,3 +1312,47 @@ def test_a_budget_too_small_for_any_block_is_insufficient_evidence(small_vault, 
     assert len(stub.requests) == 1
     record = localrag.answer_show(config, refused["answer_id"])
     assert record["evidence"] == [] and record["excluded"][0]["reason"] == "budget"
+
+
+def test_a_lead_in_and_its_list_take_the_place_of_the_best_item_they_bring():
+    """The best unit was an item ("… is typically red."); its lead-in, ranked lower, brought the list and the item
+    moved below a worse sentence from another note (an outside reviewer's check4 set)."""
+    status = ("The sync status icon reflects these states:\n\n- Synced: the files are synced, and the sync status "
+              "icon is green.\n- Disconnected: the sync status icon is typically red.\n")
+    other = "It means the sync status icon is unknown."
+    lines = localrag.fake_answer("What does it mean when the sync status icon is red?",
+                                 blocks_of(status, other)).splitlines()
+    assert lines == ["The sync status icon reflects these states: [1]",
+                     "- Synced: the files are synced, and the sync status icon is green. [1]",
+                     "- Disconnected: the sync status icon is typically red. [1]",
+                     "It means the sync status icon is unknown. [2]"]
+
+
+def test_an_answer_keeps_to_the_questions_script_when_its_evidence_allows():
+    en = "Go to the Journal app on your Mac to export entries."
+    zh = "在 Mac 上打开 Journal App，然后按照说明把条目导出（export entries）到文件夹里。"
+    answer = localrag.fake_answer("How do I export entries from the Journal app on my Mac?", blocks_of(en, zh))
+    assert answer == f"{en} [1]"
+    # with nothing in the question's script, the other language is the answer
+    assert localrag.fake_answer("How do I export entries from the Journal app on my Mac?",
+                                blocks_of(zh)) == f"{zh} [1]"
+
+
+def test_a_restatement_of_a_shown_sentence_is_left_out():
+    answer = localrag.fake_answer("How long are older versions of attachments kept?", blocks_of(
+        "Older versions of attachments are kept for two weeks.", "Older versions of attachments are kept for two weeks "
+        "in your version history.", "Attachment versions are held in the history for up to two weeks."))
+    assert answer.splitlines() == ["Older versions of attachments are kept for two weeks. [1]",
+                                   "Attachment versions are held in the history for up to two weeks. [3]"]
+    # a shorter fact in fewer words is not a restatement, nor a lead-in that brings its steps
+    rows = "Action | Shortcut\n--- | ---\nPaste without formatting | `Ctrl+Shift+V`\nPaste | `Ctrl+V`\n"
+    sizes = localrag.fake_answer("What is the maximum file size Sync supports?", blocks_of(
+        "Sync Plus supports files up to a maximum size of 200 MB.", "Sync Standard supports files up to a maximum size "
+                                                                    "of 5 MB."))
+    assert len(sizes.splitlines()) == 2      # the same words, another number: another fact
+    assert "Paste | `Ctrl+V` [1]" in localrag.fake_answer("What is the shortcut to paste without formatting?",
+                                                           blocks_of(rows))
+    steps = ("You can show the backlinks at the bottom of your note instead of in a tab.\n\nTo show backlinks in "
+             "a note:\n\n1. Open the Command palette.\n2. Select Toggle backlinks in document.\n")
+    assert "To show backlinks in a note: [1]" in localrag.fake_answer(
+        "How do I show backlinks at the bottom of a note?", blocks_of(steps))
