@@ -7878,7 +7878,23 @@ class AnswerRule:
                 if re.search(asked, question, re.IGNORECASE):
                     return bool(re.search(carried, text, re.IGNORECASE)) and \
                         bool(re.search(self.carries, text, re.IGNORECASE | re.MULTILINE))
+        if self.kind == "count":
+            # a count of something the question names, on one line: "up to 10 remote vaults" does not count the
+            # slides of "How many slides can a presentation have?"
+            asked = answer_terms(question)
+            return any(re.search(self.carries, line, re.IGNORECASE) and asked & answer_terms(line)
+                       for line in text.splitlines())
         return bool(re.search(self.carries, text, re.IGNORECASE | re.MULTILINE))
+
+
+# A count is a number of something: a numeral or number word before a word ("up to 20 users", "three tiers",
+# "三个等级"), not a step's number ("1. Open …"), a key ("Ctrl+1"), a version, a time or a file name's digits.  Any
+# digit counted before: "How many slides can a presentation have?" was carried by "1. Search for Start presentation"
+# and "Ctrl+P".
+_COUNT_EVIDENCE = (r"(?<![\w+.\-/:#])(?<!\n)\d[\d,]*(?![\d.,:/+\-]?\d)(?![.)]\s)(?!\s*[.)]\s*$)(?!(?:st|nd|rd|th)\b)\s*(?:[^\W\d_]|[（(])"
+                   r"|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|fifty|hundred|"
+                   r"dozens?|hundreds?|thousands?|both)\s+[^\W\d_]"
+                   r"|[一二三四五六七八九十两百千万\d]\s?(?:个|种|条|台|位|项|次|级|类|名|人|张|篇|份)")
 
 
 ANSWER_TYPE_RULES: tuple[AnswerRule, ...] = (
@@ -7909,9 +7925,7 @@ ANSWER_TYPE_RULES: tuple[AnswerRule, ...] = (
                True, "a number stated as a limit"),
     AnswerRule("count",
                r"\bhow many\b|(?<!version )(?<!port )\bnumber of\b|多少个|几个|多少种|几种|多少条|多少项|多少次|数量|几台|几位|几颗|几条|几次|几项",
-               r"\d|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|dozens?|hundreds?|"
-               r"single|both)\b|[一二三四五六七八九十两百千万]\s?(?:个|种|条|台|位|项|次)",
-               False, "a count"),
+               _COUNT_EVIDENCE, True, "a count"),
     AnswerRule("url",
                r"\b(?:what|which)\b[^?？]{0,40}?\b(?:urls?|web ?address(?:es)?|websites?|domains?|host ?names?|"
                r"ip address(?:es)?|endpoints?|servers?|sites?|address(?:es)?)\b|"

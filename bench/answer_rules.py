@@ -37,12 +37,13 @@ def load(path: str) -> list[dict]:
 
 
 def gate_and_blocks(config, store, question: str) -> tuple[str, list[dict]]:
-    results = localrag.retrieve(store, config, question, config.rag_top_k)
-    confidence = results[0]["score"] if results else 0.0
-    mode, _reason = localrag.decide_mode(confidence, config.rag_min_similarity, False, False)
+    retrieved = localrag.run_retrieval(store, config, question, config.rag_top_k)
+    mode, _reason, _signals = localrag.evidence_gate(localrag.gate_signals(retrieved),
+                                                     localrag.GateSettings.from_config(config))
     if mode != "rag":
         return mode, []
-    return mode, localrag.assemble_evidence(results, config.rag_context_token_budget, config.rag_top_k).blocks
+    return mode, localrag.assemble_evidence(retrieved["results"], config.rag_context_token_budget,
+                                            config.rag_top_k).blocks
 
 
 def measure(path: str) -> dict:

@@ -163,6 +163,10 @@ CARRIES = [  # (question, evidence that carries the kind, evidence that does not
     ("How many megabytes can snapshots use at most?", "Snapshots use at most 500 MB per vault.",
      "Snapshots are taken at a minimum of 5 minutes apart."),
     ("快照最多能占用多少 MB？", "快照最多占用 500 MB。", "快照最少间隔 5 分钟。"),
+    # a count is a number of something the question names, not a step number or a key
+    ("How many slides can a presentation have?", "A presentation can have up to 40 slides.",
+     "1. Open the presentation.\n2. Press `Ctrl+P` to start the slides.\nYou can have up to 10 remote vaults."),
+    ("白板里最多能放几张卡片？", "一个白板最多放 500 张卡片。", "1. 打开白板。\n2. 按 Ctrl+1 添加卡片。"),
     ("How many days do I have to ask for a refund?", "Refunds are possible within 14 days.",
      "Refunds of up to 200 MB of storage add-ons are possible."),
 ]
