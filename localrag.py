@@ -2892,7 +2892,7 @@ _KW_NOT_PLURAL = frozenset("macos ipados watchos tvos visionos chromeos harmonyo
 
 def _kw_stem(word: str) -> str:
     """Light plural folding (notes -> note, queries -> query, classes -> class, matches -> match, boxes -> box);
-    idempotent on its output.  A singular in -che folds with its plural (cache, caches -> cach), since "-ches"
+    idempotent on its output.  A singular in -ache folds with its plural (cache, caches -> cach), since "-ches"
     drops its "es" (matches -> match)."""
     if not word.isascii() or len(word) <= 3:
         return word
@@ -2900,7 +2900,7 @@ def _kw_stem(word: str) -> str:
         return word[:-3] + "y"
     if word.endswith(("sses", "ches", "shes", "xes")):
         return word[:-2]
-    if word.endswith("che"):
+    if word.endswith("ache"):   # cache with caches; not any -che (German Suche became "such", a stopword)
         return word[:-1]
     if word.endswith("s") and not word.endswith(("ss", "us", "is", "as")) and not word[-2].isdigit() \
             and word not in _KW_NOT_PLURAL:
@@ -7553,7 +7553,7 @@ def gate_signals(retrieved: dict) -> dict:
     # The best single chunk of the top few, not their union: an answer's terms occur together, while an off-topic
     # question's everyday words are found scattered over unrelated chunks.
     matched = set(max((r["matched_terms"] for r in results[:GATE_EVIDENCE_CHUNKS]),
-                      key=lambda m: sum(weight.get(t, 0.0) for t in m), default=[]))
+                      key=lambda m: math.fsum(weight.get(t, 0.0) for t in m), default=[]))
     covered = sum(t["weight"] for t in terms if t["term"] in matched)
     sims = [r["scores"]["vector"] for r in results if r["scores"]["vector"] is not None]
     if retrieved.get("vector_top") is not None:
@@ -8580,7 +8580,9 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
         """What a unit says of the question in its own words, idf-weighted: between units covering as many of
         its terms, the one saying "interface language" beats the one saying "Obsidian interface".  (Weighing the
         coverage itself, measured, moved as many answers to a worse sentence as to a better one.)"""
-        return sum((weights or {}).get(t, usual) for t in terms)
+        # fsum: exact, so the same whatever order the set gives its terms in (it differs between processes, and a
+        # plain sum's last bit with it: two equal units swapped places from one run to the next)
+        return math.fsum((weights or {}).get(t, usual) for t in terms)
 
     rule = _answer_rule(question)
     wants = rule if rule and rule.kind not in ("product", "yes_no") else None
@@ -8719,8 +8721,14 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
 
         best = max(scored, key=lambda u: (u["hit"], said_above(u)), default=None)
         best_hit, best_context = (best["hit"], said_above(best)) if best else (0, 0)
-        if len(readable) >= 2 and len(coverage[first]) >= best_hit and \
-                (len(coverage[first]) > best_hit or len(context(first, whole[first])) >= best_context):
+        # ... or that sentence introduces the steps: a list without a lead-in of its own right after it, shown as
+        # their lead ("你可以使用启动时间功能来检查 Obsidian 启动所需的时间。" then the steps that say where the
+        # setting is: the sentence alone had been the answer, with step 2 of 4)
+        introduces = best is not None and first is not None and best["n"] == first[0] and \
+            best["kind"] == "sentence" and best["pos"] == whole[first][0]["pos"] - 1
+        if len(readable) >= 2 and (introduces or len(coverage[first]) >= best_hit and
+                                   (len(coverage[first]) > best_hit or
+                                    len(context(first, whole[first])) >= best_context)):
             n, items = first[0], whole[first]
             # the lead: the list's own intro or an earlier sentence of its block, whichever covers more
             leads = [u for u in scored if u["n"] == n and u["kind"] == "sentence" and u["pos"] < items[0]["pos"]]
