@@ -8739,6 +8739,14 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
                 lines += code_after(lead)
             for i, u in enumerate(readable, 1):
                 lines += step_lines(i, u, n)
+            # what the steps need first, when the note says so under its own heading ("To use analytics on your
+            # Publish site, you need a custom domain." under "Prerequisites"): the steps alone do nothing without it
+            source = next(b.get("source") for b in blocks if b["n"] == n)
+            need = next((u for b in blocks if b["n"] != n and b.get("source") == source and
+                         _PREREQUISITE_RE.search(" ".join(b.get("heading_path") or []))
+                         for u in units_of[b["n"]] if u["kind"] == "sentence" and _readable(u)), None)
+            if need is not None:   # said first, as the note does
+                lines.insert(0, f"{need['text']} [{need['n']}]")
             return "\n".join(lines)
     ranked = sorted((u for u in scored if u["hit"] or u["framed"]),
                     key=lambda u: (-u["coverage"], u["n"], -u["own"], -u["density"], u["pos"]))
@@ -8799,6 +8807,11 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
             i = at[0] if at else len(lines)
             lines[i:i] = unit_lines
     return "\n".join(lines) if lines else INSUFFICIENT_TEXT
+
+
+# A section saying what a procedure needs first.
+_PREREQUISITE_RE = re.compile(r"\b(?:prerequisites?|requirements|before you (?:begin|start))\b|前提|先决条件|准备工作",
+                              re.IGNORECASE)
 
 
 def _mostly_cjk(text: str) -> bool:

@@ -1390,3 +1390,20 @@ def test_a_procedure_comes_with_the_sentence_that_introduces_it():
     lines = localrag.fake_answer("怎么查看 Obsidian 的启动时间？", blocks_of(content)).splitlines()
     assert lines == ["你可以使用启动时间功能来检查 Obsidian 启动所需的时间。 [1]", "1. 打开设置 → 常规 → 高级。 [1]",
                      "2. 在应用启动缓慢时进行通知旁边，选择计时器图标。 [1]", "3. 你可以选择复制到剪贴板来复制报告。 [1]"]
+
+
+def test_a_procedure_says_first_what_its_note_says_it_needs():
+    """The steps to add Google Analytics do nothing without a custom domain, which the note says under
+    "Prerequisites", a section of its own: it was retrieved and never shown (an outside reviewer's check4 set)."""
+    blocks = [{"n": 1, "source": "Publish/Analytics.md", "heading": "Google Analytics", "score": 0.5,
+               "heading_path": ["Google Analytics"],
+               "content": "To enable Google Analytics for your site:\n\n1. Click Publish changes.\n"
+                          "2. Click Change site options.\n3. In Google Analytics tracking code, enter your code.\n"},
+              {"n": 2, "source": "Publish/Analytics.md", "heading": "Prerequisites", "score": 0.4,
+               "heading_path": ["Prerequisites"],
+               "content": "To use analytics on your site, you need a custom domain."},
+              {"n": 3, "source": "Publish/Other.md", "heading": "Prerequisites", "score": 0.3,
+               "heading_path": ["Prerequisites"], "content": "You need an account for every plugin you install."}]
+    lines = localrag.fake_answer("How do I add Google Analytics to my site?", blocks).splitlines()
+    assert lines[0] == "To use analytics on your site, you need a custom domain. [2]"
+    assert lines[1] == "To enable Google Analytics for your site: [1]" and len(lines) == 5   # not another note's
