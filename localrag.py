@@ -8111,7 +8111,13 @@ _COUNT_EVIDENCE = (r"(?<![\w+.\-/:#])(?<!\n)\d[\d,]*(?![\d.,:/+\-]?\d)(?![.)]\s)
 ANSWER_TYPE_RULES: tuple[AnswerRule, ...] = (
     AnswerRule("price",
                r"\b(?:prices?|pricing|priced|costs?|fees?|charges?|how much (?:does|do|is|are|will|would)\b[^?]*\b"
-               r"(?:cost|charge|pay)|pay for|subscription price)\b|多少钱|价格|价钱|费用|收费|售价|定价|几块钱|付费多少",
+               r"(?:cost|charge|pay)|pay for|subscription price)\b|多少钱|价格|价钱|费用|收费|售价|定价|几块钱|付费多少"
+               # the same question in other languages (eval/obsidian-lang.yaml; question_terms reads them): de, fr,
+               # es, it, pt, ja, ko -- the question's "how much does it cost" and its price nouns, not "tariff"
+               # or "plan" (a student's "günstigerer Tarif" asks about a discount)
+               r"|\b(?:wie ?viel (?:kostet|kosten)|was kostet|kostet|preise?|gebühren?|combien (?:coûte|coûtent|"
+               r"co[uû]te|faut-il payer)|quel est le prix|prix|cuánto (?:cuesta|cuestan|vale)|precio|quanto "
+               r"(?:costa|custa|custam)|prezzo|preço)\b|料金|価格|値段|いくら|가격|요금|구독료|비용",
                r"[$€£¥￥]\s?\d|\d[\d,.]*\s?(?:usd|eur|gbp|cny|rmb|dollars?|euros?|元|美元|欧元)\b|\d[\d,.]*\s?(?:元|美元|欧元)",
                True, "a currency amount"),
     AnswerRule("date",
