@@ -7433,6 +7433,217 @@ def _retrieve_in_snapshot(store: Store, config: Config, mode: str, key: tuple[st
     return terms, candidates, order, store.chunk_rows(order), path
 
 
+# --- The terms of a question ---------------------------------------------------------------------------------------
+# keyword_terms reads documents and questions alike, with an English stoplist and Chinese function words (the index
+# side; changing it is a new KEYWORD_TOKENIZER and a re-ingest).  A question in another language brings its own
+# function words, which the docs rarely use (they say du/vous, the user says ich/je): at high idf they outweighed
+# the topic in the gate's coverage, let off-topic questions through on shared endings and pulled FAQ notes whose
+# headings are questions into the top 5 (an outside review of de/fr/ja/ko, eval/obsidian-lang.yaml).  So the
+# QUESTION side drops them: question_terms() is what the keyword channel queries with, what the gate weighs
+# (query_term_weights) and, via asked_terms(), what the extractive answerer matches sentences by.  The index is
+# untouched, and a question read as English or Chinese gets exactly keyword_terms (German "die"/"war" or French
+# "est" are English content words there).
+#
+# Latin-script lists: articles, personal and possessive pronouns, auxiliaries and modals (present forms a question
+# uses), question words, the common prepositions and conjunctions, politeness words.  Source: the closed word
+# classes of each language's grammar, cross-checked against the Snowball stop lists (snowballstem.org; the ones in
+# the embedded Postgres's tsearch_data/*.stop) and extended by the question words those lack (wie/comment/cómo/
+# come/como/hoe/как, combien, gibt, darf).  Content words that some stop lists carry (German "Zeit", French
+# "fait") are left out.  Extend a list by its language's function words only, never by a topic word.
+QUESTION_FUNCTION_WORDS: dict[str, frozenset[str]] = {
+    "de": frozenset("""
+der die das den dem des ein eine einen einem einer eines kein keine keinen keinem keiner
+ich du er sie es wir ihr mich mir dich dir uns euch ihm ihn ihnen sich man
+mein meine meinen meinem meiner meines dein deine deinen deinem deiner sein seine seinen ihre ihren unser unsere
+bin bist ist sind seid war waren wäre habe hast hat haben hatte werde wirst wird werden wurde würde
+kann kannst können könnte könnten muss musst müssen soll sollte sollten darf darfst dürfen will willst wollen
+möchte möchtest mag lässt lassen gibt gib geht
+wie was wer wen wem wo wohin woher wann warum wieso weshalb welche welcher welches welchen welchem wozu womit
+wofür worin woran wodurch wieviel wieviele viel viele vieler vielen
+im in ins am an auf aus bei beim mit nach von vom vor zu zum zur für über unter um durch ohne gegen seit bis
+innerhalb außerhalb
+und oder aber denn doch ob dass wenn als auch noch nur so da dann schon nicht nichts etwas alle alles mal bitte
+ja nein hier dort dabei dafür damit darin davon dazu
+""".split()),
+    "fr": frozenset("""
+le la les l un une des du de d au aux
+je j tu il elle on nous vous ils elles me m te t se s moi toi lui leur leurs y en
+mon ma mes ton ta tes son sa ses notre nos votre vos
+suis es est sommes êtes sont être ai as a avons avez ont avoir fait faire faut
+peux peut pouvons pouvez peuvent puis pourrais pourrait dois doit devons devez veux veut voulez voudrais
+comment quoi que qu qui quel quelle quels quelles où quand pourquoi combien lequel laquelle lesquels
+ce c cet cette ces ça cela ceci celle celui ceux celles
+dans sur sous avec pour par sans chez entre vers depuis pendant
+et ou mais donc ni si ne n pas plus moins aussi très tout tous toute toutes
+existe il-y-a svp stp
+""".split()),
+    "es": frozenset("""
+el la los las lo un una unos unas al del de
+yo tú tu él ella usted nosotros vosotros ellos ellas ustedes me te se nos os le les mí
+mi mis su sus nuestro nuestra vuestro
+soy eres es somos son estoy está están he has ha hemos han hay ser estar haber
+puedo puede puedes podemos pueden podría debo debe debería quiero quiere necesito necesita tengo tiene
+cómo como qué que quién quiénes cuál cuáles cuándo dónde cuánto cuánta cuántos cuántas por porqué
+en a con para por sin sobre entre desde hasta hacia
+y o pero si no ni también muy más ya
+""".split()),
+    "it": frozenset("""
+il lo la i gli le l un uno una un' del dello della dei degli delle al allo alla ai agli alle dal dalla nel nella
+nei sul sulla
+io tu lui lei noi voi loro mi ti si ci vi ne
+mio mia miei mie tuo tua suo sua nostro nostra vostro
+sono sei è siamo siete ho hai ha abbiamo avete hanno essere avere
+posso puoi può possiamo potete possono devo deve dobbiamo voglio vuole vorrei
+come cosa che chi quale quali quando dove quanto quanta quanti quante perché
+di a da in con su per tra fra senza
+e o ma se non anche molto più già
+""".split()),
+    "pt": frozenset("""
+o a os as um uma uns umas ao aos do da dos das no na nos nas pelo pela
+eu tu ele ela você vocês nós eles elas me te se lhe
+meu minha meus minhas seu sua seus suas teu tua nosso nossa
+sou é somos são estou está estão tenho tem temos têm há ser estar ter
+posso pode podemos podem preciso precisa devo deve quero quer
+como que quê quem qual quais quando onde quanto quanta quantos quantas porque porquê
+de em com para por sem sobre entre até desde
+e ou mas se não também muito mais já
+""".split()),
+    "nl": frozenset("""
+de het een den der des
+ik jij je u hij zij ze wij we jullie mij me jou hem haar ons hun zich men
+mijn jouw uw zijn onze
+ben bent is zijn was waren heb hebt heeft hebben had word wordt worden werd
+kan kun kunt kunnen moet moeten mag mogen wil wilt willen zou zouden
+hoe wat wie welke welk waar wanneer waarom hoeveel waarmee
+in op aan bij met van voor naar uit door over om tot zonder
+en of maar als dan dat ook nog niet geen er hier daar
+""".split()),
+    "ru": frozenset("""
+я ты он она оно мы вы они меня мне мной тебя тебе его ему её ее ей нас нам вас вам их им себя
+мой моя моё мое мои мою моего твой твоя ваш ваша ваше ваши свой свою
+есть быть был была было были будет это этот эта эти то тот та те
+могу может можно могут нужно надо хочу хотите
+как что кто какой какая какое какие где когда куда почему зачем сколько ли
+в во на с со по к ко о об от из у за для до при без через над под
+и или а но не ни же бы то
+""".split()),
+}
+# Japanese: particles and question/polite endings cut into bigrams (ですか gave です and すか; するには gave るに and
+# には).  As for Chinese (_CJK_SPLIT_RE), a run is split at them before it is cut into bigrams: the phrases first,
+# longest first, then the single-kana case particles; what is left in hiragana only (okurigana, inflection: いい,
+# きる) is grammar too.  Source: the particles (格助詞・係助詞: を に は が の で と へ も や か) and the polite and
+# question forms (です, ます and their -か, -たい, どう/どの/いくら...) of any Japanese grammar.
+_JA_QUESTION_PHRASES = """
+どうすればいいですか どうしたらいいですか どうすればよいですか どうすれば どうしたら どうやって どうやったら どのように
+どのくらい どれくらい どんな どこで どこに どこ どう どれ なぜ なに 何ですか いつ いくつ いくら
+できますか できません できる できます でき ありますか あります ある ですか ますか でしょうか ください ですが
+したいです したい したら すれば するには するに する します しますか した して される された されます
+ことは ことが ことを こと には では とは から まで より など ため ように ような という について なら なので ので
+ている ていた られますか られます られる 教えて 方法 わたし 私は 私の 私
+""".split()
+_JA_PARTICLES = "をにはがのでとへもやかね"
+_JA_SPLIT_RE = re.compile("|".join(sorted((re.escape(w) for w in _JA_QUESTION_PHRASES), key=lambda w: (-len(w), w)))
+                          + "|[" + _JA_PARTICLES + "]")
+_HIRAGANA_RE = re.compile("[\u3040-\u309f\u30fc]+")
+_KANA_RE = re.compile("[\u3040-\u30ff\u31f0-\u31ff]")
+# Korean: particles (조사) and endings (어미) are glued to the word (어절): 태그는 gave 태그 and 그는, Joplin에 gave 에.
+# Each Hangul run loses the longest particle (then a plural 들: 노트들을 -> 노트) or verb ending that ends it
+# (추가하려면 -> 추가, 복원하는 -> 복원), and whole words that ask rather than name (어떻게, 하나요, 무엇, 수 in 할 수 있나요)
+# go.  Source: the case and topic particles and the polite question endings of Korean grammar.
+_KO_PARTICLES = tuple(sorted("""
+에서는 에서 에게 한테 으로는 으로 로는 까지 부터 처럼 보다 이나 이라 이랑 은 는 을 를 에 이 가 도 의 과 와 만 로
+""".split(), key=lambda s: (-len(s), s)))
+# one-syllable suffixes that also end common words (추가, 결과, 정도, 길이, 역할): cut only when two syllables stay
+_KO_NOUN_ENDING_PARTICLES = frozenset("이 가 도 의 과 와 만 로 할".split())
+_KO_ENDINGS = tuple(sorted("""
+하려면 으려면 려면 하나요 나요 했나요 할까요 을까요 까요 하는 하면 해야 하기 하여 해서 해요 어요 아요 인가요 인가 예요 이에요
+입니까 습니까 할
+""".split(), key=lambda s: (-len(s), s)))
+_KO_SUFFIXES = tuple(sorted(_KO_PARTICLES + _KO_ENDINGS, key=lambda s: (-len(s), s)))
+_KO_FUNCTION_WORDS = frozenset("""
+어떻게 어떤 어떠한 무엇 뭐 뭔가요 뭐예요 뭐가 무슨 어디 어디서 어디에 언제 왜 얼마 얼마나 몇
+하나요 있나요 있어요 있습니까 있을까요 있는 있게 없나요 없어요 되나요 돼요 되요 됩니까 할 하는 해야 해요 합니까 하면
+알려주세요 주세요 수 것 거 좀 더 제 저 내 나 저는 나는 제가 내가 저의 나의 우리 우리의 그리고 또는 및 그 이 저것 이것 방법
+""".split())
+_HANGUL_RUN_RE = re.compile("[\uac00-\ud7af]+")
+_CYRILLIC_RE = re.compile("[\u0400-\u04ff]")
+# Latin-script languages whose list must be hit this often, and more often than the English stoplists, before a
+# question is read as that language (one German "die" in an English question changes nothing).
+QUESTION_LANG_MIN_HITS = 2
+
+
+def question_language(question: str) -> str:
+    """The language whose function words question_terms() drops: "ja" (any kana), "ko" (any Hangul), "ru" (any
+    Cyrillic), else the Latin-script list that holds the most of the question's words, at least
+    QUESTION_LANG_MIN_HITS and more than the English stoplists do; "" otherwise (English, Chinese, or unsure: the
+    question is read as keyword_terms reads it).  Pure."""
+    text = unicodedata.normalize("NFKC", question).casefold()
+    if _KANA_RE.search(text):
+        return "ja"
+    if _HANGUL_RUN_RE.search(text):
+        return "ko"
+    if _CYRILLIC_RE.search(text):
+        return "ru"
+    if text.isascii() and not re.search(r"[a-z]", text):
+        return ""
+    words = _KW_WORD_RE.findall(text)
+    english = sum(1 for w in words if w in KEYWORD_STOPWORDS or w in _QUESTION_STOPWORDS)
+    best, best_hits = "", 0
+    for lang, stop in QUESTION_FUNCTION_WORDS.items():
+        if lang == "ru":
+            continue
+        hits = sum(1 for w in words if w in stop)
+        if hits > best_hits:
+            best, best_hits = lang, hits
+    return best if best_hits >= QUESTION_LANG_MIN_HITS and best_hits > english else ""
+
+
+def _ko_stem(run: str, attached: bool) -> str:
+    """A Hangul run without its particle (and a plural 들 before it) or its verb ending, the longest that fits
+    (복원하는 -> 복원, 만드나요 -> 만드, 노트들을 -> 노트); a run glued to a Latin word or number (Joplin에) may be a
+    particle only, and then goes."""
+    if run in _KO_FUNCTION_WORDS:
+        return ""
+    for suffix in _KO_SUFFIXES:
+        keep = 2 if suffix in _KO_NOUN_ENDING_PARTICLES else 1
+        if run.endswith(suffix) and (len(run) - len(suffix) >= keep or (attached and run == suffix)):
+            run = run[:-len(suffix)]
+            if suffix in _KO_PARTICLES and len(run) > 2 and run.endswith("들"):
+                run = run[:-1]
+            break
+    return "" if run in _KO_FUNCTION_WORDS else run
+
+
+def question_terms(question: str) -> list[str]:
+    """The terms of a question: keyword_terms without the function words of the question's language
+    (question_language): what the keyword channel queries with, the gate weighs and the answerer asks for.  A
+    question read as English or Chinese gets keyword_terms(question) itself.  Pure."""
+    lang = question_language(question)
+    if not lang:
+        return keyword_terms(question)
+    text = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", question).casefold())
+    if lang == "ja":
+        def ja_run(m: re.Match) -> str:
+            pieces = [p for p in _JA_SPLIT_RE.split(m.group()) if p and not _HIRAGANA_RE.fullmatch(p)]
+            return " " + " ".join(pieces) + " "
+        text = _CJK_RUN_RE.sub(ja_run, text)
+    elif lang == "ko":
+        def ko_run(m: re.Match) -> str:
+            attached = m.start() > 0 and not text[m.start() - 1].isspace()
+            return " " + _ko_stem(m.group(), attached) + " "
+        text = _HANGUL_RUN_RE.sub(ko_run, text)
+    stop = QUESTION_FUNCTION_WORDS.get(lang, frozenset())
+    if stop:
+        text = _KW_WORD_RE.sub(lambda m: " " if m.group() in stop else m.group(), text)
+    return keyword_terms(text)
+
+
+def asked_terms(question: str) -> set[str]:
+    """What the extractive answerer (and the count rule) looks for in a sentence: answer_terms of the question, read
+    by question_terms."""
+    return {t for t in question_terms(question) if t not in _QUESTION_STOPWORDS}
+
+
 def run_retrieval(store: Store, config: Config, query: str, top_k: int, retrieval: str | None = None,
                   scope: Scope | None = None) -> dict:
     """Retrieve with the chosen mode: {"mode", "results" (best first, internal fields included, each with the
@@ -7458,7 +7669,7 @@ def run_retrieval(store: Store, config: Config, query: str, top_k: int, retrieva
         if len(vector) != config.embedding_dim:
             raise EmbeddingDimMismatch(f"the query vector has {len(vector)} dimensions; expected "
                                        f"{config.embedding_dim}", expected=config.embedding_dim, actual=len(vector))
-    words = keyword_terms(query)[:KEYWORD_QUERY_MAX_TERMS]
+    words = question_terms(query)[:KEYWORD_QUERY_MAX_TERMS]
     with store.snapshot():  # statistics, candidates, scores and rows all from one snapshot (an ingest may be running)
         terms, candidates, order, rows, path = _retrieve_in_snapshot(store, config, mode, key, vector, words,
                                                                      n_candidates, top_k, scope)
@@ -7881,7 +8092,7 @@ class AnswerRule:
         if self.kind == "count":
             # a count of something the question names, on one line: "up to 10 remote vaults" does not count the
             # slides of "How many slides can a presentation have?"
-            asked = answer_terms(question)
+            asked = asked_terms(question)
             return any(re.search(self.carries, line, re.IGNORECASE) and asked & answer_terms(line)
                        for line in text.splitlines())
         return bool(re.search(self.carries, text, re.IGNORECASE | re.MULTILINE))
@@ -7900,7 +8111,13 @@ _COUNT_EVIDENCE = (r"(?<![\w+.\-/:#])(?<!\n)\d[\d,]*(?![\d.,:/+\-]?\d)(?![.)]\s)
 ANSWER_TYPE_RULES: tuple[AnswerRule, ...] = (
     AnswerRule("price",
                r"\b(?:prices?|pricing|priced|costs?|fees?|charges?|how much (?:does|do|is|are|will|would)\b[^?]*\b"
-               r"(?:cost|charge|pay)|pay for|subscription price)\b|多少钱|价格|价钱|费用|收费|售价|定价|几块钱|付费多少",
+               r"(?:cost|charge|pay)|pay for|subscription price)\b|多少钱|价格|价钱|费用|收费|售价|定价|几块钱|付费多少"
+               # the same question in other languages (eval/obsidian-lang.yaml; question_terms reads them): de, fr,
+               # es, it, pt, ja, ko -- the question's "how much does it cost" and its price nouns, not "tariff"
+               # or "plan" (a student's "günstigerer Tarif" asks about a discount)
+               r"|\b(?:wie ?viel (?:kostet|kosten)|was kostet|kostet|preise?|gebühren?|combien (?:coûte|coûtent|"
+               r"co[uû]te|faut-il payer)|quel est le prix|prix|cuánto (?:cuesta|cuestan|vale)|precio|quanto "
+               r"(?:costa|custa|custam)|prezzo|preço)\b|料金|価格|値段|いくら|가격|요금|구독료|비용",
                r"[$€£¥￥]\s?\d|\d[\d,.]*\s?(?:usd|eur|gbp|cny|rmb|dollars?|euros?|元|美元|欧元)\b|\d[\d,.]*\s?(?:元|美元|欧元)",
                True, "a currency amount"),
     AnswerRule("date",
@@ -8570,7 +8787,7 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
     never a word from outside the blocks; INSUFFICIENT_TEXT when nothing in them covers the question.  Between
     units that cover as much, ``weights`` (the retrieval's idf weight of each question term: "footnote" says more
     than "add") decide by what each says in its own words; without them every term weighs the same."""
-    q = answer_terms(question)
+    q = asked_terms(question)
     if not q:
         q = set(keyword_terms(question)) or set(fake_tokens(question))
     known = [w for t, w in (weights or {}).items() if t in q]

@@ -169,3 +169,36 @@ def test_dev_set_sources_match_the_tier_language(dev):
             if not (corpus / want / s).is_file():
                 wrong.append((item["id"], s, f"not in {want}/"))
     assert not wrong, f"sources in the wrong vault for their tier: {wrong}"
+
+
+# An outside reviewer's set over four other translations of the corpus (de, fr, ja, ko): the question handling of
+# languages other than English and Chinese (question_terms).  Its own header: vaults de/fr/ja/ko.
+LANG_SET = ROOT / "eval" / "obsidian-lang.yaml"
+LANG_SET_LANGS = {"de", "fr", "ja", "ko"}
+_KANA = re.compile(r"[\u3040-\u30ff]")
+_HANGUL = re.compile(r"[\uac00-\ud7af]")
+
+
+def test_lang_set_format_and_languages():
+    data = _load(LANG_SET)
+    assert set(data) == {"corpus", "vaults", "questions"} and data["corpus"] == "../shared/corpora/obsidian-help"
+    assert set(data["vaults"]) == LANG_SET_LANGS
+    ids = [item["id"] for item in data["questions"]]
+    assert len(ids) == len(set(ids)) == 100
+    seen = Counter((item["tier"], item["lang"]) for item in data["questions"])
+    assert {l for _, l in seen} == LANG_SET_LANGS and {t for t, _ in seen} == TIERS - {"cross"}
+    for item in data["questions"]:
+        assert set(item) == DEV_KEYS, item["id"]
+        assert item["expected_mode"] == ("rag" if item["tier"] in ANSWERABLE_TIERS else "no_answer"), item["id"]
+        _check_item_sources_and_mode(item, item["id"])
+        q = item["question"]
+        script = "ja" if _KANA.search(q) else "ko" if _HANGUL.search(q) else "latin"
+        assert script == (item["lang"] if item["lang"] in ("ja", "ko") else "latin"), item["id"]
+
+
+def test_lang_set_sources_exist_in_their_languages_vault():
+    data = _load(LANG_SET)
+    corpus = _corpus(data)
+    missing = [(item["id"], s) for item in data["questions"] for s in item["expected_sources"]
+               if not (corpus / item["lang"] / s).is_file()]
+    assert not missing, f"expected sources not in their language's vault: {missing}"

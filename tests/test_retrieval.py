@@ -105,6 +105,70 @@ def test_a_note_is_found_and_answered_by_its_alias(db, tmp_path):
     assert answer["mode"] == "rag" and "handbook" not in (answer["gate"]["unknown_words"] or []), answer["reason"]
 
 
+# --- The terms of a question: function words of other languages (question_terms) ---------------------------------
+
+# (language, question, the terms it keeps): the question side drops pronouns, articles, auxiliaries, question words,
+# particles and polite endings; topic words stay (eval/obsidian-lang.yaml's wording).
+QUESTION_TERMS = [
+    ("de", "Wie importiere ich meine Evernote-Notizbücher in Obsidian?",
+     ["importiere", "evernote", "notizbücher", "obsidian"]),
+    ("de", "Wie kann ich einen Hinweisblock einklappbar machen?", ["hinweisblock", "einklappbar", "machen"]),
+    ("de", "Wie verwende ich die Suche?", ["verwende", "suche"]),
+    ("fr", "Comment importer mes carnets Evernote dans Obsidian ?", ["importer", "carnet", "evernote", "obsidian"]),
+    ("fr", "Combien de jours ai-je pour demander un remboursement ?", ["jour", "demander", "remboursement"]),
+    ("es", "¿Cómo puedo crear un nuevo lienzo en mi bóveda?", ["crear", "nuevo", "lienzo", "bóveda"]),
+    ("it", "Come posso installare un plugin della comunità?", ["installare", "plugin", "comunità"]),
+    ("pt", "Como posso criar uma nota diária a partir de um modelo?", ["criar", "nota", "diária", "partir", "modelo"]),
+    ("nl", "Hoe kan ik mijn notities van Evernote importeren?", ["notity", "evernote", "importeren"]),  # English
+    # plural folding (-ies), as the index folds it: left as it is (keyword-v4)
+    ("ru", "Как создать новый холст?", ["создать", "новый", "холст"]),
+    ("ja", "Evernoteのノートをインポートするにはどうすればいいですか？",
+     ["evernote", "ノー", "ート", "イン", "ンポ", "ポー", "ート"]),
+    ("ja", "明日の東京の天気はどうですか？", ["明日", "東京", "天気"]),
+    ("ja", "Obsidian Syncの月額料金はいくらですか？", ["obsidian", "sync", "月額", "額料", "料金"]),
+    ("ko", "중첩 태그는 어떻게 만드나요?", ["중첩", "태그", "만드"]),
+    ("ko", "노트에 별칭을 추가하려면 어떻게 해야 하나요?", ["노트", "별칭", "추가"]),   # 추가 keeps its 가
+    ("ko", "Joplin에 있는 노트들을 Importer로 가져올 수 있나요?", ["joplin", "노트", "importer", "가져", "져올"]),
+    ("ko", "연말정산은 어떻게 신청하나요?", ["연말", "말정", "정산", "신청"]),
+]
+
+
+@pytest.mark.parametrize("lang,question,terms", QUESTION_TERMS, ids=[f"{x[0]}-{i}" for i, x in enumerate(QUESTION_TERMS)])
+def test_question_terms_drop_the_languages_function_words(lang, question, terms):
+    assert localrag.question_language(question) == lang
+    assert localrag.question_terms(question) == terms
+    assert localrag.asked_terms(question) == set(terms) - localrag._QUESTION_STOPWORDS
+
+
+# English and Chinese questions (and the unsure) are read exactly as keyword_terms reads them: one German "die" or
+# Spanish "de" in an English question changes nothing.
+@pytest.mark.parametrize("question", [
+    "How do I create a new canvas?", "Why does my sync die after an hour?", "What is the de facto plugin for tasks?",
+    "Die Hard", "Obsidian Sync", "客户 P1 工单应该如何升级？", "如何在Obsidian中创建白板", "",
+    "Is there an Apple Watch app?", "Can I use a template in a daily note?"])
+def test_english_and_chinese_questions_keep_their_keyword_terms(question):
+    assert localrag.question_language(question) == ""
+    assert localrag.question_terms(question) == localrag.keyword_terms(question)
+    assert localrag.asked_terms(question) == localrag.answer_terms(question)
+
+
+def test_question_terms_leave_the_index_tokenizer_alone():
+    """The function-word lists are the question side only: a document keeps its German "die" and "wie"."""
+    assert localrag.keyword_terms("Wie verwende ich die Suche?") == ["wie", "verwende", "ich", "die", "suche"]
+
+
+def test_en_zh_eval_questions_are_read_as_before():
+    """Every question of the English/Chinese sets gets keyword_terms unchanged (their README figures hold)."""
+    root = SAMPLE_VAULT.parent.parent / "eval"
+    for path in sorted(root.glob("*.yaml")):
+        if path.name == "obsidian-lang.yaml":
+            continue
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        for item in data["questions"] if isinstance(data, dict) else data:
+            q = item["question"]
+            assert localrag.question_terms(q) == localrag.keyword_terms(q), (path.name, q)
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.text(alphabet=st.characters(max_codepoint=127), max_size=200))
 def test_keyword_terms_of_ascii_text_skip_normalization_only(text):
