@@ -7670,9 +7670,18 @@ def run_retrieval(store: Store, config: Config, query: str, top_k: int, retrieva
             raise EmbeddingDimMismatch(f"the query vector has {len(vector)} dimensions; expected "
                                        f"{config.embedding_dim}", expected=config.embedding_dim, actual=len(vector))
     words = question_terms(query)[:KEYWORD_QUERY_MAX_TERMS]
+    run_mode, blind = mode, None
+    if mode == "hybrid" and vector is not None and not any(vector) and words and store.has_keywords():
+        # The embedder sees nothing of the question (fake-lexical-v1 reads [a-z0-9] words and CJK, so a Russian
+        # question is the zero vector): its cosine of 0 would refuse every such question, and its ranking is noise.
+        # The keyword channel answers alone, and the gate decides without a similarity.
+        run_mode, vector = "keyword", None
+        blind = "the embedder represents no word of the question: the keyword channel alone"
     with store.snapshot():  # statistics, candidates, scores and rows all from one snapshot (an ingest may be running)
-        terms, candidates, order, rows, path = _retrieve_in_snapshot(store, config, mode, key, vector, words,
+        terms, candidates, order, rows, path = _retrieve_in_snapshot(store, config, run_mode, key, vector, words,
                                                                      n_candidates, top_k, scope)
+    if blind:
+        path = (None, blind)
     results = []
     for cid in order:
         content, rel, heading_path, chunk_index, content_hash, vault_path, line_start, line_end, title, aliases = \

@@ -13,7 +13,7 @@ import yaml
 from hypothesis import given, settings, strategies as st
 
 import localrag
-from conftest import QUESTIONS, SAMPLE_VAULT, reset_database, run_cli
+from conftest import QUESTIONS, SAMPLE_VAULT, reset_database, run_cli, write_vault
 
 # === 1. Tokenizer (keyword-v2) =====================================================================================
 
@@ -1073,3 +1073,23 @@ def test_cli_and_http_show_the_suggestion(http_api):
     assert status == 200 and '"suggestion": {"question": "What are the API latency alert thresholds?"' in text
     spec = localrag.openapi_spec()["components"]["schemas"]
     assert "suggestion" in spec["AskResponse"]["properties"] and "suggestion" in spec["SearchResponse"]["properties"]
+
+
+def test_a_question_the_embedder_cannot_read_is_answered_by_the_keyword_channel(db, tmp_path):
+    """fake-lexical-v1 reads [a-z0-9] words and CJK (seed 000), so a Russian question is the zero vector: its cosine
+    of 0 refused every question over a Russian vault (an other-language reviewer).  Hybrid then runs the keyword
+    channel alone and the gate decides without a similarity; an explicit --retrieval vector is left as asked."""
+    vault = tmp_path / "ru"
+    write_vault(vault, {"Синхронизация.md": "# Синхронизация\n\nЧтобы включить синхронизацию, откройте настройки "
+                                            "и выберите раздел синхронизации хранилища.\n",
+                        "Темы.md": "# Темы\n\nТемы меняют внешний вид приложения: цвета, шрифты и отступы.\n"})
+    localrag.ingest(db, vault)
+    answer = localrag.ask(db, "Как включить синхронизацию хранилища?")
+    assert answer["mode"] == "rag" and answer["citations"][0]["source"] == "Синхронизация.md"
+    assert "no vector channel" in answer["reason"]
+    with localrag.Store.open(db) as store:
+        got = localrag.run_retrieval(store, db, "Как включить синхронизацию хранилища?", 3)
+        assert got["search_path"] is None and "keyword channel alone" in got["search_path_reason"]
+        assert got["vector_top"] is None and all(r["channels"] == ["keyword"] for r in got["results"])
+        assert localrag.run_retrieval(store, db, "Как включить синхронизацию?", 3, "vector")["search_path"] == "exact"
+    assert localrag.ask(db, "Как испечь хлеб на закваске?")["mode"] == "no_answer"   # off-topic stays refused
