@@ -8735,6 +8735,9 @@ def _readable(unit: dict) -> bool:
     text = unit["text"]
     introduces_code = text.endswith((":", "：")) and (unit.get("code") or unit.get("code_follows") or
                                                      unit.get("list_follows"))
+    # a step ending in a colon that leads into its sub-items ("3. A Startup time window shows the timings:") is a
+    # step all the same (leaving it out numbered the next one as 3); one that leads into nothing shown is not
+    introduces_code = introduces_code or (unit["kind"] == "step" and bool(unit.get("subs_follow")))
     if unit["kind"] in ("heading", "code") or text.endswith(("?", "？")) or TRUNCATED_MARK in text or \
             (text.endswith((":", "：")) and not introduces_code):
         return False
@@ -8747,7 +8750,8 @@ def _readable(unit: dict) -> bool:
         return not unit.get("names_columns") and bool(re.search(r"\w", text))
     if not introduces_code and not re.search(r"[.!。！)）\]]$", text) and words < 6 and cjk < 10:
         return False  # a bare title or link line, not a statement
-    return words >= 4 or cjk >= 8 or (words >= 2 and cjk >= 4)
+    # a short instruction naming its key or command in code ("Or, press `Shift+2`.") says all it needs to
+    return words >= 4 or cjk >= 8 or (words >= 2 and cjk >= 4) or (words >= 2 and "`" in text)
 
 
 # "What is a vault?", "What are properties?", "什么是仓库？", "白板是什么？": the question asks for a definition,
@@ -8858,6 +8862,7 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
             density = hit / math.sqrt(len(toks) or 1)
             hit = hit or (len(q) if named and unit["kind"] == "sentence" else 0)
             unit = {**unit, "n": b["n"], "pos": pos, "hit": hit, "framed": framed, "own": weight(q & toks),
+                    "subs_follow": pos + 1 < len(raw) and raw[pos + 1]["kind"] == "sub",
                     "coverage": said / len(q) + (bonus if carries else 0.0), "density": density}
             units.append(unit)
             if unit["kind"] == "step":
@@ -8890,6 +8895,14 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
         """A procedure's step, and the commands it says to run (a step's own code blocks are the procedure, not
         an aside: no FAKE_MAX_CODE_BLOCKS), indented under it."""
         out = [f"{i}. {u['text']} [{n}]"]
+        if u.get("subs_follow"):   # "4. In the popup:" and what to do there, indented under it
+            after = units_of[n][u["pos"] + 1:]
+            subs = []
+            for v in after:
+                if v["kind"] != "sub" or len(subs) == FAKE_MAX_STEPS:
+                    break
+                subs.append(v)
+            out += [f"   - {v['text']} [{n}]" for v in subs if re.search(r"\w", v["text"])]
         for code in (c for c in u.get("code", ()) if short(c)):
             out.append("\n".join("   " + line if line.strip() else "" for line in code.rstrip().split("\n")))
             out.append(f"   [{n}]")   # inside the list item, after the closing fence

@@ -1407,3 +1407,17 @@ def test_a_procedure_says_first_what_its_note_says_it_needs():
     lines = localrag.fake_answer("How do I add Google Analytics to my site?", blocks).splitlines()
     assert lines[0] == "To use analytics on your site, you need a custom domain. [2]"
     assert lines[1] == "To enable Google Analytics for your site: [1]" and len(lines) == 5   # not another note's
+
+
+def test_a_step_leading_into_sub_items_and_a_short_instruction_with_its_key_are_shown():
+    """Step 3 ended in a colon (its sub-items followed) and was dropped, so step 4 was printed as "3."; "Or, press
+    `Shift+2`." had too few words to be shown at all (an outside reviewer's check4 and check5 sets)."""
+    content = ("1. 打开设置 → 常规 → 高级。\n2. 在应用启动缓慢时进行通知旁边，选择计时器图标。\n"
+               "3. 将出现一个启动时间窗口，显示详细的计时信息：\n   - 初始化：加载应用本身所花费的时间。\n"
+               "4. 你可以选择复制到剪贴板来复制报告。\n")
+    lines = localrag.fake_answer("怎么查看启动时间？", blocks_of(content)).splitlines()
+    assert lines[2:5] == ["3. 将出现一个启动时间窗口，显示详细的计时信息： [1]", "   - 初始化：加载应用本身所花费的时间。 [1]",
+                          "4. 你可以选择复制到剪贴板来复制报告。 [1]"]     # the sub-items it leads into, under it
+    assert localrag._readable({"kind": "step", "text": "A window shows the timings:", "subs_follow": True})
+    assert localrag._readable({"kind": "sentence", "text": "Or, press `Shift+2`."})
+    assert not localrag._readable({"kind": "sentence", "text": "Use `[[`."})      # one word and a code span: no
