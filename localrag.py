@@ -9024,8 +9024,27 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
     if any(_mostly_cjk(u["text"]) == asked_cjk for u in ranked):
         ranked = [u for u in ranked if _mostly_cjk(u["text"]) == asked_cjk]
     said: list[set[str]] = []    # the terms of each unit shown, to leave out restatements of one of them
+    # For a how-to question, two or more steps of one numbered list among what would be shown are that procedure,
+    # shown whole, in order, numbered, where its first one ranks (they came as loose lines: steps 3, 2 and 4
+    # without step 1).  Another question wants the fact one step states, not the procedure around it.
+    listed = collections.Counter((u["n"], u["list"]) for u in ranked[:max_sentences]
+                                 if u["kind"] == "step" and asks_procedure(question))
+    whole_lists = {key for key, count in listed.items() if count >= 2 and steps[key][0]["step"] <= 1}
     for u in ranked:
         if u["text"] not in seen and shown < max_sentences:
+            if u["kind"] == "step" and (u["n"], u["list"]) in whole_lists:
+                items = [v for v in steps[(u["n"], u["list"])] if _readable(v)][:FAKE_MAX_STEPS]
+                before = units_of[u["n"]][items[0]["pos"] - 1] if items[0]["pos"] else None
+                if before is not None and before["kind"] == "sentence" and before["text"].endswith((":", "：")) \
+                        and before["text"] not in seen:
+                    seen.add(before["text"])
+                    lines.append(f"{before['text']} [{u['n']}]")
+                for i, v in enumerate(items, 1):
+                    seen.add(v["text"])
+                    lines += step_lines(i, v, u["n"])
+                said.append(answer_terms(" ".join(v["text"] for v in items)))
+                shown += 1
+                continue
             terms = answer_terms(u["text"])
             if _restates(terms, said) and not (u.get("list_follows") or u.get("code") or u.get("code_follows")):
                 continue   # "对于附件，旧版本将保留两周。" after "附件的旧版本保留两周。" from another note

@@ -1421,3 +1421,21 @@ def test_a_step_leading_into_sub_items_and_a_short_instruction_with_its_key_are_
     assert localrag._readable({"kind": "step", "text": "A window shows the timings:", "subs_follow": True})
     assert localrag._readable({"kind": "sentence", "text": "Or, press `Shift+2`."})
     assert not localrag._readable({"kind": "sentence", "text": "Use `[[`."})      # one word and a code span: no
+
+
+def test_steps_of_one_list_ranked_as_loose_lines_are_shown_as_their_procedure():
+    """A sentence from another note said more of a how-to question than the steps did, so the steps came as loose
+    lines in score order (steps 3, 2 and 4 of "取消发布笔记", step 1 missing; outside reviewers' check4/check5)."""
+    blocks = [{"n": 1, "source": "a.md", "heading": "Unpublish notes", "heading_path": ["Unpublish notes"],
+               "score": 0.5, "content": "1. Open the publish dialog.\n2. Select the notes on your site.\n"
+                                        "3. Select Publish.\n"},
+              {"n": 2, "source": "b.md", "heading": "Next", "heading_path": ["Next"], "score": 0.4,
+               "content": "Today you can unpublish notes from your site in the publish dialog."}]
+    lines = localrag.fake_answer("How do I unpublish notes from my site in the publish dialog today?",
+                                 blocks).splitlines()
+    assert lines == ["Today you can unpublish notes from your site in the publish dialog. [2]",
+                     "1. Open the publish dialog. [1]", "2. Select the notes on your site. [1]",
+                     "3. Select Publish. [1]"]
+    # a question that is no how-to wants the fact a step states, not the procedure around it
+    loose = localrag.fake_answer("Can I unpublish notes from my site in the publish dialog today?", blocks)
+    assert "1. Open" not in loose
