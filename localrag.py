@@ -2872,7 +2872,9 @@ whether which while who whom why will with within without would yes yet you your
 mine ours myself yourself yourselves himself herself ourselves themselves
 please thanks thank hello anymore already still ever instead really maybe somehow somewhere anywhere everywhere
 everything nothing someone everyone anybody somebody nobody whose whoever whichever wherever whenever onto via etc
-""".split())   # keyword-v2: the pronouns' possessive and reflexive forms, and words of asking, not of topic
+doesn isn aren wasn weren hasn haven hadn didn wouldn couldn shouldn mustn needn ll ve re
+""".split())   # keyword-v2: the pronouns' possessive and reflexive forms, and words of asking, not of topic;
+# keyword-v4: what a contraction leaves (doesn't -> doesn, I'll -> ll), which asked for a word no note says
 # CJK: particles that end a run (they mark word boundaries), and function words that carry no topic: a run is
 # broken at them before it is cut into bigrams, so "工单应该如何升级" gives 工单, 升级 rather than 单应, 该如, 何升.
 _CJK_BREAK_CHARS = frozenset("的了吗呢吧啊呀嘛是")
@@ -2880,7 +2882,7 @@ KEYWORD_CJK_STOP = frozenset("""
 了 在 和 与 及 或 我 你 他 她 它 有 把 被 也 都 就 还 又 要 会 能 么 个 这 那 哪 怎 啥 谁 请 问 一 不 吗 呢 的 是
 怎么 什么 如何 可以 哪些 哪个 为什么 为何 怎样 怎么样 能否 是否 一个 这个 那个 我们 你们 他们 请问 能不能 可不可以
 有没有 没有 有什么 怎么办 一下 应该 需要 如果 这些 那些 时候 的话 多少 几个 哪里 哪儿 么样 多久 多长 有多 哪天 什么时候
-几 该 事情 东西
+几 该 事情 东西 已经
 """.split())
 _KW_WORD_RE = re.compile(r"[^\W_]+")
 
