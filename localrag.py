@@ -8012,7 +8012,7 @@ _NUM = r"\d"
 _LIMIT_WORDS = (r"(?:max(?:imum|imal)?|min(?:imum|imal)?|limit(?:s|ed)?|up to|at most|at least|no more than|"
                 r"not (?:exceed|more than)|cap(?:ped)?|quota|最多|最大|最少|最小|上限|下限|不超过|至多|至少|限制|限额)")
 _UNITS_TIME = (r"(?:ms|milliseconds?|seconds?|secs?|minutes?|mins?|hours?|hrs?|days?|weeks?|months?|years?|"
-               r"毫秒|秒|分钟|小时|天|周|个月|年)")
+               r"business days?|working days?|毫秒|秒|分钟|个?小时|个?工作日|天|个?星期|周|个月|年)")
 # A unit the question names in asking for a number ("how many megabytes", "多少 MB"): the number that carries it
 # must come in that unit; "a minimum of 5 minutes" answers no question about megabytes.
 _UNITS_SIZE = (r"(?:bytes?|kb|mb|gb|tb|kib|mib|gib|tib|kilobytes?|megabytes?|gigabytes?|terabytes?|字节|千字节|兆字节|兆)")

@@ -170,6 +170,8 @@ CARRIES = [  # (question, evidence that carries the kind, evidence that does not
     ("How many slides can a presentation have?", "A presentation can have up to 40 slides.",
      "1. Open the presentation.\n2. Press `Ctrl+P` to start the slides.\nYou can have up to 10 remote vaults."),
     ("白板里最多能放几张卡片？", "一个白板最多放 500 张卡片。", "1. 打开白板。\n2. 按 Ctrl+1 添加卡片。"),
+    ("教育折扣申请一般多久能审核完？", "我们一般在 3 个工作日内审核你的申请。", "审核结果会通过邮件通知你。"),
+    ("How long does a review take?", "We review applications within 3 business days.", "We review every one."),
     ("How many days do I have to ask for a refund?", "Refunds are possible within 14 days.",
      "Refunds of up to 200 MB of storage add-ons are possible."),
 ]
