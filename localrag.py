@@ -8394,6 +8394,7 @@ FAKE_LIST_MIN_RELATIVE_COVERAGE = 2 / 3    # a lead-in shown with its list cover
 _MARKER_RE = re.compile(r"\[(\d+)\]")
 # A sentence ends at 。！？!? or at a full stop before a space or the line's end, except a full stop followed by a
 # lower-case word: "e.g. in a case where ...", "etc. and" go on (an English sentence starts with a capital).
+_BARE_VERDICT_RE = re.compile(r"^(?:yes|no|nope|yep|是的|是|不是|不|可以|不可以|不能|能|没有|有)\s*[.。!！]\s*$", re.IGNORECASE)
 _SENTENCE_RE = re.compile(r"(?:[^。！？!?.\n]|\.(?!\s|$)|\.(?=[ \t]+[a-z])|[!?](?=\w))+(?:[。！？!?]+|\.(?=\s|$)|$)",
                           re.MULTILINE)
 
@@ -8634,9 +8635,16 @@ def _evidence_units(content: str) -> list[dict]:
 
     def flush_paragraph() -> None:
         if paragraph:
+            verdict = ""   # a bare "No." or "是的。" is one sentence with the next: alone it was too short to show
             for sentence in _SENTENCE_RE.findall(" ".join(paragraph)):
-                if plain(sentence):
-                    units.append({"text": plain(sentence), "kind": "sentence"})
+                if _BARE_VERDICT_RE.match(plain(sentence)):
+                    verdict = plain(sentence).strip()
+                    verdict += "" if verdict.endswith(("。", "！")) else " "
+                elif plain(sentence):
+                    units.append({"text": verdict + plain(sentence), "kind": "sentence"})
+                    verdict = ""
+            if verdict:
+                units.append({"text": verdict.strip(), "kind": "sentence"})
             paragraph.clear()
 
     def flush_item() -> None:

@@ -1441,3 +1441,12 @@ def test_steps_of_one_list_ranked_as_loose_lines_are_shown_as_their_procedure():
     # a question that is no how-to wants the fact a step states, not the procedure around it
     loose = localrag.fake_answer("Can I unpublish notes from my site in the publish dialog today?", blocks)
     assert "1. Open" not in loose
+
+
+def test_a_bare_yes_or_no_is_one_sentence_with_the_next():
+    """"No." alone was too short to be shown, so the answer to a yes/no question never said no (check5)."""
+    units = localrag._evidence_units("No. The data is deleted immediately.\n\n是的。你可以导出。\n\nYes.")
+    assert [u["text"] for u in units] == ["No. The data is deleted immediately.", "是的。你可以导出。", "Yes."]
+    content = "No. The data is deleted immediately from the servers. Local data stays."
+    answer = localrag.fake_answer("Do you keep my data on the servers after a refund?", blocks_of(content))
+    assert answer.startswith("No. The data is deleted immediately from the servers. [1]")
