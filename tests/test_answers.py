@@ -911,8 +911,7 @@ def test_extractive_answer_reads_a_faq_question_as_the_heading_of_its_answer():
                "__Is two-factor authentication free?__\nYes, for every account.")
     answer = localrag.fake_answer("How do I turn on two-factor authentication again?", blocks_of(content))
     assert "I turned two-factor authentication off." not in answer
-    assert answer.splitlines()[0] == "No. [1]" or \
-        "Each time you turn on two-factor authentication you get a new QR code. [1]" in answer.splitlines()
+    assert answer.splitlines()[0] == "No. Each time you turn on two-factor authentication you get a new QR code. [1]"
     units = localrag._evidence_units(content)
     assert [u["text"] for u in units if u["kind"] == "heading"] == [
         "I turned two-factor authentication off. Can I reuse my old QR code to turn it on?",
