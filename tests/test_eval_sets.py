@@ -39,10 +39,11 @@ CHECK_SET = ROOT / "eval" / "obsidian-check.yaml"   # a small set never tuned on
 CHECK2_SET = ROOT / "eval" / "obsidian-check2.yaml"  # a second one, written blind (without running localrag)
 CHECK3_SET = ROOT / "eval" / "obsidian-check3.yaml"  # a third, by an outside reviewer from the notes alone
 CHECK4_SET = ROOT / "eval" / "obsidian-check4.yaml"  # a fourth, by another outside reviewer, who judged the answers
+CHECK5_SET = ROOT / "eval" / "obsidian-check5.yaml"  # a fifth, by a third reviewer, after check4's fixes
 
 
-@pytest.fixture(scope="module", params=[DEV_SET, CHECK_SET, CHECK2_SET, CHECK3_SET, CHECK4_SET],
-                ids=["dev", "check", "check2", "check3", "check4"])
+@pytest.fixture(scope="module", params=[DEV_SET, CHECK_SET, CHECK2_SET, CHECK3_SET, CHECK4_SET, CHECK5_SET],
+                ids=["dev", "check", "check2", "check3", "check4", "check5"])
 def dev(request):
     data = _load(request.param)
     data["_path"] = request.param
