@@ -13401,9 +13401,18 @@ def _check_argument_text(args: argparse.Namespace) -> None:
             continue
         label = {"query": "QUERY", "question": "QUESTION", "id": "ID", "target": "PATH[#HEADING]",
                  "action": "ACTION"}.get(name, "--" + name.replace("_", "-"))
-        raise InvalidRequest(f"{label} is not valid UTF-8 text (\"{_printable_path(bad)}\": \\xNN marks the bytes "
-                             f"that are not); pass it in UTF-8 (check the terminal's or script's encoding)",
-                             field=name)
+        raise _not_utf8(label, bad, name)
+
+
+def _not_utf8(label: str, text: str, field: str,
+              fix: str = "pass it in UTF-8 (check the terminal's or script's encoding)") -> InvalidRequest:
+    """invalid_request for a text holding bytes that are not UTF-8 (lone surrogates, as surrogateescape decodes
+    them), showing the text around the first such byte with \\xNN for the bytes."""
+    at = _SURROGATE_RE.search(text)
+    start = max(0, (at.start() if at else 0) - 30)
+    shown = ("…" if start else "") + _printable_path(text[start:start + 80]) + ("…" if len(text) > start + 80 else "")
+    return InvalidRequest(f"{label} is not valid UTF-8 text (\"{shown}\": \\xNN marks the bytes that are not); {fix}",
+                          field=field)
 
 
 def _stdin(what: str, field: str | None = None, hint: str | None = None) -> Any:
@@ -13421,13 +13430,19 @@ def _stdin_is_terminal() -> bool:
 
 
 def _stdin_text(value: str | None, what: str) -> str | None:
-    """`-` means: read the text from stdin (a script pipes a question in)."""
+    """`-` means: read the text from stdin (a script pipes a question in).  Bytes that are not UTF-8 are refused
+    as they are in an argument: under a C or UTF-8 locale stdin decodes them to lone surrogates, which no answer
+    record or request body can hold (ask ended in internal_error, search answered)."""
     if value != "-":
         return value
+    label = f"{what.upper()} (read from stdin)"
     try:
-        return _stdin(what).read()
-    except UnicodeDecodeError:
-        raise InvalidRequest(f"the {what} read from stdin is not valid UTF-8", field=what) from None
+        text = _stdin(what).read()
+    except UnicodeDecodeError as exc:   # a strict stdin (PYTHONIOENCODING=utf-8:strict)
+        raise _not_utf8(label, exc.object[:exc.end + 80].decode("utf-8", "surrogateescape"), what) from None
+    if _SURROGATE_RE.search(text):
+        raise _not_utf8(label, text, what)
+    return text
 
 
 def _cmd_search(config: Config, args: argparse.Namespace) -> int:
@@ -13483,41 +13498,83 @@ def _print_citations(citations: list[dict], several_vaults: bool = False) -> Non
         print(f"    open: {_show_command(c['source'], c.get('heading_path') or (), vault, c.get('line_start'))}")
 
 
+def _batch_defaults(config: Config, args: argparse.Namespace, store: Store) -> dict:
+    """The command line's --top-k, --fallback and scope flags, which `ask --batch` applies to every line (a line's
+    own field wins).  Checked once, before the first line: a mistyped --vault is one vault_not_indexed (exit 9), not
+    the same error on every line."""
+    if args.stream:
+        raise InvalidRequest("--stream does not combine with --batch: a batch writes each answer whole, as one JSON "
+                             "line; leave out --stream", field="stream")
+    defaults = {name: value for name, value in (
+        ("top_k", args.top_k), ("fallback", True if args.fallback else None), ("retrieval", args.retrieval),
+        ("path", args.path), ("tag", args.tag), ("vault", args.vault)) if value is not None}
+    validate_top_k(defaults.get("top_k"), config)
+    validate_retrieval(defaults.get("retrieval"), config)
+    scope = validate_scope(defaults.get("path"), defaults.get("tag"), defaults.get("vault"))
+    if scope.vault:
+        _require_indexed_vault(scope.vault, store.vault_paths())
+    return defaults
+
+
+def _batch_line(number: int, line: str) -> Any:
+    """One line of a batch as JSON: a line with bytes that are not UTF-8 (read as lone surrogates), or that is not
+    one JSON object, is that line's invalid_request."""
+    if _SURROGATE_RE.search(line):
+        raise _not_utf8(f"line {number}", line.rstrip("\r\n"), "line", "save the file in UTF-8")
+    try:
+        item = json.loads(line)
+    except ValueError as exc:
+        raise InvalidRequest(f'line {number} is not JSON ({exc}); write one {{"question": ...}} object per line',
+                             field="line") from None
+    if not isinstance(item, dict):
+        raise InvalidRequest(f'line {number} is a JSON {type(item).__name__}, not an object; write one '
+                             f'{{"question": ...}} object per line', field="line")
+    return item
+
+
 def _ask_batch(config: Config, args: argparse.Namespace) -> int:
-    """One JSON result per input line ({"question": ...} per line); a failed line is reported and skipped."""
+    """One JSON result per non-blank input line ({"question": ...} per line); a failed line is reported and
+    skipped.  The file is read as UTF-8 with bytes that are not kept as lone surrogates, so such a line fails
+    alone (the whole batch ended in internal_error)."""
     source = _stdin("JSONL batch", "batch") if args.batch == "-" else None
     try:
-        handle = source or open(args.batch, encoding="utf-8")
+        if source is None:
+            handle = open(args.batch, encoding="utf-8", errors="surrogateescape")  # noqa: SIM115
+        elif hasattr(source, "buffer"):   # stdin's own decoding may be strict, or not UTF-8 (the locale's)
+            handle = io.TextIOWrapper(source.buffer, encoding="utf-8", errors="surrogateescape")
+        else:
+            handle = source
     except OSError as exc:
         raise InvalidRequest(f"cannot read --batch file {args.batch}: {exc.strerror or exc}", field="batch") from None
     failed = total = written = 0
     with contextlib.ExitStack() as stack:
         if source is None:
             stack.enter_context(handle)
+        elif handle is not source:
+            stack.callback(handle.detach)   # leave sys.stdin's buffer open
         store = stack.enter_context(Store.open(config))
+        defaults = _batch_defaults(config, args, store)
         try:
             for number, line in enumerate(handle, 1):
+                if number == 1:   # a BOM (a JSONL file saved by a Windows tool), as ingest and eval accept it
+                    line = line.lstrip("\ufeff")
                 if not line.strip():
                     continue
                 total += 1
                 try:
-                    try:
-                        item = json.loads(line)
-                    except ValueError as exc:
-                        raise InvalidRequest(f"line {number} is not JSON ({exc}); write one "
-                                             f'{{"question": ...}} object per line', field="line") from None
-                    item = _check_fields(item, _ASK_FIELDS, "question")
+                    item = _check_fields(_batch_line(number, line), _ASK_FIELDS, "question")
                     _text_ok(item.get("question"), "question")
-                    out = {"line": number, **ask(config, store=store, **item)}
+                    out = {"line": number, **ask(config, store=store, **{**defaults, **item})}
                 except LocalRagError as exc:
                     if isinstance(exc, (DatabaseUnavailable, DatabaseError)):
                         raise   # the next lines would fail the same way
                     failed += 1
                     _say(f"line {number}: error [{exc.code}]: {exc.message}")
                     out = {"line": number, **exc.to_dict()}
-                sys.stdout.write(json.dumps(_jsonable(out), ensure_ascii=False) + "\n")
+                text = json.dumps(_jsonable(out), ensure_ascii=False) + "\n"
+                written += 1   # before the write: a stop sent as the reader sees the line must count it
+                sys.stdout.write(text)
                 sys.stdout.flush()
-                written += 1
         except KeyboardInterrupt as exc:   # main() says how far the batch got (a line being asked is not written)
             exc.batch = {"answered": written - failed, "failed": failed}
             raise
@@ -14237,7 +14294,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("question", nargs="?",
                    help=f"the question, up to {TEXT_MAX_CHARS:,} characters; - reads it from stdin")
     p.add_argument("--batch", metavar="FILE", help="answer every {\"question\": ...} line of a JSONL file (- for "
-                                                   "stdin), one JSON result per line on stdout")
+                                                   "stdin), one JSON result per line on stdout; --top-k, --fallback "
+                                                   "and the scope flags apply to every line (a line's own field wins)")
     p.add_argument("--top-k", type=int, metavar="N", help=f"evidence chunks, {TOP_K_MIN}..{TOP_K_MAX} "
                                                          f"(default RAG_TOP_K)")
     p.add_argument("--fallback", action="store_true",

@@ -314,6 +314,86 @@ def test_an_interrupted_batch_keeps_its_output_json_lines_and_says_how_far_it_go
     assert "interrupted (SIGTERM): 1 line(s) answered and written before the stop, 0 failed" in err
 
 
+@pytest.mark.parametrize("stdin_encoding", [None, "utf-8:strict"])
+def test_stdin_text_that_is_not_utf8_is_refused_as_an_argument_is(ingested, stdin_encoding):
+    """`printf 'P1 \\xff\\xfe 升级' | localrag ask - --json` was internal_error (exit 1: the request body and the
+    record could not hold the bytes stdin decoded to surrogates), search answered with them; an argument with the
+    same bytes was already invalid_request naming it.  The same for a strict stdin (PYTHONIOENCODING)."""
+    env = {**os.environ, "LC_ALL": "C.UTF-8"}
+    if stdin_encoding:
+        env["PYTHONIOENCODING"] = stdin_encoding
+    before = localrag.answer_history(localrag.load_config())["total"]
+    for command, field in (("ask", "question"), ("search", "query"), ("tickets", "question")):
+        args = ["tickets", "draft", "-"] if command == "tickets" else [command, "-"]
+        proc = subprocess.run([sys.executable, "-m", "localrag", *args, "--json"], cwd=ROOT, env=env,
+                              input=b"P1 \xff\xfe " + "升级".encode(), capture_output=True)
+        assert proc.returncode == localrag.EXIT_USAGE, proc.stderr
+        error = json.loads(proc.stdout)["error"]
+        assert (error["code"], error["details"]["field"]) == ("invalid_request", field)
+        assert error["message"].startswith(f"{field.upper()} (read from stdin) is not valid UTF-8 text")
+        assert "P1 \\xff\\xfe 升级" in error["message"] and b"Traceback" not in proc.stderr
+    assert localrag.answer_history(localrag.load_config())["total"] == before
+
+
+@pytest.mark.parametrize("via", ["file", "stdin", "strict stdin"])
+def test_a_batch_line_that_is_not_utf8_fails_alone(ingested, tmp_path, via):
+    """One byte 0xff on line 3 ended the whole batch with internal_error (exit 1), no line answered or numbered.
+    A UTF-8 BOM (a file saved by a Windows tool) failed line 1, and a JSON array was "the request body"."""
+    question = json.dumps({"question": "客户 P1 工单应该怎么升级？"}, ensure_ascii=False).encode()
+    data = b"\xef\xbb\xbf" + question + b"\n[1]\n" + b'{"question": "P1 \xff"}\n' + question + b"\n"
+    batch = tmp_path / "b.jsonl"
+    batch.write_bytes(data)
+    env = {**os.environ, "LC_ALL": "C.UTF-8", **({"PYTHONIOENCODING": "utf-8:strict"} if via == "strict stdin" else {})}
+    args = ["ask", "--batch", str(batch) if via == "file" else "-", "--json"]
+    proc = subprocess.run([sys.executable, "-m", "localrag", *args], cwd=ROOT, env=env,
+                          input=b"" if via == "file" else data, capture_output=True)
+    assert proc.returncode == localrag.EXIT_PARTIAL, proc.stderr
+    out = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert [o["line"] for o in out] == [1, 2, 3, 4]
+    assert out[0]["mode"] == out[3]["mode"] == "rag"
+    assert out[1]["error"]["message"].startswith("line 2 is a JSON list, not an object")
+    assert out[2]["error"]["details"]["field"] == "line"
+    assert out[2]["error"]["message"].startswith('line 3 is not valid UTF-8 text ("{"question": "P1 \\xff"}"')
+    assert b"2/4 line(s) answered, 2 failed" in proc.stderr
+
+
+def test_ask_batch_applies_the_command_line_flags_to_every_line(ingested, tmp_path, capfd):
+    """--top-k, --path, --tag, --vault, --retrieval and --fallback were accepted with --batch and ignored: a batch
+    scoped to one vault was answered from all of them, exit 0.  They now apply to every line, a line's own field
+    wins; a bad flag fails once, before any line; --stream (a batch writes whole JSON lines) is refused."""
+    config, vault, _ = ingested
+    question = "客户 P1 工单应该怎么升级？"
+    batch = tmp_path / "b.jsonl"
+    batch.write_text("\n".join(json.dumps(line, ensure_ascii=False) for line in (
+        {"question": question}, {"question": question, "top_k": 3}, {"question": question, "path": None},
+        {"question": "今天上海天气如何？"}, {"question": "今天上海天气如何？", "fallback": False})) + "\n",
+        encoding="utf-8")
+
+    def batch_run(*flags):
+        code, out = run_cli("ask", "--batch", str(batch), *flags)
+        return code, [json.loads(line) for line in out.splitlines()]
+
+    code, out = batch_run("--top-k", "1", "--fallback")
+    assert code == 0 and [len(o["citations"]) for o in out[:3]] == [1, 3, 1]
+    assert "fallback was requested" in out[3]["reason"] and "fallback was requested" not in out[4]["reason"]
+    code, out = batch_run("--path", "no-such-folder/", "--retrieval", "keyword")
+    assert code == 0 and [o["mode"] for o in out[:3]] == ["no_answer", "no_answer", "rag"]
+    assert "no indexed note matches the scope" in out[0]["reason"] and out[2]["retrieval"] == "keyword"
+    code, out = batch_run("--vault", str(vault))
+    assert code == 0 and out[0]["mode"] == "rag"
+    capfd.readouterr()
+    for flags, exit_code, field in ((["--vault", str(tmp_path / "nope")], localrag.EXIT_VAULT, None),
+                                    (["--top-k", "21"], localrag.EXIT_USAGE, "top_k"),
+                                    (["--stream"], localrag.EXIT_USAGE, "stream")):
+        code, out = batch_run(*flags)
+        assert (code, out) == (exit_code, []), flags
+        assert capfd.readouterr().err.count("error [") == 1
+        if field:
+            code, out = run_cli("ask", "--batch", str(batch), *flags, "--json")
+            assert out.count("\n") == 1 and json.loads(out)["error"]["details"]["field"] == field
+            capfd.readouterr()
+
+
 @pytest.mark.parametrize("args", [["search", "--top-k", "x", "--json"], ["search", "--json"],
                                   ["ask", "q", "--no-such-flag", "--json"], ["frobnicate", "--json"]])
 def test_argument_errors_print_the_error_document_with_json(args):
