@@ -139,6 +139,9 @@ CONTEXT_TOKEN_BUDGET_DEFAULT = 6000
 # (and --top-k's 20 chunks fill a small part of it), so a larger value is a typo, not a choice.
 CONTEXT_TOKEN_BUDGET_MIN, CONTEXT_TOKEN_BUDGET_MAX = 100, 200_000
 LLM_TIMEOUT_S_DEFAULT = 30.0
+# LLM_TIMEOUT_SECONDS / EMBEDDING_TIMEOUT_SECONDS at most a day: a larger value is a typo, and from ~1e10 s the socket
+# refuses it (OverflowError in every call, after the value had passed as "a positive number").
+UPSTREAM_TIMEOUT_S_MAX = 86_400.0
 HTTP_MAX_BODY_BYTES_DEFAULT = 1024 * 1024
 HTTP_SOCKET_TIMEOUT_S = 30.0               # silence on a socket (an idle keep-alive connection) before it is closed
 HTTP_REQUEST_TIMEOUT_S = 30.0              # a whole request (line, headers, body) must arrive within this
@@ -521,7 +524,7 @@ class Config:
     embedding_dim: int = EMBEDDING_DIM
     embedding_device: str = "cpu"
     embedding_cache_dir: Path = Path(".cache/embeddings")
-    embedding_base_url: str = ""           # openai-compatible: the base URL including any /v1
+    embedding_base_url: str = dataclasses.field(default="", repr=False)  # incl. any /v1; summary() masks it
     embedding_api_key: str = dataclasses.field(default="", repr=False)  # optional: local servers need none
     embedding_batch_size: int = EMBEDDING_BATCH_SIZE_DEFAULT
     embedding_timeout_s: float = EMBEDDING_TIMEOUT_S_DEFAULT
@@ -586,7 +589,7 @@ class Config:
             "embedding_dim": self.embedding_dim,
             "embedding_device": self.embedding_device,
             "embedding_cache_dir": str(self.embedding_cache_dir),
-            "embedding_base_url": self.embedding_base_url or None,
+            "embedding_base_url": mask_url(self.embedding_base_url) if self.embedding_base_url else None,
             "embedding_api_key": "set" if self.embedding_api_key else "not set",
             "embedding_batch_size": self.embedding_batch_size,
             "embedding_timeout_seconds": self.embedding_timeout_s,
@@ -754,10 +757,7 @@ def _load_config(env_file: str | Path | None, environ: dict | None, cwd: Path | 
         if not model:
             raise ConfigInvalid(f"EMBEDDING_PROVIDER={provider} needs EMBEDDING_MODEL, the model id the server "
                                 f"knows (e.g. intfloat/multilingual-e5-small)", key="EMBEDDING_MODEL", value="")
-        if not base_url.startswith(("http://", "https://")):
-            raise ConfigInvalid(f"EMBEDDING_PROVIDER={provider} needs EMBEDDING_BASE_URL starting with http:// or "
-                                f"https:// (got {base_url!r}), e.g. http://127.0.0.1:8080/v1",
-                                key="EMBEDDING_BASE_URL", value=base_url)
+        _base_url_setting(base_url, "EMBEDDING_BASE_URL", f"EMBEDDING_PROVIDER={provider}")
     dim = _int_setting(get("EMBEDDING_DIM"), "EMBEDDING_DIM", EMBEDDING_DIM)
     if dim != EMBEDDING_DIM:
         raise ConfigInvalid(f"EMBEDDING_DIM={dim} is not supported; the schema stores vector({EMBEDDING_DIM}), "
@@ -776,6 +776,8 @@ def _load_config(env_file: str | Path | None, environ: dict | None, cwd: Path | 
     device = _choice_setting((get("EMBEDDING_DEVICE") or "cpu").lower(), "EMBEDDING_DEVICE", EMBEDDING_DEVICES)
     cache_default = (repo_root / ".cache" / "embeddings") if repo_root else (home / "embeddings")
     llm_provider = _choice_setting(get("LLM_PROVIDER") or "fake", "LLM_PROVIDER", LLMS)
+    if llm_provider == OPENAI_PROVIDER and get("LLM_BASE_URL"):   # unset: llm_config_missing when an answer needs it
+        _base_url_setting(get("LLM_BASE_URL"), "LLM_BASE_URL", f"LLM_PROVIDER={llm_provider}")
     top_k = _int_setting(get("RAG_TOP_K"), "RAG_TOP_K", TOP_K_DEFAULT)
     if not TOP_K_MIN <= top_k <= TOP_K_MAX:
         raise ConfigInvalid(f"RAG_TOP_K={top_k} is out of range; use an integer from {TOP_K_MIN} to {TOP_K_MAX}",
@@ -810,8 +812,13 @@ def _load_config(env_file: str | Path | None, environ: dict | None, cwd: Path | 
                             key="RAG_MIN_MATCHED_TERMS", value=min_matched, allowed="0..20")
     budget = _range_setting(get("RAG_CONTEXT_TOKEN_BUDGET"), "RAG_CONTEXT_TOKEN_BUDGET", CONTEXT_TOKEN_BUDGET_DEFAULT,
                             CONTEXT_TOKEN_BUDGET_MIN, CONTEXT_TOKEN_BUDGET_MAX)
-    timeout = _float_setting(get("LLM_TIMEOUT_SECONDS"), "LLM_TIMEOUT_SECONDS", LLM_TIMEOUT_S_DEFAULT)
+    timeout = _float_setting(get("LLM_TIMEOUT_SECONDS"), "LLM_TIMEOUT_SECONDS", LLM_TIMEOUT_S_DEFAULT,
+                             UPSTREAM_TIMEOUT_S_MAX)
     max_file_mb = _float_setting(get("LOCALRAG_MAX_FILE_MB"), "LOCALRAG_MAX_FILE_MB", MAX_FILE_MB_DEFAULT)
+    if max_file_mb * 1024 * 1024 < 1:   # 1e-300 passed as positive, and ingest then skipped every file
+        raise ConfigInvalid(f"LOCALRAG_MAX_FILE_MB={get('LOCALRAG_MAX_FILE_MB')!r} is less than one byte; give the "
+                            f"largest file size to read in MB, e.g. 10", key="LOCALRAG_MAX_FILE_MB",
+                            value=get("LOCALRAG_MAX_FILE_MB"))
     max_body = _int_setting(get("LOCALRAG_MAX_BODY_BYTES"), "LOCALRAG_MAX_BODY_BYTES", HTTP_MAX_BODY_BYTES_DEFAULT)
     if max_body < 1:  # 0 or less would refuse every request body
         raise ConfigInvalid(f"LOCALRAG_MAX_BODY_BYTES={max_body} is out of range; use a positive number of bytes",
@@ -847,7 +854,7 @@ def _load_config(env_file: str | Path | None, environ: dict | None, cwd: Path | 
         embedding_device=device, embedding_cache_dir=as_path(get("EMBEDDING_CACHE_DIR"), cache_default),
         embedding_base_url=base_url, embedding_api_key=get("EMBEDDING_API_KEY"), embedding_batch_size=batch,
         embedding_timeout_s=_float_setting(get("EMBEDDING_TIMEOUT_SECONDS"), "EMBEDDING_TIMEOUT_SECONDS",
-                                           EMBEDDING_TIMEOUT_S_DEFAULT),
+                                           EMBEDDING_TIMEOUT_S_DEFAULT, UPSTREAM_TIMEOUT_S_MAX),
         embedding_dim_request=EMBEDDING_DIM if dim_request else None,
         embedding_query_prefix=raw("EMBEDDING_QUERY_PREFIX"), embedding_document_prefix=raw("EMBEDDING_DOCUMENT_PREFIX"),
         embedding_input_type=_bool_setting(get("EMBEDDING_INPUT_TYPE"), "EMBEDDING_INPUT_TYPE"),
@@ -915,10 +922,9 @@ def _unit_setting(raw: str, key: str, default: float) -> float:
 def _int_setting(raw: str, key: str, default: int) -> int:
     if not raw:
         return default
-    try:
-        return int(raw)
-    except ValueError:
-        raise ConfigInvalid(f"{key}={raw!r} is not an integer", key=key, value=raw) from None
+    if not re.fullmatch(r"[+-]?[0-9]+", raw):   # int() also takes 1_0 (as 10) and other digits than 0-9
+        raise ConfigInvalid(f"{key}={raw!r} is not an integer", key=key, value=raw)
+    return int(raw)
 
 
 def _range_setting(raw: str, key: str, default: int, low: int, high: int) -> int:
@@ -930,16 +936,47 @@ def _range_setting(raw: str, key: str, default: int, low: int, high: int) -> int
     return value
 
 
-def _float_setting(raw: str, key: str, default: float) -> float:
+def _float_setting(raw: str, key: str, default: float, high: float | None = None) -> float:
+    """A positive number, at most `high` when given."""
     if not raw:
         return default
     try:
         value = float(raw)
     except ValueError:
         value = float("nan")
-    if not (math.isfinite(value) and value > 0):
-        raise ConfigInvalid(f"{key}={raw!r} is not a positive number", key=key, value=raw)
+    if not (math.isfinite(value) and value > 0 and (high is None or value <= high)):
+        raise ConfigInvalid(f"{key}={raw!r} is not a positive number" + (f" up to {high:g}" if high else ""),
+                            key=key, value=raw, **({"allowed": f"0..{high:g}"} if high else {}))
     return value
+
+
+def _base_url_setting(url: str, key: str, needed_by: str) -> str:
+    """An API base URL (EMBEDDING_BASE_URL, LLM_BASE_URL) the HTTP client can use: http(s)://host[:port][/path],
+    else config_invalid naming the key, the URL shown masked.  user:password@ is refused: urllib does not send it
+    (it took it for the host name, and the password reached error messages); the key goes in the *_API_KEY."""
+    example = "e.g. http://127.0.0.1:8080/v1"
+    shown = mask_url(url)
+
+    def invalid(problem: str) -> ConfigInvalid:
+        return ConfigInvalid(f"{key}{problem}; {example}", key=key, value=shown)
+
+    if not url.startswith(("http://", "https://")):
+        raise ConfigInvalid(f"{needed_by} needs {key} starting with http:// or https:// (got {shown!r}), {example}",
+                            key=key, value=shown)
+    try:
+        parts = urllib.parse.urlsplit(_userinfo_encoded(url))
+    except ValueError:               # "Invalid IPv6 URL": an unclosed [
+        raise invalid(f"={shown!r} is malformed (an unclosed [ or a character a host name cannot have)") from None
+    if "@" in parts.netloc:
+        raise invalid(f"={shown!r} carries user:password@, which localrag does not send; give the key in "
+                      f"{key.replace('BASE_URL', 'API_KEY')} (sent as a bearer token) and drop it from the URL")
+    try:
+        parts.port
+    except ValueError:               # its text may quote a password whose # / ? ended the host part: not shown
+        raise invalid(f"={shown!r} has a port that is not a number from 1 to 65535") from None
+    if not parts.hostname:
+        raise invalid(f"={shown!r} has no host name")
+    return url
 
 
 def _bool_setting(raw: str, key: str) -> bool:
@@ -972,11 +1009,17 @@ def mask_url(url: str) -> str:
     """The URL with its credentials replaced by ***, for messages, summaries and logs: the password of
     user:password@ (for non-Postgres URLs the whole user part, which is often a token), and the value of every
     query parameter named like a secret (key, token, secret, password, signature...).  The fragment is dropped."""
+    url = _userinfo_encoded(url)
     try:
         parts = urllib.parse.urlsplit(url)
-    except ValueError:
-        return "<unparseable URL>"
+    except ValueError:   # shown as it is only when no part of it can be a credential
+        return url if not any(c in url for c in "@?#") else "<unparseable URL>"
     netloc = parts.netloc
+    after = url.partition("://")[2][len(netloc):]
+    if "@" not in netloc and "@" in after and _bad_port(parts):
+        # u:pass/word@host: the / ended the host part and the password's first half reads as the port; all up to
+        # the last @ may be the password
+        return mask_url(f"{parts.scheme}://***@{after.rpartition('@')[2]}")
     if "@" in netloc:
         userinfo, hostinfo = netloc.rsplit("@", 1)
         user = userinfo.split(":", 1)[0]
@@ -990,6 +1033,29 @@ def mask_url(url: str) -> str:
         secret = _SECRET_PARAM.search(urllib.parse.unquote_plus(name))
         pairs.append(f"{name}=***" if eq and secret else piece)
     return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "&".join(pairs), ""))
+
+
+def _userinfo_encoded(url: str) -> str:
+    """The URL with # and ? in its user:password@ percent-encoded, as libpq reads such a URL (the user info runs up
+    to the last @ before the first /): urlsplit ends the host part at them, so a generated password holding one was
+    read as host and port, and its text reached the "invalid port" message."""
+    scheme, sep, rest = url.partition("://")
+    authority = rest.split("/", 1)[0]
+    if not sep or "@" not in authority:
+        return url
+    userinfo, _, host = authority.rpartition("@")
+    if "#" not in userinfo and "?" not in userinfo:
+        return url
+    userinfo = userinfo.replace("#", "%23").replace("?", "%3F")
+    return f"{scheme}://{userinfo}@{host}{rest[len(authority):]}"
+
+
+def _bad_port(parts: urllib.parse.SplitResult) -> bool:
+    try:
+        parts.port
+    except ValueError:
+        return True
+    return False
 
 
 def mask_urls_in(text: str) -> str:
@@ -1011,6 +1077,7 @@ def parse_database_url(url: str) -> DbTarget:
     ``?host=/dir`` or a percent-encoded host.  ``prefer`` does not try TLS first: name require to encrypt.
     """
     masked = mask_url(url)
+    url = _userinfo_encoded(url)
 
     def invalid(problem: str) -> ConfigInvalid:
         return ConfigInvalid(f"DATABASE_URL {problem}; expected postgresql://user:password@host:port/database",
@@ -1018,8 +1085,9 @@ def parse_database_url(url: str) -> DbTarget:
 
     try:
         parts = urllib.parse.urlsplit(url)
-    except ValueError as exc:        # "Invalid IPv6 URL": an unclosed [
-        raise invalid(f"is malformed ({exc})") from None
+    except ValueError as exc:        # "Invalid IPv6 URL": an unclosed [; a message quoting the host part is not shown
+        raise invalid(f"is malformed ({exc if chr(39) not in str(exc) else 'a character a host name cannot have'})") \
+            from None
     if parts.scheme not in _DB_SCHEMES:
         import difflib
         close = difflib.get_close_matches(parts.scheme.lower(), _DB_SCHEMES, n=1, cutoff=0.6)
@@ -1030,6 +1098,10 @@ def parse_database_url(url: str) -> DbTarget:
     try:
         url_port = parts.port
     except ValueError as exc:        # "Port could not be cast to integer value as 'abc'", "Port out of range"
+        if "@" in url.partition("://")[2][len(parts.netloc):]:
+            # u:pass/word@host: the / ended the host part, and the "port" is the password's first half
+            raise invalid("has a port that is not a number, and an @ after it: percent-encode a / or @ in the "
+                          "user name or password (%2F, %40)") from None
         raise invalid(f"has an invalid port ({exc})") from None
     try:
         query = dict(urllib.parse.parse_qsl(parts.query, keep_blank_values=True, strict_parsing=bool(parts.query)))
@@ -2570,6 +2642,10 @@ class _Upstream:
     timeout: type
     unreachable: type               # connection refused / DNS: nothing is listening there
 
+    @property
+    def url_name(self) -> str:      # the setting that names the endpoint
+        return self.key_name.replace("API_KEY", "BASE_URL")
+
 
 class _Transient(Exception):
     """A failure worth retrying (429, 5xx, connection reset): the error to raise if no retry is left, and the
@@ -2599,6 +2675,36 @@ def _json_bytes(payload: dict | bytes) -> bytes:
     return payload if isinstance(payload, bytes) else json.dumps(payload, ensure_ascii=False).encode("utf-8")
 
 
+def _echo_pattern(secret: str) -> re.Pattern:
+    """A secret as an upstream error body may echo it: as is, or JSON-escaped (\\" and \\\\, non-ASCII as \\uXXXX
+    in either case, / as \\/); a key holding such a character reached the CLI and HTTP clients escaped."""
+    forms = []
+    for ch in secret:
+        escaped = json.dumps(ch)[1:-1]
+        alternatives = {re.escape(ch), re.sub(r"[a-f]", lambda m: f"[{m.group()}{m.group().upper()}]",
+                                              re.escape(escaped))}
+        if ch == "/":
+            alternatives.add(r"\\/")
+        forms.append("(?:" + "|".join(sorted(alternatives)) + ")")
+    return re.compile("".join(forms))
+
+
+def _endpoint_url(base_url: str, path: str) -> str:
+    """An API's endpoint under its base URL, the base's query kept after it (a key or an api-version there went in
+    front of the path: ...?api_key=k/embeddings)."""
+    parts = urllib.parse.urlsplit(base_url)
+    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/") + "/" + path, parts.query, ""))
+
+
+def _url_secrets(url: str) -> list[str]:
+    """The values of a URL's query parameters named like secrets (api_key=..., as mask_url hides them)."""
+    try:
+        query = urllib.parse.urlsplit(url).query
+    except ValueError:
+        return []
+    return [value for name, value in urllib.parse.parse_qsl(query) if _SECRET_PARAM.search(name) and value]
+
+
 class _HttpClient:
     """POST JSON to one URL with urllib: bearer key (when set), timeout, error mapping, key redaction in every
     message, bounded retries with backoff on 429 / 5xx / connection reset (honouring Retry-After)."""
@@ -2606,13 +2712,17 @@ class _HttpClient:
     def __init__(self, url: str, key: str, timeout_s: float, upstream: _Upstream, retries: int = 0) -> None:
         self.url, self.timeout_s, self.upstream, self.retries = url, timeout_s, upstream, retries
         self._key = key
+        self._secrets = [_echo_pattern(v) for v in sorted({key, *_url_secrets(url)} - {""}, key=len, reverse=True)]
         self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}) if _no_proxy(url) else
                                                    urllib.request.ProxyHandler())
 
     def redact(self, text: str) -> str:
-        """The key as ***, and any URL's password masked (an upstream message may echo either)."""
+        """The key (and the URL's secret query values) as ***, also JSON-escaped, and any URL's credentials masked
+        (an upstream message may echo either)."""
         text = mask_urls_in(text)
-        return text.replace(self._key, "***") if self._key else text
+        for pattern in self._secrets:
+            text = pattern.sub("***", text)
+        return text
 
     def _timeout(self, what: str = "answer") -> LocalRagError:
         u = self.upstream
@@ -2649,8 +2759,8 @@ class _HttpClient:
         except urllib.error.URLError as exc:
             if isinstance(exc.reason, (TimeoutError, socket.timeout)):
                 raise self._timeout() from None
-            error = u.unreachable(f"cannot reach {u.label} {_host_of(self.url)}: {self.redact(str(exc.reason))}",
-                                  url=self.redact(self.url))
+            error = u.unreachable(f"cannot reach {u.label} {_host_of(self.url)}: {self.redact(str(exc.reason))}; "
+                                  f"start its server, or check {u.url_name}", url=self.redact(self.url))
             if isinstance(exc.reason, ConnectionResetError):
                 raise _Transient(error) from None
             raise error from None
@@ -2658,8 +2768,8 @@ class _HttpClient:
             raise _Transient(u.error(f"{u.label} closed the connection: {self.redact(str(exc)) or type(exc).__name__}")
                              ) from None
         except OSError as exc:
-            raise u.unreachable(f"cannot reach {u.label} {_host_of(self.url)}: {self.redact(str(exc))}",
-                                url=self.redact(self.url)) from None
+            raise u.unreachable(f"cannot reach {u.label} {_host_of(self.url)}: {self.redact(str(exc))}; start its "
+                                f"server, or check {u.url_name}", url=self.redact(self.url)) from None
 
     def _with_retries(self, attempt: Callable[[], Any]) -> Any:
         for n in range(self.retries + 1):
@@ -2789,7 +2899,7 @@ class OpenAICompatibleEmbedder:
         self.model, self.batch_size = config.embedding_model, config.embedding_batch_size
         self.query_prefix, self.document_prefix = config.embedding_query_prefix, config.embedding_document_prefix
         self.input_type, self.dim_request = config.embedding_input_type, config.embedding_dim_request
-        self.url = config.embedding_base_url.rstrip("/") + "/embeddings"
+        self.url = _endpoint_url(config.embedding_base_url, "embeddings")
         self._http = _HttpClient(self.url, config.embedding_api_key, config.embedding_timeout_s,
                                  _EMBEDDING_UPSTREAM, retries=EMBEDDING_MAX_RETRIES)
         self.native_dim: int | None = None   # the model's own length, fixed by the first answer
@@ -8850,11 +8960,9 @@ class OpenAICompatibleLLM:
         if missing:
             raise LlmConfigMissing(f"LLM_PROVIDER=openai-compatible needs {', '.join(missing)}; set them in .env or "
                                    f"the environment (or use LLM_PROVIDER=fake)", missing=missing)
-        if not config.llm_base_url.startswith(("http://", "https://")):
-            raise LlmConfigMissing(f"LLM_BASE_URL={mask_url(config.llm_base_url)!r} must start with http:// or "
-                                   f"https://",
-                                   key="LLM_BASE_URL")
-        self.url = config.llm_base_url.rstrip("/") + "/chat/completions"
+        # load_config checked it; a Config built otherwise (a program embedding localrag) is checked here
+        _base_url_setting(config.llm_base_url, "LLM_BASE_URL", "LLM_PROVIDER=openai-compatible")
+        self.url = _endpoint_url(config.llm_base_url, "chat/completions")
         self.model, self.timeout_s = config.llm_model, config.llm_timeout_s
         # No retries: a chat answer may be long and costly, and a stream cannot be replayed once shown.
         self._http = _HttpClient(self.url, config.llm_api_key, config.llm_timeout_s, _LLM_UPSTREAM)
@@ -9881,7 +9989,7 @@ def embeddings_status(config: Config, verify: bool = False) -> dict:
                           "ARCHIVE` with an archive made by `embeddings pack`")
     status["pieces"] = model_pieces(config, verify=verify)
     if EMBEDDERS[config.embedding_provider].remote:
-        endpoint: dict = {"base_url": config.embedding_base_url, "model": config.embedding_model}
+        endpoint: dict = {"base_url": mask_url(config.embedding_base_url), "model": config.embedding_model}
         started = time.monotonic()
         try:
             embedder = get_embedder(config)
@@ -14048,6 +14156,9 @@ def _embeddings_action(config: Config, args: argparse.Namespace, progress: _Prog
             if not result["needed"]:
                 print("local-qwen3 pieces (what an air-gapped laptop would need to switch to it):")
             _print_pieces(result["pieces"])
+        # a script checks the exit code: the provider in use cannot embed (doctor says the same with exit 7)
+        if not result.get("endpoint", {"ok": True})["ok"] or (result["needed"] and not result["pieces"]["ready"]):
+            return EXIT_EMBEDDING
     elif args.emb_command == "pack":
         result = embeddings_pack(config, args.out, progress)
         _print_json(result) if args.json else _say(
@@ -14161,10 +14272,15 @@ def _config_despite(env_file: str | None, first: ConfigInvalid) -> tuple[Config,
     problems, ignore, exc = [], set(), first
     while True:
         key = exc.details.get("key")
+        if key in ignore and key in ("EMBEDDING_BASE_URL", "EMBEDDING_MODEL"):
+            # a setting the remote provider requires, left out: the provider (and its model) fall back too
+            ignore.add("EMBEDDING_MODEL")
+            key = "EMBEDDING_PROVIDER"
+        else:
+            problems.append({"code": exc.code, "message": exc.message, "exit_code": exc.exit_code, "key": key})
         if not key or key in ignore or not re.fullmatch(r"[A-Z][A-Z0-9_]*", key):   # --env-file, an unreadable .env
             raise first
         ignore.add(key)
-        problems.append({"code": exc.code, "message": exc.message, "exit_code": exc.exit_code, "key": key})
         try:
             return load_config(env_file, ignore=ignore), problems
         except ConfigInvalid as again:
