@@ -852,7 +852,8 @@ def _load_config(env_file: str | Path | None, environ: dict | None, cwd: Path | 
         database_url=database_url, test_database_url=get("TEST_DATABASE_URL"), vault_path=get("VAULT_PATH"),
         localrag_home=home, embedding_provider=provider, embedding_model=model, embedding_dim=dim,
         embedding_device=device, embedding_cache_dir=as_path(get("EMBEDDING_CACHE_DIR"), cache_default),
-        embedding_base_url=base_url, embedding_api_key=get("EMBEDDING_API_KEY"), embedding_batch_size=batch,
+        embedding_base_url=base_url, embedding_api_key=_secret_setting(get("EMBEDDING_API_KEY"), "EMBEDDING_API_KEY"),
+        embedding_batch_size=batch,
         embedding_timeout_s=_float_setting(get("EMBEDDING_TIMEOUT_SECONDS"), "EMBEDDING_TIMEOUT_SECONDS",
                                            EMBEDDING_TIMEOUT_S_DEFAULT, UPSTREAM_TIMEOUT_S_MAX),
         embedding_dim_request=EMBEDDING_DIM if dim_request else None,
@@ -860,7 +861,7 @@ def _load_config(env_file: str | Path | None, environ: dict | None, cwd: Path | 
         embedding_input_type=_bool_setting(get("EMBEDDING_INPUT_TYPE"), "EMBEDDING_INPUT_TYPE"),
         llm_provider=llm_provider, llm_base_url=get("LLM_BASE_URL"),
         llm_model=get("LLM_MODEL") or ("fake-local" if llm_provider == "fake" else ""),
-        llm_api_key=get("LLM_API_KEY"), llm_timeout_s=timeout, rag_top_k=top_k, rag_min_similarity=min_sim,
+        llm_api_key=_secret_setting(get("LLM_API_KEY"), "LLM_API_KEY"), llm_timeout_s=timeout, rag_top_k=top_k, rag_min_similarity=min_sim,
         rag_min_similarity_source=min_source, rag_context_token_budget=budget,
         rag_fallback_enabled=_bool_setting(get("RAG_FALLBACK_ENABLED"), "RAG_FALLBACK_ENABLED"),
         rag_retrieval=retrieval, rag_fusion=fusion, rag_keyword_weight=keyword_weight,
@@ -871,7 +872,7 @@ def _load_config(env_file: str | Path | None, environ: dict | None, cwd: Path | 
         rag_record_answers=_bool_setting(get("RAG_RECORD_ANSWERS") or "true", "RAG_RECORD_ANSWERS"),
         rag_search=search_path, rag_approx_min_chunks=approx_min, rag_hnsw_m=hnsw_m, rag_hnsw_ef_construction=hnsw_efc,
         rag_hnsw_ef_search=hnsw_efs, rag_index_memory_mb=index_mb,
-        api_token=get("LOCALRAG_API_TOKEN"), allowed_hosts=_allowed_hosts(get("LOCALRAG_ALLOWED_HOSTS")),
+        api_token=_secret_setting(get("LOCALRAG_API_TOKEN"), "LOCALRAG_API_TOKEN"), allowed_hosts=_allowed_hosts(get("LOCALRAG_ALLOWED_HOSTS")),
         max_file_bytes=int(max_file_mb * 1024 * 1024),
         max_body_bytes=max_body, ingest_workers=workers, pg_shared_buffers_mb=shared_buffers, env_file=dotenv_path,
         repo_root=repo_root,
@@ -977,6 +978,15 @@ def _base_url_setting(url: str, key: str, needed_by: str) -> str:
     if not parts.hostname:
         raise invalid(f"={shown!r} has no host name")
     return url
+
+
+def _secret_setting(raw: str, key: str) -> str:
+    """A key or token that travels in an HTTP header: no control character (a pasted newline) and nothing outside
+    Latin-1, which http.client cannot send (both ended every call in internal_error, the first quoting the key)."""
+    if any(ord(ch) < 0x20 or 0x7f <= ord(ch) <= 0x9f or ord(ch) > 0xff for ch in raw):
+        raise ConfigInvalid(f"{key} holds a character an HTTP header cannot carry (a control character such as a "
+                            f"line break, or one outside Latin-1); copy the key again (it is not shown)", key=key)
+    return raw
 
 
 def _bool_setting(raw: str, key: str) -> bool:

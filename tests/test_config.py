@@ -639,6 +639,18 @@ def test_a_database_password_with_an_unencoded_hash_question_mark_or_slash_is_ne
     assert "SENTINEL" not in out + err and code == (localrag.EXIT_OK if password else localrag.EXIT_CONFIG)
 
 
+@pytest.mark.parametrize("key", ["LLM_API_KEY", "EMBEDDING_API_KEY", "LOCALRAG_API_TOKEN"])
+@pytest.mark.parametrize("value", ["sk-SENTINEL\nX-Injected: 1", "sk-SENTINEL-\u4e2d", "sk-SENTINEL\x7f"])
+def test_a_secret_an_http_header_cannot_carry_is_config_invalid_and_not_shown(tmp_path, key, value):
+    """A pasted line break in LLM_API_KEY ended every ask in internal_error quoting the key ("Invalid header value
+    b'Bearer sk-...'"); a character outside Latin-1 in a UnicodeEncodeError."""
+    with pytest.raises(localrag.ConfigInvalid) as info:
+        localrag.load_config(environ={"HOME": str(tmp_path), key: value}, cwd=tmp_path)
+    assert info.value.details == {"key": key} and "SENTINEL" not in info.value.message
+    cfg = localrag.load_config(environ={"HOME": str(tmp_path), key: 'sk-"quoted"\\ü'}, cwd=tmp_path)
+    assert 'sk-"quoted"\\ü' in (cfg.llm_api_key, cfg.embedding_api_key, cfg.api_token)
+
+
 def test_embedding_base_url_is_masked_in_config_and_embeddings_status(env, monkeypatch, capfd):
     """`config` and `embeddings status` printed EMBEDDING_BASE_URL as it was: a key in its query (some hosted APIs
     take one there) reached the screen."""
