@@ -9476,8 +9476,8 @@ def _record_id(value: Any, what: str = "answer id", field: str = "id") -> int:
     (at most ANSWER_ID_MAX), else invalid_request naming the field."""
     text = str(value).strip()
     if isinstance(value, bool) or not re.fullmatch(r"[0-9]{1,19}", text) or not 1 <= int(text) <= ANSWER_ID_MAX:
-        raise InvalidRequest(f"{what} must be a positive integer, as its list shows it (got {text[:40]!r})",
-                             field=field)
+        raise InvalidRequest(f"{what} must be an integer from 1 to {ANSWER_ID_MAX}, as its list shows it (got "
+                             f"{text[:40]!r})", field=field, allowed=f"1..{ANSWER_ID_MAX}")
     return int(text)
 
 
@@ -9854,16 +9854,23 @@ def list_notes(config: Config, prefix: Any = None, tag: Any = None, vault: Any =
     for name, value in (("prefix", prefix), ("tag", tag), ("vault", vault)):
         if value is not None and not isinstance(value, str):
             raise InvalidRequest(f"{name} must be a string", field=name)
+        if value and any(unicodedata.category(ch) in ("Cc", "Cs") for ch in value):   # a NUL was a database_error
+            raise InvalidRequest(f"{name} must not contain control characters or lone surrogates (got "
+                                 f"{value[:60]!r})", field=name)
     limit = NOTES_PAGE_DEFAULT if limit is None else limit
     offset = 0 if offset is None else offset
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= NOTES_PAGE_MAX:
         raise InvalidRequest(f"limit must be an integer from 1 to {NOTES_PAGE_MAX} (got {limit!r})", field="limit")
-    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-        raise InvalidRequest(f"offset must be an integer >= 0 (got {offset!r})", field="offset")
+    if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset <= ANSWER_ID_MAX:
+        raise InvalidRequest(f"offset must be an integer from 0 to {ANSWER_ID_MAX} (got {offset!r})"[:200],
+                             field="offset", allowed=f"0..{ANSWER_ID_MAX}")
     prefix = _note_path_text((prefix or "").strip()).lstrip("/")
     if ".." in prefix.split("/"):
         raise InvalidRequest(f"prefix {prefix!r} contains '..'; give a folder relative to the vault", field="prefix")
-    tag = normalize_tag(tag) if tag and normalize_tag(tag) else None
+    if tag is not None and not normalize_tag(tag).strip("#/\ufeff \t"):   # --tag "" listed every note
+        raise InvalidRequest(f"tag must name a tag, e.g. project or #project/alpha (got {tag[:60]!r}); leave it out "
+                             f"to list every note", field="tag")
+    tag = normalize_tag(tag) if tag else None
     if vault is not None:
         vault = _vault_filter(vault)
     with _store_for(config, store) as s:
