@@ -10358,7 +10358,18 @@ def gaps_markdown(report: dict, generated_at: str) -> str:
 
 def _md_text(text: str) -> str:
     """A question as Markdown text: one line, Markdown's punctuation escaped, no HTML."""
-    return re.sub(r"([\\`*_\[\]<>|])", r"\\\1", _collapse(text))
+    return _shown(re.sub(r"([\\`*_\[\]<>|])", r"\\\1", _collapse(text)))
+
+
+# C0 controls but tab and line feed, DEL and C1: what a terminal takes as the start of an escape sequence
+_TERMINAL_CONTROL_RE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _shown(text: str) -> str:
+    """Stored text (a question, a ticket, an answer) for a person to read: control characters as \\xNN, so text
+    an HTTP or MCP client stored cannot clear the operator's screen or retitle the window when `history`,
+    `gaps` or `tickets` print it (the access log escapes them the same way)."""
+    return _TERMINAL_CONTROL_RE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
 
 
 # === 13. Eval ======================================================================================================
@@ -13482,7 +13493,7 @@ def _cmd_vaults(config: Config, args: argparse.Namespace) -> int:
 
 def _snippet(text: str, width: int = 160) -> str:
     flat = " ".join(text.split())
-    return flat if len(flat) <= width else flat[:width - 1] + "…"
+    return _shown(flat if len(flat) <= width else flat[:width - 1] + "…")
 
 
 def _scope_args(args: argparse.Namespace) -> dict:
@@ -13718,7 +13729,7 @@ def _cmd_ask(config: Config, args: argparse.Namespace) -> int:
     question = _stdin_text(args.question, "question")
     if args.stream and not args.json:
         def on_delta(text: str) -> None:
-            sys.stdout.write(text)
+            sys.stdout.write(_shown(text))
             sys.stdout.flush()
         result = ask(config, question, args.top_k, args.fallback, on_delta=on_delta, **_scope_args(args))
         print()
@@ -13728,7 +13739,7 @@ def _cmd_ask(config: Config, args: argparse.Namespace) -> int:
         _print_json(result)
         return EXIT_OK
     if not args.stream:
-        print(result["answer"])
+        print(_shown(result["answer"]))
     print()
     print(f"mode: {result['mode']}  confidence: {result['confidence']:.4f}  ({result['reason']})")
     _print_suggestion(result.get("suggestion"))
@@ -13760,23 +13771,23 @@ def _cmd_ask(config: Config, args: argparse.Namespace) -> int:
 
 
 def _print_ticket(t: dict) -> None:
-    print(f"ticket #{t['id']}  {t['status']}  [{t['category']}]  created {t['created_at'][:19]}  "
+    print(f"ticket #{t['id']}  {t['status']}  [{_shown(t['category'])}]  created {t['created_at'][:19]}  "
           f"updated {t['updated_at'][:19]}")
-    print(f"title        {t['title']}")
+    print(f"title        {_shown(t['title'])}")
     if t.get("answer_id"):
         print(f"answer       #{t['answer_id']} (localrag history show {t['answer_id']})")
     print()
-    print(t["description"])
+    print(_shown(t["description"]))
     print()
     for e in t.get("events", []):
         who = e["actor"] + (f" ({e['token_fingerprint']})" if e["token_fingerprint"] else "")
         print(f"event {e['created_at'][:19]}  {who:<24} {e['old_status'] or '-'} -> {e['new_status']}"
-              + (f"  {e['note']}" if e["note"] else ""))
+              + (f"  {_shown(e['note'])}" if e["note"] else ""))
 
 
 def _read_draft(path: str) -> Any:
     try:
-        text = _stdin("from").read() if path == "-" else Path(path).read_text(encoding="utf-8")
+        text = _stdin("draft", "from").read() if path == "-" else Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise InvalidRequest(f"cannot read the draft {path}: {exc}; write one with `localrag tickets draft "
                              f"\"QUESTION\" --json > draft.json`", field="from") from None
@@ -13790,7 +13801,7 @@ def _read_draft(path: str) -> Any:
 def _confirm_on_tty(draft: Any) -> bool:
     """Ask the person at the terminal (stdin and stderr are one): True only for y/yes."""
     ticket = validate_ticket(draft)   # show only what would be saved, and fail before asking when it is invalid
-    _say(f"title:    {ticket['title']}\ncategory: {ticket['category']}\n\n{ticket['description']}\n")
+    _say(_shown(f"title:    {ticket['title']}\ncategory: {ticket['category']}\n\n{ticket['description']}\n"))
     sys.stderr.write("Save this ticket? [y/N] ")
     sys.stderr.flush()
     try:
@@ -13808,8 +13819,8 @@ def _cmd_tickets(config: Config, args: argparse.Namespace) -> int:
         if args.json:
             _print_json(draft)
         else:
-            print(f"title:    {draft['title']}\ncategory: {draft['category']}  ({draft['category_rule']})\n")
-            print(draft["description"])
+            print(_shown(f"title:    {draft['title']}\ncategory: {draft['category']}  ({draft['category_rule']})\n"))
+            print(_shown(draft["description"]))
             _say("a draft only: nothing was stored; save it with `localrag tickets draft ... --json > d.json`, "
                  "edit, then `localrag tickets create --from d.json`")
         return EXIT_OK
@@ -13826,7 +13837,7 @@ def _cmd_tickets(config: Config, args: argparse.Namespace) -> int:
         if args.json:
             _print_json(ticket)
         else:
-            print(f"saved ticket #{ticket['id']} ({ticket['status']}): {ticket['title']}")
+            print(f"saved ticket #{ticket['id']} ({ticket['status']}): {_shown(ticket['title'])}")
         return EXIT_OK
     if action == "list":
         result = ticket_list(config, args.status)
@@ -13883,11 +13894,11 @@ def _cmd_history(config: Config, args: argparse.Namespace) -> int:
             _print_json(record)
             return EXIT_OK
         print(f"answer #{record['id']}  {record['created_at']}")
-        print(f"question     {record['question']}")
-        print(f"mode         {record['mode']}  ({record['reason']})")
+        print(f"question     {_shown(record['question'])}")
+        print(f"mode         {record['mode']}  ({_shown(record['reason'])})")
         offered = (record.get("gate") or {}).get("suggestion")
         if offered:
-            print(f"did you mean {offered['question']}")
+            print(f"did you mean {_shown(offered['question'])}")
         for c in (record.get("gate") or {}).get("closest") or []:
             print(f"closest      {c['source']}{' › ' + ' › '.join(c['heading_path']) if c['heading_path'] else ''}"
                   f"  (shares: {', '.join(c['shared_terms'])})")
@@ -13903,7 +13914,7 @@ def _cmd_history(config: Config, args: argparse.Namespace) -> int:
         for e in record["excluded"]:
             print(f"excluded     rank {e['rank']} {e['source']} ({e['reason']})")
         print()
-        print(record["answer"])
+        print(_shown(record["answer"]))
         return EXIT_OK
     limit = args.limit if args.limit is not None else ANSWERS_LIMIT_DEFAULT
     result = answer_history(config, limit, args.offset or 0)

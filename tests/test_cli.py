@@ -675,6 +675,8 @@ def test_a_closed_stdin_is_an_invalid_request_naming_what_was_to_be_read(env, ar
     assert proc.stderr.startswith("error [invalid_request]: stdin is closed") and "Traceback" not in proc.stderr
     if args != ["mcp"]:
         assert json.loads(proc.stdout)["error"]["details"]["field"] == field
+    if field == "from":   # it said "there is no from to read from it"
+        assert proc.stderr.startswith("error [invalid_request]: stdin is closed, so there is no draft to read")
 
 
 def test_mcp_refuses_a_closed_stdin_through_the_shared_helper(env, monkeypatch, capfd):
@@ -713,6 +715,28 @@ def test_an_argument_that_is_not_utf8_is_refused_by_name_or_matched_as_ingest_st
     assert json.loads(proc.stdout)["vault_path"] == stored and json.loads(proc.stdout)["documents_removed"] == 1
     proc = cli("vaults", "rm", folder, "--yes", "--json")
     assert proc.returncode == localrag.EXIT_VAULT and stored in json.loads(proc.stdout)["error"]["message"]
+
+
+def test_stored_text_is_printed_with_its_terminal_escapes_escaped(ingested, capfd):
+    """A question an HTTP or MCP client asked (`"P1 \\u001b[2J\\u001b]0;pwned\\u0007 升级"`) was printed raw by
+    `history`, `history show` and `gaps`, and a ticket's title and note by `tickets`: whoever could call /ask could
+    clear the operator's screen or retitle the window.  The --json output is unchanged (JSON escapes them)."""
+    config = ingested[0]
+    evil = "\x1b[2J\x1b]0;pwned\x07\x9b31m"
+    answer = localrag.ask(config, f"zebra giraffe aquarium {evil} tickets")
+    ticket = localrag.ticket_create(config, {"title": f"t {evil}", "description": f"d {evil}\nline 2",
+                                             "category": f"c{evil}"}, True, "http")
+    localrag.ticket_update(config, ticket["id"], "in_progress", f"n {evil}", "http")
+    capfd.readouterr()
+    for args in (["history", "--limit", "1"], ["history", "show", str(answer["answer_id"])], ["gaps"],
+                 ["gaps", "--format", "md"], ["tickets", "list"], ["tickets", "show", str(ticket["id"])]):
+        code, out = run_cli(*args)
+        assert code == 0, args
+        assert not any(c in out for c in "\x1b\x07\x9b") and "\\x1b" in out and "pwned\\x07" in out, (args, out)
+    assert "d \\x1b[2J" in out and "\nline 2" in out   # line breaks stay
+    code, out = run_cli("history", "show", str(answer["answer_id"]), "--json")
+    assert json.loads(out)["question"] == f"zebra giraffe aquarium {evil} tickets"
+    capfd.readouterr()
 
 
 def test_history_pages_with_offset(ingested, capfd):

@@ -259,7 +259,7 @@ def test_unknown_ticket_id(vault_db):
     for bad in ("0", "-1", "abc", str(2 ** 63)):
         code, error = cli_error("tickets", "show", bad)
         assert code == localrag.EXIT_USAGE and error["details"]["field"] == "id"
-        assert error["message"].startswith("ticket id must be a positive integer")
+        assert error["message"].startswith("ticket id must be an integer from 1 to")
     # a draft's answer_id is named as such (it said "ticket id ... field id")
     with pytest.raises(localrag.InvalidRequest) as err:
         localrag.ticket_draft(vault_db, "x", answer_id=-1)
