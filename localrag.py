@@ -10006,17 +10006,23 @@ def embeddings_status(config: Config, verify: bool = False) -> dict:
                           "ARCHIVE` with an archive made by `embeddings pack`")
     status["pieces"] = model_pieces(config, verify=verify)
     if EMBEDDERS[config.embedding_provider].remote:
-        endpoint: dict = {"base_url": mask_url(config.embedding_base_url), "model": config.embedding_model}
-        started = time.monotonic()
-        try:
-            embedder = get_embedder(config)
-            embedder.embed_query("localrag status probe")
-            endpoint.update(ok=True, native_dim=embedder.native_dim,
-                            ms=round((time.monotonic() - started) * 1000, 1))
-        except LocalRagError as exc:
-            endpoint.update(ok=False, error={"code": exc.code, "message": exc.message})
-        status["endpoint"] = endpoint
+        status["endpoint"] = _probe_embeddings(config)[0]
     return status
+
+
+def _probe_embeddings(config: Config) -> tuple[dict, LocalRagError | None]:
+    """One request to the configured embeddings API (`embeddings status`, `doctor`): {base_url (masked), model,
+    ok, native_dim, ms} or {..., ok: false, error: {code, message}}, and the error."""
+    endpoint: dict = {"base_url": mask_url(config.embedding_base_url), "model": config.embedding_model}
+    started = time.monotonic()
+    try:
+        embedder = get_embedder(config)
+        embedder.embed_query("localrag status probe")
+    except LocalRagError as exc:
+        endpoint.update(ok=False, error={"code": exc.code, "message": exc.message})
+        return endpoint, exc
+    endpoint.update(ok=True, native_dim=embedder.native_dim, ms=round((time.monotonic() - started) * 1000, 1))
+    return endpoint, None
 
 
 def embeddings_warmup(config: Config) -> dict:
@@ -14280,6 +14286,15 @@ def _cmd_doctor(config: Config, args: argparse.Namespace) -> int:
         print(f"local-qwen3     torch {q['torch'] or 'absent'}, sentence-transformers "
               f"{q['sentence_transformers'] or 'absent'}, model {'cached' if q['model_cached'] else 'not cached'}"
               f" ({q['cache_dir']}){'' if q['configured'] else '; not configured'}")
+        e = report["embeddings_endpoint"]
+        if e:
+            print(f"embeddings      {e['base_url']} model {e['model']}: " + (
+                f"ok, {e['native_dim']}-dimensional, {e['ms']} ms" if e["ok"] else f"FAILED ({e['error']['message']})"))
+        llm = report["llm"]
+        print(f"llm             {llm['provider']}" + (f" {llm['model']}" if llm["model"] else "")
+              + (f" at {llm['base_url']}" if llm["base_url"] else "")
+              + (": settings ok" + (" (`localrag llm check` sends a request)" if llm["provider"] != "fake" else "")
+                 if llm["ok"] else f": NOT usable ({llm['error']})"))
         net = report["network"]
         print("network         " + ("needed for: " + "; ".join(net["needed_for"]) if net["needed_for"]
                                     else "not needed by this configuration"))
@@ -15107,11 +15122,29 @@ def doctor(config: Config) -> dict:
             problems.append(EmbeddingUnavailable(qwen_cache_hint(config.embedding_cache_dir)))
     if not (qwen["torch"] and qwen["sentence_transformers"]):
         qwen["hint"] = qwen_install_hint(archive is not None)
+    endpoint = None
+    if EMBEDDERS[config.embedding_provider].remote:   # ingest, search and ask need it: one probe request
+        endpoint, failed = _probe_embeddings(config)
+        if failed:
+            problems.append(failed)
+    # The LLM's settings only: a request costs tokens (`localrag llm check` sends one).
+    llm: dict = {"provider": config.llm_provider, "model": config.llm_model or None,
+                 "base_url": mask_url(config.llm_base_url) if config.llm_base_url else None, "ok": True}
+    try:
+        get_llm(config)
+    except LocalRagError as exc:   # every ask would fail with it (llm_config_missing, exit 8)
+        llm.update(ok=False, error=exc.message)
+        problems.append(exc)
     needed = []
     if config.llm_provider == "openai-compatible":
         host = urllib.parse.urlsplit(config.llm_base_url).hostname or ""
         if host not in LOOPBACK_HOSTS:
             needed.append(f"answers: LLM_PROVIDER=openai-compatible calls {host or 'an unset LLM_BASE_URL'}")
+    if EMBEDDERS[config.embedding_provider].remote:
+        host = urllib.parse.urlsplit(config.embedding_base_url).hostname or ""
+        if host not in LOOPBACK_HOSTS:
+            needed.append(f"embeddings (ingest, search, ask): EMBEDDING_PROVIDER={config.embedding_provider} "
+                          f"calls {host}")
     if config.database_url:
         host = db_target(config).kwargs.get("host") if database["ok"] else None
         if host and host not in LOOPBACK_HOSTS:
@@ -15127,6 +15160,7 @@ def doctor(config: Config) -> dict:
         "python": {"implementation": platform.python_implementation(), "version": platform.python_version(),
                    "executable": sys.executable},
         "pyz": pyz, "native": native, "folders": folder_rows, "database": database, "local_qwen3": qwen,
+        "embeddings_endpoint": endpoint, "llm": llm,
         "network": {"needed": bool(needed), "needed_for": needed},
         "problems": [{"code": p.code, "message": p.message, "exit_code": p.exit_code} for p in problems],
     }

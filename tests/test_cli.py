@@ -250,6 +250,39 @@ def test_doctor_names_what_needs_the_network_and_what_fails(env, monkeypatch, ca
     assert "pw-SENTINEL" not in out + capfd.readouterr().err
 
 
+def test_doctor_checks_the_llm_settings_and_the_embeddings_api_the_configuration_needs(env, monkeypatch, capfd):
+    """`LLM_PROVIDER=openai-compatible localrag doctor` with no LLM_BASE_URL / LLM_MODEL said "ready" (exit 0) while
+    every ask exits 8; a remote EMBEDDING_BASE_URL was neither named as a network need nor probed."""
+    from embeddings_stub import EmbeddingsStub
+    from llm_stub import closed_port
+    monkeypatch.setenv("LLM_PROVIDER", "openai-compatible")
+    code, out = run_cli("doctor", "--json")
+    report = json.loads(out)
+    assert (code, report["problems"][0]["code"]) == (localrag.EXIT_LLM, "llm_config_missing")
+    assert report["llm"]["ok"] is False and "LLM_BASE_URL, LLM_MODEL" in report["llm"]["error"]
+    assert run_cli("doctor")[0] == localrag.EXIT_LLM
+    assert "problem [llm_config_missing]" in capfd.readouterr().err
+    monkeypatch.setenv("LLM_PROVIDER", "fake")
+    with EmbeddingsStub() as stub:
+        for key, value in {"EMBEDDING_PROVIDER": "openai-compatible", "EMBEDDING_MODEL": "stub-e5",
+                           "EMBEDDING_BASE_URL": stub.base_url}.items():
+            monkeypatch.setenv(key, value)
+        code, out = run_cli("doctor", "--json")
+        report = json.loads(out)
+        assert code == 0 and report["embeddings_endpoint"]["ok"] and report["llm"]["ok"], report["problems"]
+        assert report["network"]["needed_for"] == []   # the stub listens on loopback
+    monkeypatch.setenv("EMBEDDING_BASE_URL", f"http://127.0.0.1:{closed_port()}/v1")
+    code, out = run_cli("doctor", "--json")
+    report = json.loads(out)
+    assert (code, report["problems"][0]["code"]) == (localrag.EXIT_EMBEDDING, "embedding_model_unavailable")
+    monkeypatch.setenv("EMBEDDING_BASE_URL", "https://embeddings.example.invalid/v1")
+    monkeypatch.setenv("EMBEDDING_TIMEOUT_SECONDS", "5")
+    code, out = run_cli("doctor", "--json")
+    assert code == localrag.EXIT_EMBEDDING and json.loads(out)["network"]["needed_for"] == [
+        "embeddings (ingest, search, ask): EMBEDDING_PROVIDER=openai-compatible calls embeddings.example.invalid"]
+    capfd.readouterr()
+
+
 # --- scripts (issue 12): stdin, --batch, argument errors as JSON ------------------------------------------------------
 
 def _cli(*args, stdin: str = ""):
