@@ -5642,6 +5642,7 @@ class Store:
             self.require_schema()   # a fresh database (no schema at all) or an older one: say that, as search does
             raise SchemaNotInitialized(f"the answers table is missing at {self.target.display} (a database from "
                                        f"before answer records); {HINT_DB_INIT}", missing=["answers"])
+        self.check_schema_version()   # history read, and tickets wrote, into a schema from a newer localrag
         self.answers_checked = True
 
     def insert_answer(self, record: dict) -> tuple[int, str]:
@@ -5694,6 +5695,7 @@ class Store:
             raise SchemaNotInitialized(f"the tickets tables are missing at {self.target.display} (missing: "
                                        f"{', '.join(missing)}; a database from before tickets); {HINT_DB_INIT}",
                                        missing=missing)
+        self.check_schema_version()
         self.tickets_checked = True
 
     def chunk_tags(self, chunk_id: int) -> list[str]:
@@ -9732,6 +9734,7 @@ def get_note(config: Config, path: Any, heading: Any = None, vault: Any = None, 
     if vault is not None:
         vault = _vault_filter(vault)
     with _store_for(config, store) as s:
+        s.check_schema_version()
         vaults = s.vault_paths()
         rel, in_vault = _note_path(path, vaults)
         vault = in_vault or vault
@@ -9874,6 +9877,7 @@ def list_notes(config: Config, prefix: Any = None, tag: Any = None, vault: Any =
     if vault is not None:
         vault = _vault_filter(vault)
     with _store_for(config, store) as s:
+        s.check_schema_version()
         if vault:
             _require_indexed_vault(vault, s.vault_paths())
         total, rows = s.list_notes(prefix, tag, vault or None, limit, offset)
