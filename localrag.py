@@ -3133,6 +3133,7 @@ MODEL_UNPACK_BUFFER_BYTES = 1024 * 1024
 MODEL_MANIFEST_IN_CACHE = "localrag-manifest.json"         # kept next to refs/ after unpack, read by status
 QWEN_REPO_DIR = "models--" + QWEN_MODEL.replace("/", "--")
 TORCH_VERSION = "2.13.0"                                    # the CPU build the Makefile and the wheelhouse pin
+WHEELHOUSE_PYTHON_MIN = (3, 10)            # the oldest CPython the pyz runs on (tools/build_pyz.py); torch has wheels
 # Target platforms for `embeddings wheelhouse`: pip platform tags (several: pip takes any of them), and whether
 # torch comes from the PyTorch CPU index (Linux x86_64: PyPI's torch there is the multi-GB CUDA build).
 WHEEL_PLATFORMS = {
@@ -3565,9 +3566,10 @@ def wheelhouse_command(platform: str, python: str, outdir: str | Path,
                              f"macOS x86_64 has no torch {TORCH_VERSION} wheels", field="--platform",
                              allowed=list(WHEEL_PLATFORMS))
     m = re.fullmatch(r"3\.(\d{1,2})", python or "")
-    if not m or int(m.group(1)) < 11:
-        raise InvalidRequest(f"--python {python!r} must be a CPython minor version 3.11 or later, e.g. 3.12",
-                             field="--python")
+    if not m or (3, int(m.group(1))) < WHEELHOUSE_PYTHON_MIN:   # 3.10 was refused, though the pyz runs on it
+        raise InvalidRequest(f"--python {python!r} must be a CPython minor version "
+                             f"{'.'.join(map(str, WHEELHOUSE_PYTHON_MIN))} or later (the Python that runs the pyz), "
+                             f"e.g. 3.12", field="--python")
     spec = WHEEL_PLATFORMS[name]
     requirements = [spec["torch"], *QWEN_EXTRA_REQUIREMENTS]
     argv = [sys.executable, "-m", "pip", "download", "--only-binary=:all:", "--implementation", "cp",
