@@ -12165,6 +12165,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def parse_request(self) -> bool:
         self._status = 0
+        words = self.raw_requestline.decode("latin-1").split()
+        if len(words) == 2:   # HTTP/0.9 ("GET /"): it sends no headers, and http.server waited for them (408 after 30 s)
+            self.command, self.path, self.request_version, self.close_connection = words[0], words[1], "HTTP/0.9", True
+            self.send_error(505, "HTTP version HTTP/0.9 is not supported; use HTTP/1.1")
+            return False
         if not super().parse_request():
             return False
         if not self.request_version.startswith("HTTP/1."):   # "GET /" alone is HTTP/0.9: no headers, no status

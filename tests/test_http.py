@@ -1275,6 +1275,15 @@ def test_other_http_versions_get_a_status_line_and_the_error_shape(routing_api, 
     assert payload["error"]["code"] == ("http_version_not_supported" if status == 505 else "malformed_request")
 
 
+def test_an_http_0_9_request_line_is_answered_at_once(routing_api):
+    """`GET /` with no blank line after it (HTTP/0.9 sends no headers) waited out the 30 s request timeout, then
+    answered 408 request_timeout; the README promises a 505 status line."""
+    started = time.monotonic()
+    raw = raw_exchange(routing_api.port, b"GET /health\r\n", timeout=5)
+    assert raw.startswith(b"HTTP/1.1 505 ") and time.monotonic() - started < 3, raw[:200]
+    assert parse_raw(raw)[2]["error"]["code"] == "http_version_not_supported"
+
+
 def test_http_1_0_still_works(routing_api):
     raw = raw_exchange(routing_api.port, b"GET /openapi.json HTTP/1.0\r\n\r\n")
     assert raw.startswith(b"HTTP/1.1 200"), raw[:200]
