@@ -11867,7 +11867,7 @@ class Api:
         """Refuse what a web page elsewhere sends through the user's browser: a Host that does not name this
         machine (when bound to loopback) and an Origin other than this server's or a loopback one.  Clients that
         are not browsers (curl, agents, MCP SDKs) send no Origin."""
-        problem = _caller_problem(headers.get("Host") or "", headers.get("Origin"),
+        problem = _caller_problem(headers.get("Host"), headers.get("Origin"),
                                   getattr(self, "bound_host", None), getattr(self, "loopback_only", False),
                                   self.config.allowed_hosts)
         if problem:
@@ -12174,6 +12174,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             return False
         if not self.request_version.startswith("HTTP/1."):   # "GET /" alone is HTTP/0.9: no headers, no status
             self.send_error(505, f"HTTP version {self.request_version} is not supported; use HTTP/1.1")
+            return False
+        if self.request_version == "HTTP/1.1" and "Host" not in self.headers:   # RFC 9112 3.2: 400
+            self.close_connection = True
+            self.send_error(400, "an HTTP/1.1 request must carry a Host header (e.g. Host: localhost)")
             return False
         return True
 
@@ -12853,7 +12857,7 @@ class McpServer:
     def handle_http(self, headers: Any, raw: bytes) -> tuple[int, dict | RawResponse]:
         """POST /mcp: (HTTP status, JSON-RPC response or an empty 202)."""
         api = self.api
-        problem = _caller_problem(headers.get("Host") or "", headers.get("Origin"), getattr(api, "bound_host", None),
+        problem = _caller_problem(headers.get("Host"), headers.get("Origin"), getattr(api, "bound_host", None),
                                   getattr(api, "loopback_only", False), self.config.allowed_hosts)
         if problem:
             # DNS rebinding, or a page elsewhere: a web page must not reach a local MCP server through the browser.
@@ -12939,17 +12943,18 @@ def _names_this_machine(name: str | None, bound_host: str | None, allowed: Seque
     return bool(re.fullmatch(r"127(?:\.\d{1,3}){3}", name))
 
 
-def _caller_problem(host: str, origin: str | None, bound_host: str | None, loopback_only: bool,
+def _caller_problem(host: str | None, origin: str | None, bound_host: str | None, loopback_only: bool,
                     allowed: Sequence[str] = ()) -> str | None:
     """Why a request's Host / Origin headers are refused, or None.  Bound to loopback, the Host must name this
     machine: a page elsewhere whose name was re-pointed at 127.0.0.1 (DNS rebinding) reaches the port with its own
     name there.  An Origin (only browsers send one) must be this server's (the Host, once it is trusted) or a
-    loopback one: a cross-site form or fetch carries its page's."""
+    loopback one: a cross-site form or fetch carries its page's.  No Host at all (HTTP/1.0; HTTP/1.1 requires one
+    and the handler refuses it) passes; an empty one names no machine."""
     try:
         host_name = urllib.parse.urlsplit("//" + host).hostname if host else None
     except ValueError:   # "[bad:1": not a host name at all
         host_name = None
-    if loopback_only and host and not _names_this_machine(host_name, bound_host, allowed):
+    if loopback_only and host is not None and not _names_this_machine(host_name, bound_host, allowed):
         return (f"Host {host[:100]!r} does not name this machine; this server listens on a loopback address: "
                 f"call it as localhost or 127.0.0.1 (a name of yours for it goes in LOCALRAG_ALLOWED_HOSTS)")
     if origin is None:
