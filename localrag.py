@@ -14405,12 +14405,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("db", help="database: init, status, stop, schema", formatter_class=fmt,
                        epilog="examples:\n  localrag db init\n  localrag db status --json\n  localrag db stop")
     dbsub = p.add_subparsers(dest="db_command", metavar="ACTION", required=True)
-    for name, text in (("init", "apply schema.sql idempotently (creates the pgvector extension and tables)"),
-                       ("status", "where the database is, whether the schema exists, what it holds"),
-                       ("stop", "stop the embedded Postgres (it otherwise keeps running for later commands); "
-                                "refused while an ingest runs (exit 12) unless --force"),
-                       ("schema", "print the schema SQL")):
-        sp = dbsub.add_parser(name, help=text, description=text)
+    for name, text, example in (
+            ("init", "apply schema.sql idempotently (creates the pgvector extension and tables)", "db init --json"),
+            ("status", "where the database is, whether the schema exists, what it holds", "db status --json"),
+            ("stop", "stop the embedded Postgres (it otherwise keeps running for later commands); refused while an "
+                     "ingest runs (exit 12) unless --force", "db stop"),
+            ("schema", "print the schema SQL", "db schema > schema.sql")):
+        sp = dbsub.add_parser(name, help=text, description=text, formatter_class=fmt,
+                              epilog=f"example:\n  localrag {example}")
         if name == "stop":
             sp.add_argument("--force", action="store_true",
                             help="stop even while an ingest runs (that ingest fails; the next run completes it)")
@@ -14443,7 +14445,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_json(p)
     vsub = p.add_subparsers(dest="vaults_command", metavar="ACTION")
     sp = vsub.add_parser("rm", help="remove a vault and everything indexed under it (files on disk stay)",
-                         description="remove a vault and everything indexed under it (files on disk stay)")
+                         description="remove a vault and everything indexed under it (files on disk stay)",
+                         formatter_class=fmt, epilog="example:\n  localrag vaults rm ~/Vaults/Old --yes --json")
     sp.add_argument("path", help="the vault folder as indexed (it may no longer exist on disk)")
     sp.add_argument("--yes", "-y", action="store_true", help="do not ask (required when stdin is not a terminal)")
     _add_json(sp, inherited=True)
@@ -14510,25 +14513,32 @@ def build_parser() -> argparse.ArgumentParser:
                               f"exit code {EXIT_NOT_FOUND} means there is no ticket with that id.")
     tsub = p.add_subparsers(dest="tickets_command", metavar="ACTION", required=True)
     sp = tsub.add_parser("draft", help="an editable draft made by rules; nothing is stored",
-                         description="an editable draft made by rules (no model); nothing is stored")
+                         description="an editable draft made by rules (no model); nothing is stored",
+                         formatter_class=fmt,
+                         epilog="example:\n  localrag tickets draft \"How do I sync to my phone?\" --json > d.json")
     sp.add_argument("question", help="the question; - reads it from stdin")
     sp.add_argument("--answer-id", type=int, metavar="ID", help="take mode and reason from this answer record")
     _add_json(sp)
     sp = tsub.add_parser("create", help="save a (edited) draft after a person confirms",
                          description="save a (edited) draft after a person confirms: asked on a terminal, "
-                                     "--confirm otherwise")
+                                     "--confirm otherwise", formatter_class=fmt,
+                         epilog="example:\n  localrag tickets create --from d.json   (asks; --confirm when not on a "
+                                "terminal)")
     sp.add_argument("--from", dest="source", required=True, metavar="DRAFT.json",
                     help="the draft (from `tickets draft --json`), - for stdin (needs --confirm)")
     sp.add_argument("--confirm", action="store_true", help="a person confirmed this ticket (needed without a TTY)")
     _add_json(sp)
-    sp = tsub.add_parser("list", help="tickets, newest first", description="tickets, newest first")
+    sp = tsub.add_parser("list", help="tickets, newest first", description="tickets, newest first",
+                         formatter_class=fmt, epilog="example:\n  localrag tickets list --status open --json")
     sp.add_argument("--status", choices=TICKET_STATUSES, help="only this status")
     _add_json(sp)
-    sp = tsub.add_parser("show", help="one ticket with its status events", description="one ticket with its events")
+    sp = tsub.add_parser("show", help="one ticket with its status events", description="one ticket with its events",
+                         formatter_class=fmt, epilog="example:\n  localrag tickets show 3")
     sp.add_argument("id", help="the ticket id")
     _add_json(sp)
     sp = tsub.add_parser("update", help="set a ticket's status (kept as an event)",
-                         description="set a ticket's status; every change is kept as an event")
+                         description="set a ticket's status; every change is kept as an event", formatter_class=fmt,
+                         epilog="example:\n  localrag tickets update 3 --status resolved --note \"added Sync.md\"")
     sp.add_argument("id", help="the ticket id")
     sp.add_argument("--status", required=True, help=f"one of {', '.join(TICKET_STATUSES)}")
     sp.add_argument("--note", metavar="TEXT", help=f"why (up to {TICKET_NOTE_MAX} characters)")
@@ -14551,7 +14561,8 @@ def build_parser() -> argparse.ArgumentParser:
                        epilog="example:\n  localrag llm check --json")
     lsub = p.add_subparsers(dest="llm_command", metavar="ACTION", required=True)
     sp = lsub.add_parser("check", help="send one tiny request: reachability, model, latency, streaming",
-                         description="send one tiny request: reachability, model, latency, streaming")
+                         description="send one tiny request: reachability, model, latency, streaming",
+                         formatter_class=fmt, epilog="example:\n  localrag llm check --json")
     _add_json(sp)
     p.set_defaults(func=_cmd_llm)
 
@@ -14654,29 +14665,39 @@ def build_parser() -> argparse.ArgumentParser:
                               "  python3 localrag.pyz embeddings unpack qwen3.tar   (on the air-gapped laptop)")
     esub = p.add_subparsers(dest="emb_command", metavar="ACTION", required=True)
     sp = esub.add_parser("warmup", help=f"download {QWEN_MODEL} into EMBEDDING_CACHE_DIR and check it",
-                         description=f"download {QWEN_MODEL} into EMBEDDING_CACHE_DIR and check it")
+                         description=f"download {QWEN_MODEL} into EMBEDDING_CACHE_DIR and check it",
+                         formatter_class=fmt,
+                         epilog="example:\n  EMBEDDING_PROVIDER=local-qwen3 localrag embeddings warmup   (online, once)")
     _add_json(sp)
     sp = esub.add_parser("status", help="the model cache, the packages and this program: what is missing",
                          description="whether the model is cached (and matches the manifest of an unpacked archive), "
                                      "whether torch / sentence-transformers are installed, which localrag runs; for "
-                                     "EMBEDDING_PROVIDER=openai-compatible, one probe request to the endpoint")
+                                     "EMBEDDING_PROVIDER=openai-compatible, one probe request to the endpoint",
+                         formatter_class=fmt,
+                         epilog="example:\n  localrag embeddings status --verify\n\nexit code 7 means the provider in "
+                                "use cannot embed (its endpoint failed, or a local-qwen3 piece is missing).")
     sp.add_argument("--verify", action="store_true", help="hash every model file against the manifest (slower)")
     _add_json(sp)
     sp = esub.add_parser("pack", help="write the cached model into one verified archive",
                          description="write the cached local-qwen3 snapshot, with a sha256 manifest, into OUT "
-                                     "(a tar); run it on a connected machine after `embeddings warmup`")
+                                     "(a tar); run it on a connected machine after `embeddings warmup`",
+                         formatter_class=fmt, epilog="example:\n  localrag embeddings pack qwen3.tar")
     sp.add_argument("out", metavar="OUT.tar")
     _add_json(sp)
     sp = esub.add_parser("unpack", help="verify an archive and place the model in EMBEDDING_CACHE_DIR",
                          description="verify every file of ARCHIVE against its manifest, then place the model in "
-                                     "EMBEDDING_CACHE_DIR atomically (other cached models are kept)")
+                                     "EMBEDDING_CACHE_DIR atomically (other cached models are kept)",
+                         formatter_class=fmt,
+                         epilog="example:\n  python3 localrag.pyz embeddings unpack qwen3.tar   (on the air-gapped "
+                                "laptop)")
     sp.add_argument("archive", metavar="ARCHIVE")
     _add_json(sp)
     sp = esub.add_parser("wheelhouse", help="download the local-qwen3 wheels (CPU torch) for another machine",
                          description="download (online) the wheels the local-qwen3 extra needs, CPU torch "
                                      "included, for the target platform and Python, and print the pip line to "
                                      "run on the laptop", formatter_class=fmt,
-                         epilog="platforms: " + ", ".join(WHEEL_PLATFORMS))
+                         epilog="example:\n  localrag embeddings wheelhouse --platform linux-x86_64 --python 3.11 "
+                                "wheels/\n\nplatforms: " + ", ".join(WHEEL_PLATFORMS))
     sp.add_argument("--platform", required=True, help=f"one of {', '.join(WHEEL_PLATFORMS)} (or a pip tag)")
     sp.add_argument("--python", required=True, metavar="X.Y", help="the laptop's Python, e.g. 3.11")
     sp.add_argument("outdir", metavar="OUTDIR")

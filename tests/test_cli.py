@@ -55,7 +55,9 @@ def test_every_command_form_has_its_own_help():
     assert {("history", "show"), ("eval", "init"), ("eval", "run"), ("db", "init"), ("db", "stop"),
             ("db", "status"), ("vaults", "rm"), ("tickets", "show"), ("embeddings", "pack")} <= set(forms)
     for name, form in forms:
-        assert help_text(name, form).startswith(f"usage: localrag {name} {form} "), (name, form)
+        text = help_text(name, form)
+        assert text.startswith(f"usage: localrag {name} {form} "), (name, form)
+        assert f"example:\n  " in text or "examples:\n  " in text, (name, form)   # README: each form has one
     assert "usage: localrag history show [-h] [--json] ID\n" in help_text("history", "show")
     history, evaluation = help_text("history"), help_text("eval")
     assert "localrag history [-h] [--limit N]" in history and "localrag history show ID [--json]" in history
