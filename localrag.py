@@ -12619,13 +12619,16 @@ class McpTool:
     required: tuple[str, ...]
     run: Callable[..., dict]     # (config, store, **arguments) -> the service's dict
     docs: dict | None = None     # field descriptions that differ from API_FIELD_DOCS
+    # Appends a record on each call (ask: an answer record): then neither read-only nor idempotent, which clients
+    # may take as leave to call it without asking; it never changes or deletes anything (not destructive).
+    appends: bool = False
 
     def definition(self) -> dict:
         schema = request_schema(self.fields, self.required, openapi=False, docs=self.docs)
         schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
         return {"name": self.name, "title": self.title, "description": self.description, "inputSchema": schema,
-                "annotations": {"title": self.title, "readOnlyHint": True, "destructiveHint": False,
-                                "idempotentHint": True, "openWorldHint": False}}
+                "annotations": {"title": self.title, "readOnlyHint": not self.appends, "destructiveHint": False,
+                                "idempotentHint": not self.appends, "openWorldHint": False}}
 
 
 def _mcp_tools() -> dict[str, McpTool]:
@@ -12648,7 +12651,8 @@ def _mcp_tools() -> dict[str, McpTool]:
                 "share most words with the question (no answer, no citation): offer them, or read them with get_note "
                 "to see whether they help. `fallback` asks for "
                 "a general-knowledge answer instead, if the server allows it.",
-                _ASK_FIELDS, ("question",), lambda config, store, **a: ask(config, store=store, **a)),
+                _ASK_FIELDS, ("question",), lambda config, store, **a: ask(config, store=store, **a),
+                appends=True),
         McpTool("get_note", "Read a note or one section",
                 "Read an indexed note in full, or one section of it (with its subsections), as Markdown with its "
                 "heading path and file line range. Pass a `source` from search results or citations as `path`, and "

@@ -323,6 +323,16 @@ def test_tool_schemas_follow_the_http_field_tables():
     assert "similarity" in tools["search"].definition()["description"]      # confidence is no ranking score
 
 
+def test_ask_is_not_annotated_read_only():
+    """ask was readOnlyHint/idempotentHint true though each call appends an answer record (clients may auto-approve
+    tools marked read-only); the other tools only read."""
+    tools = localrag._mcp_tools()
+    hints = {name: tool.definition()["annotations"] for name, tool in tools.items()}
+    assert hints["ask"]["readOnlyHint"] is False and hints["ask"]["idempotentHint"] is False
+    assert hints["ask"]["destructiveHint"] is False
+    assert all(h["readOnlyHint"] and h["idempotentHint"] for name, h in hints.items() if name != "ask")
+
+
 # --- process lifecycle: signals, stdin closed mid-request, the client killed (issue 10) ----------------------------
 
 import signal  # noqa: E402
