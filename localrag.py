@@ -14256,7 +14256,8 @@ def _add_eval_args(p: argparse.ArgumentParser, inherited: bool = False) -> None:
     unset = argparse.SUPPRESS if inherited else None
     p.add_argument("--questions", metavar="PATH", default=unset,
                    help="YAML question set (default: the repo's eval/questions.yaml, else ./questions.yaml)")
-    p.add_argument("--top-k", type=int, metavar="N", default=unset, help="k for Hit@k (default RAG_TOP_K)")
+    p.add_argument("--top-k", type=_ranged(int, TOP_K_MIN, TOP_K_MAX), metavar="N", default=unset,
+                   help=f"k for Hit@k, {TOP_K_MIN}..{TOP_K_MAX} (default RAG_TOP_K)")
     p.add_argument("--calibrate", action="store_true", default=argparse.SUPPRESS if inherited else False,
                    help="tune the evidence gate on these questions: print the answered/refused trade-off, the "
                         "chosen RAG_MIN_SIMILARITY / RAG_MIN_COVERAGE and the rule")
@@ -14364,7 +14365,12 @@ class _ArgumentParser(argparse.ArgumentParser):
     the {"error": ...} document under --json).  Subparsers inherit the class."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        raise InvalidRequest(f"{self.prog}: {message}", usage=self.format_usage().strip())
+        # "argument --top-k: ...", "the following arguments are required: query": the field, as HTTP errors give it
+        named = re.match(r"(?:argument (\S+?)(?:/\S+)?: |the following arguments are required: ([^\s,]+))", message)
+        name = named and (named.group(1) or named.group(2))
+        action = next((a for a in self._actions if name and name in (*a.option_strings, a.dest)), None)
+        field = {"field": action.dest} if action is not None else {}
+        raise InvalidRequest(f"{self.prog}: {message}", usage=self.format_usage().strip(), **field)
 
 
 def _ranged(kind: type, low: float, high: float | None = None) -> Callable[[str], Any]:
@@ -14374,7 +14380,8 @@ def _ranged(kind: type, low: float, high: float | None = None) -> Callable[[str]
         try:
             value = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if kind is int else 'a number'}") \
+            within = f" from {low:g} to {high:g}" if high is not None else f" of {low:g} or more"
+            raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if kind is int else 'a number'}{within}") \
                 from None
         if value != value or value < low or (high is not None and value > high):   # NaN is out of every range
             raise argparse.ArgumentTypeError(f"{text} is out of range: it must be " + (
@@ -14461,7 +14468,8 @@ def build_parser() -> argparse.ArgumentParser:
                               "  echo \"API 延迟\" | localrag search - --json\n"
                               "  localrag search \"canvas\" --retrieval keyword --path Plugins/ --tag howto")
     p.add_argument("query", help=f"the query, up to {TEXT_MAX_CHARS:,} characters; - reads it from stdin")
-    p.add_argument("--top-k", type=int, metavar="N", help=f"results to return, {TOP_K_MIN}..{TOP_K_MAX} "
+    p.add_argument("--top-k", type=_ranged(int, TOP_K_MIN, TOP_K_MAX), metavar="N",
+                   help=f"results to return, {TOP_K_MIN}..{TOP_K_MAX} "
                                                          f"(default RAG_TOP_K)")
     _add_scope_args(p)
     _add_json(p)
@@ -14478,7 +14486,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch", metavar="FILE", help="answer every {\"question\": ...} line of a JSONL file (- for "
                                                    "stdin), one JSON result per line on stdout; --top-k, --fallback "
                                                    "and the scope flags apply to every line (a line's own field wins)")
-    p.add_argument("--top-k", type=int, metavar="N", help=f"evidence chunks, {TOP_K_MIN}..{TOP_K_MAX} "
+    p.add_argument("--top-k", type=_ranged(int, TOP_K_MIN, TOP_K_MAX), metavar="N",
+                   help=f"evidence chunks, {TOP_K_MIN}..{TOP_K_MAX} "
                                                          f"(default RAG_TOP_K)")
     p.add_argument("--fallback", action="store_true",
                    help="allow a general-knowledge answer below the threshold (only if RAG_FALLBACK_ENABLED=true)")
@@ -14779,7 +14788,7 @@ def _main(argv: Sequence[str] | None) -> int:
         return exc.exit_code
     except InvalidRequest as exc:  # a usage error: usage and message on stderr, the error body on stdout (--json)
         _say(exc.details.get("usage", ""))
-        _report_error(exc, "--json" in argv)
+        _report_error(exc, "--json" in argv, "--batch" in argv)   # a batch's stdout is JSON Lines
         return EXIT_USAGE
     if not args.command:
         parser.print_help(sys.stderr)

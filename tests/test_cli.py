@@ -438,6 +438,20 @@ def test_argument_errors_print_the_error_document_with_json(args):
     assert err["code"] == "invalid_request" and err["message"] and "usage" in err["details"]
 
 
+@pytest.mark.parametrize("args, field, says", [
+    (["search", "x", "--top-k", "2.5"], "top_k", "'2.5' is not an integer from 1 to 20"),
+    (["ask", "x", "--top-k", "0"], "top_k", "0 is out of range: it must be from 1 to 20"),
+    (["eval", "--top-k", "21"], "top_k", "21 is out of range: it must be from 1 to 20"),
+    (["search", "--json"], "query", "the following arguments are required: query"),
+    (["serve", "--port", "x"], "port", "'x' is not an integer from 0 to 65535")])
+def test_argument_errors_name_their_field_and_range(args, field, says):
+    """Under --json an argument error had details.usage but no details.field (HTTP errors name theirs), and
+    `--top-k 2.5` said "invalid int value" without the 1..20 that `--top-k 0` gave."""
+    code, out = run_cli(*args, "--json")
+    err = json.loads(out)["error"]
+    assert code == localrag.EXIT_USAGE and err["details"]["field"] == field and says in err["message"], err
+
+
 @pytest.mark.parametrize("args, says", [
     (["serve", "--port", "70000"], "--port: 70000 is out of range: it must be from 0 to 65535"),
     (["serve", "--port", "-5"], "--port: -5 is out of range"),
