@@ -10746,8 +10746,8 @@ NOTE_FIELD_DOCS: dict[str, tuple[str, Any]] = {
     "max_chars": (f"Optional: return at most this many characters of the text (1 to {NOTE_CHARS_MAX:,}), ending "
                   "after a whole line; `next_char_offset` then asks for the rest. Left out: the whole text (the MCP "
                   f"get_note tool: {NOTE_CHARS_MCP_DEFAULT:,}).", 20000),
-    "char_offset": ("Optional: where the page starts in the text, a `next_char_offset` from the previous page "
-                    "(default 0).", 0),
+    "char_offset": ("Optional: where the page starts in the text, exactly: a `next_char_offset` from the previous "
+                    "page (it starts a line; another value may start mid-line). Default 0.", 0),
 }
 _TEXT_SCHEMA = {"type": "string", "minLength": 1, "maxLength": TEXT_MAX_CHARS,
                 # "contains a character that is not whitespace", the same for ECMA-262 (\s has U+FEFF, lacks
@@ -14601,7 +14601,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-chars", type=int, metavar="N",
                    help="print at most N characters of a long note (whole lines); the next page's --char-offset "
                         "is printed on stderr")
-    p.add_argument("--char-offset", type=int, metavar="N", help="with --max-chars: start N characters into the text")
+    p.add_argument("--char-offset", type=int, metavar="N",
+                   help="start exactly N characters into the text (the previous page's next_char_offset, which starts "
+                        "a line; another N may start mid-line); without --max-chars, the rest of the text")
     _add_json(p)
     p.set_defaults(func=_cmd_show)
 
