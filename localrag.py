@@ -12725,7 +12725,8 @@ class McpServer:
             return None
         rid = msg["id"]
         if rid is None or isinstance(rid, bool) or not isinstance(rid, (str, int)):
-            raise RpcError(RPC_INVALID_REQUEST, '"id" must be a string or an integer (MCP forbids null)')
+            raise RpcError(RPC_INVALID_REQUEST, '"id" must be a string or an integer ' + (
+                "(MCP forbids null)" if rid is None else f"(got a JSON {_JSON_TYPE_NAMES.get(type(rid), 'value')})"))
         try:
             return {"jsonrpc": "2.0", "id": rid, "result": self._request(method, msg.get("params"))}
         except RpcError as exc:
@@ -12742,8 +12743,8 @@ class McpServer:
         """handle(), with every failure turned into a JSON-RPC error response: nothing escapes."""
         try:
             return self.handle(msg)
-        except RpcError as exc:
-            return self.error_response(exc)
+        except RpcError as exc:   # with the message's id whenever it is a valid one (a "jsonrpc": "1.0" one too)
+            return self.error_response(exc, _rpc_id(msg))
         except Exception:
             LOG.exception("unexpected error in the MCP server")
             return self.error_response(RpcError(RPC_INTERNAL, "internal error; see the server log", http_status=500),
@@ -12928,6 +12929,9 @@ class McpServer:
             if given != value:
                 raise RpcError(RPC_HEADER_MISMATCH, f"Header mismatch: {name} header value {given[:100]!r} does not "
                                                     f"match the body's {str(value)[:100]!r}")
+
+
+_JSON_TYPE_NAMES = {dict: "object", list: "array", float: "number", bool: "boolean"}
 
 
 def _rpc_id(msg: Any) -> str | int | None:

@@ -243,7 +243,11 @@ def test_bad_jsonrpc_input_gets_errors_and_the_server_stays_up(ingested, env):
     s.send({"jsonrpc": "2.0", "id": None, "method": "tools/list"})
     assert s.recv()["error"]["code"] == -32600
     s.send({"jsonrpc": "1.0", "id": 6, "method": "tools/list"})
-    assert s.recv()["error"]["code"] == -32600
+    r = s.recv()
+    assert r["error"]["code"] == -32600 and r["id"] == 6   # its id was readable: it was answered with null
+    s.send({"jsonrpc": "2.0", "id": {"a": 1}, "method": "tools/list"})
+    r = s.recv()   # the message said "(MCP forbids null)" of an object
+    assert r["error"]["code"] == -32600 and r["error"]["message"].endswith("(got a JSON object)") and r["id"] is None
     big = json.dumps({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
                       "params": {"name": "search", "arguments": {"query": "x" * (2 * 1024 * 1024)}}}).encode()
     s.send(big + b"\n")
