@@ -505,8 +505,8 @@ ENV_KEYS = (
     "RAG_STRICT_CLAIMS", "RAG_RECORD_ANSWERS",
     "RAG_SEARCH", "RAG_APPROX_MIN_CHUNKS", "RAG_HNSW_M", "RAG_HNSW_EF_CONSTRUCTION", "RAG_HNSW_EF_SEARCH",
     "RAG_INDEX_MEMORY_MB",
-    "LOCALRAG_API_TOKEN", "LOCALRAG_MAX_FILE_MB", "LOCALRAG_MAX_BODY_BYTES", "LOCALRAG_INGEST_WORKERS",
-    "LOCALRAG_PG_SHARED_BUFFERS_MB",
+    "LOCALRAG_API_TOKEN", "LOCALRAG_ALLOWED_HOSTS", "LOCALRAG_MAX_FILE_MB", "LOCALRAG_MAX_BODY_BYTES",
+    "LOCALRAG_INGEST_WORKERS", "LOCALRAG_PG_SHARED_BUFFERS_MB",
 )
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
@@ -13468,7 +13468,8 @@ def _cmd_ingest(config: Config, args: argparse.Namespace) -> int:
         _say(f"failed: {failure['path']}: {failure['error']}")
     if not args.quiet:
         for warning in result["warnings"]:
-            _say(f"warning: {warning['path']}: {warning['warning']}")
+            where = result["vault_path"] if warning["path"] == "." else warning["path"]   # "." is the vault itself
+            _say(f"warning: {where}: {warning['warning']}")
     if args.json:
         _print_json(result)
     elif not args.quiet:

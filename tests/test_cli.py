@@ -788,6 +788,14 @@ def test_stored_text_is_printed_with_its_terminal_escapes_escaped(ingested, capf
     capfd.readouterr()
 
 
+def test_the_empty_vault_warning_names_the_vault(db, tmp_path, capfd):
+    """It said "warning: .: no notes found ..."."""
+    empty = tmp_path / "empty vault"
+    empty.mkdir()
+    assert run_cli("ingest", str(empty))[0] == 0
+    assert f"warning: {empty}: no notes found" in capfd.readouterr().err
+
+
 def test_history_pages_with_offset(ingested, capfd):
     """`history --json` gave next_offset, but `history --offset 2` was an invalid choice."""
     for n in range(3):

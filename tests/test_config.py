@@ -218,6 +218,8 @@ KEY_CASES = {
                                use="api_token_required"),
     "LOCALRAG_MAX_FILE_MB": dict(default=("max_file_bytes", _mib(10)), valid=("0.5", "max_file_bytes", _mib(0.5)),
                                  invalid=["0", "-1", "ten", "inf", "1e-300"]),
+    "LOCALRAG_ALLOWED_HOSTS": dict(default=("allowed_hosts", ()), valid=("KB.local, rag.", "allowed_hosts",
+                                   ("kb.local", "rag")), invalid=["a,,b", "kb.local,", "http://kb.local"]),
     "LOCALRAG_MAX_BODY_BYTES": dict(default=("max_body_bytes", 1024 * 1024), valid=("2048", "max_body_bytes", 2048),
                                     invalid=["0", "-1", "1e6", "x"]),
     "LOCALRAG_INGEST_WORKERS": dict(default=("ingest_workers", "<cpus>"), valid=("64", "ingest_workers", 64),
