@@ -861,7 +861,8 @@ def _load_config(env_file: str | Path | None, environ: dict | None, cwd: Path | 
         embedding_input_type=_bool_setting(get("EMBEDDING_INPUT_TYPE"), "EMBEDDING_INPUT_TYPE"),
         llm_provider=llm_provider, llm_base_url=get("LLM_BASE_URL"),
         llm_model=get("LLM_MODEL") or ("fake-local" if llm_provider == "fake" else ""),
-        llm_api_key=_secret_setting(get("LLM_API_KEY"), "LLM_API_KEY"), llm_timeout_s=timeout, rag_top_k=top_k, rag_min_similarity=min_sim,
+        llm_api_key=_secret_setting(get("LLM_API_KEY"), "LLM_API_KEY"), llm_timeout_s=timeout, rag_top_k=top_k,
+        rag_min_similarity=min_sim,
         rag_min_similarity_source=min_source, rag_context_token_budget=budget,
         rag_fallback_enabled=_bool_setting(get("RAG_FALLBACK_ENABLED"), "RAG_FALLBACK_ENABLED"),
         rag_retrieval=retrieval, rag_fusion=fusion, rag_keyword_weight=keyword_weight,
@@ -872,7 +873,8 @@ def _load_config(env_file: str | Path | None, environ: dict | None, cwd: Path | 
         rag_record_answers=_bool_setting(get("RAG_RECORD_ANSWERS") or "true", "RAG_RECORD_ANSWERS"),
         rag_search=search_path, rag_approx_min_chunks=approx_min, rag_hnsw_m=hnsw_m, rag_hnsw_ef_construction=hnsw_efc,
         rag_hnsw_ef_search=hnsw_efs, rag_index_memory_mb=index_mb,
-        api_token=_secret_setting(get("LOCALRAG_API_TOKEN"), "LOCALRAG_API_TOKEN"), allowed_hosts=_allowed_hosts(get("LOCALRAG_ALLOWED_HOSTS")),
+        api_token=_secret_setting(get("LOCALRAG_API_TOKEN"), "LOCALRAG_API_TOKEN"),
+        allowed_hosts=_allowed_hosts(get("LOCALRAG_ALLOWED_HOSTS")),
         max_file_bytes=int(max_file_mb * 1024 * 1024),
         max_body_bytes=max_body, ingest_workers=workers, pg_shared_buffers_mb=shared_buffers, env_file=dotenv_path,
         repo_root=repo_root,
@@ -12166,7 +12168,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def parse_request(self) -> bool:
         self._status = 0
         words = self.raw_requestline.decode("latin-1").split()
-        if len(words) == 2:   # HTTP/0.9 ("GET /"): it sends no headers, and http.server waited for them (408 after 30 s)
+        if len(words) == 2:   # HTTP/0.9 ("GET /") sends no headers; http.server waited for them (408 after 30 s)
             self.command, self.path, self.request_version, self.close_connection = words[0], words[1], "HTTP/0.9", True
             self.send_error(505, "HTTP version HTTP/0.9 is not supported; use HTTP/1.1")
             return False
@@ -13577,7 +13579,8 @@ def _not_utf8(label: str, text: str, field: str,
     them), showing the text around the first such byte with \\xNN for the bytes."""
     at = _SURROGATE_RE.search(text)
     start = max(0, (at.start() if at else 0) - 30)
-    shown = ("…" if start else "") + _printable_path(text[start:start + 80]) + ("…" if len(text) > start + 80 else "")
+    shown = _printable_path(text[start:start + 80])
+    shown = ("…" if start else "") + shown + ("…" if len(text) > start + 80 else "")
     return InvalidRequest(f"{label} is not valid UTF-8 text (\"{shown}\": \\xNN marks the bytes that are not); {fix}",
                           field=field)
 
@@ -14687,7 +14690,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp = esub.add_parser("warmup", help=f"download {QWEN_MODEL} into EMBEDDING_CACHE_DIR and check it",
                          description=f"download {QWEN_MODEL} into EMBEDDING_CACHE_DIR and check it",
                          formatter_class=fmt,
-                         epilog="example:\n  EMBEDDING_PROVIDER=local-qwen3 localrag embeddings warmup   (online, once)")
+                         epilog="example:\n  EMBEDDING_PROVIDER=local-qwen3 localrag embeddings warmup   (online, "
+                                "once)")
     _add_json(sp)
     sp = esub.add_parser("status", help="the model cache, the packages and this program: what is missing",
                          description="whether the model is cached (and matches the manifest of an unpacked archive), "
