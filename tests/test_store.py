@@ -523,6 +523,7 @@ def test_newer_schema_is_refused_by_every_command(config, tmp_path):
         with localrag.Store.open(config) as s:
             s.init_schema()
             s.run("INSERT INTO localrag_schema (version) VALUES (:v)", v=localrag.SCHEMA_VERSION + 1)
+            tickets = s.run("SELECT count(*) FROM tickets")[0][0]   # kept by _fresh_schema (append-only)
         draft = tmp_path / "d.json"
         draft.write_text('{"title": "t", "description": "d"}')
         # history, show, tickets and gaps read (and tickets create/update wrote) into the newer schema, exit 0
@@ -536,7 +537,7 @@ def test_newer_schema_is_refused_by_every_command(config, tmp_path):
             assert f"version {localrag.SCHEMA_VERSION + 1}, newer than" in err["message"]
         with localrag.Store.open(config) as s:  # db init changed nothing, nor did tickets create
             assert s.schema_version() == localrag.SCHEMA_VERSION + 1
-            assert s.run("SELECT count(*) FROM tickets")[0][0] == 0
+            assert s.run("SELECT count(*) FROM tickets")[0][0] == tickets
     finally:
         _fresh_schema(config)
         localrag.Store.open(config).init_schema()
