@@ -139,6 +139,9 @@ CONTEXT_TOKEN_BUDGET_DEFAULT = 6000
 # (and --top-k's 20 chunks fill a small part of it), so a larger value is a typo, not a choice.
 CONTEXT_TOKEN_BUDGET_MIN, CONTEXT_TOKEN_BUDGET_MAX = 100, 200_000
 LLM_TIMEOUT_S_DEFAULT = 30.0
+# LLM_TIMEOUT_SECONDS / EMBEDDING_TIMEOUT_SECONDS at most a day: a larger value is a typo, and from ~1e10 s the socket
+# refuses it (OverflowError in every call, after the value had passed as "a positive number").
+UPSTREAM_TIMEOUT_S_MAX = 86_400.0
 HTTP_MAX_BODY_BYTES_DEFAULT = 1024 * 1024
 HTTP_SOCKET_TIMEOUT_S = 30.0               # silence on a socket (an idle keep-alive connection) before it is closed
 HTTP_REQUEST_TIMEOUT_S = 30.0              # a whole request (line, headers, body) must arrive within this
@@ -502,8 +505,8 @@ ENV_KEYS = (
     "RAG_STRICT_CLAIMS", "RAG_RECORD_ANSWERS",
     "RAG_SEARCH", "RAG_APPROX_MIN_CHUNKS", "RAG_HNSW_M", "RAG_HNSW_EF_CONSTRUCTION", "RAG_HNSW_EF_SEARCH",
     "RAG_INDEX_MEMORY_MB",
-    "LOCALRAG_API_TOKEN", "LOCALRAG_MAX_FILE_MB", "LOCALRAG_MAX_BODY_BYTES", "LOCALRAG_INGEST_WORKERS",
-    "LOCALRAG_PG_SHARED_BUFFERS_MB",
+    "LOCALRAG_API_TOKEN", "LOCALRAG_ALLOWED_HOSTS", "LOCALRAG_MAX_FILE_MB", "LOCALRAG_MAX_BODY_BYTES",
+    "LOCALRAG_INGEST_WORKERS", "LOCALRAG_PG_SHARED_BUFFERS_MB",
 )
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
@@ -521,7 +524,7 @@ class Config:
     embedding_dim: int = EMBEDDING_DIM
     embedding_device: str = "cpu"
     embedding_cache_dir: Path = Path(".cache/embeddings")
-    embedding_base_url: str = ""           # openai-compatible: the base URL including any /v1
+    embedding_base_url: str = dataclasses.field(default="", repr=False)  # incl. any /v1; summary() masks it
     embedding_api_key: str = dataclasses.field(default="", repr=False)  # optional: local servers need none
     embedding_batch_size: int = EMBEDDING_BATCH_SIZE_DEFAULT
     embedding_timeout_s: float = EMBEDDING_TIMEOUT_S_DEFAULT
@@ -586,7 +589,7 @@ class Config:
             "embedding_dim": self.embedding_dim,
             "embedding_device": self.embedding_device,
             "embedding_cache_dir": str(self.embedding_cache_dir),
-            "embedding_base_url": self.embedding_base_url or None,
+            "embedding_base_url": mask_url(self.embedding_base_url) if self.embedding_base_url else None,
             "embedding_api_key": "set" if self.embedding_api_key else "not set",
             "embedding_batch_size": self.embedding_batch_size,
             "embedding_timeout_seconds": self.embedding_timeout_s,
@@ -754,10 +757,7 @@ def _load_config(env_file: str | Path | None, environ: dict | None, cwd: Path | 
         if not model:
             raise ConfigInvalid(f"EMBEDDING_PROVIDER={provider} needs EMBEDDING_MODEL, the model id the server "
                                 f"knows (e.g. intfloat/multilingual-e5-small)", key="EMBEDDING_MODEL", value="")
-        if not base_url.startswith(("http://", "https://")):
-            raise ConfigInvalid(f"EMBEDDING_PROVIDER={provider} needs EMBEDDING_BASE_URL starting with http:// or "
-                                f"https:// (got {base_url!r}), e.g. http://127.0.0.1:8080/v1",
-                                key="EMBEDDING_BASE_URL", value=base_url)
+        _base_url_setting(base_url, "EMBEDDING_BASE_URL", f"EMBEDDING_PROVIDER={provider}")
     dim = _int_setting(get("EMBEDDING_DIM"), "EMBEDDING_DIM", EMBEDDING_DIM)
     if dim != EMBEDDING_DIM:
         raise ConfigInvalid(f"EMBEDDING_DIM={dim} is not supported; the schema stores vector({EMBEDDING_DIM}), "
@@ -776,6 +776,8 @@ def _load_config(env_file: str | Path | None, environ: dict | None, cwd: Path | 
     device = _choice_setting((get("EMBEDDING_DEVICE") or "cpu").lower(), "EMBEDDING_DEVICE", EMBEDDING_DEVICES)
     cache_default = (repo_root / ".cache" / "embeddings") if repo_root else (home / "embeddings")
     llm_provider = _choice_setting(get("LLM_PROVIDER") or "fake", "LLM_PROVIDER", LLMS)
+    if llm_provider == OPENAI_PROVIDER and get("LLM_BASE_URL"):   # unset: llm_config_missing when an answer needs it
+        _base_url_setting(get("LLM_BASE_URL"), "LLM_BASE_URL", f"LLM_PROVIDER={llm_provider}")
     top_k = _int_setting(get("RAG_TOP_K"), "RAG_TOP_K", TOP_K_DEFAULT)
     if not TOP_K_MIN <= top_k <= TOP_K_MAX:
         raise ConfigInvalid(f"RAG_TOP_K={top_k} is out of range; use an integer from {TOP_K_MIN} to {TOP_K_MAX}",
@@ -810,8 +812,13 @@ def _load_config(env_file: str | Path | None, environ: dict | None, cwd: Path | 
                             key="RAG_MIN_MATCHED_TERMS", value=min_matched, allowed="0..20")
     budget = _range_setting(get("RAG_CONTEXT_TOKEN_BUDGET"), "RAG_CONTEXT_TOKEN_BUDGET", CONTEXT_TOKEN_BUDGET_DEFAULT,
                             CONTEXT_TOKEN_BUDGET_MIN, CONTEXT_TOKEN_BUDGET_MAX)
-    timeout = _float_setting(get("LLM_TIMEOUT_SECONDS"), "LLM_TIMEOUT_SECONDS", LLM_TIMEOUT_S_DEFAULT)
+    timeout = _float_setting(get("LLM_TIMEOUT_SECONDS"), "LLM_TIMEOUT_SECONDS", LLM_TIMEOUT_S_DEFAULT,
+                             UPSTREAM_TIMEOUT_S_MAX)
     max_file_mb = _float_setting(get("LOCALRAG_MAX_FILE_MB"), "LOCALRAG_MAX_FILE_MB", MAX_FILE_MB_DEFAULT)
+    if max_file_mb * 1024 * 1024 < 1:   # 1e-300 passed as positive, and ingest then skipped every file
+        raise ConfigInvalid(f"LOCALRAG_MAX_FILE_MB={get('LOCALRAG_MAX_FILE_MB')!r} is less than one byte; give the "
+                            f"largest file size to read in MB, e.g. 10", key="LOCALRAG_MAX_FILE_MB",
+                            value=get("LOCALRAG_MAX_FILE_MB"))
     max_body = _int_setting(get("LOCALRAG_MAX_BODY_BYTES"), "LOCALRAG_MAX_BODY_BYTES", HTTP_MAX_BODY_BYTES_DEFAULT)
     if max_body < 1:  # 0 or less would refuse every request body
         raise ConfigInvalid(f"LOCALRAG_MAX_BODY_BYTES={max_body} is out of range; use a positive number of bytes",
@@ -845,15 +852,17 @@ def _load_config(env_file: str | Path | None, environ: dict | None, cwd: Path | 
         database_url=database_url, test_database_url=get("TEST_DATABASE_URL"), vault_path=get("VAULT_PATH"),
         localrag_home=home, embedding_provider=provider, embedding_model=model, embedding_dim=dim,
         embedding_device=device, embedding_cache_dir=as_path(get("EMBEDDING_CACHE_DIR"), cache_default),
-        embedding_base_url=base_url, embedding_api_key=get("EMBEDDING_API_KEY"), embedding_batch_size=batch,
+        embedding_base_url=base_url, embedding_api_key=_secret_setting(get("EMBEDDING_API_KEY"), "EMBEDDING_API_KEY"),
+        embedding_batch_size=batch,
         embedding_timeout_s=_float_setting(get("EMBEDDING_TIMEOUT_SECONDS"), "EMBEDDING_TIMEOUT_SECONDS",
-                                           EMBEDDING_TIMEOUT_S_DEFAULT),
+                                           EMBEDDING_TIMEOUT_S_DEFAULT, UPSTREAM_TIMEOUT_S_MAX),
         embedding_dim_request=EMBEDDING_DIM if dim_request else None,
         embedding_query_prefix=raw("EMBEDDING_QUERY_PREFIX"), embedding_document_prefix=raw("EMBEDDING_DOCUMENT_PREFIX"),
         embedding_input_type=_bool_setting(get("EMBEDDING_INPUT_TYPE"), "EMBEDDING_INPUT_TYPE"),
         llm_provider=llm_provider, llm_base_url=get("LLM_BASE_URL"),
         llm_model=get("LLM_MODEL") or ("fake-local" if llm_provider == "fake" else ""),
-        llm_api_key=get("LLM_API_KEY"), llm_timeout_s=timeout, rag_top_k=top_k, rag_min_similarity=min_sim,
+        llm_api_key=_secret_setting(get("LLM_API_KEY"), "LLM_API_KEY"), llm_timeout_s=timeout, rag_top_k=top_k,
+        rag_min_similarity=min_sim,
         rag_min_similarity_source=min_source, rag_context_token_budget=budget,
         rag_fallback_enabled=_bool_setting(get("RAG_FALLBACK_ENABLED"), "RAG_FALLBACK_ENABLED"),
         rag_retrieval=retrieval, rag_fusion=fusion, rag_keyword_weight=keyword_weight,
@@ -864,7 +873,8 @@ def _load_config(env_file: str | Path | None, environ: dict | None, cwd: Path | 
         rag_record_answers=_bool_setting(get("RAG_RECORD_ANSWERS") or "true", "RAG_RECORD_ANSWERS"),
         rag_search=search_path, rag_approx_min_chunks=approx_min, rag_hnsw_m=hnsw_m, rag_hnsw_ef_construction=hnsw_efc,
         rag_hnsw_ef_search=hnsw_efs, rag_index_memory_mb=index_mb,
-        api_token=get("LOCALRAG_API_TOKEN"), allowed_hosts=_allowed_hosts(get("LOCALRAG_ALLOWED_HOSTS")),
+        api_token=_secret_setting(get("LOCALRAG_API_TOKEN"), "LOCALRAG_API_TOKEN"),
+        allowed_hosts=_allowed_hosts(get("LOCALRAG_ALLOWED_HOSTS")),
         max_file_bytes=int(max_file_mb * 1024 * 1024),
         max_body_bytes=max_body, ingest_workers=workers, pg_shared_buffers_mb=shared_buffers, env_file=dotenv_path,
         repo_root=repo_root,
@@ -915,10 +925,9 @@ def _unit_setting(raw: str, key: str, default: float) -> float:
 def _int_setting(raw: str, key: str, default: int) -> int:
     if not raw:
         return default
-    try:
-        return int(raw)
-    except ValueError:
-        raise ConfigInvalid(f"{key}={raw!r} is not an integer", key=key, value=raw) from None
+    if not re.fullmatch(r"[+-]?[0-9]+", raw):   # int() also takes 1_0 (as 10) and other digits than 0-9
+        raise ConfigInvalid(f"{key}={raw!r} is not an integer", key=key, value=raw)
+    return int(raw)
 
 
 def _range_setting(raw: str, key: str, default: int, low: int, high: int) -> int:
@@ -930,16 +939,56 @@ def _range_setting(raw: str, key: str, default: int, low: int, high: int) -> int
     return value
 
 
-def _float_setting(raw: str, key: str, default: float) -> float:
+def _float_setting(raw: str, key: str, default: float, high: float | None = None) -> float:
+    """A positive number, at most `high` when given."""
     if not raw:
         return default
     try:
         value = float(raw)
     except ValueError:
         value = float("nan")
-    if not (math.isfinite(value) and value > 0):
-        raise ConfigInvalid(f"{key}={raw!r} is not a positive number", key=key, value=raw)
+    if not (math.isfinite(value) and value > 0 and (high is None or value <= high)):
+        raise ConfigInvalid(f"{key}={raw!r} is not a positive number" + (f" up to {high:g}" if high else ""),
+                            key=key, value=raw, **({"allowed": f"0..{high:g}"} if high else {}))
     return value
+
+
+def _base_url_setting(url: str, key: str, needed_by: str) -> str:
+    """An API base URL (EMBEDDING_BASE_URL, LLM_BASE_URL) the HTTP client can use: http(s)://host[:port][/path],
+    else config_invalid naming the key, the URL shown masked.  user:password@ is refused: urllib does not send it
+    (it took it for the host name, and the password reached error messages); the key goes in the *_API_KEY."""
+    example = "e.g. http://127.0.0.1:8080/v1"
+    shown = mask_url(url)
+
+    def invalid(problem: str) -> ConfigInvalid:
+        return ConfigInvalid(f"{key}{problem}; {example}", key=key, value=shown)
+
+    if not url.startswith(("http://", "https://")):
+        raise ConfigInvalid(f"{needed_by} needs {key} starting with http:// or https:// (got {shown!r}), {example}",
+                            key=key, value=shown)
+    try:
+        parts = urllib.parse.urlsplit(_userinfo_encoded(url))
+    except ValueError:               # "Invalid IPv6 URL": an unclosed [
+        raise invalid(f"={shown!r} is malformed (an unclosed [ or a character a host name cannot have)") from None
+    if "@" in parts.netloc:
+        raise invalid(f"={shown!r} carries user:password@, which localrag does not send; give the key in "
+                      f"{key.replace('BASE_URL', 'API_KEY')} (sent as a bearer token) and drop it from the URL")
+    try:
+        parts.port
+    except ValueError:               # its text may quote a password whose # / ? ended the host part: not shown
+        raise invalid(f"={shown!r} has a port that is not a number from 1 to 65535") from None
+    if not parts.hostname:
+        raise invalid(f"={shown!r} has no host name")
+    return url
+
+
+def _secret_setting(raw: str, key: str) -> str:
+    """A key or token that travels in an HTTP header: no control character (a pasted newline) and nothing outside
+    Latin-1, which http.client cannot send (both ended every call in internal_error, the first quoting the key)."""
+    if any(ord(ch) < 0x20 or 0x7f <= ord(ch) <= 0x9f or ord(ch) > 0xff for ch in raw):
+        raise ConfigInvalid(f"{key} holds a character an HTTP header cannot carry (a control character such as a "
+                            f"line break, or one outside Latin-1); copy the key again (it is not shown)", key=key)
+    return raw
 
 
 def _bool_setting(raw: str, key: str) -> bool:
@@ -972,11 +1021,17 @@ def mask_url(url: str) -> str:
     """The URL with its credentials replaced by ***, for messages, summaries and logs: the password of
     user:password@ (for non-Postgres URLs the whole user part, which is often a token), and the value of every
     query parameter named like a secret (key, token, secret, password, signature...).  The fragment is dropped."""
+    url = _userinfo_encoded(url)
     try:
         parts = urllib.parse.urlsplit(url)
-    except ValueError:
-        return "<unparseable URL>"
+    except ValueError:   # shown as it is only when no part of it can be a credential
+        return url if not any(c in url for c in "@?#") else "<unparseable URL>"
     netloc = parts.netloc
+    after = url.partition("://")[2][len(netloc):]
+    if "@" not in netloc and "@" in after and _bad_port(parts):
+        # u:pass/word@host: the / ended the host part and the password's first half reads as the port; all up to
+        # the last @ may be the password
+        return mask_url(f"{parts.scheme}://***@{after.rpartition('@')[2]}")
     if "@" in netloc:
         userinfo, hostinfo = netloc.rsplit("@", 1)
         user = userinfo.split(":", 1)[0]
@@ -990,6 +1045,29 @@ def mask_url(url: str) -> str:
         secret = _SECRET_PARAM.search(urllib.parse.unquote_plus(name))
         pairs.append(f"{name}=***" if eq and secret else piece)
     return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "&".join(pairs), ""))
+
+
+def _userinfo_encoded(url: str) -> str:
+    """The URL with # and ? in its user:password@ percent-encoded, as libpq reads such a URL (the user info runs up
+    to the last @ before the first /): urlsplit ends the host part at them, so a generated password holding one was
+    read as host and port, and its text reached the "invalid port" message."""
+    scheme, sep, rest = url.partition("://")
+    authority = rest.split("/", 1)[0]
+    if not sep or "@" not in authority:
+        return url
+    userinfo, _, host = authority.rpartition("@")
+    if "#" not in userinfo and "?" not in userinfo:
+        return url
+    userinfo = userinfo.replace("#", "%23").replace("?", "%3F")
+    return f"{scheme}://{userinfo}@{host}{rest[len(authority):]}"
+
+
+def _bad_port(parts: urllib.parse.SplitResult) -> bool:
+    try:
+        parts.port
+    except ValueError:
+        return True
+    return False
 
 
 def mask_urls_in(text: str) -> str:
@@ -1011,6 +1089,7 @@ def parse_database_url(url: str) -> DbTarget:
     ``?host=/dir`` or a percent-encoded host.  ``prefer`` does not try TLS first: name require to encrypt.
     """
     masked = mask_url(url)
+    url = _userinfo_encoded(url)
 
     def invalid(problem: str) -> ConfigInvalid:
         return ConfigInvalid(f"DATABASE_URL {problem}; expected postgresql://user:password@host:port/database",
@@ -1018,8 +1097,9 @@ def parse_database_url(url: str) -> DbTarget:
 
     try:
         parts = urllib.parse.urlsplit(url)
-    except ValueError as exc:        # "Invalid IPv6 URL": an unclosed [
-        raise invalid(f"is malformed ({exc})") from None
+    except ValueError as exc:        # "Invalid IPv6 URL": an unclosed [; a message quoting the host part is not shown
+        raise invalid(f"is malformed ({exc if chr(39) not in str(exc) else 'a character a host name cannot have'})") \
+            from None
     if parts.scheme not in _DB_SCHEMES:
         import difflib
         close = difflib.get_close_matches(parts.scheme.lower(), _DB_SCHEMES, n=1, cutoff=0.6)
@@ -1030,6 +1110,10 @@ def parse_database_url(url: str) -> DbTarget:
     try:
         url_port = parts.port
     except ValueError as exc:        # "Port could not be cast to integer value as 'abc'", "Port out of range"
+        if "@" in url.partition("://")[2][len(parts.netloc):]:
+            # u:pass/word@host: the / ended the host part, and the "port" is the password's first half
+            raise invalid("has a port that is not a number, and an @ after it: percent-encode a / or @ in the "
+                          "user name or password (%2F, %40)") from None
         raise invalid(f"has an invalid port ({exc})") from None
     try:
         query = dict(urllib.parse.parse_qsl(parts.query, keep_blank_values=True, strict_parsing=bool(parts.query)))
@@ -2570,6 +2654,10 @@ class _Upstream:
     timeout: type
     unreachable: type               # connection refused / DNS: nothing is listening there
 
+    @property
+    def url_name(self) -> str:      # the setting that names the endpoint
+        return self.key_name.replace("API_KEY", "BASE_URL")
+
 
 class _Transient(Exception):
     """A failure worth retrying (429, 5xx, connection reset): the error to raise if no retry is left, and the
@@ -2599,6 +2687,36 @@ def _json_bytes(payload: dict | bytes) -> bytes:
     return payload if isinstance(payload, bytes) else json.dumps(payload, ensure_ascii=False).encode("utf-8")
 
 
+def _echo_pattern(secret: str) -> re.Pattern:
+    """A secret as an upstream error body may echo it: as is, or JSON-escaped (\\" and \\\\, non-ASCII as \\uXXXX
+    in either case, / as \\/); a key holding such a character reached the CLI and HTTP clients escaped."""
+    forms = []
+    for ch in secret:
+        escaped = json.dumps(ch)[1:-1]
+        alternatives = {re.escape(ch), re.sub(r"[a-f]", lambda m: f"[{m.group()}{m.group().upper()}]",
+                                              re.escape(escaped))}
+        if ch == "/":
+            alternatives.add(r"\\/")
+        forms.append("(?:" + "|".join(sorted(alternatives)) + ")")
+    return re.compile("".join(forms))
+
+
+def _endpoint_url(base_url: str, path: str) -> str:
+    """An API's endpoint under its base URL, the base's query kept after it (a key or an api-version there went in
+    front of the path: ...?api_key=k/embeddings)."""
+    parts = urllib.parse.urlsplit(base_url)
+    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/") + "/" + path, parts.query, ""))
+
+
+def _url_secrets(url: str) -> list[str]:
+    """The values of a URL's query parameters named like secrets (api_key=..., as mask_url hides them)."""
+    try:
+        query = urllib.parse.urlsplit(url).query
+    except ValueError:
+        return []
+    return [value for name, value in urllib.parse.parse_qsl(query) if _SECRET_PARAM.search(name) and value]
+
+
 class _HttpClient:
     """POST JSON to one URL with urllib: bearer key (when set), timeout, error mapping, key redaction in every
     message, bounded retries with backoff on 429 / 5xx / connection reset (honouring Retry-After)."""
@@ -2606,13 +2724,17 @@ class _HttpClient:
     def __init__(self, url: str, key: str, timeout_s: float, upstream: _Upstream, retries: int = 0) -> None:
         self.url, self.timeout_s, self.upstream, self.retries = url, timeout_s, upstream, retries
         self._key = key
+        self._secrets = [_echo_pattern(v) for v in sorted({key, *_url_secrets(url)} - {""}, key=len, reverse=True)]
         self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}) if _no_proxy(url) else
                                                    urllib.request.ProxyHandler())
 
     def redact(self, text: str) -> str:
-        """The key as ***, and any URL's password masked (an upstream message may echo either)."""
+        """The key (and the URL's secret query values) as ***, also JSON-escaped, and any URL's credentials masked
+        (an upstream message may echo either)."""
         text = mask_urls_in(text)
-        return text.replace(self._key, "***") if self._key else text
+        for pattern in self._secrets:
+            text = pattern.sub("***", text)
+        return text
 
     def _timeout(self, what: str = "answer") -> LocalRagError:
         u = self.upstream
@@ -2649,8 +2771,8 @@ class _HttpClient:
         except urllib.error.URLError as exc:
             if isinstance(exc.reason, (TimeoutError, socket.timeout)):
                 raise self._timeout() from None
-            error = u.unreachable(f"cannot reach {u.label} {_host_of(self.url)}: {self.redact(str(exc.reason))}",
-                                  url=self.redact(self.url))
+            error = u.unreachable(f"cannot reach {u.label} {_host_of(self.url)}: {self.redact(str(exc.reason))}; "
+                                  f"start its server, or check {u.url_name}", url=self.redact(self.url))
             if isinstance(exc.reason, ConnectionResetError):
                 raise _Transient(error) from None
             raise error from None
@@ -2658,8 +2780,8 @@ class _HttpClient:
             raise _Transient(u.error(f"{u.label} closed the connection: {self.redact(str(exc)) or type(exc).__name__}")
                              ) from None
         except OSError as exc:
-            raise u.unreachable(f"cannot reach {u.label} {_host_of(self.url)}: {self.redact(str(exc))}",
-                                url=self.redact(self.url)) from None
+            raise u.unreachable(f"cannot reach {u.label} {_host_of(self.url)}: {self.redact(str(exc))}; start its "
+                                f"server, or check {u.url_name}", url=self.redact(self.url)) from None
 
     def _with_retries(self, attempt: Callable[[], Any]) -> Any:
         for n in range(self.retries + 1):
@@ -2789,7 +2911,7 @@ class OpenAICompatibleEmbedder:
         self.model, self.batch_size = config.embedding_model, config.embedding_batch_size
         self.query_prefix, self.document_prefix = config.embedding_query_prefix, config.embedding_document_prefix
         self.input_type, self.dim_request = config.embedding_input_type, config.embedding_dim_request
-        self.url = config.embedding_base_url.rstrip("/") + "/embeddings"
+        self.url = _endpoint_url(config.embedding_base_url, "embeddings")
         self._http = _HttpClient(self.url, config.embedding_api_key, config.embedding_timeout_s,
                                  _EMBEDDING_UPSTREAM, retries=EMBEDDING_MAX_RETRIES)
         self.native_dim: int | None = None   # the model's own length, fixed by the first answer
@@ -3015,6 +3137,7 @@ MODEL_UNPACK_BUFFER_BYTES = 1024 * 1024
 MODEL_MANIFEST_IN_CACHE = "localrag-manifest.json"         # kept next to refs/ after unpack, read by status
 QWEN_REPO_DIR = "models--" + QWEN_MODEL.replace("/", "--")
 TORCH_VERSION = "2.13.0"                                    # the CPU build the Makefile and the wheelhouse pin
+WHEELHOUSE_PYTHON_MIN = (3, 10)            # the oldest CPython the pyz runs on (tools/build_pyz.py); torch has wheels
 # Target platforms for `embeddings wheelhouse`: pip platform tags (several: pip takes any of them), and whether
 # torch comes from the PyTorch CPU index (Linux x86_64: PyPI's torch there is the multi-GB CUDA build).
 WHEEL_PLATFORMS = {
@@ -3447,9 +3570,10 @@ def wheelhouse_command(platform: str, python: str, outdir: str | Path,
                              f"macOS x86_64 has no torch {TORCH_VERSION} wheels", field="--platform",
                              allowed=list(WHEEL_PLATFORMS))
     m = re.fullmatch(r"3\.(\d{1,2})", python or "")
-    if not m or int(m.group(1)) < 11:
-        raise InvalidRequest(f"--python {python!r} must be a CPython minor version 3.11 or later, e.g. 3.12",
-                             field="--python")
+    if not m or (3, int(m.group(1))) < WHEELHOUSE_PYTHON_MIN:   # 3.10 was refused, though the pyz runs on it
+        raise InvalidRequest(f"--python {python!r} must be a CPython minor version "
+                             f"{'.'.join(map(str, WHEELHOUSE_PYTHON_MIN))} or later (the Python that runs the pyz), "
+                             f"e.g. 3.12", field="--python")
     spec = WHEEL_PLATFORMS[name]
     requirements = [spec["torch"], *QWEN_EXTRA_REQUIREMENTS]
     argv = [sys.executable, "-m", "pip", "download", "--only-binary=:all:", "--implementation", "cp",
@@ -5524,6 +5648,7 @@ class Store:
             self.require_schema()   # a fresh database (no schema at all) or an older one: say that, as search does
             raise SchemaNotInitialized(f"the answers table is missing at {self.target.display} (a database from "
                                        f"before answer records); {HINT_DB_INIT}", missing=["answers"])
+        self.check_schema_version()   # history read, and tickets wrote, into a schema from a newer localrag
         self.answers_checked = True
 
     def insert_answer(self, record: dict) -> tuple[int, str]:
@@ -5576,6 +5701,7 @@ class Store:
             raise SchemaNotInitialized(f"the tickets tables are missing at {self.target.display} (missing: "
                                        f"{', '.join(missing)}; a database from before tickets); {HINT_DB_INIT}",
                                        missing=missing)
+        self.check_schema_version()
         self.tickets_checked = True
 
     def chunk_tags(self, chunk_id: int) -> list[str]:
@@ -9139,11 +9265,9 @@ class OpenAICompatibleLLM:
         if missing:
             raise LlmConfigMissing(f"LLM_PROVIDER=openai-compatible needs {', '.join(missing)}; set them in .env or "
                                    f"the environment (or use LLM_PROVIDER=fake)", missing=missing)
-        if not config.llm_base_url.startswith(("http://", "https://")):
-            raise LlmConfigMissing(f"LLM_BASE_URL={mask_url(config.llm_base_url)!r} must start with http:// or "
-                                   f"https://",
-                                   key="LLM_BASE_URL")
-        self.url = config.llm_base_url.rstrip("/") + "/chat/completions"
+        # load_config checked it; a Config built otherwise (a program embedding localrag) is checked here
+        _base_url_setting(config.llm_base_url, "LLM_BASE_URL", "LLM_PROVIDER=openai-compatible")
+        self.url = _endpoint_url(config.llm_base_url, "chat/completions")
         self.model, self.timeout_s = config.llm_model, config.llm_timeout_s
         # No retries: a chat answer may be long and costly, and a stream cannot be replayed once shown.
         self._http = _HttpClient(self.url, config.llm_api_key, config.llm_timeout_s, _LLM_UPSTREAM)
@@ -9647,8 +9771,8 @@ def _record_id(value: Any, what: str = "answer id", field: str = "id") -> int:
     (at most ANSWER_ID_MAX), else invalid_request naming the field."""
     text = str(value).strip()
     if isinstance(value, bool) or not re.fullmatch(r"[0-9]{1,19}", text) or not 1 <= int(text) <= ANSWER_ID_MAX:
-        raise InvalidRequest(f"{what} must be a positive integer, as its list shows it (got {text[:40]!r})",
-                             field=field)
+        raise InvalidRequest(f"{what} must be an integer from 1 to {ANSWER_ID_MAX}, as its list shows it (got "
+                             f"{text[:40]!r})", field=field, allowed=f"1..{ANSWER_ID_MAX}")
     return int(text)
 
 
@@ -9903,6 +10027,7 @@ def get_note(config: Config, path: Any, heading: Any = None, vault: Any = None, 
     if vault is not None:
         vault = _vault_filter(vault)
     with _store_for(config, store) as s:
+        s.check_schema_version()
         vaults = s.vault_paths()
         rel, in_vault = _note_path(path, vaults)
         vault = in_vault or vault
@@ -10025,19 +10150,27 @@ def list_notes(config: Config, prefix: Any = None, tag: Any = None, vault: Any =
     for name, value in (("prefix", prefix), ("tag", tag), ("vault", vault)):
         if value is not None and not isinstance(value, str):
             raise InvalidRequest(f"{name} must be a string", field=name)
+        if value and any(unicodedata.category(ch) in ("Cc", "Cs") for ch in value):   # a NUL was a database_error
+            raise InvalidRequest(f"{name} must not contain control characters or lone surrogates (got "
+                                 f"{value[:60]!r})", field=name)
     limit = NOTES_PAGE_DEFAULT if limit is None else limit
     offset = 0 if offset is None else offset
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= NOTES_PAGE_MAX:
         raise InvalidRequest(f"limit must be an integer from 1 to {NOTES_PAGE_MAX} (got {limit!r})", field="limit")
-    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-        raise InvalidRequest(f"offset must be an integer >= 0 (got {offset!r})", field="offset")
+    if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset <= ANSWER_ID_MAX:
+        raise InvalidRequest(f"offset must be an integer from 0 to {ANSWER_ID_MAX} (got {offset!r})"[:200],
+                             field="offset", allowed=f"0..{ANSWER_ID_MAX}")
     prefix = _note_path_text((prefix or "").strip()).lstrip("/")
     if ".." in prefix.split("/"):
         raise InvalidRequest(f"prefix {prefix!r} contains '..'; give a folder relative to the vault", field="prefix")
-    tag = normalize_tag(tag) if tag and normalize_tag(tag) else None
+    if tag is not None and not normalize_tag(tag).strip("#/\ufeff \t"):   # --tag "" listed every note
+        raise InvalidRequest(f"tag must name a tag, e.g. project or #project/alpha (got {tag[:60]!r}); leave it out "
+                             f"to list every note", field="tag")
+    tag = normalize_tag(tag) if tag else None
     if vault is not None:
         vault = _vault_filter(vault)
     with _store_for(config, store) as s:
+        s.check_schema_version()
         if vault:
             _require_indexed_vault(vault, s.vault_paths())
         total, rows = s.list_notes(prefix, tag, vault or None, limit, offset)
@@ -10170,17 +10303,23 @@ def embeddings_status(config: Config, verify: bool = False) -> dict:
                           "ARCHIVE` with an archive made by `embeddings pack`")
     status["pieces"] = model_pieces(config, verify=verify)
     if EMBEDDERS[config.embedding_provider].remote:
-        endpoint: dict = {"base_url": config.embedding_base_url, "model": config.embedding_model}
-        started = time.monotonic()
-        try:
-            embedder = get_embedder(config)
-            embedder.embed_query("localrag status probe")
-            endpoint.update(ok=True, native_dim=embedder.native_dim,
-                            ms=round((time.monotonic() - started) * 1000, 1))
-        except LocalRagError as exc:
-            endpoint.update(ok=False, error={"code": exc.code, "message": exc.message})
-        status["endpoint"] = endpoint
+        status["endpoint"] = _probe_embeddings(config)[0]
     return status
+
+
+def _probe_embeddings(config: Config) -> tuple[dict, LocalRagError | None]:
+    """One request to the configured embeddings API (`embeddings status`, `doctor`): {base_url (masked), model,
+    ok, native_dim, ms} or {..., ok: false, error: {code, message}}, and the error."""
+    endpoint: dict = {"base_url": mask_url(config.embedding_base_url), "model": config.embedding_model}
+    started = time.monotonic()
+    try:
+        embedder = get_embedder(config)
+        embedder.embed_query("localrag status probe")
+    except LocalRagError as exc:
+        endpoint.update(ok=False, error={"code": exc.code, "message": exc.message})
+        return endpoint, exc
+    endpoint.update(ok=True, native_dim=embedder.native_dim, ms=round((time.monotonic() - started) * 1000, 1))
+    return endpoint, None
 
 
 def embeddings_warmup(config: Config) -> dict:
@@ -10522,7 +10661,18 @@ def gaps_markdown(report: dict, generated_at: str) -> str:
 
 def _md_text(text: str) -> str:
     """A question as Markdown text: one line, Markdown's punctuation escaped, no HTML."""
-    return re.sub(r"([\\`*_\[\]<>|])", r"\\\1", _collapse(text))
+    return _shown(re.sub(r"([\\`*_\[\]<>|])", r"\\\1", _collapse(text)))
+
+
+# C0 controls but tab and line feed, DEL and C1: what a terminal takes as the start of an escape sequence
+_TERMINAL_CONTROL_RE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _shown(text: str) -> str:
+    """Stored text (a question, a ticket, an answer) for a person to read: control characters as \\xNN, so text
+    an HTTP or MCP client stored cannot clear the operator's screen or retitle the window when `history`,
+    `gaps` or `tickets` print it (the access log escapes them the same way)."""
+    return _TERMINAL_CONTROL_RE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
 
 
 # === 13. Eval ======================================================================================================
@@ -10887,8 +11037,8 @@ NOTE_FIELD_DOCS: dict[str, tuple[str, Any]] = {
     "max_chars": (f"Optional: return at most this many characters of the text (1 to {NOTE_CHARS_MAX:,}), ending "
                   "after a whole line; `next_char_offset` then asks for the rest. Left out: the whole text (the MCP "
                   f"get_note tool: {NOTE_CHARS_MCP_DEFAULT:,}).", 20000),
-    "char_offset": ("Optional: where the page starts in the text, a `next_char_offset` from the previous page "
-                    "(default 0).", 0),
+    "char_offset": ("Optional: where the page starts in the text, exactly: a `next_char_offset` from the previous "
+                    "page (it starts a line; another value may start mid-line). Default 0.", 0),
 }
 _TEXT_SCHEMA = {"type": "string", "minLength": 1, "maxLength": TEXT_MAX_CHARS,
                 # "contains a character that is not whitespace", the same for ECMA-262 (\s has U+FEFF, lacks
@@ -12008,7 +12158,7 @@ class Api:
         """Refuse what a web page elsewhere sends through the user's browser: a Host that does not name this
         machine (when bound to loopback) and an Origin other than this server's or a loopback one.  Clients that
         are not browsers (curl, agents, MCP SDKs) send no Origin."""
-        problem = _caller_problem(headers.get("Host") or "", headers.get("Origin"),
+        problem = _caller_problem(headers.get("Host"), headers.get("Origin"),
                                   getattr(self, "bound_host", None), getattr(self, "loopback_only", False),
                                   self.config.allowed_hosts)
         if problem:
@@ -12306,10 +12456,19 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def parse_request(self) -> bool:
         self._status = 0
+        words = self.raw_requestline.decode("latin-1").split()
+        if len(words) == 2:   # HTTP/0.9 ("GET /") sends no headers; http.server waited for them (408 after 30 s)
+            self.command, self.path, self.request_version, self.close_connection = words[0], words[1], "HTTP/0.9", True
+            self.send_error(505, "HTTP version HTTP/0.9 is not supported; use HTTP/1.1")
+            return False
         if not super().parse_request():
             return False
         if not self.request_version.startswith("HTTP/1."):   # "GET /" alone is HTTP/0.9: no headers, no status
             self.send_error(505, f"HTTP version {self.request_version} is not supported; use HTTP/1.1")
+            return False
+        if self.request_version == "HTTP/1.1" and "Host" not in self.headers:   # RFC 9112 3.2: 400
+            self.close_connection = True
+            self.send_error(400, "an HTTP/1.1 request must carry a Host header (e.g. Host: localhost)")
             return False
         return True
 
@@ -12751,13 +12910,16 @@ class McpTool:
     required: tuple[str, ...]
     run: Callable[..., dict]     # (config, store, **arguments) -> the service's dict
     docs: dict | None = None     # field descriptions that differ from API_FIELD_DOCS
+    # Appends a record on each call (ask: an answer record): then neither read-only nor idempotent, which clients
+    # may take as leave to call it without asking; it never changes or deletes anything (not destructive).
+    appends: bool = False
 
     def definition(self) -> dict:
         schema = request_schema(self.fields, self.required, openapi=False, docs=self.docs)
         schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
         return {"name": self.name, "title": self.title, "description": self.description, "inputSchema": schema,
-                "annotations": {"title": self.title, "readOnlyHint": True, "destructiveHint": False,
-                                "idempotentHint": True, "openWorldHint": False}}
+                "annotations": {"title": self.title, "readOnlyHint": not self.appends, "destructiveHint": False,
+                                "idempotentHint": not self.appends, "openWorldHint": False}}
 
 
 def _mcp_tools() -> dict[str, McpTool]:
@@ -12780,7 +12942,8 @@ def _mcp_tools() -> dict[str, McpTool]:
                 "share most words with the question (no answer, no citation): offer them, or read them with get_note "
                 "to see whether they help. `fallback` asks for "
                 "a general-knowledge answer instead, if the server allows it.",
-                _ASK_FIELDS, ("question",), lambda config, store, **a: ask(config, store=store, **a)),
+                _ASK_FIELDS, ("question",), lambda config, store, **a: ask(config, store=store, **a),
+                appends=True),
         McpTool("get_note", "Read a note or one section",
                 "Read an indexed note in full, or one section of it (with its subsections), as Markdown with its "
                 "heading path and file line range. Pass a `source` from search results or citations as `path`, and "
@@ -12853,7 +13016,8 @@ class McpServer:
             return None
         rid = msg["id"]
         if rid is None or isinstance(rid, bool) or not isinstance(rid, (str, int)):
-            raise RpcError(RPC_INVALID_REQUEST, '"id" must be a string or an integer (MCP forbids null)')
+            raise RpcError(RPC_INVALID_REQUEST, '"id" must be a string or an integer ' + (
+                "(MCP forbids null)" if rid is None else f"(got a JSON {_JSON_TYPE_NAMES.get(type(rid), 'value')})"))
         try:
             return {"jsonrpc": "2.0", "id": rid, "result": self._request(method, msg.get("params"))}
         except RpcError as exc:
@@ -12870,8 +13034,8 @@ class McpServer:
         """handle(), with every failure turned into a JSON-RPC error response: nothing escapes."""
         try:
             return self.handle(msg)
-        except RpcError as exc:
-            return self.error_response(exc)
+        except RpcError as exc:   # with the message's id whenever it is a valid one (a "jsonrpc": "1.0" one too)
+            return self.error_response(exc, _rpc_id(msg))
         except Exception:
             LOG.exception("unexpected error in the MCP server")
             return self.error_response(RpcError(RPC_INTERNAL, "internal error; see the server log", http_status=500),
@@ -12989,7 +13153,7 @@ class McpServer:
     def handle_http(self, headers: Any, raw: bytes) -> tuple[int, dict | RawResponse]:
         """POST /mcp: (HTTP status, JSON-RPC response or an empty 202)."""
         api = self.api
-        problem = _caller_problem(headers.get("Host") or "", headers.get("Origin"), getattr(api, "bound_host", None),
+        problem = _caller_problem(headers.get("Host"), headers.get("Origin"), getattr(api, "bound_host", None),
                                   getattr(api, "loopback_only", False), self.config.allowed_hosts)
         if problem:
             # DNS rebinding, or a page elsewhere: a web page must not reach a local MCP server through the browser.
@@ -13058,6 +13222,9 @@ class McpServer:
                                                     f"match the body's {str(value)[:100]!r}")
 
 
+_JSON_TYPE_NAMES = {dict: "object", list: "array", float: "number", bool: "boolean"}
+
+
 def _rpc_id(msg: Any) -> str | int | None:
     """The id to answer a message with: its own when it is a valid one, else null."""
     rid = msg.get("id") if isinstance(msg, dict) else None
@@ -13075,17 +13242,18 @@ def _names_this_machine(name: str | None, bound_host: str | None, allowed: Seque
     return bool(re.fullmatch(r"127(?:\.\d{1,3}){3}", name))
 
 
-def _caller_problem(host: str, origin: str | None, bound_host: str | None, loopback_only: bool,
+def _caller_problem(host: str | None, origin: str | None, bound_host: str | None, loopback_only: bool,
                     allowed: Sequence[str] = ()) -> str | None:
     """Why a request's Host / Origin headers are refused, or None.  Bound to loopback, the Host must name this
     machine: a page elsewhere whose name was re-pointed at 127.0.0.1 (DNS rebinding) reaches the port with its own
     name there.  An Origin (only browsers send one) must be this server's (the Host, once it is trusted) or a
-    loopback one: a cross-site form or fetch carries its page's."""
+    loopback one: a cross-site form or fetch carries its page's.  No Host at all (HTTP/1.0; HTTP/1.1 requires one
+    and the handler refuses it) passes; an empty one names no machine."""
     try:
         host_name = urllib.parse.urlsplit("//" + host).hostname if host else None
     except ValueError:   # "[bad:1": not a host name at all
         host_name = None
-    if loopback_only and host and not _names_this_machine(host_name, bound_host, allowed):
+    if loopback_only and host is not None and not _names_this_machine(host_name, bound_host, allowed):
         return (f"Host {host[:100]!r} does not name this machine; this server listens on a loopback address: "
                 f"call it as localhost or 127.0.0.1 (a name of yours for it goes in LOCALRAG_ALLOWED_HOSTS)")
     if origin is None:
@@ -13591,7 +13759,8 @@ def _cmd_ingest(config: Config, args: argparse.Namespace) -> int:
         _say(f"failed: {failure['path']}: {failure['error']}")
     if not args.quiet:
         for warning in result["warnings"]:
-            _say(f"warning: {warning['path']}: {warning['warning']}")
+            where = result["vault_path"] if warning["path"] == "." else warning["path"]   # "." is the vault itself
+            _say(f"warning: {where}: {warning['warning']}")
     if args.json:
         _print_json(result)
     elif not args.quiet:
@@ -13646,7 +13815,7 @@ def _cmd_vaults(config: Config, args: argparse.Namespace) -> int:
 
 def _snippet(text: str, width: int = 160) -> str:
     flat = " ".join(text.split())
-    return flat if len(flat) <= width else flat[:width - 1] + "…"
+    return _shown(flat if len(flat) <= width else flat[:width - 1] + "…")
 
 
 def _scope_args(args: argparse.Namespace) -> dict:
@@ -13690,9 +13859,19 @@ def _check_argument_text(args: argparse.Namespace) -> None:
             continue
         label = {"query": "QUERY", "question": "QUESTION", "id": "ID", "target": "PATH[#HEADING]",
                  "action": "ACTION"}.get(name, "--" + name.replace("_", "-"))
-        raise InvalidRequest(f"{label} is not valid UTF-8 text (\"{_printable_path(bad)}\": \\xNN marks the bytes "
-                             f"that are not); pass it in UTF-8 (check the terminal's or script's encoding)",
-                             field=name)
+        raise _not_utf8(label, bad, name)
+
+
+def _not_utf8(label: str, text: str, field: str,
+              fix: str = "pass it in UTF-8 (check the terminal's or script's encoding)") -> InvalidRequest:
+    """invalid_request for a text holding bytes that are not UTF-8 (lone surrogates, as surrogateescape decodes
+    them), showing the text around the first such byte with \\xNN for the bytes."""
+    at = _SURROGATE_RE.search(text)
+    start = max(0, (at.start() if at else 0) - 30)
+    shown = _printable_path(text[start:start + 80])
+    shown = ("…" if start else "") + shown + ("…" if len(text) > start + 80 else "")
+    return InvalidRequest(f"{label} is not valid UTF-8 text (\"{shown}\": \\xNN marks the bytes that are not); {fix}",
+                          field=field)
 
 
 def _stdin(what: str, field: str | None = None, hint: str | None = None) -> Any:
@@ -13710,13 +13889,19 @@ def _stdin_is_terminal() -> bool:
 
 
 def _stdin_text(value: str | None, what: str) -> str | None:
-    """`-` means: read the text from stdin (a script pipes a question in)."""
+    """`-` means: read the text from stdin (a script pipes a question in).  Bytes that are not UTF-8 are refused
+    as they are in an argument: under a C or UTF-8 locale stdin decodes them to lone surrogates, which no answer
+    record or request body can hold (ask ended in internal_error, search answered)."""
     if value != "-":
         return value
+    label = f"{what.upper()} (read from stdin)"
     try:
-        return _stdin(what).read()
-    except UnicodeDecodeError:
-        raise InvalidRequest(f"the {what} read from stdin is not valid UTF-8", field=what) from None
+        text = _stdin(what).read()
+    except UnicodeDecodeError as exc:   # a strict stdin (PYTHONIOENCODING=utf-8:strict)
+        raise _not_utf8(label, exc.object[:exc.end + 80].decode("utf-8", "surrogateescape"), what) from None
+    if _SURROGATE_RE.search(text):
+        raise _not_utf8(label, text, what)
+    return text
 
 
 def _cmd_search(config: Config, args: argparse.Namespace) -> int:
@@ -13772,41 +13957,83 @@ def _print_citations(citations: list[dict], several_vaults: bool = False) -> Non
         print(f"    open: {_show_command(c['source'], c.get('heading_path') or (), vault, c.get('line_start'))}")
 
 
+def _batch_defaults(config: Config, args: argparse.Namespace, store: Store) -> dict:
+    """The command line's --top-k, --fallback and scope flags, which `ask --batch` applies to every line (a line's
+    own field wins).  Checked once, before the first line: a mistyped --vault is one vault_not_indexed (exit 9), not
+    the same error on every line."""
+    if args.stream:
+        raise InvalidRequest("--stream does not combine with --batch: a batch writes each answer whole, as one JSON "
+                             "line; leave out --stream", field="stream")
+    defaults = {name: value for name, value in (
+        ("top_k", args.top_k), ("fallback", True if args.fallback else None), ("retrieval", args.retrieval),
+        ("path", args.path), ("tag", args.tag), ("vault", args.vault)) if value is not None}
+    validate_top_k(defaults.get("top_k"), config)
+    validate_retrieval(defaults.get("retrieval"), config)
+    scope = validate_scope(defaults.get("path"), defaults.get("tag"), defaults.get("vault"))
+    if scope.vault:
+        _require_indexed_vault(scope.vault, store.vault_paths())
+    return defaults
+
+
+def _batch_line(number: int, line: str) -> Any:
+    """One line of a batch as JSON: a line with bytes that are not UTF-8 (read as lone surrogates), or that is not
+    one JSON object, is that line's invalid_request."""
+    if _SURROGATE_RE.search(line):
+        raise _not_utf8(f"line {number}", line.rstrip("\r\n"), "line", "save the file in UTF-8")
+    try:
+        item = json.loads(line)
+    except ValueError as exc:
+        raise InvalidRequest(f'line {number} is not JSON ({exc}); write one {{"question": ...}} object per line',
+                             field="line") from None
+    if not isinstance(item, dict):
+        raise InvalidRequest(f'line {number} is a JSON {type(item).__name__}, not an object; write one '
+                             f'{{"question": ...}} object per line', field="line")
+    return item
+
+
 def _ask_batch(config: Config, args: argparse.Namespace) -> int:
-    """One JSON result per input line ({"question": ...} per line); a failed line is reported and skipped."""
+    """One JSON result per non-blank input line ({"question": ...} per line); a failed line is reported and
+    skipped.  The file is read as UTF-8 with bytes that are not kept as lone surrogates, so such a line fails
+    alone (the whole batch ended in internal_error)."""
     source = _stdin("JSONL batch", "batch") if args.batch == "-" else None
     try:
-        handle = source or open(args.batch, encoding="utf-8")
+        if source is None:
+            handle = open(args.batch, encoding="utf-8", errors="surrogateescape")  # noqa: SIM115
+        elif hasattr(source, "buffer"):   # stdin's own decoding may be strict, or not UTF-8 (the locale's)
+            handle = io.TextIOWrapper(source.buffer, encoding="utf-8", errors="surrogateescape")
+        else:
+            handle = source
     except OSError as exc:
         raise InvalidRequest(f"cannot read --batch file {args.batch}: {exc.strerror or exc}", field="batch") from None
     failed = total = written = 0
     with contextlib.ExitStack() as stack:
         if source is None:
             stack.enter_context(handle)
+        elif handle is not source:
+            stack.callback(handle.detach)   # leave sys.stdin's buffer open
         store = stack.enter_context(Store.open(config))
+        defaults = _batch_defaults(config, args, store)
         try:
             for number, line in enumerate(handle, 1):
+                if number == 1:   # a BOM (a JSONL file saved by a Windows tool), as ingest and eval accept it
+                    line = line.lstrip("\ufeff")
                 if not line.strip():
                     continue
                 total += 1
                 try:
-                    try:
-                        item = json.loads(line)
-                    except ValueError as exc:
-                        raise InvalidRequest(f"line {number} is not JSON ({exc}); write one "
-                                             f'{{"question": ...}} object per line', field="line") from None
-                    item = _check_fields(item, _ASK_FIELDS, "question")
+                    item = _check_fields(_batch_line(number, line), _ASK_FIELDS, "question")
                     _text_ok(item.get("question"), "question")
-                    out = {"line": number, **ask(config, store=store, **item)}
+                    out = {"line": number, **ask(config, store=store, **{**defaults, **item})}
                 except LocalRagError as exc:
                     if isinstance(exc, (DatabaseUnavailable, DatabaseError)):
                         raise   # the next lines would fail the same way
                     failed += 1
                     _say(f"line {number}: error [{exc.code}]: {exc.message}")
                     out = {"line": number, **exc.to_dict()}
-                sys.stdout.write(json.dumps(_jsonable(out), ensure_ascii=False) + "\n")
+                text = json.dumps(_jsonable(out), ensure_ascii=False) + "\n"
+                written += 1   # before the write: a stop sent as the reader sees the line must count it
+                sys.stdout.write(text)
                 sys.stdout.flush()
-                written += 1
         except KeyboardInterrupt as exc:   # main() says how far the batch got (a line being asked is not written)
             exc.batch = {"answered": written - failed, "failed": failed}
             raise
@@ -13825,7 +14052,7 @@ def _cmd_ask(config: Config, args: argparse.Namespace) -> int:
     question = _stdin_text(args.question, "question")
     if args.stream and not args.json:
         def on_delta(text: str) -> None:
-            sys.stdout.write(text)
+            sys.stdout.write(_shown(text))
             sys.stdout.flush()
         result = ask(config, question, args.top_k, args.fallback, on_delta=on_delta, **_scope_args(args))
         print()
@@ -13835,7 +14062,7 @@ def _cmd_ask(config: Config, args: argparse.Namespace) -> int:
         _print_json(result)
         return EXIT_OK
     if not args.stream:
-        print(result["answer"])
+        print(_shown(result["answer"]))
     print()
     print(f"mode: {result['mode']}  confidence: {result['confidence']:.4f}  ({result['reason']})")
     _print_suggestion(result.get("suggestion"))
@@ -13867,23 +14094,23 @@ def _cmd_ask(config: Config, args: argparse.Namespace) -> int:
 
 
 def _print_ticket(t: dict) -> None:
-    print(f"ticket #{t['id']}  {t['status']}  [{t['category']}]  created {t['created_at'][:19]}  "
+    print(f"ticket #{t['id']}  {t['status']}  [{_shown(t['category'])}]  created {t['created_at'][:19]}  "
           f"updated {t['updated_at'][:19]}")
-    print(f"title        {t['title']}")
+    print(f"title        {_shown(t['title'])}")
     if t.get("answer_id"):
         print(f"answer       #{t['answer_id']} (localrag history show {t['answer_id']})")
     print()
-    print(t["description"])
+    print(_shown(t["description"]))
     print()
     for e in t.get("events", []):
         who = e["actor"] + (f" ({e['token_fingerprint']})" if e["token_fingerprint"] else "")
         print(f"event {e['created_at'][:19]}  {who:<24} {e['old_status'] or '-'} -> {e['new_status']}"
-              + (f"  {e['note']}" if e["note"] else ""))
+              + (f"  {_shown(e['note'])}" if e["note"] else ""))
 
 
 def _read_draft(path: str) -> Any:
     try:
-        text = _stdin("from").read() if path == "-" else Path(path).read_text(encoding="utf-8")
+        text = _stdin("draft", "from").read() if path == "-" else Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise InvalidRequest(f"cannot read the draft {path}: {exc}; write one with `localrag tickets draft "
                              f"\"QUESTION\" --json > draft.json`", field="from") from None
@@ -13897,7 +14124,7 @@ def _read_draft(path: str) -> Any:
 def _confirm_on_tty(draft: Any) -> bool:
     """Ask the person at the terminal (stdin and stderr are one): True only for y/yes."""
     ticket = validate_ticket(draft)   # show only what would be saved, and fail before asking when it is invalid
-    _say(f"title:    {ticket['title']}\ncategory: {ticket['category']}\n\n{ticket['description']}\n")
+    _say(_shown(f"title:    {ticket['title']}\ncategory: {ticket['category']}\n\n{ticket['description']}\n"))
     sys.stderr.write("Save this ticket? [y/N] ")
     sys.stderr.flush()
     try:
@@ -13915,8 +14142,8 @@ def _cmd_tickets(config: Config, args: argparse.Namespace) -> int:
         if args.json:
             _print_json(draft)
         else:
-            print(f"title:    {draft['title']}\ncategory: {draft['category']}  ({draft['category_rule']})\n")
-            print(draft["description"])
+            print(_shown(f"title:    {draft['title']}\ncategory: {draft['category']}  ({draft['category_rule']})\n"))
+            print(_shown(draft["description"]))
             _say("a draft only: nothing was stored; save it with `localrag tickets draft ... --json > d.json`, "
                  "edit, then `localrag tickets create --from d.json`")
         return EXIT_OK
@@ -13933,7 +14160,7 @@ def _cmd_tickets(config: Config, args: argparse.Namespace) -> int:
         if args.json:
             _print_json(ticket)
         else:
-            print(f"saved ticket #{ticket['id']} ({ticket['status']}): {ticket['title']}")
+            print(f"saved ticket #{ticket['id']} ({ticket['status']}): {_shown(ticket['title'])}")
         return EXIT_OK
     if action == "list":
         result = ticket_list(config, args.status)
@@ -13990,11 +14217,11 @@ def _cmd_history(config: Config, args: argparse.Namespace) -> int:
             _print_json(record)
             return EXIT_OK
         print(f"answer #{record['id']}  {record['created_at']}")
-        print(f"question     {record['question']}")
-        print(f"mode         {record['mode']}  ({record['reason']})")
+        print(f"question     {_shown(record['question'])}")
+        print(f"mode         {record['mode']}  ({_shown(record['reason'])})")
         offered = (record.get("gate") or {}).get("suggestion")
         if offered:
-            print(f"did you mean {offered['question']}")
+            print(f"did you mean {_shown(offered['question'])}")
         for c in (record.get("gate") or {}).get("closest") or []:
             print(f"closest      {c['source']}{' › ' + ' › '.join(c['heading_path']) if c['heading_path'] else ''}"
                   f"  (shares: {', '.join(c['shared_terms'])})")
@@ -14010,7 +14237,7 @@ def _cmd_history(config: Config, args: argparse.Namespace) -> int:
         for e in record["excluded"]:
             print(f"excluded     rank {e['rank']} {e['source']} ({e['reason']})")
         print()
-        print(record["answer"])
+        print(_shown(record["answer"]))
         return EXIT_OK
     limit = args.limit if args.limit is not None else ANSWERS_LIMIT_DEFAULT
     result = answer_history(config, limit, args.offset or 0)
@@ -14280,6 +14507,9 @@ def _embeddings_action(config: Config, args: argparse.Namespace, progress: _Prog
             if not result["needed"]:
                 print("local-qwen3 pieces (what an air-gapped laptop would need to switch to it):")
             _print_pieces(result["pieces"])
+        # a script checks the exit code: the provider in use cannot embed (doctor says the same with exit 7)
+        if not result.get("endpoint", {"ok": True})["ok"] or (result["needed"] and not result["pieces"]["ready"]):
+            return EXIT_EMBEDDING
     elif args.emb_command == "pack":
         result = embeddings_pack(config, args.out, progress)
         _print_json(result) if args.json else _say(
@@ -14323,7 +14553,8 @@ def _add_eval_args(p: argparse.ArgumentParser, inherited: bool = False) -> None:
     unset = argparse.SUPPRESS if inherited else None
     p.add_argument("--questions", metavar="PATH", default=unset,
                    help="YAML question set (default: the repo's eval/questions.yaml, else ./questions.yaml)")
-    p.add_argument("--top-k", type=int, metavar="N", default=unset, help="k for Hit@k (default RAG_TOP_K)")
+    p.add_argument("--top-k", type=_ranged(int, TOP_K_MIN, TOP_K_MAX), metavar="N", default=unset,
+                   help=f"k for Hit@k, {TOP_K_MIN}..{TOP_K_MAX} (default RAG_TOP_K)")
     p.add_argument("--calibrate", action="store_true", default=argparse.SUPPRESS if inherited else False,
                    help="tune the evidence gate on these questions: print the answered/refused trade-off, the "
                         "chosen RAG_MIN_SIMILARITY / RAG_MIN_COVERAGE and the rule")
@@ -14373,6 +14604,15 @@ def _cmd_doctor(config: Config, args: argparse.Namespace) -> int:
         print(f"local-qwen3     torch {q['torch'] or 'absent'}, sentence-transformers "
               f"{q['sentence_transformers'] or 'absent'}, model {'cached' if q['model_cached'] else 'not cached'}"
               f" ({q['cache_dir']}){'' if q['configured'] else '; not configured'}")
+        e = report["embeddings_endpoint"]
+        if e:
+            print(f"embeddings      {e['base_url']} model {e['model']}: " + (
+                f"ok, {e['native_dim']}-dimensional, {e['ms']} ms" if e["ok"] else f"FAILED ({e['error']['message']})"))
+        llm = report["llm"]
+        print(f"llm             {llm['provider']}" + (f" {llm['model']}" if llm["model"] else "")
+              + (f" at {llm['base_url']}" if llm["base_url"] else "")
+              + (": settings ok" + (" (`localrag llm check` sends a request)" if llm["provider"] != "fake" else "")
+                 if llm["ok"] else f": NOT usable ({llm['error']})"))
         net = report["network"]
         print("network         " + ("needed for: " + "; ".join(net["needed_for"]) if net["needed_for"]
                                     else "not needed by this configuration"))
@@ -14393,10 +14633,15 @@ def _config_despite(env_file: str | None, first: ConfigInvalid) -> tuple[Config,
     problems, ignore, exc = [], set(), first
     while True:
         key = exc.details.get("key")
+        if key in ignore and key in ("EMBEDDING_BASE_URL", "EMBEDDING_MODEL"):
+            # a setting the remote provider requires, left out: the provider (and its model) fall back too
+            ignore.add("EMBEDDING_MODEL")
+            key = "EMBEDDING_PROVIDER"
+        else:
+            problems.append({"code": exc.code, "message": exc.message, "exit_code": exc.exit_code, "key": key})
         if not key or key in ignore or not re.fullmatch(r"[A-Z][A-Z0-9_]*", key):   # --env-file, an unreadable .env
             raise first
         ignore.add(key)
-        problems.append({"code": exc.code, "message": exc.message, "exit_code": exc.exit_code, "key": key})
         try:
             return load_config(env_file, ignore=ignore), problems
         except ConfigInvalid as again:
@@ -14417,7 +14662,12 @@ class _ArgumentParser(argparse.ArgumentParser):
     the {"error": ...} document under --json).  Subparsers inherit the class."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        raise InvalidRequest(f"{self.prog}: {message}", usage=self.format_usage().strip())
+        # "argument --top-k: ...", "the following arguments are required: query": the field, as HTTP errors give it
+        named = re.match(r"(?:argument (\S+?)(?:/\S+)?: |the following arguments are required: ([^\s,]+))", message)
+        name = named and (named.group(1) or named.group(2))
+        action = next((a for a in self._actions if name and name in (*a.option_strings, a.dest)), None)
+        field = {"field": action.dest} if action is not None else {}
+        raise InvalidRequest(f"{self.prog}: {message}", usage=self.format_usage().strip(), **field)
 
 
 def _ranged(kind: type, low: float, high: float | None = None) -> Callable[[str], Any]:
@@ -14427,7 +14677,8 @@ def _ranged(kind: type, low: float, high: float | None = None) -> Callable[[str]
         try:
             value = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if kind is int else 'a number'}") \
+            within = f" from {low:g} to {high:g}" if high is not None else f" of {low:g} or more"
+            raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if kind is int else 'a number'}{within}") \
                 from None
         if value != value or value < low or (high is not None and value > high):   # NaN is out of every range
             raise argparse.ArgumentTypeError(f"{text} is out of range: it must be " + (
@@ -14462,12 +14713,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("db", help="database: init, status, stop, schema", formatter_class=fmt,
                        epilog="examples:\n  localrag db init\n  localrag db status --json\n  localrag db stop")
     dbsub = p.add_subparsers(dest="db_command", metavar="ACTION", required=True)
-    for name, text in (("init", "apply schema.sql idempotently (creates the pgvector extension and tables)"),
-                       ("status", "where the database is, whether the schema exists, what it holds"),
-                       ("stop", "stop the embedded Postgres (it otherwise keeps running for later commands); "
-                                "refused while an ingest runs (exit 12) unless --force"),
-                       ("schema", "print the schema SQL")):
-        sp = dbsub.add_parser(name, help=text, description=text)
+    for name, text, example in (
+            ("init", "apply schema.sql idempotently (creates the pgvector extension and tables)", "db init --json"),
+            ("status", "where the database is, whether the schema exists, what it holds", "db status --json"),
+            ("stop", "stop the embedded Postgres (it otherwise keeps running for later commands); refused while an "
+                     "ingest runs (exit 12) unless --force", "db stop"),
+            ("schema", "print the schema SQL", "db schema > schema.sql")):
+        sp = dbsub.add_parser(name, help=text, description=text, formatter_class=fmt,
+                              epilog=f"example:\n  localrag {example}")
         if name == "stop":
             sp.add_argument("--force", action="store_true",
                             help="stop even while an ingest runs (that ingest fails; the next run completes it)")
@@ -14500,7 +14753,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_json(p)
     vsub = p.add_subparsers(dest="vaults_command", metavar="ACTION")
     sp = vsub.add_parser("rm", help="remove a vault and everything indexed under it (files on disk stay)",
-                         description="remove a vault and everything indexed under it (files on disk stay)")
+                         description="remove a vault and everything indexed under it (files on disk stay)",
+                         formatter_class=fmt, epilog="example:\n  localrag vaults rm ~/Vaults/Old --yes --json")
     sp.add_argument("path", help="the vault folder as indexed (it may no longer exist on disk)")
     sp.add_argument("--yes", "-y", action="store_true", help="do not ask (required when stdin is not a terminal)")
     _add_json(sp, inherited=True)
@@ -14511,7 +14765,8 @@ def build_parser() -> argparse.ArgumentParser:
                               "  echo \"API 延迟\" | localrag search - --json\n"
                               "  localrag search \"canvas\" --retrieval keyword --path Plugins/ --tag howto")
     p.add_argument("query", help=f"the query, up to {TEXT_MAX_CHARS:,} characters; - reads it from stdin")
-    p.add_argument("--top-k", type=int, metavar="N", help=f"results to return, {TOP_K_MIN}..{TOP_K_MAX} "
+    p.add_argument("--top-k", type=_ranged(int, TOP_K_MIN, TOP_K_MAX), metavar="N",
+                   help=f"results to return, {TOP_K_MIN}..{TOP_K_MAX} "
                                                          f"(default RAG_TOP_K)")
     _add_scope_args(p)
     _add_json(p)
@@ -14526,8 +14781,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("question", nargs="?",
                    help=f"the question, up to {TEXT_MAX_CHARS:,} characters; - reads it from stdin")
     p.add_argument("--batch", metavar="FILE", help="answer every {\"question\": ...} line of a JSONL file (- for "
-                                                   "stdin), one JSON result per line on stdout")
-    p.add_argument("--top-k", type=int, metavar="N", help=f"evidence chunks, {TOP_K_MIN}..{TOP_K_MAX} "
+                                                   "stdin), one JSON result per line on stdout; --top-k, --fallback "
+                                                   "and the scope flags apply to every line (a line's own field wins)")
+    p.add_argument("--top-k", type=_ranged(int, TOP_K_MIN, TOP_K_MAX), metavar="N",
+                   help=f"evidence chunks, {TOP_K_MIN}..{TOP_K_MAX} "
                                                          f"(default RAG_TOP_K)")
     p.add_argument("--fallback", action="store_true",
                    help="allow a general-knowledge answer below the threshold (only if RAG_FALLBACK_ENABLED=true)")
@@ -14566,25 +14823,32 @@ def build_parser() -> argparse.ArgumentParser:
                               f"exit code {EXIT_NOT_FOUND} means there is no ticket with that id.")
     tsub = p.add_subparsers(dest="tickets_command", metavar="ACTION", required=True)
     sp = tsub.add_parser("draft", help="an editable draft made by rules; nothing is stored",
-                         description="an editable draft made by rules (no model); nothing is stored")
+                         description="an editable draft made by rules (no model); nothing is stored",
+                         formatter_class=fmt,
+                         epilog="example:\n  localrag tickets draft \"How do I sync to my phone?\" --json > d.json")
     sp.add_argument("question", help="the question; - reads it from stdin")
     sp.add_argument("--answer-id", type=int, metavar="ID", help="take mode and reason from this answer record")
     _add_json(sp)
     sp = tsub.add_parser("create", help="save a (edited) draft after a person confirms",
                          description="save a (edited) draft after a person confirms: asked on a terminal, "
-                                     "--confirm otherwise")
+                                     "--confirm otherwise", formatter_class=fmt,
+                         epilog="example:\n  localrag tickets create --from d.json   (asks; --confirm when not on a "
+                                "terminal)")
     sp.add_argument("--from", dest="source", required=True, metavar="DRAFT.json",
                     help="the draft (from `tickets draft --json`), - for stdin (needs --confirm)")
     sp.add_argument("--confirm", action="store_true", help="a person confirmed this ticket (needed without a TTY)")
     _add_json(sp)
-    sp = tsub.add_parser("list", help="tickets, newest first", description="tickets, newest first")
+    sp = tsub.add_parser("list", help="tickets, newest first", description="tickets, newest first",
+                         formatter_class=fmt, epilog="example:\n  localrag tickets list --status open --json")
     sp.add_argument("--status", choices=TICKET_STATUSES, help="only this status")
     _add_json(sp)
-    sp = tsub.add_parser("show", help="one ticket with its status events", description="one ticket with its events")
+    sp = tsub.add_parser("show", help="one ticket with its status events", description="one ticket with its events",
+                         formatter_class=fmt, epilog="example:\n  localrag tickets show 3")
     sp.add_argument("id", help="the ticket id")
     _add_json(sp)
     sp = tsub.add_parser("update", help="set a ticket's status (kept as an event)",
-                         description="set a ticket's status; every change is kept as an event")
+                         description="set a ticket's status; every change is kept as an event", formatter_class=fmt,
+                         epilog="example:\n  localrag tickets update 3 --status resolved --note \"added Sync.md\"")
     sp.add_argument("id", help="the ticket id")
     sp.add_argument("--status", required=True, help=f"one of {', '.join(TICKET_STATUSES)}")
     sp.add_argument("--note", metavar="TEXT", help=f"why (up to {TICKET_NOTE_MAX} characters)")
@@ -14607,7 +14871,8 @@ def build_parser() -> argparse.ArgumentParser:
                        epilog="example:\n  localrag llm check --json")
     lsub = p.add_subparsers(dest="llm_command", metavar="ACTION", required=True)
     sp = lsub.add_parser("check", help="send one tiny request: reachability, model, latency, streaming",
-                         description="send one tiny request: reachability, model, latency, streaming")
+                         description="send one tiny request: reachability, model, latency, streaming",
+                         formatter_class=fmt, epilog="example:\n  localrag llm check --json")
     _add_json(sp)
     p.set_defaults(func=_cmd_llm)
 
@@ -14633,7 +14898,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-chars", type=int, metavar="N",
                    help="print at most N characters of a long note (whole lines); the next page's --char-offset "
                         "is printed on stderr")
-    p.add_argument("--char-offset", type=int, metavar="N", help="with --max-chars: start N characters into the text")
+    p.add_argument("--char-offset", type=int, metavar="N",
+                   help="start exactly N characters into the text (the previous page's next_char_offset, which starts "
+                        "a line; another N may start mid-line); without --max-chars, the rest of the text")
     _add_json(p)
     p.set_defaults(func=_cmd_show)
 
@@ -14710,29 +14977,40 @@ def build_parser() -> argparse.ArgumentParser:
                               "  python3 localrag.pyz embeddings unpack qwen3.tar   (on the air-gapped laptop)")
     esub = p.add_subparsers(dest="emb_command", metavar="ACTION", required=True)
     sp = esub.add_parser("warmup", help=f"download {QWEN_MODEL} into EMBEDDING_CACHE_DIR and check it",
-                         description=f"download {QWEN_MODEL} into EMBEDDING_CACHE_DIR and check it")
+                         description=f"download {QWEN_MODEL} into EMBEDDING_CACHE_DIR and check it",
+                         formatter_class=fmt,
+                         epilog="example:\n  EMBEDDING_PROVIDER=local-qwen3 localrag embeddings warmup   (online, "
+                                "once)")
     _add_json(sp)
     sp = esub.add_parser("status", help="the model cache, the packages and this program: what is missing",
                          description="whether the model is cached (and matches the manifest of an unpacked archive), "
                                      "whether torch / sentence-transformers are installed, which localrag runs; for "
-                                     "EMBEDDING_PROVIDER=openai-compatible, one probe request to the endpoint")
+                                     "EMBEDDING_PROVIDER=openai-compatible, one probe request to the endpoint",
+                         formatter_class=fmt,
+                         epilog="example:\n  localrag embeddings status --verify\n\nexit code 7 means the provider in "
+                                "use cannot embed (its endpoint failed, or a local-qwen3 piece is missing).")
     sp.add_argument("--verify", action="store_true", help="hash every model file against the manifest (slower)")
     _add_json(sp)
     sp = esub.add_parser("pack", help="write the cached model into one verified archive",
                          description="write the cached local-qwen3 snapshot, with a sha256 manifest, into OUT "
-                                     "(a tar); run it on a connected machine after `embeddings warmup`")
+                                     "(a tar); run it on a connected machine after `embeddings warmup`",
+                         formatter_class=fmt, epilog="example:\n  localrag embeddings pack qwen3.tar")
     sp.add_argument("out", metavar="OUT.tar")
     _add_json(sp)
     sp = esub.add_parser("unpack", help="verify an archive and place the model in EMBEDDING_CACHE_DIR",
                          description="verify every file of ARCHIVE against its manifest, then place the model in "
-                                     "EMBEDDING_CACHE_DIR atomically (other cached models are kept)")
+                                     "EMBEDDING_CACHE_DIR atomically (other cached models are kept)",
+                         formatter_class=fmt,
+                         epilog="example:\n  python3 localrag.pyz embeddings unpack qwen3.tar   (on the air-gapped "
+                                "laptop)")
     sp.add_argument("archive", metavar="ARCHIVE")
     _add_json(sp)
     sp = esub.add_parser("wheelhouse", help="download the local-qwen3 wheels (CPU torch) for another machine",
                          description="download (online) the wheels the local-qwen3 extra needs, CPU torch "
                                      "included, for the target platform and Python, and print the pip line to "
                                      "run on the laptop", formatter_class=fmt,
-                         epilog="platforms: " + ", ".join(WHEEL_PLATFORMS))
+                         epilog="example:\n  localrag embeddings wheelhouse --platform linux-x86_64 --python 3.11 "
+                                "wheels/\n\nplatforms: " + ", ".join(WHEEL_PLATFORMS))
     sp.add_argument("--platform", required=True, help=f"one of {', '.join(WHEEL_PLATFORMS)} (or a pip tag)")
     sp.add_argument("--python", required=True, metavar="X.Y", help="the laptop's Python, e.g. 3.11")
     sp.add_argument("outdir", metavar="OUTDIR")
@@ -14810,7 +15088,7 @@ def _main(argv: Sequence[str] | None) -> int:
         return exc.exit_code
     except InvalidRequest as exc:  # a usage error: usage and message on stderr, the error body on stdout (--json)
         _say(exc.details.get("usage", ""))
-        _report_error(exc, "--json" in argv)
+        _report_error(exc, "--json" in argv, "--batch" in argv)   # a batch's stdout is JSON Lines
         return EXIT_USAGE
     if not args.command:
         parser.print_help(sys.stderr)
@@ -15194,11 +15472,29 @@ def doctor(config: Config) -> dict:
             problems.append(EmbeddingUnavailable(qwen_cache_hint(config.embedding_cache_dir)))
     if not (qwen["torch"] and qwen["sentence_transformers"]):
         qwen["hint"] = qwen_install_hint(archive is not None)
+    endpoint = None
+    if EMBEDDERS[config.embedding_provider].remote:   # ingest, search and ask need it: one probe request
+        endpoint, failed = _probe_embeddings(config)
+        if failed:
+            problems.append(failed)
+    # The LLM's settings only: a request costs tokens (`localrag llm check` sends one).
+    llm: dict = {"provider": config.llm_provider, "model": config.llm_model or None,
+                 "base_url": mask_url(config.llm_base_url) if config.llm_base_url else None, "ok": True}
+    try:
+        get_llm(config)
+    except LocalRagError as exc:   # every ask would fail with it (llm_config_missing, exit 8)
+        llm.update(ok=False, error=exc.message)
+        problems.append(exc)
     needed = []
     if config.llm_provider == "openai-compatible":
         host = urllib.parse.urlsplit(config.llm_base_url).hostname or ""
         if host not in LOOPBACK_HOSTS:
             needed.append(f"answers: LLM_PROVIDER=openai-compatible calls {host or 'an unset LLM_BASE_URL'}")
+    if EMBEDDERS[config.embedding_provider].remote:
+        host = urllib.parse.urlsplit(config.embedding_base_url).hostname or ""
+        if host not in LOOPBACK_HOSTS:
+            needed.append(f"embeddings (ingest, search, ask): EMBEDDING_PROVIDER={config.embedding_provider} "
+                          f"calls {host}")
     if config.database_url:
         host = db_target(config).kwargs.get("host") if database["ok"] else None
         if host and host not in LOOPBACK_HOSTS:
@@ -15214,6 +15510,7 @@ def doctor(config: Config) -> dict:
         "python": {"implementation": platform.python_implementation(), "version": platform.python_version(),
                    "executable": sys.executable},
         "pyz": pyz, "native": native, "folders": folder_rows, "database": database, "local_qwen3": qwen,
+        "embeddings_endpoint": endpoint, "llm": llm,
         "network": {"needed": bool(needed), "needed_for": needed},
         "problems": [{"code": p.code, "message": p.message, "exit_code": p.exit_code} for p in problems],
     }

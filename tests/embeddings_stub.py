@@ -90,7 +90,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def _answer(self, stub: "EmbeddingsStub", body, n_request: int) -> None:
         scenario = stub.scenario
-        if not self.path.endswith("/embeddings"):
+        if not self.path.split("?")[0].endswith("/embeddings"):
             return self._json(404, {"error": {"message": f"no route {self.path}"}})
         if scenario.startswith("status:") or (scenario.startswith("fail_first:")
                                               and n_request <= int(scenario.split(":")[1])):

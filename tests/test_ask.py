@@ -585,6 +585,30 @@ def test_llm_error_mapping(provider, stub, monkeypatch, capfd, caplog, scenario,
     assert_no_secret(out, captured.out, captured.err, caplog.text)
 
 
+@pytest.mark.parametrize("key", ['sk-SENTINEL"abc\\def', "sk-SENTINEL/\u00fc", "sk-SENTINEL\\/x"])
+def test_a_key_an_error_body_echoes_json_escaped_is_masked_too(provider, stub, monkeypatch, capfd, key):
+    """An upstream error body echoing the Authorization header holds the key JSON-escaped (\\", \\\\, \\u00fc, \\/):
+    redact() replaced the raw key only, and `LLM_API_KEY='sk-SENTINEL"abc\\def'` reached the CLI's message and HTTP
+    clients' error bodies (/ask and /ask/stream)."""
+    import urllib.request
+    from conftest import serving
+    config = configure(monkeypatch, LLM_API_KEY=key)
+    stub.scenario = "status:500"
+    error = ask_error(config)
+    assert error.code == "llm_upstream_error" and "rejected credentials Bearer ***" in error.message
+    exit_code, out = run_cli("ask", RAG_Q, "--json")
+    assert exit_code == localrag.EXIT_LLM and "SENTINEL" not in out + capfd.readouterr().err
+    with serving(config) as base:
+        for path in ("/ask", "/ask/stream"):
+            req = urllib.request.Request(base + path, data=json.dumps({"question": RAG_Q}).encode(),
+                                         headers={"Content-Type": "application/json"})
+            try:
+                body = urllib.request.urlopen(req, timeout=30).read().decode()
+            except urllib.error.HTTPError as exc:
+                body = exc.read().decode()
+            assert "llm_upstream_error" in body and "SENTINEL" not in body, body
+
+
 @pytest.mark.parametrize("missing", ["LLM_BASE_URL", "LLM_MODEL"])
 def test_missing_llm_setting_is_llm_config_missing(provider, monkeypatch, missing):
     monkeypatch.setenv(missing, "")

@@ -55,7 +55,9 @@ def test_every_command_form_has_its_own_help():
     assert {("history", "show"), ("eval", "init"), ("eval", "run"), ("db", "init"), ("db", "stop"),
             ("db", "status"), ("vaults", "rm"), ("tickets", "show"), ("embeddings", "pack")} <= set(forms)
     for name, form in forms:
-        assert help_text(name, form).startswith(f"usage: localrag {name} {form} "), (name, form)
+        text = help_text(name, form)
+        assert text.startswith(f"usage: localrag {name} {form} "), (name, form)
+        assert f"example:\n  " in text or "examples:\n  " in text, (name, form)   # README: each form has one
     assert "usage: localrag history show [-h] [--json] ID\n" in help_text("history", "show")
     history, evaluation = help_text("history"), help_text("eval")
     assert "localrag history [-h] [--limit N]" in history and "localrag history show ID [--json]" in history
@@ -250,6 +252,39 @@ def test_doctor_names_what_needs_the_network_and_what_fails(env, monkeypatch, ca
     assert "pw-SENTINEL" not in out + capfd.readouterr().err
 
 
+def test_doctor_checks_the_llm_settings_and_the_embeddings_api_the_configuration_needs(env, monkeypatch, capfd):
+    """`LLM_PROVIDER=openai-compatible localrag doctor` with no LLM_BASE_URL / LLM_MODEL said "ready" (exit 0) while
+    every ask exits 8; a remote EMBEDDING_BASE_URL was neither named as a network need nor probed."""
+    from embeddings_stub import EmbeddingsStub
+    from llm_stub import closed_port
+    monkeypatch.setenv("LLM_PROVIDER", "openai-compatible")
+    code, out = run_cli("doctor", "--json")
+    report = json.loads(out)
+    assert (code, report["problems"][0]["code"]) == (localrag.EXIT_LLM, "llm_config_missing")
+    assert report["llm"]["ok"] is False and "LLM_BASE_URL, LLM_MODEL" in report["llm"]["error"]
+    assert run_cli("doctor")[0] == localrag.EXIT_LLM
+    assert "problem [llm_config_missing]" in capfd.readouterr().err
+    monkeypatch.setenv("LLM_PROVIDER", "fake")
+    with EmbeddingsStub() as stub:
+        for key, value in {"EMBEDDING_PROVIDER": "openai-compatible", "EMBEDDING_MODEL": "stub-e5",
+                           "EMBEDDING_BASE_URL": stub.base_url}.items():
+            monkeypatch.setenv(key, value)
+        code, out = run_cli("doctor", "--json")
+        report = json.loads(out)
+        assert code == 0 and report["embeddings_endpoint"]["ok"] and report["llm"]["ok"], report["problems"]
+        assert report["network"]["needed_for"] == []   # the stub listens on loopback
+    monkeypatch.setenv("EMBEDDING_BASE_URL", f"http://127.0.0.1:{closed_port()}/v1")
+    code, out = run_cli("doctor", "--json")
+    report = json.loads(out)
+    assert (code, report["problems"][0]["code"]) == (localrag.EXIT_EMBEDDING, "embedding_model_unavailable")
+    monkeypatch.setenv("EMBEDDING_BASE_URL", "https://embeddings.example.invalid/v1")
+    monkeypatch.setenv("EMBEDDING_TIMEOUT_SECONDS", "5")
+    code, out = run_cli("doctor", "--json")
+    assert code == localrag.EXIT_EMBEDDING and json.loads(out)["network"]["needed_for"] == [
+        "embeddings (ingest, search, ask): EMBEDDING_PROVIDER=openai-compatible calls embeddings.example.invalid"]
+    capfd.readouterr()
+
+
 # --- scripts (issue 12): stdin, --batch, argument errors as JSON ------------------------------------------------------
 
 def _cli(*args, stdin: str = ""):
@@ -314,6 +349,86 @@ def test_an_interrupted_batch_keeps_its_output_json_lines_and_says_how_far_it_go
     assert "interrupted (SIGTERM): 1 line(s) answered and written before the stop, 0 failed" in err
 
 
+@pytest.mark.parametrize("stdin_encoding", [None, "utf-8:strict"])
+def test_stdin_text_that_is_not_utf8_is_refused_as_an_argument_is(ingested, stdin_encoding):
+    """`printf 'P1 \\xff\\xfe 升级' | localrag ask - --json` was internal_error (exit 1: the request body and the
+    record could not hold the bytes stdin decoded to surrogates), search answered with them; an argument with the
+    same bytes was already invalid_request naming it.  The same for a strict stdin (PYTHONIOENCODING)."""
+    env = {**os.environ, "LC_ALL": "C.UTF-8"}
+    if stdin_encoding:
+        env["PYTHONIOENCODING"] = stdin_encoding
+    before = localrag.answer_history(localrag.load_config())["total"]
+    for command, field in (("ask", "question"), ("search", "query"), ("tickets", "question")):
+        args = ["tickets", "draft", "-"] if command == "tickets" else [command, "-"]
+        proc = subprocess.run([sys.executable, "-m", "localrag", *args, "--json"], cwd=ROOT, env=env,
+                              input=b"P1 \xff\xfe " + "升级".encode(), capture_output=True)
+        assert proc.returncode == localrag.EXIT_USAGE, proc.stderr
+        error = json.loads(proc.stdout)["error"]
+        assert (error["code"], error["details"]["field"]) == ("invalid_request", field)
+        assert error["message"].startswith(f"{field.upper()} (read from stdin) is not valid UTF-8 text")
+        assert "P1 \\xff\\xfe 升级" in error["message"] and b"Traceback" not in proc.stderr
+    assert localrag.answer_history(localrag.load_config())["total"] == before
+
+
+@pytest.mark.parametrize("via", ["file", "stdin", "strict stdin"])
+def test_a_batch_line_that_is_not_utf8_fails_alone(ingested, tmp_path, via):
+    """One byte 0xff on line 3 ended the whole batch with internal_error (exit 1), no line answered or numbered.
+    A UTF-8 BOM (a file saved by a Windows tool) failed line 1, and a JSON array was "the request body"."""
+    question = json.dumps({"question": "客户 P1 工单应该怎么升级？"}, ensure_ascii=False).encode()
+    data = b"\xef\xbb\xbf" + question + b"\n[1]\n" + b'{"question": "P1 \xff"}\n' + question + b"\n"
+    batch = tmp_path / "b.jsonl"
+    batch.write_bytes(data)
+    env = {**os.environ, "LC_ALL": "C.UTF-8", **({"PYTHONIOENCODING": "utf-8:strict"} if via == "strict stdin" else {})}
+    args = ["ask", "--batch", str(batch) if via == "file" else "-", "--json"]
+    proc = subprocess.run([sys.executable, "-m", "localrag", *args], cwd=ROOT, env=env,
+                          input=b"" if via == "file" else data, capture_output=True)
+    assert proc.returncode == localrag.EXIT_PARTIAL, proc.stderr
+    out = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert [o["line"] for o in out] == [1, 2, 3, 4]
+    assert out[0]["mode"] == out[3]["mode"] == "rag"
+    assert out[1]["error"]["message"].startswith("line 2 is a JSON list, not an object")
+    assert out[2]["error"]["details"]["field"] == "line"
+    assert out[2]["error"]["message"].startswith('line 3 is not valid UTF-8 text ("{"question": "P1 \\xff"}"')
+    assert b"2/4 line(s) answered, 2 failed" in proc.stderr
+
+
+def test_ask_batch_applies_the_command_line_flags_to_every_line(ingested, tmp_path, capfd):
+    """--top-k, --path, --tag, --vault, --retrieval and --fallback were accepted with --batch and ignored: a batch
+    scoped to one vault was answered from all of them, exit 0.  They now apply to every line, a line's own field
+    wins; a bad flag fails once, before any line; --stream (a batch writes whole JSON lines) is refused."""
+    config, vault, _ = ingested
+    question = "客户 P1 工单应该怎么升级？"
+    batch = tmp_path / "b.jsonl"
+    batch.write_text("\n".join(json.dumps(line, ensure_ascii=False) for line in (
+        {"question": question}, {"question": question, "top_k": 3}, {"question": question, "path": None},
+        {"question": "今天上海天气如何？"}, {"question": "今天上海天气如何？", "fallback": False})) + "\n",
+        encoding="utf-8")
+
+    def batch_run(*flags):
+        code, out = run_cli("ask", "--batch", str(batch), *flags)
+        return code, [json.loads(line) for line in out.splitlines()]
+
+    code, out = batch_run("--top-k", "1", "--fallback")
+    assert code == 0 and [len(o["citations"]) for o in out[:3]] == [1, 3, 1]
+    assert "fallback was requested" in out[3]["reason"] and "fallback was requested" not in out[4]["reason"]
+    code, out = batch_run("--path", "no-such-folder/", "--retrieval", "keyword")
+    assert code == 0 and [o["mode"] for o in out[:3]] == ["no_answer", "no_answer", "rag"]
+    assert "no indexed note matches the scope" in out[0]["reason"] and out[2]["retrieval"] == "keyword"
+    code, out = batch_run("--vault", str(vault))
+    assert code == 0 and out[0]["mode"] == "rag"
+    capfd.readouterr()
+    for flags, exit_code, field in ((["--vault", str(tmp_path / "nope")], localrag.EXIT_VAULT, None),
+                                    (["--top-k", "21"], localrag.EXIT_USAGE, "top_k"),
+                                    (["--stream"], localrag.EXIT_USAGE, "stream")):
+        code, out = batch_run(*flags)
+        assert (code, out) == (exit_code, []), flags
+        assert capfd.readouterr().err.count("error [") == 1
+        if field:
+            code, out = run_cli("ask", "--batch", str(batch), *flags, "--json")
+            assert out.count("\n") == 1 and json.loads(out)["error"]["details"]["field"] == field
+            capfd.readouterr()
+
+
 @pytest.mark.parametrize("args", [["search", "--top-k", "x", "--json"], ["search", "--json"],
                                   ["ask", "q", "--no-such-flag", "--json"], ["frobnicate", "--json"]])
 def test_argument_errors_print_the_error_document_with_json(args):
@@ -321,6 +436,20 @@ def test_argument_errors_print_the_error_document_with_json(args):
     assert code == localrag.EXIT_USAGE
     err = json.loads(out)["error"]
     assert err["code"] == "invalid_request" and err["message"] and "usage" in err["details"]
+
+
+@pytest.mark.parametrize("args, field, says", [
+    (["search", "x", "--top-k", "2.5"], "top_k", "'2.5' is not an integer from 1 to 20"),
+    (["ask", "x", "--top-k", "0"], "top_k", "0 is out of range: it must be from 1 to 20"),
+    (["eval", "--top-k", "21"], "top_k", "21 is out of range: it must be from 1 to 20"),
+    (["search", "--json"], "query", "the following arguments are required: query"),
+    (["serve", "--port", "x"], "port", "'x' is not an integer from 0 to 65535")])
+def test_argument_errors_name_their_field_and_range(args, field, says):
+    """Under --json an argument error had details.usage but no details.field (HTTP errors name theirs), and
+    `--top-k 2.5` said "invalid int value" without the 1..20 that `--top-k 0` gave."""
+    code, out = run_cli(*args, "--json")
+    err = json.loads(out)["error"]
+    assert code == localrag.EXIT_USAGE and err["details"]["field"] == field and says in err["message"], err
 
 
 @pytest.mark.parametrize("args, says", [
@@ -595,6 +724,8 @@ def test_a_closed_stdin_is_an_invalid_request_naming_what_was_to_be_read(env, ar
     assert proc.stderr.startswith("error [invalid_request]: stdin is closed") and "Traceback" not in proc.stderr
     if args != ["mcp"]:
         assert json.loads(proc.stdout)["error"]["details"]["field"] == field
+    if field == "from":   # it said "there is no from to read from it"
+        assert proc.stderr.startswith("error [invalid_request]: stdin is closed, so there is no draft to read")
 
 
 def test_mcp_refuses_a_closed_stdin_through_the_shared_helper(env, monkeypatch, capfd):
@@ -633,6 +764,36 @@ def test_an_argument_that_is_not_utf8_is_refused_by_name_or_matched_as_ingest_st
     assert json.loads(proc.stdout)["vault_path"] == stored and json.loads(proc.stdout)["documents_removed"] == 1
     proc = cli("vaults", "rm", folder, "--yes", "--json")
     assert proc.returncode == localrag.EXIT_VAULT and stored in json.loads(proc.stdout)["error"]["message"]
+
+
+def test_stored_text_is_printed_with_its_terminal_escapes_escaped(ingested, capfd):
+    """A question an HTTP or MCP client asked (`"P1 \\u001b[2J\\u001b]0;pwned\\u0007 升级"`) was printed raw by
+    `history`, `history show` and `gaps`, and a ticket's title and note by `tickets`: whoever could call /ask could
+    clear the operator's screen or retitle the window.  The --json output is unchanged (JSON escapes them)."""
+    config = ingested[0]
+    evil = "\x1b[2J\x1b]0;pwned\x07\x9b31m"
+    answer = localrag.ask(config, f"zebra giraffe aquarium {evil} tickets")
+    ticket = localrag.ticket_create(config, {"title": f"t {evil}", "description": f"d {evil}\nline 2",
+                                             "category": f"c{evil}"}, True, "http")
+    localrag.ticket_update(config, ticket["id"], "in_progress", f"n {evil}", "http")
+    capfd.readouterr()
+    for args in (["history", "--limit", "1"], ["history", "show", str(answer["answer_id"])], ["gaps"],
+                 ["gaps", "--format", "md"], ["tickets", "list"], ["tickets", "show", str(ticket["id"])]):
+        code, out = run_cli(*args)
+        assert code == 0, args
+        assert not any(c in out for c in "\x1b\x07\x9b") and "\\x1b" in out and "pwned\\x07" in out, (args, out)
+    assert "d \\x1b[2J" in out and "\nline 2" in out   # line breaks stay
+    code, out = run_cli("history", "show", str(answer["answer_id"]), "--json")
+    assert json.loads(out)["question"] == f"zebra giraffe aquarium {evil} tickets"
+    capfd.readouterr()
+
+
+def test_the_empty_vault_warning_names_the_vault(db, tmp_path, capfd):
+    """It said "warning: .: no notes found ..."."""
+    empty = tmp_path / "empty vault"
+    empty.mkdir()
+    assert run_cli("ingest", str(empty))[0] == 0
+    assert f"warning: {empty}: no notes found" in capfd.readouterr().err
 
 
 def test_history_pages_with_offset(ingested, capfd):

@@ -205,8 +205,9 @@ KEY_CASES = {
     "LLM_API_KEY": dict(default=("llm_api_key", ""), valid=("sk-secret", "llm_api_key", "sk-secret"),
                         use="llm_api_key_optional"),
     "LLM_TIMEOUT_SECONDS": dict(default=("llm_timeout_s", 30.0), valid=("2.5", "llm_timeout_s", 2.5),
-                                invalid=["0", "-1", "nan", "inf", "soon"]),
-    "RAG_TOP_K": dict(default=("rag_top_k", 5), valid=("20", "rag_top_k", 20), invalid=["0", "21", "3.5", "x"]),
+                                invalid=["0", "-1", "nan", "inf", "soon", "86401", "1e10"]),
+    "RAG_TOP_K": dict(default=("rag_top_k", 5), valid=("20", "rag_top_k", 20),
+                      invalid=["0", "21", "3.5", "x", "1_0", "\u0663"]),
     "RAG_MIN_SIMILARITY": dict(default=("rag_min_similarity", 0.20), valid=("0.35", "rag_min_similarity", 0.35),
                                invalid=["1.5", "-0.1", "nan", "x"]),
     "RAG_CONTEXT_TOKEN_BUDGET": dict(default=("rag_context_token_budget", 6000), valid=(
@@ -216,7 +217,9 @@ KEY_CASES = {
     "LOCALRAG_API_TOKEN": dict(default=("api_token", ""), valid=("tok-123", "api_token", "tok-123"),
                                use="api_token_required"),
     "LOCALRAG_MAX_FILE_MB": dict(default=("max_file_bytes", _mib(10)), valid=("0.5", "max_file_bytes", _mib(0.5)),
-                                 invalid=["0", "-1", "ten", "inf"]),
+                                 invalid=["0", "-1", "ten", "inf", "1e-300"]),
+    "LOCALRAG_ALLOWED_HOSTS": dict(default=("allowed_hosts", ()), valid=("KB.local, rag.", "allowed_hosts",
+                                   ("kb.local", "rag")), invalid=["a,,b", "kb.local,", "http://kb.local"]),
     "LOCALRAG_MAX_BODY_BYTES": dict(default=("max_body_bytes", 1024 * 1024), valid=("2048", "max_body_bytes", 2048),
                                     invalid=["0", "-1", "1e6", "x"]),
     "LOCALRAG_INGEST_WORKERS": dict(default=("ingest_workers", "<cpus>"), valid=("64", "ingest_workers", 64),
@@ -228,7 +231,7 @@ KEY_CASES = {
     "EMBEDDING_BATCH_SIZE": dict(default=("embedding_batch_size", 32), valid=("2048", "embedding_batch_size", 2048),
                                  invalid=["0", "2049", "x"]),
     "EMBEDDING_TIMEOUT_SECONDS": dict(default=("embedding_timeout_s", 60.0), valid=("2.5", "embedding_timeout_s", 2.5),
-                                      invalid=["0", "-1", "nan", "soon"]),
+                                      invalid=["0", "-1", "nan", "soon", "1e10", "1e300"]),
     "EMBEDDING_DIM_REQUEST": dict(default=("embedding_dim_request", None), valid=(
         "1024", "embedding_dim_request", 1024), invalid=["768", "x"]),
     "EMBEDDING_QUERY_PREFIX": dict(default=("embedding_query_prefix", ""), valid=(
@@ -447,6 +450,11 @@ def test_key_invalid_value_fails_where_it_is_used(use, env, tmp_path, monkeypatc
         values["LLM_API_KEY"] = ""
     for k, v in values.items():
         monkeypatch.setenv(k, v)
+    if use == "llm_base_url_not_http":   # judged when loaded, as EMBEDDING_BASE_URL is (was: llm_config_missing)
+        with pytest.raises(localrag.ConfigInvalid) as info:
+            localrag.load_config()
+        assert info.value.details["key"] == "LLM_BASE_URL" and info.value.exit_code == localrag.EXIT_CONFIG
+        return
     if use == "llm_api_key_optional":
         llm = localrag.get_llm(localrag.load_config())
         assert llm._http._key == "" and b"Authorization" not in llm.request_body([{"role": "user", "content": "x"}],
@@ -554,9 +562,110 @@ def test_bad_llm_base_url_error_is_masked(env, monkeypatch, capfd):
     monkeypatch.setenv("LLM_BASE_URL", "ftp://bob:pw-SENTINEL@llm.example/v1?token=t-SENTINEL")
     monkeypatch.setenv("LLM_API_KEY", "sk-x")
     monkeypatch.setenv("LLM_MODEL", "m")
-    with pytest.raises(localrag.LlmConfigMissing) as info:
-        localrag.OpenAICompatibleLLM(localrag.load_config())
+    with pytest.raises(localrag.ConfigInvalid) as info:
+        localrag.load_config()
     assert "SENTINEL" not in info.value.message and "llm.example" in info.value.message
+
+
+@pytest.mark.parametrize("key", ["LLM_TIMEOUT_SECONDS", "EMBEDDING_TIMEOUT_SECONDS"])
+def test_a_timeout_the_socket_cannot_take_is_config_invalid_not_a_crash(env, monkeypatch, capfd, key):
+    """1e10 passed as "a positive number", then every LLM call (and embeddings request) ended in internal_error
+    (OverflowError: timestamp out of range for platform time_t), while `config` exited 0."""
+    monkeypatch.setenv(key, "1e10")
+    for args in (("ask", "P1", "--json"), ("search", "P1", "--json")):
+        code, out = run_cli(*args)
+        assert code == localrag.EXIT_CONFIG and json.loads(out)["error"]["details"]["key"] == key
+    code, out = run_cli("config", "--json")
+    assert code == localrag.EXIT_CONFIG
+    assert [p["message"] for p in json.loads(out)["problems"]] == [f"{key}='1e10' is not a positive number up to 86400"]
+    capfd.readouterr()
+
+
+@pytest.mark.parametrize("key", ["LLM_BASE_URL", "EMBEDDING_BASE_URL"])
+@pytest.mark.parametrize("url, problem", [
+    ("http://[::1", "is malformed"),
+    ("http://u:pw-SENTINEL@nosuchhost.invalid/v1?token=q-SENTINEL", "carries user:password@"),
+    ("http://pw-SENTINEL@127.0.0.1:8080/v1", "carries user:password@"),
+    ("http://u:pw-SENTINEL#x@127.0.0.1/v1", "carries user:password@"),
+    ("http://u:pw-SENTINEL/x@127.0.0.1/v1", "port that is not a number"),
+    ("http://127.0.0.1:99999/v1", "port that is not a number"),
+    ("http:///v1", "has no host name"),
+    ("localhost:8793", "starting with http:// or https://"),
+])
+def test_a_base_url_the_client_cannot_use_is_config_invalid_without_its_secrets(env, monkeypatch, capfd, key, url,
+                                                                                 problem):
+    """`http://[::1` crashed ask and ingest (internal_error: Invalid IPv6 URL); user:password@ (which urllib never
+    sends) put the password in 'nonnumeric port' messages and ingest_runs; a bad LLM_BASE_URL was
+    llm_config_missing at the first answer while `config` said nothing.  Now each is config_invalid naming the
+    key when loaded, and `config` lists it as a problem (exit 3)."""
+    provider = key.split("_")[0] + "_PROVIDER"
+    monkeypatch.setenv(provider, "openai-compatible")
+    monkeypatch.setenv(key.replace("BASE_URL", "MODEL"), "m")
+    monkeypatch.setenv(key, url)
+    with pytest.raises(localrag.ConfigInvalid) as info:
+        localrag.load_config()
+    assert info.value.details["key"] == key and problem in info.value.message, info.value.message
+    assert "SENTINEL" not in json.dumps(info.value.to_dict())
+    for args in (("ask", "P1", "--json"), ("ingest", "--json"), ("config", "--json")):
+        code, out = run_cli(*args)
+        err = capfd.readouterr().err
+        assert code == localrag.EXIT_CONFIG and "SENTINEL" not in out + err and "Traceback" not in err
+    assert problem in json.loads(out)["problems"][0]["message"]
+
+
+@pytest.mark.parametrize("url, password", [
+    ("postgresql://u:SENTINELpw#rest@db.example.com/x", "SENTINELpw#rest"),
+    ("postgresql://u:SENTINEL?pw@db.example.com:5433/x?sslmode=disable", "SENTINEL?pw"),
+    ("postgresql://u:SENTINEL/pw@db.example.com/x", None),
+    ("postgresql://u:SENTINEL/pw@db.example.com:5432/x", None),
+])
+def test_a_database_password_with_an_unencoded_hash_question_mark_or_slash_is_never_shown(env, monkeypatch, capfd,
+                                                                                         url, password):
+    """`postgresql://u:SENTINELpw#rest@db.example.com/x` gave 'has an invalid port (Port could not be cast to
+    integer value as 'SENTINELpw')': urlsplit ends the host part at # ? /, and the password read as the port.  # and ?
+    are now read as libpq reads them (the user info runs to the last @ before the first /); a / cannot be, and
+    is config_invalid without the password."""
+    assert "SENTINEL" not in localrag.mask_url(url) and "SENTINEL" not in localrag.mask_urls_in(f"at {url} now")
+    if password:
+        target = localrag.parse_database_url(url)
+        assert (target.kwargs["password"], target.kwargs["host"], target.kwargs["database"]) == (
+            password, "db.example.com", "x")
+        assert target.display.startswith("postgresql://u:***@db.example.com")
+    else:
+        with pytest.raises(localrag.ConfigInvalid) as info:
+            localrag.parse_database_url(url)
+        assert "percent-encode" in info.value.message and "SENTINEL" not in json.dumps(info.value.to_dict())
+    monkeypatch.setenv("DATABASE_URL", url)
+    code, out = run_cli("config", "--json")
+    err = capfd.readouterr().err
+    assert "SENTINEL" not in out + err and code == (localrag.EXIT_OK if password else localrag.EXIT_CONFIG)
+
+
+@pytest.mark.parametrize("key", ["LLM_API_KEY", "EMBEDDING_API_KEY", "LOCALRAG_API_TOKEN"])
+@pytest.mark.parametrize("value", ["sk-SENTINEL\nX-Injected: 1", "sk-SENTINEL-\u4e2d", "sk-SENTINEL\x7f"])
+def test_a_secret_an_http_header_cannot_carry_is_config_invalid_and_not_shown(tmp_path, key, value):
+    """A pasted line break in LLM_API_KEY ended every ask in internal_error quoting the key ("Invalid header value
+    b'Bearer sk-...'"); a character outside Latin-1 in a UnicodeEncodeError."""
+    with pytest.raises(localrag.ConfigInvalid) as info:
+        localrag.load_config(environ={"HOME": str(tmp_path), key: value}, cwd=tmp_path)
+    assert info.value.details == {"key": key} and "SENTINEL" not in info.value.message
+    cfg = localrag.load_config(environ={"HOME": str(tmp_path), key: 'sk-"quoted"\\ü'}, cwd=tmp_path)
+    assert 'sk-"quoted"\\ü' in (cfg.llm_api_key, cfg.embedding_api_key, cfg.api_token)
+
+
+def test_embedding_base_url_is_masked_in_config_and_embeddings_status(env, monkeypatch, capfd):
+    """`config` and `embeddings status` printed EMBEDDING_BASE_URL as it was: a key in its query (some hosted APIs
+    take one there) reached the screen."""
+    from embeddings_stub import EmbeddingsStub
+    with EmbeddingsStub() as stub:
+        for key, value in {"EMBEDDING_PROVIDER": "openai-compatible", "EMBEDDING_MODEL": "stub-e5",
+                           "EMBEDDING_BASE_URL": stub.base_url + "?api_key=sk-SENTINEL-EQ"}.items():
+            monkeypatch.setenv(key, value)
+        for args in (("config",), ("config", "--json"), ("embeddings", "status"), ("embeddings", "status", "--json")):
+            code, out = run_cli(*args)
+            assert code == 0 and "SENTINEL" not in out + capfd.readouterr().err, args
+            assert "api_key=***" in out
+    assert "SENTINEL" not in repr(localrag.load_config())
 
 
 # --- LOCALRAG_HOME that cannot hold the embedded server -------------------------------------------------------------
@@ -592,7 +701,7 @@ def test_localrag_home_on_a_full_filesystem_is_config_invalid(tmp_path):
 
 def test_llm_errors_and_logs_never_show_base_url_credentials(ingested, monkeypatch, capfd):
     for key, value in {"LLM_PROVIDER": "openai-compatible", "LLM_API_KEY": "sk-KEYSENTINEL", "LLM_MODEL": "m",
-                       "LLM_BASE_URL": "http://bob:pw-SENTINEL@127.0.0.1:1/v1?api_key=q-SENTINEL",
+                       "LLM_BASE_URL": "http://127.0.0.1:1/v1?api_key=q-SENTINEL",
                        "RAG_FALLBACK_ENABLED": "true"}.items():
         monkeypatch.setenv(key, value)
     code, out = run_cli("ask", "今天上海天气如何？", "--fallback", "--json")
@@ -600,6 +709,12 @@ def test_llm_errors_and_logs_never_show_base_url_credentials(ingested, monkeypat
     assert code == localrag.EXIT_LLM and json.loads(out)["error"]["code"] == "llm_upstream_error"
     assert "SENTINEL" not in out + err, out + err
     assert "SENTINEL" not in repr(localrag.load_config())
+    # user:password@ is never sent (urllib took it for the host): refused when loaded, the password not shown
+    monkeypatch.setenv("LLM_BASE_URL", "http://bob:pw-SENTINEL@127.0.0.1:1/v1?api_key=q-SENTINEL")
+    code, out = run_cli("ask", "今天上海天气如何？", "--fallback", "--json")
+    err = capfd.readouterr().err
+    assert code == localrag.EXIT_CONFIG and json.loads(out)["error"]["details"]["key"] == "LLM_BASE_URL"
+    assert "SENTINEL" not in out + err and "user:password@" in err
 
 
 def test_a_relative_localrag_home_is_config_invalid(tmp_path, monkeypatch, capfd):

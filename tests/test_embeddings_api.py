@@ -198,6 +198,18 @@ def test_bad_answers_are_clear_errors_without_the_key(tmp_path, stub, scenario, 
     assert len(stub.requests) == (1 + localrag.EMBEDDING_MAX_RETRIES if retried else 1)
 
 
+def test_a_key_an_error_body_echoes_json_escaped_is_masked_too(tmp_path, stub):
+    """The echo holds the key JSON-escaped (\\" \\\\ \\u00fc \\/): only the raw key was replaced, so a key with such a
+    character reached the message, ingest's stored error_summary and `embeddings status`."""
+    stub.scenario = "status:400"
+    for key in ('sk-SENTINEL"abc\\def', "sk-SENTINEL/\u00fc"):
+        emb = embedder_for(tmp_path, stub, EMBEDDING_API_KEY=key)
+        with pytest.raises(localrag.EmbeddingUpstreamError) as info:
+            emb.embed_documents(DOCS)
+        assert "rejected credentials Bearer ***" in info.value.message
+        assert "SENTINEL" not in info.value.message + json.dumps(info.value.to_dict())
+
+
 def test_server_down_is_model_unavailable(tmp_path):
     emb = localrag.OpenAICompatibleEmbedder(api_config(tmp_path, f"http://127.0.0.1:{closed_port()}/v1"))
     with pytest.raises(localrag.EmbeddingUnavailable) as info:
@@ -377,5 +389,21 @@ def test_status_probes_the_endpoint(api_env, monkeypatch):
     api_env.scenario = "status:401"
     monkeypatch.setenv("EMBEDDING_API_KEY", "sk-status-secret")
     code, out = run_cli("embeddings", "status", "--json")
-    assert code == 0 and "sk-status-secret" not in out
+    assert code == localrag.EXIT_EMBEDDING and "sk-status-secret" not in out
     assert json.loads(out)["endpoint"]["error"]["code"] == "embedding_auth_failed"
+
+
+def test_status_exits_7_when_the_endpoint_in_use_fails(api_env, monkeypatch, capfd):
+    """`embeddings status` said FAILED and exited 0, so a script could not tell that the provider in use was
+    broken; the message gave no next step."""
+    monkeypatch.setenv("EMBEDDING_BASE_URL", f"http://127.0.0.1:{closed_port()}/v1")
+    for args in (("embeddings", "status"), ("embeddings", "status", "--json")):
+        code, out = run_cli(*args)
+        err = capfd.readouterr().err
+        assert code == localrag.EXIT_EMBEDDING, err
+    error = json.loads(out)["endpoint"]["error"]
+    assert error["code"] == "embedding_model_unavailable"
+    assert error["message"].endswith("start its server, or check EMBEDDING_BASE_URL")
+    monkeypatch.setenv("EMBEDDING_PROVIDER", "fake")   # not in use: local-qwen3's missing pieces are information
+    monkeypatch.setenv("EMBEDDING_MODEL", "")
+    assert run_cli("embeddings", "status", "--json")[0] == 0

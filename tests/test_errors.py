@@ -258,7 +258,7 @@ def _llm(ctx, scenario, **extra):
 
 
 def provoke_llm_config_missing(ctx):
-    return _llm(ctx, "ok", LLM_BASE_URL="ftp://127.0.0.1/v1")  # not an http(s) URL: unusable, so "missing"
+    return _llm(ctx, "ok", LLM_MODEL="")   # (a URL that is not http(s) is config_invalid, as a bad setting is)
 
 
 def provoke_llm_timeout(ctx):

@@ -1161,7 +1161,8 @@ def test_a_page_elsewhere_cannot_use_the_api_through_the_browser(api):
     ("[::1]:8000", "http://[::1]:8000", "::1", True, False),
     ("127.0.0.5:8000", "http://localhost:8000", "127.0.0.1", True, False),
     ("app.localhost:8000", None, "127.0.0.1", True, False),
-    ("", None, "127.0.0.1", True, False),                         # HTTP/1.0 without Host: nothing to judge
+    (None, None, "127.0.0.1", True, False),                       # HTTP/1.0 without Host: nothing to judge
+    ("", None, "127.0.0.1", True, True),                          # an empty Host names no machine (was let in)
     ("evil.example:8000", None, "127.0.0.1", True, True),          # DNS rebinding
     ("[bad:1", None, "127.0.0.1", True, True),                     # not a host at all (no 500)
     ("localhost:8000", "http://evil.example", "127.0.0.1", True, True),
@@ -1273,6 +1274,25 @@ def test_other_http_versions_get_a_status_line_and_the_error_shape(routing_api, 
     assert headers["Content-Type"].startswith("application/json")
     assert set(payload["error"]) == {"code", "message", "details"}
     assert payload["error"]["code"] == ("http_version_not_supported" if status == 505 else "malformed_request")
+
+
+def test_a_request_without_a_usable_host_is_refused_on_loopback(routing_api):
+    """HTTP/1.1 without Host, and an empty Host, got 200 from a loopback serve; HTTP/1.1 requires a Host (400) and
+    an empty one does not name this machine (403).  HTTP/1.0 without one still works."""
+    raw = raw_exchange(routing_api.port, b"GET /notes/list HTTP/1.1\r\n\r\n")
+    assert raw.startswith(b"HTTP/1.1 400 ") and "Host header" in parse_raw(raw)[2]["error"]["message"], raw[:300]
+    raw = raw_exchange(routing_api.port, b"GET /notes/list HTTP/1.1\r\nHost: \r\nConnection: close\r\n\r\n")
+    assert raw.startswith(b"HTTP/1.1 403 ") and parse_raw(raw)[2]["error"]["code"] == "forbidden", raw[:300]
+    assert raw_exchange(routing_api.port, b"GET /openapi.json HTTP/1.0\r\n\r\n").startswith(b"HTTP/1.1 200")
+
+
+def test_an_http_0_9_request_line_is_answered_at_once(routing_api):
+    """`GET /` with no blank line after it (HTTP/0.9 sends no headers) waited out the 30 s request timeout, then
+    answered 408 request_timeout; the README promises a 505 status line."""
+    started = time.monotonic()
+    raw = raw_exchange(routing_api.port, b"GET /health\r\n", timeout=5)
+    assert raw.startswith(b"HTTP/1.1 505 ") and time.monotonic() - started < 3, raw[:200]
+    assert parse_raw(raw)[2]["error"]["code"] == "http_version_not_supported"
 
 
 def test_http_1_0_still_works(routing_api):

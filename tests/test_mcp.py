@@ -243,7 +243,11 @@ def test_bad_jsonrpc_input_gets_errors_and_the_server_stays_up(ingested, env):
     s.send({"jsonrpc": "2.0", "id": None, "method": "tools/list"})
     assert s.recv()["error"]["code"] == -32600
     s.send({"jsonrpc": "1.0", "id": 6, "method": "tools/list"})
-    assert s.recv()["error"]["code"] == -32600
+    r = s.recv()
+    assert r["error"]["code"] == -32600 and r["id"] == 6   # its id was readable: it was answered with null
+    s.send({"jsonrpc": "2.0", "id": {"a": 1}, "method": "tools/list"})
+    r = s.recv()   # the message said "(MCP forbids null)" of an object
+    assert r["error"]["code"] == -32600 and r["error"]["message"].endswith("(got a JSON object)") and r["id"] is None
     big = json.dumps({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
                       "params": {"name": "search", "arguments": {"query": "x" * (2 * 1024 * 1024)}}}).encode()
     s.send(big + b"\n")
@@ -321,6 +325,16 @@ def test_tool_schemas_follow_the_http_field_tables():
     assert note_props["path"]["maxLength"] == note_props["heading"]["maxLength"] == localrag.NOTE_PATH_MAX_CHARS
     assert "details.vaults" in note_props["vault"]["description"]
     assert "similarity" in tools["search"].definition()["description"]      # confidence is no ranking score
+
+
+def test_ask_is_not_annotated_read_only():
+    """ask was readOnlyHint/idempotentHint true though each call appends an answer record (clients may auto-approve
+    tools marked read-only); the other tools only read."""
+    tools = localrag._mcp_tools()
+    hints = {name: tool.definition()["annotations"] for name, tool in tools.items()}
+    assert hints["ask"]["readOnlyHint"] is False and hints["ask"]["idempotentHint"] is False
+    assert hints["ask"]["destructiveHint"] is False
+    assert all(h["readOnlyHint"] and h["idempotentHint"] for name, h in hints.items() if name != "ask")
 
 
 # --- process lifecycle: signals, stdin closed mid-request, the client killed (issue 10) ----------------------------

@@ -295,6 +295,17 @@ def test_wheelhouse_command_linux_uses_the_cpu_index():
     assert any(r.startswith("sentence-transformers") for r in reqs)
 
 
+def test_wheelhouse_takes_every_python_the_pyz_runs_on():
+    """--python 3.10 was refused ("3.11 or later") though the pyz runs on CPython 3.10-3.13 and torch has wheels
+    for it: a 3.10 laptop following the README found out at this step."""
+    for python in ("3.10", "3.11", "3.12", "3.13"):
+        argv, _reqs = localrag.wheelhouse_command("linux-x86_64", python, "/tmp/wh")
+        assert argv[argv.index("--python-version") + 1] == python
+    code, out = run_cli("embeddings", "wheelhouse", "--platform", "linux-x86_64", "--python", "3.10", "/tmp/wh",
+                        "--dry-run", "--json")
+    assert code == 0 and json.loads(out)["install_on_laptop"].startswith("python3.10 -m pip install")
+
+
 @pytest.mark.parametrize("platform,tag", [("macos-arm64", "macosx_11_0_arm64"), ("win_amd64", "win_amd64"),
                                           ("manylinux2014_aarch64", "manylinux2014_aarch64")])
 def test_wheelhouse_command_other_platforms(platform, tag):
@@ -305,7 +316,7 @@ def test_wheelhouse_command_other_platforms(platform, tag):
 
 @pytest.mark.parametrize("platform,python,needle", [("sparc", "3.11", "--platform 'sparc'"),
                                                     ("macosx_10_9_x86_64", "3.11", "macOS x86_64"),
-                                                    ("linux-x86_64", "3.9", "3.11 or later"),
+                                                    ("linux-x86_64", "3.9", "3.10 or later"),
                                                     ("linux-x86_64", "three", "--python")])
 def test_wheelhouse_bad_arguments(tmp_path, platform, python, needle):
     code, out = run_cli("embeddings", "wheelhouse", "--platform", platform, "--python", python,

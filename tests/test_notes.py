@@ -387,6 +387,27 @@ def test_get_notes(http):
     assert "GET /notes/list" in body["error"]["message"]
 
 
+def test_a_bad_notes_list_value_is_invalid_request_not_a_database_error(http, capfd):
+    """`/notes/list?prefix=%00` (and tag=%00) and `offset=99999999999999999999` reached Postgres and came back as
+    500 database_error (show --list: exit 4), where the same inputs elsewhere are 422 invalid_request; and
+    `show --list --tag ""` listed every note, where `search --tag ""` is refused."""
+    for path, field in (("/notes/list?prefix=%00", "prefix"), ("/notes/list?prefix=a%00b", "prefix"),
+                        ("/notes/list?tag=%00", "tag"), ("/notes/list?tag=a%00", "tag"),
+                        ("/notes/list?offset=99999999999999999999", "offset"),
+                        (f"/notes/list?offset={localrag.ANSWER_ID_MAX + 1}", "offset"), ("/notes/list?tag=%23", "tag")):
+        status, body = http(path)
+        assert (status, body["error"]["code"], body["error"]["details"]["field"]) == (422, "invalid_request", field), \
+            (path, body)
+    status, body = http(f"/notes/list?offset={localrag.ANSWER_ID_MAX}")
+    assert status == 200 and body["notes"] == []
+    for args, field in ((["--offset", "99999999999999999999"], "offset"), (["--tag", ""], "tag")):
+        code, out = run_cli("show", "--list", *args, "--json")
+        assert (code, json.loads(out)["error"]["details"]["field"]) == (localrag.EXIT_USAGE, field)
+    code, out = run_cli("history", "show", "99999999999999999999999", "--json")
+    assert code == localrag.EXIT_USAGE and f"from 1 to {localrag.ANSWER_ID_MAX}" in json.loads(out)["error"]["message"]
+    capfd.readouterr()
+
+
 def test_vault_argument_is_matched_in_its_stored_form(ingested, monkeypatch):
     config, vault, _ = ingested
     monkeypatch.chdir(vault.parent)
