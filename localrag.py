@@ -7742,13 +7742,18 @@ def _ko_stem(run: str, attached: bool) -> str:
     return "" if run in _KO_FUNCTION_WORDS else run
 
 
+_HOW_FRAME_RE = re.compile(r"\bhow\s+(?:long|often|far|big|large|small|old|soon|frequently)\b", re.IGNORECASE)
+
+
 def question_terms(question: str) -> list[str]:
     """The terms of a question: keyword_terms without the function words of the question's language
     (question_language): what the keyword channel queries with, the gate weighs and the answerer asks for.  A
     question read as English or Chinese gets keyword_terms(question) itself.  Pure."""
     lang = question_language(question)
     if not lang:
-        return keyword_terms(question)
+        # "how long", "how often", "how big": the word after "how" asks for a kind of fact (a duration, a size),
+        # it names no topic, and no answering sentence says it ("retained for 1 month")
+        return keyword_terms(_HOW_FRAME_RE.sub("how", question))
     text = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", question).casefold())
     if lang == "ja":
         def ja_run(m: re.Match) -> str:

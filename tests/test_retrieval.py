@@ -1093,3 +1093,11 @@ def test_a_question_the_embedder_cannot_read_is_answered_by_the_keyword_channel(
         assert got["vector_top"] is None and all(r["channels"] == ["keyword"] for r in got["results"])
         assert localrag.run_retrieval(store, db, "Как включить синхронизацию?", 3, "vector")["search_path"] == "exact"
     assert localrag.ask(db, "Как испечь хлеб на закваске?")["mode"] == "no_answer"   # off-topic stays refused
+
+
+def test_the_word_after_how_asks_for_a_kind_of_fact_and_names_no_topic():
+    """"How long should I keep my tax receipts?" passed the gate on "keep" and "long" (the vault's "as long as you
+    renew"); an answering sentence says "retained for 1 month", never "long" (check5)."""
+    assert localrag.question_terms("How long should I keep my tax receipts?") == ["keep", "tax", "receipt"]
+    assert localrag.question_terms("How often does it check?") == ["check"]
+    assert localrag.question_terms("Is there a limit on long notes?") == ["limit", "long", "note"]   # a topic here
