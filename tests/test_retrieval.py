@@ -158,7 +158,8 @@ def test_question_terms_leave_the_index_tokenizer_alone():
 
 
 def test_en_zh_eval_questions_are_read_as_before():
-    """Every question of the English/Chinese sets gets keyword_terms unchanged (their README figures hold)."""
+    """Every question of the English/Chinese sets gets keyword_terms unchanged (their README figures hold), but for
+    the word after "how" (how long, how often: test_the_word_after_how_asks_for_a_kind_of_fact_and_names_no_topic)."""
     root = SAMPLE_VAULT.parent.parent / "eval"
     for path in sorted(root.glob("*.yaml")):
         if path.name == "obsidian-lang.yaml":
@@ -166,7 +167,8 @@ def test_en_zh_eval_questions_are_read_as_before():
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
         for item in data["questions"] if isinstance(data, dict) else data:
             q = item["question"]
-            assert localrag.question_terms(q) == localrag.keyword_terms(q), (path.name, q)
+            assert localrag.question_terms(q) == localrag.keyword_terms(localrag._HOW_FRAME_RE.sub("how", q)), \
+                (path.name, q)
 
 
 @settings(max_examples=200, deadline=None)
