@@ -973,10 +973,8 @@ def _base_url_setting(url: str, key: str, needed_by: str) -> str:
     if "@" in parts.netloc:
         raise invalid(f"={shown!r} carries user:password@, which localrag does not send; give the key in "
                       f"{key.replace('BASE_URL', 'API_KEY')} (sent as a bearer token) and drop it from the URL")
-    try:
-        parts.port
-    except ValueError:               # its text may quote a password whose # / ? ended the host part: not shown
-        raise invalid(f"={shown!r} has a port that is not a number from 1 to 65535") from None
+    if _bad_port(parts):             # its error text may quote a password whose # / ? ended the host part
+        raise invalid(f"={shown!r} has a port that is not a number from 1 to 65535")
     if not parts.hostname:
         raise invalid(f"={shown!r} has no host name")
     return url
@@ -8962,6 +8960,7 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
     bonus = FAKE_INSTRUCTION_BONUS if wants and wants.kind == "procedure" else FAKE_KIND_BONUS
     subject = definition_subject(question)
     enumerates = bool(_ASKS_LIST_RE.search(question))
+    how_to = asks_procedure(question)
     scored = []
     steps: dict[tuple[int, int], list[dict]] = {}
     units_of: dict[int, list[dict]] = {}   # every unit of each block, scored, with its block and position
@@ -9032,6 +9031,14 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
         # the marker on a line of its own: text after a closing fence keeps the block open in Markdown
         return [code.rstrip(), f"[{u['n']}]"]
 
+    def shown_steps(items: list[dict]) -> list[dict]:
+        """The steps of a list worth showing, in order, FAKE_MAX_STEPS at most."""
+        return [u for u in items if _readable(u)][:FAKE_MAX_STEPS]
+
+    def procedure_lines(items: list[dict], n: int) -> list[str]:
+        """Those steps numbered from 1, each with its sub-items and commands (step_lines)."""
+        return [line for i, u in enumerate(items, 1) for line in step_lines(i, u, n)]
+
     def step_lines(i: int, u: dict, n: int) -> list[str]:
         """A procedure's step, and the commands it says to run (a step's own code blocks are the procedure, not
         an aside: no FAKE_MAX_CODE_BLOCKS), indented under it."""
@@ -9049,7 +9056,7 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
             out.append(f"   [{n}]")   # inside the list item, after the closing fence
         return out
 
-    if asks_procedure(question) and steps:
+    if how_to and steps:
         # A numbered list is read with what says what it does: its block's headings, the heading right above it
         # in the block, and the sentence that leads into it ("To exclude a folder from syncing:").  Of the lists
         # covering at least half what the best-covering one does, the one whose context and single best step
@@ -9092,7 +9099,7 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
         first = min((key for key, c in coverage.items() if c and len(c) >= FAKE_MIN_RELATIVE_COVERAGE * most),
                     key=lambda key: (-len(context(key, whole[key])), -focus(key, whole[key]), key[0],
                                      -len(coverage[key]), key[1]), default=None)
-        readable = [u for u in whole[first] if _readable(u)][:FAKE_MAX_STEPS] if first is not None else []
+        readable = shown_steps(whole[first]) if first is not None else []
         # The steps answer unless a sentence covers more of the question, or as much but under headings that say
         # more of what was asked: "复制延迟了怎么办？" does not get a failover procedure whose second step mentions
         # replication lag.
@@ -9117,8 +9124,7 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
             if lead is not None and q & answer_terms(lead["text"]):
                 lines.append(f"{lead['text']} [{n}]")
                 lines += code_after(lead)
-            for i, u in enumerate(readable, 1):
-                lines += step_lines(i, u, n)
+            lines += procedure_lines(readable, n)
             # what the steps need first, when the note says so under its own heading ("To use analytics on your
             # Publish site, you need a custom domain." under "Prerequisites"): the steps alone do nothing without it
             source = next(b.get("source") for b in blocks if b["n"] == n)
@@ -9162,27 +9168,27 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
     # An answer keeps to the question's script when its evidence allows: an English question got "按照 在 Mac 上的
     # 日记 App 中…" from the other vault of a bilingual knowledge base between English sentences.
     asked_cjk = _mostly_cjk(question)
-    if any(_mostly_cjk(u["text"]) == asked_cjk for u in ranked):
-        ranked = [u for u in ranked if _mostly_cjk(u["text"]) == asked_cjk]
+    same_script = [u for u in ranked if _mostly_cjk(u["text"]) == asked_cjk]
+    if same_script:
+        ranked = same_script
     said: list[set[str]] = []    # the terms of each unit shown, to leave out restatements of one of them
     # For a how-to question, two or more steps of one numbered list among what would be shown are that procedure,
     # shown whole, in order, numbered, where its first one ranks (they came as loose lines: steps 3, 2 and 4
     # without step 1).  Another question wants the fact one step states, not the procedure around it.
     listed = collections.Counter((u["n"], u["list"]) for u in ranked[:max_sentences]
-                                 if u["kind"] == "step" and asks_procedure(question))
+                                 if u["kind"] == "step" and how_to)
     whole_lists = {key for key, count in listed.items() if count >= 2 and steps[key][0]["step"] <= 1}
     for u in ranked:
         if u["text"] not in seen and shown < max_sentences:
             if u["kind"] == "step" and (u["n"], u["list"]) in whole_lists:
-                items = [v for v in steps[(u["n"], u["list"])] if _readable(v)][:FAKE_MAX_STEPS]
+                items = shown_steps(steps[(u["n"], u["list"])])
                 before = units_of[u["n"]][items[0]["pos"] - 1] if items[0]["pos"] else None
                 if before is not None and before["kind"] == "sentence" and before["text"].endswith((":", "：")) \
                         and before["text"] not in seen:
                     seen.add(before["text"])
                     lines.append(f"{before['text']} [{u['n']}]")
-                for i, v in enumerate(items, 1):
-                    seen.add(v["text"])
-                    lines += step_lines(i, v, u["n"])
+                seen.update(v["text"] for v in items)
+                lines += procedure_lines(items, u["n"])
                 said.append(answer_terms(" ".join(v["text"] for v in items)))
                 shown += 1
                 continue
