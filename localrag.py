@@ -2979,7 +2979,8 @@ def get_embedder(config: Config):
 
 # keyword-v3: keyword-v2's terms, and a note's aliases (and a title other than its file name) indexed on its chunks
 # keyword-v4: "-es" after ch/sh/x folded whole (matches -> match, not matche), OS names (macOS) not folded
-KEYWORD_TOKENIZER = "keyword-v4"
+# keyword-v5: a note's folder names indexed on its chunks (KEYWORD_FIELD_WEIGHTS)
+KEYWORD_TOKENIZER = "keyword-v5"
 KEYWORD_STOPWORDS = frozenset("""
 a about above after again all also am an and another any anyone anything are as at be because been before being
 below between both but by can could did do does doing don down during each else even every few for from further get
@@ -3087,18 +3088,21 @@ def is_cjk_term(term: str) -> bool:
 
 
 # A note's aliases weigh like its content, as in fake-lexical-v1 (FAKE_FIELD_WEIGHTS): they ride on every chunk.
-KEYWORD_FIELD_WEIGHTS = {"content": 1.0, "heading_path": 2.0, "relative_path": 2.0, "tags": 1.0, "aliases": 1.0}
+# Its folders (keyword-v5) too: "Obsidian Sync/版本历史.md" is about Sync, though the note never says the word where
+# it restores files; less than its own name, which says what this note is, not what its shelf holds.
+KEYWORD_FIELD_WEIGHTS = {"content": 1.0, "heading_path": 2.0, "relative_path": 2.0, "tags": 1.0, "aliases": 1.0,
+                         "folders": 1.0}
 
 
 def keyword_vector(content: str, heading_path: Sequence[str], relative_path: str,
                    tags: Sequence[str], aliases: str = "") -> tuple[dict[str, float], float]:
-    """A chunk's indexed terms: {term: weighted tf} over content, heading path, file name, tags and the note's
-    other names (alias_text), and its length (the sum of the weights), for BM25.  Pure."""
-    name = relative_path.rsplit("/", 1)[-1]
+    """A chunk's indexed terms: {term: weighted tf} over content, heading path, file name, tags, the note's
+    other names (alias_text) and its folders, and its length (the sum of the weights), for BM25.  Pure."""
+    folders, _, name = relative_path.rpartition("/")
     if name.lower().endswith(".md"):
         name = name[:-3]
     fields = {"content": content, "heading_path": " ".join(heading_path), "relative_path": name,
-              "tags": " ".join(tags), "aliases": aliases}
+              "tags": " ".join(tags), "aliases": aliases, "folders": folders.replace("/", " ")}
     tf: dict[str, float] = {}
     for field, text in fields.items():
         if not text:
@@ -9125,6 +9129,16 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
                 lines.append(f"{lead['text']} [{n}]")
                 lines += code_after(lead)
             lines += procedure_lines(readable, n)
+            # a sentence of the block after the steps that says what else was asked ("To update an existing
+            # workspace, save the workspace with the same name ..." after the steps that save one, for "How do I
+            # update a workspace I saved?"): the steps alone leave that out
+            told = q & answer_terms(" ".join([*(u["text"] for u in readable), lead["text"] if lead else ""]))
+            more = max((u for u in scored if u["n"] == n and u["kind"] == "sentence" and u["pos"] > items[-1]["pos"]
+                        and u["hit"] >= 2 and q & answer_terms(u["text"]) - told),
+                       key=lambda u: (len(q & answer_terms(u["text"]) - told), u["hit"], -u["pos"]), default=None)
+            if more is not None:
+                lines.append(f"{more['text']} [{n}]")
+                lines += code_after(more)
             # what the steps need first, when the note says so under its own heading ("To use analytics on your
             # Publish site, you need a custom domain." under "Prerequisites"): the steps alone do nothing without it
             source = next(b.get("source") for b in blocks if b["n"] == n)
@@ -9171,6 +9185,12 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
     same_script = [u for u in ranked if _mostly_cjk(u["text"]) == asked_cjk]
     if same_script:
         ranked = same_script
+    # A first line that only says the how-to question back ("Additionally, you can change the depth of the local
+    # graph." for "How do I change the depth of the local graph?") goes after the next one of its block, which
+    # says how ("To control local Graph depth, use the slider ...").
+    if how_to and len(ranked) >= 2 and ranked[1]["n"] == ranked[0]["n"] and _restates_question(ranked[0], q) and \
+            not _restates_question(ranked[1], q) and not ranked[1]["text"].endswith((":", "：")):
+        ranked[:2] = ranked[1::-1]
     said: list[set[str]] = []    # the terms of each unit shown, to leave out restatements of one of them
     # For a how-to question, two or more steps of one numbered list among what would be shown are that procedure,
     # shown whole, in order, numbered, where its first one ranks (they came as loose lines: steps 3, 2 and 4
@@ -9224,6 +9244,22 @@ def _mostly_cjk(text: str) -> bool:
     cjk = sum(len(run) for run in _CJK_RUN_RE.findall(text))
     latin = len(re.findall(r"[^\W\d_]", re.sub(_CJK_RUN_RE, "", re.sub(r"`[^`]*`|https?://\S+", "", text))))
     return cjk > latin / 3
+
+
+# Words that join a sentence to the one before it and say nothing of their own.
+_CONNECTIVES = frozenset("additionally furthermore moreover likewise besides similarly 此外 另外 同样".split())
+
+
+def _restates_question(unit: dict, asked: set[str]) -> bool:
+    """A unit that says the question back and nothing more: a statement (not a lead-in to a list or code) holding
+    at least two asked terms and half of them, and no word of its own but a connective ("Additionally, ..."), no
+    number and no code.  (One word more is often the answer: "... the interface language in Settings.")"""
+    if unit["kind"] not in ("sentence", "item") or unit.get("list_follows") or unit.get("code") or \
+            unit.get("code_follows") or re.search(r"\d|`", unit["text"]):
+        return False
+    terms = answer_terms(unit["text"])
+    hit = len(terms & asked)
+    return hit >= 2 and 2 * hit >= len(asked) and not terms - asked - _CONNECTIVES
 
 
 def _restates(terms: set[str], shown: list[set[str]]) -> bool:

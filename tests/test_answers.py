@@ -1366,6 +1366,42 @@ def test_a_restatement_of_a_shown_sentence_is_left_out():
         "How do I show backlinks at the bottom of a note?", blocks_of(steps))
 
 
+def test_a_first_line_saying_the_how_to_question_back_goes_after_the_how():
+    """'Additionally, you can change the depth of the local graph.' answered 'How do I change the depth of the local
+    graph?' in the question's own words and nothing more: it covers the question best, but the sentence after it
+    in the note is the answer.  (check5 lex-en-26.)"""
+    text = ("Additionally, you can change the depth of the local graph. To control local graph depth, use the slider "
+            "at the top of the Filters panel.")
+    lines = localrag.fake_answer("How do I change the depth of the local graph?", blocks_of(text)).splitlines()
+    assert lines == ["To control local graph depth, use the slider at the top of the Filters panel. [1]",
+                     "Additionally, you can change the depth of the local graph. [1]"]
+    # not for a yes/no or a which-question (the restatement is the verdict; a line of code or a number is news),
+    # nor past the block: the next block's generic step does not displace it
+    assert localrag.fake_answer("Can I change the depth of the local graph?", blocks_of(text)).startswith(
+        "Additionally")
+    code = "`{{date|date:\"YYYY-MM-DD\"}}` converts the date. Use a format string to convert it otherwise."
+    assert localrag.fake_answer("How do I convert the date with `date`?", blocks_of(code)).startswith("`{{date")
+    two = localrag.fake_answer("How do I change the depth of the local graph?", blocks_of(
+        "You can change the depth of the local graph.", "Open the graph settings and change what the graph shows."))
+    assert two.splitlines()[0] == "You can change the depth of the local graph. [1]"
+
+
+def test_a_procedure_comes_with_the_sentence_after_it_that_says_what_else_was_asked():
+    """'To update an existing workspace, save the workspace with the same name ...' follows the steps that save one:
+    for 'How do I update a workspace I saved?' the steps alone said nothing of updating.  (check5 lex-en-10.)"""
+    text = ("## Save a workspace\n\n1. In the ribbon, click Manage workspace layouts.\n2. Enter a name for the "
+            "workspace.\n3. Select Save.\n\nTo update an existing workspace, save the workspace with the same name "
+            "as the workspace you want to update.\n\nWorkspaces are stored in your vault.\n")
+    blocks = [{"n": 1, "source": "Workspaces.md", "heading": "Save a workspace", "heading_path": ["Save a workspace"],
+               "score": 0.5, "content": text}]
+    lines = localrag.fake_answer("How do I update a workspace layout I saved earlier?", blocks).splitlines()
+    assert lines == ["1. In the ribbon, click Manage workspace layouts. [1]", "2. Enter a name for the workspace. [1]",
+                     "3. Select Save. [1]", "To update an existing workspace, save the workspace with the same name "
+                     "as the workspace you want to update. [1]"]
+    # nothing asked left unsaid: the steps alone
+    assert len(localrag.fake_answer("How do I save a workspace layout?", blocks).splitlines()) == 3
+
+
 def test_extractive_answer_is_the_same_in_every_process():
     """A set's iteration order changes with the process's hash seed, and a plain float sum of a unit's idf weights
     with it (0.1 + 0.2 + 0.3 is 0.6 or 0.6000000000000001): two equal units swapped places between two runs."""

@@ -82,7 +82,8 @@ def test_any_text_is_idempotent(text):
 def test_keyword_vector_weights_fields():
     tf, length = localrag.keyword_vector("Canvas cards hold notes", ["Canvas"], "Plugins/Canvas.md", ["howto"])
     assert tf["canvas"] == 1.0 + 2.0 + 2.0        # content + heading + file name (without .md)
-    assert tf["howto"] == 1.0 and "plugin" not in tf  # the folder is not the file name
+    assert tf["howto"] == 1.0
+    assert tf["plugin"] == 1.0    # the folder weighs like content (keyword-v5): less than the note's own name
     assert length == sum(tf.values())
     tf, _ = localrag.keyword_vector("Canvas cards hold notes", ["Canvas"], "Plugins/Canvas.md", [],
                                     localrag.alias_text("Canvas", ["Whiteboard", "白板"], "Plugins/Canvas.md"))
@@ -189,7 +190,7 @@ def test_keyword_vector_counts_as_repeated_additions(words, heading):
     tf, length = localrag.keyword_vector(content, heading, "Folder/Some notes.md", ["crm"])
     expected: dict = {}
     for field, text in (("content", content), ("heading_path", " ".join(heading)), ("relative_path", "Some notes"),
-                        ("tags", "crm")):
+                        ("tags", "crm"), ("folders", "Folder")):
         for term in localrag.keyword_terms(text) if text else []:
             expected[term] = expected.get(term, 0.0) + localrag.KEYWORD_FIELD_WEIGHTS[field]
     assert list(tf.items()) == list(expected.items()) and length == float(sum(expected.values()))
