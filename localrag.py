@@ -2979,7 +2979,7 @@ def get_embedder(config: Config):
 
 # keyword-v3: keyword-v2's terms, and a note's aliases (and a title other than its file name) indexed on its chunks
 # keyword-v4: "-es" after ch/sh/x folded whole (matches -> match, not matche), OS names (macOS) not folded
-# keyword-v5: a note's folder names indexed on its chunks (KEYWORD_FIELD_WEIGHTS)
+# keyword-v5: a note's folder names indexed on its chunks (KEYWORD_FIELD_WEIGHTS); macOS read as Mac
 KEYWORD_TOKENIZER = "keyword-v5"
 KEYWORD_STOPWORDS = frozenset("""
 a about above after again all also am an and another any anyone anything are as at be because been before being
@@ -3013,12 +3013,18 @@ _KW_NOT_PLURAL = frozenset("macos ipados watchos tvos visionos chromeos harmonyo
                            "cosmos thermos".split())
 
 
+# One system, two names: a user on a Mac asks about "Mac", the notes say "macOS" (keyword-v5).
+_KW_SAME = {"macos": "mac"}
+
+
 def _kw_stem(word: str) -> str:
     """Light plural folding (notes -> note, queries -> query, classes -> class, matches -> match, boxes -> box);
     idempotent on its output.  A singular in -ache folds with its plural (cache, caches -> cach), since "-ches"
-    drops its "es" (matches -> match)."""
+    drops its "es" (matches -> match).  macOS is read as Mac (_KW_SAME)."""
     if not word.isascii() or len(word) <= 3:
         return word
+    if word in _KW_SAME:
+        return _KW_SAME[word]
     if len(word) > 4 and word.endswith("ies"):
         return word[:-3] + "y"
     if word.endswith(("sses", "ches", "shes", "xes")):
@@ -8285,7 +8291,9 @@ ANSWER_TYPE_RULES: tuple[AnswerRule, ...] = (
                rf"{_LIMIT_WORDS}[^\n]{{0,80}}?{_NUM}|{_NUM}[^\n]{{0,80}}?{_LIMIT_WORDS}|\d\s?(?:kb|mb|gb|tb)\b",
                True, "a number stated as a limit"),
     AnswerRule("count",
-               r"\bhow many\b|(?<!version )(?<!port )\bnumber of\b|多少个|几个|多少种|几种|多少条|多少项|多少次|数量|几台|几位|几颗|几条|几次|几项",
+               # 哪几种 / 哪几个 ask "which ones", not how many
+               r"\bhow many\b|(?<!version )(?<!port )\bnumber of\b|多少个|多少种|多少条|多少项|多少次|数量|"
+               r"(?<!哪)几(?:个|种|台|位|颗|条|次|项)",
                _COUNT_EVIDENCE, True, "a count"),
     AnswerRule("url",
                r"\b(?:what|which)\b[^?？]{0,40}?\b(?:urls?|web ?address(?:es)?|websites?|domains?|host ?names?|"
@@ -8891,6 +8899,8 @@ def _readable(unit: dict) -> bool:
         return words + cjk >= 2
     if unit["kind"] == "row":   # cells are terse by nature; their header row gives the context
         return not unit.get("names_columns") and bool(re.search(r"\w", text))
+    if unit["kind"] in ("item", "sub") and re.fullmatch(r"[^:：`]{1,60}[:：]\s*`[^`]+`[.。]?", text):
+        return True   # a label and its value in code ("Windows: `%APPDATA%\Obsidian\`"): a fact, however short
     if not introduces_code and not re.search(r"[.!。！)）\]]$", text) and words < 6 and cjk < 10:
         return False  # a bare title or link line, not a statement
     # a short instruction naming its key or command in code ("Or, press `Shift+2`.") says all it needs to

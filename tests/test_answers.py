@@ -120,6 +120,7 @@ KIND_EXAMPLES = [
     ("How long is version history kept?", "duration"), ("版本历史保留多久？", "duration"),
     ("What is the maximum file size?", "limit"), ("单个文件最大多大？", "limit"),
     ("How many vaults can I sync?", "count"), ("可以同步几个仓库？", "count"),
+    ("窗口边框样式有哪几种可以选？", None),   # 哪几种: "which kinds", not "how many" (check6 lex-zh-08)
     ("Which hostnames does the sync client connect to?", "url"), ("同步服务使用哪些域名？", "url"),
     ("Can I sync my vault with Dropbox?", "product"), ("能和 Dropbox 一起使用吗？", "product"),
     ("Which file formats are supported?", "format"), ("支持哪些格式？什么格式都行吗", "format"),
@@ -1458,6 +1459,20 @@ def test_a_step_leading_into_sub_items_and_a_short_instruction_with_its_key_are_
     assert localrag._readable({"kind": "step", "text": "A window shows the timings:", "subs_follow": True})
     assert localrag._readable({"kind": "sentence", "text": "Or, press `Shift+2`."})
     assert not localrag._readable({"kind": "sentence", "text": "Use `[[`."})      # one word and a code span: no
+
+
+def test_a_list_item_naming_a_value_in_code_is_shown():
+    """"Windows: `%APPDATA%\\Obsidian\\`" was no sentence to _readable (no full stop, three words), so "Where does
+    Obsidian store global settings on Windows?" got the macOS and Linux paths only (check6 lex-en-14)."""
+    content = ("Obsidian stores global settings in a system folder:\n\n- macOS: `/Users/yourusername/Library/Application "
+               "Support/obsidian`\n- Windows: `%APPDATA%\\Obsidian\\`\n- Linux: `$XDG_CONFIG_HOME/obsidian/` or "
+               "`~/.config/obsidian/`\n")
+    answer = localrag.fake_answer("Where does Obsidian store global settings on Windows?", blocks_of(content))
+    assert answer.splitlines()[0] == "- Windows: `%APPDATA%\\Obsidian\\` [1]" or \
+        "- Windows: `%APPDATA%\\Obsidian\\` [1]" in answer.splitlines()[:3], answer
+    assert localrag._readable({"kind": "item", "text": "Windows: `%APPDATA%\\Obsidian\\`"})
+    assert not localrag._readable({"kind": "item", "text": "Windows"})          # a label alone says nothing
+    assert not localrag._readable({"kind": "item", "text": "`%APPDATA%`"})      # nor a value alone
 
 
 def test_steps_of_one_list_ranked_as_loose_lines_are_shown_as_their_procedure():

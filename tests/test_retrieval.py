@@ -32,7 +32,8 @@ def test_keyword_terms_examples():
     assert t("Notes, QUERIES and classes") == ["note", "query", "class"]      # plural folding
     # -es after ch/sh/x goes whole (matches was "matche", never "match"); a singular in -che folds with its plural
     assert t("matches match boxes box pushes caches cache") == ["match", "match", "box", "box", "push", "cach", "cach"]
-    assert t("macOS and iPadOS photos") == ["macos", "ipados", "photo"]       # an OS name is not a plural
+    assert t("macOS and iPadOS photos") == ["mac", "ipados", "photo"]   # an OS name is not a plural; macOS is Mac
+    assert t("on a Mac") == t("on macOS") == ["mac"]
     assert t("Wie verwende ich die Suche?") == ["wie", "verwende", "ich", "die", "suche"]   # not "such", a stopword
     assert t("HTTP 429 and 2024") == ["http", "429", "2024"]                   # numbers kept
     assert t("검색 기능") == ["검색", "기능"]                                   # Hangul bigrams
