@@ -9239,9 +9239,29 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
             shown += 1
             unit_lines.append(f"{u['text']} [{u['n']}]")
             unit_lines += code
+            # the best line goes on in the next sentence of its note when that one refers back to it ("All your
+            # highlights are on the highlights page." and "Open this page from Settings → Highlights."): it says
+            # few of the question's words itself, and was cut as the weakest line, or never ranked
+            after = units_of[u["n"]][u["pos"] + 1] if u["pos"] + 1 < len(units_of[u["n"]]) else None
+            if len(said) == 1 and not code and after is not None and after["kind"] == "sentence" and \
+                    after["text"] not in seen and _readable(after) and _REFERS_BACK_RE.search(after["text"]):
+                seen.add(after["text"])
+                said.append(answer_terms(after["text"]))
+                shown += 1
+                unit_lines.append(f"{after['text']} [{u['n']}]")
+                unit_lines += code_after(after)
             i = at[0] if at else len(lines)
             lines[i:i] = unit_lines
     return "\n".join(lines) if lines else INSUFFICIENT_TEXT
+
+
+# A sentence that refers back to the one before it: "In this case, ...", "This option ...", "打开此页面", "该设置".
+_REFERS_BACK_RE = re.compile(
+    r"^(?:in (?:this|that|such a) case|this|these|that|those|it|they|then|to do (?:so|this|that))\b|"
+    r"\b(?:this|that|these|those) (?:page|option|setting|view|folder|file|feature|menu|panel|button|command|"
+    r"case|problem|issue|error|window|tab|plugin|mode)s?\b|"
+    r"(?:此|该)(?:页面|问题|功能|选项|设置|插件|模式|视图|命令|按钮|菜单|窗口|情况)|^这(?:将|会|样|时|意味着)",
+    re.IGNORECASE)
 
 
 # A section saying what a procedure needs first.

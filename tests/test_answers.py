@@ -1403,6 +1403,22 @@ def test_a_procedure_comes_with_the_sentence_after_it_that_says_what_else_was_as
     assert len(localrag.fake_answer("How do I save a workspace layout?", blocks).splitlines()) == 3
 
 
+def test_the_best_line_goes_on_in_the_next_sentence_when_that_one_refers_back_to_it():
+    """"Open this page from Settings → Highlights." shares almost no word with "Where can I see all my highlights?",
+    so it was cut as the weakest line; it is what the best line leads to (check6 lex-zh-19, lex-zh-16)."""
+    text = ("All highlights you create can be viewed on the highlights page. You can open this page from Settings → "
+            "Highlighter. Highlights are stored in the browser's local storage.")
+    lines = localrag.fake_answer("Where can I see all the highlights I created?", blocks_of(text)).splitlines()
+    assert lines[:2] == ["All highlights you create can be viewed on the highlights page. [1]",
+                         "You can open this page from Settings → Highlighter. [1]"]
+    zh = "在实时预览中，笔记属性面板可能会覆盖没有加引号的模板变量。为避免此问题，请在源码模式下编辑模板。"
+    assert localrag.fake_answer("模板变量在实时预览中被属性面板覆盖了怎么办？", blocks_of(zh)).splitlines()[1] == \
+        "为避免此问题，请在源码模式下编辑模板。 [1]"
+    # a sentence that names its own subject ("该标签页": the tab it is about) is no continuation
+    tabs = "锁定标签页中的链接总是会在新标签页中打开。要取消锁定一个标签页，请右键单击该标签页。"
+    assert len(localrag.fake_answer("锁定标签页中的链接在哪里打开？", blocks_of(tabs)).splitlines()) == 1
+
+
 def test_extractive_answer_is_the_same_in_every_process():
     """A set's iteration order changes with the process's hash seed, and a plain float sum of a unit's idf weights
     with it (0.1 + 0.2 + 0.3 is 0.6 or 0.6000000000000001): two equal units swapped places between two runs."""
