@@ -2979,7 +2979,8 @@ def get_embedder(config: Config):
 
 # keyword-v3: keyword-v2's terms, and a note's aliases (and a title other than its file name) indexed on its chunks
 # keyword-v4: "-es" after ch/sh/x folded whole (matches -> match, not matche), OS names (macOS) not folded
-# keyword-v5: a note's folder names indexed on its chunks (KEYWORD_FIELD_WEIGHTS); macOS read as Mac
+# keyword-v5: a note's folder names indexed on its chunks (KEYWORD_FIELD_WEIGHTS); macOS read as Mac; Wi-Fi, e-mail,
+# to-do read as one word (_KW_SHORT_HYPHEN_RE)
 KEYWORD_TOKENIZER = "keyword-v5"
 KEYWORD_STOPWORDS = frozenset("""
 a about above after again all also am an and another any anyone anything are as at be because been before being
@@ -3059,8 +3060,15 @@ def keyword_terms(text: str) -> list[str]:
 _kw_word_cache: dict[str, str] = {}
 
 
+# A hyphenated word with a part of one or two letters is one word: Wi-Fi, e-mail, to-do, pop-up, plug-in, re-index
+# (its parts alone are no words: "wi" and "fi" were two rare terms an off-topic question matched on).
+_KW_SHORT_HYPHEN_RE = re.compile(r"\b([^\W\d_]{1,2})-(?=[^\W\d_]+\b)|\b([^\W\d_]+)-(?=[^\W\d_]{1,2}\b)")
+
+
 def _kw_latin(text: str, out: list[str]) -> None:
     cache = _kw_word_cache
+    if "-" in text:
+        text = _KW_SHORT_HYPHEN_RE.sub(lambda m: m.group(1) or m.group(2), text)
     for word in _KW_WORD_RE.findall(text):
         term = cache.get(word)
         if term is None:

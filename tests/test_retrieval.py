@@ -34,6 +34,10 @@ def test_keyword_terms_examples():
     assert t("matches match boxes box pushes caches cache") == ["match", "match", "box", "box", "push", "cach", "cach"]
     assert t("macOS and iPadOS photos") == ["mac", "ipados", "photo"]   # an OS name is not a plural; macOS is Mac
     assert t("on a Mac") == t("on macOS") == ["mac"]
+    # a hyphenated word with a one- or two-letter part is one word (the parts alone matched rare pieces elsewhere)
+    assert t("Wi-Fi e-mail to-do pop-up re-index right-click UTF-8") == \
+        ["wifi", "email", "todo", "popup", "reindex", "right", "click", "utf", "8"]
+    assert t("家里的 Wi-Fi 密码") == t("家里的 WiFi 密码")
     assert t("Wie verwende ich die Suche?") == ["wie", "verwende", "ich", "die", "suche"]   # not "such", a stopword
     assert t("HTTP 429 and 2024") == ["http", "429", "2024"]                   # numbers kept
     assert t("검색 기능") == ["검색", "기능"]                                   # Hangul bigrams
