@@ -8362,6 +8362,9 @@ def answer_kind(question: str) -> str | None:
 _ASKS_WHY_RE = re.compile(r"^\s*(?:why|how come)\b|为什么|为何|怎么会|怎么回事|为啥", re.IGNORECASE)
 # A question asking for several things by kind ("Which property types…", "What regions…", "哪些说法"): a lead-in
 # with its list answers it whole.
+# A sentence that lists in itself what it names: "… only for the following: licenses, your account, payments and
+# add-on services." / "…提供邮件支持：商用许可、你的账户、付款以及附加服务。" (three items or more after a colon).
+_INLINE_LIST_RE = re.compile(r"[:：][^.。:：]*?(?:,|，|、)[^.。:：]*?(?:,|，|、|\band\b|\bor\b|和|或|以及)[^.。]+[.。]?$")
 _ASKS_LIST_RE = re.compile(r"\b(?:which|what are(?: the)?)\s+(?!(?:does|is|was|has|goes)\b)(?:[a-z-]+\s+){0,2}?"
                            r"[a-z]{2,}(?<!s)s\b|\bwhat (?:kinds?|types?|sorts?) of\b|哪些|哪几", re.IGNORECASE)
 
@@ -9019,7 +9022,7 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
             # covered a third more of the question
             carries = bool((hit or framed) and kind_here) or bool(
                 hit and subject and unit["kind"] == "sentence" and _defines(unit["text"], subject)) or bool(
-                hit and enumerates and unit.get("list_follows"))
+                hit and enumerates and (unit.get("list_follows") or unit["kind"] == "sentence" and _INLINE_LIST_RE.search(unit["text"])))
             said = len(q & (toks | about | under)) if hit or named or framed else 0   # else it must say something
             density = hit / math.sqrt(len(toks) or 1)
             hit = hit or (len(q) if named and unit["kind"] == "sentence" else 0)
@@ -9267,7 +9270,8 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
 _REFERS_BACK_RE = re.compile(
     r"^(?:in (?:this|that|such a) case|this|these|that|those|it|they|then|to do (?:so|this|that))\b|"
     r"\b(?:this|that|these|those) (?:page|option|setting|view|folder|file|feature|menu|panel|button|command|"
-    r"case|problem|issue|error|window|tab|plugin|mode)s?\b|"
+    r"case|problem|issue|error|window|tab|plugin|mode)s?\b|\bto do (?:so|this|that)\b|"
+    r"\b(?:change|set|turn (?:on|off)|find|configure|adjust|disable|enable|customi[sz]e|undo|do) (?:this|that|it)\b|"
     r"(?:此|该)(?:页面|问题|功能|选项|设置|插件|模式|视图|命令|按钮|菜单|窗口|情况)|^这(?:将|会|样|时|意味着)",
     re.IGNORECASE)
 

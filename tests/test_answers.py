@@ -1419,6 +1419,27 @@ def test_the_best_line_goes_on_in_the_next_sentence_when_that_one_refers_back_to
     assert len(localrag.fake_answer("锁定标签页中的链接在哪里打开？", blocks_of(tabs)).splitlines()) == 1
 
 
+def test_a_which_question_prefers_a_sentence_that_lists_in_itself_and_a_following_you_can_change_this():
+    """For "Which …?" a lead-in with a list ranked above a sentence listing the asked items itself, after a colon
+    (check6 lex-zh-12); "You can change this under Settings" refers back to the line before it (lex-en-18)."""
+    blocks = [{"n": 1, "source": "help.md", "heading": "Email", "heading_path": ["Email"], "score": 0.6,
+               "content": "We offer email support only for these topics: licenses, your account, payments and add-on "
+                          "services."},
+              {"n": 2, "source": "help.md", "heading": "Community", "heading_path": ["Community"], "score": 0.5,
+               "content": "If you have questions about email support topics, join our community channels:\n\n"
+                          "- Forum\n- Discord\n"}]
+    answer = localrag.fake_answer("Which topics does email support cover?", blocks)
+    assert answer.splitlines()[0].startswith("We offer email support only for these topics:"), answer
+    blocks = [{"n": 1, "source": "n.md", "heading": "H", "heading_path": ["H"], "score": 0.5,
+               "content": "By default, the app opens new tabs in editing mode. You can change this under Settings → "
+                          "Editor → Default view for new tabs."},
+              {"n": 2, "source": "s.md", "heading": "Views", "heading_path": ["Views"], "score": 0.4,
+               "content": "Choose between reading mode or editing mode for new tabs."}]
+    lines = localrag.fake_answer("How do I make new tabs open in reading mode by default?", blocks).splitlines()
+    assert lines[:2] == ["By default, the app opens new tabs in editing mode. [1]",
+                         "You can change this under Settings → Editor → Default view for new tabs. [1]"]
+
+
 def test_extractive_answer_is_the_same_in_every_process():
     """A set's iteration order changes with the process's hash seed, and a plain float sum of a unit's idf weights
     with it (0.1 + 0.2 + 0.3 is 0.6 or 0.6000000000000001): two equal units swapped places between two runs."""
