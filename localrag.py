@@ -2980,7 +2980,7 @@ def get_embedder(config: Config):
 # keyword-v3: keyword-v2's terms, and a note's aliases (and a title other than its file name) indexed on its chunks
 # keyword-v4: "-es" after ch/sh/x folded whole (matches -> match, not matche), OS names (macOS) not folded
 # keyword-v5: a note's folder names indexed on its chunks (KEYWORD_FIELD_WEIGHTS); macOS read as Mac; Wi-Fi, e-mail,
-# to-do read as one word (_KW_SHORT_HYPHEN_RE)
+# to-do read as one word (_kw_hyphenated)
 KEYWORD_TOKENIZER = "keyword-v5"
 KEYWORD_STOPWORDS = frozenset("""
 a about above after again all also am an and another any anyone anything are as at be because been before being
@@ -3057,28 +3057,46 @@ def keyword_terms(text: str) -> list[str]:
     return terms
 
 
-_kw_word_cache: dict[str, str] = {}
+_kw_word_cache: dict[str, Any] = {}   # a word -> its term ("" for none); a hyphenated word -> a tuple of terms
+
+# A word with its hyphens ("wi-fi", "right-click", "utf-8"): its parts are terms, except that a part of one or two
+# letters joins its neighbour (_kw_hyphenated).
+_KW_TOKEN_RE = re.compile(r"[^\W_]+(?:-[^\W_]+)*")
 
 
-# A hyphenated word with a part of one or two letters is one word: Wi-Fi, e-mail, to-do, pop-up, plug-in, re-index
-# (its parts alone are no words: "wi" and "fi" were two rare terms an off-topic question matched on).
-_KW_SHORT_HYPHEN_RE = re.compile(r"\b([^\W\d_]{1,2})-(?=[^\W\d_]+\b)|\b([^\W\d_]+)-(?=[^\W\d_]{1,2}\b)")
+def _kw_word(word: str) -> str:
+    if word in KEYWORD_STOPWORDS or (len(word) < 2 and not word.isdigit()):
+        return ""
+    stemmed = _kw_stem(word)
+    return "" if stemmed in KEYWORD_STOPWORDS else stemmed
+
+
+def _kw_hyphenated(word: str) -> tuple:
+    """A hyphenated word's terms.  A part of one or two letters is no word of its own but a piece of this one: it
+    joins its neighbour (Wi-Fi -> wifi, e-mail, to-do, pop-up, plug-in, re-index: "wi" and "fi" were two rare terms
+    an off-topic question matched on); longer parts stay apart (right-click -> right, click; utf-8 -> utf, 8)."""
+    parts = word.split("-")
+    pieces = [parts[0]]
+    for before, part in zip(parts, parts[1:]):
+        if pieces[-1].isalpha() and part.isalpha() and min(len(before), len(part)) <= 2:
+            pieces[-1] += part
+        else:
+            pieces.append(part)
+    return tuple(t for t in map(_kw_word, pieces) if t)
 
 
 def _kw_latin(text: str, out: list[str]) -> None:
     cache = _kw_word_cache
-    if "-" in text:
-        text = _KW_SHORT_HYPHEN_RE.sub(lambda m: m.group(1) or m.group(2), text)
-    for word in _KW_WORD_RE.findall(text):
+    for word in _KW_TOKEN_RE.findall(text):
         term = cache.get(word)
         if term is None:
-            term = ""
-            if word not in KEYWORD_STOPWORDS and (len(word) > 1 or word.isdigit()):
-                stemmed = _kw_stem(word)
-                term = "" if stemmed in KEYWORD_STOPWORDS else stemmed
+            term = _kw_hyphenated(word) if "-" in word else _kw_word(word)
             _token_cache_put(cache, word, term)
-        if term:
-            out.append(term)
+        if term.__class__ is str:
+            if term:
+                out.append(term)
+        else:
+            out.extend(term)
 
 
 # Function words first, longest first (so 是否 goes whole rather than breaking at 是), then the particles.
