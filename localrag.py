@@ -7931,6 +7931,21 @@ def _lone_bigram(i: int, terms: Sequence[str]) -> bool:
         not _overlapping_bigrams(terms, i)
 
 
+def _said_terms(result: dict) -> set[str]:
+    """A result's matched query terms that its chunk says itself (text, headings, its note's names): a term only its
+    folders' names hold ranks the note (keyword-v5), but is no evidence that it answers ("Obsidian 网页剪藏器/" for a
+    question whether the Web Clipper reads articles aloud)."""
+    matched = set(result.get("matched_terms") or ())
+    folders = (result.get("relative_path") or result.get("source") or "").rpartition("/")[0]
+    shelf = matched & set(keyword_terms(folders.replace("/", " "))) if folders else set()
+    if not shelf:
+        return matched
+    own = set(keyword_terms("\n".join([result.get("content") or "", *(result.get("heading_path") or []),
+                                       note_stem(result.get("relative_path") or ""), result.get("title") or "",
+                                       *(result.get("aliases") or [])])))
+    return matched - (shelf - own)
+
+
 def gate_signals(retrieved: dict) -> dict:
     """The gate's inputs from a run_retrieval() result.  Pure."""
     results, terms = retrieved["results"], retrieved["terms"]
@@ -7938,8 +7953,8 @@ def gate_signals(retrieved: dict) -> dict:
     total = sum(t["weight"] for t in terms)
     weight = {t["term"]: t["weight"] for t in terms}
     # The best single chunk of the top few, not their union: an answer's terms occur together, while an off-topic
-    # question's everyday words are found scattered over unrelated chunks.
-    matched = set(max((r["matched_terms"] for r in results[:GATE_EVIDENCE_CHUNKS]),
+    # question's everyday words are found scattered over unrelated chunks.  What a chunk says, not its folder's name.
+    matched = set(max((_said_terms(r) for r in results[:GATE_EVIDENCE_CHUNKS]),
                       key=lambda m: math.fsum(weight.get(t, 0.0) for t in m), default=[]))
     covered = sum(t["weight"] for t in terms if t["term"] in matched)
     sims = [r["scores"]["vector"] for r in results if r["scores"]["vector"] is not None]

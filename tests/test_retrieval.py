@@ -399,6 +399,20 @@ def test_gate_signals_use_the_best_single_chunk():
     assert sig["missing_terms"] == ["card", "zzz"] and sig["query_terms"] == 3 and sig["unknown_words"] == []
 
 
+def test_gate_counts_what_a_chunk_says_not_its_folders_name():
+    """keyword-v5 indexes folder names: they rank a note, but are no evidence that it answers.  The near-miss
+    "Can the Web Clipper's reader read articles aloud?" passed the gate on its folder's words (check6 nm-zh-02)."""
+    terms = [{"term": t, "df": 1, "idf": 1.0, "weight": 1.0} for t in ("clipper", "reader", "aloud")]
+    chunk = {"matched_terms": ["clipper", "reader"], "scores": {"vector": 0.4, "keyword": 0.3},
+             "relative_path": "Web Clipper/Reader.md", "source": "Web Clipper/Reader.md", "heading_path": ["Reader"],
+             "content": "Reader strips clutter from the page.", "title": "Reader", "aliases": []}
+    sig = localrag.gate_signals({"mode": "hybrid", "terms": terms, "results": [chunk]})
+    assert sig["matched_terms"] == ["reader"] and sig["coverage"] == pytest.approx(1 / 3)
+    said = dict(chunk, content="The Web Clipper's Reader strips clutter from the page.")   # said in the text: counts
+    assert localrag.gate_signals({"mode": "hybrid", "terms": terms, "results": [said]})["matched_terms"] == \
+        ["clipper", "reader"]
+
+
 @pytest.mark.parametrize("question, unknown", [
     # 电池 and 保养 stand alone between function words: words the vault never uses (laptop battery care)
     ("笔记本电脑的电池应该怎么保养？", ["电池", "保养"]),
