@@ -9286,14 +9286,29 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
             # the best line goes on in the next sentence of its note when that one refers back to it ("All your
             # highlights are on the highlights page." and "Open this page from Settings → Highlights."): it says
             # few of the question's words itself, and was cut as the weakest line, or never ranked
+            # -- or leads into a list of what it announced ("Cards support an optional cover image …" then "The
+            # property can be any of the following:" and the kinds); not into steps for another purpose ("To open
+            # links in the backlinks tab:" and its steps)
             after = units_of[u["n"]][u["pos"] + 1] if u["pos"] + 1 < len(units_of[u["n"]]) else None
+            items = _list_items(units_of[u["n"]], u["pos"] + 1) if after is not None else []
+            if any(v["kind"] == "step" for v in items) or re.match(r"(?:to|in order to)\b|要|如需|如要", after["text"]
+                                                                    if after else "", re.IGNORECASE):
+                items = []
             if len(said) == 1 and not code and after is not None and after["kind"] == "sentence" and \
-                    after["text"] not in seen and _readable(after) and _REFERS_BACK_RE.search(after["text"]):
+                    after["text"] not in seen and (_readable(after) and _REFERS_BACK_RE.search(after["text"]) or
+                                                   items and u["kind"] == "sentence" and not shown_lists and
+                                                   len(items) <= FAKE_MAX_STEPS):
                 seen.add(after["text"])
                 said.append(answer_terms(after["text"]))
                 shown += 1
                 unit_lines.append(f"{after['text']} [{u['n']}]")
-                unit_lines += code_after(after)
+                if items:
+                    shown_lists.append(after["list_follows"])
+                    seen.update(v["text"] for v in items)
+                    unit_lines += [(f"{v['step']}. " if v["kind"] == "step" else "- ") + f"{v['text']} [{u['n']}]"
+                                   for v in items]
+                else:
+                    unit_lines += code_after(after)
             i = at[0] if at else len(lines)
             lines[i:i] = unit_lines
     return "\n".join(lines) if lines else INSUFFICIENT_TEXT

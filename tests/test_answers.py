@@ -1440,6 +1440,19 @@ def test_a_which_question_prefers_a_sentence_that_lists_in_itself_and_a_followin
                          "You can change this under Settings → Editor → Default view for new tabs. [1]"]
 
 
+def test_the_best_sentence_goes_on_in_the_list_the_next_sentence_leads_into():
+    """"Cards support an optional cover image …" answered "What can I use as a card's cover image?" only in part:
+    the next sentence, "The property can be any of the following:", and its list (which share no word with the
+    question) say what (check6 lex-en-23)."""
+    text = ("Cards support an optional cover image, which is a property shown at the top of the card. The property "
+            "can be any of the following:\n\n- A link to a local attachment\n- An external link (URL)\n"
+            "- A hex color code\n\nThe height of the cover image is set by its aspect ratio.")
+    lines = localrag.fake_answer("What can I use as the cover image of a card?", blocks_of(text)).splitlines()
+    assert lines[:5] == ["Cards support an optional cover image, which is a property shown at the top of the card. [1]",
+                         "The property can be any of the following: [1]", "- A link to a local attachment [1]",
+                         "- An external link (URL) [1]", "- A hex color code [1]"]
+
+
 def test_extractive_answer_is_the_same_in_every_process():
     """A set's iteration order changes with the process's hash seed, and a plain float sum of a unit's idf weights
     with it (0.1 + 0.2 + 0.3 is 0.6 or 0.6000000000000001): two equal units swapped places between two runs."""
