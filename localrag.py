@@ -9193,6 +9193,18 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
             if more is not None:
                 lines.append(f"{more['text']} [{n}]")
                 lines += code_after(more)
+            # two things asked at once ("如何设置和移除快捷键？", "How do I add and remove …?"): the procedure for the
+            # other one too, when the evidence has a list whose headings or lead say what these steps do not
+            elif _ASKS_TWO_RE.search(question):
+                done = context(first, whole[first])   # what its headings and lead say (not its steps: "Open Settings")
+                other = max((key for key in whole if key != first and q & context(key, whole[key]) - done and
+                             len(shown_steps(whole[key])) >= 2),
+                            key=lambda key: (len(q & context(key, whole[key]) - done), -key[0], -key[1]), default=None)
+                if other is not None:
+                    lead2 = intro(other[0], whole[other])
+                    if lead2 is not None:
+                        lines.append(f"{lead2['text']} [{other[0]}]")
+                    lines += procedure_lines(shown_steps(whole[other]), other[0])
             # what the steps need first, when the note says so under its own heading ("To use analytics on your
             # Publish site, you need a custom domain." under "Prerequisites"): the steps alone do nothing without it
             source = next(b.get("source") for b in blocks if b["n"] == n)
@@ -9324,6 +9336,8 @@ _REFERS_BACK_RE = re.compile(
     re.IGNORECASE)
 
 
+# A question asking for two things at once: "How do I add and remove …?", "如何设置和移除快捷键？".
+_ASKS_TWO_RE = re.compile(r"\b(?:and|or)\b|和|与|及|或", re.IGNORECASE)
 # A section saying what a procedure needs first.
 _PREREQUISITE_RE = re.compile(r"\b(?:prerequisites?|requirements|before you (?:begin|start))\b|前提|先决条件|准备工作",
                               re.IGNORECASE)

@@ -1453,6 +1453,22 @@ def test_the_best_sentence_goes_on_in_the_list_the_next_sentence_leads_into():
                          "- An external link (URL) [1]", "- A hex color code [1]"]
 
 
+def test_a_how_to_question_asking_two_things_gets_both_procedures():
+    """"如何设置和移除快捷键？" got the remove steps only; "How do I save and load a workspace layout?" the load
+    steps only: the other list's headings say what was also asked."""
+    blocks = [{"n": 1, "source": "Hotkeys.md", "heading": "Remove a hotkey", "heading_path": ["Remove a hotkey"],
+               "score": 0.6, "content": "To remove a hotkey:\n\n1. Open Settings → Hotkeys.\n2. Find the command.\n"
+                                        "3. Select the X icon next to the key combination.\n"},
+              {"n": 2, "source": "Hotkeys.md", "heading": "Set a hotkey", "heading_path": ["Set a hotkey"],
+               "score": 0.5, "content": "To add or change a hotkey:\n\n1. Open Settings → Hotkeys.\n2. Find the "
+                                        "command.\n3. Select the plus icon.\n4. Press the key combination.\n"}]
+    lines = localrag.fake_answer("How do I set and remove hotkeys?", blocks).splitlines()
+    assert "To remove a hotkey: [1]" in lines and "To add or change a hotkey: [2]" in lines, lines
+    assert "4. Press the key combination. [2]" in lines
+    # one thing asked: one procedure
+    assert "To add or change a hotkey: [2]" not in localrag.fake_answer("How do I remove a hotkey?", blocks)
+
+
 def test_extractive_answer_is_the_same_in_every_process():
     """A set's iteration order changes with the process's hash seed, and a plain float sum of a unit's idf weights
     with it (0.1 + 0.2 + 0.3 is 0.6 or 0.6000000000000001): two equal units swapped places between two runs."""
