@@ -1026,9 +1026,9 @@ def mask_url(url: str) -> str:
         return url if not any(c in url for c in "@?#") else "<unparseable URL>"
     netloc = parts.netloc
     after = url.partition("://")[2][len(netloc):]
-    if "@" not in netloc and "@" in after and _bad_port(parts):
-        # u:pass/word@host: the / ended the host part and the password's first half reads as the port; all up to
-        # the last @ may be the password
+    if "@" not in netloc and "@" in after.partition("?")[0]:
+        # u:pass/word@host: the / ended the host part and the password's first half reads as the port (or, all
+        # digits, as a valid one: u:12/34@host); all up to the last @ may be the password
         return mask_url(f"{parts.scheme}://***@{after.rpartition('@')[2]}")
     if "@" in netloc:
         userinfo, hostinfo = netloc.rsplit("@", 1)
@@ -1113,6 +1113,10 @@ def parse_database_url(url: str) -> DbTarget:
             raise invalid("has a port that is not a number, and an @ after it: percent-encode a / or @ in the "
                           "user name or password (%2F, %40)") from None
         raise invalid(f"has an invalid port ({exc})") from None
+    if "@" not in parts.netloc and "@" in parts.path:
+        # u:12/34@host: a valid port this time, and a "database" holding the rest of the password and the host
+        raise invalid("has an @ after its host part: percent-encode a / or @ in the user name or password (%2F, "
+                      "%40), or an @ in the database name (%40)")
     try:
         query = dict(urllib.parse.parse_qsl(parts.query, keep_blank_values=True, strict_parsing=bool(parts.query)))
     except ValueError:

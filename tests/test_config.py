@@ -618,6 +618,8 @@ def test_a_base_url_the_client_cannot_use_is_config_invalid_without_its_secrets(
     ("postgresql://u:SENTINEL?pw@db.example.com:5433/x?sslmode=disable", "SENTINEL?pw"),
     ("postgresql://u:SENTINEL/pw@db.example.com/x", None),
     ("postgresql://u:SENTINEL/pw@db.example.com:5432/x", None),
+    # the password's first half all digits: a valid port this time, and the rest read as the database name
+    ("postgresql://u:1234/SENTINEL@db.example.com:5432/x", None),
 ])
 def test_a_database_password_with_an_unencoded_hash_question_mark_or_slash_is_never_shown(env, monkeypatch, capfd,
                                                                                          url, password):
