@@ -8583,6 +8583,8 @@ FAKE_LIST_MIN_RELATIVE_COVERAGE = 2 / 3    # a lead-in shown with its list cover
 _MARKER_RE = re.compile(r"\[(\d+)\]")
 # A sentence ends at 。！？!? or at a full stop before a space or the line's end, except a full stop followed by a
 # lower-case word: "e.g. in a case where ...", "etc. and" go on (an English sentence starts with a capital).
+# A sentence that opens with a verdict: the answer to a question, its FAQ heading's or the reader's.
+_VERDICT_START_RE = re.compile(r"(?:yes|no|nope)\b[,.!]|(?:是的|不是|不|可以|不可以|不能|没有)[，。！,]", re.IGNORECASE)
 _BARE_VERDICT_RE = re.compile(r"^(?:yes|no|nope|yep|是的|是|不是|不|可以|不可以|不能|能|没有|有)\s*[.。!！]\s*$", re.IGNORECASE)
 _SENTENCE_RE = re.compile(r"(?:[^。！？!?.\n]|\.(?!\s|$)|\.(?=[ \t]+[a-z])|[!?](?=\w))+(?:[。！？!?]+|\.(?=\s|$)|$)",
                           re.MULTILINE)
@@ -9262,6 +9264,7 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
             not _restates_question(ranked[1], q) and not ranked[1]["text"].endswith((":", "：")):
         ranked[:2] = ranked[1::-1]
     said: list[set[str]] = []    # the terms of each unit shown, to leave out restatements of one of them
+    blocks_by_n = {b["n"]: b for b in blocks}
     # For a how-to question, two or more steps of one numbered list among what would be shown are that procedure,
     # shown whole, in order, numbered, where its first one ranks (they came as loose lines: steps 3, 2 and 4
     # without step 1).  Another question wants the fact one step states, not the procedure around it.
@@ -9285,6 +9288,9 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
             terms = answer_terms(u["text"])
             if _restates(terms, said) and not (u.get("list_follows") or u.get("code") or u.get("code_follows")):
                 continue   # "对于附件，旧版本将保留两周。" after "附件的旧版本保留两周。" from another note
+            if said and _VERDICT_START_RE.match(u["text"]) and \
+                    len(q & answer_terms(" ".join(blocks_by_n[u["n"]].get("heading_path") or []))) * 2 < len(q):
+                continue   # "No, your data is retained …": the verdict on another FAQ's question, not on this one
             at.clear()
             code = code_after(u) or list_after(u)
             if u["text"].endswith((":", "：")) and not code:

@@ -1469,6 +1469,22 @@ def test_a_how_to_question_asking_two_things_gets_both_procedures():
     assert "To add or change a hotkey: [2]" not in localrag.fake_answer("How do I remove a hotkey?", blocks)
 
 
+def test_a_verdict_on_another_faq_question_is_no_tail_line():
+    """"No, your data is retained in such cases for 30 days." answers its own FAQ heading; as a tail line under "How
+    many days do I have to request a refund?" it read as a "no" to the reader's question."""
+    blocks = [{"n": 1, "source": "Refunds.md", "heading": "Refund policy", "heading_path": ["Refund policy"],
+               "score": 0.6, "content": "We refund purchases within 7 days of purchase."},
+              {"n": 2, "source": "FAQ.md", "heading": "Is my data deleted right away?",
+               "heading_path": ["Is my data deleted right away?"], "score": 0.5,
+               "content": "No, your data is retained after a refund for 30 days."}]
+    lines = localrag.fake_answer("How many days after purchase can I request a refund?", blocks).splitlines()
+    assert lines == ["We refund purchases within 7 days of purchase. [1]"], lines
+    # under a heading that asks the reader's question, the verdict is the answer
+    asks = "Is my data deleted after a refund?"
+    faq = [dict(blocks[1], heading=asks, heading_path=[asks])]
+    assert localrag.fake_answer("Is my data deleted after a refund?", blocks[:1] + faq).count("No, your data") == 1
+
+
 def test_extractive_answer_is_the_same_in_every_process():
     """A set's iteration order changes with the process's hash seed, and a plain float sum of a unit's idf weights
     with it (0.1 + 0.2 + 0.3 is 0.6 or 0.6000000000000001): two equal units swapped places between two runs."""
