@@ -8583,6 +8583,8 @@ FAKE_LIST_MIN_RELATIVE_COVERAGE = 2 / 3    # a lead-in shown with its list cover
 _MARKER_RE = re.compile(r"\[(\d+)\]")
 # A sentence ends at 。！？!? or at a full stop before a space or the line's end, except a full stop followed by a
 # lower-case word: "e.g. in a case where ...", "etc. and" go on (an English sentence starts with a capital).
+# A sentence that answers the question right before it: "… ? If so, …", "…？如果是，…".
+_IF_SO_RE = re.compile(r"(?:if (?:so|yes|not)\b|如果是|如果不是|如果没有|若是)", re.IGNORECASE)
 # A sentence that opens with a verdict: the answer to a question, its FAQ heading's or the reader's.
 _VERDICT_START_RE = re.compile(r"(?:yes|no|nope)\b[,.!]|(?:是的|不是|不|可以|不可以|不能|没有)[，。！,]", re.IGNORECASE)
 _BARE_VERDICT_RE = re.compile(r"^(?:yes|no|nope|yep|是的|是|不是|不|可以|不可以|不能|能|没有|有)\s*[.。!！]\s*$", re.IGNORECASE)
@@ -8831,6 +8833,11 @@ def _evidence_units(content: str) -> list[dict]:
                 if _BARE_VERDICT_RE.match(plain(sentence)):
                     verdict = plain(sentence).strip()
                     verdict += "" if verdict.endswith(("。", "！")) else " "
+                elif _IF_SO_RE.match(plain(sentence)) and units and units[-1]["kind"] == "sentence" and \
+                        units[-1]["text"].endswith(("?", "？")) and not verdict:
+                    # "Are you using a plugin that edits the modified time? If so, it may conflict with Publish.": one
+                    # thought (the question alone is never shown, and "If so" alone says nothing)
+                    units[-1]["text"] += ("" if units[-1]["text"].endswith("？") else " ") + plain(sentence)
                 elif plain(sentence):
                     units.append({"text": verdict + plain(sentence), "kind": "sentence"})
                     verdict = ""

@@ -1485,6 +1485,19 @@ def test_a_verdict_on_another_faq_question_is_no_tail_line():
     assert localrag.fake_answer("Is my data deleted after a refund?", blocks[:1] + faq).count("No, your data") == 1
 
 
+def test_a_question_and_its_if_so_are_one_sentence():
+    """"Are you using a plugin that edits the file's modified time? If so, it may conflict with Publish." was two
+    units: the question is never shown and "If so, …" says nothing alone, so the diagnosis was lost (check5
+    lex-zh-19)."""
+    units = localrag._evidence_units("Are you using a plugin that edits the modified time? If so, the plugin may "
+                                     "conflict with Publish. Report it to the plugin's author.")
+    assert [u["text"] for u in units] == ["Are you using a plugin that edits the modified time? If so, the plugin may "
+                                          "conflict with Publish.", "Report it to the plugin's author."]
+    zh = localrag._evidence_units("你是否正在使用会修改文件修改时间的插件？如果是，该插件可能与 Publish 冲突。")
+    assert [u["text"] for u in zh] == ["你是否正在使用会修改文件修改时间的插件？如果是，该插件可能与 Publish 冲突。"]
+    assert localrag._readable(zh[0])
+
+
 def test_extractive_answer_is_the_same_in_every_process():
     """A set's iteration order changes with the process's hash seed, and a plain float sum of a unit's idf weights
     with it (0.1 + 0.2 + 0.3 is 0.6 or 0.6000000000000001): two equal units swapped places between two runs."""
