@@ -8351,7 +8351,8 @@ ANSWER_TYPE_RULES: tuple[AnswerRule, ...] = (
                False, "a URL or host name"),
     AnswerRule("product",
                r"\b(?:integrat\w*|connect\w*|sync\w*|import\w*|export\w*|plugin|works? with|compatible|support\w*|"
-               r"open\w*|use|using|with|from|to|into|in)\b|集成|连接|同步|导入|导出|插件|兼容|支持|配合|使用|打开",
+               r"open\w*|use|using|with|from|to|into|in|for|für|pour|para|per|voor)\b|集成|连接|同步|导入|导出|插件|兼容|"
+               r"支持|配合|使用|打开|版|用の|용",
                _names_present, True, "every product or format the question names"),
     AnswerRule("format",
                r"\bwhich (?:file )?(?:formats?|file types?|extensions?)\b|\bwhat (?:file )?(?:formats?|file types?|"
