@@ -8581,9 +8581,7 @@ FAKE_INSTRUCTION_BONUS = 0.1              # the same for an instruction, asked b
 FAKE_FRAMED_COVERAGE = 0.6                 # headings saying this much of the question frame a fact without its words
 FAKE_MAX_CODE_BLOCKS, FAKE_MAX_CODE_LINES = 2, 15   # code blocks an extractive answer quotes, lines in each
 FAKE_LIST_MIN_RELATIVE_COVERAGE = 2 / 3    # a lead-in shown with its list covers the question 2/3 as well as the best
-# A citation marker: [n] with n of one or two digits (an answer cites at most RAG_TOP_K <= 20 blocks); a longer
-# number in brackets is text ("`[[202301011230]]`", a Zettelkasten link, was shown as "[(202301011230)]").
-_MARKER_RE = re.compile(r"\[(\d{1,2})\](?!\d)")
+_MARKER_RE = re.compile(r"\[(\d+)\]")
 # A sentence ends at 。！？!? or at a full stop before a space or the line's end, except a full stop followed by a
 # lower-case word: "e.g. in a case where ...", "etc. and" go on (an English sentence starts with a capital).
 # A sentence that answers the question right before it: "… ? If so, …", "…？如果是，…".
@@ -8774,7 +8772,7 @@ def _unhold(text: str, held: Sequence[str]) -> str:
     if "\x02" not in text:
         return text
     text = _HELD_RE.sub(lambda m: held[int(m.group(1))], text)
-    return _MARKER_RE.sub(r"(\1)", re.sub(r"\\\[(\d{1,2})\\\]", r"(\1)", text))   # \[1\] shows as [1]: no citation
+    return _MARKER_RE.sub(r"(\1)", re.sub(r"\\\[(\d+)\\\]", r"(\1)", text))   # \[1\] shows as [1]: no citation
 
 
 # A list item; a task's box stays with its text ("[x] Submit the report": whether it is done is part of the fact).
@@ -9596,7 +9594,7 @@ def get_llm(config: Config):
 # (Store.insert_answer).
 
 CLAIM_MIN_OVERLAP = 0.5                    # share of a claim's content tokens its cited block(s) must hold
-_CLAIM_RE = re.compile(r"(.*?)((?:\s*\[\d{1,2}\])+)\s*([.。!?！？]*)", re.DOTALL)
+_CLAIM_RE = re.compile(r"(.*?)((?:\s*\[\d+\])+)\s*([.。!?！？]*)", re.DOTALL)
 _NUMBER_RE = re.compile(r"\d+(?:[.,:]\d+)*")
 _STEP_PREFIX_RE = re.compile(r"^\s*(?:\d{1,3}[.)]|[-*+])\s+")
 
@@ -9646,7 +9644,7 @@ def claim_support(answer: str, blocks: Sequence[dict]) -> list[dict]:
     return claims
 
 
-_MARKERS_ONLY_RE = re.compile(r"^\s*(?:\[\d{1,2}\]\s*)+$")
+_MARKERS_ONLY_RE = re.compile(r"^\s*(?:\[\d+\]\s*)+$")
 
 
 def _answer_segments(answer: str) -> Iterator[tuple[str, str | None]]:

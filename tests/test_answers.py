@@ -604,8 +604,6 @@ def test_plain_markdown_shows_wikilinks_as_obsidian_does(markdown, shown):
     # escapes show the character itself; a pipe in a table cell's code or link is the cell's text
     # ... kept as escapes, since the answer is Markdown too (\*stars\* would turn italic), but \[1\] is no citation
     ("Escaped \\*stars\\* and \\[1\\] here", "Escaped \\*stars\\* and (1) here"),
-    # a citation is [n] with one or two digits: a longer number in brackets is text, a Zettelkasten link in code
-    ("Link only the UID, `[[202301011230]]`, or [2024] and [7].", "Link only the UID, `[[202301011230]]`, or [2024] and (7)."),
     ("The gadget is blue.^[Inline note about color] It is nice.", "The gadget is blue (Inline note about color). It is nice."),
     ("a &amp; b &lt;b&gt;", "a & b &lt;b&gt;"),          # decoded, &lt;b&gt; would be a live tag
     ("| `grep a\\|b` | Find it |", "| `grep a|b` | Find it |"),
