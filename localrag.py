@@ -9276,11 +9276,29 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
     # For a how-to question, two or more steps of one numbered list among what would be shown are that procedure,
     # shown whole, in order, numbered, where its first one ranks (they came as loose lines: steps 3, 2 and 4
     # without step 1).  Another question wants the fact one step states, not the procedure around it.
+    # ... and so are two or more items of one bulleted list of instructions ("- Select …", "- 点击 …"), in order
+    bullets = {(u["n"], u["list"]): [v for v in units_of[u["n"]] if v["kind"] == "item" and v["list"] == u["list"]]
+               for u in ranked[:max_sentences] if u["kind"] == "item" and how_to}
+    bullets = {key: items for key, items in bullets.items()
+               if 2 * sum(bool(_INSTRUCTION_RE.match(v["text"])) for v in items) >= len(items)}
     listed = collections.Counter((u["n"], u["list"]) for u in ranked[:max_sentences]
-                                 if u["kind"] == "step" and how_to)
-    whole_lists = {key for key, count in listed.items() if count >= 2 and steps[key][0]["step"] <= 1}
+                                 if how_to and (u["kind"] == "step" or
+                                                u["kind"] == "item" and (u["n"], u["list"]) in bullets))
+    whole_lists = {key for key, count in listed.items() if count >= 2 and (key in bullets or steps[key][0]["step"] <= 1)}
     for u in ranked:
         if u["text"] not in seen and shown < max_sentences:
+            if u["kind"] == "item" and (u["n"], u["list"]) in whole_lists:
+                items = [v for v in bullets[(u["n"], u["list"])] if _readable(v)][:FAKE_MAX_STEPS]
+                before = units_of[u["n"]][items[0]["pos"] - 1] if items[0]["pos"] else None
+                if before is not None and before["kind"] == "sentence" and before["text"].endswith((":", "：")) \
+                        and before["text"] not in seen:
+                    seen.add(before["text"])
+                    lines.append(f"{before['text']} [{u['n']}]")
+                seen.update(v["text"] for v in items)
+                lines += [f"- {v['text']} [{u['n']}]" for v in items]
+                said.append(answer_terms(" ".join(v["text"] for v in items)))
+                shown += 1
+                continue
             if u["kind"] == "step" and (u["n"], u["list"]) in whole_lists:
                 items = shown_steps(steps[(u["n"], u["list"])])
                 before = units_of[u["n"]][items[0]["pos"] - 1] if items[0]["pos"] else None
@@ -9356,6 +9374,15 @@ _REFERS_BACK_RE = re.compile(
 
 # A question asking for two things at once: "How do I add and remove …?", "如何设置和移除快捷键？".
 _ASKS_TWO_RE = re.compile(r"\b(?:and|or)\b|和|与|及|或", re.IGNORECASE)
+# An instruction: a list item that opens with what to do.
+_INSTRUCTION_RE = re.compile(r"(?:select|click|right-click|long-press|open|go to|press|choose|pick|enable|disable|turn|"
+                             r"type|drag|tap|swipe|scroll|expand|navigate|run|add|create|set|use|enter|find|copy|"
+                             r"paste|move|install|uninstall|download|save|close|quit|force|restart|reload|search|"
+                             r"toggle|delete|remove|rename|back up|return|sign|log|check|make sure|ensure|wait|confirm|"
+                             r"export|import|insert|edit|write|start|stop|update|upgrade|follow|visit)\b|"
+                             r"点击|单击|选择|打开|进入|前往|启用|关闭|按|拖|输入|设置|使用|创建|复制|粘贴|移动|安装|卸载|"
+                             r"下载|保存|搜索|删除|移除|重命名|备份|返回|登录|检查|确认|确保|导出|导入|编辑|重启|更新",
+                             re.IGNORECASE)
 # A section saying what a procedure needs first.
 _PREREQUISITE_RE = re.compile(r"\b(?:prerequisites?|requirements|before you (?:begin|start))\b|前提|先决条件|准备工作",
                               re.IGNORECASE)

@@ -1502,6 +1502,23 @@ def test_a_question_and_its_if_so_are_one_sentence():
     assert localrag._readable(zh[0])
 
 
+def test_two_items_of_a_bulleted_procedure_are_shown_as_the_whole_list_in_order():
+    """A procedure written as bullets came as loose lines in score order, its first steps missing, as numbered steps
+    did before (check7: moving a vault out of iCloud)."""
+    text = ("Follow these steps:\n\n- Back up your vault.\n- Open the Files app.\n- Long-press the vault folder under "
+            "iCloud Drive, then select Move.\n- Move the vault folder to On My iPhone.\n- Delete the old vault folder "
+            "in iCloud Drive.\n")
+    lines = localrag.fake_answer("How do I move my vault folder out of iCloud Drive?", blocks_of(text)).splitlines()
+    assert lines == ["Follow these steps: [1]", "- Back up your vault. [1]", "- Open the Files app. [1]",
+                     "- Long-press the vault folder under iCloud Drive, then select Move. [1]",
+                     "- Move the vault folder to On My iPhone. [1]", "- Delete the old vault folder in iCloud Drive. [1]"]
+    # a bulleted list of facts is no procedure: its items stay ranked as they are, and are not all shown
+    facts = text.replace("Follow these steps:", "The folders:").replace("- Back up your vault.", "- Vault backups.")
+    facts = re.sub(r"- (Open|Long-press|Move|Delete) ", r"- The ", facts)
+    assert "- The Files app. [1]" not in localrag.fake_answer("How do I move my vault folder out of iCloud Drive?",
+                                                               blocks_of(facts))
+
+
 def test_extractive_answer_is_the_same_in_every_process():
     """A set's iteration order changes with the process's hash seed, and a plain float sum of a unit's idf weights
     with it (0.1 + 0.2 + 0.3 is 0.6 or 0.6000000000000001): two equal units swapped places between two runs."""
