@@ -9287,27 +9287,17 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
     whole_lists = {key for key, count in listed.items() if count >= 2 and (key in bullets or steps[key][0]["step"] <= 1)}
     for u in ranked:
         if u["text"] not in seen and shown < max_sentences:
-            if u["kind"] == "item" and (u["n"], u["list"]) in whole_lists:
-                items = [v for v in bullets[(u["n"], u["list"])] if _readable(v)][:FAKE_MAX_STEPS]
+            if u["kind"] in ("step", "item") and (u["n"], u["list"]) in whole_lists:
+                bulleted = u["kind"] == "item"
+                items = [v for v in bullets[(u["n"], u["list"])] if _readable(v)][:FAKE_MAX_STEPS] if bulleted \
+                    else shown_steps(steps[(u["n"], u["list"])])
                 before = units_of[u["n"]][items[0]["pos"] - 1] if items[0]["pos"] else None
                 if before is not None and before["kind"] == "sentence" and before["text"].endswith((":", "：")) \
                         and before["text"] not in seen:
                     seen.add(before["text"])
                     lines.append(f"{before['text']} [{u['n']}]")
                 seen.update(v["text"] for v in items)
-                lines += [f"- {v['text']} [{u['n']}]" for v in items]
-                said.append(answer_terms(" ".join(v["text"] for v in items)))
-                shown += 1
-                continue
-            if u["kind"] == "step" and (u["n"], u["list"]) in whole_lists:
-                items = shown_steps(steps[(u["n"], u["list"])])
-                before = units_of[u["n"]][items[0]["pos"] - 1] if items[0]["pos"] else None
-                if before is not None and before["kind"] == "sentence" and before["text"].endswith((":", "：")) \
-                        and before["text"] not in seen:
-                    seen.add(before["text"])
-                    lines.append(f"{before['text']} [{u['n']}]")
-                seen.update(v["text"] for v in items)
-                lines += procedure_lines(items, u["n"])
+                lines += [f"- {v['text']} [{u['n']}]" for v in items] if bulleted else procedure_lines(items, u["n"])
                 said.append(answer_terms(" ".join(v["text"] for v in items)))
                 shown += 1
                 continue
