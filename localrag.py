@@ -1025,11 +1025,8 @@ def mask_url(url: str) -> str:
     except ValueError:   # shown as it is only when no part of it can be a credential
         return url if not any(c in url for c in "@?#") else "<unparseable URL>"
     netloc = parts.netloc
-    after = url.partition("://")[2][len(netloc):]
-    if "@" not in netloc and "@" in after.partition("?")[0]:
-        # u:pass/word@host: the / ended the host part and the password's first half reads as the port (or, all
-        # digits, as a valid one: u:12/34@host); all up to the last @ may be the password
-        return mask_url(f"{parts.scheme}://***@{after.rpartition('@')[2]}")
+    if _at_after_host(url, netloc):   # all up to the last @ may be the password
+        return mask_url(f"{parts.scheme}://***@{url.rpartition('@')[2]}")
     if "@" in netloc:
         userinfo, hostinfo = netloc.rsplit("@", 1)
         user = userinfo.split(":", 1)[0]
@@ -1058,6 +1055,14 @@ def _userinfo_encoded(url: str) -> str:
         return url
     userinfo = userinfo.replace("#", "%23").replace("?", "%3F")
     return f"{scheme}://{userinfo}@{host}{rest[len(authority):]}"
+
+
+def _at_after_host(url: str, netloc: str) -> bool:
+    """Whether an @ follows the host part (before any query value): a / in a password ended the host part early
+    (u:pass/word@host, u:12/c?d@host), and what reads as the port, path or query holds the rest of it."""
+    rest = url.partition("://")[2][len(netloc):]
+    at, eq = rest.find("@"), rest.find("=")
+    return "@" not in netloc and at >= 0 and (eq < 0 or at < eq)
 
 
 def _bad_port(parts: urllib.parse.SplitResult) -> bool:
@@ -1105,18 +1110,13 @@ def parse_database_url(url: str) -> DbTarget:
         raise invalid(f"has the scheme {parts.scheme + '://' if parts.scheme else 'none'}{hint}, not postgresql://")
     if "," in parts.netloc:
         raise invalid("names several hosts; localrag connects to one")
+    if _at_after_host(url, parts.netloc):   # the "port" and "database" would be pieces of the password
+        raise invalid("has an @ after its host part: percent-encode a / or @ in the user name or password (%2F, "
+                      "%40), or an @ in the database name (%40)")
     try:
         url_port = parts.port
     except ValueError as exc:        # "Port could not be cast to integer value as 'abc'", "Port out of range"
-        if "@" in url.partition("://")[2][len(parts.netloc):]:
-            # u:pass/word@host: the / ended the host part, and the "port" is the password's first half
-            raise invalid("has a port that is not a number, and an @ after it: percent-encode a / or @ in the "
-                          "user name or password (%2F, %40)") from None
         raise invalid(f"has an invalid port ({exc})") from None
-    if "@" not in parts.netloc and "@" in parts.path:
-        # u:12/34@host: a valid port this time, and a "database" holding the rest of the password and the host
-        raise invalid("has an @ after its host part: percent-encode a / or @ in the user name or password (%2F, "
-                      "%40), or an @ in the database name (%40)")
     try:
         query = dict(urllib.parse.parse_qsl(parts.query, keep_blank_values=True, strict_parsing=bool(parts.query)))
     except ValueError:

@@ -620,6 +620,9 @@ def test_a_base_url_the_client_cannot_use_is_config_invalid_without_its_secrets(
     ("postgresql://u:SENTINEL/pw@db.example.com:5432/x", None),
     # the password's first half all digits: a valid port this time, and the rest read as the database name
     ("postgresql://u:1234/SENTINEL@db.example.com:5432/x", None),
+    # a / and then a ? in the password: the rest read as a query, and mask_url showed it all
+    ("postgresql://u:SENTINEL/pw?x@db.example.com/x", None),
+    ("postgresql://u:12/SENTINEL?x@db.example.com/x", None),
 ])
 def test_a_database_password_with_an_unencoded_hash_question_mark_or_slash_is_never_shown(env, monkeypatch, capfd,
                                                                                          url, password):
