@@ -3061,7 +3061,7 @@ def keyword_terms(text: str) -> list[str]:
     return terms
 
 
-_kw_word_cache: dict[str, Any] = {}   # a word -> its term ("" for none); a hyphenated word -> a tuple of terms
+_kw_word_cache: dict[str, tuple] = {}   # a word (hyphens and all) -> its terms: none, one, or a hyphenated word's
 
 # A word with its hyphens ("wi-fi", "right-click", "utf-8"): its parts are terms, except that a part of one or two
 # letters joins its neighbour (_kw_hyphenated).
@@ -3092,15 +3092,11 @@ def _kw_hyphenated(word: str) -> tuple:
 def _kw_latin(text: str, out: list[str]) -> None:
     cache = _kw_word_cache
     for word in _KW_TOKEN_RE.findall(text):
-        term = cache.get(word)
-        if term is None:
-            term = _kw_hyphenated(word) if "-" in word else _kw_word(word)
-            _token_cache_put(cache, word, term)
-        if term.__class__ is str:
-            if term:
-                out.append(term)
-        else:
-            out.extend(term)
+        terms = cache.get(word)
+        if terms is None:
+            terms = _kw_hyphenated(word) if "-" in word else tuple(filter(None, (_kw_word(word),)))
+            _token_cache_put(cache, word, terms)
+        out.extend(terms)
 
 
 # Function words first, longest first (so 是否 goes whole rather than breaking at 是), then the particles.
@@ -8303,6 +8299,12 @@ _COUNT_EVIDENCE = (r"(?<![\w+.\-/:#])(?<!\n)\d[\d,]*(?![\d.,:/+\-]?\d)(?![.)]\s)
                    r"|[一二三四五六七八九十两百千万\d]\s?(?:个|种|条|台|位|项|次|级|类|名|人|张|篇|份)")
 
 
+# The verbs of an instruction, which the procedure rule finds anywhere in a block (_INSTRUCTION_RE, opening a list
+# item, reads more of them).
+_INSTRUCTION_VERBS = "click|select|open|go to|press|choose|enable|disable|type|drag|tap|navigate|run|add|create|set|use|enter"
+_INSTRUCTION_VERBS_ZH = "点击|选择|打开|进入|启用|关闭|按下|拖|输入|设置|使用|创建"
+
+
 ANSWER_TYPE_RULES: tuple[AnswerRule, ...] = (
     AnswerRule("price",
                r"\b(?:prices?|pricing|priced|costs?|fees?|charges?|how much (?:does|do|is|are|will|would)\b[^?]*\b"
@@ -8370,8 +8372,7 @@ ANSWER_TYPE_RULES: tuple[AnswerRule, ...] = (
     AnswerRule("procedure",
                r"\bhow (?:do|can|should|would|could) (?:i|you|we|one)\b|\bhow to\b|\bsteps? (?:to|for)\b|"
                r"\bwhat (?:are the )?steps\b|如何|怎么|怎样|步骤|方法",
-               r"^\s*\d+[.)]\s|\b(?:click|select|open|go to|press|choose|enable|disable|type|drag|tap|navigate|run|"
-               r"add|create|set|use|enter)\b|点击|选择|打开|进入|启用|关闭|按下|拖|输入|设置|使用|创建",
+               rf"^\s*\d+[.)]\s|\b(?:{_INSTRUCTION_VERBS})\b|{_INSTRUCTION_VERBS_ZH}",
                True, "instructions (steps or imperative verbs)"),
 )
 
@@ -9257,7 +9258,11 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
         kept = [line for line in lines if line not in alone]
         shown -= len(lines) - len(kept)
         lines[:] = kept
-        return [(f"{v['step']}. " if v["kind"] == "step" else "- ") + f"{v['text']} [{u['n']}]" for v in items]
+        return item_lines(items, u["n"])
+
+    def item_lines(items: list[dict], n: int) -> list[str]:
+        """A list's items as written: numbered steps with their number, the others as bullets; each cited."""
+        return [(f"{v['step']}. " if v["kind"] == "step" else "- ") + f"{v['text']} [{n}]" for v in items]
 
     # An answer keeps to the question's script when its evidence allows: an English question got "按照 在 Mac 上的
     # 日记 App 中…" from the other vault of a bilingual knowledge base between English sentences.
@@ -9297,7 +9302,7 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
                     seen.add(before["text"])
                     lines.append(f"{before['text']} [{u['n']}]")
                 seen.update(v["text"] for v in items)
-                lines += [f"- {v['text']} [{u['n']}]" for v in items] if bulleted else procedure_lines(items, u["n"])
+                lines += item_lines(items, u["n"]) if bulleted else procedure_lines(items, u["n"])
                 said.append(answer_terms(" ".join(v["text"] for v in items)))
                 shown += 1
                 continue
@@ -9328,25 +9333,22 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
             # property can be any of the following:" and the kinds); not into steps for another purpose ("To open
             # links in the backlinks tab:" and its steps)
             after = units_of[u["n"]][u["pos"] + 1] if u["pos"] + 1 < len(units_of[u["n"]]) else None
-            items = _list_items(units_of[u["n"]], u["pos"] + 1) if after is not None else []
-            if any(v["kind"] == "step" for v in items) or re.match(r"(?:to|in order to)\b|要|如需|如要", after["text"]
-                                                                    if after else "", re.IGNORECASE):
-                items = []
             if len(said) == 1 and u["n"] == 1 and not code and after is not None and after["kind"] == "sentence" and \
-                    after["text"] not in seen and (_readable(after) and _REFERS_BACK_RE.search(after["text"]) or
-                                                   items and u["kind"] == "sentence" and not shown_lists and
-                                                   len(items) <= FAKE_MAX_STEPS):
-                seen.add(after["text"])
-                said.append(answer_terms(after["text"]))
-                shown += 1
-                unit_lines.append(f"{after['text']} [{u['n']}]")
-                if items:
-                    shown_lists.append(after["list_follows"])
-                    seen.update(v["text"] for v in items)
-                    unit_lines += [(f"{v['step']}. " if v["kind"] == "step" else "- ") + f"{v['text']} [{u['n']}]"
-                                   for v in items]
-                else:
-                    unit_lines += code_after(after)
+                    after["text"] not in seen:
+                items = _list_items(units_of[u["n"]], u["pos"] + 1)
+                if any(v["kind"] == "step" for v in items) or \
+                        re.match(r"(?:to|in order to)\b|要|如需|如要", after["text"], re.IGNORECASE):
+                    items = []
+                if _readable(after) and _REFERS_BACK_RE.search(after["text"]) or \
+                        items and u["kind"] == "sentence" and not shown_lists and len(items) <= FAKE_MAX_STEPS:
+                    seen.add(after["text"])
+                    said.append(answer_terms(after["text"]))
+                    shown += 1
+                    unit_lines.append(f"{after['text']} [{u['n']}]")
+                    if items:
+                        shown_lists.append(after["list_follows"])
+                        seen.update(v["text"] for v in items)
+                    unit_lines += item_lines(items, u["n"]) if items else code_after(after)
             i = at[0] if at else len(lines)
             lines[i:i] = unit_lines
     return "\n".join(lines) if lines else INSUFFICIENT_TEXT
@@ -9364,15 +9366,13 @@ _REFERS_BACK_RE = re.compile(
 
 # A question asking for two things at once: "How do I add and remove …?", "如何设置和移除快捷键？".
 _ASKS_TWO_RE = re.compile(r"\b(?:and|or)\b|和|与|及|或", re.IGNORECASE)
-# An instruction: a list item that opens with what to do.
-_INSTRUCTION_RE = re.compile(r"(?:select|click|right-click|long-press|open|go to|press|choose|pick|enable|disable|turn|"
-                             r"type|drag|tap|swipe|scroll|expand|navigate|run|add|create|set|use|enter|find|copy|"
-                             r"paste|move|install|uninstall|download|save|close|quit|force|restart|reload|search|"
+# An instruction: a list item that opens with what to do (the procedure rule's verbs and more).
+_INSTRUCTION_RE = re.compile(rf"(?:{_INSTRUCTION_VERBS}|right-click|long-press|pick|turn|swipe|scroll|expand|find|"
+                             r"copy|paste|move|install|uninstall|download|save|close|quit|force|restart|reload|search|"
                              r"toggle|delete|remove|rename|back up|return|sign|log|check|make sure|ensure|wait|confirm|"
                              r"export|import|insert|edit|write|start|stop|update|upgrade|follow|visit)\b|"
-                             r"点击|单击|选择|打开|进入|前往|启用|关闭|按|拖|输入|设置|使用|创建|复制|粘贴|移动|安装|卸载|"
-                             r"下载|保存|搜索|删除|移除|重命名|备份|返回|登录|检查|确认|确保|导出|导入|编辑|重启|更新",
-                             re.IGNORECASE)
+                             rf"{_INSTRUCTION_VERBS_ZH}|单击|前往|按|复制|粘贴|移动|安装|卸载|下载|保存|搜索|删除|移除|重命名|"
+                             r"备份|返回|登录|检查|确认|确保|导出|导入|编辑|重启|更新", re.IGNORECASE)
 # A section saying what a procedure needs first.
 _PREREQUISITE_RE = re.compile(r"\b(?:prerequisites?|requirements|before you (?:begin|start))\b|前提|先决条件|准备工作",
                               re.IGNORECASE)
