@@ -8582,7 +8582,9 @@ FAKE_INSTRUCTION_BONUS = 0.1              # the same for an instruction, asked b
 FAKE_FRAMED_COVERAGE = 0.6                 # headings saying this much of the question frame a fact without its words
 FAKE_MAX_CODE_BLOCKS, FAKE_MAX_CODE_LINES = 2, 15   # code blocks an extractive answer quotes, lines in each
 FAKE_LIST_MIN_RELATIVE_COVERAGE = 2 / 3    # a lead-in shown with its list covers the question 2/3 as well as the best
-_MARKER_RE = re.compile(r"\[(\d+)\]")
+# A citation marker: [n].  Not the [n] inside a wikilink to a note named with digits only, [[202301011230]] (a
+# Zettelkasten UID): it is text, shown as written, and cites nothing.
+_MARKER_RE = re.compile(r"(?<!\[)\[(\d+)\](?!\])")
 # A sentence ends at 。！？!? or at a full stop before a space or the line's end, except a full stop followed by a
 # lower-case word: "e.g. in a case where ...", "etc. and" go on (an English sentence starts with a capital).
 # A sentence that answers the question right before it: "… ? If so, …", "…？如果是，…".
@@ -9611,7 +9613,7 @@ def get_llm(config: Config):
 # (Store.insert_answer).
 
 CLAIM_MIN_OVERLAP = 0.5                    # share of a claim's content tokens its cited block(s) must hold
-_CLAIM_RE = re.compile(r"(.*?)((?:\s*\[\d+\])+)\s*([.。!?！？]*)", re.DOTALL)
+_CLAIM_RE = re.compile(r"(.*?)((?:\s*(?<!\[)\[\d+\](?!\]))+)\s*([.。!?！？]*)", re.DOTALL)
 _NUMBER_RE = re.compile(r"\d+(?:[.,:]\d+)*")
 _STEP_PREFIX_RE = re.compile(r"^\s*(?:\d{1,3}[.)]|[-*+])\s+")
 

