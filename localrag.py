@@ -9014,35 +9014,78 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
     never a word from outside the blocks; INSUFFICIENT_TEXT when nothing in them covers the question.  Between
     units that cover as much, ``weights`` (the retrieval's idf weight of each question term: "footnote" says more
     than "add") decide by what each says in its own words; without them every term weighs the same."""
-    q = asked_terms(question)
-    if not q:
-        q = set(keyword_terms(question)) or set(fake_tokens(question))
-    known = [w for t, w in (weights or {}).items() if t in q]
-    usual = sum(known) / len(known) if known else 1.0   # a term the retrieval did not weigh: an average one
+    return _ExtractiveAnswer(question, blocks, max_sentences, weights).text()
 
-    def weight(terms: set[str]) -> float:
+
+class _ExtractiveAnswer:
+    """One fake_answer: ``__init__`` scores every unit of every block against the question; ``text()`` gives a
+    how-to question its procedure (a numbered list's steps after their lead) when the steps answer it, and any
+    other question the ranked answer (the best units, with the list or code each leads into).  The answer's lines
+    and what they have shown so far are the instance's state: one instance answers one question."""
+
+    def __init__(self, question: str, blocks: list[dict], max_sentences: int,
+                 weights: dict[str, float] | None) -> None:
+        self.question, self.blocks, self.max_sentences = question, blocks, max_sentences
+        self.blocks_by_n = {b["n"]: b for b in blocks}
+        self.weights = weights or {}
+        # the terms a unit must say
+        self.q = asked_terms(question) or set(keyword_terms(question)) or set(fake_tokens(question))
+        known = [w for t, w in self.weights.items() if t in self.q]
+        self.usual = sum(known) / len(known) if known else 1.0   # a term the retrieval did not weigh: an average one
+        rule = _answer_rule(question)
+        self.wants = rule if rule and rule.kind not in ("product", "yes_no") else None
+        # an instruction (a step, an imperative, a key to press) only breaks near-ties for a procedure question: "how
+        # do I" is asked of intros and asides too, which say more of the question's words
+        self.bonus = FAKE_INSTRUCTION_BONUS if self.wants and self.wants.kind == "procedure" else FAKE_KIND_BONUS
+        self.subject = definition_subject(question)
+        self.enumerates = bool(_ASKS_LIST_RE.search(question))
+        self.how_to = asks_procedure(question)
+        self.scored: list[dict] = []   # the readable units of every block, scored: what an answer is made of
+        self.steps: dict[tuple[int, int], list[dict]] = {}   # each numbered list's steps, by (block, list)
+        self.units_of: dict[int, list[dict]] = {}   # every unit of each block, scored, with its block and position
+        # each block's note name and headings as terms (with the note's name: the steps of 幻灯片.md are about 幻灯片)
+        self.headings: dict[int, set[str]] = {}
+        for b in blocks:
+            self._score_block(b)
+        self.whole: dict[tuple[int, int], list[dict]] = {}   # the numbered lists that start at 1 (_procedure)
+        self.ranked: list[dict] = []   # the units the ranked answer shows, best first (_ranked_answer)
+        self.lines: list[str] = []   # the answer's lines so far
+        self.shown_code: set[tuple[int, int, str]] = set()   # the code blocks _code_after has shown
+        self.seen: set[str] = set()   # the texts shown: none twice
+        self.said: list[set[str]] = []    # the terms of each unit shown, to leave out restatements of one of them
+        self.shown = 0   # units shown (a header row counts; a lead-in's list is part of its lead)
+        self.shown_lists: list[int] = []   # the lists a lead-in's list or the best line's follower has shown
+        # where a lead-in and its list go: where one of its items was already shown, if one was (_list_after)
+        self.list_at: int | None = None
+
+    def text(self) -> str:
+        """The answer: the procedure when one answers a how-to question, else the ranked units."""
+        if self.how_to and self.steps:
+            answer = self._procedure()
+            if answer is not None:
+                return answer
+        return self._ranked_answer()
+
+    # --- scoring ------------------------------------------------------------------------------------------------
+
+    def _weight(self, terms: set[str]) -> float:
         """What a unit says of the question in its own words, idf-weighted: between units covering as many of
         its terms, the one saying "interface language" beats the one saying "Obsidian interface".  (Weighing the
         coverage itself, measured, moved as many answers to a worse sentence as to a better one.)"""
         # fsum: exact, so the same whatever order the set gives its terms in (it differs between processes, and a
         # plain sum's last bit with it: two equal units swapped places from one run to the next)
-        return math.fsum((weights or {}).get(t, usual) for t in terms)
+        return math.fsum(self.weights.get(t, self.usual) for t in terms)
 
-    rule = _answer_rule(question)
-    wants = rule if rule and rule.kind not in ("product", "yes_no") else None
-    # an instruction (a step, an imperative, a key to press) only breaks near-ties for a procedure question: "how
-    # do I" is asked of intros and asides too, which say more of the question's words
-    bonus = FAKE_INSTRUCTION_BONUS if wants and wants.kind == "procedure" else FAKE_KIND_BONUS
-    subject = definition_subject(question)
-    enumerates = bool(_ASKS_LIST_RE.search(question))
-    how_to = asks_procedure(question)
-    scored = []
-    steps: dict[tuple[int, int], list[dict]] = {}
-    units_of: dict[int, list[dict]] = {}   # every unit of each block, scored, with its block and position
-    for b in blocks:
-        units = units_of[b["n"]] = []
+    def _score_block(self, b: dict) -> None:
+        """Scores every unit of a block: how much of the question it covers, read with its note's name and headings
+        (and a table row with its column names), whether it carries the asked-for kind of fact, its own weight and
+        density; files its steps by list and its readable units in ``scored``."""
+        q, wants = self.q, self.wants
+        units = self.units_of[b["n"]] = []
+        self.headings[b["n"]] = answer_terms(" ".join([note_stem(b.get("source") or ""),
+                                                        *(b.get("heading_path") or [])]))
         # what the block is about: its note's name and headings ("It shows the word count" under "Status bar")
-        about = q & answer_terms(" ".join([note_stem(b.get("source") or ""), *(b.get("heading_path") or [])]))
+        about = q & self.headings[b["n"]]
         # a question that is all the note's name ("What is in the Beaver Handbook?", its alias): any sentence of
         # the note speaks to it, the opening ones first.  (An alias counts only whole: in part it misleads, as an
         # old English path kept as a Chinese note's alias does.)
@@ -9059,7 +9102,7 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
                 hit = len(q & toks)
             # a lead-in comes with its list: it carries what its items do ("Obsidian supports the following file
             # types:" and `.md`, `.canvas` ... for "which formats")
-            kind_here = bool(wants and unit["kind"] != "heading" and wants.carried_by(question, "\n".join(
+            kind_here = bool(wants and unit["kind"] != "heading" and wants.carried_by(self.question, "\n".join(
                 [unit["text"], *(v["text"] for v in _list_items(raw, pos))])))
             if unit["kind"] == "heading":   # a heading inside the block: what the text under it is about
                 under = q & answer_terms(unit["text"])
@@ -9071,67 +9114,52 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
             # a unit stating the asked-for kind of fact (a number for a limit question...) ranks as if it
             # covered a third more of the question
             carries = bool((hit or framed) and kind_here) or bool(
-                hit and subject and unit["kind"] == "sentence" and _defines(unit["text"], subject)) or bool(
-                hit and enumerates and (unit.get("list_follows") or unit["kind"] == "sentence" and _INLINE_LIST_RE.search(unit["text"])))
+                hit and self.subject and unit["kind"] == "sentence" and _defines(unit["text"], self.subject)) or bool(
+                hit and self.enumerates and (unit.get("list_follows") or unit["kind"] == "sentence" and
+                                             _INLINE_LIST_RE.search(unit["text"])))
             said = len(q & (toks | about | under)) if hit or named or framed else 0   # else it must say something
             density = hit / math.sqrt(len(toks) or 1)
             hit = hit or (len(q) if named and unit["kind"] == "sentence" else 0)
-            unit = {**unit, "n": b["n"], "pos": pos, "hit": hit, "framed": framed, "own": weight(q & toks),
+            unit = {**unit, "n": b["n"], "pos": pos, "hit": hit, "framed": framed, "own": self._weight(q & toks),
                     "subs_follow": pos + 1 < len(raw) and raw[pos + 1]["kind"] == "sub",
-                    "coverage": said / len(q) + (bonus if carries else 0.0), "density": density}
+                    "coverage": said / len(q) + (self.bonus if carries else 0.0), "density": density}
             units.append(unit)
             if unit["kind"] == "step":
-                steps.setdefault((b["n"], unit["list"]), []).append(unit)
+                self.steps.setdefault((b["n"], unit["list"]), []).append(unit)
             if _readable(unit):
-                scored.append(unit)
-    lines: list[str] = []
-    shown_code: set[tuple[int, int]] = set()
+                self.scored.append(unit)
 
-    def short(code: str) -> bool:
-        return code.count("\n") <= FAKE_MAX_CODE_LINES + 1
+    # --- the procedure answer -----------------------------------------------------------------------------------
 
-    def code_after(u: dict) -> list[str]:
-        """The fenced code block right after a shown unit in its block, or inside it (a list item's), the command
-        or config it introduces: verbatim, cited on the line after its closing fence; short ones only,
-        FAKE_MAX_CODE_BLOCKS at most."""
-        if u.get("code"):
-            key, code = (u["n"], u["pos"], "own"), u["code"][0]
-        elif u["pos"] + 1 < len(units_of[u["n"]]) and units_of[u["n"]][u["pos"] + 1]["kind"] == "code":
-            key, code = (u["n"], u["pos"] + 1, "next"), units_of[u["n"]][u["pos"] + 1]["text"]
-        else:
-            return []
-        if key in shown_code or len(shown_code) >= FAKE_MAX_CODE_BLOCKS or not short(code):
-            return []
-        shown_code.add(key)
-        # the marker on a line of its own: text after a closing fence keeps the block open in Markdown
-        return [code.rstrip(), f"[{u['n']}]"]
+    def _procedure(self) -> str | None:
+        """A how-to question's answer as a numbered list's steps: the best list's lead and steps, a sentence after
+        them saying what else was asked (or else the second procedure a two-part question asks for), the
+        prerequisite first; None when a sentence answers better, for the ranked answer to give."""
+        # a list numbered from 4 continues one whose start is elsewhere: not a procedure on its own
+        self.whole = {key: items for key, items in self.steps.items() if items[0]["step"] <= 1}
+        first = self._choose_procedure()
+        readable = self._shown_steps(self.whole[first]) if first is not None else []
+        if len(readable) < 2 or not self._steps_answer(first):
+            return None
+        n = first[0]
+        lead = self._procedure_lead(first)
+        if lead is not None and self.q & answer_terms(lead["text"]):
+            self._say(lead)
+        self.lines += self._procedure_lines(readable, n)
+        more = self._more(first, readable, lead)
+        if more is not None:
+            self._say(more)
+        # two things asked at once ("如何设置和移除快捷键？", "How do I add and remove …?"): the procedure for the
+        # other one too, when the evidence has a list whose headings or lead say what these steps do not
+        elif _ASKS_TWO_RE.search(self.question):
+            self.lines += self._second_procedure(first)
+        need = self._prerequisite(n)
+        if need is not None:   # said first, as the note does
+            self.lines.insert(0, f"{need['text']} [{need['n']}]")
+        return "\n".join(self.lines)
 
-    def shown_steps(items: list[dict]) -> list[dict]:
-        """The steps of a list worth showing, in order, FAKE_MAX_STEPS at most."""
-        return [u for u in items if _readable(u)][:FAKE_MAX_STEPS]
-
-    def procedure_lines(items: list[dict], n: int) -> list[str]:
-        """Those steps numbered from 1, each with its sub-items and commands (step_lines)."""
-        return [line for i, u in enumerate(items, 1) for line in step_lines(i, u, n)]
-
-    def step_lines(i: int, u: dict, n: int) -> list[str]:
-        """A procedure's step, and the commands it says to run (a step's own code blocks are the procedure, not
-        an aside: no FAKE_MAX_CODE_BLOCKS), indented under it."""
-        out = [f"{i}. {u['text']} [{n}]"]
-        if u.get("subs_follow"):   # "4. In the popup:" and what to do there, indented under it
-            after = units_of[n][u["pos"] + 1:]
-            subs = []
-            for v in after:
-                if v["kind"] != "sub" or len(subs) == FAKE_MAX_STEPS:
-                    break
-                subs.append(v)
-            out += [f"   - {v['text']} [{n}]" for v in subs if re.search(r"\w", v["text"])]
-        for code in (c for c in u.get("code", ()) if short(c)):
-            out.append("\n".join("   " + line if line.strip() else "" for line in code.rstrip().split("\n")))
-            out.append(f"   [{n}]")   # inside the list item, after the closing fence
-        return out
-
-    if how_to and steps:
+    def _choose_procedure(self) -> tuple[int, int] | None:
+        """The numbered list (of ``whole``) that answers, by (block, list), if any."""
         # A numbered list is read with what says what it does: its block's headings, the heading right above it
         # in the block, and the sentence that leads into it ("To exclude a folder from syncing:").  Of the lists
         # covering at least half what the best-covering one does, the one whose context and single best step
@@ -9139,221 +9167,308 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
         # of the question's words in passing does not displace the steps under the matching heading, and steps
         # that say "Open Settings" and "click Command palette" apart do not displace "Press Ctrl+P to open the
         # Command palette"), then the one that covers most.
-        headings = {b["n"]: answer_terms(" ".join([note_stem(b.get("source") or ""), *(b.get("heading_path") or [])]))
-                    for b in blocks}   # with the note's name: the steps of 幻灯片.md are about 幻灯片
-
-        def intro(n: int, items: list[dict]) -> dict | None:
-            before = items[0]["pos"] - 1
-            if before >= 1 and units_of[n][before]["kind"] == "code":
-                before -= 1   # "Check these in order:", its commands, then the steps that read them
-            unit = units_of[n][before] if before >= 0 else None
-            return unit if unit and unit["kind"] == "sentence" and unit["text"].endswith((":", "：")) else None
-
-        def heading_above(n: int, pos: int) -> set[str]:
-            above = next((u for u in reversed(units_of[n][:pos]) if u["kind"] == "heading"), None)
-            return answer_terms(above["text"]) if above else set()
-
-        def context(key: tuple[int, int], items: list[dict]) -> set[str]:
-            """What says what a list is for: its block's headings, the heading right above it, its lead."""
-            lead = intro(key[0], items)
-            return q & headings[key[0]].union(answer_terms(lead["text"]) if lead else set(),
-                                              heading_above(key[0], items[0]["pos"]))
-
-        def covers(key: tuple[int, int], items: list[dict]) -> set[str]:
-            return context(key, items).union(q & set().union(*(answer_terms(u["text"]) for u in items)))
-
-        def focus(key: tuple[int, int], items: list[dict]) -> int:
-            """What the list's context and its one best step say of the question, together."""
-            said = context(key, items)
-            return max((len(said | (q & answer_terms(u["text"]))) for u in items), default=len(said))
-
-        # a list numbered from 4 continues one whose start is elsewhere: not a procedure on its own
-        whole = {key: items for key, items in steps.items() if items[0]["step"] <= 1}
-        coverage = {key: covers(key, items) for key, items in whole.items()}
+        coverage = {key: self._covers(key) for key in self.whole}
         most = max((len(c) for c in coverage.values()), default=0)
-        first = min((key for key, c in coverage.items() if c and len(c) >= FAKE_MIN_RELATIVE_COVERAGE * most),
-                    key=lambda key: (-len(context(key, whole[key])), -focus(key, whole[key]), key[0],
-                                     -len(coverage[key]), key[1]), default=None)
-        readable = shown_steps(whole[first]) if first is not None else []
+        return min((key for key, c in coverage.items() if c and len(c) >= FAKE_MIN_RELATIVE_COVERAGE * most),
+                   key=lambda key: (-len(self._context(key)), -self._focus(key), key[0], -len(coverage[key]),
+                                    key[1]), default=None)
+
+    def _steps_answer(self, first: tuple[int, int]) -> bool:
+        """Whether the chosen list's steps answer rather than the best-covering sentence."""
         # The steps answer unless a sentence covers more of the question, or as much but under headings that say
         # more of what was asked: "复制延迟了怎么办？" does not get a failover procedure whose second step mentions
         # replication lag.
-        def said_above(u: dict) -> int:
-            return len(q & (headings[u["n"]] | heading_above(u["n"], u["pos"])))
-
-        best = max(scored, key=lambda u: (u["hit"], said_above(u)), default=None)
-        best_hit, best_context = (best["hit"], said_above(best)) if best else (0, 0)
+        best = max(self.scored, key=lambda u: (u["hit"], self._said_above(u)), default=None)
+        best_hit, best_context = (best["hit"], self._said_above(best)) if best else (0, 0)
         # ... or that sentence introduces the steps: a list without a lead-in of its own right after it, shown as
         # their lead ("你可以使用启动时间功能来检查 Obsidian 启动所需的时间。" then the steps that say where the
         # setting is: the sentence alone had been the answer, with step 2 of 4)
-        introduces = best is not None and first is not None and best["n"] == first[0] and \
-            best["kind"] == "sentence" and best["pos"] == whole[first][0]["pos"] - 1
-        if len(readable) >= 2 and (introduces or len(coverage[first]) >= best_hit and
-                                   (len(coverage[first]) > best_hit or
-                                    len(context(first, whole[first])) >= best_context)):
-            n, items = first[0], whole[first]
-            # the lead: the list's own intro or an earlier sentence of its block, whichever covers more
-            leads = [u for u in scored if u["n"] == n and u["kind"] == "sentence" and u["pos"] < items[0]["pos"]]
-            leads += [u for u in [intro(n, items)] if u is not None]
-            lead = max(leads, key=lambda u: (len(q & answer_terms(u["text"])), u["pos"]), default=None)
-            if lead is not None and q & answer_terms(lead["text"]):
-                lines.append(f"{lead['text']} [{n}]")
-                lines += code_after(lead)
-            lines += procedure_lines(readable, n)
-            # a sentence of the block after the steps that says what else was asked ("To update an existing
-            # workspace, save the workspace with the same name ..." after the steps that save one, for "How do I
-            # update a workspace I saved?"): the steps alone leave that out
-            told = q & answer_terms(" ".join([*(u["text"] for u in readable), lead["text"] if lead else ""]))
-            more = max((u for u in scored if u["n"] == n and u["kind"] == "sentence" and u["pos"] > items[-1]["pos"]
-                        and u["hit"] >= 2 and q & answer_terms(u["text"]) - told),
-                       key=lambda u: (len(q & answer_terms(u["text"]) - told), u["hit"], -u["pos"]), default=None)
-            if more is not None:
-                lines.append(f"{more['text']} [{n}]")
-                lines += code_after(more)
-            # two things asked at once ("如何设置和移除快捷键？", "How do I add and remove …?"): the procedure for the
-            # other one too, when the evidence has a list whose headings or lead say what these steps do not
-            elif _ASKS_TWO_RE.search(question):
-                done = context(first, whole[first])   # what its headings and lead say (not its steps: "Open Settings")
-                other = max((key for key in whole if key != first and q & context(key, whole[key]) - done and
-                             len(shown_steps(whole[key])) >= 2),
-                            key=lambda key: (len(q & context(key, whole[key]) - done), -key[0], -key[1]), default=None)
-                if other is not None:
-                    lead2 = intro(other[0], whole[other])
-                    if lead2 is not None:
-                        lines.append(f"{lead2['text']} [{other[0]}]")
-                    lines += procedure_lines(shown_steps(whole[other]), other[0])
-            # what the steps need first, when the note says so under its own heading ("To use analytics on your
-            # Publish site, you need a custom domain." under "Prerequisites"): the steps alone do nothing without it
-            source = next(b.get("source") for b in blocks if b["n"] == n)
-            need = next((u for b in blocks if b["n"] != n and b.get("source") == source and
-                         _PREREQUISITE_RE.search(" ".join(b.get("heading_path") or []))
-                         for u in units_of[b["n"]] if u["kind"] == "sentence" and _readable(u)), None)
-            if need is not None:   # said first, as the note does
-                lines.insert(0, f"{need['text']} [{need['n']}]")
-            return "\n".join(lines)
-    ranked = sorted((u for u in scored if u["hit"] or u["framed"]),
-                    key=lambda u: (-u["coverage"], u["n"], -u["own"], -u["density"], u["pos"]))
-    if ranked:  # the tail must cover the question at least half as well as the best sentence does
-        ranked = [u for u in ranked if u["coverage"] >= FAKE_MIN_RELATIVE_COVERAGE * ranked[0]["coverage"]]
-    seen: set[str] = set()
-    shown = 0   # units shown (a header row counts; a lead-in's list is part of its lead)
-    shown_lists: list[int] = []
+        introduces = best is not None and best["n"] == first[0] and \
+            best["kind"] == "sentence" and best["pos"] == self.whole[first][0]["pos"] - 1
+        covered = len(self._covers(first))
+        return introduces or covered >= best_hit and (covered > best_hit or len(self._context(first)) >= best_context)
 
-    at: list[int] = []   # where a lead-in and its list go: where one of its items was already shown, if one was
+    def _intro(self, key: tuple[int, int]) -> dict | None:
+        """The sentence that leads into a list ("To exclude a folder from syncing:"), if it has one."""
+        units = self.units_of[key[0]]
+        before = self.whole[key][0]["pos"] - 1
+        if before >= 1 and units[before]["kind"] == "code":
+            before -= 1   # "Check these in order:", its commands, then the steps that read them
+        unit = units[before] if before >= 0 else None
+        return unit if unit and unit["kind"] == "sentence" and unit["text"].endswith((":", "：")) else None
 
-    def list_after(u: dict) -> list[str]:
+    def _heading_above(self, n: int, pos: int) -> set[str]:
+        """The terms of the last heading before a unit in its block."""
+        above = next((u for u in reversed(self.units_of[n][:pos]) if u["kind"] == "heading"), None)
+        return answer_terms(above["text"]) if above else set()
+
+    def _context(self, key: tuple[int, int]) -> set[str]:
+        """What says what a list is for: its block's headings, the heading right above it, its lead."""
+        lead = self._intro(key)
+        return self.q & self.headings[key[0]].union(answer_terms(lead["text"]) if lead else set(),
+                                                    self._heading_above(key[0], self.whole[key][0]["pos"]))
+
+    def _covers(self, key: tuple[int, int]) -> set[str]:
+        """What of the question a list says: its context and its steps."""
+        return self._context(key).union(self.q & set().union(*(answer_terms(u["text"]) for u in self.whole[key])))
+
+    def _focus(self, key: tuple[int, int]) -> int:
+        """What the list's context and its one best step say of the question, together."""
+        said = self._context(key)
+        return max((len(said | (self.q & answer_terms(u["text"]))) for u in self.whole[key]), default=len(said))
+
+    def _said_above(self, u: dict) -> int:
+        """What of the question a unit's block headings and the heading right above it say."""
+        return len(self.q & (self.headings[u["n"]] | self._heading_above(u["n"], u["pos"])))
+
+    def _procedure_lead(self, key: tuple[int, int]) -> dict | None:
+        """The lead: the list's own intro or an earlier sentence of its block, whichever covers more."""
+        n, start = key[0], self.whole[key][0]["pos"]
+        leads = [u for u in self.scored if u["n"] == n and u["kind"] == "sentence" and u["pos"] < start]
+        leads += [u for u in [self._intro(key)] if u is not None]
+        return max(leads, key=lambda u: (len(self.q & answer_terms(u["text"])), u["pos"]), default=None)
+
+    def _more(self, key: tuple[int, int], readable: list[dict], lead: dict | None) -> dict | None:
+        """A sentence of the block after the steps that says what else was asked ("To update an existing
+        workspace, save the workspace with the same name ..." after the steps that save one, for "How do I
+        update a workspace I saved?"): the steps alone leave that out."""
+        q, n, end = self.q, key[0], self.whole[key][-1]["pos"]
+        told = q & answer_terms(" ".join([*(u["text"] for u in readable), lead["text"] if lead else ""]))
+        return max((u for u in self.scored if u["n"] == n and u["kind"] == "sentence" and u["pos"] > end
+                    and u["hit"] >= 2 and q & answer_terms(u["text"]) - told),
+                   key=lambda u: (len(q & answer_terms(u["text"]) - told), u["hit"], -u["pos"]), default=None)
+
+    def _second_procedure(self, first: tuple[int, int]) -> list[str]:
+        """The lines of the other procedure a two-part question asks for: the list whose headings or lead say most
+        of what the first one's do not, with its lead; none when there is no such list."""
+        q = self.q
+        done = self._context(first)   # what its headings and lead say (not its steps: "Open Settings")
+        other = max((key for key in self.whole if key != first and q & self._context(key) - done and
+                     len(self._shown_steps(self.whole[key])) >= 2),
+                    key=lambda key: (len(q & self._context(key) - done), -key[0], -key[1]), default=None)
+        if other is None:
+            return []
+        lead = self._intro(other)
+        lines = [f"{lead['text']} [{other[0]}]"] if lead is not None else []
+        return lines + self._procedure_lines(self._shown_steps(self.whole[other]), other[0])
+
+    def _prerequisite(self, n: int) -> dict | None:
+        """What the steps need first, when the note says so under its own heading ("To use analytics on your
+        Publish site, you need a custom domain." under "Prerequisites"): the steps alone do nothing without it."""
+        source = next(b.get("source") for b in self.blocks if b["n"] == n)
+        return next((u for b in self.blocks if b["n"] != n and b.get("source") == source and
+                     _PREREQUISITE_RE.search(" ".join(b.get("heading_path") or []))
+                     for u in self.units_of[b["n"]] if u["kind"] == "sentence" and _readable(u)), None)
+
+    def _say(self, u: dict) -> None:
+        """A unit of the procedure answer as a line of its own, with the code it introduces."""
+        self.lines.append(f"{u['text']} [{u['n']}]")
+        self.lines += self._code_after(u)
+
+    # --- the ranked answer --------------------------------------------------------------------------------------
+
+    def _ranked_answer(self) -> str:
+        """The best units in rank order, at most ``max_sentences``: a procedure's steps shown whole, a unit with
+        the list or code it leads into, the best line with its follower; INSUFFICIENT_TEXT when none covers."""
+        self.ranked = self._rank()
+        bullets = self._instruction_bullets()
+        whole_lists = self._whole_lists(bullets)
+        for u in self.ranked:
+            if u["text"] not in self.seen and self.shown < self.max_sentences:
+                if u["kind"] in ("step", "item") and (u["n"], u["list"]) in whole_lists:
+                    self._show_whole_list(u, bullets)
+                else:
+                    self._show_unit(u)
+        return "\n".join(self.lines) if self.lines else INSUFFICIENT_TEXT
+
+    def _rank(self) -> list[dict]:
+        """The units that cover the question, best first, in the question's script when the evidence allows."""
+        ranked = sorted((u for u in self.scored if u["hit"] or u["framed"]),
+                        key=lambda u: (-u["coverage"], u["n"], -u["own"], -u["density"], u["pos"]))
+        if ranked:  # the tail must cover the question at least half as well as the best sentence does
+            ranked = [u for u in ranked if u["coverage"] >= FAKE_MIN_RELATIVE_COVERAGE * ranked[0]["coverage"]]
+        # An answer keeps to the question's script when its evidence allows: an English question got "按照 在 Mac 上的
+        # 日记 App 中…" from the other vault of a bilingual knowledge base between English sentences.
+        asked_cjk = _mostly_cjk(self.question)
+        same_script = [u for u in ranked if _mostly_cjk(u["text"]) == asked_cjk]
+        if same_script:
+            ranked = same_script
+        # A first line that only says the how-to question back ("Additionally, you can change the depth of the local
+        # graph." for "How do I change the depth of the local graph?") goes after the next one of its block, which
+        # says how ("To control local Graph depth, use the slider ...").
+        if self.how_to and len(ranked) >= 2 and ranked[1]["n"] == ranked[0]["n"] and \
+                _restates_question(ranked[0], self.q) and not _restates_question(ranked[1], self.q) and \
+                not ranked[1]["text"].endswith((":", "：")):
+            ranked[:2] = ranked[1::-1]
+        return ranked
+
+    def _instruction_bullets(self) -> dict[tuple[int, int], list[dict]]:
+        """For a how-to question, the bulleted lists of instructions ("- Select …", "- 点击 …") among what would
+        be shown, each with all its items, by (block, list)."""
+        bullets = {(u["n"], u["list"]): [v for v in self.units_of[u["n"]] if v["kind"] == "item" and
+                                         v["list"] == u["list"]]
+                   for u in self.ranked[:self.max_sentences] if u["kind"] == "item" and self.how_to}
+        return {key: items for key, items in bullets.items()
+                if 2 * sum(bool(_INSTRUCTION_RE.match(v["text"])) for v in items) >= len(items)}
+
+    def _whole_lists(self, bullets: dict[tuple[int, int], list[dict]]) -> set[tuple[int, int]]:
+        """The lists shown whole, by (block, list)."""
+        # For a how-to question, two or more steps of one numbered list among what would be shown are that
+        # procedure, shown whole, in order, numbered, where its first one ranks (they came as loose lines: steps 3,
+        # 2 and 4 without step 1).  Another question wants the fact one step states, not the procedure around it.
+        # ... and so are two or more items of one bulleted list of instructions, in order
+        listed = collections.Counter((u["n"], u["list"]) for u in self.ranked[:self.max_sentences]
+                                     if self.how_to and (u["kind"] == "step" or
+                                                         u["kind"] == "item" and (u["n"], u["list"]) in bullets))
+        return {key for key, count in listed.items()
+                if count >= 2 and (key in bullets or self.steps[key][0]["step"] <= 1)}
+
+    def _show_whole_list(self, u: dict, bullets: dict[tuple[int, int], list[dict]]) -> None:
+        """A list shown whole where its best unit ranks, after its lead-in: numbered steps or instruction bullets."""
+        key = (u["n"], u["list"])
+        bulleted = u["kind"] == "item"
+        items = self._shown_steps(bullets[key] if bulleted else self.steps[key])
+        before = self.units_of[u["n"]][items[0]["pos"] - 1] if items[0]["pos"] else None
+        if before is not None and before["kind"] == "sentence" and before["text"].endswith((":", "：")) \
+                and before["text"] not in self.seen:
+            self.seen.add(before["text"])
+            self.lines.append(f"{before['text']} [{u['n']}]")
+        self.seen.update(v["text"] for v in items)
+        self.lines += self._item_lines(items, u["n"]) if bulleted else self._procedure_lines(items, u["n"])
+        self.said.append(answer_terms(" ".join(v["text"] for v in items)))
+        self.shown += 1
+
+    def _show_unit(self, u: dict) -> None:
+        """A ranked unit (with its table header, the code or list it leads into, and for the best line the
+        sentence that follows it), unless it says again what is shown or is another question's verdict."""
+        q = self.q
+        terms = answer_terms(u["text"])
+        if _restates(terms, self.said) and not (u.get("list_follows") or u.get("code") or u.get("code_follows")):
+            return   # "对于附件，旧版本将保留两周。" after "附件的旧版本保留两周。" from another note
+        if self.said and _VERDICT_START_RE.match(u["text"]) and \
+                len(q & answer_terms(" ".join(self.blocks_by_n[u["n"]].get("heading_path") or []))) * 2 < len(q):
+            return   # "No, your data is retained …": the verdict on another FAQ's question, not on this one
+        self.list_at = None
+        code = self._code_after(u) or self._list_after(u)
+        if u["text"].endswith((":", "：")) and not code:
+            return   # a lead-in without what it leads into
+        unit_lines = []
+        if u.get("header") and u["header"] not in self.seen:   # a table row comes with its column names
+            self.seen.add(u["header"])
+            self.shown += 1
+            unit_lines.append(f"{u['header']} [{u['n']}]")
+        unit_lines.append(self._shown_line(u, terms))
+        unit_lines += code
+        unit_lines += self._follower_lines(u, code)
+        i = self.list_at if self.list_at is not None else len(self.lines)
+        self.lines[i:i] = unit_lines
+
+    def _shown_line(self, u: dict, terms: set[str]) -> str:
+        """Counts a unit as shown (its text seen, its terms said) and gives its answer line."""
+        self.seen.add(u["text"])
+        self.said.append(terms)
+        self.shown += 1
+        return f"{u['text']} [{u['n']}]"
+
+    def _follower_lines(self, u: dict, code: list[str]) -> list[str]:
+        """The follower of the best line, with its list or code, if it has one."""
+        # the best line goes on in the next sentence of its note when that one refers back to it ("All your
+        # highlights are on the highlights page." and "Open this page from Settings → Highlights."): it says
+        # few of the question's words itself, and was cut as the weakest line, or never ranked
+        # -- or leads into a list of what it announced ("Cards support an optional cover image …" then "The
+        # property can be any of the following:" and the kinds); not into steps for another purpose ("To open
+        # links in the backlinks tab:" and its steps)
+        units = self.units_of[u["n"]]
+        after = units[u["pos"] + 1] if u["pos"] + 1 < len(units) else None
+        if not (len(self.said) == 1 and u["n"] == 1 and not code and after is not None and
+                after["kind"] == "sentence" and after["text"] not in self.seen):
+            return []
+        items = _list_items(units, u["pos"] + 1)
+        if any(v["kind"] == "step" for v in items) or \
+                re.match(r"(?:to|in order to)\b|要|如需|如要", after["text"], re.IGNORECASE):
+            items = []
+        if not (_readable(after) and _REFERS_BACK_RE.search(after["text"]) or
+                items and u["kind"] == "sentence" and not self.shown_lists and len(items) <= FAKE_MAX_STEPS):
+            return []
+        lines = [self._shown_line(after, answer_terms(after["text"]))]
+        if items:
+            self.shown_lists.append(after["list_follows"])
+            self.seen.update(v["text"] for v in items)
+        return lines + (self._item_lines(items, u["n"]) if items else self._code_after(after))
+
+    def _list_after(self, u: dict) -> list[str]:
         """The list a lead-in introduces ("… the following property types:"), its items as written, in order,
         the whole list up to FAKE_MAX_STEPS items (nested items left out): one answer unit with its lead, shown
         where the first of its items already shown was (the best unit stays first: "Disconnected: … typically
         red." under "The icon reflects various sync states:" was moved below a worse sentence)."""
-        if not u.get("list_follows") or shown_lists or \
-                u["coverage"] < FAKE_LIST_MIN_RELATIVE_COVERAGE * ranked[0]["coverage"]:
+        if not u.get("list_follows") or self.shown_lists or \
+                u["coverage"] < FAKE_LIST_MIN_RELATIVE_COVERAGE * self.ranked[0]["coverage"]:
             return []   # one list per answer, and one about the question: a list makes an answer long
-        items = _list_items(units_of[u["n"]], u["pos"])
+        items = _list_items(self.units_of[u["n"]], u["pos"])
         if not items or len(items) > FAKE_MAX_STEPS or not all(re.search(r"\w", v["text"]) for v in items):
             return []
-        nonlocal shown
-        shown_lists.append(u["list_follows"])
-        seen.update(v["text"] for v in items)     # an item is not shown again as a sentence of its own
+        self.shown_lists.append(u["list_follows"])
+        self.seen.update(v["text"] for v in items)     # an item is not shown again as a sentence of its own
         alone = {f"{v['text']} [{u['n']}]" for v in items}   # nor stays where it was shown before its list
-        at[:] = [i for i, line in enumerate(lines) if line in alone][:1]
-        kept = [line for line in lines if line not in alone]
-        shown -= len(lines) - len(kept)
-        lines[:] = kept
-        return item_lines(items, u["n"])
+        self.list_at = next((i for i, line in enumerate(self.lines) if line in alone), None)
+        kept = [line for line in self.lines if line not in alone]
+        self.shown -= len(self.lines) - len(kept)
+        self.lines[:] = kept
+        return self._item_lines(items, u["n"])
 
-    def item_lines(items: list[dict], n: int) -> list[str]:
+    # --- line builders ------------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _short(code: str) -> bool:
+        """Whether a code block is short enough to show: FAKE_MAX_CODE_LINES lines between its fences."""
+        return code.count("\n") <= FAKE_MAX_CODE_LINES + 1
+
+    def _code_after(self, u: dict) -> list[str]:
+        """The fenced code block right after a shown unit in its block, or inside it (a list item's), the command
+        or config it introduces: verbatim, cited on the line after its closing fence; short ones only,
+        FAKE_MAX_CODE_BLOCKS at most."""
+        units = self.units_of[u["n"]]
+        if u.get("code"):
+            key, code = (u["n"], u["pos"], "own"), u["code"][0]
+        elif u["pos"] + 1 < len(units) and units[u["pos"] + 1]["kind"] == "code":
+            key, code = (u["n"], u["pos"] + 1, "next"), units[u["pos"] + 1]["text"]
+        else:
+            return []
+        if key in self.shown_code or len(self.shown_code) >= FAKE_MAX_CODE_BLOCKS or not self._short(code):
+            return []
+        self.shown_code.add(key)
+        # the marker on a line of its own: text after a closing fence keeps the block open in Markdown
+        return [code.rstrip(), f"[{u['n']}]"]
+
+    @staticmethod
+    def _shown_steps(items: list[dict]) -> list[dict]:
+        """The steps (or items) of a list worth showing, in order, FAKE_MAX_STEPS at most."""
+        return [u for u in items if _readable(u)][:FAKE_MAX_STEPS]
+
+    def _procedure_lines(self, items: list[dict], n: int) -> list[str]:
+        """Those steps numbered from 1, each with its sub-items and commands (_step_lines)."""
+        return [line for i, u in enumerate(items, 1) for line in self._step_lines(i, u, n)]
+
+    def _step_lines(self, i: int, u: dict, n: int) -> list[str]:
+        """A procedure's step, and the commands it says to run (a step's own code blocks are the procedure, not
+        an aside: no FAKE_MAX_CODE_BLOCKS), indented under it."""
+        out = [f"{i}. {u['text']} [{n}]"]
+        if u.get("subs_follow"):   # "4. In the popup:" and what to do there, indented under it
+            subs = []
+            for v in self.units_of[n][u["pos"] + 1:]:
+                if v["kind"] != "sub" or len(subs) == FAKE_MAX_STEPS:
+                    break
+                subs.append(v)
+            out += [f"   - {v['text']} [{n}]" for v in subs if re.search(r"\w", v["text"])]
+        for code in (c for c in u.get("code", ()) if self._short(c)):
+            out.append("\n".join("   " + line if line.strip() else "" for line in code.rstrip().split("\n")))
+            out.append(f"   [{n}]")   # inside the list item, after the closing fence
+        return out
+
+    @staticmethod
+    def _item_lines(items: list[dict], n: int) -> list[str]:
         """A list's items as written: numbered steps with their number, the others as bullets; each cited."""
         return [(f"{v['step']}. " if v["kind"] == "step" else "- ") + f"{v['text']} [{n}]" for v in items]
-
-    # An answer keeps to the question's script when its evidence allows: an English question got "按照 在 Mac 上的
-    # 日记 App 中…" from the other vault of a bilingual knowledge base between English sentences.
-    asked_cjk = _mostly_cjk(question)
-    same_script = [u for u in ranked if _mostly_cjk(u["text"]) == asked_cjk]
-    if same_script:
-        ranked = same_script
-    # A first line that only says the how-to question back ("Additionally, you can change the depth of the local
-    # graph." for "How do I change the depth of the local graph?") goes after the next one of its block, which
-    # says how ("To control local Graph depth, use the slider ...").
-    if how_to and len(ranked) >= 2 and ranked[1]["n"] == ranked[0]["n"] and _restates_question(ranked[0], q) and \
-            not _restates_question(ranked[1], q) and not ranked[1]["text"].endswith((":", "：")):
-        ranked[:2] = ranked[1::-1]
-    said: list[set[str]] = []    # the terms of each unit shown, to leave out restatements of one of them
-    blocks_by_n = {b["n"]: b for b in blocks}
-    # For a how-to question, two or more steps of one numbered list among what would be shown are that procedure,
-    # shown whole, in order, numbered, where its first one ranks (they came as loose lines: steps 3, 2 and 4
-    # without step 1).  Another question wants the fact one step states, not the procedure around it.
-    # ... and so are two or more items of one bulleted list of instructions ("- Select …", "- 点击 …"), in order
-    bullets = {(u["n"], u["list"]): [v for v in units_of[u["n"]] if v["kind"] == "item" and v["list"] == u["list"]]
-               for u in ranked[:max_sentences] if u["kind"] == "item" and how_to}
-    bullets = {key: items for key, items in bullets.items()
-               if 2 * sum(bool(_INSTRUCTION_RE.match(v["text"])) for v in items) >= len(items)}
-    listed = collections.Counter((u["n"], u["list"]) for u in ranked[:max_sentences]
-                                 if how_to and (u["kind"] == "step" or
-                                                u["kind"] == "item" and (u["n"], u["list"]) in bullets))
-    whole_lists = {key for key, count in listed.items() if count >= 2 and (key in bullets or steps[key][0]["step"] <= 1)}
-    for u in ranked:
-        if u["text"] not in seen and shown < max_sentences:
-            if u["kind"] in ("step", "item") and (u["n"], u["list"]) in whole_lists:
-                bulleted = u["kind"] == "item"
-                items = [v for v in bullets[(u["n"], u["list"])] if _readable(v)][:FAKE_MAX_STEPS] if bulleted \
-                    else shown_steps(steps[(u["n"], u["list"])])
-                before = units_of[u["n"]][items[0]["pos"] - 1] if items[0]["pos"] else None
-                if before is not None and before["kind"] == "sentence" and before["text"].endswith((":", "：")) \
-                        and before["text"] not in seen:
-                    seen.add(before["text"])
-                    lines.append(f"{before['text']} [{u['n']}]")
-                seen.update(v["text"] for v in items)
-                lines += item_lines(items, u["n"]) if bulleted else procedure_lines(items, u["n"])
-                said.append(answer_terms(" ".join(v["text"] for v in items)))
-                shown += 1
-                continue
-            terms = answer_terms(u["text"])
-            if _restates(terms, said) and not (u.get("list_follows") or u.get("code") or u.get("code_follows")):
-                continue   # "对于附件，旧版本将保留两周。" after "附件的旧版本保留两周。" from another note
-            if said and _VERDICT_START_RE.match(u["text"]) and \
-                    len(q & answer_terms(" ".join(blocks_by_n[u["n"]].get("heading_path") or []))) * 2 < len(q):
-                continue   # "No, your data is retained …": the verdict on another FAQ's question, not on this one
-            at.clear()
-            code = code_after(u) or list_after(u)
-            if u["text"].endswith((":", "：")) and not code:
-                continue   # a lead-in without what it leads into
-            unit_lines = []
-            if u.get("header") and u["header"] not in seen:   # a table row comes with its column names
-                seen.add(u["header"])
-                shown += 1
-                unit_lines.append(f"{u['header']} [{u['n']}]")
-            seen.add(u["text"])
-            said.append(terms)
-            shown += 1
-            unit_lines.append(f"{u['text']} [{u['n']}]")
-            unit_lines += code
-            # the best line goes on in the next sentence of its note when that one refers back to it ("All your
-            # highlights are on the highlights page." and "Open this page from Settings → Highlights."): it says
-            # few of the question's words itself, and was cut as the weakest line, or never ranked
-            # -- or leads into a list of what it announced ("Cards support an optional cover image …" then "The
-            # property can be any of the following:" and the kinds); not into steps for another purpose ("To open
-            # links in the backlinks tab:" and its steps)
-            after = units_of[u["n"]][u["pos"] + 1] if u["pos"] + 1 < len(units_of[u["n"]]) else None
-            if len(said) == 1 and u["n"] == 1 and not code and after is not None and after["kind"] == "sentence" and \
-                    after["text"] not in seen:
-                items = _list_items(units_of[u["n"]], u["pos"] + 1)
-                if any(v["kind"] == "step" for v in items) or \
-                        re.match(r"(?:to|in order to)\b|要|如需|如要", after["text"], re.IGNORECASE):
-                    items = []
-                if _readable(after) and _REFERS_BACK_RE.search(after["text"]) or \
-                        items and u["kind"] == "sentence" and not shown_lists and len(items) <= FAKE_MAX_STEPS:
-                    seen.add(after["text"])
-                    said.append(answer_terms(after["text"]))
-                    shown += 1
-                    unit_lines.append(f"{after['text']} [{u['n']}]")
-                    if items:
-                        shown_lists.append(after["list_follows"])
-                        seen.update(v["text"] for v in items)
-                    unit_lines += item_lines(items, u["n"]) if items else code_after(after)
-            i = at[0] if at else len(lines)
-            lines[i:i] = unit_lines
-    return "\n".join(lines) if lines else INSUFFICIENT_TEXT
 
 
 # A sentence that refers back to the one before it: "In this case, ...", "This option ...", "打开此页面", "该设置".
