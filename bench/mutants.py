@@ -107,9 +107,9 @@ MUTANTS: list[Mutant] = [
       "    if cov <= settings.min_coverage:",
       ("tests/test_retrieval.py",), "gate"),
     M("gate: coverage from the union of the top chunks, not the best single one",
-      'matched = set(max((r["matched_terms"] for r in results[:GATE_EVIDENCE_CHUNKS]),\n'
-      '                      key=lambda m: sum(weight.get(t, 0.0) for t in m), default=[]))',
-      'matched = set(t for r in results[:GATE_EVIDENCE_CHUNKS] for t in r["matched_terms"])',
+      'matched = set(max((_said_terms(r) for r in results[:GATE_EVIDENCE_CHUNKS]),\n'
+      '                      key=lambda m: math.fsum(weight.get(t, 0.0) for t in m), default=[]))',
+      'matched = set(t for r in results[:GATE_EVIDENCE_CHUNKS] for t in _said_terms(r))',
       ("tests/test_retrieval.py",), "gate"),
     M("gate: evidence from the top 5 chunks (not 3)",
       "GATE_EVIDENCE_CHUNKS = 3",
@@ -342,8 +342,9 @@ MUTANTS: list[Mutant] = [
       "return bool(",
       ("tests/test_answers.py",), "table_row"),
     M("answers: a FAQ's bold question is read as text (its first sentence shown as an answer)",
-      "content = _FAQ_QUESTION_RE.sub(r\"#### \\2\", _CLOSED_FENCE_RE.sub(keep_code, content))",
-      "content = _CLOSED_FENCE_RE.sub(keep_code, content)",
+      "    content = _BOLD_LINE_RE.sub(lambda m: m.group(0) if re.search(r\"[.!。！:：]$\", m.group(2).strip()) else\n"
+      "                                \"#### \" + m.group(2), _CLOSED_FENCE_RE.sub(keep_code, content))",
+      "    content = _CLOSED_FENCE_RE.sub(keep_code, content)",
       ("tests/test_answers.py",), "faq_question"),
     M("closest notes: one shared everyday word is a lead",
       "CLOSEST_MIN_SHARED_TERMS = 2 ",
