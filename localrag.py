@@ -9045,7 +9045,7 @@ class _ExtractiveAnswer:
         self.units_of: dict[int, list[dict]] = {}   # every unit of each block, scored, with its block and position
         # each block's note name and headings as terms (with the note's name: the steps of 幻灯片.md are about 幻灯片)
         self.headings: dict[int, set[str]] = {}
-        for b in blocks:
+        for b in blocks if self.q else ():   # a question asking nothing scores nothing (text() says so)
             self._score_block(b)
         self.whole: dict[tuple[int, int], list[dict]] = {}   # the numbered lists that start at 1 (_procedure)
         self.ranked: list[dict] = []   # the units the ranked answer shows, best first (_ranked_answer)
@@ -9060,6 +9060,8 @@ class _ExtractiveAnswer:
 
     def text(self) -> str:
         """The answer: the procedure when one answers a how-to question, else the ranked units."""
+        if not self.q:   # "???", "🙂": nothing asked, nothing covers it (the gate refuses these before any call)
+            return INSUFFICIENT_TEXT
         if self.how_to and self.steps:
             answer = self._procedure()
             if answer is not None:

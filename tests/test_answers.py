@@ -328,6 +328,13 @@ def test_strict_claims_keep_an_answer_quoting_supported_code(small_vault, stub, 
     assert len(response["claims"]) == 2
 
 
+@pytest.mark.parametrize("question", ["???", "🙂", "", "   "])
+def test_a_question_asking_nothing_gets_the_insufficient_text(question):
+    """A question with no term at all (punctuation, an emoji) covers nothing: the fixed sentence, not a division by
+    zero (the gate refuses these before the answerer, but the answerer is a function of its own)."""
+    assert localrag.fake_answer(question, blocks_of("Some text here. More text.")) == localrag.INSUFFICIENT_TEXT
+
+
 def test_a_wikilink_named_by_digits_stays_as_written_and_cites_nothing():
     """`[[202301011230]]` (a Zettelkasten UID) was shown as `[(202301011230)]`: the [n] inside it was taken for a
     citation marker and neutralised; it is the note's text, and a claim holding it is cited by its own marker."""
