@@ -43,6 +43,13 @@ def pytest_sessionstart(session):
     # SIGTERM (a CI timeout, `timeout`, `kill`) ends the run as Ctrl-C does, so the session's fixtures are torn down
     # and the embedded test cluster does not outlive it (by default SIGTERM ends pytest with no teardown at all).
     signal.signal(signal.SIGTERM, signal.default_int_handler)
+    # A run started in the background (`cmd &` ignores SIGINT, `nohup` SIGHUP) hands the ignored signals on to every
+    # localrag process a test starts, which then rightly ignore them, and the signal tests fail: restore what a
+    # terminal gives (a handler here is reset to the default in a child, unlike an ignored signal).
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if signal.getsignal(signal.SIGHUP) is signal.SIG_IGN:
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
 def _database_name(url: str) -> str:
