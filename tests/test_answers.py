@@ -346,6 +346,14 @@ def test_a_wikilink_named_by_digits_stays_as_written_and_cites_nothing():
     assert claim["cites"] == [1] and claim["supported"]
 
 
+def test_a_tab_before_backticks_in_an_answer_opens_no_fence():
+    """In a model's answer as in a note, a fence has at most three spaces before it: a tab is four columns, an
+    indented line, so the claim after it is a claim of its own (a looser fence pattern made it unclosed code)."""
+    claims = localrag.claim_support("The Plus plan stores 10 GB [1]\n\t```\nThe Plus plan stores 10 GB [1]", _BLOCKS)
+    assert [c["cites"] for c in claims if c["cites"]] == [[1], [1]]
+    assert sum(c["supported"] for c in claims) == 2
+
+
 def test_citation_report_counts():
     answer = "The Plus plan stores 10 GB. [1]\nThe Plus plan stores 99 GB. [1]"
     claims = localrag.claim_support(answer, _BLOCKS)
