@@ -10308,13 +10308,10 @@ def _page_arg(value: Any, name: str, lo: int, hi: int | None) -> int | None:
     return value
 
 
-def get_note(config: Config, path: Any, heading: Any = None, vault: Any = None, store: Store | None = None,
-             max_chars: Any = None, char_offset: Any = None, line: Any = None) -> dict:
-    """GET /notes?path=, `localrag show` and the MCP get_note tool: an indexed note, or one of its sections, read
-    from the database with its heading path and file line range.  A long text comes a page at a time when max_chars
-    is given: whole lines from char_offset, with `next_char_offset` to ask for the rest (null on the last page).
-    `line` (a file line, e.g. a citation's line_start) picks, among sections the heading names, the one holding that
-    line; without a heading, the innermost section holding it."""
+def _get_note_args(max_chars: Any, line: Any, char_offset: Any, heading: Any,
+                   vault: Any) -> tuple[int | None, int | None, int, str | None, str | None]:
+    """get_note's arguments checked, in the order their errors are told: (max_chars, line, char_offset, heading,
+    vault), with an empty heading read as none (the whole note) and the vault in the form ingest stores it."""
     max_chars = _page_arg(max_chars, "max_chars", 1, NOTE_CHARS_MAX)
     line = _page_arg(line, "line", 1, None)
     char_offset = _page_arg(char_offset, "char_offset", 0, None) or 0
@@ -10331,32 +10328,34 @@ def get_note(config: Config, path: Any, heading: Any = None, vault: Any = None, 
                              "(`vault_path`)", field="vault")
     if vault is not None:
         vault = _vault_filter(vault)
+    return max_chars, line, char_offset, heading, vault
+
+
+def _note_file_names(rel: str) -> list[str]:
+    """The stored paths a note path may name, in order of preference: as given, then with '.md' when it has none."""
+    return [rel] if rel.lower().endswith(".md") else [rel, rel + ".md"]
+
+
+def _find_note(config: Config, store: Store | None, path: Any, heading: str | None,
+               vault: str | None) -> tuple[dict, str | None, list[str]]:
+    """get_note's note: its database row (find_notes), the heading asked for (a PATH#HEADING path carries its own)
+    and the indexed vaults.  NoteNotFound when nothing is indexed under the path (naming similar notes) or the note
+    was indexed before bodies were stored; InvalidRequest when several vaults hold it and none is named."""
     with _store_for(config, store) as s:
         s.check_schema_version()
         vaults = s.vault_paths()
         rel, in_vault = _note_path(path, vaults)
         vault = in_vault or vault
         _require_indexed_vault(vault, vaults)
-        names = [rel] if rel.lower().endswith(".md") else [rel, rel + ".md"]
-        found = s.find_notes(names, vault)
+        found = s.find_notes(_note_file_names(rel), vault)
         if not found and heading is None and "#" in rel:
             # PATH#HEADING, the form `open:` commands print, given as the path (an agent copying it)
             part, part_heading = _split_show_target(rel)
-            found = s.find_notes([part] if part.lower().endswith(".md") else [part, part + ".md"], vault)
+            found = s.find_notes(_note_file_names(part), vault)
             if found:
                 rel, heading = part, (part_heading if part_heading and part_heading.strip("# ") else None)
         if not found:
-            pairs = s.similar_note_paths(Path(rel).stem)
-            similar = [p for p, _v in pairs]
-            if len(vaults) > 1:   # which vault each is in: the path alone may not be enough to ask again
-                shown = [f"{p} (vault {v})" for p, v in pairs]
-            else:
-                shown = similar
-            hint = (f"; similar: {', '.join(shown)}" if similar else "") + \
-                "; list indexed notes with `localrag show --list`, GET /notes/list or the list_notes tool"
-            where = f" in vault {vault}" if vault else (" in any indexed vault" if vaults else
-                                                      " (nothing is indexed yet; run `localrag ingest PATH`)")
-            raise NoteNotFound(f"no indexed note {rel!r}{where}{hint}", path=rel, similar=similar)
+            raise _no_such_note(s, rel, vault, vaults)
     if len({d["vault_path"] for d in found if d["relative_path"] == found[0]["relative_path"]}) > 1 and not vault:
         raise InvalidRequest(f"{found[0]['relative_path']!r} is indexed in several vaults; name one with vault "
                              f"(`--vault` on the command line): {', '.join(d['vault_path'] for d in found)}",
@@ -10365,6 +10364,27 @@ def get_note(config: Config, path: Any, heading: Any = None, vault: Any = None, 
     if row["body"] is None:
         raise NoteNotFound(f"{row['relative_path']!r} was indexed before notes were stored; rerun "
                            f"`localrag ingest {row['vault_path']}` once", path=row["relative_path"])
+    return row, heading, vaults
+
+
+def _no_such_note(s: Store, rel: str, vault: str | None, vaults: list[str]) -> NoteNotFound:
+    """The error for a path no indexed note has: the notes with a similar name, and how to list them all."""
+    pairs = s.similar_note_paths(Path(rel).stem)
+    similar = [p for p, _v in pairs]
+    if len(vaults) > 1:   # which vault each is in: the path alone may not be enough to ask again
+        shown = [f"{p} (vault {v})" for p, v in pairs]
+    else:
+        shown = similar
+    hint = (f"; similar: {', '.join(shown)}" if similar else "") + \
+        "; list indexed notes with `localrag show --list`, GET /notes/list or the list_notes tool"
+    where = f" in vault {vault}" if vault else (" in any indexed vault" if vaults else
+                                              " (nothing is indexed yet; run `localrag ingest PATH`)")
+    return NoteNotFound(f"no indexed note {rel!r}{where}{hint}", path=rel, similar=similar)
+
+
+def _note_document(config: Config, store: Store | None, row: dict) -> Document:
+    """A stored note (a find_notes row) as a Document again: its body, its sections and the file line its body
+    starts at (body_line)."""
     body_line = row["body_line"] or 1
     # The stored body is already past the frontmatter (and normalised): only its headings are parsed again.
     body = row["body"]
@@ -10375,76 +10395,112 @@ def get_note(config: Config, path: Any, heading: Any = None, vault: Any = None, 
             sections = _pdf_sections(body, s.chunk_headings(row["id"]))
     else:
         sections = _heading_sections(body, _markdown_parser().parse(body))
-    doc = Document(row["relative_path"], body, {}, sections, (), ())
+    return Document(row["relative_path"], body, {}, sections, (), (), body_line=body_line)
+
+
+def _has_file_lines(doc: Document) -> bool:
+    # a PDF's pages and a canvas's cards are no lines of their file (citations give none either)
+    return not doc.relative_path.lower().endswith((".pdf", ".canvas"))
+
+
+def _section_lines(doc: Document, sec: Section) -> tuple[Any, Any]:
+    """The file lines (first, last) of a section, subsections included; (None, None) where the file has none."""
+    if not _has_file_lines(doc):
+        return None, None
+    return span_lines(doc.body, sec.start, _section_end(doc, sec), doc.body_line)
+
+
+def _holds_line(doc: Document, sec: Section, line: int | None) -> bool:
+    first, last = _section_lines(doc, sec)
+    return line is not None and _has_file_lines(doc) and first <= line <= last
+
+
+def _check_note_line(doc: Document, line: int | None) -> None:
+    """A line that picks nothing is said, not ignored: InvalidRequest for a PDF or canvas (no file lines),
+    NoteNotFound for a line outside the note's text."""
+    if line is None:
+        return
+    if not _has_file_lines(doc):
+        raise InvalidRequest("a PDF's pages and a canvas's cards have no file lines; leave line out and name "
+                             "the page or card as heading", field="line")
+    first, last = span_lines(doc.body, 0, len(doc.body), doc.body_line)
+    if not first <= line <= last:   # like a heading that is not there: 404, the request itself is well formed
+        raise NoteNotFound(f"line {line} is outside the note's text (lines {first}-{last})",
+                           path=doc.relative_path, field="line")
+
+
+def _pick_section(doc: Document, heading: str | None, line: int | None) -> tuple[Section | None, list[Section]]:
+    """The section get_note reads, and the other sections its heading also matched: by heading; by line (the
+    innermost section holding it); by both (of the sections the heading names, the one holding the line).
+    (None, []) for the whole note.  NoteNotFound for a heading the note lacks or a line outside its sections."""
+    if heading is None:
+        if line is not None:
+            holding = [sec for sec in _named_sections(doc) if _holds_line(doc, sec, line)]
+            if holding:   # the innermost: the last to start
+                return max(holding, key=lambda sec: sec.start), []
+        return None, []
+    try:
+        section, others = _match_heading(doc, heading)
+    except LookupError:
+        headings = [" > ".join(sec.heading_path) for sec in _named_sections(doc)]
+        shown = "; ".join(headings[:12]) + (f"; ... ({len(headings)} in all)" if len(headings) > 12 else "")
+        raise NoteNotFound(f"{doc.relative_path!r} has no heading {heading.strip()!r}; its headings: "
+                           f"{shown or '(none)'}", path=doc.relative_path, heading=heading,
+                           headings=headings) from None
+    held = [sec for sec in [section, *others] if _holds_line(doc, sec, line)]
+    if held:    # the same heading twice in the note: the one holding the line
+        return held[-1], [sec for sec in [section, *others] if sec is not held[-1]]
+    if line is not None:
+        spans = ", ".join("{}-{}".format(*_section_lines(doc, sec)) for sec in [section, *others])
+        raise NoteNotFound(f"line {line} is not inside a section named {heading.strip()!r} (lines {spans})",
+                           path=doc.relative_path, heading=heading, field="line")
+    return section, others
+
+
+def _note_text_page(doc: Document, start: int, end: int, char_offset: int, max_chars: int | None) -> dict:
+    """The text of body[start:end] without its surrounding whitespace, or the asked-for page of it, with the
+    file lines that page covers."""
+    raw = doc.body[start:end]
+    text = raw.strip()
+    if char_offset > len(text) or (char_offset == len(text) and text):
+        # no such page: 404, as for a heading the note lacks (the request itself is well formed)
+        raise NoteNotFound(f"char_offset {char_offset} is past the end of the text ({len(text):,} characters); "
+                           f"start from 0", path=doc.relative_path, field="char_offset")
+    lo, hi = _note_page(text, char_offset, max_chars)
+    at = start + len(raw) - len(raw.lstrip())
+    first, last = span_lines(doc.body, at + lo, at + hi, doc.body_line) if _has_file_lines(doc) else (None, None)
+    return {"line_start": first, "line_end": last, "content": text[lo:hi].strip("\n"), "content_chars": len(text),
+            "char_offset": lo, "next_char_offset": hi if hi < len(text) else None}
+
+
+def get_note(config: Config, path: Any, heading: Any = None, vault: Any = None, store: Store | None = None,
+             max_chars: Any = None, char_offset: Any = None, line: Any = None) -> dict:
+    """GET /notes?path=, `localrag show` and the MCP get_note tool: an indexed note, or one of its sections, read
+    from the database with its heading path and file line range.  A long text comes a page at a time when max_chars
+    is given: whole lines from char_offset, with `next_char_offset` to ask for the rest (null on the last page).
+    `line` (a file line, e.g. a citation's line_start) picks, among sections the heading names, the one holding that
+    line; without a heading, the innermost section holding it."""
+    max_chars, line, char_offset, heading, vault = _get_note_args(max_chars, line, char_offset, heading, vault)
+    row, heading, vaults = _find_note(config, store, path, heading, vault)
+    doc = _note_document(config, store, row)
     out = {"path": row["relative_path"], "vault_path": row["vault_path"], "heading_path": [],
            "tags": list(row["tags"] or []), "frontmatter": _jsonable(row["frontmatter"] or {}),
            "updated_at": _jsonable(row["updated_at"])}
-    def page(start: int, end: int) -> dict:
-        """The text of body[start:end] without its surrounding whitespace, or the asked-for page of it, with the
-        file lines that page covers."""
-        raw = doc.body[start:end]
-        text = raw.strip()
-        if char_offset > len(text) or (char_offset == len(text) and text):
-            # no such page: 404, as for a heading the note lacks (the request itself is well formed)
-            raise NoteNotFound(f"char_offset {char_offset} is past the end of the text ({len(text):,} characters); "
-                               f"start from 0", path=row["relative_path"], field="char_offset")
-        lo, hi = _note_page(text, char_offset, max_chars)
-        at = start + len(raw) - len(raw.lstrip())
-        first, last = span_lines(doc.body, at + lo, at + hi, body_line) if has_lines else (None, None)
-        return {"line_start": first, "line_end": last, "content": text[lo:hi].strip("\n"), "content_chars": len(text),
-                "char_offset": lo, "next_char_offset": hi if hi < len(text) else None}
-
-    # a PDF's pages and a canvas's cards are no lines of their file (citations give none either)
-    has_lines = not row["relative_path"].lower().endswith((".pdf", ".canvas"))
-
-    def lines_of(sec: Section) -> tuple[Any, Any]:
-        return span_lines(doc.body, sec.start, _section_end(doc, sec), body_line) if has_lines else (None, None)
-
-    def holds_line(sec: Section) -> bool:
-        first, last = lines_of(sec)
-        return line is not None and has_lines and first <= line <= last
-
-    if line is not None:   # a line that picks nothing is said, not ignored
-        if not has_lines:
-            raise InvalidRequest("a PDF's pages and a canvas's cards have no file lines; leave line out and name "
-                                 "the page or card as heading", field="line")
-        first, last = span_lines(doc.body, 0, len(doc.body), body_line)
-        if not first <= line <= last:   # like a heading that is not there: 404, the request itself is well formed
-            raise NoteNotFound(f"line {line} is outside the note's text (lines {first}-{last})",
-                               path=row["relative_path"], field="line")
-    section: Section | None = None
-    if heading is None and line is not None:
-        holding = [sec for sec in _named_sections(doc) if holds_line(sec)]
-        if holding:   # the innermost: the last to start
-            section, others = max(holding, key=lambda sec: sec.start), []
-    if heading is None and section is None:
-        out.update(page(0, len(doc.body)),
-                   sections=[{"heading_path": list(sec.heading_path), "level": sec.level,
-                              **dict(zip(("line_start", "line_end"), lines_of(sec)))}
-                             for sec in _named_sections(doc)])
-        out["open"] = _show_command(row["relative_path"], vault=row["vault_path"] if len(vaults) > 1 else None)
-        return out
+    _check_note_line(doc, line)
+    section, others = _pick_section(doc, heading, line)
+    open_vault = row["vault_path"] if len(vaults) > 1 else None
     if section is None:
-        try:
-            section, others = _match_heading(doc, heading)
-        except LookupError:
-            headings = [" > ".join(sec.heading_path) for sec in _named_sections(doc)]
-            shown = "; ".join(headings[:12]) + (f"; ... ({len(headings)} in all)" if len(headings) > 12 else "")
-            raise NoteNotFound(f"{row['relative_path']!r} has no heading {heading.strip()!r}; its headings: "
-                               f"{shown or '(none)'}", path=row["relative_path"], heading=heading,
-                               headings=headings) from None
-        held = [sec for sec in [section, *others] if holds_line(sec)]
-        if held:    # the same heading twice in the note: the one holding the line
-            section, others = held[-1], [sec for sec in [section, *others] if sec is not held[-1]]
-        elif line is not None:
-            spans = ", ".join("{}-{}".format(*lines_of(sec)) for sec in [section, *others])
-            raise NoteNotFound(f"line {line} is not inside a section named {heading.strip()!r} (lines {spans})",
-                               path=row["relative_path"], heading=heading, field="line")
-    out.update(page(section.start, _section_end(doc, section)), heading_path=list(section.heading_path),
+        out.update(_note_text_page(doc, 0, len(doc.body), char_offset, max_chars),
+                   sections=[{"heading_path": list(sec.heading_path), "level": sec.level,
+                              **dict(zip(("line_start", "line_end"), _section_lines(doc, sec)))}
+                             for sec in _named_sections(doc)])
+        out["open"] = _show_command(row["relative_path"], vault=open_vault)
+        return out
+    out.update(_note_text_page(doc, section.start, _section_end(doc, section), char_offset, max_chars),
+               heading_path=list(section.heading_path),
                also_matched=[list(sec.heading_path) for sec in others],
-               open=_show_command(row["relative_path"], section.heading_path,
-                                  vault=row["vault_path"] if len(vaults) > 1 else None,
-                                  line=lines_of(section)[0] if others else None))
+               open=_show_command(row["relative_path"], section.heading_path, vault=open_vault,
+                                  line=_section_lines(doc, section)[0] if others else None))
     return out
 
 

@@ -288,6 +288,68 @@ def test_open_commands_reach_the_cited_section_with_hash_names_and_repeated_head
         assert says in str(info.value) and info.value.details["field"] == "line"
 
 
+
+def test_a_pdf_or_canvas_has_no_file_line_to_pick(db, tmp_path):
+    """line on a PDF or a canvas is refused (422, field line) whatever the heading, one the note lacks included:
+    its pages and cards are no lines of its file, so a line could pick nothing."""
+    from conftest import make_pdf, write_vault
+    vault = tmp_path / "v"
+    card = {"id": "n1", "type": "text", "text": "The kudu card.", "x": 0, "y": 0, "width": 1, "height": 1}
+    write_vault(vault, {"board.canvas": json.dumps({"nodes": [card], "edges": []})})
+    (vault / "manual.pdf").write_bytes(make_pdf(["Intro page", "Torque spec page"]))
+    assert localrag.ingest(db, vault)["status"] == "success"
+    for path, heading in (("manual.pdf", None), ("manual.pdf", "page 2"), ("manual.pdf", "No Such Page"),
+                          ("board.canvas", None), ("board.canvas", "No Such Card")):
+        with pytest.raises(localrag.InvalidRequest) as info:
+            localrag.get_note(db, path, heading, line=1)
+        assert info.value.details == {"field": "line"} and "no file lines" in info.value.message, (path, heading)
+    assert localrag.get_note(db, "manual.pdf", "page 2")["content"] == "Torque spec page"
+
+
+def test_a_char_offset_at_the_end_of_the_text_is_no_page(ingested):
+    """The last page starts before the end: char_offset == the text's length is past it (404), for the whole note
+    and for a section alike; one character less is the last character."""
+    config, _, _ = ingested
+    for heading in (None, "P1 工单升级流程"):
+        text = localrag.get_note(config, NOTE, heading)["content"]
+        last = localrag.get_note(config, NOTE, heading, char_offset=len(text) - 1)
+        assert (last["content"], last["next_char_offset"]) == (text[-1], None)
+        with pytest.raises(localrag.NoteNotFound) as info:
+            localrag.get_note(config, NOTE, heading, char_offset=len(text))
+        assert info.value.details == {"path": NOTE, "field": "char_offset"}
+        assert f"({len(text):,} characters)" in info.value.message
+
+
+def test_which_get_note_error_wins_when_several_apply(ingested):
+    """The arguments are checked first (max_chars, line, char_offset, heading, vault), before the note is looked up;
+    then the line, the heading, and last the page asked for: the error names what is at fault first."""
+    config, _, _ = ingested
+    whole = localrag.get_note(config, NOTE)
+    section = localrag.get_note(config, NOTE, "P1 工单升级流程")
+    assert whole["line_start"] < section["line_start"]      # the note's first line is outside the section
+    long_heading = "x" * (localrag.NOTE_PATH_MAX_CHARS + 1)
+    invalid = [({"max_chars": 0, "line": 0, "char_offset": -1, "heading": 42, "vault": 7}, "max_chars"),
+               ({"line": 0, "char_offset": -1, "heading": 42, "vault": 7}, "line"),
+               ({"char_offset": -1, "heading": 42, "vault": 7}, "char_offset"),
+               ({"heading": long_heading, "vault": 7}, "heading"),
+               ({"heading": "##", "vault": 7}, "heading"),
+               ({"vault": 7}, "vault")]
+    for kw, field in invalid:
+        with pytest.raises(localrag.InvalidRequest) as info:
+            localrag.get_note(config, "nowhere/Unknown Note.md", **kw)
+        assert info.value.details["field"] == field, kw
+    not_found = [({"heading": "No Such Heading", "line": 10**6, "char_offset": 10**7}, "line", "outside the note"),
+                 ({"heading": "No Such Heading", "char_offset": 10**7}, None, "has no heading"),
+                 ({"heading": "P1 工单升级流程", "line": whole["line_start"], "char_offset": 10**7}, "line",
+                  "not inside a section named"),
+                 ({"line": whole["line_start"], "char_offset": 10**7}, "char_offset", "past the end")]
+    for kw, field, says in not_found:
+        with pytest.raises(localrag.NoteNotFound) as info:
+            localrag.get_note(config, NOTE, **kw)
+        assert info.value.details.get("field") == field and says in info.value.message, (kw, info.value.message)
+    # PATH# (an `open:` target with its heading cut off) is the whole note
+    assert localrag.get_note(config, NOTE + "#") == whole
+
 # --- CLI -------------------------------------------------------------------------------------------------------------
 
 def test_show_prints_a_section_and_json(ingested, capsys):
