@@ -12447,8 +12447,19 @@ class RawResponse:
     headers: tuple[tuple[str, str], ...] = ()
 
 
+# The query string's printable ASCII, kept as sent; every other byte is percent-encoded again (see query_params).
+_QUERY_SAFE = "".join(chr(c) for c in range(0x21, 0x7F))
+
+
 def query_params(query: str) -> dict:
-    """A GET query string as {name: value}; a repeated name is an error (which one would win is a guess)."""
+    """A GET query string as {name: value}; a repeated name is an error (which one would win is a guess).  The
+    request line reaches here decoded as Latin-1 (http.server's reading of its bytes): a client that sends UTF-8 raw,
+    not percent-encoded (curl 'localhost:8000/notes?path=插件/白板.md' does), had its characters read as mojibake
+    ("æ\x8f\x92ä»¶"); those bytes are percent-encoded again here, so both forms decode as the UTF-8 they are."""
+    try:
+        query = urllib.parse.quote_from_bytes(query.encode("latin-1"), safe=_QUERY_SAFE)
+    except UnicodeEncodeError:   # not from a request line (a caller's own text): read as it is
+        pass
     out: dict = {}
     try:
         pairs = urllib.parse.parse_qsl(query, keep_blank_values=True, strict_parsing=False, errors="strict")

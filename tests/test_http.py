@@ -1286,6 +1286,26 @@ def test_a_request_without_a_usable_host_is_refused_on_loopback(routing_api):
     assert raw_exchange(routing_api.port, b"GET /openapi.json HTTP/1.0\r\n\r\n").startswith(b"HTTP/1.1 200")
 
 
+def test_a_query_string_sent_as_raw_utf8_reads_as_percent_encoded(api):
+    """curl sends `?heading=P1 工单升级流程` as the UTF-8 bytes themselves, not percent-encoded; http.server reads the
+    request line as Latin-1, so the heading arrived as "P1 å·¥å\x8d\x95…" (404), a folder prefix as "control
+    characters" (422).  Both forms name the same section; bytes that are not UTF-8 are a clear 422."""
+    target = "/notes?path=policies/Support%20Escalation%20Policy.md&heading={}"
+    encoded = raw_exchange(api.port, f"GET {target.format(urllib.parse.quote('P1 工单升级流程'))} HTTP/1.1\r\n"
+                                     f"Host: {HOST}\r\nConnection: close\r\n\r\n".encode())
+    raw = raw_exchange(api.port, f"GET {target.format('P1%20工单升级流程')} HTTP/1.1\r\nHost: {HOST}\r\n"
+                                 f"Connection: close\r\n\r\n".encode("utf-8"))
+    assert raw.startswith(b"HTTP/1.1 200 ") and encoded.startswith(b"HTTP/1.1 200 "), raw[:400]
+    assert parse_raw(raw)[2]["heading_path"] == parse_raw(encoded)[2]["heading_path"] == \
+        ["客户支持升级政策", "P1 工单升级流程"]
+    listed = raw_exchange(api.port, "GET /notes/list?prefix=policies/客 HTTP/1.1\r\nHost: {}\r\n"
+                                    "Connection: close\r\n\r\n".format(HOST).encode("utf-8"))
+    assert listed.startswith(b"HTTP/1.1 200 "), listed[:400]
+    bad = raw_exchange(api.port, b"GET /notes?path=\xff\xfe.md HTTP/1.1\r\nHost: " + HOST.encode() +
+                       b"\r\nConnection: close\r\n\r\n")
+    assert bad.startswith(b"HTTP/1.1 422 ") and "not valid UTF-8" in parse_raw(bad)[2]["error"]["message"], bad[:400]
+
+
 def test_an_http_0_9_request_line_is_answered_at_once(routing_api):
     """`GET /` with no blank line after it (HTTP/0.9 sends no headers) waited out the 30 s request timeout, then
     answered 408 request_timeout; the README promises a 505 status line."""
