@@ -6211,9 +6211,13 @@ def scan_vault(root: Path, max_file_bytes: int | None = None, excludes: Sequence
     if pdf_skipped:
         result.warnings.append({"path": pdf_skipped[0], "warning": (
             f"{len(pdf_skipped)} PDF file(s) not indexed: {PDF_INSTALL_HINT}")})
-    if not result.files_found and not result.keep:
+    if not result.files and not result.keep:   # files of other kinds alone (a folder of attachments) are no vault
+        excluded = result.skipped["excluded"]
         result.warnings.append({"path": ".", "warning": (
-            f"no notes found ({', '.join(NOTE_EXTENSIONS)} files): is this the vault folder? Nothing to index")})
+            f"no notes to index: the --exclude patterns and .localragignore leave none ({excluded} file(s) "
+            f"excluded)" if excluded else
+            f"no notes found ({', '.join(NOTE_EXTENSIONS)} files): is this the vault folder? Nothing to index" +
+            (f" ({result.files_found} other file(s) seen)" if result.files_found else ""))})
     return result
 
 
@@ -7017,7 +7021,11 @@ def _check_mass_delete(vault_key: str, existing: dict, scan: "ScanResult", allow
     gone = sum(1 for rel in existing if rel not in present)
     if not present or gone * 2 > len(existing):
         what = "holds no .md files" if not files else f"lacks {gone} of the {len(existing)} indexed notes"
-        raise MassDeleteRefused(f"{vault_key} {what}; is the folder unmounted or the wrong path? Nothing was changed. "
+        why = "is the folder unmounted or the wrong path?"
+        if scan.skipped["excluded"]:   # the notes are there: the patterns leave them out
+            what = f"{what} once {scan.skipped['excluded']} file(s) are excluded"
+            why = "are the --exclude patterns or .localragignore meant to leave them out?"
+        raise MassDeleteRefused(f"{vault_key} {what}; {why} Nothing was changed. "
                                 f"Rerun with --allow-delete to remove them from the index",
                                 vault_path=vault_key, indexed=len(existing), missing=gone)
 

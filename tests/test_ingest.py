@@ -134,6 +134,22 @@ def test_empty_vault_succeeds_with_zero_counts(db, tmp_path):
                                                           "this the vault folder? Nothing to index"}]
 
 
+def test_a_folder_of_other_files_or_of_excluded_notes_says_why_nothing_is_indexed(db, tmp_path):
+    """A folder holding only attachments (a.png) is no vault either: it got no warning, as it "found 1 file"; a
+    vault whose every note is excluded is told so, not asked whether it is the vault folder."""
+    (tmp_path / "pics").mkdir()
+    (tmp_path / "pics" / "a.png").write_bytes(b"\x89PNG")
+    code, out = run_cli("ingest", str(tmp_path / "pics"), "--json")
+    assert code == 0 and json.loads(out)["warnings"] == [{"path": ".", "warning": (
+        "no notes found (.md, .txt, .canvas, .pdf files): is this the vault folder? Nothing to index (1 other "
+        "file(s) seen)")}]
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "a.md").write_text("# A\nText.\n", encoding="utf-8")
+    code, out = run_cli("ingest", str(tmp_path / "notes"), "--exclude", "*.md", "--json")
+    assert code == 0 and json.loads(out)["warnings"] == [{"path": ".", "warning": (
+        "no notes to index: the --exclude patterns and .localragignore leave none (1 file(s) excluded)")}]
+
+
 def test_binary_detection_spares_text_in_legacy_encodings():
     """Windows-1252 / Latin-1 text and text with a form feed is text; a NUL or a tenth of control bytes in a file
     that is neither UTF-8 nor UTF-16 is binary."""
@@ -904,6 +920,17 @@ def test_empty_or_unmounted_vault_is_refused_and_nothing_changes(ingested, tmp_p
     code, out = run_cli("ingest", str(vault), "--allow-delete", "--json")
     assert code == 0 and json.loads(out)["documents_deleted"] == first["documents_added"]
     assert counts(config)["documents"] == 0
+
+
+def test_excluding_every_note_is_refused_as_the_patterns_doing(ingested):
+    """`--exclude '**/*.md'` on an indexed vault said it "holds no .md files; is the folder unmounted or the wrong
+    path?": the notes are there, the patterns leave them out."""
+    config, vault, _first = ingested
+    before = counts(config)
+    code, out = run_cli("ingest", str(vault), "--exclude", "**/*.md", "--json")
+    err = json.loads(out)["error"]
+    assert code == localrag.EXIT_MASS_DELETE and "excluded" in err["message"] and "--exclude" in err["message"]
+    assert "unmounted" not in err["message"] and counts(config) == before
 
 
 def test_losing_more_than_half_is_refused_a_few_is_not(ingested):
