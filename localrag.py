@@ -12402,7 +12402,7 @@ aria-selected="false">Tickets</button></nav>
 <p class="status"></p>
 <p>mode <span id="mode"></span> <span id="reason"></span></p>
 <p id="suggestion" hidden>Did you mean <button type="button" class="link" id="suggestion-question"></button>?</p>
-<div id="closest" hidden><p>Closest notes (they share some of the question's words, too few to answer from):</p>
+<div id="closest" hidden><p>Closest notes (not an answer; they share some of the question's words):</p>
 <ul id="closest-list"></ul></div>
 <div id="answer" aria-live="polite"></div>
 <h2>Citations</h2><div id="citations"></div>
@@ -14319,7 +14319,7 @@ def _several_vaults(config: Config) -> bool:
 
 def _print_closest(closest: list[dict] | None, several_vaults: bool) -> None:
     if closest:
-        print("closest notes (they share some of the question's words, too few to answer from):")
+        print("closest notes (not an answer; they share some of the question's words):")
         for c in closest:
             where = f" › {' › '.join(c['heading_path'])}" if c["heading_path"] else ""
             print(f"    {c['source']}{where}  (shares: {', '.join(c['shared_terms'])})")

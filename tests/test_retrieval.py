@@ -1068,7 +1068,7 @@ def test_cli_http_and_openapi_show_the_closest_notes(http_api):
     post, _ = http_api
     question = "What is the price of Atlas CRM Enterprise?"
     code, out = run_cli("ask", question)
-    assert code == 0 and "closest notes (they share some of the question's words, too few to answer from):" in out
+    assert code == 0 and "closest notes (not an answer; they share some of the question's words):" in out
     assert "products/Atlas CRM.md" in out and "(shares: atlas, crm, enterprise)" in out
     assert "open: localrag show " in out.split("closest notes")[1]
     code, out = run_cli("history", "show", str(localrag.answer_history(localrag.load_config(), 1)["answers"][0]["id"]))
