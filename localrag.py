@@ -14813,7 +14813,8 @@ def calibration_text(cal: dict) -> str:
             lines.append(f"    {row['min_similarity']:>14.2f} {row['answered']:>9.3f} {row['refused']:>8.3f}{mark}")
     settings = " ".join(f"{k}={v}" for k, v in cal["settings"].items())
     lines += [f"calibration: {settings} answers {chosen['answered']:.3f} of answerable, refuses "
-              f"{chosen['refused']:.3f} of unanswerable", f"rule: {cal['rule']}"]
+              f"{chosen['refused']:.3f} of unanswerable (the evidence gate alone; `eval` with these settings also "
+              f"runs the answer-type check, which refuses more)", f"rule: {cal['rule']}"]
     return "\n".join(lines)
 
 
