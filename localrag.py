@@ -14717,8 +14717,13 @@ def _cmd_eval(config: Config, args: argparse.Namespace) -> int:
         raise InvalidRequest("no questions file: pass --questions PATH, or write a starter one with "
                              "`localrag eval init`")
     question_set = load_question_set(path)
-    for vault in _missing_vaults(config, question_set):
+    missing, others = _question_set_vaults(config, question_set)
+    for vault in missing:
         _say(f"warning: the question set's vault {vault} is not ingested; run `localrag ingest {vault}` first")
+    if others and not args.vault:
+        _say(f"warning: the database also holds {len(others)} vault(s) the question set does not name "
+             f"({', '.join(others[:3])}{', ...' if len(others) > 3 else ''}): their notes compete in retrieval, so "
+             f"the figures differ from a database of the set's vaults alone (`localrag vaults rm PATH` removes one)")
     for qid, source in _unindexed_sources(config, question_set["questions"], validate_scope(vault=args.vault).vault):
         _say(f"warning: {qid}: expected source {source!r} is not indexed (a typo, or a note not ingested): it can "
              f"never be a hit")
@@ -14763,19 +14768,22 @@ def _unindexed_sources(config: Config, questions: list[dict], vault: str | None)
     return [(q["id"], src) for q in questions for src in q.get("expected_sources") or () if src not in found]
 
 
-def _missing_vaults(config: Config, question_set: dict) -> list[str]:
-    """The vaults a dev-set file names (corpus/vaults, relative to the repo root or the current folder) that the
-    database does not hold: the eval would measure nothing useful for their questions."""
+def _question_set_vaults(config: Config, question_set: dict) -> tuple[list[str], list[str]]:
+    """(missing, others) for a dev-set file that names its vaults (corpus/vaults, relative to the repo root or the
+    current folder): the named vaults the database does not hold (the eval would measure nothing useful for their
+    questions), and the vaults it holds beside them (their notes compete in retrieval, so the figures are not the
+    ones a database of the named vaults alone gives: the quick start's sample vault cost the dev set an off-topic
+    refusal and a paraphrase)."""
     if not question_set["corpus"] or not question_set["vaults"]:
-        return []
+        return [], []
     bases = [b for b in (config.repo_root, Path.cwd()) if b is not None]
     corpus = next((base / question_set["corpus"] for base in bases if (base / question_set["corpus"]).is_dir()), None)
     if corpus is None:
-        return []
+        return [], []
     with Store.open(config) as s:
-        ingested = set(s.vault_paths())
-    wanted = [(corpus / v).resolve() for v in question_set["vaults"]]
-    return [str(v) for v in wanted if str(v) not in ingested]
+        ingested = s.vault_paths()
+    wanted = [str((corpus / v).resolve()) for v in question_set["vaults"]]
+    return [v for v in wanted if v not in ingested], [v for v in ingested if v not in wanted]
 
 
 def eval_table(summary: dict, k: int) -> str:

@@ -977,7 +977,15 @@ def test_eval_warns_about_question_set_vaults_that_are_not_ingested(ingested, tm
         encoding="utf-8")
     monkeypatch.chdir(tmp_path)
     assert run_cli("eval", "--questions", str(path), "--json")[0] == 0
-    assert f"vault {tmp_path / 'corpus' / 'other'} is not ingested" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f"vault {tmp_path / 'corpus' / 'other'} is not ingested" in err
+    # the ingested sample vault is not one the set names: its notes compete, and eval says so
+    assert f"also holds 1 vault(s) the question set does not name ({vault.resolve()})" in err
+    path.write_text(yaml.safe_dump({"corpus": "corpus", "vaults": ["other"], "questions": [
+        {"id": "q", "question": Q_P1, "expected_sources": ["policies/Support Escalation Policy.md"]}]}),
+        encoding="utf-8")
+    assert run_cli("eval", "--questions", str(path), "--vault", str(vault), "--json")[0] == 0
+    assert "also holds" not in capsys.readouterr().err   # scoped to one vault: nothing else competes
 
 
 def test_removing_a_vault_removes_its_keyword_rows(ingested):
