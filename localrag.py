@@ -14740,10 +14740,11 @@ def _cmd_eval(config: Config, args: argparse.Namespace) -> int:
                 result["calibration"].pop("table")
             _print_json(result)
     else:
+        width = max([14, *(len(row["id"]) for row in result["questions"])])   # long ids kept the columns apart
         for row in result["questions"]:
             ok = "ok " if (row["mode"] == row["expected_mode"] and (row["expected_mode"] == "no_answer" or row["rank"])) \
                 else "MISS"
-            print(f"{ok} {row['id']:<14} {row['tier'] or '':<10} rank={row['rank'] or '-':<3} "
+            print(f"{ok} {row['id']:<{width}} {row['tier'] or '':<10} rank={row['rank'] or '-':<3} "
                   f"conf={row['confidence']:.4f} cov={row['coverage']:.2f} mode={row['mode']:<9} "
                   f"expected={row['expected_mode']:<9} {row['latency_ms']:.1f}ms")
         print(f"\nquestions {s['questions']} ({s['answerable']} answerable, {s['unanswerable']} unanswerable), "
