@@ -8361,7 +8361,8 @@ ANSWER_TYPE_RULES: tuple[AnswerRule, ...] = (
                False, "a URL or host name"),
     AnswerRule("product",
                r"\b(?:integrat\w*|connect\w*|sync\w*|import\w*|export\w*|plugin|works? with|compatible|support\w*|"
-               r"open\w*|use|using|with|from|to|into|in|for|für|pour|para|per|voor)\b|集成|连接|同步|导入|导出|插件|兼容|"
+               r"open\w*|use|using|with|from|to|into|in|for|für|pour|para|per|voor|apps?|clients?|versions?|"
+               r"extensions?|add-?ons?)\b|集成|连接|同步|导入|导出|插件|兼容|"
                r"支持|配合|使用|打开|版|用の|용|エクスポート|インポート|同期|連携|対応|내보|가져오|가져올|가져와|동기화|연동|지원",
                _names_present, True, "every product or format the question names"),
     AnswerRule("format",

@@ -126,6 +126,9 @@ KIND_EXAMPLES = [
     # "an app for <a product>" names a product too, in other languages as well (the Apple Watch near-misses)
     ("Is there an Obsidian app for the Apple Watch?", "product"), ("有 Apple Watch 版的应用吗？", "product"),
     ("Gibt es eine Obsidian-App für die Apple Watch?", "product"), ("Apple Watch용 앱이 있나요?", "product"),
+    # ... and "a <product> app / version / client" (an outside walkthrough's "Does Obsidian have an Apple Watch app?"
+    # was answered with the App Store's download steps)
+    ("Does Obsidian have an Apple Watch app?", "product"), ("Is there a Linux version of Obsidian?", "product"),
     ("ノートをWord形式（.docx）でエクスポートできますか？", "product"), ("노트를 Word로 내보낼 수 있나요?", "product"),
     ("Which file formats are supported?", "format"), ("支持哪些格式？什么格式都行吗", "format"),
     ("What is the version number of the app?", "number"), ("应用的版本号是什么？", "number"),
