@@ -15549,6 +15549,9 @@ def _report_error(exc: LocalRagError, want_json: bool, compact: bool = False) ->
             _print_json(exc.to_dict(), compact)
 
 
+DUPLICATE_SIGNAL_S = 0.5   # a stop signal this soon after the first is that one delivered again (see below)
+
+
 def _stop_signals() -> list[int]:
     """The signals that stop a command (SIGINT, SIGTERM, SIGHUP), less any ignored when the process started: a
     signal ignored then stays ignored (`nohup localrag ingest … &` must outlive the SSH session)."""
@@ -15558,16 +15561,30 @@ def _stop_signals() -> list[int]:
 
 def _install_interrupt_handlers() -> dict:
     """SIGINT, SIGTERM and SIGHUP raise Signalled in the main thread, so every command cleans up the same way
-    (workers ended, run row closed, lock released); the first one restores the defaults, so a second signal ends
-    the process at once.  One the process inherited as ignored (nohup, a background job) stays ignored.  Returns
-    the previous handlers (main() restores them: tests call main in-process)."""
+    (workers ended, run row closed, lock released); a second signal ends the process at once, unless it comes
+    within DUPLICATE_SIGNAL_S of the first (the same interruption sent to the process and to its group).  One the
+    process inherited as ignored (nohup, a background job) stays ignored.  Returns the previous handlers (main()
+    restores them: tests call main in-process).  (The interpreter's own exit restores the defaults as well: a copy
+    arriving after the clean-up has said and closed everything may still end it by the signal, which a shell
+    reports as the same 130.)"""
     if threading.current_thread() is not threading.main_thread():
         return {}
     sigs = _stop_signals()
 
     def interrupted(signum: int, frame: Any) -> None:
+        first = time.monotonic()
+
+        def again(signum2: int, frame2: Any) -> None:
+            # the one interruption delivered twice: `timeout -s INT` signals the command and then its process group,
+            # and a second signal that soon ended the process before its clean-up said anything or closed its run
+            if time.monotonic() - first < DUPLICATE_SIGNAL_S:
+                return
+            for sig in sigs:
+                signal.signal(sig, signal.SIG_DFL)
+            os.kill(os.getpid(), signum2)   # a second one, later: the process ends at once
+
         for sig in sigs:
-            signal.signal(sig, signal.SIG_DFL)
+            signal.signal(sig, again)
         raise Signalled(signum)
 
     return {sig: signal.signal(sig, interrupted) for sig in sigs}
