@@ -15058,7 +15058,31 @@ class _ArgumentParser(argparse.ArgumentParser):
         name = named and (named.group(1) or named.group(2))
         action = next((a for a in self._actions if name and name in (*a.option_strings, a.dest)), None)
         field = {"field": action.dest} if action is not None else {}
-        raise InvalidRequest(f"{self.prog}: {message}", usage=self.format_usage().strip(), **field)
+        raise InvalidRequest(f"{self.prog}: {message}{_did_you_mean(self, message)}",
+                             usage=self.format_usage().strip(), **field)
+
+
+def _did_you_mean(parser: argparse.ArgumentParser, message: str) -> str:
+    """"; did you mean 'ingest'?" for a mistyped command (`ingst`) or option (`--exlude`: the parser that reports
+    an unknown option is the top one, so every command's options are candidates); "" when nothing is close."""
+    import difflib   # only on a usage error: not on every command's start
+    choice = re.match(r"argument \S+: invalid choice: '([^']*)' \(choose from (.*)\)$", message)
+    if choice:
+        close = difflib.get_close_matches(choice.group(1), re.findall(r"'([^']*)'", choice.group(2)), n=1)
+    else:
+        unknown = re.match(r"unrecognized arguments: (.*)$", message)
+        words = [w for w in unknown.group(1).split() if w.startswith("--")] if unknown else []
+
+        def options(p: argparse.ArgumentParser) -> Iterator[str]:
+            for action in p._actions:
+                yield from (o for o in action.option_strings if o.startswith("--"))
+                for sub in getattr(action, "choices", None) or ():
+                    if isinstance(action, argparse._SubParsersAction):
+                        yield from options(action.choices[sub])
+
+        known = sorted(set(options(parser)))
+        close = [m for w in words[:1] for m in difflib.get_close_matches(w.split("=")[0], known, n=1)]
+    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 def _ranged(kind: type, low: float, high: float | None = None) -> Callable[[str], Any]:

@@ -862,3 +862,17 @@ def test_progress_on_a_dumb_terminal_is_plain_lines(monkeypatch):
     monkeypatch.setenv("TERM", "dumb")
     assert localrag._progress_printer().style == "log"
     assert localrag._progress_printer("always").style == "tty"   # asked for explicitly
+
+
+@pytest.mark.parametrize("argv, suggestion", [
+    (["ingst", "x"], "did you mean 'ingest'?"),
+    (["db", "stat"], "did you mean 'status'?"),
+    (["ingest", ".", "--exlude", "x"], "did you mean '--exclude'?"),   # the top parser reports it: any command's
+    (["zzzz"], None),                                                 # nothing close: no guess
+])
+def test_a_mistyped_command_or_option_gets_a_suggestion(argv, suggestion, capfd):
+    """`localrag ingst` listed every command and left the reader to spot the one meant."""
+    code, _out = run_cli(*argv)
+    err = capfd.readouterr().err
+    assert code == localrag.EXIT_USAGE and "invalid_request" in err
+    assert (suggestion in err) if suggestion else "did you mean" not in err
