@@ -13935,7 +13935,7 @@ class _ProgressPrinter:
     """Ingest progress on stderr.  On a terminal ("tty"): one line rewritten in place, cut to the terminal's
     width: phase, done/total, percent, rate, ETA.  Otherwise ("log"): a plain line when a phase starts, then at
     most every PROGRESS_LOG_INTERVAL_S and PROGRESS_LOG_FRACTION of the phase, whichever is rarer, so a log of a
-    6,000-file run holds about ten lines.  A call that prints nothing costs one clock read."""
+    6,000-file run holds about ten lines; and one when a phase completes.  A call that prints nothing costs one clock read."""
 
     def __init__(self, style: str, stream: Any = None) -> None:
         self.style, self.stream = style, stream or sys.stderr
@@ -13960,8 +13960,10 @@ class _ProgressPrinter:
                 return
         # A log line when a phase first starts, then only when both 5 s and 10% have passed: batches written
         # between files (parse+embed -> write -> parse+embed) do not each start a line.
+        # ... and when a phase completes, so a short run's log does not end on "parse+embed: 0/173 files 0%"
         elif not first and (now - self.last_print < PROGRESS_LOG_INTERVAL_S
-                            or (total and done - self.printed.get(phase, 0) < PROGRESS_LOG_FRACTION * total)):
+                            or (total and done - self.printed.get(phase, 0) < PROGRESS_LOG_FRACTION * total)) \
+                and not (total and done == total and self.printed.get(phase) != done):
             return
         self.phase, self.last_print, self.printed[phase] = phase, now, done
         self._write(self.line(phase, done, total, now))

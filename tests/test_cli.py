@@ -611,6 +611,22 @@ def test_progress_in_a_log_is_every_5s_or_10_percent_whichever_is_rarer(monkeypa
     assert len(out.getvalue().splitlines()) <= 14
 
 
+def test_progress_in_a_log_says_when_a_phase_completes(monkeypatch):
+    """A short run's log ended on "parse+embed: 0/173 files 0%" (an outside walkthrough read it as a stall): the
+    phase's completion is a line too, once."""
+    import io
+    clock = Clock()
+    monkeypatch.setattr(localrag.time, "monotonic", clock)
+    out = io.StringIO()
+    p = localrag._ProgressPrinter("log", out)
+    for done in range(174):
+        clock.now += 0.005
+        p("parse+embed", done, 173)
+    p("parse+embed", 173, 173)   # said again: not a second line
+    assert out.getvalue().splitlines() == ["parse+embed: 0/173 files   0%",
+                                           "parse+embed: 173/173 files 100%  200 files/s  ETA 0s"]
+
+
 def test_progress_rate_of_a_per_batch_phase_counts_from_its_batch(monkeypatch):
     """"embed" runs once per batch, 0..n each time: its rate (and ETA) counts from the batch's start, not from the
     first batch's (10 batches of 100 chunks at 100 chunks/s with a 9 s pause between them read 10 chunks/s)."""
