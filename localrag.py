@@ -12656,8 +12656,9 @@ class Api:
             return 200, ticket_draft(self.config, store=s, **body)
 
     def post_ticket(self, headers: Any, body: Any) -> tuple[int, dict]:
-        body = dict(_check_fields(body, _TICKET_CREATE_FIELDS, "confirmed"))
-        confirmed = body.pop("confirmed")
+        # a missing "confirmed" gets ticket_create's reason too, not a bare "confirmed is required"
+        body = dict(_check_fields(body, _TICKET_CREATE_FIELDS, None))
+        confirmed = body.pop("confirmed", None)
         with self.pool.store() as s:
             return 201, ticket_create(self.config, body, confirmed, "http", self._fingerprint(), store=s)
 

@@ -419,6 +419,8 @@ def test_http_draft_confirm_status(api_url, vault_db):
     for body in ({**draft}, {**draft, "confirmed": False}, {**draft, "confirmed": None}, {**draft, "confirmed": "yes"}):
         status, err = call(api_url, "POST", "/tickets", body)
         assert status == 422 and err["error"]["details"]["field"] == "confirmed", body
+        if body.get("confirmed", False) in (None, False):   # missing said only "confirmed is required"
+            assert "a person must confirm" in err["error"]["message"], err
     assert row_counts(vault_db) == before
     status, ticket = call(api_url, "POST", "/tickets", {**draft, "title": "Edited", "confirmed": True})
     assert status == 201 and ticket["title"] == "Edited" and ticket["status"] == "open"
