@@ -11297,7 +11297,15 @@ def eval_init(path: str | Path, vault: str | Path = "") -> dict:
     if root:
         notes = sorted(p for p in root.rglob("*.md")
                        if not any(part.startswith(".") for part in p.relative_to(root).parts))
-        for note in notes[:EVAL_STARTER_NOTES]:
+        # one note from each top-level folder in turn: the first notes in path order all came from one folder
+        # ("Bases/"), a starter set that tests a corner of the vault
+        folders: dict[str, list[Path]] = {}
+        for note in notes:
+            folders.setdefault(note.relative_to(root).parts[0] if len(note.relative_to(root).parts) > 1 else "",
+                               []).append(note)
+        spread = [group[i] for i in range(max(map(len, folders.values()), default=0))
+                  for group in folders.values() if i < len(group)]
+        for note in spread[:EVAL_STARTER_NOTES]:
             items.append((_starter_question(_note_title(note)), [note.relative_to(root).as_posix()], "rag"))
     if not items:
         items = [(q, [src], "rag") for q, src in EVAL_STARTER_PLACEHOLDERS]

@@ -181,6 +181,10 @@ def test_eval_init_writes_a_starter_file_from_the_vault(env, vault, tmp_path, ca
     questions = localrag.load_questions(target)  # the file is valid input for eval
     rag = [q for q in questions if q["expected_mode"] == "rag"]
     assert len(rag) == localrag.EVAL_STARTER_NOTES and all((vault / q["expected_sources"][0]).is_file() for q in rag)
+    # from as many top-level folders as there are questions (the first notes in path order were all one folder's)
+    folders = {q["expected_sources"][0].split("/")[0] for q in rag}
+    assert len(folders) == min(localrag.EVAL_STARTER_NOTES, len({p.relative_to(vault).parts[0] for p in
+                                                                   vault.rglob("*.md") if ".obsidian" not in p.parts}))
     before = target.read_bytes()
     code, _ = run_cli("eval", "init", "--questions", str(target))  # never overwrites
     assert code == localrag.EXIT_USAGE and target.read_bytes() == before
