@@ -6213,11 +6213,14 @@ def scan_vault(root: Path, max_file_bytes: int | None = None, excludes: Sequence
             f"{len(pdf_skipped)} PDF file(s) not indexed: {PDF_INSTALL_HINT}")})
     if not result.files and not result.keep:   # files of other kinds alone (a folder of attachments) are no vault
         excluded = result.skipped["excluded"]
-        result.warnings.append({"path": ".", "warning": (
-            f"no notes to index: the --exclude patterns and .localragignore leave none ({excluded} file(s) "
-            f"excluded)" if excluded else
-            f"no notes found ({', '.join(NOTE_EXTENSIONS)} files): is this the vault folder? Nothing to index" +
-            (f" ({result.files_found} other file(s) seen)" if result.files_found else ""))})
+        if excluded:
+            warning = (f"no notes to index: the --exclude patterns and .localragignore leave none ({excluded} "
+                       f"file(s) excluded)")
+        else:
+            warning = f"no notes found ({', '.join(NOTE_EXTENSIONS)} files): is this the vault folder? Nothing to index"
+            if result.files_found:
+                warning += f" ({result.files_found} other file(s) seen)"
+        result.warnings.append({"path": ".", "warning": warning})
     return result
 
 
@@ -8410,11 +8413,11 @@ def answer_kind(question: str) -> str | None:
 _ASKS_WHY_RE = re.compile(r"^\s*(?:why|how come)\b|为什么|为何|怎么会|怎么回事|为啥", re.IGNORECASE)
 # A question asking for several things by kind ("Which property types…", "What regions…", "哪些说法"): a lead-in
 # with its list answers it whole.
+_ASKS_LIST_RE = re.compile(r"\b(?:which|what are(?: the)?)\s+(?!(?:does|is|was|has|goes)\b)(?:[a-z-]+\s+){0,2}?"
+                           r"[a-z]{2,}(?<!s)s\b|\bwhat (?:kinds?|types?|sorts?) of\b|哪些|哪几", re.IGNORECASE)
 # A sentence that lists in itself what it names: "… only for the following: licenses, your account, payments and
 # add-on services." / "…提供邮件支持：商用许可、你的账户、付款以及附加服务。" (three items or more after a colon).
 _INLINE_LIST_RE = re.compile(r"[:：][^.。:：]*?(?:,|，|、)[^.。:：]*?(?:,|，|、|\band\b|\bor\b|和|或|以及)[^.。]+[.。]?$")
-_ASKS_LIST_RE = re.compile(r"\b(?:which|what are(?: the)?)\s+(?!(?:does|is|was|has|goes)\b)(?:[a-z-]+\s+){0,2}?"
-                           r"[a-z]{2,}(?<!s)s\b|\bwhat (?:kinds?|types?|sorts?) of\b|哪些|哪几", re.IGNORECASE)
 
 
 def _answer_rule(question: str, rules: Sequence[AnswerRule] | None = None) -> AnswerRule | None:
@@ -8594,13 +8597,13 @@ FAKE_LIST_MIN_RELATIVE_COVERAGE = 2 / 3    # a lead-in shown with its list cover
 # A citation marker: [n].  Not the [n] inside a wikilink to a note named with digits only, [[202301011230]] (a
 # Zettelkasten UID): it is text, shown as written, and cites nothing.
 _MARKER_RE = re.compile(r"(?<!\[)\[(\d+)\](?!\])")
-# A sentence ends at 。！？!? or at a full stop before a space or the line's end, except a full stop followed by a
-# lower-case word: "e.g. in a case where ...", "etc. and" go on (an English sentence starts with a capital).
 # A sentence that answers the question right before it: "… ? If so, …", "…？如果是，…".
 _IF_SO_RE = re.compile(r"(?:if (?:so|yes|not)\b|如果是|如果不是|如果没有|若是)", re.IGNORECASE)
 # A sentence that opens with a verdict: the answer to a question, its FAQ heading's or the reader's.
 _VERDICT_START_RE = re.compile(r"(?:yes|no|nope)\b[,.!]|(?:是的|不是|不|可以|不可以|不能|没有)[，。！,]", re.IGNORECASE)
 _BARE_VERDICT_RE = re.compile(r"^(?:yes|no|nope|yep|是的|是|不是|不|可以|不可以|不能|能|没有|有)\s*[.。!！]\s*$", re.IGNORECASE)
+# A sentence ends at 。！？!? or at a full stop before a space or the line's end, except a full stop followed by a
+# lower-case word: "e.g. in a case where ...", "etc. and" go on (an English sentence starts with a capital).
 _SENTENCE_RE = re.compile(r"(?:[^。！？!?.\n]|\.(?!\s|$)|\.(?=[ \t]+[a-z])|[!?](?=\w))+(?:[。！？!?]+|\.(?=\s|$)|$)",
                           re.MULTILINE)
 
@@ -10420,8 +10423,10 @@ def _section_lines(doc: Document, sec: Section) -> tuple[Any, Any]:
 
 
 def _holds_line(doc: Document, sec: Section, line: int | None) -> bool:
+    if line is None or not _has_file_lines(doc):
+        return False
     first, last = _section_lines(doc, sec)
-    return line is not None and _has_file_lines(doc) and first <= line <= last
+    return first <= line <= last
 
 
 def _check_note_line(doc: Document, line: int | None) -> None:
@@ -11301,8 +11306,8 @@ def eval_init(path: str | Path, vault: str | Path = "") -> dict:
         # ("Bases/"), a starter set that tests a corner of the vault
         folders: dict[str, list[Path]] = {}
         for note in notes:
-            folders.setdefault(note.relative_to(root).parts[0] if len(note.relative_to(root).parts) > 1 else "",
-                               []).append(note)
+            parts = note.relative_to(root).parts
+            folders.setdefault(parts[0] if len(parts) > 1 else "", []).append(note)
         spread = [group[i] for i in range(max(map(len, folders.values()), default=0))
                   for group in folders.values() if i < len(group)]
         for note in spread[:EVAL_STARTER_NOTES]:
@@ -15087,9 +15092,9 @@ def _did_you_mean(parser: argparse.ArgumentParser, message: str) -> str:
         def options(p: argparse.ArgumentParser) -> Iterator[str]:
             for action in p._actions:
                 yield from (o for o in action.option_strings if o.startswith("--"))
-                for sub in getattr(action, "choices", None) or ():
-                    if isinstance(action, argparse._SubParsersAction):
-                        yield from options(action.choices[sub])
+                if isinstance(action, argparse._SubParsersAction):
+                    for sub in action.choices.values():
+                        yield from options(sub)
 
         known = sorted(set(options(parser)))
         close = [m for w in words[:1] for m in difflib.get_close_matches(w.split("=")[0], known, n=1)]

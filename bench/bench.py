@@ -63,16 +63,19 @@ def start_database() -> tuple[str, Callable[[], None] | None]:
     tmp = Path(tempfile.mkdtemp(prefix="localrag-bench-"))
     server = None
 
+    def pg_ctl(*args: str, check: bool) -> None:
+        subprocess.run([str(server.bin_path / "pg_ctl"), "-D", str(tmp / "pgdata"), "-w", "-m", "fast", *args],
+                       check=check, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120,
+                       **({"user": server.system_user} if server.system_user else {}))
+
     def stop() -> None:
         """Stop the benchmark's server and delete its directory.  pg_ctl stops it: pgserver's cleanup stops the
         postmaster it started, which the restart below replaced (it found that one gone, deleted the data
         directory under the running server and left it running); its "delete" also leaves the parent."""
         try:
-            if server is not None and (tmp / "pgdata" / "postmaster.pid").exists():
-                subprocess.run([str(server.bin_path / "pg_ctl"), "-D", str(tmp / "pgdata"), "-w", "-m", "fast",
-                                "stop"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120,
-                               **({"user": server.system_user} if server.system_user else {}))
             if server is not None:
+                if (tmp / "pgdata" / "postmaster.pid").exists():
+                    pg_ctl("stop", check=False)
                 server.cleanup()
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -82,10 +85,7 @@ def start_database() -> tuple[str, Callable[[], None] | None]:
         # The settings localrag's own embedded server starts with (shared_buffers, jit), so the figures are a user's.
         localrag._embedded_write_settings(tmp / "pgdata", localrag.embedded_server_settings(
             localrag.load_config(environ={}), localrag._memory_mb()))
-        subprocess.run([str(server.bin_path / "pg_ctl"), "-D", str(tmp / "pgdata"), "-l", str(tmp / "pgdata" / "log"),
-                        "-w", "-m", "fast", "restart"], check=True, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL, timeout=120,
-                       **({"user": server.system_user} if server.system_user else {}))
+        pg_ctl("-l", str(tmp / "pgdata" / "log"), "restart", check=True)
         sock = server.get_postmaster_info().socket_dir
         target = localrag.DbTarget({"user": "postgres", "unix_sock": str(sock / ".s.PGSQL.5432"),
                                     "database": "localrag_bench"}, "bench")
