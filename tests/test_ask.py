@@ -773,6 +773,20 @@ def test_eval_calibrate_prints_the_separating_threshold(indexed):
                       r"of answerable, refuses ([0-9.]+) of unanswerable", out)
     assert match and match[3] == match[4] == "1.000"
     assert "min_coverage  answered  refused" in out and "<- chosen" in out and "rule: rag when" in out
+    # what it replays: the gate alone (eval also runs the answer-type check, which refuses more)
+    assert "(the evidence gate alone;" in out
+
+
+def test_eval_question_lines_stay_in_columns_with_long_ids(indexed, tmp_path):
+    """An id longer than 14 characters pushed its line's columns out of line with the others'."""
+    path = tmp_path / "questions.yaml"
+    items = [{"id": "q", "question": RAG_Q, "expected_sources": RAG_QUESTIONS[0]["expected_sources"]},
+             {"id": "a-rather-long-question-id", "question": RAG_Q,
+              "expected_sources": RAG_QUESTIONS[0]["expected_sources"]}]
+    path.write_text(yaml.safe_dump(items, allow_unicode=True), encoding="utf-8")
+    code, out = run_cli("eval", "--questions", str(path))
+    rows = [line for line in out.splitlines() if "rank=" in line]
+    assert code == 0 and len(rows) == 2 and len({line.index("rank=") for line in rows}) == 1, rows
 
 
 def test_eval_top_k_one_is_hit_at_one(indexed):
