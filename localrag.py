@@ -7816,10 +7816,36 @@ def question_terms(question: str) -> list[str]:
     return keyword_terms(text)
 
 
+# A Chinese question's bigram that joins a preposition or a postposition to a word's character ("在笔", "记中", "中嵌" in
+# 在笔记中嵌入, "机上" in 在手机上): a cut across two words that no answer needs to say, while the answerer counts it as
+# asked as often as the words themselves (a sentence holding the phrase 在笔记中嵌入 outranked the one about YouTube).
+_ASKED_CJK_BEFORE = frozenset("在把将从给被向于为")     # before a word
+_ASKED_CJK_AFTER = frozenset("中上里内时后")            # after a word
+
+
 def asked_terms(question: str) -> set[str]:
     """What the extractive answerer (and the count rule) looks for in a sentence: answer_terms of the question, read
-    by question_terms."""
-    return {t for t in question_terms(question) if t not in _QUESTION_STOPWORDS}
+    by question_terms, without the bigrams that only join a preposition or postposition to a word."""
+    terms = [t for t in question_terms(question) if t not in _QUESTION_STOPWORDS]
+    return {t for i, t in enumerate(terms) if not _asked_junction(terms, i)}
+
+
+def _asked_junction(terms: Sequence[str], i: int) -> bool:
+    """Whether terms[i] is a bigram of a preposition and the first character of the next bigram (在笔 before 笔记;
+    中嵌 when 中 closes the word before it: not in 在中文), or of the last character of the bigram before it and a
+    postposition or preposition (记中 after 笔记, 时在 after 同时): its word is that other bigram."""
+    term = terms[i]
+    if len(term) != 2 or not is_cjk_term(term):
+        return False
+    before, after = _overlapping_bigrams(terms, i)[:1], _overlapping_bigrams(terms, i)[-1:]
+    nxt = next((t for t in after if t[0] == term[1]), None)
+    prev = next((t for t in before if t[1] == term[0]), None)
+    if nxt and not set(nxt) & _ASKED_CJK_BEFORE and (term[0] in _ASKED_CJK_BEFORE or term[0] in _ASKED_CJK_AFTER and
+                                                      prev is not None and prev[0] not in _ASKED_CJK_BEFORE):
+        return True
+    # ... or of a word's last character and the preposition that follows it (时在, 置为)
+    return bool(prev and (term[1] in _ASKED_CJK_BEFORE or term[1] in _ASKED_CJK_AFTER and
+                          not set(prev) & (_ASKED_CJK_BEFORE | _ASKED_CJK_AFTER)))
 
 
 def run_retrieval(store: Store, config: Config, query: str, top_k: int, retrieval: str | None = None,
@@ -8337,11 +8363,12 @@ ANSWER_TYPE_RULES: tuple[AnswerRule, ...] = (
     AnswerRule("duration",
                r"\bhow (?:long|often|frequently)\b|\bhow many (?:seconds|minutes|hours|days|weeks|months|years)\b|"
                r"\b(?:retention|expiry|expiration|timeout) (?:period|time)\b|多久|多长时间|多少天|几天|几小时|多少小时|"
-               r"多少分钟|多少秒|频率",
+               # 频率 alone is no question of how often: "能按出现频率排序吗？" asks whether tags sort by frequency
+               r"多少分钟|多少秒|(?:什么|多高的?|多大的?)频率|频率是多少|多频繁",
                rf"\d\s?{_UNITS_TIME}|\b(?:one|two|three|four|five|six|seven|ten|twelve|thirty|sixty|ninety) "
                rf"{_UNITS_TIME}|[一二三四五六七八九十两百]\s?{_UNITS_TIME}|\b(?:hourly|daily|weekly|monthly|yearly|"
                r"annually|every (?:hour|day|week|month|year))\b|每(?:小时|天|周|月|年)",
-               False, "a duration or frequency"),
+               True, "a duration or frequency"),
     AnswerRule("limit",
                r"\b(?:max(?:imum)?|min(?:imum)?|limits?|largest|biggest|smallest|at most|at least|upper bound|"
                r"cap|quota|how (?:big|large|small) (?:can|may|is|are)|how much (?:storage|space|data))\b|"
@@ -8603,9 +8630,11 @@ _IF_SO_RE = re.compile(r"(?:if (?:so|yes|not)\b|如果是|如果不是|如果没
 _VERDICT_START_RE = re.compile(r"(?:yes|no|nope)\b[,.!]|(?:是的|不是|不|可以|不可以|不能|没有)[，。！,]", re.IGNORECASE)
 _BARE_VERDICT_RE = re.compile(r"^(?:yes|no|nope|yep|是的|是|不是|不|可以|不可以|不能|能|没有|有)\s*[.。!！]\s*$", re.IGNORECASE)
 # A sentence ends at 。！？!? or at a full stop before a space or the line's end, except a full stop followed by a
-# lower-case word: "e.g. in a case where ...", "etc. and" go on (an English sentence starts with a capital).
-_SENTENCE_RE = re.compile(r"(?:[^。！？!?.\n]|\.(?!\s|$)|\.(?=[ \t]+[a-z])|[!?](?=\w))+(?:[。！？!?]+|\.(?=\s|$)|$)",
-                          re.MULTILINE)
+# lower-case word: "e.g. in a case where ...", "etc. and" go on (an English sentence starts with a capital).  The
+# closing quotes and brackets after 。！？ end the sentence with it: "客户说：“我们担心数据出境。”" (the next one had
+# started with ”).
+_SENTENCE_RE = re.compile(r"(?:[^。！？!?.\n]|\.(?!\s|$)|\.(?=[ \t]+[a-z])|[!?](?=\w))+"
+                          r"(?:[。！？!?]+[”’」』）]*|\.(?=\s|$)|$)", re.MULTILINE)
 
 
 @dataclasses.dataclass
@@ -8749,6 +8778,9 @@ def _plain_markdown(text: str, headings: bool = False, held: list | None = None)
     # with the space before it
     text = re.sub(r"[^\S\n]?[(（]\s*(?:!\[\[[^\]]*\]\]\s*)+[)）]|[^\S\n]*!\[\[[^\]]*\]\](?=[.,;:!?。，；：！？])", "",
                   text)
+    # ... and a file's between two Chinese or Japanese characters with the spaces that set it off ("将 ![[obsidian.svg#icon]]
+    # 扩展按钮": Chinese puts no space between words)
+    text = _CJK_ICON_RE.sub("", text)
     text = _EMBED_LINE_RE.sub("", text)
     text = re.sub(r"!\[\[([^\]]*)\]\]|!\[([^\]]*)\]\([^)]*\)", _embed_text, text)
     if "<" in text:
@@ -8790,6 +8822,8 @@ def _unhold(text: str, held: Sequence[str]) -> str:
     return _MARKER_RE.sub(r"(\1)", re.sub(r"\\\[(\d+)\\\]", r"(\1)", text))   # \[1\] shows as [1]: no citation
 
 
+_CJK_ICON_RE = re.compile(r"(?<=[\u3040-\u30ff\u4e00-\u9fff])[^\S\n]*!\[\[[^\]\[|#]+\.(?!md\b)[A-Za-z0-9]{2,5}(?:[#|][^\]]*)?"
+                          r"\]\][^\S\n]*(?=[\u3040-\u30ff\u4e00-\u9fff])")
 # A list item; a task's box stays with its text ("[x] Submit the report": whether it is done is part of the fact).
 _LIST_ITEM_RE = re.compile(r"^(\s*)(?:([-*+])|(\d{1,3})[.)])\s+(.*)$")
 
@@ -9065,6 +9099,7 @@ class _ExtractiveAnswer:
         self.shown_code: set[tuple[int, int, str]] = set()   # the code blocks _code_after has shown
         self.seen: set[str] = set()   # the texts shown: none twice
         self.said: list[set[str]] = []    # the terms of each unit shown, to leave out restatements of one of them
+        self.first: dict | None = None    # the first unit shown (the best line)
         self.shown = 0   # units shown (a header row counts; a lead-in's list is part of its lead)
         self.shown_lists: list[int] = []   # the lists a lead-in's list or the best line's follower has shown
         # where a lead-in and its list go: where one of its items was already shown, if one was (_list_after)
@@ -9359,9 +9394,13 @@ class _ExtractiveAnswer:
         terms = answer_terms(u["text"])
         if _restates(terms, self.said) and not (u.get("list_follows") or u.get("code") or u.get("code_follows")):
             return   # "对于附件，旧版本将保留两周。" after "附件的旧版本保留两周。" from another note
-        if self.said and _VERDICT_START_RE.match(u["text"]) and \
-                len(q & answer_terms(" ".join(self.blocks_by_n[u["n"]].get("heading_path") or []))) * 2 < len(q):
+        if self.said and _VERDICT_START_RE.match(u["text"]) and self._answers_another_question(u):
             return   # "No, your data is retained …": the verdict on another FAQ's question, not on this one
+        if self.said and self._answers_another_question(u):
+            # the answer to another FAQ's question: left out, and not replaced by a line ranked below it (a weaker
+            # one, measured: fragments and asides took its place)
+            self.shown += 1
+            return
         self.list_at = None
         code = self._code_after(u) or self._list_after(u)
         if u["text"].endswith((":", "：")) and not code:
@@ -9377,11 +9416,34 @@ class _ExtractiveAnswer:
         i = self.list_at if self.list_at is not None else len(self.lines)
         self.lines[i:i] = unit_lines
 
+    def _answers_another_question(self, u: dict) -> bool:
+        """Whether a unit (not the first line) is the answer to a question other than the one asked: a verdict
+        ("No, …", "不会，…") under headings that say less than half the question, or a line under a FAQ heading
+        (a question) that says less of the question than the first line's heading does ("数据会立即从 Obsidian Sync
+        服务器上删除。" under "如果我退款，你们还会保留我的数据吗？" read as a false alarm under the answer to
+        "会在后台同步吗？")."""
+        if _VERDICT_START_RE.match(u["text"]):
+            path = self.blocks_by_n[u["n"]].get("heading_path") or []
+            return len(self.q & answer_terms(" ".join(path))) * 2 < len(self.q)
+        if self.first is None:   # a whole list was shown first
+            return False
+        above, first = self._nearest_heading(u), self._nearest_heading(self.first)
+        return above != first and above.rstrip().endswith(("?", "？")) and \
+            len(self.q & answer_terms(above)) < len(self.q & answer_terms(first))
+
+    def _nearest_heading(self, u: dict) -> str:
+        """The heading a unit stands under: the last one before it in its block, else its block's own."""
+        path = self.blocks_by_n[u["n"]].get("heading_path") or []
+        return next((v["text"] for v in reversed(self.units_of[u["n"]][:u["pos"]]) if v["kind"] == "heading"),
+                    path[-1] if path else "")
+
     def _shown_line(self, u: dict, terms: set[str]) -> str:
         """Counts a unit as shown (its text seen, its terms said) and gives its answer line."""
         self.seen.add(u["text"])
         self.said.append(terms)
         self.shown += 1
+        if self.first is None:
+            self.first = u
         return f"{u['text']} [{u['n']}]"
 
     def _follower_lines(self, u: dict, code: list[str]) -> list[str]:
@@ -9401,7 +9463,10 @@ class _ExtractiveAnswer:
         if any(v["kind"] == "step" for v in items) or \
                 re.match(r"(?:to|in order to)\b|要|如需|如要", after["text"], re.IGNORECASE):
             items = []
-        if not (_readable(after) and _REFERS_BACK_RE.search(after["text"]) or
+        # -- or, for a how-to question, says where to go when the best line does not ("你也可以将扩展按钮设置为一键打开阅读器。"
+        # then "在 Web Clipper 设置中前往通用 → 行为 → 打开行为，然后选择阅读器。": the sentence that answers)
+        path = self.how_to and _MENU_PATH_RE.search(after["text"]) and not _MENU_PATH_RE.search(u["text"])
+        if not (_readable(after) and (_REFERS_BACK_RE.search(after["text"]) or path) or
                 items and u["kind"] == "sentence" and not self.shown_lists and len(items) <= FAKE_MAX_STEPS):
             return []
         lines = [self._shown_line(after, answer_terms(after["text"]))]
@@ -9495,6 +9560,8 @@ _REFERS_BACK_RE = re.compile(
     re.IGNORECASE)
 
 
+# A menu path: "Settings → Community plugins", "通用 → 行为".
+_MENU_PATH_RE = re.compile(r"[^\s→]\s*(?:→|⇒)\s*[^\s→]")
 # A question asking for two things at once: "How do I add and remove …?", "如何设置和移除快捷键？".
 _ASKS_TWO_RE = re.compile(r"\b(?:and|or)\b|和|与|及|或", re.IGNORECASE)
 # An instruction: a list item that opens with what to do (the procedure rule's verbs and more).

@@ -118,6 +118,8 @@ KIND_EXAMPLES = [
     ("What is the price of a Catalyst license?", "price"), ("商用许可证的价格是多少？", "price"),
     ("When was Publish released?", "date"), ("Publish 是哪一年发布的？", "date"),
     ("How long is version history kept?", "duration"), ("版本历史保留多久？", "duration"),
+    ("How often are snapshots taken?", "duration"), ("快照保存的频率是多少？", "duration"),
+    ("标签视图能按出现频率排序吗？", "yes_no"),   # 频率 as a sort key asks no duration (check4 lex-zh-18)
     ("What is the maximum file size?", "limit"), ("单个文件最大多大？", "limit"),
     ("How many vaults can I sync?", "count"), ("可以同步几个仓库？", "count"),
     ("窗口边框样式有哪几种可以选？", None),   # 哪几种: "which kinds", not "how many" (check6 lex-zh-08)
@@ -216,6 +218,17 @@ def test_rules_table_is_readable_and_ordered():
     assert {"price", "date", "duration", "limit", "count", "url", "product", "yes_no", "procedure"} <= set(kinds)
     for rule in localrag.ANSWER_TYPE_RULES:
         assert rule.needs and isinstance(rule.kept, bool)
+
+
+@pytest.mark.parametrize("question", ["购买的 Obsidian 积分多久会过期？", "录音机插件单次录音最长可以录多久？",
+                                      "How long does a custom domain take to start working?"])
+def test_a_duration_the_evidence_does_not_state_is_refused(question):
+    """A near-miss asking how long (check8's credit expiry, recording length; check4's DNS wait) had been answered
+    with how-to lines about the topic: the duration rule refuses it when no top block states a duration."""
+    check = localrag.answer_type_check(question, blocks_of("输入你想购买的积分金额。金额以美元为单位。",
+                                                           "Open Cloudflare and add a CNAME record."))
+    assert check["kind"] == "duration" and check["refuses"] and check["needs"] == "a duration or frequency"
+    assert not localrag.answer_type_check(question, blocks_of("It takes up to 48 hours."))["refuses"]
 
 
 def test_a_rule_not_kept_reports_but_does_not_refuse():
@@ -1447,9 +1460,12 @@ def test_the_best_line_goes_on_in_the_next_sentence_when_that_one_refers_back_to
     zh = "在实时预览中，笔记属性面板可能会覆盖没有加引号的模板变量。为避免此问题，请在源码模式下编辑模板。"
     assert localrag.fake_answer("模板变量在实时预览中被属性面板覆盖了怎么办？", blocks_of(zh)).splitlines()[1] == \
         "为避免此问题，请在源码模式下编辑模板。 [1]"
-    # a sentence that names its own subject ("该标签页": the tab it is about) is no continuation
+    # a sentence that names its own subject ("该标签页": the tab it is about) is no continuation (one line asked for:
+    # a continuation would come with it, as "此页面" does)
     tabs = "锁定标签页中的链接总是会在新标签页中打开。要取消锁定一个标签页，请右键单击该标签页。"
-    assert len(localrag.fake_answer("锁定标签页中的链接在哪里打开？", blocks_of(tabs)).splitlines()) == 1
+    assert len(localrag.fake_answer("锁定标签页中的链接在哪里打开？", blocks_of(tabs), 1).splitlines()) == 1
+    page = "所有高亮都可以在高亮页面中查看。你可以从设置中打开此页面。"
+    assert len(localrag.fake_answer("在哪里查看所有高亮？", blocks_of(page), 1).splitlines()) == 2
 
 
 def test_a_which_question_prefers_a_sentence_that_lists_in_itself_and_a_following_you_can_change_this():
@@ -1516,6 +1532,55 @@ def test_a_verdict_on_another_faq_question_is_no_tail_line():
     asks = "Is my data deleted after a refund?"
     faq = [dict(blocks[1], heading=asks, heading_path=[asks])]
     assert localrag.fake_answer("Is my data deleted after a refund?", blocks[:1] + faq).count("No, your data") == 1
+
+
+def test_the_answer_to_another_faq_question_is_no_tail_line():
+    """"数据会立即从 Obsidian Sync 服务器上删除。" answers its own FAQ heading (a refund); as a tail line under "会在后台
+    同步我的数据吗？" it read as a false alarm (check8 lex-zh-16).  The line is left out, and no weaker line takes its
+    place; a line under a FAQ heading that asks as much of the question stays."""
+    def faq(n, heading, content):
+        return {"n": n, "source": "同步常见问题.md", "heading": heading, "heading_path": ["常规问题", heading],
+                "score": 0.5, "content": content}
+    blocks = [faq(1, "我的数据会在后台同步吗？", "不会，文件仅在 Obsidian 运行时才会同步。"),
+              faq(2, "如果我退款，你们还会保留我的数据吗？", "数据会立即从 Obsidian Sync 服务器上删除。"),
+              faq(3, "其他问题", "同步日志记录了每一次数据同步。")]
+    lines = localrag.fake_answer("Obsidian Sync 会在后台同步我的数据吗？", blocks).splitlines()
+    assert lines[0] == "不会，文件仅在 Obsidian 运行时才会同步。 [1]", lines
+    assert not any("删除" in line for line in lines), lines
+    # the same FAQ line under a heading asking the reader's question is the answer
+    asked = [faq(1, "退款后你们会保留我的数据吗？", "数据会立即从 Obsidian Sync 服务器上删除。"), blocks[0]]
+    assert "数据会立即从 Obsidian Sync 服务器上删除。 [1]" in localrag.fake_answer("退款后 Sync 会保留我的数据吗？", asked)
+
+
+def test_a_how_to_line_that_says_the_question_back_comes_with_the_menu_path_after_it():
+    """"你也可以将扩展按钮设置为一键打开阅读器。" says the question back; the next sentence on the same line says where
+    to go (check8 lex-zh-15: the answer was the first sentence alone).  The icon embed between Chinese characters goes
+    with the spaces that set it off."""
+    blocks = [{"n": 1, "source": "阅读器.md", "heading": "激活阅读视图", "heading_path": ["激活阅读视图"], "score": 0.6,
+               "content": "你也可以将 ![[obsidian.svg#icon]] 扩展按钮设置为一键打开阅读器。在 Web Clipper 设置中前往**通用** → "
+                          "**行为** → **打开行为**，然后选择**阅读器**。\n\n以上所有选项也可用于退出阅读器。"}]
+    lines = localrag.fake_answer("如何把 Web Clipper 扩展按钮设置为一键打开阅读器？", blocks).splitlines()
+    assert lines[:2] == ["你也可以将扩展按钮设置为一键打开阅读器。 [1]",
+                         "在 Web Clipper 设置中前往通用 → 行为 → 打开行为，然后选择阅读器。 [1]"], lines
+    # not for a question that asks no how
+    assert "→" not in localrag.fake_answer("扩展按钮可以一键打开阅读器吗？", blocks).splitlines()[0]
+    assert localrag._plain_markdown("点击 ![[lucide-x.svg#icon]] 按钮。Use ![[x.svg#icon]] it.") == "点击按钮。Use   it."
+
+
+@pytest.mark.parametrize("question, asked", [
+    ("如何在笔记中嵌入 YouTube 视频？", {"youtube", "嵌入", "笔记", "视频"}),   # not 在笔, 记中, 中嵌 (check8 lex-zh-06)
+    ("如何在手机上同步？", {"手机", "同步"}),
+    ("如何在中文笔记中使用标签", {"中文", "笔记", "使用", "标签", "文笔", "用标"}),   # 中文 after 在 is a word
+    ("支持中文吗？", {"支持", "中文"}), ("可以作为模板吗", {"作为", "模板"}),
+])
+def test_asked_terms_leave_out_bigrams_that_join_a_preposition_to_a_word(question, asked):
+    assert localrag.asked_terms(question) == asked
+
+
+@given(st.text(alphabet="在中上把将为笔记嵌入视频手机同步文", max_size=12))
+def test_asked_terms_are_question_terms(question):
+    """Whatever the run, the answerer asks for nothing the question's terms do not hold."""
+    assert localrag.asked_terms(question) <= set(localrag.question_terms(question))
 
 
 def test_a_question_and_its_if_so_are_one_sentence():
