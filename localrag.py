@@ -7790,6 +7790,15 @@ def _ko_stem(run: str, attached: bool) -> str:
 _HOW_FRAME_RE = re.compile(r"\bhow\s+(?:long|often|far|big|large|small|old|soon|frequently)\b", re.IGNORECASE)
 
 
+# How a Chinese question is asked rather than what it asks about: 我想同时在…, 还能找回…吗, 有什么办法…  A run is broken
+# at them in a question (not in the index: a note's 想要 may be its topic), so neither they nor the bigrams across
+# them (想同, 能找) are terms the keyword channel, the gate and the answerer look for.
+# The pronouns and 被/把 too: they join no word a note would hold (笔记被我改乱: 记被, 被我, 我改); not 他, which
+# is half of 其他.
+_ZH_ASKING_RE = re.compile("我想知道|想知道|我想|我要|想要|还能|还可以|能够|才能|有办法|什么办法|帮我|告诉我|我该|到底|一般来说|"
+                           "[我你她被把]")
+
+
 def question_terms(question: str) -> list[str]:
     """The terms of a question: keyword_terms without the function words of the question's language
     (question_language): what the keyword channel queries with, the gate weighs and the answerer asks for.  A
@@ -7798,7 +7807,10 @@ def question_terms(question: str) -> list[str]:
     if not lang:
         # "how long", "how often", "how big": the word after "how" asks for a kind of fact (a duration, a size),
         # it names no topic, and no answering sentence says it ("retained for 1 month")
-        return keyword_terms(_HOW_FRAME_RE.sub("how", question))
+        question = _HOW_FRAME_RE.sub("how", question)
+        if _ZH_ASKING_RE.search(question):   # 我想…, 还能…吗: how a person asks, not what about
+            question = _ZH_ASKING_RE.sub(" ", question)
+        return keyword_terms(question)
     text = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", question).casefold())
     if lang == "ja":
         def ja_run(m: re.Match) -> str:
