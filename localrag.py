@@ -9354,6 +9354,12 @@ class _ExtractiveAnswer:
         same_script = [u for u in ranked if _mostly_cjk(u["text"]) == asked_cjk]
         if same_script:
             ranked = same_script
+        # A line that sends the reader elsewhere ("You can learn more about this in Customize your site.",
+        # "更多信息请参阅在笔记中嵌入白板。") says nothing itself, whatever words of the question its link holds: it does
+        # not open the answer when a line that says something does.  (Put after every such line, measured, it let
+        # weaker lines in.)
+        said = next((i for i, u in enumerate(ranked) if not _POINTER_RE.match(u["text"])), 0)
+        ranked[:said + 1] = ranked[said:said + 1] + ranked[:said]
         # A first line that only says the how-to question back ("Additionally, you can change the depth of the local
         # graph." for "How do I change the depth of the local graph?") goes after the next one of its block, which
         # says how ("To control local Graph depth, use the slider ...").
@@ -9572,6 +9578,13 @@ _REFERS_BACK_RE = re.compile(
     re.IGNORECASE)
 
 
+# A sentence whose point is another page: "For more information, see …", "You can learn more about this in …",
+# "更多信息请参阅…", "详见…".
+_POINTER_RE = re.compile(r"(?:for (?:more|further) (?:information|details|info)\b|to learn more\b|learn more\b|"
+                         r"you can (?:learn|read) more\b|see also\b|for (?:details|an overview)\b|refer to\b|"
+                         r"for [^,.]{1,80},\s*(?:see|refer to|read|check out)\b|"
+                         r"(?:有关|关于)?[^，。]{0,20}?(?:的)?(?:更多信息|更多详情|详细信息)[，,]?\s*(?:请)?(?:参阅|参见|查看|访问)|"
+                         r"(?:请)?(?:参阅|参见)|详见|了解更多)", re.IGNORECASE)
 # A menu path: "Settings → Community plugins", "通用 → 行为".
 _MENU_PATH_RE = re.compile(r"[^\s→]\s*(?:→|⇒)\s*[^\s→]")
 # A question asking for two things at once: "How do I add and remove …?", "如何设置和移除快捷键？".
