@@ -1352,12 +1352,17 @@ def split_frontmatter(text: str) -> tuple[dict, str, str | None]:
     import frontmatter
     import yaml
 
+    loaded: list = []
+
     class Handler(frontmatter.YAMLHandler):
         def load(self, fm: str, **kwargs: object) -> Any:
-            return _load_frontmatter_yaml(fm)
+            loaded.append(_load_frontmatter_yaml(fm))
+            return loaded[-1]
 
     try:
         meta = frontmatter.loads(text, handler=Handler()).metadata
+        if loaded and loaded[-1] is not None and not isinstance(loaded[-1], dict):
+            meta = loaded[-1]   # python-frontmatter drops a list or a scalar without a word: say it
     except _FrontmatterRefused as exc:
         return {}, body, f"{exc}; the note is indexed without its properties"
     except yaml.YAMLError as exc:
@@ -4130,6 +4135,13 @@ def _translate_db_error(exc: BaseException, target: DbTarget) -> LocalRagError:
                                       sqlstate=code)
     if code:
         return DatabaseError(f"database error at {display}: {msg}", sqlstate=code, url=display)
+    if target.kwargs.get("password") is None and (
+            isinstance(exc, AttributeError) or "no password was provided" in str(exc)):
+        # the server asks for a password and there is none to send (pg8000 fails on SCRAM with an AttributeError;
+        # libpq users rely on ~/.pgpass or PGPASSWORD, which localrag does not read)
+        return DatabaseAuthFailed(f"cannot log in to {display} as {target.kwargs.get('user')}: the server asks "
+                                  f"for a password and DATABASE_URL has none; add it to the URL "
+                                  f"(postgresql://USER:PASSWORD@HOST/DB, percent-encoded)", url=display)
     os_error = _os_error(exc)
     where = _socket_of(target)
     if isinstance(os_error, (ConnectionRefusedError, FileNotFoundError)):
@@ -11200,6 +11212,9 @@ def load_question_set(path: str | Path) -> dict:
         question = item.get("question")
         if not isinstance(question, str) or not question.strip():
             raise InvalidRequest(f"{where} ({qid}): question must be a non-empty string", field="question")
+        if len(question) > TEXT_MAX_CHARS:   # eval measures what ask would do, and ask refuses it
+            raise InvalidRequest(f"{where} ({qid}): question is {len(question)} characters; the limit is "
+                                 f"{TEXT_MAX_CHARS}, as for ask and search", field="question")
         sources = item.get("expected_sources") or []
         if not isinstance(sources, list) or not all(isinstance(x, str) for x in sources):
             raise InvalidRequest(f"{where} ({qid}): expected_sources must be a list of relative paths",

@@ -447,6 +447,8 @@ QUESTION_FILES = [
     ("- {id: a, question: q, expected_sources: [x.md]}\n- {id: a, question: r, expected_sources: [y.md]}\n",
      "duplicate id 'a'"),
     ("- {id: a, question: '  ', expected_sources: [x.md]}\n", "question must be a non-empty string"),
+    # eval measures what ask would do, and ask refuses a question over TEXT_MAX_CHARS (outside review: 100k accepted)
+    ("- {id: a, question: '" + "word " * 1000 + "', expected_sources: [x.md]}\n", "the limit is 4000"),
     ("- {id: a, question: q, expected_sources: x.md}\n", "expected_sources must be a list"),
     ("- {id: a, question: q, expected_sources: [x.md], expected_mode: maybe}\n", "expected_mode must be"),
     ("- {id: a, question: q, expected_mode: rag}\n", "needs expected_sources"),

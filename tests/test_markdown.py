@@ -68,6 +68,15 @@ def test_malformed_frontmatter_keeps_the_body_and_names_the_line(text, line):
     assert len(doc.warnings) == 1 and "frontmatter" in doc.warnings[0] and f"line {line}" in doc.warnings[0]
 
 
+@pytest.mark.parametrize("fm", ["- a\n- b", "just a string", "42"])
+def test_frontmatter_that_is_no_mapping_is_dropped_with_a_warning(fm):
+    """python-frontmatter drops a YAML list or scalar without a word; the note's properties were lost silently
+    (outside review)."""
+    doc = localrag.parse_markdown(f"---\n{fm}\n---\n# T\n\nbody\n", "x.md")
+    assert doc.frontmatter == {} and doc.body.startswith("# T")
+    assert doc.warnings == ("frontmatter is not a YAML mapping; the note is indexed without its properties",)
+
+
 def test_no_frontmatter_and_preamble_section():
     doc = localrag.parse_markdown("just text\n\n# H\nbody")
     assert doc.frontmatter == {}

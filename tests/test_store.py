@@ -747,6 +747,14 @@ def test_bad_password_is_database_auth_failed_every_time(fault_cluster, capfd):
     assert "wrong-SENTINEL" not in out + err and f"{PW_USER}:***@" in err
 
 
+def test_no_password_for_a_server_that_asks_for_one_is_database_auth_failed(fault_cluster):
+    """A DATABASE_URL without a password (a libpq user relying on ~/.pgpass) reached a SCRAM server and failed
+    inside pg8000 with an AttributeError, reported as `database_error ... AttributeError` (outside review)."""
+    target = localrag.parse_database_url(fault_cluster.url(user=PW_USER))
+    with pytest.raises(localrag.DatabaseAuthFailed, match="asks for a password and DATABASE_URL has none"):
+        localrag.Store(target)
+
+
 def test_refused_tcp_port_is_database_refused_every_time():
     url = f"postgresql://u:pw@127.0.0.1:{_free_port()}/x_test"
     assert connect_codes(url) == {"database_refused": REPEATS}
