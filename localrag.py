@@ -11384,12 +11384,25 @@ EVAL_STARTER_PLACEHOLDERS = (("How do we escalate a P1 customer ticket?", "polic
 EVAL_STARTER_NO_ANSWER = ("What is the capital of Australia?", "Who won the 1998 football World Cup?")
 
 
-def _note_title(path: Path) -> str:
-    """A note's first level-1 heading, else its file name without .md."""
-    with contextlib.suppress(OSError, UnicodeDecodeError):
-        for line in path.read_text(encoding="utf-8").splitlines()[:60]:
-            if line.startswith("# ") and line[2:].strip():
-                return line[2:].strip()
+def _note_title(path: Path, max_bytes: int) -> str | None:
+    """A note's first level-1 heading, else its file name without .md; None for a file ingest would not index
+    (not a regular file any more, over the size limit, binary, unreadable).  Opened without blocking, as ingest
+    opens it: a FIFO never hangs."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_size > max_bytes:
+                return None
+            with os.fdopen(fd, "rb", closefd=False) as f:
+                text, _warning = decode_text(f.read())
+        finally:
+            os.close(fd)
+    except (OSError, BinaryFile):
+        return None
+    for line in text.splitlines()[:60]:
+        if line.startswith("# ") and line[2:].strip():
+            return line[2:].strip()
     return path.stem
 
 
@@ -11400,25 +11413,29 @@ def _starter_question(title: str) -> str:
     return f"{title}是什么？" if _CJK_RUN_RE.search(title) else f"What is {title}?"
 
 
-def eval_init(path: str | Path, vault: str | Path = "") -> dict:
+def eval_init(path: str | Path, vault: str | Path = "",
+              max_file_bytes: int = MAX_FILE_MB_DEFAULT * 1024 * 1024) -> dict:
     """Write a starter questions file: one question per note for the first notes of `vault` (placeholders
-    without one) and two no_answer questions.  Never overwrites."""
+    without one) and two no_answer questions.  Never overwrites.  The notes are those ingest would index (its
+    scan: no symlink out of the vault, no hidden or ignored file; then read as ingest reads them)."""
     path = Path(path).expanduser()
     items: list[tuple[str, list[str], str]] = []
     root = canonical_vault(vault) if vault else None
     if root:
-        notes = sorted(p for p in root.rglob("*.md")
-                       if not any(part.startswith(".") for part in p.relative_to(root).parts))
+        notes = [(rel, note) for rel, note in scan_vault(root, max_file_bytes).files if rel.lower().endswith(".md")]
         # one note from each top-level folder in turn: the first notes in path order all came from one folder
         # ("Bases/"), a starter set that tests a corner of the vault
-        folders: dict[str, list[Path]] = {}
-        for note in notes:
-            parts = note.relative_to(root).parts
-            folders.setdefault(parts[0] if len(parts) > 1 else "", []).append(note)
+        folders: dict[str, list[tuple[str, Path]]] = {}
+        for rel, note in notes:
+            folders.setdefault(rel.split("/", 1)[0] if "/" in rel else "", []).append((rel, note))
         spread = [group[i] for i in range(max(map(len, folders.values()), default=0))
                   for group in folders.values() if i < len(group)]
-        for note in spread[:EVAL_STARTER_NOTES]:
-            items.append((_starter_question(_note_title(note)), [note.relative_to(root).as_posix()], "rag"))
+        for rel, note in spread:
+            title = _note_title(note, max_file_bytes)
+            if title is not None:
+                items.append((_starter_question(title), [rel], "rag"))
+            if len(items) == EVAL_STARTER_NOTES:
+                break
     if not items:
         items = [(q, [src], "rag") for q, src in EVAL_STARTER_PLACEHOLDERS]
     items += [(q, [], "no_answer") for q in EVAL_STARTER_NO_ANSWER]
@@ -14827,7 +14844,8 @@ def _cmd_mcp(config: Config, args: argparse.Namespace) -> int:
 def _cmd_eval(config: Config, args: argparse.Namespace) -> int:
     if args.action == "init":
         import shlex
-        result = eval_init(args.questions or "questions.yaml", args.vault or config.vault_path)
+        result = eval_init(args.questions or "questions.yaml", args.vault or config.vault_path,
+                           config.max_file_bytes)
         source = f", drafted from {result['vault']}" if result["vault"] else ", placeholders: no vault given"
         _print_json(result) if args.json else _say(
             f"wrote {result['path']} ({result['questions']} questions{source}); edit it, then: "

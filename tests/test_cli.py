@@ -191,6 +191,30 @@ def test_eval_init_writes_a_starter_file_from_the_vault(env, vault, tmp_path, ca
     assert "already exists" in capfd.readouterr().err
 
 
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this platform")
+def test_eval_init_drafts_only_from_notes_ingest_would_index(env, tmp_path, capfd):
+    """eval init walked the folder with its own code (outside review): it hung on a FIFO named *.md, followed a
+    symlink out of the vault into the questions file, and drafted questions from binary files and dangling links
+    that ingest never indexes.  It now takes ingest's scan and reads as ingest does."""
+    vault, outside = tmp_path / "vault", tmp_path / "outside"
+    vault.mkdir()
+    outside.mkdir()
+    (vault / "ok.md").write_text("# Good note\n\nbody\n", encoding="utf-8")
+    (outside / "secret.md").write_text("# SECRET HEADING\n", encoding="utf-8")
+    (vault / "link.md").symlink_to(outside / "secret.md")
+    (vault / "dangling.md").symlink_to(tmp_path / "missing.md")
+    (vault / "bin.md").write_bytes(b"\x00\x01\x02garbage")
+    os.mkfifo(vault / "fifo.md")
+    target = tmp_path / "q.yaml"
+    proc = subprocess.run([sys.executable, "-m", "localrag", "eval", "init", "--vault", str(vault), "--questions",
+                           str(target), "--json"], capture_output=True, text=True, timeout=60, cwd=ROOT,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert proc.returncode == 0, proc.stderr
+    rag = [q for q in localrag.load_questions(target) if q["expected_mode"] == "rag"]
+    assert [(q["question"], q["expected_sources"]) for q in rag] == [("What is Good note?", ["ok.md"])]
+    assert "SECRET" not in target.read_text(encoding="utf-8")
+
+
 def test_eval_init_questions_are_answered_by_the_vault_they_come_from(ingested, tmp_path, capfd):
     """The drafted questions name only their note's title, in its language, so the gate answers them and the note
     is found: the starter file passes as it is (it used to say "What do our notes say about 客户支持升级政策?", whose
