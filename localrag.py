@@ -15703,7 +15703,10 @@ def _main(argv: Sequence[str] | None) -> int:
         return EXIT_INTERNAL
     finally:
         for sig, handler in previous.items():
-            signal.signal(sig, handler)
+            if sig == "unraisablehook":
+                sys.unraisablehook = handler
+            else:
+                signal.signal(sig, handler)
 
 
 def _report_error(exc: LocalRagError, want_json: bool, compact: bool = False) -> None:
@@ -15728,8 +15731,9 @@ def _install_interrupt_handlers() -> dict:
     """SIGINT, SIGTERM and SIGHUP raise Signalled in the main thread, so every command cleans up the same way
     (workers ended, run row closed, lock released); a second signal ends the process at once, unless it comes
     within DUPLICATE_SIGNAL_S of the first (the same interruption sent to the process and to its group).  One the
-    process inherited as ignored (nohup, a background job) stays ignored.  Returns the previous handlers (main()
-    restores them: tests call main in-process).  (The interpreter's own exit restores the defaults as well: a copy
+    process inherited as ignored (nohup, a background job) stays ignored; one raised where Python ignores
+    exceptions (sys.unraisablehook) is raised again.  Returns the previous handlers and hook (main() restores them:
+    tests call main in-process).  (The interpreter's own exit restores the defaults as well: a copy
     arriving after the clean-up has said and closed everything may still end it by the signal, which a shell
     reports as the same 130.)"""
     if threading.current_thread() is not threading.main_thread():
@@ -15752,7 +15756,24 @@ def _install_interrupt_handlers() -> dict:
             signal.signal(sig, again)
         raise Signalled(signum)
 
-    return {sig: signal.signal(sig, interrupted) for sig in sigs}
+    previous_hook = sys.unraisablehook
+
+    def unraisable(info: Any) -> None:
+        # Raised where Python only prints an exception and goes on (a __del__, a weakref or at-fork callback:
+        # logging's lock release while the ingest workers start), the stop was lost: the command ran on to success
+        # and the next Ctrl-C ended it without its clean-up.  Sent again from another thread a moment later (at
+        # once, its handler would run in this hook, which ignores it too), it lands in the code that runs next.
+        if isinstance(info.exc_value, Signalled):
+            for sig in sigs:
+                signal.signal(sig, interrupted)
+            resend = threading.Timer(0.01, os.kill, (os.getpid(), info.exc_value.signum))
+            resend.daemon = True
+            resend.start()
+            return
+        previous_hook(info)
+
+    sys.unraisablehook = unraisable
+    return {"unraisablehook": previous_hook, **{sig: signal.signal(sig, interrupted) for sig in sigs}}
 
 
 def _interrupted_summary(partial: dict) -> str:
