@@ -13970,6 +13970,22 @@ def _say(message: str) -> None:
     sys.stderr.write(message + "\n")
 
 
+# Control characters a vault may carry into a file name or a heading (ESC, BEL, the C1 range; the bidirectional
+# overrides): printed escaped, never sent to a terminal, where they set the window title, blink text, write the
+# clipboard (OSC 52) or reorder what is shown.  \t, \n and \r are the output's own; JSON output escapes them anyway.
+_TERMINAL_CONTROL_RE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def _escape_controls(text: str) -> str:
+    """Text for stdout or stderr with its control characters escaped (see _TERMINAL_CONTROL_RE): C0 as \\xNN, the
+    rest as \\uNNNN, which is also what JSON calls them (json.dumps escapes C0 itself, not DEL, C1 or the bidi
+    controls: a JSON string keeps its value)."""
+    if not _TERMINAL_CONTROL_RE.search(text):
+        return text
+    return _TERMINAL_CONTROL_RE.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x20 else
+                                    f"\\u{ord(m.group()):04x}", text)
+
+
 class _ResultStream:
     """stdout as a command uses it.  A closed stdout (`>&-`: None in Python, where print() silently writes nothing)
     or one that fails (`>/dev/full`) raises OutputUnwritable, so the lost result is an error with an exit code; a
@@ -13997,7 +14013,7 @@ class _ResultStream:
     def write(self, text: str) -> int:
         if self.stream is None:
             raise self._failed(None)
-        return self._guarded(self.stream.write, text)
+        return self._guarded(self.stream.write, _escape_controls(text))
 
     def flush(self) -> None:
         if self.stream is not None:
@@ -14034,7 +14050,7 @@ class _TalkStream:
 
     def write(self, text: str) -> int:
         try:
-            return self.stream.write(text)
+            return self.stream.write(_escape_controls(text))
         except (OSError, ValueError):   # ValueError: a stream already closed
             self.failed = True
             return len(text)

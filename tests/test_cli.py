@@ -948,3 +948,22 @@ def test_a_stop_signal_that_lands_where_python_ignores_exceptions_still_stops():
             else:
                 signal.signal(sig, handler)
 
+
+def test_control_characters_from_the_vault_never_reach_the_terminal(env, tmp_path, capfd):
+    """File names and headings are the vault's, an untrusted input: an ESC or BEL in them went to the operator's
+    terminal raw from ingest's warnings, search, ask's sources and show --list (set the window title, blink text;
+    outside review).  Every line of output shows them escaped."""
+    vault = tmp_path / "v"
+    vault.mkdir()
+    (vault / "title\x1b]0;PWNED\x07.md").write_text("# T\x1b[5mBLINK\n\nbody text about blinking lamps\n",
+                                                    encoding="utf-8")
+    (vault / "\x1b[31mRED.md").write_bytes(b"\x00\x01\x02garbage")
+    outputs = []
+    for args in (("ingest", str(vault)), ("search", "blinking lamps"), ("ask", "blinking lamps"),
+                 ("show", "--list", "--vault", str(vault))):
+        code, out = run_cli(*args)
+        outputs.append(out + capfd.readouterr().err)
+    text = "\n".join(outputs)
+    assert "\x1b" not in text and "\x07" not in text, text
+    assert "\\x1b]0;PWNED\\x07" in text and "\\x1b[31mRED" in text   # shown, escaped
+
