@@ -1257,6 +1257,17 @@ def test_content_length_that_is_not_digits_is_400(routing_api, value):
     assert status.startswith("HTTP/1.1 400") and payload["error"]["code"] == "malformed_request", raw[:300]
 
 
+@pytest.mark.parametrize("head", ["Content-Length: abc\r\n", "Content-Length: 5\r\nContent-Length: 6\r\n",
+                                  "Host: other.example\r\n"], ids=["bad-length", "two-lengths", "two-hosts"])
+def test_a_get_with_bad_framing_or_two_host_headers_is_400_and_closes(routing_api, head):
+    """GET ignored a Content-Length that is no number, and only the first of two Host headers was checked against
+    the allowed hosts (outside review; RFC 9112 3.2 and 6.3 want a 400 for both)."""
+    raw = raw_exchange(routing_api.port, f"GET /health HTTP/1.1\r\nHost: localhost\r\n{head}\r\n".encode())
+    status, headers, payload = parse_raw(raw)
+    assert status.startswith("HTTP/1.1 400") and payload["error"]["code"] == "malformed_request", raw[:300]
+    assert headers.get("Connection") == "close"
+
+
 def test_identical_duplicate_content_length_is_accepted(api):
     body = json.dumps({"query": RAG_Q}, ensure_ascii=False).encode()
     raw = raw_exchange(api.port, f"POST /search HTTP/1.1\r\nHost: localhost\r\nContent-Length: {len(body)}\r\n"
