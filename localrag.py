@@ -6209,9 +6209,7 @@ def scan_vault(root: Path, max_file_bytes: int | None = None, excludes: Sequence
                 skip("pdf_extra_missing")
                 continue
             if max_file_bytes is not None and st.st_size > max_file_bytes:
-                result.warnings.append({"path": rel, "warning": (
-                    f"file is {_size_text(st.st_size)}, over the {_size_text(max_file_bytes)} limit; not read "
-                    f"(raise LOCALRAG_MAX_FILE_MB to index it)")})
+                result.warnings.append({"path": rel, "warning": _too_large_text(st.st_size, max_file_bytes)})
                 result.keep.add(rel)
                 skip("too_large")
                 continue
@@ -6234,6 +6232,14 @@ def scan_vault(root: Path, max_file_bytes: int | None = None, excludes: Sequence
                 warning += f" ({result.files_found} other file(s) seen)"
         result.warnings.append({"path": ".", "warning": warning})
     return result
+
+
+def _too_large_text(size: int, limit: int) -> str:
+    """The warning for a file over LOCALRAG_MAX_FILE_MB, in that setting's unit (MB of 2**20 bytes): its default
+    10 was shown as "the 10.5 MB limit", and a 20 MB file as 21 MB."""
+    mb = 2 ** 20
+    return (f"file is {size / mb:.3g} MB, over the {limit / mb:g} MB limit (LOCALRAG_MAX_FILE_MB); not read (raise "
+            f"LOCALRAG_MAX_FILE_MB to index it)")
 
 
 def _size_text(n_bytes: float) -> str:
@@ -6669,9 +6675,8 @@ class _IngestRun:
                     self._fail(rel, "not a regular file any more; skipped")
                     return None
                 if st.st_size > self.config.max_file_bytes:  # grew since the scan
-                    self.warnings.append({"path": rel, "warning": f"file is {st.st_size / 1e6:.1f} MB, over the "
-                                          f"{self.config.max_file_bytes / 1e6:.0f} MB limit; not read (raise "
-                                          f"LOCALRAG_MAX_FILE_MB to index it)"})
+                    self.warnings.append({"path": rel, "warning": _too_large_text(st.st_size,
+                                                                                  self.config.max_file_bytes)})
                     self.skipped_by_reason["too_large"] += 1
                     return None
                 with os.fdopen(fd, "rb", closefd=False) as f:
@@ -15252,6 +15257,10 @@ def _did_you_mean(parser: argparse.ArgumentParser, message: str) -> str:
                         yield from options(sub)
 
         known = sorted(set(options(parser)))
+        top = {o for action in parser._actions for o in action.option_strings}   # localrag's own: --debug, --env-file
+        placed = next((w.split("=")[0] for w in words if w.split("=")[0] in top), None)
+        if placed:   # `localrag ask "x" --debug`: right option, wrong place ("did you mean '--debug'?" said nothing)
+            return f"; {placed} is an option of localrag itself: put it before the command (localrag {placed} …)"
         close = [m for w in words[:1] for m in difflib.get_close_matches(w.split("=")[0], known, n=1)]
     return f"; did you mean {close[0]!r}?" if close else ""
 

@@ -913,6 +913,9 @@ def test_progress_on_a_dumb_terminal_is_plain_lines(monkeypatch):
     (["db", "stat"], "did you mean 'status'?"),
     (["ingest", ".", "--exlude", "x"], "did you mean '--exclude'?"),   # the top parser reports it: any command's
     (["zzzz"], None),                                                 # nothing close: no guess
+    # localrag's own option after the command: the place is wrong, not the name ("did you mean '--debug'?")
+    (["ask", "x", "--debug"], "--debug is an option of localrag itself: put it before the command"),
+    (["search", "x", "--env-file", "/dev/null"], "--env-file is an option of localrag itself"),
 ])
 def test_a_mistyped_command_or_option_gets_a_suggestion(argv, suggestion, capfd):
     """`localrag ingst` listed every command and left the reader to spot the one meant."""

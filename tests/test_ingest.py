@@ -162,6 +162,8 @@ def test_binary_detection_spares_text_in_legacy_encodings():
     assert localrag.decode_text("text with a stray NUL\x00 in UTF-8".encode())[0].startswith("text")   # UTF-8: kept
     assert localrag._size_text(2000) == "2 KB" and localrag._size_text(512) == "512 bytes" and \
         localrag._size_text(1_500_000) == "1.5 MB"
+    # LOCALRAG_MAX_FILE_MB counts 2**20 bytes: its default 10 read as "the 10.5 MB limit" (outside review)
+    assert localrag._too_large_text(20 * 2 ** 20, 10 * 2 ** 20).startswith("file is 20 MB, over the 10 MB limit")
 
 
 def test_per_file_problems_reported_and_others_indexed(db, vault, capfd):
