@@ -15167,6 +15167,8 @@ def _cmd_doctor(config: Config, args: argparse.Namespace) -> int:
         db = report["database"]
         print(f"database        {db['kind']}: " + (f"ok, PostgreSQL {db['server_version']}, {db['listens']}, "
                                                    f"{db['seconds']}s" if db["ok"] else f"FAILED ({db['error']})"))
+        if db.get("started"):   # as `db status` says it: the check left a server running that was not
+            print("                (it was stopped: started to check it; `localrag db stop` stops it)")
         q = report["local_qwen3"]
         print(f"local-qwen3     torch {q['torch'] or 'absent'}, sentence-transformers "
               f"{q['sentence_transformers'] or 'absent'}, model {'cached' if q['model_cached'] else 'not cached'}"
@@ -16080,6 +16082,7 @@ def doctor(config: Config) -> dict:
         where = target.kwargs.get("unix_sock")
         database.update(ok=True, server_version=status["server_version"], pgvector=status["pgvector"],
                         schema_initialized=status["schema_initialized"], database=status["database"],
+                        started=status["started"],
                         listens=(f"Unix socket {where}" if where else
                                  f"TCP {target.kwargs.get('host')}:{target.kwargs.get('port')}")
                         + (", password required" if config.database_url == "" else ""))

@@ -287,6 +287,9 @@ def test_db_status_says_when_it_started_a_stopped_embedded_server(pg_home, monke
         assert code == 0 and "it was stopped: started to read this status; `localrag db stop` stops it" in out
         code, out = run_cli("db", "status", "--json")
         assert code == 0 and json.loads(out)["started"] is False     # it runs now
+        localrag.stop_embedded(cfg)   # `doctor` says the same (it had left the server running without a word)
+        code, out = run_cli("doctor")
+        assert "it was stopped: started to check it; `localrag db stop` stops it" in out, out
     finally:
         localrag.stop_embedded(cfg)
 
