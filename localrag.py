@@ -705,7 +705,8 @@ def _load_config(env_file: str | Path | None, environ: dict | None, cwd: Path | 
     if env_file:
         dotenv_path = Path(env_file).expanduser()
         if not dotenv_path.is_file():
-            raise ConfigInvalid(f"--env-file {dotenv_path}: no such file; pass an existing .env file",
+            what = "a folder, not a file" if dotenv_path.is_dir() else "no such file"
+            raise ConfigInvalid(f"--env-file {dotenv_path}: {what}; pass an existing .env file",
                                 key="--env-file", value=str(dotenv_path))
     elif repo_root and (repo_root / ".env").is_file():
         dotenv_path = repo_root / ".env"

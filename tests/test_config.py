@@ -794,3 +794,11 @@ def test_env_file_problems_name_the_file_and_line(tmp_path, caplog):
         cfg = localrag.load_config(env_file=bad, environ={"RAG_MIN_COVERAGE": "0.5"}, cwd=tmp_path)
     assert cfg.rag_top_k == 7 and cfg.llm_api_key == ""
     assert not [r for r in caplog.records if "not a KEY=value" in r.getMessage()]
+
+
+def test_an_env_file_that_is_a_folder_is_called_a_folder(tmp_path):
+    """`--env-file /tmp` said "no such file" (outside review)."""
+    with pytest.raises(localrag.ConfigInvalid, match="a folder, not a file"):
+        localrag.load_config(tmp_path)
+    with pytest.raises(localrag.ConfigInvalid, match="no such file"):
+        localrag.load_config(tmp_path / "missing.env")
