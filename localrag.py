@@ -1296,13 +1296,30 @@ def _expanded_nodes(node, memo: dict, limit: int) -> int:
 
 
 def _load_frontmatter_yaml(fm: str) -> Any:
-    """yaml.safe_load with bounds: FRONTMATTER_MAX_BYTES of text, FRONTMATTER_MAX_NODES once aliases expand."""
+    """yaml.safe_load with bounds: FRONTMATTER_MAX_BYTES of text, FRONTMATTER_MAX_NODES once aliases expand.  A
+    value shaped like a date that is none (`due: 2024-13-45`) stays its text, as Obsidian shows it: YAML's
+    timestamp type failed on it, and the note lost every property, its tags too."""
     import yaml
     size = len(fm.encode("utf-8", "surrogatepass"))
     if size > FRONTMATTER_MAX_BYTES:
         raise _FrontmatterRefused(f"frontmatter is {size} bytes, over the {FRONTMATTER_MAX_BYTES}-byte limit")
     loader_class = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    loader = loader_class(fm)
+    try:
+        return _load_yaml_bounded(loader_class(fm))
+    except ValueError:   # a date or time that does not exist (month 13, day 45, hour 25)
+        return _load_yaml_bounded(_text_dates_loader(loader_class)(fm))
+
+
+@functools.lru_cache(maxsize=None)
+def _text_dates_loader(base: type) -> type:
+    """`base` without YAML's implicit timestamp type: a date-like value is read as its text."""
+    resolvers = {first: [(tag, regexp) for tag, regexp in pairs if tag != "tag:yaml.org,2002:timestamp"]
+                 for first, pairs in base.yaml_implicit_resolvers.items()}
+    return type("TextDatesLoader", (base,), {"yaml_implicit_resolvers": resolvers})
+
+
+def _load_yaml_bounded(loader: Any) -> Any:
+    """One YAML document from a loader, refused when aliases expand it beyond FRONTMATTER_MAX_NODES."""
     try:
         node = loader.get_single_node()
         if node is None:

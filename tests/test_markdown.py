@@ -77,6 +77,14 @@ def test_frontmatter_that_is_no_mapping_is_dropped_with_a_warning(fm):
     assert doc.warnings == ("frontmatter is not a YAML mapping; the note is indexed without its properties",)
 
 
+def test_a_date_that_does_not_exist_stays_text_and_the_other_properties_stay():
+    """`d: 2024-13-45` made YAML's timestamp type fail and the note lost every property, its tags too (outside
+    review); Obsidian shows it as text."""
+    doc = localrag.parse_markdown("---\ntags: [a, b]\nd: 2024-13-45\ne: 2024-01-05\n---\nbody\n", "x.md")
+    assert doc.frontmatter == {"tags": ["a", "b"], "d": "2024-13-45", "e": "2024-01-05"} and not doc.warnings
+    assert set(doc.tags) >= {"a", "b"}
+
+
 def test_no_frontmatter_and_preamble_section():
     doc = localrag.parse_markdown("just text\n\n# H\nbody")
     assert doc.frontmatter == {}
