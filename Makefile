@@ -4,8 +4,10 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check -q
 CLI    := $(VENV)/bin/localrag
-# The CPU build of torch for the [local-qwen3] extra (a plain `torch` would pull a multi-GB CUDA build).
+# torch for the [local-qwen3] extra.  On Linux x86_64, PyPI's torch is the multi-GB CUDA build: where the configured
+# index does not serve the CPU wheel, add TORCH_PIP_ARGS="--index-url https://download.pytorch.org/whl/cpu".
 TORCH_SPEC ?= torch==2.13.0
+TORCH_PIP_ARGS ?=
 # Set LOCALRAG_SKIP_QWEN=1 to run `make test` without installing torch/sentence-transformers (those tests skip).
 LOCALRAG_SKIP_QWEN ?=
 PYTEST_ARGS ?=
@@ -31,7 +33,7 @@ $(VENV)/.test: $(VENV)/.base
 	touch $@
 
 $(VENV)/.qwen: $(VENV)/.base
-	$(PIP) install '$(TORCH_SPEC)'
+	$(PIP) install $(TORCH_PIP_ARGS) '$(TORCH_SPEC)'
 	$(PIP) install -e '.[local-qwen3]'
 	touch $@
 
@@ -77,7 +79,7 @@ $(VENV)/.bench: $(VENV)/.test
 bench: $(VENV)/.bench
 	$(PY) bench/bench.py $(BENCH_ARGS)
 
-# Not part of `make test`: about 20 mutants, each run against the tests that should catch it (several minutes).
+# Not part of `make test`: 84 mutants, each run against the tests that should catch it (`bench/mutants.py --list`).
 mutants: $(VENV)/.test
 	$(PY) bench/mutants.py $(MUTANTS_ARGS)
 

@@ -383,6 +383,22 @@ MUTANTS: list[Mutant] = [
       "FAKE_LIST_MIN_RELATIVE_COVERAGE = 2 / 3 ",
       "FAKE_LIST_MIN_RELATIVE_COVERAGE = 0 ",
       ("tests/test_answers.py",), "lead_in_with_the_list"),
+    M("answer type: the duration rule only reports (check8's credit expiry answered with how-to lines)",
+      '''               True, "a duration or frequency"),''',
+      '''               False, "a duration or frequency"),''',
+      ("tests/test_answers.py",), "duration"),
+    M("answers: the answer to another FAQ's question is a tail line (the refund FAQ under 'background sync')",
+      "        return above != first and above.rstrip().endswith((\"?\", \"？\")) and \\\n",
+      "        return False and above.rstrip().endswith((\"?\", \"？\")) and \\\n",
+      ("tests/test_answers.py",), "another_faq"),
+    M("answers: a pointer line may open the answer",
+      "        said = next((i for i, u in enumerate(ranked) if not _POINTER_RE.match(u[\"text\"])), 0)",
+      "        said = 0",
+      ("tests/test_answers.py",), "elsewhere"),
+    M("answers: the preposition bigrams of a Chinese question are asked for (在笔, 记中)",
+      "    return {t for i, t in enumerate(terms) if not _asked_junction(terms, i)}",
+      "    return set(terms)",
+      ("tests/test_answers.py",), "preposition"),
 ]
 
 

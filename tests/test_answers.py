@@ -1570,8 +1570,9 @@ def test_a_how_to_line_that_says_the_question_back_comes_with_the_menu_path_afte
 def test_a_line_that_sends_the_reader_elsewhere_does_not_open_the_answer():
     """"You can learn more about this in Customize your site." held the question's words in its link and opened the
     answer above the sentence that says what to do (check7: CSS in the configuration folder)."""
-    text = ("You can learn more about CSS for your Publish site in Customize your site. Instead, create a "
-            "`publish.css` file at the top of your publishing vault. Publish does not read the configuration folder.")
+    text = ("You can learn more about CSS in the configuration folder for your Publish site in Customize your site. "
+            "Instead, create a `publish.css` file at the top of your publishing vault. Publish does not read the "
+            "configuration folder.")
     lines = localrag.fake_answer("Why does my CSS in the configuration folder not work on my Publish site?",
                                  blocks_of(text)).splitlines()
     assert not lines[0].startswith("You can learn more") and lines[1].startswith("You can learn more"), lines
