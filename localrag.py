@@ -11399,7 +11399,7 @@ EVAL_STARTER_HEADER = """\
 # Questions for `localrag eval`, written by `localrag eval init`: edit them to match what people ask.
 # Each item: id; question; expected_sources: vault-relative paths of the notes that answer it (retrieving any one
 # counts as a hit); expected_mode: rag (the vault answers it) or no_answer (it must refuse, not guess).
-# Then: localrag eval --questions {path} --calibrate
+# Then: localrag eval --questions {path}{vault} --calibrate
 """
 EVAL_STARTER_NOTES = 5                     # notes of the vault drafted into questions
 EVAL_STARTER_PLACEHOLDERS = (("How do we escalate a P1 customer ticket?", "policies/Support Escalation Policy.md"),
@@ -11462,7 +11462,8 @@ def eval_init(path: str | Path, vault: str | Path = "",
     if not items:
         items = [(q, [src], "rag") for q, src in EVAL_STARTER_PLACEHOLDERS]
     items += [(q, [], "no_answer") for q in EVAL_STARTER_NO_ANSWER]
-    lines = [EVAL_STARTER_HEADER.format(path=path)]
+    import shlex
+    lines = [EVAL_STARTER_HEADER.format(path=path, vault=f" --vault {shlex.quote(str(root))}" if root else "")]
     for n, (question, sources, mode) in enumerate(items, 1):
         qid = f"q{n:02d}" if mode == "rag" else f"n{n:02d}"
         lines.append(f"- id: {qid}\n  question: {json.dumps(question, ensure_ascii=False)}\n"
