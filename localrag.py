@@ -15762,11 +15762,7 @@ def _main(argv: Sequence[str] | None) -> int:
                                        "details": {}}}, lines)
         return EXIT_INTERNAL
     finally:
-        for sig, handler in previous.items():
-            if sig == "unraisablehook":
-                sys.unraisablehook = handler
-            else:
-                signal.signal(sig, handler)
+        _restore_interrupt_handlers(previous)
 
 
 def _report_error(exc: LocalRagError, want_json: bool, compact: bool = False) -> None:
@@ -15834,6 +15830,15 @@ def _install_interrupt_handlers() -> dict:
 
     sys.unraisablehook = unraisable
     return {"unraisablehook": previous_hook, **{sig: signal.signal(sig, interrupted) for sig in sigs}}
+
+
+def _restore_interrupt_handlers(previous: dict) -> None:
+    """Put back what _install_interrupt_handlers replaced: the signal handlers and sys.unraisablehook."""
+    for sig, handler in previous.items():
+        if sig == "unraisablehook":
+            sys.unraisablehook = handler
+        else:
+            signal.signal(sig, handler)
 
 
 def _interrupted_summary(partial: dict) -> str:

@@ -945,11 +945,7 @@ def test_a_stop_signal_that_lands_where_python_ignores_exceptions_still_stops():
                 time.sleep(0.005)
         assert info.value.signum == signal.SIGHUP
     finally:
-        for sig, handler in previous.items():
-            if sig == "unraisablehook":
-                sys.unraisablehook = handler
-            else:
-                signal.signal(sig, handler)
+        localrag._restore_interrupt_handlers(previous)
 
 
 def test_control_characters_from_the_vault_never_reach_the_terminal(env, tmp_path, capfd):
