@@ -1370,17 +1370,15 @@ def split_frontmatter(text: str) -> tuple[dict, str, str | None]:
     import frontmatter
     import yaml
 
-    loaded: list = []
-
     class Handler(frontmatter.YAMLHandler):
         def load(self, fm: str, **kwargs: object) -> Any:
-            loaded.append(_load_frontmatter_yaml(fm))
-            return loaded[-1]
+            value = _load_frontmatter_yaml(fm)
+            if value is not None and not isinstance(value, dict):   # python-frontmatter drops it without a word
+                raise _FrontmatterRefused("frontmatter is not a YAML mapping")
+            return value
 
     try:
         meta = frontmatter.loads(text, handler=Handler()).metadata
-        if loaded and loaded[-1] is not None and not isinstance(loaded[-1], dict):
-            meta = loaded[-1]   # python-frontmatter drops a list or a scalar without a word: say it
     except _FrontmatterRefused as exc:
         return {}, body, f"{exc}; the note is indexed without its properties"
     except yaml.YAMLError as exc:
@@ -1395,8 +1393,6 @@ def split_frontmatter(text: str) -> tuple[dict, str, str | None]:
                           f"properties: fix the lines between the --- fences")
     except Exception as exc:  # python-frontmatter raises plain ValueErrors for odd shapes
         return {}, body, f"unreadable frontmatter ({exc}); the note is indexed without its properties"
-    if not isinstance(meta, dict):
-        return {}, body, "frontmatter is not a YAML mapping; the note is indexed without its properties"
     return _clean_values(_jsonable(meta)), body, None
 
 
@@ -6252,6 +6248,21 @@ def scan_vault(root: Path, max_file_bytes: int | None = None, excludes: Sequence
     return result
 
 
+def _read_regular_file(path: Path, max_bytes: int) -> tuple[os.stat_result, bytes | None]:
+    """A file's stat and bytes, opened without blocking and checked to be a regular file, so a FIFO (swapped in
+    after the scan, or named *.md) never hangs the reader; the bytes are None when it is not a regular file or is
+    over max_bytes (the stat says which).  OSError passes."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > max_bytes:
+            return st, None
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            return st, f.read()
+    finally:
+        os.close(fd)
+
+
 def _too_large_text(size: int, limit: int) -> str:
     """The warning for a file over LOCALRAG_MAX_FILE_MB, in that setting's unit (MB of 2**20 bytes): its default
     10 was shown as "the 10.5 MB limit", and a 20 MB file as 21 MB."""
@@ -6686,21 +6697,14 @@ class _IngestRun:
         an unreadable file keeps its indexed version and is counted under skipped_by_reason).  Opened without
         blocking and checked to be a regular file: a FIFO swapped in after the scan never hangs."""
         try:
-            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
-            try:
-                st = os.fstat(fd)
-                if not stat.S_ISREG(st.st_mode):
-                    self._fail(rel, "not a regular file any more; skipped")
-                    return None
-                if st.st_size > self.config.max_file_bytes:  # grew since the scan
-                    self.warnings.append({"path": rel, "warning": _too_large_text(st.st_size,
-                                                                                  self.config.max_file_bytes)})
-                    self.skipped_by_reason["too_large"] += 1
-                    return None
-                with os.fdopen(fd, "rb", closefd=False) as f:
-                    data = f.read()
-            finally:
-                os.close(fd)
+            st, data = _read_regular_file(path, self.config.max_file_bytes)
+            if data is None and not stat.S_ISREG(st.st_mode):
+                self._fail(rel, "not a regular file any more; skipped")
+                return None
+            if data is None:  # grew since the scan
+                self.warnings.append({"path": rel, "warning": _too_large_text(st.st_size, self.config.max_file_bytes)})
+                self.skipped_by_reason["too_large"] += 1
+                return None
             file_path = _safe_name(str(path.resolve(strict=True)))
         except (OSError, RuntimeError) as exc:
             self.warnings.append({"path": rel, "warning": f"cannot read: {getattr(exc, 'strerror', None) or exc}; "
@@ -7842,10 +7846,8 @@ def question_terms(question: str) -> list[str]:
     if not lang:
         # "how long", "how often", "how big": the word after "how" asks for a kind of fact (a duration, a size),
         # it names no topic, and no answering sentence says it ("retained for 1 month")
-        question = _HOW_FRAME_RE.sub("how", question)
-        if _ZH_ASKING_RE.search(question):   # 我想…, 还能…吗: how a person asks, not what about
-            question = _ZH_ASKING_RE.sub(" ", question)
-        return keyword_terms(question)
+        # 我想…, 还能…吗: how a person asks, not what about
+        return keyword_terms(_ZH_ASKING_RE.sub(" ", _HOW_FRAME_RE.sub("how", question)))
     text = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", question).casefold())
     if lang == "ja":
         def ja_run(m: re.Match) -> str:
@@ -7868,6 +7870,7 @@ def question_terms(question: str) -> list[str]:
 # asked as often as the words themselves (a sentence holding the phrase 在笔记中嵌入 outranked the one about YouTube).
 _ASKED_CJK_BEFORE = frozenset("在把将从给被向于为")     # before a word
 _ASKED_CJK_AFTER = frozenset("中上里内时后")            # after a word
+_ASKED_CJK_FUNCTION = _ASKED_CJK_BEFORE | _ASKED_CJK_AFTER
 
 
 def asked_terms(question: str) -> set[str]:
@@ -7884,15 +7887,15 @@ def _asked_junction(terms: Sequence[str], i: int) -> bool:
     term = terms[i]
     if len(term) != 2 or not is_cjk_term(term):
         return False
-    before, after = _overlapping_bigrams(terms, i)[:1], _overlapping_bigrams(terms, i)[-1:]
-    nxt = next((t for t in after if t[0] == term[1]), None)
-    prev = next((t for t in before if t[1] == term[0]), None)
+    around = _overlapping_bigrams(terms, i)
+    nxt = next((t for t in around[-1:] if t[0] == term[1]), None)
+    prev = next((t for t in around[:1] if t[1] == term[0]), None)
     if nxt and not set(nxt) & _ASKED_CJK_BEFORE and (term[0] in _ASKED_CJK_BEFORE or term[0] in _ASKED_CJK_AFTER and
                                                       prev is not None and prev[0] not in _ASKED_CJK_BEFORE):
         return True
     # ... or of a word's last character and the preposition that follows it (时在, 置为)
     return bool(prev and (term[1] in _ASKED_CJK_BEFORE or term[1] in _ASKED_CJK_AFTER and
-                          not set(prev) & (_ASKED_CJK_BEFORE | _ASKED_CJK_AFTER)))
+                          not set(prev) & _ASKED_CJK_FUNCTION))
 
 
 def run_retrieval(store: Store, config: Config, query: str, top_k: int, retrieval: str | None = None,
@@ -9293,10 +9296,14 @@ class _ExtractiveAnswer:
         unit = units[before] if before >= 0 else None
         return unit if unit and unit["kind"] == "sentence" and unit["text"].endswith((":", "：")) else None
 
+    def _heading_text_above(self, n: int, pos: int) -> str | None:
+        """The text of the last heading before a unit in its block, if any."""
+        return next((u["text"] for u in reversed(self.units_of[n][:pos]) if u["kind"] == "heading"), None)
+
     def _heading_above(self, n: int, pos: int) -> set[str]:
         """The terms of the last heading before a unit in its block."""
-        above = next((u for u in reversed(self.units_of[n][:pos]) if u["kind"] == "heading"), None)
-        return answer_terms(above["text"]) if above else set()
+        above = self._heading_text_above(n, pos)
+        return answer_terms(above) if above is not None else set()
 
     def _context(self, key: tuple[int, int]) -> set[str]:
         """What says what a list is for: its block's headings, the heading right above it, its lead."""
@@ -9447,12 +9454,12 @@ class _ExtractiveAnswer:
         terms = answer_terms(u["text"])
         if _restates(terms, self.said) and not (u.get("list_follows") or u.get("code") or u.get("code_follows")):
             return   # "对于附件，旧版本将保留两周。" after "附件的旧版本保留两周。" from another note
-        if self.said and _VERDICT_START_RE.match(u["text"]) and self._answers_another_question(u):
-            return   # "No, your data is retained …": the verdict on another FAQ's question, not on this one
         if self.said and self._answers_another_question(u):
-            # the answer to another FAQ's question: left out, and not replaced by a line ranked below it (a weaker
-            # one, measured: fragments and asides took its place)
-            self.shown += 1
+            # "No, your data is retained …": the verdict on another FAQ's question, not on this one.  Any other line
+            # answering another FAQ's question is not replaced by a line ranked below it either (a weaker one,
+            # measured: fragments and asides took its place)
+            if not _VERDICT_START_RE.match(u["text"]):
+                self.shown += 1
             return
         self.list_at = None
         code = self._code_after(u) or self._list_after(u)
@@ -9486,9 +9493,11 @@ class _ExtractiveAnswer:
 
     def _nearest_heading(self, u: dict) -> str:
         """The heading a unit stands under: the last one before it in its block, else its block's own."""
+        above = self._heading_text_above(u["n"], u["pos"])
+        if above is not None:
+            return above
         path = self.blocks_by_n[u["n"]].get("heading_path") or []
-        return next((v["text"] for v in reversed(self.units_of[u["n"]][:u["pos"]]) if v["kind"] == "heading"),
-                    path[-1] if path else "")
+        return path[-1] if path else ""
 
     def _shown_line(self, u: dict, terms: set[str]) -> str:
         """Counts a unit as shown (its text seen, its terms said) and gives its answer line."""
@@ -11412,15 +11421,10 @@ def _note_title(path: Path, max_bytes: int) -> str | None:
     (not a regular file any more, over the size limit, binary, unreadable).  Opened without blocking, as ingest
     opens it: a FIFO never hangs."""
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
-        try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode) or st.st_size > max_bytes:
-                return None
-            with os.fdopen(fd, "rb", closefd=False) as f:
-                text, _warning = decode_text(f.read())
-        finally:
-            os.close(fd)
+        data = _read_regular_file(path, max_bytes)[1]
+        if data is None:
+            return None
+        text, _warning = decode_text(data)
     except (OSError, BinaryFile):
         return None
     for line in text.splitlines()[:60]:
