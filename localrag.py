@@ -147,6 +147,13 @@ HTTP_SOCKET_TIMEOUT_S = 30.0               # silence on a socket (an idle keep-a
 HTTP_REQUEST_TIMEOUT_S = 30.0              # a whole request (line, headers, body) must arrive within this
 HTTP_SHUTDOWN_GRACE_S = 10.0               # on SIGINT/SIGTERM, in-flight requests get this long to finish
 HTTP_RETRY_AFTER_S = 5                     # Retry-After on a 503 while the database is down or restarting
+# Requests `serve` works on at once (LOCALRAG_MAX_REQUESTS); more wait for a slot, up to LOCALRAG_QUEUE_WAIT_SECONDS,
+# and are then refused with 503 server_busy.  It bounds the threads working, and with them the database connections (each
+# working request holds one or two), and leaves the rest cheap to refuse; a burst of 1,000 searches is still served.
+HTTP_MAX_REQUESTS_DEFAULT = 32
+HTTP_QUEUE_WAIT_S_DEFAULT = 30.0
+HTTP_QUEUE_WAIT_S_MAX = 3600.0
+HTTP_BUSY_RETRY_AFTER_S = 2                # Retry-After on a 503 server_busy
 EMBEDDED_MIN_FREE_MB = 64                  # a new embedded cluster takes ~40 MB before any data
 EMBEDDED_START_TIMEOUT_S = 120.0          # starting the embedded server may mean waiting out crash recovery
 EMBEDDED_RECOVERY_POLL_S = 0.25           # how often a command retries a server in crash recovery
@@ -277,6 +284,14 @@ class DatabaseReadOnly(DatabaseError):
 class ServerStopping(LocalRagError):
     """`serve` was stopped while this request was in flight and the grace ran out (or a second signal came)."""
     code, http_status, exit_code = "server_stopping", 503, EXIT_TERMINATED
+
+
+class ServerBusy(LocalRagError):
+    """`serve` had LOCALRAG_MAX_REQUESTS requests in work for as long as this one could wait for a slot."""
+    code, http_status, exit_code = "server_busy", 503, EXIT_INTERNAL
+
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": str(HTTP_BUSY_RETRY_AFTER_S)}
 
 
 class ApiTokenRequired(LocalRagError):
@@ -506,6 +521,7 @@ ENV_KEYS = (
     "RAG_SEARCH", "RAG_APPROX_MIN_CHUNKS", "RAG_HNSW_M", "RAG_HNSW_EF_CONSTRUCTION", "RAG_HNSW_EF_SEARCH",
     "RAG_INDEX_MEMORY_MB",
     "LOCALRAG_API_TOKEN", "LOCALRAG_ALLOWED_HOSTS", "LOCALRAG_MAX_FILE_MB", "LOCALRAG_MAX_BODY_BYTES",
+    "LOCALRAG_MAX_REQUESTS", "LOCALRAG_QUEUE_WAIT_SECONDS",
     "LOCALRAG_INGEST_WORKERS", "LOCALRAG_PG_SHARED_BUFFERS_MB",
 )
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
@@ -565,6 +581,8 @@ class Config:
     allowed_hosts: tuple[str, ...] = ()    # more names a loopback `serve` answers to (an /etc/hosts alias)
     max_file_bytes: int = MAX_FILE_MB_DEFAULT * 1024 * 1024
     max_body_bytes: int = HTTP_MAX_BODY_BYTES_DEFAULT
+    max_requests: int = HTTP_MAX_REQUESTS_DEFAULT   # requests `serve` works on at once; more wait for a slot
+    queue_wait_s: float = HTTP_QUEUE_WAIT_S_DEFAULT  # ... this long at most, then 503 server_busy (0: at once)
     ingest_workers: int = 1                # processes that parse and chunk during ingest
     pg_shared_buffers_mb: int | None = None  # the embedded server's shared_buffers (None: auto, a share of memory)
     env_file: Path | None = None           # the .env that was read, if any
@@ -628,6 +646,8 @@ class Config:
             "allowed_hosts": ",".join(self.allowed_hosts) or None,
             "max_file_mb": round(self.max_file_bytes / (1024 * 1024), 3),
             "max_body_bytes": self.max_body_bytes,
+            "max_requests": self.max_requests,
+            "queue_wait_seconds": self.queue_wait_s,
             "ingest_workers": self.ingest_workers,
             "pg_shared_buffers_mb": self.pg_shared_buffers_mb or "auto",
         }
@@ -824,6 +844,12 @@ def _load_config(env_file: str | Path | None, environ: dict | None, cwd: Path | 
     if max_body < 1:  # 0 or less would refuse every request body
         raise ConfigInvalid(f"LOCALRAG_MAX_BODY_BYTES={max_body} is out of range; use a positive number of bytes",
                             key="LOCALRAG_MAX_BODY_BYTES", value=max_body, allowed=">=1")
+    max_requests = _int_setting(get("LOCALRAG_MAX_REQUESTS"), "LOCALRAG_MAX_REQUESTS", HTTP_MAX_REQUESTS_DEFAULT)
+    if not 1 <= max_requests <= 4096:
+        raise ConfigInvalid(f"LOCALRAG_MAX_REQUESTS={max_requests} is out of range; use 1 to 4096 requests worked on "
+                            f"at once", key="LOCALRAG_MAX_REQUESTS", value=max_requests, allowed="1..4096")
+    queue_wait = _float_setting(get("LOCALRAG_QUEUE_WAIT_SECONDS"), "LOCALRAG_QUEUE_WAIT_SECONDS",
+                                HTTP_QUEUE_WAIT_S_DEFAULT, HTTP_QUEUE_WAIT_S_MAX, allow_zero=True)
     workers = _int_setting(get("LOCALRAG_INGEST_WORKERS"), "LOCALRAG_INGEST_WORKERS", min(os.cpu_count() or 1, 8))
     if not 1 <= workers <= 64:
         raise ConfigInvalid(f"LOCALRAG_INGEST_WORKERS={workers} is out of range; use 1 (no worker processes) to 64",
@@ -877,7 +903,8 @@ def _load_config(env_file: str | Path | None, environ: dict | None, cwd: Path | 
         api_token=_secret_setting(get("LOCALRAG_API_TOKEN"), "LOCALRAG_API_TOKEN"),
         allowed_hosts=_allowed_hosts(get("LOCALRAG_ALLOWED_HOSTS")),
         max_file_bytes=int(max_file_mb * 1024 * 1024),
-        max_body_bytes=max_body, ingest_workers=workers, pg_shared_buffers_mb=shared_buffers, env_file=dotenv_path,
+        max_body_bytes=max_body, max_requests=max_requests, queue_wait_s=queue_wait,
+        ingest_workers=workers, pg_shared_buffers_mb=shared_buffers, env_file=dotenv_path,
         repo_root=repo_root,
     )
 
@@ -940,16 +967,17 @@ def _range_setting(raw: str, key: str, default: int, low: int, high: int) -> int
     return value
 
 
-def _float_setting(raw: str, key: str, default: float, high: float | None = None) -> float:
-    """A positive number, at most `high` when given."""
+def _float_setting(raw: str, key: str, default: float, high: float | None = None, allow_zero: bool = False) -> float:
+    """A positive number (or zero, with `allow_zero`), at most `high` when given."""
     if not raw:
         return default
     try:
         value = float(raw)
     except ValueError:
         value = float("nan")
-    if not (math.isfinite(value) and value > 0 and (high is None or value <= high)):
-        raise ConfigInvalid(f"{key}={raw!r} is not a positive number" + (f" up to {high:g}" if high else ""),
+    if not (math.isfinite(value) and (value >= 0 if allow_zero else value > 0) and (high is None or value <= high)):
+        what = "a number of 0 or more" if allow_zero else "a positive number"
+        raise ConfigInvalid(f"{key}={raw!r} is not {what}" + (f" up to {high:g}" if high else ""),
                             key=key, value=raw, **({"allowed": f"0..{high:g}"} if high else {}))
     return value
 
@@ -12979,7 +13007,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def handle_one_request(self) -> None:
         self._deadline, self._receiving, self._bytes_seen, self._timed_out = None, True, False, False
         self._started, self._logged, self._status = time.perf_counter(), False, 0
-        self._writing, self._cut, self._streaming = threading.RLock(), False, False
+        self._writing, self._cut, self._streaming, self._slot = threading.RLock(), False, False, False
         self.requestline, self.raw_requestline, self.command = "", b"", None   # none yet (a timeout may come first)
         if not self.server.track(self.connection, "idle"):
             self.close_connection = True          # the server is stopping: no new request on this connection
@@ -12989,6 +13017,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             if self._timed_out and self._bytes_seen and not self._logged:   # stalled in the request line/headers
                 self._send_timeout(getattr(self, "command", None) or "-")
         finally:
+            if self._slot:
+                self._slot = False
+                self.server.slots.release()
             self.server.track(self.connection, None)
 
     def _send_timeout(self, method: str, log: bool = True) -> None:
@@ -13031,10 +13062,35 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         return True
 
     def _begin_work(self) -> None:
-        """The request is read: from here on it is in flight (shutdown lets it finish within the grace)."""
+        """The request is read: from here on it is in flight (shutdown lets it finish within the grace), once it
+        has one of the server's LOCALRAG_MAX_REQUESTS slots (/health needs none: it answers under any load)."""
         self._receiving, self._deadline = False, None
         self.connection.settimeout(self.timeout)
+        if not self._slot and urllib.parse.urlsplit(self.path).path.rstrip("/") != "/health":
+            self._take_slot()
         self.server.track(self.connection, "working", self._farewell)
+
+    def _take_slot(self) -> None:
+        """Wait for a slot: up to the server's queue_wait_s (then 503 server_busy), or until the server stops
+        (503 server_stopping)."""
+        slots = self.server.slots
+        if slots.acquire(blocking=False):
+            self._slot = True
+            return
+        self.server.track(self.connection, "queued")
+        deadline = time.monotonic() + self.server.queue_wait_s
+        while not slots.acquire(timeout=min(0.1, max(deadline - time.monotonic(), 0.0))):
+            if self.server.stopping:
+                self.close_connection = True
+                raise ServerStopping("the server is stopping; this request was not started: send it again once "
+                                     "the server is back")
+            if time.monotonic() >= deadline:
+                n, wait = self.server.max_requests, self.server.queue_wait_s
+                why = f"stayed taken for the {wait:g} s a request waits" if wait else \
+                    "are taken and LOCALRAG_QUEUE_WAIT_SECONDS is 0"
+                raise ServerBusy(f"the server is busy: all {n} request slots (LOCALRAG_MAX_REQUESTS) {why}; send "
+                                 f"it again after Retry-After", max_requests=n, queue_wait_seconds=wait)
+        self._slot = True
 
     def _farewell(self, why: str) -> None:
         """Called by `serve` (its main thread) on a request still in flight when it closes the connection: say so
@@ -13277,10 +13333,13 @@ class _Server(http.server.ThreadingHTTPServer):
     # maximum lets them wait their turn (the kernel caps it at net.core.somaxconn).
     request_queue_size = socket.SOMAXCONN
 
-    def __init__(self, address: tuple, handler: type, family: int = socket.AF_INET) -> None:
+    def __init__(self, address: tuple, handler: type, family: int = socket.AF_INET,
+                 max_requests: int = HTTP_MAX_REQUESTS_DEFAULT, queue_wait_s: float = HTTP_QUEUE_WAIT_S_DEFAULT) -> None:
         self.address_family = family
         super().__init__(address, handler)
-        self.conns: dict[socket.socket, str] = {}   # each open connection: idle, receiving or working
+        self.slots = threading.BoundedSemaphore(max_requests)   # one per request worked on (not /health)
+        self.max_requests, self.queue_wait_s = max_requests, queue_wait_s
+        self.conns: dict[socket.socket, str] = {}   # each open connection: idle, queued (for a slot) or working
         self.farewells: dict[socket.socket, Callable[[str], None]] = {}   # the working ones' _Handler._farewell
         self.conns_lock = threading.Lock()
         self.stopping = False
@@ -13310,15 +13369,18 @@ class _Server(http.server.ThreadingHTTPServer):
             return True
 
     def working(self) -> int:
+        """Requests read and not yet answered: worked on, or waiting for a slot (those answer within 0.1 s of a
+        stop: 503 server_stopping)."""
         with self.conns_lock:
-            return sum(1 for state in self.conns.values() if state == "working")
+            return sum(1 for state in self.conns.values() if state in ("working", "queued"))
 
     def close_connections(self, include_working: bool, why: str = "") -> int:
         """End idle and half-received connections (and, after the grace, the working ones, whose clients are told
         `why` first); returns how many."""
         with self.conns_lock:
             self.stopping = True
-            victims = [s for s, state in self.conns.items() if include_working or state != "working"]
+            victims = [s for s, state in self.conns.items()
+                       if include_working or state not in ("working", "queued")]
             farewells = [self.farewells[s] for s in victims if s in self.farewells]
         for farewell in farewells:
             farewell(why)
@@ -13362,7 +13424,8 @@ def make_server(config: Config, host: str = "127.0.0.1", port: int = 8000) -> _S
     handler = type("Handler", (_Handler,), {"api": api})
     host, family = _host_family(host)
     try:
-        server = _Server((host, port), handler, family)
+        server = _Server((host, port), handler, family, max_requests=config.max_requests,
+                         queue_wait_s=config.queue_wait_s)
     except OSError as exc:
         raise InvalidRequest(f"cannot listen on {host}:{port} ({exc.strerror or exc}); choose another --host or "
                              f"--port", host=host, port=port) from None

@@ -222,6 +222,10 @@ KEY_CASES = {
                                    ("kb.local", "rag")), invalid=["a,,b", "kb.local,", "http://kb.local"]),
     "LOCALRAG_MAX_BODY_BYTES": dict(default=("max_body_bytes", 1024 * 1024), valid=("2048", "max_body_bytes", 2048),
                                     invalid=["0", "-1", "1e6", "x"]),
+    "LOCALRAG_MAX_REQUESTS": dict(default=("max_requests", 32), valid=("4096", "max_requests", 4096),
+                                  invalid=["0", "4097", "-1", "x", "1.5"]),
+    "LOCALRAG_QUEUE_WAIT_SECONDS": dict(default=("queue_wait_s", 30.0), valid=("0", "queue_wait_s", 0.0),
+                                        invalid=["-1", "3601", "nan", "inf", "soon"]),
     "LOCALRAG_INGEST_WORKERS": dict(default=("ingest_workers", "<cpus>"), valid=("64", "ingest_workers", 64),
                                     invalid=["0", "65", "x"]),
     "EMBEDDING_BASE_URL": dict(default=("embedding_base_url", ""), valid=(

@@ -1528,6 +1528,90 @@ def test_a_json_request_cut_off_at_shutdown_gets_503_server_stopping(ingested, u
     assert " 503 " in server.all_stderr()          # the access log says what the client got
 
 
+def _post(port: int, path: str, body: dict, timeout: float = 30) -> tuple[int, dict, dict]:
+    conn = http.client.HTTPConnection(HOST, port, timeout=timeout)
+    try:
+        conn.request("POST", path, body=_encode(body), headers={"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        return resp.status, dict(resp.getheaders()), json.loads(resp.read())
+    finally:
+        conn.close()
+
+
+def _held_ask(port: int, up) -> tuple[threading.Thread, list]:
+    """An /ask in flight, held by the model (up.json_gate) until the test sets the gate; its reply lands in the list."""
+    replies: list = []
+    thread = threading.Thread(target=lambda: replies.append(_post(port, "/ask", {"question": NO_ANSWER_Q,
+                                                                                   "fallback": True})))
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not up.requests and time.monotonic() < deadline:   # in flight: localrag is waiting for the model
+        time.sleep(0.05)
+    assert up.requests
+    return thread, replies
+
+
+def test_a_request_beyond_the_slots_waits_then_gets_503_server_busy(ingested, upstream, serve_process, monkeypatch):
+    up = upstream([delta("never sent")])
+    up.json_gate = threading.Event()
+    monkeypatch.setenv("LOCALRAG_MAX_REQUESTS", "1")
+    monkeypatch.setenv("LOCALRAG_QUEUE_WAIT_SECONDS", "0.5")
+    server = serve_process()
+    thread, replies = _held_ask(server.port, up)
+    try:
+        started = time.monotonic()
+        status, headers, body = _post(server.port, "/search", {"query": RAG_Q})
+        assert status == 503 and body["error"]["code"] == "server_busy", body
+        assert time.monotonic() - started >= 0.45               # it waited for a slot first
+        assert headers["Retry-After"] == str(localrag.HTTP_BUSY_RETRY_AFTER_S)
+        assert "LOCALRAG_MAX_REQUESTS" in body["error"]["message"]
+        assert body["error"]["details"] == {"max_requests": 1, "queue_wait_seconds": 0.5}
+        conn = http.client.HTTPConnection(HOST, server.port, timeout=10)
+        conn.request("GET", "/health")                           # needs no slot: it answers under any load
+        assert conn.getresponse().status == 200
+        conn.close()
+    finally:
+        up.json_gate.set()
+        thread.join(30)
+    assert replies and replies[0][0] == 200, replies
+    status, _, body = _post(server.port, "/search", {"query": RAG_Q})   # the slot was given back
+    assert status == 200 and body["results"]
+    assert " 503 " in server.all_stderr()
+
+
+def test_a_queued_request_is_served_when_a_slot_frees(ingested, upstream, serve_process, monkeypatch):
+    up = upstream([delta("never sent")])
+    up.json_gate = threading.Event()
+    monkeypatch.setenv("LOCALRAG_MAX_REQUESTS", "1")
+    server = serve_process()                                     # the default wait: 30 s
+    thread, replies = _held_ask(server.port, up)
+    threading.Timer(1.0, up.json_gate.set).start()
+    status, _, body = _post(server.port, "/search", {"query": RAG_Q})
+    thread.join(30)
+    assert status == 200 and body["results"]
+    assert replies and replies[0][0] == 200
+
+
+def test_a_request_waiting_for_a_slot_at_shutdown_gets_503_server_stopping(ingested, upstream, serve_process,
+                                                                           monkeypatch):
+    up = upstream([delta("never sent")])
+    up.json_gate = threading.Event()                             # never set: the held request is cut at the grace
+    monkeypatch.setenv("LOCALRAG_MAX_REQUESTS", "1")
+    server = serve_process("--grace", "1")
+    thread, replies = _held_ask(server.port, up)
+    waiting: list = []
+    waiter = threading.Thread(target=lambda: waiting.append(_post(server.port, "/search", {"query": RAG_Q})))
+    waiter.start()
+    time.sleep(0.5)                                              # queued behind the held /ask
+    server.proc.send_signal(signal.SIGTERM)
+    waiter.join(20)
+    thread.join(20)
+    assert server.proc.wait(15) == localrag.EXIT_TERMINATED
+    assert waiting and waiting[0][0] == 503 and waiting[0][2]["error"]["code"] == "server_stopping", waiting
+    assert "not started" in waiting[0][2]["error"]["message"]
+    assert replies and replies[0][0] == 503 and replies[0][2]["error"]["code"] == "server_stopping"
+
+
 def test_a_second_signal_ends_at_once(ingested, upstream, serve_process):
     gate = threading.Event()
     upstream([delta("started, "), gate])
