@@ -8813,6 +8813,13 @@ def _embed_text(m: re.Match) -> str:
     return alt if alt and not re.fullmatch(r"[\d\sx|]*|.*\.\w{2,4}", alt) else " "
 
 
+# A code fence to its closing fence (or the end): it opens a line, after any indent or quote markers (a fence in a
+# callout: "> ```md"); a backtick fence's info has no backtick.  So ```笔记本A``` inside a sentence is inline code and
+# stays (it had left "重命名为 来重新创建").
+_OPEN_FENCE_RE = re.compile(r"^[ \t>]*(?:(`{3,})[^`\n]*|(~{3,})[^\n]*)$.*?(?:^[ \t>]*(?:\1|\2)[ \t]*$|\Z)",
+                            re.MULTILINE | re.DOTALL)
+
+
 def _plain_markdown(text: str, headings: bool = False, held: list | None = None) -> str:
     """Obsidian markup turned into readable text, line structure kept: code fences, headings, table rulers, HTML
     tags and comments, struck-through text, footnote marks, file embeds and lines of embeds dropped; blockquote
@@ -8824,7 +8831,7 @@ def _plain_markdown(text: str, headings: bool = False, held: list | None = None)
     a list under it is about).  With `held`, inline code and escapes are left as \x02n\x03 and their text appended
     to `held` (so that a `!` or `.` in code does not end a sentence): _unhold() puts them back."""
     keep: list = [] if held is None else held
-    text = re.sub(r"```.*?(?:```|\Z)|~~~.*?(?:~~~|\Z)", " ", text, flags=re.DOTALL)
+    text = _OPEN_FENCE_RE.sub(" ", text)
 
     def hold(m: re.Match) -> str:
         if m.group(3) is not None:

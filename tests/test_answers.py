@@ -673,6 +673,21 @@ def test_evidence_units_keep_code_whole_callout_titles_and_task_state():
     assert all(c["supported"] for c in localrag.claim_support(answer, blocks))
 
 
+def test_inline_code_between_triple_backticks_stays_in_its_sentence():
+    """```name``` inside a sentence is inline code (a fence opens a line): it had been cut out with everything up to
+    the next ```, leaving "重命名为 来重新创建笔记本组" without the name the reader needs."""
+    text = "你可以通过将 enex 文件重命名为```笔记本组1@@@笔记本A```来重新创建笔记本组。"
+    assert [u["text"] for u in localrag._evidence_units(text)] == [text]
+    assert localrag._plain_markdown("Run:\n```bash\nls -l\n```\nDone.") == "Run:\n \nDone."
+    assert localrag._plain_markdown("Run:\n  ~~~\nls\nstill code") == "Run:\n "   # unclosed: code to the end
+    assert localrag._plain_markdown("> [!tip] Note\n> ```md\n> <div>\n> Not **bold**.\n> ```\n> After.") == \
+        "\n \nAfter."                                                           # a fence in a callout
+    blocks = blocks_of(text)
+    answer = localrag.fake_answer("Evernote 的笔记本组怎么重新创建？", blocks)
+    assert "```笔记本组1@@@笔记本A```" in answer
+    assert all(c["supported"] for c in localrag.claim_support(answer, blocks))
+
+
 def test_extractive_answer_reads_a_sentence_with_its_note_name_and_headings():
     """"The status bar shows …" in Status bar.md says what the status bar shows, though it does not repeat every
     word of the question: it is read with its note's name and headings, and ties go to the better-ranked block
