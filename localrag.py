@@ -8305,7 +8305,7 @@ ANSWER_TYPE_YES_NO_COVERAGE = 0.6          # share of a yes/no question's conten
 
 _NUM = r"\d"
 _LIMIT_WORDS = (r"(?:max(?:imum|imal)?|min(?:imum|imal)?|limit(?:s|ed)?|up to|at most|at least|no more than|"
-                r"not (?:exceed|more than)|cap(?:ped)?|quota|最多|最大|最少|最小|上限|下限|不超过|至多|至少|限制|限额)")
+                r"not (?:exceed|more than)|cap(?:ped)?|quota|最多|最大|最少|最小|最低|最高|上限|下限|不超过|至多|至少|限制|限额)")
 _UNITS_TIME = (r"(?:ms|milliseconds?|seconds?|secs?|minutes?|mins?|hours?|hrs?|days?|weeks?|months?|years?|"
                r"business days?|working days?|毫秒|秒|分钟|个?小时|个?工作日|天|个?星期|周|个月|年)")
 # A unit the question names in asking for a number ("how many megabytes", "多少 MB"): the number that carries it
@@ -8390,6 +8390,8 @@ class AnswerRule:
     def carried_by(self, question: str, text: str) -> bool:
         if callable(self.carries):
             return self.carries(question, text)
+        if "|" in text:   # a table's row says what its column names say of it ("Minimum app version" ... "1.8.3")
+            text += "".join("\n" + row for row in _rows_under_header(text))
         if self.kind in ("limit", "count", "number", "duration"):
             for asked, carried in _ASKED_UNITS:   # a number in the unit asked for, if the question names one
                 if re.search(asked, question, re.IGNORECASE):
@@ -8402,6 +8404,23 @@ class AnswerRule:
             return any(re.search(self.carries, line, re.IGNORECASE) and asked & answer_terms(line)
                        for line in text.splitlines())
         return bool(re.search(self.carries, text, re.IGNORECASE | re.MULTILINE))
+
+
+def _rows_under_header(text: str) -> list[str]:
+    """Each Markdown table row of the text after its table's header row, on one line: what a row states in the
+    words of its column names."""
+    rows: list[str] = []
+    header = None
+    for line in text.splitlines():
+        line = line.strip()
+        if not line.startswith("|"):
+            header = None
+        elif not re.fullmatch(r"[\s:|-]+", line):   # the ruler under the header is no row
+            if header is None:
+                header = line
+            else:
+                rows.append(f"{header} {line}")
+    return rows
 
 
 # A count is a number of something: a numeral or number word before a word ("up to 20 users", "three tiers",

@@ -184,6 +184,13 @@ CARRIES = [  # (question, evidence that carries the kind, evidence that does not
     ("How long does a review take?", "We review applications within 3 business days.", "We review every one."),
     ("How many days do I have to ask for a refund?", "Refunds are possible within 14 days.",
      "Refunds of up to 200 MB of storage add-ons are possible."),
+    # a table row is read with its column names: the limit word heads the column, the number is in the row
+    ("What minimum app version does encryption version 3 need?",
+     "| Release date | Sync version | Minimum app version |\n| --- | --- | --- |\n| 2025-08-22 | 3 | 1.8.3 |",
+     "| Release date | Sync version | Notes |\n| --- | --- | --- |\n| 2025-08-22 | 3 | faster |\n\nMinimum\n\n| Speed |"),
+    ("加密版本 3 最低需要哪个应用版本？最少是多少？",
+     "| 发布日期 | 同步版本 | 最低应用版本 |\n|---|---|---|\n| 2025-08-22 | 3 | 1.8.3 |",
+     "| 发布日期 | 同步版本 | 说明 |\n|---|---|---|\n| 2025-08-22 | 3 | 更快 |"),
 ]
 
 
