@@ -9338,8 +9338,26 @@ class _ExtractiveAnswer:
         # setting is: the sentence alone had been the answer, with step 2 of 4)
         introduces = best is not None and best["n"] == first[0] and \
             best["kind"] == "sentence" and best["pos"] == self.whole[first][0]["pos"] - 1
+        if introduces:
+            return True
+        if self._rarest_said_elsewhere(first):
+            return False
         covered = len(self._covers(first))
-        return introduces or covered >= best_hit and (covered > best_hit or len(self._context(first)) >= best_context)
+        return covered >= best_hit and (covered > best_hit or len(self._context(first)) >= best_context)
+
+    def _rarest_said_elsewhere(self, first: tuple[int, int]) -> bool:
+        """Whether the question's rarest term that some line says (by the retrieval's idf) is one the list and
+        what leads into it never say: the steps are then about the topic, not about what was asked ("How can I
+        verify that analytics is working …?" had the Google Analytics setup steps; "verify" is in the
+        Troubleshooting line that answers).  A CJK bigram inside a longer run of the question (育折 of 教育折扣) is
+        no word of its own and never the rarest; without the retrieval's weights nothing is rarer."""
+        if not self.weights:
+            return False
+        order = keyword_terms(self.question)
+        inside = {t for i, t in enumerate(order) if len(t) == 2 and is_cjk_term(t) and _overlapping_bigrams(order, i)}
+        said = (self.q - inside) & set().union(*(answer_terms(u["text"]) for u in self.scored))
+        rarest = max(said, key=lambda t: (self.weights.get(t, self.usual), t), default=None)
+        return rarest is not None and rarest not in self._covers(first)
 
     def _intro(self, key: tuple[int, int]) -> dict | None:
         """The sentence that leads into a list ("To exclude a folder from syncing:"), if it has one."""

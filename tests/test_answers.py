@@ -680,6 +680,24 @@ def test_evidence_units_keep_code_whole_callout_titles_and_task_state():
     assert all(c["supported"] for c in localrag.claim_support(answer, blocks))
 
 
+def test_steps_about_the_topic_do_not_answer_what_only_another_line_says():
+    """A how-to question's steps answer only when they (or what leads into them) say the question's rarest term that
+    any line says: the steps that create a formula do not answer "how do I add one month to a date", the line on
+    date arithmetic does (check9).  Without the retrieval's weights the steps answer alone, as before."""
+    blocks = blocks_of("To create a formula property:\n1. In your base, click Properties in the toolbar.\n2. Click "
+                       "Add formula at the bottom of the menu.\n3. Type your formula in the Formula field.",
+                       'Date arithmetic: for example, `date + "1M"` adds 1 month to the date.')
+    question = "In a Bases formula, how do I add one month to a date property?"
+    weights = {"base": 2.0, "formula": 4.5, "add": 2.8, "month": 5.5, "date": 3.2, "property": 2.7}
+    answer = localrag.fake_answer(question, blocks, weights=weights).splitlines()
+    assert answer[0] == 'Date arithmetic: for example, `date + "1M"` adds 1 month to the date. [2]', answer
+    assert "1. In your base, click Properties in the toolbar. [1]" in answer    # the steps follow
+    assert all("[2]" not in line for line in localrag.fake_answer(question, blocks).splitlines())
+    # the steps answer alone when they say the rarest term themselves
+    weights["month"] = 1.0
+    assert all("[2]" not in line for line in localrag.fake_answer(question, blocks, weights=weights).splitlines())
+
+
 def test_inline_code_between_triple_backticks_stays_in_its_sentence():
     """```name``` inside a sentence is inline code (a fence opens a line): it had been cut out with everything up to
     the next ```, leaving "重命名为 来重新创建笔记本组" without the name the reader needs."""
