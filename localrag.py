@@ -7903,9 +7903,14 @@ _ASKED_CJK_FUNCTION = _ASKED_CJK_BEFORE | _ASKED_CJK_AFTER
 
 def asked_terms(question: str) -> set[str]:
     """What the extractive answerer (and the count rule) looks for in a sentence: answer_terms of the question, read
-    by question_terms, without the bigrams that only join a preposition or postposition to a word."""
+    by question_terms, without the bigrams that only join a preposition or postposition to a word; a device word
+    (phone, 手机, 电脑) asks for its class (_DEVICE_CLASSES)."""
     terms = [t for t in question_terms(question) if t not in _QUESTION_STOPWORDS]
-    return {t for i, t in enumerate(terms) if not _asked_junction(terms, i)}
+    asked = {t for i, t in enumerate(terms) if not _asked_junction(terms, i)}
+    for name, words in _DEVICE_CLASSES.items():   # a device asked for by any of its class's words
+        if asked & words:
+            asked = asked - words | {name}
+    return asked
 
 
 def _asked_junction(terms: Sequence[str], i: int) -> bool:
@@ -9088,7 +9093,20 @@ def answer_terms(text: str) -> set[str]:
     """What the extractive answerer matches a question by: the keyword channel's terms (plurals folded, CJK as
     bigrams within its words) without the question stopwords, so "footnotes" finds "footnote" and "如何打开一个随机
     笔记" asks for 打开, 随机, 笔记 (not 何打, 开一 or 个随)."""
-    return {t for t in keyword_terms(text) if t not in _QUESTION_STOPWORDS}
+    return _with_device_class({t for t in keyword_terms(text) if t not in _QUESTION_STOPWORDS})
+
+
+# The words for a class of device that a user asks with and a note is written with ("在手机上…" / "要在移动端…",
+# "on my phone" / "On mobile"): a text that says one of them also says its class, and a question asks for the class
+# (asked_terms), so the mobile steps answer "在手机上怎么添加 CSS 代码片段？" rather than the desktop ones.  CJK words as
+# the bigrams only they hold (动端 of 移动端: 移动 alone is "move"); platform names (iOS, Windows) stay names.
+_DEVICE_CLASSES = {"@mobile": frozenset("mobile phone smartphone tablet 手机 平板 动端 动设 动版".split()),
+                   "@desktop": frozenset("desktop computer laptop pc 电脑 面端 面版".split())}
+
+
+def _with_device_class(terms: set[str]) -> set[str]:
+    """The terms and the device class any of them names."""
+    return terms | {name for name, words in _DEVICE_CLASSES.items() if terms & words}
 
 
 def _readable(unit: dict) -> bool:

@@ -698,6 +698,24 @@ def test_steps_about_the_topic_do_not_answer_what_only_another_line_says():
     assert all("[2]" not in line for line in localrag.fake_answer(question, blocks, weights=weights).splitlines())
 
 
+@pytest.mark.parametrize("question, want", [
+    ("在手机上怎么添加 CSS 代码片段？", "要在移动端添加 CSS 代码片段："),
+    ("在电脑上怎么添加 CSS 代码片段？", "要在桌面端添加 CSS 代码片段："),
+    ("How do I add a CSS snippet on my phone?", "To add a CSS snippet on mobile:"),
+    ("How do I add a CSS snippet on my computer?", "To add a CSS snippet on desktop:")])
+def test_a_device_word_asks_for_its_class(question, want):
+    """手机 asks for what a note says of 移动端, "computer" for "desktop" (check9: the desktop steps had answered
+    "在手机上怎么添加 CSS 代码片段？")."""
+    zh = "要在桌面端添加 CSS 代码片段：\n1. 打开设置。\n2. 选择外观。\n\n要在移动端添加 CSS 代码片段：\n1. 打开文件管理器。\n2. 创建 `snippets` 文件夹。"
+    en = ("To add a CSS snippet on desktop:\n1. Open Settings.\n2. Select Appearance.\n\nTo add a CSS snippet on "
+          "mobile:\n1. Open your file manager.\n2. Create a `snippets` folder.")
+    answer = localrag.fake_answer(question, blocks_of(zh if "CSS 代码" in question else en))
+    assert answer.splitlines()[0] == f"{want} [1]", answer
+    assert "@mobile" in localrag.asked_terms("在手机上怎么添加？") and "手机" not in localrag.asked_terms("在手机上怎么添加？")
+    assert "@desktop" in localrag.answer_terms("On desktop, open Settings.")
+    assert "@mobile" not in localrag.answer_terms("移动文件到另一个文件夹。")    # 移动 alone is "move"
+
+
 def test_inline_code_between_triple_backticks_stays_in_its_sentence():
     """```name``` inside a sentence is inline code (a fence opens a line): it had been cut out with everything up to
     the next ```, leaving "重命名为 来重新创建笔记本组" without the name the reader needs."""
