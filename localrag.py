@@ -8944,6 +8944,12 @@ def _collapse(text: str) -> str:
 _CODE_MARK = "\x01"      # a line of _evidence_units' own: the fenced code block numbered after it
 # A closed fenced code block, at the start of a line or indented (inside a list item), closed at the same indent;
 # a $$ math block (the $$ on lines of their own) is quoted the same way, after the sentence that leads into it.
+# A list item that is one link ("- [[Reader|Reader]]", "- [Filters](filters.md)"): in a list of pages, what its
+# sub-item says ("Read web pages in a clean, distraction-free view.") describes the linked page, and alone it is a
+# fragment (check9: "Pre-populate page data in your template." as an answer line).
+_LINK_ITEM_RE = re.compile(r"^[ \t>]*(?:[-*+]|\d{1,3}[.)])[ \t]+(?:\[\[[^\[\]\n]+\]\]|\[[^\[\]\n]+\]\([^()\s]*\))"
+                           r"[ \t]*$", re.MULTILINE)
+_LINK_ITEM_MARK = "\x04"
 _CLOSED_FENCE_RE = re.compile(r"^([ \t]*)(?:(```+|~~~+)[^\n]*\n.*?^\1\2|\$\$[ \t]*\n.*?^\1\$\$)[ \t]*$",
                               re.MULTILINE | re.DOTALL)
 _LISTED = ("step", "item", "sub")
@@ -8975,11 +8981,14 @@ def _evidence_units(content: str) -> list[dict]:
                      flags=re.MULTILINE)
     content = _BOLD_LINE_RE.sub(lambda m: m.group(0) if re.search(r"[.!。！:：]$", m.group(2).strip()) else
                                 "#### " + m.group(2), _CLOSED_FENCE_RE.sub(keep_code, content))
+    if "[" in content:   # an item that is one link and nothing else: its sub-items describe the linked page
+        content = _LINK_ITEM_RE.sub(lambda m: m.group(0) + _LINK_ITEM_MARK, content)
     units: list[dict] = []
     paragraph: list[str] = []
     item: dict | None = None
     list_id = list_indent = 0
     last_kind = header = None
+    parent_link = False      # the last item is one link: its sub-items describe the linked page
     held: list[str] = []     # inline code, whole: a `!` or `.` in it ends no sentence
 
     def plain(text: str) -> str:
@@ -9006,9 +9015,10 @@ def _evidence_units(content: str) -> list[dict]:
 
     def flush_item() -> None:
         nonlocal item
-        if item and plain(" ".join(item["lines"])):
-            units.append({"text": plain(" ".join(item["lines"])), "kind": item["kind"], "list": item["list"],
-                          "step": item["step"]})
+        if item and plain(" ".join(item["lines"]).replace(_LINK_ITEM_MARK, "")):
+            units.append({"text": plain(" ".join(item["lines"]).replace(_LINK_ITEM_MARK, "")), "kind": item["kind"],
+                          "list": item["list"], "step": item["step"],
+                          **({"describes_link": True} if item.get("describes_link") else {})})
         item = None
 
     for line in _plain_markdown(content, headings=True, held=held).splitlines():
@@ -9047,7 +9057,8 @@ def _evidence_units(content: str) -> list[dict]:
             indent = len(m.group(1).expandtabs(4))
             if last_kind in ("step", "item", "sub") and indent > list_indent:
                 # a nested item: a unit of its own, outside its parent list's steps
-                item = {"lines": [m.group(4)], "kind": "sub", "list": -list_id, "step": 0}
+                item = {"lines": [m.group(4)], "kind": "sub", "list": -list_id, "step": 0,
+                        "describes_link": parent_link}
                 continue
             kind = "step" if m.group(3) else "item"
             # a new list: another kind or indent, or numbering that starts again (two lists under two headings:
@@ -9060,6 +9071,7 @@ def _evidence_units(content: str) -> list[dict]:
                     units[-1]["list_follows"] = list_id     # "Obsidian supports the following types:" + the types
             last_kind, list_indent = kind, indent
             item = {"lines": [m.group(4)], "kind": kind, "list": list_id, "step": int(m.group(3) or 0)}
+            parent_link = m.group(4).rstrip().endswith(_LINK_ITEM_MARK)
         elif not line.strip():
             flush_paragraph()
             flush_item()     # a blank line inside a list keeps the list going (loose lists)
@@ -9118,7 +9130,8 @@ def _readable(unit: dict) -> bool:
     # a step ending in a colon that leads into its sub-items ("3. A Startup time window shows the timings:") is a
     # step all the same (leaving it out numbered the next one as 3); one that leads into nothing shown is not
     introduces_code = introduces_code or (unit["kind"] == "step" and bool(unit.get("subs_follow")))
-    if unit["kind"] in ("heading", "code") or text.endswith(("?", "？")) or TRUNCATED_MARK in text or \
+    if unit["kind"] in ("heading", "code") or unit.get("describes_link") or text.endswith(("?", "？")) or \
+            TRUNCATED_MARK in text or \
             (text.endswith((":", "：")) and not introduces_code):
         return False
     words = len(re.findall(r"[^\W\d_]{2,}", re.sub(_CJK_RUN_RE, " ", text)))
