@@ -14007,6 +14007,68 @@ def _rpc_id_in(head: bytes, tail: bytes) -> Any:
 
 
 MCP_PARENT_CHECK_S = 0.5     # how often `localrag mcp` checks that the client that started it still runs
+MCP_STOP_WRITE_S = 2.0       # after a stop signal, how long a message being written waits for a client that reads
+
+
+class _StdioWriter:
+    """`localrag mcp`'s stdout: one whole line per message, or nothing.  A stop signal is held while a message is
+    written (it had cut the line and glued the interrupted request's error onto it, a line no client can parse) and
+    acted on once the line is out (``complete``: that request is answered); if the client stops reading, the line is
+    given up MCP_STOP_WRITE_S after the signal and nothing more is written (the client sees an unfinished last
+    message, not a corrupt one).  A stdout that cannot be written (`>/dev/full`) is output_unwritable; a reader gone
+    stays BrokenPipeError."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream, self.cut, self.complete = stream, False, True
+        try:
+            self.fd = stream.fileno() if os.name == "posix" else None
+        except (AttributeError, OSError, ValueError):
+            self.fd = None
+
+    def write(self, message: dict) -> None:
+        data = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+        if self.cut:
+            return   # a line was given up half-written: anything more would be glued onto it
+        self.complete = False
+        try:
+            if self.fd is None or threading.current_thread() is not threading.main_thread():
+                self.stream.write(data)
+                self.stream.flush()
+                self.complete = True
+                return
+            caught: list[int] = []
+            previous = {sig: signal.signal(sig, lambda signum, frame: caught.append(signum))
+                        for sig in _stop_signals()}
+            try:
+                self._write_line(data, caught)
+            finally:
+                for sig, handler in previous.items():
+                    signal.signal(sig, handler)
+            if caught:   # as it would have been: under main(), Signalled
+                handler = previous[caught[0]]
+                if callable(handler):
+                    handler(caught[0], None)
+                elif handler == signal.SIG_DFL:
+                    os.kill(os.getpid(), caught[0])
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise OutputUnwritable(f"stdout cannot be written ({exc.strerror or exc}); the MCP client must read "
+                                   f"the server's stdout", field="stdout") from None
+
+    def _write_line(self, data: bytes, caught: list[int]) -> None:
+        """The line, PIPE_BUF at a time once the fd can take it (so no write blocks and a held signal is seen)."""
+        import select
+        view, done, give_up = memoryview(data), 0, None
+        while done < len(data):
+            if select.select([], [self.fd], [], 0.1)[1]:
+                done += os.write(self.fd, view[done:done + select.PIPE_BUF])
+            elif caught:    # stopping, and the client does not read
+                give_up = give_up or time.monotonic() + MCP_STOP_WRITE_S
+                if time.monotonic() >= give_up:
+                    self.cut = done > 0
+                    return
+        self.complete = True
 
 
 def run_mcp_stdio(config: Config, stdin: Any = None, stdout: Any = None) -> dict:
@@ -14031,9 +14093,8 @@ def run_mcp_stdio(config: Config, stdin: Any = None, stdout: Any = None) -> dict
     outcome: dict = {"signal": None, "requests": 0, "in_flight_cut": 0, "client_gone": False}
     stop_watch = threading.Event()
 
-    def send(message: dict) -> None:
-        stdout.write(json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n")
-        stdout.flush()
+    writer = _StdioWriter(stdout)
+    send = writer.write
 
     def client_gone(parent: int) -> bool:
         # The parent alone is not the client: a launcher (`setsid`, a wrapper that forks) may exit while the client
@@ -14083,8 +14144,12 @@ def run_mcp_stdio(config: Config, stdin: Any = None, stdout: Any = None) -> dict
             in_flight = _rpc_id(msg)
             response = server.answer(msg)
             if response is not None:
-                send(response)
-                outcome["requests"] += 1
+                try:
+                    send(response)
+                finally:
+                    if writer.complete:   # the whole line is out: answered, whatever signal comes with it
+                        in_flight = None
+                        outcome["requests"] += 1
             in_flight = None
             if state == -2:
                 break
@@ -14094,6 +14159,7 @@ def run_mcp_stdio(config: Config, stdin: Any = None, stdout: Any = None) -> dict
         outcome["signal"] = getattr(exc, "signum", signal.SIGINT)
         if in_flight is not None:
             outcome["in_flight_cut"] = 1
+            outcome["reply_unfinished"] = writer.cut
             name = signal.Signals(outcome["signal"]).name
             with contextlib.suppress(OSError, ValueError):
                 send(server.error_response(RpcError(RPC_INTERNAL, f"interrupted ({name}): the server is stopping; "
@@ -15033,7 +15099,9 @@ def _cmd_mcp(config: Config, args: argparse.Namespace) -> int:
     why = "the client that started it ended" if outcome["client_gone"] else name
     with contextlib.suppress(OSError):  # the client may have taken stderr with it
         _say(f"mcp stopped ({why}): {outcome['requests']} request(s) answered"
-             + (", 1 in flight cut off (answered with an error)" if outcome["in_flight_cut"] else ""))
+             + (", 1 in flight cut off " + ("(its reply left unfinished: the client did not read it)"
+                                             if outcome.get("reply_unfinished") else "(answered with an error)")
+               if outcome["in_flight_cut"] else ""))
     return 128 + outcome["signal"]
 
 

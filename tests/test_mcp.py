@@ -399,6 +399,46 @@ def test_signal_while_idle_exits_with_its_code_and_closes_the_database(ingested,
     wait_for(lambda: _mcp_sessions(config) == 0, timeout=10)
 
 
+@pytest.mark.parametrize("reads", [True, False], ids=["client-reads-on", "client-stops-reading"])
+def test_a_signal_while_a_long_reply_is_written_never_corrupts_stdout(db, vault, env, reads):
+    """SIGTERM while a reply larger than the pipe is written to a client that has not read it yet: the reply goes
+    out whole when the client reads on (then exit 143), or, when it does not read for MCP_STOP_WRITE_S, is left
+    unfinished with nothing glued onto it.  The interrupted request's error had been appended to the half-written
+    line: a line no client could parse."""
+    (vault / "Big.md").write_text("# Big\n\n" + "\n\n".join(f"Paragraph {i} " + "word " * 40 for i in range(600)))
+    assert localrag.ingest(db, vault)["status"] == "success"
+    s = OwnSession(env)
+    s.send({**STATUS_CALL, "id": 1})
+    assert s.recv()["id"] == 1
+    s.send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "get_note", "arguments": {"path": "Big.md", "max_chars": 1_000_000}, "_meta": MODERN_META}})
+    time.sleep(1.5)                          # the reply fills the pipe; the server waits for the client to read
+    os.kill(s.proc.pid, signal.SIGTERM)
+    if not reads:
+        time.sleep(localrag.MCP_STOP_WRITE_S + 1.5)
+    out, err = s.proc.communicate(timeout=30)
+    assert s.proc.returncode == 143, err.decode()
+    lines = out.split(b"\n")
+    if reads:
+        assert lines[-1] == b"" and [json.loads(line)["id"] for line in lines[:-1]] == [2]
+        assert json.loads(lines[0])["result"]["structuredContent"]["content"].count("Paragraph") == 600
+        assert b"2 request(s) answered" in err
+    else:
+        assert len(lines) == 1 and b"interrupted" not in out and len(out) >= 4096   # unfinished, nothing glued
+        assert b"its reply left unfinished" in err
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full on this system")
+def test_mcp_with_a_stdout_that_cannot_be_written_is_output_unwritable(env, tmp_path):
+    init = json.dumps({"jsonrpc": "2.0", "id": "i", "method": "initialize",
+                       "params": {"protocolVersion": "2025-11-25"}}).encode() + b"\n"
+    with open("/dev/full", "wb") as full:
+        proc = subprocess.run([sys.executable, "-m", "localrag", "mcp"], input=init, stdout=full,
+                              stderr=subprocess.PIPE, env={**os.environ, **env, "PYTHONPATH": str(ROOT)}, timeout=60)
+    assert proc.returncode == localrag.EXIT_USAGE, proc.stderr
+    assert b"[output_unwritable]" in proc.stderr and b"Traceback" not in proc.stderr
+
+
 def test_sigterm_mid_request_cuts_it_answers_it_and_ends_its_query(ingested, env):
     """A tool call waiting inside the database when SIGTERM comes: exit 143 at once (not when the lock goes), the
     client gets an error for that id, and the server session waiting on the lock is ended, not left behind."""
