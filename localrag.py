@@ -14913,7 +14913,8 @@ def _confirm_on_tty(draft: Any) -> bool:
     try:
         reply = sys.stdin.readline()
     except KeyboardInterrupt:
-        return False
+        sys.stderr.write("\n")   # past the prompt; nothing is saved, and the exit is an interruption's (130)
+        raise
     return reply.strip().lower() in ("y", "yes")
 
 
@@ -14932,6 +14933,11 @@ def _cmd_tickets(config: Config, args: argparse.Namespace) -> int:
         return EXIT_OK
     if action == "create":
         draft = _read_draft(args.source)
+        try:   # what POST /tickets refuses: a misspelt field ("categroy") was dropped, and the ticket saved without it
+            _check_fields(draft, _TICKET_CREATE_FIELDS, None)
+        except InvalidRequest as exc:
+            raise InvalidRequest(f"{'the draft on stdin' if args.source == '-' else args.source}: {exc.message}",
+                                 **exc.details) from None
         if not args.confirm:
             if args.source == "-" or not (_stdin_is_terminal() and sys.stderr.isatty()):
                 raise InvalidRequest("not saved: a person must confirm a ticket; run on a terminal to be asked, or "

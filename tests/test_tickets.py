@@ -18,6 +18,7 @@ import json
 import os
 import pty
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -156,7 +157,8 @@ def test_cli_create_keeps_the_persons_edits(vault_db, tmp_path):
         "Autoscaling docs missing", "ops", "Please write the autoscaling runbook.")
 
 
-def _create_on_tty(path: str, reply: bytes) -> tuple[int, str]:
+def _create_on_tty(path: str, reply: bytes | None) -> tuple[int, str]:
+    """`tickets create --from PATH` on a terminal, answered with `reply` (None: SIGINT at the prompt)."""
     master, slave = pty.openpty()
     try:
         proc = subprocess.Popen([sys.executable, "-c", "import sys, localrag; sys.exit(localrag.main(sys.argv[1:]))",
@@ -168,7 +170,10 @@ def _create_on_tty(path: str, reply: bytes) -> tuple[int, str]:
             chunk = os.read(master, 4096)
             assert chunk, seen
             seen += chunk
-        os.write(master, reply)
+        if reply is None:
+            proc.send_signal(signal.SIGINT)
+        else:
+            os.write(master, reply)
         out, _ = proc.communicate(timeout=60)
         return proc.returncode, out.decode()
     finally:
@@ -181,6 +186,23 @@ def test_cli_asks_on_a_tty(vault_db, tmp_path):
     assert code == localrag.EXIT_USAGE and out == "" and row_counts(vault_db)["tickets"] == 0
     code, out = _create_on_tty(path, b"yes\n")
     assert code == 0 and out.startswith("saved ticket #1") and row_counts(vault_db)["tickets"] == 1
+
+
+def test_ctrl_c_at_the_prompt_is_an_interruption(vault_db, tmp_path):
+    """Ctrl-C at "Save this ticket? [y/N]" saves nothing and exits 130, not 2 as a "no" does: a script can tell them
+    apart (outside review)."""
+    code, out = _create_on_tty(draft_file(tmp_path, vault_db), None)
+    assert code == localrag.EXIT_INTERRUPTED and out == "" and row_counts(vault_db)["tickets"] == 0
+
+
+def test_cli_create_refuses_unknown_fields_as_http_does(vault_db, tmp_path):
+    """A misspelt field in an edited draft ("categroy") had been dropped and the ticket saved without it; POST
+    /tickets refused the same document."""
+    path = draft_file(tmp_path, vault_db, categroy="Sync")
+    code, error = cli_error("tickets", "create", "--from", path, "--confirm")
+    assert code == localrag.EXIT_USAGE and error["details"]["field"] == "categroy"
+    assert error["message"].startswith(f"{path}: unknown field(s): categroy; allowed: title")
+    assert row_counts(vault_db)["tickets"] == 0
 
 
 @pytest.mark.parametrize("edits, field", [
