@@ -10409,9 +10409,11 @@ def health(config: Config, store: Store | None = None, details: bool = True) -> 
     """GET /health: seed 000's checks.  Raises (-> 503) when the database, schema or pgvector is not usable."""
     with _store_for(config, store) as s:
         state = s.schema_state()
-        if not state["pgvector"]:
-            raise PgvectorMissing(f"the pgvector extension is not installed in the database; {HINT_DB_INIT}")
         missing = [t for t, ok in state["tables"].items() if not ok]
+        # a database never `db init`ed has neither: that is what it lacks (pgvector is there to install; saying it
+        # was missing sent the user to look for another Postgres)
+        if not state["pgvector"] and len(missing) < len(state["tables"]):
+            raise PgvectorMissing(f"the pgvector extension is not installed in the database; {HINT_DB_INIT}")
         if missing:
             raise SchemaNotInitialized(f"database schema is not initialized (missing: {', '.join(missing)}); "
                                        f"{HINT_DB_INIT}", missing=missing)
@@ -13262,7 +13264,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if raw:
             try:
                 return self._read_raw()
-            except InvalidRequest:   # no body: JSON-RPC's own parse error answers it (a chunked one is a 411)
+            except InvalidRequest as exc:   # no body: JSON-RPC's own parse error answers it (a chunked one is a 411)
+                if exc.details.get("field") != "body":
+                    raise    # a compressed body is not an empty one
                 self._begin_work()
                 return b""
         query = urllib.parse.urlsplit(self.path).query
@@ -13767,10 +13771,16 @@ class McpServer:
             return self._initialize(params)
         modern = version is not None
         if modern:
+            if not isinstance(version, str):   # a shape error, not a version one
+                raise RpcError(RPC_INVALID_PARAMS, f"params._meta[{MCP_META_VERSION!r}] must be a string (got a JSON "
+                                                   f"{_JSON_TYPE_NAMES.get(type(version), type(version).__name__)})")
             if version not in MCP_MODERN_VERSIONS:
-                raise RpcError(RPC_UNSUPPORTED_VERSION, f"unsupported protocol version {str(version)[:40]!r}",
-                               {"supported": [*MCP_MODERN_VERSIONS, *MCP_HANDSHAKE_VERSIONS],
-                                "requested": version if isinstance(version, str) else str(version)})
+                # only the versions a request can name in _meta: a handshake-era one (2025-11-25) is agreed on by
+                # `initialize`, and listing it here sent a client picking from the list round in a circle
+                raise RpcError(RPC_UNSUPPORTED_VERSION, f"unsupported protocol version {version[:40]!r} in "
+                                                        f"params._meta (per-request versions: "
+                                                        f"{', '.join(MCP_MODERN_VERSIONS)}; older ones via initialize)",
+                               {"supported": list(MCP_MODERN_VERSIONS), "requested": version})
             if method != "server/discover" and not isinstance(meta.get(MCP_META_CAPABILITIES), dict):
                 raise RpcError(RPC_INVALID_PARAMS, f"params._meta lacks {MCP_META_CAPABILITIES!r} (an object; {{}} "
                                                    f"for none)")
@@ -13857,6 +13867,11 @@ class McpServer:
         if problem:
             # DNS rebinding, or a page elsewhere: a web page must not reach a local MCP server through the browser.
             return 403, self.error_response(RpcError(RPC_INVALID_REQUEST, problem))
+        get_all = getattr(headers, "get_all", None)
+        for name in ("MCP-Protocol-Version", "Mcp-Method", "Mcp-Name") if get_all else ():
+            if len(get_all(name) or []) > 1:   # a gateway routing on another copy than the one checked is fooled
+                return 400, self.error_response(RpcError(RPC_HEADER_MISMATCH, f"the {name} header appears more than "
+                                                                              f"once; send it once"))
         try:
             msg = json.loads(raw.decode("utf-8")) if raw else None
             if not raw:

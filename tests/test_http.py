@@ -456,6 +456,22 @@ def test_503_when_the_schema_is_missing(db, start_server, endpoint):
             s.init_schema()
 
 
+def test_health_of_a_database_never_initialised_says_schema_not_initialized(db, start_server):
+    """No table and no pgvector (a database `db init` never ran on): the schema is what it lacks, as every other
+    command says; "pgvector_missing" sent the user to look for another Postgres (outside review)."""
+    client = start_server(db)
+    with localrag.Store.open(db) as s:
+        s.run("DROP TABLE IF EXISTS " + ", ".join(localrag.SCHEMA_TABLES) + " CASCADE")
+        s.run("DROP EXTENSION IF EXISTS vector CASCADE")
+    try:
+        reply = client.get("/health")
+        assert_error(reply, 503, "schema_not_initialized")
+        assert "localrag db init" in reply.json["error"]["message"]
+    finally:
+        with localrag.Store.open(db) as s:
+            s.init_schema()
+
+
 def test_health_is_503_when_pgvector_is_absent(db, start_server):
     client = start_server(db)
     with localrag.Store.open(db) as s:

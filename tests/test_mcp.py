@@ -171,6 +171,15 @@ def test_http_transport_rules(ingested):
                                    {**good, "MCP-Protocol-Version": "1999-01-01"})
         err = json.loads(body)["error"]
         assert status == 400 and err["code"] == -32022 and "2026-07-28" in err["data"]["supported"]
+        # a handshake-era version in _meta is refused, and not listed as supported there (a client picking from the
+        # list went round in a circle); a version that is no string is a shape error
+        for version, code in (("2025-11-25", -32022), (2026, -32602), (["2026-07-28"], -32602)):
+            meta = {**MODERN_META, "io.modelcontextprotocol/protocolVersion": version}
+            status, _, body = post_raw(url, {**call, "params": {"name": "status", "_meta": meta}},
+                                       {**good, "MCP-Protocol-Version": str(version)})
+            err = json.loads(body)["error"]
+            assert status == 400 and err["code"] == code, body
+            assert code != -32022 or "2025-11-25" not in err["data"]["supported"]
         status, _, body = post_raw(url, {"jsonrpc": "2.0", "method": "notifications/initialized"})
         assert status == 202 and body == b""
         status, _, body = post_raw(url, b"{not json")
@@ -188,6 +197,34 @@ def test_http_transport_rules(ingested):
         status, _, body = post_raw(url, {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
                                          "params": {"name": "nope"}}, {"MCP-Protocol-Version": "2025-11-25"})
         assert status == 200 and json.loads(body)["error"]["code"] == -32602
+
+
+def test_http_duplicate_routing_headers_and_a_compressed_body_are_refused(ingested):
+    """Two Mcp-Name (or Mcp-Method, MCP-Protocol-Version) headers: 400 -32020, whichever one a gateway routes on.  A
+    compressed body: a 422 saying so (it was "-32700 parse error: empty body")."""
+    import http.client
+    import urllib.parse
+    config, _, _ = ingested
+    body = json.dumps({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                       "params": {"name": "search", "arguments": {"query": RAG_Q}, "_meta": MODERN_META}}).encode()
+    with serving(config) as url:
+        host, port = urllib.parse.urlsplit(url).hostname, urllib.parse.urlsplit(url).port
+        for name, values in (("Mcp-Name", ("search", "ask")), ("Mcp-Method", ("tools/call", "tools/list")),
+                             ("MCP-Protocol-Version", ("2026-07-28", "2099-01-01"))):
+            headers = [("MCP-Protocol-Version", "2026-07-28"), ("Mcp-Method", "tools/call"), ("Mcp-Name", "search")]
+            headers = [h for h in headers if h[0] != name] + [(name, v) for v in values]
+            conn = http.client.HTTPConnection(host, port, timeout=30)
+            conn.putrequest("POST", "/mcp")
+            for key, value in [("Content-Type", "application/json"), ("Content-Length", str(len(body))), *headers]:
+                conn.putheader(key, value)
+            conn.endheaders(body)
+            resp = conn.getresponse()
+            reply = json.loads(resp.read())
+            conn.close()
+            assert resp.status == 400 and reply["error"]["code"] == -32020 and name in reply["error"]["message"]
+        status, _, raw = post_raw(url, body, {"Content-Encoding": "gzip", "MCP-Protocol-Version": "2026-07-28",
+                                              "Mcp-Method": "tools/call", "Mcp-Name": "search"})
+        assert status == 422 and "Content-Encoding" in json.loads(raw)["error"]["message"], raw
 
 
 # --- raw JSON-RPC over stdio: what a well-behaved client never sends -------------------------------------------------
