@@ -15543,13 +15543,38 @@ def _did_you_mean(parser: argparse.ArgumentParser, message: str) -> str:
                     for sub in action.choices.values():
                         yield from options(sub)
 
-        known = sorted(set(options(parser)))
         top = {o for action in parser._actions for o in action.option_strings}   # localrag's own: --debug, --env-file
         placed = next((w.split("=")[0] for w in words if w.split("=")[0] in top), None)
         if placed:   # `localrag ask "x" --debug`: right option, wrong place ("did you mean '--debug'?" said nothing)
             return f"; {placed} is an option of localrag itself: put it before the command (localrag {placed} …)"
-        close = [m for w in words[:1] for m in difflib.get_close_matches(w.split("=")[0], known, n=1)]
+        word = words[0].split("=")[0] if words else ""
+        path = _command_path(parser, getattr(parser, "argv", []))
+        if word and len(path) > 1:   # the command's own options: another command's would not work here
+            names = [name for name, _p in path[1:]]
+            for depth in range(len(path) - 2, 0, -1):   # `history show 3 --limit 5`: --limit is history's
+                if word in {o for a in path[depth][1]._actions for o in a.option_strings}:
+                    return (f"; {word} is an option of `localrag {' '.join(names[:depth])}`: put it before "
+                            f"`{names[depth]}`")
+            own = sorted({o for a in path[-1][1]._actions for o in a.option_strings if o.startswith("--")} - {word})
+            close = difflib.get_close_matches(word, own, n=1)
+            if close:
+                return f"; did you mean {close[0]!r}?"
+            return f"; `localrag {' '.join(names)}` has no {word} option (see localrag {' '.join(names)} --help)" \
+                if word in set(options(parser)) else ""
+        close = [m for w in words[:1] for m in difflib.get_close_matches(w.split("=")[0], sorted(set(options(parser))),
+                                                                          n=1)]
     return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def _command_path(parser: argparse.ArgumentParser, argv: Sequence[str]) -> list[tuple[str, argparse.ArgumentParser]]:
+    """The commands argv names, outermost first, each with its parser: [("localrag", top), ("tickets", ...),
+    ("list", ...)]."""
+    path = [("localrag", parser)]
+    for token in argv:
+        sub = next((a for a in path[-1][1]._actions if isinstance(a, argparse._SubParsersAction)), None)
+        if sub is not None and token in sub.choices:
+            path.append((token, sub.choices[token]))
+    return path
 
 
 def _ranged(kind: type, low: float, high: float | None = None) -> Callable[[str], Any]:
@@ -15961,6 +15986,7 @@ def _main(argv: Sequence[str] | None) -> int:
     if "--version" in options and "--json" in argv:   # argparse's --version prints text and exits before --json
         _print_json({"localrag": __version__})
         return EXIT_OK
+    parser.argv = argv   # type: ignore[attr-defined]   # what a usage error's suggestion reads (_did_you_mean)
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse: --help, --version

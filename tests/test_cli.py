@@ -916,6 +916,11 @@ def test_progress_on_a_dumb_terminal_is_plain_lines(monkeypatch):
     # localrag's own option after the command: the place is wrong, not the name ("did you mean '--debug'?")
     (["ask", "x", "--debug"], "--debug is an option of localrag itself: put it before the command"),
     (["search", "x", "--env-file", "/dev/null"], "--env-file is an option of localrag itself"),
+    # another command's option: said so, not "did you mean" the option itself (outside review)
+    (["mcp", "--json"], "`localrag mcp` has no --json option"),
+    (["tickets", "list", "--limit", "5"], "`localrag tickets list` has no --limit option"),
+    (["history", "show", "3", "--limit", "5"], "--limit is an option of `localrag history`: put it before `show`"),
+    (["search", "x", "--top-kk", "3"], "did you mean '--top-k'?"),    # the command's own options are the candidates
 ])
 def test_a_mistyped_command_or_option_gets_a_suggestion(argv, suggestion, capfd):
     """`localrag ingst` listed every command and left the reader to spot the one meant."""
