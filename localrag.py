@@ -13312,7 +13312,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                                  f"would be ignored: move them into the body", field="query_string")
         data = self._read_raw()
         try:
-            return json.loads(data.decode("utf-8"))
+            return _strict_json(data.decode("utf-8"))
         except RecursionError:
             raise InvalidRequest("the request body nests JSON too deeply", field="body") from None
         except (UnicodeDecodeError, ValueError) as exc:
@@ -13908,7 +13908,7 @@ class McpServer:
                 return 400, self.error_response(RpcError(RPC_HEADER_MISMATCH, f"the {name} header appears more than "
                                                                               f"once; send it once"))
         try:
-            msg = json.loads(raw.decode("utf-8")) if raw else None
+            msg = _strict_json(raw.decode("utf-8")) if raw else None
             if not raw:
                 raise ValueError("empty body")
         except (UnicodeDecodeError, ValueError, RecursionError) as exc:
@@ -13972,6 +13972,16 @@ class McpServer:
 
 
 _JSON_TYPE_NAMES = {dict: "object", list: "array", float: "number", bool: "boolean"}
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _strict_json(text: str) -> Any:
+    """json.loads without Python's extensions: NaN, Infinity and -Infinity are no JSON (a JSON-RPC id of NaN had
+    been read as a number, and refused as an invalid id rather than as a parse error)."""
+    return json.loads(text, parse_constant=_reject_constant)
 
 
 def _rpc_id(msg: Any) -> str | int | None:
@@ -14184,7 +14194,7 @@ def run_mcp_stdio(config: Config, stdin: Any = None, stdout: Any = None) -> dict
             if not line.strip():
                 continue
             try:
-                msg = json.loads(line.decode("utf-8"))
+                msg = _strict_json(line.decode("utf-8"))
             except (UnicodeDecodeError, ValueError, RecursionError) as exc:
                 if state == -2:
                     _say(f"mcp: input closed in the middle of a message ({len(line)} bytes dropped)")

@@ -632,6 +632,7 @@ _LONG = "x" * 4001
 INVALID_BODIES = [
     # (id, raw body or object, field named in the error)
     ("malformed-json", b'{"query": ', "body"),
+    ("nan-is-not-json", b'{"TEXT": "P1", "top_k": NaN}', "body"),        # Python's json extension, not JSON
     ("not-utf8", b'{"TEXT": "\xff"}', "body"),
     ("array-body", b"[1, 2]", "body"),
     ("string-body", b'"P1"', "body"),
