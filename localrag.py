@@ -11315,15 +11315,22 @@ def _md_text(text: str) -> str:
     return _shown(re.sub(r"([\\`*_\[\]<>|])", r"\\\1", _collapse(text)))
 
 
-# C0 controls but tab and line feed, DEL and C1: what a terminal takes as the start of an escape sequence
-_TERMINAL_CONTROL_RE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# C0 controls but tab and line feed (a carriage return too: it overwrites the line shown), DEL, C1 and the bidi
+# overrides: what a terminal takes as the start of an escape sequence, or that changes what is shown
+_STORED_CONTROL_RE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
 def _shown(text: str) -> str:
-    """Stored text (a question, a ticket, an answer) for a person to read: control characters as \\xNN, so text
-    an HTTP or MCP client stored cannot clear the operator's screen or retitle the window when `history`,
-    `gaps` or `tickets` print it (the access log escapes them the same way)."""
-    return _TERMINAL_CONTROL_RE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+    """Stored text (a question, a ticket, an answer) for a person to read: control characters as \\xNN (\\uNNNN),
+    so text an HTTP or MCP client stored cannot clear the operator's screen, retitle the window or overwrite a
+    line when `history`, `gaps` or `tickets` print it (the access log escapes them the same way)."""
+    return _STORED_CONTROL_RE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
+def _shown_line(text: str) -> str:
+    """A one-line field of stored text (a question, a reason): _shown, and a line break as \\n, so a stored
+    question cannot print rows of its own under it."""
+    return _shown(text).replace("\n", "\\n")
 
 
 # === 13. Eval ======================================================================================================
@@ -15066,11 +15073,11 @@ def _cmd_history(config: Config, args: argparse.Namespace) -> int:
             _print_json(record)
             return EXIT_OK
         print(f"answer #{record['id']}  {record['created_at']}")
-        print(f"question     {_shown(record['question'])}")
-        print(f"mode         {record['mode']}  ({_shown(record['reason'])})")
+        print(f"question     {_shown_line(record['question'])}")
+        print(f"mode         {record['mode']}  ({_shown_line(record['reason'])})")
         offered = (record.get("gate") or {}).get("suggestion")
         if offered:
-            print(f"did you mean {_shown(offered['question'])}")
+            print(f"did you mean {_shown_line(offered['question'])}")
         for c in (record.get("gate") or {}).get("closest") or []:
             print(f"closest      {c['source']}{' › ' + ' › '.join(c['heading_path']) if c['heading_path'] else ''}"
                   f"  (shares: {', '.join(c['shared_terms'])})")

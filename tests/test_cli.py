@@ -829,6 +829,10 @@ def test_stored_text_is_printed_with_its_terminal_escapes_escaped(ingested, capf
     assert "d \\x1b[2J" in out and "\nline 2" in out   # line breaks stay
     code, out = run_cli("history", "show", str(answer["answer_id"]), "--json")
     assert json.loads(out)["question"] == f"zebra giraffe aquarium {evil} tickets"
+    # a carriage return overwrote the line on a terminal, and a line break in a question printed rows of its own
+    forged = localrag.ask(config, "zebra tickets\n#999    2026-01-01T00:00:00  rag  forged\rquestion overwritten")
+    code, out = run_cli("history", "show", str(forged["answer_id"]))
+    assert "\r" not in out and "question     zebra tickets\\n#999" in out and "\n#999" not in out, out
     capfd.readouterr()
 
 
