@@ -4087,6 +4087,7 @@ ANSWER_COLUMNS = ("question", "mode", "reason", "retrieval", "gate", "evidence",
 _ANSWER_JSON_COLUMNS = frozenset({"retrieval", "gate", "evidence", "excluded", "usage", "claims", "citation_check",
                                   "latency_ms"})
 ANSWERS_LIMIT_DEFAULT, ANSWERS_LIMIT_MAX = 20, 1000
+TICKETS_LIMIT_DEFAULT = 100                # tickets per page (`tickets list`, GET /tickets); at most ANSWERS_LIMIT_MAX
 ANSWER_ID_MAX = 2 ** 62                    # ids and offsets above this are refused (bigint holds 2^63 - 1)
 
 
@@ -5829,11 +5830,14 @@ class Store:
     _TICKET_KEYS = ("id", "created_at", "updated_at", "title", "description", "category", "question", "answer_id",
                     "status", "draft")
 
-    def list_tickets(self, status: str | None) -> list[dict]:
+    def list_tickets(self, status: str | None, limit: int, offset: int) -> tuple[int, list[dict]]:
+        """(how many have the status, or all; one page of them, newest first)."""
         self.require_tickets()
-        rows = self.run(f"SELECT {', '.join(self._TICKET_KEYS)} FROM tickets WHERE CAST(:s AS text) IS NULL "
-                        "OR status = :s ORDER BY id DESC", s=status)
-        return [dict(zip(self._TICKET_KEYS, _jsonable(list(r)))) for r in rows]
+        where = "WHERE CAST(:s AS text) IS NULL OR status = :s"
+        total = self.run(f"SELECT count(*) FROM tickets {where}", s=status)[0][0]
+        rows = self.run(f"SELECT {', '.join(self._TICKET_KEYS)} FROM tickets {where} ORDER BY id DESC "
+                        "LIMIT :l OFFSET :o", s=status, l=limit, o=offset)
+        return total, [dict(zip(self._TICKET_KEYS, _jsonable(list(r)))) for r in rows]
 
     def get_ticket(self, ticket_id: int) -> dict | None:
         self.require_tickets()
@@ -11143,13 +11147,21 @@ def ticket_create(config: Config, payload: Any, confirmed: Any, actor: str, fing
         return s.get_ticket(tid)
 
 
-def ticket_list(config: Config, status: Any = None, store: Store | None = None) -> dict:
-    """`localrag tickets list` and GET /tickets: newest first, optionally one status."""
+def ticket_list(config: Config, status: Any = None, store: Store | None = None,
+                limit: Any = TICKETS_LIMIT_DEFAULT, offset: Any = 0) -> dict:
+    """`localrag tickets list` and GET /tickets: newest first, optionally one status, a page at a time (3,000
+    tickets had made one 1 MB document)."""
     if status is not None:
         status = _ticket_status(status)
+    for name, value, lo, hi in (("limit", limit, 1, ANSWERS_LIMIT_MAX), ("offset", offset, 0, ANSWER_ID_MAX)):
+        if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+            raise InvalidRequest(f"{name} must be an integer from {lo} to {hi} (got {value!r})", field=name,
+                                 allowed=f"{lo}..{hi}")
     with _store_for(config, store) as s:
-        rows = s.list_tickets(status)
-    return {"tickets": rows, "total": len(rows), "status": status}
+        total, rows = s.list_tickets(status, limit, offset)
+    nxt = offset + len(rows)
+    return {"tickets": rows, "total": total, "status": status, "limit": limit, "offset": offset,
+            "next_offset": nxt if nxt < total else None}
 
 
 def ticket_show(config: Config, ticket_id: Any, store: Store | None = None) -> dict:
@@ -12264,11 +12276,18 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
                                                       503).items() if k != "200"}}},
                 "get": {
                     "operationId": "listTickets", "summary": "Tickets, newest first, optionally one status",
-                    "description": "Every saved ticket (none is ever deleted), newest first, without events.",
+                    "description": "The saved tickets (none is ever deleted), newest first, without events, a page "
+                                   "at a time (`next_offset` gives the next page).",
                     "security": bearer,
                     "parameters": [{"name": "status", "in": "query", "required": False,
                                     "description": "Only tickets with this status",
-                                    "schema": _schema("string", enum=list(TICKET_STATUSES))}],
+                                    "schema": _schema("string", enum=list(TICKET_STATUSES))},
+                                   {"name": "limit", "in": "query", "required": False, "description": "Page size",
+                                    "schema": _schema("integer", minimum=1, maximum=ANSWERS_LIMIT_MAX,
+                                                      default=TICKETS_LIMIT_DEFAULT)},
+                                   {"name": "offset", "in": "query", "required": False,
+                                    "description": "Tickets to skip",
+                                    "schema": _schema("integer", minimum=0, maximum=ANSWER_ID_MAX, default=0)}],
                     "responses": responses("#/components/schemas/TicketList", 401, 422, 500, 503)}},
             "/tickets/{id}": {
                 "get": {
@@ -12364,8 +12383,13 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
                 "TicketList": _schema("object", required=["tickets", "total"], properties={
                     "tickets": _doc("array", "The tickets, newest first", [],
                                     items={"$ref": "#/components/schemas/Ticket"}),
-                    "total": _doc("integer", "How many", 1),
-                    "status": _doc("string", "The status filter, if any", None, nullable=True)}),
+                    "total": _doc("integer", "How many tickets there are (with the status, if one was asked for)",
+                                  1),
+                    "status": _doc("string", "The status filter, if any", None, nullable=True),
+                    "limit": _doc("integer", "The page size", TICKETS_LIMIT_DEFAULT),
+                    "offset": _doc("integer", "Tickets skipped", 0),
+                    "next_offset": _doc("integer", "The offset of the next page; null on the last", None,
+                                        nullable=True)}),
                 "HealthResponse": _schema("object", required=["status", "checks"], properties={
                     "status": _doc("string", "ok, or degraded (e.g. nothing ingested for the current provider)",
                                    "ok"),
@@ -12976,12 +13000,15 @@ class Api:
 
     def get_tickets(self, headers: Any, params: Any) -> tuple[int, dict]:
         params = params or {}
-        unknown = sorted(set(params) - {"status"})
+        unknown = sorted(set(params) - {"status", "limit", "offset"})
         if unknown:
-            raise InvalidRequest(f"unknown query parameter(s): {', '.join(unknown)}; allowed: status",
+            raise InvalidRequest(f"unknown query parameter(s): {', '.join(unknown)}; allowed: status, limit, offset",
                                  field=unknown[0])
+        limit = _query_int(params, "limit", TICKETS_LIMIT_DEFAULT, 1, ANSWERS_LIMIT_MAX)
+        offset = _query_int(params, "offset", 0, 0, ANSWER_ID_MAX)
         with self.pool.store() as s:
-            return 200, ticket_list(self.config, params["status"] if "status" in params else None, store=s)
+            return 200, ticket_list(self.config, params["status"] if "status" in params else None, store=s,
+                                    limit=limit, offset=offset)
 
     def get_ticket(self, headers: Any, params: Any, match: re.Match) -> tuple[int, dict]:
         with self.pool.store() as s:
@@ -15019,15 +15046,19 @@ def _cmd_tickets(config: Config, args: argparse.Namespace) -> int:
             print(f"saved ticket #{ticket['id']} ({ticket['status']}): {_shown(ticket['title'])}")
         return EXIT_OK
     if action == "list":
-        result = ticket_list(config, args.status)
+        result = ticket_list(config, args.status, limit=args.limit, offset=args.offset)
         if args.json:
             _print_json(result)
             return EXIT_OK
         if not result["tickets"]:
-            _say("no tickets" + (f" with status {args.status}" if args.status else ""))
+            _say(f"no tickets from --offset {args.offset}: there are {result['total']} in all" if result["total"]
+                 else "no tickets" + (f" with status {args.status}" if args.status else ""))
         for t in result["tickets"]:
             print(f"#{t['id']:<5} {t['status']:<11} {t['updated_at'][:19]}  {_snippet(t['category'], 20):<20} "
                   f"{_snippet(t['title'], 70)}")
+        if result["next_offset"] is not None:
+            _say(f"{len(result['tickets'])} of {result['total']}; the next page: localrag tickets list --offset "
+                 f"{result['next_offset']}" + (f" --status {args.status}" if args.status else ""))
         return EXIT_OK
     if action == "show":
         ticket = ticket_show(config, args.id)
@@ -15765,6 +15796,10 @@ def build_parser() -> argparse.ArgumentParser:
     sp = tsub.add_parser("list", help="tickets, newest first", description="tickets, newest first",
                          formatter_class=fmt, epilog="example:\n  localrag tickets list --status open --json")
     sp.add_argument("--status", choices=TICKET_STATUSES, help="only this status")
+    sp.add_argument("--limit", type=_ranged(int, 1, ANSWERS_LIMIT_MAX), default=TICKETS_LIMIT_DEFAULT, metavar="N",
+                    help=f"tickets to list, 1 to {ANSWERS_LIMIT_MAX} (default {TICKETS_LIMIT_DEFAULT})")
+    sp.add_argument("--offset", type=_ranged(int, 0, ANSWER_ID_MAX), default=0, metavar="N",
+                    help="skip the newest N (the next page)")
     _add_json(sp)
     sp = tsub.add_parser("show", help="one ticket with its status events", description="one ticket with its events",
                          formatter_class=fmt, epilog="example:\n  localrag tickets show 3")

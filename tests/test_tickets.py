@@ -256,6 +256,25 @@ def test_status_changes_are_events(vault_db):
     assert code == 0 and "in_progress -> resolved" in out
 
 
+def test_tickets_are_listed_a_page_at_a_time(vault_db, api_url):
+    """`tickets list` and GET /tickets page like `history` (3,000 tickets had made one 1 MB document)."""
+    ids = [_new_ticket(vault_db, f"{QUESTION} ({n})") for n in range(5)]
+    page = localrag.ticket_list(vault_db, limit=2)
+    assert [t["id"] for t in page["tickets"]] == ids[:-3:-1] and page["total"] == 5 and page["next_offset"] == 2
+    last = localrag.ticket_list(vault_db, limit=2, offset=4)
+    assert [t["id"] for t in last["tickets"]] == [ids[0]] and last["next_offset"] is None
+    code, out = run_cli("tickets", "list", "--limit", "2", "--offset", "2", "--json")
+    assert code == 0 and [t["id"] for t in json.loads(out)["tickets"]] == [ids[2], ids[1]]
+    status, listed = call(api_url, "GET", "/tickets?limit=3&offset=1")
+    assert status == 200 and [t["id"] for t in listed["tickets"]] == ids[3:0:-1] and listed["next_offset"] == 4
+    for query, field in (("limit=0", "limit"), ("limit=1001", "limit"), ("offset=-1", "offset"), ("page=2", "page")):
+        status, err = call(api_url, "GET", f"/tickets?{query}")
+        assert status == 422 and err["error"]["details"]["field"] == field, query
+    for args in (["--limit", "0"], ["--offset", "-1"], ["--limit", "x"]):
+        code, err = cli_error("tickets", "list", *args)
+        assert code == localrag.EXIT_USAGE, args
+
+
 def test_events_and_tickets_cannot_be_deleted(vault_db):
     tid = _new_ticket(vault_db)
     with localrag.Store.open(vault_db) as s:
