@@ -13936,6 +13936,14 @@ class McpServer:
         if problem:
             # DNS rebinding, or a page elsewhere: a web page must not reach a local MCP server through the browser.
             return 403, self.error_response(RpcError(RPC_INVALID_REQUEST, problem))
+        media = (headers.get("Content-Type") or "").split(";")[0].strip().lower()
+        if media and media != "application/json":   # a form or text/plain: what a page can send without asking
+            return 415, self.error_response(RpcError(RPC_INVALID_REQUEST, f"Content-Type {media[:60]!r} is not "
+                                                                          f"supported; send application/json"))
+        accept = (headers.get("Accept") or "").lower()
+        if accept and not re.search(r"(?:^|[,\s])(?:application/json|application/\*|\*/\*)(?:\s*[;,]|\s*$)", accept):
+            return 406, self.error_response(RpcError(RPC_INVALID_REQUEST, "the Accept header must allow "
+                                                                          "application/json (the replies' type)"))
         get_all = getattr(headers, "get_all", None)
         for name in ("MCP-Protocol-Version", "Mcp-Method", "Mcp-Name") if get_all else ():
             if len(get_all(name) or []) > 1:   # a gateway routing on another copy than the one checked is fooled

@@ -201,7 +201,8 @@ def test_http_transport_rules(ingested):
 
 def test_http_duplicate_routing_headers_and_a_compressed_body_are_refused(ingested):
     """Two Mcp-Name (or Mcp-Method, MCP-Protocol-Version) headers: 400 -32020, whichever one a gateway routes on.  A
-    compressed body: a 422 saying so (it was "-32700 parse error: empty body")."""
+    compressed body: a 422 saying so (it was "-32700 parse error: empty body").  A body that is not JSON by its
+    Content-Type: 415; an Accept without JSON: 406 (the SDK's server answers so)."""
     import http.client
     import urllib.parse
     config, _, _ = ingested
@@ -222,9 +223,18 @@ def test_http_duplicate_routing_headers_and_a_compressed_body_are_refused(ingest
             reply = json.loads(resp.read())
             conn.close()
             assert resp.status == 400 and reply["error"]["code"] == -32020 and name in reply["error"]["message"]
-        status, _, raw = post_raw(url, body, {"Content-Encoding": "gzip", "MCP-Protocol-Version": "2026-07-28",
-                                              "Mcp-Method": "tools/call", "Mcp-Name": "search"})
+        routing = {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "search"}
+        status, _, raw = post_raw(url, body, {"Content-Encoding": "gzip", **routing})
         assert status == 422 and "Content-Encoding" in json.loads(raw)["error"]["message"], raw
+        # a form or text/plain body (what a page can send without asking first) and an Accept without JSON
+        for headers, want in (({"Content-Type": "text/plain"}, 415),
+                              ({"Content-Type": "application/x-www-form-urlencoded"}, 415),
+                              ({"Accept": "text/html"}, 406)):
+            status, _, raw = post_raw(url, body, {**routing, **headers})
+            assert status == want and json.loads(raw)["error"]["code"] == -32600, (headers, raw)
+        for accept in ("*/*", "application/json", "text/event-stream, application/json;q=0.9"):
+            status, _, raw = post_raw(url, body, {**routing, "Accept": accept})
+            assert status == 200, (accept, raw)
 
 
 # --- raw JSON-RPC over stdio: what a well-behaved client never sends -------------------------------------------------
