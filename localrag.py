@@ -11143,6 +11143,11 @@ def ticket_create(config: Config, payload: Any, confirmed: Any, actor: str, fing
                              field="confirmed")
     ticket = validate_ticket(payload)
     with _store_for(config, store) as s:
+        if ticket.get("answer_id") is not None and s.get_answer(ticket["answer_id"]) is None:
+            # a ticket pointing at no record (what `tickets draft --answer-id` refuses) had been saved as it was
+            raise AnswerNotFound(f"no answer record {ticket['answer_id']} (answer_id); `localrag history` lists "
+                                 f"the recorded ones, or leave answer_id out", id=ticket["answer_id"],
+                                 field="answer_id")
         tid = s.insert_ticket(ticket, actor, fingerprint)
         return s.get_ticket(tid)
 

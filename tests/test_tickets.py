@@ -256,6 +256,16 @@ def test_status_changes_are_events(vault_db):
     assert code == 0 and "in_progress -> resolved" in out
 
 
+def test_a_ticket_naming_an_answer_record_that_does_not_exist_is_refused(vault_db, api_url, tmp_path):
+    """POST /tickets with "answer_id": 99999 had been saved (201); `tickets draft --answer-id 99999` refuses it."""
+    status, draft = call(api_url, "POST", "/tickets/draft", {"question": QUESTION})
+    status, err = call(api_url, "POST", "/tickets", {**draft, "answer_id": 99999, "confirmed": True})
+    assert status == 404 and err["error"]["code"] == "answer_not_found" and err["error"]["details"]["id"] == 99999
+    code, error = cli_error("tickets", "create", "--from", draft_file(tmp_path, vault_db, answer_id=99999), "--confirm")
+    assert code == localrag.EXIT_NOT_FOUND and error["code"] == "answer_not_found"
+    assert row_counts(vault_db)["tickets"] == 0
+
+
 def test_tickets_are_listed_a_page_at_a_time(vault_db, api_url):
     """`tickets list` and GET /tickets page like `history` (3,000 tickets had made one 1 MB document)."""
     ids = [_new_ticket(vault_db, f"{QUESTION} ({n})") for n in range(5)]
