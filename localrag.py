@@ -14079,18 +14079,19 @@ def _read_message(stream: Any, limit: int) -> tuple[bytes | None, int, Any]:
     `limit` bytes (read to its end and dropped, so memory stays bounded; `id` is the request id its first and last
     bytes show, so the client can match the error to its call), or (None, -1, None) at end of input.  A last line
     without a newline (input closed mid-message) comes back as (bytes, -2, None)."""
-    line = stream.readline(limit + 1)
+    line = stream.readline(limit + 2)    # the message and its line break ("\r\n" counts for nothing)
     if not line:
         return None, -1, None
-    if len(line) > limit and not line.endswith(b"\n"):
+    if len(line.rstrip(b"\r\n") if line.endswith(b"\n") else line) > limit:
         size, head, tail = len(line), line[:MCP_ID_SCAN_BYTES], line[-MCP_ID_SCAN_BYTES:]
-        while True:
-            more = stream.readline(1 << 16)
-            size += len(more)
-            if more:
-                tail = (tail + more)[-MCP_ID_SCAN_BYTES:]
-            if not more or more.endswith(b"\n"):
-                return None, size, _rpc_id_in(head, tail)
+        while not line.endswith(b"\n"):
+            line = stream.readline(1 << 16)
+            if not line:
+                break
+            size += len(line)
+            tail = (tail + line)[-MCP_ID_SCAN_BYTES:]
+        ending = 0 if not tail.endswith(b"\n") else 2 if tail.endswith(b"\r\n") else 1
+        return None, size - ending, _rpc_id_in(head, tail)
     if not line.endswith(b"\n"):
         return line, -2, None
     return line.rstrip(b"\r\n"), 0, None

@@ -239,6 +239,23 @@ def test_http_duplicate_routing_headers_and_a_compressed_body_are_refused(ingest
 
 # --- raw JSON-RPC over stdio: what a well-behaved client never sends -------------------------------------------------
 
+@pytest.mark.parametrize("data, limit, want, rest", [
+    (b"0123456789\n", 10, (b"0123456789", 0, None), b""),
+    (b"0123456789\r\n", 10, (b"0123456789", 0, None), b""),            # the limit is the message's, not its CRLF
+    (b"01234567890\n", 10, (None, 11, None), b""),                      # one byte over: its size, newline aside
+    (b"01234567890\r\n", 10, (None, 11, None), b""),
+    (b'{"id": 7, "x": "' + b"a" * 30 + b'"}\r\nnext\n', 10, (None, 48, 7), b"next\n"),   # its id, for the error
+    (b"abc", 10, (b"abc", -2, None), b""),                                 # input closed mid-message
+    (b"", 10, (None, -1, None), b""),
+])
+def test_read_message_sizes(data, limit, want, rest):
+    """A line of exactly the limit ending in CRLF had been dropped, and a dropped one's size counted its newline."""
+    import io
+    stream = io.BytesIO(data)
+    assert localrag._read_message(stream, limit) == want
+    assert stream.read() == rest
+
+
 class RawStdio:
     def __init__(self, env: dict, stdin=subprocess.PIPE) -> None:
         self.proc = subprocess.Popen([sys.executable, "-m", "localrag", "mcp"], stdin=stdin, stdout=subprocess.PIPE,
