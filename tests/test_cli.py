@@ -922,7 +922,7 @@ def test_progress_on_a_dumb_terminal_is_plain_lines(monkeypatch):
     (["search", "x", "--env-file", "/dev/null"], "--env-file is an option of localrag itself"),
     # another command's option: said so, not "did you mean" the option itself (outside review)
     (["mcp", "--json"], "`localrag mcp` has no --json option"),
-    (["tickets", "list", "--limit", "5"], "`localrag tickets list` has no --limit option"),
+    (["tickets", "show", "3", "--limit", "5"], "`localrag tickets show` has no --limit option"),
     (["history", "show", "3", "--limit", "5"], "--limit is an option of `localrag history`: put it before `show`"),
     (["search", "x", "--top-kk", "3"], "did you mean '--top-k'?"),    # the command's own options are the candidates
 ])
