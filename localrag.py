@@ -7421,13 +7421,19 @@ def _overlapping_bigrams(terms: Sequence[str], i: int) -> list[str]:
             and (terms[j][1] == term[0] if j < i else term[1] == terms[j][0])]
 
 
+JUNCTION_DF_RATIO = 10   # a seen CJK pair this many times rarer than each pair it overlaps straddles two words
+
+
 def query_term_weights(terms: Sequence[str], n_chunks: int, df: dict[str, int],
                        unseen_cjk_backoff: float) -> list[dict]:
-    """Each distinct query term with its df and idf (BM25's, always > 0) and its weight in coverage: the idf,
-    except for a CJK bigram the corpus never contains that overlaps a bigram it does contain (天气 in 上海天气 is
-    a word; 海天 straddles two), most likely a pair across a word boundary, and for an unseen lone CJK character:
-    those count for `unseen_cjk_backoff` of their idf.  `terms` in question order (overlap is read from
-    neighbours).  Pure."""
+    """Each distinct query term with its df and idf (BM25's, always > 0), its weight (the idf, except for a CJK
+    bigram the corpus never contains that overlaps a bigram it does contain (天气 in 上海天气 is a word; 海天
+    straddles two), most likely a pair across a word boundary, and for an unseen lone CJK character: those count for
+    `unseen_cjk_backoff` of their idf) and its coverage_weight, what the evidence gate counts: the weight, and the
+    same backoff for a CJK bigram the corpus holds ten times less often than each bigram it overlaps (后再 in 以后再次,
+    次导 in 再次导入: seen, but across a word boundary; a pair the corpus never writes, it had refused check9's
+    "…怎么让以后再次导入时跳过…" at coverage 0.399).  `terms` in question order (overlap is read from neighbours).
+    Pure."""
     def known_neighbour(i: int) -> bool:
         return any(df.get(t, 0) for t in _overlapping_bigrams(terms, i))
 
@@ -7439,11 +7445,19 @@ def query_term_weights(terms: Sequence[str], n_chunks: int, df: dict[str, int],
         weak = n == 0 and is_cjk_term(term) and (len(term) == 1 or (len(term) == 2 and known_neighbour(i)))
         weight = idf * unseen_cjk_backoff if weak else idf
         weights[term] = max(weights.get(term, 0.0), weight)  # a repeated term keeps its strongest reading
+    coverage: dict[str, float] = {}
+    for i, term in enumerate(terms):
+        n = df.get(term, 0)
+        around = _overlapping_bigrams(terms, i) if len(term) == 2 and is_cjk_term(term) else []
+        rare_pair = bool(n and around and all(df.get(t, 0) >= JUNCTION_DF_RATIO * n for t in around))
+        weight = weights[term] * (unseen_cjk_backoff if rare_pair else 1.0)
+        coverage[term] = max(coverage.get(term, 0.0), weight)
     out = []
     for term in dict.fromkeys(terms):
         n = df.get(term, 0)
         idf = math.log(1.0 + (n_chunks - n + 0.5) / (n + 0.5))
-        out.append({"term": term, "df": n, "idf": round(idf, 6), "weight": round(weights[term], 6)})
+        out.append({"term": term, "df": n, "idf": round(idf, 6), "weight": round(weights[term], 6),
+                    "coverage_weight": round(coverage[term], 6)})
     return out
 
 
@@ -8074,13 +8088,13 @@ def gate_signals(retrieved: dict) -> dict:
     """The gate's inputs from a run_retrieval() result.  Pure."""
     results, terms = retrieved["results"], retrieved["terms"]
     names = [t["term"] for t in terms]
-    total = sum(t["weight"] for t in terms)
-    weight = {t["term"]: t["weight"] for t in terms}
+    weight = {t["term"]: t.get("coverage_weight", t["weight"]) for t in terms}
+    total = sum(weight.values())
     # The best single chunk of the top few, not their union: an answer's terms occur together, while an off-topic
     # question's everyday words are found scattered over unrelated chunks.  What a chunk says, not its folder's name.
     matched = set(max((_said_terms(r) for r in results[:GATE_EVIDENCE_CHUNKS]),
                       key=lambda m: math.fsum(weight.get(t, 0.0) for t in m), default=[]))
-    covered = sum(t["weight"] for t in terms if t["term"] in matched)
+    covered = sum(w for term, w in weight.items() if term in matched)
     sims = [r["scores"]["vector"] for r in results if r["scores"]["vector"] is not None]
     if retrieved.get("vector_top") is not None:
         sims.append(retrieved["vector_top"])
@@ -8169,7 +8183,7 @@ def closest_notes(retrieved: dict, limit: int = CLOSEST_NOTES_MAX) -> list[dict]
     shares at least CLOSEST_MIN_SHARED_TERMS of the question's terms, together at least CLOSEST_MIN_COVERAGE of
     their weight (the gate's idf weights): {source, vault_path, heading_path, title, shared_terms, coverage,
     score}.  Pure."""
-    weight = {t["term"]: t["weight"] for t in retrieved["terms"]}
+    weight = {t["term"]: t.get("coverage_weight", t["weight"]) for t in retrieved["terms"]}
     total = sum(weight.values())
     notes: list[dict] = []
     seen: set[tuple[str, str]] = set()

@@ -345,6 +345,24 @@ def test_unseen_cjk_bigram_straddling_a_known_word_is_backed_off():
     assert out["天气"]["idf"] > out["上海"]["idf"] > 0
 
 
+def test_a_seen_cjk_pair_far_rarer_than_its_neighbours_counts_little_in_coverage():
+    """以后再次导入: 后再 and 次导 occur in the vault, but ten times less often than each pair they overlap: a pair
+    across a word boundary.  Coverage counts them at the unseen backoff (check9 had been refused at 0.399 for such
+    pairs); their weight, which ranks and breaks ties, stays the idf.  A pair not ten times rarer than each
+    neighbour (标滚 beside 滚轮, as often) keeps its coverage weight."""
+    terms = localrag.keyword_terms("以后再次导入")
+    df = {"以后": 40, "后再": 2, "再次": 30, "次导": 1, "导入": 200}
+    out = {t["term"]: t for t in localrag.query_term_weights(terms, 3000, df, 0.25)}
+    for pair in ("后再", "次导"):
+        assert out[pair]["coverage_weight"] == pytest.approx(0.25 * out[pair]["weight"], abs=1e-5)
+        assert out[pair]["weight"] == out[pair]["idf"]
+    for word in ("以后", "再次", "导入"):
+        assert out[word]["coverage_weight"] == out[word]["weight"]
+    out = {t["term"]: t for t in localrag.query_term_weights(localrag.keyword_terms("鼠标滚轮"), 3000,
+                                                              {"鼠标": 20, "标滚": 3, "滚轮": 3}, 0.25)}
+    assert out["标滚"]["coverage_weight"] == out["标滚"]["weight"]    # 3 vs 20 and 3: not ten times rarer than both
+
+
 # === 3. Evidence gate (pure, no database) ==========================================================================
 
 def signals(**kw):
