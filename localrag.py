@@ -10428,9 +10428,10 @@ def health(config: Config, store: Store | None = None, details: bool = True) -> 
     with _store_for(config, store) as s:
         state = s.schema_state()
         missing = [t for t, ok in state["tables"].items() if not ok]
-        # a database never `db init`ed has neither: that is what it lacks (pgvector is there to install; saying it
-        # was missing sent the user to look for another Postgres)
-        if not state["pgvector"] and len(missing) < len(state["tables"]):
+        # a database never `db init`ed has neither: that is what it lacks when the server has pgvector to install
+        # (saying pgvector was missing sent the user to look for another Postgres)
+        if not state["pgvector"] and (len(missing) < len(state["tables"]) or not s.run(
+                "SELECT 1 FROM pg_available_extensions WHERE name = 'vector'")):
             raise PgvectorMissing(f"the pgvector extension is not installed in the database; {HINT_DB_INIT}")
         if missing:
             raise SchemaNotInitialized(f"database schema is not initialized (missing: {', '.join(missing)}); "
@@ -12285,13 +12286,14 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
                     "operationId": "createTicket", "x-localrag-person-only": True, "summary": "Save a ticket a person confirmed",
                     "description": "Save a (possibly edited) draft. `confirmed` must be true: a person checked the "
                                    "ticket; missing or false is a 422 naming the field and nothing is saved. The "
-                                   "creation is the first status event (actor http, with the token's fingerprint).",
+                                   "creation is the first status event (actor http, with the token's fingerprint). "
+                                   "An answer_id with no answer record behind it is a 404 answer_not_found.",
                     "security": bearer,
                     "requestBody": body(_schema("object", required=["title", "description", "confirmed"],
                                                 properties=create_props, additionalProperties=False)),
                     "responses": {"201": {"description": "Created", "content": {"application/json": {
                         "schema": {"$ref": "#/components/schemas/Ticket"}}}},
-                        **{k: v for k, v in responses("#/components/schemas/Ticket", 401, 413, 422, 500,
+                        **{k: v for k, v in responses("#/components/schemas/Ticket", 401, 404, 413, 422, 500,
                                                       503).items() if k != "200"}}},
                 "get": {
                     "operationId": "listTickets", "summary": "Tickets, newest first, optionally one status",

@@ -196,16 +196,18 @@ def postgres_without_pgvector():
 
 
 def provoke_pgvector_missing(ctx):
-    """CLI: `db init` against a server without pgvector's files.  HTTP: /health on a database where the
-    extension is not installed."""
+    """CLI: `db init` against a server without pgvector's files; HTTP: /health there.  (A database on a server that
+    has pgvector, never `db init`ed, is schema_not_initialized: `db init` installs it.)"""
     env = ctx.getfixturevalue("env")
     mp = ctx.getfixturevalue("monkeypatch")
     with postgres_without_pgvector() as url:
         mp.setenv("DATABASE_URL", url)
         code, err = cli_error("db", "init")
+        status, body = http_call(localrag.load_config(), "GET", "/health")
     with fresh_database(env["DATABASE_URL"], "errors_novector_test", vector=False) as url:
         mp.setenv("DATABASE_URL", url)
-        status, body = http_call(localrag.load_config(), "GET", "/health")
+        _status, fresh = http_call(localrag.load_config(), "GET", "/health")
+    assert fresh["error"]["code"] == "schema_not_initialized", fresh
     return code, err, status, body["error"]["code"]
 
 
