@@ -7432,7 +7432,9 @@ def query_term_weights(terms: Sequence[str], n_chunks: int, df: dict[str, int],
     `unseen_cjk_backoff` of their idf) and its coverage_weight, what the evidence gate counts: the weight, and the
     same backoff for a CJK bigram the corpus holds ten times less often than each bigram it overlaps (后再 in 以后再次,
     次导 in 再次导入: seen, but across a word boundary; a pair the corpus never writes, it had refused check9's
-    "…怎么让以后再次导入时跳过…" at coverage 0.399).  `terms` in question order (overlap is read from neighbours).
+    "…怎么让以后再次导入时跳过…" at coverage 0.399), for a seen pair of a preposition or postposition and a word's
+    character (_asked_junction) and for a seen lone character (check10's "用 Obsidian CLI 时…仓库里执行" was refused
+    at coverage 0.27 with the right section first).  `terms` in question order (overlap is read from neighbours).
     Pure."""
     def known_neighbour(i: int) -> bool:
         return any(df.get(t, 0) for t in _overlapping_bigrams(terms, i))
@@ -7450,7 +7452,10 @@ def query_term_weights(terms: Sequence[str], n_chunks: int, df: dict[str, int],
         n = df.get(term, 0)
         around = _overlapping_bigrams(terms, i) if len(term) == 2 and is_cjk_term(term) else []
         rare_pair = bool(n and around and all(df.get(t, 0) >= JUNCTION_DF_RATIO * n for t in around))
-        weight = weights[term] * (unseen_cjk_backoff if rare_pair else 1.0)
+        # a seen pair that joins a preposition or postposition to a word (库里 in 仓库里, 在模 in 在模板: the
+        # answerer's junctions), and a seen lone character (用, 时: its df counts only where it stands alone)
+        junction = bool(n and is_cjk_term(term) and (len(term) == 1 or _asked_junction(terms, i)))
+        weight = weights[term] * (unseen_cjk_backoff if rare_pair or junction else 1.0)
         coverage[term] = max(coverage.get(term, 0.0), weight)
     out = []
     for term in dict.fromkeys(terms):

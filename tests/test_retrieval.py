@@ -363,6 +363,25 @@ def test_a_seen_cjk_pair_far_rarer_than_its_neighbours_counts_little_in_coverage
     assert out["标滚"]["coverage_weight"] == out["标滚"]["weight"]    # 3 vs 20 and 3: not ten times rarer than both
 
 
+
+
+def test_a_seen_preposition_junction_or_lone_character_counts_little_in_coverage():
+    """用 Obsidian CLI 时，怎么指定命令在哪个仓库里执行: 库里 (仓库 + the postposition 里) and the lone 用 and 时 are
+    seen in the vault, rarely as such pieces, so their idf was most of the question's weight and the right section was
+    refused at coverage 0.27.  Coverage counts them at the backoff; the words (仓库, 执行) and a Latin term keep
+    theirs, and the ranking weight stays the idf."""
+    terms = localrag.keyword_terms("用 Obsidian CLI 时，怎么指定命令在哪个仓库里执行")
+    df = {"用": 4, "时": 17, "obsidian": 2000, "cli": 300, "指定": 49, "定命": 1, "命令": 295, "仓库": 300, "库里": 1,
+          "执行": 45}
+    out = {t["term"]: t for t in localrag.query_term_weights(terms, 3000, df, 0.25)}
+    for piece in ("用", "时", "库里"):
+        assert out[piece]["coverage_weight"] == pytest.approx(0.25 * out[piece]["weight"], abs=1e-5), piece
+        assert out[piece]["weight"] == out[piece]["idf"]
+    for word in ("指定", "命令", "仓库", "执行", "cli"):
+        assert out[word]["coverage_weight"] == out[word]["weight"], word
+    # an unseen lone character was backed off before (its weight): not twice
+    out = {t["term"]: t for t in localrag.query_term_weights(["跟"], 3000, {}, 0.25)}
+    assert out["跟"]["coverage_weight"] == out["跟"]["weight"] == pytest.approx(0.25 * out["跟"]["idf"], abs=1e-5)
 # === 3. Evidence gate (pure, no database) ==========================================================================
 
 def signals(**kw):
