@@ -8920,6 +8920,8 @@ def _plain_markdown(text: str, headings: bool = False, held: list | None = None)
     if "&" in text:   # entities read as their characters, but &lt; &gt; stay (decoded, they would be live HTML)
         text = re.sub(r"&(?!lt;|gt;)#?\w+;", lambda m: html.unescape(m.group(0)), text)
     text = _WIKILINK_RE.sub(_wikilink_text, text)
+    if "](http" in text:   # a list item that is one web link: the address is what it says ("- [Terms](https://…)")
+        text = _WEB_LINK_ITEM_RE.sub(r"\1\2 (\3)", text)
     text = re.sub(r"\[([^\[\]\n]*)\]\((?:[^()\s]|\([^()\s]*\))*\)", r"\1", text)
     # footnotes: a reference is no text; a definition's text moves to the end without its label, as Obsidian shows
     # it (in place, it would stand between a lead-in and the example it introduces); an inline one in brackets
@@ -8954,6 +8956,9 @@ def _unhold(text: str, held: Sequence[str]) -> str:
     return _MARKER_RE.sub(r"(\1)", re.sub(r"\\\[(\d+)\\\]", r"(\1)", text))   # \[1\] shows as [1]: no citation
 
 
+_WEB_LINK_ITEM_RE = re.compile(r"^([ \t]*(?:[-*+]|\d{1,3}[.)])[ \t]+)\[([^\[\]\n]+)\]\((https?://[^()\s]+)\)"
+                               r"(?=[ \t]*\x04?[ \t]*$)", re.MULTILINE)
+_SHOWN_ADDRESS_RE = re.compile(r" \(https?://[^()\s]+\)")   # the address _WEB_LINK_ITEM_RE shows after a name
 _CJK_ICON_RE = re.compile(r"(?<=[\u3040-\u30ff\u4e00-\u9fff])[^\S\n]*!\[\[[^\]\[|#]+\.(?!md\b)[A-Za-z0-9]{2,5}(?:[#|][^\]]*)?"
                           r"\]\][^\S\n]*(?=[\u3040-\u30ff\u4e00-\u9fff])")
 # A list item; a task's box stays with its text ("[x] Submit the report": whether it is done is part of the fact).
@@ -9038,10 +9043,16 @@ def _evidence_units(content: str) -> list[dict]:
 
     def flush_item() -> None:
         nonlocal item
-        if item and plain(" ".join(item["lines"]).replace(_LINK_ITEM_MARK, "")):
-            units.append({"text": plain(" ".join(item["lines"]).replace(_LINK_ITEM_MARK, "")), "kind": item["kind"],
-                          "list": item["list"], "step": item["step"],
-                          **({"describes_link": True} if item.get("describes_link") else {})})
+        text = plain(" ".join(item["lines"]).replace(_LINK_ITEM_MARK, "")) if item else ""
+        if text and item.get("describes_link") and units and units[-1].get("web_link"):
+            # what a web link's item says of it reads with its name and address, as the list shows them (the
+            # address is the fact: "Terms of Service (https://obsidian.md/terms) - Review our latest Terms of
+            # Service"); alone it described nothing
+            units[-1]["text"] += " - " + text
+        elif text:
+            units.append({"text": text, "kind": item["kind"], "list": item["list"], "step": item["step"],
+                          **({"describes_link": True} if item.get("describes_link") else {}),
+                          **({"web_link": True} if item.get("web_link") else {})})
         item = None
 
     for line in _plain_markdown(content, headings=True, held=held).splitlines():
@@ -9093,8 +9104,9 @@ def _evidence_units(content: str) -> list[dict]:
                 if units and units[-1]["kind"] == "sentence" and units[-1]["text"].endswith((":", "：")):
                     units[-1]["list_follows"] = list_id     # "Obsidian supports the following types:" + the types
             last_kind, list_indent = kind, indent
-            item = {"lines": [m.group(4)], "kind": kind, "list": list_id, "step": int(m.group(3) or 0)}
             parent_link = m.group(4).rstrip().endswith(_LINK_ITEM_MARK)
+            item = {"lines": [m.group(4)], "kind": kind, "list": list_id, "step": int(m.group(3) or 0),
+                    "web_link": parent_link and bool(_SHOWN_ADDRESS_RE.search(m.group(4)))}
         elif not line.strip():
             flush_paragraph()
             flush_item()     # a blank line inside a list keeps the list going (loose lists)
@@ -9127,7 +9139,10 @@ def content_tokens(text: str) -> set[str]:
 def answer_terms(text: str) -> set[str]:
     """What the extractive answerer matches a question by: the keyword channel's terms (plurals folded, CJK as
     bigrams within its words) without the question stopwords, so "footnotes" finds "footnote" and "如何打开一个随机
-    笔记" asks for 打开, 随机, 笔记 (not 何打, 开一 or 个随)."""
+    笔记" asks for 打开, 随机, 笔记 (not 何打, 开一 or 个随).  A web link item's address, shown after its name, is
+    not read: its path's words ("…/can-anybody-help-with-migrating-remnote…") are no statement."""
+    if " (http" in text:
+        text = _SHOWN_ADDRESS_RE.sub(" ", text)
     return _with_device_class({t for t in keyword_terms(text) if t not in _QUESTION_STOPWORDS})
 
 
@@ -9157,7 +9172,7 @@ def _readable(unit: dict) -> bool:
             TRUNCATED_MARK in text or \
             (text.endswith((":", "：")) and not introduces_code):
         return False
-    words = len(re.findall(r"[^\W\d_]{2,}", re.sub(_CJK_RUN_RE, " ", text)))
+    words = len(re.findall(r"[^\W\d_]{2,}", re.sub(_CJK_RUN_RE, " ", _SHOWN_ADDRESS_RE.sub(" ", text))))
     cjk = sum(len(run) for run in _CJK_RUN_RE.findall(text))
     if unit["kind"] == "step" or (unit["kind"] in ("item", "sub") and re.match(r"\[[ xX/-]\] ", text)):
         # a procedure's step, however short ("按 `Enter`。"): the others need it; a task ("[x] Submit the report")

@@ -734,6 +734,35 @@ def test_a_sub_item_describing_a_linked_page_is_no_answer_line():
     assert "Modify the output" not in answer and "Template variables hold page data. [1]" in answer
 
 
+def test_a_web_link_item_shows_its_address_and_reads_with_what_its_sub_item_says():
+    """"- [Terms of Service](https://obsidian.md/terms)" with "- Review our latest Terms of Service" under it: the
+    address is the fact a "where can I read …" question asks for (check10 en-17 had been answered with unrelated
+    lines about companies and terms, its right block left unread).  The item shows its address and carries what its
+    sub-item says; the address's words are not read as the line's terms (an issue link's path "…-migrating-…"
+    matched a question about migrating), and a link to a note keeps the sub-item rule."""
+    content = ("- [License overview](https://obsidian.md/license)\n\t- Review our license overview in plain English\n"
+               "- [Terms of Service](https://obsidian.md/terms)\n\t- Review our latest Terms of Service\n"
+               "- [[Filters]]\n\t- Modify the output of template variables.")
+    units = localrag._evidence_units(content)
+    assert [u["text"] for u in units][:2] == [
+        "License overview (https://obsidian.md/license) - Review our license overview in plain English",
+        "Terms of Service (https://obsidian.md/terms) - Review our latest Terms of Service"]
+    assert all(localrag._readable(u) for u in units[:2])
+    assert [localrag._readable(u) for u in units[2:]] == [False, False]    # Filters; what it describes
+    assert "obsidian.md/terms" not in localrag.answer_terms(units[1]["text"]) and \
+        "md" not in localrag.answer_terms(units[1]["text"])
+    answer = localrag.fake_answer("Where can I read the terms of service?", blocks_of(content))
+    assert answer.splitlines()[0] == ("Terms of Service (https://obsidian.md/terms) - Review our latest Terms of "
+                                      "Service [1]")
+    claims = localrag.claim_support(answer, blocks_of(content))
+    assert claims and all(c["supported"] for c in claims)
+    # a bare link item, no sub-item: its name and address, as few words as before (not readable alone)
+    unit = localrag._evidence_units("- [Logseq](https://github.com/obsidianmd/obsidian-importer/issues/47)")[0]
+    assert unit["text"] == "Logseq (https://github.com/obsidianmd/obsidian-importer/issues/47)"
+    assert not localrag._readable(unit)
+    assert localrag._plain_markdown("See [the terms](https://obsidian.md/terms) first.") == "See the terms first."
+
+
 def test_inline_code_between_triple_backticks_stays_in_its_sentence():
     """```name``` inside a sentence is inline code (a fence opens a line): it had been cut out with everything up to
     the next ```, leaving "重命名为 来重新创建笔记本组" without the name the reader needs."""
