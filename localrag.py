@@ -9534,7 +9534,7 @@ class _ExtractiveAnswer:
         # An answer keeps to the question's script when its evidence allows: an English question got "按照 在 Mac 上的
         # 日记 App 中…" from the other vault of a bilingual knowledge base between English sentences.
         asked_cjk = _mostly_cjk(self.question)
-        same_script = [u for u in ranked if _mostly_cjk(u["text"]) == asked_cjk]
+        same_script = [u for u in ranked if _cjk_written(u["text"]) == asked_cjk]
         if same_script:
             ranked = same_script
         # A line that sends the reader elsewhere ("You can learn more about this in Customize your site.",
@@ -9791,6 +9791,14 @@ def _mostly_cjk(text: str) -> bool:
     cjk = sum(len(run) for run in _CJK_RUN_RE.findall(text))
     latin = len(re.findall(r"[^\W\d_]", re.sub(_CJK_RUN_RE, "", re.sub(r"`[^`]*`|https?://\S+", "", text))))
     return cjk > latin / 3
+
+
+def _cjk_written(text: str) -> bool:
+    """Whether a line of evidence is written in Han, kana or Hangul: two such characters outside code and URLs
+    ("Obsidian 支持 CommonMark、GitHub Flavored Markdown 以及 LaTeX。" is Chinese, though most of its letters are
+    Latin: the names are English, the sentence is not)."""
+    plain = re.sub(r"`[^`]*`|https?://\S+", "", text) if "`" in text or "://" in text else text
+    return sum(len(run) for run in _CJK_RUN_RE.findall(plain)) >= 2
 
 
 # Words that join a sentence to the one before it and say nothing of their own.

@@ -1496,6 +1496,13 @@ def test_an_answer_keeps_to_the_questions_script_when_its_evidence_allows():
     # with nothing in the question's script, the other language is the answer
     assert localrag.fake_answer("How do I export entries from the Journal app on my Mac?",
                                 blocks_of(zh)) == f"{zh} [1]"
+    # a Chinese sentence is Chinese however many English names it holds (check10 zh-12: the line naming the
+    # standards was left out of a Chinese answer, "most of its letters" being Latin)
+    names = "Obsidian 支持 CommonMark、GitHub Flavored Markdown 以及 LaTeX。"
+    lines = localrag.fake_answer("Obsidian 支持哪些 Markdown 标准？支持 GitHub 风格的 Markdown 吗？", blocks_of(
+        "因此，我们使用了多种 Markdown 风格的组合。\n\n" + names)).splitlines()
+    assert lines[0] == f"{names} [1]"
+    assert localrag._cjk_written(names) and not localrag._cjk_written("Type `中文` to search, see https://x.cn/中文.")
 
 
 def test_a_restatement_of_a_shown_sentence_is_left_out():
