@@ -426,9 +426,26 @@ MUTANTS: list[Mutant] = [
       "        if False:\n            asked = asked - words | {name}",
       ("tests/test_answers.py",), "device"),
     M("gate: a rare seen CJK pair counts in coverage at its full weight",
-      "        weight = weights[term] * (unseen_cjk_backoff if rare_pair else 1.0)",
-      "        weight = weights[term]",
+      "        rare_pair = bool(n and around and all(df.get(t, 0) >= JUNCTION_DF_RATIO * n for t in around))",
+      "        rare_pair = False",
       ("tests/test_retrieval.py",), "rarer"),
+    # --- 2026-12-01 (third session): check10's changes ------------------------------------------------------------
+    M("gate: a seen preposition junction or lone CJK character counts in coverage at its full weight",
+      "        junction = bool(n and is_cjk_term(term) and (len(term) == 1 or _asked_junction(terms, i)))",
+      "        junction = False",
+      ("tests/test_retrieval.py",), "junction"),
+    M("answers: a web link item's sub-item stays a fragment of its own",
+      "        if text and item.get(\"describes_link\") and units and units[-1].get(\"web_link\"):",
+      "        if False:",
+      ("tests/test_answers.py",), "web_link"),
+    M("answers: a web link item's address is read as the line's words",
+      "    if \" (http\" in text:\n        text = _SHOWN_ADDRESS_RE.sub(\" \", text)\n    return _with_device_class(",
+      "    return _with_device_class(",
+      ("tests/test_answers.py",), "web_link"),
+    M("answers: a Chinese line full of English names is read as not in the question's script",
+      "    return sum(len(run) for run in _CJK_RUN_RE.findall(plain)) >= 2",
+      "    return _mostly_cjk(plain)",
+      ("tests/test_answers.py",), "script"),
 ]
 
 
