@@ -8089,6 +8089,33 @@ def _said_terms(result: dict) -> set[str]:
     return matched - (shelf - own)
 
 
+def _word_stems(word: str) -> tuple[str, ...]:
+    """What an English "-ed" or "-ing" word can be an inflection of (published: publish; closing: clos, close;
+    running: runn, run): candidates, not a stemmer; the gate looks each up in a chunk's words."""
+    if not word.isascii() or not word.isalpha():
+        return ()
+    for suffix in ("ing", "ed"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            base = word[:-len(suffix)]
+            out = [base, base + "e"]
+            if len(base) >= 4 and base[-1] == base[-2]:
+                out.append(base[:-1])
+            return tuple(out)
+    return ()
+
+
+def _inflected_terms(result: dict, terms: Sequence[str]) -> set[str]:
+    """The question's "-ed" / "-ing" words a result's chunk says in another form ("published" where it says
+    "publish"): found, for the evidence gate, as the keyword channel's exact terms are."""
+    asked = {t: _word_stems(t) for t in terms if t not in (result.get("matched_terms") or ())}
+    asked = {t: stems for t, stems in asked.items() if stems}
+    if not asked:
+        return set()
+    said = set(keyword_terms("\n".join([result.get("content") or "", *(result.get("heading_path") or []),
+                                         result.get("title") or ""])))
+    return {t for t, stems in asked.items() if said.intersection(stems)}
+
+
 def gate_signals(retrieved: dict) -> dict:
     """The gate's inputs from a run_retrieval() result.  Pure."""
     results, terms = retrieved["results"], retrieved["terms"]
@@ -8097,7 +8124,7 @@ def gate_signals(retrieved: dict) -> dict:
     total = sum(weight.values())
     # The best single chunk of the top few, not their union: an answer's terms occur together, while an off-topic
     # question's everyday words are found scattered over unrelated chunks.  What a chunk says, not its folder's name.
-    matched = set(max((_said_terms(r) for r in results[:GATE_EVIDENCE_CHUNKS]),
+    matched = set(max((_said_terms(r) | _inflected_terms(r, names) for r in results[:GATE_EVIDENCE_CHUNKS]),
                       key=lambda m: math.fsum(weight.get(t, 0.0) for t in m), default=[]))
     covered = sum(w for term, w in weight.items() if term in matched)
     sims = [r["scores"]["vector"] for r in results if r["scores"]["vector"] is not None]

@@ -446,6 +446,10 @@ MUTANTS: list[Mutant] = [
       "    return sum(len(run) for run in _CJK_RUN_RE.findall(plain)) >= 2",
       "    return _mostly_cjk(plain)",
       ("tests/test_answers.py",), "script"),
+    M("gate: an -ed / -ing word counts only where the chunk says it exactly",
+      "    matched = set(max((_said_terms(r) | _inflected_terms(r, names) for r in results[:GATE_EVIDENCE_CHUNKS]),",
+      "    matched = set(max((_said_terms(r) for r in results[:GATE_EVIDENCE_CHUNKS]),",
+      ("tests/test_retrieval.py",), "ed_or_ing"),
 ]
 
 

@@ -465,6 +465,22 @@ def test_gate_counts_what_a_chunk_says_not_its_folders_name():
         ["clipper", "reader"]
 
 
+def test_gate_finds_an_ed_or_ing_word_the_chunk_says_in_another_form():
+    """"How do I keep a specific note from ever being published?": the chunk says "publish", the keyword channel
+    matches terms exactly, and the gate had refused at coverage 0.399.  An "-ed" / "-ing" word counts as found where
+    the chunk says its base (published: publish; closing: close; embedding: embed); other words do not."""
+    terms = [{"term": t, "df": 1, "idf": 1.0, "weight": 1.0} for t in ("published", "closing", "embedding", "sync")]
+    chunk = {"matched_terms": ["sync"], "scores": {"vector": 0.4, "keyword": 0.3}, "relative_path": "Publish.md",
+             "source": "Publish.md", "heading_path": ["Close the menu"], "title": "Publish", "aliases": [],
+             "content": "To publish a note, embed it first. Syncs run hourly."}
+    sig = localrag.gate_signals({"mode": "hybrid", "terms": terms, "results": [chunk]})
+    assert sig["matched_terms"] == ["closing", "embedding", "published", "sync"] and sig["coverage"] == 1.0
+    other = dict(chunk, heading_path=[], title="Notes", content="Publishing notes and closed menus, embedded.")
+    assert localrag.gate_signals({"mode": "hybrid", "terms": terms, "results": [other]})["matched_terms"] == ["sync"]
+    assert localrag._word_stems("running") == ("runn", "runne", "run") and localrag._word_stems("need") == ()
+    assert localrag._word_stems("发布了") == ()
+
+
 @pytest.mark.parametrize("question, unknown", [
     # 电池 and 保养 stand alone between function words: words the vault never uses (laptop battery care)
     ("笔记本电脑的电池应该怎么保养？", ["电池", "保养"]),
