@@ -450,6 +450,10 @@ MUTANTS: list[Mutant] = [
       "    matched = set(max((_said_terms(r) | _inflected_terms(r, names) for r in results[:GATE_EVIDENCE_CHUNKS]),",
       "    matched = set(max((_said_terms(r) for r in results[:GATE_EVIDENCE_CHUNKS]),",
       ("tests/test_retrieval.py",), "ed_or_ing"),
+    M("gate: an exact lookup is refused for its low similarity",
+      "    if sim is not None and sim < settings.min_similarity and not signals.get(\"lookup\"):",
+      "    if sim is not None and sim < settings.min_similarity:",
+      ("tests/test_retrieval.py",), "deciding_signal"),
 ]
 
 
