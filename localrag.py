@@ -7878,6 +7878,9 @@ def _ko_stem(run: str, attached: bool) -> str:
 
 
 _HOW_FRAME_RE = re.compile(r"\bhow\s+(?:long|often|far|big|large|small|old|soon|frequently)\b", re.IGNORECASE)
+# "What does frontmatter mean?", "What does CSS stand for?": the verb asks for a definition; no answer says "mean"
+# (it had opened an answer with "End-to-end encryption means that …").
+_MEAN_FRAME_RE = re.compile(r"(\bwhat\s+(?:does|do)\s+\S.*?)\s+(?:mean|stand\s+for)(?=\s*[?？.!]*\s*$)", re.IGNORECASE)
 
 
 # How a Chinese question is asked rather than what it asks about: 我想同时在…, 还能找回…吗, 有什么办法…  A run is broken
@@ -7898,7 +7901,7 @@ def question_terms(question: str) -> list[str]:
         # "how long", "how often", "how big": the word after "how" asks for a kind of fact (a duration, a size),
         # it names no topic, and no answering sentence says it ("retained for 1 month")
         # 我想…, 还能…吗: how a person asks, not what about
-        return keyword_terms(_ZH_ASKING_RE.sub(" ", _HOW_FRAME_RE.sub("how", question)))
+        return keyword_terms(_ZH_ASKING_RE.sub(" ", _HOW_FRAME_RE.sub("how", _MEAN_FRAME_RE.sub(r"\1", question))))
     text = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", question).casefold())
     if lang == "ja":
         def ja_run(m: re.Match) -> str:
@@ -9239,6 +9242,8 @@ def _readable(unit: dict) -> bool:
 # asked-for kind of fact.  A subject of at most FAKE_DEFINITION_MAX_WORDS words: a longer one asks something else.
 _DEFINITION_QUESTION_RES = (
     re.compile(r"^\s*(?:what(?:'s|\s+is|\s+are)|define)\s+(?:an?\s+|the\s+)?(?P<s>[^?？]+?)\s*[?？.]?\s*$", re.I),
+    re.compile(r"^\s*what\s+(?:does|do)\s+(?:an?\s+|the\s+)?(?P<s>[^?？]+?)\s+(?:mean|stand\s+for)\s*[?？.]?\s*$",
+               re.I),
     re.compile(r"^\s*(?:什么是|何为)\s*(?P<s>[^?？]+?)\s*[?？]?\s*$"),
     re.compile(r"^\s*(?P<s>[^?？]+?)\s*是(?:什么|啥)(?:东西|意思)?\s*[?？]?\s*$"))
 FAKE_DEFINITION_MAX_WORDS = 4

@@ -826,9 +826,21 @@ def test_a_bold_line_is_a_label_a_short_step_stays_and_a_blank_column_name_goes(
     ("What is a vault?", "vault"), ("What are properties?", "properties"), ("What's a canvas?", "canvas"),
     ("Define callout.", "callout"), ("什么是仓库？", "仓库"), ("白板是什么？", "白板"),
     ("What is the maximum file size on the Sync Standard plan?", None), ("How do I add a tag?", None),
+    ("What does frontmatter mean?", "frontmatter"), ("What does CSS stand for?", "CSS"),
+    ("What do the sync icons mean?", "sync icons"),
 ])
 def test_definition_questions_and_their_subject(question, subject):
     assert localrag.definition_subject(question) == subject
+
+
+def test_what_does_x_mean_asks_what_what_is_x_asks():
+    """"What does frontmatter mean?" had "mean" for a term: an answer opened with "End-to-end encryption means
+    that …" (an outside review).  The frame asks for a definition, as "What is frontmatter?" does."""
+    for framed, plain in [("What does frontmatter mean?", "What is frontmatter?"),
+                          ("What does CSS stand for?", "What is CSS?"),
+                          ("what do the colors of the sync icon mean", "What are the colors of the sync icon?")]:
+        assert localrag.question_terms(framed) == localrag.question_terms(plain)
+    assert "mean" in localrag.question_terms("What does it mean to pin a tab?")    # not the frame: a word asked
 
 
 def test_a_definition_question_gets_the_sentence_that_defines_its_subject_first():
