@@ -6130,9 +6130,9 @@ def parse_ignore_file(text: str, name: str, base: str = "") -> list[_IgnoreRule]
     return rules
 
 
-def is_ignored(rules: Sequence[_IgnoreRule], rel: str, is_dir: bool) -> bool:
+def is_ignored(rules: Sequence[_IgnoreRule], rel: str, is_dir: bool, hits: set | None = None) -> bool:
     """gitignore's verdict for one path (its parent folders are the walk's business): the last matching rule
-    wins, and a `!` rule re-includes."""
+    wins, and a `!` rule re-includes.  `hits` collects the ids of the rules that matched."""
     ignored = False
     for rule in rules:
         if rule.dir_only and not is_dir:
@@ -6145,6 +6145,8 @@ def is_ignored(rules: Sequence[_IgnoreRule], rel: str, is_dir: bool) -> bool:
             sub = rel
         if rule.regex.match(sub):
             ignored = not rule.negate
+            if hits is not None:
+                hits.add(id(rule))
     return ignored
 
 
@@ -6176,6 +6178,24 @@ def _pdf_available() -> bool:
     return True
 
 
+def _check_exclude_path(glob: str, root: Path, where: str) -> None:
+    """IgnorePatternInvalid for an --exclude written as a path rather than a pattern: "./drafts/" (gitignore reads
+    "./" literally: it matches nothing) or the vault's own absolute path ("/home/me/vault/drafts"), with the
+    pattern meant."""
+    body = glob[1:] if glob.startswith("!") else glob
+    meant = None
+    if body.startswith("./"):
+        meant = body[2:]
+    else:
+        vault = str(root.resolve()) if root.is_absolute() else str(root)
+        if body.startswith(vault.rstrip("/") + "/"):
+            meant = body[len(vault.rstrip("/")) + 1:]
+    if meant is not None:
+        meant = ("!" if glob.startswith("!") else "") + (meant or "*")
+        raise IgnorePatternInvalid(f"{where}: patterns are relative to the vault folder, as in .gitignore, and this "
+                                   f"one would match nothing; write {meant!r}", pattern=glob)
+
+
 def scan_vault(root: Path, max_file_bytes: int | None = None, excludes: Sequence[str] = ()) -> ScanResult:
     """Every note under root (*.md, *.txt, *.canvas, *.pdf), in sorted order, and a count by reason of every
     other file: dot-folders and dot-files (`hidden`), `.localragignore` / --exclude matches (`excluded`), other
@@ -6183,10 +6203,14 @@ def scan_vault(root: Path, max_file_bytes: int | None = None, excludes: Sequence
     Raises IgnorePatternInvalid for a bad ignore line or --exclude glob, before anything is read."""
     result = ScanResult([], [], dict.fromkeys(SKIP_REASONS, 0), set(), set())
     rules: list[_IgnoreRule] = []
+    given: list[tuple[str, _IgnoreRule]] = []   # the --exclude patterns, to say which matched nothing
     for n, glob in enumerate(excludes, 1):
+        _check_exclude_path(glob, root, f"--exclude #{n} ({glob!r})")
         rule = compile_ignore_line(glob, f"--exclude #{n} ({glob!r})")
         if rule:
             rules.append(rule)
+            given.append((glob, rule))
+    hits: set[int] = set()
     pdf_skipped: list[str] = []
 
     def skip(reason: str, count: int = 1) -> None:
@@ -6216,7 +6240,7 @@ def scan_vault(root: Path, max_file_bytes: int | None = None, excludes: Sequence
                 skip("symlink")
             elif d.startswith("."):
                 skip("hidden", _count_files(path))
-            elif is_ignored(rules, rel, True):
+            elif is_ignored(rules, rel, True, hits):
                 skip("excluded", _count_files(path))
             else:
                 kept.append(d)
@@ -6227,7 +6251,7 @@ def scan_vault(root: Path, max_file_bytes: int | None = None, excludes: Sequence
             if name.startswith("."):
                 skip("hidden")
                 continue
-            if is_ignored(rules, rel, False):
+            if is_ignored(rules, rel, False, hits):
                 skip("excluded")
                 continue
             raw, rel = rel, _safe_name(rel)
@@ -6267,6 +6291,14 @@ def scan_vault(root: Path, max_file_bytes: int | None = None, excludes: Sequence
     if pdf_skipped:
         result.warnings.append({"path": pdf_skipped[0], "warning": (
             f"{len(pdf_skipped)} PDF file(s) not indexed: {PDF_INSTALL_HINT}")})
+    for glob, rule in given:   # a pattern that excludes nothing may be a mistyped one: what it meant is indexed
+        if id(rule) not in hits:
+            hint = " (patterns are relative to the vault folder, as in .gitignore)"
+            first = glob.lstrip("!/").split("/", 1)
+            if len(first) == 2 and first[0] == root.name and first[1]:
+                hint = f"; patterns are relative to the vault folder: did you mean {first[1]!r}?"
+            result.warnings.append({"path": ".", "warning": f"--exclude {glob!r} matches no file or folder of "
+                                                            f"the vault{hint}"})
     if not result.files and not result.keep:   # files of other kinds alone (a folder of attachments) are no vault
         excluded = result.skipped["excluded"]
         if excluded:

@@ -454,6 +454,10 @@ MUTANTS: list[Mutant] = [
       "    if sim is not None and sim < settings.min_similarity and not signals.get(\"lookup\"):",
       "    if sim is not None and sim < settings.min_similarity:",
       ("tests/test_retrieval.py",), "deciding_signal"),
+    M("ingest: an --exclude written as a path is taken as a pattern (and excludes nothing)",
+      "        _check_exclude_path(glob, root, f\"--exclude #{n} ({glob!r})\")\n",
+      "",
+      ("tests/test_ignore.py",), "exclude"),
 ]
 
 

@@ -89,3 +89,29 @@ def test_matches_git_check_ignore(tmp_path, patterns, paths):
     rules = rules_of("\n".join(patterns))
     ours = {p for p in paths if excluded(rules, p)}
     assert ours == git_says, (patterns, paths)
+
+
+@pytest.mark.parametrize("pattern, meant", [("./policies/", "policies/"), ("!./keep.md", "!keep.md"),
+                                            ("{vault}/policies", "policies"), ("{vault}/", "*")])
+def test_an_exclude_written_as_a_path_is_refused_with_the_pattern_meant(tmp_path, pattern, meant):
+    """An outside review's `--exclude ./policies/` and `--exclude /abs/vault/policies` excluded nothing, silently:
+    the confidential folder was indexed.  gitignore reads both literally (they match nothing)."""
+    vault = tmp_path / "vault"
+    (vault / "policies").mkdir(parents=True)
+    (vault / "policies" / "secret.md").write_text("# Secret\n")
+    with pytest.raises(localrag.IgnorePatternInvalid, match=rf"relative to the vault folder.*write {meant!r}"):
+        localrag.scan_vault(vault, excludes=[pattern.format(vault=vault)])
+
+
+def test_an_exclude_that_matches_nothing_is_warned_about(tmp_path):
+    vault = tmp_path / "ex"
+    (vault / "policies").mkdir(parents=True)
+    (vault / "policies" / "secret.md").write_text("# Secret\n")
+    (vault / "a.md").write_text("# A\n")
+    scan = localrag.scan_vault(vault, excludes=["ex/policies/", "drafts/", "policies/"])
+    warned = [w["warning"] for w in scan.warnings]
+    assert warned == ["--exclude 'ex/policies/' matches no file or folder of the vault; patterns are relative to "
+                      "the vault folder: did you mean 'policies/'?",
+                      "--exclude 'drafts/' matches no file or folder of the vault (patterns are relative to the "
+                      "vault folder, as in .gitignore)"]
+    assert [rel for rel, _ in scan.files] == ["a.md"] and scan.skipped["excluded"] == 1
