@@ -458,6 +458,10 @@ MUTANTS: list[Mutant] = [
       "        _check_exclude_path(glob, root, f\"--exclude #{n} ({glob!r})\")\n",
       "",
       ("tests/test_ignore.py",), "exclude"),
+    M("eval: calibration judges a point alone, not with its grid neighbours",
+      "        row[\"smoothed\"] = round(math.fsum(near) / len(near), 4)",
+      "        row[\"smoothed\"] = row[\"score\"]",
+      ("tests/test_retrieval.py",), "calibration"),
 ]
 
 

@@ -554,6 +554,21 @@ def test_calibration_picks_a_separating_point_and_prints_the_trade_off():
     assert "<- chosen" in text and "rule: rag when" in text
 
 
+def test_calibration_prefers_a_broad_plateau_to_a_lone_peak_one_question_higher():
+    """The dev set's own calibration had jumped from coverage 0.3 to a lone 0.65 for a score 0.004 higher (seven
+    answerable questions refused for four unanswerable ones), and the sample vault's point then missed it by 11
+    points.  A point is judged with its grid neighbours: the broad plateau wins, the lone peak is reported."""
+    rows = [{"expected_mode": "rag", "gate": signals(coverage=c, similarity=0.4)} for c in [0.9] * 20 + [0.67] * 3 +
+            [0.4] * 4] + \
+           [{"expected_mode": "no_answer", "gate": signals(coverage=c, similarity=0.4)} for c in [0.2] * 10 + [0.62] * 2]
+    cal = localrag.calibrate_gate(rows, GATE)
+    best = max(r["score"] for r in cal["table"])
+    peak = [r["min_coverage"] for r in cal["table"] if r["score"] == best]
+    assert set(peak) == {0.65}                                   # the raw best: a lone coverage value
+    assert 0.25 <= cal["chosen"]["min_coverage"] <= 0.4 and cal["chosen"]["score"] < best
+    assert cal["chosen"]["answered"] == 1.0
+
+
 # --- Did you mean: spelling suggestions (pure parts) ---------------------------------------------------------------
 
 def _dl_distance(a: str, b: str) -> int:
