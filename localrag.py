@@ -5652,8 +5652,7 @@ class Store:
             "SELECT d.vault_path, d.relative_path, d.frontmatter, d.updated_at, "
             "(SELECT count(*) FROM chunks c WHERE c.document_id = d.id), "
             "coalesce((SELECT c.tags FROM chunks c WHERE c.document_id = d.id ORDER BY c.chunk_index LIMIT 1), "
-            "ARRAY[]::text[]), (SELECT c.heading_path[1] FROM chunks c WHERE c.document_id = d.id "
-            f"ORDER BY c.chunk_index LIMIT 1) FROM documents d WHERE {where} "
+            f"ARRAY[]::text[]) FROM documents d WHERE {where} "
             "ORDER BY d.relative_path, d.vault_path LIMIT :n OFFSET :o", p=like, v=vault, t=tag, n=limit, o=offset)
         return total, rows
 
@@ -10922,10 +10921,10 @@ def list_notes(config: Config, prefix: Any = None, tag: Any = None, vault: Any =
             _require_indexed_vault(vault, s.vault_paths())
         total, rows = s.list_notes(prefix, tag, vault or None, limit, offset)
     notes = []
-    for vault_path, rel, frontmatter, updated_at, chunks, tags, first_heading in rows:
-        title = (frontmatter or {}).get("title") if isinstance(frontmatter, dict) else None
+    for vault_path, rel, frontmatter, updated_at, chunks, tags in rows:
+        # the title search results and citations give the note (its first heading had named it here only)
         notes.append({"path": rel, "vault_path": vault_path,
-                      "title": str(title) if title else (first_heading or Path(rel).stem),
+                      "title": note_title(frontmatter if isinstance(frontmatter, dict) else {}, rel),
                       "tags": list(tags or []), "chunks": chunks, "updated_at": _jsonable(updated_at)})
     return {"total": total, "offset": offset, "limit": limit, "notes": notes,
             "next_offset": offset + len(notes) if offset + len(notes) < total else None}

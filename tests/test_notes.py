@@ -122,6 +122,11 @@ def test_list_notes_pages_and_filters(ingested):
     for bad in ({"limit": 0}, {"limit": 1000}, {"offset": -1}, {"prefix": "../"}):
         with pytest.raises(localrag.InvalidRequest):
             localrag.list_notes(config, **bad)
+    # a note's title is the one search results and citations give it (frontmatter title, else the file name), not
+    # its first heading: an agent that lists notes and then searches by title had two names for one note
+    hits = localrag.search(config, "P1 工单应该怎么升级", top_k=5)["results"]
+    listed = {n["path"]: n["title"] for n in everything["notes"]}
+    assert all(listed[r["source"]] == r["title"] for r in hits)
 
 
 def test_a_note_with_only_frontmatter_is_found_listed_and_shown(db, tmp_path):
