@@ -107,9 +107,9 @@ MUTANTS: list[Mutant] = [
       "    if cov <= settings.min_coverage:",
       ("tests/test_retrieval.py",), "gate"),
     M("gate: coverage from the union of the top chunks, not the best single one",
-      'matched = set(max((_said_terms(r) for r in results[:GATE_EVIDENCE_CHUNKS]),\n'
+      'matched = set(max((_said_terms(r) | _inflected_terms(r, names) for r in results[:GATE_EVIDENCE_CHUNKS]),\n'
       '                      key=lambda m: math.fsum(weight.get(t, 0.0) for t in m), default=[]))',
-      'matched = set(t for r in results[:GATE_EVIDENCE_CHUNKS] for t in _said_terms(r))',
+      'matched = set(t for r in results[:GATE_EVIDENCE_CHUNKS] for t in _said_terms(r) | _inflected_terms(r, names))',
       ("tests/test_retrieval.py",), "gate"),
     M("gate: evidence from the top 5 chunks (not 3)",
       "GATE_EVIDENCE_CHUNKS = 3",
