@@ -1870,15 +1870,54 @@ _UTF16_BOMS = ((b"\xff\xfe\x00\x00", "utf-32-le"), (b"\x00\x00\xfe\xff", "utf-32
 
 BINARY_CONTROL_SHARE = 0.1   # an 8-bit "text" with more C0 control bytes than this (besides tab/CR/LF/FF) is binary
 _BINARY_CONTROL_BYTES = bytes(b for b in range(32) if b not in (9, 10, 12, 13))   # NUL included
+_CONTROL_CHARS = dict.fromkeys(_BINARY_CONTROL_BYTES)   # the same characters, for str.translate
+# UTF-16 without a BOM shows as NULs at one parity of the byte positions: the zero high bytes of Latin text.  A file
+# that is not UTF-8 is read so from this share of NULs at one parity (accents and CJK have no zero byte); a file that
+# IS valid UTF-8 (ASCII-only UTF-16 is: NUL is ASCII) only from nearly all of them, else its NULs are UTF-8's own.
+UTF16_NUL_SHARE = 0.4
+UTF16_NUL_SHARE_IN_UTF8 = 0.9
+_UTF8_ESCAPED_BYTE_RE = re.compile("[\udc80-\udcff]")   # what errors="surrogateescape" makes of one invalid byte
 
 
 class BinaryFile(MarkdownError):
     """A file named like a note that holds binary data (an image or a program renamed .md): failed, not indexed."""
 
 
+def _utf16_without_bom(sample: bytes, nul_share: float) -> str | None:
+    """"utf-16-le" when over nul_share of the sample's odd bytes are NUL and under 5% of its even ones are,
+    "utf-16-be" the other way round, else None.  Pure."""
+    if len(sample) < 4 or len(sample) % 2:
+        return None
+    even_nul, odd_nul = sample[0::2].count(0), sample[1::2].count(0)
+    half = len(sample) // 2
+    if odd_nul > nul_share * half and even_nul < 0.05 * half:
+        return "utf-16-le"
+    if even_nul > nul_share * half and odd_nul < 0.05 * half:
+        return "utf-16-be"
+    return None
+
+
+def _mostly_utf8(data: bytes, first_bad: int) -> tuple[str, str] | None:
+    """UTF-8 with a few invalid bytes (a stray byte in a UTF-8 note, a truncated character): (text, warning) with
+    each invalid byte as U+FFFD, when the bytes hold more valid multi-byte UTF-8 sequences than invalid bytes; else
+    None (a legacy 8-bit text: its accented letters are invalid bytes, and hardly ever form a valid sequence).
+    first_bad is the offset of the first invalid byte.  Pure."""
+    text = data.decode("utf-8", errors="surrogateescape")   # one lone surrogate per invalid byte
+    invalid = sum(1 for _ in _UTF8_ESCAPED_BYTE_RE.finditer(text))
+    multibyte = len(text) - len(text.encode("ascii", errors="ignore")) - invalid
+    if multibyte <= invalid:
+        return None
+    where = f"at byte offset {first_bad}" if invalid == 1 else f"the first at byte offset {first_bad}"
+    return _UTF8_ESCAPED_BYTE_RE.sub("\ufffd", text), (
+        f"{invalid} byte{'s' if invalid > 1 else ''} not valid UTF-8 ({where}); read as UTF-8 with "
+        f"{'it' if invalid == 1 else 'each'} replaced by U+FFFD: correct the text there and save the file as UTF-8")
+
+
 def decode_text(data: bytes) -> tuple[str, str | None]:
-    """Bytes to text: (text, warning).  A BOM decides (UTF-8, UTF-16, UTF-32); else UTF-8; else UTF-16 without a
-    BOM when every other byte is NUL (Windows tools write it); else Windows-1252 (a superset of Latin-1 for
+    """Bytes to text: (text, warning).  A BOM decides (UTF-8, UTF-16, UTF-32); else UTF-8, unless NULs at nearly
+    every other byte make it UTF-16 without a BOM (Windows tools write it; ASCII-only, it is valid UTF-8 too); else
+    UTF-16 without a BOM when every other byte is NUL; else UTF-8 with its invalid bytes as U+FFFD, with a warning,
+    when valid multi-byte sequences outnumber them (_mostly_utf8); else Windows-1252 (a superset of Latin-1 for
     text), with a warning, since that is a guess, unless the bytes are no text at all (a NUL, or over a tenth of
     control bytes in the first 4 KB): BinaryFile."""
     if data.startswith(b"\xef\xbb\xbf"):
@@ -1894,17 +1933,24 @@ def decode_text(data: bytes) -> tuple[str, str | None]:
     except UnicodeDecodeError as exc:
         first_bad = exc.start
     else:
+        codec = _utf16_without_bom(sample, UTF16_NUL_SHARE_IN_UTF8) if 0 in sample else None
+        if codec:
+            utf16 = data.decode(codec, errors="replace")
+            head = utf16[:len(sample) // 2]
+            if len(head) - len(head.translate(_CONTROL_CHARS)) <= BINARY_CONTROL_SHARE * len(head):
+                return utf16, None
+            # 16-bit numbers (binary) have the NUL pattern too, but no text: refused below (its NULs are controls)
         if controls > BINARY_CONTROL_SHARE * len(sample):
             raise BinaryFile(f"binary data, not text ({controls} of its first {len(sample)} bytes are control "
                              f"characters): not indexed")
         return text, None
-    if len(sample) >= 4 and len(sample) % 2 == 0:
-        even_nul, odd_nul = sample[0::2].count(0), sample[1::2].count(0)
-        half = len(sample) // 2
-        if odd_nul > 0.4 * half and even_nul < 0.05 * half:
-            return data.decode("utf-16-le", errors="replace"), None
-        if even_nul > 0.4 * half and odd_nul < 0.05 * half:
-            return data.decode("utf-16-be", errors="replace"), None
+    codec = _utf16_without_bom(sample, UTF16_NUL_SHARE)
+    if codec:
+        return data.decode(codec, errors="replace"), None
+    # A UTF-8 note with a stray invalid byte stays UTF-8: read as Windows-1252, all its non-ASCII text is mojibake
+    mostly = _mostly_utf8(data, first_bad) if controls <= BINARY_CONTROL_SHARE * len(sample) else None
+    if mostly:
+        return mostly
     # Neither UTF-8 nor UTF-16: a legacy 8-bit text, or no text at all (an image or program renamed .md).  Text in
     # any 8-bit encoding has no NUL and few control characters; read as Windows-1252, binary data is garbage.
     if 0 in sample or controls > BINARY_CONTROL_SHARE * len(sample):

@@ -166,6 +166,114 @@ def test_binary_detection_spares_text_in_legacy_encodings():
     assert localrag._too_large_text(20 * 2 ** 20, 10 * 2 ** 20).startswith("file is 20 MB, over the 10 MB limit")
 
 
+_CHINESE_NOTE = "# 客户升级政策\n\n客户提交 P1 工单后必须在十五分钟内响应。\n".encode()
+_CAFE_NOTE = "# Café notes\n\nThe crème brûlée costs five euros.\n".encode()
+
+
+@pytest.mark.parametrize("data, expect, invalid, offset", [
+    (_CHINESE_NOTE + b"stray byte \xff here\n",
+     "# 客户升级政策\n\n客户提交 P1 工单后必须在十五分钟内响应。\nstray byte \ufffd here\n", 1, len(_CHINESE_NOTE) + 11),
+    (_CAFE_NOTE + b"bad \x81 byte\n",
+     "# Café notes\n\nThe crème brûlée costs five euros.\nbad \ufffd byte\n", 1, len(_CAFE_NOTE) + 4),
+    (_CHINESE_NOTE + "工单".encode()[:-1] + b"\n",                       # a character cut short: each byte counts
+     "# 客户升级政策\n\n客户提交 P1 工单后必须在十五分钟内响应。\n工\ufffd\ufffd\n", 2, len(_CHINESE_NOTE) + 3),
+    (b"\xe9t\xe9 " + _CAFE_NOTE,                                            # Latin-1 bytes pasted into UTF-8
+     "\ufffdt\ufffd # Café notes\n\nThe crème brûlée costs five euros.\n", 2, 0),
+], ids=["chinese-0xff", "accented-0x81", "cut-character", "latin1-pasted"])
+def test_utf8_with_stray_bytes_stays_utf8(data, expect, invalid, offset):
+    """A UTF-8 note with a few invalid bytes was read whole as Windows-1252: its Chinese and accented text became
+    mojibake no search could find.  Now more valid multi-byte sequences than invalid bytes keep it UTF-8, each
+    invalid byte a U+FFFD, and the warning counts them and says where the first is."""
+    text, warning = localrag.decode_text(data)
+    assert text == expect
+    assert text.count("\ufffd") == invalid and data[offset] >= 0x80
+    assert warning.startswith(f"{invalid} byte{'s' if invalid > 1 else ''} not valid UTF-8 (")
+    assert f"at byte offset {offset})" in warning and "read as UTF-8" in warning and "U+FFFD" in warning
+    assert "save the file as UTF-8" in warning and "Windows-1252" not in warning
+
+
+@pytest.mark.parametrize("data, expect", [
+    (b"caf\xe9 cr\xe8me", "café crème"),
+    ("Ærøskøbing – “quoted” naïve".encode("cp1252"), "Ærøskøbing – “quoted” naïve"),
+    ("naïve Ã© entrée".encode("latin-1"), "naïve Ã© entrée"),   # one pair is valid UTF-8 by chance: outnumbered
+], ids=["latin-1", "cp1252", "chance-utf8-pair"])
+def test_legacy_8bit_text_is_still_windows_1252(data, expect):
+    text, warning = localrag.decode_text(data)
+    assert text == expect
+    assert warning == (f"not valid UTF-8 (byte {data.index(next(b for b in data if b >= 0x80))}); read as "
+                       f"Windows-1252 (Latin-1): check accented letters, and save the file as UTF-8 to be sure")
+
+
+@pytest.mark.parametrize("codec", ["utf-16-le", "utf-16-be"])
+def test_ascii_utf16_without_bom_is_text(codec):
+    """ASCII-only UTF-16 is valid UTF-8 too (NUL is ASCII): it was refused as binary for its NULs before the
+    UTF-16 test ever ran."""
+    text = "# Giraffe Notes\n\nGiraffebar necks are long.\n"
+    assert localrag.decode_text(text.encode(codec)) == (text, None)
+    assert localrag.decode_text("ab".encode(codec)) == ("ab", None)
+
+
+_noise = random.Random(7)
+
+
+@pytest.mark.parametrize("data", [
+    bytes(_noise.randrange(256) for _ in range(3000)),
+    bytes(_noise.randrange(128) for _ in range(3000)),                                  # 7-bit: valid UTF-8
+    b"".join(_noise.randrange(32).to_bytes(2, "little") for _ in range(600)),          # small 16-bit numbers
+    b"".join(_noise.randrange(32).to_bytes(2, "big") for _ in range(600)),
+    b"\x7fELF\x02\x01\x01\x00\x00\x00\x00\x00>\x00\x01" * 64,
+    "汉字".encode() + b"\xff" + b"\x01\x02\x03" * 10,             # mostly UTF-8 but full of control bytes
+], ids=["noise", "7-bit-noise", "16-bit-le", "16-bit-be", "elf", "utf8-controls"])
+def test_binary_data_is_still_refused(data):
+    with pytest.raises(localrag.BinaryFile, match="^binary data, not text"):
+        localrag.decode_text(data)
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+_note_text = st.text(st.characters(blacklist_categories=("Cc", "Cs")) | st.sampled_from("\n\t"))
+
+
+@settings(max_examples=300, deadline=None)
+@given(_note_text, st.integers(min_value=0))
+def test_one_bad_byte_spoils_only_its_own_character(body, where):
+    """Any UTF-8 note (a Chinese heading makes it mostly UTF-8) with one byte overwritten by 0xff reads back as
+    itself but for that byte's character, which becomes one U+FFFD per byte it had."""
+    note = "# 客户升级政策\n" + body
+    data = bytearray(note.encode())
+    where %= len(data)
+    data[where] = 0xFF
+    k = len(note.encode()[:where].decode("utf-8", errors="ignore"))   # the character holding that byte
+    width = len(note[k].encode())
+    text, warning = localrag.decode_text(bytes(data))
+    assert text == note[:k] + "\ufffd" * width + note[k + 1:]
+    assert f"at byte offset {len(note[:k].encode())})" in warning and warning.startswith(f"{width} byte")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(st.characters(min_codepoint=0x20, max_codepoint=0xFF) | st.sampled_from("\n\t\r"), min_size=2),
+       st.sampled_from(["utf-16-le", "utf-16-be"]))
+def test_latin_text_in_utf16_without_bom_reads_back(text, codec):
+    assert localrag.decode_text(text.encode(codec)) == (text, None)
+
+
+def test_ingest_indexes_a_stray_byte_note_and_bomless_utf16(db, tmp_path, capfd):
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "escalation.md").write_bytes(_CHINESE_NOTE + b"stray byte \xff here\n")
+    (tmp_path / "notes" / "giraffe.md").write_bytes("# Giraffe Notes\n\nGiraffebar necks are long.\n"
+                                                    .encode("utf-16-be"))
+    code, out = run_cli("ingest", str(tmp_path / "notes"), "--json")
+    result = json.loads(out)
+    assert code == 0 and result["files_failed"] == [] and result["documents_added"] == 2
+    assert result["warnings"] == [{"path": "escalation.md", "warning": (
+        f"1 byte not valid UTF-8 (at byte offset {len(_CHINESE_NOTE) + 11}); read as UTF-8 with it replaced by "
+        f"U+FFFD: correct the text there and save the file as UTF-8")}]
+    assert "escalation.md" in capfd.readouterr().err
+    with localrag.Store.open(db) as s:
+        assert s.run("SELECT count(*) FROM chunks WHERE content LIKE '%十五分钟内响应%'")[0][0] == 1
+        assert s.run("SELECT count(*) FROM chunks WHERE content LIKE '%Giraffebar necks%'")[0][0] == 1
+
+
 def test_per_file_problems_reported_and_others_indexed(db, vault, capfd):
     (vault / "latin1.md").write_bytes("# Café\nna\xefve zorbulon".encode("latin-1"))
     (vault / "bad-yaml.md").write_text("---\ntitle: [unclosed\n---\n# x\nquuxotic body kept\n")
