@@ -14213,10 +14213,22 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+def _unique_keys(pairs: list) -> dict:
+    """An object's members, refusing a name given twice: {"query": "P1 工单", "query": "x"} had answered the last
+    one, a question the caller may not have meant."""
+    out: dict = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"duplicate key {key[:60]!r}")
+        out[key] = value
+    return out
+
+
 def _strict_json(text: str) -> Any:
     """json.loads without Python's extensions: NaN, Infinity and -Infinity are no JSON (a JSON-RPC id of NaN had
-    been read as a number, and refused as an invalid id rather than as a parse error)."""
-    return json.loads(text, parse_constant=_reject_constant)
+    been read as a number, and refused as an invalid id rather than as a parse error), and an object names each
+    member once."""
+    return json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_unique_keys)
 
 
 def _rpc_id(msg: Any) -> str | int | None:

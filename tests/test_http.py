@@ -633,6 +633,7 @@ INVALID_BODIES = [
     # (id, raw body or object, field named in the error)
     ("malformed-json", b'{"query": ', "body"),
     ("nan-is-not-json", b'{"TEXT": "P1", "top_k": NaN}', "body"),        # Python's json extension, not JSON
+    ("duplicate-key", b'{"TEXT": "P1", "TEXT": "x"}', "body"),          # which one was meant? (the last had won)
     ("not-utf8", b'{"TEXT": "\xff"}', "body"),
     ("array-body", b"[1, 2]", "body"),
     ("string-body", b'"P1"', "body"),

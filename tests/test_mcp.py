@@ -294,6 +294,9 @@ def test_bad_jsonrpc_input_gets_errors_and_the_server_stays_up(ingested, env):
     s.send(b'{"jsonrpc": "2.0", "id": NaN, "method": "ping"}\n')             # NaN is Python's, not JSON
     r = s.recv()
     assert r["id"] is None and r["error"]["code"] == -32700 and "NaN" in r["error"]["message"]
+    s.send(b'{"jsonrpc": "2.0", "id": 5, "id": 6, "method": "ping"}\n')          # a member named twice
+    r = s.recv()
+    assert r["error"]["code"] == -32700 and "duplicate key 'id'" in r["error"]["message"]
     s.send({"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "status"}})      # no id: a notification
     s.send({"jsonrpc": "2.0", "method": "notifications/whatever"})                       # unknown notification
     s.send([{"jsonrpc": "2.0", "id": 2, "method": "tools/list"}])                          # a batch
