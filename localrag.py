@@ -12045,8 +12045,9 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
 
     def responses(ok: str, *codes: int) -> dict:
         out = {"200": {"description": "OK", "content": {"application/json": {"schema": {"$ref": ok}}}}}
-        # 403: a Host or Origin of another site (every route); 411: a body sent chunked (every route that reads one)
-        for c in sorted({*codes, 403, *((411,) if 413 in codes else ())}):
+        # 403: a Host or Origin of another site (every route); 400 (a Content-Length that is no number), 408 (a
+        # body that stops arriving) and 411 (a body sent chunked): every route that reads one
+        for c in sorted({*codes, 403, *((400, 408, 411) if 413 in codes else ())}):
             out[str(c)] = {"description": http.HTTPStatus(c).phrase, "content": {"application/json": {"schema": err}}}
         return out
 

@@ -700,6 +700,9 @@ def test_chunked_request_body_is_411(routing_api):
         assert "411" in localrag.openapi_spec()["paths"]["/search"]["post"]["responses"]
     finally:
         conn.close()
+    # what else a body-reading route can answer before the body is read is documented too (an outside review)
+    for path in ("/search", "/ask"):
+        assert {"400", "408", "411", "413"} <= set(localrag.openapi_spec()["paths"][path]["post"]["responses"])
 
 
 def test_a_query_string_on_post_is_refused_not_ignored(routing_api):
