@@ -6038,8 +6038,8 @@ def _stored_form(name: str) -> str:
 def _note_path_text(path: str) -> str:
     """A note path or path prefix in the form ingest stores: bytes that are not UTF-8 as \\xNN, and each backslash
     that does not begin such an escape as /.  So the name the tool printed for such a note (`caf\\xe9.md`), and the
-    name's own bytes, both reach it.  Pure."""
-    return _NOT_A_BYTE_ESCAPE_RE.sub("/", _stored_form(path))
+    name's own bytes, both reach it; composed (NFC), as ingest stores names.  Pure."""
+    return unicodedata.normalize("NFC", _NOT_A_BYTE_ESCAPE_RE.sub("/", _stored_form(path)))
 
 
 def _skip_reason(root: Path, path: Path) -> str | None:
@@ -6262,9 +6262,12 @@ def scan_vault(root: Path, max_file_bytes: int | None = None, excludes: Sequence
         result.skipped[reason] += count
         result.files_found += count
 
+    nfc = functools.partial(unicodedata.normalize, "NFC")
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
         here = Path(dirpath)
-        base = here.relative_to(root).as_posix()
+        # Paths are stored composed (NFC): a vault copied from a Mac names "Café" decomposed, while the name a
+        # person types, a [[link]] and a --path prefix are composed.  The file is read under its own name.
+        base = nfc(here.relative_to(root).as_posix())
         base = "" if base == "." else base
         if IGNORE_FILE in filenames:
             ignore_path = here / IGNORE_FILE
@@ -6278,7 +6281,7 @@ def scan_vault(root: Path, max_file_bytes: int | None = None, excludes: Sequence
             rules = rules + parse_ignore_file(text, f"{(base + '/' if base else '')}{IGNORE_FILE}", base)
         kept = []
         for d in sorted(dirnames):
-            rel = f"{base}/{d}" if base else d
+            rel = f"{base}/{nfc(d)}" if base else nfc(d)
             path = here / d
             if path.is_symlink():
                 result.warnings.append({"path": _safe_name(rel), "warning": "symlinked folder not followed"})
@@ -6291,7 +6294,7 @@ def scan_vault(root: Path, max_file_bytes: int | None = None, excludes: Sequence
                 kept.append(d)
         dirnames[:] = kept
         for name in sorted(filenames):
-            rel = f"{base}/{name}" if base else name
+            rel = f"{base}/{nfc(name)}" if base else nfc(name)
             path = here / name
             if name.startswith("."):
                 skip("hidden")
@@ -7072,7 +7075,7 @@ class LinkIndex:
         out of the vault gives (None, False)."""
         import posixpath
         folder = source.rsplit("/", 1)[0] if "/" in source else ""
-        link = target.strip().replace("\\", "/")
+        link = unicodedata.normalize("NFC", target.strip()).replace("\\", "/")   # paths are stored composed
         if not link:  # [[#heading]]: the note itself
             return source, True
         if link.startswith(("./", "../")):

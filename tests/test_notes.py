@@ -574,3 +574,24 @@ def test_a_note_whose_file_name_is_not_utf8_opens_by_the_name_the_tool_prints(db
         "name": "get_note", "arguments": {"path": "caf\\xe9 dir/n\\xff.md"}}})
     mcp.pool.close()
     assert not reply["result"].get("isError") and "grinder burrs" in json.dumps(reply["result"]), reply
+
+
+def test_a_decomposed_file_name_is_found_by_the_name_as_typed(db, tmp_path):
+    """A vault copied from a Mac names "Café Menü.md" decomposed (NFD): show, --path and [[Café Menü]] (all
+    composed, as typed) missed it, and no "similar" hint named it (an outside review).  Names are stored composed;
+    the file is still read under its own name, and a decomposed name typed (pasted from `ls`) reaches it too."""
+    import unicodedata
+    nfd = unicodedata.normalize("NFD", "Café Menü")
+    root = tmp_path / "mac"
+    (root / nfd).mkdir(parents=True)
+    (root / nfd / f"{nfd}.md").write_text("# Menü\n\nThe nfdword espresso costs two euros.\n", encoding="utf-8")
+    (root / "linker.md").write_text("# Linker\n\nSee [[Café Menü]] for food.\n", encoding="utf-8")
+    result = localrag.ingest(db, root)
+    assert result["status"] == "success" and result["links"] == {"resolved": 1, "unresolved": 0}
+    listed = [n["path"] for n in localrag.list_notes(db)["notes"]]
+    assert "Café Menü/Café Menü.md" in listed and all(p == unicodedata.normalize("NFC", p) for p in listed)
+    for typed in ("Café Menü/Café Menü.md", f"{nfd}/{nfd}.md"):
+        assert localrag.get_note(db, typed)["content"].endswith("costs two euros.")
+    for prefix in ("Café Menü/", f"{nfd}/"):
+        hits = localrag.search(db, "nfdword espresso", path=[prefix])["results"]
+        assert [r["source"] for r in hits] == ["Café Menü/Café Menü.md"]
