@@ -524,6 +524,11 @@ ENV_KEYS = (
     "LOCALRAG_MAX_REQUESTS", "LOCALRAG_QUEUE_WAIT_SECONDS",
     "LOCALRAG_INGEST_WORKERS", "LOCALRAG_PG_SHARED_BUFFERS_MB",
 )
+# The first words several settings share (EMBEDDING_, LLM_, LOCALRAG_, RAG_): a .env key that starts with one and is
+# no setting is a typo (RAG_TOPK) that would otherwise be ignored without a word.  DATABASE_URL and VAULT_PATH share
+# theirs with no other setting, and a shared .env holds other tools' keys (POSTGRES_PASSWORD, DATABASE_PASSWORD).
+_ENV_PREFIXES = tuple(sorted(prefix for prefix, n in collections.Counter(k.split("_", 1)[0] + "_" for k in ENV_KEYS)
+                             .items() if n > 1))
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 
@@ -696,7 +701,8 @@ _dotenv_warned: set[tuple[str, int]] = set()
 def _read_dotenv(path: Path) -> tuple[dict, dict]:
     """A .env's values as python-dotenv reads them (quotes, `export`, ${VAR} expansion) and the line each key is set
     on.  A line it cannot parse is ignored, as before, with a warning naming the file and the line (python-dotenv's
-    own names neither); the line's text is not shown, as it may hold a secret."""
+    own names neither); the line's text is not shown, as it may hold a secret.  So is a key with a setting's prefix
+    that is no setting (RAG_TOPK), with the setting it is close to."""
     from dotenv import dotenv_values  # local imports: keep `--help` fast
     from dotenv.parser import parse_stream
     logging.getLogger("dotenv.main").setLevel(logging.ERROR)   # its warning without the file: ours replaces it
@@ -711,8 +717,21 @@ def _read_dotenv(path: Path) -> tuple[dict, dict]:
             LOG.warning("%s, line %d: not a KEY=value line; ignored (fix or remove it)", path, binding.original.line)
         elif binding.key:
             lines[binding.key] = binding.original.line
+    for key, line in lines.items():
+        if key not in ENV_KEYS and key.upper().startswith(_ENV_PREFIXES) and (str(path), line) not in _dotenv_warned:
+            _dotenv_warned.add((str(path), line))
+            LOG.warning("%s, line %d: %s is not a localrag setting; ignored (%s)", path, line, key,
+                        _setting_hint(key))
     values = {k: v for k, v in dotenv_values(stream=io.StringIO(text)).items() if v is not None}
     return values, lines
+
+
+def _setting_hint(key: str) -> str:
+    """"did you mean RAG_TOP_K?" for a .env key close to a setting (RAG_TOPK, rag_top_k), else "fix or remove it"."""
+    import difflib   # only for a key that is no setting: not on every command's start
+    # 0.8: the shared prefix alone makes RAG_FOO 0.71 like RAG_FUSION; a wrong guess is worse than none
+    close = difflib.get_close_matches(key.upper(), ENV_KEYS, n=1, cutoff=0.8)
+    return f"did you mean {close[0]}?" if close else "fix or remove it"
 
 
 def _load_config(env_file: str | Path | None, environ: dict | None, cwd: Path | None, ignore: Iterable[str],
