@@ -676,6 +676,20 @@ def default_home(environ: dict, platform: str = sys.platform) -> Path:
     return Path(environ.get("XDG_DATA_HOME") or home / ".local" / "share") / APP_NAME
 
 
+def _file_in_the_way(path: Path) -> Path | None:
+    """The path at or above `path` that exists and is not a folder (a file where a folder is, or has to be, made),
+    or None."""
+    for probe in (path, *path.parents):
+        try:
+            mode = os.stat(probe).st_mode
+        except (FileNotFoundError, NotADirectoryError):   # not there yet (ENOTDIR: a file further up)
+            continue
+        except OSError:   # not ours to look at (EACCES): the write check that follows says so
+            return None
+        return None if stat.S_ISDIR(mode) else probe
+    return None
+
+
 def load_config(env_file: str | Path | None = None, environ: dict | None = None, cwd: Path | None = None,
                 ignore: Iterable[str] = ()) -> Config:
     """Resolve settings: OS environment > .env > defaults; empty strings count as unset.
@@ -785,6 +799,14 @@ def _load_config(env_file: str | Path | None, environ: dict | None, cwd: Path | 
                             f"would get its own database; set it to an absolute path (or ~/...)",
                             key="LOCALRAG_HOME", value=home_setting)
     home = as_path(home_setting, default_home(environ))
+    blocker = _file_in_the_way(home) if home_setting else None   # the default is no setting to fix: left to use
+    if blocker:
+        # Only the embedded server's start said so (doctor called the folder writable), and `config` showed nothing.
+        where = "is a file" if blocker == home else f"is under {blocker}, which is a file"
+        raise ConfigInvalid(f"LOCALRAG_HOME={home} {where}, not a folder; localrag keeps its data (the embedded "
+                            f"Postgres, the model cache) in a folder there: set LOCALRAG_HOME to a folder's absolute "
+                            f"path (a missing one is created), or move the file away", key="LOCALRAG_HOME",
+                            value=home_setting)
     provider = _choice_setting(get("EMBEDDING_PROVIDER") or FAKE_PROVIDER, "EMBEDDING_PROVIDER", EMBEDDERS)
     embedder_cls = EMBEDDERS[provider]
     model = get("EMBEDDING_MODEL") or embedder_cls.fixed_model or ""
@@ -15600,7 +15622,10 @@ def _cmd_doctor(config: Config, args: argparse.Namespace) -> int:
             print(f"native          {mod}: " + (f"loaded from {state['from']}" if state["loaded"] else
                                                  f"NOT loaded ({state['error']})"))
         for name, folder in report["folders"].items():
-            print(f"folder          {name}: {folder['path']} ({'writable' if folder['writable'] else 'NOT writable'})")
+            blocker = folder.get("file_in_the_way")
+            state = ("writable" if folder["writable"] else "NOT writable") if not blocker else "NOT a folder: " + (
+                "it is a file" if blocker == folder["path"] else f"{blocker} is a file")
+            print(f"folder          {name}: {folder['path']} ({state})")
         db = report["database"]
         print(f"database        {db['kind']}: " + (f"ok, PostgreSQL {db['server_version']}, {db['listens']}, "
                                                    f"{db['seconds']}s" if db["ok"] else f"FAILED ({db['error']})"))
@@ -16542,8 +16567,15 @@ def doctor(config: Config) -> dict:
                "embedding cache (EMBEDDING_CACHE_DIR)": config.embedding_cache_dir}
     if pyz and pyz.get("unpack_root"):
         folders[f"pyz unpack ({PYZ_ROOT_ENV})"] = Path(pyz["unpack_root"])
-    folder_rows = {name: {"path": str(path), "writable": _writable(path)} for name, path in folders.items()}
-    if not config.database_url and not folder_rows["data (LOCALRAG_HOME)"]["writable"]:
+    folder_rows = {}
+    for name, path in folders.items():
+        # a file there (or above it) is no folder, though the nearest existing path, the file, is writable
+        blocker = _file_in_the_way(path)
+        folder_rows[name] = {"path": str(path), "writable": blocker is None and _writable(path),
+                             "file_in_the_way": str(blocker) if blocker else None}
+    home_row = folder_rows["data (LOCALRAG_HOME)"]
+    if not config.database_url and not home_row["writable"] and not home_row["file_in_the_way"]:
+        # (a file in the way: the database line says so, as its start fails on it)
         problems.append(DatabaseUnavailable(f"the data folder {config.localrag_home} is not writable; set "
                                             f"LOCALRAG_HOME to a writable folder"))
     database: dict[str, Any] = {"kind": "external" if config.database_url else "embedded", "ok": False}

@@ -690,11 +690,57 @@ def test_localrag_home_on_a_read_only_filesystem_is_config_invalid(tmp_path):
 
 def test_localrag_home_under_a_file_is_config_invalid(tmp_path):
     (tmp_path / "afile").write_text("x")
-    cfg = localrag.load_config(environ={"LOCALRAG_HOME": str(tmp_path / "afile" / "home"), "HOME": str(tmp_path)},
-                               cwd=tmp_path)
-    with pytest.raises(localrag.ConfigInvalid) as info:
+    with pytest.raises(localrag.ConfigInvalid) as info:   # said when the setting is read (see below)
+        localrag.load_config(environ={"LOCALRAG_HOME": str(tmp_path / "afile" / "home"), "HOME": str(tmp_path)},
+                             cwd=tmp_path)
+    assert info.value.details["key"] == "LOCALRAG_HOME" and info.value.exit_code == localrag.EXIT_CONFIG
+    cfg = dataclasses.replace(localrag.load_config(environ={"HOME": str(tmp_path)}, cwd=tmp_path),
+                              localrag_home=tmp_path / "afile" / "home")
+    with pytest.raises(localrag.ConfigInvalid) as info:   # and again when the embedded server would start there
         localrag.db_target(cfg)
     assert info.value.details["key"] == "LOCALRAG_HOME" and info.value.exit_code == localrag.EXIT_CONFIG
+
+
+# `LOCALRAG_HOME=/x/homefile localrag config` exited 0 without a problem line, while a relative path is one: only
+# the embedded server's start (and doctor's database line, below "writable") said it (outside review).
+HOMES_IN_FILES = [
+    ("homefile", "LOCALRAG_HOME={tmp}/homefile is a file, not a folder; localrag keeps its data (the embedded "
+                 "Postgres, the model cache) in a folder there: set LOCALRAG_HOME to a folder's absolute path (a "
+                 "missing one is created), or move the file away"),
+    ("homefile/sub", "LOCALRAG_HOME={tmp}/homefile/sub is under {tmp}/homefile, which is a file, not a folder;"),
+    ("folder", None),
+    ("folder/new/home", None),
+]
+
+
+@pytest.mark.parametrize("home, says", HOMES_IN_FILES, ids=[h for h, _s in HOMES_IN_FILES])
+@pytest.mark.parametrize("database_url", ["", "postgresql://u@db.example/x"], ids=["embedded", "external"])
+def test_a_localrag_home_that_is_a_file_is_config_invalid(tmp_path, home, says, database_url):
+    (tmp_path / "homefile").write_text("x")
+    (tmp_path / "folder").mkdir()
+    environ = {"HOME": str(tmp_path), "LOCALRAG_HOME": str(tmp_path / home), "DATABASE_URL": database_url}
+    if says is None:
+        assert localrag.load_config(environ=environ, cwd=tmp_path).localrag_home == tmp_path / home
+        return
+    with pytest.raises(localrag.ConfigInvalid) as info:
+        localrag.load_config(environ=environ, cwd=tmp_path)
+    assert info.value.message.startswith(says.format(tmp=tmp_path))
+    assert info.value.details["key"] == "LOCALRAG_HOME" and info.value.exit_code == localrag.EXIT_CONFIG
+
+
+def test_config_lists_a_localrag_home_that_is_a_file_as_a_problem(env, tmp_path, monkeypatch):
+    homefile = tmp_path / "homefile"
+    homefile.write_text("x")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("LOCALRAG_HOME", str(homefile))
+    code, out = run_cli("config")
+    assert code == localrag.EXIT_CONFIG
+    assert f"problem                      LOCALRAG_HOME={homefile} is a file, not a folder;" in out
+    code, out = run_cli("config", "--json")
+    assert code == localrag.EXIT_CONFIG and [p["key"] for p in json.loads(out)["problems"]] == ["LOCALRAG_HOME"]
+    code, out = run_cli("search", "x", "--json")   # as for a relative path: no command works with it
+    assert code == localrag.EXIT_CONFIG and json.loads(out)["error"]["details"]["key"] == "LOCALRAG_HOME"
+    assert homefile.read_text() == "x"
 
 
 def test_localrag_home_on_a_full_filesystem_is_config_invalid(tmp_path):
