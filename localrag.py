@@ -11469,6 +11469,8 @@ EVAL_TIERS_ANSWERABLE = ("lexical", "paraphrase", "cross")
 EVAL_TIERS_NO_ANSWER = ("near_miss", "offtopic")
 EVAL_TIERS = EVAL_TIERS_ANSWERABLE + EVAL_TIERS_NO_ANSWER
 EVAL_LANGS_HINT = "a language code such as en or zh"
+EVAL_QUESTION_FIELDS = ("id", "question", "expected_sources", "expected_mode", "tier", "lang")
+EVAL_SET_KEYS = ("corpus", "vaults", "questions", "description")
 CALIBRATION_COVERAGE_GRID = tuple(round(i * 0.05, 2) for i in range(21))
 CALIBRATION_SIMILARITY_GRID = tuple(round(i * 0.05, 2) for i in range(11))
 
@@ -11476,7 +11478,8 @@ CALIBRATION_SIMILARITY_GRID = tuple(round(i * 0.05, 2) for i in range(11))
 def load_questions(path: str | Path) -> list[dict]:
     """A question set: either a YAML list of questions, or a mapping with `questions` (and optionally `corpus`
     and `vaults`, which eval reports).  Each question: id, question, expected_sources (vault-relative paths),
-    expected_mode (rag|no_answer), optional tier (lexical|paraphrase|cross|near_miss|offtopic) and lang."""
+    expected_mode (rag|no_answer), optional tier (lexical|paraphrase|cross|near_miss|offtopic) and lang; any other
+    field or top-level key is InvalidRequest (a misspelt field was ignored)."""
     return load_question_set(path)["questions"]
 
 
@@ -11494,10 +11497,11 @@ def load_question_set(path: str | Path) -> dict:
                              f"{getattr(exc, 'problem', None) or str(exc).splitlines()[0]}", path=str(path)) from None
     corpus, vaults = None, []
     if isinstance(data, dict):
-        unknown = sorted(set(map(str, data)) - {"corpus", "vaults", "questions", "description"})
+        unknown = [str(k) for k in data if str(k) not in EVAL_SET_KEYS]
         if unknown:
-            raise InvalidRequest(f"questions file {path}: unknown top-level key(s) {', '.join(unknown)}; allowed: "
-                                 f"corpus, vaults, questions, description", path=str(path), field=unknown[0])
+            raise InvalidRequest(f"questions file {path}: unknown top-level key(s) {', '.join(unknown)}"
+                                 f"{_close_field(unknown[0], EVAL_SET_KEYS)}; allowed: {', '.join(EVAL_SET_KEYS)}",
+                                 path=str(path), field=unknown[0], allowed=list(EVAL_SET_KEYS))
         corpus, vaults = data.get("corpus"), data.get("vaults") or []
         if corpus is not None and not isinstance(corpus, str):
             raise InvalidRequest(f"questions file {path}: corpus must be a folder path", field="corpus")
@@ -11513,6 +11517,13 @@ def load_question_set(path: str | Path) -> dict:
         if not isinstance(item, dict):
             raise InvalidRequest(f"{where}: expected a mapping with id, question, expected_sources, expected_mode")
         qid = str(item.get("id") or f"q{i}")
+        # A misspelt field was ignored: `tir: offtopic` made an untiered question, `questoin:` a question "missing".
+        unknown = [str(k) for k in item if str(k) not in EVAL_QUESTION_FIELDS]
+        if unknown:
+            raise InvalidRequest(f"{where} ({qid}): unknown field(s) {', '.join(unknown)}"
+                                 f"{_close_field(unknown[0], EVAL_QUESTION_FIELDS)}; allowed: "
+                                 f"{', '.join(EVAL_QUESTION_FIELDS)}", path=str(path), field=unknown[0],
+                                 allowed=list(EVAL_QUESTION_FIELDS))
         if qid in seen:
             raise InvalidRequest(f"{where}: duplicate id {qid!r}", field="id")
         seen.add(qid)
@@ -11526,6 +11537,7 @@ def load_question_set(path: str | Path) -> dict:
         if not isinstance(sources, list) or not all(isinstance(x, str) for x in sources):
             raise InvalidRequest(f"{where} ({qid}): expected_sources must be a list of relative paths",
                                  field="expected_sources")
+        sources = [_expected_source(x) for x in sources]
         tier = item.get("tier")
         if tier is not None and tier not in EVAL_TIERS:
             raise InvalidRequest(f"{where} ({qid}): tier must be one of {', '.join(EVAL_TIERS)} (got {tier!r})",
@@ -11543,6 +11555,21 @@ def load_question_set(path: str | Path) -> dict:
         out.append({"id": qid, "question": question.strip(), "expected_sources": sources, "expected_mode": mode,
                     "tier": tier, "lang": lang})
     return {"path": str(path), "corpus": corpus, "vaults": vaults, "questions": out}
+
+
+def _close_field(name: str, allowed: Sequence[str]) -> str:
+    """" (did you mean tier?)" for a misspelt field of a questions file, else ""."""
+    import difflib   # only for a file with a wrong field: not on every command's start
+    close = difflib.get_close_matches(name, allowed, n=1)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+def _expected_source(path: str) -> str:
+    """An expected source in the form ingest stores a note's path, so it can match: `./policies/X.md` and
+    `policies\\X.md` (a Windows separator, as in every note path a user gives) are `policies/X.md`.  Pure."""
+    text = _note_path_text(path)
+    steps = [step for step in text.split("/") if step not in ("", ".")]
+    return ("/" if text.startswith("/") else "") + "/".join(steps)
 
 
 def _percentile(values: list[float], pct: float) -> float:
