@@ -524,6 +524,11 @@ ENV_KEYS = (
     "LOCALRAG_MAX_REQUESTS", "LOCALRAG_QUEUE_WAIT_SECONDS",
     "LOCALRAG_INGEST_WORKERS", "LOCALRAG_PG_SHARED_BUFFERS_MB",
 )
+# The first words several settings share (EMBEDDING_, LLM_, LOCALRAG_, RAG_): a .env key that starts with one and is
+# no setting is a typo (RAG_TOPK) that would otherwise be ignored without a word.  DATABASE_URL and VAULT_PATH share
+# theirs with no other setting, and a shared .env holds other tools' keys (POSTGRES_PASSWORD, DATABASE_PASSWORD).
+_ENV_PREFIXES = tuple(sorted(prefix for prefix, n in collections.Counter(k.split("_", 1)[0] + "_" for k in ENV_KEYS)
+                             .items() if n > 1))
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 
@@ -671,6 +676,20 @@ def default_home(environ: dict, platform: str = sys.platform) -> Path:
     return Path(environ.get("XDG_DATA_HOME") or home / ".local" / "share") / APP_NAME
 
 
+def _file_in_the_way(path: Path) -> Path | None:
+    """The path at or above `path` that exists and is not a folder (a file where a folder is, or has to be, made),
+    or None."""
+    for probe in (path, *path.parents):
+        try:
+            mode = os.stat(probe).st_mode
+        except (FileNotFoundError, NotADirectoryError):   # not there yet (ENOTDIR: a file further up)
+            continue
+        except OSError:   # not ours to look at (EACCES): the write check that follows says so
+            return None
+        return None if stat.S_ISDIR(mode) else probe
+    return None
+
+
 def load_config(env_file: str | Path | None = None, environ: dict | None = None, cwd: Path | None = None,
                 ignore: Iterable[str] = ()) -> Config:
     """Resolve settings: OS environment > .env > defaults; empty strings count as unset.
@@ -696,7 +715,8 @@ _dotenv_warned: set[tuple[str, int]] = set()
 def _read_dotenv(path: Path) -> tuple[dict, dict]:
     """A .env's values as python-dotenv reads them (quotes, `export`, ${VAR} expansion) and the line each key is set
     on.  A line it cannot parse is ignored, as before, with a warning naming the file and the line (python-dotenv's
-    own names neither); the line's text is not shown, as it may hold a secret."""
+    own names neither); the line's text is not shown, as it may hold a secret.  So is a key with a setting's prefix
+    that is no setting (RAG_TOPK), with the setting it is close to."""
     from dotenv import dotenv_values  # local imports: keep `--help` fast
     from dotenv.parser import parse_stream
     logging.getLogger("dotenv.main").setLevel(logging.ERROR)   # its warning without the file: ours replaces it
@@ -711,8 +731,21 @@ def _read_dotenv(path: Path) -> tuple[dict, dict]:
             LOG.warning("%s, line %d: not a KEY=value line; ignored (fix or remove it)", path, binding.original.line)
         elif binding.key:
             lines[binding.key] = binding.original.line
+    for key, line in lines.items():
+        if key not in ENV_KEYS and key.upper().startswith(_ENV_PREFIXES) and (str(path), line) not in _dotenv_warned:
+            _dotenv_warned.add((str(path), line))
+            LOG.warning("%s, line %d: %s is not a localrag setting; ignored (%s)", path, line, key,
+                        _setting_hint(key))
     values = {k: v for k, v in dotenv_values(stream=io.StringIO(text)).items() if v is not None}
     return values, lines
+
+
+def _setting_hint(key: str) -> str:
+    """"did you mean RAG_TOP_K?" for a .env key close to a setting (RAG_TOPK, rag_top_k), else "fix or remove it"."""
+    import difflib   # only for a key that is no setting: not on every command's start
+    # 0.8: the shared prefix alone makes RAG_FOO 0.71 like RAG_FUSION; a wrong guess is worse than none
+    close = difflib.get_close_matches(key.upper(), ENV_KEYS, n=1, cutoff=0.8)
+    return f"did you mean {close[0]}?" if close else "fix or remove it"
 
 
 def _load_config(env_file: str | Path | None, environ: dict | None, cwd: Path | None, ignore: Iterable[str],
@@ -766,6 +799,14 @@ def _load_config(env_file: str | Path | None, environ: dict | None, cwd: Path | 
                             f"would get its own database; set it to an absolute path (or ~/...)",
                             key="LOCALRAG_HOME", value=home_setting)
     home = as_path(home_setting, default_home(environ))
+    blocker = _file_in_the_way(home) if home_setting else None   # the default is no setting to fix: left to use
+    if blocker:
+        # Only the embedded server's start said so (doctor called the folder writable), and `config` showed nothing.
+        where = "is a file" if blocker == home else f"is under {blocker}, which is a file"
+        raise ConfigInvalid(f"LOCALRAG_HOME={home} {where}, not a folder; localrag keeps its data (the embedded "
+                            f"Postgres, the model cache) in a folder there: set LOCALRAG_HOME to a folder's absolute "
+                            f"path (a missing one is created), or move the file away", key="LOCALRAG_HOME",
+                            value=home_setting)
     provider = _choice_setting(get("EMBEDDING_PROVIDER") or FAKE_PROVIDER, "EMBEDDING_PROVIDER", EMBEDDERS)
     embedder_cls = EMBEDDERS[provider]
     model = get("EMBEDDING_MODEL") or embedder_cls.fixed_model or ""
@@ -11533,6 +11574,8 @@ EVAL_TIERS_ANSWERABLE = ("lexical", "paraphrase", "cross")
 EVAL_TIERS_NO_ANSWER = ("near_miss", "offtopic")
 EVAL_TIERS = EVAL_TIERS_ANSWERABLE + EVAL_TIERS_NO_ANSWER
 EVAL_LANGS_HINT = "a language code such as en or zh"
+EVAL_QUESTION_FIELDS = ("id", "question", "expected_sources", "expected_mode", "tier", "lang")
+EVAL_SET_KEYS = ("corpus", "vaults", "questions", "description")
 CALIBRATION_COVERAGE_GRID = tuple(round(i * 0.05, 2) for i in range(21))
 CALIBRATION_SIMILARITY_GRID = tuple(round(i * 0.05, 2) for i in range(11))
 
@@ -11540,7 +11583,8 @@ CALIBRATION_SIMILARITY_GRID = tuple(round(i * 0.05, 2) for i in range(11))
 def load_questions(path: str | Path) -> list[dict]:
     """A question set: either a YAML list of questions, or a mapping with `questions` (and optionally `corpus`
     and `vaults`, which eval reports).  Each question: id, question, expected_sources (vault-relative paths),
-    expected_mode (rag|no_answer), optional tier (lexical|paraphrase|cross|near_miss|offtopic) and lang."""
+    expected_mode (rag|no_answer), optional tier (lexical|paraphrase|cross|near_miss|offtopic) and lang; any other
+    field or top-level key is InvalidRequest (a misspelt field was ignored)."""
     return load_question_set(path)["questions"]
 
 
@@ -11558,10 +11602,11 @@ def load_question_set(path: str | Path) -> dict:
                              f"{getattr(exc, 'problem', None) or str(exc).splitlines()[0]}", path=str(path)) from None
     corpus, vaults = None, []
     if isinstance(data, dict):
-        unknown = sorted(set(map(str, data)) - {"corpus", "vaults", "questions", "description"})
+        unknown = [str(k) for k in data if str(k) not in EVAL_SET_KEYS]
         if unknown:
-            raise InvalidRequest(f"questions file {path}: unknown top-level key(s) {', '.join(unknown)}; allowed: "
-                                 f"corpus, vaults, questions, description", path=str(path), field=unknown[0])
+            raise InvalidRequest(f"questions file {path}: unknown top-level key(s) {', '.join(unknown)}"
+                                 f"{_close_field(unknown[0], EVAL_SET_KEYS)}; allowed: {', '.join(EVAL_SET_KEYS)}",
+                                 path=str(path), field=unknown[0], allowed=list(EVAL_SET_KEYS))
         corpus, vaults = data.get("corpus"), data.get("vaults") or []
         if corpus is not None and not isinstance(corpus, str):
             raise InvalidRequest(f"questions file {path}: corpus must be a folder path", field="corpus")
@@ -11577,6 +11622,13 @@ def load_question_set(path: str | Path) -> dict:
         if not isinstance(item, dict):
             raise InvalidRequest(f"{where}: expected a mapping with id, question, expected_sources, expected_mode")
         qid = str(item.get("id") or f"q{i}")
+        # A misspelt field was ignored: `tir: offtopic` made an untiered question, `questoin:` a question "missing".
+        unknown = [str(k) for k in item if str(k) not in EVAL_QUESTION_FIELDS]
+        if unknown:
+            raise InvalidRequest(f"{where} ({qid}): unknown field(s) {', '.join(unknown)}"
+                                 f"{_close_field(unknown[0], EVAL_QUESTION_FIELDS)}; allowed: "
+                                 f"{', '.join(EVAL_QUESTION_FIELDS)}", path=str(path), field=unknown[0],
+                                 allowed=list(EVAL_QUESTION_FIELDS))
         if qid in seen:
             raise InvalidRequest(f"{where}: duplicate id {qid!r}", field="id")
         seen.add(qid)
@@ -11590,6 +11642,7 @@ def load_question_set(path: str | Path) -> dict:
         if not isinstance(sources, list) or not all(isinstance(x, str) for x in sources):
             raise InvalidRequest(f"{where} ({qid}): expected_sources must be a list of relative paths",
                                  field="expected_sources")
+        sources = [_expected_source(x) for x in sources]
         tier = item.get("tier")
         if tier is not None and tier not in EVAL_TIERS:
             raise InvalidRequest(f"{where} ({qid}): tier must be one of {', '.join(EVAL_TIERS)} (got {tier!r})",
@@ -11607,6 +11660,21 @@ def load_question_set(path: str | Path) -> dict:
         out.append({"id": qid, "question": question.strip(), "expected_sources": sources, "expected_mode": mode,
                     "tier": tier, "lang": lang})
     return {"path": str(path), "corpus": corpus, "vaults": vaults, "questions": out}
+
+
+def _close_field(name: str, allowed: Sequence[str]) -> str:
+    """" (did you mean tier?)" for a misspelt field of a questions file, else ""."""
+    import difflib   # only for a file with a wrong field: not on every command's start
+    close = difflib.get_close_matches(name, allowed, n=1)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+def _expected_source(path: str) -> str:
+    """An expected source in the form ingest stores a note's path, so it can match: `./policies/X.md` and
+    `policies\\X.md` (a Windows separator, as in every note path a user gives) are `policies/X.md`.  Pure."""
+    text = _note_path_text(path)
+    steps = [step for step in text.split("/") if step not in ("", ".")]
+    return ("/" if text.startswith("/") else "") + "/".join(steps)
 
 
 def _percentile(values: list[float], pct: float) -> float:
@@ -15714,7 +15782,10 @@ def _cmd_doctor(config: Config, args: argparse.Namespace) -> int:
             print(f"native          {mod}: " + (f"loaded from {state['from']}" if state["loaded"] else
                                                  f"NOT loaded ({state['error']})"))
         for name, folder in report["folders"].items():
-            print(f"folder          {name}: {folder['path']} ({'writable' if folder['writable'] else 'NOT writable'})")
+            blocker = folder.get("file_in_the_way")
+            state = ("writable" if folder["writable"] else "NOT writable") if not blocker else "NOT a folder: " + (
+                "it is a file" if blocker == folder["path"] else f"{blocker} is a file")
+            print(f"folder          {name}: {folder['path']} ({state})")
         db = report["database"]
         print(f"database        {db['kind']}: " + (f"ok, PostgreSQL {db['server_version']}, {db['listens']}, "
                                                    f"{db['seconds']}s" if db["ok"] else f"FAILED ({db['error']})"))
@@ -16656,8 +16727,15 @@ def doctor(config: Config) -> dict:
                "embedding cache (EMBEDDING_CACHE_DIR)": config.embedding_cache_dir}
     if pyz and pyz.get("unpack_root"):
         folders[f"pyz unpack ({PYZ_ROOT_ENV})"] = Path(pyz["unpack_root"])
-    folder_rows = {name: {"path": str(path), "writable": _writable(path)} for name, path in folders.items()}
-    if not config.database_url and not folder_rows["data (LOCALRAG_HOME)"]["writable"]:
+    folder_rows = {}
+    for name, path in folders.items():
+        # a file there (or above it) is no folder, though the nearest existing path, the file, is writable
+        blocker = _file_in_the_way(path)
+        folder_rows[name] = {"path": str(path), "writable": blocker is None and _writable(path),
+                             "file_in_the_way": str(blocker) if blocker else None}
+    home_row = folder_rows["data (LOCALRAG_HOME)"]
+    if not config.database_url and not home_row["writable"] and not home_row["file_in_the_way"]:
+        # (a file in the way: the database line says so, as its start fails on it)
         problems.append(DatabaseUnavailable(f"the data folder {config.localrag_home} is not writable; set "
                                             f"LOCALRAG_HOME to a writable folder"))
     database: dict[str, Any] = {"kind": "external" if config.database_url else "embedded", "ok": False}

@@ -269,6 +269,41 @@ def test_doctor_reports_and_exits_by_its_problems(env, capfd):
     assert report["local_qwen3"]["configured"] is False
 
 
+FOLDERS_IN_FILES = [   # (LOCALRAG_HOME, EMBEDDING_CACHE_DIR) under tmp_path, where "homefile" is a file
+    ("homefile", "homefile/embeddings"), ("home", "homefile"), ("home", "homefile/cache"), ("home", "cache")]
+
+
+@pytest.mark.parametrize("home, cache", FOLDERS_IN_FILES, ids=["/".join(f) for f in FOLDERS_IN_FILES])
+def test_doctor_calls_a_file_where_a_folder_belongs_not_a_folder(env, tmp_path, capsys, home, cache):
+    """doctor said `data (LOCALRAG_HOME): /x/homefile (writable)` and then failed the database line: "is a file,
+    not a folder" (outside review).  `config` lists such a LOCALRAG_HOME as a problem and falls back to the default
+    (see test_config); doctor itself says it of any folder it is given."""
+    import argparse
+    import dataclasses
+    (tmp_path / "homefile").write_text("x")
+    cfg = localrag.load_config()
+    # the embedded database where its start fails on the file (as in the review); else the test's, so no server starts
+    cfg = dataclasses.replace(cfg, database_url="" if home == "homefile" else cfg.database_url,
+                              localrag_home=tmp_path / home, embedding_cache_dir=tmp_path / cache)
+    code = localrag._cmd_doctor(cfg, argparse.Namespace(json=False))
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("folder ")]
+
+    def state(path):
+        if path == "homefile":
+            return "NOT a folder: it is a file"
+        return f"NOT a folder: {tmp_path / 'homefile'} is a file" if path.startswith("homefile/") else "writable"
+    assert lines == [f"folder          data (LOCALRAG_HOME): {tmp_path / home} ({state(home)})",
+                     f"folder          embedding cache (EMBEDDING_CACHE_DIR): {tmp_path / cache} ({state(cache)})"]
+    report = localrag.doctor(cfg) if home == "homefile" else None
+    if report:
+        assert code == localrag.EXIT_CONFIG
+        assert report["folders"]["data (LOCALRAG_HOME)"] == {"path": str(tmp_path / home), "writable": False,
+                                                            "file_in_the_way": str(tmp_path / "homefile")}
+        assert [p["message"].split(";")[0] for p in report["problems"]] == [   # not also "is not writable"
+            f"LOCALRAG_HOME={tmp_path / home} is a file, not a folder"]
+    assert (tmp_path / "homefile").read_text() == "x" and not (tmp_path / "home" / "pgdata").exists()
+
+
 def test_doctor_names_what_needs_the_network_and_what_fails(env, monkeypatch, capfd):
     monkeypatch.setenv("LLM_PROVIDER", "openai-compatible")
     monkeypatch.setenv("LLM_BASE_URL", "https://llm.example.com/v1")

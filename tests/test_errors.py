@@ -454,6 +454,18 @@ QUESTION_FILES = [
     ("- {id: a, question: q, expected_sources: x.md}\n", "expected_sources must be a list"),
     ("- {id: a, question: q, expected_sources: [x.md], expected_mode: maybe}\n", "expected_mode must be"),
     ("- {id: a, question: q, expected_mode: rag}\n", "needs expected_sources"),
+    # a misspelt field was ignored: `tir: offtopic` made an untiered rag question (outside review)
+    ("- {id: a, tir: offtopic, question: q, expected_sources: [x.md]}\n",
+     "item 1 (a): unknown field(s) tir (did you mean tier?); allowed: id, question, expected_sources, expected_mode, "
+     "tier, lang"),
+    ("- {id: b, questoin: q, expected_mode: no_answer}\n", "item 1 (b): unknown field(s) questoin (did you mean "
+                                                            "question?)"),   # was: "question must be a non-empty"
+    ("- {id: a, question: q, expected_source: [x.md]}\n", "item 1 (a): unknown field(s) expected_source (did you "
+                                                           "mean expected_sources?)"),   # was: "needs expected_sources"
+    ("- {id: a, question: q, expected_sources: [x.md]}\n- {question: r, expected_sources: [y.md], note: why, 3: x}\n",
+     "item 2 (q2): unknown field(s) note, 3; allowed:"),
+    ("questions: [{id: a, question: q, expected_sources: [x.md]}]\nvault: [acme]\n",
+     "unknown top-level key(s) vault (did you mean vaults?); allowed: corpus, vaults, questions, description"),
 ]
 
 
@@ -466,6 +478,16 @@ def test_load_questions_errors(tmp_path, content, message):
         localrag.load_questions(path)
     assert message in info.value.message and str(path) in info.value.message
     assert info.value.code == "invalid_request"
+
+
+def test_eval_with_a_misspelt_question_field_is_exit_2_naming_it(env, tmp_path):
+    path = tmp_path / "q.yaml"
+    path.write_text("- {id: cake, tir: offtopic, question: 'How do I bake a cake?'}\n", encoding="utf-8")
+    code, out = run_cli("eval", "--questions", str(path), "--json")
+    error = json.loads(out)["error"]
+    assert (code, error["code"]) == (localrag.EXIT_USAGE, "invalid_request")
+    assert error["message"].startswith(f"{path} item 1 (cake): unknown field(s) tir (did you mean tier?)")
+    assert error["details"]["field"] == "tir" and "tier" in error["details"]["allowed"]
 
 
 def test_load_questions_bad_utf8(tmp_path):

@@ -1,11 +1,12 @@
 """Eval metrics on imperfect data: a hit at rank 1, a hit further down, a miss, an unanswerable question that is
 not rejected and one that is.  The expected figures are derived here from `search` (the public retrieval API),
-not from the eval code's own rows."""
+not from the eval code's own rows.  And an expected source matches however its path is written (`./`, `\\`)."""
 
 from __future__ import annotations
 
 import json
 
+import pytest
 import yaml
 
 import localrag
@@ -72,3 +73,39 @@ def test_calibration_on_overlapping_groups():
     best = max(r["answered"] + r["refused"] for r in cal["table"])
     assert cal["chosen"]["answered"] + cal["chosen"]["refused"] == best
     assert round(best * 3) == 5  # (3 + 2) / 3 or (2 + 3) / 3: the overlapping 0.5 is on one side of any floor
+
+
+# "./policies/X.md" never matched the stored "policies/X.md": the question counted as a miss (outside review).
+EXPECTED_SOURCES = [
+    ("policies/X.md", "policies/X.md"),
+    ("./policies/X.md", "policies/X.md"),
+    ("././policies/./X.md", "policies/X.md"),
+    ("policies//X.md", "policies/X.md"),
+    ("policies\\X.md", "policies/X.md"),        # a Windows separator, as in every note path a user gives
+    (".\\policies\\X.md", "policies/X.md"),
+    ("caf\\xe9.md", "caf\\xe9.md"),              # the stored name of a file name that is not UTF-8: kept
+    ("Résumé 客户.md", "Résumé 客户.md"),
+]
+
+
+@pytest.mark.parametrize("given, stored", EXPECTED_SOURCES, ids=[g for g, _s in EXPECTED_SOURCES])
+def test_expected_sources_are_read_as_ingest_stores_paths(tmp_path, given, stored):
+    path = tmp_path / "q.yaml"
+    path.write_text(yaml.safe_dump([{"id": "a", "question": "q", "expected_sources": [given]}], allow_unicode=True),
+                    encoding="utf-8")
+    assert localrag.load_questions(path)[0]["expected_sources"] == [stored]
+
+
+def test_an_expected_source_written_with_dot_slash_is_a_hit(ingested, tmp_path):
+    source = "policies/Support Escalation Policy.md"
+    path = tmp_path / "q.yaml"
+    path.write_text(yaml.safe_dump([
+        {"id": "plain", "question": RAG_Q, "expected_sources": [source]},
+        {"id": "dot", "question": RAG_Q, "expected_sources": ["./" + source]},
+        {"id": "backslash", "question": RAG_Q, "expected_sources": [source.replace("/", "\\")]},
+    ], allow_unicode=True), encoding="utf-8")
+    code, out = run_cli("eval", "--questions", str(path), "--json")
+    rows = {r["id"]: r for r in json.loads(out)["questions"]}
+    assert code == 0 and rows["plain"]["rank"] == 1
+    assert rows["dot"]["rank"] == rows["backslash"]["rank"] == 1
+    assert rows["dot"]["expected_sources"] == [source]

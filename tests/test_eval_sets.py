@@ -1,8 +1,8 @@
 """The question sets in eval/: their format, and (when the real corpus is present) that every expected source
 exists in its vault and every question is written in the language it claims.
 
-Plain YAML checks: no localrag code, no database.  The corpus checks skip on a clean clone (CI), where
-../shared/corpora/obsidian-help is absent.
+Plain YAML checks, no database; localrag's code only to check that its loader takes every set as written.  The
+corpus checks skip on a clean clone (CI), where ../shared/corpora/obsidian-help is absent.
 """
 
 from __future__ import annotations
@@ -211,3 +211,24 @@ def test_lang_set_sources_exist_in_their_languages_vault():
     missing = [(item["id"], s) for item in data["questions"] for s in item["expected_sources"]
                if not (corpus / item["lang"] / s).is_file()]
     assert not missing, f"expected sources not in their language's vault: {missing}"
+
+
+# --- every shipped question file, through localrag's own loader --------------------------------------------------
+
+# (bench/answer_rules_provisional.yaml is bench/answer_rules.py's, read by its own loader: its tiers are others)
+QUESTION_FILES = sorted(ROOT.glob("eval/*.yaml"))
+
+
+@pytest.mark.parametrize("path", QUESTION_FILES, ids=[p.name for p in QUESTION_FILES])
+def test_load_questions_takes_every_shipped_set_as_written(path):
+    """load_questions refuses unknown fields and rewrites expected sources into the stored form: no set may hit
+    the first, and none needs the second."""
+    import localrag
+    data = _load(path)
+    items = data["questions"] if isinstance(data, dict) else data
+    question_set = localrag.load_question_set(path)
+    assert [q["id"] for q in question_set["questions"]] == [item["id"] for item in items]
+    assert [q["expected_sources"] for q in question_set["questions"]] == [item.get("expected_sources") or []
+                                                                          for item in items]
+    if isinstance(data, dict):
+        assert (question_set["corpus"], question_set["vaults"]) == (data.get("corpus"), data.get("vaults") or [])
