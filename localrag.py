@@ -8141,7 +8141,7 @@ def run_retrieval(store: Store, config: Config, query: str, top_k: int, retrieva
     # may leave out the chunk nearest the question)
     sims = [c["vector"] for c in candidates.values() if c.get("vector") is not None]
     return {"mode": mode, "results": results, "terms": terms, "vector_top": max(sims) if sims else None,
-            "scope_empty": scope_empty, "identifiers": identifier_terms(query),
+            "scope_empty": scope_empty,
             "search_path": path[0] if path else None,
             "search_path_reason": path[1] if path else None}
 
@@ -8240,19 +8240,6 @@ def _inflected_terms(result: dict, terms: Sequence[str]) -> set[str]:
     return {t for t, stems in asked.items() if said.intersection(stems)}
 
 
-# A word written as an identifier: letters with digits (ATL-4903, p99), an underscore (max_connections), a capital
-# inside a lower-case word (PgConnectionsHigh, iPhone) or three capitals or more (VACUUM).
-_IDENTIFIER_RE = re.compile(r"(?<![\w-])(?=[\w-]*(?:[A-Za-z][\w-]*\d|\d[\w-]*[A-Za-z]|[A-Za-z0-9]_[A-Za-z0-9]|"
-                            r"[a-z][A-Z]|[A-Z]{3}))[A-Za-z0-9][\w-]*[A-Za-z0-9](?![\w-])")
-
-
-def identifier_terms(question: str) -> list[str]:
-    """The keyword terms of the identifiers a question names (_IDENTIFIER_RE): a ticket number, an alert's or a
-    setting's name.  Asked with every other term in one chunk, that is an exact lookup, which the fake embedder's
-    cosine of a short question against a long chunk (0.05-0.10) must not veto.  Pure."""
-    return list(dict.fromkeys(t for m in _IDENTIFIER_RE.finditer(question) for t in keyword_terms(m.group())))
-
-
 def gate_signals(retrieved: dict) -> dict:
     """The gate's inputs from a run_retrieval() result.  Pure."""
     results, terms = retrieved["results"], retrieved["terms"]
@@ -8283,10 +8270,6 @@ def gate_signals(retrieved: dict) -> dict:
         "query_terms": len(terms),
         "results": len(results),
         "scope_empty": bool(retrieved.get("scope_empty")),
-        # an exact lookup: every term of the question, an identifier among them (ATL-4903, PgConnectionsHigh,
-        # max_connections), in the best chunk
-        "lookup": list(retrieved.get("identifiers") or []) if total and covered >= total * (1 - 1e-9) and
-        set(retrieved.get("identifiers") or ["-"]) <= matched else [],
     }
 
 
@@ -8312,7 +8295,7 @@ def evidence_gate(signals: dict, settings: GateSettings) -> tuple[str, str, dict
                              f"{sim_text}"), signals
     if not signals["results"]:
         return "no_answer", "no evidence: nothing in the knowledge base matches the question", signals
-    if sim is not None and sim < settings.min_similarity and not signals.get("lookup"):
+    if sim is not None and sim < settings.min_similarity:
         return "no_answer", (f"confidence {sim:.4f} is below the threshold {settings.min_similarity:.2f} "
                              f"(RAG_MIN_SIMILARITY); coverage {cov:.2f}"), signals
     alone = settings.min_similarity_alone
@@ -8336,9 +8319,6 @@ def evidence_gate(signals: dict, settings: GateSettings) -> tuple[str, str, dict
         return "no_answer", (f"{matched} question term(s) matched, below RAG_MIN_MATCHED_TERMS "
                              f"{settings.min_matched_terms}; {sim_text}"), signals
     head = (f"confidence {sim:.4f} >= threshold {settings.min_similarity:.2f}" if sim is not None else sim_text)
-    if sim is not None and sim < settings.min_similarity:   # only a lookup gets here
-        head = (f"an exact lookup (every term, {', '.join(signals['lookup'][:3])} among them, in one chunk): "
-                f"confidence {sim:.4f} below {settings.min_similarity:.2f} does not refuse it")
     return "rag", (f"{head}; coverage {cov:.2f} >= {settings.min_coverage:.2f} "
                    f"({matched} of {signals['query_terms']} terms matched)"), signals
 
@@ -12242,10 +12222,6 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
                                     "or a typo"),
         "scope_empty": _doc("boolean", "True when a path, tag or vault filter matched no indexed note (then nothing "
                                        "was searched)", False),
-        "lookup": _described(terms,
-                             "The terms of the identifiers the question names (ATL-4903, PgConnectionsHigh) when it is "
-                             "an exact lookup: every question term in the best chunk. Then a low similarity does not "
-                             "refuse it. [] otherwise"),
         "query_terms": _described(_schema("integer"), "How many distinct content terms the question has"),
         "results": _described(_schema("integer"), "How many chunks the retrieval returned")})
     gate_verdict = {"mode": _described(_schema("string", enum=["rag", "no_answer"]), "What ask would answer"),
