@@ -8346,7 +8346,8 @@ def closest_notes(retrieved: dict, limit: int = CLOSEST_NOTES_MAX) -> list[dict]
     for r in retrieved["results"]:
         key, shared = (r.get("vault_path") or "", r["source"]), list(r.get("matched_terms") or ())
         coverage = sum(weight.get(t, 0.0) for t in shared) / total if total else 0.0
-        if coverage < CLOSEST_MIN_COVERAGE or len(shared) < CLOSEST_MIN_SHARED_TERMS or key in seen:
+        # ... or its one term, for a question of one term ("PgConnectionsHigh", an alert's name pasted alone)
+        if coverage < CLOSEST_MIN_COVERAGE or len(shared) < min(CLOSEST_MIN_SHARED_TERMS, len(weight)) or key in seen:
             continue
         seen.add(key)
         notes.append({"source": r["source"], "vault_path": r.get("vault_path"),

@@ -483,6 +483,10 @@ MUTANTS: list[Mutant] = [
       "            raise ValueError(f\"duplicate key {key[:60]!r}\")",
       "            pass",
       ("tests/test_http.py",), "duplicate"),
+    M("closest notes: a question of one term names no note",
+      "len(shared) < min(CLOSEST_MIN_SHARED_TERMS, len(weight))",
+      "len(shared) < CLOSEST_MIN_SHARED_TERMS",
+      ("tests/test_retrieval.py",), "closest_notes_are"),
 ]
 
 

@@ -1136,6 +1136,11 @@ def test_closest_notes_are_distinct_notes_sharing_enough_of_the_question():
     assert localrag.closest_notes({"terms": [{"term": t, "weight": 1.0, "df": 1} for t in "abcdefghijk"],
                                    "results": [{"source": "x.md", "matched_terms": ["a", "b"], "score": 1}]}) == []
     assert localrag.closest_notes({"terms": [], "results": []}) == []
+    # a question of one term shares at most that one: an alert's name pasted alone ("PgConnectionsHigh") is refused
+    # by the similarity threshold (seed 000's contract), and the note that names it is the lead
+    one = {"terms": [{"term": "pgconnectionshigh", "weight": 9.0, "df": 1}],
+           "results": [{"source": "runbook.md", "matched_terms": ["pgconnectionshigh"], "score": 0.4}]}
+    assert [n["source"] for n in localrag.closest_notes(one)] == ["runbook.md"]
 
 
 def test_a_refusal_names_the_closest_notes_and_an_answer_none(ingested):
