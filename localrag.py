@@ -15527,7 +15527,9 @@ def _cmd_eval(config: Config, args: argparse.Namespace) -> int:
         if args.calibrate:
             print(calibration_text(result["calibration"]))
     if failures:
-        raise EvalFailed("eval below threshold: " + "; ".join(failures), failures=failures, summary=s)
+        # with --json the error body is all stdout carries: it keeps the per-question rows a CI job reads
+        rows = {"questions": result["questions"]} if args.json else {}
+        raise EvalFailed("eval below threshold: " + "; ".join(failures), failures=failures, summary=s, **rows)
     return EXIT_OK
 
 

@@ -61,6 +61,11 @@ def test_eval_metrics_on_imperfect_data(ingested, tmp_path):
     assert run_cli("eval", "--questions", str(path), "--top-k", "5", "--min-hit-at-k", "0.66")[0] == 0
     assert run_cli("eval", "--questions", str(path), "--top-k", "5", "--min-hit-at-k", "0.67")[0] == localrag.EXIT_EVAL
     assert run_cli("eval", "--questions", str(path), "--top-k", "5", "--min-rejection", "0.6")[0] == localrag.EXIT_EVAL
+    # with --json the error body is stdout's one document: it keeps the rows a CI job reads (an outside review)
+    code, out = run_cli("eval", "--questions", str(path), "--top-k", "5", "--min-hit-at-k", "0.67", "--json")
+    details = json.loads(out)["error"]["details"]
+    assert code == localrag.EXIT_EVAL and [q["id"] for q in details["questions"]] == [q["id"] for q in rows.values()]
+    assert details["failures"] and details["summary"]["hit_at_k"] < 0.67
 
 
 def test_calibration_on_overlapping_groups():
