@@ -14558,7 +14558,11 @@ EXIT_CODES_HELP = f"""exit codes:
 
 
 class _MaskingFormatter(logging.Formatter):
-    """Log lines (and tracebacks) with every URL's credentials masked."""
+    """Log lines (and tracebacks) with every URL's credentials masked, their level in lower case as every other
+    line the CLI writes to stderr ("warning: …"; a run had mixed "WARNING: bad.env, line 8" with "warning: …")."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        return self._style.format(logging.makeLogRecord({**record.__dict__, "levelname": record.levelname.lower()}))
 
     def format(self, record: logging.LogRecord) -> str:
         return mask_urls_in(super().format(record))

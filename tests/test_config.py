@@ -900,3 +900,11 @@ def test_config_command_warns_about_an_unknown_env_file_key(env, tmp_path, caplo
     assert code == 0 and json.loads(out)["rag_top_k"] == 5
     assert [r.getMessage() for r in caplog.records] == [
         f"{path}, line 1: RAG_TOPK is not a localrag setting; ignored (did you mean RAG_TOP_K?)"]
+
+
+def test_log_lines_name_their_level_in_lower_case_as_the_cli_does():
+    """stderr mixed "WARNING: bad.env, line 8: …" (logging) with "warning: …" (the CLI's own lines)."""
+    import logging
+    fmt = localrag._MaskingFormatter("%(levelname)s: %(message)s")
+    record = logging.LogRecord("localrag", logging.WARNING, __file__, 1, "key at %s", ("postgresql://u:pw@h/db",), None)
+    assert fmt.format(record) == "warning: key at postgresql://u:***@h/db" and record.levelname == "WARNING"
