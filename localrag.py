@@ -2866,11 +2866,16 @@ class _HttpClient:
 
     def redact(self, text: str) -> str:
         """The key (and the URL's secret query values) as ***, also JSON-escaped, and any URL's credentials masked
-        (an upstream message may echo either)."""
+        (an upstream message may echo either).  Redact first, cut after: a key cut in two is not found whole (a
+        preview cut at 80 characters had shown 10 of a key's 15)."""
         text = mask_urls_in(text)
         for pattern in self._secrets:
             text = pattern.sub("***", text)
         return text
+
+    def redacted(self, exc: "LocalRagError") -> "LocalRagError":
+        """The same error with its message redacted, then cut to UPSTREAM_MESSAGE_MAX characters."""
+        return type(exc)(_cut(self.redact(exc.message), UPSTREAM_MESSAGE_MAX), **exc.details)
 
     def _timeout(self, what: str = "answer") -> LocalRagError:
         u = self.upstream
@@ -2888,7 +2893,7 @@ class _HttpClient:
         except urllib.error.HTTPError as exc:
             detail = ""
             with contextlib.suppress(Exception):
-                detail = self.redact(exc.read(500).decode("utf-8", "replace")).strip()
+                detail = self.redact(exc.read(UPSTREAM_BODY_READ).decode("utf-8", "replace")).strip()
             status, retry_after = exc.code, _retry_after_s(exc.headers.get("Retry-After") if exc.headers else None)
             exc.close()
             if status in (401, 403):
@@ -2958,9 +2963,17 @@ class _HttpClient:
             try:
                 return json.loads(raw)
             except (ValueError, UnicodeDecodeError):
-                raise u.error(f"{u.label} returned a body that is not JSON: "
-                              f"{self.redact(raw[:80].decode('utf-8', 'replace'))!r}") from None
+                shown = self.redact(raw[:UPSTREAM_BODY_READ].decode("utf-8", "replace"))[:80]
+                raise u.error(f"{u.label} returned a body that is not JSON: {shown!r}") from None
         return self._with_retries(attempt)
+
+
+UPSTREAM_BODY_READ = 4096      # an error body read this far, redacted, and only then cut for the message
+UPSTREAM_MESSAGE_MAX = 400     # an upstream's error text in a message, after redaction
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
 _EMBEDDING_UPSTREAM = _Upstream("the embeddings endpoint", "EMBEDDING_API_KEY", "EMBEDDING_TIMEOUT_SECONDS",
@@ -2985,7 +2998,8 @@ def parse_embeddings_response(payload: Any, expected: int) -> list[list[float]]:
     if not isinstance(payload, dict):
         raise EmbeddingUpstreamError("the embeddings response is not a JSON object")
     if payload.get("error"):
-        raise EmbeddingUpstreamError(f"the embeddings endpoint reported an error: {str(payload['error'])[:200]}")
+        # not cut here: the client redacts the key first, then cuts (a cut key is not found whole)
+        raise EmbeddingUpstreamError(f"the embeddings endpoint reported an error: {str(payload['error'])}")
     data = payload.get("data")
     if not isinstance(data, list):
         raise EmbeddingUpstreamError("the embeddings response has no `data` list")
@@ -3068,7 +3082,10 @@ class OpenAICompatibleEmbedder:
             body["dimensions"] = self.dim_request
         if self.input_type:
             body["input_type"] = input_type
-        vectors = parse_embeddings_response(self._http.post_json(body), len(texts))
+        try:
+            vectors = parse_embeddings_response(self._http.post_json(body), len(texts))
+        except LocalRagError as exc:   # an error body may echo the key (a 200 {"error": ...} from a gateway)
+            raise self._http.redacted(exc) from None
         dim = len(vectors[0])
         if self.native_dim is None:
             self.native_dim = dim
@@ -10047,12 +10064,16 @@ class OpenAICompatibleLLM:
         try:
             return parse_completion(payload)
         except LlmError as exc:  # the upstream text may echo the key
-            raise type(exc)(self._http.redact(exc.message), **exc.details) from None
+            raise self._http.redacted(exc) from None
 
     def _complete_stream(self, messages: list[dict], on_delta: Callable[[str], None], resp: Any = None) -> Completion:
         resp = resp if resp is not None else self._request(messages, stream=True)
+        ctype = (resp.headers.get("Content-Type") or "") if getattr(resp, "headers", None) is not None else ""
+        if "json" in ctype.lower() and "event-stream" not in ctype.lower():
+            return self._complete_unstreamed(resp, on_delta)
         deadline = time.monotonic() + max(self.timeout_s * 10, 60)
         parts: list[str] = []
+        refusal: list[str] = []
         finish = None
         model = response_id = None
         done = False
@@ -10088,8 +10109,8 @@ class OpenAICompatibleLLM:
                 if isinstance(text, str) and text:
                     parts.append(text)
                     on_delta(text)
-                if delta.get("refusal"):
-                    finish = "refusal"
+                if delta.get("refusal"):   # OpenAI streams a refusal as its own deltas, then finish_reason "stop"
+                    refusal.append(str(delta["refusal"]))
                 if choice.get("finish_reason"):
                     finish = choice["finish_reason"]
         except (TimeoutError, socket.timeout):
@@ -10101,7 +10122,36 @@ class OpenAICompatibleLLM:
             resp.close()
         if not done and finish is None:
             raise LlmError("the LLM stream ended without [DONE] or a finish_reason")
+        if refusal and not "".join(parts).strip():   # as parse_completion reads message.refusal: refused, not empty
+            text = "".join(refusal)
+            on_delta(text)
+            return Completion(text=text, status="refused", finish_reason=finish or "refusal",
+                              model=model if isinstance(model, str) else None,
+                              response_id=response_id if isinstance(response_id, str) else None, usage=None)
         return _completion_from(("".join(parts)), finish, model, response_id, None)
+
+    def _complete_unstreamed(self, resp: Any, on_delta: Callable[[str], None]) -> Completion:
+        """A server that ignores `stream: true` (some llama.cpp and proxy setups) answers with one JSON body: read
+        it as `ask` without --stream does, its answer one delta (its error, redacted, the error)."""
+        try:
+            raw = resp.read()
+        except (TimeoutError, socket.timeout):
+            raise LlmTimeout(f"the LLM endpoint did not answer within LLM_TIMEOUT_SECONDS={self.timeout_s:g}",
+                             timeout_s=self.timeout_s) from None
+        except OSError as exc:
+            raise LlmError(f"the LLM response was cut off: {self._http.redact(str(exc))}") from None
+        finally:
+            resp.close()
+        try:
+            completion = parse_completion(json.loads(raw))
+        except (ValueError, UnicodeDecodeError):
+            shown = self._http.redact(raw[:UPSTREAM_BODY_READ].decode("utf-8", "replace"))[:80]
+            raise LlmError(f"the LLM endpoint returned a body that is not JSON: {shown!r}") from None
+        except LlmError as exc:   # the upstream text may echo the key
+            raise self._http.redacted(exc) from None
+        if completion.text:
+            on_delta(completion.text)
+        return completion
 
 
 def _no_proxy(url: str) -> bool:
@@ -10139,7 +10189,8 @@ def parse_completion(payload: Any) -> Completion:
     if not isinstance(payload, dict):
         raise LlmError("the LLM response is not a JSON object")
     if payload.get("error"):
-        raise LlmError(f"the LLM endpoint reported an error: {str(payload['error'])[:200]}")
+        # not cut here: the client redacts the key first, then cuts (a cut key is not found whole)
+        raise LlmError(f"the LLM endpoint reported an error: {str(payload['error'])}")
     if payload.get("object") not in (None, "chat.completion"):
         raise LlmError(f"the LLM response has object={payload.get('object')!r}; expected chat.completion")
     choices = payload.get("choices")
@@ -10585,6 +10636,8 @@ def llm_check(config: Config) -> dict:
                 completion = parse_completion(json.loads(resp.read()))
             except (ValueError, UnicodeDecodeError):
                 raise LlmError("the LLM endpoint returned a body that is neither SSE nor JSON") from None
+            except LlmError as exc:   # the upstream text may echo the key, as in `ask`
+                raise llm._http.redacted(exc) from None
             streaming = False
     finally:
         resp.close()

@@ -16,6 +16,7 @@ Scenarios:
     slow            says nothing until released (or ``delay`` seconds): the client must time out
     reset           closes the connection without answering
     malformed       200 with a body that is not JSON
+    error_200       200 {"error": ...} whose message echoes the Authorization header past character 150
     no_data         200 {"object": "list"} without data
     wrong_count     one vector fewer than inputs
     wrong_dim       vectors of 1536 dimensions
@@ -107,6 +108,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             return  # no status line: the client sees the connection closed
         if scenario == "malformed":
             return self._send(200, b"<html>502 Bad Gateway</html>")
+        if scenario == "error_200":   # a gateway's error with status 200, echoing the key
+            leak = f"invalid api key {self.headers.get('Authorization', '')}"
+            return self._json(200, {"error": {"message": "x" * 150 + " " + leak, "type": "invalid_request_error"}})
         if scenario == "no_data":
             return self._json(200, {"object": "list", "model": "stub"})
         texts = body["input"] if isinstance(body["input"], list) else [body["input"]]

@@ -8,7 +8,10 @@ Scenarios (the same names work for non-streaming and streaming requests unless n
     ok              200; the answer text (non-streaming: one JSON body; streaming: SSE deltas + stop + [DONE])
     length          like ok, finish_reason "length"
     content_filter  finish_reason "content_filter" and no content
-    refusal         non-streaming: message.refusal set
+    refusal         non-streaming: message.refusal set; streaming: delta.refusal pieces, then finish_reason "stop"
+    json_for_stream streaming: ignores `stream: true` and answers one JSON body (some llama.cpp / proxy setups)
+    long_error_200  200 with {"error": ...} whose message has the key straddling character 200 (a cut splits it)
+    long_not_json   200, a body that is not JSON with the key straddling character 80
     tool_calls      the assistant answers with a tool call (finish_reason "tool_calls")
     status:NNN      HTTP NNN with an error body that echoes the Authorization header (a leak trap)
     malformed       200 with Content-Type application/json and a body that is not JSON (echoes the header too)
@@ -95,6 +98,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._send(200, b'{"choices": [ {"message": ' + self._leak_trap().encode())
         elif scenario == "error_200":
             self._json(200, {"error": {"message": self._leak_trap(), "type": "invalid_request_error"}})
+        elif scenario == "long_error_200":
+            self._json(200, {"error": {"message": "x" * 146 + " " + self._leak_trap() + " rejected"}})
+        elif scenario == "long_not_json":
+            self._send(200, ("z" * 60 + self.headers.get("Authorization", "")).encode())
         elif scenario == "slow":
             self._wait()
             self._json(200, completion_body(stub.answer, "stop"))
@@ -125,7 +132,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def _streaming(self, stub: "ChatStub") -> None:
         scenario = stub.scenario
-        if scenario.startswith("status:") or scenario in ("malformed", "error_200"):
+        if scenario.startswith("status:") or scenario in ("malformed", "error_200", "long_error_200",
+                                                          "long_not_json", "json_for_stream"):
             return self._plain(stub)
         if scenario == "slow":
             self._wait()
@@ -145,6 +153,13 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if scenario == "content_filter":
             self._event(chunk_body({"role": "assistant", "content": ""}, None))
             self._event(chunk_body({}, "content_filter"))
+            self._event("[DONE]")
+            return
+        if scenario == "refusal":   # as OpenAI streams one: refusal deltas, then "stop"
+            self._event(chunk_body({"role": "assistant", "content": None, "refusal": ""}, None))
+            for piece in split_pieces("I can't help with that."):
+                self._event(chunk_body({"refusal": piece}, None))
+            self._event(chunk_body({}, "stop"))
             self._event("[DONE]")
             return
         self.wfile.write(b": keep-alive comment\n\n")  # SSE comments must be ignored

@@ -94,8 +94,8 @@ def sent_payload(request: dict) -> dict:
 
 
 def assert_no_secret(*texts: object) -> None:
-    for text in texts:
-        assert SENTINEL not in str(text), f"the API key leaked into: {str(text)[:300]!r}"
+    for text in texts:   # nor a part of it: a message cut before redaction had shown the key's first characters
+        assert SENTINEL[:11] not in str(text), f"the API key leaked into: {str(text)[:300]!r}"
 
 
 @pytest.fixture(scope="module")
@@ -497,12 +497,41 @@ def test_finish_reason_length_is_incomplete(provider, stub, stream):
 
 
 @pytest.mark.parametrize("scenario, stream", [("content_filter", False), ("content_filter", True),
-                                              ("refusal", False)])
+                                              ("refusal", False), ("refusal", True)])
 def test_content_filter_and_refusal_are_refused(provider, stub, scenario, stream):
+    """A streamed refusal (delta.refusal pieces, then finish_reason "stop", as OpenAI sends one) had become
+    llm_upstream_error "the model returned an empty answer" (an outside review): the demo page, which streams,
+    could never show a refusal."""
     stub.scenario = scenario
-    response = localrag.ask(provider, RAG_Q, on_delta=(lambda _t: None) if stream else None)
+    deltas: list = []
+    response = localrag.ask(provider, RAG_Q, on_delta=deltas.append if stream else None)
     assert response["completion"]["status"] == "refused"
     assert response["mode"] == "rag"
+    if scenario == "refusal":
+        assert response["answer"].startswith("I can't help with that.")
+        assert "".join(deltas) == ("I can't help with that." if stream else "")
+
+
+def test_a_server_that_ignores_stream_true_answers_a_streamed_ask(provider, stub, capfd):
+    """Some llama.cpp and proxy setups answer `stream: true` with one JSON body: `llm check` said "reachable, not
+    streaming", but `ask --stream`, /ask/stream and the demo page failed with "ended without [DONE]"."""
+    stub.scenario = "json_for_stream"
+    deltas: list = []
+    streamed = localrag.ask(provider, RAG_Q, on_delta=deltas.append)
+    assert streamed["completion"]["status"] == "complete" and "".join(deltas) == stub.answer
+    assert streamed["answer"].startswith(stub.answer.split("[")[0].strip()[:20])
+    code, _out = run_cli("ask", RAG_Q, "--stream")
+    assert code == 0
+
+
+def test_llm_check_redacts_the_key_an_error_body_echoes(provider, stub):
+    """`llm check`, the first command run against a new provider, printed the key a 200 error body echoed."""
+    for scenario in ("error_200", "long_error_200"):
+        stub.scenario = scenario
+        with pytest.raises(localrag.LlmError) as info:
+            localrag.llm_check(provider)
+        assert "***" in info.value.message
+        assert_no_secret(info.value.message, json.dumps(info.value.to_dict()))
 
 
 def test_cli_warns_about_incomplete_answers(provider, stub, capfd):
@@ -559,6 +588,13 @@ ERRORS = [
     ("stall_stream", True, "llm_timeout", 504),
     ("no_done", True, "llm_upstream_error", 502),
     ("tool_calls", True, "llm_upstream_error", 502),
+    # an outside review (rev12): a 200 error body or a non-JSON body echoing the key, cut before redaction, showed
+    # its first characters; in a stream they had read as "ended without [DONE]"
+    ("long_error_200", False, "llm_upstream_error", 502),
+    ("long_not_json", False, "llm_upstream_error", 502),
+    ("error_200", True, "llm_upstream_error", 502),
+    ("long_error_200", True, "llm_upstream_error", 502),
+    ("malformed", True, "llm_upstream_error", 502),
 ]
 
 

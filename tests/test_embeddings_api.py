@@ -178,6 +178,7 @@ def test_parse_rejects_malformed_bodies(payload, needle):
     ("status:500", localrag.EmbeddingUpstreamError, "embedding_upstream_error", "HTTP 500"),
     ("status:503", localrag.EmbeddingUpstreamError, "embedding_upstream_error", "HTTP 503"),
     ("malformed", localrag.EmbeddingUpstreamError, "embedding_upstream_error", "not JSON"),
+    ("error_200", localrag.EmbeddingUpstreamError, "embedding_upstream_error", "reported an error"),   # rev12
     ("no_data", localrag.EmbeddingUpstreamError, "embedding_upstream_error", "no `data`"),
     ("wrong_count", localrag.EmbeddingUpstreamError, "embedding_upstream_error", "4 vectors for 5 inputs"),
     ("wrong_dim", localrag.EmbeddingDimMismatch, "embedding_dim_mismatch", "1536-dimensional"),
@@ -193,7 +194,7 @@ def test_bad_answers_are_clear_errors_without_the_key(tmp_path, stub, scenario, 
         emb.embed_documents(DOCS)
     assert info.value.code == code and needle in info.value.message
     assert info.value.exit_code == localrag.EXIT_EMBEDDING
-    assert "sk-leaky-key" not in info.value.message + json.dumps(info.value.to_dict())
+    assert "sk-leaky" not in info.value.message + json.dumps(info.value.to_dict())   # nor a part of it
     retried = scenario in ("status:429", "status:500", "status:503", "reset")
     assert len(stub.requests) == (1 + localrag.EMBEDDING_MAX_RETRIES if retried else 1)
 
