@@ -392,7 +392,15 @@ class EmbeddingAuthFailed(EmbeddingUpstreamError):
     code, http_status = "embedding_auth_failed", 502
 
 
-class EmbeddingRateLimited(EmbeddingUpstreamError):
+class _RateLimited:
+    """A 503 for an upstream's rate limit carries the upstream's Retry-After (rounded up), when it sent one."""
+
+    def headers(self) -> dict:
+        wait = self.details.get("retry_after_s")
+        return {"Retry-After": str(max(1, math.ceil(wait)))} if isinstance(wait, (int, float)) and wait >= 0 else {}
+
+
+class EmbeddingRateLimited(_RateLimited, EmbeddingUpstreamError):
     code, http_status = "embedding_rate_limited", 503
 
 
@@ -461,7 +469,7 @@ class LlmAuthFailed(LlmError):
     code, http_status = "llm_auth_failed", 502
 
 
-class LlmRateLimited(LlmError):
+class LlmRateLimited(_RateLimited, LlmError):
     code, http_status = "llm_rate_limited", 503
 
 

@@ -860,3 +860,11 @@ def test_eval_json_below_threshold_prints_one_json_document(indexed, tmp_path):
 def test_eval_calls_no_model(provider, stub):
     code, _out = run_cli("eval", "--questions", str(QUESTIONS), "--json")
     assert code == 0 and stub.requests == []
+
+
+def test_a_rate_limited_503_carries_the_upstreams_retry_after():
+    """/ask answered 503 llm_rate_limited without the Retry-After the upstream had sent (an outside review)."""
+    assert localrag.LlmRateLimited("busy", retry_after_s=1.0).headers() == {"Retry-After": "1"}
+    assert localrag.EmbeddingRateLimited("busy", retry_after_s=2.5).headers() == {"Retry-After": "3"}
+    assert localrag.LlmRateLimited("busy").headers() == {} and localrag.LlmRateLimited("busy", retry_after_s=None) \
+        .headers() == {}
