@@ -10557,6 +10557,8 @@ def _answer_with_model(config: Config, question: str, response: dict, evidence: 
         response["citation_check"] = citation_report(completion.text, evidence.blocks, claims)
         if completion.status == "complete" and says_insufficient(completion.text):
             response["mode"], response["reason"] = "no_answer", "insufficient_evidence/model"
+            if claims:   # "…not enough information. However, P1 tickets go to the CEO in 3 minutes. [1]": the claims
+                response["answer"] = NO_ANSWER_TEXT   # after it are no answer (the record keeps them, in claims)
         elif config.rag_strict_claims and any(not c["supported"] and _numbers(_STEP_PREFIX_RE.sub("", c["text"]))
                                               for c in claims):
             response["mode"], response["reason"] = "no_answer", "insufficient_evidence/unsupported_numeric_claim"

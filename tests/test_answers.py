@@ -395,6 +395,9 @@ def test_model_insufficient_text_maps_to_insufficient_evidence(small_vault, stub
     response = localrag.ask(config, "What does the Plus plan store?")
     assert len(stub.requests) == 1
     assert response["mode"] == "no_answer" and response["reason"] == "insufficient_evidence/model"
+    if "[1]" in answer:   # the claims after the fixed text are not shown as if they answered (an outside review)
+        assert response["answer"] == localrag.NO_ANSWER_TEXT
+        assert [c["text"].endswith("The Plus plan stores 10 GB.") for c in response["claims"]] == [True]
 
 
 @pytest.mark.parametrize("strict, mode", [("false", "rag"), ("true", "no_answer")])
