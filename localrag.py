@@ -5276,6 +5276,14 @@ class Store:
         return self.run("SELECT count(*) FROM embeddings WHERE embedding_provider = :p AND embedding_model = :m "
                         "AND embedding_dim = :d", p=key[0], m=key[1], d=key[2])[0][0]
 
+    def stored_native_dim(self, key: tuple[str, str, int]) -> int | None:
+        """The length a model's stored vectors had before zero-padding (the last non-zero component, over a few of
+        them), or None when none is stored: what an endpoint's vectors must keep to share their space."""
+        rows = self.run("SELECT max(u.i) FROM (SELECT embedding::real[] AS a FROM embeddings WHERE "
+                        "embedding_provider = :p AND embedding_model = :m AND embedding_dim = :d LIMIT 20) t, "
+                        "unnest(t.a) WITH ORDINALITY AS u(v, i) WHERE u.v <> 0", p=key[0], m=key[1], d=key[2])
+        return int(rows[0][0]) if rows and rows[0][0] is not None else None
+
     def has_current(self, key: tuple[str, str, int]) -> bool:
         return self.run("SELECT EXISTS (SELECT 1 FROM embeddings WHERE embedding_provider = :p "
                         "AND embedding_model = :m AND embedding_dim = :d)", p=key[0], m=key[1], d=key[2])[0][0]
@@ -6914,7 +6922,9 @@ class _IngestRun:
     def _embed(self, fields: list[dict[str, str]]) -> list:
         """Vectors for a batch of chunks, in one call so a model sees full batches; progress on stderr."""
         total = len(fields)
-        return self.embedder.embed_documents(fields, progress=lambda n: self.progress("embed", n, total))
+        vectors = self.embedder.embed_documents(fields, progress=lambda n: self.progress("embed", n, total))
+        check_native_dim(self.store, self.config, self.embedder)   # before anything of the batch is written
+        return vectors
 
     def _flush(self) -> None:
         if not self.batch:
@@ -7415,6 +7425,30 @@ def _end_session(store: Store, then: Callable[[Store], Any] | None = None) -> No
                     fresh.terminate_backend(pid)
             if then is not None:
                 then(fresh)
+
+
+NATIVE_DIM_SLACK = 0.9
+
+
+def check_native_dim(store: Store, config: Config, embedder: Any) -> None:
+    """EmbeddingDimMismatch when an endpoint's vectors (before zero-padding) are not as long as the ones stored
+    under the same provider/model: the model behind EMBEDDING_MODEL changed, and a cosine between the two spaces
+    means nothing (an outside review: a 200-dimensional model behind a 384-dimensional one's name returned wrong
+    notes with no error).  Checked once per connection and length; only embedders that pad (native_dim) apply."""
+    native = getattr(embedder, "native_dim", None)
+    key = config.embedding_key
+    if native is None or getattr(store, "native_dim_checked", None) == (key, native):
+        return
+    stored = store.stored_native_dim(key)
+    # stored is where the stored vectors' last non-zero component falls: the model's length, or a little less for a
+    # sparse vector whose last components are zero; longer than the endpoint's, or a tenth shorter, is another model
+    if stored is not None and (stored > native or stored < NATIVE_DIM_SLACK * native):
+        raise EmbeddingDimMismatch(
+            f"the endpoint now returns {native}-dimensional vectors, but the ones stored for {key[0]}/{key[1]} have "
+            f"up to {stored}: the model behind EMBEDDING_MODEL={key[1]} changed (or EMBEDDING_DIM_REQUEST did); name the "
+            f"new model in EMBEDDING_MODEL and ingest again (vectors of different models coexist)",
+            expected=stored, actual=native)
+    store.native_dim_checked = (key, native)
 
 
 def _check_schema_dim(store: Store, config: Config) -> None:
@@ -8124,7 +8158,9 @@ def run_retrieval(store: Store, config: Config, query: str, top_k: int, retrieva
     n_candidates = max(FUSION_CANDIDATES_MIN, 4 * top_k) if mode == "hybrid" else top_k
     vector = None
     if use_vector:  # before the snapshot: a remote embedder must not hold a transaction open
-        vector = get_embedder(config).embed_query(query)
+        embedder = get_embedder(config)
+        vector = embedder.embed_query(query)
+        check_native_dim(store, config, embedder)
         if len(vector) != config.embedding_dim:
             raise EmbeddingDimMismatch(f"the query vector has {len(vector)} dimensions; expected "
                                        f"{config.embedding_dim}", expected=config.embedding_dim, actual=len(vector))

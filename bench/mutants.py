@@ -487,6 +487,19 @@ MUTANTS: list[Mutant] = [
       "len(shared) < min(CLOSEST_MIN_SHARED_TERMS, len(weight))",
       "len(shared) < CLOSEST_MIN_SHARED_TERMS",
       ("tests/test_retrieval.py",), "closest_notes_are"),
+    M("embeddings: a model of another length behind the same name is mixed in",
+      "    if stored is not None and (stored > native or stored < NATIVE_DIM_SLACK * native):",
+      "    if False:",
+      ("tests/test_embeddings_api.py",), "another_length"),
+    M("llm: an error a server sends with status 200 is not redacted by llm check",
+      "            except LlmError as exc:   # the upstream text may echo the key, as in `ask`\n"
+      "                raise llm._http.redacted(exc) from None\n",
+      "",
+      ("tests/test_ask.py",), "llm_check_redacts"),
+    M("llm: a streamed refusal is an empty answer",
+      "        if refusal and not \"\".join(parts).strip():",
+      "        if False:",
+      ("tests/test_ask.py",), "refus"),
 ]
 
 

@@ -270,6 +270,31 @@ def test_ingest_and_search_through_the_api_coexist_with_fake(db, vault, api_env,
     assert localrag.search(fake, "P1 工单 升级", 3)["results"]
 
 
+def test_a_model_of_another_length_behind_the_same_name_is_a_dim_mismatch(db, vault, api_env):
+    """The vectors stored for stub-e5 are 384-dimensional (zero-padded to 1024); when the endpoint behind that name
+    answers 200-dimensional ones, search compared two spaces and returned wrong notes with no error, and ingest
+    would have mixed them in (an outside review).  A new process (a fresh embedder) is refused, saying both lengths,
+    and writes nothing."""
+    cfg = localrag.load_config()
+    assert localrag.ingest(cfg, vault)["status"] == "success"
+    with localrag.Store.open(cfg) as s:
+        assert 0.9 * 384 <= s.stored_native_dim(cfg.embedding_key) <= 384   # a sparse stub vector may end in zeros
+        before = s.run("SELECT count(*) FROM embeddings")[0][0]
+    api_env.dim = 200
+    localrag._embedders.clear()
+    with pytest.raises(localrag.EmbeddingDimMismatch, match="200-dimensional vectors, but the ones stored .* have up to 38"):
+        localrag.search(cfg, "P1 工单 升级", 3)
+    (vault / "new note.md").write_text("# New\n\nA fresh note about P1 escalation.\n", encoding="utf-8")
+    localrag._embedders.clear()
+    code, out = run_cli("ingest", str(vault), "--json")
+    assert code == localrag.EXIT_EMBEDDING and json.loads(out)["error"]["code"] == "embedding_dim_mismatch"
+    with localrag.Store.open(cfg) as s:
+        assert s.run("SELECT count(*) FROM embeddings")[0][0] == before
+    api_env.dim = 384
+    localrag._embedders.clear()
+    assert localrag.search(cfg, "P1 工单 升级", 3)["results"]
+
+
 def dataclass_replace_fake(cfg):
     import dataclasses
     return dataclasses.replace(cfg, embedding_provider="fake", embedding_model="fake-lexical-v1",
