@@ -2958,8 +2958,17 @@ class _HttpClient:
 
         def attempt() -> Any:
             resp = self._open_once(data, "application/json")
+            guard = _ReadDeadline(resp, self.timeout_s)
             try:
-                raw = resp.read()
+                try:
+                    with guard:
+                        raw = resp.read()
+                except Exception:
+                    if guard.expired:   # the read ended because the deadline shut the connection
+                        raise socket.timeout() from None
+                    raise
+                if guard.expired:
+                    raise socket.timeout()
             except (TimeoutError, socket.timeout):
                 raise self._timeout("finish") from None
             except (ConnectionResetError, http.client.HTTPException) as exc:
@@ -2974,6 +2983,33 @@ class _HttpClient:
                 shown = self.redact(raw[:UPSTREAM_BODY_READ].decode("utf-8", "replace"))[:80]
                 raise u.error(f"{u.label} returned a body that is not JSON: {shown!r}") from None
         return self._with_retries(attempt)
+
+
+class _ReadDeadline:
+    """A deadline for reading a whole response: the socket timeout bounds each read only, so a server that sends a
+    byte a second never trips it (an outside review: `ask` took 15.5 s at LLM_TIMEOUT_SECONDS=3, and a stream's
+    deadline was read only between whole lines).  When it passes, the connection is shut down, so the read in
+    progress ends; ``expired`` then says why."""
+
+    def __init__(self, resp: Any, seconds: float) -> None:
+        self.resp, self.seconds, self.expired = resp, seconds, False
+        self._timer: threading.Timer | None = None
+
+    def _expire(self) -> None:
+        self.expired = True
+        sock = getattr(getattr(getattr(self.resp, "fp", None), "raw", None), "_sock", None)
+        with contextlib.suppress(Exception):
+            sock.shutdown(socket.SHUT_RDWR)
+
+    def __enter__(self) -> "_ReadDeadline":
+        self._timer = threading.Timer(self.seconds, self._expire)
+        self._timer.daemon = True
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
 
 
 UPSTREAM_BODY_READ = 4096      # an error body read this far, redacted, and only then cut for the message
@@ -10115,12 +10151,15 @@ class OpenAICompatibleLLM:
         ctype = (resp.headers.get("Content-Type") or "") if getattr(resp, "headers", None) is not None else ""
         if "json" in ctype.lower() and "event-stream" not in ctype.lower():
             return self._complete_unstreamed(resp, on_delta)
-        deadline = time.monotonic() + max(self.timeout_s * 10, 60)
+        limit = max(self.timeout_s * 10, 60)
+        deadline = time.monotonic() + limit
         parts: list[str] = []
         refusal: list[str] = []
         finish = None
         model = response_id = None
         done = False
+        guard = _ReadDeadline(resp, limit)   # also ends a line that trickles in past the deadline
+        guard.__enter__()
         try:
             for raw_line in resp:
                 if time.monotonic() > deadline:
@@ -10158,12 +10197,21 @@ class OpenAICompatibleLLM:
                 if choice.get("finish_reason"):
                     finish = choice["finish_reason"]
         except (TimeoutError, socket.timeout):
+            if guard.expired:
+                raise LlmTimeout("the LLM stream ran past its deadline", timeout_s=self.timeout_s) from None
             raise LlmTimeout(f"the LLM stream stalled longer than LLM_TIMEOUT_SECONDS={self.timeout_s:g}",
                              timeout_s=self.timeout_s) from None
-        except OSError as exc:
+        except (OSError, http.client.HTTPException) as exc:
+            if guard.expired:
+                raise LlmTimeout("the LLM stream ran past its deadline", timeout_s=self.timeout_s) from None
+            if not isinstance(exc, OSError):
+                raise
             raise LlmError(f"the LLM stream was cut off: {self._http.redact(str(exc))}") from None
         finally:
+            guard.__exit__(None, None, None)
             resp.close()
+        if guard.expired:
+            raise LlmTimeout("the LLM stream ran past its deadline", timeout_s=self.timeout_s)
         if not done and finish is None:
             raise LlmError("the LLM stream ended without [DONE] or a finish_reason")
         if refusal and not "".join(parts).strip():   # as parse_completion reads message.refusal: refused, not empty
@@ -10177,8 +10225,17 @@ class OpenAICompatibleLLM:
     def _complete_unstreamed(self, resp: Any, on_delta: Callable[[str], None]) -> Completion:
         """A server that ignores `stream: true` (some llama.cpp and proxy setups) answers with one JSON body: read
         it as `ask` without --stream does, its answer one delta (its error, redacted, the error)."""
+        guard = _ReadDeadline(resp, self.timeout_s)
         try:
-            raw = resp.read()
+            try:
+                with guard:
+                    raw = resp.read()
+            except Exception:
+                if guard.expired:   # the read ended because the deadline shut the connection
+                    raise socket.timeout() from None
+                raise
+            if guard.expired:
+                raise socket.timeout()
         except (TimeoutError, socket.timeout):
             raise LlmTimeout(f"the LLM endpoint did not answer within LLM_TIMEOUT_SECONDS={self.timeout_s:g}",
                              timeout_s=self.timeout_s) from None

@@ -500,6 +500,10 @@ MUTANTS: list[Mutant] = [
       "        if refusal and not \"\".join(parts).strip():",
       "        if False:",
       ("tests/test_ask.py",), "refus"),
+    M("llm: a body that trickles in is waited for (the deadline never shuts the connection)",
+      "        self.expired = True\n        sock = getattr(",
+      "        return\n        sock = getattr(",
+      ("tests/test_ask.py",), "trickle"),
 ]
 
 

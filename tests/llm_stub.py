@@ -18,6 +18,7 @@ Scenarios (the same names work for non-streaming and streaming requests unless n
     error_200       200 with {"error": {...}} whose message echoes the Authorization header
     slow            says nothing until released (or ``delay`` seconds): the client must time out
     slow_body       non-streaming: sends the status line and headers, then stalls before the body
+    trickle         non-streaming: the body one byte every 0.1 s (no read stalls; the whole takes long)
     stall_stream    streaming: sends headers and one delta, then stalls
     no_done         streaming: deltas, then closes without finish_reason or [DONE]
 """
@@ -114,6 +115,18 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.wfile.flush()
             self._wait()
             self.wfile.write(body)
+        elif scenario == "trickle":   # the body one byte at a time: each read is quick, the whole is not
+            body = json.dumps(completion_body(stub.answer, "stop")).encode("utf-8")
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            for i in range(len(body)):
+                if stub.release.is_set():
+                    return
+                self.wfile.write(body[i:i + 1])
+                self.wfile.flush()
+                stub.release.wait(0.1)
         elif scenario == "length":
             self._json(200, completion_body(stub.answer, "length"))
         elif scenario == "content_filter":

@@ -868,3 +868,17 @@ def test_a_rate_limited_503_carries_the_upstreams_retry_after():
     assert localrag.EmbeddingRateLimited("busy", retry_after_s=2.5).headers() == {"Retry-After": "3"}
     assert localrag.LlmRateLimited("busy").headers() == {} and localrag.LlmRateLimited("busy", retry_after_s=None) \
         .headers() == {}
+
+
+def test_a_body_that_trickles_in_is_cut_off_at_the_request_timeout(provider, stub, monkeypatch):
+    """LLM_TIMEOUT_SECONDS bounded each socket read only: a server sending a byte every 0.1 s (or 1 s) never
+    tripped it, `ask` took as long as the server liked and a `serve` slot with it (an outside review)."""
+    import time
+    config = configure(monkeypatch, LLM_TIMEOUT_SECONDS="0.8")
+    stub.scenario = "trickle"
+    started = time.monotonic()
+    error = ask_error(config)
+    elapsed = time.monotonic() - started
+    stub.release.set()
+    assert error.code == "llm_timeout" and "LLM_TIMEOUT_SECONDS=0.8" in error.message
+    assert elapsed < 5, elapsed          # the body alone takes ~40 s at a byte per 0.1 s
