@@ -12824,6 +12824,23 @@ DEMO_PAGE_SCRIPT = r"""
 const $ = (id) => document.getElementById(id);
 let token = sessionStorage.getItem("localrag-token") || "";
 let pending = null;
+// An HTTP header carries Latin-1 only (fetch throws on anything else): a token is checked before it is used.
+function tokenProblem(t) {
+  if (!t) return "the token is empty";
+  for (const ch of t) {
+    const c = ch.codePointAt(0);
+    if (c < 0x20 || c === 0x7f || (c >= 0x80 && c < 0xa0) || c > 0xff) {
+      return "the token holds " + (c < 0x20 || c === 0x7f || (c >= 0x80 && c < 0xa0) ? "a control character" :
+        "\u201c" + ch + "\u201d") + " (U+" + c.toString(16).toUpperCase().padStart(4, "0") + "), which an HTTP " +
+        "header cannot carry; an API token is printable ASCII (or Latin-1) characters";
+    }
+  }
+  return "";
+}
+function forgetToken() {
+  token = "";
+  sessionStorage.removeItem("localrag-token");
+}
 
 function headers() {
   const h = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"};
@@ -12863,18 +12880,48 @@ function setState(panel, state, text) {
   panel.dataset.state = state;
   panel.querySelector(".status").textContent = text || "";
 }
-function askToken(retry) {
+function askToken(retry, message) {
   pending = retry;
+  $("token-message").textContent = message || "";
   $("token-box").hidden = false;
   $("token").focus();
 }
+// A 401: the token is missing, or (one was given) wrong; either way the token box asks for it.
+function needToken(panel, retry) {
+  const message = token ? "wrong token: the server refused it; enter the server's LOCALRAG_API_TOKEN"
+                        : "this server needs its API token";
+  forgetToken();
+  if (panel) setState(panel, "auth", message);
+  askToken(retry, message);
+}
+// A fetch that threw: a token a header cannot carry is dropped and asked for again; else a network error.
+function fetchFailed(panel, err, retry) {
+  const problem = token && tokenProblem(token);
+  if (problem || /ISO-8859-1|header/i.test(String(err && err.message))) {
+    const message = "the stored token cannot be sent: " + (problem || err.message) + "; enter it again";
+    forgetToken();
+    if (panel) setState(panel, "auth", message);
+    askToken(retry, message);
+    return true;
+  }
+  if (panel) showError(panel, {error: {code: "network", message: err.message}});
+  return false;
+}
 $("token-form").addEventListener("submit", (ev) => {
   ev.preventDefault();
-  token = $("token").value.trim();
+  const given = $("token").value.trim(), problem = tokenProblem(given);
+  if (problem) { $("token-message").textContent = problem; $("token").focus(); return; }
+  token = given;
   sessionStorage.setItem("localrag-token", token);
+  $("token-message").textContent = "";
   $("token-box").hidden = true;
   if (pending) { const retry = pending; pending = null; retry(); }
 });
+if (token && tokenProblem(token)) {   // kept from before this check: drop it rather than fail every request
+  const message = "the stored token cannot be sent: " + tokenProblem(token) + "; enter it again";
+  forgetToken();
+  askToken(null, message);
+}
 for (const tab of document.querySelectorAll("nav button")) {
   tab.addEventListener("click", () => {
     for (const t of document.querySelectorAll("nav button")) t.setAttribute("aria-selected", t === tab);
@@ -12904,12 +12951,60 @@ function showError(panel, body) {
   setState(panel, "error", "error [" + e.code + "]: " + e.message);
 }
 
+// What the CLI warns about, shown over the answer: a cut-off or refused completion, citations of blocks that were
+// not supplied, claims their cited block does not support.
+function answerWarnings(data) {
+  const out = [], c = data.completion || {};
+  if (c.status === "incomplete")
+    out.push(["incomplete", "warning: the answer is incomplete (finish_reason " + c.finish_reason +
+              "): the model stopped before it finished"]);
+  if (c.status === "refused")
+    out.push(["refused", "warning: the answer is refused (finish_reason " + c.finish_reason +
+              "): the model declined to answer"]);
+  const check = data.citation_check;
+  if (check && check.invalid && check.invalid.length)
+    out.push(["citation", "warning: the answer cites block(s) " + check.invalid.map(n => "[" + n + "]").join(", ") +
+              " that were not supplied"]);
+  for (const claim of data.claims || []) {
+    if (claim.supported) continue;
+    const text = String(claim.text);
+    out.push(["claim", "warning: claim not supported by block(s) " + (claim.cites || []).map(n => "[" + n + "]")
+              .join(", ") + " (overlap " + claim.overlap + (claim.numbers_missing && claim.numbers_missing.length ?
+              ", numbers not in the block: " + claim.numbers_missing.join(", ") : "") + "): " +
+              (text.length > 100 ? text.slice(0, 99) + "…" : text)]);
+  }
+  return out;
+}
+function warn(kind, text) {
+  const p = el("p", "warning", text);
+  p.dataset.kind = kind;
+  $("warnings").append(p);
+  $("warnings").hidden = false;
+}
+// The stream broke (an error event, a cut connection): what was shown is a partial answer, not an answer.
+function answerFailed(panel, body) {
+  const e = (body && body.error) || {code: "error", message: String(body)};
+  showError(panel, {error: e});
+  const partial = $("answer").textContent.trim() !== "";
+  panel.dataset.answer = "failed";
+  $("mode").textContent = "failed"; $("mode").dataset.mode = "failed";
+  $("ticket-box").hidden = true;
+  warn("error", (partial ? "the answer failed part-way: the text below is incomplete, not an answer; "
+                         : "no answer: ") + "error [" + e.code + "]: " + e.message);
+}
+// One question at a time: a new ask aborts the stream before it, and events of a superseded ask are dropped.
+let askRun = 0, askAbort = null;
 async function ask() {
   const panel = $("ask"), question = $("question").value;
   if (!question.trim()) { $("question").focus(); return; }
+  const run = ++askRun, current = () => run === askRun;
+  if (askAbort) askAbort.abort();
+  const control = askAbort = new AbortController();
   const answer = $("answer");
   answer.textContent = "";
-  $("mode").textContent = ""; $("reason").textContent = "";
+  delete panel.dataset.answer;
+  $("warnings").replaceChildren(); $("warnings").hidden = true;
+  $("mode").textContent = ""; $("reason").textContent = ""; delete $("mode").dataset.mode;
   $("citations").replaceChildren();
   $("suggestion").hidden = true;
   $("closest").hidden = true;
@@ -12922,12 +13017,15 @@ async function ask() {
   if ($("fallback").checked) body.fallback = true;
   let resp;
   try {
-    resp = await fetch("/ask/stream", {method: "POST", headers: headers(), body: JSON.stringify(body)});
-  } catch (err) { showError(panel, {error: {code: "network", message: err.message}}); return; }
-  if (resp.status === 401) { setState(panel, "auth", "this server needs its API token"); askToken(ask); return; }
+    resp = await fetch("/ask/stream", {method: "POST", headers: headers(), body: JSON.stringify(body),
+                                       signal: control.signal});
+  } catch (err) { if (current()) fetchFailed(panel, err, ask); return; }
+  if (!current()) return;
+  if (resp.status === 401) { needToken(panel, ask); return; }
   if (!resp.ok || !(resp.headers.get("Content-Type") || "").startsWith("text/event-stream")) {
     let payload; try { payload = await resp.json(); } catch (e) { payload = "HTTP " + resp.status; }
-    showError(panel, payload); return;
+    if (current()) showError(panel, payload);
+    return;
   }
   const reader = resp.body.getReader(), decoder = new TextDecoder();
   let buffer = "";
@@ -12939,7 +13037,15 @@ async function ask() {
       setState(panel, name === "done" ? "done" : "running", name === "done" ? "done" : "answering…");
     }
     if (name === "delta") answer.textContent += data.text;
-    if (name === "done") renderAnswer(answer, data.answer);
+    if (name === "done") {
+      renderAnswer(answer, data.answer);
+      const warnings = answerWarnings(data);
+      for (const [kind, text] of warnings) warn(kind, text);
+      if (warnings.length) {
+        panel.dataset.answer = "warned";
+        setState(panel, "done", "done, with " + warnings.length + " warning(s): check the answer against its sources");
+      }
+    }
     if (name === "done" && data.mode === "no_answer") offerTicket(question, data.answer_id);
     if (name === "done" && data.closest && data.closest.length) {
       $("closest-list").replaceChildren(...data.closest.map(c => el("li", "closest-note",
@@ -12950,38 +13056,52 @@ async function ask() {
       $("suggestion-question").textContent = data.suggestion.question;
       $("suggestion").hidden = false;
     }
-    if (name === "error") showError(panel, data);
+    if (name === "error") answerFailed(panel, data);
   };
-  for (;;) {
-    const {value, done} = await reader.read();
-    if (value) buffer += decoder.decode(value, {stream: true});
-    let cut;
-    while ((cut = buffer.indexOf("\n\n")) >= 0) {
-      const block = buffer.slice(0, cut); buffer = buffer.slice(cut + 2);
-      let name = "message", data = "";
-      for (const line of block.split("\n")) {
-        if (line.startsWith("event: ")) name = line.slice(7);
-        else if (line.startsWith("data: ")) data += line.slice(6);
+  try {
+    for (;;) {
+      const {value, done} = await reader.read();
+      if (!current()) { reader.cancel().catch(() => {}); return; }
+      if (value) buffer += decoder.decode(value, {stream: true});
+      let cut;
+      while ((cut = buffer.indexOf("\n\n")) >= 0) {
+        const block = buffer.slice(0, cut); buffer = buffer.slice(cut + 2);
+        let name = "message", data = "";
+        for (const line of block.split("\n")) {
+          if (line.startsWith("event: ")) name = line.slice(7);
+          else if (line.startsWith("data: ")) data += line.slice(6);
+        }
+        if (data) handle(name, JSON.parse(data));
       }
-      if (data) handle(name, JSON.parse(data));
+      if (done) break;
     }
-    if (done) break;
+  } catch (err) {
+    if (current()) answerFailed(panel, {error: {code: "network", message: "the stream broke: " + err.message}});
+    return;
   }
-  if (panel.dataset.state === "running") setState(panel, "error", "the stream ended early");
+  if (current() && panel.dataset.state === "running")
+    answerFailed(panel, {error: {code: "stream_ended", message: "the stream ended before the answer was done"}});
 }
 
+let searchRun = 0, searchAbort = null;
 async function search() {
   const panel = $("search"), query = $("query").value;
   if (!query.trim()) { $("query").focus(); return; }
+  const run = ++searchRun, current = () => run === searchRun;
+  if (searchAbort) searchAbort.abort();
+  const control = searchAbort = new AbortController();
   setState(panel, "running", "searching…");
-  let resp;
+  let resp, payload;
   try {
-    resp = await fetch("/search", {method: "POST", headers: headers(),
+    resp = await fetch("/search", {method: "POST", headers: headers(), signal: control.signal,
                                    body: JSON.stringify({query: query, top_k: parseInt($("search-k").value, 10)})});
-  } catch (err) { showError(panel, {error: {code: "network", message: err.message}}); return; }
-  if (resp.status === 401) { setState(panel, "auth", "this server needs its API token"); askToken(search); return; }
-  let payload; try { payload = await resp.json(); } catch (e) { payload = "HTTP " + resp.status; }
+  } catch (err) { if (current()) fetchFailed(panel, err, search); return; }
+  if (!current()) return;
+  if (resp.status === 401) { needToken(panel, search); return; }
+  try { payload = await resp.json(); } catch (e) { payload = "HTTP " + resp.status; }
+  if (!current()) return;
   if (!resp.ok) { showError(panel, payload); return; }
+  $("results").dataset.query = query;
   evidenceList($("results"), payload.results, "no results");
   setState(panel, "done", payload.results.length + " result(s), confidence " + payload.confidence.toFixed(4));
 }
@@ -13018,8 +13138,9 @@ async function makeTicket() {
   $("ticket-status").textContent = "drafting…";
   let r;
   try { r = await api("POST", "/tickets/draft", gap); }
-  catch (err) { ticketError({error: {code: "network", message: err.message}}); return; }
-  if (r.status === 401) { askToken(makeTicket); return; }
+  catch (err) { if (!fetchFailed(null, err, makeTicket)) ticketError({error: {code: "network", message: err.message}});
+                return; }
+  if (r.status === 401) { needToken(null, makeTicket); return; }
   if (!r.ok) { ticketError(r.payload); return; }
   draft = r.payload;
   $("ticket-title").value = draft.title;
@@ -13037,8 +13158,9 @@ async function saveTicket() {
                                          description: $("ticket-description").value, confirmed: true});
   let r;
   try { r = await api("POST", "/tickets", body); }
-  catch (err) { ticketError({error: {code: "network", message: err.message}}); return; }
-  if (r.status === 401) { askToken(saveTicket); return; }
+  catch (err) { if (!fetchFailed(null, err, saveTicket)) ticketError({error: {code: "network", message: err.message}});
+                return; }
+  if (r.status === 401) { needToken(null, saveTicket); return; }
   if (!r.ok) { ticketError(r.payload); return; }
   draft = null;
   $("ticket-form").hidden = true;
@@ -13050,8 +13172,8 @@ async function loadTickets() {
   setState(panel, "running", "loading…");
   let r;
   try { r = await api("GET", "/tickets" + (status ? "?status=" + encodeURIComponent(status) : "")); }
-  catch (err) { showError(panel, {error: {code: "network", message: err.message}}); return; }
-  if (r.status === 401) { setState(panel, "auth", "this server needs its API token"); askToken(loadTickets); return; }
+  catch (err) { fetchFailed(panel, err, loadTickets); return; }
+  if (r.status === 401) { needToken(panel, loadTickets); return; }
   if (!r.ok) { showError(panel, r.payload); return; }
   const rows = $("ticket-rows");
   rows.replaceChildren();
@@ -13075,9 +13197,8 @@ async function updateTicket(id, status) {
   setState(panel, "running", "updating #" + id + "…");
   let r;
   try { r = await api("PATCH", "/tickets/" + id, {status: status}); }
-  catch (err) { showError(panel, {error: {code: "network", message: err.message}}); return; }
-  if (r.status === 401) { setState(panel, "auth", "this server needs its API token");
-                          askToken(() => updateTicket(id, status)); return; }
+  catch (err) { fetchFailed(panel, err, () => updateTicket(id, status)); return; }
+  if (r.status === 401) { needToken(panel, () => updateTicket(id, status)); return; }
   if (!r.ok) { showError(panel, r.payload); return; }
   await loadTickets();
 }
@@ -13117,6 +13238,12 @@ pre.content{white-space:pre-wrap;font:13px/1.45 ui-monospace,monospace;backgroun
 padding:.4rem;border:1px solid #c7ccd1;border-radius:6px}#ticket-description{min-height:12rem;font-size:13px}
 [hidden]{display:none!important}.made-by{color:#6b7280;font-size:.9em}table{border-collapse:collapse;width:100%}
 td,th{border-bottom:1px solid #e5e7eb;padding:.3rem .5rem;text-align:left;vertical-align:top}
+#token-message{color:#b91c1c;font-weight:600;margin:.3rem 0 0}#token-message:empty{display:none}
+p.warning{border-left:4px solid #d97706;background:#fffbeb;color:#78350f;padding:.3rem .6rem;margin:.3rem 0}
+p.warning[data-kind=error]{border-color:#b91c1c;background:#fef2f2;color:#7f1d1d;font-weight:600}
+[data-answer=warned] #answer{border-color:#d97706}
+[data-answer=failed] #answer{opacity:.5;border-style:dashed;border-color:#b91c1c}[data-answer=failed] #citations{opacity:.5}
+#mode[data-mode=failed]{background:#fecaca}[data-answer=warned] #mode{background:#fef3c7}
 """
 DEMO_PAGE_HTML = f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
@@ -13125,7 +13252,7 @@ DEMO_PAGE_HTML = f"""<!doctype html>
 <h1>localrag <small>cited answers from your notes, on this machine</small></h1>
 <div id="token-box" hidden><form id="token-form"><label for="token">This server needs its API token
 (LOCALRAG_API_TOKEN):</label><input id="token" type="password" autocomplete="off">
-<button class="go" type="submit">Use token</button></form></div>
+<button class="go" type="submit">Use token</button></form><p id="token-message" role="alert"></p></div>
 <nav><button type="button" data-panel="ask" aria-selected="true">Ask</button><button type="button"
 data-panel="search" aria-selected="false">Search</button><button type="button" data-panel="tickets"
 aria-selected="false">Tickets</button></nav>
@@ -13139,6 +13266,7 @@ aria-selected="false">Tickets</button></nav>
 <p id="suggestion" hidden>Did you mean <button type="button" class="link" id="suggestion-question"></button>?</p>
 <div id="closest" hidden><p>Closest notes (not an answer; they share some of the question's words):</p>
 <ul id="closest-list"></ul></div>
+<div id="warnings" role="alert" hidden></div>
 <div id="answer" aria-live="polite"></div>
 <h2>Citations</h2><div id="citations"></div>
 <div id="ticket-box" hidden><p>The knowledge base could not answer this. <button class="go" type="button"

@@ -21,6 +21,7 @@ Scenarios (the same names work for non-streaming and streaming requests unless n
     trickle         non-streaming: the body one byte every 0.1 s (no read stalls; the whole takes long)
     stall_stream    streaming: sends headers and one delta, then stalls
     no_done         streaming: deltas, then closes without finish_reason or [DONE]
+    slow_stream     streaming: like ok, but waits ``piece_delay`` seconds before each delta (a long answer)
 """
 
 from __future__ import annotations
@@ -178,6 +179,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self.wfile.write(b": keep-alive comment\n\n")  # SSE comments must be ignored
         self._event(chunk_body({"role": "assistant", "content": ""}, None))
         for piece in pieces:
+            if scenario == "slow_stream":
+                stub.release.wait(stub.piece_delay)
             self._event(chunk_body({"content": piece}, None))
         if scenario == "no_done":
             return
@@ -250,6 +253,7 @@ class ChatStub(LoopbackStub):
         self.scenario = "ok"
         self.answer = "The evidence answers it [1]."
         self.delay = 5.0                 # upper bound of a "slow" wait; stop() releases it at once
+        self.piece_delay = 0.3           # slow_stream: the wait before each delta
 
     @property
     def root(self) -> str:

@@ -7,12 +7,14 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import time
 import urllib.parse
 
 import pytest
 
 import localrag
 from conftest import ROOT, serving
+from llm_stub import ChatStub
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium (test extra) is not installed")
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -101,6 +103,8 @@ def test_streamed_answer_citations_and_search(ingested, browser):
         assert browser.find_element("id", "answer").text.strip() == shown.strip()
         assert browser.find_element("id", "mode").text == "rag"
         assert "threshold" in browser.find_element("id", "reason").text
+        assert not browser.find_element("id", "warnings").is_displayed()     # a good answer carries no warning
+        assert browser.find_element("id", "ask").get_attribute("data-answer") is None
         cites = browser.find_elements("css selector", "#citations details.evidence")
         assert len(cites) == len(expected["citations"]) > 0
         first = expected["citations"][0]
@@ -241,3 +245,146 @@ def test_refused_answer_becomes_a_confirmed_ticket(ingested, browser, monkeypatc
         own_origin_only(browser, base)
         logs = browser.get_log("browser") if hasattr(browser, "get_log") else []
         assert not [e for e in logs if "Content Security Policy" in e.get("message", "")], logs
+
+
+@pytest.fixture
+def chat_llm(ingested, monkeypatch):
+    """The sample vault ingested and the LLM an OpenAI-compatible stub (tests/llm_stub.py): (config, stub)."""
+    with ChatStub() as stub:
+        for key, value in {"LLM_PROVIDER": "openai-compatible", "LLM_BASE_URL": stub.root + "/v1/",
+                           "LLM_API_KEY": "sk-page-test", "LLM_MODEL": "stub-model",
+                           "LLM_TIMEOUT_SECONDS": "30"}.items():
+            monkeypatch.setenv(key, value)
+        yield localrag.load_config(), stub
+
+
+def answer_text(driver) -> str:
+    return driver.find_element("id", "answer").text
+
+
+def test_a_new_question_replaces_an_answer_still_streaming(chat_llm, browser):
+    """Asking again while an answer streams aborts that stream: none of its deltas, nor its final event, reach the
+    new question's answer (they had interleaved, and the slower `done` had won)."""
+    from selenium.webdriver.support.ui import WebDriverWait
+    config, stub = chat_llm
+    stub.scenario, stub.piece_delay, stub.answer = "slow_stream", 0.25, "FIRST " * 14 + "[1]"   # 13 deltas, ~3 s
+    with serving(config) as base:
+        browser.get(base + "/")
+        box = browser.find_element("id", "question")
+        box.send_keys(QUESTION)
+        browser.find_element("id", "ask-button").click()
+        WebDriverWait(browser, 30).until(lambda d: "FIRST" in answer_text(d))     # the first answer is streaming
+        stub.scenario, stub.answer = "ok", "SECOND: P1 工单必须在 15 分钟内由一线确认并升级。 [1]"
+        box.clear()
+        box.send_keys("P1 工单多久内要升级？")
+        browser.find_element("id", "ask-button").click()
+        assert wait_state(browser, "ask") == "done"
+        assert answer_text(browser).startswith("SECOND")
+        time.sleep(13 * 0.25 + 1)          # the first stream would have ended by now, its `done` sent
+        assert wait_state(browser, "ask") == "done"
+        assert "FIRST" not in answer_text(browser) and answer_text(browser).startswith("SECOND")
+        assert "FIRST" not in browser.find_element("id", "citations").text
+        assert browser.find_element("id", "question").get_attribute("value") == "P1 工单多久内要升级？"
+        assert len(stub.requests) == 2
+        screenshot(browser, "ask-again-while-streaming")
+
+
+def test_answers_the_cli_warns_about_are_marked(chat_llm, browser):
+    """A cut-off, refused, wrongly cited or unsupported answer shows the CLI's warning over it (it had looked like
+    a good one: green badge, "done"); a stream that breaks marks the partial answer as failed."""
+    config, stub = chat_llm
+    cases = [("length", "P1 工单必须在 15", "incomplete", "warning: the answer is incomplete (finish_reason length)"),
+             ("refusal", "", "refused", "warning: the answer is refused (finish_reason"),
+             ("ok", "P1 工单必须在 15 分钟内升级。 [99]", "citation",
+              "warning: the answer cites block(s) [99] that were not supplied"),
+             ("ok", "The moon is made of green cheese and weighs 42 tonnes. [1]", "claim",
+              "warning: claim not supported by block(s) [1]")]
+    with serving(config) as base:
+        browser.get(base + "/")
+        box = browser.find_element("id", "question")
+        for scenario, answer, kind, wording in cases:
+            stub.scenario, stub.answer = scenario, answer
+            box.clear()
+            box.send_keys(QUESTION)
+            browser.find_element("id", "ask-button").click()
+            assert wait_state(browser, "ask") == "done", (scenario, answer)
+            warnings = browser.find_elements("css selector", "#warnings p.warning")
+            assert browser.find_element("id", "warnings").is_displayed(), (scenario, answer)
+            shown = {w.get_attribute("data-kind"): w.text for w in warnings}
+            assert kind in shown and shown[kind].startswith(wording), shown
+            assert browser.find_element("id", "ask").get_attribute("data-answer") == "warned"
+            assert "warning" in browser.find_element("css selector", "#ask .status").text
+            screenshot(browser, f"warning-{kind}")
+        # a stream cut mid-answer: the partial text is marked failed, not left looking like an answer
+        stub.scenario, stub.answer = "no_done", "P1 工单必须在 15 分钟内由一线确认并升级。 [1]"
+        box.clear()
+        box.send_keys(QUESTION)
+        browser.find_element("id", "ask-button").click()
+        assert wait_state(browser, "ask") == "error"
+        assert browser.find_element("id", "ask").get_attribute("data-answer") == "failed"
+        assert browser.find_element("id", "mode").text == "failed"
+        errors = browser.find_elements("css selector", "#warnings p.warning[data-kind=error]")
+        assert len(errors) == 1 and errors[0].is_displayed() and "incomplete, not an answer" in errors[0].text
+        assert float(browser.find_element("id", "answer").value_of_css_property("opacity")) < 1
+        screenshot(browser, "answer-failed")
+        # the next good answer clears all of it
+        stub.scenario = "ok"
+        browser.find_element("id", "ask-button").click()
+        assert wait_state(browser, "ask") == "done"
+        assert browser.find_element("id", "ask").get_attribute("data-answer") is None
+        assert not browser.find_element("id", "warnings").is_displayed()
+
+
+def test_a_token_a_header_cannot_carry_is_refused_and_asked_for_again(ingested, browser, monkeypatch):
+    """A token with a character outside Latin-1 (which fetch cannot put in a header) is refused when entered,
+    dropped when found stored, and asked for again; a refused token says "wrong token"."""
+    from selenium.webdriver.support.ui import WebDriverWait
+    monkeypatch.setenv("LOCALRAG_API_TOKEN", "page-token-5678")
+    config = localrag.load_config()
+    stored = "return sessionStorage.getItem('localrag-token')"
+    with serving(config) as base:
+        browser.get(base + "/")
+        browser.find_element("id", "question").send_keys(QUESTION)
+        browser.find_element("id", "ask-button").click()
+        assert wait_state(browser, "ask") == "auth"
+        token_box, message = browser.find_element("id", "token-box"), browser.find_element("id", "token-message")
+        browser.find_element("id", "token").send_keys("tök-SENTINEL✓")
+        browser.find_element("css selector", "#token-form button").click()
+        assert token_box.is_displayed() and "✓" in message.text and "HTTP header" in message.text
+        assert browser.execute_script(stored) is None
+        assert browser.find_element("id", "ask").get_attribute("data-state") == "auth"
+        # one stored before (an older page) is dropped on load, and asked for
+        browser.execute_script("sessionStorage.setItem('localrag-token', 'tök-SENTINEL✓'); location.reload()")
+        token_box, message = browser.find_element("id", "token-box"), browser.find_element("id", "token-message")
+        assert token_box.is_displayed() and "cannot be sent" in message.text
+        assert browser.execute_script(stored) is None
+        # one in use when a request is made: that fetch throws; the token is dropped and asked for again
+        browser.execute_script("token = 'tök✓'; sessionStorage.setItem('localrag-token', token)")
+        browser.find_element("id", "question").send_keys(QUESTION)
+        browser.find_element("id", "ask-button").click()
+        assert wait_state(browser, "ask") == "auth"
+        assert token_box.is_displayed() and "cannot be sent" in message.text
+        assert browser.execute_script(stored) is None
+        token = browser.find_element("id", "token")
+        token.clear()
+        token.send_keys("page-token-5678")
+        browser.find_element("css selector", "#token-form button").click()
+        assert wait_state(browser, "ask", ("done", "error")) == "done"
+        assert not token_box.is_displayed() and browser.find_element("id", "mode").text == "rag"
+        # a wrong (sendable) token: asked for again, saying it was refused
+        browser.execute_script("sessionStorage.setItem('localrag-token', 'wrong'); location.reload()")
+        browser.find_element("id", "question").send_keys(QUESTION)
+        browser.find_element("id", "ask-button").click()
+        assert wait_state(browser, "ask") == "auth"
+        message = browser.find_element("id", "token-message")
+        assert browser.find_element("id", "token-box").is_displayed() and "wrong token" in message.text
+        assert "wrong token" in browser.find_element("css selector", "#ask .status").text
+        # the Search tab recovers the same way from a token it cannot send
+        browser.find_element("css selector", "nav button[data-panel=search]").click()
+        browser.execute_script("token = 'tök✓'")
+        browser.find_element("id", "query").send_keys("P1 工单升级")
+        browser.find_element("id", "search-button").click()
+        assert wait_state(browser, "search") == "auth"
+        WebDriverWait(browser, 5).until(lambda d: "cannot be sent" in d.find_element("id", "token-message").text)
+        screenshot(browser, "token-cannot-be-sent")
+        own_origin_only(browser, base)
