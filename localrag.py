@@ -2958,17 +2958,8 @@ class _HttpClient:
 
         def attempt() -> Any:
             resp = self._open_once(data, "application/json")
-            guard = _ReadDeadline(resp, self.timeout_s)
             try:
-                try:
-                    with guard:
-                        raw = resp.read()
-                except Exception:
-                    if guard.expired:   # the read ended because the deadline shut the connection
-                        raise socket.timeout() from None
-                    raise
-                if guard.expired:
-                    raise socket.timeout()
+                raw = _ReadDeadline.read(resp, self.timeout_s)
             except (TimeoutError, socket.timeout):
                 raise self._timeout("finish") from None
             except (ConnectionResetError, http.client.HTTPException) as exc:
@@ -3010,6 +3001,21 @@ class _ReadDeadline:
     def __exit__(self, *exc: Any) -> None:
         if self._timer is not None:
             self._timer.cancel()
+
+    @classmethod
+    def read(cls, resp: Any, seconds: float) -> bytes:
+        """The whole body of `resp` within `seconds`; socket.timeout when the deadline ended the read."""
+        guard = cls(resp, seconds)
+        try:
+            with guard:
+                raw = resp.read()
+        except Exception:
+            if guard.expired:   # the read ended because the deadline shut the connection
+                raise socket.timeout() from None
+            raise
+        if guard.expired:
+            raise socket.timeout()
+        return raw
 
 
 UPSTREAM_BODY_READ = 4096      # an error body read this far, redacted, and only then cut for the message
@@ -10225,17 +10231,8 @@ class OpenAICompatibleLLM:
     def _complete_unstreamed(self, resp: Any, on_delta: Callable[[str], None]) -> Completion:
         """A server that ignores `stream: true` (some llama.cpp and proxy setups) answers with one JSON body: read
         it as `ask` without --stream does, its answer one delta (its error, redacted, the error)."""
-        guard = _ReadDeadline(resp, self.timeout_s)
         try:
-            try:
-                with guard:
-                    raw = resp.read()
-            except Exception:
-                if guard.expired:   # the read ended because the deadline shut the connection
-                    raise socket.timeout() from None
-                raise
-            if guard.expired:
-                raise socket.timeout()
+            raw = _ReadDeadline.read(resp, self.timeout_s)
         except (TimeoutError, socket.timeout):
             raise LlmTimeout(f"the LLM endpoint did not answer within LLM_TIMEOUT_SECONDS={self.timeout_s:g}",
                              timeout_s=self.timeout_s) from None
