@@ -8504,6 +8504,13 @@ def _word_base(word: str) -> str:
     return base if len(base) >= 3 else word
 
 
+def _base_term(word: str) -> str | None:
+    """The keyword term of a word's base form ("founded" -> found), if it has one other than the word's own."""
+    base = _word_base(word)
+    terms = keyword_terms(base) if base != word else []
+    return terms[0] if len(terms) == 1 and terms != keyword_terms(word) else None
+
+
 def misspelt_words(question: str, unknown_terms: Iterable[str]) -> dict[str, dict[str, str]]:
     """{word as typed, lower case: {variant: its keyword term}} for each word of the question that is spelt with
     letters only, is SPELLING_MIN_LENGTH to SPELLING_MAX_LENGTH long and whose term the knowledge base never uses
@@ -8820,6 +8827,7 @@ def answer_kind(question: str) -> str | None:
 _ASKS_WHY_RE = re.compile(r"^\s*(?:why|how come)\b|为什么|为何|怎么会|怎么回事|为啥", re.IGNORECASE)
 # A question asking for several things by kind ("Which property types…", "What regions…", "哪些说法"): a lead-in
 # with its list answers it whole.
+_ASKS_WHO_RE = re.compile(r"\bwho\b|\bwhom\b|谁|哪些人|哪几位|哪位", re.IGNORECASE)
 _ASKS_LIST_RE = re.compile(r"\b(?:which|what are(?: the)?)\s+(?!(?:does|is|was|has|goes)\b)(?:[a-z-]+\s+){0,2}?"
                            r"[a-z]{2,}(?<!s)s\b|\bwhat (?:kinds?|types?|sorts?) of\b|哪些|哪几", re.IGNORECASE)
 # A sentence that lists in itself what it names: "… only for the following: licenses, your account, payments and
@@ -9013,7 +9021,7 @@ _BARE_VERDICT_RE = re.compile(r"^(?:yes|no|nope|yep|是的|是|不是|不|可以
 # lower-case word: "e.g. in a case where ...", "etc. and" go on (an English sentence starts with a capital).  The
 # closing quotes and brackets after 。！？ end the sentence with it: "客户说：“我们担心数据出境。”" (the next one had
 # started with ”).
-_SENTENCE_RE = re.compile(r"(?:[^。！？!?.\n]|\.(?!\s|$)|\.(?=[ \t]+[a-z])|[!?](?=\w))+"
+_SENTENCE_RE = re.compile(r"(?:[^。！？!?.\n]|\.(?!\s|$)|\.(?=[ \t]+[a-z])|[!?](?=\w|\)))+"
                           r"(?:[。！？!?]+[”’」』）]*|\.(?=\s|$)|$)", re.MULTILINE)
 
 
@@ -9122,7 +9130,7 @@ _OPEN_FENCE_RE = re.compile(r"^[ \t>]*(?:(`{3,})[^`\n]*|(~{3,})[^\n]*)$.*?(?:^[ 
                             re.MULTILINE | re.DOTALL)
 
 
-def _plain_markdown(text: str, headings: bool = False, held: list | None = None) -> str:
+def _plain_markdown(text: str, headings: bool = False, held: list | None = None, addresses: bool = False) -> str:
     """Obsidian markup turned into readable text, line structure kept: code fences, headings, table rulers, HTML
     tags and comments, struck-through text, footnote marks, file embeds and lines of embeds dropped; blockquote
     markers and emphasis marks removed; [[a|b]] -> b, [[a#h]] -> a > h, a note embed in a sentence -> its link
@@ -9131,7 +9139,8 @@ def _plain_markdown(text: str, headings: bool = False, held: list | None = None)
     carries a citation marker of its own into an answer.  Inline code stays verbatim, backticks included, and an
     escaped character stays itself.  With `headings`, a heading's line is kept as _HEADING_MARK and its title (what
     a list under it is about).  With `held`, inline code and escapes are left as \x02n\x03 and their text appended
-    to `held` (so that a `!` or `.` in code does not end a sentence): _unhold() puts them back."""
+    to `held` (so that a `!` or `.` in code does not end a sentence): _unhold() puts them back.  With `addresses`,
+    every web link keeps its address, [text](https://x) -> text (https://x): for a question asking where."""
     keep: list = [] if held is None else held
     text = _OPEN_FENCE_RE.sub(" ", text)
 
@@ -9177,6 +9186,8 @@ def _plain_markdown(text: str, headings: bool = False, held: list | None = None)
     text = _WIKILINK_RE.sub(_wikilink_text, text)
     if "](http" in text:   # a list item that is one web link: the address is what it says ("- [Terms](https://…)")
         text = _WEB_LINK_ITEM_RE.sub(r"\1\2 (\3)", text)
+        if addresses:
+            text = _WEB_LINK_RE.sub(r"\1 (\2)", text)
     text = re.sub(r"\[([^\[\]\n]*)\]\((?:[^()\s]|\([^()\s]*\))*\)", r"\1", text)
     # footnotes: a reference is no text; a definition's text moves to the end without its label, as Obsidian shows
     # it (in place, it would stand between a lead-in and the example it introduces); an inline one in brackets
@@ -9213,6 +9224,9 @@ def _unhold(text: str, held: Sequence[str]) -> str:
 
 _WEB_LINK_ITEM_RE = re.compile(r"^([ \t]*(?:[-*+]|\d{1,3}[.)])[ \t]+)\[([^\[\]\n]+)\]\((https?://[^()\s]+)\)"
                                r"(?=[ \t]*\x04?[ \t]*$)", re.MULTILINE)
+_ASKS_WHERE_RE = re.compile(r"\bwhere\b|\b(?:web ?sites?|web ?address(?:es)?|download)\b|哪里|哪儿|在哪|网址|网站|下载",
+                            re.IGNORECASE)
+_WEB_LINK_RE = re.compile(r"\[([^\[\]\n]+)\]\((https?://[^()\s]+)\)")
 _SHOWN_ADDRESS_RE = re.compile(r" \(https?://[^()\s]+\)")   # the address _WEB_LINK_ITEM_RE shows after a name
 _CJK_ICON_RE = re.compile(r"(?<=[\u3040-\u30ff\u4e00-\u9fff])[^\S\n]*!\[\[[^\]\[|#]+\.(?!md\b)[A-Za-z0-9]{2,5}(?:[#|][^\]]*)?"
                           r"\]\][^\S\n]*(?=[\u3040-\u30ff\u4e00-\u9fff])")
@@ -9242,7 +9256,7 @@ _LISTED = ("step", "item", "sub")
 _BOLD_LINE_RE = re.compile(r"^[ \t]{0,3}(\*\*|__)((?:(?!\1)[^\n])+?)\1[ \t]*$", re.MULTILINE)
 
 
-def _evidence_units(content: str) -> list[dict]:
+def _evidence_units(content: str, addresses: bool = False) -> list[dict]:
     """A block's units, in order: whole sentences of paragraphs and whole list items, each a substring of the
     cleaned block (whitespace collapsed); ordered-list items carry their list id and step number.  Headings and
     fenced code blocks (closed; verbatim with their fences, their indentation removed) are units too, never shown
@@ -9310,7 +9324,7 @@ def _evidence_units(content: str) -> list[dict]:
                           **({"web_link": True} if item.get("web_link") else {})})
         item = None
 
-    for line in _plain_markdown(content, headings=True, held=held).splitlines():
+    for line in _plain_markdown(content, headings=True, held=held, addresses=addresses).splitlines():
         m = _LIST_ITEM_RE.match(line)
         if line.startswith(_HEADING_MARK):   # never shown; it says what the list or text under it is about
             flush_paragraph()
@@ -9358,6 +9372,11 @@ def _evidence_units(content: str) -> list[dict]:
                 list_id += 1
                 if units and units[-1]["kind"] == "sentence" and units[-1]["text"].endswith((":", "：")):
                     units[-1]["list_follows"] = list_id     # "Obsidian supports the following types:" + the types
+                elif units and units[-1]["kind"] == "sentence" and last_kind == "text" and \
+                        (len(units) == 1 or units[-2]["kind"] == "heading"):
+                    # a heading's one-sentence caption of the list under it ("## Core team", "The core team that
+                    # builds and maintains Obsidian.", the names): the list is what a question asking who wants
+                    units[-1]["caption_of"] = list_id
             last_kind, list_indent = kind, indent
             parent_link = m.group(4).rstrip().endswith(_LINK_ITEM_MARK)
             item = {"lines": [m.group(4)], "kind": kind, "list": list_id, "step": int(m.group(3) or 0),
@@ -9473,10 +9492,10 @@ def _defines(text: str, subject: str) -> bool:
     return bool(re.match(rf"(?:an?\s+|the\s+)?{words}(?:e?s)?{_DEFINES_RE}", text.strip(), re.I))
 
 
-def _list_items(units: Sequence[dict], pos: int) -> list[dict]:
-    """The items of the list that units[pos] leads into ("… the following types:"), in order; none when it leads
-    into no list."""
-    follows = units[pos].get("list_follows")
+def _list_items(units: Sequence[dict], pos: int, captions: bool = False) -> list[dict]:
+    """The items of the list that units[pos] leads into ("… the following types:"), or with `captions` the list
+    it captions, in order; none when it leads into no list."""
+    follows = units[pos].get("list_follows") or captions and units[pos].get("caption_of")
     return [v for v in units[pos + 1:] if v.get("list") == follows] if follows else []
 
 
@@ -9515,7 +9534,10 @@ class _ExtractiveAnswer:
         self.bonus = FAKE_INSTRUCTION_BONUS if self.wants and self.wants.kind == "procedure" else FAKE_KIND_BONUS
         self.subject = definition_subject(question)
         self.enumerates = bool(_ASKS_LIST_RE.search(question))
+        self.asks_who = bool(_ASKS_WHO_RE.search(question))
         self.how_to = asks_procedure(question)
+        # a question asking where (or for an address) gets the addresses of the evidence's web links
+        self.addresses = bool(rule and rule.kind == "url" or _ASKS_WHERE_RE.search(question))
         self.scored: list[dict] = []   # the readable units of every block, scored: what an answer is made of
         self.steps: dict[tuple[int, int], list[dict]] = {}   # each numbered list's steps, by (block, list)
         self.units_of: dict[int, list[dict]] = {}   # every unit of each block, scored, with its block and position
@@ -9570,7 +9592,7 @@ class _ExtractiveAnswer:
         # old English path kept as a Chinese note's alias does.)
         named = bool(q) and (q <= about or q <= answer_terms(b.get("names") or ""))
         under: set[str] = set()
-        raw = _evidence_units(b["content"])
+        raw = _evidence_units(b["content"], addresses=self.addresses)
         for pos, unit in enumerate(raw):
             toks = answer_terms(unit["text"])
             hit = len(q & toks)
@@ -9615,7 +9637,9 @@ class _ExtractiveAnswer:
         them saying what else was asked (or else the second procedure a two-part question asks for), the
         prerequisite first; None when a sentence answers better, for the ranked answer to give."""
         # a list numbered from 4 continues one whose start is elsewhere: not a procedure on its own
-        self.whole = {key: items for key, items in self.steps.items() if items[0]["step"] <= 1}
+        anchored = self._anchored()
+        self.whole = {key: items for key, items in self.steps.items() if items[0]["step"] <= 1 and
+                      (not anchored or key[0] in anchored)}
         first = self._choose_procedure()
         readable = self._shown_steps(self.whole[first]) if first is not None else []
         if len(readable) < 2 or not self._steps_answer(first):
@@ -9677,13 +9701,28 @@ class _ExtractiveAnswer:
         verify that analytics is working …?" had the Google Analytics setup steps; "verify" is in the
         Troubleshooting line that answers).  A CJK bigram inside a longer run of the question (育折 of 教育折扣) is
         no word of its own and never the rarest; without the retrieval's weights nothing is rarer."""
+        rarest = self._rarest_said()
+        return rarest is not None and rarest not in self._covers(first)
+
+    def _rarest_said(self) -> str | None:
+        """The question's rarest term (by the retrieval's idf) that some line of the evidence says, if any."""
         if not self.weights:
-            return False
+            return None
         order = keyword_terms(self.question)
         inside = {t for i, t in enumerate(order) if len(t) == 2 and is_cjk_term(t) and _overlapping_bigrams(order, i)}
         said = (self.q - inside) & set().union(*(answer_terms(u["text"]) for u in self.scored))
-        rarest = max(said, key=lambda t: (self.weights.get(t, self.usual), t), default=None)
-        return rarest is not None and rarest not in self._covers(first)
+        return max(said, key=lambda t: (self.weights.get(t, self.usual), t), default=None)
+
+    def _anchored(self) -> set[int]:
+        """The blocks that say the question's rarest term, when it names the best block's note (Craft.md for "How do
+        I export from Craft?"): the others are about something else (OneNote's export steps)."""
+        rarest = self._rarest_said()
+        best = min(self.units_of, default=None)
+        if rarest is None or best is None or \
+                rarest not in answer_terms(note_stem(self.blocks_by_n[best].get("source") or "")):
+            return set()
+        return {n for n, units in self.units_of.items()
+                if rarest in self.headings[n] or any(rarest in answer_terms(u["text"]) for u in units)}
 
     def _intro(self, key: tuple[int, int]) -> dict | None:
         """The sentence that leads into a list ("To exclude a folder from syncing:"), if it has one."""
@@ -9784,7 +9823,8 @@ class _ExtractiveAnswer:
 
     def _rank(self) -> list[dict]:
         """The units that cover the question, best first, in the question's script when the evidence allows."""
-        ranked = sorted((u for u in self.scored if u["hit"] or u["framed"]),
+        anchored = self._anchored()
+        ranked = sorted((u for u in self.scored if (u["hit"] or u["framed"]) and (not anchored or u["n"] in anchored)),
                         key=lambda u: (-u["coverage"], u["n"], -u["own"], -u["density"], u["pos"]))
         if ranked:  # the tail must cover the question at least half as well as the best sentence does
             ranked = [u for u in ranked if u["coverage"] >= FAKE_MIN_RELATIVE_COVERAGE * ranked[0]["coverage"]]
@@ -9940,13 +9980,14 @@ class _ExtractiveAnswer:
         the whole list up to FAKE_MAX_STEPS items (nested items left out): one answer unit with its lead, shown
         where the first of its items already shown was (the best unit stays first: "Disconnected: … typically
         red." under "The icon reflects various sync states:" was moved below a worse sentence)."""
-        if not u.get("list_follows") or self.shown_lists or \
+        follows = u.get("list_follows") or self.asks_who and u.get("caption_of")
+        if not follows or self.shown_lists or \
                 u["coverage"] < FAKE_LIST_MIN_RELATIVE_COVERAGE * self.ranked[0]["coverage"]:
             return []   # one list per answer, and one about the question: a list makes an answer long
-        items = _list_items(self.units_of[u["n"]], u["pos"])
+        items = _list_items(self.units_of[u["n"]], u["pos"], captions=self.asks_who)
         if not items or len(items) > FAKE_MAX_STEPS or not all(re.search(r"\w", v["text"]) for v in items):
             return []
-        self.shown_lists.append(u["list_follows"])
+        self.shown_lists.append(follows)
         self.seen.update(v["text"] for v in items)     # an item is not shown again as a sentence of its own
         alone = {f"{v['text']} [{u['n']}]" for v in items}   # nor stays where it was shown before its list
         self.list_at = next((i for i, line in enumerate(self.lines) if line in alone), None)
@@ -10493,10 +10534,14 @@ def spelling_suggestion(store: Store, config: Config, question: str, gate_mode: 
     if gate_mode != "no_answer" or not signals.get("unknown_words"):
         return None
     candidates = misspelt_words(question, signals["unknown_words"])
-    terms = sorted({t for variants in candidates.values() for t in variants.values()})
+    bases = {word: _base_term(word) for word in candidates}
+    terms = sorted({t for variants in candidates.values() for t in variants.values()} | set(bases.values()) - {None})
     if not terms:
         return None
     _n, _avgdl, df = store.keyword_stats(terms)
+    # a word whose base the knowledge base uses is another form of a word it knows, not a slip: "founded" (found)
+    # had been offered as "rounded"
+    candidates = {word: variants for word, variants in candidates.items() if not df.get(bases[word])}
     corrections = choose_corrections(candidates, df)
     fixed = corrected_question(question, corrections)
     if not corrections or fixed == question:

@@ -1854,3 +1854,63 @@ def test_a_bare_yes_or_no_is_one_sentence_with_the_next():
     content = "No. The data is deleted immediately from the servers. Local data stays."
     answer = localrag.fake_answer("Do you keep my data on the servers after a refund?", blocks_of(content))
     assert answer.startswith("No. The data is deleted immediately from the servers. [1]")
+
+
+def test_an_answer_keeps_to_the_notes_that_say_the_name_the_best_note_is_named_for():
+    """"怎么从 Craft 导出笔记？" with Craft.md ranked first: OneNote's export steps, which share 导出 and 笔记 but never
+    say Craft, had been the whole answer (check11 zh-03).  The question's rarest term names the best block's note, so
+    the blocks that never say it are about something else.  A rarest term that is no note's name keeps the old
+    ranking (two blocks of one note on saving and loading a workspace both answer)."""
+    blocks = [{"n": 1, "source": "导入笔记/Craft.md", "heading_path": ["从 Craft 导出数据"], "score": 0.43,
+               "content": "在桌面电脑上打开 Craft 应用：\n\n1. 前往整理视图\n2. 点击三点菜单\n3. 选择导出选项。\n4. 选择 Markdown。"},
+              {"n": 2, "source": "导入笔记/OneNote.md", "heading_path": ["从 OneNote 导出笔记本"], "score": 0.34,
+               "content": "一个包包含笔记本的所有章节，因此你可以一步完成导出和导入。\n\n1. 打开你要导出的笔记本。\n"
+                          "2. 进入文件 → 导出。\n3. 点击导出，选择保存文件的位置。"}]
+    question = "怎么从 Craft 导出笔记，才能导入到 Obsidian？"
+    weights = {"craft": 6.0, "导出": 2.5, "出笔": 3.0, "笔记": 1.2, "导入": 2.0, "obsidian": 0.5}
+    answer = localrag.fake_answer(question, blocks, weights=weights)
+    assert "[2]" not in answer and "1. 前往整理视图 [1]" in answer, answer
+    # Craft is the second block's note instead: nothing is dropped
+    swapped = [{**blocks[1], "n": 1}, {**blocks[0], "n": 2}]
+    assert "[1]" in localrag.fake_answer(question, swapped, weights=weights)
+
+
+def test_a_question_asking_where_gets_the_addresses_of_web_links():
+    """"Where do I register an account?" was answered "Register an account, and access your account dashboard …"
+    with the address the question asks for dropped (check11 en-01).  A question asking where (or for an address)
+    keeps a web link's address after its text; any other question reads the text alone, as before."""
+    content = ("Register an account, and access your [account dashboard](https://obsidian.md/account), if you want "
+               "to purchase Obsidian Sync.")
+    where = localrag.fake_answer("Where do I access my account dashboard?", blocks_of(content))
+    assert where.splitlines()[0] == ("Register an account, and access your account dashboard "
+                                     "(https://obsidian.md/account), if you want to purchase Obsidian Sync. [1]")
+    assert all(c["supported"] for c in localrag.claim_support(where, blocks_of(content)))
+    assert "https://" in localrag.fake_answer("我的账户面板在哪里？", blocks_of(
+        "你可以在[账户面板](https://obsidian.md/account)中管理订阅。"))
+    what = localrag.fake_answer("What can I do in my account dashboard?", blocks_of(content))
+    assert "https://" not in what and "account dashboard, if you want" in what
+
+
+def test_a_question_asking_who_gets_the_list_a_heading_s_caption_introduces():
+    """"## Core team", "The core team that builds and maintains Obsidian.", then the names: "Who is on the core
+    team?" had the caption alone (check11 en-06).  A heading's one-sentence caption brings its list for a question
+    asking who; for another question it stays a sentence (the list it captions made other answers longer)."""
+    content = "## Core team\n\nThe core team that builds and maintains Obsidian.\n\n- codedmart (Brandon Martin)\n" \
+              "- Licat (Shida Li)\n- kepano ([Steph Ango](https://stephanango.com/))"
+    units = localrag._evidence_units(content)
+    assert units[1]["caption_of"] == units[2]["list"] and "list_follows" not in units[1]
+    answer = localrag.fake_answer("Who is on the Obsidian core team?", blocks_of(content)).splitlines()
+    assert answer[:4] == ["The core team that builds and maintains Obsidian. [1]", "- codedmart (Brandon Martin) [1]",
+                          "- Licat (Shida Li) [1]", "- kepano (Steph Ango) [1]"], answer
+    assert "- Licat (Shida Li) [1]" not in localrag.fake_answer("What does the core team maintain?",
+                                                                blocks_of(content))
+    # a sentence after another sentence captions nothing: the list belongs to the paragraph
+    two = localrag._evidence_units("## Team\n\nWe are small. The team builds Obsidian.\n\n- Licat")
+    assert not any(u.get("caption_of") for u in two)
+
+
+def test_an_exclamation_inside_parentheses_does_not_end_the_sentence():
+    """"… alphabetically (or at least we try!)." was cut into the sentence and a fragment ")."."""
+    units = localrag._evidence_units("Names are listed alphabetically (or at least we try!). The team is small.")
+    assert [u["text"] for u in units] == ["Names are listed alphabetically (or at least we try!).",
+                                          "The team is small."]

@@ -43,14 +43,15 @@ CHECK5_SET = ROOT / "eval" / "obsidian-check5.yaml"  # a fifth, by a third revie
 CHECK6_SET = ROOT / "eval" / "obsidian-check6.yaml"  # a sixth, by a fourth reviewer, away from the topics the others cover
 CHECK7_SET = ROOT / "eval" / "obsidian-check7.yaml"  # a seventh, written to measure a release against the one before
 CHECK8_SET = ROOT / "eval" / "obsidian-check8.yaml"  # an eighth, by a sixth reviewer, who judged every answer
-CHECK9_SET = ROOT / "eval" / "obsidian-check9.yaml"  # a ninth and a tenth, written blind by outside reviewers
+CHECK9_SET = ROOT / "eval" / "obsidian-check9.yaml"  # a ninth, tenth and eleventh, written blind by outside reviewers
 CHECK10_SET = ROOT / "eval" / "obsidian-check10.yaml"
+CHECK11_SET = ROOT / "eval" / "obsidian-check11.yaml"
 
 
 @pytest.fixture(scope="module", params=[DEV_SET, CHECK_SET, CHECK2_SET, CHECK3_SET, CHECK4_SET, CHECK5_SET, CHECK6_SET,
-                                        CHECK7_SET, CHECK8_SET, CHECK9_SET, CHECK10_SET],
+                                        CHECK7_SET, CHECK8_SET, CHECK9_SET, CHECK10_SET, CHECK11_SET],
                 ids=["dev", "check", "check2", "check3", "check4", "check5", "check6", "check7", "check8", "check9",
-                     "check10"])
+                     "check10", "check11"])
 def dev(request):
     data = _load(request.param)
     data["_path"] = request.param
