@@ -9537,7 +9537,8 @@ class _ExtractiveAnswer:
         self.asks_who = bool(_ASKS_WHO_RE.search(question))
         self.how_to = asks_procedure(question)
         # a question asking where (or for an address) gets the addresses of the evidence's web links
-        self.addresses = bool(rule and rule.kind == "url" or _ASKS_WHERE_RE.search(question))
+        self.asks_where = bool(_ASKS_WHERE_RE.search(question))
+        self.addresses = bool(rule and rule.kind == "url") or self.asks_where
         self.scored: list[dict] = []   # the readable units of every block, scored: what an answer is made of
         self.steps: dict[tuple[int, int], list[dict]] = {}   # each numbered list's steps, by (block, list)
         self.units_of: dict[int, list[dict]] = {}   # every unit of each block, scored, with its block and position
@@ -9956,8 +9957,13 @@ class _ExtractiveAnswer:
         # links in the backlinks tab:" and its steps)
         units = self.units_of[u["n"]]
         after = units[u["pos"] + 1] if u["pos"] + 1 < len(units) else None
-        if not (len(self.said) == 1 and u["n"] == 1 and not code and after is not None and
+        if not (len(self.said) == 1 and not code and after is not None and
                 after["kind"] == "sentence" and after["text"] not in self.seen):
+            return []
+        # where to go, for a question asking how or where: said whichever block the best line is from
+        path = (self.how_to or self.asks_where) and _MENU_PATH_RE.search(after["text"]) and \
+            not _MENU_PATH_RE.search(u["text"])
+        if u["n"] != 1 and not path:
             return []
         items = _list_items(units, u["pos"] + 1)
         if any(v["kind"] == "step" for v in items) or \
@@ -9965,7 +9971,6 @@ class _ExtractiveAnswer:
             items = []
         # -- or, for a how-to question, says where to go when the best line does not ("你也可以将扩展按钮设置为一键打开阅读器。"
         # then "在 Web Clipper 设置中前往通用 → 行为 → 打开行为，然后选择阅读器。": the sentence that answers)
-        path = self.how_to and _MENU_PATH_RE.search(after["text"]) and not _MENU_PATH_RE.search(u["text"])
         if not (_readable(after) and (_REFERS_BACK_RE.search(after["text"]) or path) or
                 items and u["kind"] == "sentence" and not self.shown_lists and len(items) <= FAKE_MAX_STEPS):
             return []

@@ -475,6 +475,10 @@ MUTANTS: list[Mutant] = [
       "    candidates = {word: variants for word, variants in candidates.items() if not df.get(bases[word])}\n",
       "",
       ("tests/test_retrieval.py",), "another_form"),
+    M("answers: only the first block's best line goes on to the menu path after it",
+      "        if u[\"n\"] != 1 and not path:",
+      "        if u[\"n\"] != 1:",
+      ("tests/test_answers.py",), "goes_on_where"),
     # --- an outside review's defects (rev11) -----------------------------------------------------------------------
     M("decode: a UTF-8 note with a stray byte is read as Windows-1252 again",
       "    if mostly:\n        return mostly\n",

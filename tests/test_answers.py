@@ -1914,3 +1914,18 @@ def test_an_exclamation_inside_parentheses_does_not_end_the_sentence():
     units = localrag._evidence_units("Names are listed alphabetically (or at least we try!). The team is small.")
     assert [u["text"] for u in units] == ["Names are listed alphabetically (or at least we try!).",
                                           "The team is small."]
+
+
+def test_the_best_line_of_any_block_goes_on_where_the_next_sentence_says_where_to_go():
+    """"Are all core plugins enabled by default? Where do I turn one on?": "Some core plugins are disabled by
+    default." (the second block) without "You can enable them under Settings → Core plugins." beside it (check11
+    en-05).  A question asking where (or how) gets the menu path that follows the best line, whichever block it is
+    from; another question keeps the rule that only the first block's best line goes on."""
+    blocks = blocks_of("Page preview is a core plugin that lets you preview a page on hover.",
+                       "Some core plugins are disabled by default. You can enable them under Settings → Core "
+                       "plugins.\n\nThe team also maintains other plugins.")
+    answer = localrag.fake_answer("Are all core plugins enabled by default? Where do I turn one on?", blocks)
+    assert answer.splitlines()[:2] == ["Some core plugins are disabled by default. [2]",
+                                       "You can enable them under Settings → Core plugins. [2]"], answer
+    other = localrag.fake_answer("Are all core plugins enabled by default?", blocks).splitlines()
+    assert other[1] == "Page preview is a core plugin that lets you preview a page on hover. [1]", other
