@@ -11758,7 +11758,7 @@ EVAL_TIERS_ANSWERABLE = ("lexical", "paraphrase", "cross")
 EVAL_TIERS_NO_ANSWER = ("near_miss", "offtopic")
 EVAL_TIERS = EVAL_TIERS_ANSWERABLE + EVAL_TIERS_NO_ANSWER
 EVAL_LANGS_HINT = "a language code such as en or zh"
-EVAL_QUESTION_FIELDS = ("id", "question", "expected_sources", "expected_mode", "tier", "lang")
+EVAL_QUESTION_FIELDS = ("id", "question", "expected_sources", "expected_mode", "tier", "lang", "expected_facts")
 EVAL_SET_KEYS = ("corpus", "vaults", "questions", "description")
 CALIBRATION_COVERAGE_GRID = tuple(round(i * 0.05, 2) for i in range(21))
 CALIBRATION_SIMILARITY_GRID = tuple(round(i * 0.05, 2) for i in range(11))
@@ -11767,8 +11767,9 @@ CALIBRATION_SIMILARITY_GRID = tuple(round(i * 0.05, 2) for i in range(11))
 def load_questions(path: str | Path) -> list[dict]:
     """A question set: either a YAML list of questions, or a mapping with `questions` (and optionally `corpus`
     and `vaults`, which eval reports).  Each question: id, question, expected_sources (vault-relative paths),
-    expected_mode (rag|no_answer), optional tier (lexical|paraphrase|cross|near_miss|offtopic) and lang; any other
-    field or top-level key is InvalidRequest (a misspelt field was ignored)."""
+    expected_mode (rag|no_answer), optional tier (lexical|paraphrase|cross|near_miss|offtopic), lang and
+    expected_facts (what a right answer says, each a string or a list of alternatives); any other field or
+    top-level key is InvalidRequest (a misspelt field was ignored)."""
     return load_question_set(path)["questions"]
 
 
@@ -11841,9 +11842,41 @@ def load_question_set(path: str | Path) -> dict:
         lang = item.get("lang")
         if lang is not None and not (isinstance(lang, str) and lang.strip()):
             raise InvalidRequest(f"{where} ({qid}): lang must be {EVAL_LANGS_HINT}", field="lang")
+        facts = _expected_facts(item.get("expected_facts"), f"{where} ({qid})", mode)
         out.append({"id": qid, "question": question.strip(), "expected_sources": sources, "expected_mode": mode,
-                    "tier": tier, "lang": lang})
+                    "tier": tier, "lang": lang, **({"expected_facts": facts} if facts else {})})
     return {"path": str(path), "corpus": corpus, "vaults": vaults, "questions": out}
+
+
+def _expected_facts(value: Any, where: str, mode: str) -> list[list[str]]:
+    """A question's expected_facts as a list of alternatives per fact ("443" -> ["443"]); [] when absent."""
+    if value is None:
+        return []
+    hint = ('expected_facts must be a non-empty list of short texts a right answer says, each a string or a list of '
+            'alternatives, e.g. ["443", ["Settings", "Preferences"]]')
+    if not isinstance(value, list) or not value:
+        raise InvalidRequest(f"{where}: {hint}", field="expected_facts")
+    if mode != "rag":
+        raise InvalidRequest(f"{where}: expected_facts are for a question the vault answers (expected_mode rag)",
+                             field="expected_facts")
+    facts = []
+    for fact in value:
+        alternatives = fact if isinstance(fact, list) else [fact]
+        if not alternatives or not all(isinstance(a, str) and _fact_text(a) for a in alternatives):
+            raise InvalidRequest(f"{where}: {hint} (got {fact!r})", field="expected_facts")
+        facts.append(list(alternatives))
+    return facts
+
+
+def _fact_text(text: str) -> str:
+    """A text as expected_facts are matched: case, backticks, asterisks and runs of whitespace ignored."""
+    return " ".join(unicodedata.normalize("NFKC", text).casefold().replace("`", "").replace("*", "").split())
+
+
+def facts_said(answer: str, facts: list[list[str]]) -> bool:
+    """Whether an answer says every expected fact (one of each fact's alternatives).  Pure."""
+    said = _fact_text(_MARKER_RE.sub(" ", answer))
+    return all(any(_fact_text(a) in said for a in alternatives) for alternatives in facts)
 
 
 def _close_field(name: str, allowed: Sequence[str]) -> str:
@@ -11890,6 +11923,9 @@ def eval_metrics(rows: list[dict]) -> dict:
         # the extractive answer's first sentence comes from an expected note (LLM_PROVIDER=fake, answered rows)
         "answer_hit": _mean([1.0 if r["answered_from"] in r.get("expected_sources", ()) else 0.0
                              for r in answerable if r.get("answered_from")]),
+        # the answer says what a right answer says (LLM_PROVIDER=fake; questions with expected_facts; a refusal
+        # says none of it)
+        "facts": _mean([1.0 if r["facts_said"] else 0.0 for r in answerable if r.get("facts_said") is not None]),
         "latency_ms_p50": round(_percentile(latencies, 50), 2),
         "latency_ms_p95": round(_percentile(latencies, 95), 2),
     }
@@ -11968,7 +12004,7 @@ def run_eval(config: Config, questions: list[dict], top_k: Any = None, store: St
             retrieved = run_retrieval(s, config, q["question"], top_k, retrieval, scope)
             mode, reason, signals = evidence_gate(gate_signals(retrieved), settings)
             results = run_results = retrieved["results"]
-            kind = answered_from = None
+            kind = answered_from = said = None
             if mode == "rag":  # the same answer-type check as ask, on the same assembled blocks
                 blocks = assemble_evidence(run_results, config.rag_context_token_budget, max_blocks=top_k).blocks
                 check = answer_type_check(q["question"], blocks)
@@ -11976,9 +12012,13 @@ def run_eval(config: Config, questions: list[dict], top_k: Any = None, store: St
                 if check["refuses"]:
                     mode, reason = "no_answer", f"insufficient_evidence/{kind}"
                 elif config.llm_provider == "fake":   # the extractive answer is pure: where its first sentence is from
-                    first = _MARKER_RE.search(fake_answer(q["question"], blocks, weights={
-                        t["term"]: t["weight"] for t in retrieved["terms"]}))
+                    answer = fake_answer(q["question"], blocks, weights={
+                        t["term"]: t["weight"] for t in retrieved["terms"]})
+                    first = _MARKER_RE.search(answer)
                     answered_from = blocks[int(first.group(1)) - 1]["source"] if first else None
+                    said = facts_said(answer, q["expected_facts"]) if q.get("expected_facts") else None
+            if config.llm_provider == "fake" and q.get("expected_facts") and mode != "rag":
+                said = False   # a refusal says none of what was expected
             latency_ms = (time.perf_counter() - started) * 1000
             results = retrieved["results"]
             rank = next((i for i, r in enumerate(results, 1) if r["source"] in q["expected_sources"]), None)
@@ -11986,7 +12026,7 @@ def run_eval(config: Config, questions: list[dict], top_k: Any = None, store: St
                          "expected_mode": q["expected_mode"], "mode": mode, "confidence": _confidence(signals),
                          "coverage": signals["coverage"], "rank": rank,
                          "top_source": results[0]["source"] if results else None, "reason": reason,
-                         "answer_kind": kind, "answered_from": answered_from,
+                         "answer_kind": kind, "answered_from": answered_from, "facts_said": said,
                          "expected_sources": list(q["expected_sources"]),
                          "latency_ms": round(latency_ms, 2), "gate": signals})
     overall = eval_metrics(rows)
@@ -15900,7 +15940,7 @@ def _question_set_vaults(config: Config, question_set: dict) -> tuple[list[str],
 def eval_table(summary: dict, k: int) -> str:
     """The per-tier metrics as a text table (blank where a metric does not apply)."""
     head = f"{'tier':<12}{'n':>4}{'hit@1':>8}{'hit@' + str(k):>8}{'MRR':>8}{'answered':>10}{'refused':>9}" \
-           f"{'ans@1':>8}{'p50 ms':>9}{'p95 ms':>9}"
+           f"{'ans@1':>8}{'facts':>8}{'p50 ms':>9}{'p95 ms':>9}"
     lines = [head, "-" * len(head)]
 
     def fmt(v: float | None, width: int) -> str:
@@ -15909,7 +15949,7 @@ def eval_table(summary: dict, k: int) -> str:
     for name, m in [*summary["tiers"].items(), ("all", summary)]:
         lines.append(f"{name:<12}{m['questions']:>4}{fmt(m['hit_at_1'], 8)}{fmt(m['hit_at_k'], 8)}"
                      f"{fmt(m['mrr'], 8)}{fmt(m['answered'], 10)}{fmt(m['refused'], 9)}{fmt(m.get('answer_hit'), 8)}"
-                     f"{m['latency_ms_p50']:>9.1f}{m['latency_ms_p95']:>9.1f}")
+                     f"{fmt(m.get('facts'), 8)}{m['latency_ms_p50']:>9.1f}{m['latency_ms_p95']:>9.1f}")
     return "\n".join(lines)
 
 

@@ -479,6 +479,10 @@ MUTANTS: list[Mutant] = [
       "        if u[\"n\"] != 1 and not path:",
       "        if u[\"n\"] != 1:",
       ("tests/test_answers.py",), "goes_on_where"),
+    M("eval: a refused question with expected_facts is not counted against them",
+      "                said = False   # a refusal says none of what was expected",
+      "                said = None",
+      ("tests/test_eval_metrics.py",), "facts"),
     # --- an outside review's defects (rev11) -----------------------------------------------------------------------
     M("decode: a UTF-8 note with a stray byte is read as Windows-1252 again",
       "    if mostly:\n        return mostly\n",

@@ -457,7 +457,15 @@ QUESTION_FILES = [
     # a misspelt field was ignored: `tir: offtopic` made an untiered rag question (outside review)
     ("- {id: a, tir: offtopic, question: q, expected_sources: [x.md]}\n",
      "item 1 (a): unknown field(s) tir (did you mean tier?); allowed: id, question, expected_sources, expected_mode, "
-     "tier, lang"),
+     "tier, lang, expected_facts"),
+    # expected_facts: texts a right answer says, each a string or a list of alternatives; only on a rag question
+    ("- {id: a, question: q, expected_sources: [x.md], expected_facts: 443}\n", "expected_facts must be a non-empty"),
+    ("- {id: a, question: q, expected_sources: [x.md], expected_facts: []}\n", "expected_facts must be a non-empty"),
+    ("- {id: a, question: q, expected_sources: [x.md], expected_facts: ['443', [' ']]}\n", "(got [' '])"),
+    ("- {id: a, question: q, expected_sources: [x.md], expected_facts: [[]]}\n", "(got [])"),
+    ("- {id: a, question: q, expected_sources: [x.md], expected_facts: [7]}\n", "(got 7)"),
+    ("- {id: a, question: q, expected_mode: no_answer, expected_facts: ['x']}\n", "expected_facts are for a question "
+                                                                                 "the vault answers"),
     ("- {id: b, questoin: q, expected_mode: no_answer}\n", "item 1 (b): unknown field(s) questoin (did you mean "
                                                             "question?)"),   # was: "question must be a non-empty"
     ("- {id: a, question: q, expected_source: [x.md]}\n", "item 1 (a): unknown field(s) expected_source (did you "

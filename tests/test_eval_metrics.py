@@ -114,3 +114,43 @@ def test_an_expected_source_written_with_dot_slash_is_a_hit(ingested, tmp_path):
     assert code == 0 and rows["plain"]["rank"] == 1
     assert rows["dot"]["rank"] == rows["backslash"]["rank"] == 1
     assert rows["dot"]["expected_sources"] == [source]
+
+
+def test_facts_said_reads_every_fact_in_any_of_its_wordings():
+    """expected_facts: each fact must be said, in one of its alternatives; case, backticks, asterisks, runs of
+    whitespace and the citation markers do not count against it."""
+    answer = "Obsidian makes these connections on HTTPS **port 443**. [1]\nRun `choose-vault`  to pick one. [2]"
+    assert localrag.facts_said(answer, [["443"], ["Port 443"], ["CHOOSE-VAULT"]])
+    assert localrag.facts_said(answer, [["8443", "443"]])
+    assert not localrag.facts_said(answer, [["443"], ["8080"]])
+    assert not localrag.facts_said("See the note. [1]", [["note. 1"]])     # a marker is no text of the note
+    assert localrag.facts_said("在设置 → 核心插件中开启。 [1]", [["核心插件"], ["设置", "选项"]])
+
+
+def test_eval_reports_the_share_of_answers_that_say_the_expected_facts(ingested, tmp_path):
+    """A question with expected_facts counts in `facts` when its answer says them all, against it when it does not
+    or when it is refused; questions without them are not counted (LLM_PROVIDER=fake: the answer is pure)."""
+    config, _, _ = ingested
+    answer = localrag.ask(config, RAG_Q, 5)
+    assert answer["mode"] == "rag"
+    said = localrag._MARKER_RE.sub(" ", answer["answer"]).split()[0]
+    questions = [
+        {"id": "says", "question": RAG_Q, "expected_sources": [answer["citations"][0]["source"]],
+         "expected_mode": "rag", "expected_facts": [[said.upper()]]},
+        {"id": "misses", "question": RAG_Q, "expected_sources": [answer["citations"][0]["source"]],
+         "expected_mode": "rag", "expected_facts": [[said], ["a fact no note says"]]},
+        {"id": "refused", "question": OFF_Q, "expected_sources": ["x.md"], "expected_mode": "rag",
+         "expected_facts": ["anything"]},
+        {"id": "none", "question": RAG_Q, "expected_sources": ["x.md"], "expected_mode": "rag"},
+    ]
+    path = tmp_path / "q.yaml"
+    path.write_text(yaml.safe_dump(questions, allow_unicode=True), encoding="utf-8")
+    code, out = run_cli("eval", "--questions", str(path), "--top-k", "5", "--json")
+    assert code == 0, out
+    data = json.loads(out)
+    rows = {r["id"]: r for r in data["questions"]}
+    assert [rows[i]["facts_said"] for i in ("says", "misses", "refused", "none")] == [True, False, False, None]
+    assert data["summary"]["facts"] == round(1 / 3, 4)
+    code, text = run_cli("eval", "--questions", str(path), "--top-k", "5")
+    head = next(line for line in text.splitlines() if line.startswith("tier "))
+    assert code == 0 and head.split()[-6:] == ["ans@1", "facts", "p50", "ms", "p95", "ms"], head
