@@ -45,6 +45,7 @@ import math
 import operator
 import os
 import re
+import select
 import signal
 import socket
 import ssl
@@ -139,6 +140,17 @@ CONTEXT_TOKEN_BUDGET_DEFAULT = 6000
 # (and --top-k's 20 chunks fill a small part of it), so a larger value is a typo, not a choice.
 CONTEXT_TOKEN_BUDGET_MIN, CONTEXT_TOKEN_BUDGET_MAX = 100, 200_000
 LLM_TIMEOUT_S_DEFAULT = 30.0
+# LLM_MAX_TOKENS, sent as `max_tokens`: an answer from a few evidence blocks needs far less than 1024 tokens, and
+# without it a model that rambles (or loops) writes until its own context is full.  Above 65,536 no chat model's
+# output window reaches: a larger value is a typo.
+LLM_MAX_TOKENS_DEFAULT, LLM_MAX_TOKENS_MIN, LLM_MAX_TOKENS_MAX = 1024, 1, 65_536
+# What the client accepts of one answer from a server that ignores max_tokens: 16 bytes per token asked for (a token
+# is rarely more than a few), at least 256 KiB; past it the answer is cut there and reported incomplete
+# (finish_reason ANSWER_CUT_FINISH).  A non-streamed body is read to ANSWER_BODY_FACTOR times that (JSON escapes a
+# CJK character as 6 bytes) and is llm_upstream_error beyond, never read whole into memory.
+LLM_ANSWER_BYTES_PER_TOKEN, LLM_ANSWER_MAX_BYTES_MIN = 16, 256 * 1024
+ANSWER_BODY_FACTOR = 8
+ANSWER_CUT_FINISH = "answer_max_bytes"
 # LLM_TIMEOUT_SECONDS / EMBEDDING_TIMEOUT_SECONDS at most a day: a larger value is a typo, and from ~1e10 s the socket
 # refuses it (OverflowError in every call, after the value had passed as "a positive number").
 UPSTREAM_TIMEOUT_S_MAX = 86_400.0
@@ -521,7 +533,7 @@ ENV_KEYS = (
     "EMBEDDING_PROVIDER", "EMBEDDING_MODEL", "EMBEDDING_DIM", "EMBEDDING_DEVICE", "EMBEDDING_CACHE_DIR",
     "EMBEDDING_BASE_URL", "EMBEDDING_API_KEY", "EMBEDDING_BATCH_SIZE", "EMBEDDING_TIMEOUT_SECONDS",
     "EMBEDDING_DIM_REQUEST", "EMBEDDING_QUERY_PREFIX", "EMBEDDING_DOCUMENT_PREFIX", "EMBEDDING_INPUT_TYPE",
-    "LLM_PROVIDER", "LLM_BASE_URL", "LLM_MODEL", "LLM_API_KEY", "LLM_TIMEOUT_SECONDS",
+    "LLM_PROVIDER", "LLM_BASE_URL", "LLM_MODEL", "LLM_API_KEY", "LLM_TIMEOUT_SECONDS", "LLM_MAX_TOKENS",
     "RAG_TOP_K", "RAG_MIN_SIMILARITY", "RAG_CONTEXT_TOKEN_BUDGET", "RAG_FALLBACK_ENABLED",
     "RAG_RETRIEVAL", "RAG_FUSION", "RAG_KEYWORD_WEIGHT", "RAG_TITLE_WEIGHT", "RAG_MIN_COVERAGE", "RAG_MIN_COVERAGE_UNSEEN",
     "RAG_MIN_MATCHED_TERMS", "RAG_UNSEEN_CJK_BACKOFF", "RAG_MIN_SIMILARITY_ALONE",
@@ -566,6 +578,7 @@ class Config:
     llm_model: str = "fake-local"
     llm_api_key: str = dataclasses.field(default="", repr=False)
     llm_timeout_s: float = LLM_TIMEOUT_S_DEFAULT
+    llm_max_tokens: int = LLM_MAX_TOKENS_DEFAULT   # sent as max_tokens; also bounds the answer bytes accepted
     rag_top_k: int = TOP_K_DEFAULT
     rag_min_similarity: float = 0.20
     rag_min_similarity_source: str = "provider default"
@@ -633,6 +646,7 @@ class Config:
             "llm_model": self.llm_model or None,
             "llm_api_key": "set" if self.llm_api_key else "not set",
             "llm_timeout_seconds": self.llm_timeout_s,
+            "llm_max_tokens": self.llm_max_tokens,
             "rag_top_k": self.rag_top_k,
             "rag_min_similarity": self.rag_min_similarity,
             "rag_min_similarity_source": self.rag_min_similarity_source,
@@ -884,6 +898,8 @@ def _load_config(env_file: str | Path | None, environ: dict | None, cwd: Path | 
                             CONTEXT_TOKEN_BUDGET_MIN, CONTEXT_TOKEN_BUDGET_MAX)
     timeout = _float_setting(get("LLM_TIMEOUT_SECONDS"), "LLM_TIMEOUT_SECONDS", LLM_TIMEOUT_S_DEFAULT,
                              UPSTREAM_TIMEOUT_S_MAX)
+    max_tokens = _range_setting(get("LLM_MAX_TOKENS"), "LLM_MAX_TOKENS", LLM_MAX_TOKENS_DEFAULT, LLM_MAX_TOKENS_MIN,
+                                LLM_MAX_TOKENS_MAX)
     max_file_mb = _float_setting(get("LOCALRAG_MAX_FILE_MB"), "LOCALRAG_MAX_FILE_MB", MAX_FILE_MB_DEFAULT)
     if max_file_mb * 1024 * 1024 < 1:   # 1e-300 passed as positive, and ingest then skipped every file
         raise ConfigInvalid(f"LOCALRAG_MAX_FILE_MB={get('LOCALRAG_MAX_FILE_MB')!r} is less than one byte; give the "
@@ -937,8 +953,9 @@ def _load_config(env_file: str | Path | None, environ: dict | None, cwd: Path | 
         embedding_input_type=_bool_setting(get("EMBEDDING_INPUT_TYPE"), "EMBEDDING_INPUT_TYPE"),
         llm_provider=llm_provider, llm_base_url=get("LLM_BASE_URL"),
         llm_model=get("LLM_MODEL") or ("fake-local" if llm_provider == "fake" else ""),
-        llm_api_key=_secret_setting(get("LLM_API_KEY"), "LLM_API_KEY"), llm_timeout_s=timeout, rag_top_k=top_k,
-        rag_min_similarity=min_sim,
+        llm_api_key=_secret_setting(get("LLM_API_KEY"), "LLM_API_KEY"), llm_timeout_s=timeout,
+        llm_max_tokens=max_tokens,
+        rag_top_k=top_k, rag_min_similarity=min_sim,
         rag_min_similarity_source=min_source, rag_context_token_budget=budget,
         rag_fallback_enabled=_bool_setting(get("RAG_FALLBACK_ENABLED"), "RAG_FALLBACK_ENABLED"),
         rag_retrieval=retrieval, rag_fusion=fusion, rag_keyword_weight=keyword_weight,
@@ -2951,17 +2968,20 @@ class _HttpClient:
         data = _json_bytes(payload)
         return self._with_retries(lambda: self._open_once(data, accept))
 
-    def post_json(self, payload: dict | bytes) -> Any:
-        """The parsed JSON body of a non-streaming POST; a reset while reading is retried too."""
+    def post_json(self, payload: dict | bytes, limit: int | None = None) -> Any:
+        """The parsed JSON body of a non-streaming POST (at most `limit` bytes of it, when given: more is an
+        upstream error); a reset while reading is retried too."""
         data = _json_bytes(payload)
         u = self.upstream
 
         def attempt() -> Any:
             resp = self._open_once(data, "application/json")
             try:
-                raw = _ReadDeadline.read(resp, self.timeout_s)
+                raw = _ReadDeadline.read(resp, self.timeout_s, limit)
             except (TimeoutError, socket.timeout):
                 raise self._timeout("finish") from None
+            except _BodyTooLarge:
+                raise u.error(_too_large(u, limit or 0)) from None
             except (ConnectionResetError, http.client.HTTPException) as exc:
                 raise _Transient(u.error(f"the response of {u.label} was cut off: {self.redact(str(exc))}")) from None
             except OSError as exc:
@@ -3003,19 +3023,31 @@ class _ReadDeadline:
             self._timer.cancel()
 
     @classmethod
-    def read(cls, resp: Any, seconds: float) -> bytes:
-        """The whole body of `resp` within `seconds`; socket.timeout when the deadline ended the read."""
+    def read(cls, resp: Any, seconds: float, limit: int | None = None) -> bytes:
+        """The whole body of `resp` within `seconds`; socket.timeout when the deadline ended the read,
+        _BodyTooLarge when it is longer than `limit` bytes (no more than that is read)."""
         guard = cls(resp, seconds)
         try:
             with guard:
-                raw = resp.read()
+                raw = resp.read() if limit is None else resp.read(limit + 1)
         except Exception:
             if guard.expired:   # the read ended because the deadline shut the connection
                 raise socket.timeout() from None
             raise
         if guard.expired:
             raise socket.timeout()
+        if limit is not None and len(raw) > limit:
+            raise _BodyTooLarge(limit)
         return raw
+
+
+class _BodyTooLarge(Exception):
+    """A response body longer than its reader's limit (the limit is args[0])."""
+
+
+def _too_large(upstream: _Upstream, limit: int) -> str:
+    return (f"{upstream.label} sent a response larger than {limit} bytes; localrag reads no more of it (a server "
+            f"that ignores max_tokens: lower its own output limit)")
 
 
 UPSTREAM_BODY_READ = 4096      # an error body read this far, redacted, and only then cut for the message
@@ -3922,7 +3954,9 @@ def embeddings_wheelhouse(platform: str, python: str, outdir: str | Path, dry_ru
 # byte-for-byte this text (a test checks), so Docker's init script and `localrag db init` apply the same DDL, and
 # the zipapp needs no data file.
 
-SCHEMA_VERSION = 6   # bump when SCHEMA_SQL changes; 1 = the first release; 3 answers, 4 keywords, 5 tickets, 6 keyword_stats
+# Bump SCHEMA_VERSION when SCHEMA_SQL changes: 1 = the first release; 3 answers, 4 keywords, 5 tickets,
+# 6 keyword_stats, 7 answers.error_code.
+SCHEMA_VERSION = 7
 SCHEMA_SQL = """\
 -- localrag schema (seed 000). Applied idempotently by `localrag db init`; mounted by compose.yaml for fresh volumes.
 CREATE EXTENSION IF NOT EXISTS vector;
@@ -4062,6 +4096,7 @@ CREATE TABLE IF NOT EXISTS answers (
   model TEXT,
   completion_status TEXT NOT NULL,
   finish_reason TEXT,
+  error_code TEXT,
   usage JSONB,
   answer TEXT NOT NULL,
   claims JSONB NOT NULL DEFAULT '[]'::jsonb,
@@ -4075,6 +4110,17 @@ BEGIN
 END $$;
 CREATE OR REPLACE TRIGGER answers_append_only BEFORE UPDATE OR DELETE ON answers
   FOR EACH ROW EXECUTE FUNCTION localrag_answers_append_only();
+
+-- The error's code when an ask failed (completion_status 'error'): what the CLI and HTTP error showed, e.g.
+-- llm_timeout; never a message (an upstream's text may echo a key).  Added only when missing (version 7).
+DO $$
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'answers'::regclass AND attname = 'error_code'
+                 AND NOT attisdropped) THEN
+    ALTER TABLE answers ADD COLUMN error_code TEXT;
+  END IF;
+END
+$$;
 
 -- The keyword channel (BM25 over content + heading path + file name + tags), maintained by ingest in the same
 -- transactions as the chunks.  Each query term's document frequency is counted at query time (index-only); N and
@@ -4237,10 +4283,13 @@ SCHEMA_MIGRATIONS: dict[int, str] = {
 }
 ANSWER_COLUMNS = ("question", "mode", "reason", "retrieval", "gate", "evidence", "excluded", "prompt_version",
                   "request_body", "request_sha256", "llm_provider", "model", "completion_status", "finish_reason",
-                  "usage", "answer", "claims", "citation_check", "latency_ms")
+                  "error_code", "usage", "answer", "claims", "citation_check", "latency_ms")
 _ANSWER_JSON_COLUMNS = frozenset({"retrieval", "gate", "evidence", "excluded", "usage", "claims", "citation_check",
                                   "latency_ms"})
 ANSWERS_LIMIT_DEFAULT, ANSWERS_LIMIT_MAX = 20, 1000
+# How a recorded ask ended (answers.completion_status): the model's own three, no model needed, the ask failed
+# (error_code says how), or the reader of a streamed answer went away first.
+COMPLETION_STATUSES = ("complete", "incomplete", "refused", "not_called", "error", "client_disconnected")
 TICKETS_LIMIT_DEFAULT = 100                # tickets per page (`tickets list`, GET /tickets); at most ANSWERS_LIMIT_MAX
 ANSWER_ID_MAX = 2 ** 62                    # ids and offsets above this are refused (bigint holds 2^63 - 1)
 
@@ -5268,7 +5317,9 @@ class Store:
             "AND (SELECT attstorage FROM pg_attribute WHERE attrelid = to_regclass('embeddings') "
             "AND attname = 'embedding') = 'p' "
             "AND (SELECT count(*) FROM pg_attribute WHERE attrelid = to_regclass('documents') "
-            "AND attname IN ('body', 'body_line') AND NOT attisdropped) = 2",
+            "AND attname IN ('body', 'body_line') AND NOT attisdropped) = 2 "
+            "AND EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('answers') "
+            "AND attname = 'error_code' AND NOT attisdropped)",
             rels=names["relations"], funcs=names["functions"], nf=len(names["functions"]),
             trigs=names["triggers"], nt=len(names["triggers"]))[0][0])
 
@@ -5921,15 +5972,17 @@ class Store:
                        f"'synchronous_commit', 'off', true)) AS async_commit RETURNING id, created_at", **params)[0]
         return row[0], _jsonable(row[1])
 
-    def list_answers(self, limit: int, offset: int) -> tuple[int, list[dict]]:
-        """(total, the newest records first: summaries without evidence or request body)."""
+    def list_answers(self, limit: int, offset: int, error_code: str | None = None) -> tuple[int, list[dict]]:
+        """(how many there are, or with that error code; the newest of them first: summaries without evidence or
+        request body)."""
         self.require_answers()
-        total = self.run("SELECT count(*) FROM answers")[0][0]
-        rows = self.run("SELECT id, created_at, question, mode, reason, model, completion_status, "
-                        "jsonb_array_length(evidence), citation_check FROM answers ORDER BY id DESC "
-                        "LIMIT :l OFFSET :o", l=limit, o=offset)
-        keys = ("id", "created_at", "question", "mode", "reason", "model", "completion_status", "evidence_blocks",
-                "citation_check")
+        where = "WHERE CAST(:e AS text) IS NULL OR error_code = :e"
+        total = self.run(f"SELECT count(*) FROM answers {where}", e=error_code)[0][0]
+        rows = self.run("SELECT id, created_at, question, mode, reason, model, completion_status, error_code, "
+                        f"jsonb_array_length(evidence), citation_check FROM answers {where} ORDER BY id DESC "
+                        "LIMIT :l OFFSET :o", e=error_code, l=limit, o=offset)
+        keys = ("id", "created_at", "question", "mode", "reason", "model", "completion_status", "error_code",
+                "evidence_blocks", "citation_check")
         return total, [dict(zip(keys, _jsonable(list(r)))) for r in rows]
 
     def get_answer(self, answer_id: int) -> dict | None:
@@ -9046,10 +9099,32 @@ def fallback_messages(question: str) -> list[dict]:
             {"role": "user", "content": json.dumps({"question": question}, ensure_ascii=False)}]
 
 
-def chat_request_body(model: str, messages: list[dict], stream: bool) -> bytes:
+def chat_request_body(model: str, messages: list[dict], stream: bool,
+                      max_tokens: int = LLM_MAX_TOKENS_DEFAULT) -> bytes:
     """The exact Chat Completions request body (UTF-8 JSON): what is sent, and what an answer record keeps."""
-    return json.dumps({"model": model, "messages": messages, "temperature": 0, "stream": stream},
-                      ensure_ascii=False).encode("utf-8")
+    return json.dumps({"model": model, "messages": messages, "temperature": 0, "stream": stream,
+                       "max_tokens": max_tokens}, ensure_ascii=False).encode("utf-8")
+
+
+def answer_max_bytes(max_tokens: int) -> int:
+    """The most answer bytes accepted from a model asked for ``max_tokens`` (a server may ignore max_tokens)."""
+    return max(LLM_ANSWER_MAX_BYTES_MIN, LLM_ANSWER_BYTES_PER_TOKEN * max_tokens)
+
+
+def _utf8_prefix(text: str, max_bytes: int) -> str:
+    """The longest start of ``text`` whose UTF-8 form is at most ``max_bytes`` (never half a character)."""
+    data = text.encode("utf-8")
+    return text if len(data) <= max_bytes else data[:max(max_bytes, 0)].decode("utf-8", "ignore")
+
+
+def _capped(completion: Completion, max_bytes: int) -> Completion:
+    """An answer longer than ``max_bytes`` cut there, and incomplete (finish_reason ANSWER_CUT_FINISH)."""
+    text = _utf8_prefix(completion.text, max_bytes)
+    if text == completion.text:
+        return completion
+    LOG.warning("the model sent more than %d bytes of answer (it ignores max_tokens); the answer is cut there",
+                max_bytes)
+    return dataclasses.replace(completion, text=text, status="incomplete", finish_reason=ANSWER_CUT_FINISH)
 
 
 def check_citations(answer: str, n_blocks: int) -> dict:
@@ -10137,10 +10212,11 @@ class FakeLLM:
     model = "fake-local"
 
     def __init__(self, config: Config | None = None) -> None:
-        pass  # nothing to configure: deterministic and offline
+        # deterministic and offline; its answers are a few sentences, far below any max_tokens (recorded as sent)
+        self.max_tokens = config.llm_max_tokens if config is not None else LLM_MAX_TOKENS_DEFAULT
 
     def request_body(self, messages: list[dict], stream: bool) -> bytes:
-        return chat_request_body(self.model, messages, stream)
+        return chat_request_body(self.model, messages, stream, self.max_tokens)
 
     def complete(self, messages: list[dict], on_delta: Callable[[str], None] | None = None,
                  evidence: list[dict] | None = None, weights: dict[str, float] | None = None) -> Completion:
@@ -10174,12 +10250,15 @@ class OpenAICompatibleLLM:
         _base_url_setting(config.llm_base_url, "LLM_BASE_URL", "LLM_PROVIDER=openai-compatible")
         self.url = _endpoint_url(config.llm_base_url, "chat/completions")
         self.model, self.timeout_s = config.llm_model, config.llm_timeout_s
+        self.max_tokens = config.llm_max_tokens
+        self.answer_max = answer_max_bytes(config.llm_max_tokens)
+        self.body_max = ANSWER_BODY_FACTOR * self.answer_max   # a non-streamed body: the answer JSON-escaped
         # No retries: a chat answer may be long and costly, and a stream cannot be replayed once shown.
         self._http = _HttpClient(self.url, config.llm_api_key, config.llm_timeout_s, _LLM_UPSTREAM)
 
     def request_body(self, messages: list[dict], stream: bool) -> bytes:
         """The exact bytes sent (an answer record keeps them)."""
-        return chat_request_body(self.model, messages, stream)
+        return chat_request_body(self.model, messages, stream, self.max_tokens)
 
     def _request(self, messages: list[dict], stream: bool):
         """The open response of one request (no retries: a chat answer may be long and a stream cannot replay)."""
@@ -10192,9 +10271,9 @@ class OpenAICompatibleLLM:
         the question's term ``weights`` (for the extractive answerer) mean nothing to one."""
         if on_delta is not None:
             return self._complete_stream(messages, on_delta)
-        payload = self._http.post_json(self.request_body(messages, stream=False))
+        payload = self._http.post_json(self.request_body(messages, stream=False), limit=self.body_max)
         try:
-            return parse_completion(payload)
+            return _capped(parse_completion(payload), self.answer_max)
         except LlmError as exc:  # the upstream text may echo the key
             raise self._http.redacted(exc) from None
 
@@ -10209,13 +10288,21 @@ class OpenAICompatibleLLM:
         refusal: list[str] = []
         finish = None
         model = response_id = None
-        done = False
+        done = cut = False
+        size = 0                                   # answer bytes so far: at most self.answer_max are taken
+        line_max = self.answer_max + 64 * 1024     # one event: its delta and the JSON around it
         guard = _ReadDeadline(resp, limit)   # also ends a line that trickles in past the deadline
         guard.__enter__()
         try:
-            for raw_line in resp:
+            while True:
+                raw_line = resp.readline(line_max + 1)   # bounded: a server may send one endless line
+                if not raw_line:
+                    break
                 if time.monotonic() > deadline:
                     raise LlmTimeout("the LLM stream ran past its deadline", timeout_s=self.timeout_s)
+                if len(raw_line) > line_max:   # an event larger than any answer we take: the answer ends here
+                    cut = True
+                    break
                 line = raw_line.decode("utf-8", "replace").strip()
                 if not line or line.startswith(":") or not line.startswith("data:"):
                     continue
@@ -10242,8 +10329,14 @@ class OpenAICompatibleLLM:
                     raise LlmError("the model answered with a tool/function call; localrag accepts text only")
                 text = delta.get("content")
                 if isinstance(text, str) and text:
-                    parts.append(text)
-                    on_delta(text)
+                    piece = _utf8_prefix(text, self.answer_max - size)
+                    if piece:
+                        size += len(piece.encode("utf-8"))
+                        parts.append(piece)
+                        on_delta(piece)
+                    if piece != text:   # a server that ignores max_tokens: not read on for ever
+                        cut = True
+                        break
                 if delta.get("refusal"):   # OpenAI streams a refusal as its own deltas, then finish_reason "stop"
                     refusal.append(str(delta["refusal"]))
                 if choice.get("finish_reason"):
@@ -10264,6 +10357,12 @@ class OpenAICompatibleLLM:
             resp.close()
         if guard.expired:
             raise LlmTimeout("the LLM stream ran past its deadline", timeout_s=self.timeout_s)
+        if cut:
+            LOG.warning("the model sent more than %d bytes of answer (it ignores max_tokens=%d); the answer is cut "
+                        "there", self.answer_max, self.max_tokens)
+            return Completion(text="".join(parts), status="incomplete", finish_reason=ANSWER_CUT_FINISH,
+                              model=model if isinstance(model, str) else None,
+                              response_id=response_id if isinstance(response_id, str) else None, usage=None)
         if not done and finish is None:
             raise LlmError("the LLM stream ended without [DONE] or a finish_reason")
         if refusal and not "".join(parts).strip():   # as parse_completion reads message.refusal: refused, not empty
@@ -10278,16 +10377,18 @@ class OpenAICompatibleLLM:
         """A server that ignores `stream: true` (some llama.cpp and proxy setups) answers with one JSON body: read
         it as `ask` without --stream does, its answer one delta (its error, redacted, the error)."""
         try:
-            raw = _ReadDeadline.read(resp, self.timeout_s)
+            raw = _ReadDeadline.read(resp, self.timeout_s, self.body_max)
         except (TimeoutError, socket.timeout):
             raise LlmTimeout(f"the LLM endpoint did not answer within LLM_TIMEOUT_SECONDS={self.timeout_s:g}",
                              timeout_s=self.timeout_s) from None
+        except _BodyTooLarge:
+            raise LlmError(_too_large(_LLM_UPSTREAM, self.body_max)) from None
         except OSError as exc:
             raise LlmError(f"the LLM response was cut off: {self._http.redact(str(exc))}") from None
         finally:
             resp.close()
         try:
-            completion = parse_completion(json.loads(raw))
+            completion = _capped(parse_completion(json.loads(raw)), self.answer_max)
         except (ValueError, UnicodeDecodeError):
             shown = self._http.redact(raw[:UPSTREAM_BODY_READ].decode("utf-8", "replace"))[:80]
             raise LlmError(f"the LLM endpoint returned a body that is not JSON: {shown!r}") from None
@@ -10377,6 +10478,7 @@ def get_llm(config: Config):
 
 CLAIM_MIN_OVERLAP = 0.5                    # share of a claim's content tokens its cited block(s) must hold
 _CLAIM_RE = re.compile(r"(.*?)((?:\s*(?<!\[)\[\d+\](?!\]))+)\s*([.。!?！？]*)", re.DOTALL)
+_CLAIM_TAIL_RE = re.compile(r"\s*[.。!?！？]*")   # what _CLAIM_RE takes after a claim's last marker
 _NUMBER_RE = re.compile(r"\d+(?:[.,:]\d+)*")
 _STEP_PREFIX_RE = re.compile(r"^\s*(?:\d{1,3}[.)]|[-*+])\s+")
 
@@ -10403,8 +10505,15 @@ def claim_support(answer: str, blocks: Sequence[dict]) -> list[dict]:
         if code_markers is not None:   # a fenced code block is one claim, cited by the markers after its fence
             pieces = [(line, code_markers)]
         else:
-            pieces = [(m.group(1) + (m.group(3) or ""), m.group(2)) for m in _CLAIM_RE.finditer(line)]
-            rest = _CLAIM_RE.sub("", line)   # what follows the last marker group (or a line without any)
+            # _CLAIM_RE only up to the last marker group (and the stops after it): tried at every position of a
+            # text without a marker after it, its lazy start is quadratic (a 256 KB line took minutes)
+            last = None
+            for last in _MARKER_RE.finditer(line):
+                pass
+            end = _CLAIM_TAIL_RE.match(line, last.end()).end() if last else 0
+            head = line[:end]
+            pieces = [(m.group(1) + (m.group(3) or ""), m.group(2)) for m in _CLAIM_RE.finditer(head)]
+            rest = _CLAIM_RE.sub("", head) + line[end:]   # what follows the last marker group (or a line without)
             pieces += [(sentence, "") for sentence in _SENTENCE_RE.findall(rest)]
         for raw, markers in pieces:
             text = _collapse(raw)
@@ -10494,7 +10603,8 @@ def answer_record(response: dict, *, question: str, top_k: int, config: Config, 
         "request_sha256": hashlib.sha256(request_body).hexdigest() if request_body is not None else None,
         "llm_provider": config.llm_provider, "model": completion.get("model"),
         "completion_status": completion["status"], "finish_reason": completion.get("finish_reason"),
-        "usage": completion.get("usage"), "answer": response["answer"], "claims": response.get("claims") or [],
+        "error_code": completion.get("error"), "usage": completion.get("usage"), "answer": response["answer"],
+        "claims": response.get("claims") or [],
         "citation_check": response.get("citation_check"), "latency_ms": latency_ms,
     }
 
@@ -10636,18 +10746,30 @@ def ask(config: Config, question: Any, top_k: Any = None, fallback: Any = False,
                 reason = response["reason"] = f"insufficient_evidence/{response['evidence_check']['kind']}"
             else:
                 response["citations"] = [citation(b) for b in evidence.blocks]
-        if on_citations:
-            on_citations({"mode": mode, "confidence": confidence, "citations": response["citations"],
-                          "reason": reason})
+        streamed: list[str] = []   # the answer text the reader took, should it go away
+        relay = None if on_delta is None else _Relay(on_delta, streamed)
         model_started = time.perf_counter()
         try:
+            if on_citations:
+                _Relay(on_citations)({"mode": mode, "confidence": confidence, "citations": response["citations"],
+                                      "reason": reason})
             if mode == "no_answer":
                 response["answer"] = NO_ANSWER_TEXT
-                if on_delta:
-                    on_delta(NO_ANSWER_TEXT)
+                if relay:
+                    relay(NO_ANSWER_TEXT)
             else:
-                _answer_with_model(config, question, response, evidence, on_delta,
+                _answer_with_model(config, question, response, evidence, relay,
                                    weights={t["term"]: t["weight"] for t in run["terms"]})
+        except _ReaderGone as gone:
+            # not the model's failure: the record says the reader left, keeps what it was sent, and the model
+            # stream is already closed (the exception went through the client's read loop)
+            response["completion"] = {"status": "client_disconnected", "finish_reason": None,
+                                      "model": config.llm_model or None, "usage": None}
+            response["answer"] = "".join(streamed)
+            request_body = response.pop("_request_body", None)
+            _record(config, s, response, question, top_k, evidence, request_body, started, retrieved, model_started,
+                    scope)
+            raise gone.error from None   # the caller's own OSError: the HTTP handler and the CLI end quietly
         except LocalRagError as exc:
             response["completion"] = {"status": "error", "finish_reason": None, "model": config.llm_model or None,
                                       "usage": None, "error": exc.code}
@@ -10661,6 +10783,37 @@ def ask(config: Config, question: Any, top_k: Any = None, fallback: Any = False,
         _record(config, s, response, question, top_k, evidence, request_body, started, retrieved, model_started,
                     scope)
     return response
+
+
+# A write to a reader that went away: hung up (pipe, reset, aborted), or stopped reading until the socket timed out.
+_CLIENT_GONE = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError, socket.timeout)
+
+
+class _ReaderGone(Exception):
+    """The reader of a streamed answer went away (an /ask/stream client hung up or stopped reading, `ask --stream |
+    head -1`).  Raised in place of the write's OSError, which a model client would take for its own connection
+    failing (an outside review: such asks were recorded as model errors and the stream read on); ``error`` is
+    that OSError, which ask raises again once the record says client_disconnected."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+class _Relay:
+    """A callback of ask's caller (on_delta, on_citations) whose write failing means the reader is gone; the text
+    each call delivered is appended to ``taken``."""
+
+    def __init__(self, callback: Callable[[Any], None], taken: list | None = None) -> None:
+        self.callback, self.taken = callback, taken
+
+    def __call__(self, value: Any) -> None:
+        try:
+            self.callback(value)
+        except _CLIENT_GONE as exc:
+            raise _ReaderGone(exc) from None
+        if self.taken is not None:
+            self.taken.append(value)
 
 
 def _evidence_check(question: str, blocks: list[dict]) -> dict:
@@ -10738,17 +10891,25 @@ def _answer_id(value: Any) -> int:
 
 
 def answer_history(config: Config, limit: Any = ANSWERS_LIMIT_DEFAULT, offset: Any = 0,
-                   store: Store | None = None) -> dict:
-    """GET /answers and `localrag history`: the newest answer records first, as summaries, one page."""
+                   store: Store | None = None, error_code: Any = None) -> dict:
+    """GET /answers and `localrag history`: the newest answer records first, as summaries, one page; only the
+    failed asks with that error code when ``error_code`` is given (e.g. llm_timeout)."""
     for name, value, lo, hi in (("limit", limit, 1, ANSWERS_LIMIT_MAX), ("offset", offset, 0, ANSWER_ID_MAX)):
         if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
             raise InvalidRequest(f"{name} must be an integer from {lo} to {hi} (got {value!r})", field=name,
                                  allowed=f"{lo}..{hi}")
+    if error_code is not None and not (isinstance(error_code, str) and _ERROR_CODE_RE.fullmatch(error_code)):
+        raise InvalidRequest(f"error_code must be an error code as errors show it, e.g. llm_timeout (lower-case "
+                             f"letters and _, at most 64; got {str(error_code)[:40]!r})", field="error_code")
     with _store_for(config, store) as s:
-        total, rows = s.list_answers(limit, offset)
+        total, rows = s.list_answers(limit, offset, error_code)
     nxt = offset + len(rows)
     return {"answers": rows, "total": total, "limit": limit, "offset": offset,
-            "next_offset": nxt if nxt < total else None, "recording": config.rag_record_answers}
+            "next_offset": nxt if nxt < total else None, "error_code": error_code,
+            "recording": config.rag_record_answers}
+
+
+_ERROR_CODE_RE = re.compile(r"[a-z][a-z_]{0,63}")
 
 
 def answer_show(config: Config, answer_id: Any, store: Store | None = None) -> dict:
@@ -10783,7 +10944,10 @@ def llm_check(config: Config) -> dict:
             streaming = True
         else:
             try:
-                completion = parse_completion(json.loads(resp.read()))
+                raw = resp.read(llm.body_max + 1)
+                if len(raw) > llm.body_max:
+                    raise LlmError(_too_large(_LLM_UPSTREAM, llm.body_max))
+                completion = parse_completion(json.loads(raw))
             except (ValueError, UnicodeDecodeError):
                 raise LlmError("the LLM endpoint returned a body that is neither SSE nor JSON") from None
             except LlmError as exc:   # the upstream text may echo the key, as in `ask`
@@ -12384,9 +12548,12 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
                                RAG_PROMPT_VERSION, nullable=True),
         "completion": _doc("object", "How the model call ended", {"status": "complete", "finish_reason": "stop",
                                                                   "model": "fake-local"}, properties={
-            "status": _doc("string", "complete, incomplete (cut off), refused (content filter) or not_called",
-                           "complete", enum=["complete", "incomplete", "refused", "not_called"]),
-            "finish_reason": _doc("string", "The provider's finish_reason", "stop", nullable=True),
+            "status": _doc("string", "complete, incomplete (cut off for length), refused (content filter) or "
+                                     "not_called", "complete",
+                           enum=["complete", "incomplete", "refused", "not_called"]),
+            "finish_reason": _doc("string", f"The provider's finish_reason ({ANSWER_CUT_FINISH}: the model sent more "
+                                            f"than localrag accepts and the answer was cut there)", "stop",
+                                  nullable=True),
             "model": _doc("string", "The model that answered", "fake-local", nullable=True),
             "usage": _doc("object", "Token usage as the model reported it", None, nullable=True)}),
         "evidence_check": _doc("object", "The answer-type check (before any model call): the kind of fact the "
@@ -12549,11 +12716,17 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
     mode = _described(_schema("string"), "rag, no_answer or fallback")
     why = _described(_schema("string"), "Why that mode (the gate's, the answer-type check's or the model's reason)")
     model = _described(_schema("string", nullable=True), "The model that answered (null when none was called)")
-    status = _described(_schema("string"), "The model call: not_called, complete, length, error, ...")
+    status = _described(_schema("string", enum=list(COMPLETION_STATUSES)),
+                        "How the ask ended: not_called (no model needed), complete, incomplete (cut off for length: "
+                        f"finish_reason length, or {ANSWER_CUT_FINISH} when localrag cut an answer larger than it "
+                        "accepts), refused, error (error_code says which), client_disconnected (the /ask/stream "
+                        "client went away; answer holds what it was sent)")
+    error_code = _described(_schema("string", nullable=True), "The error's code when completion_status is error "
+                            "(as the error response showed it, e.g. llm_timeout); null otherwise")
     check = _described(_schema("object", nullable=True), "The citation check of the answer (rag only)")
     answer_summary = _schema("object", required=["id", "created_at", "question", "mode", "reason"], properties={
         "id": rid, "created_at": created, "question": asked, "mode": mode, "reason": why, "model": model,
-        "completion_status": status,
+        "completion_status": status, "error_code": error_code,
         "evidence_blocks": _described(_schema("integer"), "How many evidence blocks the answer was given"),
         "citation_check": check})
     answer_record = _schema("object", required=["id", "created_at", "question", "mode", "reason", "evidence",
@@ -12585,8 +12758,9 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
         "request_sha256": _described(_schema("string", nullable=True), "SHA-256 of request_body"),
         "llm_provider": _described(_schema("string", nullable=True), "The LLM provider (fake, openai-compatible, "
                                    "...)"),
-        "model": model, "completion_status": status,
-        "finish_reason": _described(_schema("string", nullable=True), "The model's finish reason"),
+        "model": model, "completion_status": status, "error_code": error_code,
+        "finish_reason": _described(_schema("string", nullable=True), "The model's finish reason (or "
+                                    f"{ANSWER_CUT_FINISH}: localrag cut the answer)"),
         "usage": _described(_schema("object", nullable=True), "Token usage as the model reported it"),
         "answer": _described(_schema("string"), "The answer given"),
         "claims": _described(_schema("array", items=_schema("object")), "The answer's claims and their support"),
@@ -12721,7 +12895,10 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
                      "schema": _schema("integer", minimum=1, maximum=ANSWERS_LIMIT_MAX,
                                        default=ANSWERS_LIMIT_DEFAULT)},
                     {"name": "offset", "in": "query", "required": False, "description": "Records to skip",
-                     "schema": _schema("integer", minimum=0, maximum=ANSWER_ID_MAX, default=0)}],
+                     "schema": _schema("integer", minimum=0, maximum=ANSWER_ID_MAX, default=0)},
+                    {"name": "error_code", "in": "query", "required": False,
+                     "description": "Only the asks that failed with this error code, e.g. llm_timeout",
+                     "schema": _schema("string", pattern=f"^{_ERROR_CODE_RE.pattern}$", maxLength=64)}],
                 "responses": responses("#/components/schemas/AnswerList", 401, 422, 500, 503)}},
             "/answers/{id}": {"get": {
                 "operationId": "getAnswer",
@@ -12859,6 +13036,7 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
                     "offset": _described(_schema("integer"), "How many were skipped"),
                     "next_offset": _described(_schema("integer", nullable=True), "The next page's offset; null on "
                                               "the last page"),
+                    "error_code": _described(_schema("string", nullable=True), "The error_code filter, if any"),
                     "recording": _described(_schema("boolean"), "False when RAG_RECORD_ANSWERS=false")}),
                 "Note": note,
                 "NoteList": note_list,
@@ -13579,14 +13757,14 @@ class Api:
 
     def get_answers(self, headers: Any, query: Any) -> tuple[int, dict]:
         query = query or {}
-        unknown = sorted(set(query) - {"limit", "offset"})
+        unknown = sorted(set(query) - {"limit", "offset", "error_code"})
         if unknown:
-            raise InvalidRequest(f"unknown query parameter(s): {', '.join(unknown)}; allowed: limit, offset",
-                                 field=unknown[0])
+            raise InvalidRequest(f"unknown query parameter(s): {', '.join(unknown)}; allowed: limit, offset, "
+                                 f"error_code", field=unknown[0])
         limit = _query_int(query, "limit", ANSWERS_LIMIT_DEFAULT, 1, ANSWERS_LIMIT_MAX)
         offset = _query_int(query, "offset", 0, 0, ANSWER_ID_MAX)
         with self.pool.store() as s:
-            return 200, answer_history(self.config, limit, offset, store=s)
+            return 200, answer_history(self.config, limit, offset, store=s, error_code=query.get("error_code"))
 
     def get_answer(self, headers: Any, query: Any, match: re.Match) -> tuple[int, dict]:
         with self.pool.store() as s:
@@ -14007,7 +14185,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 self._stream(response)
             else:
                 self._send_json(*response)
-        except (BrokenPipeError, ConnectionResetError, socket.timeout):
+        except _CLIENT_GONE:
             self.close_connection = True
             if self._timed_out and self._receiving and not self._status:   # the body trickled in too slowly
                 self._send_timeout(method, log=False)                      # the finally below logs it
@@ -14041,11 +14219,13 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         def emit(name: str, data: dict) -> None:
             with self._writing:
                 self._guard()
+                if self._client_gone():
+                    raise ConnectionResetError(errno.ECONNRESET, "the client closed the connection")
                 self._sse(name, data)
 
         try:
             response.run(emit)
-        except (BrokenPipeError, ConnectionResetError):
+        except _CLIENT_GONE:   # the client went away (ask has recorded it so)
             raise
         except Exception as exc:
             if not self._status:
@@ -14054,6 +14234,20 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 LOG.exception("unexpected error in /ask/stream")
             with contextlib.suppress(OSError):
                 emit("error", _error_body(exc)[1])
+
+    def _client_gone(self) -> bool:
+        """Whether the client has closed its end of a stream.  Its request was read whole, so the socket has nothing
+        to read but the end (or a pipelined request, which is no end): checked before each event, so a client that
+        hangs up stops the model at the next delta, not at the second write after it (the first one after a close
+        still succeeds)."""
+        try:
+            if not select.select([self.connection], [], [], 0)[0]:
+                return False
+            return self.connection.recv(1, socket.MSG_PEEK) == b""
+        except (ConnectionError, socket.timeout):
+            return True
+        except (OSError, ValueError):   # a socket that cannot be asked (a wrapped one): the write will tell
+            return False
 
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
         """http.server's own errors (malformed request line, oversized headers, other HTTP versions) in the one
@@ -15603,8 +15797,11 @@ def _cmd_ask(config: Config, args: argparse.Namespace) -> int:
     if result.get("answer_id"):
         print(f"record: #{result['answer_id']} (localrag history show {result['answer_id']})")
     if result["completion"]["status"] in ("incomplete", "refused"):
-        _say(f"warning: the answer is {result['completion']['status']} "
-             f"(finish_reason {result['completion']['finish_reason']})")
+        finish = result["completion"]["finish_reason"]
+        why = {"length": f": the model reached LLM_MAX_TOKENS={config.llm_max_tokens}",
+               ANSWER_CUT_FINISH: f": the model sent more than {answer_max_bytes(config.llm_max_tokens)} bytes "
+                                  f"(it ignores max_tokens) and localrag cut the answer there"}.get(finish, "")
+        _say(f"warning: the answer is {result['completion']['status']} (finish_reason {finish}){why}")
     return EXIT_OK
 
 
@@ -15732,11 +15929,15 @@ def _cmd_gaps(config: Config, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+_UNFINISHED = ("error", "client_disconnected", "incomplete", "refused")   # completion statuses `history` marks
+
+
 def _cmd_history(config: Config, args: argparse.Namespace) -> int:
     if args.action == "show":
-        if args.limit is not None or args.offset is not None:
-            raise InvalidRequest("--limit and --offset page the list; `history show ID` shows one record",
-                                 field="limit" if args.limit is not None else "offset")
+        if args.limit is not None or args.offset is not None or args.error_code is not None:
+            raise InvalidRequest("--limit, --offset and --error-code page and filter the list; `history show ID` "
+                                 "shows one record", field="limit" if args.limit is not None else
+                                 "offset" if args.offset is not None else "error_code")
         record = answer_show(config, args.id)
         if args.json:
             _print_json(record)
@@ -15752,6 +15953,8 @@ def _cmd_history(config: Config, args: argparse.Namespace) -> int:
                   f"  (shares: {', '.join(c['shared_terms'])})")
         print(f"model        {record['llm_provider']}/{record['model'] or '-'}  completion {record['completion_status']}"
               f" (finish_reason {record['finish_reason'] or '-'})  prompt {record['prompt_version'] or '-'}")
+        if record.get("error_code"):
+            print(f"error        {record['error_code']}")
         latency = record["latency_ms"] or {}
         print("latency      " + ", ".join(f"{part} {latency[part]:.1f} ms" for part in ("retrieval", "model", "total")
                                           if isinstance(latency.get(part), (int, float))))
@@ -15765,7 +15968,7 @@ def _cmd_history(config: Config, args: argparse.Namespace) -> int:
         print(_shown(record["answer"]))
         return EXIT_OK
     limit = args.limit if args.limit is not None else ANSWERS_LIMIT_DEFAULT
-    result = answer_history(config, limit, args.offset or 0)
+    result = answer_history(config, limit, args.offset or 0, error_code=args.error_code)
     if args.json:
         _print_json(result)
         return EXIT_OK
@@ -15773,10 +15976,13 @@ def _cmd_history(config: Config, args: argparse.Namespace) -> int:
         _say(f"no records from --offset {result['offset']}: there are {result['total']} in all")
         return EXIT_OK
     if not result["answers"]:
-        _say("no answer records yet" + ("" if config.rag_record_answers else " (RAG_RECORD_ANSWERS=false)"))
+        _say(f"no answer records with error code {args.error_code}" if args.error_code else
+             "no answer records yet" + ("" if config.rag_record_answers else " (RAG_RECORD_ANSWERS=false)"))
     for r in result["answers"]:
+        # how an ask that did not end well ended, before its question: [llm_timeout], [client_disconnected]
+        ended = r.get("error_code") or (r["completion_status"] if r["completion_status"] in _UNFINISHED else None)
         print(f"#{r['id']:<6} {str(r['created_at'])[:19]}  {r['mode']:<9} {_snippet(r['reason'], 34):<34} "
-              f"{_snippet(r['question'], 60)}")
+              + (f"[{ended}] " if ended else "") + f"{_snippet(r['question'], 60)}")
     if result["next_offset"] is not None or result["offset"]:
         first = result["offset"] + 1
         _say(f"{result['total']} records in all; showing {first}-{result['offset'] + len(result['answers'])}, newest "
@@ -16392,15 +16598,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_ask)
 
     p = sub.add_parser("history", help="answer records: list the newest, or show one whole", formatter_class=fmt,
-                       usage="localrag history [-h] [--limit N] [--offset N] [--json]\n"
+                       usage="localrag history [-h] [--limit N] [--offset N] [--error-code CODE] [--json]\n"
                              "       localrag history show ID [--json]",
-                       epilog="examples:\n  localrag history --limit 5\n"
+                       epilog="examples:\n  localrag history --limit 5\n  localrag history --error-code llm_timeout\n"
                               "  localrag history --limit 50 --offset 50 --json\n  localrag history show 42 --json\n\n"
                               f"exit code {EXIT_NOT_FOUND} means there is no record with that id.")
     p.add_argument("--limit", type=_ranged(int, 1, ANSWERS_LIMIT_MAX), metavar="N",
                    help=f"records to list, 1 to {ANSWERS_LIMIT_MAX} (default {ANSWERS_LIMIT_DEFAULT})")
     p.add_argument("--offset", type=_ranged(int, 0), metavar="N",
                    help="skip the N newest records (default 0; --json gives the next page's as next_offset)")
+    p.add_argument("--error-code", metavar="CODE",
+                   help="only the asks that failed with this error code (as the error showed it, e.g. llm_timeout)")
     _add_json(p)
     hsub = p.add_subparsers(dest="action", metavar="ACTION", prog="localrag history")
     sp = hsub.add_parser("show", help="one record whole (needs ID)", formatter_class=fmt,

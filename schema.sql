@@ -136,6 +136,7 @@ CREATE TABLE IF NOT EXISTS answers (
   model TEXT,
   completion_status TEXT NOT NULL,
   finish_reason TEXT,
+  error_code TEXT,
   usage JSONB,
   answer TEXT NOT NULL,
   claims JSONB NOT NULL DEFAULT '[]'::jsonb,
@@ -149,6 +150,17 @@ BEGIN
 END $$;
 CREATE OR REPLACE TRIGGER answers_append_only BEFORE UPDATE OR DELETE ON answers
   FOR EACH ROW EXECUTE FUNCTION localrag_answers_append_only();
+
+-- The error's code when an ask failed (completion_status 'error'): what the CLI and HTTP error showed, e.g.
+-- llm_timeout; never a message (an upstream's text may echo a key).  Added only when missing (version 7).
+DO $$
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'answers'::regclass AND attname = 'error_code'
+                 AND NOT attisdropped) THEN
+    ALTER TABLE answers ADD COLUMN error_code TEXT;
+  END IF;
+END
+$$;
 
 -- The keyword channel (BM25 over content + heading path + file name + tags), maintained by ingest in the same
 -- transactions as the chunks.  Each query term's document frequency is counted at query time (index-only); N and
@@ -286,4 +298,4 @@ CREATE TABLE IF NOT EXISTS localrag_schema (
   version INTEGER PRIMARY KEY,
   applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
 );
-INSERT INTO localrag_schema (version) VALUES (6) ON CONFLICT (version) DO NOTHING;
+INSERT INTO localrag_schema (version) VALUES (7) ON CONFLICT (version) DO NOTHING;

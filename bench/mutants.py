@@ -529,6 +529,28 @@ MUTANTS: list[Mutant] = [
       "        self.expired = True\n        sock = getattr(",
       "        return\n        sock = getattr(",
       ("tests/test_ask.py",), "trickle"),
+    M("ask: a streaming client that hangs up is the model's error (the write's OSError reaches the model client)",
+      "            raise _ReaderGone(exc) from None",
+      "            raise",
+      ("tests/test_http.py",), "hanging_up"),
+    M("answers: a failed ask's error code is not recorded",
+      '        "error_code": completion.get("error"), "usage"',
+      '        "error_code": None, "usage"',
+      ("tests/test_answers.py",), "error_code"),
+    M("llm: max_tokens is not sent",
+      '"stream": stream,\n                       "max_tokens": max_tokens}',
+      '"stream": stream}',
+      ("tests/test_ask.py",), "max_tokens_is_sent"),
+    M("llm: a stream that ignores max_tokens is read on without bound",
+      "                    if piece != text:   # a server that ignores max_tokens: not read on for ever\n"
+      "                        cut = True\n                        break\n",
+      "",
+      ("tests/test_ask.py",), "stream_that_ignores"),
+    M("schema: db init skips an answers table without error_code (a complete-schema check that forgets it)",
+      "            \"AND EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('answers') \"\n"
+      "            \"AND attname = 'error_code' AND NOT attisdropped)\",",
+      "            \"AND TRUE\",",
+      ("tests/test_store.py",), "schema_6"),
 ]
 
 

@@ -22,6 +22,12 @@ Scenarios (the same names work for non-streaming and streaming requests unless n
     stall_stream    streaming: sends headers and one delta, then stalls
     no_done         streaming: deltas, then closes without finish_reason or [DONE]
     slow_stream     streaming: like ok, but waits ``piece_delay`` seconds before each delta (a long answer)
+    endless         ignores max_tokens: streaming, 1,000-byte deltas until the client hangs up (or 4 MiB, then
+                    stop); non-streaming, one body whose answer is ``huge_bytes`` long
+    endless_line    streaming: one `data:` line that never ends (no newline), until the client hangs up
+
+A streaming client that hangs up is seen: ``hung_up`` is set, and ``deltas_sent`` counts the deltas written (the
+last ones may sit unread in the socket's buffers).
 """
 
 from __future__ import annotations
@@ -84,7 +90,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             else:
                 self._plain(stub)
         except (BrokenPipeError, ConnectionResetError):
-            pass  # the client gave up (timeouts): nothing to do
+            stub.hung_up.set()  # the client gave up (timeouts, a reader gone): nothing more to send
 
     def do_GET(self) -> None:  # noqa: N802
         self._json(404, {"error": {"message": "only POST /chat/completions here"}})
@@ -130,6 +136,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 stub.release.wait(0.1)
         elif scenario == "length":
             self._json(200, completion_body(stub.answer, "length"))
+        elif scenario == "endless":
+            self._json(200, completion_body("x" * stub.huge_bytes, "stop"))
         elif scenario == "content_filter":
             self._json(200, completion_body(None, "content_filter"))
         elif scenario == "refusal":
@@ -176,12 +184,25 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._event(chunk_body({}, "stop"))
             self._event("[DONE]")
             return
+        if scenario == "endless":   # "endless": 16 times any cap localrag keeps, then it would stop
+            while not stub.release.is_set() and stub.deltas_sent < 4096:
+                self._event(chunk_body({"content": "y" * 999 + "\n"}, None))
+                stub.deltas_sent += 1
+            self._event(chunk_body({}, "stop"))
+            self._event("[DONE]")
+            return
+        if scenario == "endless_line":
+            self.wfile.write(b'data: {"choices": [{"index": 0, "delta": {"content": "')
+            while not stub.release.is_set():
+                self.wfile.write(b"z" * 65536)
+            return
         self.wfile.write(b": keep-alive comment\n\n")  # SSE comments must be ignored
         self._event(chunk_body({"role": "assistant", "content": ""}, None))
         for piece in pieces:
             if scenario == "slow_stream":
                 stub.release.wait(stub.piece_delay)
             self._event(chunk_body({"content": piece}, None))
+            stub.deltas_sent += 1
         if scenario == "no_done":
             return
         self._event(chunk_body({}, "length" if scenario == "length" else "stop"))
@@ -254,6 +275,9 @@ class ChatStub(LoopbackStub):
         self.answer = "The evidence answers it [1]."
         self.delay = 5.0                 # upper bound of a "slow" wait; stop() releases it at once
         self.piece_delay = 0.3           # slow_stream: the wait before each delta
+        self.huge_bytes = 300 * 1024     # endless, non-streaming: the answer's length
+        self.hung_up = threading.Event()  # a streaming client went away mid-stream
+        self.deltas_sent = 0
 
     @property
     def root(self) -> str:

@@ -1279,7 +1279,54 @@ def test_no_answer_and_errors_are_recorded_too(small_vault, stub, monkeypatch):
     with pytest.raises(localrag.LlmError):
         localrag.ask(config, "What does the Plus plan store?")
     [last] = localrag.answer_history(config, 1)["answers"]
-    assert last["completion_status"] == "error"
+    assert last["completion_status"] == "error" and last["error_code"] == "llm_upstream_error"
+
+
+def test_a_failed_ask_keeps_its_error_code_for_history_and_the_api(small_vault, stub, monkeypatch, capfd):
+    """An error record said only "error": which error (the code the CLI and HTTP showed) was lost, so `history`
+    could not tell a timeout from a refused key.  The code is kept (never the message: it may echo the key), shown
+    by `history`, `history show` and GET /answers, and both filter on it."""
+    config = configure(monkeypatch, LLM_PROVIDER="openai-compatible", LLM_BASE_URL=stub.root, LLM_MODEL="m",
+                       LLM_API_KEY=SENTINEL_LLM, LLM_TIMEOUT_SECONDS="0.5")
+    ok = localrag.ask(config, "What does the Plus plan store?")
+    failed = {}
+    for scenario, code in (("slow", "llm_timeout"), ("status:401", "llm_auth_failed"), ("status:500",
+                                                                                        "llm_upstream_error")):
+        stub.scenario = scenario
+        with pytest.raises(localrag.LlmError) as info:
+            localrag.ask(config, "What does the Plus plan store?")
+        assert info.value.code == code
+        failed[code] = localrag.answer_history(config, 1)["answers"][0]["id"]
+        stub.release.set()
+        stub.release.clear()
+    record = localrag.answer_show(config, failed["llm_timeout"])
+    assert record["completion_status"] == "error" and record["error_code"] == "llm_timeout"
+    assert localrag.answer_show(config, ok["answer_id"])["error_code"] is None
+    dumped = json.dumps([localrag.answer_show(config, i) for i in failed.values()])
+    assert SENTINEL_LLM not in dumped and "rejected credentials" not in dumped   # the 401 body echoed the key
+    page = localrag.answer_history(config, error_code="llm_auth_failed")
+    assert [r["id"] for r in page["answers"]] == [failed["llm_auth_failed"]] and page["total"] == 1
+    assert page["error_code"] == "llm_auth_failed"
+    capfd.readouterr()
+    code, out = run_cli("history", "--error-code", "llm_timeout", "--json")
+    assert code == 0 and [r["id"] for r in json.loads(out)["answers"]] == [failed["llm_timeout"]]
+    code, out = run_cli("history")
+    assert code == 0 and "[llm_timeout]" in out and "[llm_auth_failed]" in out
+    code, out = run_cli("history", "show", str(failed["llm_timeout"]))
+    assert code == 0 and re.search(r"^error +llm_timeout$", out, re.M), out
+    code, out = run_cli("history", "--error-code", "LLM TIMEOUT", "--json")
+    assert code == localrag.EXIT_USAGE and json.loads(out)["error"]["details"]["field"] == "error_code"
+    server = serve(config)
+    try:
+        status, body = http_call(server, "GET", "/answers?error_code=llm_upstream_error")
+        assert status == 200 and [r["id"] for r in body["answers"]] == [failed["llm_upstream_error"]]
+        assert body["answers"][0]["error_code"] == "llm_upstream_error"
+        status, body = http_call(server, "GET", "/answers?error_code=x;drop")
+        assert status == 422 and body["error"]["details"]["field"] == "error_code"
+    finally:
+        server.shutdown()
+        server.server_close()
+        server.api.pool.close()
 
 
 def test_recording_can_be_turned_off(small_vault, monkeypatch):
@@ -1403,6 +1450,10 @@ def test_openapi_documents_the_answer_routes_and_fields():
     props = spec["components"]["schemas"]["AskResponse"]["properties"]
     assert {"claims", "evidence_check", "answer_id", "citation_check"} <= set(props)
     assert "AnswerRecord" in spec["components"]["schemas"]
+    for name in ("AnswerRecord", "AnswerSummary"):
+        fields = spec["components"]["schemas"][name]["properties"]
+        assert "error_code" in fields and "client_disconnected" in fields["completion_status"]["enum"]
+    assert "error_code" in {p["name"] for p in spec["paths"]["/answers"]["get"]["parameters"]}
 
 
 # === 7. Local servers without keys, llm check ======================================================================

@@ -18,6 +18,7 @@ import json
 import logging
 import re
 import shutil
+import time
 
 import pytest
 import yaml
@@ -532,6 +533,67 @@ def test_llm_check_redacts_the_key_an_error_body_echoes(provider, stub):
             localrag.llm_check(provider)
         assert "***" in info.value.message
         assert_no_secret(info.value.message, json.dumps(info.value.to_dict()))
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+def test_max_tokens_is_sent_and_recorded(provider, stub, monkeypatch, stream):
+    """No max_tokens was sent: a model that rambled wrote until its own window was full."""
+    response = localrag.ask(provider, RAG_Q, on_delta=(lambda _t: None) if stream else None)
+    assert stub.requests[-1]["body"]["max_tokens"] == localrag.LLM_MAX_TOKENS_DEFAULT == 1024
+    record = localrag.answer_show(provider, response["answer_id"])
+    assert json.loads(record["request_body"])["max_tokens"] == 1024   # the record keeps the exact body sent
+    config = configure(monkeypatch, LLM_MAX_TOKENS="300")
+    localrag.ask(config, RAG_Q, on_delta=(lambda _t: None) if stream else None)
+    assert stub.requests[-1]["body"]["max_tokens"] == 300
+
+
+def test_a_stream_that_ignores_max_tokens_is_cut_and_incomplete(provider, stub, capfd):
+    """A server that ignores max_tokens and streams without end was read on until the stream deadline (ten times
+    LLM_TIMEOUT_SECONDS), the answer growing in memory all along; and one endless SSE line was read whole.  Now the
+    answer stops at answer_max_bytes, the upstream connection is closed, and the answer is incomplete."""
+    cap = localrag.answer_max_bytes(provider.llm_max_tokens)
+    assert cap == 256 * 1024
+    for scenario in ("endless", "endless_line"):
+        stub.scenario = scenario
+        stub.hung_up.clear()
+        stub.deltas_sent = 0
+        deltas: list[str] = []
+        started = time.monotonic()
+        response = localrag.ask(provider, RAG_Q, on_delta=deltas.append)
+        assert time.monotonic() - started < 10
+        assert response["completion"]["status"] == "incomplete"
+        assert response["completion"]["finish_reason"] == localrag.ANSWER_CUT_FINISH
+        assert "".join(deltas) == response["answer"] and len(response["answer"].encode("utf-8")) <= cap
+        if scenario == "endless":
+            assert len(response["answer"].encode("utf-8")) > cap - 1000   # cut at the cap, not before
+        assert stub.hung_up.wait(5), f"{scenario}: the upstream stream was not closed"
+        record = localrag.answer_show(provider, response["answer_id"])
+        assert record["completion_status"] == "incomplete" and record["finish_reason"] == localrag.ANSWER_CUT_FINISH
+    stub.scenario, stub.deltas_sent = "endless", 0
+    capfd.readouterr()
+    code, _out = run_cli("ask", RAG_Q, "--stream")
+    err = capfd.readouterr().err
+    assert code == 0 and "incomplete (finish_reason answer_max_bytes)" in err and "ignores max_tokens" in err
+
+
+def test_a_whole_body_that_ignores_max_tokens_is_cut_or_refused(provider, stub):
+    """Non-streaming, the body is read at most to ANSWER_BODY_FACTOR times the answer cap (it had been read whole,
+    however large): an answer over the cap inside it is cut (incomplete), a body over its limit is an upstream
+    error naming the limit, both without reading the rest."""
+    cap = localrag.answer_max_bytes(provider.llm_max_tokens)
+    stub.scenario, stub.huge_bytes = "endless", cap + 5000
+    response = localrag.ask(provider, RAG_Q)
+    assert response["completion"]["status"] == "incomplete"
+    assert response["completion"]["finish_reason"] == localrag.ANSWER_CUT_FINISH
+    assert len(response["answer"].encode("utf-8")) == cap
+    stub.huge_bytes = localrag.ANSWER_BODY_FACTOR * cap + 1
+    error = ask_error(provider)
+    assert error.code == "llm_upstream_error" and f"larger than {localrag.ANSWER_BODY_FACTOR * cap} bytes" in \
+        error.message
+    stub.scenario = "json_for_stream"   # a server that ignores stream: true sends the same body: read as bounded
+    stub.answer = "y" * (localrag.ANSWER_BODY_FACTOR * cap + 1)
+    error = ask_error(provider, stream=True)
+    assert error.code == "llm_upstream_error" and "larger than" in error.message
 
 
 def test_cli_warns_about_incomplete_answers(provider, stub, capfd):

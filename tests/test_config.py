@@ -206,6 +206,8 @@ KEY_CASES = {
                         use="llm_api_key_optional"),
     "LLM_TIMEOUT_SECONDS": dict(default=("llm_timeout_s", 30.0), valid=("2.5", "llm_timeout_s", 2.5),
                                 invalid=["0", "-1", "nan", "inf", "soon", "86401", "1e10"]),
+    "LLM_MAX_TOKENS": dict(default=("llm_max_tokens", 1024), valid=("65536", "llm_max_tokens", 65536),
+                           invalid=["0", "-1", "65537", "1.5", "1k", "x", "99999999999999999999"]),
     "RAG_TOP_K": dict(default=("rag_top_k", 5), valid=("20", "rag_top_k", 20),
                       invalid=["0", "21", "3.5", "x", "1_0", "\u0663"]),
     "RAG_MIN_SIMILARITY": dict(default=("rag_min_similarity", 0.20), valid=("0.35", "rag_min_similarity", 0.35),

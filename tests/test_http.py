@@ -595,6 +595,50 @@ def test_stream_error_mid_stream_arrives_as_an_error_event(ingested, upstream, s
     assert LLM_KEY.encode() not in reply.raw and b"Traceback" not in reply.raw
 
 
+def test_a_client_hanging_up_mid_stream_is_recorded_as_such_and_stops_the_model(ingested, monkeypatch,
+                                                                                start_server):
+    """A client that closes its socket mid-stream had its ask recorded as the model's failure (the write's broken
+    pipe, raised inside the model client's read loop, became llm_upstream_error "the LLM stream was cut off").  Now
+    the record says client_disconnected and keeps what the client was sent, the model's stream is closed at the next
+    delta (not read to its end for nobody), and the serve slot is free for the next request."""
+    from llm_stub import ChatStub
+    with ChatStub() as stub:
+        stub.scenario, stub.piece_delay = "slow_stream", 0.2
+        stub.answer = "The escalation goes to the on-call lead [1]. " * 8    # ~50 deltas: ~10 s to the end
+        pieces = len(stub.answer) // 7 + 1
+        for key, value in {"LLM_PROVIDER": "openai-compatible", "LLM_BASE_URL": stub.root, "LLM_MODEL": "stub-model",
+                           "LLM_API_KEY": LLM_KEY, "LOCALRAG_MAX_REQUESTS": "1",
+                           "LOCALRAG_QUEUE_WAIT_SECONDS": "0"}.items():
+            monkeypatch.setenv(key, value)
+        client = start_server(localrag.load_config())
+        before = localrag.answer_history(localrag.load_config(), 1)["total"]
+        sock = socket.create_connection((HOST, client.port), timeout=30)
+        body = _encode({"question": RAG_Q})
+        sock.sendall(b"POST /ask/stream HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+        seen = b""
+        while seen.count(b"event: delta") < 2:     # the model is streaming
+            chunk = sock.recv(65536)
+            assert chunk, seen
+            seen += chunk
+        hung_up_at = time.monotonic()
+        sock.close()
+        assert stub.hung_up.wait(5), "the model's stream was read on after the client went away"
+        assert time.monotonic() - hung_up_at < 3 and stub.deltas_sent < pieces - 10, stub.deltas_sent
+        deadline = time.monotonic() + 10
+        while localrag.answer_history(localrag.load_config(), 1)["total"] == before and time.monotonic() < deadline:
+            time.sleep(0.05)
+        [summary] = localrag.answer_history(localrag.load_config(), 1)["answers"]
+        record = localrag.answer_show(localrag.load_config(), summary["id"])
+        assert record["completion_status"] == "client_disconnected" and record["error_code"] is None, record
+        assert record["answer"] and stub.answer.startswith(record["answer"])   # what the client was sent
+        assert len(record["answer"]) < len(stub.answer)
+        assert json.loads(record["request_body"])["stream"] is True
+        # the one slot (LOCALRAG_MAX_REQUESTS=1, no queue wait) is free: the next request is served, not 503
+        reply = client.get("/answers?limit=1")
+        assert reply.status == 200 and reply.json["answers"][0]["completion_status"] == "client_disconnected"
+
+
 @pytest.fixture
 def unreachable_llm_api(ingested, monkeypatch, start_server) -> HttpClient:
     """The server over the ingested vault with fallback on and an LLM endpoint where nothing listens."""

@@ -479,17 +479,44 @@ def test_schema_5_gets_keyword_stats_from_its_rows(ingested):
         s.run("DROP TABLE keyword_stats")
         for trigger in ("insert", "delete", "truncate"):
             s.run(f"DROP TRIGGER keyword_chunks_stats_{trigger} ON keyword_chunks")
-        s.run("DELETE FROM localrag_schema WHERE version = 6")
+        s.run("DELETE FROM localrag_schema WHERE version >= 6")
         s.run("INSERT INTO localrag_schema (version) VALUES (5) ON CONFLICT (version) DO NOTHING")
     for args in (["search", "P1"], ["history"], ["show", "--list"], ["tickets", "list"]):   # history read on
         code, out = run_cli(*args, "--json")
         assert code == localrag.EXIT_SCHEMA and __import__("json").loads(out)["error"]["code"] == "schema_outdated"
     code, out = run_cli("db", "status")   # shows the version: the one command (with db init) that runs
-    assert "schema          outdated (version 5; this localrag needs 6" in out and "upgrades it in place" in out
+    assert f"schema          outdated (version 5; this localrag needs {localrag.SCHEMA_VERSION}" in out
+    assert "upgrades it in place" in out
     assert run_cli("db", "init")[0] == 0
     with localrag.Store.open(config) as s:
         assert s.run(_STATS)[0] == [1, n, total]
     assert run_cli("search", "P1")[0] == 0
+
+
+def test_schema_6_gets_answers_error_code_keeping_the_records(ingested):
+    """A version-6 database (answers without error_code) holding records: `history` and `ask` ask for `db init`,
+    which adds the column in place (the records stay, their error_code null), after which a failed ask keeps its
+    code; a second `db init` runs no DDL."""
+    import json
+    config, _, _ = ingested
+    assert run_cli("ask", "P1 工单如何升级？", "--json")[0] == 0
+    with localrag.Store.open(config) as s:
+        before = s.run("SELECT id, question, answer FROM answers ORDER BY id")
+        s.run("ALTER TABLE answers DROP COLUMN error_code")
+        s.run("DELETE FROM localrag_schema WHERE version >= 7")
+        s.run("INSERT INTO localrag_schema (version) VALUES (6) ON CONFLICT (version) DO NOTHING")
+        assert s.schema_version() == 6 and not s._schema_complete()
+    for args in (["history"], ["history", "show", str(before[-1][0])], ["ask", "P1"]):
+        code, out = run_cli(*args, "--json")
+        assert code == localrag.EXIT_SCHEMA and json.loads(out)["error"]["code"] == "schema_outdated", args
+    code, out = run_cli("db", "init", "--json")
+    assert code == 0 and json.loads(out)["upgraded_from"] == 6
+    with localrag.Store.open(config) as s:
+        assert s.schema_version() == localrag.SCHEMA_VERSION and s._schema_complete()
+        assert s.run("SELECT id, question, answer FROM answers ORDER BY id") == before
+        assert s.run("SELECT count(*) FROM answers WHERE error_code IS NOT NULL")[0][0] == 0
+    code, out = run_cli("history", "--json")
+    assert code == 0 and json.loads(out)["answers"][0]["error_code"] is None
 
 
 def test_first_release_schema_is_upgraded_in_place(config):
