@@ -855,7 +855,7 @@ def _load_config(env_file: str | Path | None, environ: dict | None, cwd: Path | 
     raw_min = get("RAG_MIN_SIMILARITY")
     if raw_min:
         try:
-            min_sim = float(raw_min)
+            min_sim = _ascii_number(float, raw_min)
         except ValueError:
             min_sim = float("nan")
         if not (0.0 <= min_sim <= 1.0):
@@ -991,7 +991,7 @@ def _unit_setting(raw: str, key: str, default: float) -> float:
     if not raw:
         return default
     try:
-        value = float(raw)
+        value = _ascii_number(float, raw)
     except ValueError:
         value = float("nan")
     if not 0.0 <= value <= 1.0:
@@ -1005,6 +1005,17 @@ def _int_setting(raw: str, key: str, default: int) -> int:
     if not re.fullmatch(r"[+-]?[0-9]+", raw):   # int() also takes 1_0 (as 10) and other digits than 0-9
         raise ConfigInvalid(f"{key}={raw!r} is not an integer", key=key, value=raw)
     return int(raw)
+
+
+_ASCII_INT_RE = re.compile(r"\s*[+-]?[0-9]+\s*")
+
+
+def _ascii_number(kind: type, text: str) -> Any:
+    """int(text) or float(text), written with the digits 0-9 only: Python's int() and float() also read '٣'
+    (Arabic-Indic), '３' (fullwidth) and '1_0', which nobody types as a number on purpose.  Raises ValueError."""
+    if not text.isascii() or (kind is int and not _ASCII_INT_RE.fullmatch(text)) or "_" in text:
+        raise ValueError(text)
+    return kind(text)
 
 
 def _range_setting(raw: str, key: str, default: int, low: int, high: int) -> int:
@@ -1021,7 +1032,7 @@ def _float_setting(raw: str, key: str, default: float, high: float | None = None
     if not raw:
         return default
     try:
-        value = float(raw)
+        value = _ascii_number(float, raw)
     except ValueError:
         value = float("nan")
     if not (math.isfinite(value) and (value >= 0 if allow_zero else value > 0) and (high is None or value <= high)):
@@ -1247,7 +1258,7 @@ def parse_database_url(url: str) -> DbTarget:
     if "connect_timeout" in query:
         raw = query["connect_timeout"]
         try:
-            timeout = float(raw)
+            timeout = _ascii_number(float, raw)
         except ValueError:
             timeout = float("nan")
         if not (math.isfinite(timeout) and timeout >= 0):
@@ -11078,8 +11089,13 @@ def _note_text_page(doc: Document, start: int, end: int, char_offset: int, max_c
     lo, hi = _note_page(text, char_offset, max_chars)
     at = start + len(raw) - len(raw.lstrip())
     first, last = span_lines(doc.body, at + lo, at + hi, doc.body_line) if _has_file_lines(doc) else (None, None)
-    return {"line_start": first, "line_end": last, "content": text[lo:hi].strip("\n"), "content_chars": len(text),
-            "char_offset": lo, "next_char_offset": hi if hi < len(text) else None}
+    column = None
+    if first is not None:   # a page from a char_offset inside a line: where in line_start it starts (1-based)
+        shown = at + lo + len(text[lo:hi]) - len(text[lo:hi].lstrip())   # where line_start was counted from
+        line_begin = doc.body.rfind("\n", 0, shown) + 1
+        column = max(at + lo, line_begin) - line_begin + 1 if lo else 1
+    return {"line_start": first, "line_end": last, "column_start": column, "content": text[lo:hi].strip("\n"),
+            "content_chars": len(text), "char_offset": lo, "next_char_offset": hi if hi < len(text) else None}
 
 
 def get_note(config: Config, path: Any, heading: Any = None, vault: Any = None, store: Store | None = None,
@@ -12424,6 +12440,9 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
         "line_start": _doc("integer", "First line of the text in the file (1-based); null for a PDF page or a "
                                       "canvas card", 5, nullable=True),
         "line_end": _doc("integer", "Last line (inclusive); null as line_start", 20, nullable=True),
+        "column_start": _doc("integer", "The character of line_start where the text starts (1-based): 1, or more "
+                                        "for a page whose char_offset falls inside a line; null as line_start", 1,
+                             nullable=True),
         "content": _doc("string", "The note's Markdown (frontmatter removed) or the section's, subsections included; "
                                   "with max_chars, one page of it (whole lines)", "## 升级路径\n…"),
         "content_chars": _doc("integer", "The length of the whole text (note or section) in characters", 1830),
@@ -13345,7 +13364,7 @@ def _query_ints(params: dict, names: Sequence[str]) -> dict:
     for name in names:
         if name in out:
             try:
-                out[name] = int(out[name])
+                out[name] = _ascii_number(int, out[name])
             except ValueError:
                 raise InvalidRequest(f"{name} must be an integer (got {out[name]!r})", field=name) from None
     return out
@@ -15732,6 +15751,8 @@ def _cmd_show(config: Config, args: argparse.Namespace) -> int:
     if result.get("also_matched"):   # the note repeats the heading: the first is shown unless --line picks another
         _say(f"{len(result['also_matched'])} more section(s) have this heading; --line N (a line inside one) reads it")
     lines = f":{result['line_start']}-{result['line_end']}" if result["line_start"] is not None else ""
+    if (result.get("column_start") or 1) > 1:   # a page from inside a line: not the whole of its first line
+        lines += f" (line {result['line_start']} from its character {result['column_start']})"
     _say(f"{result['vault_path']}/{result['path']}{lines}" +
          (f"  › {where}" if where else ""))
     print(result["content"])
@@ -16178,16 +16199,29 @@ def _command_path(parser: argparse.ArgumentParser, argv: Sequence[str]) -> list[
     return path
 
 
+def _integer(text: str) -> int:
+    """An argparse type: an integer in the digits 0-9 (argparse's `int` reads '٣' as 3); ranges are checked where
+    the value is used."""
+    try:
+        return _ascii_number(int, text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer{_digits_hint(text)}") from None
+
+
+def _digits_hint(text: str) -> str:
+    return "; write it with the digits 0-9" if not text.isascii() else ""
+
+
 def _ranged(kind: type, low: float, high: float | None = None) -> Callable[[str], Any]:
-    """An argparse type: a `kind` (int or float) from `low` to `high` (inclusive; no upper bound when None), so an
-    impossible value is a usage error (exit 2) naming the range, not a run that cannot succeed."""
+    """An argparse type: a `kind` (int or float, in the digits 0-9) from `low` to `high` (inclusive; no upper bound
+    when None), so an impossible value is a usage error (exit 2) naming the range, not a run that cannot succeed."""
     def parse(text: str) -> Any:
         try:
-            value = kind(text)
+            value = _ascii_number(kind, text)
         except ValueError:
             within = f" from {low:g} to {high:g}" if high is not None else f" of {low:g} or more"
-            raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if kind is int else 'a number'}{within}") \
-                from None
+            raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if kind is int else 'a number'}{within}"
+                                             f"{_digits_hint(text)}") from None
         if value != value or value < low or (high is not None and value > high):   # NaN is out of every range
             raise argparse.ArgumentTypeError(f"{text} is out of range: it must be " + (
                 f"from {low:g} to {high:g}" if high is not None else f"{low:g} or more"))
@@ -16335,7 +16369,7 @@ def build_parser() -> argparse.ArgumentParser:
                          formatter_class=fmt,
                          epilog="example:\n  localrag tickets draft \"How do I sync to my phone?\" --json > d.json")
     sp.add_argument("question", help="the question; - reads it from stdin")
-    sp.add_argument("--answer-id", type=int, metavar="ID", help="take mode and reason from this answer record")
+    sp.add_argument("--answer-id", type=_integer, metavar="ID", help="take mode and reason from this answer record")
     _add_json(sp)
     sp = tsub.add_parser("create", help="save a (edited) draft after a person confirms",
                          description="save a (edited) draft after a person confirms: asked on a terminal, "
@@ -16401,16 +16435,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--list", action="store_true", help="list indexed notes instead")
     p.add_argument("--prefix", metavar="FOLDER", help="--list: only notes under this path prefix")
     p.add_argument("--tag", metavar="TAG", help="--list: only notes with this tag")
-    p.add_argument("--limit", type=int, default=NOTES_PAGE_DEFAULT, metavar="N",
+    p.add_argument("--limit", type=_integer, default=NOTES_PAGE_DEFAULT, metavar="N",
                    help=f"--list: page size, 1 to {NOTES_PAGE_MAX} (default {NOTES_PAGE_DEFAULT})")
-    p.add_argument("--offset", type=int, default=0, metavar="N", help="--list: skip N notes")
-    p.add_argument("--line", type=int, metavar="N",
+    p.add_argument("--offset", type=_integer, default=0, metavar="N", help="--list: skip N notes")
+    p.add_argument("--line", type=_integer, metavar="N",
                    help="the section holding file line N: which one when the note repeats the heading (citations' "
                         "open: commands give it), or without a heading the innermost section there")
-    p.add_argument("--max-chars", type=int, metavar="N",
+    p.add_argument("--max-chars", type=_integer, metavar="N",
                    help="print at most N characters of a long note (whole lines); the next page's --char-offset "
                         "is printed on stderr")
-    p.add_argument("--char-offset", type=int, metavar="N",
+    p.add_argument("--char-offset", type=_integer, metavar="N",
                    help="start exactly N characters into the text (the previous page's next_char_offset, which starts "
                         "a line; another N may start mid-line); without --max-chars, the rest of the text")
     _add_json(p)

@@ -529,6 +529,30 @@ def test_impossible_numbers_are_usage_errors(args, says):
     assert code == localrag.EXIT_USAGE and says in json.loads(out)["error"]["message"]
 
 
+@pytest.mark.parametrize("args, field", [
+    (["show", "--list", "--limit", "\u0663"], "limit"),            # Arabic-Indic three
+    (["show", "x.md", "--max-chars", "\uff13\uff10"], "max_chars"),  # fullwidth 30
+    (["show", "x.md", "--char-offset", "\u0665"], "char_offset"),
+    (["history", "--limit", "\uff13"], "limit"),
+    (["search", "x", "--top-k", "\u0663"], "top_k"),
+    (["serve", "--port", "\uff18\uff10\uff10\uff10"], "port"),
+    (["eval", "--min-hit-at-k", "\u0660.\u0665"], "min_hit_at_k"),
+    (["tickets", "draft", "q", "--answer-id", "\u0663"], "answer_id")])
+def test_numbers_in_other_digits_are_refused(args, field):
+    """argparse's int() and float() read '\u0663' and '\uff13' as 3: `--limit \u0663` listed three notes.  A number is
+    written with the digits 0-9; anything else is a usage error naming the option."""
+    code, out = run_cli(*args, "--json")
+    err = json.loads(out)["error"]
+    assert code == localrag.EXIT_USAGE and err["details"]["field"] == field, err
+    assert "write it with the digits 0-9" in err["message"], err
+
+
+@pytest.mark.parametrize("args", [["history", "--limit", "1_0"], ["show", "--list", "--offset", "1_0"]])
+def test_numbers_with_underscores_are_refused(args):
+    code, out = run_cli(*args, "--json")
+    assert code == localrag.EXIT_USAGE and "is not an integer" in json.loads(out)["error"]["message"]
+
+
 def test_argument_errors_without_json_keep_stdout_empty():
     proc = _cli("search", "--top-k", "x")
     assert proc.returncode == localrag.EXIT_USAGE and proc.stdout == ""
