@@ -16790,12 +16790,14 @@ def _interrupted_summary(partial: dict) -> str:
 # lib/<platform>/cp3XY (per-Python builds of tiktoken, regex, PyYAML...).  __main__.py calls _pyz_main, which picks
 # the layers for this platform and Python, unpacks each once into a folder named by its content hash (extracted
 # beside it, then renamed into place, so two first starts never see a half-written layer), puts them on sys.path
-# and runs main().  localrag.py itself comes from the zip, its compiled code cached in the same folder by the
+# and runs main().  Each layer keeps the list of its files (PYZ_LAYER_FILES); at a later start's first import they
+# are checked against it and a damaged layer is unpacked again (_PyzLayerCheck).  localrag.py itself comes from the zip, its compiled code cached in the same folder by the
 # bootstrap (tools/build_pyz.py's MAIN_PY): zipimport would compile it again at every start.
 
 PYZ_MANIFEST = "localrag-pyz.json"
 PYZ_ROOT_ENV = "SHIV_ROOT"               # shiv's name for its unpack folder, so existing instructions keep working
 PYZ_UNIVERSAL = "localrag-universal.pyz"
+PYZ_LAYER_FILES = ".localrag-files"      # in each unpacked layer: its files' sizes and mtimes, to notice damage
 PYZ_MACHINES = {  # (sys.platform family, platform.machine()) -> our platform name
     ("linux", "x86_64"): "linux-x86_64", ("linux", "amd64"): "linux-x86_64",
     ("linux", "aarch64"): "linux-aarch64", ("linux", "arm64"): "linux-aarch64",
@@ -16872,21 +16874,81 @@ def _pyz_unwritable(folder: Path, exc: OSError) -> PyzUnusable:
                        f"LOCALRAG_HOME too if the home folder is read-only)", folder=str(folder))
 
 
-def _pyz_unpack(zf, archive: str, layer: dict, root: Path) -> Path:
-    """Unpack one layer once; returns its folder.  Extracts into a temporary sibling, then renames it into place."""
+def _pyz_layer_listing(folder: Path, names: Iterable[str]) -> str:
+    """The text of a layer's PYZ_LAYER_FILES: each unpacked file (or kept empty folder, ending in '/') with its size
+    and mtime as unpacked, one a line."""
+    rows = []
+    for name in sorted(names):
+        st = os.stat(folder.joinpath(*name.split("/")))
+        rows.append(f"{name}\t{-1 if name.endswith('/') else st.st_size}\t{0 if name.endswith('/') else st.st_mtime_ns}")
+    return "\n".join(rows) + "\n"
+
+
+def _pyz_layer_damage(folder: Path, zf: Any = None, prefix: str = "") -> str | None:
+    """What is wrong with an unpacked layer (a file missing, of another size, or changed since it was unpacked), or
+    None: one stat per file against PYZ_LAYER_FILES, no hashing (a later start's budget).  A layer unpacked before
+    that list existed is checked against the zip's sizes when `zf` is given, and its list written then."""
+    try:
+        listing = (folder / PYZ_LAYER_FILES).read_text(encoding="utf-8", errors="surrogateescape")
+    except OSError:
+        if zf is None:
+            return f"it has no {PYZ_LAYER_FILES}"
+        names, sizes = [], {}
+        for info in zf.infolist():
+            if info.filename.startswith(prefix) and info.filename != prefix and "/../" not in "/" + info.filename:
+                name = info.filename[len(prefix):]
+                names.append(name)
+                sizes[name] = -1 if name.endswith("/") else info.file_size
+        listing = None
+    else:
+        names, sizes, mtimes = [], {}, {}
+        try:
+            for line in listing.splitlines():
+                name, size, mtime = line.rsplit("\t", 2)
+                names.append(name)
+                sizes[name], mtimes[name] = int(size), int(mtime)
+        except ValueError:
+            return f"its {PYZ_LAYER_FILES} is unreadable"
+    for name in names:
+        try:
+            st = os.stat(os.path.join(folder, name))
+        except OSError:
+            return f"{name} is missing"
+        if sizes[name] < 0:
+            if not stat.S_ISDIR(st.st_mode):
+                return f"{name} is missing"
+        elif st.st_size != sizes[name]:
+            return f"{name} has {st.st_size:,} bytes, not {sizes[name]:,}"
+        elif listing is not None and st.st_mtime_ns != mtimes[name]:
+            return f"{name} was changed after it was unpacked"
+    if listing is None:   # an older unpack, whole: give it its list (best effort, whole or not at all)
+        with contextlib.suppress(OSError):
+            tmp = folder / f"{PYZ_LAYER_FILES}.{os.getpid()}.tmp"
+            tmp.write_text(_pyz_layer_listing(folder, names), encoding="utf-8", errors="surrogateescape")
+            os.replace(tmp, folder / PYZ_LAYER_FILES)
+    return None
+
+
+def _pyz_unpack(zf, archive: str, layer: dict, root: Path) -> tuple[Path, str | None]:
+    """Unpack one layer once; returns its folder and, when an unpacked copy was found damaged and replaced, what was
+    wrong with it.  Extracts into a temporary sibling, then renames it into place."""
     import shutil
     import tempfile
     import zipfile
     import zlib
     final = root / f"{layer['dir'].split('/', 1)[-1].replace('/', '-')}-{layer['sha256'][:16]}"
+    prefix = layer["dir"] + "/"
+    damage = None
     if final.is_dir():
-        return final
+        damage = _pyz_layer_damage(final, zf, prefix)
+        if damage is None:
+            return final, None
     try:
         root.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=".unpack-", dir=root))
     except OSError as exc:
         raise _pyz_unwritable(root, exc) from None
-    prefix = layer["dir"] + "/"
+    names = []
     try:
         for info in zf.infolist():
             if not info.filename.startswith(prefix):
@@ -16895,6 +16957,7 @@ def _pyz_unpack(zf, archive: str, layer: dict, root: Path) -> Path:
             if not parts or ".." in parts:
                 continue
             target = tmp.joinpath(*parts)
+            names.append("/".join(parts) + ("/" if info.is_dir() else ""))
             if info.is_dir():
                 target.mkdir(parents=True, exist_ok=True)
                 continue
@@ -16903,6 +16966,9 @@ def _pyz_unpack(zf, archive: str, layer: dict, root: Path) -> Path:
                 shutil.copyfileobj(src, dst, 1 << 20)
             if (info.external_attr >> 16) & 0o111 and os.name != "nt":
                 os.chmod(target, 0o755)
+        # what a later start checks, written last (sizes and mtimes as unpacked)
+        (tmp / PYZ_LAYER_FILES).write_text(_pyz_layer_listing(tmp, names), encoding="utf-8",
+                                           errors="surrogateescape")
     except (zipfile.BadZipFile, zlib.error, EOFError, ValueError) as exc:
         shutil.rmtree(tmp, ignore_errors=True)
         raise PyzUnusable(f"{archive} is damaged ({exc}); copy it again and compare its sha256 with SHA256SUMS",
@@ -16910,37 +16976,73 @@ def _pyz_unpack(zf, archive: str, layer: dict, root: Path) -> Path:
     except OSError as exc:
         shutil.rmtree(tmp, ignore_errors=True)
         raise _pyz_unwritable(root, exc) from None
+    except BaseException:   # a signal (or anything else) mid-way: no half layer left behind
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     # The files' data reach the disk before the folder takes its final name, so after a power cut a layer is whole
     # or absent (renamed first, its files could come back empty, and every later start would fail on them).  One
     # sync for the layer: an fsync per file would cost seconds over a layer's thousands of files.
     if hasattr(os, "sync"):   # not on Windows
         os.sync()
+    if damage is not None:
+        _pyz_replace(tmp, final, root, damage)
+        return final, damage
     try:
         os.rename(tmp, final)
     except OSError:  # another first start renamed its copy first: use that one
         shutil.rmtree(tmp, ignore_errors=True)
         if not final.is_dir():
             raise
-    return final
+    return final, None
 
 
-def pyz_boot(archive: str, environ: dict | None = None) -> dict:
-    """Check this platform and Python against the pyz's manifest, unpack the chosen layers; returns the facts
-    (also what `doctor` reports).  Does not touch sys.path."""
-    import platform
+def _pyz_replace(tmp: Path, final: Path, root: Path, damage: str) -> None:
+    """Put a freshly unpacked layer (tmp) in the place of its damaged copy (final): the damaged one is renamed aside
+    and removed.  Another start that repaired it first wins; a copy that cannot be moved is PyzUnusable naming the
+    folder to delete."""
+    import shutil
+    if _pyz_layer_damage(final) is None:   # another start has just replaced it
+        shutil.rmtree(tmp, ignore_errors=True)
+        return
+    aside = root / f".damaged-{final.name}-{os.getpid()}"
+    with contextlib.suppress(OSError):   # the folder's own mode: pgserver run as root opened it to its user
+        os.chmod(tmp, stat.S_IMODE(os.stat(final).st_mode))
+    try:
+        with contextlib.suppress(FileNotFoundError):
+            os.rename(final, aside)
+        os.rename(tmp, final)
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if final.is_dir() and _pyz_layer_damage(final) is None:   # another start's copy took the place
+            return
+        raise PyzUnusable(f"the unpacked layer {final} is damaged ({damage}) and could not be replaced "
+                          f"({exc.strerror or exc}); delete that folder (stop other localrag commands first) and "
+                          f"start again, or set {PYZ_ROOT_ENV} to another folder", folder=str(final)) from None
+    shutil.rmtree(aside, ignore_errors=True)
+
+
+def pyz_boot(archive: str, environ: dict | None = None, check_layers: bool = True) -> dict:
+    """Check this platform and Python against the pyz's manifest, unpack the chosen layers (again, for a copy found
+    damaged: `repaired` names them and what was wrong); returns the facts (also what `doctor` reports).  Does not
+    touch sys.path.  With check_layers=False a later start trusts the layers it unpacked before (_pyz_main checks
+    them when the first module is imported: `--help` imports none)."""
     import zipfile
     environ = dict(os.environ if environ is None else environ)
     root = pyz_unpack_root(environ)
     # Later starts skip reading the zip's directory (thousands of entries): a stamp keyed by this file's path,
-    # size and mtime and by the Python names the layers chosen and unpacked the first time.
+    # size and mtime and by the Python names the layers chosen and unpacked the first time.  Each layer is checked
+    # against the list of files it was unpacked with (one stat a file): a damaged one is unpacked again.
     st = os.stat(archive)
+    machine = os.uname().machine if hasattr(os, "uname") else _platform_machine()   # `platform` costs 3 ms
     key = hashlib.sha256(f"{os.path.abspath(archive)}\0{st.st_size}\0{st.st_mtime_ns}\0{sys.version_info[:2]}\0"
-                         f"{sys.platform}\0{platform.machine()}".encode("utf-8", "surrogateescape")).hexdigest()[:20]
+                         f"{sys.platform}\0{machine}".encode("utf-8", "surrogateescape")).hexdigest()[:20]
     stamp = root / f".boot-{key}.json"
     with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
         facts = json.loads(stamp.read_text(encoding="utf-8"))
-        if all(Path(p).is_dir() for p in facts["layers"]):
+        if all(Path(p).is_dir() if not check_layers else _pyz_layer_damage(Path(p)) is None
+               for p in facts["layers"]):
             return facts
+    import platform
     try:
         zf = zipfile.ZipFile(archive)
         manifest = json.loads(zf.read(PYZ_MANIFEST))
@@ -16953,25 +17055,60 @@ def pyz_boot(archive: str, environ: dict | None = None) -> dict:
         manifest["name"] = os.path.basename(archive)  # messages name the file as the user has it
         layers = pyz_select(manifest, platform_id, sys.version_info[:2], sys.implementation.name, libc,
                             platform.mac_ver()[0] if sys.platform == "darwin" else "")
-        paths = [_pyz_unpack(zf, archive, layer, root) for layer in layers]
+        unpacked = [_pyz_unpack(zf, archive, layer, root) for layer in layers]
     facts = {"archive": archive, "name": manifest.get("name"), "build_id": manifest.get("build_id"),
              "platform": platform_id, "pythons": manifest["platforms"][platform_id]["pythons"],
-             "unpack_root": str(root), "layers": [str(p) for p in paths]}
+             "unpack_root": str(root), "layers": [str(p) for p, _ in unpacked]}
     with contextlib.suppress(OSError):  # only an optimisation: written whole, then renamed into place
         tmp = root / f".boot-{key}.{os.getpid()}.tmp"
         tmp.write_text(json.dumps(facts), encoding="utf-8")
         os.replace(tmp, stamp)
-    return facts
+    repaired = [{"layer": str(p), "damage": damage} for p, damage in unpacked if damage]
+    return {**facts, "repaired": repaired} if repaired else facts
+
+
+def _platform_machine() -> str:
+    import platform
+    return platform.machine()
+
+
+class _PyzLayerCheck:
+    """A sys.meta_path entry that, at the first import after start-up, checks the unpacked layers (one stat a file,
+    ~5 ms) and unpacks a damaged one again, then steps aside: a start that imports nothing more (`--help`,
+    `--version`) pays nothing, and no module is loaded from a layer before its check.  A layer that cannot be
+    repaired ends the process with one line and exit 3, as at the first start."""
+
+    def __init__(self, archive: str):
+        self.archive = archive
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
+        with contextlib.suppress(ValueError):
+            sys.meta_path.remove(self)
+        try:
+            facts = pyz_boot(self.archive)
+        except LocalRagError as exc:
+            _say(f"error [{exc.code}]: {exc.message}")
+            raise SystemExit(exc.exit_code) from None
+        _say_repaired(facts, self.archive)
+        return None   # the normal finders import the module
+
+
+def _say_repaired(facts: dict, archive: str) -> None:
+    for fix in facts.get("repaired", ()):
+        _say(f"warning: the unpacked layer {fix['layer']} was damaged ({fix['damage']}); unpacked it again from "
+             f"{os.path.basename(archive)}")
 
 
 def _pyz_main(archive: str, argv: Sequence[str] | None = None) -> int:
     """The zipapp's entry point (see __main__.py): self-check, unpack, then the normal command line."""
     try:
-        facts = pyz_boot(archive)
+        facts = pyz_boot(archive, check_layers=False)
     except LocalRagError as exc:
         _say(f"error [{exc.code}]: {exc.message}")
         return exc.exit_code
+    _say_repaired(facts, archive)
     sys.path[0:0] = facts["layers"]
+    sys.meta_path.insert(0, _PyzLayerCheck(archive))
     return main(argv)
 
 

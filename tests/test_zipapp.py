@@ -310,3 +310,75 @@ def test_later_starts_load_localrag_compiled_once(small_pyz, tmp_path):
     done = subprocess.run([sys.executable, str(small_pyz), "--version"], capture_output=True, text=True, env=env)
     # the bootstrap only compiles; the unpack step names the folder, as before: one line, exit 3
     assert done.returncode == 3 and "SHIV_ROOT" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+# --- a damaged unpack folder (an outside review: a file deleted there later gave ModuleNotFoundError, or "use the
+# pyz for this platform" for a native module, at every start) --------------------------------------------------------
+
+def _layer(facts, part):
+    return next(Path(p) for p in facts["layers"] if part in Path(p).name)
+
+
+@pytest.mark.parametrize("damage, says", [
+    (lambda f: f.unlink(), "sharedpkg/bin/tool is missing"),
+    (lambda f: f.write_bytes(f.read_bytes()[:100]), "sharedpkg/bin/tool has 100 bytes, not 64,010"),
+    (lambda f: f.write_bytes(b"X" + f.read_bytes()[1:]), "sharedpkg/bin/tool was changed after it was unpacked")])
+def test_a_damaged_layer_is_noticed_and_unpacked_again(small_pyz, tmp_path, damage, says):
+    root = tmp_path / "unpack"
+    first = localrag.pyz_boot(str(small_pyz), {"SHIV_ROOT": str(root)})
+    tool = _layer(first, "shared") / "sharedpkg" / "bin" / "tool"
+    st = tool.stat()
+    damage(tool)
+    if tool.exists():   # an edit within the same second keeps its size: the mtime must tell
+        os.utime(tool, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    trusted = localrag.pyz_boot(str(small_pyz), {"SHIV_ROOT": str(root)}, check_layers=False)
+    assert "repaired" not in trusted   # a later start trusts its layers until the first import (see _pyz_main)
+    again = localrag.pyz_boot(str(small_pyz), {"SHIV_ROOT": str(root)})
+    assert again["layers"] == first["layers"]
+    assert again["repaired"] == [{"layer": str(_layer(first, "shared")), "damage": says}]
+    assert tool.read_bytes() == TOOL and os.access(tool, os.X_OK)
+    assert sorted(p.name for p in root.iterdir() if p.name.startswith((".unpack-", ".damaged-"))) == []
+    assert "repaired" not in localrag.pyz_boot(str(small_pyz), {"SHIV_ROOT": str(root)})   # whole again
+
+
+def test_a_layer_unpacked_before_the_file_list_existed_is_checked_against_the_zip(small_pyz, tmp_path):
+    """Layers unpacked by an earlier version have no file list: their sizes are compared with the zip's once and the
+    list written, not the layer unpacked again; a damaged one is replaced."""
+    root = tmp_path / "unpack"
+    first = localrag.pyz_boot(str(small_pyz), {"SHIV_ROOT": str(root)})
+    for p in first["layers"]:
+        (Path(p) / localrag.PYZ_LAYER_FILES).unlink()
+    tool = _layer(first, "shared") / "sharedpkg" / "bin" / "tool"
+    before = tool.stat().st_mtime_ns
+    assert "repaired" not in localrag.pyz_boot(str(small_pyz), {"SHIV_ROOT": str(root)})
+    assert tool.stat().st_mtime_ns == before and all((Path(p) / localrag.PYZ_LAYER_FILES).is_file()
+                                                     for p in first["layers"])
+    for p in first["layers"]:
+        (Path(p) / localrag.PYZ_LAYER_FILES).unlink()
+    (_layer(first, "common") / "purepkg" / "__init__.py").unlink()
+    again = localrag.pyz_boot(str(small_pyz), {"SHIV_ROOT": str(root)})
+    assert [r["damage"] for r in again["repaired"]] == ["purepkg/__init__.py is missing"]
+
+
+def test_the_pyz_repairs_its_layers_before_the_first_import_and_help_pays_nothing(small_pyz, tmp_path):
+    """Started again after a file of a layer was deleted: `--help` imports nothing and does not look (its start
+    budget); a command that imports a module first puts the layer back, with one warning line naming it."""
+    root = tmp_path / "unpack"
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "SHIV_ROOT": str(root)}
+
+    def run(*args):
+        return subprocess.run([sys.executable, str(small_pyz), *args], capture_output=True, text=True, env=env,
+                              cwd=tmp_path)
+
+    assert run("--version").returncode == 0
+    lost = next(root.glob("common-*")) / "purepkg" / "__init__.py"
+    lost.unlink()
+    helped = run("--help")
+    assert helped.returncode == 0 and helped.stderr == "" and not lost.exists()
+    done = run("eval", "init", "--questions", str(tmp_path / "q.yaml"))   # imports yaml: the check comes first
+    assert done.returncode == 0, done.stderr
+    warning = [line for line in done.stderr.splitlines() if "damaged" in line]
+    assert warning == [f"warning: the unpacked layer {lost.parent.parent} was damaged (purepkg/__init__.py is "
+                       f"missing); unpacked it again from {small_pyz.name}"]
+    assert lost.read_text() == "WHERE = 'common'\n"
+    assert "damaged" not in run("eval", "init", "--questions", str(tmp_path / "q2.yaml")).stderr
