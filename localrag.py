@@ -26,6 +26,54 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+# Ctrl-C or SIGTERM while this module is still being imported (~0.1-0.3 s: before main() installs its handlers)
+# printed a KeyboardInterrupt traceback or killed the process by the signal.  Nothing is written or open that early,
+# so a command started from the command line (the `localrag`/`rag` console scripts, `python localrag.py`; the pyz's
+# __main__.py does the same before it loads this module) ends at once as interrupted: one line, exit 128 + signal.
+# Set before the other imports, which are most of that time; an importing program's own handlers are left alone.
+import os
+import signal
+import sys
+
+
+def _say_stopped(signum: int) -> None:
+    name = signal.Signals(signum).name
+    try:
+        sys.stdout.flush()
+        sys.stderr.write(f"interrupted ({name})\n")
+        sys.stderr.flush()
+        if "--json" in sys.argv[1:]:   # the error body a script reading stdout expects (see main)
+            sys.stdout.write('{"error": {"code": "interrupted", "message": "interrupted (%s)", "details": '
+                             '{"signal": "%s"}}}\n' % (name, name))
+            sys.stdout.flush()
+    except (OSError, ValueError):
+        pass
+
+
+_STOPPED_BEFORE_MAIN: list[int] = []   # the signal _stop_before_main took (its SystemExit can be lost: see main)
+
+
+def _stop_before_main(signum: int, frame: Any) -> None:
+    """Until main() has its own handlers: one line, then SystemExit(128 + signal) (a first unpack removes its
+    temporary folder on the way out)."""
+    _STOPPED_BEFORE_MAIN.append(signum)
+    _say_stopped(signum)
+    raise SystemExit(128 + signum)
+
+
+def _stop_after_main(signum: int, frame: Any) -> None:
+    """Once main() has returned: the process is only exiting, and an exception raised there could be lost (exit 0
+    after "interrupted"); it ends at once with the code the line names, as the signal's default action would."""
+    _say_stopped(signum)
+    os._exit(128 + signum)
+
+
+if __name__ == "__main__" or os.path.splitext(os.path.basename(getattr(sys, "argv", [""])[0]))[0] in ("localrag",
+                                                                                                     "rag"):
+    for _sig in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+        if _sig is not None and signal.getsignal(_sig) in (signal.SIG_DFL, signal.default_int_handler):
+            signal.signal(_sig, _stop_before_main)
+
 import argparse
 import collections
 import contextlib
@@ -43,14 +91,11 @@ import json
 import logging
 import math
 import operator
-import os
 import re
-import signal
 import socket
 import ssl
 import stat
 import struct
-import sys
 import tempfile
 import threading
 import time
@@ -16601,6 +16646,8 @@ def _claim_standard_fds() -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The command line.  Returns the exit code (see `localrag --help`)."""
+    if _STOPPED_BEFORE_MAIN:   # raised where Python swallows it (compile(), a __del__): the line is said already
+        return 128 + _STOPPED_BEFORE_MAIN[0]
     _claim_standard_fds()
     _encodable_streams()
     saved_stdout, saved_stderr = sys.stdout, sys.stderr
@@ -16616,6 +16663,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         # sys.stderr at exit, and a failing flush there would turn the exit code into 120.
         sys.stdout = saved_stdout if not result.failed else open(os.devnull, "w")  # noqa: SIM115
         sys.stderr = saved_stderr if not talk.failed else open(os.devnull, "w")  # noqa: SIM115
+        for sig in _stop_signals():   # a command started from the command line (see _stop_before_main) now exits
+            if signal.getsignal(sig) is _stop_before_main:
+                signal.signal(sig, _stop_after_main)
 
 
 def _main(argv: Sequence[str] | None) -> int:

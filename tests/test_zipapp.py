@@ -382,3 +382,19 @@ def test_the_pyz_repairs_its_layers_before_the_first_import_and_help_pays_nothin
                        f"missing); unpacked it again from {small_pyz.name}"]
     assert lost.read_text() == "WHERE = 'common'\n"
     assert "damaged" not in run("eval", "init", "--questions", str(tmp_path / "q2.yaml")).stderr
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the signal mask from /proc")
+@pytest.mark.parametrize("sig", [2, 15])   # SIGINT, SIGTERM
+def test_a_signal_while_the_pyz_starts_is_a_quiet_interruption(small_pyz, tmp_path, sig):
+    """Ctrl-C or SIGTERM while the bootstrap loads localrag.py or unpacks (before main() has its handlers): one line,
+    128 + signal, no traceback, and no half-unpacked folder left; first starts and later ones alike."""
+    from test_cli import signalled_early
+    name = {2: "SIGINT", 15: "SIGTERM"}[sig]
+    for n, delay_s in enumerate((0, 0.002, 0.005, 0.01, 0.02, 0, 0.005, 0.01)):
+        root = tmp_path / ("unpack" if n >= 5 else f"unpack-{n}")   # five first starts, then later ones
+        env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "SHIV_ROOT": str(root)}
+        done = signalled_early([sys.executable, str(small_pyz), "--help"], sig, delay_s, env=env, cwd=tmp_path)
+        assert (done.returncode, done.stderr, done.stdout) == (128 + sig, f"interrupted ({name})\n", ""), \
+            (delay_s, done.stderr)
+        assert not [p for p in root.glob(".unpack-*")] if root.exists() else True
