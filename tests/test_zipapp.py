@@ -398,3 +398,23 @@ def test_a_signal_while_the_pyz_starts_is_a_quiet_interruption(small_pyz, tmp_pa
         assert (done.returncode, done.stderr, done.stdout) == (128 + sig, f"interrupted ({name})\n", ""), \
             (delay_s, done.stderr)
         assert not [p for p in root.glob(".unpack-*")] if root.exists() else True
+
+
+def test_pyz_main_checks_the_layers_at_the_first_import_in_process(small_pyz, tmp_path, monkeypatch, capsys):
+    """_pyz_main (in this process): a later start puts the check in front of every finder; the first import (here
+    the layer's own purepkg) repairs the layer before the module is loaded, says so once, and steps aside."""
+    root = tmp_path / "unpack"
+    monkeypatch.setenv("SHIV_ROOT", str(root))
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.setattr(sys, "meta_path", list(sys.meta_path))
+    first = localrag.pyz_boot(str(small_pyz))
+    lost = _layer(first, "common") / "purepkg" / "__init__.py"
+    lost.unlink()
+    assert localrag._pyz_main(str(small_pyz), ["--version"]) == 0 and not lost.exists()   # nothing imported yet
+    try:
+        import purepkg   # noqa: F401 - the first import after start-up
+        assert purepkg.WHERE == "common" and lost.is_file()
+    finally:
+        sys.modules.pop("purepkg", None)
+    assert capsys.readouterr().err.count("was damaged (purepkg/__init__.py is missing)") == 1
+    assert not [f for f in sys.meta_path if isinstance(f, localrag._PyzLayerCheck)]
