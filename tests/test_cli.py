@@ -1127,3 +1127,18 @@ def test_an_importing_program_keeps_its_own_signal_handling():
                            "signal.getsignal(signal.SIGTERM) is signal.SIG_DFL)"],
                           capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT)
     assert done.stdout.split() == ["True", "True"], done.stderr
+
+
+def test_a_malformed_env_line_is_reported_once_in_localrags_words(tmp_path):
+    """python-dotenv's own "could not parse statement starting at line 2" (no file named) beside localrag's line:
+    the command line shows localrag's line alone, once, though config reads the file twice after a bad value."""
+    bad = tmp_path / "bad.env"
+    bad.write_text("RAG_TOP_K=99\nthis is no setting line\nLLM_MODEL=\"unterminated\n", encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "localrag", "--env-file", str(bad), "config"], capture_output=True,
+                          text=True, cwd=tmp_path, env={"PATH": os.environ["PATH"], "HOME": str(tmp_path),
+                                                        "PYTHONPATH": str(ROOT)})
+    lines = done.stderr.splitlines()
+    assert "python-dotenv" not in done.stderr and "could not parse" not in done.stderr
+    assert [line for line in lines if "not a KEY=value line" in line] == [
+        f"warning: {bad}, line 2: not a KEY=value line; ignored (fix or remove it)",
+        f"warning: {bad}, line 3: not a KEY=value line; ignored (fix or remove it)"]
