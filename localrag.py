@@ -16841,8 +16841,9 @@ def _interrupted_summary(partial: dict) -> str:
 # the layers for this platform and Python, unpacks each once into a folder named by its content hash (extracted
 # beside it, then renamed into place, so two first starts never see a half-written layer), puts them on sys.path
 # and runs main().  Each layer keeps the list of its files (PYZ_LAYER_FILES); at a later start's first import they
-# are checked against it and a damaged layer is unpacked again (_PyzLayerCheck).  localrag.py itself comes from the zip, its compiled code cached in the same folder by the
-# bootstrap (tools/build_pyz.py's MAIN_PY): zipimport would compile it again at every start.
+# are checked against it and a damaged layer is unpacked again (_PyzLayerCheck).  localrag.py itself comes from the
+# zip, its compiled code cached in the same folder by the bootstrap (tools/build_pyz.py's MAIN_PY): zipimport would
+# compile it again at every start.
 
 PYZ_MANIFEST = "localrag-pyz.json"
 PYZ_ROOT_ENV = "SHIV_ROOT"               # shiv's name for its unpack folder, so existing instructions keep working
@@ -16929,8 +16930,11 @@ def _pyz_layer_listing(folder: Path, names: Iterable[str]) -> str:
     and mtime as unpacked, one a line."""
     rows = []
     for name in sorted(names):
-        st = os.stat(folder.joinpath(*name.split("/")))
-        rows.append(f"{name}\t{-1 if name.endswith('/') else st.st_size}\t{0 if name.endswith('/') else st.st_mtime_ns}")
+        if name.endswith("/"):
+            rows.append(f"{name}\t-1\t0")
+        else:
+            st = os.stat(folder.joinpath(*name.split("/")))
+            rows.append(f"{name}\t{st.st_size}\t{st.st_mtime_ns}")
     return "\n".join(rows) + "\n"
 
 
