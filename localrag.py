@@ -26,6 +26,54 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+# Ctrl-C or SIGTERM while this module is still being imported (~0.1-0.3 s: before main() installs its handlers)
+# printed a KeyboardInterrupt traceback or killed the process by the signal.  Nothing is written or open that early,
+# so a command started from the command line (the `localrag`/`rag` console scripts, `python localrag.py`; the pyz's
+# __main__.py does the same before it loads this module) ends at once as interrupted: one line, exit 128 + signal.
+# Set before the other imports, which are most of that time; an importing program's own handlers are left alone.
+import os
+import signal
+import sys
+
+
+def _say_stopped(signum: int) -> None:
+    name = signal.Signals(signum).name
+    try:
+        sys.stdout.flush()
+        sys.stderr.write(f"interrupted ({name})\n")
+        sys.stderr.flush()
+        if "--json" in sys.argv[1:]:   # the error body a script reading stdout expects (see main)
+            sys.stdout.write('{"error": {"code": "interrupted", "message": "interrupted (%s)", "details": '
+                             '{"signal": "%s"}}}\n' % (name, name))
+            sys.stdout.flush()
+    except (OSError, ValueError):
+        pass
+
+
+_STOPPED_BEFORE_MAIN: list[int] = []   # the signal _stop_before_main took (its SystemExit can be lost: see main)
+
+
+def _stop_before_main(signum: int, frame: Any) -> None:
+    """Until main() has its own handlers: one line, then SystemExit(128 + signal) (a first unpack removes its
+    temporary folder on the way out)."""
+    _STOPPED_BEFORE_MAIN.append(signum)
+    _say_stopped(signum)
+    raise SystemExit(128 + signum)
+
+
+def _stop_after_main(signum: int, frame: Any) -> None:
+    """Once main() has returned: the process is only exiting, and an exception raised there could be lost (exit 0
+    after "interrupted"); it ends at once with the code the line names, as the signal's default action would."""
+    _say_stopped(signum)
+    os._exit(128 + signum)
+
+
+if __name__ == "__main__" or os.path.splitext(os.path.basename(getattr(sys, "argv", [""])[0]))[0] in ("localrag",
+                                                                                                     "rag"):
+    for _sig in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+        if _sig is not None and signal.getsignal(_sig) in (signal.SIG_DFL, signal.default_int_handler):
+            signal.signal(_sig, _stop_before_main)
+
 import argparse
 import collections
 import contextlib
@@ -43,15 +91,12 @@ import json
 import logging
 import math
 import operator
-import os
 import re
 import select
-import signal
 import socket
 import ssl
 import stat
 import struct
-import sys
 import tempfile
 import threading
 import time
@@ -869,7 +914,7 @@ def _load_config(env_file: str | Path | None, environ: dict | None, cwd: Path | 
     raw_min = get("RAG_MIN_SIMILARITY")
     if raw_min:
         try:
-            min_sim = float(raw_min)
+            min_sim = _ascii_number(float, raw_min)
         except ValueError:
             min_sim = float("nan")
         if not (0.0 <= min_sim <= 1.0):
@@ -1008,7 +1053,7 @@ def _unit_setting(raw: str, key: str, default: float) -> float:
     if not raw:
         return default
     try:
-        value = float(raw)
+        value = _ascii_number(float, raw)
     except ValueError:
         value = float("nan")
     if not 0.0 <= value <= 1.0:
@@ -1022,6 +1067,17 @@ def _int_setting(raw: str, key: str, default: int) -> int:
     if not re.fullmatch(r"[+-]?[0-9]+", raw):   # int() also takes 1_0 (as 10) and other digits than 0-9
         raise ConfigInvalid(f"{key}={raw!r} is not an integer", key=key, value=raw)
     return int(raw)
+
+
+_ASCII_INT_RE = re.compile(r"\s*[+-]?[0-9]+\s*")
+
+
+def _ascii_number(kind: type, text: str) -> Any:
+    """int(text) or float(text), written with the digits 0-9 only: Python's int() and float() also read '٣'
+    (Arabic-Indic), '３' (fullwidth) and '1_0', which nobody types as a number on purpose.  Raises ValueError."""
+    if not text.isascii() or (kind is int and not _ASCII_INT_RE.fullmatch(text)) or "_" in text:
+        raise ValueError(text)
+    return kind(text)
 
 
 def _range_setting(raw: str, key: str, default: int, low: int, high: int) -> int:
@@ -1038,7 +1094,7 @@ def _float_setting(raw: str, key: str, default: float, high: float | None = None
     if not raw:
         return default
     try:
-        value = float(raw)
+        value = _ascii_number(float, raw)
     except ValueError:
         value = float("nan")
     if not (math.isfinite(value) and (value >= 0 if allow_zero else value > 0) and (high is None or value <= high)):
@@ -1264,7 +1320,7 @@ def parse_database_url(url: str) -> DbTarget:
     if "connect_timeout" in query:
         raw = query["connect_timeout"]
         try:
-            timeout = float(raw)
+            timeout = _ascii_number(float, raw)
         except ValueError:
             timeout = float("nan")
         if not (math.isfinite(timeout) and timeout >= 0):
@@ -11292,8 +11348,13 @@ def _note_text_page(doc: Document, start: int, end: int, char_offset: int, max_c
     lo, hi = _note_page(text, char_offset, max_chars)
     at = start + len(raw) - len(raw.lstrip())
     first, last = span_lines(doc.body, at + lo, at + hi, doc.body_line) if _has_file_lines(doc) else (None, None)
-    return {"line_start": first, "line_end": last, "content": text[lo:hi].strip("\n"), "content_chars": len(text),
-            "char_offset": lo, "next_char_offset": hi if hi < len(text) else None}
+    column = None
+    if first is not None:   # a page from a char_offset inside a line: where in line_start it starts (1-based)
+        shown = at + lo + len(text[lo:hi]) - len(text[lo:hi].lstrip())   # where line_start was counted from
+        line_begin = doc.body.rfind("\n", 0, shown) + 1
+        column = max(at + lo, line_begin) - line_begin + 1 if lo else 1
+    return {"line_start": first, "line_end": last, "column_start": column, "content": text[lo:hi].strip("\n"),
+            "content_chars": len(text), "char_offset": lo, "next_char_offset": hi if hi < len(text) else None}
 
 
 def get_note(config: Config, path: Any, heading: Any = None, vault: Any = None, store: Store | None = None,
@@ -12681,6 +12742,9 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
         "line_start": _doc("integer", "First line of the text in the file (1-based); null for a PDF page or a "
                                       "canvas card", 5, nullable=True),
         "line_end": _doc("integer", "Last line (inclusive); null as line_start", 20, nullable=True),
+        "column_start": _doc("integer", "The character of line_start where the text starts (1-based): 1, or more "
+                                        "for a page whose char_offset falls inside a line; null as line_start", 1,
+                             nullable=True),
         "content": _doc("string", "The note's Markdown (frontmatter removed) or the section's, subsections included; "
                                   "with max_chars, one page of it (whole lines)", "## 升级路径\n…"),
         "content_chars": _doc("integer", "The length of the whole text (note or section) in characters", 1830),
@@ -13613,7 +13677,7 @@ def _query_ints(params: dict, names: Sequence[str]) -> dict:
     for name in names:
         if name in out:
             try:
-                out[name] = int(out[name])
+                out[name] = _ascii_number(int, out[name])
             except ValueError:
                 raise InvalidRequest(f"{name} must be an integer (got {out[name]!r})", field=name) from None
     return out
@@ -16028,6 +16092,8 @@ def _cmd_show(config: Config, args: argparse.Namespace) -> int:
     if result.get("also_matched"):   # the note repeats the heading: the first is shown unless --line picks another
         _say(f"{len(result['also_matched'])} more section(s) have this heading; --line N (a line inside one) reads it")
     lines = f":{result['line_start']}-{result['line_end']}" if result["line_start"] is not None else ""
+    if (result.get("column_start") or 1) > 1:   # a page from inside a line: not the whole of its first line
+        lines += f" (line {result['line_start']} from its character {result['column_start']})"
     _say(f"{result['vault_path']}/{result['path']}{lines}" +
          (f"  › {where}" if where else ""))
     print(result["content"])
@@ -16474,16 +16540,29 @@ def _command_path(parser: argparse.ArgumentParser, argv: Sequence[str]) -> list[
     return path
 
 
+def _integer(text: str) -> int:
+    """An argparse type: an integer in the digits 0-9 (argparse's `int` reads '٣' as 3); ranges are checked where
+    the value is used."""
+    try:
+        return _ascii_number(int, text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer{_digits_hint(text)}") from None
+
+
+def _digits_hint(text: str) -> str:
+    return "; write it with the digits 0-9" if not text.isascii() else ""
+
+
 def _ranged(kind: type, low: float, high: float | None = None) -> Callable[[str], Any]:
-    """An argparse type: a `kind` (int or float) from `low` to `high` (inclusive; no upper bound when None), so an
-    impossible value is a usage error (exit 2) naming the range, not a run that cannot succeed."""
+    """An argparse type: a `kind` (int or float, in the digits 0-9) from `low` to `high` (inclusive; no upper bound
+    when None), so an impossible value is a usage error (exit 2) naming the range, not a run that cannot succeed."""
     def parse(text: str) -> Any:
         try:
-            value = kind(text)
+            value = _ascii_number(kind, text)
         except ValueError:
             within = f" from {low:g} to {high:g}" if high is not None else f" of {low:g} or more"
-            raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if kind is int else 'a number'}{within}") \
-                from None
+            raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if kind is int else 'a number'}{within}"
+                                             f"{_digits_hint(text)}") from None
         if value != value or value < low or (high is not None and value > high):   # NaN is out of every range
             raise argparse.ArgumentTypeError(f"{text} is out of range: it must be " + (
                 f"from {low:g} to {high:g}" if high is not None else f"{low:g} or more"))
@@ -16633,7 +16712,7 @@ def build_parser() -> argparse.ArgumentParser:
                          formatter_class=fmt,
                          epilog="example:\n  localrag tickets draft \"How do I sync to my phone?\" --json > d.json")
     sp.add_argument("question", help="the question; - reads it from stdin")
-    sp.add_argument("--answer-id", type=int, metavar="ID", help="take mode and reason from this answer record")
+    sp.add_argument("--answer-id", type=_integer, metavar="ID", help="take mode and reason from this answer record")
     _add_json(sp)
     sp = tsub.add_parser("create", help="save a (edited) draft after a person confirms",
                          description="save a (edited) draft after a person confirms: asked on a terminal, "
@@ -16699,16 +16778,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--list", action="store_true", help="list indexed notes instead")
     p.add_argument("--prefix", metavar="FOLDER", help="--list: only notes under this path prefix")
     p.add_argument("--tag", metavar="TAG", help="--list: only notes with this tag")
-    p.add_argument("--limit", type=int, default=NOTES_PAGE_DEFAULT, metavar="N",
+    p.add_argument("--limit", type=_integer, default=NOTES_PAGE_DEFAULT, metavar="N",
                    help=f"--list: page size, 1 to {NOTES_PAGE_MAX} (default {NOTES_PAGE_DEFAULT})")
-    p.add_argument("--offset", type=int, default=0, metavar="N", help="--list: skip N notes")
-    p.add_argument("--line", type=int, metavar="N",
+    p.add_argument("--offset", type=_integer, default=0, metavar="N", help="--list: skip N notes")
+    p.add_argument("--line", type=_integer, metavar="N",
                    help="the section holding file line N: which one when the note repeats the heading (citations' "
                         "open: commands give it), or without a heading the innermost section there")
-    p.add_argument("--max-chars", type=int, metavar="N",
+    p.add_argument("--max-chars", type=_integer, metavar="N",
                    help="print at most N characters of a long note (whole lines); the next page's --char-offset "
                         "is printed on stderr")
-    p.add_argument("--char-offset", type=int, metavar="N",
+    p.add_argument("--char-offset", type=_integer, metavar="N",
                    help="start exactly N characters into the text (the previous page's next_char_offset, which starts "
                         "a line; another N may start mid-line); without --max-chars, the rest of the text")
     _add_json(p)
@@ -16865,6 +16944,8 @@ def _claim_standard_fds() -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The command line.  Returns the exit code (see `localrag --help`)."""
+    if _STOPPED_BEFORE_MAIN:   # raised where Python swallows it (compile(), a __del__): the line is said already
+        return 128 + _STOPPED_BEFORE_MAIN[0]
     _claim_standard_fds()
     _encodable_streams()
     saved_stdout, saved_stderr = sys.stdout, sys.stderr
@@ -16880,6 +16961,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         # sys.stderr at exit, and a failing flush there would turn the exit code into 120.
         sys.stdout = saved_stdout if not result.failed else open(os.devnull, "w")  # noqa: SIM115
         sys.stderr = saved_stderr if not talk.failed else open(os.devnull, "w")  # noqa: SIM115
+        for sig in _stop_signals():   # a command started from the command line (see _stop_before_main) now exits
+            if signal.getsignal(sig) is _stop_before_main:
+                signal.signal(sig, _stop_after_main)
 
 
 def _main(argv: Sequence[str] | None) -> int:
@@ -17054,12 +17138,15 @@ def _interrupted_summary(partial: dict) -> str:
 # lib/<platform>/cp3XY (per-Python builds of tiktoken, regex, PyYAML...).  __main__.py calls _pyz_main, which picks
 # the layers for this platform and Python, unpacks each once into a folder named by its content hash (extracted
 # beside it, then renamed into place, so two first starts never see a half-written layer), puts them on sys.path
-# and runs main().  localrag.py itself comes from the zip, its compiled code cached in the same folder by the
-# bootstrap (tools/build_pyz.py's MAIN_PY): zipimport would compile it again at every start.
+# and runs main().  Each layer keeps the list of its files (PYZ_LAYER_FILES); at a later start's first import they
+# are checked against it and a damaged layer is unpacked again (_PyzLayerCheck).  localrag.py itself comes from the
+# zip, its compiled code cached in the same folder by the bootstrap (tools/build_pyz.py's MAIN_PY): zipimport would
+# compile it again at every start.
 
 PYZ_MANIFEST = "localrag-pyz.json"
 PYZ_ROOT_ENV = "SHIV_ROOT"               # shiv's name for its unpack folder, so existing instructions keep working
 PYZ_UNIVERSAL = "localrag-universal.pyz"
+PYZ_LAYER_FILES = ".localrag-files"      # in each unpacked layer: its files' sizes and mtimes, to notice damage
 PYZ_MACHINES = {  # (sys.platform family, platform.machine()) -> our platform name
     ("linux", "x86_64"): "linux-x86_64", ("linux", "amd64"): "linux-x86_64",
     ("linux", "aarch64"): "linux-aarch64", ("linux", "arm64"): "linux-aarch64",
@@ -17136,21 +17223,84 @@ def _pyz_unwritable(folder: Path, exc: OSError) -> PyzUnusable:
                        f"LOCALRAG_HOME too if the home folder is read-only)", folder=str(folder))
 
 
-def _pyz_unpack(zf, archive: str, layer: dict, root: Path) -> Path:
-    """Unpack one layer once; returns its folder.  Extracts into a temporary sibling, then renames it into place."""
+def _pyz_layer_listing(folder: Path, names: Iterable[str]) -> str:
+    """The text of a layer's PYZ_LAYER_FILES: each unpacked file (or kept empty folder, ending in '/') with its size
+    and mtime as unpacked, one a line."""
+    rows = []
+    for name in sorted(names):
+        if name.endswith("/"):
+            rows.append(f"{name}\t-1\t0")
+        else:
+            st = os.stat(folder.joinpath(*name.split("/")))
+            rows.append(f"{name}\t{st.st_size}\t{st.st_mtime_ns}")
+    return "\n".join(rows) + "\n"
+
+
+def _pyz_layer_damage(folder: Path, zf: Any = None, prefix: str = "") -> str | None:
+    """What is wrong with an unpacked layer (a file missing, of another size, or changed since it was unpacked), or
+    None: one stat per file against PYZ_LAYER_FILES, no hashing (a later start's budget).  A layer unpacked before
+    that list existed is checked against the zip's sizes when `zf` is given, and its list written then."""
+    try:
+        listing = (folder / PYZ_LAYER_FILES).read_text(encoding="utf-8", errors="surrogateescape")
+    except OSError:
+        if zf is None:
+            return f"it has no {PYZ_LAYER_FILES}"
+        names, sizes = [], {}
+        for info in zf.infolist():
+            if info.filename.startswith(prefix) and info.filename != prefix and "/../" not in "/" + info.filename:
+                name = info.filename[len(prefix):]
+                names.append(name)
+                sizes[name] = -1 if name.endswith("/") else info.file_size
+        listing = None
+    else:
+        names, sizes, mtimes = [], {}, {}
+        try:
+            for line in listing.splitlines():
+                name, size, mtime = line.rsplit("\t", 2)
+                names.append(name)
+                sizes[name], mtimes[name] = int(size), int(mtime)
+        except ValueError:
+            return f"its {PYZ_LAYER_FILES} is unreadable"
+    for name in names:
+        try:
+            st = os.stat(os.path.join(folder, name))
+        except OSError:
+            return f"{name} is missing"
+        if sizes[name] < 0:
+            if not stat.S_ISDIR(st.st_mode):
+                return f"{name} is missing"
+        elif st.st_size != sizes[name]:
+            return f"{name} has {st.st_size:,} bytes, not {sizes[name]:,}"
+        elif listing is not None and st.st_mtime_ns != mtimes[name]:
+            return f"{name} was changed after it was unpacked"
+    if listing is None:   # an older unpack, whole: give it its list (best effort, whole or not at all)
+        with contextlib.suppress(OSError):
+            tmp = folder / f"{PYZ_LAYER_FILES}.{os.getpid()}.tmp"
+            tmp.write_text(_pyz_layer_listing(folder, names), encoding="utf-8", errors="surrogateescape")
+            os.replace(tmp, folder / PYZ_LAYER_FILES)
+    return None
+
+
+def _pyz_unpack(zf, archive: str, layer: dict, root: Path) -> tuple[Path, str | None]:
+    """Unpack one layer once; returns its folder and, when an unpacked copy was found damaged and replaced, what was
+    wrong with it.  Extracts into a temporary sibling, then renames it into place."""
     import shutil
     import tempfile
     import zipfile
     import zlib
     final = root / f"{layer['dir'].split('/', 1)[-1].replace('/', '-')}-{layer['sha256'][:16]}"
+    prefix = layer["dir"] + "/"
+    damage = None
     if final.is_dir():
-        return final
+        damage = _pyz_layer_damage(final, zf, prefix)
+        if damage is None:
+            return final, None
     try:
         root.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=".unpack-", dir=root))
     except OSError as exc:
         raise _pyz_unwritable(root, exc) from None
-    prefix = layer["dir"] + "/"
+    names = []
     try:
         for info in zf.infolist():
             if not info.filename.startswith(prefix):
@@ -17159,6 +17309,7 @@ def _pyz_unpack(zf, archive: str, layer: dict, root: Path) -> Path:
             if not parts or ".." in parts:
                 continue
             target = tmp.joinpath(*parts)
+            names.append("/".join(parts) + ("/" if info.is_dir() else ""))
             if info.is_dir():
                 target.mkdir(parents=True, exist_ok=True)
                 continue
@@ -17167,6 +17318,9 @@ def _pyz_unpack(zf, archive: str, layer: dict, root: Path) -> Path:
                 shutil.copyfileobj(src, dst, 1 << 20)
             if (info.external_attr >> 16) & 0o111 and os.name != "nt":
                 os.chmod(target, 0o755)
+        # what a later start checks, written last (sizes and mtimes as unpacked)
+        (tmp / PYZ_LAYER_FILES).write_text(_pyz_layer_listing(tmp, names), encoding="utf-8",
+                                           errors="surrogateescape")
     except (zipfile.BadZipFile, zlib.error, EOFError, ValueError) as exc:
         shutil.rmtree(tmp, ignore_errors=True)
         raise PyzUnusable(f"{archive} is damaged ({exc}); copy it again and compare its sha256 with SHA256SUMS",
@@ -17174,37 +17328,73 @@ def _pyz_unpack(zf, archive: str, layer: dict, root: Path) -> Path:
     except OSError as exc:
         shutil.rmtree(tmp, ignore_errors=True)
         raise _pyz_unwritable(root, exc) from None
+    except BaseException:   # a signal (or anything else) mid-way: no half layer left behind
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     # The files' data reach the disk before the folder takes its final name, so after a power cut a layer is whole
     # or absent (renamed first, its files could come back empty, and every later start would fail on them).  One
     # sync for the layer: an fsync per file would cost seconds over a layer's thousands of files.
     if hasattr(os, "sync"):   # not on Windows
         os.sync()
+    if damage is not None:
+        _pyz_replace(tmp, final, root, damage)
+        return final, damage
     try:
         os.rename(tmp, final)
     except OSError:  # another first start renamed its copy first: use that one
         shutil.rmtree(tmp, ignore_errors=True)
         if not final.is_dir():
             raise
-    return final
+    return final, None
 
 
-def pyz_boot(archive: str, environ: dict | None = None) -> dict:
-    """Check this platform and Python against the pyz's manifest, unpack the chosen layers; returns the facts
-    (also what `doctor` reports).  Does not touch sys.path."""
-    import platform
+def _pyz_replace(tmp: Path, final: Path, root: Path, damage: str) -> None:
+    """Put a freshly unpacked layer (tmp) in the place of its damaged copy (final): the damaged one is renamed aside
+    and removed.  Another start that repaired it first wins; a copy that cannot be moved is PyzUnusable naming the
+    folder to delete."""
+    import shutil
+    if _pyz_layer_damage(final) is None:   # another start has just replaced it
+        shutil.rmtree(tmp, ignore_errors=True)
+        return
+    aside = root / f".damaged-{final.name}-{os.getpid()}"
+    with contextlib.suppress(OSError):   # the folder's own mode: pgserver run as root opened it to its user
+        os.chmod(tmp, stat.S_IMODE(os.stat(final).st_mode))
+    try:
+        with contextlib.suppress(FileNotFoundError):
+            os.rename(final, aside)
+        os.rename(tmp, final)
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if final.is_dir() and _pyz_layer_damage(final) is None:   # another start's copy took the place
+            return
+        raise PyzUnusable(f"the unpacked layer {final} is damaged ({damage}) and could not be replaced "
+                          f"({exc.strerror or exc}); delete that folder (stop other localrag commands first) and "
+                          f"start again, or set {PYZ_ROOT_ENV} to another folder", folder=str(final)) from None
+    shutil.rmtree(aside, ignore_errors=True)
+
+
+def pyz_boot(archive: str, environ: dict | None = None, check_layers: bool = True) -> dict:
+    """Check this platform and Python against the pyz's manifest, unpack the chosen layers (again, for a copy found
+    damaged: `repaired` names them and what was wrong); returns the facts (also what `doctor` reports).  Does not
+    touch sys.path.  With check_layers=False a later start trusts the layers it unpacked before (_pyz_main checks
+    them when the first module is imported: `--help` imports none)."""
     import zipfile
     environ = dict(os.environ if environ is None else environ)
     root = pyz_unpack_root(environ)
     # Later starts skip reading the zip's directory (thousands of entries): a stamp keyed by this file's path,
-    # size and mtime and by the Python names the layers chosen and unpacked the first time.
+    # size and mtime and by the Python names the layers chosen and unpacked the first time.  Each layer is checked
+    # against the list of files it was unpacked with (one stat a file): a damaged one is unpacked again.
     st = os.stat(archive)
+    machine = os.uname().machine if hasattr(os, "uname") else _platform_machine()   # `platform` costs 3 ms
     key = hashlib.sha256(f"{os.path.abspath(archive)}\0{st.st_size}\0{st.st_mtime_ns}\0{sys.version_info[:2]}\0"
-                         f"{sys.platform}\0{platform.machine()}".encode("utf-8", "surrogateescape")).hexdigest()[:20]
+                         f"{sys.platform}\0{machine}".encode("utf-8", "surrogateescape")).hexdigest()[:20]
     stamp = root / f".boot-{key}.json"
     with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
         facts = json.loads(stamp.read_text(encoding="utf-8"))
-        if all(Path(p).is_dir() for p in facts["layers"]):
+        if all(Path(p).is_dir() if not check_layers else _pyz_layer_damage(Path(p)) is None
+               for p in facts["layers"]):
             return facts
+    import platform
     try:
         zf = zipfile.ZipFile(archive)
         manifest = json.loads(zf.read(PYZ_MANIFEST))
@@ -17217,25 +17407,60 @@ def pyz_boot(archive: str, environ: dict | None = None) -> dict:
         manifest["name"] = os.path.basename(archive)  # messages name the file as the user has it
         layers = pyz_select(manifest, platform_id, sys.version_info[:2], sys.implementation.name, libc,
                             platform.mac_ver()[0] if sys.platform == "darwin" else "")
-        paths = [_pyz_unpack(zf, archive, layer, root) for layer in layers]
+        unpacked = [_pyz_unpack(zf, archive, layer, root) for layer in layers]
     facts = {"archive": archive, "name": manifest.get("name"), "build_id": manifest.get("build_id"),
              "platform": platform_id, "pythons": manifest["platforms"][platform_id]["pythons"],
-             "unpack_root": str(root), "layers": [str(p) for p in paths]}
+             "unpack_root": str(root), "layers": [str(p) for p, _ in unpacked]}
     with contextlib.suppress(OSError):  # only an optimisation: written whole, then renamed into place
         tmp = root / f".boot-{key}.{os.getpid()}.tmp"
         tmp.write_text(json.dumps(facts), encoding="utf-8")
         os.replace(tmp, stamp)
-    return facts
+    repaired = [{"layer": str(p), "damage": damage} for p, damage in unpacked if damage]
+    return {**facts, "repaired": repaired} if repaired else facts
+
+
+def _platform_machine() -> str:
+    import platform
+    return platform.machine()
+
+
+class _PyzLayerCheck:
+    """A sys.meta_path entry that, at the first import after start-up, checks the unpacked layers (one stat a file,
+    ~5 ms) and unpacks a damaged one again, then steps aside: a start that imports nothing more (`--help`,
+    `--version`) pays nothing, and no module is loaded from a layer before its check.  A layer that cannot be
+    repaired ends the process with one line and exit 3, as at the first start."""
+
+    def __init__(self, archive: str):
+        self.archive = archive
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
+        with contextlib.suppress(ValueError):
+            sys.meta_path.remove(self)
+        try:
+            facts = pyz_boot(self.archive)
+        except LocalRagError as exc:
+            _say(f"error [{exc.code}]: {exc.message}")
+            raise SystemExit(exc.exit_code) from None
+        _say_repaired(facts, self.archive)
+        return None   # the normal finders import the module
+
+
+def _say_repaired(facts: dict, archive: str) -> None:
+    for fix in facts.get("repaired", ()):
+        _say(f"warning: the unpacked layer {fix['layer']} was damaged ({fix['damage']}); unpacked it again from "
+             f"{os.path.basename(archive)}")
 
 
 def _pyz_main(archive: str, argv: Sequence[str] | None = None) -> int:
     """The zipapp's entry point (see __main__.py): self-check, unpack, then the normal command line."""
     try:
-        facts = pyz_boot(archive)
+        facts = pyz_boot(archive, check_layers=False)
     except LocalRagError as exc:
         _say(f"error [{exc.code}]: {exc.message}")
         return exc.exit_code
+    _say_repaired(facts, archive)
     sys.path[0:0] = facts["layers"]
+    sys.meta_path.insert(0, _PyzLayerCheck(archive))
     return main(argv)
 
 

@@ -551,6 +551,27 @@ MUTANTS: list[Mutant] = [
       "            \"AND attname = 'error_code' AND NOT attisdropped)\",",
       "            \"AND TRUE\",",
       ("tests/test_store.py",), "schema_6"),
+    # --- the CLI and pyz review (s34) ---------------------------------------------------------------------------
+    M("pyz: a damaged unpacked layer is trusted (no size check)",
+      "        elif st.st_size != sizes[name]:",
+      "        elif False:",
+      ("tests/test_zipapp.py",), "damaged_layer or file_list"),
+    M("pyz: the later start never checks its layers at the first import",
+      "    sys.meta_path.insert(0, _PyzLayerCheck(archive))\n",
+      "",
+      ("tests/test_zipapp.py",), "repairs_its_layers or in_process"),
+    M("cli: a signal while localrag is imported is a traceback again (no early handlers)",
+      "            signal.signal(_sig, _stop_before_main)",
+      "            pass",
+      ("tests/test_cli.py",), "quiet_interruption"),
+    M("cli: --limit takes Arabic-Indic and fullwidth digits again",
+      "    if not text.isascii() or (kind is int and not _ASCII_INT_RE.fullmatch(text)) or \"_\" in text:",
+      "    if False:",
+      ("tests/test_cli.py",), "other_digits or underscores"),
+    M("show: a page from inside a line says nothing of its first line's character",
+      "        column = max(at + lo, line_begin) - line_begin + 1 if lo else 1",
+      "        column = 1",
+      ("tests/test_notes.py",), "inside_a_line"),
 ]
 
 

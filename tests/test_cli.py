@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -529,6 +530,30 @@ def test_impossible_numbers_are_usage_errors(args, says):
     assert code == localrag.EXIT_USAGE and says in json.loads(out)["error"]["message"]
 
 
+@pytest.mark.parametrize("args, field", [
+    (["show", "--list", "--limit", "\u0663"], "limit"),            # Arabic-Indic three
+    (["show", "x.md", "--max-chars", "\uff13\uff10"], "max_chars"),  # fullwidth 30
+    (["show", "x.md", "--char-offset", "\u0665"], "char_offset"),
+    (["history", "--limit", "\uff13"], "limit"),
+    (["search", "x", "--top-k", "\u0663"], "top_k"),
+    (["serve", "--port", "\uff18\uff10\uff10\uff10"], "port"),
+    (["eval", "--min-hit-at-k", "\u0660.\u0665"], "min_hit_at_k"),
+    (["tickets", "draft", "q", "--answer-id", "\u0663"], "answer_id")])
+def test_numbers_in_other_digits_are_refused(args, field):
+    """argparse's int() and float() read '\u0663' and '\uff13' as 3: `--limit \u0663` listed three notes.  A number is
+    written with the digits 0-9; anything else is a usage error naming the option."""
+    code, out = run_cli(*args, "--json")
+    err = json.loads(out)["error"]
+    assert code == localrag.EXIT_USAGE and err["details"]["field"] == field, err
+    assert "write it with the digits 0-9" in err["message"], err
+
+
+@pytest.mark.parametrize("args", [["history", "--limit", "1_0"], ["show", "--list", "--offset", "1_0"]])
+def test_numbers_with_underscores_are_refused(args):
+    code, out = run_cli(*args, "--json")
+    assert code == localrag.EXIT_USAGE and "is not an integer" in json.loads(out)["error"]["message"]
+
+
 def test_argument_errors_without_json_keep_stdout_empty():
     proc = _cli("search", "--top-k", "x")
     assert proc.returncode == localrag.EXIT_USAGE and proc.stdout == ""
@@ -1010,3 +1035,110 @@ def test_control_characters_from_the_vault_never_reach_the_terminal(env, tmp_pat
     assert "\x1b" not in text and "\x07" not in text, text
     assert "\\x1b]0;PWNED\\x07" in text and "\\x1b[31mRED" in text   # shown, escaped
 
+
+
+# --- a stop signal before main() has its handlers --------------------------------------------------------------------
+# Ctrl-C in the first ~0.3 s (while `import localrag` runs) printed a KeyboardInterrupt traceback, and SIGTERM ended
+# the process by the signal.  Now the console script and `python -m localrag` end as interrupted from the module's
+# first lines on: one line, 128 + signal, no traceback.
+
+CONSOLE_SCRIPT = """import re
+import sys
+import time
+from localrag import main
+if __name__ == '__main__':
+    sys.argv[0] = re.sub(r'(-script\\.pyw|\\.exe)?$', '', sys.argv[0])
+    sys.exit(main())
+"""   # what pip writes for [project.scripts] localrag = "localrag:main"
+
+
+def catches(pid: int, sig: int) -> bool | None:
+    """Whether process `pid` has a handler for `sig` (Linux /proc); None once it has ended."""
+    try:
+        status = open(f"/proc/{pid}/status").read()
+    except OSError:
+        return None
+    if re.search(r"^State:\s*Z", status, re.M):
+        return None
+    return bool(int(re.search(r"^SigCgt:\s*([0-9a-f]+)", status, re.M).group(1), 16) >> (sig - 1) & 1)
+
+
+def signalled_early(cmd: list[str], sig: int, delay_s: float, **popen) -> subprocess.CompletedProcess:
+    """Start `cmd`, wait until its first handler for SIGTERM is in place (the earliest our code can act), then send
+    `sig` after `delay_s`: during the import, long before the command could finish."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
+    try:
+        while True:
+            seen = catches(proc.pid, signal.SIGTERM)
+            assert seen is not None, "the process ended without ever handling SIGTERM: " + proc.communicate()[1]
+            if seen:
+                break
+            time.sleep(0.0005)
+        time.sleep(delay_s)
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+        proc.wait()
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the signal mask from /proc")
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_while_localrag_is_imported_is_a_quiet_interruption(tmp_path, sig):
+    script = tmp_path / "bin" / "localrag"
+    script.parent.mkdir()
+    script.write_text(CONSOLE_SCRIPT)
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "PYTHONPATH": str(ROOT)}
+    name = signal.Signals(sig).name
+    for delay_s in (0, 0.002, 0.005, 0.01, 0.02):
+        for cmd in ([sys.executable, str(script), "--help"], [sys.executable, "-m", "localrag", "config"]):
+            done = signalled_early(cmd, sig, delay_s, env=env, cwd=tmp_path)
+            assert (done.returncode, done.stderr, done.stdout) == (128 + sig, f"interrupted ({name})\n", ""), \
+                (cmd, delay_s, done.stderr)
+
+
+def test_a_signal_at_a_known_point_of_the_import_is_a_quiet_interruption(tmp_path):
+    """The same, placed exactly: SIGINT sent while `import localrag` imports http.server (a module localrag loads
+    after its first lines), as a real Ctrl-C would arrive; under --json stdout carries the error body."""
+    driver = ("import os, signal, sys\n"
+              "class Trip:\n"
+              "    def find_spec(self, name, path=None, target=None):\n"
+              "        if name == 'http.server':\n"
+              "            sys.meta_path.remove(self)\n"
+              "            os.kill(os.getpid(), signal.SIGINT)\n"
+              "sys.meta_path.insert(0, Trip())\n"
+              f"sys.argv[0] = {str(tmp_path / 'bin' / 'localrag')!r}\n"
+              "from localrag import main\n"
+              "sys.exit(main())\n")
+    done = subprocess.run([sys.executable, "-c", driver, "search", "x", "--json"], capture_output=True, text=True,
+                          env={"PATH": os.environ["PATH"], "HOME": str(tmp_path), "PYTHONPATH": str(ROOT)},
+                          cwd=tmp_path)
+    assert (done.returncode, done.stderr) == (130, "interrupted (SIGINT)\n")
+    assert json.loads(done.stdout)["error"] == {"code": "interrupted", "message": "interrupted (SIGINT)",
+                                                "details": {"signal": "SIGINT"}}
+
+
+def test_an_importing_program_keeps_its_own_signal_handling():
+    """Only a command started from the command line gets the early handlers: a program that imports localrag
+    keeps Python's KeyboardInterrupt (and its own handlers)."""
+    done = subprocess.run([sys.executable, "-c", "import signal, localrag; "
+                           "print(signal.getsignal(signal.SIGINT) is signal.default_int_handler, "
+                           "signal.getsignal(signal.SIGTERM) is signal.SIG_DFL)"],
+                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT)
+    assert done.stdout.split() == ["True", "True"], done.stderr
+
+
+def test_a_malformed_env_line_is_reported_once_in_localrags_words(tmp_path):
+    """python-dotenv's own "could not parse statement starting at line 2" (no file named) beside localrag's line:
+    the command line shows localrag's line alone, once, though config reads the file twice after a bad value."""
+    bad = tmp_path / "bad.env"
+    bad.write_text("RAG_TOP_K=99\nthis is no setting line\nLLM_MODEL=\"unterminated\n", encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "localrag", "--env-file", str(bad), "config"], capture_output=True,
+                          text=True, cwd=tmp_path, env={"PATH": os.environ["PATH"], "HOME": str(tmp_path),
+                                                        "PYTHONPATH": str(ROOT)})
+    lines = done.stderr.splitlines()
+    assert "python-dotenv" not in done.stderr and "could not parse" not in done.stderr
+    assert [line for line in lines if "not a KEY=value line" in line] == [
+        f"warning: {bad}, line 2: not a KEY=value line; ignored (fix or remove it)",
+        f"warning: {bad}, line 3: not a KEY=value line; ignored (fix or remove it)"]

@@ -910,3 +910,12 @@ def test_log_lines_name_their_level_in_lower_case_as_the_cli_does():
     fmt = localrag._MaskingFormatter("%(levelname)s: %(message)s")
     record = logging.LogRecord("localrag", logging.WARNING, __file__, 1, "key at %s", ("postgresql://u:pw@h/db",), None)
     assert fmt.format(record) == "warning: key at postgresql://u:***@h/db" and record.levelname == "WARNING"
+
+
+@pytest.mark.parametrize("key, value", [("RAG_MIN_COVERAGE", "\u0660.\u0665"), ("LLM_TIMEOUT_SECONDS", "\uff13\uff10"),
+                                        ("RAG_MIN_SIMILARITY", "0.2_5")])
+def test_numbers_in_other_digits_are_config_invalid(key, value, tmp_path):
+    """float() reads Arabic-Indic and fullwidth digits (and 1_0); integer settings already refused them."""
+    with pytest.raises(localrag.ConfigInvalid) as info:
+        localrag.load_config(environ={key: value}, cwd=tmp_path)
+    assert info.value.details["key"] == key

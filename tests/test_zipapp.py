@@ -310,3 +310,111 @@ def test_later_starts_load_localrag_compiled_once(small_pyz, tmp_path):
     done = subprocess.run([sys.executable, str(small_pyz), "--version"], capture_output=True, text=True, env=env)
     # the bootstrap only compiles; the unpack step names the folder, as before: one line, exit 3
     assert done.returncode == 3 and "SHIV_ROOT" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+# --- a damaged unpack folder (an outside review: a file deleted there later gave ModuleNotFoundError, or "use the
+# pyz for this platform" for a native module, at every start) --------------------------------------------------------
+
+def _layer(facts, part):
+    return next(Path(p) for p in facts["layers"] if part in Path(p).name)
+
+
+@pytest.mark.parametrize("damage, says", [
+    (lambda f: f.unlink(), "sharedpkg/bin/tool is missing"),
+    (lambda f: f.write_bytes(f.read_bytes()[:100]), "sharedpkg/bin/tool has 100 bytes, not 64,010"),
+    (lambda f: f.write_bytes(b"X" + f.read_bytes()[1:]), "sharedpkg/bin/tool was changed after it was unpacked")])
+def test_a_damaged_layer_is_noticed_and_unpacked_again(small_pyz, tmp_path, damage, says):
+    root = tmp_path / "unpack"
+    first = localrag.pyz_boot(str(small_pyz), {"SHIV_ROOT": str(root)})
+    tool = _layer(first, "shared") / "sharedpkg" / "bin" / "tool"
+    st = tool.stat()
+    damage(tool)
+    if tool.exists():   # an edit within the same second keeps its size: the mtime must tell
+        os.utime(tool, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    trusted = localrag.pyz_boot(str(small_pyz), {"SHIV_ROOT": str(root)}, check_layers=False)
+    assert "repaired" not in trusted   # a later start trusts its layers until the first import (see _pyz_main)
+    again = localrag.pyz_boot(str(small_pyz), {"SHIV_ROOT": str(root)})
+    assert again["layers"] == first["layers"]
+    assert again["repaired"] == [{"layer": str(_layer(first, "shared")), "damage": says}]
+    assert tool.read_bytes() == TOOL and os.access(tool, os.X_OK)
+    assert sorted(p.name for p in root.iterdir() if p.name.startswith((".unpack-", ".damaged-"))) == []
+    assert "repaired" not in localrag.pyz_boot(str(small_pyz), {"SHIV_ROOT": str(root)})   # whole again
+
+
+def test_a_layer_unpacked_before_the_file_list_existed_is_checked_against_the_zip(small_pyz, tmp_path):
+    """Layers unpacked by an earlier version have no file list: their sizes are compared with the zip's once and the
+    list written, not the layer unpacked again; a damaged one is replaced."""
+    root = tmp_path / "unpack"
+    first = localrag.pyz_boot(str(small_pyz), {"SHIV_ROOT": str(root)})
+    for p in first["layers"]:
+        (Path(p) / localrag.PYZ_LAYER_FILES).unlink()
+    tool = _layer(first, "shared") / "sharedpkg" / "bin" / "tool"
+    before = tool.stat().st_mtime_ns
+    assert "repaired" not in localrag.pyz_boot(str(small_pyz), {"SHIV_ROOT": str(root)})
+    assert tool.stat().st_mtime_ns == before and all((Path(p) / localrag.PYZ_LAYER_FILES).is_file()
+                                                     for p in first["layers"])
+    for p in first["layers"]:
+        (Path(p) / localrag.PYZ_LAYER_FILES).unlink()
+    (_layer(first, "common") / "purepkg" / "__init__.py").unlink()
+    again = localrag.pyz_boot(str(small_pyz), {"SHIV_ROOT": str(root)})
+    assert [r["damage"] for r in again["repaired"]] == ["purepkg/__init__.py is missing"]
+
+
+def test_the_pyz_repairs_its_layers_before_the_first_import_and_help_pays_nothing(small_pyz, tmp_path):
+    """Started again after a file of a layer was deleted: `--help` imports nothing and does not look (its start
+    budget); a command that imports a module first puts the layer back, with one warning line naming it."""
+    root = tmp_path / "unpack"
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "SHIV_ROOT": str(root)}
+
+    def run(*args):
+        return subprocess.run([sys.executable, str(small_pyz), *args], capture_output=True, text=True, env=env,
+                              cwd=tmp_path)
+
+    assert run("--version").returncode == 0
+    lost = next(root.glob("common-*")) / "purepkg" / "__init__.py"
+    lost.unlink()
+    helped = run("--help")
+    assert helped.returncode == 0 and helped.stderr == "" and not lost.exists()
+    done = run("eval", "init", "--questions", str(tmp_path / "q.yaml"))   # imports yaml: the check comes first
+    assert done.returncode == 0, done.stderr
+    warning = [line for line in done.stderr.splitlines() if "damaged" in line]
+    assert warning == [f"warning: the unpacked layer {lost.parent.parent} was damaged (purepkg/__init__.py is "
+                       f"missing); unpacked it again from {small_pyz.name}"]
+    assert lost.read_text() == "WHERE = 'common'\n"
+    assert "damaged" not in run("eval", "init", "--questions", str(tmp_path / "q2.yaml")).stderr
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the signal mask from /proc")
+@pytest.mark.parametrize("sig", [2, 15])   # SIGINT, SIGTERM
+def test_a_signal_while_the_pyz_starts_is_a_quiet_interruption(small_pyz, tmp_path, sig):
+    """Ctrl-C or SIGTERM while the bootstrap loads localrag.py or unpacks (before main() has its handlers): one line,
+    128 + signal, no traceback, and no half-unpacked folder left; first starts and later ones alike."""
+    from test_cli import signalled_early
+    name = {2: "SIGINT", 15: "SIGTERM"}[sig]
+    for n, delay_s in enumerate((0, 0.002, 0.005, 0.01, 0.02, 0, 0.005, 0.01)):
+        root = tmp_path / ("unpack" if n >= 5 else f"unpack-{n}")   # five first starts, then later ones
+        env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "SHIV_ROOT": str(root)}
+        done = signalled_early([sys.executable, str(small_pyz), "--help"], sig, delay_s, env=env, cwd=tmp_path)
+        assert (done.returncode, done.stderr, done.stdout) == (128 + sig, f"interrupted ({name})\n", ""), \
+            (delay_s, done.stderr)
+        assert not [p for p in root.glob(".unpack-*")] if root.exists() else True
+
+
+def test_pyz_main_checks_the_layers_at_the_first_import_in_process(small_pyz, tmp_path, monkeypatch, capsys):
+    """_pyz_main (in this process): a later start puts the check in front of every finder; the first import (here
+    the layer's own purepkg) repairs the layer before the module is loaded, says so once, and steps aside."""
+    root = tmp_path / "unpack"
+    monkeypatch.setenv("SHIV_ROOT", str(root))
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.setattr(sys, "meta_path", list(sys.meta_path))
+    first = localrag.pyz_boot(str(small_pyz))
+    lost = _layer(first, "common") / "purepkg" / "__init__.py"
+    lost.unlink()
+    assert localrag._pyz_main(str(small_pyz), ["--version"]) == 0 and not lost.exists()   # nothing imported yet
+    try:
+        import purepkg   # noqa: F401 - the first import after start-up
+        assert purepkg.WHERE == "common" and lost.is_file()
+    finally:
+        sys.modules.pop("purepkg", None)
+    assert capsys.readouterr().err.count("was damaged (purepkg/__init__.py is missing)") == 1
+    assert not [f for f in sys.meta_path if isinstance(f, localrag._PyzLayerCheck)]

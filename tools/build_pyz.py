@@ -7,8 +7,9 @@ Why not shiv: shiv unpacks one site-packages folder for one Python, and its boot
 any localrag code runs) on a read-only home or a damaged file.  This builder lays the wheels out in layers and lets
 localrag.py's section "Zipapp" (run by the tiny ``__main__.py``) choose, unpack and report:
 
-    __main__.py              refuses Pythons older than 3.7 in one line, imports localrag.py (its compiled code
-                             cached beside the unpacked layers), then calls localrag._pyz_main
+    __main__.py              refuses Pythons older than 3.7 in one line, makes a stop signal a quiet exit until
+                             localrag's main() has its handlers, imports localrag.py (its compiled code cached
+                             beside the unpacked layers), then calls localrag._pyz_main
     localrag.py              the tool itself (pure Python, lazy imports)
     localrag-pyz.json        the manifest: platforms, Pythons, layers with their sha256 and sizes
     lib/common/              pure-Python wheels (py3-none-any), stored once for every platform and Python
@@ -62,6 +63,29 @@ if sys.version_info < (3, 7):
                      % (sys.version.split()[0], sys.executable))
     sys.exit(3)
 import os
+import signal
+
+
+STOPPED = []  # the signal stop_before_main took: its SystemExit can be lost (raised inside compile())
+
+
+def stop_before_main(signum, frame):
+    # Ctrl-C or SIGTERM before localrag's main() has its handlers (loading localrag.py, the first unpack): nothing
+    # is written yet, so the quiet exit localrag documents (one line, 128 + signal), not a traceback or a death by
+    # the signal.  localrag.py's _stop_before_main says the same.
+    STOPPED.append(signum)
+    name = signal.Signals(signum).name
+    try:
+        sys.stderr.write("interrupted (%s)\\n" % name)
+        sys.stderr.flush()
+        if "--json" in sys.argv[1:]:
+            sys.stdout.write('{"error": {"code": "interrupted", "message": "interrupted (%s)", "details": '
+                             '{"signal": "%s"}}}\\n' % (name, name))
+            sys.stdout.flush()
+    except (OSError, ValueError):
+        pass
+    raise SystemExit(128 + signum)
+
 
 SOURCE = "@SOURCE@"  # the first 16 hex digits of the sha256 of the localrag.py in this file
 PYTHONS = @PYTHONS@  # the Pythons this file carries layers for: only they keep a compiled-code cache
@@ -123,8 +147,17 @@ def load_localrag(archive):
 
 
 if __name__ == "__main__":
+    for sig in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+        if sig is not None and signal.getsignal(sig) in (signal.SIG_DFL, signal.default_int_handler):
+            signal.signal(sig, stop_before_main)
     archive = os.path.dirname(os.path.abspath(__file__))
-    sys.exit(load_localrag(archive)._pyz_main(archive))
+    localrag = load_localrag(archive)
+    if STOPPED:   # a signal while zipimport compiled localrag.py: CPython's compile() can swallow the exception
+        sys.exit(128 + STOPPED[0])
+    for sig in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+        if sig is not None and signal.getsignal(sig) is stop_before_main and hasattr(localrag, "_stop_before_main"):
+            signal.signal(sig, localrag._stop_before_main)   # localrag's own from here on (main() replaces it)
+    sys.exit(localrag._pyz_main(archive))
 '''
 
 
