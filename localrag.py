@@ -203,6 +203,7 @@ HTTP_MAX_BODY_BYTES_DEFAULT = 1024 * 1024
 HTTP_SOCKET_TIMEOUT_S = 30.0               # silence on a socket (an idle keep-alive connection) before it is closed
 HTTP_REQUEST_TIMEOUT_S = 30.0              # a whole request (line, headers, body) must arrive within this
 HTTP_SHUTDOWN_GRACE_S = 10.0               # on SIGINT/SIGTERM, in-flight requests get this long to finish
+HTTP_CUT_RECORD_WAIT_S = 2.0               # then those cut off get this long to write their answer record
 HTTP_RETRY_AFTER_S = 5                     # Retry-After on a 503 while the database is down or restarting
 # Requests `serve` works on at once (LOCALRAG_MAX_REQUESTS); more wait for a slot, up to LOCALRAG_QUEUE_WAIT_SECONDS,
 # and are then refused with 503 server_busy.  It bounds the threads working, and with them the database connections (each
@@ -4345,7 +4346,8 @@ _ANSWER_JSON_COLUMNS = frozenset({"retrieval", "gate", "evidence", "excluded", "
 ANSWERS_LIMIT_DEFAULT, ANSWERS_LIMIT_MAX = 20, 1000
 # How a recorded ask ended (answers.completion_status): the model's own three, no model needed, the ask failed
 # (error_code says how), or the reader of a streamed answer went away first.
-COMPLETION_STATUSES = ("complete", "incomplete", "refused", "not_called", "error", "client_disconnected")
+COMPLETION_STATUSES = ("complete", "incomplete", "refused", "not_called", "error", "client_disconnected",
+                       "server_stopped")
 TICKETS_LIMIT_DEFAULT = 100                # tickets per page (`tickets list`, GET /tickets); at most ANSWERS_LIMIT_MAX
 ANSWER_ID_MAX = 2 ** 62                    # ids and offsets above this are refused (bigint holds 2^63 - 1)
 
@@ -10817,9 +10819,11 @@ def ask(config: Config, question: Any, top_k: Any = None, fallback: Any = False,
                 _answer_with_model(config, question, response, evidence, relay,
                                    weights={t["term"]: t["weight"] for t in run["terms"]})
         except _ReaderGone as gone:
-            # not the model's failure: the record says the reader left, keeps what it was sent, and the model
-            # stream is already closed (the exception went through the client's read loop)
-            response["completion"] = {"status": "client_disconnected", "finish_reason": None,
+            # not the model's failure: the record says the reader left (or `serve`, stopping, cut the stream off),
+            # keeps what it was sent, and the model stream is already closed (the exception went through the
+            # client's read loop)
+            status = "server_stopped" if isinstance(gone.error, _ServerCut) else "client_disconnected"
+            response["completion"] = {"status": status, "finish_reason": None,
                                       "model": config.llm_model or None, "usage": None}
             response["answer"] = "".join(streamed)
             request_body = response.pop("_request_body", None)
@@ -10843,6 +10847,11 @@ def ask(config: Config, question: Any, top_k: Any = None, fallback: Any = False,
 
 # A write to a reader that went away: hung up (pipe, reset, aborted), or stopped reading until the socket timed out.
 _CLIENT_GONE = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError, socket.timeout)
+
+
+class _ServerCut(BrokenPipeError):
+    """A write refused because `serve`, stopping, has cut the request off (its grace ran out or a second signal
+    came): the reader did not leave, so the answer record says server_stopped, not client_disconnected."""
 
 
 class _ReaderGone(Exception):
@@ -12784,7 +12793,8 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
                         "How the ask ended: not_called (no model needed), complete, incomplete (cut off for length: "
                         f"finish_reason length, or {ANSWER_CUT_FINISH} when localrag cut an answer larger than it "
                         "accepts), refused, error (error_code says which), client_disconnected (the /ask/stream "
-                        "client went away; answer holds what it was sent)")
+                        "client went away; answer holds what it was sent), server_stopped (serve cut the stream off at "
+                        "shutdown; the same)")
     error_code = _described(_schema("string", nullable=True), "The error's code when completion_status is error "
                             "(as the error response showed it, e.g. llm_timeout); null otherwise")
     check = _described(_schema("object", nullable=True), "The citation check of the answer (rag only)")
@@ -14119,7 +14129,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def _guard(self) -> None:
         """Before a write: a request `serve` has already answered with server_stopping writes nothing more."""
         if self._cut:
-            raise BrokenPipeError("the server cut this request off")
+            raise _ServerCut("the server cut this request off")
 
     def _send_json(self, status: int, payload: dict | RawResponse, extra: dict | None = None) -> None:
         with self._writing:
@@ -14495,6 +14505,12 @@ def serve(config: Config, host: str, port: int, ready: Callable[[str], None] | N
         if cut:
             server.close_connections(include_working=True, why="a second signal" if hurry.is_set() else
                                      f"its {grace_s:g} s grace for requests in flight ran out")
+            # a cut-off ask ends at its next write (a model's next delta) and records server_stopped: give it a
+            # moment, so the record is written before the pool closes (one whose model sends nothing is left;
+            # a second signal, or another one, stops at once)
+            deadline = time.monotonic() + HTTP_CUT_RECORD_WAIT_S
+            while server.working() and time.monotonic() < deadline and not hurry.is_set():
+                time.sleep(0.05)
         server.server_close()
         server.api.pool.close()  # type: ignore[attr-defined]
         for sig, handler in previous.items():
@@ -15993,7 +16009,8 @@ def _cmd_gaps(config: Config, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-_UNFINISHED = ("error", "client_disconnected", "incomplete", "refused")   # completion statuses `history` marks
+# completion statuses `history` marks
+_UNFINISHED = ("error", "client_disconnected", "server_stopped", "incomplete", "refused")
 
 
 def _cmd_history(config: Config, args: argparse.Namespace) -> int:

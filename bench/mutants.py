@@ -572,6 +572,15 @@ MUTANTS: list[Mutant] = [
       "        column = max(at + lo, line_begin) - line_begin + 1 if lo else 1",
       "        column = 1",
       ("tests/test_notes.py",), "inside_a_line"),
+    # --- 2026-12-01 (fifth session) ----------------------------------------------------------------------------
+    M("records: a stream serve cut off at shutdown is recorded as a client's hang-up again",
+      '            status = "server_stopped" if isinstance(gone.error, _ServerCut) else "client_disconnected"',
+      '            status = "client_disconnected"',
+      ("tests/test_http.py",), "recorded_as_server_stopped"),
+    M("serve: exits at the cut without waiting for the cut-off ask to record",
+      "            while server.working() and time.monotonic() < deadline and not hurry.is_set():",
+      "            while False:",
+      ("tests/test_http.py",), "recorded_as_server_stopped"),
 ]
 
 

@@ -1568,6 +1568,36 @@ def test_in_flight_requests_past_the_grace_are_cut_off(ingested, upstream, serve
     assert "1 cut off after the 1 s grace" in server.all_stderr()
 
 
+def test_a_stream_cut_off_at_shutdown_is_recorded_as_server_stopped(ingested, upstream, serve_process):
+    """A stream that `serve` cut off when its grace ran out was recorded as client_disconnected (the cut made the
+    request's next write fail like a hang-up): the record now says server_stopped, keeps what the client was sent,
+    and is written before the server exits (it waits a moment for the cut-off ask to reach its next write)."""
+    gate = threading.Event()
+    upstream([delta("started, "), gate, delta("never sent."), STOP, "[DONE]"])
+    server = serve_process("--grace", "1")
+    before = localrag.answer_history(localrag.load_config(), 1)["total"]
+    conn = http.client.HTTPConnection(HOST, server.port, timeout=30)
+    try:
+        resp = _stream_in_flight(conn)
+        server.proc.send_signal(signal.SIGTERM)
+        events = []
+        while (event := read_sse_event(resp)) is not None:
+            events.append(event)
+            if event[0] == "error":
+                gate.set()                 # cut off: only now does the model send its next delta
+        assert [name for name, _ in events if name != "delta"] == ["error"], events
+        assert server.proc.wait(15) == localrag.EXIT_TERMINATED
+    finally:
+        gate.set()
+        conn.close()
+    result = localrag.answer_history(localrag.load_config(), 1)
+    assert result["total"] == before + 1
+    record = localrag.answer_show(localrag.load_config(), result["answers"][0]["id"])
+    assert record["completion_status"] == "server_stopped" and record["error_code"] is None, record
+    assert record["answer"].endswith("started, ")   # what the client was sent (after the fallback's notice)
+    assert "never sent" not in record["answer"]
+
+
 def test_a_json_request_cut_off_at_shutdown_gets_503_server_stopping(ingested, upstream, serve_process):
     up = upstream([delta("never sent")])
     up.json_gate = threading.Event()              # never set: the model never answers
