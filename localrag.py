@@ -10104,7 +10104,12 @@ class _ExtractiveAnswer:
             items = []
         # -- or, for a how-to question, says where to go when the best line does not ("你也可以将扩展按钮设置为一键打开阅读器。"
         # then "在 Web Clipper 设置中前往通用 → 行为 → 打开行为，然后选择阅读器。": the sentence that answers)
-        if not (_readable(after) and (_REFERS_BACK_RE.search(after["text"]) or path) or
+        # -- or, for a how-to question, advises what the best line only describes ("Some tabs can be closed via the
+        # right-click menu, while others cannot." then "If you don't want to see a tab that can't be closed,
+        # consider disabling the relevant plugin …": the problem, then what to do about it)
+        advice = self.how_to and _ADVICE_RE.search(after["text"]) and not _ADVICE_RE.search(u["text"]) and \
+            self.q & answer_terms(after["text"])
+        if not (_readable(after) and (_REFERS_BACK_RE.search(after["text"]) or path or advice) or
                 items and u["kind"] == "sentence" and not self.shown_lists and len(items) <= FAKE_MAX_STEPS):
             return []
         lines = [self._shown_line(after, answer_terms(after["text"]))]
@@ -10190,6 +10195,9 @@ class _ExtractiveAnswer:
 
 
 # A sentence that refers back to the one before it: "In this case, ...", "This option ...", "打开此页面", "该设置".
+# A sentence that says what to do: advice ("consider disabling …", "try …", "you can …", "instead, …") or an instruction.
+_ADVICE_RE = re.compile(rf"(?<![\w-])(?:consider|try|instead|you (?:can|may|might|should|need to)|{_INSTRUCTION_VERBS})\b|"
+                        rf"建议|可以|尝试|请|改为|{_INSTRUCTION_VERBS_ZH}", re.IGNORECASE)
 _REFERS_BACK_RE = re.compile(
     r"^(?:in (?:this|that|such a) case|this|these|that|those|it|they|then|to do (?:so|this|that))\b|"
     r"\b(?:this|that|these|those) (?:page|option|setting|view|folder|file|feature|menu|panel|button|command|"

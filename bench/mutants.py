@@ -581,6 +581,14 @@ MUTANTS: list[Mutant] = [
       "            while server.working() and time.monotonic() < deadline and not hurry.is_set():",
       "            while False:",
       ("tests/test_http.py",), "recorded_as_server_stopped"),
+    M("answers: a how-to answer stops at the problem its best line states (no advice after it)",
+      "(_REFERS_BACK_RE.search(after[\"text\"]) or path or advice)",
+      "(_REFERS_BACK_RE.search(after[\"text\"]) or path)",
+      ("tests/test_answers.py",), "problem_its_best_line"),
+    M("answers: any follower counts as advice, also after a best line that already says what to do",
+      "advice = self.how_to and _ADVICE_RE.search(after[\"text\"]) and not _ADVICE_RE.search(u[\"text\"]) and",
+      "advice = self.how_to and _ADVICE_RE.search(after[\"text\"]) and",
+      ("tests/test_answers.py",), "problem_its_best_line"),
 ]
 
 

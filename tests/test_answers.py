@@ -1646,6 +1646,33 @@ def test_the_best_line_goes_on_in_the_next_sentence_when_that_one_refers_back_to
     assert len(localrag.fake_answer("在哪里查看所有高亮？", blocks_of(page), 1).splitlines()) == 2
 
 
+def test_a_how_to_answer_goes_on_from_the_problem_its_best_line_states_to_the_advice_after_it():
+    """"How do I get rid of them?" asked of tabs that cannot be closed: the best line says the question back ("Some
+    tabs can be closed via the right-click menu, while others cannot.") and the next sentence says what to do
+    ("… consider disabling the relevant plugin …"), sharing only a word or two with the question; it had been left
+    out for steps about pinning tabs from another block (check12 lex-en-09)."""
+    text = ("Some tabs can be closed via the right-click menu, while others cannot. If you don't want to see a tab "
+            "that can't be closed, consider disabling the relevant plugin or collapsing the sidebar.")
+    other = "To pin a tab in the sidebar, right-click the tab and select Pin. To unpin it, select Unpin."
+    question = "Some tabs in the sidebar have no close option in the right-click menu. How do I get rid of them?"
+    lines = localrag.fake_answer(question, blocks_of(text, other)).splitlines()
+    assert lines[:2] == ["Some tabs can be closed via the right-click menu, while others cannot. [1]",
+                         "If you don't want to see a tab that can't be closed, consider disabling the relevant plugin "
+                         "or collapsing the sidebar. [1]"], lines
+    zh = "有些标签页可以通过右键菜单关闭，有些则不能。如果你不想看到无法关闭的标签页，可以禁用相关插件或折叠侧边栏。"
+    zh_other = "要固定侧边栏中的标签页，请右键单击该标签页并选择固定。"
+    assert localrag.fake_answer("侧边栏里有些标签页右键菜单没有关闭选项，怎么去掉它们？",
+                                blocks_of(zh, zh_other)).splitlines()[1] == \
+        "如果你不想看到无法关闭的标签页，可以禁用相关插件或折叠侧边栏。 [1]"
+    # not for a question that asks no how: the best line answers a yes/no question on its own
+    assert localrag.fake_answer("Can every tab in the sidebar be closed from the right-click menu?", blocks_of(text),
+                                1) == "Some tabs can be closed via the right-click menu, while others cannot. [1]"
+    # nor when the best line already says what to do
+    told = ("To close a tab, right-click it and select Close. You can also drag the tab to another group. "
+            "Tabs are kept when you restart.")
+    assert len(localrag.fake_answer("How do I close a tab in the sidebar?", blocks_of(told), 1).splitlines()) == 1
+
+
 def test_a_which_question_prefers_a_sentence_that_lists_in_itself_and_a_following_you_can_change_this():
     """For "Which …?" a lead-in with a list ranked above a sentence listing the asked items itself, after a colon
     (check6 lex-zh-12); "You can change this under Settings" refers back to the line before it (lex-en-18)."""
