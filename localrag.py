@@ -8438,6 +8438,8 @@ def _word_stems(word: str) -> tuple[str, ...]:
             out = [base, base + "e"]
             if len(base) >= 4 and base[-1] == base[-2]:
                 out.append(base[:-1])
+            if len(base) >= 5:   # the noun of the act: interrupted, interruption; configured, configuration
+                out += [base + "ion", base + "ation", base + "ment"]
             return tuple(out)
     return ()
 

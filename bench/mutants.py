@@ -589,6 +589,10 @@ MUTANTS: list[Mutant] = [
       "advice = self.how_to and _ADVICE_RE.search(after[\"text\"]) and not _ADVICE_RE.search(u[\"text\"]) and",
       "advice = self.how_to and _ADVICE_RE.search(after[\"text\"]) and",
       ("tests/test_answers.py",), "problem_its_best_line"),
+    M("gate: an -ed word is not found in its noun of the act (interrupted, interruptions)",
+      '                out += [base + "ion", base + "ation", base + "ment"]',
+      '                pass',
+      ("tests/test_retrieval.py",), "another_form"),
 ]
 
 
