@@ -68,8 +68,19 @@ def _stop_after_main(signum: int, frame: Any) -> None:
     os._exit(128 + signum)
 
 
+def _lost_stop_is_quiet(hook: Callable[[Any], None]) -> Callable[[Any], None]:
+    """sys.unraisablehook until main(): the SystemExit of _stop_before_main raised where Python only prints an
+    exception and goes on (an import lock's weakref callback, a __del__) printed "Exception ignored in ... SystemExit"
+    under the line; main() returns the code (the line is said already), so that report says nothing."""
+    def unraisable(info: Any) -> None:
+        if not (_STOPPED_BEFORE_MAIN and isinstance(info.exc_value, SystemExit)):
+            hook(info)
+    return unraisable
+
+
 if __name__ == "__main__" or os.path.splitext(os.path.basename(getattr(sys, "argv", [""])[0]))[0] in ("localrag",
                                                                                                      "rag"):
+    sys.unraisablehook = _lost_stop_is_quiet(sys.unraisablehook)
     for _sig in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)):
         if _sig is not None and signal.getsignal(_sig) in (signal.SIG_DFL, signal.default_int_handler):
             signal.signal(_sig, _stop_before_main)

@@ -593,6 +593,11 @@ MUTANTS: list[Mutant] = [
       '                out += [base + "ion", base + "ation", base + "ment"]',
       '                pass',
       ("tests/test_retrieval.py",), "another_form"),
+    # --- 2026-12-01 (sixth session) ----------------------------------------------------------------------------
+    M("cli: a stop swallowed where Python ignores exceptions during the import prints its traceback again",
+      "        if not (_STOPPED_BEFORE_MAIN and isinstance(info.exc_value, SystemExit)):",
+      "        if True:",
+      ("tests/test_cli.py",), "ignores_exceptions_during_the_import"),
 ]
 
 

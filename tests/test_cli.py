@@ -1119,6 +1119,29 @@ def test_a_signal_at_a_known_point_of_the_import_is_a_quiet_interruption(tmp_pat
                                                 "details": {"signal": "SIGINT"}}
 
 
+def test_a_signal_handled_where_python_ignores_exceptions_during_the_import_is_still_one_line(tmp_path):
+    """CI once saw the stop's SystemExit raised inside an import lock's weakref callback: Python printed "Exception
+    ignored in ... SystemExit: 129" under the line.  Placed exactly: the signal is handled inside a __del__ that runs
+    while localrag imports http.server; the command still ends with the line alone and 128 + signal."""
+    driver = ("import os, signal, sys\n"
+              "class Bomb:\n"
+              "    def __del__(self):\n"
+              "        os.kill(os.getpid(), signal.SIGHUP)\n"
+              "class Trip:\n"
+              "    def find_spec(self, name, path=None, target=None):\n"
+              "        if name == 'http.server':\n"
+              "            sys.meta_path.remove(self)\n"
+              "            Bomb()\n"
+              "sys.meta_path.insert(0, Trip())\n"
+              f"sys.argv[0] = {str(tmp_path / 'bin' / 'localrag')!r}\n"
+              "from localrag import main\n"
+              "sys.exit(main())\n")
+    done = subprocess.run([sys.executable, "-c", driver, "config"], capture_output=True, text=True,
+                          env={"PATH": os.environ["PATH"], "HOME": str(tmp_path), "PYTHONPATH": str(ROOT)},
+                          cwd=tmp_path)
+    assert (done.returncode, done.stderr, done.stdout) == (129, "interrupted (SIGHUP)\n", "")
+
+
 def test_an_importing_program_keeps_its_own_signal_handling():
     """Only a command started from the command line gets the early handlers: a program that imports localrag
     keeps Python's KeyboardInterrupt (and its own handlers)."""

@@ -146,7 +146,18 @@ def load_localrag(archive):
     return module
 
 
+def quiet_lost_stop(hook):
+    # sys.unraisablehook while localrag loads: stop_before_main's SystemExit raised where Python only prints an
+    # exception and goes on (an import lock's weakref callback) is not reported under the line (the exit follows).
+    def unraisable(info):
+        if not (STOPPED and isinstance(info.exc_value, SystemExit)):
+            hook(info)
+    return unraisable
+
+
 if __name__ == "__main__":
+    if hasattr(sys, "unraisablehook"):
+        sys.unraisablehook = quiet_lost_stop(sys.unraisablehook)
     for sig in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)):
         if sig is not None and signal.getsignal(sig) in (signal.SIG_DFL, signal.default_int_handler):
             signal.signal(sig, stop_before_main)
