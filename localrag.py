@@ -8849,8 +8849,9 @@ _COUNT_EVIDENCE = (r"(?<![\w+.\-/:#])(?<!\n)\d[\d,]*(?![\d.,:/+\-]?\d)(?![.)]\s)
 
 # The verbs of an instruction, which the procedure rule finds anywhere in a block (_INSTRUCTION_RE, opening a list
 # item, reads more of them).
-_INSTRUCTION_VERBS = "click|select|open|go to|press|choose|enable|disable|type|drag|tap|navigate|run|add|create|set|use|enter"
-_INSTRUCTION_VERBS_ZH = "点击|选择|打开|进入|启用|关闭|按下|拖|输入|设置|使用|创建"
+_INSTRUCTION_VERBS = ("click|select|open|go to|press|choose|enable|disable|type|drag|tap|navigate|run|add|create|set|use|"
+                      "enter|hover")
+_INSTRUCTION_VERBS_ZH = "点击|单击|双击|右键|悬停|勾选|选择|打开|进入|启用|关闭|按下|拖|输入|设置|使用|创建"
 
 
 ANSWER_TYPE_RULES: tuple[AnswerRule, ...] = (
@@ -8887,9 +8888,10 @@ ANSWER_TYPE_RULES: tuple[AnswerRule, ...] = (
                rf"{_LIMIT_WORDS}[^\n]{{0,80}}?{_NUM}|{_NUM}[^\n]{{0,80}}?{_LIMIT_WORDS}|\d\s?(?:kb|mb|gb|tb)\b",
                True, "a number stated as a limit"),
     AnswerRule("count",
-               # 哪几种 / 哪几个 ask "which ones", not how many
+               # 哪几种 / 哪几个 ask "which ones", not how many; in a question asking what, how, which or whether
+               # besides, 几个 is "a few" ("有几个同名笔记，怎么看出…", "在几个字下面加横线，怎么办")
                r"\bhow many\b|(?<!version )(?<!port )\bnumber of\b|多少个|多少种|多少条|多少项|多少次|数量|"
-               r"(?<!哪)几(?:个|种|台|位|颗|条|次|项)",
+               r"^(?![\s\S]*(?:什么|怎么|怎样|如何|为何|哪|有没有))[\s\S]*?几(?:个|种|台|位|颗|条|次|项)",
                _COUNT_EVIDENCE, True, "a count"),
     AnswerRule("url",
                r"\b(?:what|which)\b[^?？]{0,40}?\b(?:urls?|web ?address(?:es)?|websites?|domains?|host ?names?|"

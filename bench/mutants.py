@@ -598,6 +598,13 @@ MUTANTS: list[Mutant] = [
       "        if not (_STOPPED_BEFORE_MAIN and isinstance(info.exc_value, SystemExit)):",
       "        if True:",
       ("tests/test_cli.py",), "ignores_exceptions_during_the_import"),
+    M("answer types: 几个 beside another question word asks for a count again (\"有几个同名笔记，怎么看出…\")",
+      'r"^(?![\\s\\S]*(?:什么|怎么|怎样|如何|为何|哪|有没有))[\\s\\S]*?几(?:个|种|台|位|颗|条|次|项)",',
+      'r"(?<!哪)几(?:个|种|台|位|颗|条|次|项)",',
+      ("tests/test_answers.py",), "kind_is_recognised"),
+    M("answer types: hovering is no instruction (a tip to hover over a button answers no how-to question)",
+      '_INSTRUCTION_VERBS_ZH = "点击|单击|双击|右键|悬停|勾选|', '_INSTRUCTION_VERBS_ZH = "点击|单击|双击|右键|勾选|',
+      ("tests/test_answers.py",), "carrying_the_kind"),
 ]
 
 

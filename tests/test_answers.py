@@ -123,6 +123,9 @@ KIND_EXAMPLES = [
     ("What is the maximum file size?", "limit"), ("单个文件最大多大？", "limit"),
     ("How many vaults can I sync?", "count"), ("可以同步几个仓库？", "count"),
     ("窗口边框样式有哪几种可以选？", None),   # 哪几种: "which kinds", not "how many" (check6 lex-zh-08)
+    # 几个 beside another question word is "a few": the question asks how (check12 lex-zh-12) or what
+    ("出链面板里有几个同名笔记，怎么看出它们各自的完整路径？", "procedure"),
+    ("同一项的几个属性之间默认用什么分隔？", None), ("Sync 可以在几台设备上同时使用？", "count"),
     ("Which hostnames does the sync client connect to?", "url"), ("同步服务使用哪些域名？", "url"),
     ("Can I sync my vault with Dropbox?", "product"), ("能和 Dropbox 一起使用吗？", "product"),
     # "an app for <a product>" names a product too, in other languages as well (the Apple Watch near-misses)
@@ -172,6 +175,9 @@ CARRIES = [  # (question, evidence that carries the kind, evidence that does not
      "Version history is counted against your storage.", "Attachments count separately."),
     ("How do I set up sync on a new device?", "1. Open Settings.\n2. Select Sync.", "Sync keeps devices equal."),
     ("如何在新设备上设置同步？", "打开设置，然后选择同步。", "同步让设备保持一致。"),
+    # hovering is an instruction as clicking is (check12 lex-zh-12: the answer is a tip to hover over a button)
+    ("How do I see a note's full path?", "Hover over the button to show the full path.", "Paths can be long."),
+    ("怎么看出笔记的完整路径？", "要显示完整路径，请将鼠标悬停在按钮上。", "路径可能很长。"),
     # a unit the question names: the number must come in it ("a minimum of 5 minutes" is no size)
     ("How many megabytes can snapshots use at most?", "Snapshots use at most 500 MB per vault.",
      "Snapshots are taken at a minimum of 5 minutes apart."),
