@@ -9619,6 +9619,7 @@ _DEFINITION_QUESTION_RES = (
     re.compile(r"^\s*(?:什么是|何为)\s*(?P<s>[^?？]+?)\s*[?？]?\s*$"),
     re.compile(r"^\s*(?P<s>[^?？]+?)\s*是(?:什么|啥)(?:东西|意思)?\s*[?？]?\s*$"))
 FAKE_DEFINITION_MAX_WORDS = 4
+_SUBJECT_CONTEXT_RE = re.compile(r"\s+(?:in|on|within)\s+(?:[A-Z][\w-]*\s*)+$|^[A-Za-z][\w ]*?\s*(?:中|里)的\s*")
 _DEFINES_RE = r"(?:\s+(?:is|are|allows?|lets?|provides?|refers|means|shows?|stores?)\b|\s*(?:是|指|用于|可以|能够|允许))"
 
 
@@ -9627,7 +9628,8 @@ def definition_subject(question: str) -> str | None:
     for pattern in _DEFINITION_QUESTION_RES:
         m = pattern.match(question)
         if m:
-            subject = m.group("s").strip()
+            # where the subject is ("a vault in Obsidian", "Obsidian 中的附件"): a context, not part of the name
+            subject = _SUBJECT_CONTEXT_RE.sub("", m.group("s").strip())
             if subject and len(subject.split()) <= FAKE_DEFINITION_MAX_WORDS and \
                     not (_CJK_RUN_RE.search(subject) and len(subject) > 3 * FAKE_DEFINITION_MAX_WORDS):
                 return subject
@@ -9763,11 +9765,13 @@ class _ExtractiveAnswer:
                 len(q & (about | under)) >= FAKE_FRAMED_COVERAGE * len(q)
             # a unit stating the asked-for kind of fact (a number for a limit question...) ranks as if it
             # covered a third more of the question
-            carries = bool((hit or framed) and kind_here) or bool(
-                hit and self.subject and unit["kind"] == "sentence" and _defines(unit["text"], self.subject)) or bool(
+            defines = bool(hit and self.subject and unit["kind"] == "sentence" and _defines(unit["text"], self.subject))
+            carries = bool((hit or framed) and kind_here) or defines or bool(
                 hit and self.enumerates and (unit.get("list_follows") or unit["kind"] == "sentence" and
                                              _INLINE_LIST_RE.search(unit["text"])))
             said = len(q & (toks | about | under)) if hit or named or framed else 0   # else it must say something
+            if defines:   # "An attachment is ..." answers "What is an attachment in Obsidian?" whole
+                said = len(q)
             density = hit / math.sqrt(len(toks) or 1)
             hit = hit or (len(q) if named and unit["kind"] == "sentence" else 0)
             unit = {**unit, "n": b["n"], "pos": pos, "hit": hit, "framed": framed, "own": self._weight(q & toks),

@@ -605,6 +605,14 @@ MUTANTS: list[Mutant] = [
     M("answer types: hovering is no instruction (a tip to hover over a button answers no how-to question)",
       '_INSTRUCTION_VERBS_ZH = "点击|单击|双击|右键|悬停|勾选|', '_INSTRUCTION_VERBS_ZH = "点击|单击|双击|右键|勾选|',
       ("tests/test_answers.py",), "carrying_the_kind"),
+    M("answers: where a definition's subject is (\"in Obsidian\") stays part of its name",
+      '            subject = _SUBJECT_CONTEXT_RE.sub("", m.group("s").strip())',
+      '            subject = m.group("s").strip()',
+      ("tests/test_answers.py",), "definition"),
+    M("answers: a sentence defining the subject covers only the words it says",
+      "            if defines:   # \"An attachment is ...\" answers",
+      "            if False:   # \"An attachment is ...\" answers",
+      ("tests/test_answers.py",), "says_where_the_subject_is"),
 ]
 
 

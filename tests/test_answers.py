@@ -837,6 +837,9 @@ def test_a_bold_line_is_a_label_a_short_step_stays_and_a_blank_column_name_goes(
     ("What is the maximum file size on the Sync Standard plan?", None), ("How do I add a tag?", None),
     ("What does frontmatter mean?", "frontmatter"), ("What does CSS stand for?", "CSS"),
     ("What do the sync icons mean?", "sync icons"),
+    # where the subject is, is no part of its name (check12 lex-en-04)
+    ("What is an attachment in Obsidian?", "attachment"), ("Obsidian 中的附件是什么？", "附件"),
+    ("What is a property in Bases?", "property"), ("What is the vault in my phone?", "vault in my phone"),
 ])
 def test_definition_questions_and_their_subject(question, subject):
     assert localrag.definition_subject(question) == subject
@@ -863,6 +866,16 @@ def test_a_definition_question_gets_the_sentence_that_defines_its_subject_first(
         "A vault is a folder on your local file system where Obsidian stores your notes. [2]"
     assert localrag.fake_answer("什么是仓库？", blocks).splitlines()[0].startswith("仓库是你本地文件系统中的一个文件夹")
     assert not localrag._defines("The vault list shows every vault.", "vault")
+
+
+def test_a_definition_of_the_subject_answers_a_question_that_says_where_the_subject_is():
+    """"What is an attachment in Obsidian?" opened with three lines that say "attachment" and "Obsidian" (how files
+    are added); the glossary's "An attachment is ..." says no "Obsidian" and was left out (check12 lex-en-04)."""
+    blocks = blocks_of("Obsidian creates a file with the pasted content in the default attachment location.\n"
+                       "If you drag a file into the editor, Obsidian copies it to the attachment folder.",
+                       "An attachment is an accepted file format that was created outside of the vault and added later.")
+    assert localrag.fake_answer("What is an attachment in Obsidian?", blocks).splitlines()[0] == \
+        "An attachment is an accepted file format that was created outside of the vault and added later. [2]"
 
 
 def test_a_question_that_is_a_notes_alias_is_answered_from_that_note():
