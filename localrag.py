@@ -9845,6 +9845,12 @@ class _ExtractiveAnswer:
             return True
         if self._rarest_said_elsewhere(first):
             return False
+        # ... or the question asks for a device the steps are for and the sentence is not ("在手机上怎么打开局部关系
+        # 图？": the steps under 移动端, not "要打开局部关系图，请使用打开局部关系图命令" that says more of its words)
+        device = {t for t in self.q if t in _DEVICE_CLASSES}
+        if device and device <= self._covers(first) and best is not None and not device & _with_device_class(
+                answer_terms(best["text"]) | self.headings[best["n"]] | self._heading_above(best["n"], best["pos"])):
+            return True
         covered = len(self._covers(first))
         return covered >= best_hit and (covered > best_hit or len(self._context(first)) >= best_context)
 

@@ -613,6 +613,10 @@ MUTANTS: list[Mutant] = [
       "            if defines:   # \"An attachment is ...\" answers",
       "            if False:   # \"An attachment is ...\" answers",
       ("tests/test_answers.py",), "says_where_the_subject_is"),
+    M("answers: a sentence with more of the question's words beats the steps for the device it asks about",
+      "        if device and device <= self._covers(first) and best is not None and not device & _with_device_class(",
+      "        if False and device <= self._covers(first) and best is not None and not device & _with_device_class(",
+      ("tests/test_answers.py",), "asked_device"),
 ]
 
 

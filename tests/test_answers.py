@@ -725,6 +725,21 @@ def test_a_device_word_asks_for_its_class(question, want):
     assert "@mobile" not in localrag.answer_terms("移动文件到另一个文件夹。")    # 移动 alone is "move"
 
 
+@pytest.mark.parametrize("question", ["在手机上怎么打开当前笔记的局部关系图？", "How do I open the local graph on my phone?"])
+def test_the_steps_for_the_asked_device_answer_before_a_sentence_that_says_more_of_the_question(question):
+    """"在手机上怎么打开当前笔记的局部关系图？" was answered with "要打开局部关系图，请使用打开局部关系图命令" (more of its
+    words, no device) and step 2 of the mobile steps alone (check12 lex-zh-08): the steps under 移动端 answer."""
+    zh = ("要打开当前笔记的局部关系图，请使用打开局部关系图命令。",
+          "**桌面端**\n\n1. 在笔记右上角，点击更多选项。\n2. 选择打开局部关系图。\n\n"
+          "**移动端**\n\n1. 在笔记顶部，选择更多选项。\n2. 选择打开局部关系图。")
+    en = ("To open the local graph of the current note, use the Open local graph command.",
+          "**Desktop**\n\n1. In the top right of the note, click More options.\n2. Select Open local graph.\n\n"
+          "**Mobile**\n\n1. At the top of the note, tap More options.\n2. Select Open local graph.")
+    lines = localrag.fake_answer(question, blocks_of(*(zh if "手机" in question else en))).splitlines()
+    assert any(line.startswith(("1. 在笔记顶部", "1. At the top")) for line in lines), lines
+    assert not any(line.startswith(("1. 在笔记右上角", "1. In the top right")) for line in lines), lines
+
+
 def test_a_sub_item_describing_a_linked_page_is_no_answer_line():
     """In a list of pages ("- [[Filters]]" with "- Modify the output of template variables." under it) the sub-item
     describes the linked page: alone it is a fragment (check9's answers ended with two of them).  A sub-item under an
