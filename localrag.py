@@ -583,6 +583,21 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
+def _json_text(value: Any, **kw: Any) -> str:
+    """json.dumps(value, ensure_ascii=False, **kw) that UTF-8 can always carry: a lone surrogate (a file name's byte
+    that is not UTF-8, decoded with surrogateescape, or a JSON \\udcff escape a client sent) is written as its
+    \\uXXXX escape.  Left raw, it made stdout bytes that are not UTF-8 (a JSON reader fails on them) or a
+    UnicodeEncodeError where the text was encoded (an HTTP reply, an MCP message); the escape reads back as the
+    same string, and inside a JSON text a surrogate can only stand in a string, where the escape is valid."""
+    text = json.dumps(value, ensure_ascii=False, **kw)
+    return _SURROGATE_RE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def _json_utf8(value: Any, **kw: Any) -> bytes:
+    """_json_text as the UTF-8 bytes an HTTP body or an MCP line is."""
+    return _json_text(value, **kw).encode("utf-8")
+
+
 # === 3. Config =====================================================================================================
 
 ENV_KEYS = (
@@ -14162,8 +14177,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             data, content_type = payload.body, payload.content_type
             extra = {**dict(payload.headers), **(extra or {})}
         else:
-            data, content_type = json.dumps(payload, ensure_ascii=False).encode("utf-8"), \
-                "application/json; charset=utf-8"
+            data, content_type = _json_utf8(payload), "application/json; charset=utf-8"
         self.send_response(status)
         if content_type:
             self.send_header("Content-Type", content_type)
@@ -14307,7 +14321,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.end_headers()
             self._status, self._streaming = 200, True
             self.close_connection = True
-        self.wfile.write(f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode("utf-8"))
+        self.wfile.write(f"event: {name}\ndata: {_json_text(data)}\n\n".encode("utf-8"))
         self.wfile.flush()
 
     def _stream(self, response: StreamResponse) -> None:
@@ -14578,7 +14592,7 @@ class RpcError(Exception):
 
 def _tool_text(result: dict) -> str:
     # The serialized JSON, as the MCP spec asks of tools that also return structuredContent.
-    return json.dumps(_jsonable(result), ensure_ascii=False)
+    return _json_text(_jsonable(result))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -15049,7 +15063,7 @@ class _StdioWriter:
             self.fd = None
 
     def write(self, message: dict) -> None:
-        data = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+        data = _json_utf8(message, separators=(",", ":")) + b"\n"
         if self.cut:
             return   # a line was given up half-written: anything more would be glued onto it
         self.complete = False
@@ -15236,7 +15250,7 @@ class _MaskingFormatter(logging.Formatter):
 
 def _print_json(data: Any, compact: bool = False) -> None:
     """A result on stdout: indented, or on one line where stdout is JSON Lines (`ask --batch`)."""
-    sys.stdout.write(json.dumps(_jsonable(data), ensure_ascii=False, indent=None if compact else 2) + "\n")
+    sys.stdout.write(_json_text(_jsonable(data), indent=None if compact else 2) + "\n")
 
 
 def _say(message: str) -> None:
@@ -15840,7 +15854,7 @@ def _ask_batch(config: Config, args: argparse.Namespace) -> int:
                     failed += 1
                     _say(f"line {number}: error [{exc.code}]: {exc.message}")
                     out = {"line": number, **exc.to_dict()}
-                text = json.dumps(_jsonable(out), ensure_ascii=False) + "\n"
+                text = _json_text(_jsonable(out)) + "\n"
                 written += 1   # before the write: a stop sent as the reader sees the line must count it
                 sys.stdout.write(text)
                 sys.stdout.flush()

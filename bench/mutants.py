@@ -598,6 +598,11 @@ MUTANTS: list[Mutant] = [
       "        if not (_STOPPED_BEFORE_MAIN and isinstance(info.exc_value, SystemExit)):",
       "        if True:",
       ("tests/test_cli.py",), "ignores_exceptions_during_the_import"),
+    M("json: a lone surrogate (a file name's byte that is not UTF-8) is written raw, not as its \\uXXXX escape",
+      '    return _SURROGATE_RE.sub(lambda m: f"\\\\u{ord(m.group()):04x}", text)',
+      "    return text",
+      ("tests/test_cli.py", "tests/test_http.py", "tests/test_mcp.py"),
+      "utf8_when_a_file_name or lone_surrogate_the_reply or lone_surrogate_in_a_reply"),
 ]
 
 

@@ -456,6 +456,20 @@ def test_a_batch_line_that_is_not_utf8_fails_alone(ingested, tmp_path, via):
     assert b"2/4 line(s) answered, 2 failed" in proc.stderr
 
 
+def test_json_output_is_utf8_when_a_file_name_is_not(tmp_path):
+    """`--batch` naming a file whose name has the byte 0xff (surrogateescape: a lone surrogate) that cannot be read:
+    the --json error body quoting the name wrote the raw byte, so stdout was not UTF-8 and `jq` failed on it."""
+    name = os.fsencode(str(tmp_path)) + b"/q\xff.jsonl"
+    env = {**os.environ, "LC_ALL": "C.UTF-8"}
+    proc = subprocess.run([sys.executable, "-m", "localrag", "ask", "--batch", name, "--json"], cwd=ROOT, env=env,
+                          capture_output=True)
+    assert proc.returncode == localrag.EXIT_USAGE, proc.stderr
+    error = json.loads(proc.stdout.decode("utf-8"))["error"]   # strict UTF-8
+    assert error["details"]["field"] == "batch" and "q\udcff.jsonl" in error["message"]
+    assert b"q\\udcff.jsonl" in proc.stdout
+    assert localrag._json_text({"k\udcff": ["\ud800x"]}) == '{"k\\udcff": ["\\ud800x"]}'
+
+
 def test_ask_batch_applies_the_command_line_flags_to_every_line(ingested, tmp_path, capfd):
     """--top-k, --path, --tag, --vault, --retrieval and --fallback were accepted with --batch and ignored: a batch
     scoped to one vault was answered from all of them, exit 0.  They now apply to every line, a line's own field

@@ -362,6 +362,22 @@ def test_stdout_carries_only_protocol_messages(ingested, env):
     assert replies[1]["result"]["ttlMs"] > 0 and replies[1]["result"]["cacheScope"] == "public"
 
 
+def test_a_lone_surrogate_in_a_reply_is_a_json_escape_on_a_utf8_line(env):
+    """An argument named "\\udcff" (a JSON escape no UTF-8 can carry) is echoed by the tool error naming it: the
+    message's encoding failed on it, and the client never got an answer to its call."""
+    s = RawStdio(env)
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "search", "arguments": {"query": "P1", "\udcff": 1}, "_meta": MODERN_META}}
+    s.send(json.dumps(call).encode() + b"\n")   # ensure_ascii: the surrogate travels as its escape
+    line = s.proc.stdout.readline()
+    r = json.loads(line.decode("utf-8"))   # strict UTF-8
+    assert r["id"] == 1 and r["result"]["isError"], r
+    assert r["result"]["structuredContent"]["error"]["details"]["field"] == "\udcff"
+    assert b"\\udcff" in line
+    code, _, err = s.close()
+    assert code == 0 and "Traceback" not in err
+
+
 def test_initialize_needs_no_database(env, monkeypatch):
     """Start-up work is deferred to the first tool call: initialize answers even when the database is down."""
     s = RawStdio({**env, "DATABASE_URL": "postgresql://u:p@127.0.0.1:1/x_test"})
