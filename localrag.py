@@ -14777,7 +14777,8 @@ class McpServer:
                                                    f"for none)")
         elif method == "server/discover":
             pass  # a discover without a version still learns which versions exist
-        elif self.transport == "stdio" and self.handshake_version is None and method in self._request_methods():
+        elif self.transport == "stdio" and self.handshake_version is None and method in self._request_methods() \
+                and method != "ping":   # the spec allows a ping at any time: a client checks the server is alive
             raise RpcError(RPC_INVALID_REQUEST, f"{method} before initialize: send initialize first, or use "
                                                 f"protocol {MCP_MODERN_VERSIONS[-1]} with {MCP_META_VERSION} in "
                                                 f"params._meta")

@@ -603,6 +603,10 @@ MUTANTS: list[Mutant] = [
       "    return text",
       ("tests/test_cli.py", "tests/test_http.py", "tests/test_mcp.py"),
       "utf8_when_a_file_name or lone_surrogate_the_reply or lone_surrogate_in_a_reply"),
+    M("mcp: a ping before initialize on stdio is refused (-32600) instead of answered",
+      '                and method != "ping":   # the spec allows a ping at any time',
+      '                and method != "pong":   # the spec allows a ping at any time',
+      ("tests/test_mcp.py",), "bad_jsonrpc_input_gets_errors"),
 ]
 
 

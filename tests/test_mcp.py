@@ -285,6 +285,9 @@ def test_bad_jsonrpc_input_gets_errors_and_the_server_stays_up(ingested, env):
     s.send({"jsonrpc": "2.0", "id": 0, "method": "tools/call", "params": {"name": "status", "arguments": {}}})
     r = s.recv()
     assert r["id"] == 0 and r["error"]["code"] == -32600 and "initialize" in r["error"]["message"]
+    # a ping before initialize is answered: the spec allows one at any time (it was "ping before initialize")
+    s.send({"jsonrpc": "2.0", "id": "p0", "method": "ping"})
+    assert s.recv() == {"jsonrpc": "2.0", "id": "p0", "result": {}}
     s.send(init)
     assert s.recv()["result"]["protocolVersion"] == "2025-06-18"
     s.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
