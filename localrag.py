@@ -14590,6 +14590,15 @@ class RpcError(Exception):
         self.malformed = malformed or code in (RPC_PARSE_ERROR, RPC_INVALID_REQUEST)   # 400 in every era
 
 
+def _whole_numbers(args: dict, fields: dict) -> dict:
+    """Tool arguments with an integer argument sent as a whole-number float (`"top_k": 5.0`, what a client that
+    keeps every JSON number as a double sends) as that integer: JSON Schema's "integer", which the tool schemas
+    declare, is any number with a zero fractional part.  A float with a fraction (2.5) is left for _check_fields to
+    refuse, naming the argument."""
+    return {k: int(v) if fields.get(k) is int and isinstance(v, float) and v.is_integer() else v
+            for k, v in args.items()}
+
+
 def _tool_text(result: dict) -> str:
     # The serialized JSON, as the MCP spec asks of tools that also return structuredContent.
     return _json_text(_jsonable(result))
@@ -14831,6 +14840,7 @@ class McpServer:
                 args = {}
             if not isinstance(args, dict):
                 raise InvalidRequest("arguments must be an object", field="arguments")
+            args = _whole_numbers(args, tool.fields)
             _check_fields(args, tool.fields, tool.required[0] if tool.required else None)
             for key, value in args.items():
                 _text_ok(value, key)
