@@ -16619,16 +16619,19 @@ def _digits_hint(text: str) -> str:
 def _ranged(kind: type, low: float, high: float | None = None) -> Callable[[str], Any]:
     """An argparse type: a `kind` (int or float, in the digits 0-9) from `low` to `high` (inclusive; no upper bound
     when None), so an impossible value is a usage error (exit 2) naming the range, not a run that cannot succeed."""
+    # an integer bound as its digits: :g wrote 2**62 as "4.61169e+18", a range no value can be checked against
+    lo, hi = (str(b) if kind is int or b is None else f"{b:g}" for b in (low, high))
+
     def parse(text: str) -> Any:
         try:
             value = _ascii_number(kind, text)
         except ValueError:
-            within = f" from {low:g} to {high:g}" if high is not None else f" of {low:g} or more"
+            within = f" from {lo} to {hi}" if high is not None else f" of {lo} or more"
             raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if kind is int else 'a number'}{within}"
                                              f"{_digits_hint(text)}") from None
         if value != value or value < low or (high is not None and value > high):   # NaN is out of every range
             raise argparse.ArgumentTypeError(f"{text} is out of range: it must be " + (
-                f"from {low:g} to {high:g}" if high is not None else f"{low:g} or more"))
+                f"from {lo} to {hi}" if high is not None else f"{lo} or more"))
         return value
     parse.__name__ = kind.__name__   # argparse names the type in its messages
     return parse
@@ -16747,7 +16750,7 @@ def build_parser() -> argparse.ArgumentParser:
                               f"exit code {EXIT_NOT_FOUND} means there is no record with that id.")
     p.add_argument("--limit", type=_ranged(int, 1, ANSWERS_LIMIT_MAX), metavar="N",
                    help=f"records to list, 1 to {ANSWERS_LIMIT_MAX} (default {ANSWERS_LIMIT_DEFAULT})")
-    p.add_argument("--offset", type=_ranged(int, 0), metavar="N",
+    p.add_argument("--offset", type=_ranged(int, 0, ANSWER_ID_MAX), metavar="N",
                    help="skip the N newest records (default 0; --json gives the next page's as next_offset)")
     p.add_argument("--error-code", metavar="CODE",
                    help="only the asks that failed with this error code (as the error showed it, e.g. llm_timeout)")

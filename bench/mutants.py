@@ -615,6 +615,16 @@ MUTANTS: list[Mutant] = [
       "fields.get(k) is int and isinstance(v, float) and v.is_integer() else v",
       "fields.get(k) is int and isinstance(v, float) else v",
       ("tests/test_mcp.py",), "whole_number_floats"),
+    M("cli: an integer option's range is written with :g (--offset: 'from 0 to 4.61169e+18')",
+      "    lo, hi = (str(b) if kind is int or b is None else f\"{b:g}\" for b in (low, high))",
+      "    lo, hi = (str(b) if b is None else f\"{b:g}\" for b in (low, high))",
+      ("tests/test_cli.py",), "impossible_numbers"),
+    M("cli: history --offset has no upper bound (a huge one reaches the service)",
+      "    p.add_argument(\"--offset\", type=_ranged(int, 0, ANSWER_ID_MAX), metavar=\"N\",\n"
+      "                   help=\"skip the N newest records",
+      "    p.add_argument(\"--offset\", type=_ranged(int, 0), metavar=\"N\",\n"
+      "                   help=\"skip the N newest records",
+      ("tests/test_cli.py",), "impossible_numbers"),
 ]
 
 

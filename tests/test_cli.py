@@ -536,7 +536,12 @@ def test_argument_errors_name_their_field_and_range(args, field, says):
     (["serve", "--grace", "-1"], "--grace: -1 is out of range: it must be 0 or more"),
     (["eval", "--min-hit-at-k", "1.5"], "--min-hit-at-k: 1.5 is out of range: it must be from 0 to 1"),
     (["eval", "--min-rejection", "nan"], "--min-rejection: nan is out of range"),
-    (["serve", "--port", "http"], "--port: 'http' is not an integer")])
+    (["serve", "--port", "http"], "--port: 'http' is not an integer"),
+    # an --offset's range was written "from 0 to 4.61169e+18" (:g), and history's had no upper bound at all
+    (["tickets", "list", "--offset", "-1"], "--offset: -1 is out of range: it must be from 0 to 4611686018427387904"),
+    (["tickets", "list", "--offset", str(2 ** 62 + 1)], f"it must be from 0 to {2 ** 62}"),
+    (["history", "--offset", str(10 ** 30)], f"--offset: {10 ** 30} is out of range: it must be from 0 to {2 ** 62}"),
+    (["history", "--offset", "x"], f"--offset: 'x' is not an integer from 0 to {2 ** 62}")])
 def test_impossible_numbers_are_usage_errors(args, says):
     """A port outside 0..65535 was an internal error (OverflowError from bind), and a threshold above 1 an eval
     that could never pass: both are usage errors naming the range, before anything starts."""
