@@ -15815,8 +15815,11 @@ def _batch_line(number: int, line: str) -> Any:
     one JSON object, is that line's invalid_request."""
     if _SURROGATE_RE.search(line):
         raise _not_utf8(f"line {number}", line.rstrip("\r\n"), "line", "save the file in UTF-8")
-    try:
-        item = json.loads(line)
+    try:   # strict, as POST /ask reads its body: a member named twice had answered the last one, NaN is no JSON
+        item = _strict_json(line)
+    except RecursionError:   # it ended the whole batch with internal_error
+        raise InvalidRequest(f'line {number} nests JSON too deeply; write one {{"question": ...}} object per line',
+                             field="line") from None
     except ValueError as exc:
         raise InvalidRequest(f'line {number} is not JSON ({exc}); write one {{"question": ...}} object per line',
                              field="line") from None
@@ -15946,17 +15949,32 @@ def _print_ticket(t: dict) -> None:
               + (f"  {_shown(e['note'])}" if e["note"] else ""))
 
 
-def _read_draft(path: str) -> Any:
+def _read_draft(path: str) -> dict:
+    """The draft `tickets create --from` reads, as strictly as POST /tickets reads its body: a member named twice,
+    NaN or Infinity (Python's, not JSON: a NaN score was stored as null) and JSON that is not one object are
+    invalid_request naming the file, as is text that is not UTF-8 (on stdin it had been saved with U+FFFD).  A BOM
+    (a file saved by a Windows editor) is skipped, as `ask --batch` skips it."""
+    where = "the draft on stdin" if path == "-" else path
     try:
         text = _stdin("draft", "from").read() if path == "-" else Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise InvalidRequest(f"cannot read the draft {path}: {exc}; write one with `localrag tickets draft "
                              f"\"QUESTION\" --json > draft.json`", field="from") from None
+    if _SURROGATE_RE.search(text):   # stdin decodes bytes that are not UTF-8 to lone surrogates
+        raise _not_utf8(where, text, "from", "save the draft in UTF-8")
     try:
-        return json.loads(text)
+        draft = _strict_json(text.lstrip("\ufeff"))
+    except RecursionError:
+        raise InvalidRequest(f"{where} nests JSON too deeply; a draft is one object of text fields and an evidence "
+                             f"list", field="from") from None
     except ValueError as exc:
-        raise InvalidRequest(f"{path} is not JSON ({exc}); write one with `localrag tickets draft \"QUESTION\" "
+        raise InvalidRequest(f"{where} is not JSON ({exc}); write one with `localrag tickets draft \"QUESTION\" "
                              f"--json > draft.json` and edit it", field="from") from None
+    if not isinstance(draft, dict):
+        kind = {**_JSON_TYPE_NAMES, str: "string", int: "number"}.get(type(draft), "null")
+        raise InvalidRequest(f"{where} is a JSON {kind}, not an object; a "
+                             f"draft is the object `localrag tickets draft \"QUESTION\" --json` writes", field="from")
+    return draft
 
 
 def _confirm_on_tty(draft: Any) -> bool:
@@ -15990,6 +16008,7 @@ def _cmd_tickets(config: Config, args: argparse.Namespace) -> int:
         draft = _read_draft(args.source)
         try:   # what POST /tickets refuses: a misspelt field ("categroy") was dropped, and the ticket saved without it
             _check_fields(draft, _TICKET_CREATE_FIELDS, None)
+            validate_ticket(draft)   # a bad field names the file as well, before anyone is asked to confirm
         except InvalidRequest as exc:
             raise InvalidRequest(f"{'the draft on stdin' if args.source == '-' else args.source}: {exc.message}",
                                  **exc.details) from None

@@ -625,6 +625,18 @@ MUTANTS: list[Mutant] = [
       "    p.add_argument(\"--offset\", type=_ranged(int, 0), metavar=\"N\",\n"
       "                   help=\"skip the N newest records",
       ("tests/test_cli.py",), "impossible_numbers"),
+    M("tickets: a draft file is read with json.loads (a member named twice: the last kept; NaN read as a number)",
+      "        draft = _strict_json(text.lstrip(\"\\ufeff\"))",
+      "        draft = json.loads(text.lstrip(\"\\ufeff\"))",
+      ("tests/test_tickets.py",), "read_strictly"),
+    M("tickets: a draft field's error does not name the file",
+      "            validate_ticket(draft)   # a bad field names the file as well",
+      "            pass   # a bad field names the file as well",
+      ("tests/test_tickets.py",), "read_strictly"),
+    M("batch: a line nested past the recursion limit ends the whole batch with internal_error",
+      "    except RecursionError:   # it ended the whole batch with internal_error",
+      "    except ZeroDivisionError:   # it ended the whole batch with internal_error",
+      ("tests/test_cli.py",), "batch_lines_are_read_strictly"),
 ]
 
 

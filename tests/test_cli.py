@@ -456,6 +456,23 @@ def test_a_batch_line_that_is_not_utf8_fails_alone(ingested, tmp_path, via):
     assert b"2/4 line(s) answered, 2 failed" in proc.stderr
 
 
+def test_batch_lines_are_read_strictly(ingested, tmp_path):
+    """A line naming "question" twice had been answered for the last one; a line nested past Python's recursion
+    limit ended the whole batch with internal_error (exit 1), the lines after it unanswered.  Each is that line's
+    invalid_request and the batch goes on."""
+    lines = ['{"question": "P1", "question": "客户 P1 工单应该怎么升级？"}', '{"question": "P1", "top_k": NaN}',
+             "[" * 100_000, json.dumps({"question": "客户 P1 工单应该怎么升级？"}, ensure_ascii=False)]
+    batch = tmp_path / "strict.jsonl"
+    batch.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    code, out = run_cli("ask", "--batch", str(batch))
+    results = [json.loads(line) for line in out.splitlines()]
+    assert code == localrag.EXIT_PARTIAL and [r["line"] for r in results] == [1, 2, 3, 4]
+    for r, says in zip(results, ("line 1 is not JSON (duplicate key 'question')", "line 2 is not JSON (NaN is not",
+                                 "line 3 nests JSON too deeply")):
+        assert r["error"]["details"]["field"] == "line" and r["error"]["message"].startswith(says), r
+    assert results[3]["mode"] == "rag"
+
+
 def test_json_output_is_utf8_when_a_file_name_is_not(tmp_path):
     """`--batch` naming a file whose name has the byte 0xff (surrogateescape: a lone surrogate) that cannot be read:
     the --json error body quoting the name wrote the raw byte, so stdout was not UTF-8 and `jq` failed on it."""

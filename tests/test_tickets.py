@@ -231,6 +231,36 @@ def test_unreadable_draft_file(vault_db, tmp_path):
         assert code == localrag.EXIT_USAGE and error["details"]["field"] == "from"
 
 
+@pytest.mark.parametrize("content, says", [
+    ('{"title": "a", "title": "b", "description": "d"}', "is not JSON (duplicate key 'title')"),
+    ('{"title": "t", "description": "d", "evidence": [{"score": NaN}]}', "is not JSON (NaN is not JSON)"),
+    ("[" * 100_000, "nests JSON too deeply"),
+    ('["t", "d"]', "is a JSON array, not an object"),
+    ('"a draft"', "is a JSON string, not an object"),
+    ('{"title": 5, "description": "d"}', "title must be a string"),
+    ('{"title": "t", "description": ""}', "description must be a non-empty string"),
+    ('{"title": "t", "description": "d", "answer_id": 1.5}', "answer_id must be an integer")])
+def test_a_draft_file_is_read_strictly(vault_db, tmp_path, content, says):
+    """`tickets create --from`: a member named twice had saved the last one, a NaN score was stored as null, JSON
+    nested past Python's recursion limit was internal_error with a traceback under --debug, and a field's error did
+    not name the file.  Each is one line naming the file (exit 2), and nothing is saved."""
+    path = tmp_path / "draft.json"
+    path.write_text(content, encoding="utf-8")
+    code, error = cli_error("tickets", "create", "--from", str(path), "--confirm")
+    assert code == localrag.EXIT_USAGE and error["code"] == "invalid_request", error
+    assert error["message"].startswith(f"{path}") and says in error["message"], error
+    assert "\n" not in error["message"]
+    assert row_counts(vault_db)["tickets"] == 0
+
+
+def test_a_draft_with_a_bom_is_read(vault_db, tmp_path):
+    """A draft saved by a Windows editor starts with a BOM: read, as `ask --batch` reads such a file."""
+    path = tmp_path / "bom.json"
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps({"title": "t", "description": "d"}).encode())
+    code, out = run_cli("tickets", "create", "--from", str(path), "--confirm", "--json")
+    assert code == 0 and json.loads(out)["title"] == "t"
+
+
 # === 4. Status: events, bad input, concurrency, a database without the tables ======================================
 
 def _new_ticket(config, question=QUESTION, actor="cli") -> int:
