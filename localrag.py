@@ -11634,6 +11634,7 @@ TICKET_CATEGORY_MAX = 100                  # characters
 TICKET_NOTE_MAX = 2_000                    # characters
 TICKET_DRAFT_EVIDENCE = 3                  # closest evidence blocks a draft lists
 TICKET_DRAFT_JSON_MAX = 100_000            # characters of the draft metadata kept with a ticket
+TICKET_JSON_DEPTH_MAX = 16                 # levels of JSON arrays/objects in one ticket field (a draft's evidence: 3)
 TICKET_MADE_BY = ("rules: the title, description and category come from fixed rules over the question and the "
                   "closest evidence; no model was called and nothing was stored")
 TICKET_CATEGORY_RULE = ("the top-level folder of the closest evidence's note; else its first tag (#tag); else "
@@ -11711,6 +11712,13 @@ def validate_ticket(payload: Any) -> dict:
     confirmation is checked by the caller (each face asks for it its own way)."""
     if not isinstance(payload, dict):
         raise InvalidRequest("a ticket must be a JSON object (a draft from `tickets draft`, edited)", field="body")
+    for name, value in payload.items():
+        # before anything walks the value recursively: evidence nested ~900 levels deep (a body the JSON parser
+        # still takes) was a RecursionError, a 500, and a stored one could no longer be shown
+        if _json_depth(value, TICKET_JSON_DEPTH_MAX) > TICKET_JSON_DEPTH_MAX:
+            raise InvalidRequest(f"{name} nests JSON arrays/objects more than {TICKET_JSON_DEPTH_MAX} levels deep; a "
+                                 f"draft's evidence is 3 (a list of objects holding a list of tags)", field=str(name),
+                                 limit=TICKET_JSON_DEPTH_MAX)
     payload = _clean_strings(payload)
     title = payload.get("title")
     if not isinstance(title, str) or not title.replace("\ufeff", "").strip():
@@ -11744,6 +11752,21 @@ def validate_ticket(payload: Any) -> dict:
                              field="evidence", limit=TICKET_DRAFT_JSON_MAX)
     return {"title": title, "description": description, "category": category,
             "question": question, "answer_id": answer_id, "draft": draft}
+
+
+def _json_depth(value: Any, limit: int) -> int:
+    """How deep a JSON value nests arrays and objects (a scalar 0, [] 1, [{}] 2), counted without recursion and
+    only until it passes `limit` (then limit + 1): any depth is measured, never a RecursionError."""
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list)):
+            depth += 1
+            if depth > limit:
+                return depth
+            deepest = max(deepest, depth)
+            stack.extend((child, depth) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest
 
 
 def _clean_strings(value: Any) -> Any:

@@ -637,6 +637,14 @@ MUTANTS: list[Mutant] = [
       "    except RecursionError:   # it ended the whole batch with internal_error",
       "    except ZeroDivisionError:   # it ended the whole batch with internal_error",
       ("tests/test_cli.py",), "batch_lines_are_read_strictly"),
+    M("tickets: a field nested past 16 levels is saved (~900 levels: a RecursionError, 500)",
+      "        if _json_depth(value, TICKET_JSON_DEPTH_MAX) > TICKET_JSON_DEPTH_MAX:",
+      "        if False:",
+      ("tests/test_tickets.py",), "nested_more_than"),
+    M("tickets: the nesting limit is off by one (16 levels refused)",
+      "        if _json_depth(value, TICKET_JSON_DEPTH_MAX) > TICKET_JSON_DEPTH_MAX:",
+      "        if _json_depth(value, TICKET_JSON_DEPTH_MAX) >= TICKET_JSON_DEPTH_MAX:",
+      ("tests/test_tickets.py",), "nested_more_than"),
 ]
 
 

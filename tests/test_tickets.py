@@ -591,6 +591,32 @@ def test_http_bad_input(api_url, vault_db):
     assert len(localrag.ticket_show(vault_db, tid)["events"]) == 1
 
 
+def _nested(levels: int) -> list:
+    """Evidence nesting `levels` arrays/objects in all: a list of one object whose "x" holds the rest as lists."""
+    inner: list = []
+    for _ in range(levels - 3):
+        inner = [inner]
+    return [{"source": "a.md", "x": inner}]
+
+
+def test_ticket_fields_nested_more_than_16_levels_are_refused(api_url, vault_db, tmp_path):
+    """Evidence nested ~900 levels deep (a body the JSON parser still takes) was a RecursionError and a 500; a field
+    is refused past 16 levels (422 / exit 2 naming it), 16 are saved."""
+    body = {"title": "t", "description": "d", "confirmed": True}
+    for levels in (17, 900):
+        status, err = call(api_url, "POST", "/tickets", {**body, "evidence": _nested(levels)})
+        assert status == 422 and err["error"]["details"]["field"] == "evidence", (levels, err)
+        assert "more than 16 levels deep" in err["error"]["message"]
+    path = tmp_path / "deep.json"
+    path.write_text(json.dumps({"title": "t", "description": "d", "evidence": _nested(17)}), encoding="utf-8")
+    code, error = cli_error("tickets", "create", "--from", str(path), "--confirm")
+    assert code == localrag.EXIT_USAGE and error["details"]["field"] == "evidence"
+    assert error["message"].startswith(f"{path}: evidence nests JSON arrays/objects more than 16 levels deep")
+    assert row_counts(vault_db)["tickets"] == 0
+    status, ticket = call(api_url, "POST", "/tickets", {**body, "evidence": _nested(16)})
+    assert status == 201 and localrag._json_depth(ticket["draft"]["evidence"], 99) == 16
+
+
 def test_http_routes_need_the_token(api_url, vault_db):
     tid = _new_ticket(vault_db)
     before = row_counts(vault_db)
