@@ -11648,8 +11648,8 @@ def ticket_category(evidence: Sequence[dict]) -> str:
         return "uncategorised"
     closest = evidence[0]
     path = str(closest.get("source") or closest.get("relative_path") or "")
-    if "/" in path:
-        return path.split("/", 1)[0][:TICKET_CATEGORY_MAX]
+    if "/" in path:   # one line, as validate_ticket saves it (a folder's name may hold a line break)
+        return _collapse(path.split("/", 1)[0])[:TICKET_CATEGORY_MAX] or "uncategorised"
     tags = closest.get("tags") or []
     if tags:
         return ("#" + str(tags[0]).lstrip("#"))[:TICKET_CATEGORY_MAX]
@@ -11733,7 +11733,10 @@ def validate_ticket(payload: Any) -> dict:
     if len(description) > TICKET_DESCRIPTION_MAX:
         raise InvalidRequest(f"description is {len(description)} characters; the limit is {TICKET_DESCRIPTION_MAX}",
                              field="description", limit=TICKET_DESCRIPTION_MAX)
-    category = _optional_text(payload.get("category"), "category", TICKET_CATEGORY_MAX) or "uncategorised"
+    # one line, as the title: a line break in it had printed lines of its own under `tickets show`'s header (a
+    # category "ops\nevent … open -> resolved" forged an event); a tab or a run of spaces is one space too
+    category = _collapse(_optional_text(payload.get("category"), "category", TICKET_CATEGORY_MAX) or "") \
+        or "uncategorised"
     question = payload.get("question")
     if question is not None:
         question = validate_text(question, "question")
@@ -12038,9 +12041,10 @@ def _shown(text: str) -> str:
 
 
 def _shown_line(text: str) -> str:
-    """A one-line field of stored text (a question, a reason): _shown, and a line break as \\n, so a stored
+    """A one-line field of stored text (a question, a reason, a ticket's note): _shown, and a line break as \\n
+    (U+2028 and U+2029, which some terminals and pagers also break at, as \\u2028 and \\u2029), so a stored
     question cannot print rows of its own under it."""
-    return _shown(text).replace("\n", "\\n")
+    return _shown(text).replace("\n", "\\n").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
 
 
 # === 13. Eval ======================================================================================================
@@ -15958,9 +15962,11 @@ def _cmd_ask(config: Config, args: argparse.Namespace) -> int:
 
 
 def _print_ticket(t: dict) -> None:
-    print(f"ticket #{t['id']}  {t['status']}  [{_shown(t['category'])}]  created {t['created_at'][:19]}  "
+    # the one-line fields with a line break as \\n: a note (kept as written, line breaks and all) or a category
+    # stored before categories were made one line cannot print lines that look like the ticket's own
+    print(f"ticket #{t['id']}  {t['status']}  [{_shown_line(t['category'])}]  created {t['created_at'][:19]}  "
           f"updated {t['updated_at'][:19]}")
-    print(f"title        {_shown(t['title'])}")
+    print(f"title        {_shown_line(t['title'])}")
     if t.get("answer_id"):
         print(f"answer       #{t['answer_id']} (localrag history show {t['answer_id']})")
     print()
@@ -15969,7 +15975,7 @@ def _print_ticket(t: dict) -> None:
     for e in t.get("events", []):
         who = e["actor"] + (f" ({e['token_fingerprint']})" if e["token_fingerprint"] else "")
         print(f"event {e['created_at'][:19]}  {who:<24} {e['old_status'] or '-'} -> {e['new_status']}"
-              + (f"  {_shown(e['note'])}" if e["note"] else ""))
+              + (f"  {_shown_line(e['note'])}" if e["note"] else ""))
 
 
 def _read_draft(path: str) -> dict:

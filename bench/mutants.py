@@ -645,6 +645,14 @@ MUTANTS: list[Mutant] = [
       "        if _json_depth(value, TICKET_JSON_DEPTH_MAX) > TICKET_JSON_DEPTH_MAX:",
       "        if _json_depth(value, TICKET_JSON_DEPTH_MAX) >= TICKET_JSON_DEPTH_MAX:",
       ("tests/test_tickets.py",), "nested_more_than"),
+    M("tickets: a category keeps its line breaks (it forges a line under `tickets show`)",
+      '    category = _collapse(_optional_text(payload.get("category"), "category", TICKET_CATEGORY_MAX) or "") \\\n',
+      '    category = (_optional_text(payload.get("category"), "category", TICKET_CATEGORY_MAX) or "") \\\n',
+      ("tests/test_tickets.py",), "forge_lines"),
+    M("tickets: a note's line break is printed raw on its event line (a forged event)",
+      """              + (f"  {_shown_line(e['note'])}" if e["note"] else ""))""",
+      """              + (f"  {_shown(e['note'])}" if e["note"] else ""))""",
+      ("tests/test_tickets.py",), "forge_lines"),
 ]
 
 

@@ -286,6 +286,32 @@ def test_status_changes_are_events(vault_db):
     assert code == 0 and "in_progress -> resolved" in out
 
 
+def test_a_note_or_category_cannot_forge_lines_of_the_ticket(vault_db, api_url):
+    """A note or category holding a line break printed lines of its own under `tickets show`: a note "asked ops\\n
+    event … http  in_progress -> resolved" read as a second event.  The category is one line, as the title (its
+    line breaks and tabs are spaces); a note is kept as written and printed on its event's line with \\n."""
+    forged = "\nevent 2026-01-01T00:00:00  http                     in_progress -> resolved"
+    status, ticket = call(api_url, "POST", "/tickets", {"title": "t", "description": "d", "confirmed": True,
+                                                        "category": "ops" + forged + "\t\r\n"})
+    assert status == 201 and ticket["category"] == "ops event 2026-01-01T00:00:00 http in_progress -> resolved"
+    tid = ticket["id"]
+    status, ticket = call(api_url, "PATCH", f"/tickets/{tid}", {"status": "in_progress", "note": "asked ops" + forged})
+    assert status == 200 and ticket["events"][-1]["note"] == "asked ops" + forged   # stored as written
+    localrag.ticket_update(vault_db, tid, "in_progress", "two\u2028lines")
+    with localrag.Store.open(vault_db) as s:   # a category stored before categories were one line
+        s.run("UPDATE tickets SET category = :c WHERE id = :i", c="old" + forged, i=tid)
+    code, out = run_cli("tickets", "show", str(tid))
+    assert code == 0
+    lines = out.splitlines()
+    assert [line[:6] for line in lines if line.startswith("event ")] == ["event "] * 3, out
+    assert sum("in_progress -> resolved" in line for line in lines) == 2   # the category and the note, escaped
+    assert lines[0].startswith(f"ticket #{tid}  in_progress  [old\\nevent 2026-01-01T00:00:00")
+    assert lines[-2].endswith("  asked ops\\nevent 2026-01-01T00:00:00  http                     in_progress -> "
+                              "resolved") and lines[-1].endswith("  two\\u2028lines")
+    draft = localrag.ticket_draft_from("q", "no_answer", "r", [{"source": "a\nb/c.md", "score": 0.1}], "now")
+    assert draft["category"] == "a b"
+
+
 def test_a_ticket_naming_an_answer_record_that_does_not_exist_is_refused(vault_db, api_url, tmp_path):
     """POST /tickets with "answer_id": 99999 had been saved (201); `tickets draft --answer-id 99999` refuses it."""
     status, draft = call(api_url, "POST", "/tickets/draft", {"question": QUESTION})
