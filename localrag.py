@@ -583,6 +583,21 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
+def _json_text(value: Any, **kw: Any) -> str:
+    """json.dumps(value, ensure_ascii=False, **kw) that UTF-8 can always carry: a lone surrogate (a file name's byte
+    that is not UTF-8, decoded with surrogateescape, or a JSON \\udcff escape a client sent) is written as its
+    \\uXXXX escape.  Left raw, it made stdout bytes that are not UTF-8 (a JSON reader fails on them) or a
+    UnicodeEncodeError where the text was encoded (an HTTP reply, an MCP message); the escape reads back as the
+    same string, and inside a JSON text a surrogate can only stand in a string, where the escape is valid."""
+    text = json.dumps(value, ensure_ascii=False, **kw)
+    return _SURROGATE_RE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def _json_utf8(value: Any, **kw: Any) -> bytes:
+    """_json_text as the UTF-8 bytes an HTTP body or an MCP line is."""
+    return _json_text(value, **kw).encode("utf-8")
+
+
 # === 3. Config =====================================================================================================
 
 ENV_KEYS = (
@@ -11631,6 +11646,7 @@ TICKET_CATEGORY_MAX = 100                  # characters
 TICKET_NOTE_MAX = 2_000                    # characters
 TICKET_DRAFT_EVIDENCE = 3                  # closest evidence blocks a draft lists
 TICKET_DRAFT_JSON_MAX = 100_000            # characters of the draft metadata kept with a ticket
+TICKET_JSON_DEPTH_MAX = 16                 # levels of JSON arrays/objects in one ticket field (a draft's evidence: 3)
 TICKET_MADE_BY = ("rules: the title, description and category come from fixed rules over the question and the "
                   "closest evidence; no model was called and nothing was stored")
 TICKET_CATEGORY_RULE = ("the top-level folder of the closest evidence's note; else its first tag (#tag); else "
@@ -11644,8 +11660,8 @@ def ticket_category(evidence: Sequence[dict]) -> str:
         return "uncategorised"
     closest = evidence[0]
     path = str(closest.get("source") or closest.get("relative_path") or "")
-    if "/" in path:
-        return path.split("/", 1)[0][:TICKET_CATEGORY_MAX]
+    if "/" in path:   # one line, as validate_ticket saves it (a folder's name may hold a line break)
+        return _collapse(path.split("/", 1)[0])[:TICKET_CATEGORY_MAX] or "uncategorised"
     tags = closest.get("tags") or []
     if tags:
         return ("#" + str(tags[0]).lstrip("#"))[:TICKET_CATEGORY_MAX]
@@ -11708,6 +11724,13 @@ def validate_ticket(payload: Any) -> dict:
     confirmation is checked by the caller (each face asks for it its own way)."""
     if not isinstance(payload, dict):
         raise InvalidRequest("a ticket must be a JSON object (a draft from `tickets draft`, edited)", field="body")
+    for name, value in payload.items():
+        # before anything walks the value recursively: evidence nested ~900 levels deep (a body the JSON parser
+        # still takes) was a RecursionError, a 500, and a stored one could no longer be shown
+        if _json_depth(value, TICKET_JSON_DEPTH_MAX) > TICKET_JSON_DEPTH_MAX:
+            raise InvalidRequest(f"{name} nests JSON arrays/objects more than {TICKET_JSON_DEPTH_MAX} levels deep; a "
+                                 f"draft's evidence is 3 (a list of objects holding a list of tags)", field=str(name),
+                                 limit=TICKET_JSON_DEPTH_MAX)
     payload = _clean_strings(payload)
     title = payload.get("title")
     if not isinstance(title, str) or not title.replace("\ufeff", "").strip():
@@ -11722,7 +11745,10 @@ def validate_ticket(payload: Any) -> dict:
     if len(description) > TICKET_DESCRIPTION_MAX:
         raise InvalidRequest(f"description is {len(description)} characters; the limit is {TICKET_DESCRIPTION_MAX}",
                              field="description", limit=TICKET_DESCRIPTION_MAX)
-    category = _optional_text(payload.get("category"), "category", TICKET_CATEGORY_MAX) or "uncategorised"
+    # one line, as the title: a line break in it had printed lines of its own under `tickets show`'s header (a
+    # category "ops\nevent … open -> resolved" forged an event); a tab or a run of spaces is one space too
+    category = _collapse(_optional_text(payload.get("category"), "category", TICKET_CATEGORY_MAX) or "") \
+        or "uncategorised"
     question = payload.get("question")
     if question is not None:
         question = validate_text(question, "question")
@@ -11741,6 +11767,21 @@ def validate_ticket(payload: Any) -> dict:
                              field="evidence", limit=TICKET_DRAFT_JSON_MAX)
     return {"title": title, "description": description, "category": category,
             "question": question, "answer_id": answer_id, "draft": draft}
+
+
+def _json_depth(value: Any, limit: int) -> int:
+    """How deep a JSON value nests arrays and objects (a scalar 0, [] 1, [{}] 2), counted without recursion and
+    only until it passes `limit` (then limit + 1): any depth is measured, never a RecursionError."""
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list)):
+            depth += 1
+            if depth > limit:
+                return depth
+            deepest = max(deepest, depth)
+            stack.extend((child, depth) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest
 
 
 def _clean_strings(value: Any) -> Any:
@@ -12012,9 +12053,10 @@ def _shown(text: str) -> str:
 
 
 def _shown_line(text: str) -> str:
-    """A one-line field of stored text (a question, a reason): _shown, and a line break as \\n, so a stored
+    """A one-line field of stored text (a question, a reason, a ticket's note): _shown, and a line break as \\n
+    (U+2028 and U+2029, which some terminals and pagers also break at, as \\u2028 and \\u2029), so a stored
     question cannot print rows of its own under it."""
-    return _shown(text).replace("\n", "\\n")
+    return _shown(text).replace("\n", "\\n").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
 
 
 # === 13. Eval ======================================================================================================
@@ -14174,8 +14216,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             data, content_type = payload.body, payload.content_type
             extra = {**dict(payload.headers), **(extra or {})}
         else:
-            data, content_type = json.dumps(payload, ensure_ascii=False).encode("utf-8"), \
-                "application/json; charset=utf-8"
+            data, content_type = _json_utf8(payload), "application/json; charset=utf-8"
         self.send_response(status)
         if content_type:
             self.send_header("Content-Type", content_type)
@@ -14319,7 +14360,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.end_headers()
             self._status, self._streaming = 200, True
             self.close_connection = True
-        self.wfile.write(f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode("utf-8"))
+        self.wfile.write(f"event: {name}\ndata: {_json_text(data)}\n\n".encode("utf-8"))
         self.wfile.flush()
 
     def _stream(self, response: StreamResponse) -> None:
@@ -14588,9 +14629,18 @@ class RpcError(Exception):
         self.malformed = malformed or code in (RPC_PARSE_ERROR, RPC_INVALID_REQUEST)   # 400 in every era
 
 
+def _whole_numbers(args: dict, fields: dict) -> dict:
+    """Tool arguments with an integer argument sent as a whole-number float (`"top_k": 5.0`, what a client that
+    keeps every JSON number as a double sends) as that integer: JSON Schema's "integer", which the tool schemas
+    declare, is any number with a zero fractional part.  A float with a fraction (2.5) is left for _check_fields to
+    refuse, naming the argument."""
+    return {k: int(v) if fields.get(k) is int and isinstance(v, float) and v.is_integer() else v
+            for k, v in args.items()}
+
+
 def _tool_text(result: dict) -> str:
     # The serialized JSON, as the MCP spec asks of tools that also return structuredContent.
-    return json.dumps(_jsonable(result), ensure_ascii=False)
+    return _json_text(_jsonable(result))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -14775,7 +14825,8 @@ class McpServer:
                                                    f"for none)")
         elif method == "server/discover":
             pass  # a discover without a version still learns which versions exist
-        elif self.transport == "stdio" and self.handshake_version is None and method in self._request_methods():
+        elif self.transport == "stdio" and self.handshake_version is None and method in self._request_methods() \
+                and method != "ping":   # the spec allows a ping at any time: a client checks the server is alive
             raise RpcError(RPC_INVALID_REQUEST, f"{method} before initialize: send initialize first, or use "
                                                 f"protocol {MCP_MODERN_VERSIONS[-1]} with {MCP_META_VERSION} in "
                                                 f"params._meta")
@@ -14828,6 +14879,7 @@ class McpServer:
                 args = {}
             if not isinstance(args, dict):
                 raise InvalidRequest("arguments must be an object", field="arguments")
+            args = _whole_numbers(args, tool.fields)
             _check_fields(args, tool.fields, tool.required[0] if tool.required else None)
             for key, value in args.items():
                 _text_ok(value, key)
@@ -15061,7 +15113,7 @@ class _StdioWriter:
             self.fd = None
 
     def write(self, message: dict) -> None:
-        data = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+        data = _json_utf8(message, separators=(",", ":")) + b"\n"
         if self.cut:
             return   # a line was given up half-written: anything more would be glued onto it
         self.complete = False
@@ -15248,7 +15300,7 @@ class _MaskingFormatter(logging.Formatter):
 
 def _print_json(data: Any, compact: bool = False) -> None:
     """A result on stdout: indented, or on one line where stdout is JSON Lines (`ask --batch`)."""
-    sys.stdout.write(json.dumps(_jsonable(data), ensure_ascii=False, indent=None if compact else 2) + "\n")
+    sys.stdout.write(_json_text(_jsonable(data), indent=None if compact else 2) + "\n")
 
 
 def _say(message: str) -> None:
@@ -15802,8 +15854,11 @@ def _batch_line(number: int, line: str) -> Any:
     one JSON object, is that line's invalid_request."""
     if _SURROGATE_RE.search(line):
         raise _not_utf8(f"line {number}", line.rstrip("\r\n"), "line", "save the file in UTF-8")
-    try:
-        item = json.loads(line)
+    try:   # strict, as POST /ask reads its body: a member named twice had answered the last one, NaN is no JSON
+        item = _strict_json(line)
+    except RecursionError:   # it ended the whole batch with internal_error
+        raise InvalidRequest(f'line {number} nests JSON too deeply; write one {{"question": ...}} object per line',
+                             field="line") from None
     except ValueError as exc:
         raise InvalidRequest(f'line {number} is not JSON ({exc}); write one {{"question": ...}} object per line',
                              field="line") from None
@@ -15852,7 +15907,7 @@ def _ask_batch(config: Config, args: argparse.Namespace) -> int:
                     failed += 1
                     _say(f"line {number}: error [{exc.code}]: {exc.message}")
                     out = {"line": number, **exc.to_dict()}
-                text = json.dumps(_jsonable(out), ensure_ascii=False) + "\n"
+                text = _json_text(_jsonable(out)) + "\n"
                 written += 1   # before the write: a stop sent as the reader sees the line must count it
                 sys.stdout.write(text)
                 sys.stdout.flush()
@@ -15919,9 +15974,11 @@ def _cmd_ask(config: Config, args: argparse.Namespace) -> int:
 
 
 def _print_ticket(t: dict) -> None:
-    print(f"ticket #{t['id']}  {t['status']}  [{_shown(t['category'])}]  created {t['created_at'][:19]}  "
+    # the one-line fields with a line break as \\n: a note (kept as written, line breaks and all) or a category
+    # stored before categories were made one line cannot print lines that look like the ticket's own
+    print(f"ticket #{t['id']}  {t['status']}  [{_shown_line(t['category'])}]  created {t['created_at'][:19]}  "
           f"updated {t['updated_at'][:19]}")
-    print(f"title        {_shown(t['title'])}")
+    print(f"title        {_shown_line(t['title'])}")
     if t.get("answer_id"):
         print(f"answer       #{t['answer_id']} (localrag history show {t['answer_id']})")
     print()
@@ -15930,20 +15987,35 @@ def _print_ticket(t: dict) -> None:
     for e in t.get("events", []):
         who = e["actor"] + (f" ({e['token_fingerprint']})" if e["token_fingerprint"] else "")
         print(f"event {e['created_at'][:19]}  {who:<24} {e['old_status'] or '-'} -> {e['new_status']}"
-              + (f"  {_shown(e['note'])}" if e["note"] else ""))
+              + (f"  {_shown_line(e['note'])}" if e["note"] else ""))
 
 
-def _read_draft(path: str) -> Any:
+def _read_draft(path: str) -> dict:
+    """The draft `tickets create --from` reads, as strictly as POST /tickets reads its body: a member named twice,
+    NaN or Infinity (Python's, not JSON: a NaN score was stored as null) and JSON that is not one object are
+    invalid_request naming the file, as is text that is not UTF-8 (on stdin it had been saved with U+FFFD).  A BOM
+    (a file saved by a Windows editor) is skipped, as `ask --batch` skips it."""
+    where = "the draft on stdin" if path == "-" else path
     try:
         text = _stdin("draft", "from").read() if path == "-" else Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise InvalidRequest(f"cannot read the draft {path}: {exc}; write one with `localrag tickets draft "
                              f"\"QUESTION\" --json > draft.json`", field="from") from None
+    if _SURROGATE_RE.search(text):   # stdin decodes bytes that are not UTF-8 to lone surrogates
+        raise _not_utf8(where, text, "from", "save the draft in UTF-8")
     try:
-        return json.loads(text)
+        draft = _strict_json(text.lstrip("\ufeff"))
+    except RecursionError:
+        raise InvalidRequest(f"{where} nests JSON too deeply; a draft is one object of text fields and an evidence "
+                             f"list", field="from") from None
     except ValueError as exc:
-        raise InvalidRequest(f"{path} is not JSON ({exc}); write one with `localrag tickets draft \"QUESTION\" "
+        raise InvalidRequest(f"{where} is not JSON ({exc}); write one with `localrag tickets draft \"QUESTION\" "
                              f"--json > draft.json` and edit it", field="from") from None
+    if not isinstance(draft, dict):
+        kind = {**_JSON_TYPE_NAMES, str: "string", int: "number"}.get(type(draft), "null")
+        raise InvalidRequest(f"{where} is a JSON {kind}, not an object; a "
+                             f"draft is the object `localrag tickets draft \"QUESTION\" --json` writes", field="from")
+    return draft
 
 
 def _confirm_on_tty(draft: Any) -> bool:
@@ -15977,6 +16049,7 @@ def _cmd_tickets(config: Config, args: argparse.Namespace) -> int:
         draft = _read_draft(args.source)
         try:   # what POST /tickets refuses: a misspelt field ("categroy") was dropped, and the ticket saved without it
             _check_fields(draft, _TICKET_CREATE_FIELDS, None)
+            validate_ticket(draft)   # a bad field names the file as well, before anyone is asked to confirm
         except InvalidRequest as exc:
             raise InvalidRequest(f"{'the draft on stdin' if args.source == '-' else args.source}: {exc.message}",
                                  **exc.details) from None
@@ -16606,16 +16679,19 @@ def _digits_hint(text: str) -> str:
 def _ranged(kind: type, low: float, high: float | None = None) -> Callable[[str], Any]:
     """An argparse type: a `kind` (int or float, in the digits 0-9) from `low` to `high` (inclusive; no upper bound
     when None), so an impossible value is a usage error (exit 2) naming the range, not a run that cannot succeed."""
+    # an integer bound as its digits: :g wrote 2**62 as "4.61169e+18", a range no value can be checked against
+    lo, hi = (str(b) if kind is int or b is None else f"{b:g}" for b in (low, high))
+
     def parse(text: str) -> Any:
         try:
             value = _ascii_number(kind, text)
         except ValueError:
-            within = f" from {low:g} to {high:g}" if high is not None else f" of {low:g} or more"
+            within = f" from {lo} to {hi}" if high is not None else f" of {lo} or more"
             raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if kind is int else 'a number'}{within}"
                                              f"{_digits_hint(text)}") from None
         if value != value or value < low or (high is not None and value > high):   # NaN is out of every range
             raise argparse.ArgumentTypeError(f"{text} is out of range: it must be " + (
-                f"from {low:g} to {high:g}" if high is not None else f"{low:g} or more"))
+                f"from {lo} to {hi}" if high is not None else f"{lo} or more"))
         return value
     parse.__name__ = kind.__name__   # argparse names the type in its messages
     return parse
@@ -16734,7 +16810,7 @@ def build_parser() -> argparse.ArgumentParser:
                               f"exit code {EXIT_NOT_FOUND} means there is no record with that id.")
     p.add_argument("--limit", type=_ranged(int, 1, ANSWERS_LIMIT_MAX), metavar="N",
                    help=f"records to list, 1 to {ANSWERS_LIMIT_MAX} (default {ANSWERS_LIMIT_DEFAULT})")
-    p.add_argument("--offset", type=_ranged(int, 0), metavar="N",
+    p.add_argument("--offset", type=_ranged(int, 0, ANSWER_ID_MAX), metavar="N",
                    help="skip the N newest records (default 0; --json gives the next page's as next_offset)")
     p.add_argument("--error-code", metavar="CODE",
                    help="only the asks that failed with this error code (as the error showed it, e.g. llm_timeout)")

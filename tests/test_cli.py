@@ -456,6 +456,37 @@ def test_a_batch_line_that_is_not_utf8_fails_alone(ingested, tmp_path, via):
     assert b"2/4 line(s) answered, 2 failed" in proc.stderr
 
 
+def test_batch_lines_are_read_strictly(ingested, tmp_path):
+    """A line naming "question" twice had been answered for the last one; a line nested past Python's recursion
+    limit ended the whole batch with internal_error (exit 1), the lines after it unanswered.  Each is that line's
+    invalid_request and the batch goes on."""
+    lines = ['{"question": "P1", "question": "客户 P1 工单应该怎么升级？"}', '{"question": "P1", "top_k": NaN}',
+             "[" * 100_000, json.dumps({"question": "客户 P1 工单应该怎么升级？"}, ensure_ascii=False)]
+    batch = tmp_path / "strict.jsonl"
+    batch.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    code, out = run_cli("ask", "--batch", str(batch))
+    results = [json.loads(line) for line in out.splitlines()]
+    assert code == localrag.EXIT_PARTIAL and [r["line"] for r in results] == [1, 2, 3, 4]
+    for r, says in zip(results, ("line 1 is not JSON (duplicate key 'question')", "line 2 is not JSON (NaN is not",
+                                 "line 3 nests JSON too deeply")):
+        assert r["error"]["details"]["field"] == "line" and r["error"]["message"].startswith(says), r
+    assert results[3]["mode"] == "rag"
+
+
+def test_json_output_is_utf8_when_a_file_name_is_not(tmp_path):
+    """`--batch` naming a file whose name has the byte 0xff (surrogateescape: a lone surrogate) that cannot be read:
+    the --json error body quoting the name wrote the raw byte, so stdout was not UTF-8 and `jq` failed on it."""
+    name = os.fsencode(str(tmp_path)) + b"/q\xff.jsonl"
+    env = {**os.environ, "LC_ALL": "C.UTF-8"}
+    proc = subprocess.run([sys.executable, "-m", "localrag", "ask", "--batch", name, "--json"], cwd=ROOT, env=env,
+                          capture_output=True)
+    assert proc.returncode == localrag.EXIT_USAGE, proc.stderr
+    error = json.loads(proc.stdout.decode("utf-8"))["error"]   # strict UTF-8
+    assert error["details"]["field"] == "batch" and "q\udcff.jsonl" in error["message"]
+    assert b"q\\udcff.jsonl" in proc.stdout
+    assert localrag._json_text({"k\udcff": ["\ud800x"]}) == '{"k\\udcff": ["\\ud800x"]}'
+
+
 def test_ask_batch_applies_the_command_line_flags_to_every_line(ingested, tmp_path, capfd):
     """--top-k, --path, --tag, --vault, --retrieval and --fallback were accepted with --batch and ignored: a batch
     scoped to one vault was answered from all of them, exit 0.  They now apply to every line, a line's own field
@@ -522,7 +553,12 @@ def test_argument_errors_name_their_field_and_range(args, field, says):
     (["serve", "--grace", "-1"], "--grace: -1 is out of range: it must be 0 or more"),
     (["eval", "--min-hit-at-k", "1.5"], "--min-hit-at-k: 1.5 is out of range: it must be from 0 to 1"),
     (["eval", "--min-rejection", "nan"], "--min-rejection: nan is out of range"),
-    (["serve", "--port", "http"], "--port: 'http' is not an integer")])
+    (["serve", "--port", "http"], "--port: 'http' is not an integer"),
+    # an --offset's range was written "from 0 to 4.61169e+18" (:g), and history's had no upper bound at all
+    (["tickets", "list", "--offset", "-1"], "--offset: -1 is out of range: it must be from 0 to 4611686018427387904"),
+    (["tickets", "list", "--offset", str(2 ** 62 + 1)], f"it must be from 0 to {2 ** 62}"),
+    (["history", "--offset", str(10 ** 30)], f"--offset: {10 ** 30} is out of range: it must be from 0 to {2 ** 62}"),
+    (["history", "--offset", "x"], f"--offset: 'x' is not an integer from 0 to {2 ** 62}")])
 def test_impossible_numbers_are_usage_errors(args, says):
     """A port outside 0..65535 was an internal error (OverflowError from bind), and a threshold above 1 an eval
     that could never pass: both are usage errors naming the range, before anything starts."""

@@ -712,6 +712,14 @@ def _fill(body, text_field: str):
     return body
 
 
+def test_a_lone_surrogate_the_reply_echoes_is_written_as_a_json_escape(routing_api):
+    """A field name "\\udcff" (a JSON escape: no UTF-8 can carry the character) is echoed by the 422 that names it;
+    encoding the reply failed on it (UnicodeEncodeError), and no error body reached the client."""
+    reply = routing_api.post("/search", b'{"query": "P1", "\\udcff": 1}')
+    err = assert_error(reply, 422, "invalid_request")
+    assert err["details"]["field"] == "\udcff" and "\\udcff" in reply.raw.decode("utf-8")
+
+
 @pytest.mark.parametrize("path", list(ENDPOINT_TEXT))
 @pytest.mark.parametrize("case_id,body,field", INVALID_BODIES, ids=[c[0] for c in INVALID_BODIES])
 def test_invalid_request_is_422_naming_the_field(routing_api, path, case_id, body, field):

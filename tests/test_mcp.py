@@ -285,6 +285,9 @@ def test_bad_jsonrpc_input_gets_errors_and_the_server_stays_up(ingested, env):
     s.send({"jsonrpc": "2.0", "id": 0, "method": "tools/call", "params": {"name": "status", "arguments": {}}})
     r = s.recv()
     assert r["id"] == 0 and r["error"]["code"] == -32600 and "initialize" in r["error"]["message"]
+    # a ping before initialize is answered: the spec allows one at any time (it was "ping before initialize")
+    s.send({"jsonrpc": "2.0", "id": "p0", "method": "ping"})
+    assert s.recv() == {"jsonrpc": "2.0", "id": "p0", "result": {}}
     s.send(init)
     assert s.recv()["result"]["protocolVersion"] == "2025-06-18"
     s.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
@@ -360,6 +363,49 @@ def test_stdout_carries_only_protocol_messages(ingested, env):
     assert [r["id"] for r in replies] == [1, 2] and all(r["jsonrpc"] == "2.0" for r in replies)
     assert replies[0]["result"]["resultType"] == "complete"
     assert replies[1]["result"]["ttlMs"] > 0 and replies[1]["result"]["cacheScope"] == "public"
+
+
+def test_whole_number_floats_are_integers_and_fractions_are_refused(ingested, env):
+    """`"top_k": 3.0` (a client keeping every JSON number as a double sends it) is the integer 3, as JSON Schema's
+    "integer" the tool schemas declare says; it was refused as "top_k must be an integer".  2.5 stays refused,
+    naming the argument."""
+    s = RawStdio(env)
+
+    def call(rid: int, name: str, arguments: dict) -> dict:
+        s.send({"jsonrpc": "2.0", "id": rid, "method": "tools/call",
+                "params": {"name": name, "arguments": arguments, "_meta": MODERN_META}})
+        r = s.recv()
+        assert r["id"] == rid and "result" in r, r
+        return r["result"]
+
+    r = call(1, "search", {"query": RAG_Q, "top_k": 3.0})
+    assert not r.get("isError") and len(r["structuredContent"]["results"]) == 3, r
+    r = call(2, "list_notes", {"prefix": "policies/", "limit": 1.0, "offset": 0.0})
+    assert not r.get("isError") and len(r["structuredContent"]["notes"]) == 1, r
+    for rid, (name, arguments, field) in enumerate((("search", {"query": RAG_Q, "top_k": 2.5}, "top_k"),
+                                                    ("list_notes", {"limit": 1e-9}, "limit")), 3):
+        r = call(rid, name, arguments)
+        err = r["structuredContent"]["error"]
+        assert r["isError"] and err["code"] == "invalid_request" and err["details"]["field"] == field, r
+        assert err["message"].startswith(f"{field} must be an integer")
+    code, _, err = s.close()
+    assert code == 0 and "Traceback" not in err
+
+
+def test_a_lone_surrogate_in_a_reply_is_a_json_escape_on_a_utf8_line(env):
+    """An argument named "\\udcff" (a JSON escape no UTF-8 can carry) is echoed by the tool error naming it: the
+    message's encoding failed on it, and the client never got an answer to its call."""
+    s = RawStdio(env)
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "search", "arguments": {"query": "P1", "\udcff": 1}, "_meta": MODERN_META}}
+    s.send(json.dumps(call).encode() + b"\n")   # ensure_ascii: the surrogate travels as its escape
+    line = s.proc.stdout.readline()
+    r = json.loads(line.decode("utf-8"))   # strict UTF-8
+    assert r["id"] == 1 and r["result"]["isError"], r
+    assert r["result"]["structuredContent"]["error"]["details"]["field"] == "\udcff"
+    assert b"\\udcff" in line
+    code, _, err = s.close()
+    assert code == 0 and "Traceback" not in err
 
 
 def test_initialize_needs_no_database(env, monkeypatch):

@@ -231,6 +231,36 @@ def test_unreadable_draft_file(vault_db, tmp_path):
         assert code == localrag.EXIT_USAGE and error["details"]["field"] == "from"
 
 
+@pytest.mark.parametrize("content, says", [
+    ('{"title": "a", "title": "b", "description": "d"}', "is not JSON (duplicate key 'title')"),
+    ('{"title": "t", "description": "d", "evidence": [{"score": NaN}]}', "is not JSON (NaN is not JSON)"),
+    ("[" * 100_000, "nests JSON too deeply"),
+    ('["t", "d"]', "is a JSON array, not an object"),
+    ('"a draft"', "is a JSON string, not an object"),
+    ('{"title": 5, "description": "d"}', "title must be a string"),
+    ('{"title": "t", "description": ""}', "description must be a non-empty string"),
+    ('{"title": "t", "description": "d", "answer_id": 1.5}', "answer_id must be an integer")])
+def test_a_draft_file_is_read_strictly(vault_db, tmp_path, content, says):
+    """`tickets create --from`: a member named twice had saved the last one, a NaN score was stored as null, JSON
+    nested past Python's recursion limit was internal_error with a traceback under --debug, and a field's error did
+    not name the file.  Each is one line naming the file (exit 2), and nothing is saved."""
+    path = tmp_path / "draft.json"
+    path.write_text(content, encoding="utf-8")
+    code, error = cli_error("tickets", "create", "--from", str(path), "--confirm")
+    assert code == localrag.EXIT_USAGE and error["code"] == "invalid_request", error
+    assert error["message"].startswith(f"{path}") and says in error["message"], error
+    assert "\n" not in error["message"]
+    assert row_counts(vault_db)["tickets"] == 0
+
+
+def test_a_draft_with_a_bom_is_read(vault_db, tmp_path):
+    """A draft saved by a Windows editor starts with a BOM: read, as `ask --batch` reads such a file."""
+    path = tmp_path / "bom.json"
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps({"title": "t", "description": "d"}).encode())
+    code, out = run_cli("tickets", "create", "--from", str(path), "--confirm", "--json")
+    assert code == 0 and json.loads(out)["title"] == "t"
+
+
 # === 4. Status: events, bad input, concurrency, a database without the tables ======================================
 
 def _new_ticket(config, question=QUESTION, actor="cli") -> int:
@@ -254,6 +284,32 @@ def test_status_changes_are_events(vault_db):
     assert code == 0 and json.loads(out)["total"] == 1
     code, out = run_cli("tickets", "show", str(tid))
     assert code == 0 and "in_progress -> resolved" in out
+
+
+def test_a_note_or_category_cannot_forge_lines_of_the_ticket(vault_db, api_url):
+    """A note or category holding a line break printed lines of its own under `tickets show`: a note "asked ops\\n
+    event … http  in_progress -> resolved" read as a second event.  The category is one line, as the title (its
+    line breaks and tabs are spaces); a note is kept as written and printed on its event's line with \\n."""
+    forged = "\nevent 2026-01-01T00:00:00  http                     in_progress -> resolved"
+    status, ticket = call(api_url, "POST", "/tickets", {"title": "t", "description": "d", "confirmed": True,
+                                                        "category": "ops" + forged + "\t\r\n"})
+    assert status == 201 and ticket["category"] == "ops event 2026-01-01T00:00:00 http in_progress -> resolved"
+    tid = ticket["id"]
+    status, ticket = call(api_url, "PATCH", f"/tickets/{tid}", {"status": "in_progress", "note": "asked ops" + forged})
+    assert status == 200 and ticket["events"][-1]["note"] == "asked ops" + forged   # stored as written
+    localrag.ticket_update(vault_db, tid, "in_progress", "two\u2028lines")
+    with localrag.Store.open(vault_db) as s:   # a category stored before categories were one line
+        s.run("UPDATE tickets SET category = :c WHERE id = :i", c="old" + forged, i=tid)
+    code, out = run_cli("tickets", "show", str(tid))
+    assert code == 0
+    lines = out.splitlines()
+    assert [line[:6] for line in lines if line.startswith("event ")] == ["event "] * 3, out
+    assert sum("in_progress -> resolved" in line for line in lines) == 2   # the category and the note, escaped
+    assert lines[0].startswith(f"ticket #{tid}  in_progress  [old\\nevent 2026-01-01T00:00:00")
+    assert lines[-2].endswith("  asked ops\\nevent 2026-01-01T00:00:00  http                     in_progress -> "
+                              "resolved") and lines[-1].endswith("  two\\u2028lines")
+    draft = localrag.ticket_draft_from("q", "no_answer", "r", [{"source": "a\nb/c.md", "score": 0.1}], "now")
+    assert draft["category"] == "a b"
 
 
 def test_a_ticket_naming_an_answer_record_that_does_not_exist_is_refused(vault_db, api_url, tmp_path):
@@ -559,6 +615,32 @@ def test_http_bad_input(api_url, vault_db):
     status, err = call(api_url, "DELETE", f"/tickets/{tid}")
     assert status == 405 and "DELETE" not in err["error"]["details"]["allowed"]
     assert len(localrag.ticket_show(vault_db, tid)["events"]) == 1
+
+
+def _nested(levels: int) -> list:
+    """Evidence nesting `levels` arrays/objects in all: a list of one object whose "x" holds the rest as lists."""
+    inner: list = []
+    for _ in range(levels - 3):
+        inner = [inner]
+    return [{"source": "a.md", "x": inner}]
+
+
+def test_ticket_fields_nested_more_than_16_levels_are_refused(api_url, vault_db, tmp_path):
+    """Evidence nested ~900 levels deep (a body the JSON parser still takes) was a RecursionError and a 500; a field
+    is refused past 16 levels (422 / exit 2 naming it), 16 are saved."""
+    body = {"title": "t", "description": "d", "confirmed": True}
+    for levels in (17, 900):
+        status, err = call(api_url, "POST", "/tickets", {**body, "evidence": _nested(levels)})
+        assert status == 422 and err["error"]["details"]["field"] == "evidence", (levels, err)
+        assert "more than 16 levels deep" in err["error"]["message"]
+    path = tmp_path / "deep.json"
+    path.write_text(json.dumps({"title": "t", "description": "d", "evidence": _nested(17)}), encoding="utf-8")
+    code, error = cli_error("tickets", "create", "--from", str(path), "--confirm")
+    assert code == localrag.EXIT_USAGE and error["details"]["field"] == "evidence"
+    assert error["message"].startswith(f"{path}: evidence nests JSON arrays/objects more than 16 levels deep")
+    assert row_counts(vault_db)["tickets"] == 0
+    status, ticket = call(api_url, "POST", "/tickets", {**body, "evidence": _nested(16)})
+    assert status == 201 and localrag._json_depth(ticket["draft"]["evidence"], 99) == 16
 
 
 def test_http_routes_need_the_token(api_url, vault_db):
