@@ -9417,6 +9417,9 @@ _LISTED = ("step", "item", "sub")
 # ("**Can I use my old QR code?**", its answer on the lines below) or a label ("**Linking to a heading in another
 # note**").  One that ends like a sentence ("**Back up your vault.**") stays a sentence.
 _BOLD_LINE_RE = re.compile(r"^[ \t]{0,3}(\*\*|__)((?:(?!\1)[^\n])+?)\1[ \t]*$", re.MULTILINE)
+# ... but one in the user's own voice is a FAQ's question put as a statement ("**I am receiving an odd network
+# error, and I have a very large Publish site.**", its answer below): a heading too
+_USER_SPEAKS_RE = re.compile(r"\s*(?:I|I'm|I've|My|我|我的)\b|\s*我")
 
 
 def _evidence_units(content: str, addresses: bool = False) -> list[dict]:
@@ -9439,8 +9442,9 @@ def _evidence_units(content: str, addresses: bool = False) -> list[dict]:
     content = _CLOSED_FENCE_RE.sub(keep_code, content)
     content = re.sub(r"^([ \t]*)\$\$(?!\$)([^\n]*?[^\s$][^\n]*?)\$\$[ \t]*$", r"\1$$\n\1\2\n\1$$", content,
                      flags=re.MULTILINE)
-    content = _BOLD_LINE_RE.sub(lambda m: m.group(0) if re.search(r"[.!。！:：]$", m.group(2).strip()) else
-                                "#### " + m.group(2), _CLOSED_FENCE_RE.sub(keep_code, content))
+    content = _BOLD_LINE_RE.sub(lambda m: m.group(0) if re.search(r"[.!。！:：]$", m.group(2).strip()) and
+                                not _USER_SPEAKS_RE.match(m.group(2)) else "#### " + m.group(2),
+                                _CLOSED_FENCE_RE.sub(keep_code, content))
     if "[" in content:   # an item that is one link and nothing else: its sub-items describe the linked page
         content = _LINK_ITEM_RE.sub(lambda m: m.group(0) + _LINK_ITEM_MARK, content)
     units: list[dict] = []
@@ -9456,6 +9460,7 @@ def _evidence_units(content: str, addresses: bool = False) -> list[dict]:
 
     def flush_paragraph() -> None:
         if paragraph:
+            start = len(units)
             verdict = ""   # a bare "No." or "是的。" is one sentence with the next: alone it was too short to show
             for sentence in _SENTENCE_RE.findall(" ".join(paragraph)):
                 if _BARE_VERDICT_RE.match(plain(sentence)):
@@ -9467,10 +9472,13 @@ def _evidence_units(content: str, addresses: bool = False) -> list[dict]:
                     # thought (the question alone is never shown, and "If so" alone says nothing)
                     units[-1]["text"] += ("" if units[-1]["text"].endswith("？") else " ") + plain(sentence)
                 elif plain(sentence):
-                    units.append({"text": verdict + plain(sentence), "kind": "sentence"})
+                    units.append({"text": verdict + plain(sentence), "kind": "sentence", "paragraph": len(units)})
                     verdict = ""
             if verdict:
-                units.append({"text": verdict.strip(), "kind": "sentence"})
+                units.append({"text": verdict.strip(), "kind": "sentence", "paragraph": len(units)})
+            first = next((u["paragraph"] for u in units[start:] if "paragraph" in u), None)
+            for u in units[start:]:   # the paragraph's sentences share the number of its first
+                u["paragraph"] = first
             paragraph.clear()
 
     def flush_item() -> None:
@@ -9758,6 +9766,7 @@ class _ExtractiveAnswer:
         # old English path kept as a Chinese note's alias does.)
         named = bool(q) and (q <= about or q <= answer_terms(b.get("names") or ""))
         under: set[str] = set()
+        under_at = -2   # where the heading `under` comes from
         raw = _evidence_units(b["content"], addresses=self.addresses)
         for pos, unit in enumerate(raw):
             toks = answer_terms(unit["text"])
@@ -9773,11 +9782,21 @@ class _ExtractiveAnswer:
                 [unit["text"], *(v["text"] for v in _list_items(raw, pos))])))
             if unit["kind"] == "heading":   # a heading inside the block: what the text under it is about
                 under = q & answer_terms(unit["text"])
+                # a problem in the user's voice ("I am receiving an odd network error …", a FAQ's bold line): the
+                # paragraph under it is its answer
+                under_at = pos if _USER_SPEAKS_RE.match(unit["text"]) else -2
             # the asked-for kind of fact under headings that ask the question itself answers it in its own words:
             # "On the Standard plan your notes are retained for 1 month." under "How long do you keep the version
             # history?"
             framed = not hit and kind_here and wants.kind != "procedure" and unit["kind"] != "code" and \
                 len(q & (about | under)) >= FAKE_FRAMED_COVERAGE * len(q)
+            # ... and the first sentence under a problem that says the question (a FAQ's "**I am receiving an odd
+            # network error …**", then "It is likely we need to examine your database.") answers it, whatever kind
+            # (not under any heading: "How long do you keep the version history?" does not frame "It depends on your
+            # plan …" for "What does Sync keep in version history?")
+            answers_heading = bool(not hit and unit["kind"] == "sentence" and pos == under_at + 1 and
+                                   len(q & under) >= FAKE_FRAMED_COVERAGE * len(q))
+            framed = framed or answers_heading
             # a unit stating the asked-for kind of fact (a number for a limit question...) ranks as if it
             # covered a third more of the question
             defines = bool(hit and self.subject and unit["kind"] == "sentence" and _defines(unit["text"], self.subject))
@@ -9790,6 +9809,7 @@ class _ExtractiveAnswer:
             density = hit / math.sqrt(len(toks) or 1)
             hit = hit or (len(q) if named and unit["kind"] == "sentence" else 0)
             unit = {**unit, "n": b["n"], "pos": pos, "hit": hit, "framed": framed, "own": self._weight(q & toks),
+                    "answers_heading": answers_heading,
                     "subs_follow": pos + 1 < len(raw) and raw[pos + 1]["kind"] == "sub",
                     "coverage": said / len(q) + (self.bonus if carries else 0.0), "density": density}
             units.append(unit)
@@ -10149,7 +10169,10 @@ class _ExtractiveAnswer:
         # consider disabling the relevant plugin …": the problem, then what to do about it)
         advice = self.how_to and _ADVICE_RE.search(after["text"]) and not _ADVICE_RE.search(u["text"]) and \
             self.q & answer_terms(after["text"])
-        if not (_readable(after) and (_REFERS_BACK_RE.search(after["text"]) or path or advice) or
+        # -- or answers the heading above it, a FAQ's question, in a paragraph: the whole paragraph is the answer
+        # ("It is likely we need to examine your database." then "Please contact Obsidian support for assistance.")
+        paragraph = u.get("answers_heading") and after.get("paragraph") == u.get("paragraph")
+        if not (_readable(after) and (_REFERS_BACK_RE.search(after["text"]) or path or advice or paragraph) or
                 items and u["kind"] == "sentence" and not self.shown_lists and len(items) <= FAKE_MAX_STEPS):
             return []
         lines = [self._shown_line(after, answer_terms(after["text"]))]

@@ -833,6 +833,29 @@ def test_extractive_answer_shows_a_list_item_once_when_its_lead_in_brings_the_li
                                    "- Keys and passwords of every kind. [1]"]
 
 
+@pytest.mark.parametrize("faq, paragraph, question", [
+    ("**I am receiving an odd network error, and I have a very large Publish site.**",
+     "It is likely we need to examine your database. Please contact Obsidian support for assistance.",
+     "I get an odd network error whenever I publish, and my Publish site is very large. What should I do?"),
+    ("**我收到了一个奇怪的网络错误，而且我的 Publish 站点非常大。**",
+     "我们可能需要检查你的数据库。请联系 Obsidian 支持以获取帮助。",
+     "我发布时总是收到奇怪的网络错误，我的 Publish 站点非常大，怎么办？")])
+def test_a_faqs_question_in_the_users_voice_is_a_heading_and_its_paragraph_the_answer(faq, paragraph, question):
+    """A FAQ's question put as a statement in bold ("**I am receiving an odd network error …**") was shown as the
+    answer's first line, and of the paragraph under it only the sentence after it, without "Please contact
+    Obsidian support" (check11 lex-en-11).  A bold line in the user's voice is a heading; the paragraph under a
+    heading that says the question is the answer, whole."""
+    other = "**Back up your vault.**\n\nCopy the folder."
+    units = localrag._evidence_units(f"{faq}\n\n{paragraph}\n\n{other}")
+    assert [u["kind"] for u in units] == ["heading", "sentence", "sentence", "sentence", "sentence"]
+    assert units[3]["text"] == "Back up your vault."   # a bold instruction stays a sentence
+    text = localrag.fake_answer(question, blocks_of(
+        "**Are you using a community plugin that edits the file's modified time?**\n\nReport it to its developer.\n\n"
+        f"{faq}\n\n{paragraph}"))
+    assert [line.rsplit(" [", 1)[0] for line in text.splitlines()] == [
+        s.strip() for s in localrag._SENTENCE_RE.findall(paragraph)], text
+
+
 def test_a_bold_line_is_a_label_a_short_step_stays_and_a_blank_column_name_goes():
     units = localrag._evidence_units("**Linking to a heading in another note**\n\nTo link to a heading, add a hash.")
     assert [(u["kind"], u["text"]) for u in units] == [("heading", "Linking to a heading in another note"),
