@@ -9706,6 +9706,7 @@ class _ExtractiveAnswer:
         # do I" is asked of intros and asides too, which say more of the question's words
         self.bonus = FAKE_INSTRUCTION_BONUS if self.wants and self.wants.kind == "procedure" else FAKE_KIND_BONUS
         self.subject = definition_subject(question)
+        self.devices = {t for t in self.q if t in _DEVICE_CLASSES}   # the device the question asks about, if any
         self.enumerates = bool(_ASKS_LIST_RE.search(question))
         self.asks_who = bool(_ASKS_WHO_RE.search(question))
         self.how_to = asks_procedure(question)
@@ -9815,7 +9816,9 @@ class _ExtractiveAnswer:
             units.append(unit)
             if unit["kind"] == "step":
                 self.steps.setdefault((b["n"], unit["list"]), []).append(unit)
-            if _readable(unit):
+            # a line for the other device only ("在桌面端，将支持的文件拖放到笔记中…") answers no question about this one
+            off_device = bool(self.devices and toks & _DEVICE_CLASSES.keys() and not toks & self.devices)
+            if _readable(unit) and not off_device:
                 self.scored.append(unit)
 
     # --- the procedure answer -----------------------------------------------------------------------------------

@@ -740,6 +740,23 @@ def test_the_steps_for_the_asked_device_answer_before_a_sentence_that_says_more_
     assert not any(line.startswith(("1. 在笔记右上角", "1. In the top right")) for line in lines), lines
 
 
+@pytest.mark.parametrize("question, other", [
+    ("Where does the word count appear on mobile?", "On desktop word count appears in the status bar."),
+    ("字数统计在移动端显示在哪里？", "在桌面端，字数统计显示在状态栏中。")])
+def test_a_line_for_the_other_device_only_is_no_answer_to_a_question_about_one(question, other):
+    """"Where does the word count appear on mobile?" was answered with the mobile line, then the desktop one
+    (check3 lex-en-03, lex-zh-03; check11 lex-zh-06 had a desktop drag-and-drop line for a phone)."""
+    mobile = ("On mobile, word count appears at the top of the right sidebar." if other.startswith("On") else
+              "在移动端，字数统计显示在右侧边栏的顶部。")
+    general = ("Word count is a core plugin that counts the words of the active note." if other.startswith("On")
+               else "字数统计是一个核心插件，用于显示当前笔记的字数。")
+    lines = localrag.fake_answer(question, blocks_of(f"{mobile} {other} {general}")).splitlines()
+    assert lines[0] == f"{mobile} [1]" and f"{other} [1]" not in lines and f"{general} [1]" in lines, lines
+    # a question naming no device gets both
+    plain = "Where does the word count appear?" if other.startswith("On") else "字数统计显示在哪里？"
+    assert f"{other} [1]" in localrag.fake_answer(plain, blocks_of(f"{mobile} {other} {general}")).splitlines()
+
+
 def test_a_sub_item_describing_a_linked_page_is_no_answer_line():
     """In a list of pages ("- [[Filters]]" with "- Modify the output of template variables." under it) the sub-item
     describes the linked page: alone it is a fragment (check9's answers ended with two of them).  A sub-item under an
