@@ -10105,11 +10105,33 @@ class _ExtractiveAnswer:
             self.seen.add(u["header"])
             self.shown += 1
             unit_lines.append(f"{u['header']} [{u['n']}]")
+        unit_lines += self._antecedent_lines(u)
         unit_lines.append(self._shown_line(u, terms))
         unit_lines += code
         unit_lines += self._follower_lines(u, code)
         i = self.list_at if self.list_at is not None else len(self.lines)
         self.lines[i:i] = unit_lines
+
+    def _antecedent_lines(self, u: dict) -> list[str]:
+        """The sentences of its paragraph that a line's "this limit" / "此限制" stands for, when not shown yet:
+        "When clipping a long web page you can easily exceed this limit." comes after "Ollama's context window
+        defaults to 2048 tokens." and "This is the maximum number of tokens …" (the limit itself had been left out:
+        check12 lex-zh-10); at most FAKE_MAX_ANTECEDENTS sentences back, through sentences that refer back
+        themselves."""
+        if not _NAMES_BACK_RE.search(u["text"]) or "paragraph" not in u:
+            return []
+        units, before = self.units_of[u["n"]], []
+        for v in reversed(units[:u["pos"]]):
+            if v.get("paragraph") != u["paragraph"] or v["text"] in self.seen or \
+                    len(before) == FAKE_MAX_ANTECEDENTS:
+                return []   # the antecedent is shown already, or not within reach: nothing to add
+            before.insert(0, v)
+            if not (_REFERS_BACK_RE.match(v["text"]) or re.match(r"(?:这|此|它)", v["text"])):   # 这是…: this is
+                break
+        else:
+            return []
+        self.seen.update(v["text"] for v in before)
+        return [self._shown_line(v, answer_terms(v["text"])) for v in before]
 
     def _answers_another_question(self, u: dict) -> bool:
         """Whether a unit (not the first line) is the answer to a question other than the one asked: a verdict
@@ -10264,6 +10286,11 @@ class _ExtractiveAnswer:
 # A sentence that says what to do: advice ("consider disabling …", "try …", "you can …", "instead, …") or an instruction.
 _ADVICE_RE = re.compile(rf"(?<![\w-])(?:consider|try|instead|you (?:can|may|might|should|need to)|{_INSTRUCTION_VERBS})\b|"
                         rf"建议|可以|尝试|请|改为|{_INSTRUCTION_VERBS_ZH}", re.IGNORECASE)
+# A line that names a fact stated before it ("exceed this limit", "超过此限制"): shown with that statement
+_NAMES_BACK_RE = re.compile(r"\b(?:this|that|these|those) (?:limit|limitation|maximum|minimum|number|value|amount|"
+                            r"size|threshold|default)s?\b|(?:此|该|这个|这一|这些)(?:限制|上限|下限|数值|数量|大小|阈值|默认值)",
+                            re.IGNORECASE)
+FAKE_MAX_ANTECEDENTS = 2   # sentences a "this limit" line brings before it
 _REFERS_BACK_RE = re.compile(
     r"^(?:in (?:this|that|such a) case|this|these|that|those|it|they|then|to do (?:so|this|that))\b|"
     r"\b(?:this|that|these|those) (?:page|option|setting|view|folder|file|feature|menu|panel|button|command|"

@@ -757,6 +757,26 @@ def test_a_line_for_the_other_device_only_is_no_answer_to_a_question_about_one(q
     assert f"{other} [1]" in localrag.fake_answer(plain, blocks_of(f"{mobile} {other} {general}")).splitlines()
 
 
+@pytest.mark.parametrize("question, paragraph", [
+    ("I use Ollama with Interpreter and clipping a long page returns results unrelated to the page. Why?",
+     "Ollama's context window defaults to 2048 tokens. This is the maximum number of tokens for the message and "
+     "response. When clipping a long web page you can easily exceed this limit. Ollama will silently fail and "
+     "return irrelevant results."),
+    ("我用 Ollama 跑解释器，剪藏长网页时返回的结果和网页毫无关系，是怎么回事？",
+     "Ollama 的上下文窗口默认为 2048 个 token。这是消息和响应的最大 token 数。当剪藏较长的网页时，你很容易超过此限制。"
+     "Ollama 会静默失败并返回不相关的结果。")])
+def test_a_line_naming_a_limit_stated_before_it_comes_with_that_statement(question, paragraph):
+    """"当剪藏较长的网页时，你很容易超过此限制。" was shown without the limit it names, 2048 tokens (check12 lex-zh-10):
+    a line that says "this limit" comes after the sentences of its paragraph that state it."""
+    sentences = [s.strip() for s in localrag._SENTENCE_RE.findall(paragraph)]
+    lines = [line.rsplit(" [", 1)[0] for line in localrag.fake_answer(question, blocks_of(paragraph)).splitlines()]
+    at = lines.index(sentences[2])
+    assert lines[at - 2:at] == sentences[:2], lines
+    # an antecedent already shown is not shown again, and one out of reach (another paragraph) is not brought
+    lone = sentences[2] + "\n\n" + sentences[3]
+    assert not any("2048" in line for line in localrag.fake_answer(question, blocks_of(lone)).splitlines())
+
+
 def test_a_sub_item_describing_a_linked_page_is_no_answer_line():
     """In a list of pages ("- [[Filters]]" with "- Modify the output of template variables." under it) the sub-item
     describes the linked page: alone it is a fragment (check9's answers ended with two of them).  A sub-item under an
