@@ -1691,11 +1691,197 @@ def _has_hidden_syntax(text: str) -> bool:
 _MAYBE_CODE_RE = re.compile(r"```|~~~|^[ \t>*+\-.)\d]*?(?: {4}|\t)", re.MULTILINE)
 
 
-def _code_ranges(body: str, tokens: Any = None) -> list[tuple[int, int]]:
-    """The [first, end) lines of the body's code blocks, from its markdown-it tokens (parsed when not given)."""
-    if tokens is None and not _MAYBE_CODE_RE.search(body):
+def _code_ranges(body: str) -> list[tuple[int, int]]:
+    """The [first, end) lines of the body's code blocks, as markdown-it finds them."""
+    if not _MAYBE_CODE_RE.search(body):
         return []
-    return _code_line_ranges(tokens if tokens is not None else _markdown_parser().parse(body))
+    return _block_outline(body)[0]
+
+
+def _token_outline(tokens: Any) -> tuple[list[tuple[int, int]], list[tuple[int, str, int]]]:
+    """What the rest of the parse needs from markdown-it's block tokens: the [first, end) lines of each code block
+    (fence or indented), and each heading's (level, title, line)."""
+    code: list[tuple[int, int]] = []
+    headings: list[tuple[int, str, int]] = []
+    for i, tok in enumerate(tokens):
+        if tok.type in ("fence", "code_block") and tok.map:
+            code.append(tuple(tok.map))
+        elif tok.type == "heading_open" and tok.map:
+            title = tokens[i + 1].content.strip() if i + 1 < len(tokens) else ""
+            headings.append((int(tok.tag[1]), title, tok.map[0]))
+    return code, headings
+
+
+def _markdown_outline(body: str) -> tuple[list[tuple[int, int]], list[tuple[int, str, int]]]:
+    """The body's outline by markdown-it's block parse: the reference _block_outline must match."""
+    return _token_outline(_markdown_parser().parse(body))
+
+
+# A line that may open a container or a block the line scan leaves to markdown-it (quote, list, thematic break,
+# setext underline, HTML, link reference definition), by its first character after up to 3 columns of indentation.
+_OUTLINE_HANDED_ON = frozenset(">-+*_=<[")
+_OUTLINE_ORDERED_RE = re.compile(r"[0-9]{1,9}[.)]")
+# After a blank line, a line in column 0 that does not start with one of these has closed every list and quote.
+_OUTLINE_CONTAINER_RE = re.compile(r">|[-+*](?:[ \t]|$)|[0-9]{1,9}[.)](?:[ \t]|$)")
+# What stands before a line's text in a list or quote: indentation, `>`, list markers (and what looks like them).
+_OUTLINE_PREFIX_RE = re.compile(r"[ \t>*+\-.)0-9]*")
+_OUTLINE_ATX_RE = re.compile(r"#{1,6}(?:[ \t]|$)")
+# HTML blocks that run across blank lines (<pre>, <script>, <style>, <textarea>, <!-- -->, <?, <!X, CDATA): the
+# line scan cannot tell where they end, so a note with one is parsed by markdown-it whole.
+_OUTLINE_LONG_HTML_RE = re.compile(r"^[ \t>*+\-.)0-9]*<(?:script|pre|style|textarea|[!?])",
+                                   re.MULTILINE | re.IGNORECASE)
+
+
+def _columns(lead: str) -> int:
+    """Columns of a line's leading spaces and tabs, tabs to the next multiple of 4 (as markdown-it counts)."""
+    col = 0
+    for ch in lead:
+        col = col + 4 - col % 4 if ch == "\t" else col + 1
+    return col
+
+
+def _indent(line: str) -> int:
+    lead = len(line) - len(line.lstrip(" \t"))
+    return lead if "\t" not in line[:lead] else _columns(line[:lead])
+
+
+def _region_end(lines: list[str], first: int) -> int:
+    """Where a region opened at line `first` (a list, a quote, HTML, ...) ends but for a fence: the first line in
+    column 0 after a blank line that continues no list or quote (every container has closed there)."""
+    blank = False
+    for j in range(first + 1, len(lines)):
+        line = lines[j]
+        if not line.strip(" \t"):
+            blank = True
+            continue
+        if blank and line[0] not in " \t" and not _OUTLINE_CONTAINER_RE.match(line):
+            return j
+        blank = False
+    return len(lines)
+
+
+def _region_has_blocks(lines: list[str]) -> bool:
+    """Whether any of a region's lines could open a heading or a code block inside its lists and quotes: a fence,
+    an ATX `#`, a setext underline under a line, four columns of indentation after a marker, or before anything
+    but a paragraph's plain next line (indented code never interrupts a paragraph).  False means markdown-it would
+    find neither in the region."""
+    after_text = after_line = quoted = defining = False   # the line before is surely paragraph text / not blank
+    for line in lines:
+        if "```" in line or "~~~" in line:
+            return True
+        cut = _OUTLINE_PREFIX_RE.match(line).end()
+        prefix, text = line[:cut], line[cut:]
+        if text[:1] == "#" and _OUTLINE_ATX_RE.match(text):
+            return True
+        bare = text.rstrip(" \t")
+        if after_line and (not bare and prefix.rstrip(" \t").endswith("-") or bare and not bare.strip("=")):
+            return True   # a setext underline
+        marks = prefix.lstrip(" \t")
+        if "\t" in marks or "    " in marks:
+            return True   # a list item or quote that opens with indented code
+        filled = bool(line.strip(" \t"))
+        if filled and _indent(line) >= 4 and not (after_text and not marks and bare[:1] not in "#`~<=_["):
+            return True   # indented code, unless the line surely goes on with the paragraph above
+        # markdown-it reads an indented line after a quote's text as code at times (a lazy line of a nested quote),
+        # and a link definition's lines are no paragraph: after either, no line of text is sure
+        quoted = quoted or ">" in marks
+        if not filled:
+            defining = False
+        elif bare[:1] == "[" and not bare.startswith("[["):
+            defining = True
+        after_text = bool(bare) and not (quoted or defining) and (bare[0] not in "#`~<=_[" or bare.startswith("[["))
+        after_line = filled
+    return False
+
+
+def _atx_title(after: str) -> str:
+    """An ATX heading's title from the text after its `#`s: without a closing run of `#` (markdown-it's rule)."""
+    text = after.rstrip(" \t")
+    kept = len(text.rstrip("#"))
+    if kept and text[kept - 1] in " \t":
+        text = text[:kept]
+    return text.strip()
+
+
+def _block_outline(body: str) -> tuple[list[tuple[int, int]], list[tuple[int, str, int]]]:
+    """The body's code blocks and headings, exactly as _markdown_outline finds them, by a scan of its lines:
+    paragraphs, ATX headings, fences and indented code at top level are read here; a region that opens a list,
+    a quote, HTML, a thematic break, a setext heading or a link definition is handed to markdown-it whole (from
+    its paragraph's first line to a line where every container has surely closed), or skipped when none of its
+    lines could open a heading or code.  Most of a note is read without markdown-it (a third of the time)."""
+    if _OUTLINE_LONG_HTML_RE.search(body):
+        return _markdown_outline(body)
+    lines = body.split("\n")
+    if not lines[-1].strip(" \t"):
+        lines.pop()   # markdown-it counts no line after a final line break, nor a last line of only blanks
+    n = len(lines)
+    code: list[tuple[int, int]] = []
+    headings: list[tuple[int, str, int]] = []
+    para = -1   # the first line of the open paragraph, -1 when none is open
+    i = 0
+    while i < n:
+        line = lines[i]
+        rest = line.lstrip(" \t")
+        if not rest:
+            para, i = -1, i + 1
+            continue
+        lead = len(line) - len(rest)
+        if lead and ("\t" in line[:lead] and _columns(line[:lead]) >= 4 or lead >= 4):
+            if para < 0:   # indented code: on through blank lines, ended by a line indented less
+                last = j = i + 1
+                while j < n:
+                    if lines[j].strip(" \t") and _indent(lines[j]) < 4:
+                        break
+                    j += 1
+                    if lines[j - 1].strip(" \t"):
+                        last = j
+                code.append((i, last))
+                i = last
+            else:          # a paragraph's lazy continuation
+                i += 1
+            continue
+        c = rest[0]
+        if c == "#":
+            level = len(rest) - len(rest.lstrip("#"))
+            if level <= 6 and (level == len(rest) or rest[level] in " \t"):
+                headings.append((level, _atx_title(rest[level:]), i))
+                para, i = -1, i + 1
+                continue
+        elif c == "`" or c == "~":
+            run = len(rest) - len(rest.lstrip(c))
+            if run >= 3 and not (c == "`" and c in rest[run:]):
+                end = n
+                for j in range(i + 1, n):
+                    close = lines[j].lstrip(" \t")
+                    if close.startswith(c) and _indent(lines[j]) < 4:
+                        k = len(close) - len(close.lstrip(c))
+                        if k >= run and not close[k:].strip(" \t"):
+                            end = j + 1
+                            break
+                code.append((i, end))
+                para, i = -1, end
+                continue
+        elif c in _OUTLINE_HANDED_ON or "0" <= c <= "9" and _OUTLINE_ORDERED_RE.match(rest):
+            start = para if para >= 0 else i
+            end = _region_end(lines, i)
+            if _region_has_blocks(lines[start:end]):
+                # a region to the end is the body's tail as it is (markdown-it reads a last line without a line
+                # break differently at times)
+                tail = body[sum(len(line) + 1 for line in lines[:start]):]
+                tokens = _markdown_parser().parse("\n".join(lines[start:end]) + "\n" if end < n else tail)
+                if end < n and any(t.type == "fence" and t.level == 0 and t.map[1] == end - start for t in tokens):
+                    # A fence at top level still open where the region would end: it may run on past that line.
+                    end = n
+                    tokens = _markdown_parser().parse(tail)
+                sub_code, sub_headings = _token_outline(tokens)
+                code.extend((first + start, last + start) for first, last in sub_code)
+                headings.extend((level, title, at + start) for level, title, at in sub_headings)
+            para, i = -1, end
+            continue
+        if para < 0:
+            para = i
+        i += 1
+    return code, headings
 
 
 def note_stem(relative_path: str) -> str:
@@ -1790,8 +1976,9 @@ def extract_links(text_without_code: str) -> tuple[WikiLink, ...]:
     return tuple(links)
 
 
-def _heading_sections(body: str, tokens) -> tuple[Section, ...]:
-    """Sections from heading tokens: each runs from its heading line to the next heading line."""
+def _heading_sections(body: str, found: Sequence[tuple[int, str, int]]) -> tuple[Section, ...]:
+    """Sections from the headings (level, title, line) of _block_outline: each runs from its heading line to the
+    next heading line."""
     line_starts = [0]
     for m in re.finditer(r"\n", body):
         line_starts.append(m.end())
@@ -1799,11 +1986,7 @@ def _heading_sections(body: str, tokens) -> tuple[Section, ...]:
     def offset(line: int) -> int:
         return line_starts[line] if line < len(line_starts) else len(body)
 
-    headings = []
-    for i, tok in enumerate(tokens):
-        if tok.type == "heading_open" and tok.map:
-            title = tokens[i + 1].content.strip() if i + 1 < len(tokens) else ""
-            headings.append((int(tok.tag[1]), title, offset(tok.map[0])))
+    headings = [(level, title, offset(line)) for level, title, line in found]
     sections: list[Section] = []
     stack: list[tuple[int, str]] = []
     first = headings[0][2] if headings else len(body)
@@ -1838,15 +2021,16 @@ def parse_markdown(text: str, relative_path: str = "") -> Document:
     # The tokens of the body as written tell strip_obsidian_syntax where code is (when it can have any), and are
     # the body's tokens too when nothing was stripped.
     hidden = _has_hidden_syntax(body)
-    tokens = _markdown_parser().parse(body) if hidden and _MAYBE_CODE_RE.search(body) else None
-    clean, block_ids, comment_warnings = strip_obsidian_syntax(body, _code_ranges(body, tokens) if hidden else ())
+    outline = _block_outline(body) if hidden and _MAYBE_CODE_RE.search(body) else None
+    clean, block_ids, comment_warnings = strip_obsidian_syntax(body, outline[0] if outline else ())
     warnings.extend(comment_warnings)
     aliases, alias_warnings = extract_aliases(meta)
     warnings.extend(alias_warnings)
-    if tokens is None or clean != body:   # the tokens of the body as it is indexed
-        body, tokens = clean, _markdown_parser().parse(clean)
-    plain = _strip_code(body, _code_line_ranges(tokens))
-    sections = _heading_sections(body, tokens)
+    if outline is None or clean != body:   # the outline of the body as it is indexed
+        body, outline = clean, _block_outline(clean)
+    code, headings = outline
+    plain = _strip_code(body, code)
+    sections = _heading_sections(body, headings)
     if head and not body.strip():
         # Nothing but frontmatter: the note is its properties, so its lines (between the fences) are its text,
         # as the file shows them; without that it had no chunk, so no search, tag filter or line range found it.
@@ -11301,7 +11485,7 @@ def _note_document(config: Config, store: Store | None, row: dict) -> Document:
         with _store_for(config, store) as s:    # a PDF's are its pages, which only its chunks still know
             sections = _pdf_sections(body, s.chunk_headings(row["id"]))
     else:
-        sections = _heading_sections(body, _markdown_parser().parse(body))
+        sections = _heading_sections(body, _block_outline(body)[1])
     return Document(row["relative_path"], body, {}, sections, (), (), body_line=body_line)
 
 
