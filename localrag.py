@@ -1726,6 +1726,8 @@ _OUTLINE_CONTAINER_RE = re.compile(r">|[-+*](?:[ \t]|$)|[0-9]{1,9}[.)](?:[ \t]|$
 # What stands before a line's text in a list or quote: indentation, `>`, list markers (and what looks like them).
 _OUTLINE_PREFIX_RE = re.compile(r"[ \t>*+\-.)0-9]*")
 _OUTLINE_ATX_RE = re.compile(r"#{1,6}(?:[ \t]|$)")
+# A list item line whose text is plain (a paragraph's first line): group 1 ends where its content column is.
+_OUTLINE_ITEM_RE = re.compile(r"([ \t]*(?:[-+*]|[0-9]{1,9}[.)]) {1,4})(?:[^ \t\-+*>#<`~_=\[0-9]|\[(?![^\]]*\]:))")
 # HTML blocks that run across blank lines (<pre>, <script>, <style>, <textarea>, <!-- -->, <?, <!X, CDATA): the
 # line scan cannot tell where they end, so a note with one is parsed by markdown-it whole.
 _OUTLINE_LONG_HTML_RE = re.compile(r"^[ \t>*+\-.)0-9]*<(?:script|pre|style|textarea|[!?])",
@@ -1766,6 +1768,9 @@ def _region_has_blocks(lines: list[str]) -> bool:
     but a paragraph's plain next line (indented code never interrupts a paragraph).  False means markdown-it would
     find neither in the region."""
     after_text = after_line = quoted = defining = False   # the line before is surely paragraph text / not blank
+    # The content columns of the list items open above, while every line so far is a list item with text (a
+    # nested list indented by tabs or 4 spaces); None once any other line makes them uncertain.
+    items: list[int] | None = []
     for line in lines:
         if "```" in line or "~~~" in line:
             return True
@@ -1780,8 +1785,18 @@ def _region_has_blocks(lines: list[str]) -> bool:
         if "\t" in marks or "    " in marks:
             return True   # a list item or quote that opens with indented code
         filled = bool(line.strip(" \t"))
-        if filled and _indent(line) >= 4 and not (after_text and not marks and bare[:1] not in "#`~<=_["):
-            return True   # indented code, unless the line surely goes on with the paragraph above
+        item = _OUTLINE_ITEM_RE.match(line) if items is not None and not quoted else None
+        if item:   # in the innermost open item it fits in, or at top level: indented code 4 columns past that
+            indent = _indent(line)
+            while items and items[-1] > indent:
+                items.pop()
+            if indent - (items[-1] if items else 0) >= 4:
+                return True
+            items.append(indent + len(item.group(1)) - (len(line) - len(line.lstrip(" \t"))))
+        else:
+            items = None
+            if filled and _indent(line) >= 4 and not (after_text and not marks and bare[:1] not in "#`~<=_["):
+                return True   # indented code, unless the line surely goes on with the paragraph above
         # markdown-it reads an indented line after a quote's text as code at times (a lazy line of a nested quote),
         # and a link definition's lines are no paragraph: after either, no line of text is sure
         quoted = quoted or ">" in marks

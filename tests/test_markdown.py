@@ -409,6 +409,19 @@ def test_block_outline_matches_markdown_it(lines, final_break):
     assert localrag._block_outline(body) == localrag._markdown_outline(body)
 
 
+_LIST_PIECES = ["- a", "* b", "1. d", "2) e", "- [ ] task", "- [x]: ref", "-", "text", "", "  - a", "   - a", " - a",
+                "    - a", "     - a", "      - a", "        - a", "\t- a", "\t\t- a", "\t  - a", "    text", "  1. x",
+                "    2. y", "- # h", "> q", "- > q", "---", "-    four", "\t\tcode", "- [[x]]", "2. two", "<div>"]
+
+
+@settings(max_examples=1000, deadline=None)
+@given(st.lists(st.sampled_from(_LIST_PIECES), max_size=14))
+def test_block_outline_matches_markdown_it_in_nested_lists(lines):
+    """Nested lists (tabs, 4 spaces) are read without markdown-it where no line can be code: the same outline."""
+    body = "\n".join(lines)
+    assert localrag._block_outline(body) == localrag._markdown_outline(body)
+
+
 @settings(max_examples=500, deadline=None)
 @given(st.text(alphabet=" \t\n#`~>-*+_=<[]!|01.)x中", max_size=80))
 def test_block_outline_matches_markdown_it_on_any_text(body):
@@ -430,6 +443,10 @@ def test_block_outline_matches_markdown_it_on_any_text(body):
     "```\nunclosed\n\n# still code",         # an unclosed fence runs to the end
     "# Title ##\n#### Four #\n# \\#",         # closing runs of `#`
     "\t- a\n\t\t- b\n\n\tcode?",             # tabs expand to 4 columns
+    "   - x\n\t\t- y\n\t- z",                # the last line fits no open item: indented code at top level
+    "- a\n  - b\n    - c\n      - d\n\t\t\t\t- e",   # a nested list, 4 levels deep
+    "[x]:\ndest\n    text",                 # a link definition's lines are no paragraph: indented code follows
+    "> > a\n    - b",                        # markdown-it reads this lazy line as code
 ])
 def test_block_outline_edge_cases(body):
     assert localrag._block_outline(body) == localrag._markdown_outline(body)
