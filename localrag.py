@@ -6850,6 +6850,8 @@ class _Prepared:
     links: tuple[WikiLink, ...] = ()
     block_ids: list[list[str]] = dataclasses.field(default_factory=list)   # per chunk
     warnings: tuple[str, ...] = ()
+    # per chunk: its chunks row as COPY bytes but for the ids and the file path (_chunk_row_parts)
+    rows: list[tuple[bytes, bytes]] = dataclasses.field(default_factory=list)
 
 
 def parse_note(relative_path: str, data: bytes) -> Document:
@@ -6888,13 +6890,40 @@ def prepare_file(relative_path: str, data: bytes, embedder: Any = None) -> _Prep
     block_ids = [[b for pos, b in doc.block_ids if c.start <= pos < c.end] for c in chunks]
     keywords = [_keyword_packed(*keyword_vector(c.content, c.heading_path, relative_path, doc.tags, names))
                 for c in chunks]
-    return _Prepared(doc.frontmatter, doc.tags, doc.wikilinks, [lk.target for lk in doc.links if lk.embed], chunks,
-                     vectors, keywords, doc.body, doc.body_line,
-                     # a canvas's or PDF's text is assembled from nodes / pages: it has no file lines to point at
-                     [(None, None) if relative_path.lower().endswith((".pdf", ".canvas"))
-                      else span_lines(doc.body, c.start, c.end, doc.body_line) for c in chunks],
-                     title=doc.title, aliases=doc.aliases, alias_text=names, links=doc.links,
-                     block_ids=block_ids, warnings=doc.warnings)
+    prepared = _Prepared(doc.frontmatter, doc.tags, doc.wikilinks, [lk.target for lk in doc.links if lk.embed],
+                         chunks, vectors, keywords, doc.body, doc.body_line,
+                         # a canvas's or PDF's text is assembled from nodes / pages: it has no file lines to point at
+                         [(None, None) if relative_path.lower().endswith((".pdf", ".canvas"))
+                          else span_lines(doc.body, c.start, c.end, doc.body_line) for c in chunks],
+                         title=doc.title, aliases=doc.aliases, alias_text=names, links=doc.links,
+                         block_ids=block_ids, warnings=doc.warnings)
+    prepared.rows = _chunk_row_parts(prepared, relative_path)
+    return prepared
+
+
+def _copy_field(value: bytes) -> bytes:
+    """One field of a binary COPY tuple: its length, then its bytes."""
+    return _INT4.pack(len(value)) + value
+
+
+def _chunk_row_parts(doc: _Prepared, relative_path: str) -> list[tuple[bytes, bytes]]:
+    """Each chunk's `chunks` row as binary COPY bytes but for what only the main process knows (the chunk's and
+    document's ids, the file's resolved path): the fields between the ids and the path, and those after it.  Pure:
+    worker processes build them, so the main process (which also feeds the database) only joins bytes."""
+    fm, tags, links = _Copy.jsonb(doc.frontmatter), _Copy.text_array(doc.tags), _Copy.text_array(doc.wikilinks)
+    shared = b"".join(_copy_field(f) for f in (fm, tags, links))
+    rel = _copy_field(_Copy.text(relative_path))
+    parts = []
+    for chunk, (line_start, line_end), blocks in zip(doc.chunks, doc.lines, doc.block_ids or [[]] * len(doc.chunks)):
+        meta = {"char_start": chunk.start, "char_end": chunk.end, "line_start": line_start, "line_end": line_end,
+                "embeds": doc.embeds, "title": doc.title, "aliases": list(doc.aliases)}
+        if blocks:
+            meta["block_ids"] = blocks
+        middle = _copy_field(_Copy.int4(chunk.index)) + _copy_field(_Copy.text(chunk.content))
+        tail = b"".join((rel, _copy_field(_Copy.text_array(chunk.heading_path)), shared, _copy_field(_Copy.jsonb(meta)),
+                         _copy_field(_Copy.text(chunk.content_hash)), _copy_field(_Copy.int4(chunk.token_count))))
+        parts.append((middle, tail))
+    return parts
 
 
 @dataclasses.dataclass
@@ -7111,6 +7140,7 @@ class _IngestRun:
         self.key = config.embedding_key
         # provider, model, dim as COPY fields: the same three leading values on every embeddings row
         self.key_fields = (_Copy.text(self.key[0]), _Copy.text(self.key[1]), _Copy.int4(self.key[2]))
+        self.key_copy = b"".join(_copy_field(f) for f in self.key_fields)   # the same, as COPY fields
         self._report: ProgressFn = progress or (lambda phase, done, total: None)
         self.phase = "diff"   # the step the run is in, as progress names it: a stopped run says where it stopped
         self.counts = dict.fromkeys(INGEST_COUNTS, 0)
@@ -7323,25 +7353,22 @@ class _IngestRun:
             kw_chunks, kw_postings = _Copy(len(_KEYWORD_CHUNK_COLUMNS)), _Copy(len(_KEYWORD_POSTING_COLUMNS))
             link_rows = _Copy(len(_LINK_COLUMNS))
             it = iter(ids)
+            write_chunk, write_embedding = chunk_rows.buf.write, emb_rows.buf.write
             for p in batch:
                 doc_id = _Copy.int8(doc_ids[p.relative_path])
                 doc = p.prepared
-                fm, tags, links = _Copy.jsonb(doc.frontmatter), _Copy.text_array(doc.tags), \
-                    _Copy.text_array(doc.wikilinks)
-                file_path, rel = _Copy.text(p.file_path), _Copy.text(p.relative_path)
-                for chunk, vector, keywords, (line_start, line_end), blocks in zip(
-                        doc.chunks, doc.vectors, doc.keywords, doc.lines, doc.block_ids or [[]] * len(doc.chunks)):
+                if len(doc.rows) != len(doc.chunks):   # a _Prepared made elsewhere than prepare_file
+                    doc.rows = _chunk_row_parts(doc, p.relative_path)
+                # the fields around the chunk's own (built by the worker): its id, then the document's; the path
+                after_id, path = _INT4.pack(8) + doc_id, _copy_field(_Copy.text(p.file_path))
+                for (middle, tail), vector, keywords in zip(doc.rows, doc.vectors, doc.keywords):
                     cid = _Copy.int8(next(it))
                     _keyword_rows(kw_chunks, kw_postings, cid, keywords)
-                    meta = {"char_start": chunk.start, "char_end": chunk.end, "line_start": line_start,
-                            "line_end": line_end, "embeds": doc.embeds, "title": doc.title,
-                            "aliases": list(doc.aliases)}
-                    if blocks:
-                        meta["block_ids"] = blocks
-                    chunk_rows.row(cid, doc_id, _Copy.int4(chunk.index), _Copy.text(chunk.content), file_path, rel,
-                                   _Copy.text_array(chunk.heading_path), fm, tags, links, _Copy.jsonb(meta),
-                                   _Copy.text(chunk.content_hash), _Copy.int4(chunk.token_count))
-                    emb_rows.row(cid, *self.key_fields, vector)
+                    write_chunk(b"".join((_CHUNK_HEAD, cid, after_id, middle, path, tail)))
+                    write_embedding(b"".join((_EMBEDDING_HEAD, cid, self.key_copy, _INT4.pack(len(vector)), vector)))
+                n_chunks = len(doc.rows)
+                chunk_rows.rows += n_chunks
+                emb_rows.rows += n_chunks
                 for link in doc.links:
                     # Resolved by path now (the scan knows every file); a miss stays NULL until the end of the run,
                     # when every note's aliases are known.
@@ -7476,6 +7503,8 @@ def _keyword_rows(kw_chunks: _Copy, kw_postings: _Copy, cid: bytes, packed: tupl
 _INT4, _TF = struct.Struct("!i"), struct.Struct("!if")
 _FLOAT4_LEN = struct.pack("!i", 4)
 _POSTING_HEAD = struct.pack("!hi", len(_KEYWORD_POSTING_COLUMNS), 8)   # field count, then chunk_id's length
+_CHUNK_HEAD = struct.pack("!hi", len(_CHUNK_COLUMNS), 8)
+_EMBEDDING_HEAD = struct.pack("!hi", len(_EMBEDDING_COLUMNS), 8)
 
 
 class LinkIndex:

@@ -4,8 +4,8 @@ worker hands to the database) in a base localrag.py and in a new one; any differ
 
     python bench/ingest_check.py --base /tmp/ing-base/localrag.py --new . [--corpus DIR] [--limit N]
 
-Exit status 1 when any file differs.  The chunks' ids are assigned later, in the main process, by the database;
-the rows built from a _Prepared are compared too when both modules have _file_copy_rows.
+Exit status 1 when any file differs.  The chunks' ids are assigned later, in the main process, by the database:
+each chunk's `chunks` COPY tuple is compared for fixed ids, built as each module's ingest builds it.
 """
 from __future__ import annotations
 
@@ -43,7 +43,36 @@ def plain(value):
 
 def prepared(module, rel: str, data: bytes):
     got = module.prepare_file(rel, data, module.FakeLexicalEmbedder())
-    return got if isinstance(got, str) else plain(got)
+    if isinstance(got, str):
+        return got
+    out = plain(got)
+    out.pop("rows", None)   # checked against the rows the old main process built (chunk_rows)
+    out["chunk_rows"] = chunk_rows(module, got, rel)
+    return out
+
+
+def chunk_rows(module, prepared, rel: str) -> list[bytes]:
+    """Each chunk's `chunks` COPY tuple as the ingest writes it, for chunk id 1, document id 2, path /f: from the
+    worker's bytes when the module has them (_chunk_row_parts), else as the main process used to build it."""
+    C = module._Copy
+    cid, doc_id, path = C.int8(1), C.int8(2), C.text("/f")
+    if hasattr(module, "_chunk_row_parts"):
+        head, after_id, at = module._CHUNK_HEAD, module._INT4.pack(8) + doc_id, module._copy_field(path)
+        return [b"".join((head, cid, after_id, middle, at, tail)) for middle, tail in prepared.rows]
+    rows = []
+    fm, tags, links = C.jsonb(prepared.frontmatter), C.text_array(prepared.tags), C.text_array(prepared.wikilinks)
+    for chunk, (line_start, line_end), blocks in zip(prepared.chunks, prepared.lines,
+                                                     prepared.block_ids or [[]] * len(prepared.chunks)):
+        meta = {"char_start": chunk.start, "char_end": chunk.end, "line_start": line_start, "line_end": line_end,
+                "embeds": prepared.embeds, "title": prepared.title, "aliases": list(prepared.aliases)}
+        if blocks:
+            meta["block_ids"] = blocks
+        one = C(13)
+        one.row(cid, doc_id, C.int4(chunk.index), C.text(chunk.content), path, C.text(rel),
+                C.text_array(chunk.heading_path), fm, tags, links, C.jsonb(meta), C.text(chunk.content_hash),
+                C.int4(chunk.token_count))
+        rows.append(one.buf.getvalue()[19:])   # without the PGCOPY header
+    return rows
 
 
 def first_difference(a, b, where: str = "") -> str:
