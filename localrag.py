@@ -7216,15 +7216,11 @@ class _IngestRun:
         # hashes and writes.  Results are taken in file order, so runs are deterministic either way.  A model or an
         # API embeds later, in this process, in full batches (_flush).
         in_worker = self.embedder if self.embedder.embeds_in_workers else None
-        # A first load of a large vault into empty keyword tables writes the postings without their term index,
-        # then builds it (a quarter of the server's time); any other run first builds an index that a killed bulk
-        # load left dropped.
-        bulk = self.first_run and len(files) >= KEYWORD_BULK_LOAD_MIN_FILES and not self.store.has_keyword_postings()
-        with self._timed("keyword_index"):
-            if bulk:
+        # A first load of a large vault into empty keyword tables writes the postings without their term index and
+        # builds it once they are in (maintained row by row, it cost a quarter of the server's time).
+        if self.first_run and len(files) >= KEYWORD_BULK_LOAD_MIN_FILES and not self.store.has_keyword_postings():
+            with self._timed("keyword_index"):
                 self.store.drop_keyword_index()
-            else:
-                self.store.build_keyword_index()
         pool = self.pool
         inflight: collections.deque = collections.deque()
         ahead = 0   # bytes of the files in flight
@@ -7254,7 +7250,7 @@ class _IngestRun:
             self._collect_next(inflight)
         self.progress("parse+embed", len(files), len(files))
         self._flush()
-        with self._timed("keyword_index"):
+        with self._timed("keyword_index"):   # after a bulk load, or one killed before this point (any later run)
             self.store.build_keyword_index()
         with self._timed("delete"):
             self._delete([rel for rel in existing if rel not in seen])

@@ -447,6 +447,8 @@ def test_block_outline_matches_markdown_it_on_any_text(body):
     "- a\n  - b\n    - c\n      - d\n\t\t\t\t- e",   # a nested list, 4 levels deep
     "[x]:\ndest\n    text",                 # a link definition's lines are no paragraph: indented code follows
     "> > a\n    - b",                        # markdown-it reads this lazy line as code
+    "  > q\n> ```\n>",                        # a last line without a line break ends a quote's fence before it
+    "```\n    ```\nstill code",               # a closing fence indented 4 columns closes nothing
 ])
 def test_block_outline_edge_cases(body):
     assert localrag._block_outline(body) == localrag._markdown_outline(body)
