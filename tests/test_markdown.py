@@ -394,11 +394,12 @@ def test_wikilink_alias_bar_escaped_inside_a_table():
 
 _LINE_PIECES = ["# Title", "## Sub ##", "### ", "#tag line", "####### seven", "text", "more text", "[[Link]] text",
                 "中文段落", "日本語の見出し", "", "", "   ", "\t", "```", "```py", "~~~", "````", "``` a`b", "    code",
-                "\tcode", "  indented", "- item", "- # in list", "  - nested", "    - deep", "\t- tabbed", "-     code",
-                "* star", "+ plus", "1. one", "2) two", "10. ten", "> quote", "> # quoted", "> ```", ">     code",
-                "> [!note] Callout", "> > nested", "---", "***", "___", "===", "-", "=", "| a | b |", "|---|---|",
-                "<div>", "<pre>", "<!-- c -->", "</div>", "[ref]: /url", "[x]:", "---\ntitle: x\n---", "  ```",
-                "   # three", "    # four", "    -", "    >", "    1.", "#\tTab", "# Title #", "# Title \\#", "1.5 GB", "*emph* text", "\u00a0"]
+                "\tcode", "  indented", "- item", "- # in list", "  - nested", "    - deep", "\t- tabbed",
+                "-     code", "* star", "+ plus", "1. one", "2) two", "10. ten", "> quote", "> # quoted", "> ```",
+                ">     code", "> [!note] Callout", "> > nested", "---", "***", "___", "===", "-", "=", "| a | b |",
+                "|---|---|", "<div>", "<pre>", "<!-- c -->", "</div>", "[ref]: /url", "[x]:", "---\ntitle: x\n---",
+                "  ```", "   # three", "    # four", "    -", "    >", "    1.", "#\tTab", "# Title #",
+                "# Title \\#", "1.5 GB", "*emph* text", "\xa0"]
 
 
 @settings(max_examples=1500, deadline=None)
