@@ -5802,15 +5802,14 @@ class Store:
             self.run("SELECT pg_advisory_xact_lock(727274001)")
             self.run("DROP INDEX IF EXISTS idx_keyword_postings_term")
 
-    def build_keyword_index(self) -> bool:
-        """Build the postings' term index if it is missing (after a bulk load, or one killed before its end);
-        whether it was."""
-        if self.run("SELECT to_regclass('idx_keyword_postings_term') IS NOT NULL")[0][0]:
-            return False
+    def keyword_index_missing(self) -> bool:
+        return self.run("SELECT to_regclass('idx_keyword_postings_term') IS NULL")[0][0]
+
+    def build_keyword_index(self) -> None:
+        """Build the postings' term index unless it exists (after a bulk load, or one killed before its end)."""
         with self.transaction():
             self.run("SELECT pg_advisory_xact_lock(727274001)")   # two ingests at once build it once
             self.run(_KEYWORD_INDEX_SQL)
-        return True
 
     def unanalyzed_tables(self, min_rows: int) -> list[str]:
         """The tables an ingest's opening queries read whose planner statistics cannot be trusted, sorted: a bulk
@@ -7250,8 +7249,10 @@ class _IngestRun:
             self._collect_next(inflight)
         self.progress("parse+embed", len(files), len(files))
         self._flush()
-        with self._timed("keyword_index"):   # after a bulk load, or one killed before this point (any later run)
-            self.store.build_keyword_index()
+        if self.store.keyword_index_missing():   # after a bulk load, or one killed before this point (any later run)
+            self.progress("index", 0, 0)
+            with self._timed("keyword_index"):
+                self.store.build_keyword_index()
         with self._timed("delete"):
             self._delete([rel for rel in existing if rel not in seen])
         with self._timed("links"):
@@ -15659,7 +15660,7 @@ class _ProgressPrinter:
     def line(self, phase: str, done: int, total: int, now: float | None = None) -> str:
         now = time.monotonic() if now is None else now
         if not total:
-            return f"{phase}…" if phase in ("scan", "diff", "links", "analyze") else f"{phase}: {done}"
+            return f"{phase}…" if phase in ("scan", "diff", "index", "links", "analyze") else f"{phase}: {done}"
         unit = _PROGRESS_UNITS.get(phase, "items")
         if phase == "write":   # files committed by the run, of those plus the batch in the transaction: no ETA
             return f"{phase}: {done:,}/{total:,} {unit} committed"

@@ -98,6 +98,8 @@ def main() -> int:
     parser.add_argument("--corpus", default=str(CORPUS))
     parser.add_argument("--limit", type=int, default=None, help="only the first N files")
     args = parser.parse_args()
+    if not Path(args.corpus).is_dir():
+        parser.error(f"no vault at {args.corpus}: give --corpus PATH")
     base, new = load(args.base, "localrag_base"), load(args.new, "localrag_new")
     files = new.scan_vault(Path(args.corpus)).files[:args.limit]
     differing, chunks, spent = [], 0, {"base": 0.0, "new": 0.0}

@@ -1572,8 +1572,10 @@ def test_a_first_bulk_load_builds_the_keyword_index_after_and_stores_the_same(db
     dropped = []
     monkeypatch.setattr(localrag.Store, "drop_keyword_index",
                         lambda self, drop=localrag.Store.drop_keyword_index: (dropped.append(1), drop(self)))
-    result = localrag.ingest(db, vault)
+    phases = []
+    result = localrag.ingest(db, vault, progress=lambda phase, done, total: phases.append(phase))
     assert result["status"] == "success" and dropped and "keyword_index" in result["phases_s"]
+    assert phases.index("index") > phases.index("write")   # the build names itself: no silent stall
     assert _keyword_state(db) == maintained and maintained[2] is True and len(maintained[0]) > 500
     hits = localrag.search(db, "zebracorn escalation", retrieval="keyword")["results"]
     assert hits
