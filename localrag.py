@@ -1706,11 +1706,212 @@ def _has_hidden_syntax(text: str) -> bool:
 _MAYBE_CODE_RE = re.compile(r"```|~~~|^[ \t>*+\-.)\d]*?(?: {4}|\t)", re.MULTILINE)
 
 
-def _code_ranges(body: str, tokens: Any = None) -> list[tuple[int, int]]:
-    """The [first, end) lines of the body's code blocks, from its markdown-it tokens (parsed when not given)."""
-    if tokens is None and not _MAYBE_CODE_RE.search(body):
+def _code_ranges(body: str) -> list[tuple[int, int]]:
+    """The [first, end) lines of the body's code blocks, as markdown-it finds them."""
+    if not _MAYBE_CODE_RE.search(body):
         return []
-    return _code_line_ranges(tokens if tokens is not None else _markdown_parser().parse(body))
+    return _block_outline(body)[0]
+
+
+def _token_outline(tokens: Any) -> tuple[list[tuple[int, int]], list[tuple[int, str, int]]]:
+    """What the rest of the parse needs from markdown-it's block tokens: the [first, end) lines of each code block
+    (fence or indented), and each heading's (level, title, line)."""
+    code: list[tuple[int, int]] = []
+    headings: list[tuple[int, str, int]] = []
+    for i, tok in enumerate(tokens):
+        if tok.type in ("fence", "code_block") and tok.map:
+            code.append(tuple(tok.map))
+        elif tok.type == "heading_open" and tok.map:
+            title = tokens[i + 1].content.strip() if i + 1 < len(tokens) else ""
+            headings.append((int(tok.tag[1]), title, tok.map[0]))
+    return code, headings
+
+
+def _markdown_outline(body: str) -> tuple[list[tuple[int, int]], list[tuple[int, str, int]]]:
+    """The body's outline by markdown-it's block parse: the reference _block_outline must match."""
+    return _token_outline(_markdown_parser().parse(body))
+
+
+# A line that may open a container or a block the line scan leaves to markdown-it (quote, list, thematic break,
+# setext underline, HTML, link reference definition), by its first character after up to 3 columns of indentation.
+_OUTLINE_HANDED_ON = frozenset(">-+*_=<[")
+_OUTLINE_ORDERED_RE = re.compile(r"[0-9]{1,9}[.)]")
+# After a blank line, a line in column 0 that does not start with one of these has closed every list and quote.
+_OUTLINE_CONTAINER_RE = re.compile(r">|[-+*](?:[ \t]|$)|[0-9]{1,9}[.)](?:[ \t]|$)")
+# What stands before a line's text in a list or quote: indentation, `>`, list markers (and what looks like them).
+_OUTLINE_PREFIX_RE = re.compile(r"[ \t>*+\-.)0-9]*")
+_OUTLINE_ATX_RE = re.compile(r"#{1,6}(?:[ \t]|$)")
+# A list item line whose text is plain (a paragraph's first line): group 1 ends where its content column is.
+_OUTLINE_ITEM_RE = re.compile(r"([ \t]*(?:[-+*]|[0-9]{1,9}[.)]) {1,4})(?:[^ \t\-+*>#<`~_=\[0-9]|\[(?![^\]]*\]:))")
+# HTML blocks that run across blank lines (<pre>, <script>, <style>, <textarea>, <!-- -->, <?, <!X, CDATA): the
+# line scan cannot tell where they end, so a note with one is parsed by markdown-it whole.
+_OUTLINE_LONG_HTML_RE = re.compile(r"^[ \t>*+\-.)0-9]*<(?:script|pre|style|textarea|[!?])",
+                                   re.MULTILINE | re.IGNORECASE)
+
+
+def _columns(lead: str) -> int:
+    """Columns of a line's leading spaces and tabs, tabs to the next multiple of 4 (as markdown-it counts)."""
+    col = 0
+    for ch in lead:
+        col = col + 4 - col % 4 if ch == "\t" else col + 1
+    return col
+
+
+def _indent(line: str) -> int:
+    lead = len(line) - len(line.lstrip(" \t"))
+    return lead if "\t" not in line[:lead] else _columns(line[:lead])
+
+
+def _region_end(lines: list[str], first: int) -> int:
+    """Where a region opened at line `first` (a list, a quote, HTML, ...) ends but for a fence: the first line in
+    column 0 after a blank line that continues no list or quote (every container has closed there)."""
+    blank = False
+    for j in range(first + 1, len(lines)):
+        line = lines[j]
+        if not line.strip(" \t"):
+            blank = True
+            continue
+        if blank and line[0] not in " \t" and not _OUTLINE_CONTAINER_RE.match(line):
+            return j
+        blank = False
+    return len(lines)
+
+
+def _region_has_blocks(lines: list[str]) -> bool:
+    """Whether any of a region's lines could open a heading or a code block inside its lists and quotes: a fence,
+    an ATX `#`, a setext underline under a line, four columns of indentation after a marker, or before anything
+    but a paragraph's plain next line (indented code never interrupts a paragraph).  False means markdown-it would
+    find neither in the region."""
+    after_text = after_line = quoted = defining = False   # the line before is surely paragraph text / not blank
+    # The content columns of the list items open above, while every line so far is a list item with text (a
+    # nested list indented by tabs or 4 spaces); None once any other line makes them uncertain.
+    items: list[int] | None = []
+    for line in lines:
+        if "```" in line or "~~~" in line:
+            return True
+        cut = _OUTLINE_PREFIX_RE.match(line).end()
+        prefix, text = line[:cut], line[cut:]
+        if text[:1] == "#" and _OUTLINE_ATX_RE.match(text):
+            return True
+        bare = text.rstrip(" \t")
+        if after_line and (not bare and prefix.rstrip(" \t").endswith("-") or bare and not bare.strip("=")):
+            return True   # a setext underline
+        marks = prefix.lstrip(" \t")
+        if "\t" in marks or "    " in marks:
+            return True   # a list item or quote that opens with indented code
+        filled = bool(line.strip(" \t"))
+        item = _OUTLINE_ITEM_RE.match(line) if items is not None and not quoted else None
+        if item:   # in the innermost open item it fits in, or at top level: indented code 4 columns past that
+            indent = _indent(line)
+            while items and items[-1] > indent:
+                items.pop()
+            if indent - (items[-1] if items else 0) >= 4:
+                return True
+            items.append(indent + len(item.group(1)) - (len(line) - len(line.lstrip(" \t"))))
+        else:
+            items = None
+            if filled and _indent(line) >= 4 and not (after_text and not marks and bare[:1] not in "#`~<=_["):
+                return True   # indented code, unless the line surely goes on with the paragraph above
+        # markdown-it reads an indented line after a quote's text as code at times (a lazy line of a nested quote),
+        # and a link definition's lines are no paragraph: after either, no line of text is sure
+        quoted = quoted or ">" in marks
+        if not filled:
+            defining = False
+        elif bare[:1] == "[" and not bare.startswith("[["):
+            defining = True
+        after_text = bool(bare) and not (quoted or defining) and (bare[0] not in "#`~<=_[" or bare.startswith("[["))
+        after_line = filled
+    return False
+
+
+def _atx_title(after: str) -> str:
+    """An ATX heading's title from the text after its `#`s: without a closing run of `#` (markdown-it's rule)."""
+    text = after.rstrip(" \t")
+    kept = len(text.rstrip("#"))
+    if kept and text[kept - 1] in " \t":
+        text = text[:kept]
+    return text.strip()
+
+
+def _block_outline(body: str) -> tuple[list[tuple[int, int]], list[tuple[int, str, int]]]:
+    """The body's code blocks and headings, exactly as _markdown_outline finds them, by a scan of its lines:
+    paragraphs, ATX headings, fences and indented code at top level are read here; a region that opens a list,
+    a quote, HTML, a thematic break, a setext heading or a link definition is handed to markdown-it whole (from
+    its paragraph's first line to a line where every container has surely closed), or skipped when none of its
+    lines could open a heading or code.  Most of a note is read without markdown-it (a third of the time)."""
+    if _OUTLINE_LONG_HTML_RE.search(body):
+        return _markdown_outline(body)
+    lines = body.split("\n")
+    if not lines[-1].strip(" \t"):
+        lines.pop()   # markdown-it counts no line after a final line break, nor a last line of only blanks
+    n = len(lines)
+    code: list[tuple[int, int]] = []
+    headings: list[tuple[int, str, int]] = []
+    para = -1   # the first line of the open paragraph, -1 when none is open
+    i = 0
+    while i < n:
+        line = lines[i]
+        rest = line.lstrip(" \t")
+        if not rest:
+            para, i = -1, i + 1
+            continue
+        lead = len(line) - len(rest)
+        if lead and ("\t" in line[:lead] and _columns(line[:lead]) >= 4 or lead >= 4):
+            if para < 0:   # indented code: on through blank lines, ended by a line indented less
+                last = j = i + 1
+                while j < n:
+                    if lines[j].strip(" \t") and _indent(lines[j]) < 4:
+                        break
+                    j += 1
+                    if lines[j - 1].strip(" \t"):
+                        last = j
+                code.append((i, last))
+                i = last
+            else:          # a paragraph's lazy continuation
+                i += 1
+            continue
+        c = rest[0]
+        if c == "#":
+            level = len(rest) - len(rest.lstrip("#"))
+            if level <= 6 and (level == len(rest) or rest[level] in " \t"):
+                headings.append((level, _atx_title(rest[level:]), i))
+                para, i = -1, i + 1
+                continue
+        elif c == "`" or c == "~":
+            run = len(rest) - len(rest.lstrip(c))
+            if run >= 3 and not (c == "`" and c in rest[run:]):
+                end = n
+                for j in range(i + 1, n):
+                    close = lines[j].lstrip(" \t")
+                    if close.startswith(c) and _indent(lines[j]) < 4:
+                        k = len(close) - len(close.lstrip(c))
+                        if k >= run and not close[k:].strip(" \t"):
+                            end = j + 1
+                            break
+                code.append((i, end))
+                para, i = -1, end
+                continue
+        elif c in _OUTLINE_HANDED_ON or "0" <= c <= "9" and _OUTLINE_ORDERED_RE.match(rest):
+            start = para if para >= 0 else i
+            end = _region_end(lines, i)
+            if _region_has_blocks(lines[start:end]):
+                # a region to the end is the body's tail as it is (markdown-it reads a last line without a line
+                # break differently at times)
+                tail = body[sum(len(line) + 1 for line in lines[:start]):]
+                tokens = _markdown_parser().parse("\n".join(lines[start:end]) + "\n" if end < n else tail)
+                if end < n and any(t.type == "fence" and t.level == 0 and t.map[1] == end - start for t in tokens):
+                    # A fence at top level still open where the region would end: it may run on past that line.
+                    end = n
+                    tokens = _markdown_parser().parse(tail)
+                sub_code, sub_headings = _token_outline(tokens)
+                code.extend((first + start, last + start) for first, last in sub_code)
+                headings.extend((level, title, at + start) for level, title, at in sub_headings)
+            para, i = -1, end
+            continue
+        if para < 0:
+            para = i
+        i += 1
+    return code, headings
 
 
 def note_stem(relative_path: str) -> str:
@@ -1805,8 +2006,9 @@ def extract_links(text_without_code: str) -> tuple[WikiLink, ...]:
     return tuple(links)
 
 
-def _heading_sections(body: str, tokens) -> tuple[Section, ...]:
-    """Sections from heading tokens: each runs from its heading line to the next heading line."""
+def _heading_sections(body: str, found: Sequence[tuple[int, str, int]]) -> tuple[Section, ...]:
+    """Sections from the headings (level, title, line) of _block_outline: each runs from its heading line to the
+    next heading line."""
     line_starts = [0]
     for m in re.finditer(r"\n", body):
         line_starts.append(m.end())
@@ -1814,11 +2016,7 @@ def _heading_sections(body: str, tokens) -> tuple[Section, ...]:
     def offset(line: int) -> int:
         return line_starts[line] if line < len(line_starts) else len(body)
 
-    headings = []
-    for i, tok in enumerate(tokens):
-        if tok.type == "heading_open" and tok.map:
-            title = tokens[i + 1].content.strip() if i + 1 < len(tokens) else ""
-            headings.append((int(tok.tag[1]), title, offset(tok.map[0])))
+    headings = [(level, title, offset(line)) for level, title, line in found]
     sections: list[Section] = []
     stack: list[tuple[int, str]] = []
     first = headings[0][2] if headings else len(body)
@@ -1853,15 +2051,16 @@ def parse_markdown(text: str, relative_path: str = "") -> Document:
     # The tokens of the body as written tell strip_obsidian_syntax where code is (when it can have any), and are
     # the body's tokens too when nothing was stripped.
     hidden = _has_hidden_syntax(body)
-    tokens = _markdown_parser().parse(body) if hidden and _MAYBE_CODE_RE.search(body) else None
-    clean, block_ids, comment_warnings = strip_obsidian_syntax(body, _code_ranges(body, tokens) if hidden else ())
+    outline = _block_outline(body) if hidden and _MAYBE_CODE_RE.search(body) else None
+    clean, block_ids, comment_warnings = strip_obsidian_syntax(body, outline[0] if outline else ())
     warnings.extend(comment_warnings)
     aliases, alias_warnings = extract_aliases(meta)
     warnings.extend(alias_warnings)
-    if tokens is None or clean != body:   # the tokens of the body as it is indexed
-        body, tokens = clean, _markdown_parser().parse(clean)
-    plain = _strip_code(body, _code_line_ranges(tokens))
-    sections = _heading_sections(body, tokens)
+    if outline is None or clean != body:   # the outline of the body as it is indexed
+        body, outline = clean, _block_outline(clean)
+    code, headings = outline
+    plain = _strip_code(body, code)
+    sections = _heading_sections(body, headings)
     if head and not body.strip():
         # Nothing but frontmatter: the note is its properties, so its lines (between the fences) are its text,
         # as the file shows them; without that it had no chunk, so no search, tag filter or line range found it.
@@ -4353,6 +4552,8 @@ def _schema_object_names() -> dict[str, list[str]]:
             "triggers": found(r"CREATE (?:OR REPLACE )?TRIGGER (\w+)")}
 
 
+# The postings' term index, as SCHEMA_SQL makes it: a first bulk load builds it after the rows are in.
+_KEYWORD_INDEX_SQL = re.search(r"CREATE INDEX IF NOT EXISTS idx_keyword_postings_term [^;]*", SCHEMA_SQL).group(0)
 SCHEMA_TABLES = ("documents", "chunks", "embeddings", "ingest_runs", "links", "answers", "keyword_chunks",
                  "keyword_postings", "keyword_stats", "tickets", "ticket_events")
 # Steps that idempotent DDL in SCHEMA_SQL cannot express (data rewrites, renames), by the version they lead to;
@@ -5606,6 +5807,25 @@ class Store:
                  "coalesce(error_summary, 'interrupted: the process ended before the run finished') "
                  "WHERE vault_path = :v AND status = 'running'", v=vault_path)
 
+    def has_keyword_postings(self) -> bool:
+        return self.run("SELECT EXISTS (SELECT 1 FROM keyword_postings)")[0][0]
+
+    def drop_keyword_index(self) -> None:
+        """Drop the postings' term index before a bulk load (build_keyword_index makes it again; until then a
+        keyword search reads the postings without it).  Under the schema lock, as init_schema."""
+        with self.transaction():
+            self.run("SELECT pg_advisory_xact_lock(727274001)")
+            self.run("DROP INDEX IF EXISTS idx_keyword_postings_term")
+
+    def keyword_index_missing(self) -> bool:
+        return self.run("SELECT to_regclass('idx_keyword_postings_term') IS NULL")[0][0]
+
+    def build_keyword_index(self) -> None:
+        """Build the postings' term index unless it exists (after a bulk load, or one killed before its end)."""
+        with self.transaction():
+            self.run("SELECT pg_advisory_xact_lock(727274001)")   # two ingests at once build it once
+            self.run(_KEYWORD_INDEX_SQL)
+
     def unanalyzed_tables(self, min_rows: int) -> list[str]:
         """The tables an ingest's opening queries read whose planner statistics cannot be trusted, sorted: a bulk
         load left them unanalyzed (more than `min_rows`, and more than a quarter of their rows, changed since their
@@ -6666,6 +6886,8 @@ class _Prepared:
     links: tuple[WikiLink, ...] = ()
     block_ids: list[list[str]] = dataclasses.field(default_factory=list)   # per chunk
     warnings: tuple[str, ...] = ()
+    # per chunk: its chunks row as COPY bytes but for the ids and the file path (_chunk_row_parts)
+    rows: list[tuple[bytes, bytes]] = dataclasses.field(default_factory=list)
 
 
 def parse_note(relative_path: str, data: bytes) -> Document:
@@ -6704,13 +6926,40 @@ def prepare_file(relative_path: str, data: bytes, embedder: Any = None) -> _Prep
     block_ids = [[b for pos, b in doc.block_ids if c.start <= pos < c.end] for c in chunks]
     keywords = [_keyword_packed(*keyword_vector(c.content, c.heading_path, relative_path, doc.tags, names))
                 for c in chunks]
-    return _Prepared(doc.frontmatter, doc.tags, doc.wikilinks, [lk.target for lk in doc.links if lk.embed], chunks,
-                     vectors, keywords, doc.body, doc.body_line,
-                     # a canvas's or PDF's text is assembled from nodes / pages: it has no file lines to point at
-                     [(None, None) if relative_path.lower().endswith((".pdf", ".canvas"))
-                      else span_lines(doc.body, c.start, c.end, doc.body_line) for c in chunks],
-                     title=doc.title, aliases=doc.aliases, alias_text=names, links=doc.links,
-                     block_ids=block_ids, warnings=doc.warnings)
+    prepared = _Prepared(doc.frontmatter, doc.tags, doc.wikilinks, [lk.target for lk in doc.links if lk.embed],
+                         chunks, vectors, keywords, doc.body, doc.body_line,
+                         # a canvas's or PDF's text is assembled from nodes / pages: it has no file lines to point at
+                         [(None, None) if relative_path.lower().endswith((".pdf", ".canvas"))
+                          else span_lines(doc.body, c.start, c.end, doc.body_line) for c in chunks],
+                         title=doc.title, aliases=doc.aliases, alias_text=names, links=doc.links,
+                         block_ids=block_ids, warnings=doc.warnings)
+    prepared.rows = _chunk_row_parts(prepared, relative_path)
+    return prepared
+
+
+def _copy_field(value: bytes) -> bytes:
+    """One field of a binary COPY tuple: its length, then its bytes."""
+    return _INT4.pack(len(value)) + value
+
+
+def _chunk_row_parts(doc: _Prepared, relative_path: str) -> list[tuple[bytes, bytes]]:
+    """Each chunk's `chunks` row as binary COPY bytes but for what only the main process knows (the chunk's and
+    document's ids, the file's resolved path): the fields between the ids and the path, and those after it.  Pure:
+    worker processes build them, so the main process (which also feeds the database) only joins bytes."""
+    fm, tags, links = _Copy.jsonb(doc.frontmatter), _Copy.text_array(doc.tags), _Copy.text_array(doc.wikilinks)
+    shared = b"".join(_copy_field(f) for f in (fm, tags, links))
+    rel = _copy_field(_Copy.text(relative_path))
+    parts = []
+    for chunk, (line_start, line_end), blocks in zip(doc.chunks, doc.lines, doc.block_ids or [[]] * len(doc.chunks)):
+        meta = {"char_start": chunk.start, "char_end": chunk.end, "line_start": line_start, "line_end": line_end,
+                "embeds": doc.embeds, "title": doc.title, "aliases": list(doc.aliases)}
+        if blocks:
+            meta["block_ids"] = blocks
+        middle = _copy_field(_Copy.int4(chunk.index)) + _copy_field(_Copy.text(chunk.content))
+        tail = b"".join((rel, _copy_field(_Copy.text_array(chunk.heading_path)), shared, _copy_field(_Copy.jsonb(meta)),
+                         _copy_field(_Copy.text(chunk.content_hash)), _copy_field(_Copy.int4(chunk.token_count))))
+        parts.append((middle, tail))
+    return parts
 
 
 @dataclasses.dataclass
@@ -6913,7 +7162,11 @@ ProgressFn = Callable[[str, int, int], None]
 # Where a run's time goes in this process (seconds per step, in the run's metadata as `phases_s`): parse is time
 # spent parsing here or waiting for the workers' results, rows is building COPY data.
 INGEST_PHASES = ("scan", "diff", "read", "parse", "rows", "documents", "copy_chunks", "copy_embeddings",
-                 "copy_keywords", "copy_links", "delete", "links", "backfill", "analyze")
+                 "copy_keywords", "keyword_index", "copy_links", "delete", "links", "backfill", "analyze")
+# A first ingest of at least this many files into a database with no keyword postings loads them without their
+# term index and builds it once at the end: on the Obsidian Help vault (2.4M postings) maintaining the index row by
+# row cost the server 11.5 s, building it after the load about 3 s.
+KEYWORD_BULK_LOAD_MIN_FILES = 1000
 
 
 class _IngestRun:
@@ -6927,6 +7180,7 @@ class _IngestRun:
         self.key = config.embedding_key
         # provider, model, dim as COPY fields: the same three leading values on every embeddings row
         self.key_fields = (_Copy.text(self.key[0]), _Copy.text(self.key[1]), _Copy.int4(self.key[2]))
+        self.key_copy = b"".join(_copy_field(f) for f in self.key_fields)   # the same, as COPY fields
         self._report: ProgressFn = progress or (lambda phase, done, total: None)
         self.phase = "diff"   # the step the run is in, as progress names it: a stopped run says where it stopped
         self.counts = dict.fromkeys(INGEST_COUNTS, 0)
@@ -6976,6 +7230,11 @@ class _IngestRun:
         # hashes and writes.  Results are taken in file order, so runs are deterministic either way.  A model or an
         # API embeds later, in this process, in full batches (_flush).
         in_worker = self.embedder if self.embedder.embeds_in_workers else None
+        # A first load of a large vault into empty keyword tables writes the postings without their term index and
+        # builds it once they are in (maintained row by row, it cost a quarter of the server's time).
+        if self.first_run and len(files) >= KEYWORD_BULK_LOAD_MIN_FILES and not self.store.has_keyword_postings():
+            with self._timed("keyword_index"):
+                self.store.drop_keyword_index()
         pool = self.pool
         inflight: collections.deque = collections.deque()
         ahead = 0   # bytes of the files in flight
@@ -7005,6 +7264,10 @@ class _IngestRun:
             self._collect_next(inflight)
         self.progress("parse+embed", len(files), len(files))
         self._flush()
+        if self.store.keyword_index_missing():   # after a bulk load, or one killed before this point (any later run)
+            self.progress("index", 0, 0)
+            with self._timed("keyword_index"):
+                self.store.build_keyword_index()
         with self._timed("delete"):
             self._delete([rel for rel in existing if rel not in seen])
         with self._timed("links"):
@@ -7139,25 +7402,22 @@ class _IngestRun:
             kw_chunks, kw_postings = _Copy(len(_KEYWORD_CHUNK_COLUMNS)), _Copy(len(_KEYWORD_POSTING_COLUMNS))
             link_rows = _Copy(len(_LINK_COLUMNS))
             it = iter(ids)
+            write_chunk, write_embedding = chunk_rows.buf.write, emb_rows.buf.write
             for p in batch:
                 doc_id = _Copy.int8(doc_ids[p.relative_path])
                 doc = p.prepared
-                fm, tags, links = _Copy.jsonb(doc.frontmatter), _Copy.text_array(doc.tags), \
-                    _Copy.text_array(doc.wikilinks)
-                file_path, rel = _Copy.text(p.file_path), _Copy.text(p.relative_path)
-                for chunk, vector, keywords, (line_start, line_end), blocks in zip(
-                        doc.chunks, doc.vectors, doc.keywords, doc.lines, doc.block_ids or [[]] * len(doc.chunks)):
+                if len(doc.rows) != len(doc.chunks):   # a _Prepared made elsewhere than prepare_file
+                    doc.rows = _chunk_row_parts(doc, p.relative_path)
+                # the fields around the chunk's own (built by the worker): its id, then the document's; the path
+                after_id, path = _INT4.pack(8) + doc_id, _copy_field(_Copy.text(p.file_path))
+                for (middle, tail), vector, keywords in zip(doc.rows, doc.vectors, doc.keywords):
                     cid = _Copy.int8(next(it))
                     _keyword_rows(kw_chunks, kw_postings, cid, keywords)
-                    meta = {"char_start": chunk.start, "char_end": chunk.end, "line_start": line_start,
-                            "line_end": line_end, "embeds": doc.embeds, "title": doc.title,
-                            "aliases": list(doc.aliases)}
-                    if blocks:
-                        meta["block_ids"] = blocks
-                    chunk_rows.row(cid, doc_id, _Copy.int4(chunk.index), _Copy.text(chunk.content), file_path, rel,
-                                   _Copy.text_array(chunk.heading_path), fm, tags, links, _Copy.jsonb(meta),
-                                   _Copy.text(chunk.content_hash), _Copy.int4(chunk.token_count))
-                    emb_rows.row(cid, *self.key_fields, vector)
+                    write_chunk(b"".join((_CHUNK_HEAD, cid, after_id, middle, path, tail)))
+                    write_embedding(b"".join((_EMBEDDING_HEAD, cid, self.key_copy, _INT4.pack(len(vector)), vector)))
+                n_chunks = len(doc.rows)
+                chunk_rows.rows += n_chunks
+                emb_rows.rows += n_chunks
                 for link in doc.links:
                     # Resolved by path now (the scan knows every file); a miss stays NULL until the end of the run,
                     # when every note's aliases are known.
@@ -7292,6 +7552,8 @@ def _keyword_rows(kw_chunks: _Copy, kw_postings: _Copy, cid: bytes, packed: tupl
 _INT4, _TF = struct.Struct("!i"), struct.Struct("!if")
 _FLOAT4_LEN = struct.pack("!i", 4)
 _POSTING_HEAD = struct.pack("!hi", len(_KEYWORD_POSTING_COLUMNS), 8)   # field count, then chunk_id's length
+_CHUNK_HEAD = struct.pack("!hi", len(_CHUNK_COLUMNS), 8)
+_EMBEDDING_HEAD = struct.pack("!hi", len(_EMBEDDING_COLUMNS), 8)
 
 
 class LinkIndex:
@@ -11381,7 +11643,7 @@ def _note_document(config: Config, store: Store | None, row: dict) -> Document:
         with _store_for(config, store) as s:    # a PDF's are its pages, which only its chunks still know
             sections = _pdf_sections(body, s.chunk_headings(row["id"]))
     else:
-        sections = _heading_sections(body, _markdown_parser().parse(body))
+        sections = _heading_sections(body, _block_outline(body)[1])
     return Document(row["relative_path"], body, {}, sections, (), (), body_line=body_line)
 
 
@@ -15515,7 +15777,7 @@ class _ProgressPrinter:
     def line(self, phase: str, done: int, total: int, now: float | None = None) -> str:
         now = time.monotonic() if now is None else now
         if not total:
-            return f"{phase}…" if phase in ("scan", "diff", "links", "analyze") else f"{phase}: {done}"
+            return f"{phase}…" if phase in ("scan", "diff", "index", "links", "analyze") else f"{phase}: {done}"
         unit = _PROGRESS_UNITS.get(phase, "items")
         if phase == "write":   # files committed by the run, of those plus the batch in the transaction: no ETA
             return f"{phase}: {done:,}/{total:,} {unit} committed"

@@ -354,7 +354,8 @@ print(json.dumps({"rc": proc.returncode, "stdout": proc.stdout, "stderr": proc.s
 def _cli_ingest(url: str, vault: Path) -> tuple[float, dict, float, float]:
     """One `localrag ingest --json` as its own process: (wall s, result, CPU s of it and its workers, largest
     process's peak RSS in MB).  Measured by a fresh parent, since RUSAGE_CHILDREN's peak RSS never goes down."""
-    env = dict(os.environ, DATABASE_URL=url, EMBEDDING_PROVIDER="fake", EMBEDDING_MODEL="")
+    # PYTHONPATH: this checkout's localrag.py (from a worktree, the venv's editable install would be another's)
+    env = dict(os.environ, DATABASE_URL=url, EMBEDDING_PROVIDER="fake", EMBEDDING_MODEL="", PYTHONPATH=str(ROOT))
     done = subprocess.run([sys.executable, "-c", _MEASURED_RUN, sys.executable, "-m", "localrag", "ingest",
                            str(vault), "--json", "--quiet"], capture_output=True, text=True, env=env,
                           cwd=tempfile.gettempdir(), check=True)
@@ -413,8 +414,8 @@ def bench_ingest_profile(url: str, config, out: dict, corpus: Path, limit: int |
         **{f"{k}_pct": round(100 * v / total, 1) for k, v in stages.items()},
         "total_vs_tiktoken_alone_cpu": round(total / base_cpu, 2)}
     database = sum(v for k, v in result["phases_s"].items() if k in (
-        "diff", "documents", "copy_chunks", "copy_embeddings", "copy_keywords", "copy_links", "delete", "links",
-        "analyze"))
+        "diff", "documents", "copy_chunks", "copy_embeddings", "copy_keywords", "keyword_index", "copy_links", "delete",
+        "links", "analyze"))
     out["ingest_profile_main_process_wall_s"] = {
         **result["phases_s"], "database_total": round(database, 2), "workers": config.ingest_workers,
         "ingest_wall": round(wall, 2), "cpu_s_ingest_and_workers": round(cpu, 2),

@@ -14,7 +14,7 @@ import shutil
 import pytest
 
 import localrag
-from conftest import run_cli
+from conftest import reset_database, run_cli, write_vault
 
 
 def counts(config):
@@ -1551,3 +1551,66 @@ def test_a_server_crash_discards_the_statistics_and_the_next_ingest_analyzes_fir
     finally:
         localrag.stop_embedded(cfg)
         shutil.rmtree(base, ignore_errors=True)
+
+
+# --- a first bulk load builds the keyword index after its rows (issue 13) -----------------------------------------
+
+def _keyword_state(config) -> tuple:
+    with localrag.Store.open(config) as s:
+        return (s.run("SELECT c.relative_path, c.chunk_index, p.term, p.tf, p.dl FROM keyword_postings p "
+                      "JOIN chunks c ON c.id = p.chunk_id ORDER BY 1, 2, 3"),
+                s.run("SELECT sum(chunks), sum(total_length) FROM keyword_stats"),
+                s.run("SELECT to_regclass('idx_keyword_postings_term') IS NOT NULL")[0][0])
+
+
+def test_a_first_bulk_load_builds_the_keyword_index_after_and_stores_the_same(db, vault, monkeypatch):
+    monkeypatch.setattr(localrag, "KEYWORD_BULK_LOAD_MIN_FILES", 10 ** 9)
+    localrag.ingest(db, vault)
+    maintained = _keyword_state(db)
+    reset_database(db)
+    monkeypatch.setattr(localrag, "KEYWORD_BULK_LOAD_MIN_FILES", 1)
+    dropped = []
+    monkeypatch.setattr(localrag.Store, "drop_keyword_index",
+                        lambda self, drop=localrag.Store.drop_keyword_index: (dropped.append(1), drop(self)))
+    phases = []
+    result = localrag.ingest(db, vault, progress=lambda phase, done, total: phases.append(phase))
+    assert result["status"] == "success" and dropped and "keyword_index" in result["phases_s"]
+    assert phases.index("index") > phases.index("write")   # the build names itself: no silent stall
+    assert _keyword_state(db) == maintained and maintained[2] is True and len(maintained[0]) > 500
+    hits = localrag.search(db, "zebracorn escalation", retrieval="keyword")["results"]
+    assert hits
+
+
+def test_only_a_first_load_into_empty_keyword_tables_drops_the_index(ingested, monkeypatch):
+    config, vault, _ = ingested
+    monkeypatch.setattr(localrag, "KEYWORD_BULK_LOAD_MIN_FILES", 1)
+    monkeypatch.setattr(localrag.Store, "drop_keyword_index", lambda self: pytest.fail("dropped on a later run"))
+    note = vault / "hr" / "Onboarding Guide.md"
+    note.write_text(note.read_text(encoding="utf-8") + "\nzebracorn onboarding\n", encoding="utf-8")
+    assert localrag.ingest(config, vault)["documents_updated"] == 1         # a second run of the vault
+    other = vault.parent / "other"
+    write_vault(other, {f"n{i}.md": f"# Note {i}\nzebracorn {i}\n" for i in range(3)})
+    assert localrag.ingest(config, other)["documents_added"] == 3           # a first run, postings already there
+    assert _keyword_state(config)[2] is True
+
+
+def test_a_bulk_load_killed_midway_gets_its_keyword_index_back_on_the_next_run(db, vault, monkeypatch):
+    monkeypatch.setattr(localrag, "KEYWORD_BULK_LOAD_MIN_FILES", 1)
+    monkeypatch.setattr(localrag, "INGEST_BATCH_CHUNKS", 10)
+    seen = []
+
+    def killer(*event):
+        seen.append(event)
+        if len(seen) == 8:
+            with localrag.Store.open(db) as s:
+                s.run("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE 'localrag%' "
+                      "AND pid <> pg_backend_pid() AND datname = current_database()")
+
+    with pytest.raises(localrag.DatabaseUnavailable):
+        localrag.ingest(db, vault, progress=killer)
+    postings, _, indexed = _keyword_state(db)
+    assert postings and not indexed                 # committed batches, loaded without the index
+    assert isinstance(localrag.search(db, "escalation", retrieval="keyword")["results"], list)   # unindexed
+    result = localrag.ingest(db, vault)
+    assert result["status"] == "success" and _keyword_state(db)[2] is True
+    assert localrag.search(db, "escalation", retrieval="keyword")["results"]

@@ -388,3 +388,76 @@ def test_wikilink_alias_bar_escaped_inside_a_table():
     doc = localrag.parse_markdown("| a | b |\n|---|---|\n| [[Format your notes\\|format]] | [[Note#Part\\|p]] |\n")
     assert [(l.target, l.heading, l.alias) for l in doc.links] == [("Format your notes", "", "format"),
                                                                   ("Note", "Part", "p")]
+
+
+# --- the line scan (_block_outline) against markdown-it ----------------------------------------------------------
+
+_LINE_PIECES = ["# Title", "## Sub ##", "### ", "#tag line", "####### seven", "text", "more text", "[[Link]] text",
+                "中文段落", "日本語の見出し", "", "", "   ", "\t", "```", "```py", "~~~", "````", "``` a`b", "    code",
+                "\tcode", "  indented", "- item", "- # in list", "  - nested", "    - deep", "\t- tabbed",
+                "-     code", "* star", "+ plus", "1. one", "2) two", "10. ten", "> quote", "> # quoted", "> ```",
+                ">     code", "> [!note] Callout", "> > nested", "---", "***", "___", "===", "-", "=", "| a | b |",
+                "|---|---|", "<div>", "<pre>", "<!-- c -->", "</div>", "[ref]: /url", "[x]:", "---\ntitle: x\n---",
+                "  ```", "   # three", "    # four", "    -", "    >", "    1.", "#\tTab", "# Title #",
+                "# Title \\#", "1.5 GB", "*emph* text", "\xa0"]
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.lists(st.sampled_from(_LINE_PIECES), max_size=25), st.booleans())
+def test_block_outline_matches_markdown_it(lines, final_break):
+    """The line scan finds exactly the code blocks and headings (level, title, line) that markdown-it does."""
+    body = "\n".join(lines) + ("\n" if final_break else "")
+    assert localrag._block_outline(body) == localrag._markdown_outline(body)
+
+
+_LIST_PIECES = ["- a", "* b", "1. d", "2) e", "- [ ] task", "- [x]: ref", "-", "text", "", "  - a", "   - a", " - a",
+                "    - a", "     - a", "      - a", "        - a", "\t- a", "\t\t- a", "\t  - a", "    text", "  1. x",
+                "    2. y", "- # h", "> q", "- > q", "---", "-    four", "\t\tcode", "- [[x]]", "2. two", "<div>"]
+
+
+@settings(max_examples=1000, deadline=None)
+@given(st.lists(st.sampled_from(_LIST_PIECES), max_size=14))
+def test_block_outline_matches_markdown_it_in_nested_lists(lines):
+    """Nested lists (tabs, 4 spaces) are read without markdown-it where no line can be code: the same outline."""
+    body = "\n".join(lines)
+    assert localrag._block_outline(body) == localrag._markdown_outline(body)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet=" \t\n#`~>-*+_=<[]!|01.)x中", max_size=80))
+def test_block_outline_matches_markdown_it_on_any_text(body):
+    assert localrag._block_outline(body) == localrag._markdown_outline(body)
+
+
+@pytest.mark.parametrize("body", [
+    "",                                      # no lines
+    "a\n   ",                                # a last line of only blanks is no line
+    "- a\n```\nx\n\nfoo\n```\n# after",      # a fence at top level inside a list's region runs past a blank line
+    "- a\n\n  ```\n  # in fence\n\n  ```\n\n# out",   # a fence inside a list item, closed with it
+    "> ```\n> x\n\n# h",                     # a quote's fence ends with the quote
+    "text\n2. not a list\n\n    code",       # `2.` cannot interrupt a paragraph: the indented line is code
+    "- a\n\n      code\n\nend",              # indented code inside a list item
+    "> # Quoted heading\n>\n>     code",     # a heading and code inside a callout
+    "Title\n===\n\nSub\n---",                # setext headings
+    "<pre>\n\n# not a heading\n</pre>\n# heading",   # an HTML block that runs across a blank line
+    "[ref]: /url\n    code",                 # a link definition is no paragraph: code may follow
+    "```\nunclosed\n\n# still code",         # an unclosed fence runs to the end
+    "# Title ##\n#### Four #\n# \\#",         # closing runs of `#`
+    "\t- a\n\t\t- b\n\n\tcode?",             # tabs expand to 4 columns
+    "   - x\n\t\t- y\n\t- z",                # the last line fits no open item: indented code at top level
+    "- a\n  - b\n    - c\n      - d\n\t\t\t\t- e",   # a nested list, 4 levels deep
+    "[x]:\ndest\n    text",                 # a link definition's lines are no paragraph: indented code follows
+    "> > a\n    - b",                        # markdown-it reads this lazy line as code
+    "  > q\n> ```\n>",                        # a last line without a line break ends a quote's fence before it
+    "```\n    ```\nstill code",               # a closing fence indented 4 columns closes nothing
+])
+def test_block_outline_edge_cases(body):
+    assert localrag._block_outline(body) == localrag._markdown_outline(body)
+
+
+def test_block_outline_reads_lists_without_markdown_it(monkeypatch):
+    """A region with no line that could open a heading or code is not handed to markdown-it at all."""
+    body = "# One\n\n- a\n  - b\n- c\n> [!note] Callout\n> text\n\n## Two\n\n```\ncode\n```\n"
+    expected = localrag._markdown_outline(body)
+    monkeypatch.setattr(localrag, "_markdown_parser", lambda: pytest.fail("markdown-it was used"))
+    assert localrag._block_outline(body) == expected == ([(10, 13)], [(1, "One", 0), (2, "Two", 8)])
