@@ -329,9 +329,8 @@ def test_huge_file_is_counted_not_read(db, vault, monkeypatch):
     assert result["documents_added"] > 10 and not result["files_failed"]
 
 
-def test_database_dies_mid_ingest_then_next_run_completes(db, vault, monkeypatch):
-    """The connection is killed after some batches: the run is marked failed, earlier batches stay, rerun works."""
-    monkeypatch.setattr(localrag, "INGEST_BATCH_CHUNKS", 10)  # a tuning constant: many small transactions
+def ingest_killed_midway(db, vault) -> None:
+    """An ingest whose connections are terminated at its eighth progress event: it ends with DatabaseUnavailable."""
     seen = []
 
     def killer(*event):
@@ -343,6 +342,12 @@ def test_database_dies_mid_ingest_then_next_run_completes(db, vault, monkeypatch
 
     with pytest.raises(localrag.DatabaseUnavailable):
         localrag.ingest(db, vault, progress=killer)
+
+
+def test_database_dies_mid_ingest_then_next_run_completes(db, vault, monkeypatch):
+    """The connection is killed after some batches: the run is marked failed, earlier batches stay, rerun works."""
+    monkeypatch.setattr(localrag, "INGEST_BATCH_CHUNKS", 10)  # a tuning constant: many small transactions
+    ingest_killed_midway(db, vault)
     failed = runs(db)[-1]
     assert failed[1] == "failed" and failed[8] and failed[9] is True
     kept = counts(db)["documents"]
@@ -1597,17 +1602,7 @@ def test_only_a_first_load_into_empty_keyword_tables_drops_the_index(ingested, m
 def test_a_bulk_load_killed_midway_gets_its_keyword_index_back_on_the_next_run(db, vault, monkeypatch):
     monkeypatch.setattr(localrag, "KEYWORD_BULK_LOAD_MIN_FILES", 1)
     monkeypatch.setattr(localrag, "INGEST_BATCH_CHUNKS", 10)
-    seen = []
-
-    def killer(*event):
-        seen.append(event)
-        if len(seen) == 8:
-            with localrag.Store.open(db) as s:
-                s.run("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE 'localrag%' "
-                      "AND pid <> pg_backend_pid() AND datname = current_database()")
-
-    with pytest.raises(localrag.DatabaseUnavailable):
-        localrag.ingest(db, vault, progress=killer)
+    ingest_killed_midway(db, vault)
     postings, _, indexed = _keyword_state(db)
     assert postings and not indexed                 # committed batches, loaded without the index
     assert isinstance(localrag.search(db, "escalation", retrieval="keyword")["results"], list)   # unindexed
