@@ -1956,10 +1956,6 @@ def note_title(frontmatter: dict, relative_path: str) -> str:
     return note_stem(relative_path)
 
 
-def _code_line_ranges(tokens) -> list[tuple[int, int]]:
-    return [tuple(t.map) for t in tokens if t.type in ("fence", "code_block") and t.map]
-
-
 def _strip_code(body: str, code_ranges: list[tuple[int, int]]) -> str:
     """The body with code blocks blanked and inline code removed: where tags and links are not looked for."""
     if code_ranges:
@@ -5575,7 +5571,7 @@ class Store:
             raise PgvectorMissing(f"the pgvector extension is not available on {self.target.display}; use the "
                                   f"pgvector/pgvector:pg16 image (compose.yaml) or install pgvector on the server")
         with self.transaction():
-            self.run("SELECT pg_advisory_xact_lock(727274001)")
+            self.run("SELECT pg_advisory_xact_lock(:k)", k=SCHEMA_LOCK_KEY)
             found = self.schema_version()
             self._refuse_newer(found)
             if found == SCHEMA_VERSION and self._schema_complete():
@@ -5814,7 +5810,7 @@ class Store:
         """Drop the postings' term index before a bulk load (build_keyword_index makes it again; until then a
         keyword search reads the postings without it).  Under the schema lock, as init_schema."""
         with self.transaction():
-            self.run("SELECT pg_advisory_xact_lock(727274001)")
+            self.run("SELECT pg_advisory_xact_lock(:k)", k=SCHEMA_LOCK_KEY)
             self.run("DROP INDEX IF EXISTS idx_keyword_postings_term")
 
     def keyword_index_missing(self) -> bool:
@@ -5823,7 +5819,7 @@ class Store:
     def build_keyword_index(self) -> None:
         """Build the postings' term index unless it exists (after a bulk load, or one killed before its end)."""
         with self.transaction():
-            self.run("SELECT pg_advisory_xact_lock(727274001)")   # two ingests at once build it once
+            self.run("SELECT pg_advisory_xact_lock(:k)", k=SCHEMA_LOCK_KEY)   # two ingests at once build it once
             self.run(_KEYWORD_INDEX_SQL)
 
     def unanalyzed_tables(self, min_rows: int) -> list[str]:
@@ -7617,6 +7613,7 @@ class LinkIndex:
 
 
 
+SCHEMA_LOCK_KEY = 727274001                 # pg_advisory_xact_lock(SCHEMA_LOCK_KEY): schema DDL, the keyword index
 INGEST_LOCK_KEY = 727274002                 # pg_advisory_lock(INGEST_LOCK_KEY, hashtext(vault_path)): one ingest per vault
 INGEST_WAIT_POLL_S = 0.5
 INGEST_DEAD_HOLDER_S = 30.0                 # how long a killed ingest's database session may take to end
@@ -10147,7 +10144,7 @@ class _ExtractiveAnswer:
             return False
         # ... or the question asks for a device the steps are for and the sentence is not ("在手机上怎么打开局部关系
         # 图？": the steps under 移动端, not "要打开局部关系图，请使用打开局部关系图命令" that says more of its words)
-        device = {t for t in self.q if t in _DEVICE_CLASSES}
+        device = self.devices
         if device and device <= self._covers(first) and best is not None and not device & _with_device_class(
                 answer_terms(best["text"]) | self.headings[best["n"]] | self._heading_above(best["n"], best["pos"])):
             return True
