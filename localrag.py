@@ -5,11 +5,11 @@ A field engineer copies one file (``localrag.pyz``) onto a laptop, runs ``localr
 good evidence the answer is ``no_answer`` rather than an invention.
 
 Sections (the data flows top to bottom; pure functions in the middle, I/O at the edges):
-     1 Constants      2 Errors        3 Config        4 Markdown      5 Chunking      6 Embedders
-     6 Embedders    6.5 Keywords     6b Model archive
-     7 Store          8 Ingest        9 Retrieval   9.5 Evidence gate    9a Answer-type check          10 Context
-    11 LLM           11a Claims and answer records   12 Service      13 Eval         14 HTTP (+ demo page)
-    14b MCP          15 CLI          16 Zipapp (the pyz loader, self-check, doctor)
+     1 Constants      2 Errors        3 Config        4 Markdown      5 Chunking
+     6 Embedders     6a Keywords     6b Model archive
+     7 Store          8 Ingest        9 Retrieval    9a Evidence gate    9b Answer-type check    10 Context
+    11 LLM           11a Claims and answer records   12 Service     12a Tickets and gaps        13 Eval
+    14 HTTP (+ demo page)            14b MCP         15 CLI          16 Zipapp (the pyz loader, self-check, doctor)
 
 Public API (``__all__``): ``load_config``, ``Config``, ``parse_markdown``, ``chunk_document``, ``FakeLexicalEmbedder``,
 ``OpenAICompatibleEmbedder``, the provider tables ``EMBEDDERS`` and ``LLMS``, ``get_embedder``, ``model_pieces``,
@@ -131,7 +131,7 @@ __all__ = [
     "closest_notes",
 ]
 
-# === 1. Constants ==================================================================================================
+# === 1. Constants =====================================================================================================
 
 APP_NAME = "localrag"
 EMBEDDING_DIM = 1024                       # the schema's vector(1024); nothing else is supported
@@ -257,7 +257,7 @@ HINT_USE_EMBEDDED = "or unset DATABASE_URL to use the embedded Postgres"
 LOG = logging.getLogger(APP_NAME)
 
 
-# === 2. Errors =====================================================================================================
+# === 2. Errors ========================================================================================================
 # One tree: every error carries seed 000's code, its HTTP status and the CLI exit code.  Foreign exceptions
 # (pg8000, urllib, OSError, YAML) are translated once, at the adapter that meets them.
 
@@ -598,7 +598,7 @@ def _json_utf8(value: Any, **kw: Any) -> bytes:
     return _json_text(value, **kw).encode("utf-8")
 
 
-# === 3. Config =====================================================================================================
+# === 3. Config ========================================================================================================
 
 ENV_KEYS = (
     "DATABASE_URL", "TEST_DATABASE_URL", "VAULT_PATH", "LOCALRAG_HOME",
@@ -1359,7 +1359,7 @@ def parse_database_url(url: str) -> DbTarget:
     return DbTarget(kwargs=kwargs, display=masked)
 
 
-# === 4. Markdown ===================================================================================================
+# === 4. Markdown ======================================================================================================
 # Obsidian-flavoured Markdown: YAML frontmatter, ATX/setext headings (from markdown-it tokens, so a `#` inside a
 # code fence is never a heading), #tags, [[wikilinks]] and ![[embeds]].
 
@@ -2387,7 +2387,7 @@ def span_lines(body: str, start: int, end: int, body_line: int = 1) -> tuple[int
     return first, (first + body.count("\n", s, e - 1)) if e > s else first
 
 
-# === 5. Chunking ===================================================================================================
+# === 5. Chunking ======================================================================================================
 # Heading-aware: one chunk per section, sections over CHUNK_TARGET_MAX_TOKENS split into balanced pieces at
 # line/sentence boundaries with CHUNK_OVERLAP_TOKENS of overlap, and one merge rule: a section at depth >= 2 (under the document's H1)
 # whose own text is under CHUNK_TARGET_MIN_TOKENS absorbs the sections nested beneath it that follow, while the
@@ -2762,7 +2762,7 @@ def _fold_heading_only(body: str, spans: list[tuple[tuple[str, ...], int, int, i
     return out
 
 
-# === 6. Embedders ==================================================================================================
+# === 6. Embedders =====================================================================================================
 
 _ASCII_TOKEN_RE = re.compile(r"[a-z0-9]+")
 
@@ -3486,7 +3486,7 @@ def get_embedder(config: Config):
     return _embedders[key]
 
 
-# === 6.5 Keywords ==================================================================================================
+# === 6a. Keywords =====================================================================================================
 # The keyword channel's tokenizer (keyword-v2), independent of fake-lexical-v1 (whose features seed 000 fixes):
 # NFKC + case folding; Latin (and other spaced scripts') words and numbers, minus a small English stoplist, with a
 # light plural folding; Han, kana and Hangul runs as character bigrams (a one-character run as itself), with runs
@@ -3665,7 +3665,7 @@ def _keyword_counts(text: str) -> collections.Counter:
     return collections.Counter(keyword_terms(text))
 
 
-# === 6b. Model archive ===========================================================================================
+# === 6b. Model archive ================================================================================================
 # Carry the local-qwen3 model to an air-gapped laptop: `embeddings pack` writes one tar (a manifest, then the files of
 # the one snapshot refs/main names, symlinks into blobs/ dereferenced); `embeddings unpack` streams it back, checks
 # every file against the manifest in a staging folder inside the cache (same filesystem), and only then renames the
@@ -4227,7 +4227,7 @@ def embeddings_wheelhouse(platform: str, python: str, outdir: str | Path, dry_ru
     return result
 
 
-# === 7. Store ======================================================================================================
+# === 7. Store =========================================================================================================
 # Postgres + pgvector through pg8000.  The schema below is the one source of truth: schema.sql at the repo root is
 # byte-for-byte this text (a test checks), so Docker's init script and `localrag db init` apply the same DDL, and
 # the zipapp needs no data file.
@@ -6441,7 +6441,7 @@ class StorePool:
             store.close()
 
 
-# === 8. Ingest =====================================================================================================
+# === 8. Ingest ========================================================================================================
 # scan -> hash -> diff against the database -> parse/chunk/embed what changed -> write in batches (one transaction
 # per batch: upsert documents, replace their chunks, COPY chunks and vectors) -> delete what vanished -> backfill
 # vectors the current provider lacks.  The vault is only ever read.
@@ -7897,7 +7897,7 @@ def _check_schema_dim(store: Store, config: Config) -> None:
                                    config_dim=config.embedding_dim)
 
 
-# === 9. Retrieval ==================================================================================================
+# === 9. Retrieval =====================================================================================================
 # Cosine over the vectors of the current provider/model/dim: the exact scan (the correctness path), or above a size
 # an HNSW index whose candidates are re-ranked by exact distance (RAG_SEARCH; README "Large vaults").
 
@@ -8660,7 +8660,7 @@ def public_result(result: dict) -> dict:
     return {k: result.get(k) for k in PUBLIC_RESULT_KEYS}
 
 
-# === 9.5 Evidence gate =============================================================================================
+# === 9a. Evidence gate ================================================================================================
 # rag or no_answer from retrieval signals, before any model call.  One cosine cannot separate answerable from
 # unanswerable questions on a larger vault (the hashed vector's noise floor rises with corpus size), so the gate
 # also asks how much of the question the top evidence covers: the idf-weighted share of the question's content
@@ -8979,7 +8979,7 @@ def corrected_question(question: str, corrections: dict[str, str]) -> str:
     return re.sub("|".join(map(re.escape, words)), sub, question, flags=re.IGNORECASE)
 
 
-# === 9a. Answer-type check =========================================================================================
+# === 9b. Answer-type check ============================================================================================
 # Retrieval scores cannot tell "the docs talk about Canvas" from "the docs state how many cards a canvas holds".
 # Before any model call, the question's asked-for kind of fact (a price, a date, a limit, a host name ...) is
 # recognised from its wording (English and Chinese) and a top evidence block must carry that kind, else the answer
@@ -9261,7 +9261,7 @@ def answer_type_check(question: str, blocks: Sequence[dict], rules: Sequence[Ans
             "checked": [b["n"] for b in top], "carried_by": carried, "missing": missing}
 
 
-# === 10. Context ===================================================================================================
+# === 10. Context ======================================================================================================
 # Deterministic assembly (seed 000): order by score desc, source, heading_path, chunk_index; dedupe on
 # (source, heading_path, content_hash); number blocks [1].. in final order; stay within the token budget by skipping
 # a block that does not fit, except that a first block too large on its own is truncated and marked [truncated].
@@ -9376,7 +9376,7 @@ def _truncate_to_fit(r: dict, budget_tokens: int) -> str | None:
     return text[:cut].rstrip() + "\n" + TRUNCATED_MARK
 
 
-# === 11. LLM =======================================================================================================
+# === 11. LLM ==========================================================================================================
 # Prompts are fixed text with a version string; the question and the evidence travel as JSON data in a separate
 # message, so instructions found inside documents are material to quote, not orders to follow.  The blocks travel
 # to every model as data too: `complete(messages, on_delta, evidence=blocks)`; the fake LLM answers from them and
@@ -10887,7 +10887,7 @@ def get_llm(config: Config):
     return LLMS[config.llm_provider](config)
 
 
-# === 11a. Claims and answer records ================================================================================
+# === 11a. Claims and answer records ===================================================================================
 # After the model answers: each sentence carrying [n] is checked against block n (content words and CJK bigrams;
 # every number must appear in the cited block exactly), and the whole exchange becomes one append-only record
 # (seed 002's snapshot): what was asked, what retrieval and the gate saw, which blocks were sent and which were
@@ -11027,7 +11027,7 @@ def answer_record(response: dict, *, question: str, top_k: int, config: Config, 
     }
 
 
-# === 12. Service ===================================================================================================
+# === 12. Service ======================================================================================================
 # One layer, two faces: the CLI and the HTTP handlers call these functions and print/serialise the same dicts.
 
 @contextlib.contextmanager
@@ -11945,7 +11945,7 @@ def embeddings_warmup(config: Config) -> dict:
     return {**status, **check, "seconds": round(time.monotonic() - started, 2)}
 
 
-# === 12a. Tickets and gaps =========================================================================================
+# === 12a. Tickets and gaps ============================================================================================
 # Seed 003's ticket flow for knowledge gaps: a refused question becomes an editable draft made by rules (never a
 # model, never stored), a person confirms before anything is saved, and status changes are kept as events.  The
 # gaps report groups the refused questions of the answer records by their content terms.  Pure rules first
@@ -12371,7 +12371,7 @@ def _shown_line(text: str) -> str:
     return _shown(text).replace("\n", "\\n").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
 
 
-# === 13. Eval ======================================================================================================
+# === 13. Eval =========================================================================================================
 # Every question goes through the same retrieval and mode decision as `ask` (no model call: eval measures
 # retrieval and refusal, and stays free and deterministic).
 
@@ -12747,7 +12747,7 @@ def eval_init(path: str | Path, vault: str | Path = "",
     return {"path": str(path), "questions": len(items), "vault": str(root) if root else None}
 
 
-# === 14. HTTP ======================================================================================================
+# === 14. HTTP =========================================================================================================
 # stdlib http.server, threaded.  A route table maps (method, path) to a handler; the BaseHTTPRequestHandler
 # subclass only reads bytes and writes bytes.  Every error leaves as {"error": {code, message, details}}.
 
@@ -14907,7 +14907,7 @@ def serve(config: Config, host: str, port: int, ready: Callable[[str], None] | N
     return outcome
 
 
-# === 14b. MCP ======================================================================================================
+# === 14b. MCP =========================================================================================================
 # The Model Context Protocol, hand-written (the official SDK would add ~25 distributions, 4.7 MB zipped, and a
 # 1.1-1.6 s import to a start-up that must answer within 0.5 s; see the README).  Newline-delimited JSON-RPC 2.0 on
 # stdio (`localrag mcp`) and the Streamable HTTP transport with JSON responses (POST /mcp on `serve`).  Both eras:
@@ -15569,7 +15569,7 @@ def run_mcp_stdio(config: Config, stdin: Any = None, stdout: Any = None) -> dict
     return outcome
 
 
-# === 15. CLI =======================================================================================================
+# === 15. CLI ==========================================================================================================
 # stdout is data, stderr is talk.  With --json the result (or the error body) is the only thing on stdout.
 
 EXIT_CODES_HELP = f"""exit codes:
@@ -17570,7 +17570,7 @@ def _interrupted_summary(partial: dict) -> str:
 
 
 
-# === 16. Zipapp ====================================================================================================
+# === 16. Zipapp =======================================================================================================
 # localrag-<platform>.pyz (built by tools/build_pyz.py) carries its dependencies in layers: lib/common (pure
 # Python), lib/<platform>/shared (abi3 native parts and the Postgres binaries, one copy for every Python) and
 # lib/<platform>/cp3XY (per-Python builds of tiktoken, regex, PyYAML...).  __main__.py calls _pyz_main, which picks
