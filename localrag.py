@@ -9229,10 +9229,17 @@ _ASKS_WHY_RE = re.compile(r"^\s*(?:why|how come)\b|为什么|为何|怎么会|�
 # with its list answers it whole.
 _ASKS_WHO_RE = re.compile(r"\bwho\b|\bwhom\b|谁|哪些人|哪几位|哪位", re.IGNORECASE)
 _ASKS_LIST_RE = re.compile(r"\b(?:which|what are(?: the)?)\s+(?!(?:does|is|was|has|goes)\b)(?:[a-z-]+\s+){0,2}?"
-                           r"[a-z]{2,}(?<!s)s\b|\bwhat (?:kinds?|types?|sorts?) of\b|哪些|哪几", re.IGNORECASE)
+                           r"[a-z]{2,}(?<!s)s\b|\bwhat (?:kinds?|types?|sorts?) of\b|哪些|哪几|"
+                           # "What row height options does a table view have?": a plural the question's verb asks of
+                           r"\bwhat\s+(?:[a-z-]+\s+){0,2}?[a-z]{2,}(?<!s)s\s+(?:do|does|can|could|are|will|would)\b",
+                           re.IGNORECASE)
 # A sentence that lists in itself what it names: "… only for the following: licenses, your account, payments and
 # add-on services." / "…提供邮件支持：商用许可、你的账户、付款以及附加服务。" (three items or more after a colon).
 _INLINE_LIST_RE = re.compile(r"[:：][^.。:：]*?(?:,|，|、)[^.。:：]*?(?:,|，|、|\band\b|\bor\b|和|或|以及)[^.。]+[.。]?$")
+# A sentence naming three or more choices itself, without a colon: "Choose between **short**, **medium**, **tall**,
+# and **extra tall**." / "可选择短、中、高和特高。" (short items: words, not clauses).
+_ENUMERATION_RE = re.compile(r"(?:[\w*`'\"-]+(?: [\w*`'\"-]+){0,2}, ){2,}(?:and |or )?[\w*`'\"-]+|"
+                             r"[^\s、，。]{1,8}、[^\s、，。]{1,8}(?:、[^\s、，。]{1,8})*(?:和|或|以及)[^\s、，。]{1,8}")
 
 
 def _answer_rule(question: str, rules: Sequence[AnswerRule] | None = None) -> AnswerRule | None:
@@ -10456,7 +10463,12 @@ class _ExtractiveAnswer:
         # -- or answers the heading above it, a FAQ's question, in a paragraph: the whole paragraph is the answer
         # ("It is likely we need to examine your database." then "Please contact Obsidian support for assistance.")
         paragraph = u.get("answers_heading") and after.get("paragraph") == u.get("paragraph")
-        if not (_readable(after) and (_REFERS_BACK_RE.search(after["text"]) or path or advice or paragraph) or
+        # -- or, for a question asking which ones, names the choices the best line only announces ("Row height lets
+        # you display more information." then "Choose between short, medium, tall, and extra tall.")
+        choices = self.enumerates and after.get("paragraph") == u.get("paragraph") and \
+            not _ENUMERATION_RE.search(u["text"]) and _ENUMERATION_RE.search(after["text"])
+        if not (_readable(after) and (_REFERS_BACK_RE.search(after["text"]) or path or advice or paragraph or
+                                      choices) or
                 items and u["kind"] == "sentence" and not self.shown_lists and len(items) <= FAKE_MAX_STEPS):
             return []
         lines = [self._shown_line(after, answer_terms(after["text"]))]

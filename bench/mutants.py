@@ -583,8 +583,8 @@ MUTANTS: list[Mutant] = [
       "            while False:",
       ("tests/test_http.py",), "recorded_as_server_stopped"),
     M("answers: a how-to answer stops at the problem its best line states (no advice after it)",
-      "(_REFERS_BACK_RE.search(after[\"text\"]) or path or advice or paragraph)",
-      "(_REFERS_BACK_RE.search(after[\"text\"]) or path or paragraph)",
+      "(_REFERS_BACK_RE.search(after[\"text\"]) or path or advice or paragraph or\n",
+      "(_REFERS_BACK_RE.search(after[\"text\"]) or path or paragraph or\n",
       ("tests/test_answers.py",), "problem_its_best_line"),
     M("answers: any follower counts as advice, also after a best line that already says what to do",
       "advice = self.how_to and _ADVICE_RE.search(after[\"text\"]) and not _ADVICE_RE.search(u[\"text\"]) and",
@@ -738,8 +738,12 @@ MUTANTS: list[Mutant] = [
       'len(files) >= KEYWORD_BULK_LOAD_MIN_FILES and not self.store.has_keyword_postings():',
       'len(files) >= KEYWORD_BULK_LOAD_MIN_FILES:',
       ("tests/test_ingest.py",), "bulk_load or first_load or keyword_index"),
+    # --- 2026-12-02 (seventh session, answers) ---
+    M("answers: a which-options question's best line never goes on to the sentence naming the choices",
+      "(_REFERS_BACK_RE.search(after[\"text\"]) or path or advice or paragraph or\n                                      choices)",
+      "(_REFERS_BACK_RE.search(after[\"text\"]) or path or advice or paragraph)",
+      ("tests/test_answers.py",), "choices"),
 ]
-
 
 def plant(source: str, mutant: Mutant) -> str:
     n = source.count(mutant.old)

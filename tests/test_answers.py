@@ -2101,3 +2101,32 @@ def test_the_best_line_of_any_block_goes_on_where_the_next_sentence_says_where_t
                                        "You can enable them under Settings → Core plugins. [2]"], answer
     other = localrag.fake_answer("Are all core plugins enabled by default?", blocks).splitlines()
     assert other[1] == "Page preview is a core plugin that lets you preview a page on hover. [1]", other
+
+
+def test_a_which_options_question_gets_the_sentence_naming_the_choices_after_the_line_announcing_them():
+    """"What row height options does a table view have?": the best line only announces the options ("Row height
+    lets you display more information.") and the next sentence of its paragraph names them, sharing no word with the
+    question (check13 lex-en-15); the sentence is shown after it.  Not for a question asking no list, nor when the
+    best line names the choices itself."""
+    text = ("Row height lets you display more information. Choose between **short**, **medium**, **tall**, and "
+            "**extra tall**.")
+    other = "Select Table from the view menu to display files as a table with a row for each file."
+    question = "What row height options does a Bases table view have?"
+    assert localrag._ASKS_LIST_RE.search(question)
+    blocks = [{**b, "source": "Bases/Table view.md", "heading_path": ["Table view", h]}
+              for b, h in zip(blocks_of(text, other), ["Row height", "Create a table"])]
+    lines = localrag.fake_answer(question, blocks).splitlines()
+    assert lines[:2] == ["Row height lets you display more information. [1]",
+                         "Choose between short, medium, tall, and extra tall. [1]"], lines
+    zh = "行高可以让你显示更多信息。可选择短、中、高和特高。"
+    assert localrag.fake_answer("表格视图的行高有哪些选项？", blocks_of(zh)).splitlines() == \
+        ["行高可以让你显示更多信息。 [1]", "可选择短、中、高和特高。 [1]"]
+    # a question asking no list: the best line alone
+    assert localrag.fake_answer("What does row height do in a table view?", blocks_of(text), 1) == \
+        "Row height lets you display more information. [1]"
+    # "What happens ..." asks no list
+    assert not localrag._ASKS_LIST_RE.search("What happens to my notes when Sync stops?")
+    # the best line naming the choices itself needs no follower
+    named = "Row height can be short, medium or tall. Choose between them in the view settings, or keep the default."
+    assert localrag.fake_answer("What row height options does a table view have?", blocks_of(named), 1) == \
+        "Row height can be short, medium or tall. [1]"

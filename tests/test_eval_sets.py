@@ -47,13 +47,14 @@ CHECK9_SET = ROOT / "eval" / "obsidian-check9.yaml"  # a ninth, tenth and eleven
 CHECK10_SET = ROOT / "eval" / "obsidian-check10.yaml"
 CHECK11_SET = ROOT / "eval" / "obsidian-check11.yaml"
 CHECK12_SET = ROOT / "eval" / "obsidian-check12.yaml"  # a twelfth, written blind, its answers judged
+CHECK13_SET = ROOT / "eval" / "obsidian-check13.yaml"  # a thirteenth, written blind
 
 
 @pytest.fixture(scope="module", params=[DEV_SET, CHECK_SET, CHECK2_SET, CHECK3_SET, CHECK4_SET, CHECK5_SET, CHECK6_SET,
                                         CHECK7_SET, CHECK8_SET, CHECK9_SET, CHECK10_SET, CHECK11_SET,
-                                        CHECK12_SET],
+                                        CHECK12_SET, CHECK13_SET],
                 ids=["dev", "check", "check2", "check3", "check4", "check5", "check6", "check7", "check8", "check9",
-                     "check10", "check11", "check12"])
+                     "check10", "check11", "check12", "check13"])
 def dev(request):
     data = _load(request.param)
     data["_path"] = request.param
