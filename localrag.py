@@ -8668,6 +8668,11 @@ def public_result(result: dict) -> dict:
 # sizes (the cosine of the hashed vector is not).
 
 GATE_EVIDENCE_CHUNKS = 3
+# ... and any other chunk of those chunks' notes within the top GATE_NOTE_EVIDENCE_CHUNKS: a note that ranks twice
+# holds its answer in either section (check13: "Where on the Discord can I share the guides and videos I made?" found
+# the code of conduct's rules at 1 and its self-promotion paragraph at 4).  Not a fourth note: an off-topic
+# question's everyday words find a fourth and fifth unrelated chunk too (tax receipts, WhatsApp: measured).
+GATE_NOTE_EVIDENCE_CHUNKS = 5
 
 
 @dataclasses.dataclass(frozen=True)
@@ -8747,9 +8752,13 @@ def gate_signals(retrieved: dict) -> dict:
     names = [t["term"] for t in terms]
     weight = {t["term"]: t.get("coverage_weight", t["weight"]) for t in terms}
     total = sum(weight.values())
-    # The best single chunk of the top few, not their union: an answer's terms occur together, while an off-topic
-    # question's everyday words are found scattered over unrelated chunks.  What a chunk says, not its folder's name.
-    matched = set(max((_said_terms(r) | _inflected_terms(r, names) for r in results[:GATE_EVIDENCE_CHUNKS]),
+    # The best single chunk of the top few (and of their notes' other chunks a little further down), not their union:
+    # an answer's terms occur together, while an off-topic question's everyday words are found scattered over
+    # unrelated chunks.  What a chunk says, not its folder's name.
+    notes = {(r.get("vault_path"), r.get("source")) for r in results[:GATE_EVIDENCE_CHUNKS]}
+    evidence = results[:GATE_EVIDENCE_CHUNKS] + [r for r in results[GATE_EVIDENCE_CHUNKS:GATE_NOTE_EVIDENCE_CHUNKS]
+                                                 if (r.get("vault_path"), r.get("source")) in notes]
+    matched = set(max((_said_terms(r) | _inflected_terms(r, names) for r in evidence),
                       key=lambda m: math.fsum(weight.get(t, 0.0) for t in m), default=[]))
     covered = sum(w for term, w in weight.items() if term in matched)
     sims = [r["scores"]["vector"] for r in results if r["scores"]["vector"] is not None]

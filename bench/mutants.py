@@ -107,9 +107,9 @@ MUTANTS: list[Mutant] = [
       "    if cov <= settings.min_coverage:",
       ("tests/test_retrieval.py",), "gate"),
     M("gate: coverage from the union of the top chunks, not the best single one",
-      'matched = set(max((_said_terms(r) | _inflected_terms(r, names) for r in results[:GATE_EVIDENCE_CHUNKS]),\n'
+      'matched = set(max((_said_terms(r) | _inflected_terms(r, names) for r in evidence),\n'
       '                      key=lambda m: math.fsum(weight.get(t, 0.0) for t in m), default=[]))',
-      'matched = set(t for r in results[:GATE_EVIDENCE_CHUNKS] for t in _said_terms(r) | _inflected_terms(r, names))',
+      'matched = set(t for r in evidence for t in _said_terms(r) | _inflected_terms(r, names))',
       ("tests/test_retrieval.py",), "gate"),
     M("gate: evidence from the top 5 chunks (not 3)",
       "GATE_EVIDENCE_CHUNKS = 3",
@@ -448,8 +448,8 @@ MUTANTS: list[Mutant] = [
       "    return _mostly_cjk(plain)",
       ("tests/test_answers.py",), "script"),
     M("gate: an -ed / -ing word counts only where the chunk says it exactly",
-      "    matched = set(max((_said_terms(r) | _inflected_terms(r, names) for r in results[:GATE_EVIDENCE_CHUNKS]),",
-      "    matched = set(max((_said_terms(r) for r in results[:GATE_EVIDENCE_CHUNKS]),",
+      "    matched = set(max((_said_terms(r) | _inflected_terms(r, names) for r in evidence),",
+      "    matched = set(max((_said_terms(r) for r in evidence),",
       ("tests/test_retrieval.py",), "ed_or_ing"),
     M("ingest: an --exclude written as a path is taken as a pattern (and excludes nothing)",
       "        _check_exclude_path(glob, root, f\"--exclude #{n} ({glob!r})\")\n",
@@ -743,8 +743,15 @@ MUTANTS: list[Mutant] = [
       "(_REFERS_BACK_RE.search(after[\"text\"]) or path or advice or paragraph or\n                                      choices)",
       "(_REFERS_BACK_RE.search(after[\"text\"]) or path or advice or paragraph)",
       ("tests/test_answers.py",), "choices"),
+    M("gate: a top note's other chunk further down is no evidence",
+      "                                                 if (r.get(\"vault_path\"), r.get(\"source\")) in notes]",
+      "                                                 if False]",
+      ("tests/test_retrieval.py",), "best_single_chunk"),
+    M("gate: any fourth or fifth chunk is evidence, whatever its note",
+      "                                                 if (r.get(\"vault_path\"), r.get(\"source\")) in notes]",
+      "                                                 if True]",
+      ("tests/test_retrieval.py",), "best_single_chunk"),
 ]
-
 def plant(source: str, mutant: Mutant) -> str:
     n = source.count(mutant.old)
     if n != 1:

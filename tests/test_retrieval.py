@@ -445,12 +445,25 @@ def test_gate_similarity_alone_answers_a_paraphrase_only_when_set(kw, mode, says
 def test_gate_signals_use_the_best_single_chunk():
     terms = [{"term": t, "df": 1, "idf": 1.0, "weight": w} for t, w in (("canvas", 2.0), ("card", 1.0), ("zzz", 1.0))]
     result = lambda matched, vec=0.3: {"matched_terms": matched, "scores": {"vector": vec, "keyword": 0.2}}  # noqa
+    of = lambda r, source: dict(r, source=source, vault_path="/v")  # noqa
     # the fourth chunk holds every term but is not among the top GATE_EVIDENCE_CHUNKS (3): not evidence
     sig = localrag.gate_signals({"mode": "hybrid", "terms": terms,
-                                 "results": [result(["card"]), result(["canvas"], 0.6), result(["zzz"]),
-                                             result(["canvas", "card", "zzz"], 0.2)]})
+                                 "results": [of(result(["card"]), "a.md"), of(result(["canvas"], 0.6), "b.md"),
+                                             of(result(["zzz"]), "c.md"),
+                                             of(result(["canvas", "card", "zzz"], 0.2), "d.md")]})
     assert sig["coverage"] == 0.5 and sig["matched_terms"] == ["canvas"] and sig["similarity"] == 0.6
     assert sig["missing_terms"] == ["card", "zzz"] and sig["query_terms"] == 3 and sig["unknown_words"] == []
+    # ... unless it is another chunk of a top-3 chunk's note, within the top GATE_NOTE_EVIDENCE_CHUNKS (5): the
+    # note's other section (check13 lex-en-19: the code of conduct's rules at 1, its self-promotion paragraph at 4)
+    results = [of(result(["card"]), "a.md"), of(result(["canvas"], 0.6), "b.md"), of(result(["zzz"]), "c.md"),
+               of(result(["canvas", "card", "zzz"], 0.2), "b.md")]
+    sig = localrag.gate_signals({"mode": "hybrid", "terms": terms, "results": results})
+    assert sig["coverage"] == 1.0 and sig["matched_terms"] == ["canvas", "card", "zzz"]
+    # a fourth note's chunk, the same chunk in another vault, or a sixth chunk of a top note: not evidence
+    for late in ([*results[:3], of(result(["canvas", "card", "zzz"]), "d.md")],
+                 [*results[:3], dict(results[3], vault_path="/w")],
+                 [*results[:3], results[0], results[0], results[3]]):
+        assert localrag.gate_signals({"mode": "hybrid", "terms": terms, "results": late})["coverage"] == 0.5
 
 
 def test_gate_counts_what_a_chunk_says_not_its_folders_name():
