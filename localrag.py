@@ -148,6 +148,7 @@ EMBEDDING_RETRY_AFTER_MAX_S = 30.0         # a longer Retry-After is not waited 
 
 TOP_K_DEFAULT, TOP_K_MIN, TOP_K_MAX = 5, 1, 20
 TEXT_MAX_CHARS = 4000                      # a question or query, in characters (CLI, HTTP, MCP)
+VALUE_SHOWN_MAX_CHARS = 80                 # a bad field's value as an error quotes it (not a whole 4,000-char query)
 # Retrieval and the evidence gate (measured on eval/obsidian-dev.yaml; see the README's "Retrieval" section).
 RETRIEVAL_DEFAULT = "hybrid"
 FUSION_DEFAULT = "weighted"
@@ -12759,6 +12760,10 @@ _TYPE_NAMES = {str: "a string", int: "an integer", bool: "a boolean", list: "a l
 
 
 def _check_fields(body: Any, fields: dict, required: str | None) -> dict:
+    """Request fields (an HTTP body, MCP tool arguments, a batch line, a ticket draft) checked against their field
+    table: an object, no unknown field, the required one present, each of its type (invalid_request naming the
+    field and quoting the value sent).  Returns the fields to use: an integer sent as a whole-number float is that
+    integer (_whole_numbers), the same rule for every caller."""
     if not isinstance(body, dict):
         raise InvalidRequest("the request body must be a JSON object", field="body")
     unknown = sorted(set(body) - set(fields))
@@ -12767,12 +12772,35 @@ def _check_fields(body: Any, fields: dict, required: str | None) -> dict:
                              (f"allowed: {', '.join(fields)}" if fields else "it takes no fields"), field=unknown[0])
     if required is not None and required not in body:
         raise InvalidRequest(f"{required} is required", field=required)
+    body = _whole_numbers(body, fields)
     for name, typ in fields.items():
         value = body.get(name)
         if name in body and value is not None and (not isinstance(value, typ) or
                                                    (typ is int and isinstance(value, bool))):
-            raise InvalidRequest(f"{name} must be {_TYPE_NAMES[typ]}", field=name)
+            raise InvalidRequest(f"{name} must be {_TYPE_NAMES[typ]} ({_got(name, value)})", field=name)
     return body
+
+
+def _whole_numbers(args: dict, fields: dict) -> dict:
+    """Fields with an integer sent as a whole-number float (`"top_k": 5.0`, what a client that keeps every JSON
+    number as a double sends) as that integer: JSON Schema's "integer" (draft 6 on: the tool schemas' 2020-12,
+    OpenAPI 3.1) is any number with a zero fractional part.  A float with a fraction (2.5), a boolean and a string
+    of digits are left for _check_fields to refuse, naming the field."""
+    return {k: int(v) if fields.get(k) is int and isinstance(v, float) and v.is_integer() else v
+            for k, v in args.items()}
+
+
+def _got(name: str, value: Any) -> str:
+    """"got <the value sent>" for an error message: its repr, shortened level by level by reprlib (a deep or long
+    list is never walked whole) and cut to VALUE_SHOWN_MAX_CHARS; repr escapes control characters and lone
+    surrogates.  A field whose name says it holds a secret (a token, a key, a password) is described, not quoted."""
+    if _SECRET_PARAM.search(name):
+        return f"got a JSON {_JSON_TYPES.get(type(value), 'value')}, not shown"
+    import reprlib
+    shorter = reprlib.Repr()
+    shorter.maxlevel, shorter.maxstring, shorter.maxother = 3, VALUE_SHOWN_MAX_CHARS, VALUE_SHOWN_MAX_CHARS
+    shorter.maxlist = shorter.maxdict = 5
+    return "got " + _cut(shorter.repr(value), VALUE_SHOWN_MAX_CHARS)
 
 
 def _text_ok(value: Any, field: str) -> None:
@@ -14941,15 +14969,6 @@ class RpcError(Exception):
         self.malformed = malformed or code in (RPC_PARSE_ERROR, RPC_INVALID_REQUEST)   # 400 in every era
 
 
-def _whole_numbers(args: dict, fields: dict) -> dict:
-    """Tool arguments with an integer argument sent as a whole-number float (`"top_k": 5.0`, what a client that
-    keeps every JSON number as a double sends) as that integer: JSON Schema's "integer", which the tool schemas
-    declare, is any number with a zero fractional part.  A float with a fraction (2.5) is left for _check_fields to
-    refuse, naming the argument."""
-    return {k: int(v) if fields.get(k) is int and isinstance(v, float) and v.is_integer() else v
-            for k, v in args.items()}
-
-
 def _tool_text(result: dict) -> str:
     # The serialized JSON, as the MCP spec asks of tools that also return structuredContent.
     return _json_text(_jsonable(result))
@@ -15191,8 +15210,7 @@ class McpServer:
                 args = {}
             if not isinstance(args, dict):
                 raise InvalidRequest("arguments must be an object", field="arguments")
-            args = _whole_numbers(args, tool.fields)
-            _check_fields(args, tool.fields, tool.required[0] if tool.required else None)
+            args = _check_fields(args, tool.fields, tool.required[0] if tool.required else None)
             for key, value in args.items():
                 _text_ok(value, key)
             with self.pool.store() as s:
@@ -16360,7 +16378,7 @@ def _cmd_tickets(config: Config, args: argparse.Namespace) -> int:
     if action == "create":
         draft = _read_draft(args.source)
         try:   # what POST /tickets refuses: a misspelt field ("categroy") was dropped, and the ticket saved without it
-            _check_fields(draft, _TICKET_CREATE_FIELDS, None)
+            draft = _check_fields(draft, _TICKET_CREATE_FIELDS, None)
             validate_ticket(draft)   # a bad field names the file as well, before anyone is asked to confirm
         except InvalidRequest as exc:
             raise InvalidRequest(f"{'the draft on stdin' if args.source == '-' else args.source}: {exc.message}",

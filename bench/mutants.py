@@ -652,7 +652,7 @@ MUTANTS: list[Mutant] = [
       '                and method != "pong":   # the spec allows a ping at any time',
       ("tests/test_mcp.py",), "bad_jsonrpc_input_gets_errors"),
     M("mcp: an integer argument sent as a whole-number float (top_k: 3.0) is refused",
-      "            args = _whole_numbers(args, tool.fields)\n",
+      "    body = _whole_numbers(body, fields)\n",
       "",
       ("tests/test_mcp.py",), "whole_number_floats"),
     M("mcp: a float with a fraction (top_k: 2.5) is cut to an integer instead of refused",
