@@ -15166,8 +15166,10 @@ class McpServer:
                       "capabilities": {"tools": {}}, "instructions": MCP_INSTRUCTIONS,
                       "ttlMs": MCP_TOOLS_TTL_MS, "cacheScope": "public"}
             return self._stamp(result, True)
-        if method == "ping" and not modern:
-            return {}
+        if method == "ping":
+            # 2026-07-28 dropped ping, but a ping naming it is still a liveness check: answered as every other
+            # revision answers it (stamped, as that revision's results are), not as an unknown method
+            return self._stamp({}, modern)
         if method == "tools/list":
             result = {"tools": [t.definition() for t in _mcp_tools().values()]}
             if modern:
