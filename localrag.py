@@ -11960,6 +11960,7 @@ TICKET_NOTE_MAX = 2_000                    # characters
 TICKET_DRAFT_EVIDENCE = 3                  # closest evidence blocks a draft lists
 TICKET_DRAFT_JSON_MAX = 100_000            # characters of the draft metadata kept with a ticket
 TICKET_JSON_DEPTH_MAX = 16                 # levels of JSON arrays/objects in one ticket field (a draft's evidence: 3)
+TICKET_TEXT_INDENT = "    "                # before each description line under `tickets show` (as `git log` indents)
 TICKET_MADE_BY = ("rules: the title, description and category come from fixed rules over the question and the "
                   "closest evidence; no model was called and nothing was stored")
 TICKET_CATEGORY_RULE = ("the top-level folder of the closest evidence's note; else its first tag (#tag); else "
@@ -16314,12 +16315,21 @@ def _print_ticket(t: dict) -> None:
     if t.get("answer_id"):
         print(f"answer       #{t['answer_id']} (localrag history show {t['answer_id']})")
     print()
-    print(_shown(t["description"]))
+    print(_quoted_block(t["description"]))
     print()
     for e in t.get("events", []):
         who = e["actor"] + (f" ({e['token_fingerprint']})" if e["token_fingerprint"] else "")
         print(f"event {e['created_at'][:19]}  {who:<24} {e['old_status'] or '-'} -> {e['new_status']}"
               + (f"  {_shown_line(e['note'])}" if e["note"] else ""))
+
+
+def _quoted_block(text: str) -> str:
+    """Multi-line stored text (a ticket's description) for a person to read among lines of the program's own: every
+    line indented by TICKET_TEXT_INDENT, so none can start where a header or an event line starts (a description
+    line "event 2026-01-01 ... resolved" had read as one of the ticket's events); _shown, with U+2028 and U+2029
+    (which some terminals and pagers break at) as \\u2028 and \\u2029.  A blank line stays blank."""
+    text = _shown(text).replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+    return "\n".join(TICKET_TEXT_INDENT + line if line.strip() else "" for line in text.split("\n"))
 
 
 def _read_draft(path: str) -> dict:
