@@ -15325,22 +15325,66 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+class _DuplicateKey(ValueError):
+    """A member named twice, found by _unique_keys (which is not told where); _strict_json finds the place."""
+
+
 def _unique_keys(pairs: list) -> dict:
     """An object's members, refusing a name given twice: {"query": "P1 工单", "query": "x"} had answered the last
     one, a question the caller may not have meant."""
     out: dict = {}
     for key, value in pairs:
         if key in out:
-            raise ValueError(f"duplicate key {key[:60]!r}")
+            raise _DuplicateKey(f"duplicate key {key[:60]!r}")
         out[key] = value
     return out
+
+
+_JSON_SYNTAX_RE = re.compile(r'["{}\[\],]')
+
+
+def _duplicate_key_at(text: str) -> tuple[str, int] | None:
+    """The first member, in text order, whose name its object already has: (the name, the offset of its opening
+    quote), or None.  An iterative scan (JSON nested as deeply as the decoder took costs no recursion here), only
+    run once the decoder has found a duplicate, so the text up to it is valid JSON; names are read by json's own
+    scanstring, so "a" and "\\u0061" are one name, as the decoder sees them."""
+    names: list[set | None] = []   # per open container: an object's member names so far, None for an array
+    expect_name = False            # the next string is a member's name: after "{", or after "," in an object
+    found = _JSON_SYNTAX_RE.search(text)
+    while found:
+        char, at = found.group(), found.start()
+        nxt = at + 1
+        if char == '"':
+            name, nxt = json.decoder.scanstring(text, at + 1)
+            if expect_name and names and names[-1] is not None:
+                if name in names[-1]:
+                    return name, at
+                names[-1].add(name)
+            expect_name = False
+        elif char in "{[":
+            names.append(set() if char == "{" else None)
+            expect_name = char == "{"
+        elif char == ",":
+            expect_name = bool(names) and names[-1] is not None
+        else:
+            if names:
+                names.pop()
+            expect_name = False
+        found = _JSON_SYNTAX_RE.search(text, nxt)
+    return None
 
 
 def _strict_json(text: str) -> Any:
     """json.loads without Python's extensions: NaN, Infinity and -Infinity are no JSON (a JSON-RPC id of NaN had
     been read as a number, and refused as an invalid id rather than as a parse error), and an object names each
-    member once."""
-    return json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_unique_keys)
+    member once; a member named twice is a JSONDecodeError at its name's line and column, as json's own errors."""
+    try:
+        return json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_unique_keys)
+    except _DuplicateKey as exc:
+        where = _duplicate_key_at(text)
+        if where is None:   # not expected: the decoder found one; still refused, if without a place
+            raise ValueError(str(exc)) from None
+        raise json.JSONDecodeError(f"duplicate key {where[0][:60]!r}", text, where[1]) from None
 
 
 def _rpc_id(msg: Any) -> str | int | None:

@@ -506,7 +506,7 @@ MUTANTS: list[Mutant] = [
       "        unknown = []",
       ("tests/test_errors.py",), "load_questions_errors"),
     M("JSON: a member named twice is accepted (the last wins)",
-      "            raise ValueError(f\"duplicate key {key[:60]!r}\")",
+      "            raise _DuplicateKey(f\"duplicate key {key[:60]!r}\")",
       "            pass",
       ("tests/test_http.py",), "duplicate"),
     M("closest notes: a question of one term names no note",

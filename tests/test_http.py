@@ -773,6 +773,29 @@ def test_a_secret_field_is_described_not_quoted():
     assert localrag._got("top_k", 2.5) == "got 2.5"
 
 
+@pytest.mark.parametrize("marked", [
+    '{"query": "P1", §"query": "x"}',
+    '{\n  "query": "P1",\n  "top_k": 3,\n  §"query": "x"\n}',
+    # a name repeated inside a string, a string repeated in a list: no members
+    '{"query": "{\\"a\\": 1, \\"a\\": 2}", "tag": ["a", "a", "a"], "path": {"b": {}, §"b": []}}',
+    '{"a": [{"k": 1}, {"k": 1, §"\\u006b": 2}], "a": 0}',   # an escaped name is the same name, found first
+    '[' * 300 + '{"k": 1, §"k": 2}' + ']' * 300,
+])
+def test_a_duplicate_key_is_named_at_its_line_and_column(routing_api, marked):
+    """A member named twice was "duplicate key 'query'" with no place; json's own errors say "line L column C
+    (char N)".  The error now says where the second name starts, exactly, in the same form."""
+    text = marked.replace("§", "")
+    at = marked.index("§")
+    line, column = text.count("\n", 0, at) + 1, at - text.rfind("\n", 0, at)
+    with pytest.raises(json.JSONDecodeError) as info:
+        localrag._strict_json(text)
+    assert (info.value.pos, info.value.lineno, info.value.colno) == (at, line, column)
+    assert str(info.value).startswith("duplicate key '") and str(info.value).endswith(
+        f": line {line} column {column} (char {at})")
+    err = assert_error(routing_api.post("/search", text.encode()), 422, "invalid_request", field="body")
+    assert f"line {line} column {column} (char {at})" in err["message"], err
+
+
 @pytest.mark.parametrize("path", ["/ask", "/ask/stream"])
 @pytest.mark.parametrize("value", ["yes", 1, [True]])
 def test_ask_fallback_must_be_a_boolean(routing_api, path, value):

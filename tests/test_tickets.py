@@ -232,7 +232,10 @@ def test_unreadable_draft_file(vault_db, tmp_path):
 
 
 @pytest.mark.parametrize("content, says", [
-    ('{"title": "a", "title": "b", "description": "d"}', "is not JSON (duplicate key 'title')"),
+    ('{"title": "a", "title": "b", "description": "d"}',
+     "is not JSON (duplicate key 'title': line 1 column 16 (char 15))"),
+    ('{\n  "title": "a",\n  "evidence": [{"n": 1, "\\u006e": 2}],\n  "title": "b"\n}',   # where the name is
+     "is not JSON (duplicate key 'n': line 3 column 25 (char 42))"),
     ('{"title": "t", "description": "d", "evidence": [{"score": NaN}]}', "is not JSON (NaN is not JSON)"),
     ("[" * 100_000, "nests JSON too deeply"),
     ('["t", "d"]', "is a JSON array, not an object"),
