@@ -148,6 +148,7 @@ EMBEDDING_RETRY_AFTER_MAX_S = 30.0         # a longer Retry-After is not waited 
 
 TOP_K_DEFAULT, TOP_K_MIN, TOP_K_MAX = 5, 1, 20
 TEXT_MAX_CHARS = 4000                      # a question or query, in characters (CLI, HTTP, MCP)
+VALUE_SHOWN_MAX_CHARS = 80                 # a bad field's value as an error quotes it (not a whole 4,000-char query)
 # Retrieval and the evidence gate (measured on eval/obsidian-dev.yaml; see the README's "Retrieval" section).
 RETRIEVAL_DEFAULT = "hybrid"
 FUSION_DEFAULT = "weighted"
@@ -11980,6 +11981,7 @@ TICKET_NOTE_MAX = 2_000                    # characters
 TICKET_DRAFT_EVIDENCE = 3                  # closest evidence blocks a draft lists
 TICKET_DRAFT_JSON_MAX = 100_000            # characters of the draft metadata kept with a ticket
 TICKET_JSON_DEPTH_MAX = 16                 # levels of JSON arrays/objects in one ticket field (a draft's evidence: 3)
+TICKET_TEXT_INDENT = "    "                # before each description line under `tickets show` (as `git log` indents)
 TICKET_MADE_BY = ("rules: the title, description and category come from fixed rules over the question and the "
                   "closest evidence; no model was called and nothing was stored")
 TICKET_CATEGORY_RULE = ("the top-level folder of the closest evidence's note; else its first tag (#tag); else "
@@ -12780,6 +12782,10 @@ _TYPE_NAMES = {str: "a string", int: "an integer", bool: "a boolean", list: "a l
 
 
 def _check_fields(body: Any, fields: dict, required: str | None) -> dict:
+    """Request fields (an HTTP body, MCP tool arguments, a batch line, a ticket draft) checked against their field
+    table: an object, no unknown field, the required one present, each of its type (invalid_request naming the
+    field and quoting the value sent).  Returns the fields to use: an integer sent as a whole-number float is that
+    integer (_whole_numbers), the same rule for every caller."""
     if not isinstance(body, dict):
         raise InvalidRequest("the request body must be a JSON object", field="body")
     unknown = sorted(set(body) - set(fields))
@@ -12788,12 +12794,35 @@ def _check_fields(body: Any, fields: dict, required: str | None) -> dict:
                              (f"allowed: {', '.join(fields)}" if fields else "it takes no fields"), field=unknown[0])
     if required is not None and required not in body:
         raise InvalidRequest(f"{required} is required", field=required)
+    body = _whole_numbers(body, fields)
     for name, typ in fields.items():
         value = body.get(name)
         if name in body and value is not None and (not isinstance(value, typ) or
                                                    (typ is int and isinstance(value, bool))):
-            raise InvalidRequest(f"{name} must be {_TYPE_NAMES[typ]}", field=name)
+            raise InvalidRequest(f"{name} must be {_TYPE_NAMES[typ]} ({_got(name, value)})", field=name)
     return body
+
+
+def _whole_numbers(args: dict, fields: dict) -> dict:
+    """Fields with an integer sent as a whole-number float (`"top_k": 5.0`, what a client that keeps every JSON
+    number as a double sends) as that integer: JSON Schema's "integer" (draft 6 on: the tool schemas' 2020-12,
+    OpenAPI 3.1) is any number with a zero fractional part.  A float with a fraction (2.5), a boolean and a string
+    of digits are left for _check_fields to refuse, naming the field."""
+    return {k: int(v) if fields.get(k) is int and isinstance(v, float) and v.is_integer() else v
+            for k, v in args.items()}
+
+
+def _got(name: str, value: Any) -> str:
+    """"got <the value sent>" for an error message: its repr, shortened level by level by reprlib (a deep or long
+    list is never walked whole) and cut to VALUE_SHOWN_MAX_CHARS; repr escapes control characters and lone
+    surrogates.  A field whose name says it holds a secret (a token, a key, a password) is described, not quoted."""
+    if _SECRET_PARAM.search(name):
+        return f"got a JSON {_JSON_TYPES.get(type(value), 'value')}, not shown"
+    import reprlib
+    shorter = reprlib.Repr()
+    shorter.maxlevel, shorter.maxstring, shorter.maxother = 3, VALUE_SHOWN_MAX_CHARS, VALUE_SHOWN_MAX_CHARS
+    shorter.maxlist = shorter.maxdict = 5
+    return "got " + _cut(shorter.repr(value), VALUE_SHOWN_MAX_CHARS)
 
 
 def _text_ok(value: Any, field: str) -> None:
@@ -14962,15 +14991,6 @@ class RpcError(Exception):
         self.malformed = malformed or code in (RPC_PARSE_ERROR, RPC_INVALID_REQUEST)   # 400 in every era
 
 
-def _whole_numbers(args: dict, fields: dict) -> dict:
-    """Tool arguments with an integer argument sent as a whole-number float (`"top_k": 5.0`, what a client that
-    keeps every JSON number as a double sends) as that integer: JSON Schema's "integer", which the tool schemas
-    declare, is any number with a zero fractional part.  A float with a fraction (2.5) is left for _check_fields to
-    refuse, naming the argument."""
-    return {k: int(v) if fields.get(k) is int and isinstance(v, float) and v.is_integer() else v
-            for k, v in args.items()}
-
-
 def _tool_text(result: dict) -> str:
     # The serialized JSON, as the MCP spec asks of tools that also return structuredContent.
     return _json_text(_jsonable(result))
@@ -15168,8 +15188,10 @@ class McpServer:
                       "capabilities": {"tools": {}}, "instructions": MCP_INSTRUCTIONS,
                       "ttlMs": MCP_TOOLS_TTL_MS, "cacheScope": "public"}
             return self._stamp(result, True)
-        if method == "ping" and not modern:
-            return {}
+        if method == "ping":
+            # 2026-07-28 dropped ping, but a ping naming it is still a liveness check: answered as every other
+            # revision answers it (stamped, as that revision's results are), not as an unknown method
+            return self._stamp({}, modern)
         if method == "tools/list":
             result = {"tools": [t.definition() for t in _mcp_tools().values()]}
             if modern:
@@ -15212,8 +15234,7 @@ class McpServer:
                 args = {}
             if not isinstance(args, dict):
                 raise InvalidRequest("arguments must be an object", field="arguments")
-            args = _whole_numbers(args, tool.fields)
-            _check_fields(args, tool.fields, tool.required[0] if tool.required else None)
+            args = _check_fields(args, tool.fields, tool.required[0] if tool.required else None)
             for key, value in args.items():
                 _text_ok(value, key)
             with self.pool.store() as s:
@@ -15325,22 +15346,66 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+class _DuplicateKey(ValueError):
+    """A member named twice, found by _unique_keys (which is not told where); _strict_json finds the place."""
+
+
 def _unique_keys(pairs: list) -> dict:
     """An object's members, refusing a name given twice: {"query": "P1 工单", "query": "x"} had answered the last
     one, a question the caller may not have meant."""
     out: dict = {}
     for key, value in pairs:
         if key in out:
-            raise ValueError(f"duplicate key {key[:60]!r}")
+            raise _DuplicateKey(f"duplicate key {key[:60]!r}")
         out[key] = value
     return out
+
+
+_JSON_SYNTAX_RE = re.compile(r'["{}\[\],]')
+
+
+def _duplicate_key_at(text: str) -> tuple[str, int] | None:
+    """The first member, in text order, whose name its object already has: (the name, the offset of its opening
+    quote), or None.  An iterative scan (JSON nested as deeply as the decoder took costs no recursion here), only
+    run once the decoder has found a duplicate, so the text up to it is valid JSON; names are read by json's own
+    scanstring, so "a" and "\\u0061" are one name, as the decoder sees them."""
+    names: list[set | None] = []   # per open container: an object's member names so far, None for an array
+    expect_name = False            # the next string is a member's name: after "{", or after "," in an object
+    found = _JSON_SYNTAX_RE.search(text)
+    while found:
+        char, at = found.group(), found.start()
+        nxt = at + 1
+        if char == '"':
+            name, nxt = json.decoder.scanstring(text, at + 1)
+            if expect_name and names and names[-1] is not None:
+                if name in names[-1]:
+                    return name, at
+                names[-1].add(name)
+            expect_name = False
+        elif char in "{[":
+            names.append(set() if char == "{" else None)
+            expect_name = char == "{"
+        elif char == ",":
+            expect_name = bool(names) and names[-1] is not None
+        else:
+            if names:
+                names.pop()
+            expect_name = False
+        found = _JSON_SYNTAX_RE.search(text, nxt)
+    return None
 
 
 def _strict_json(text: str) -> Any:
     """json.loads without Python's extensions: NaN, Infinity and -Infinity are no JSON (a JSON-RPC id of NaN had
     been read as a number, and refused as an invalid id rather than as a parse error), and an object names each
-    member once."""
-    return json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_unique_keys)
+    member once; a member named twice is a JSONDecodeError at its name's line and column, as json's own errors."""
+    try:
+        return json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_unique_keys)
+    except _DuplicateKey as exc:
+        where = _duplicate_key_at(text)
+        if where is None:   # not expected: the decoder found one; still refused, if without a place
+            raise ValueError(str(exc)) from None
+        raise json.JSONDecodeError(f"duplicate key {where[0][:60]!r}", text, where[1]) from None
 
 
 def _rpc_id(msg: Any) -> str | int | None:
@@ -16315,12 +16380,21 @@ def _print_ticket(t: dict) -> None:
     if t.get("answer_id"):
         print(f"answer       #{t['answer_id']} (localrag history show {t['answer_id']})")
     print()
-    print(_shown(t["description"]))
+    print(_quoted_block(t["description"]))
     print()
     for e in t.get("events", []):
         who = e["actor"] + (f" ({e['token_fingerprint']})" if e["token_fingerprint"] else "")
         print(f"event {e['created_at'][:19]}  {who:<24} {e['old_status'] or '-'} -> {e['new_status']}"
               + (f"  {_shown_line(e['note'])}" if e["note"] else ""))
+
+
+def _quoted_block(text: str) -> str:
+    """Multi-line stored text (a ticket's description) for a person to read among lines of the program's own: every
+    line indented by TICKET_TEXT_INDENT, so none can start where a header or an event line starts (a description
+    line "event 2026-01-01 ... resolved" had read as one of the ticket's events); _shown, with U+2028 and U+2029
+    (which some terminals and pagers break at) as \\u2028 and \\u2029.  A blank line stays blank."""
+    text = _shown(text).replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+    return "\n".join(TICKET_TEXT_INDENT + line if line.strip() else "" for line in text.split("\n"))
 
 
 def _read_draft(path: str) -> dict:
@@ -16381,7 +16455,7 @@ def _cmd_tickets(config: Config, args: argparse.Namespace) -> int:
     if action == "create":
         draft = _read_draft(args.source)
         try:   # what POST /tickets refuses: a misspelt field ("categroy") was dropped, and the ticket saved without it
-            _check_fields(draft, _TICKET_CREATE_FIELDS, None)
+            draft = _check_fields(draft, _TICKET_CREATE_FIELDS, None)
             validate_ticket(draft)   # a bad field names the file as well, before anyone is asked to confirm
         except InvalidRequest as exc:
             raise InvalidRequest(f"{'the draft on stdin' if args.source == '-' else args.source}: {exc.message}",

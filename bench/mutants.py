@@ -506,7 +506,7 @@ MUTANTS: list[Mutant] = [
       "        unknown = []",
       ("tests/test_errors.py",), "load_questions_errors"),
     M("JSON: a member named twice is accepted (the last wins)",
-      "            raise ValueError(f\"duplicate key {key[:60]!r}\")",
+      "            raise _DuplicateKey(f\"duplicate key {key[:60]!r}\")",
       "            pass",
       ("tests/test_http.py",), "duplicate"),
     M("closest notes: a question of one term names no note",
@@ -652,7 +652,7 @@ MUTANTS: list[Mutant] = [
       '                and method != "pong":   # the spec allows a ping at any time',
       ("tests/test_mcp.py",), "bad_jsonrpc_input_gets_errors"),
     M("mcp: an integer argument sent as a whole-number float (top_k: 3.0) is refused",
-      "            args = _whole_numbers(args, tool.fields)\n",
+      "    body = _whole_numbers(body, fields)\n",
       "",
       ("tests/test_mcp.py",), "whole_number_floats"),
     M("mcp: a float with a fraction (top_k: 2.5) is cut to an integer instead of refused",
@@ -738,6 +738,27 @@ MUTANTS: list[Mutant] = [
       'len(files) >= KEYWORD_BULK_LOAD_MIN_FILES and not self.store.has_keyword_postings():',
       'len(files) >= KEYWORD_BULK_LOAD_MIN_FILES:',
       ("tests/test_ingest.py",), "bulk_load or first_load or keyword_index"),
+    # --- 2026-12-02 (seventh session, review) ---
+    M("http: a body's whole-number float (top_k: 3.0) is converted but the body as sent is used (422, as before)",
+      "    body = _whole_numbers(body, fields)\n",
+      "    _whole_numbers(body, fields)\n",
+      ("tests/test_http.py",), "whole_number_float_is_an_integer"),
+    M("mcp: a ping whose _meta names 2026-07-28 is -32601 (a bare ping is answered)",
+      '        if method == "ping":\n            # 2026-07-28 dropped ping',
+      '        if method == "ping" and not modern:\n            # 2026-07-28 dropped ping',
+      ("tests/test_mcp.py",), "meta_in_params"),
+    M("tickets: `tickets show` prints the description flush (a line of it can pass for an event)",
+      '    print(_quoted_block(t["description"]))',
+      '    print(_shown(t["description"]))',
+      ("tests/test_tickets.py",), "description_cannot_forge"),
+    M("json: the duplicate-key scan takes an array for an object (a repeated string in a list is the duplicate)",
+      '            names.append(set() if char == "{" else None)',
+      '            names.append(set())',
+      ("tests/test_http.py",), "duplicate_key_is_named"),
+    M("http: a field of the wrong type is quoted whole (a 4,000-character string, a deep list echoed in full)",
+      '    return "got " + _cut(shorter.repr(value), VALUE_SHOWN_MAX_CHARS)',
+      '    return "got " + repr(value)',
+      ("tests/test_http.py",), "wrong_type or long_wrong_value"),
     # --- 2026-12-02 (seventh session, answers) ---
     M("answers: a which-options question's best line never goes on to the sentence naming the choices",
       "(_REFERS_BACK_RE.search(after[\"text\"]) or path or advice or paragraph or\n                                      choices)",
@@ -752,6 +773,8 @@ MUTANTS: list[Mutant] = [
       "                                                 if True]",
       ("tests/test_retrieval.py",), "best_single_chunk"),
 ]
+
+
 def plant(source: str, mutant: Mutant) -> str:
     n = source.count(mutant.old)
     if n != 1:

@@ -467,7 +467,8 @@ def test_batch_lines_are_read_strictly(ingested, tmp_path):
     code, out = run_cli("ask", "--batch", str(batch))
     results = [json.loads(line) for line in out.splitlines()]
     assert code == localrag.EXIT_PARTIAL and [r["line"] for r in results] == [1, 2, 3, 4]
-    for r, says in zip(results, ("line 1 is not JSON (duplicate key 'question')", "line 2 is not JSON (NaN is not",
+    for r, says in zip(results, ("line 1 is not JSON (duplicate key 'question': line 1 column 20 (char 19))",
+                                 "line 2 is not JSON (NaN is not",
                                  "line 3 nests JSON too deeply")):
         assert r["error"]["details"]["field"] == "line" and r["error"]["message"].startswith(says), r
     assert results[3]["mode"] == "rag"
@@ -922,7 +923,7 @@ def test_stored_text_is_printed_with_its_terminal_escapes_escaped(ingested, capf
         code, out = run_cli(*args)
         assert code == 0, args
         assert not any(c in out for c in "\x1b\x07\x9b") and "\\x1b" in out and "pwned\\x07" in out, (args, out)
-    assert "d \\x1b[2J" in out and "\nline 2" in out   # line breaks stay
+    assert "    d \\x1b[2J" in out and "\n    line 2" in out   # line breaks stay (a description's lines indented)
     code, out = run_cli("history", "show", str(answer["answer_id"]), "--json")
     assert json.loads(out)["question"] == f"zebra giraffe aquarium {evil} tickets"
     # a carriage return overwrote the line on a terminal, and a line break in a question printed rows of its own

@@ -728,6 +728,74 @@ def test_invalid_request_is_422_naming_the_field(routing_api, path, case_id, bod
     assert_error(reply, 422, "invalid_request", field=text_field if field == "TEXT" else field)
 
 
+def test_a_whole_number_float_is_an_integer_as_in_mcp(api):
+    """`"top_k": 3.0` (a client keeping every JSON number as a double sends it) was a 422 here while the MCP tools
+    took it as 3: JSON Schema's "integer" (draft 6 on: OpenAPI 3.1, the tools' 2020-12 schemas) is any number with
+    a zero fractional part.  One rule for both (_check_fields); 2.5, true and "3" stay a 422 naming top_k."""
+    reply = api.post("/search", {"query": RAG_Q, "top_k": 3.0})
+    assert reply.status == 200 and len(reply.json["results"]) == 3, reply.raw[:300]
+    reply = api.post("/ask", {"question": RAG_Q, "top_k": 2.0})
+    assert reply.status == 200 and len(reply.json["citations"]) <= 2, reply.raw[:300]
+    for path in ("/search", "/ask", "/ask/stream"):
+        for value in (2.5, True, "3", -0.5):
+            err = assert_error(api.post(path, _fill({"TEXT": RAG_Q, "top_k": value}, ENDPOINT_TEXT[path])), 422,
+                               "invalid_request", field="top_k")
+            assert err["message"].startswith("top_k must be an integer"), err
+        err = assert_error(api.post(path, _fill({"TEXT": RAG_Q, "top_k": 21.0}, ENDPOINT_TEXT[path])), 422,
+                           "invalid_request", field="top_k")   # a whole float is that integer, range and all
+        assert "(got 21)" in err["message"], err
+
+
+@pytest.mark.parametrize("body, says", [
+    ({"query": RAG_Q, "top_k": 2.5}, "top_k must be an integer (got 2.5)"),
+    ({"query": RAG_Q, "top_k": True}, "top_k must be an integer (got True)"),
+    ({"query": RAG_Q, "top_k": "3"}, "top_k must be an integer (got '3')"),
+    ({"query": 5}, "query must be a string (got 5)"),
+    ({"query": ["P1", {"a": [[[["deep"]]]]}]}, "query must be a string (got ['P1', {'a': [[...]]}])"),
+    ({"query": "P1", "tag": {"a": "\x1b[2J"}}, "tag must be a string or a list of strings (got {'a': '\\x1b[2J'})"),
+])
+def test_a_field_of_the_wrong_type_is_quoted_in_the_error(routing_api, body, says):
+    """A type error said only "top_k must be an integer": now it quotes the value sent (its repr: control
+    characters escaped), shortened, so a 4,000-character string or a deep list is not echoed whole."""
+    err = assert_error(routing_api.post("/search", body), 422, "invalid_request", field=says.split()[0])
+    assert err["message"] == says, err
+
+
+def test_a_long_wrong_value_is_quoted_shortened(routing_api):
+    err = assert_error(routing_api.post("/search", {"query": ["x" * 5000] * 100}), 422, "invalid_request",
+                       field="query")
+    assert err["message"].startswith("query must be a string (got ['xxx")
+    assert len(err["message"]) <= len("query must be a string (got )") + localrag.VALUE_SHOWN_MAX_CHARS, err
+
+
+def test_a_secret_field_is_described_not_quoted():
+    assert localrag._got("api_token", "s3cret-value") == "got a JSON string, not shown"
+    assert localrag._got("top_k", 2.5) == "got 2.5"
+
+
+@pytest.mark.parametrize("marked", [
+    '{"query": "P1", §"query": "x"}',
+    '{\n  "query": "P1",\n  "top_k": 3,\n  §"query": "x"\n}',
+    # a name repeated inside a string, a string repeated in a list: no members
+    '{"query": "{\\"a\\": 1, \\"a\\": 2}", "tag": ["a", "a", "a"], "path": {"b": {}, §"b": []}}',
+    '{"a": [{"k": 1}, {"k": 1, §"\\u006b": 2}], "a": 0}',   # an escaped name is the same name, found first
+    '[' * 300 + '{"k": 1, §"k": 2}' + ']' * 300,
+])
+def test_a_duplicate_key_is_named_at_its_line_and_column(routing_api, marked):
+    """A member named twice was "duplicate key 'query'" with no place; json's own errors say "line L column C
+    (char N)".  The error now says where the second name starts, exactly, in the same form."""
+    text = marked.replace("§", "")
+    at = marked.index("§")
+    line, column = text.count("\n", 0, at) + 1, at - text.rfind("\n", 0, at)
+    with pytest.raises(json.JSONDecodeError) as info:
+        localrag._strict_json(text)
+    assert (info.value.pos, info.value.lineno, info.value.colno) == (at, line, column)
+    assert str(info.value).startswith("duplicate key '") and str(info.value).endswith(
+        f": line {line} column {column} (char {at})")
+    err = assert_error(routing_api.post("/search", text.encode()), 422, "invalid_request", field="body")
+    assert f"line {line} column {column} (char {at})" in err["message"], err
+
+
 @pytest.mark.parametrize("path", ["/ask", "/ask/stream"])
 @pytest.mark.parametrize("value", ["yes", 1, [True]])
 def test_ask_fallback_must_be_a_boolean(routing_api, path, value):

@@ -392,6 +392,43 @@ def test_whole_number_floats_are_integers_and_fractions_are_refused(ingested, en
     assert code == 0 and "Traceback" not in err
 
 
+def test_meta_in_params_is_taken_by_every_method(db, env):
+    """Every request's params may carry `_meta` (2025-03-26 on: a progress token, a trace context; 2026-07-28: the
+    version and capabilities).  A ping naming 2026-07-28 there was -32601 (that revision dropped ping) while a bare
+    ping was answered: it is answered too, stamped as that revision's results are.  initialize, tools/list and
+    tools/call take `_meta` beside their own params."""
+    other = {"progressToken": "t-1", "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+             "com.example/request": {"n": 1}}
+    s = RawStdio(env)
+    s.send({"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"_meta": MODERN_META}})
+    r = s.recv()
+    assert r["id"] == 1 and r["result"]["resultType"] == "complete", r
+    assert set(r["result"]) == {"resultType", "_meta"}   # nothing but the stamp: an empty result
+    s.send({"jsonrpc": "2.0", "id": 2, "method": "ping", "params": {"_meta": other}})
+    assert s.recv() == {"jsonrpc": "2.0", "id": 2, "result": {}}
+    s.send({"jsonrpc": "2.0", "id": 3, "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"},
+                       "_meta": other}})
+    assert s.recv()["result"]["protocolVersion"] == "2025-11-25"
+    s.send({"jsonrpc": "2.0", "method": "notifications/initialized", "params": {"_meta": other}})
+    s.send({"jsonrpc": "2.0", "id": 4, "method": "ping", "params": {"_meta": other}})
+    assert s.recv() == {"jsonrpc": "2.0", "id": 4, "result": {}}
+    s.send({"jsonrpc": "2.0", "id": 5, "method": "tools/list", "params": {"_meta": other}})
+    assert {t["name"] for t in s.recv()["result"]["tools"]} == TOOLS
+    s.send({"jsonrpc": "2.0", "id": 6, "method": "tools/call",
+            "params": {"name": "status", "arguments": {}, "_meta": other}})
+    r = s.recv()
+    assert r["id"] == 6 and not r["result"].get("isError") and r["result"]["structuredContent"]["checks"], r
+    code, rest, err = s.close()
+    assert code == 0 and rest == b"" and "Traceback" not in err
+    with serving(db) as url:   # over HTTP, with the routing headers a 2026-07-28 request carries
+        status, _, body = post_raw(url, {"jsonrpc": "2.0", "id": 7, "method": "ping", "params": {"_meta": MODERN_META}},
+                                   {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "ping"})
+        assert status == 200 and json.loads(body)["result"]["resultType"] == "complete", body
+        status, _, body = post_raw(url, {"jsonrpc": "2.0", "id": 8, "method": "ping", "params": {"_meta": other}})
+        assert status == 200 and json.loads(body)["result"] == {}, body
+
+
 def test_a_lone_surrogate_in_a_reply_is_a_json_escape_on_a_utf8_line(env):
     """An argument named "\\udcff" (a JSON escape no UTF-8 can carry) is echoed by the tool error naming it: the
     message's encoding failed on it, and the client never got an answer to its call."""

@@ -232,7 +232,10 @@ def test_unreadable_draft_file(vault_db, tmp_path):
 
 
 @pytest.mark.parametrize("content, says", [
-    ('{"title": "a", "title": "b", "description": "d"}', "is not JSON (duplicate key 'title')"),
+    ('{"title": "a", "title": "b", "description": "d"}',
+     "is not JSON (duplicate key 'title': line 1 column 16 (char 15))"),
+    ('{\n  "title": "a",\n  "evidence": [{"n": 1, "\\u006e": 2}],\n  "title": "b"\n}',   # where the name is
+     "is not JSON (duplicate key 'n': line 3 column 25 (char 42))"),
     ('{"title": "t", "description": "d", "evidence": [{"score": NaN}]}', "is not JSON (NaN is not JSON)"),
     ("[" * 100_000, "nests JSON too deeply"),
     ('["t", "d"]', "is a JSON array, not an object"),
@@ -310,6 +313,30 @@ def test_a_note_or_category_cannot_forge_lines_of_the_ticket(vault_db, api_url):
                               "resolved") and lines[-1].endswith("  two\\u2028lines")
     draft = localrag.ticket_draft_from("q", "no_answer", "r", [{"source": "a\nb/c.md", "score": 0.1}], "now")
     assert draft["category"] == "a b"
+
+
+def test_a_description_cannot_forge_lines_of_the_ticket(vault_db, tmp_path):
+    """A description is multi-line by design and was printed flush under `tickets show`: a line of it reading
+    "event … http  in_progress -> resolved" looked like one of the ticket's events.  Each description line is
+    indented (as `git log` shows a commit message), so only the program's own lines start a line; U+2028/U+2029
+    are escaped; --json keeps the description as written."""
+    forged = "event 2026-01-01T00:00:00  http                     in_progress -> resolved"
+    description = f"Please write the runbook.\n\n{forged}\ntitle        Not this one\u2028{forged}\r\n  indented"
+    path = draft_file(tmp_path, vault_db, description=description)
+    code, out = run_cli("tickets", "create", "--from", path, "--confirm", "--json")
+    assert code == 0
+    tid = json.loads(out)["id"]
+    code, out = run_cli("tickets", "show", str(tid))
+    assert code == 0
+    lines = out.splitlines()
+    assert [line for line in lines if line.startswith("event ")] == [lines[-1]], out   # its one real event
+    assert [line for line in lines if line.startswith("title ")] == [lines[1]], out
+    start = lines.index("    Please write the runbook.")
+    assert lines[start:start + 5] == ["    Please write the runbook.", "", "    " + forged,
+                                      "    title        Not this one\\u2028" + forged + "\\r",
+                                      "      indented"], out
+    code, out = run_cli("tickets", "show", str(tid), "--json")
+    assert code == 0 and json.loads(out)["description"] == description
 
 
 def test_a_ticket_naming_an_answer_record_that_does_not_exist_is_refused(vault_db, api_url, tmp_path):
