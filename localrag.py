@@ -9820,10 +9820,13 @@ def _evidence_units(content: str, addresses: bool = False) -> list[dict]:
                 if units and units[-1]["kind"] == "sentence" and units[-1]["text"].endswith((":", "：")):
                     units[-1]["list_follows"] = list_id     # "Obsidian supports the following types:" + the types
                 elif units and units[-1]["kind"] == "sentence" and last_kind == "text" and \
-                        (len(units) == 1 or units[-2]["kind"] == "heading"):
-                    # a heading's one-sentence caption of the list under it ("## Core team", "The core team that
-                    # builds and maintains Obsidian.", the names): the list is what a question asking who wants
-                    units[-1]["caption_of"] = list_id
+                        units[-1].get("paragraph", -1) >= 0 and (units[-1]["paragraph"] == 0 or
+                                                                units[units[-1]["paragraph"] - 1]["kind"] == "heading"):
+                    # a heading's caption of the list under it ("## Core team", "The core team that builds and
+                    # maintains Obsidian.", the names; "## View types", "View can be displayed with different
+                    # layouts. …", the layouts): the list is what a question asking who, or which ones, wants
+                    for v in units[units[-1]["paragraph"]:]:
+                        v["caption_of"] = list_id
             last_kind, list_indent = kind, indent
             parent_link = m.group(4).rstrip().endswith(_LINK_ITEM_MARK)
             item = {"lines": [m.group(4)], "kind": kind, "list": list_id, "step": int(m.group(3) or 0),
@@ -10492,11 +10495,14 @@ class _ExtractiveAnswer:
         the whole list up to FAKE_MAX_STEPS items (nested items left out): one answer unit with its lead, shown
         where the first of its items already shown was (the best unit stays first: "Disconnected: … typically
         red." under "The icon reflects various sync states:" was moved below a worse sentence)."""
-        follows = u.get("list_follows") or self.asks_who and u.get("caption_of")
+        # a caption's list for a question asking which ones: under the best line only (a caption further down
+        # brought a list of other actions under the row-selection shortcut)
+        follows = u.get("list_follows") or (self.asks_who or self.enumerates and not self.said) and \
+            u.get("caption_of")
         if not follows or self.shown_lists or \
                 u["coverage"] < FAKE_LIST_MIN_RELATIVE_COVERAGE * self.ranked[0]["coverage"]:
             return []   # one list per answer, and one about the question: a list makes an answer long
-        items = _list_items(self.units_of[u["n"]], u["pos"], captions=self.asks_who)
+        items = _list_items(self.units_of[u["n"]], u["pos"], captions=self.asks_who or self.enumerates)
         if not items or len(items) > FAKE_MAX_STEPS or not all(re.search(r"\w", v["text"]) for v in items):
             return []
         self.shown_lists.append(follows)

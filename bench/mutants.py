@@ -469,8 +469,8 @@ MUTANTS: list[Mutant] = [
       "        if False:\n            text = _WEB_LINK_RE.sub(",
       ("tests/test_answers.py",), "asking_where"),
     M("answers: a heading's caption never brings its list",
-      "        follows = u.get(\"list_follows\") or self.asks_who and u.get(\"caption_of\")",
-      "        follows = u.get(\"list_follows\")",
+      "        follows = u.get(\"list_follows\") or (self.asks_who or",
+      "        follows = u.get(\"list_follows\") or (False or",
       ("tests/test_answers.py",), "asking_who"),
     M("spelling: another form of a word the vault uses is offered a correction",
       "    candidates = {word: variants for word, variants in candidates.items() if not df.get(bases[word])}\n",
@@ -772,8 +772,19 @@ MUTANTS: list[Mutant] = [
       "                                                 if (r.get(\"vault_path\"), r.get(\"source\")) in notes]",
       "                                                 if True]",
       ("tests/test_retrieval.py",), "best_single_chunk"),
+    M("answers: a which question's best line never brings the list its heading's caption paragraph introduces",
+      "(self.asks_who or self.enumerates and not self.said) and",
+      "(self.asks_who) and",
+      ("tests/test_answers.py",), "caption"),
+    M("answers: a caption's list comes under any line of a which question, not only the best one",
+      "(self.asks_who or self.enumerates and not self.said) and",
+      "(self.asks_who or self.enumerates) and",
+      ("tests/test_answers.py",), "caption"),
+    M("answers: only a one-sentence paragraph captions the list under its heading",
+      "                    for v in units[units[-1][\"paragraph\"]:]:\n",
+      "                    for v in units[-1:]:\n",
+      ("tests/test_answers.py",), "caption"),
 ]
-
 
 def plant(source: str, mutant: Mutant) -> str:
     n = source.count(mutant.old)

@@ -2076,9 +2076,13 @@ def test_a_question_asking_who_gets_the_list_a_heading_s_caption_introduces():
                           "- Licat (Shida Li) [1]", "- kepano (Steph Ango) [1]"], answer
     assert "- Licat (Shida Li) [1]" not in localrag.fake_answer("What does the core team maintain?",
                                                                 blocks_of(content))
-    # a sentence after another sentence captions nothing: the list belongs to the paragraph
+    # a paragraph right under its heading captions its list, every sentence of it (check13 lex-en-04); one after
+    # other text captions nothing
     two = localrag._evidence_units("## Team\n\nWe are small. The team builds Obsidian.\n\n- Licat")
-    assert not any(u.get("caption_of") for u in two)
+    assert [u.get("caption_of") for u in two[1:3]] == [two[3]["list"]] * 2
+    after = localrag._evidence_units("## Team\n\nWe are small.\n\n- One\n\nThe team builds Obsidian.\n\n- Licat")
+    assert [u["kind"] for u in after] == ["heading", "sentence", "item", "sentence", "item"]
+    assert not after[3].get("caption_of")
 
 
 def test_an_exclamation_inside_parentheses_does_not_end_the_sentence():
@@ -2130,3 +2134,36 @@ def test_a_which_options_question_gets_the_sentence_naming_the_choices_after_the
     named = "Row height can be short, medium or tall. Choose between them in the view settings, or keep the default."
     assert localrag.fake_answer("What row height options does a table view have?", blocks_of(named), 1) == \
         "Row height can be short, medium or tall. [1]"
+
+
+def test_a_which_question_gets_the_list_a_headings_caption_paragraph_introduces():
+    """"Which view layouts can a base use?": under "## View types", "View can be displayed with different layouts.
+    Additional layouts can be added by Community plugins." and then the list of layouts, with no colon to lead
+    into it (check13 lex-en-04): the paragraph captions the list, and the list comes with the best line.  Only under
+    the best line (a caption ranked lower brought another list of actions under a shortcut's answer), only for a
+    question asking which ones, and not for a paragraph that follows other text."""
+    text = ("## View types\n\nView can be displayed with different layouts. Additional layouts can be added by "
+            "community plugins.\n\n- Table\n\t- Display files as rows.\n- List\n- Cards\n- Map\n")
+    block = [{"n": 1, "source": "Bases/Introduction to Bases.md", "heading": "View types",
+              "heading_path": ["View types"], "score": 0.5, "content": text}]
+    lines = localrag.fake_answer("Which view layouts can a base use?", block).splitlines()
+    assert lines[:5] == ["View can be displayed with different layouts. [1]", "- Table [1]", "- List [1]",
+                         "- Cards [1]", "- Map [1]"], lines
+    # a question asking no list: the sentences alone
+    assert "- Table [1]" not in localrag.fake_answer("Can a base display different layouts?", block).splitlines()
+    # a caption ranked below the best line brings no list (check10 lex-en-02: the row shortcut's answer, then a
+    # caption sentence and its list of other actions)
+    shortcuts = [{"n": 1, "source": "Bases/Table view.md", "heading": "Keyboard shortcuts",
+                  "heading_path": ["Keyboard shortcuts"], "score": 0.5,
+                  "content": "Press Shift+Space to select the whole row in a table view."},
+                 {"n": 2, "source": "Bases/Table view.md", "heading": "Navigation", "heading_path": ["Navigation"],
+                  "score": 0.4, "content": "## Navigation\n\nYou can select cells of a table view using these shortcuts.\n\n"
+                                           "- Shift-click creates a cell selection.\n- Right-click opens a menu.\n"}]
+    lines = localrag.fake_answer("Which shortcuts select a row in a table view?", shortcuts).splitlines()
+    assert lines[0] == "Press Shift+Space to select the whole row in a table view. [1]" and \
+        "You can select cells of a table view using these shortcuts. [2]" in lines and \
+        "- Shift-click creates a cell selection. [2]" not in lines, lines
+    # a paragraph after other text (not the heading's caption) leads into no list without a colon
+    later = text.replace("## View types\n\n", "## View types\n\nBases have views.\n\n- One\n- Two\n\n")
+    assert "- Table [1]" not in localrag.fake_answer("Which view layouts can a base use?",
+                                                     [dict(block[0], content=later)]).splitlines()
