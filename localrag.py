@@ -10155,9 +10155,14 @@ class _ExtractiveAnswer:
         best_hit, best_context = (best["hit"], self._said_above(best)) if best else (0, 0)
         # ... or that sentence introduces the steps: a list without a lead-in of its own right after it, shown as
         # their lead ("你可以使用启动时间功能来检查 Obsidian 启动所需的时间。" then the steps that say where the
-        # setting is: the sentence alone had been the answer, with step 2 of 4)
+        # setting is: the sentence alone had been the answer, with step 2 of 4) -- when no other sentence covers
+        # more of the question with its headings: "怎么检查我写的 CSS 代码片段格式是否正确？" is answered by "为确保 CSS
+        # 文件有效且格式正确，我们建议使用 CSS 验证服务…", not by the add-a-snippet steps whose lead says 代码片段 (three
+        # of the question's bigrams) more often (check13 lex-zh-06)
         introduces = best is not None and best["n"] == first[0] and \
-            best["kind"] == "sentence" and best["pos"] == self.whole[first][0]["pos"] - 1
+            best["kind"] == "sentence" and best["pos"] == self.whole[first][0]["pos"] - 1 and \
+            best["coverage"] >= max(u["coverage"] for u in self.scored
+                                    if u["kind"] == "sentence" and not _POINTER_RE.match(u["text"]))
         if introduces:
             return True
         if self._rarest_said_elsewhere(first):
@@ -10592,6 +10597,7 @@ _REFERS_BACK_RE = re.compile(
 _POINTER_RE = re.compile(r"(?:for (?:more|further) (?:information|details|info)\b|to learn more\b|learn more\b|"
                          r"you can (?:learn|read) more\b|see also\b|for (?:details|an overview)\b|refer to\b|"
                          r"for [^,.]{1,80},\s*(?:see|refer to|read|check out)\b|"
+                         r"(?:如需|如要|要)(?:了解|查看|学习)[^，。]{1,40}[，,]\s*(?:请)?(?:参阅|参见|查看|阅读)|"
                          r"(?:有关|关于)?[^，。]{0,20}?(?:的)?(?:更多信息|更多详情|详细信息)[，,]?\s*(?:请)?(?:参阅|参见|查看|访问)|"
                          r"(?:请)?(?:参阅|参见)|详见|了解更多)", re.IGNORECASE)
 # A menu path: "Settings → Community plugins", "通用 → 行为".

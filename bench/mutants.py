@@ -784,8 +784,19 @@ MUTANTS: list[Mutant] = [
       "                    for v in units[units[-1][\"paragraph\"]:]:\n",
       "                    for v in units[-1:]:\n",
       ("tests/test_answers.py",), "caption"),
+    M("answers: a lead-in's steps answer even when another sentence covers more of the how-to question",
+      "            best[\"coverage\"] >= max(u[\"coverage\"] for u in self.scored\n",
+      "            0 >= max(0 for u in self.scored\n",
+      ("tests/test_answers.py",), "give_way"),
+    M("answers: a pointer covering more of the question displaces the lead-in of the steps",
+      "                                    if u[\"kind\"] == \"sentence\" and not _POINTER_RE.match(u[\"text\"]))",
+      "                                    if u[\"kind\"] == \"sentence\")",
+      ("tests/test_answers.py",), "give_way"),
+    M("answers: a Chinese pointer (如需了解…，请参阅…) is read as a sentence that says something",
+      "                         r\"(?:如需|如要|要)(?:了解|查看|学习)[^，。]{1,40}[，,]\\s*(?:请)?(?:参阅|参见|查看|阅读)|\"\n",
+      "",
+      ("tests/test_answers.py",), "give_way"),
 ]
-
 def plant(source: str, mutant: Mutant) -> str:
     n = source.count(mutant.old)
     if n != 1:

@@ -2167,3 +2167,45 @@ def test_a_which_question_gets_the_list_a_headings_caption_paragraph_introduces(
     later = text.replace("## View types\n\n", "## View types\n\nBases have views.\n\n- One\n- Two\n\n")
     assert "- Table [1]" not in localrag.fake_answer("Which view layouts can a base use?",
                                                      [dict(block[0], content=later)]).splitlines()
+
+
+def test_steps_their_lead_introduces_give_way_to_a_sentence_covering_more_of_the_how_to_question():
+    """"怎么检查我写的 CSS 代码片段格式是否正确？": the add-a-snippet steps' lead says 代码片段 (three of the question's
+    bigrams) and won as the sentence introducing them, over "为确保 CSS 文件有效且格式正确，我们建议使用 CSS 验证服务…"
+    under "为 Obsidian 编写 CSS", which covers more of the question (check13 lex-zh-06).  A pointer to another page
+    covering more does not count (c5 lex-zh-18 keeps its lead and steps)."""
+    steps = ("要在桌面端添加 CSS 代码片段，请按照以下步骤操作：\n\n1. 打开设置。\n2. 在外观 → CSS 代码片段下，选择打开代码片段文件夹。\n"
+             "3. 在代码片段文件夹中，创建一个包含你的代码片段的 CSS 文件。\n")
+    valid = "为确保 CSS 文件有效且格式正确，我们建议使用 CSS 验证服务等工具进行验证，因为无效的 CSS 将无法生效。"
+    blocks = [{"n": 1, "source": "扩展 Obsidian/CSS 代码片段.md", "heading": "添加代码片段", "heading_path": ["添加代码片段"],
+               "score": 0.5, "content": steps},
+              {"n": 2, "source": "扩展 Obsidian/CSS 代码片段.md", "heading": "为 Obsidian 编写 CSS",
+               "heading_path": ["为 Obsidian 编写 CSS"], "score": 0.4, "content": valid}]
+    question = "怎么检查我写的 CSS 代码片段格式是否正确？"
+    weights = {"css": 3.1, "代码": 2.9, "码片": 4.2, "片段": 3.4, "段格": 6.0, "格式": 3.3, "正确": 5.1, "检查": 4.6,
+               "写": 1.2}   # the retrieval's idf weights, as ask passes them
+    assert localrag.fake_answer(question, blocks, weights=weights).splitlines()[0] == valid + " [2]"
+    # a question the steps answer keeps them, after their lead
+    lines = localrag.fake_answer("怎么添加 CSS 代码片段？", blocks).splitlines()
+    assert lines[:2] == ["要在桌面端添加 CSS 代码片段，请按照以下步骤操作： [1]", "1. 打开设置。 [1]"], lines
+    # a Chinese pointer ("如需了解…，请参阅…") is a pointer: it neither opens an answer nor outranks a lead
+    assert localrag._POINTER_RE.match("如需了解如何自定义网站样式，请参阅自定义网站界面。")
+    assert not localrag._POINTER_RE.match("如需取消发布，请选择发布更改。")
+    # the real evidence of c5 lex-zh-18 (its first blocks and weights): the page's opening pointer covers more
+    note = "Obsidian Publish/发布笔记与取消发布.md"
+    blocks = [{"n": 1, "source": note, "heading": "取消发布笔记", "heading_path": ["取消发布笔记"], "score": 0.5,
+               "content": "## 取消发布笔记\n\n取消发布后，笔记仍会保留在本地仓库中。\n\n1. 在**功能区**中，选择**发布更改**。\n"
+                          "2. 在**发布更改**对话框中，选择 **UNCHANGED** 查看所有已发布的笔记。\n3. 选择你要取消发布的笔记。\n"
+                          "4. 选择**发布**。"},
+              {"n": 2, "source": note, "heading": "", "heading_path": [], "score": 0.4,
+               "content": "本页介绍如何管理已发布的内容。如需了解如何自定义网站样式，请参阅[[自定义网站界面]]。"},
+              {"n": 3, "source": note, "heading": "发布笔记", "heading_path": ["发布笔记"], "score": 0.4,
+               "content": "## 发布笔记\n\n1. 在**功能区**中，选择**发布更改**。\n2. 在**发布更改**对话框中，选择 **NEW** 查看所有"
+                          "未发布的笔记。\n3. 选择你要发布的笔记。\n4. 选择**发布**。"},
+              {"n": 4, "source": note, "heading": "前提条件", "heading_path": ["前提条件"], "score": 0.3,
+               "content": "## 前提条件\n\n- 拥有 Obsidian 账户。\n- 拥有有效的 Obsidian Publish 订阅。如果还没有，请从[账户管理页面]"
+                          "(https://obsidian.md/zh/account/publish)进行订阅。\n- **发布**核心插件已启用。\n"
+                          "- 已创建 [[管理网站#创建新网站|Publish 网站]]。"}]
+    weights = {"publish": 2.37, "网站": 3.41, "站上": 4.72, "发布": 2.96, "笔记": 1.91, "取消": 4.54, "消发": 5.16}
+    lines = localrag.fake_answer("Publish 网站上已经发布的笔记怎么取消发布？", blocks, weights=weights).splitlines()
+    assert lines[:2] == ["取消发布后，笔记仍会保留在本地仓库中。 [1]", "1. 在功能区中，选择发布更改。 [1]"], lines
