@@ -12429,6 +12429,9 @@ def load_questions(path: str | Path) -> list[dict]:
     return load_question_set(path)["questions"]
 
 
+_YAML_TYPE_NAMES = {str: "string", int: "number", float: "number", bool: "boolean", dict: "mapping"}
+
+
 def load_question_set(path: str | Path) -> dict:
     import yaml
     path = Path(path)
@@ -12436,13 +12439,21 @@ def load_question_set(path: str | Path) -> dict:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise InvalidRequest(f"questions file {path} does not exist; pass --questions PATH", path=str(path)) from None
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+    except IsADirectoryError:   # was "is not readable YAML: [Errno 21] Is a directory"
+        raise InvalidRequest(f"questions file {path} is a folder; pass --questions FILE, a YAML file (`localrag eval "
+                             f"init` writes one)", path=str(path)) from None
+    except UnicodeDecodeError as exc:   # was "is not readable YAML: 'utf-8' codec can't decode byte 0xff in position 3"
+        line = exc.object.count(b"\n", 0, exc.start) + 1
+        raise InvalidRequest(f"questions file {path} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} on line "
+                             f"{line}); save it as UTF-8", path=str(path)) from None
+    except (OSError, yaml.YAMLError) as exc:
         mark = getattr(exc, "problem_mark", None)   # where the parser stopped: the line to fix
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
         raise InvalidRequest(f"questions file {path} is not readable YAML{where}: "
                              f"{getattr(exc, 'problem', None) or str(exc).splitlines()[0]}", path=str(path)) from None
     corpus, vaults = None, []
-    if isinstance(data, dict):
+    mapping = isinstance(data, dict)
+    if mapping:
         unknown = [str(k) for k in data if str(k) not in EVAL_SET_KEYS]
         if unknown:
             raise InvalidRequest(f"questions file {path}: unknown top-level key(s) {', '.join(unknown)}"
@@ -12454,15 +12465,25 @@ def load_question_set(path: str | Path) -> dict:
         if not isinstance(vaults, list) or not all(isinstance(v, str) for v in vaults):
             raise InvalidRequest(f"questions file {path}: vaults must be a list of folder names", field="vaults")
         data = data.get("questions")
-    if not isinstance(data, list) or not data:
-        raise InvalidRequest(f"questions file {path} must hold a non-empty list of questions", path=str(path))
+    if not isinstance(data, list) or not data:   # and what it holds instead: a file of one line of text is a string
+        held = "nothing" if data is None else "an empty list" if data == [] else \
+            f"a {_YAML_TYPE_NAMES.get(type(data), type(data).__name__)}"
+        raise InvalidRequest(f"questions file {path} must hold a non-empty list of questions (or a mapping with the "
+                             f"list under questions:); {'its questions: holds' if mapping else 'it holds'} {held}",
+                             path=str(path))
     seen: set = set()
     out = []
     for i, item in enumerate(data, 1):
         where = f"{path} item {i}"
         if not isinstance(item, dict):
             raise InvalidRequest(f"{where}: expected a mapping with id, question, expected_sources, expected_mode")
-        qid = str(item.get("id") or f"q{i}")
+        qid = item.get("id")
+        if qid is None:
+            qid = f"q{i}"
+        elif isinstance(qid, bool) or not isinstance(qid, (str, int)) or not str(qid).strip():
+            # a list was the id "[1, 2]" (an alias of a huge one never printed), and 0 or "" was silently q1
+            raise InvalidRequest(f"{where}: id must be a name or a whole number ({_got('id', qid)})", field="id")
+        qid = str(qid)
         # A misspelt field was ignored: `tir: offtopic` made an untiered question, `questoin:` a question "missing".
         unknown = [str(k) for k in item if str(k) not in EVAL_QUESTION_FIELDS]
         if unknown:
@@ -12486,12 +12507,14 @@ def load_question_set(path: str | Path) -> dict:
         sources = [_expected_source(x) for x in sources]
         tier = item.get("tier")
         if tier is not None and tier not in EVAL_TIERS:
-            raise InvalidRequest(f"{where} ({qid}): tier must be one of {', '.join(EVAL_TIERS)} (got {tier!r})",
+            # the value quoted shortened: a YAML alias nesting a list eight levels deep is 9^8 items when printed whole
+            raise InvalidRequest(f"{where} ({qid}): tier must be one of {', '.join(EVAL_TIERS)} ({_got('tier', tier)})",
                                  field="tier", allowed=list(EVAL_TIERS))
         default_mode = "no_answer" if tier in EVAL_TIERS_NO_ANSWER else "rag"
         mode = item.get("expected_mode", default_mode)
         if mode not in ("rag", "no_answer"):
-            raise InvalidRequest(f"{where} ({qid}): expected_mode must be rag or no_answer (got {mode!r})",
+            raise InvalidRequest(f"{where} ({qid}): expected_mode must be rag or no_answer "
+                                 f"({_got('expected_mode', mode)})",
                                  field="expected_mode")
         if mode == "rag" and not sources:
             raise InvalidRequest(f"{where} ({qid}): a rag question needs expected_sources", field="expected_sources")
@@ -12519,7 +12542,7 @@ def _expected_facts(value: Any, where: str, mode: str) -> list[list[str]]:
     for fact in value:
         alternatives = fact if isinstance(fact, list) else [fact]
         if not alternatives or not all(isinstance(a, str) and _fact_text(a) for a in alternatives):
-            raise InvalidRequest(f"{where}: {hint} (got {fact!r})", field="expected_facts")
+            raise InvalidRequest(f"{where}: {hint} ({_got('expected_facts', fact)})", field="expected_facts")
         facts.append(list(alternatives))
     return facts
 
@@ -14290,6 +14313,10 @@ class Api:
             return 200, answer_history(self.config, limit, offset, store=s, error_code=query.get("error_code"))
 
     def get_answer(self, headers: Any, query: Any, match: re.Match) -> tuple[int, dict]:
+        if query:   # `/answers/7?error_code=llm_timeout` had answered record 7 whatever it held, as if filtered
+            names = sorted(query)
+            raise InvalidRequest(f"unknown query parameter(s): {', '.join(names)}; GET /answers/{{id}} takes none "
+                                 f"(GET /answers?limit=&offset=&error_code= lists records)", field=names[0])
         with self.pool.store() as s:
             return 200, answer_show(self.config, match.group(1), store=s)
 
@@ -15354,8 +15381,17 @@ class McpServer:
 _JSON_TYPE_NAMES = {dict: "object", list: "array", float: "number", bool: "boolean"}
 
 
+class _JsonConstant(ValueError):
+    """NaN, Infinity or -Infinity, found by _reject_constant (which is not told where); _strict_json finds the place."""
+
+
 def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
+    raise _JsonConstant(f"{name} is not JSON")
+
+
+# A string (skipped whole: "NaN" inside one is text) or one of Python's constants; strings are closed up to the first
+# constant, since the decoder read that far.
+_JSON_CONSTANT_RE = re.compile(r'"(?:[^"\\]+|\\.)*"|-?Infinity|NaN')
 
 
 class _DuplicateKey(ValueError):
@@ -15410,9 +15446,15 @@ def _duplicate_key_at(text: str) -> tuple[str, int] | None:
 def _strict_json(text: str) -> Any:
     """json.loads without Python's extensions: NaN, Infinity and -Infinity are no JSON (a JSON-RPC id of NaN had
     been read as a number, and refused as an invalid id rather than as a parse error), and an object names each
-    member once; a member named twice is a JSONDecodeError at its name's line and column, as json's own errors."""
+    member once; a constant or a member named twice is a JSONDecodeError at its line and column, as json's own
+    errors are."""
     try:
         return json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_unique_keys)
+    except _JsonConstant as exc:
+        at = next((m for m in _JSON_CONSTANT_RE.finditer(text) if m.group()[0] != '"'), None)
+        if at is None:   # not expected: the decoder met one; still refused, if without a place
+            raise ValueError(str(exc)) from None
+        raise json.JSONDecodeError(str(exc), text, at.start()) from None
     except _DuplicateKey as exc:
         where = _duplicate_key_at(text)
         if where is None:   # not expected: the decoder found one; still refused, if without a place
@@ -16440,7 +16482,9 @@ def _read_draft(path: str) -> dict:
 def _confirm_on_tty(draft: Any) -> bool:
     """Ask the person at the terminal (stdin and stderr are one): True only for y/yes."""
     ticket = validate_ticket(draft)   # show only what would be saved, and fail before asking when it is invalid
-    _say(_shown(f"title:    {ticket['title']}\ncategory: {ticket['category']}\n\n{ticket['description']}\n"))
+    # the description indented as `tickets show` prints it: none of its lines can pass for the prompt's own
+    _say(_shown(f"title:    {ticket['title']}\ncategory: {ticket['category']}\n\n")
+         + _quoted_block(ticket["description"]) + "\n")
     sys.stderr.write("Save this ticket? [y/N] ")
     sys.stderr.flush()
     try:
@@ -16460,7 +16504,7 @@ def _cmd_tickets(config: Config, args: argparse.Namespace) -> int:
             _print_json(draft)
         else:
             print(_shown(f"title:    {draft['title']}\ncategory: {draft['category']}  ({draft['category_rule']})\n"))
-            print(_shown(draft["description"]))
+            print(_quoted_block(draft["description"]))
             _say("a draft only: nothing was stored; save it with `localrag tickets draft ... --json > d.json`, "
                  "edit, then `localrag tickets create --from d.json`")
         return EXIT_OK
@@ -16679,6 +16723,7 @@ def _cmd_eval(config: Config, args: argparse.Namespace) -> int:
         raise InvalidRequest("no questions file: pass --questions PATH, or write a starter one with "
                              "`localrag eval init`")
     question_set = load_question_set(path)
+    _check_eval_options(args, question_set)
     missing, others = _question_set_vaults(config, question_set)
     for vault in missing:
         _say(f"warning: the question set's vault {vault} is not ingested; run `localrag ingest {vault}` first")
@@ -16720,6 +16765,28 @@ def _cmd_eval(config: Config, args: argparse.Namespace) -> int:
         rows = {"questions": result["questions"]} if args.json else {}
         raise EvalFailed("eval below threshold: " + "; ".join(failures), failures=failures, summary=s, **rows)
     return EXIT_OK
+
+
+_EVAL_KINDS = {"rag": "answerable question (expected_mode: rag)",
+               "no_answer": "unanswerable question (expected_mode: no_answer, one the vault must refuse)"}
+
+
+def _check_eval_options(args: argparse.Namespace, question_set: dict) -> None:
+    """An option measuring a kind of question the file lacks is invalid_request: --calibrate on answerable questions
+    alone had "chosen" a gate that "refuses 1.000 of unanswerable" (of none), and --min-rejection without an
+    unanswerable question failed with exit 11, "no_answer rejection None < 0.5"."""
+    modes = {q["expected_mode"] for q in question_set["questions"]}
+    for option, given, measures, needs in (
+            ("--calibrate", args.calibrate, "tunes the gate between answering and refusing", ("rag", "no_answer")),
+            ("--min-hit-at-k", args.min_hit_at_k is not None, "is a floor for Hit@k over answerable questions",
+             ("rag",)),
+            ("--min-rejection", args.min_rejection is not None, "is a floor for the share of unanswerable "
+                                                                "questions refused", ("no_answer",))):
+        lacking = [mode for mode in needs if mode not in modes]
+        if given and lacking:
+            raise InvalidRequest(f"{option} {measures}, and questions file {question_set['path']} has no "
+                                 f"{_EVAL_KINDS[lacking[0]]}; add some, or run without {option}",
+                                 field=option[2:].replace("-", "_"), path=question_set["path"])
 
 
 def _unindexed_sources(config: Config, questions: list[dict], vault: str | None) -> list[tuple[str, str]]:

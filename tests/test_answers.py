@@ -1524,6 +1524,19 @@ def test_http_answers_bad_input_and_no_way_to_change_a_record(api, method, path,
     assert got == status and body["error"]["code"] == code
 
 
+def test_one_answer_record_takes_no_query_parameters(api):
+    """`GET /answers/1?error_code=llm_timeout` answered record 1 whatever it held, as if the filter had applied;
+    GET /answers refuses a parameter it does not know, and so does the record's route now, naming it."""
+    body = http_call(api, "POST", "/ask", {"question": "How do I escalate a P1 ticket?"})[1]
+    path = f"/answers/{body['answer_id']}"
+    assert http_call(api, "GET", path)[0] == http_call(api, "GET", path + "?")[0] == 200
+    for query, names in (("?error_code=llm_timeout", "error_code"), ("?x", "x"), ("?limit=1&b=2", "b, limit")):
+        status, err = http_call(api, "GET", path + query)
+        assert status == 422 and err["error"]["code"] == "invalid_request", err
+        assert err["error"]["message"].startswith(f"unknown query parameter(s): {names}; GET /answers/{{id}} takes none")
+        assert err["error"]["details"]["field"] == names.split(",")[0]
+
+
 def test_http_answers_need_the_token(small_vault, monkeypatch):
     config = configure(monkeypatch, LOCALRAG_API_TOKEN="tok-answers")
     server = serve(config)

@@ -468,7 +468,7 @@ def test_batch_lines_are_read_strictly(ingested, tmp_path):
     results = [json.loads(line) for line in out.splitlines()]
     assert code == localrag.EXIT_PARTIAL and [r["line"] for r in results] == [1, 2, 3, 4]
     for r, says in zip(results, ("line 1 is not JSON (duplicate key 'question': line 1 column 20 (char 19))",
-                                 "line 2 is not JSON (NaN is not",
+                                 "line 2 is not JSON (NaN is not JSON: line 1 column 29 (char 28))",
                                  "line 3 nests JSON too deeply")):
         assert r["error"]["details"]["field"] == "line" and r["error"]["message"].startswith(says), r
     assert results[3]["mode"] == "rag"

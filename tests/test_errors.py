@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 import urllib.parse
 from pathlib import Path
 
@@ -474,6 +475,15 @@ QUESTION_FILES = [
      "item 2 (q2): unknown field(s) note, 3; allowed:"),
     ("questions: [{id: a, question: q, expected_sources: [x.md]}]\nvault: [acme]\n",
      "unknown top-level key(s) vault (did you mean vaults?); allowed: corpus, vaults, questions, description"),
+    # what the file holds instead of a list is said (a one-line file of text is a string)
+    ("just a string\n", "must hold a non-empty list of questions (or a mapping with the list under questions:); it "
+                        "holds a string"),
+    ("questions: 5\n", "; its questions: holds a number"),
+    ("", "; it holds nothing"),
+    # an id is a name or a whole number: a list was the id "[1, 2]", and 0 or "" silently q1
+    ("- {id: [1, 2], question: q, expected_mode: no_answer}\n", "item 1: id must be a name or a whole number (got "
+                                                                "[1, 2])"),
+    ("- {id: '', question: q, expected_mode: no_answer}\n", "item 1: id must be a name or a whole number (got '')"),
 ]
 
 
@@ -499,10 +509,46 @@ def test_eval_with_a_misspelt_question_field_is_exit_2_naming_it(env, tmp_path):
 
 
 def test_load_questions_bad_utf8(tmp_path):
+    """Was "is not readable YAML: 'utf-8' codec can't decode byte 0xff in position 20: invalid start byte"."""
     path = tmp_path / "questions.yaml"
-    path.write_bytes(b"- {id: a, question: \xff\xfe}\n")
-    with pytest.raises(localrag.InvalidRequest, match="not readable YAML"):
+    path.write_bytes(b"- id: a\n  question: \xff\xfe\n")
+    with pytest.raises(localrag.InvalidRequest) as info:
         localrag.load_questions(path)
+    assert info.value.message == f"questions file {path} is not UTF-8 text (byte 0xff on line 2); save it as UTF-8"
+
+
+def test_a_folder_as_the_questions_file(tmp_path):
+    """Was "is not readable YAML: [Errno 21] Is a directory: '...'"."""
+    with pytest.raises(localrag.InvalidRequest) as info:
+        localrag.load_questions(tmp_path)
+    assert info.value.message.startswith(f"questions file {tmp_path} is a folder; pass --questions FILE")
+
+
+def test_an_id_of_zero_is_kept(tmp_path):
+    path = tmp_path / "questions.yaml"
+    path.write_text("- {id: 0, question: q, expected_mode: no_answer}\n- {question: r, expected_mode: no_answer}\n")
+    assert [q["id"] for q in localrag.load_questions(path)] == ["0", "q2"]   # 0 had been q1
+
+
+@pytest.mark.parametrize("field", ["tier", "expected_mode", "id", "expected_facts"])
+def test_a_yaml_alias_bomb_is_quoted_shortened(tmp_path, field):
+    """A value built of YAML aliases was quoted whole by the error: eight levels of nine (9^8 strings in 300 bytes)
+    ran eval for minutes in 1.3 GB.  It is quoted as _got shortens it (six levels here: the check stays quick)."""
+    bomb = "&a [" + ", ".join(["x"] * 9) + "]"
+    for level in "bcdef":
+        bomb = f"&{level} [{bomb}" + f", *{chr(ord(level) - 1)}" * 8 + "]"
+    item = {"tier": "  tier: {}", "expected_mode": "  expected_mode: {}", "id": "  id: {}",
+            "expected_facts": "  expected_facts: [{}]"}[field].format(bomb)
+    mode = "rag\n  expected_sources: [x.md]" if field == "expected_facts" else "no_answer"
+    text = f"- question: q\n  expected_mode: {mode}\n{item}\n".replace(
+        "expected_mode: no_answer\n  expected_mode:", "expected_mode:")
+    path = tmp_path / "questions.yaml"
+    path.write_text(text, encoding="utf-8")
+    started = time.monotonic()
+    with pytest.raises(localrag.InvalidRequest) as info:
+        localrag.load_questions(path)
+    assert time.monotonic() - started < 5 and len(info.value.message) < 600, info.value.message
+    assert info.value.details["field"] == field and "(got [[[" in info.value.message
 
 
 # --- db schema, --env-file ------------------------------------------------------------------------------------------

@@ -68,6 +68,29 @@ def test_eval_metrics_on_imperfect_data(ingested, tmp_path):
     assert details["failures"] and details["summary"]["hit_at_k"] < 0.67
 
 
+@pytest.mark.parametrize("modes, option, lacks", [
+    (["rag"], "--calibrate", "unanswerable question (expected_mode: no_answer"),
+    (["no_answer"], "--calibrate", "answerable question (expected_mode: rag)"),
+    (["no_answer", "no_answer"], "--min-hit-at-k", "answerable question (expected_mode: rag)"),
+    (["rag", "rag"], "--min-rejection", "unanswerable question (expected_mode: no_answer"),
+])
+def test_an_option_measuring_a_kind_of_question_the_file_lacks_is_refused(env, tmp_path, modes, option, lacks):
+    """--calibrate over answerable questions alone "chose" a gate that "refuses 1.000 of unanswerable" (of none) and
+    exited 0; --min-rejection without an unanswerable question failed (exit 11) with "no_answer rejection None <
+    0.5".  Each is invalid_request (exit 2) naming the option, the file and what it lacks, before any retrieval."""
+    path = tmp_path / "q.yaml"
+    path.write_text(yaml.safe_dump([{"id": f"q{i}", "question": "P1?", "expected_mode": mode,
+                                     "expected_sources": ["x.md"] if mode == "rag" else []}
+                                    for i, mode in enumerate(modes)]), encoding="utf-8")
+    code, out = run_cli("eval", "--questions", str(path), *([option] if option == "--calibrate" else [option, "0.5"]),
+                        "--json")
+    error = json.loads(out)["error"]
+    assert (code, error["code"], error["details"]["field"]) == (localrag.EXIT_USAGE, "invalid_request",
+                                                                option[2:].replace("-", "_")), error
+    assert error["message"].startswith(option) and f"questions file {path} has no {lacks}" in error["message"]
+    assert error["message"].endswith(f"add some, or run without {option}")
+
+
 def test_calibration_on_overlapping_groups():
     """Answerable and unanswerable coverages overlap (0.5 is on both sides): no operating point gets every mode
     right; the chosen one is one of the best in its own trade-off table, and that best is 5 of 6 modes."""

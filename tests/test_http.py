@@ -796,6 +796,26 @@ def test_a_duplicate_key_is_named_at_its_line_and_column(routing_api, marked):
     assert f"line {line} column {column} (char {at})" in err["message"], err
 
 
+@pytest.mark.parametrize("marked", [
+    '{"query": "P1", "top_k": §NaN}',
+    '{\n  "query": "NaN \\"Infinity\\" \\\\",\n  "tag": ["-Infinity"],\n  "top_k": §-Infinity\n}',   # in strings: text
+    '[' * 300 + '{"k": [1, §Infinity, NaN]}' + ']' * 300,
+])
+def test_a_json_constant_is_named_at_its_line_and_column(routing_api, marked):
+    """NaN, Infinity and -Infinity (Python's, not JSON) were refused with no place ("NaN is not JSON") while a
+    duplicate key said "line L column C (char N)"; they now say where they start in the same form."""
+    text = marked.replace("§", "")
+    at = marked.index("§")
+    line, column = text.count("\n", 0, at) + 1, at - text.rfind("\n", 0, at)
+    with pytest.raises(json.JSONDecodeError) as info:
+        localrag._strict_json(text)
+    assert (info.value.pos, info.value.lineno, info.value.colno) == (at, line, column)
+    name = re.match(r"-?Infinity|NaN", text[at:]).group()
+    assert str(info.value) == f"{name} is not JSON: line {line} column {column} (char {at})"
+    err = assert_error(routing_api.post("/search", text.encode()), 422, "invalid_request", field="body")
+    assert f"is not JSON: line {line} column {column} (char {at})" in err["message"], err
+
+
 @pytest.mark.parametrize("path", ["/ask", "/ask/stream"])
 @pytest.mark.parametrize("value", ["yes", 1, [True]])
 def test_ask_fallback_must_be_a_boolean(routing_api, path, value):

@@ -159,8 +159,9 @@ def test_cli_create_keeps_the_persons_edits(vault_db, tmp_path):
         "Autoscaling docs missing", "ops", "Please write the autoscaling runbook.")
 
 
-def _create_on_tty(path: str, reply: bytes | None) -> tuple[int, str]:
-    """`tickets create --from PATH` on a terminal, answered with `reply` (None: SIGINT at the prompt)."""
+def _create_on_tty(path: str, reply: bytes | None, shown: list | None = None) -> tuple[int, str]:
+    """`tickets create --from PATH` on a terminal, answered with `reply` (None: SIGINT at the prompt); what the
+    terminal showed up to the prompt is appended to `shown`."""
     master, slave = pty.openpty()
     try:
         proc = subprocess.Popen([sys.executable, "-c", "import sys, localrag; sys.exit(localrag.main(sys.argv[1:]))",
@@ -172,6 +173,8 @@ def _create_on_tty(path: str, reply: bytes | None) -> tuple[int, str]:
             chunk = os.read(master, 4096)
             assert chunk, seen
             seen += chunk
+        if shown is not None:
+            shown.append(seen.decode())
         if reply is None:
             proc.send_signal(signal.SIGINT)
         else:
@@ -188,6 +191,31 @@ def test_cli_asks_on_a_tty(vault_db, tmp_path):
     assert code == localrag.EXIT_USAGE and out == "" and row_counts(vault_db)["tickets"] == 0
     code, out = _create_on_tty(path, b"yes\n")
     assert code == 0 and out.startswith("saved ticket #1") and row_counts(vault_db)["tickets"] == 1
+
+
+FORGED_EVENT = "event 2026-01-01T00:00:00  http                     in_progress -> resolved"
+
+
+def test_the_prompt_indents_the_description(vault_db, tmp_path):
+    """The confirmation prompt printed the description flush, so a line of it could pass for one of the prompt's own
+    ("category: ops") or an event line; it is indented as `tickets show` prints it."""
+    description = f"Please write the runbook.\n{FORGED_EVENT}\ncategory: ops"
+    shown: list = []
+    code, out = _create_on_tty(draft_file(tmp_path, vault_db, description=description), b"n\n", shown)
+    assert code == localrag.EXIT_USAGE and row_counts(vault_db)["tickets"] == 0
+    lines = shown[0].replace("\r\n", "\n").split("\n")
+    assert "    " + FORGED_EVENT in lines and "    category: ops" in lines, shown
+    assert [line for line in lines if line.startswith(("event ", "Please", "category:"))] == ["category: Sync"], shown
+
+
+def test_a_draft_printed_as_text_indents_the_description(vault_db):
+    """`tickets draft` (text) printed the description flush: a question holding a line break put a line of the
+    person's choosing at the start of a line; it is indented as `tickets show` prints it."""
+    code, out = run_cli("tickets", "draft", f"sync setup?\n{FORGED_EVENT}")
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].startswith("title:    Knowledge gap: sync setup? event") and "    " + FORGED_EVENT in lines
+    assert [line for line in lines if line and not line.startswith("    ")] == lines[:2], out
 
 
 def test_ctrl_c_at_the_prompt_is_an_interruption(vault_db, tmp_path):
@@ -236,7 +264,7 @@ def test_unreadable_draft_file(vault_db, tmp_path):
      "is not JSON (duplicate key 'title': line 1 column 16 (char 15))"),
     ('{\n  "title": "a",\n  "evidence": [{"n": 1, "\\u006e": 2}],\n  "title": "b"\n}',   # where the name is
      "is not JSON (duplicate key 'n': line 3 column 25 (char 42))"),
-    ('{"title": "t", "description": "d", "evidence": [{"score": NaN}]}', "is not JSON (NaN is not JSON)"),
+    ('{"title": "t", "description": "d", "evidence": [{"score": NaN}]}', "is not JSON (NaN is not JSON: line 1 column 59 (char 58))"),
     ("[" * 100_000, "nests JSON too deeply"),
     ('["t", "d"]', "is a JSON array, not an object"),
     ('"a draft"', "is a JSON string, not an object"),
