@@ -343,14 +343,25 @@ def run_cli_as_a_user(*args: str) -> tuple[int, str, str]:
         shutil.rmtree(home, ignore_errors=True)
 
 
-def test_a_folder_that_cannot_be_listed_keeps_its_notes_and_is_named(db):
+@pytest.fixture
+def open_tmp():
+    """A temp folder another user can reach (pytest's are the owner's alone); removed after, whatever the modes a
+    test left on the folders in it."""
+    import tempfile
+    base = Path(tempfile.mkdtemp(prefix="localrag-vault-"))
+    os.chmod(base, 0o755)
+    yield base
+    for dirpath, dirnames, _ in os.walk(base):   # top-down: each folder opened before it is listed
+        for name in dirnames:
+            os.chmod(os.path.join(dirpath, name), 0o755)
+    shutil.rmtree(base)
+
+
+def test_a_folder_that_cannot_be_listed_keeps_its_notes_and_is_named(db, open_tmp):
     """os.walk passed over a folder it could not list (permission denied) without a word: its indexed notes were
     deleted as if gone, and files_found left them out.  It is named, counted as unreadable and its notes kept (exit
     10, as for an unreadable file); a vault folder that cannot be listed at all keeps everything."""
-    import tempfile
-    base = Path(tempfile.mkdtemp(prefix="localrag-vault-"))   # pytest's temp folders are the owner's alone
-    os.chmod(base, 0o755)
-    vault = base / "v"
+    vault = open_tmp / "v"
     (vault / "locked").mkdir(parents=True)
     (vault / "a.md").write_text("# A\nalpha\n")
     (vault / "b.md").write_text("# B\nbeta\n")
@@ -358,28 +369,21 @@ def test_a_folder_that_cannot_be_listed_keeps_its_notes_and_is_named(db):
     (vault / "locked" / "d.md").write_text("# D\nlocked delta\n")
     assert localrag.ingest(db, vault)["documents_added"] == 4
     os.chmod(vault / "locked", 0)
-    try:
-        code, out, err = run_cli_as_a_user("ingest", str(vault), "--json")
-        result = json.loads(out)
-        assert code == localrag.EXIT_PARTIAL, err
-        assert result["documents_deleted"] == 0 and result["skipped_by_reason"] == {"unreadable": 1}
-        assert result["files_found"] == 3 and result["documents_skipped"] == 2
-        assert {"path": "locked", "warning": "cannot list this folder: Permission denied; the notes indexed under "
-                                             "it (if any) are kept"} in result["warnings"]
-        assert "warning: locked: cannot list this folder" in err
-        os.chmod(vault, 0)
-        code, out, err = run_cli_as_a_user("ingest", str(vault), "--json")
-        result = json.loads(out)
-        assert code == localrag.EXIT_PARTIAL and result["documents_deleted"] == 0, err
-        assert [w["path"] for w in result["warnings"]] == ["."] and "cannot list" in result["warnings"][0]["warning"]
-    finally:
-        os.chmod(vault, 0o755)
-        os.chmod(vault / "locked", 0o755)
-    try:
-        assert counts(db)["documents"] == 4
-        assert localrag.search(db, "locked gamma okapi")["results"][0]["source"] == "locked/c.md"
-    finally:
-        shutil.rmtree(base)
+    code, out, err = run_cli_as_a_user("ingest", str(vault), "--json")
+    result = json.loads(out)
+    assert code == localrag.EXIT_PARTIAL, err
+    assert result["documents_deleted"] == 0 and result["skipped_by_reason"] == {"unreadable": 1}
+    assert result["files_found"] == 3 and result["documents_skipped"] == 2
+    assert {"path": "locked", "warning": "cannot list this folder: Permission denied; the notes indexed under it "
+                                         "(if any) are kept"} in result["warnings"]
+    assert "warning: locked: cannot list this folder" in err
+    os.chmod(vault, 0)
+    code, out, err = run_cli_as_a_user("ingest", str(vault), "--json")
+    result = json.loads(out)
+    assert code == localrag.EXIT_PARTIAL and result["documents_deleted"] == 0, err
+    assert [w["path"] for w in result["warnings"]] == ["."] and "cannot list" in result["warnings"][0]["warning"]
+    assert counts(db)["documents"] == 4
+    assert localrag.search(db, "locked gamma okapi")["results"][0]["source"] == "locked/c.md"
 
 
 def test_a_vault_deleted_mid_run_stops_it_with_one_error(db, vault, monkeypatch):
