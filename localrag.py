@@ -6673,6 +6673,12 @@ class ScanResult:
     keep: set[str]                                # skipped notes whose indexed version must stay (too large...)
     all_paths: set[str]                           # every non-hidden file: what a [[link]] may point at
     files_found: int = 0
+    unlisted: list[str] = dataclasses.field(default_factory=list)   # folders that could not be listed ("" the vault)
+
+    def kept(self, rel: str) -> bool:
+        """Whether an indexed note the scan did not read keeps its indexed version: skipped but kept (too large,
+        unreadable), or under a folder that could not be listed (its notes are not known to be gone)."""
+        return rel in self.keep or any(not folder or rel.startswith(folder + "/") for folder in self.unlisted)
 
 
 def _count_files(folder: Path) -> int:
@@ -6733,7 +6739,19 @@ def scan_vault(root: Path, max_file_bytes: int | None = None, excludes: Sequence
         result.files_found += count
 
     nfc = functools.partial(unicodedata.normalize, "NFC")
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+
+    def unlisted(exc: OSError) -> None:
+        # os.walk passes over a folder it cannot list without a word: its indexed notes looked deleted and were
+        # removed.  One gone since its parent was listed is simply gone.
+        if isinstance(exc, FileNotFoundError):
+            return
+        rel = _safe_name(nfc(Path(exc.filename).relative_to(root).as_posix()))
+        result.unlisted.append("" if rel == "." else rel)
+        result.warnings.append({"path": rel, "warning": f"cannot list this folder: {exc.strerror or exc}; the notes "
+                                                        f"indexed under it (if any) are kept"})
+        skip("unreadable")
+
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False, onerror=unlisted):
         here = Path(dirpath)
         # Paths are stored composed (NFC): a vault copied from a Mac names "Café" decomposed, while the name a
         # person types, a [[link]] and a --path prefix are composed.  The file is read under its own name.
@@ -6817,7 +6835,8 @@ def scan_vault(root: Path, max_file_bytes: int | None = None, excludes: Sequence
                 hint = f"; patterns are relative to the vault folder: did you mean {first[1]!r}?"
             result.warnings.append({"path": ".", "warning": f"--exclude {glob!r} matches no file or folder of "
                                                             f"the vault{hint}"})
-    if not result.files and not result.keep:   # files of other kinds alone (a folder of attachments) are no vault
+    # Files of other kinds alone (a folder of attachments) are no vault.
+    if not result.files and not result.keep and not result.unlisted:
         excluded = result.skipped["excluded"]
         if excluded:
             warning = (f"no notes to index: the --exclude patterns and .localragignore leave none ({excluded} "
@@ -7221,7 +7240,7 @@ class _IngestRun:
         self.first_run = not existing
         files = scan.files
         self.files_total = len(files)
-        seen: set[str] = set(scan.keep)
+        seen: set[str] = {rel for rel in existing if scan.kept(rel)}
         backfill_ids: list[int] = []
         # Parsing, chunking and cheap embedding are CPU work: worker processes do them while this process reads,
         # hashes and writes.  Results are taken in file order, so runs are deterministic either way.  A model or an
@@ -7332,6 +7351,10 @@ class _IngestRun:
                 return None
             file_path = _safe_name(str(path.resolve(strict=True)))
         except (OSError, RuntimeError) as exc:
+            if isinstance(exc, FileNotFoundError) and not os.path.isdir(self.root):
+                # Every file left would be "cannot read" (thousands of lines saying nothing of the cause): stop.
+                raise VaultError(f"the vault folder {self.vault_key} is gone (deleted, moved or unmounted while "
+                                 f"ingest read it)", path=self.vault_key) from None
             self.warnings.append({"path": rel, "warning": f"cannot read: {getattr(exc, 'strerror', None) or exc}; "
                                                            f"the indexed version (if any) is kept"})
             self.skipped_by_reason["unreadable"] += 1
@@ -7685,7 +7708,7 @@ def _check_mass_delete(vault_key: str, existing: dict, scan: "ScanResult", allow
     large, unreadable) count as present."""
     if allow_delete or not existing:
         return
-    present = {rel for rel, _ in scan.files} | scan.keep
+    present = {rel for rel, _ in scan.files} | scan.keep | {rel for rel in existing if scan.kept(rel)}
     files = scan.files
     gone = sum(1 for rel in existing if rel not in present)
     if not present or gone * 2 > len(existing):
@@ -7769,7 +7792,8 @@ def ingest(config: Config, vault: str | Path, progress: ProgressFn | None = None
                 summary = exc.message if isinstance(exc, LocalRagError) else f"{type(exc).__name__}: {exc}"
             exc.partial = _finish_run(config, store, job, "failed", summary[:2000],  # type: ignore[attr-defined]
                                       time.monotonic() - started, interrupted=interrupted)
-            if isinstance(exc, IngestWorkerDied):   # what was committed stays; say so, and how to finish
+            # What was committed stays; say so, and how to finish (a vault gone mid-run: once it is back).
+            if isinstance(exc, (IngestWorkerDied, VaultError)):
                 exc.message += _interrupted_summary(exc.partial)
                 exc.details["ingest_run"] = exc.partial
         elif interrupted and store is not None:
@@ -15723,7 +15747,7 @@ EXIT_CODES_HELP = f"""exit codes:
   {EXIT_NOT_READY}   retrieval not ready: no embeddings for the current provider (run `localrag ingest`)
   {EXIT_EMBEDDING}   embedding model unavailable or dimension mismatch
   {EXIT_LLM}   LLM error (config missing, timeout, auth, rate limit, upstream)
-  {EXIT_VAULT}   vault path missing or not a folder; a --vault / `vaults rm` PATH that is not indexed
+  {EXIT_VAULT}   vault path missing, not a folder or gone mid-ingest; a --vault / `vaults rm` PATH not indexed
   {EXIT_PARTIAL}  ingest finished but some files failed (listed in the output); `ask --batch`: some lines failed
   {EXIT_EVAL}  eval below --min-hit-at-k / --min-rejection
   {EXIT_BUSY}  another ingest of the same vault is running (names its PID and start time; see --wait);
@@ -16081,12 +16105,13 @@ def _cmd_ingest(config: Config, args: argparse.Namespace) -> int:
             progress.close()
     if result.get("schema_created") and not args.quiet:   # --quiet: failures only
         _say("the database had no localrag schema: created it (what `localrag db init` does)")
+    # One line each, whatever the file is called: a name holding a line break is shown with it as \n.
     for failure in result["files_failed"]:
-        _say(f"failed: {failure['path']}: {failure['error']}")
+        _say(_shown_line(f"failed: {failure['path']}: {failure['error']}"))
     if not args.quiet:
         for warning in result["warnings"]:
             where = result["vault_path"] if warning["path"] == "." else warning["path"]   # "." is the vault itself
-            _say(f"warning: {where}: {warning['warning']}")
+            _say(_shown_line(f"warning: {where}: {warning['warning']}"))
     if args.json:
         _print_json(result)
     elif not args.quiet:

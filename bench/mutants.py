@@ -845,6 +845,19 @@ MUTANTS: list[Mutant] = [
       "                         r\"(?:如需|如要|要)(?:了解|查看|学习)[^，。]{1,40}[，,]\\s*(?:请)?(?:参阅|参见|查看|阅读)|\"\n",
       "",
       ("tests/test_answers.py",), "give_way"),
+    # --- 2026-12-02 (seventh session, third review) ---
+    M("ingest: a folder that cannot be listed is passed over without a word (its indexed notes deleted)",
+      "os.walk(root, followlinks=False, onerror=unlisted):",
+      "os.walk(root, followlinks=False):",
+      ("tests/test_ingest.py",), "cannot_be_listed"),
+    M("ingest: a vault deleted mid-run is a 'cannot read' warning per file, the run a success",
+      "if isinstance(exc, FileNotFoundError) and not os.path.isdir(self.root):",
+      "if isinstance(exc, FileNotFoundError) and not os.path.isdir(self.root) and False:",
+      ("tests/test_ingest.py",), "deleted_mid_run"),
+    M("ingest: a file name's line break splits its failed: line in two",
+      "_say(_shown_line(f\"failed: {failure['path']}: {failure['error']}\"))",
+      "_say(f\"failed: {failure['path']}: {failure['error']}\")",
+      ("tests/test_ingest.py",), "line_break"),
 ]
 def plant(source: str, mutant: Mutant) -> str:
     n = source.count(mutant.old)

@@ -318,6 +318,98 @@ def test_broken_file_keeps_its_previous_version(db, vault):
     assert localrag.search(db, "canvas card zorbulon")["results"][0]["source"] == "board.canvas"
 
 
+def run_cli_as_a_user(*args: str) -> tuple[int, str, str]:
+    """`localrag ARGS` as a process that file permissions apply to.  Root reads everything: as root it runs as the
+    owner of the database's socket folder (who can reach the server, not a root-owned folder of mode 000), from a
+    copy of localrag.py that user can read.  Returns (exit code, stdout, stderr)."""
+    import subprocess
+    import tempfile
+    import urllib.parse
+    user, home = None, Path(tempfile.mkdtemp(prefix="localrag-user-"))
+    try:
+        shutil.copy(localrag.__file__, home / "localrag.py")
+        if os.geteuid() == 0:
+            url = urllib.parse.urlsplit(os.environ["DATABASE_URL"])
+            host = urllib.parse.parse_qs(url.query).get("host", [url.hostname or ""])[0]
+            user = os.stat(host).st_uid if host.startswith("/") else 65534
+            if user == 0:
+                pytest.skip("the database's socket folder belongs to root: no other user to run as")
+            os.chmod(home, 0o755)
+        env = {**os.environ, "PYTHONPATH": str(home), "LOCALRAG_HOME": str(home / "home"), "HOME": str(home)}
+        done = subprocess.run([sys.executable, "-c", "import sys, localrag; sys.exit(localrag.main(sys.argv[1:]))",
+                               *args], env=env, cwd=home, user=user, capture_output=True, text=True, timeout=120)
+        return done.returncode, done.stdout, done.stderr
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+@pytest.fixture
+def open_tmp():
+    """A temp folder another user can reach (pytest's are the owner's alone); removed after, whatever the modes a
+    test left on the folders in it."""
+    import tempfile
+    base = Path(tempfile.mkdtemp(prefix="localrag-vault-"))
+    os.chmod(base, 0o755)
+    yield base
+    for dirpath, dirnames, _ in os.walk(base):   # top-down: each folder opened before it is listed
+        for name in dirnames:
+            os.chmod(os.path.join(dirpath, name), 0o755)
+    shutil.rmtree(base)
+
+
+def test_a_folder_that_cannot_be_listed_keeps_its_notes_and_is_named(db, open_tmp):
+    """os.walk passed over a folder it could not list (permission denied) without a word: its indexed notes were
+    deleted as if gone, and files_found left them out.  It is named, counted as unreadable and its notes kept (exit
+    10, as for an unreadable file); a vault folder that cannot be listed at all keeps everything."""
+    vault = open_tmp / "v"
+    (vault / "locked").mkdir(parents=True)
+    (vault / "a.md").write_text("# A\nalpha\n")
+    (vault / "b.md").write_text("# B\nbeta\n")
+    (vault / "locked" / "c.md").write_text("# C\nlocked gamma okapi\n")
+    (vault / "locked" / "d.md").write_text("# D\nlocked delta\n")
+    assert localrag.ingest(db, vault)["documents_added"] == 4
+    os.chmod(vault / "locked", 0)
+    code, out, err = run_cli_as_a_user("ingest", str(vault), "--json")
+    result = json.loads(out)
+    assert code == localrag.EXIT_PARTIAL, err
+    assert result["documents_deleted"] == 0 and result["skipped_by_reason"] == {"unreadable": 1}
+    assert result["files_found"] == 3 and result["documents_skipped"] == 2
+    assert {"path": "locked", "warning": "cannot list this folder: Permission denied; the notes indexed under it "
+                                         "(if any) are kept"} in result["warnings"]
+    assert "warning: locked: cannot list this folder" in err
+    os.chmod(vault, 0)
+    code, out, err = run_cli_as_a_user("ingest", str(vault), "--json")
+    result = json.loads(out)
+    assert code == localrag.EXIT_PARTIAL and result["documents_deleted"] == 0, err
+    assert [w["path"] for w in result["warnings"]] == ["."] and "cannot list" in result["warnings"][0]["warning"]
+    assert counts(db)["documents"] == 4
+    assert localrag.search(db, "locked gamma okapi")["results"][0]["source"] == "locked/c.md"
+
+
+def test_a_vault_deleted_mid_run_stops_it_with_one_error(db, vault, monkeypatch):
+    """Deleted (or unmounted) halfway, a vault gave a run "success", exit 10 and a "cannot read: No such file or
+    directory" warning per file left (3,743 lines on a 4,000-note vault), never saying why.  The run stops at
+    the first such file: vault_invalid (exit 9) naming the folder, the run failed, what was committed kept."""
+    monkeypatch.setattr(localrag, "INGEST_BATCH_CHUNKS", 10)   # a tuning constant: several transactions
+    writes = []
+
+    def remove_after_the_first_commit(phase, done, total):
+        if phase == "write":
+            writes.append(done)
+            if len(writes) == 2:
+                shutil.rmtree(vault)
+
+    with pytest.raises(localrag.VaultError) as caught:
+        localrag.ingest(db, vault, progress=remove_after_the_first_commit)
+    message = caught.value.message
+    assert message.startswith(f"the vault folder {vault} is gone (deleted, moved or unmounted while ingest read it): "
+                              f"ingest run #1 stopped and marked failed"), message
+    assert caught.value.exit_code == localrag.EXIT_VAULT and "cannot read" not in message
+    run = runs(db)[-1]
+    assert run[1] == "failed" and run[2] == counts(db)["documents"] > 0 and "is gone" in run[8]
+    assert not caught.value.details["ingest_run"]["warnings"]
+
+
 def test_huge_file_is_counted_not_read(db, vault, monkeypatch):
     monkeypatch.setenv("LOCALRAG_MAX_FILE_MB", "1")
     big = vault / "huge.md"
@@ -961,6 +1053,23 @@ def test_odd_files_are_named_and_the_rest_indexed(db, vault):
     # A rerun changes nothing: the escaped name maps to the same file.
     code, out = run_cli("ingest", str(vault), "--json")
     assert json.loads(out)["documents_added"] == 0 and json.loads(out)["documents_deleted"] == 0
+
+
+def test_a_file_name_with_a_line_break_is_named_on_one_line(db, tmp_path, capfd):
+    """A file named "new\\nline.md" (a line break is a legal name byte) split its failed: / warning: line in two, the
+    second half reading as a line of its own.  Each is one line, the break shown as \\n; --json keeps the name."""
+    vault = tmp_path / "v"
+    vault.mkdir()
+    (vault / "a.md").write_text("# A\nalpha\n")
+    (vault / "bin\nary.md").write_bytes(b"\x7fELF\x02\x01\x01\x00\x00\x00" * 64)
+    (vault / "dangling\nlink.md").symlink_to(vault / "gone\nnote.md")
+    code, out = run_cli("ingest", str(vault), "--json")
+    err = capfd.readouterr().err
+    assert code == localrag.EXIT_PARTIAL
+    assert [f["path"] for f in json.loads(out)["files_failed"]] == ["bin\nary.md"]
+    assert "failed: bin\\nary.md: binary data, not text (" in err.splitlines()[-2]
+    assert err.splitlines()[-1] == (f"warning: dangling\\nlink.md: dangling symlink (its target {vault}/gone\\nnote.md "
+                                    f"does not exist); skipped")
 
 
 def test_frontmatter_bomb_is_bounded_in_time_and_size():
