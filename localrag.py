@@ -9263,7 +9263,10 @@ _ASKS_WHY_RE = re.compile(r"^\s*(?:why|how come)\b|为什么|为何|怎么会|�
 # with its list answers it whole.
 _ASKS_WHO_RE = re.compile(r"\bwho\b|\bwhom\b|谁|哪些人|哪几位|哪位", re.IGNORECASE)
 _ASKS_LIST_RE = re.compile(r"\b(?:which|what are(?: the)?)\s+(?!(?:does|is|was|has|goes)\b)(?:[a-z-]+\s+){0,2}?"
-                           r"[a-z]{2,}(?<!s)s\b|\bwhat (?:kinds?|types?|sorts?) of\b|哪些|哪几|"
+                           # a plural, not the verb before its object: "Which port does the CLI use?", "Which
+                           # shortcut selects the whole row?" ask for one thing
+                           r"[a-z]{2,}(?<!s)s\b(?!\s+(?:the|a|an|my|your|you|me|it|its|this|that|when|if)\b)|"
+                           r"\bwhat (?:kinds?|types?|sorts?) of\b|哪些|哪几|"
                            # "What row height options does a table view have?": a plural the question's verb asks of
                            r"\bwhat\s+(?:[a-z-]+\s+){0,2}?[a-z]{2,}(?<!s)s\s+(?:do|does|can|could|are|will|would)\b",
                            re.IGNORECASE)

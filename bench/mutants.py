@@ -858,7 +858,13 @@ MUTANTS: list[Mutant] = [
       "_say(_shown_line(f\"failed: {failure['path']}: {failure['error']}\"))",
       "_say(f\"failed: {failure['path']}: {failure['error']}\")",
       ("tests/test_ingest.py",), "line_break"),
+    M("answers: a verb before its object reads as a plural ('Which port does the CLI use?' asks for a list)",
+      "r\"[a-z]{2,}(?<!s)s\\b(?!\\s+(?:the|a|an|my|your|you|me|it|its|this|that|when|if)\\b)|\"",
+      "r\"[a-z]{2,}(?<!s)s\\b|\"",
+      ("tests/test_answers.py",), "choices"),
 ]
+
+
 def plant(source: str, mutant: Mutant) -> str:
     n = source.count(mutant.old)
     if n != 1:

@@ -2141,8 +2141,14 @@ def test_a_which_options_question_gets_the_sentence_naming_the_choices_after_the
     # a question asking no list: the best line alone
     assert localrag.fake_answer("What does row height do in a table view?", blocks_of(text), 1) == \
         "Row height lets you display more information. [1]"
-    # "What happens ..." asks no list
+    # "What happens ..." asks no list, nor does a verb before its object read as a plural (check6 nm-en-03)
     assert not localrag._ASKS_LIST_RE.search("What happens to my notes when Sync stops?")
+    for one in ("Which port does the Obsidian CLI use to talk to the running app?",
+                "In a Bases table view, which keyboard shortcut selects the whole row?"):
+        assert not localrag._ASKS_LIST_RE.search(one), one
+    for many in ("Which apps export Textbundle files?", "Which file formats does Obsidian support?",
+                 "What are the plans for Sync?"):
+        assert localrag._ASKS_LIST_RE.search(many), many
     # the best line naming the choices itself needs no follower
     named = "Row height can be short, medium or tall. Choose between them in the view settings, or keep the default."
     assert localrag.fake_answer("What row height options does a table view have?", blocks_of(named), 1) == \
