@@ -773,6 +773,18 @@ def test_a_secret_field_is_described_not_quoted():
     assert localrag._got("top_k", 2.5) == "got 2.5"
 
 
+def _json_error_at(marked: str) -> tuple[str, int, int, int, json.JSONDecodeError]:
+    """The JSON text of `marked` without its § and where § stood (char, line, column), with _strict_json's error,
+    checked to be placed exactly there."""
+    text = marked.replace("§", "")
+    at = marked.index("§")
+    line, column = text.count("\n", 0, at) + 1, at - text.rfind("\n", 0, at)
+    with pytest.raises(json.JSONDecodeError) as info:
+        localrag._strict_json(text)
+    assert (info.value.pos, info.value.lineno, info.value.colno) == (at, line, column)
+    return text, at, line, column, info.value
+
+
 @pytest.mark.parametrize("marked", [
     '{"query": "P1", §"query": "x"}',
     '{\n  "query": "P1",\n  "top_k": 3,\n  §"query": "x"\n}',
@@ -784,13 +796,8 @@ def test_a_secret_field_is_described_not_quoted():
 def test_a_duplicate_key_is_named_at_its_line_and_column(routing_api, marked):
     """A member named twice was "duplicate key 'query'" with no place; json's own errors say "line L column C
     (char N)".  The error now says where the second name starts, exactly, in the same form."""
-    text = marked.replace("§", "")
-    at = marked.index("§")
-    line, column = text.count("\n", 0, at) + 1, at - text.rfind("\n", 0, at)
-    with pytest.raises(json.JSONDecodeError) as info:
-        localrag._strict_json(text)
-    assert (info.value.pos, info.value.lineno, info.value.colno) == (at, line, column)
-    assert str(info.value).startswith("duplicate key '") and str(info.value).endswith(
+    text, at, line, column, error = _json_error_at(marked)
+    assert str(error).startswith("duplicate key '") and str(error).endswith(
         f": line {line} column {column} (char {at})")
     err = assert_error(routing_api.post("/search", text.encode()), 422, "invalid_request", field="body")
     assert f"line {line} column {column} (char {at})" in err["message"], err
@@ -804,14 +811,9 @@ def test_a_duplicate_key_is_named_at_its_line_and_column(routing_api, marked):
 def test_a_json_constant_is_named_at_its_line_and_column(routing_api, marked):
     """NaN, Infinity and -Infinity (Python's, not JSON) were refused with no place ("NaN is not JSON") while a
     duplicate key said "line L column C (char N)"; they now say where they start in the same form."""
-    text = marked.replace("§", "")
-    at = marked.index("§")
-    line, column = text.count("\n", 0, at) + 1, at - text.rfind("\n", 0, at)
-    with pytest.raises(json.JSONDecodeError) as info:
-        localrag._strict_json(text)
-    assert (info.value.pos, info.value.lineno, info.value.colno) == (at, line, column)
+    text, at, line, column, error = _json_error_at(marked)
     name = re.match(r"-?Infinity|NaN", text[at:]).group()
-    assert str(info.value) == f"{name} is not JSON: line {line} column {column} (char {at})"
+    assert str(error) == f"{name} is not JSON: line {line} column {column} (char {at})"
     err = assert_error(routing_api.post("/search", text.encode()), 422, "invalid_request", field="body")
     assert f"is not JSON: line {line} column {column} (char {at})" in err["message"], err
 
