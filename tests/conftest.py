@@ -50,6 +50,25 @@ def pytest_sessionstart(session):
         signal.signal(signal.SIGINT, signal.default_int_handler)
     if signal.getsignal(signal.SIGHUP) is signal.SIG_IGN:
         signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    # A test without the `env` fixture that expects a refusal before any database access (a bad option) would, if the
+    # refusal broke (a mutant does that), open the default database: an embedded server started under the user's
+    # own ~/.local/share/localrag and left running.  Such a test gets this session's private home instead; a server
+    # started there is stopped at the end of the session (pytest_sessionfinish).
+    if "LOCALRAG_HOME" not in os.environ:
+        os.environ["LOCALRAG_HOME"] = _SESSION_HOME
+
+
+_SESSION_HOME = tempfile.mkdtemp(prefix="localrag-test-home-")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if os.environ.get("LOCALRAG_HOME") != _SESSION_HOME:
+        return
+    if (Path(_SESSION_HOME) / "pgdata" / "postmaster.pid").exists():
+        import subprocess
+        subprocess.run([sys.executable, "-m", "localrag", "db", "stop"], cwd=str(ROOT), capture_output=True,
+                       env={**os.environ, "LOCALRAG_HOME": _SESSION_HOME}, timeout=120)
+    shutil.rmtree(_SESSION_HOME, ignore_errors=True)
 
 
 def _database_name(url: str) -> str:
