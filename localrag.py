@@ -10188,8 +10188,8 @@ class _ExtractiveAnswer:
         # of the question's bigrams) more often (check13 lex-zh-06)
         introduces = best is not None and best["n"] == first[0] and \
             best["kind"] == "sentence" and best["pos"] == self.whole[first][0]["pos"] - 1 and \
-            best["coverage"] >= max(u["coverage"] for u in self.scored
-                                    if u["kind"] == "sentence" and not _POINTER_RE.match(u["text"]))
+            best["coverage"] >= max((u["coverage"] for u in self.scored
+                                     if u["kind"] == "sentence" and not _POINTER_RE.match(u["text"])), default=0.0)
         if introduces:
             return True
         if self._rarest_said_elsewhere(first):

@@ -2228,3 +2228,12 @@ def test_steps_their_lead_introduces_give_way_to_a_sentence_covering_more_of_the
     weights = {"publish": 2.37, "网站": 3.41, "站上": 4.72, "发布": 2.96, "笔记": 1.91, "取消": 4.54, "消发": 5.16}
     lines = localrag.fake_answer("Publish 网站上已经发布的笔记怎么取消发布？", blocks, weights=weights).splitlines()
     assert lines[:2] == ["取消发布后，笔记仍会保留在本地仓库中。 [1]", "1. 在功能区中，选择发布更改。 [1]"], lines
+
+
+def test_steps_led_in_by_a_pointer_are_answered_without_a_crash():
+    """The lead of the steps can be the only sentence, and a pointer ("详见以下导出步骤："): no other sentence covers
+    more, so the steps answer (the comparison with the other sentences had no default and raised ValueError)."""
+    block = [{"n": 1, "source": "a.md", "heading": "导出", "heading_path": ["导出"], "score": 0.5,
+              "content": "详见以下导出步骤：\n\n1. 打开设置导出。\n2. 选择导出格式。\n3. 点击导出。\n"}]
+    lines = localrag.fake_answer("怎么导出笔记？", block).splitlines()
+    assert "1. 打开设置导出。 [1]" in lines and "3. 点击导出。 [1]" in lines, lines
