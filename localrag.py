@@ -7426,8 +7426,6 @@ class _IngestRun:
             for p in batch:
                 doc_id = _Copy.int8(doc_ids[p.relative_path])
                 doc = p.prepared
-                if len(doc.rows) != len(doc.chunks):   # a _Prepared made elsewhere than prepare_file
-                    doc.rows = _chunk_row_parts(doc, p.relative_path)
                 # the fields around the chunk's own (built by the worker): its id, then the document's; the path
                 after_id, path = _INT4.pack(8) + doc_id, _copy_field(_Copy.text(p.file_path))
                 for (middle, tail), vector, keywords in zip(doc.rows, doc.vectors, doc.keywords):
@@ -10534,7 +10532,7 @@ class _ExtractiveAnswer:
         if not follows or self.shown_lists or \
                 u["coverage"] < FAKE_LIST_MIN_RELATIVE_COVERAGE * self.ranked[0]["coverage"]:
             return []   # one list per answer, and one about the question: a list makes an answer long
-        items = _list_items(self.units_of[u["n"]], u["pos"], captions=self.asks_who or self.enumerates)
+        items = _list_items(self.units_of[u["n"]], u["pos"], captions=True)   # `follows` chose the list already
         if not items or len(items) > FAKE_MAX_STEPS or not all(re.search(r"\w", v["text"]) for v in items):
             return []
         self.shown_lists.append(follows)

@@ -40,6 +40,7 @@ CORPUS = ROOT.parent / "shared" / "corpora" / "obsidian-help"
 
 
 def pytest_sessionstart(session):
+    global _SESSION_HOME
     # SIGTERM (a CI timeout, `timeout`, `kill`) ends the run as Ctrl-C does, so the session's fixtures are torn down
     # and the embedded test cluster does not outlive it (by default SIGTERM ends pytest with no teardown at all).
     signal.signal(signal.SIGTERM, signal.default_int_handler)
@@ -55,14 +56,14 @@ def pytest_sessionstart(session):
     # own ~/.local/share/localrag and left running.  Such a test gets this session's private home instead; a server
     # started there is stopped at the end of the session (pytest_sessionfinish).
     if "LOCALRAG_HOME" not in os.environ:
-        os.environ["LOCALRAG_HOME"] = _SESSION_HOME
+        _SESSION_HOME = os.environ["LOCALRAG_HOME"] = tempfile.mkdtemp(prefix="localrag-test-home-")
 
 
-_SESSION_HOME = tempfile.mkdtemp(prefix="localrag-test-home-")
+_SESSION_HOME: str | None = None   # made by pytest_sessionstart only when the environment names no home
 
 
 def pytest_sessionfinish(session, exitstatus):
-    if os.environ.get("LOCALRAG_HOME") != _SESSION_HOME:
+    if _SESSION_HOME is None:
         return
     if (Path(_SESSION_HOME) / "pgdata" / "postmaster.pid").exists():
         import subprocess
