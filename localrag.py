@@ -150,7 +150,9 @@ TOP_K_DEFAULT, TOP_K_MIN, TOP_K_MAX = 5, 1, 20
 TEXT_MAX_CHARS = 4000                      # a question or query, in characters (CLI, HTTP, MCP)
 VALUE_SHOWN_MAX_CHARS = 80                 # a bad field's value as an error quotes it (not a whole 4,000-char query)
 # Retrieval and the evidence gate (measured on eval/obsidian-dev.yaml; see the README's "Retrieval" section).
+RETRIEVAL_MODES = ("hybrid", "vector", "keyword")
 RETRIEVAL_DEFAULT = "hybrid"
+FUSION_METHODS = ("weighted", "rrf")
 FUSION_DEFAULT = "weighted"
 # The keyword channel's share in the weighted fusion, per embedder: the hashed fake vector is a noisy copy of the
 # keyword signal, a semantic model adds what keywords miss.
@@ -952,9 +954,8 @@ def _load_config(env_file: str | Path | None, environ: dict | None, cwd: Path | 
         min_source = "explicit"
     else:
         min_sim, min_source = embedder_cls.default_min_similarity, f"{provider} provider default"
-    retrieval = _choice_setting((get("RAG_RETRIEVAL") or RETRIEVAL_DEFAULT).lower(), "RAG_RETRIEVAL",
-                                ("hybrid", "vector", "keyword"))
-    fusion = _choice_setting((get("RAG_FUSION") or FUSION_DEFAULT).lower(), "RAG_FUSION", ("weighted", "rrf"))
+    retrieval = _choice_setting((get("RAG_RETRIEVAL") or RETRIEVAL_DEFAULT).lower(), "RAG_RETRIEVAL", RETRIEVAL_MODES)
+    fusion = _choice_setting((get("RAG_FUSION") or FUSION_DEFAULT).lower(), "RAG_FUSION", FUSION_METHODS)
     keyword_weight = _unit_setting(get("RAG_KEYWORD_WEIGHT"), "RAG_KEYWORD_WEIGHT",
                                    PROVIDER_DEFAULT_KEYWORD_WEIGHT.get(provider, KEYWORD_WEIGHT_FALLBACK))
     min_coverage = _unit_setting(get("RAG_MIN_COVERAGE"), "RAG_MIN_COVERAGE", MIN_COVERAGE_DEFAULT)
@@ -2461,18 +2462,6 @@ def _prefix_within(text: str, limit: int) -> int:
             lo = mid
         else:
             hi = mid - 1
-    return lo
-
-
-def _suffix_within(text: str, limit: int) -> int:
-    """The smallest start such that text[start:] has at most `limit` tokens."""
-    lo, hi = 0, len(text)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if count_tokens(text[mid:]) <= limit:
-            hi = mid
-        else:
-            lo = mid + 1
     return lo
 
 
@@ -4598,15 +4587,6 @@ def _pg_fields(exc: BaseException) -> dict:
         if isinstance(arg, dict) and arg.get("C"):
             return arg
     return {}
-
-
-def _pg_code(exc: BaseException) -> str:
-    return _pg_fields(exc).get("C", "")
-
-
-def _pg_message(exc: BaseException) -> str:
-    fields = _pg_fields(exc)
-    return fields.get("M", "") if fields else str(exc)
 
 
 def _os_error(exc: BaseException) -> OSError | None:
@@ -7952,8 +7932,6 @@ def clamp_score(distance: Any) -> float:
     return 0.0 if math.isnan(raw) else max(0.0, min(1.0, raw))
 
 
-RETRIEVAL_MODES = ("hybrid", "vector", "keyword")
-FUSION_METHODS = ("weighted", "rrf")
 BM25_K1, BM25_B = 1.2, 0.75
 RRF_K = 60
 POSTINGS_PER_CANDIDATE_READ = 100          # a candidate's postings by primary key cost about 100 term-index postings
