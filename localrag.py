@@ -16113,10 +16113,13 @@ def _cmd_ingest(config: Config, args: argparse.Namespace) -> int:
 def _cmd_vaults(config: Config, args: argparse.Namespace) -> int:
     if args.vaults_command == "rm":
         if not args.yes:
-            if not _stdin_is_terminal():
-                raise InvalidRequest(f"`vaults rm` deletes the index of {args.path}; pass --yes to confirm "
-                                     f"(no terminal to ask on)", field="yes")
+            # what would go, first: a path that is not indexed is vault_not_indexed, never a request to confirm
+            # deleting nothing
             about = vault_summary(config, args.path)
+            if not _stdin_is_terminal():
+                raise InvalidRequest(f"`vaults rm` deletes the index of {about['vault_path']} ({about['documents']} "
+                                     f"documents, {about['chunks']} chunks); pass --yes to confirm (no terminal to "
+                                     f"ask on)", field="yes")
             sys.stderr.write(f"remove {about['vault_path']} from the index ({about['documents']} documents, "
                              f"{about['chunks']} chunks)? The files stay on disk. [y/N] ")
             sys.stderr.flush()
@@ -16126,7 +16129,7 @@ def _cmd_vaults(config: Config, args: argparse.Namespace) -> int:
         result = vaults_remove(config, args.path)
         _print_json(result) if args.json else _say(
             f"removed {result['vault_path']}: {result['documents_removed']} documents, {result['chunks_removed']} "
-            f"chunks, {result['runs_removed']} ingest runs")
+            f"chunks, {result['runs_removed']} ingest run{'' if result['runs_removed'] == 1 else 's'}")
         return EXIT_OK
     result = vaults_list(config)
     if args.json:

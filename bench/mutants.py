@@ -862,6 +862,12 @@ MUTANTS: list[Mutant] = [
       "r\"[a-z]{2,}(?<!s)s\\b(?!\\s+(?:the|a|an|my|your|you|me|it|its|this|that|when|if)\\b)|\"",
       "r\"[a-z]{2,}(?<!s)s\\b|\"",
       ("tests/test_answers.py",), "choices"),
+    # 2026-12-02 (eighth session)
+    M("cli: vaults rm of a path that is not indexed asks to confirm deleting it (no terminal: 'pass --yes')",
+      "            about = vault_summary(config, args.path)\n",
+      "            about = vault_summary(config, args.path) if _stdin_is_terminal() else {\n"
+      "                'vault_path': args.path, 'documents': 0, 'chunks': 0}\n",
+      ("tests/test_cli.py",), "vaults_lists_and_removes"),
 ]
 
 

@@ -617,7 +617,8 @@ def test_vaults_lists_and_removes_one_vault(ingested, tmp_path, capfd):
 
     # not a terminal and no --yes: refused, nothing removed
     code, out = run_cli("vaults", "rm", str(vault), "--json")
-    assert code == localrag.EXIT_USAGE and "--yes" in json.loads(out)["error"]["message"]
+    message = json.loads(out)["error"]["message"]
+    assert code == localrag.EXIT_USAGE and "--yes" in message and f"({first['documents_added']} documents" in message
     assert len(json.loads(run_cli("vaults", "--json")[1])["vaults"]) == 2
 
     shutil.rmtree(vault)  # the folder may be gone already: the stored path still names the vault
@@ -638,6 +639,9 @@ def test_vaults_lists_and_removes_one_vault(ingested, tmp_path, capfd):
         assert s.run("SELECT count(*) FROM documents WHERE vault_path = :v", v=str(other.resolve()))[0][0] > 0
     assert [v["vault_path"] for v in json.loads(run_cli("vaults", "--json")[1])["vaults"]] == [str(other.resolve())]
     code, out = run_cli("vaults", "rm", str(vault), "--yes", "--json")
+    assert code == localrag.EXIT_VAULT and json.loads(out)["error"]["code"] == "vault_not_indexed"
+    # ... and without --yes: a path that is not indexed is said to be so, not offered for deletion
+    code, out = run_cli("vaults", "rm", str(vault), "--json")
     assert code == localrag.EXIT_VAULT and json.loads(out)["error"]["code"] == "vault_not_indexed"
 
 
