@@ -14179,6 +14179,19 @@ def query_params(query: str) -> dict:
     return out
 
 
+def _known_params(query: dict | None, allowed: Sequence[str], route: str, lists: str = "") -> dict:
+    """The query's parameters when each is one the route takes; else InvalidRequest (422) naming the unknown ones
+    and what is allowed.  Every GET route with a fixed set of parameters checks here, so none ignores a parameter
+    (`/answers/7?error_code=llm_timeout` had answered record 7 whatever it held, as if filtered); `lists` says
+    where to list (a route that takes none)."""
+    query = query or {}
+    unknown = sorted(set(query) - set(allowed))
+    if unknown:
+        said = f"allowed: {', '.join(allowed)}" if allowed else f"{route} takes none" + (f" ({lists})" if lists else "")
+        raise InvalidRequest(f"unknown query parameter(s): {', '.join(unknown)}; {said}", field=unknown[0])
+    return query
+
+
 def _query_ints(params: dict, names: Sequence[str]) -> dict:
     out = dict(params)
     for name in names:
@@ -14286,7 +14299,8 @@ class Api:
             raise Unauthorized("missing or wrong bearer token; send Authorization: Bearer <LOCALRAG_API_TOKEN>")
         return handler(headers, read_body((method, path) in self.raw_body_routes))
 
-    def get_health(self, headers: Any, body: Any) -> tuple[int, dict]:
+    def get_health(self, headers: Any, query: Any) -> tuple[int, dict]:
+        _known_params(query, (), "GET /health")
         authorized = self.authorized(headers)
         try:
             with self.pool.store() as s:
@@ -14327,21 +14341,14 @@ class Api:
         return StreamResponse(run)
 
     def get_answers(self, headers: Any, query: Any) -> tuple[int, dict]:
-        query = query or {}
-        unknown = sorted(set(query) - {"limit", "offset", "error_code"})
-        if unknown:
-            raise InvalidRequest(f"unknown query parameter(s): {', '.join(unknown)}; allowed: limit, offset, "
-                                 f"error_code", field=unknown[0])
+        query = _known_params(query, ("limit", "offset", "error_code"), "GET /answers")
         limit = _query_int(query, "limit", ANSWERS_LIMIT_DEFAULT, 1, ANSWERS_LIMIT_MAX)
         offset = _query_int(query, "offset", 0, 0, ANSWER_ID_MAX)
         with self.pool.store() as s:
             return 200, answer_history(self.config, limit, offset, store=s, error_code=query.get("error_code"))
 
     def get_answer(self, headers: Any, query: Any, match: re.Match) -> tuple[int, dict]:
-        if query:   # `/answers/7?error_code=llm_timeout` had answered record 7 whatever it held, as if filtered
-            names = sorted(query)
-            raise InvalidRequest(f"unknown query parameter(s): {', '.join(names)}; GET /answers/{{id}} takes none "
-                                 f"(GET /answers?limit=&offset=&error_code= lists records)", field=names[0])
+        _known_params(query, (), "GET /answers/{id}", "GET /answers?limit=&offset=&error_code= lists records")
         with self.pool.store() as s:
             return 200, answer_show(self.config, match.group(1), store=s)
 
@@ -14365,11 +14372,7 @@ class Api:
             return 201, ticket_create(self.config, body, confirmed, "http", self._fingerprint(), store=s)
 
     def get_tickets(self, headers: Any, params: Any) -> tuple[int, dict]:
-        params = params or {}
-        unknown = sorted(set(params) - {"status", "limit", "offset"})
-        if unknown:
-            raise InvalidRequest(f"unknown query parameter(s): {', '.join(unknown)}; allowed: status, limit, offset",
-                                 field=unknown[0])
+        params = _known_params(params, ("status", "limit", "offset"), "GET /tickets")
         limit = _query_int(params, "limit", TICKETS_LIMIT_DEFAULT, 1, ANSWERS_LIMIT_MAX)
         offset = _query_int(params, "offset", 0, 0, ANSWER_ID_MAX)
         with self.pool.store() as s:
@@ -14377,6 +14380,7 @@ class Api:
                                     limit=limit, offset=offset)
 
     def get_ticket(self, headers: Any, params: Any, match: re.Match) -> tuple[int, dict]:
+        _known_params(params, (), "GET /tickets/{id}", "GET /tickets?status=&limit=&offset= lists tickets")
         with self.pool.store() as s:
             return 200, ticket_show(self.config, match.group(1), store=s)
 

@@ -862,6 +862,15 @@ MUTANTS: list[Mutant] = [
       "r\"[a-z]{2,}(?<!s)s\\b(?!\\s+(?:the|a|an|my|your|you|me|it|its|this|that|when|if)\\b)|\"",
       "r\"[a-z]{2,}(?<!s)s\\b|\"",
       ("tests/test_answers.py",), "choices"),
+    # --- 2026-12-02 (eighth session, review) ---
+    M("http: GET /tickets/{id} ignores a query parameter (answers the ticket whatever ?status= says)",
+      "        _known_params(params, (), \"GET /tickets/{id}\",",
+      "        _known_params({}, (), \"GET /tickets/{id}\",",
+      ("tests/test_http.py",), "refuse_query_parameters"),
+    M("http: GET /health ignores a query parameter",
+      "        _known_params(query, (), \"GET /health\")",
+      "        pass",
+      ("tests/test_http.py",), "refuse_query_parameters"),
 ]
 
 
