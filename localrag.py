@@ -16648,7 +16648,12 @@ def _cmd_history(config: Config, args: argparse.Namespace) -> int:
         print(_shown(record["answer"]))
         return EXIT_OK
     limit = args.limit if args.limit is not None else ANSWERS_LIMIT_DEFAULT
-    result = answer_history(config, limit, args.offset or 0, error_code=args.error_code)
+    try:
+        result = answer_history(config, limit, args.offset or 0, error_code=args.error_code)
+    except InvalidRequest as exc:   # the API's parameter is error_code; the person typed --error-code
+        if exc.details.get("field") != "error_code":
+            raise
+        raise InvalidRequest(exc.message.replace("error_code", "--error-code", 1), **exc.details) from None
     if args.json:
         _print_json(result)
         return EXIT_OK

@@ -871,6 +871,10 @@ MUTANTS: list[Mutant] = [
       "        _known_params(query, (), \"GET /health\")",
       "        pass",
       ("tests/test_http.py",), "refuse_query_parameters"),
+    M("cli: history --error-code errors name error_code, the API's parameter, not the option",
+      "raise InvalidRequest(exc.message.replace(\"error_code\", \"--error-code\", 1), **exc.details) from None",
+      "raise",
+      ("tests/test_answers.py",), "name_the_option"),
 ]
 
 
