@@ -12696,7 +12696,8 @@ def calibrate_gate(rows: list[dict], base: GateSettings) -> dict:
 def run_eval(config: Config, questions: list[dict], top_k: Any = None, store: Store | None = None, *,
              retrieval: Any = None, path: Any = None, tag: Any = None, vault: Any = None) -> dict:
     """Every question through the same retrieval and evidence gate as `ask` (no model call).  Metrics overall
-    and per tier; the calibration of the gate on these questions."""
+    and per tier; the calibration of the gate on these questions (null, with `calibration_skipped` saying why,
+    when they hold only answerable or only unanswerable ones)."""
     top_k = validate_top_k(top_k, config)
     retrieval = validate_retrieval(retrieval, config)
     scope = validate_scope(path, tag, vault)
@@ -12747,7 +12748,14 @@ def run_eval(config: Config, questions: list[dict], top_k: Any = None, store: St
         "rag_accuracy": overall["answered"], "no_answer_rejection": overall["refused"],
         "tiers": tiers,
     }
-    return {"summary": summary, "calibration": calibrate_gate(rows, settings), "questions": rows}
+    # Calibration trades answering against refusing: over one kind alone it "chooses" a gate that refuses "1.000 of
+    # unanswerable" (of none), so it is null then, with the reason (as `eval --calibrate` refuses such a file).
+    lacking = [kind for mode, kind in (("rag", "answerable"), ("no_answer", "unanswerable"))
+               if mode not in {r["expected_mode"] for r in rows}]
+    skipped = (f"calibration needs answerable and unanswerable questions, and these hold no {lacking[0]} one"
+               if lacking else None)
+    return {"summary": summary, "calibration": None if lacking else calibrate_gate(rows, settings),
+            "calibration_skipped": skipped, "questions": rows}
 
 
 EVAL_STARTER_HEADER = """\
@@ -16778,7 +16786,7 @@ def _cmd_eval(config: Config, args: argparse.Namespace) -> int:
         failures.append(f"no_answer rejection {s['no_answer_rejection']} < {args.min_rejection}")
     if args.json:
         if not failures:  # below threshold, stdout carries the one error body (with the summary) instead
-            if not args.calibrate:
+            if not args.calibrate and result["calibration"]:
                 result["calibration"].pop("table")
             _print_json(result)
     else:

@@ -875,6 +875,10 @@ MUTANTS: list[Mutant] = [
       "raise InvalidRequest(exc.message.replace(\"error_code\", \"--error-code\", 1), **exc.details) from None",
       "raise",
       ("tests/test_answers.py",), "name_the_option"),
+    M("eval: --json carries a calibration over one kind of question (a gate refusing 1.000 of none)",
+      "\"calibration\": None if lacking else calibrate_gate(rows, settings),",
+      "\"calibration\": calibrate_gate(rows, settings),",
+      ("tests/test_eval_metrics.py",), "one_kind"),
 ]
 
 

@@ -91,6 +91,31 @@ def test_an_option_measuring_a_kind_of_question_the_file_lacks_is_refused(env, t
     assert error["message"].endswith(f"add some, or run without {option}")
 
 
+@pytest.mark.parametrize("modes, lacks", [(["rag", "rag"], "unanswerable"), (["no_answer"], "answerable")])
+def test_eval_json_carries_no_calibration_over_one_kind_of_question(ingested, tmp_path, modes, lacks):
+    """`eval --json` without --calibrate still carried a calibration over answerable questions alone: a gate that
+    "refuses 1.000 of unanswerable" (of none), the figure --calibrate refuses to print.  It is null then, and
+    calibration_skipped says why; over both kinds it is there (without its table) and nothing is skipped."""
+    path = tmp_path / "q.yaml"
+    questions = [{"id": f"q{i}", "question": RAG_Q if mode == "rag" else OFF_Q, "expected_mode": mode,
+                  "expected_sources": ["policies/Support Escalation Policy.md"] if mode == "rag" else []}
+                 for i, mode in enumerate(modes)]
+    path.write_text(yaml.safe_dump(questions, allow_unicode=True), encoding="utf-8")
+    code, out = run_cli("eval", "--questions", str(path), "--json")
+    data = json.loads(out)
+    assert code == 0 and data["calibration"] is None, data["calibration"]
+    assert data["calibration_skipped"] == (f"calibration needs answerable and unanswerable questions, and these "
+                                           f"hold no {lacks} one")
+    other = {"rag": RAG_Q, "no_answer": OFF_Q}
+    path.write_text(yaml.safe_dump([*questions, *({"id": mode, "question": q, "expected_mode": mode,
+                                                   "expected_sources": questions[0]["expected_sources"] or
+                                                   ["policies/Support Escalation Policy.md"]}
+                                                  for mode, q in other.items() if mode not in modes)],
+                                   allow_unicode=True), encoding="utf-8")
+    data = json.loads(run_cli("eval", "--questions", str(path), "--json")[1])
+    assert data["calibration"]["chosen"] and "table" not in data["calibration"] and data["calibration_skipped"] is None
+
+
 def test_calibration_on_overlapping_groups():
     """Answerable and unanswerable coverages overlap (0.5 is on both sides): no operating point gets every mode
     right; the chosen one is one of the best in its own trade-off table, and that best is 5 of 6 modes."""
