@@ -12509,47 +12509,54 @@ def load_question_set(path: str | Path) -> dict:
             # a list was the id "[1, 2]" (an alias of a huge one never printed), and 0 or "" was silently q1
             raise InvalidRequest(f"{where}: id must be a name or a whole number ({_got('id', qid)})", field="id")
         qid = str(qid)
+        named = _shown_id(qid)
         # A misspelt field was ignored: `tir: offtopic` made an untiered question, `questoin:` a question "missing".
         unknown = [str(k) for k in item if str(k) not in EVAL_QUESTION_FIELDS]
         if unknown:
-            raise InvalidRequest(f"{where} ({qid}): unknown field(s) {', '.join(unknown)}"
+            raise InvalidRequest(f"{where} ({named}): unknown field(s) {', '.join(unknown)}"
                                  f"{_close_field(unknown[0], EVAL_QUESTION_FIELDS)}; allowed: "
                                  f"{', '.join(EVAL_QUESTION_FIELDS)}", path=str(path), field=unknown[0],
                                  allowed=list(EVAL_QUESTION_FIELDS))
         if qid in seen:
-            raise InvalidRequest(f"{where}: duplicate id {qid!r}", field="id")
+            raise InvalidRequest(f"{where}: duplicate id '{named}'", field="id")
         seen.add(qid)
         question = item.get("question")
         if not isinstance(question, str) or not question.strip():
-            raise InvalidRequest(f"{where} ({qid}): question must be a non-empty string", field="question")
+            raise InvalidRequest(f"{where} ({named}): question must be a non-empty string", field="question")
         if len(question) > TEXT_MAX_CHARS:   # eval measures what ask would do, and ask refuses it
-            raise InvalidRequest(f"{where} ({qid}): question is {len(question)} characters; the limit is "
+            raise InvalidRequest(f"{where} ({named}): question is {len(question)} characters; the limit is "
                                  f"{TEXT_MAX_CHARS}, as for ask and search", field="question")
         sources = item.get("expected_sources") or []
         if not isinstance(sources, list) or not all(isinstance(x, str) for x in sources):
-            raise InvalidRequest(f"{where} ({qid}): expected_sources must be a list of relative paths",
+            raise InvalidRequest(f"{where} ({named}): expected_sources must be a list of relative paths",
                                  field="expected_sources")
         sources = [_expected_source(x) for x in sources]
         tier = item.get("tier")
         if tier is not None and tier not in EVAL_TIERS:
             # the value quoted shortened: a YAML alias nesting a list eight levels deep is 9^8 items when printed whole
-            raise InvalidRequest(f"{where} ({qid}): tier must be one of {', '.join(EVAL_TIERS)} ({_got('tier', tier)})",
+            raise InvalidRequest(f"{where} ({named}): tier must be one of {', '.join(EVAL_TIERS)} ({_got('tier', tier)})",
                                  field="tier", allowed=list(EVAL_TIERS))
         default_mode = "no_answer" if tier in EVAL_TIERS_NO_ANSWER else "rag"
         mode = item.get("expected_mode", default_mode)
         if mode not in ("rag", "no_answer"):
-            raise InvalidRequest(f"{where} ({qid}): expected_mode must be rag or no_answer "
+            raise InvalidRequest(f"{where} ({named}): expected_mode must be rag or no_answer "
                                  f"({_got('expected_mode', mode)})",
                                  field="expected_mode")
         if mode == "rag" and not sources:
-            raise InvalidRequest(f"{where} ({qid}): a rag question needs expected_sources", field="expected_sources")
+            raise InvalidRequest(f"{where} ({named}): a rag question needs expected_sources", field="expected_sources")
         lang = item.get("lang")
         if lang is not None and not (isinstance(lang, str) and lang.strip()):
-            raise InvalidRequest(f"{where} ({qid}): lang must be {EVAL_LANGS_HINT}", field="lang")
-        facts = _expected_facts(item.get("expected_facts"), f"{where} ({qid})", mode)
+            raise InvalidRequest(f"{where} ({named}): lang must be {EVAL_LANGS_HINT}", field="lang")
+        facts = _expected_facts(item.get("expected_facts"), f"{where} ({named})", mode)
         out.append({"id": qid, "question": question.strip(), "expected_sources": sources, "expected_mode": mode,
                     "tier": tier, "lang": lang, **({"expected_facts": facts} if facts else {})})
     return {"path": str(path), "corpus": corpus, "vaults": vaults, "questions": out}
+
+
+def _shown_id(qid: str) -> str:
+    """A question's id as messages and the text rows show it: one line, cut to VALUE_SHOWN_MAX_CHARS (a
+    10,000-character id had been printed whole by every message naming it, and padded every row to its width)."""
+    return _shown_line(_cut(qid, VALUE_SHOWN_MAX_CHARS))
 
 
 def _expected_facts(value: Any, where: str, mode: str) -> list[list[str]]:
@@ -16775,7 +16782,7 @@ def _cmd_eval(config: Config, args: argparse.Namespace) -> int:
              f"({', '.join(others[:3])}{', ...' if len(others) > 3 else ''}): their notes compete in retrieval, so "
              f"the figures differ from a database of the set's vaults alone (`localrag vaults rm PATH` removes one)")
     for qid, source in _unindexed_sources(config, question_set["questions"], validate_scope(vault=args.vault).vault):
-        _say(f"warning: {qid}: expected source {source!r} is not indexed (a typo, or a note not ingested): it can "
+        _say(f"warning: {_shown_id(qid)}: expected source {source!r} is not indexed (a typo, or a note not ingested): it can "
              f"never be a hit")
     result = run_eval(config, question_set["questions"], args.top_k, **_scope_args(args))
     s = result["summary"]
@@ -16790,11 +16797,12 @@ def _cmd_eval(config: Config, args: argparse.Namespace) -> int:
                 result["calibration"].pop("table")
             _print_json(result)
     else:
-        width = max([14, *(len(row["id"]) for row in result["questions"])])   # long ids kept the columns apart
-        for row in result["questions"]:
+        ids = [_shown_id(row["id"]) for row in result["questions"]]
+        width = max([14, *map(len, ids)])   # long ids kept the columns apart (up to VALUE_SHOWN_MAX_CHARS)
+        for row, shown_id in zip(result["questions"], ids):
             ok = "ok " if (row["mode"] == row["expected_mode"] and (row["expected_mode"] == "no_answer" or row["rank"])) \
                 else "MISS"
-            print(f"{ok} {row['id']:<{width}} {row['tier'] or '':<10} rank={row['rank'] or '-':<3} "
+            print(f"{ok} {shown_id:<{width}} {row['tier'] or '':<10} rank={row['rank'] or '-':<3} "
                   f"conf={row['confidence']:.4f} cov={row['coverage']:.2f} mode={row['mode']:<9} "
                   f"expected={row['expected_mode']:<9} {row['latency_ms']:.1f}ms")
         print(f"\nquestions {s['questions']} ({s['answerable']} answerable, {s['unanswerable']} unanswerable), "

@@ -879,6 +879,10 @@ MUTANTS: list[Mutant] = [
       "\"calibration\": None if lacking else calibrate_gate(rows, settings),",
       "\"calibration\": calibrate_gate(rows, settings),",
       ("tests/test_eval_metrics.py",), "one_kind"),
+    M("eval: a question id is shown whole in messages and rows (10,000 characters printed)",
+      "    return _shown_line(_cut(qid, VALUE_SHOWN_MAX_CHARS))",
+      "    return _shown_line(qid)",
+      ("tests/test_eval_metrics.py",), "long_question_id"),
 ]
 
 

@@ -116,6 +116,31 @@ def test_eval_json_carries_no_calibration_over_one_kind_of_question(ingested, tm
     assert data["calibration"]["chosen"] and "table" not in data["calibration"] and data["calibration_skipped"] is None
 
 
+def test_a_long_question_id_is_shown_shortened(ingested, tmp_path, capfd):
+    """A 10,000-character id was printed whole by every later message naming it (a bad tier, a duplicate, the
+    "not indexed" warning) and padded every text row to its width; it is shown cut to 80 characters, on one line,
+    and --json keeps it whole."""
+    long_id = "x" * 9_999 + "\n"
+    path = tmp_path / "q.yaml"
+    for bad, says in (({"tier": "easy"}, "tier must be one of"), ({"id": long_id}, "duplicate id")):
+        path.write_text(yaml.safe_dump([{"id": long_id, "question": RAG_Q, "expected_sources": ["x.md"]},
+                                        {"id": "b", "question": OFF_Q, "expected_mode": "no_answer", **bad}]),
+                        encoding="utf-8")
+        code, out = run_cli("eval", "--questions", str(path), "--json")
+        message = json.loads(out)["error"]["message"]
+        assert code == localrag.EXIT_USAGE and says in message and len(message) < 400, message[:200]
+    path.write_text(yaml.safe_dump([{"id": long_id, "question": RAG_Q, "expected_sources": ["nowhere/none.md"]},
+                                    {"id": "b", "question": OFF_Q, "expected_mode": "no_answer"}]), encoding="utf-8")
+    capfd.readouterr()
+    code, out = run_cli("eval", "--questions", str(path))
+    err = capfd.readouterr().err
+    shown = "x" * 79 + "…"
+    assert code == 0 and f"warning: {shown}: expected source 'nowhere/none.md' is not indexed" in err
+    assert len(err) < 400 and max(map(len, out.splitlines())) < 300, (len(err), len(out))
+    assert out.splitlines()[0].startswith(f"MISS {shown} ") and out.splitlines()[1].startswith("ok  b" + " " * 80)
+    assert json.loads(run_cli("eval", "--questions", str(path), "--json")[1])["questions"][0]["id"] == long_id
+
+
 def test_calibration_on_overlapping_groups():
     """Answerable and unanswerable coverages overlap (0.5 is on both sides): no operating point gets every mode
     right; the chosen one is one of the best in its own trade-off table, and that best is 5 of 6 modes."""
