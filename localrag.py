@@ -12531,10 +12531,20 @@ def load_question_set(path: str | Path) -> dict:
             raise InvalidRequest(f"{where} ({named}): expected_sources must be a list of relative paths",
                                  field="expected_sources")
         sources = [_expected_source(x) for x in sources]
+        for given, source in zip(item.get("expected_sources") or [], sources):
+            # "" or /etc/passwd can never be an indexed note: it had only been warned about as "not indexed"
+            why = ("is empty" if not source else "is absolute" if source.startswith("/") or
+                   re.match(r"[A-Za-z]:/", source) else "contains '..'" if ".." in source.split("/") else None)
+            if why:
+                raise InvalidRequest(f"{where} ({named}): an expected source {why} "
+                                     f"({_got('expected_sources', given)}); expected_sources are note paths relative "
+                                     f"to the vault, e.g. 'Guides/Setup.md'",
+                                     field="expected_sources", path=str(path))
         tier = item.get("tier")
         if tier is not None and tier not in EVAL_TIERS:
             # the value quoted shortened: a YAML alias nesting a list eight levels deep is 9^8 items when printed whole
-            raise InvalidRequest(f"{where} ({named}): tier must be one of {', '.join(EVAL_TIERS)} ({_got('tier', tier)})",
+            raise InvalidRequest(f"{where} ({named}): tier must be one of {', '.join(EVAL_TIERS)} "
+                                 f"({_got('tier', tier)})",
                                  field="tier", allowed=list(EVAL_TIERS))
         default_mode = "no_answer" if tier in EVAL_TIERS_NO_ANSWER else "rag"
         mode = item.get("expected_mode", default_mode)
@@ -16782,8 +16792,8 @@ def _cmd_eval(config: Config, args: argparse.Namespace) -> int:
              f"({', '.join(others[:3])}{', ...' if len(others) > 3 else ''}): their notes compete in retrieval, so "
              f"the figures differ from a database of the set's vaults alone (`localrag vaults rm PATH` removes one)")
     for qid, source in _unindexed_sources(config, question_set["questions"], validate_scope(vault=args.vault).vault):
-        _say(f"warning: {_shown_id(qid)}: expected source {source!r} is not indexed (a typo, or a note not ingested): it can "
-             f"never be a hit")
+        _say(f"warning: {_shown_id(qid)}: expected source {source!r} is not indexed (a typo, or a note not "
+             f"ingested): it can never be a hit")
     result = run_eval(config, question_set["questions"], args.top_k, **_scope_args(args))
     s = result["summary"]
     failures = []

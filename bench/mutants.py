@@ -883,6 +883,10 @@ MUTANTS: list[Mutant] = [
       "    return _shown_line(_cut(qid, VALUE_SHOWN_MAX_CHARS))",
       "    return _shown_line(qid)",
       ("tests/test_eval_metrics.py",), "long_question_id"),
+    M("eval: an empty or absolute expected source is only warned about as not indexed",
+      "            if why:\n                raise InvalidRequest(f\"{where} ({named}): an expected source {why} \"",
+      "            if why and False:\n                raise InvalidRequest(f\"{where} ({named}): an expected source {why} \"",
+      ("tests/test_errors.py",), "load_questions_errors"),
 ]
 
 
