@@ -12457,11 +12457,14 @@ def load_questions(path: str | Path) -> list[dict]:
 _YAML_TYPE_NAMES = {str: "string", int: "number", float: "number", bool: "boolean", dict: "mapping"}
 
 
-def load_question_set(path: str | Path) -> dict:
+def load_question_set(path: str | Path, content: bytes | str | None = None) -> dict:
+    """load_questions's set with its corpus and vaults.  ``content``: the file's bytes (or text) already read, as
+    `eval --questions -` reads stdin; ``path`` then only names it in messages."""
     import yaml
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml.safe_load(path.read_text(encoding="utf-8") if content is None else
+                              content.decode("utf-8") if isinstance(content, bytes) else content)
     except FileNotFoundError:
         raise InvalidRequest(f"questions file {path} does not exist; pass --questions PATH", path=str(path)) from None
     except IsADirectoryError:   # was "is not readable YAML: [Errno 21] Is a directory"
@@ -16782,7 +16785,12 @@ def _cmd_eval(config: Config, args: argparse.Namespace) -> int:
     if path is None:
         raise InvalidRequest("no questions file: pass --questions PATH, or write a starter one with "
                              "`localrag eval init`")
-    question_set = load_question_set(path)
+    if str(path) == "-":   # a set piped in (`./make-questions | localrag eval --questions -`), as ask --batch - is
+        source = _stdin("questions file", "questions")
+        question_set = load_question_set("<stdin>", source.buffer.read() if hasattr(source, "buffer") else
+                                         source.read())   # the bytes: not UTF-8 is said as for a file (byte, line)
+    else:
+        question_set = load_question_set(path)
     _check_eval_options(args, question_set)
     missing, others = _question_set_vaults(config, question_set)
     for vault in missing:
@@ -17034,7 +17042,8 @@ def _add_eval_args(p: argparse.ArgumentParser, inherited: bool = False) -> None:
     """`eval`'s options, on `eval` itself and on `eval run` (inherited: see _add_json)."""
     unset = argparse.SUPPRESS if inherited else None
     p.add_argument("--questions", metavar="PATH", default=unset,
-                   help="YAML question set (default: the repo's eval/questions.yaml, else ./questions.yaml)")
+                   help="YAML question set, or - to read it from stdin (default: the repo's eval/questions.yaml, "
+                        "else ./questions.yaml)")
     p.add_argument("--top-k", type=_ranged(int, TOP_K_MIN, TOP_K_MAX), metavar="N", default=unset,
                    help=f"k for Hit@k, {TOP_K_MIN}..{TOP_K_MAX} (default RAG_TOP_K)")
     p.add_argument("--calibrate", action="store_true", default=argparse.SUPPRESS if inherited else False,

@@ -887,6 +887,10 @@ MUTANTS: list[Mutant] = [
       "            if why:\n                raise InvalidRequest(f\"{where} ({named}): an expected source {why} \"",
       "            if why and False:\n                raise InvalidRequest(f\"{where} ({named}): an expected source {why} \"",
       ("tests/test_errors.py",), "load_questions_errors"),
+    M("eval: --questions - is a file named '-' ('does not exist'), not stdin",
+      "    if str(path) == \"-\":   # a set piped in",
+      "    if str(path) == \"-\" and False:   # a set piped in",
+      ("tests/test_eval_metrics.py",), "from_stdin"),
 ]
 
 

@@ -141,6 +141,29 @@ def test_a_long_question_id_is_shown_shortened(ingested, tmp_path, capfd):
     assert json.loads(run_cli("eval", "--questions", str(path), "--json")[1])["questions"][0]["id"] == long_id
 
 
+def test_eval_reads_the_questions_from_stdin_given_dash(ingested, tmp_path, monkeypatch):
+    """`--questions -` was "questions file - does not exist"; it reads the set from stdin, as `ask --batch -` and
+    `tickets create --from -` do, with the same figures as from the file, and names it <stdin> in its errors (bytes
+    that are not UTF-8 said as for a file: the byte and its line)."""
+    import io
+    questions = [{"id": "p1", "question": RAG_Q, "expected_sources": ["policies/Support Escalation Policy.md"]},
+                 {"id": "off", "question": OFF_Q, "expected_mode": "no_answer"}]
+    text = yaml.safe_dump(questions, allow_unicode=True)
+    path = tmp_path / "q.yaml"
+    path.write_text(text, encoding="utf-8")
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(text.encode("utf-8")), encoding="utf-8"))
+    code, out = run_cli("eval", "--questions", "-", "--json")
+    piped = json.loads(out)
+    from_file = json.loads(run_cli("eval", "--questions", str(path), "--json")[1])
+    assert code == 0 and [(q["id"], q["mode"], q["rank"]) for q in piped["questions"]] == \
+        [(q["id"], q["mode"], q["rank"]) for q in from_file["questions"]] == [("p1", "rag", 1), ("off", "no_answer", None)]
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"- {id: a, question: q\xff}\n"), encoding="utf-8"))
+    code, out = run_cli("eval", "--questions", "-", "--json")
+    message = json.loads(out)["error"]["message"]
+    assert code == localrag.EXIT_USAGE and message == "questions file <stdin> is not UTF-8 text (byte 0xff on line " \
+                                                      "1); save it as UTF-8", message
+
+
 def test_calibration_on_overlapping_groups():
     """Answerable and unanswerable coverages overlap (0.5 is on both sides): no operating point gets every mode
     right; the chosen one is one of the best in its own trade-off table, and that best is 5 of 6 modes."""
