@@ -11574,9 +11574,23 @@ def _show_command(path: str, heading_path: Sequence[str] = (), vault: str | None
     """The `localrag show` command that prints a note or section; with `vault` when the path alone is ambiguous
     (the database holds several vaults), with `line` when the heading may be (a note can repeat a heading: the
     section that holds the line is the one shown)."""
+    return "localrag show " + _shell_word(path + ("#" + "#".join(heading_path) if heading_path else "")) + \
+        (f" --vault {_shell_word(vault)}" if vault else "") + (f" --line {line}" if line and heading_path else "")
+
+
+def _shell_word(text: str) -> str:
+    """A word of a command a person pastes: shlex's quoting, or bash's and zsh's $'...' for a text holding a line
+    break or another control character (a file name may), so the command stays one line and the shell passes the
+    real character (shlex would quote the break itself, the command printed over two lines)."""
     import shlex
-    return "localrag show " + shlex.quote(path + ("#" + "#".join(heading_path) if heading_path else "")) + \
-        (f" --vault {shlex.quote(vault)}" if vault else "") + (f" --line {line}" if line and heading_path else "")
+    if not _SHELL_ESCAPED_RE.search(text):
+        return shlex.quote(text)
+    named = {"\\": "\\\\", "'": "\\'", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+    return "$'" + "".join(named.get(ch) or (f"\\u{ord(ch):04x}" if _SHELL_ESCAPED_RE.match(ch) else ch)
+                          for ch in text) + "'"
+
+
+_SHELL_ESCAPED_RE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
 # A `show` target's note path ends at its extension: the '#' after it starts the heading ("C# Notes.md#Basics").
@@ -16302,7 +16316,7 @@ def _cmd_search(config: Config, args: argparse.Namespace) -> int:
     for n, r in enumerate(result["results"], 1):
         where = " › ".join(r["heading_path"]) or "(no heading)"
         aka = f"  (aka {', '.join(r['aliases'])})" if r.get("aliases") else ""
-        print(f"[{n}] {r['score']:.4f}  {r['source']}  ›  {where}{aka}")
+        print(f"[{n}] {r['score']:.4f}  {_shown_line(r['source'])}  ›  {where}{aka}")
         print(f"    vector {_fmt_score(r['scores']['vector'])}  keyword {_fmt_score(r['scores']['keyword'])}  "
               f"found by {'+'.join(r['channels']) or '-'}  vault {r['vault_path']}")
         print(f"    {_snippet(r['content'])}")
@@ -16326,15 +16340,16 @@ def _print_closest(closest: list[dict] | None, several_vaults: bool) -> None:
         print("closest notes (not an answer; they share some of the question's words):")
         for c in closest:
             where = f" › {' › '.join(c['heading_path'])}" if c["heading_path"] else ""
-            print(f"    {c['source']}{where}  (shares: {', '.join(c['shared_terms'])})")
+            print(f"    {_shown_line(c['source'])}{where}  (shares: {', '.join(c['shared_terms'])})")
             print(f"    open: {_show_command(c['source'], c['heading_path'], c['vault_path'] if several_vaults else None)}")
 
 
 def _print_citations(citations: list[dict], several_vaults: bool = False) -> None:
     for n, c in enumerate(citations, 1):
         lines = f":{c['line_start']}-{c['line_end']}" if c.get("line_start") else ""
-        print(f"[{c.get('n', n)}] {c['source']}{lines}" + (f" › {' › '.join(c.get('heading_path') or [c['heading']])}"
-                                                          if c["heading"] else "") + f"  ({c['score']:.4f})")
+        # a line break in a file name (legal on Linux) as \n: the name cannot print a line of its own
+        print(f"[{c.get('n', n)}] {_shown_line(c['source'])}{lines}" + (
+            f" › {' › '.join(c.get('heading_path') or [c['heading']])}" if c["heading"] else "") + f"  ({c['score']:.4f})")
         vault = c.get("vault_path") if several_vaults else None
         if several_vaults and vault:
             print(f"    vault: {vault}")
@@ -16460,7 +16475,7 @@ def _cmd_ask(config: Config, args: argparse.Namespace) -> int:
         _print_citations(result["citations"], several)
     evidence_check = result.get("evidence_check")
     if evidence_check and evidence_check["refuses"]:
-        checked = ", ".join(f"[{c['n']}] {c['source']}" for c in evidence_check["checked"]) or "none"
+        checked = ", ".join(f"[{c['n']}] {_shown_line(c['source'])}" for c in evidence_check["checked"]) or "none"
         lacks = f"; none of them mentions {', '.join(evidence_check['missing'])}" \
             if evidence_check.get("missing") else ""
         print(f"the question asks for {evidence_check['kind']} ({evidence_check['needs']}); checked: {checked}{lacks}")
@@ -16657,7 +16672,7 @@ def _cmd_history(config: Config, args: argparse.Namespace) -> int:
         if offered:
             print(f"did you mean {_shown_line(offered['question'])}")
         for c in (record.get("gate") or {}).get("closest") or []:
-            print(f"closest      {c['source']}{' › ' + ' › '.join(c['heading_path']) if c['heading_path'] else ''}"
+            print(f"closest      {_shown_line(c['source'])}{' › ' + ' › '.join(c['heading_path']) if c['heading_path'] else ''}"
                   f"  (shares: {', '.join(c['shared_terms'])})")
         print(f"model        {record['llm_provider']}/{record['model'] or '-'}  completion {record['completion_status']}"
               f" (finish_reason {record['finish_reason'] or '-'})  prompt {record['prompt_version'] or '-'}")
@@ -16668,10 +16683,10 @@ def _cmd_history(config: Config, args: argparse.Namespace) -> int:
                                           if isinstance(latency.get(part), (int, float))))
         print(f"request      sha256 {record['request_sha256'] or '-'}")
         for b in record["evidence"]:
-            print(f"evidence [{b['n']}] {b['source']} › {' › '.join(b['heading_path']) or '(no heading)'}  "
+            print(f"evidence [{b['n']}] {_shown_line(b['source'])} › {' › '.join(b['heading_path']) or '(no heading)'}  "
                   f"score {b['score']:.4f} rank {b['rank']} chunk {b['chunk_id']} sha256 {b['content_sha256'][:12]}")
         for e in record["excluded"]:
-            print(f"excluded     rank {e['rank']} {e['source']} ({e['reason']})")
+            print(f"excluded     rank {e['rank']} {_shown_line(e['source'])} ({e['reason']})")
         print()
         print(_shown(record["answer"]))
         return EXIT_OK
@@ -16727,7 +16742,7 @@ def _cmd_show(config: Config, args: argparse.Namespace) -> int:
             _print_json(result)
         else:
             for n in result["notes"]:
-                print(f"{n['path']}\t{n['title']}" + (f"\t#{' #'.join(n['tags'])}" if n["tags"] else ""))
+                print(f"{_shown_line(n['path'])}\t{_shown_line(n['title'])}" + (f"\t#{' #'.join(n['tags'])}" if n["tags"] else ""))
             _say(f"{len(result['notes'])} of {result['total']} note(s)" +
                  (f"; next page: --offset {result['next_offset']}" if result["next_offset"] is not None else ""))
         return EXIT_OK
@@ -16743,7 +16758,7 @@ def _cmd_show(config: Config, args: argparse.Namespace) -> int:
     lines = f":{result['line_start']}-{result['line_end']}" if result["line_start"] is not None else ""
     if (result.get("column_start") or 1) > 1:   # a page from inside a line: not the whole of its first line
         lines += f" (line {result['line_start']} from its character {result['column_start']})"
-    _say(f"{result['vault_path']}/{result['path']}{lines}" +
+    _say(_shown_line(f"{result['vault_path']}/{result['path']}") + lines +
          (f"  › {where}" if where else ""))
     print(result["content"])
     if result["next_char_offset"] is not None:

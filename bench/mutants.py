@@ -891,6 +891,18 @@ MUTANTS: list[Mutant] = [
       "    if str(path) == \"-\":   # a set piped in",
       "    if str(path) == \"-\" and False:   # a set piped in",
       ("tests/test_eval_metrics.py",), "from_stdin"),
+    M("cli: search prints a note name's line break raw (its second half a line of its own)",
+      "print(f\"[{n}] {r['score']:.4f}  {_shown_line(r['source'])}  ›  {where}{aka}\")",
+      "print(f\"[{n}] {r['score']:.4f}  {r['source']}  ›  {where}{aka}\")",
+      ("tests/test_cli.py",), "line_break_in_a_note_name"),
+    M("cli: show --list prints a note name's line break raw",
+      "print(f\"{_shown_line(n['path'])}\\t{_shown_line(n['title'])}\" + ",
+      "print(f\"{n['path']}\\t{n['title']}\" + ",
+      ("tests/test_cli.py",), "line_break_in_a_note_name"),
+    M("cli: the open: command quotes a line break with shlex (printed over two lines)",
+      "    if not _SHELL_ESCAPED_RE.search(text):\n        return shlex.quote(text)",
+      "    if True:\n        return shlex.quote(text)",
+      ("tests/test_cli.py",), "line_break_in_a_note_name"),
 ]
 
 
