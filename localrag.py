@@ -17191,6 +17191,12 @@ def _did_you_mean(parser: argparse.ArgumentParser, message: str) -> str:
         close = difflib.get_close_matches(choice.group(1), re.findall(r"'([^']*)'", choice.group(2)), n=1)
     else:
         unknown = re.match(r"unrecognized arguments: (.*)$", message)
+        there = next((w for w in (unknown.group(1).split() if unknown else ()) if w.startswith("-") and
+                      os.path.lexists(w)), None)
+        if there:   # `ingest -vault`: a folder whose name starts with a dash reads as an option
+            names = " ".join(name for name, _p in _command_path(parser, getattr(parser, "argv", [])))
+            return (f"; {there} is a {'folder' if os.path.isdir(there) else 'file'} here, but a name starting with - "
+                    f"reads as an option: write ./{there} (or {names} -- {there})")
         words = [w for w in unknown.group(1).split() if w.startswith("--")] if unknown else []
 
         def options(p: argparse.ArgumentParser) -> Iterator[str]:

@@ -903,6 +903,10 @@ MUTANTS: list[Mutant] = [
       "    if not _SHELL_ESCAPED_RE.search(text):\n        return shlex.quote(text)",
       "    if True:\n        return shlex.quote(text)",
       ("tests/test_cli.py",), "line_break_in_a_note_name"),
+    M("cli: ingest -vault (a folder named with a leading dash) is 'unrecognized arguments' with no hint",
+      "        if there:   # `ingest -vault`",
+      "        if there and False:   # `ingest -vault`",
+      ("tests/test_cli.py",), "leading_dash"),
 ]
 
 

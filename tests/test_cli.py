@@ -1233,3 +1233,20 @@ def test_a_line_break_in_a_note_name_is_shown_as_backslash_n(db, tmp_path, capfd
         word = localrag._shell_word(name)
         assert "\n" not in word and subprocess.run(["bash", "-c", "printf %s " + word], capture_output=True,
                                                    text=True).stdout == name, word
+
+
+def test_a_vault_named_with_a_leading_dash_gets_a_hint(env, tmp_path, monkeypatch):
+    """`localrag ingest -vault` (a folder named with a leading dash) was argparse's bare "unrecognized arguments:
+    -vault"; the error says how to pass it (./-vault, or `--` before it), both of which work; a word that names
+    nothing on disk gets no such hint."""
+    (tmp_path / "-vault").mkdir()
+    monkeypatch.chdir(tmp_path)
+    code, out = run_cli("ingest", "-vault", "--json")
+    error = json.loads(out)["error"]
+    assert code == localrag.EXIT_USAGE and error["message"] == (
+        "localrag: unrecognized arguments: -vault; -vault is a folder here, but a name starting with - reads as an "
+        "option: write ./-vault (or localrag ingest -- -vault)"), error
+    assert "is a folder here" not in json.loads(run_cli("ingest", "-nothere", "--json")[1])["error"]["message"]
+    parser = localrag.build_parser()
+    for argv in (["ingest", "./-vault"], ["ingest", "--", "-vault"]):
+        assert os.path.samefile(parser.parse_args(argv).path, tmp_path / "-vault"), argv
