@@ -7204,6 +7204,8 @@ class _IngestRun:
         self.backfilled = 0
         self.failed: list[dict] = []
         self.warnings: list[dict] = []
+        self.vanished: list[str] = []   # files deleted between the scan and their read
+        self.allow_delete = False       # --allow-delete: the mass-delete rule does not hold back vanished notes
         self.skipped_by_reason: dict[str, int] = dict.fromkeys(SKIP_REASONS, 0)
         self.files_found = 0
         self.links_written = 0
@@ -7285,7 +7287,8 @@ class _IngestRun:
             with self._timed("keyword_index"):
                 self.store.build_keyword_index()
         with self._timed("delete"):
-            self._delete([rel for rel in existing if rel not in seen])
+            gone = [rel for rel in existing if rel not in seen]
+            self._delete(gone + self._vanished_to_delete(existing, gone))
         with self._timed("links"):
             self._resolve_links(scan.all_paths)
         with self._timed("backfill"):
@@ -7355,6 +7358,9 @@ class _IngestRun:
                 # Every file left would be "cannot read" (thousands of lines saying nothing of the cause): stop.
                 raise VaultError(f"the vault folder {self.vault_key} is gone (deleted, moved or unmounted while "
                                  f"ingest read it)", path=self.vault_key) from None
+            if isinstance(exc, FileNotFoundError):   # deleted since the scan: gone, as a note missing at the scan is
+                self.vanished.append(rel)            # (it had been "cannot read", its indexed version kept)
+                return None
             self.warnings.append({"path": rel, "warning": f"cannot read: {getattr(exc, 'strerror', None) or exc}; "
                                                            f"the indexed version (if any) is kept"})
             self.skipped_by_reason["unreadable"] += 1
@@ -7462,6 +7468,19 @@ class _IngestRun:
         self.progress("write", written + len(batch), written + len(batch))
         self.links_written += link_rows.rows
         self.keyword_chunks_written += kw_chunks.rows
+
+    def _vanished_to_delete(self, existing: dict[str, tuple], gone: list[str]) -> list[str]:
+        """The indexed notes deleted while the run read them, to delete as the notes gone at the scan are; kept
+        (a warning each, counted unreadable) when with those they would be over half of the indexed notes, as
+        _check_mass_delete refuses at the scan (a drive unmounted under its mount point empties it)."""
+        vanished = [rel for rel in self.vanished if rel in existing]
+        if vanished and not self.allow_delete and (len(gone) + len(vanished)) * 2 > len(existing):
+            self.warnings.extend({"path": rel, "warning": "deleted while ingest read it; the indexed version is kept: "
+                                  "over half of the indexed notes would be gone (rerun with --allow-delete to remove "
+                                  "them from the index)"} for rel in vanished)
+            self.skipped_by_reason["unreadable"] += len(vanished)
+            return []
+        return vanished
 
     def _delete(self, gone: list[str]) -> None:
         if gone:
@@ -7769,7 +7788,7 @@ def ingest(config: Config, vault: str | Path, progress: ProgressFn | None = None
                 progress("analyze", 0, 0)
             store.analyze(stale)
         job = _IngestRun(config, store, root, vault_key, 0, progress, pool)
-        job.phases["scan"], job.cpu_started = scan_s, cpu_started
+        job.phases["scan"], job.cpu_started, job.allow_delete = scan_s, cpu_started, allow_delete
         if progress:
             progress("diff", 0, 0)
         with job._timed("diff"):

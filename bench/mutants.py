@@ -907,6 +907,14 @@ MUTANTS: list[Mutant] = [
       "        if there:   # `ingest -vault`",
       "        if there and False:   # `ingest -vault`",
       ("tests/test_cli.py",), "leading_dash"),
+    M("ingest: a note deleted while the run reads it is 'cannot read' (its indexed version kept, exit 10)",
+      "            if isinstance(exc, FileNotFoundError):   # deleted since the scan",
+      "            if isinstance(exc, FileNotFoundError) and False:   # deleted since the scan",
+      ("tests/test_ingest.py",), "deleted_while"),
+    M("ingest: notes vanishing mid-run are deleted past the mass-delete rule (over half the vault)",
+      "if vanished and not self.allow_delete and (len(gone) + len(vanished)) * 2 > len(existing):",
+      "if vanished and not self.allow_delete and False:",
+      ("tests/test_ingest.py",), "deleted_while"),
 ]
 
 
