@@ -16367,8 +16367,9 @@ def _print_citations(citations: list[dict], several_vaults: bool = False) -> Non
     for n, c in enumerate(citations, 1):
         lines = f":{c['line_start']}-{c['line_end']}" if c.get("line_start") else ""
         # a line break in a file name (legal on Linux) as \n: the name cannot print a line of its own
-        print(f"[{c.get('n', n)}] {_shown_line(c['source'])}{lines}" + (
-            f" › {' › '.join(c.get('heading_path') or [c['heading']])}" if c["heading"] else "") + f"  ({c['score']:.4f})")
+        print(f"[{c.get('n', n)}] {_shown_line(c['source'])}{lines}"
+              + (f" › {' › '.join(c.get('heading_path') or [c['heading']])}" if c["heading"] else "")
+              + f"  ({c['score']:.4f})")
         vault = c.get("vault_path") if several_vaults else None
         if several_vaults and vault:
             print(f"    vault: {vault}")
@@ -16691,7 +16692,8 @@ def _cmd_history(config: Config, args: argparse.Namespace) -> int:
         if offered:
             print(f"did you mean {_shown_line(offered['question'])}")
         for c in (record.get("gate") or {}).get("closest") or []:
-            print(f"closest      {_shown_line(c['source'])}{' › ' + ' › '.join(c['heading_path']) if c['heading_path'] else ''}"
+            print(f"closest      {_shown_line(c['source'])}"
+                  f"{' › ' + ' › '.join(c['heading_path']) if c['heading_path'] else ''}"
                   f"  (shares: {', '.join(c['shared_terms'])})")
         print(f"model        {record['llm_provider']}/{record['model'] or '-'}  completion {record['completion_status']}"
               f" (finish_reason {record['finish_reason'] or '-'})  prompt {record['prompt_version'] or '-'}")
@@ -16702,7 +16704,8 @@ def _cmd_history(config: Config, args: argparse.Namespace) -> int:
                                           if isinstance(latency.get(part), (int, float))))
         print(f"request      sha256 {record['request_sha256'] or '-'}")
         for b in record["evidence"]:
-            print(f"evidence [{b['n']}] {_shown_line(b['source'])} › {' › '.join(b['heading_path']) or '(no heading)'}  "
+            print(f"evidence [{b['n']}] {_shown_line(b['source'])} › "
+                  f"{' › '.join(b['heading_path']) or '(no heading)'}  "
                   f"score {b['score']:.4f} rank {b['rank']} chunk {b['chunk_id']} sha256 {b['content_sha256'][:12]}")
         for e in record["excluded"]:
             print(f"excluded     rank {e['rank']} {_shown_line(e['source'])} ({e['reason']})")
@@ -16761,7 +16764,8 @@ def _cmd_show(config: Config, args: argparse.Namespace) -> int:
             _print_json(result)
         else:
             for n in result["notes"]:
-                print(f"{_shown_line(n['path'])}\t{_shown_line(n['title'])}" + (f"\t#{' #'.join(n['tags'])}" if n["tags"] else ""))
+                print(f"{_shown_line(n['path'])}\t{_shown_line(n['title'])}"
+                      + (f"\t#{' #'.join(n['tags'])}" if n["tags"] else ""))
             _say(f"{len(result['notes'])} of {result['total']} note(s)" +
                  (f"; next page: --offset {result['next_offset']}" if result["next_offset"] is not None else ""))
         return EXIT_OK
@@ -16820,9 +16824,9 @@ def _cmd_eval(config: Config, args: argparse.Namespace) -> int:
         raise InvalidRequest("no questions file: pass --questions PATH, or write a starter one with "
                              "`localrag eval init`")
     if str(path) == "-":   # a set piped in (`./make-questions | localrag eval --questions -`), as ask --batch - is
-        source = _stdin("questions file", "questions")
-        question_set = load_question_set("<stdin>", source.buffer.read() if hasattr(source, "buffer") else
-                                         source.read())   # the bytes: not UTF-8 is said as for a file (byte, line)
+        stdin = _stdin("questions file", "questions")
+        question_set = load_question_set("<stdin>", stdin.buffer.read() if hasattr(stdin, "buffer") else
+                                         stdin.read())   # the bytes: not UTF-8 is said as for a file (byte, line)
     else:
         question_set = load_question_set(path)
     _check_eval_options(args, question_set)
