@@ -13485,7 +13485,7 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
                 "description": "Whether the knowledge base can answer: database, schema, pgvector, embedding "
                                "configuration and whether the current provider's vectors exist. Without the API "
                                "token (when one is set) the details are left out.",
-                "security": bearer, "responses": responses("#/components/schemas/HealthResponse", 500, 503)}},
+                "security": bearer, "responses": responses("#/components/schemas/HealthResponse", 422, 500, 503)}},
             "/search": {"post": {
                 "operationId": "search", "summary": "Retrieve the chunks closest to a query",
                 "description": "Find the passages of the knowledge base closest to a query, best first, with "
