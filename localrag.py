@@ -7184,6 +7184,8 @@ class _IngestRun:
         self.backfilled = 0
         self.failed: list[dict] = []
         self.warnings: list[dict] = []
+        self.vanished: list[str] = []   # files deleted between the scan and their read
+        self.allow_delete = False       # --allow-delete: the mass-delete rule does not hold back vanished notes
         self.skipped_by_reason: dict[str, int] = dict.fromkeys(SKIP_REASONS, 0)
         self.files_found = 0
         self.links_written = 0
@@ -7265,7 +7267,8 @@ class _IngestRun:
             with self._timed("keyword_index"):
                 self.store.build_keyword_index()
         with self._timed("delete"):
-            self._delete([rel for rel in existing if rel not in seen])
+            gone = [rel for rel in existing if rel not in seen]
+            self._delete(gone + self._vanished_to_delete(existing, gone))
         with self._timed("links"):
             self._resolve_links(scan.all_paths)
         with self._timed("backfill"):
@@ -7335,6 +7338,9 @@ class _IngestRun:
                 # Every file left would be "cannot read" (thousands of lines saying nothing of the cause): stop.
                 raise VaultError(f"the vault folder {self.vault_key} is gone (deleted, moved or unmounted while "
                                  f"ingest read it)", path=self.vault_key) from None
+            if isinstance(exc, FileNotFoundError):   # deleted since the scan: gone, as a note missing at the scan is
+                self.vanished.append(rel)            # (it had been "cannot read", its indexed version kept)
+                return None
             self.warnings.append({"path": rel, "warning": f"cannot read: {getattr(exc, 'strerror', None) or exc}; "
                                                            f"the indexed version (if any) is kept"})
             self.skipped_by_reason["unreadable"] += 1
@@ -7442,6 +7448,19 @@ class _IngestRun:
         self.progress("write", written + len(batch), written + len(batch))
         self.links_written += link_rows.rows
         self.keyword_chunks_written += kw_chunks.rows
+
+    def _vanished_to_delete(self, existing: dict[str, tuple], gone: list[str]) -> list[str]:
+        """The indexed notes deleted while the run read them, to delete as the notes gone at the scan are; kept
+        (a warning each, counted unreadable) when with those they would be over half of the indexed notes, as
+        _check_mass_delete refuses at the scan (a drive unmounted under its mount point empties it)."""
+        vanished = [rel for rel in self.vanished if rel in existing]
+        if vanished and not self.allow_delete and (len(gone) + len(vanished)) * 2 > len(existing):
+            self.warnings.extend({"path": rel, "warning": "deleted while ingest read it; the indexed version is kept: "
+                                  "over half of the indexed notes would be gone (rerun with --allow-delete to remove "
+                                  "them from the index)"} for rel in vanished)
+            self.skipped_by_reason["unreadable"] += len(vanished)
+            return []
+        return vanished
 
     def _delete(self, gone: list[str]) -> None:
         if gone:
@@ -7749,7 +7768,7 @@ def ingest(config: Config, vault: str | Path, progress: ProgressFn | None = None
                 progress("analyze", 0, 0)
             store.analyze(stale)
         job = _IngestRun(config, store, root, vault_key, 0, progress, pool)
-        job.phases["scan"], job.cpu_started = scan_s, cpu_started
+        job.phases["scan"], job.cpu_started, job.allow_delete = scan_s, cpu_started, allow_delete
         if progress:
             progress("diff", 0, 0)
         with job._timed("diff"):
@@ -11552,9 +11571,23 @@ def _show_command(path: str, heading_path: Sequence[str] = (), vault: str | None
     """The `localrag show` command that prints a note or section; with `vault` when the path alone is ambiguous
     (the database holds several vaults), with `line` when the heading may be (a note can repeat a heading: the
     section that holds the line is the one shown)."""
+    return "localrag show " + _shell_word(path + ("#" + "#".join(heading_path) if heading_path else "")) + \
+        (f" --vault {_shell_word(vault)}" if vault else "") + (f" --line {line}" if line and heading_path else "")
+
+
+def _shell_word(text: str) -> str:
+    """A word of a command a person pastes: shlex's quoting, or bash's and zsh's $'...' for a text holding a line
+    break or another control character (a file name may), so the command stays one line and the shell passes the
+    real character (shlex would quote the break itself, the command printed over two lines)."""
     import shlex
-    return "localrag show " + shlex.quote(path + ("#" + "#".join(heading_path) if heading_path else "")) + \
-        (f" --vault {shlex.quote(vault)}" if vault else "") + (f" --line {line}" if line and heading_path else "")
+    if not _SHELL_ESCAPED_RE.search(text):
+        return shlex.quote(text)
+    named = {"\\": "\\\\", "'": "\\'", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+    return "$'" + "".join(named.get(ch) or (f"\\u{ord(ch):04x}" if _SHELL_ESCAPED_RE.match(ch) else ch)
+                          for ch in text) + "'"
+
+
+_SHELL_ESCAPED_RE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
 # A `show` target's note path ends at its extension: the '#' after it starts the heading ("C# Notes.md#Basics").
@@ -12435,11 +12468,14 @@ def load_questions(path: str | Path) -> list[dict]:
 _YAML_TYPE_NAMES = {str: "string", int: "number", float: "number", bool: "boolean", dict: "mapping"}
 
 
-def load_question_set(path: str | Path) -> dict:
+def load_question_set(path: str | Path, content: bytes | str | None = None) -> dict:
+    """load_questions's set with its corpus and vaults.  ``content``: the file's bytes (or text) already read, as
+    `eval --questions -` reads stdin; ``path`` then only names it in messages."""
     import yaml
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml.safe_load(path.read_text(encoding="utf-8") if content is None else
+                              content.decode("utf-8") if isinstance(content, bytes) else content)
     except FileNotFoundError:
         raise InvalidRequest(f"questions file {path} does not exist; pass --questions PATH", path=str(path)) from None
     except IsADirectoryError:   # was "is not readable YAML: [Errno 21] Is a directory"
@@ -12487,47 +12523,64 @@ def load_question_set(path: str | Path) -> dict:
             # a list was the id "[1, 2]" (an alias of a huge one never printed), and 0 or "" was silently q1
             raise InvalidRequest(f"{where}: id must be a name or a whole number ({_got('id', qid)})", field="id")
         qid = str(qid)
+        named = _shown_id(qid)
         # A misspelt field was ignored: `tir: offtopic` made an untiered question, `questoin:` a question "missing".
         unknown = [str(k) for k in item if str(k) not in EVAL_QUESTION_FIELDS]
         if unknown:
-            raise InvalidRequest(f"{where} ({qid}): unknown field(s) {', '.join(unknown)}"
+            raise InvalidRequest(f"{where} ({named}): unknown field(s) {', '.join(unknown)}"
                                  f"{_close_field(unknown[0], EVAL_QUESTION_FIELDS)}; allowed: "
                                  f"{', '.join(EVAL_QUESTION_FIELDS)}", path=str(path), field=unknown[0],
                                  allowed=list(EVAL_QUESTION_FIELDS))
         if qid in seen:
-            raise InvalidRequest(f"{where}: duplicate id {qid!r}", field="id")
+            raise InvalidRequest(f"{where}: duplicate id '{named}'", field="id")
         seen.add(qid)
         question = item.get("question")
         if not isinstance(question, str) or not question.strip():
-            raise InvalidRequest(f"{where} ({qid}): question must be a non-empty string", field="question")
+            raise InvalidRequest(f"{where} ({named}): question must be a non-empty string", field="question")
         if len(question) > TEXT_MAX_CHARS:   # eval measures what ask would do, and ask refuses it
-            raise InvalidRequest(f"{where} ({qid}): question is {len(question)} characters; the limit is "
+            raise InvalidRequest(f"{where} ({named}): question is {len(question)} characters; the limit is "
                                  f"{TEXT_MAX_CHARS}, as for ask and search", field="question")
         sources = item.get("expected_sources") or []
         if not isinstance(sources, list) or not all(isinstance(x, str) for x in sources):
-            raise InvalidRequest(f"{where} ({qid}): expected_sources must be a list of relative paths",
+            raise InvalidRequest(f"{where} ({named}): expected_sources must be a list of relative paths",
                                  field="expected_sources")
         sources = [_expected_source(x) for x in sources]
+        for given, source in zip(item.get("expected_sources") or [], sources):
+            # "" or /etc/passwd can never be an indexed note: it had only been warned about as "not indexed"
+            why = ("is empty" if not source else "is absolute" if source.startswith("/") or
+                   re.match(r"[A-Za-z]:/", source) else "contains '..'" if ".." in source.split("/") else None)
+            if why:
+                raise InvalidRequest(f"{where} ({named}): an expected source {why} "
+                                     f"({_got('expected_sources', given)}); expected_sources are note paths relative "
+                                     f"to the vault, e.g. 'Guides/Setup.md'",
+                                     field="expected_sources", path=str(path))
         tier = item.get("tier")
         if tier is not None and tier not in EVAL_TIERS:
             # the value quoted shortened: a YAML alias nesting a list eight levels deep is 9^8 items when printed whole
-            raise InvalidRequest(f"{where} ({qid}): tier must be one of {', '.join(EVAL_TIERS)} ({_got('tier', tier)})",
+            raise InvalidRequest(f"{where} ({named}): tier must be one of {', '.join(EVAL_TIERS)} "
+                                 f"({_got('tier', tier)})",
                                  field="tier", allowed=list(EVAL_TIERS))
         default_mode = "no_answer" if tier in EVAL_TIERS_NO_ANSWER else "rag"
         mode = item.get("expected_mode", default_mode)
         if mode not in ("rag", "no_answer"):
-            raise InvalidRequest(f"{where} ({qid}): expected_mode must be rag or no_answer "
+            raise InvalidRequest(f"{where} ({named}): expected_mode must be rag or no_answer "
                                  f"({_got('expected_mode', mode)})",
                                  field="expected_mode")
         if mode == "rag" and not sources:
-            raise InvalidRequest(f"{where} ({qid}): a rag question needs expected_sources", field="expected_sources")
+            raise InvalidRequest(f"{where} ({named}): a rag question needs expected_sources", field="expected_sources")
         lang = item.get("lang")
         if lang is not None and not (isinstance(lang, str) and lang.strip()):
-            raise InvalidRequest(f"{where} ({qid}): lang must be {EVAL_LANGS_HINT}", field="lang")
-        facts = _expected_facts(item.get("expected_facts"), f"{where} ({qid})", mode)
+            raise InvalidRequest(f"{where} ({named}): lang must be {EVAL_LANGS_HINT}", field="lang")
+        facts = _expected_facts(item.get("expected_facts"), f"{where} ({named})", mode)
         out.append({"id": qid, "question": question.strip(), "expected_sources": sources, "expected_mode": mode,
                     "tier": tier, "lang": lang, **({"expected_facts": facts} if facts else {})})
     return {"path": str(path), "corpus": corpus, "vaults": vaults, "questions": out}
+
+
+def _shown_id(qid: str) -> str:
+    """A question's id as messages and the text rows show it: one line, cut to VALUE_SHOWN_MAX_CHARS (a
+    10,000-character id had been printed whole by every message naming it, and padded every row to its width)."""
+    return _shown_line(_cut(qid, VALUE_SHOWN_MAX_CHARS))
 
 
 def _expected_facts(value: Any, where: str, mode: str) -> list[list[str]]:
@@ -12674,7 +12727,8 @@ def calibrate_gate(rows: list[dict], base: GateSettings) -> dict:
 def run_eval(config: Config, questions: list[dict], top_k: Any = None, store: Store | None = None, *,
              retrieval: Any = None, path: Any = None, tag: Any = None, vault: Any = None) -> dict:
     """Every question through the same retrieval and evidence gate as `ask` (no model call).  Metrics overall
-    and per tier; the calibration of the gate on these questions."""
+    and per tier; the calibration of the gate on these questions (null, with `calibration_skipped` saying why,
+    when they hold only answerable or only unanswerable ones)."""
     top_k = validate_top_k(top_k, config)
     retrieval = validate_retrieval(retrieval, config)
     scope = validate_scope(path, tag, vault)
@@ -12725,7 +12779,14 @@ def run_eval(config: Config, questions: list[dict], top_k: Any = None, store: St
         "rag_accuracy": overall["answered"], "no_answer_rejection": overall["refused"],
         "tiers": tiers,
     }
-    return {"summary": summary, "calibration": calibrate_gate(rows, settings), "questions": rows}
+    # Calibration trades answering against refusing: over one kind alone it "chooses" a gate that refuses "1.000 of
+    # unanswerable" (of none), so it is null then, with the reason (as `eval --calibrate` refuses such a file).
+    lacking = [kind for mode, kind in (("rag", "answerable"), ("no_answer", "unanswerable"))
+               if mode not in {r["expected_mode"] for r in rows}]
+    skipped = (f"calibration needs answerable and unanswerable questions, and these hold no {lacking[0]} one"
+               if lacking else None)
+    return {"summary": summary, "calibration": None if lacking else calibrate_gate(rows, settings),
+            "calibration_skipped": skipped, "questions": rows}
 
 
 EVAL_STARTER_HEADER = """\
@@ -13402,7 +13463,7 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
                 "description": "Whether the knowledge base can answer: database, schema, pgvector, embedding "
                                "configuration and whether the current provider's vectors exist. Without the API "
                                "token (when one is set) the details are left out.",
-                "security": bearer, "responses": responses("#/components/schemas/HealthResponse", 500, 503)}},
+                "security": bearer, "responses": responses("#/components/schemas/HealthResponse", 422, 500, 503)}},
             "/search": {"post": {
                 "operationId": "search", "summary": "Retrieve the chunks closest to a query",
                 "description": "Find the passages of the knowledge base closest to a query, best first, with "
@@ -14157,6 +14218,19 @@ def query_params(query: str) -> dict:
     return out
 
 
+def _known_params(query: dict | None, allowed: Sequence[str], route: str, lists: str = "") -> dict:
+    """The query's parameters when each is one the route takes; else InvalidRequest (422) naming the unknown ones
+    and what is allowed.  Every GET route with a fixed set of parameters checks here, so none ignores a parameter
+    (`/answers/7?error_code=llm_timeout` had answered record 7 whatever it held, as if filtered); `lists` says
+    where to list (a route that takes none)."""
+    query = query or {}
+    unknown = sorted(set(query) - set(allowed))
+    if unknown:
+        said = f"allowed: {', '.join(allowed)}" if allowed else f"{route} takes none" + (f" ({lists})" if lists else "")
+        raise InvalidRequest(f"unknown query parameter(s): {', '.join(unknown)}; {said}", field=unknown[0])
+    return query
+
+
 def _query_ints(params: dict, names: Sequence[str]) -> dict:
     out = dict(params)
     for name in names:
@@ -14264,7 +14338,8 @@ class Api:
             raise Unauthorized("missing or wrong bearer token; send Authorization: Bearer <LOCALRAG_API_TOKEN>")
         return handler(headers, read_body((method, path) in self.raw_body_routes))
 
-    def get_health(self, headers: Any, body: Any) -> tuple[int, dict]:
+    def get_health(self, headers: Any, query: Any) -> tuple[int, dict]:
+        _known_params(query, (), "GET /health")
         authorized = self.authorized(headers)
         try:
             with self.pool.store() as s:
@@ -14305,21 +14380,14 @@ class Api:
         return StreamResponse(run)
 
     def get_answers(self, headers: Any, query: Any) -> tuple[int, dict]:
-        query = query or {}
-        unknown = sorted(set(query) - {"limit", "offset", "error_code"})
-        if unknown:
-            raise InvalidRequest(f"unknown query parameter(s): {', '.join(unknown)}; allowed: limit, offset, "
-                                 f"error_code", field=unknown[0])
+        query = _known_params(query, ("limit", "offset", "error_code"), "GET /answers")
         limit = _query_int(query, "limit", ANSWERS_LIMIT_DEFAULT, 1, ANSWERS_LIMIT_MAX)
         offset = _query_int(query, "offset", 0, 0, ANSWER_ID_MAX)
         with self.pool.store() as s:
             return 200, answer_history(self.config, limit, offset, store=s, error_code=query.get("error_code"))
 
     def get_answer(self, headers: Any, query: Any, match: re.Match) -> tuple[int, dict]:
-        if query:   # `/answers/7?error_code=llm_timeout` had answered record 7 whatever it held, as if filtered
-            names = sorted(query)
-            raise InvalidRequest(f"unknown query parameter(s): {', '.join(names)}; GET /answers/{{id}} takes none "
-                                 f"(GET /answers?limit=&offset=&error_code= lists records)", field=names[0])
+        _known_params(query, (), "GET /answers/{id}", "GET /answers?limit=&offset=&error_code= lists records")
         with self.pool.store() as s:
             return 200, answer_show(self.config, match.group(1), store=s)
 
@@ -14343,11 +14411,7 @@ class Api:
             return 201, ticket_create(self.config, body, confirmed, "http", self._fingerprint(), store=s)
 
     def get_tickets(self, headers: Any, params: Any) -> tuple[int, dict]:
-        params = params or {}
-        unknown = sorted(set(params) - {"status", "limit", "offset"})
-        if unknown:
-            raise InvalidRequest(f"unknown query parameter(s): {', '.join(unknown)}; allowed: status, limit, offset",
-                                 field=unknown[0])
+        params = _known_params(params, ("status", "limit", "offset"), "GET /tickets")
         limit = _query_int(params, "limit", TICKETS_LIMIT_DEFAULT, 1, ANSWERS_LIMIT_MAX)
         offset = _query_int(params, "offset", 0, 0, ANSWER_ID_MAX)
         with self.pool.store() as s:
@@ -14355,6 +14419,7 @@ class Api:
                                     limit=limit, offset=offset)
 
     def get_ticket(self, headers: Any, params: Any, match: re.Match) -> tuple[int, dict]:
+        _known_params(params, (), "GET /tickets/{id}", "GET /tickets?status=&limit=&offset= lists tickets")
         with self.pool.store() as s:
             return 200, ticket_show(self.config, match.group(1), store=s)
 
@@ -16251,7 +16316,7 @@ def _cmd_search(config: Config, args: argparse.Namespace) -> int:
     for n, r in enumerate(result["results"], 1):
         where = " › ".join(r["heading_path"]) or "(no heading)"
         aka = f"  (aka {', '.join(r['aliases'])})" if r.get("aliases") else ""
-        print(f"[{n}] {r['score']:.4f}  {r['source']}  ›  {where}{aka}")
+        print(f"[{n}] {r['score']:.4f}  {_shown_line(r['source'])}  ›  {where}{aka}")
         print(f"    vector {_fmt_score(r['scores']['vector'])}  keyword {_fmt_score(r['scores']['keyword'])}  "
               f"found by {'+'.join(r['channels']) or '-'}  vault {r['vault_path']}")
         print(f"    {_snippet(r['content'])}")
@@ -16275,15 +16340,17 @@ def _print_closest(closest: list[dict] | None, several_vaults: bool) -> None:
         print("closest notes (not an answer; they share some of the question's words):")
         for c in closest:
             where = f" › {' › '.join(c['heading_path'])}" if c["heading_path"] else ""
-            print(f"    {c['source']}{where}  (shares: {', '.join(c['shared_terms'])})")
+            print(f"    {_shown_line(c['source'])}{where}  (shares: {', '.join(c['shared_terms'])})")
             print(f"    open: {_show_command(c['source'], c['heading_path'], c['vault_path'] if several_vaults else None)}")
 
 
 def _print_citations(citations: list[dict], several_vaults: bool = False) -> None:
     for n, c in enumerate(citations, 1):
         lines = f":{c['line_start']}-{c['line_end']}" if c.get("line_start") else ""
-        print(f"[{c.get('n', n)}] {c['source']}{lines}" + (f" › {' › '.join(c.get('heading_path') or [c['heading']])}"
-                                                          if c["heading"] else "") + f"  ({c['score']:.4f})")
+        # a line break in a file name (legal on Linux) as \n: the name cannot print a line of its own
+        print(f"[{c.get('n', n)}] {_shown_line(c['source'])}{lines}"
+              + (f" › {' › '.join(c.get('heading_path') or [c['heading']])}" if c["heading"] else "")
+              + f"  ({c['score']:.4f})")
         vault = c.get("vault_path") if several_vaults else None
         if several_vaults and vault:
             print(f"    vault: {vault}")
@@ -16409,7 +16476,7 @@ def _cmd_ask(config: Config, args: argparse.Namespace) -> int:
         _print_citations(result["citations"], several)
     evidence_check = result.get("evidence_check")
     if evidence_check and evidence_check["refuses"]:
-        checked = ", ".join(f"[{c['n']}] {c['source']}" for c in evidence_check["checked"]) or "none"
+        checked = ", ".join(f"[{c['n']}] {_shown_line(c['source'])}" for c in evidence_check["checked"]) or "none"
         lacks = f"; none of them mentions {', '.join(evidence_check['missing'])}" \
             if evidence_check.get("missing") else ""
         print(f"the question asks for {evidence_check['kind']} ({evidence_check['needs']}); checked: {checked}{lacks}")
@@ -16606,7 +16673,8 @@ def _cmd_history(config: Config, args: argparse.Namespace) -> int:
         if offered:
             print(f"did you mean {_shown_line(offered['question'])}")
         for c in (record.get("gate") or {}).get("closest") or []:
-            print(f"closest      {c['source']}{' › ' + ' › '.join(c['heading_path']) if c['heading_path'] else ''}"
+            print(f"closest      {_shown_line(c['source'])}"
+                  f"{' › ' + ' › '.join(c['heading_path']) if c['heading_path'] else ''}"
                   f"  (shares: {', '.join(c['shared_terms'])})")
         print(f"model        {record['llm_provider']}/{record['model'] or '-'}  completion {record['completion_status']}"
               f" (finish_reason {record['finish_reason'] or '-'})  prompt {record['prompt_version'] or '-'}")
@@ -16617,15 +16685,21 @@ def _cmd_history(config: Config, args: argparse.Namespace) -> int:
                                           if isinstance(latency.get(part), (int, float))))
         print(f"request      sha256 {record['request_sha256'] or '-'}")
         for b in record["evidence"]:
-            print(f"evidence [{b['n']}] {b['source']} › {' › '.join(b['heading_path']) or '(no heading)'}  "
+            print(f"evidence [{b['n']}] {_shown_line(b['source'])} › "
+                  f"{' › '.join(b['heading_path']) or '(no heading)'}  "
                   f"score {b['score']:.4f} rank {b['rank']} chunk {b['chunk_id']} sha256 {b['content_sha256'][:12]}")
         for e in record["excluded"]:
-            print(f"excluded     rank {e['rank']} {e['source']} ({e['reason']})")
+            print(f"excluded     rank {e['rank']} {_shown_line(e['source'])} ({e['reason']})")
         print()
         print(_shown(record["answer"]))
         return EXIT_OK
     limit = args.limit if args.limit is not None else ANSWERS_LIMIT_DEFAULT
-    result = answer_history(config, limit, args.offset or 0, error_code=args.error_code)
+    try:
+        result = answer_history(config, limit, args.offset or 0, error_code=args.error_code)
+    except InvalidRequest as exc:   # the API's parameter is error_code; the person typed --error-code
+        if exc.details.get("field") != "error_code":
+            raise
+        raise InvalidRequest(exc.message.replace("error_code", "--error-code", 1), **exc.details) from None
     if args.json:
         _print_json(result)
         return EXIT_OK
@@ -16671,7 +16745,8 @@ def _cmd_show(config: Config, args: argparse.Namespace) -> int:
             _print_json(result)
         else:
             for n in result["notes"]:
-                print(f"{n['path']}\t{n['title']}" + (f"\t#{' #'.join(n['tags'])}" if n["tags"] else ""))
+                print(f"{_shown_line(n['path'])}\t{_shown_line(n['title'])}"
+                      + (f"\t#{' #'.join(n['tags'])}" if n["tags"] else ""))
             _say(f"{len(result['notes'])} of {result['total']} note(s)" +
                  (f"; next page: --offset {result['next_offset']}" if result["next_offset"] is not None else ""))
         return EXIT_OK
@@ -16687,7 +16762,7 @@ def _cmd_show(config: Config, args: argparse.Namespace) -> int:
     lines = f":{result['line_start']}-{result['line_end']}" if result["line_start"] is not None else ""
     if (result.get("column_start") or 1) > 1:   # a page from inside a line: not the whole of its first line
         lines += f" (line {result['line_start']} from its character {result['column_start']})"
-    _say(f"{result['vault_path']}/{result['path']}{lines}" +
+    _say(_shown_line(f"{result['vault_path']}/{result['path']}") + lines +
          (f"  › {where}" if where else ""))
     print(result["content"])
     if result["next_char_offset"] is not None:
@@ -16729,7 +16804,12 @@ def _cmd_eval(config: Config, args: argparse.Namespace) -> int:
     if path is None:
         raise InvalidRequest("no questions file: pass --questions PATH, or write a starter one with "
                              "`localrag eval init`")
-    question_set = load_question_set(path)
+    if str(path) == "-":   # a set piped in (`./make-questions | localrag eval --questions -`), as ask --batch - is
+        stdin = _stdin("questions file", "questions")
+        question_set = load_question_set("<stdin>", stdin.buffer.read() if hasattr(stdin, "buffer") else
+                                         stdin.read())   # the bytes: not UTF-8 is said as for a file (byte, line)
+    else:
+        question_set = load_question_set(path)
     _check_eval_options(args, question_set)
     missing, others = _question_set_vaults(config, question_set)
     for vault in missing:
@@ -16739,8 +16819,8 @@ def _cmd_eval(config: Config, args: argparse.Namespace) -> int:
              f"({', '.join(others[:3])}{', ...' if len(others) > 3 else ''}): their notes compete in retrieval, so "
              f"the figures differ from a database of the set's vaults alone (`localrag vaults rm PATH` removes one)")
     for qid, source in _unindexed_sources(config, question_set["questions"], validate_scope(vault=args.vault).vault):
-        _say(f"warning: {qid}: expected source {source!r} is not indexed (a typo, or a note not ingested): it can "
-             f"never be a hit")
+        _say(f"warning: {_shown_id(qid)}: expected source {source!r} is not indexed (a typo, or a note not "
+             f"ingested): it can never be a hit")
     result = run_eval(config, question_set["questions"], args.top_k, **_scope_args(args))
     s = result["summary"]
     failures = []
@@ -16750,15 +16830,16 @@ def _cmd_eval(config: Config, args: argparse.Namespace) -> int:
         failures.append(f"no_answer rejection {s['no_answer_rejection']} < {args.min_rejection}")
     if args.json:
         if not failures:  # below threshold, stdout carries the one error body (with the summary) instead
-            if not args.calibrate:
+            if not args.calibrate and result["calibration"]:
                 result["calibration"].pop("table")
             _print_json(result)
     else:
-        width = max([14, *(len(row["id"]) for row in result["questions"])])   # long ids kept the columns apart
-        for row in result["questions"]:
+        ids = [_shown_id(row["id"]) for row in result["questions"]]
+        width = max([14, *map(len, ids)])   # long ids kept the columns apart (up to VALUE_SHOWN_MAX_CHARS)
+        for row, shown_id in zip(result["questions"], ids):
             ok = "ok " if (row["mode"] == row["expected_mode"] and (row["expected_mode"] == "no_answer" or row["rank"])) \
                 else "MISS"
-            print(f"{ok} {row['id']:<{width}} {row['tier'] or '':<10} rank={row['rank'] or '-':<3} "
+            print(f"{ok} {shown_id:<{width}} {row['tier'] or '':<10} rank={row['rank'] or '-':<3} "
                   f"conf={row['confidence']:.4f} cov={row['coverage']:.2f} mode={row['mode']:<9} "
                   f"expected={row['expected_mode']:<9} {row['latency_ms']:.1f}ms")
         print(f"\nquestions {s['questions']} ({s['answerable']} answerable, {s['unanswerable']} unanswerable), "
@@ -16980,7 +17061,8 @@ def _add_eval_args(p: argparse.ArgumentParser, inherited: bool = False) -> None:
     """`eval`'s options, on `eval` itself and on `eval run` (inherited: see _add_json)."""
     unset = argparse.SUPPRESS if inherited else None
     p.add_argument("--questions", metavar="PATH", default=unset,
-                   help="YAML question set (default: the repo's eval/questions.yaml, else ./questions.yaml)")
+                   help="YAML question set, or - to read it from stdin (default: the repo's eval/questions.yaml, "
+                        "else ./questions.yaml)")
     p.add_argument("--top-k", type=_ranged(int, TOP_K_MIN, TOP_K_MAX), metavar="N", default=unset,
                    help=f"k for Hit@k, {TOP_K_MIN}..{TOP_K_MAX} (default RAG_TOP_K)")
     p.add_argument("--calibrate", action="store_true", default=argparse.SUPPRESS if inherited else False,
@@ -17113,6 +17195,12 @@ def _did_you_mean(parser: argparse.ArgumentParser, message: str) -> str:
         close = difflib.get_close_matches(choice.group(1), re.findall(r"'([^']*)'", choice.group(2)), n=1)
     else:
         unknown = re.match(r"unrecognized arguments: (.*)$", message)
+        there = next((w for w in (unknown.group(1).split() if unknown else ()) if w.startswith("-") and
+                      os.path.lexists(w)), None)
+        if there:   # `ingest -vault`: a folder whose name starts with a dash reads as an option
+            names = " ".join(name for name, _p in _command_path(parser, getattr(parser, "argv", [])))
+            return (f"; {there} is a {'folder' if os.path.isdir(there) else 'file'} here, but a name starting with - "
+                    f"reads as an option: write ./{there} (or {names} -- {there})")
         words = [w for w in unknown.group(1).split() if w.startswith("--")] if unknown else []
 
         def options(p: argparse.ArgumentParser) -> Iterator[str]:

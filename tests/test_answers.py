@@ -1458,6 +1458,20 @@ def test_cli_history_bad_input(small_vault, args, code, error):
     assert got == code and json.loads(out)["error"]["code"] == error
 
 
+def test_cli_history_error_code_errors_name_the_option(small_vault, capfd):
+    """`history --error-code 'LLM TIMEOUT'` said "error_code must be an error code..." (the API's parameter); the
+    person typed --error-code, and the message names that (details.field stays error_code, as for `history show`)."""
+    capfd.readouterr()
+    for bad in ("LLM TIMEOUT", "", "x;drop"):
+        code, out = run_cli("history", "--error-code", bad, "--json")
+        error = json.loads(out)["error"]
+        assert code == localrag.EXIT_USAGE and error["details"]["field"] == "error_code", error
+        assert error["message"].startswith("--error-code must be an error code as errors show it"), error
+        code, out = run_cli("history", "--error-code", bad)
+        err = capfd.readouterr().err
+        assert code == localrag.EXIT_USAGE and out == "" and "error [invalid_request]: --error-code must be" in err
+
+
 def test_missing_answers_table_is_schema_not_initialized(small_vault):
     with localrag.Store.open(small_vault) as s:
         s.run("DROP TABLE answers")

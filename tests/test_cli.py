@@ -1206,3 +1206,51 @@ def test_a_malformed_env_line_is_reported_once_in_localrags_words(tmp_path):
     assert [line for line in lines if "not a KEY=value line" in line] == [
         f"warning: {bad}, line 2: not a KEY=value line; ignored (fix or remove it)",
         f"warning: {bad}, line 3: not a KEY=value line; ignored (fix or remove it)"]
+
+
+def test_a_line_break_in_a_note_name_is_shown_as_backslash_n(db, tmp_path, capfd):
+    """A file name may hold a line break (legal on Linux): `search`, `show --list`, the citations and `show`'s own
+    header printed it raw, the name's second half reading as a line of its own.  Text output shows it as \\n (as
+    ingest's failed:/warning: lines do), the `open:` command is one line whose $'...' passes the real name, --json
+    keeps the real name, and `show` takes the real name."""
+    vault = tmp_path / "v"
+    vault.mkdir()
+    (vault / "new\nline.md").write_text("# Zebra crossing\n\nThe zebracrossing policy says walk.\n", encoding="utf-8")
+    (vault / "other.md").write_text("# Other\n\nNothing here about animals.\n", encoding="utf-8")
+    assert localrag.ingest(db, vault)["status"] == "success"
+    capfd.readouterr()
+    code, out = run_cli("search", "zebracrossing")
+    assert code == 0 and "[1] " in out and "  new\\nline.md  ›  Zebra crossing" in out, out
+    code, out = run_cli("show", "--list")
+    assert code == 0 and out.splitlines()[0] == "new\\nline.md\tnew\\nline", out
+    code, out = run_cli("ask", "what does the zebracrossing policy say?")
+    assert code == 0 and "[1] new\\nline.md:1-3 › Zebra crossing" in out, out
+    assert "    open: localrag show $'new\\nline.md#Zebra crossing' --line 1" in out.splitlines(), out
+    for lines in (out, run_cli("search", "zebracrossing")[1]):
+        assert not any(line.startswith("line.md") for line in lines.splitlines()), lines
+    assert json.loads(run_cli("search", "zebracrossing", "--json")[1])["results"][0]["source"] == "new\nline.md"
+    capfd.readouterr()
+    code, out = run_cli("show", "new\nline.md")
+    assert code == 0 and "zebracrossing policy says walk" in out
+    assert capfd.readouterr().err.startswith(f"{vault}/new\\nline.md:1-3")
+    for name in ("new\nline.md", "it's a\\b\tc\u2028d\x1b.md", "plain name.md"):   # the shell gets the real name
+        word = localrag._shell_word(name)
+        assert "\n" not in word and subprocess.run(["bash", "-c", "printf %s " + word], capture_output=True,
+                                                   text=True).stdout == name, word
+
+
+def test_a_vault_named_with_a_leading_dash_gets_a_hint(env, tmp_path, monkeypatch):
+    """`localrag ingest -vault` (a folder named with a leading dash) was argparse's bare "unrecognized arguments:
+    -vault"; the error says how to pass it (./-vault, or `--` before it), both of which work; a word that names
+    nothing on disk gets no such hint."""
+    (tmp_path / "-vault").mkdir()
+    monkeypatch.chdir(tmp_path)
+    code, out = run_cli("ingest", "-vault", "--json")
+    error = json.loads(out)["error"]
+    assert code == localrag.EXIT_USAGE and error["message"] == (
+        "localrag: unrecognized arguments: -vault; -vault is a folder here, but a name starting with - reads as an "
+        "option: write ./-vault (or localrag ingest -- -vault)"), error
+    assert "is a folder here" not in json.loads(run_cli("ingest", "-nothere", "--json")[1])["error"]["message"]
+    parser = localrag.build_parser()
+    for argv in (["ingest", "./-vault"], ["ingest", "--", "-vault"]):
+        assert os.path.samefile(parser.parse_args(argv).path, tmp_path / "-vault"), argv

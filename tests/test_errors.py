@@ -484,6 +484,13 @@ QUESTION_FILES = [
     ("- {id: [1, 2], question: q, expected_mode: no_answer}\n", "item 1: id must be a name or a whole number (got "
                                                                 "[1, 2])"),
     ("- {id: '', question: q, expected_mode: no_answer}\n", "item 1: id must be a name or a whole number (got '')"),
+    # an expected source that can never be a note had only been warned about as "not indexed" (exit 0)
+    ("- {id: a, question: q, expected_sources: ['']}\n", "item 1 (a): an expected source is empty (got ''); "
+                                                          "expected_sources are note paths relative to the vault"),
+    ("- {id: a, question: q, expected_sources: [x.md, /etc/passwd]}\n", "item 1 (a): an expected source is absolute "
+                                                                       "(got '/etc/passwd'); expected_sources are"),
+    ("- {id: a, question: q, expected_sources: ['C:\\\\v\\\\x.md']}\n", "item 1 (a): an expected source is absolute"),
+    ("- {id: a, question: q, expected_sources: [../x.md]}\n", "item 1 (a): an expected source contains '..'"),
 ]
 
 

@@ -91,6 +91,79 @@ def test_an_option_measuring_a_kind_of_question_the_file_lacks_is_refused(env, t
     assert error["message"].endswith(f"add some, or run without {option}")
 
 
+@pytest.mark.parametrize("modes, lacks", [(["rag", "rag"], "unanswerable"), (["no_answer"], "answerable")])
+def test_eval_json_carries_no_calibration_over_one_kind_of_question(ingested, tmp_path, modes, lacks):
+    """`eval --json` without --calibrate still carried a calibration over answerable questions alone: a gate that
+    "refuses 1.000 of unanswerable" (of none), the figure --calibrate refuses to print.  It is null then, and
+    calibration_skipped says why; over both kinds it is there (without its table) and nothing is skipped."""
+    path = tmp_path / "q.yaml"
+    questions = [{"id": f"q{i}", "question": RAG_Q if mode == "rag" else OFF_Q, "expected_mode": mode,
+                  "expected_sources": ["policies/Support Escalation Policy.md"] if mode == "rag" else []}
+                 for i, mode in enumerate(modes)]
+    path.write_text(yaml.safe_dump(questions, allow_unicode=True), encoding="utf-8")
+    code, out = run_cli("eval", "--questions", str(path), "--json")
+    data = json.loads(out)
+    assert code == 0 and data["calibration"] is None, data["calibration"]
+    assert data["calibration_skipped"] == (f"calibration needs answerable and unanswerable questions, and these "
+                                           f"hold no {lacks} one")
+    other = {"rag": RAG_Q, "no_answer": OFF_Q}
+    path.write_text(yaml.safe_dump([*questions, *({"id": mode, "question": q, "expected_mode": mode,
+                                                   "expected_sources": questions[0]["expected_sources"] or
+                                                   ["policies/Support Escalation Policy.md"]}
+                                                  for mode, q in other.items() if mode not in modes)],
+                                   allow_unicode=True), encoding="utf-8")
+    data = json.loads(run_cli("eval", "--questions", str(path), "--json")[1])
+    assert data["calibration"]["chosen"] and "table" not in data["calibration"] and data["calibration_skipped"] is None
+
+
+def test_a_long_question_id_is_shown_shortened(ingested, tmp_path, capfd):
+    """A 10,000-character id was printed whole by every later message naming it (a bad tier, a duplicate, the
+    "not indexed" warning) and padded every text row to its width; it is shown cut to 80 characters, on one line,
+    and --json keeps it whole."""
+    long_id = "x" * 9_999 + "\n"
+    path = tmp_path / "q.yaml"
+    for bad, says in (({"tier": "easy"}, "tier must be one of"), ({"id": long_id}, "duplicate id")):
+        path.write_text(yaml.safe_dump([{"id": long_id, "question": RAG_Q, "expected_sources": ["x.md"]},
+                                        {"id": "b", "question": OFF_Q, "expected_mode": "no_answer", **bad}]),
+                        encoding="utf-8")
+        code, out = run_cli("eval", "--questions", str(path), "--json")
+        message = json.loads(out)["error"]["message"]
+        assert code == localrag.EXIT_USAGE and says in message and len(message) < 400, message[:200]
+    path.write_text(yaml.safe_dump([{"id": long_id, "question": RAG_Q, "expected_sources": ["nowhere/none.md"]},
+                                    {"id": "b", "question": OFF_Q, "expected_mode": "no_answer"}]), encoding="utf-8")
+    capfd.readouterr()
+    code, out = run_cli("eval", "--questions", str(path))
+    err = capfd.readouterr().err
+    shown = "x" * 79 + "…"
+    assert code == 0 and f"warning: {shown}: expected source 'nowhere/none.md' is not indexed" in err
+    assert len(err) < 400 and max(map(len, out.splitlines())) < 300, (len(err), len(out))
+    assert out.splitlines()[0].startswith(f"MISS {shown} ") and out.splitlines()[1].startswith("ok  b" + " " * 80)
+    assert json.loads(run_cli("eval", "--questions", str(path), "--json")[1])["questions"][0]["id"] == long_id
+
+
+def test_eval_reads_the_questions_from_stdin_given_dash(ingested, tmp_path, monkeypatch):
+    """`--questions -` was "questions file - does not exist"; it reads the set from stdin, as `ask --batch -` and
+    `tickets create --from -` do, with the same figures as from the file, and names it <stdin> in its errors (bytes
+    that are not UTF-8 said as for a file: the byte and its line)."""
+    import io
+    questions = [{"id": "p1", "question": RAG_Q, "expected_sources": ["policies/Support Escalation Policy.md"]},
+                 {"id": "off", "question": OFF_Q, "expected_mode": "no_answer"}]
+    text = yaml.safe_dump(questions, allow_unicode=True)
+    path = tmp_path / "q.yaml"
+    path.write_text(text, encoding="utf-8")
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(text.encode("utf-8")), encoding="utf-8"))
+    code, out = run_cli("eval", "--questions", "-", "--json")
+    piped = json.loads(out)
+    from_file = json.loads(run_cli("eval", "--questions", str(path), "--json")[1])
+    assert code == 0 and [(q["id"], q["mode"], q["rank"]) for q in piped["questions"]] == \
+        [(q["id"], q["mode"], q["rank"]) for q in from_file["questions"]] == [("p1", "rag", 1), ("off", "no_answer", None)]
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"- {id: a, question: q\xff}\n"), encoding="utf-8"))
+    code, out = run_cli("eval", "--questions", "-", "--json")
+    message = json.loads(out)["error"]["message"]
+    assert code == localrag.EXIT_USAGE and message == "questions file <stdin> is not UTF-8 text (byte 0xff on line " \
+                                                      "1); save it as UTF-8", message
+
+
 def test_calibration_on_overlapping_groups():
     """Answerable and unanswerable coverages overlap (0.5 is on both sides): no operating point gets every mode
     right; the chosen one is one of the best in its own trade-off table, and that best is 5 of 6 modes."""

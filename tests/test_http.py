@@ -427,6 +427,18 @@ def test_health_is_200_not_ready_on_an_empty_index(empty_api):
     assert body["details"]["embeddings_current_config"] == 0 and "ingest" in body["details"]["hint"]
 
 
+def test_health_and_one_ticket_refuse_query_parameters(routing_api):
+    """`GET /health?x=1` and `GET /tickets/1?status=open` answered as if the parameter meant something (the ticket
+    whatever its status); like GET /answers and /answers/{id}, they refuse a parameter they do not take, naming it."""
+    for path, route, lists in (("/health", "GET /health", ""),
+                               ("/tickets/1", "GET /tickets/{id}", " (GET /tickets?status=&limit=&offset= lists")):
+        assert routing_api.get(path).status != 422 and routing_api.get(path + "?").status != 422
+        for query, names in (("?x=1", "x"), ("?status=open", "status"), ("?verbose&limit=1", "limit, verbose")):
+            err = assert_error(routing_api.get(path + query), 422, "invalid_request", names.split(",")[0])
+            assert err["message"].startswith(f"unknown query parameter(s): {names}; {route} takes none{lists}"), err
+    assert_error(routing_api.get("/tickets?x=1"), 422, "invalid_request", "x")   # the list's own, unchanged
+
+
 ENDPOINT_CALLS = {"health": ("GET", "/health", None), "search": ("POST", "/search", {"query": RAG_Q}),
                   "ask": ("POST", "/ask", {"question": RAG_Q}), "stream": ("POST", "/ask/stream", {"question": RAG_Q})}
 
@@ -1046,7 +1058,7 @@ def test_openapi_describes_every_endpoint_and_the_error_body(routing_api):
     for path, method, codes in (("/search", "post", {"401", "413", "422", "503"}),
                                 ("/ask", "post", {"401", "413", "422", "502", "503"}),
                                 ("/ask/stream", "post", {"401", "413", "422", "503"}),
-                                ("/health", "get", {"503"})):
+                                ("/health", "get", {"422", "503"}), ("/tickets/{id}", "get", {"422"})):
         op = spec["paths"][path][method]
         assert codes <= set(op["responses"]), (path, op["responses"].keys())
         for code in codes:

@@ -410,6 +410,44 @@ def test_a_vault_deleted_mid_run_stops_it_with_one_error(db, vault, monkeypatch)
     assert not caught.value.details["ingest_run"]["warnings"]
 
 
+def deleting_when_reading_starts(paths):
+    """A progress callback that deletes these files at the run's first parse+embed event: after the scan listed
+    them, before any is read."""
+    def progress(phase, done, total):
+        if phase == "parse+embed" and done == 0:
+            for path in paths:
+                if path.exists():
+                    path.unlink()
+    return progress
+
+
+def test_a_note_deleted_while_ingest_reads_it_is_deleted(ingested):
+    """A note deleted after the scan, before its read, was "cannot read: No such file or directory" (exit 10, its
+    indexed version kept until the next run); the vault folder still there, it is gone as a note missing at the scan
+    is: deleted from the index, no warning, exit 0.  The mass-delete rule still holds: notes vanishing mid-run that
+    would make over half of the vault's indexed notes gone are kept (a warning each, exit 10) unless --allow-delete."""
+    config, vault, first = ingested
+    note = vault / "policies" / "Data Handling Policy.md"
+    result = localrag.ingest(config, vault, progress=deleting_when_reading_starts([note]))
+    assert result["status"] == "success" and result["documents_deleted"] == 1, result
+    assert not result["warnings"] and not result["skipped_by_reason"].get("unreadable") and not result["files_failed"]
+    assert counts(config)["documents"] == first["documents_added"] - 1
+    assert "policies/Data Handling Policy.md" not in {r["source"] for r in localrag.search(config, "data handling",
+                                                                                            10)["results"]}
+    notes = sorted(p for p in vault.rglob("*.md") if not any(part.startswith(".") for part in p.parts))
+    most = notes[:len(notes) // 2 + 1]
+    result = localrag.ingest(config, vault, progress=deleting_when_reading_starts(most))
+    assert result["documents_deleted"] == 0 and result["skipped_by_reason"]["unreadable"] == len(most), result
+    assert {w["path"] for w in result["warnings"]} == {str(p.relative_to(vault)) for p in most}
+    assert all("deleted while ingest read it; the indexed version is kept" in w["warning"] and "--allow-delete" in
+               w["warning"] for w in result["warnings"])
+    assert counts(config)["documents"] == len(notes)   # kept: none deleted
+    for p in most:
+        p.write_text("# back\n", encoding="utf-8")
+    result = localrag.ingest(config, vault, progress=deleting_when_reading_starts(most), allow_delete=True)
+    assert result["documents_deleted"] == len(most) and counts(config)["documents"] == len(notes) - len(most)
+
+
 def test_huge_file_is_counted_not_read(db, vault, monkeypatch):
     monkeypatch.setenv("LOCALRAG_MAX_FILE_MB", "1")
     big = vault / "huge.md"
