@@ -7165,6 +7165,14 @@ INGEST_PHASES = ("scan", "diff", "read", "parse", "rows", "documents", "copy_chu
 KEYWORD_BULK_LOAD_MIN_FILES = 1000
 
 
+def _device_of(path: Path) -> int | None:
+    """The device a folder is on (st_dev), None when it cannot be read."""
+    try:
+        return os.stat(path).st_dev
+    except OSError:
+        return None
+
+
 class _IngestRun:
     """One ingest run's state and its named steps; `run()` reads as the script of the run."""
 
@@ -7185,6 +7193,7 @@ class _IngestRun:
         self.failed: list[dict] = []
         self.warnings: list[dict] = []
         self.vanished: list[str] = []   # files deleted between the scan and their read
+        self.root_device = _device_of(root)   # a drive unmounted under the vault folder leaves the folder, not this
         self.allow_delete = False       # --allow-delete: the mass-delete rule does not hold back vanished notes
         self.skipped_by_reason: dict[str, int] = dict.fromkeys(SKIP_REASONS, 0)
         self.files_found = 0
@@ -7334,8 +7343,10 @@ class _IngestRun:
                 return None
             file_path = _safe_name(str(path.resolve(strict=True)))
         except (OSError, RuntimeError) as exc:
-            if isinstance(exc, FileNotFoundError) and not os.path.isdir(self.root):
-                # Every file left would be "cannot read" (thousands of lines saying nothing of the cause): stop.
+            if isinstance(exc, FileNotFoundError) and (not os.path.isdir(self.root) or
+                                                       _device_of(self.root) != self.root_device):
+                # Every file left would be "cannot read" (thousands of lines saying nothing of the cause), or, with
+                # the vault's drive unmounted and its mount point left empty, deleted from the index: stop.
                 raise VaultError(f"the vault folder {self.vault_key} is gone (deleted, moved or unmounted while "
                                  f"ingest read it)", path=self.vault_key) from None
             if isinstance(exc, FileNotFoundError):   # deleted since the scan: gone, as a note missing at the scan is

@@ -916,6 +916,10 @@ MUTANTS: list[Mutant] = [
       "if vanished and not self.allow_delete and False:",
       ("tests/test_ingest.py",), "deleted_while"),
     # --- 2026-12-02 (eighth session) ---
+    M("ingest: a vault's drive unmounted mid-run (its mount point left empty) reads as every unread note deleted",
+      "_device_of(self.root) != self.root_device):",
+      "False):",
+      ("tests/test_ingest.py",), "unmounted_mid_run"),
     M("cli: vaults rm of a path that is not indexed asks to confirm deleting it (no terminal: 'pass --yes')",
       "            about = vault_summary(config, args.path)\n",
       "            about = vault_summary(config, args.path) if _stdin_is_terminal() else {\n"

@@ -410,6 +410,39 @@ def test_a_vault_deleted_mid_run_stops_it_with_one_error(db, vault, monkeypatch)
     assert not caught.value.details["ingest_run"]["warnings"]
 
 
+def test_a_vault_drive_unmounted_mid_run_stops_it_and_deletes_nothing(db, tmp_path):
+    """A vault that is its own mount point, its drive unmounted during a run: the folder stays (an empty mount
+    point), so each note not yet read looked deleted since the scan: early in a run the mass-delete rule kept them
+    (a warning each, exit 10), late (fewer than half left) they were deleted from the index.  The folder's device
+    changed: the run stops as for a vault folder gone (vault_invalid), nothing deleted.  Needs a tmpfs mount (root,
+    in a container that allows it); skipped elsewhere."""
+    import subprocess
+    from conftest import SAMPLE_VAULT
+    mount_point = tmp_path / "drive"
+    mount_point.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "none", str(mount_point)],
+                                           capture_output=True).returncode != 0:
+        pytest.skip("mounting a tmpfs needs root and a container that allows it")
+    try:
+        shutil.copytree(SAMPLE_VAULT, mount_point, dirs_exist_ok=True)
+        first = localrag.ingest(db, mount_point)
+        for note in mount_point.rglob("*.md"):   # every note changed: each is read and parsed again
+            note.write_text(note.read_text(encoding="utf-8") + "\nchanged\n", encoding="utf-8")
+        events = []
+
+        def unmount_after_the_scan(phase, done, total):
+            if phase == "parse+embed" and not events:   # listed, none read yet
+                events.append(done)
+                subprocess.run(["umount", "-l", str(mount_point)], check=True)
+
+        with pytest.raises(localrag.VaultError) as caught:
+            localrag.ingest(db, mount_point, progress=unmount_after_the_scan)
+        assert "unmounted" in caught.value.message and caught.value.exit_code == localrag.EXIT_VAULT
+        assert counts(db)["documents"] == first["documents_added"]   # nothing deleted
+    finally:
+        subprocess.run(["umount", "-l", str(mount_point)], capture_output=True)
+
+
 def deleting_when_reading_starts(paths):
     """A progress callback that deletes these files at the run's first parse+embed event: after the scan listed
     them, before any is read."""
