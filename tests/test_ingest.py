@@ -336,6 +336,12 @@ def run_cli_as_a_user(*args: str) -> tuple[int, str, str]:
                 pytest.skip("the database's socket folder belongs to root: no other user to run as")
             os.chmod(home, 0o755)
         env = {**os.environ, "PYTHONPATH": str(home), "LOCALRAG_HOME": str(home / "home"), "HOME": str(home)}
+        if user is not None:   # the interpreter may live where only root can reach it (a pyenv under /root)
+            try:
+                subprocess.run([sys.executable, "-c", "pass"], user=user, cwd=home, env=env, capture_output=True,
+                               timeout=60, check=True)
+            except (PermissionError, subprocess.CalledProcessError):
+                pytest.skip(f"{sys.executable} cannot be run by uid {user}: no other user to run as")
         done = subprocess.run([sys.executable, "-c", "import sys, localrag; sys.exit(localrag.main(sys.argv[1:]))",
                                *args], env=env, cwd=home, user=user, capture_output=True, text=True, timeout=120)
         return done.returncode, done.stdout, done.stderr
