@@ -16755,8 +16755,8 @@ def _cmd_show(config: Config, args: argparse.Namespace) -> int:
         if args.json:
             _print_json(result)
         else:
-            for n in result["notes"]:
-                print(f"{_shown_line(n['path'])}\t{_shown_line(n['title'])}"
+            for n in result["notes"]:   # tab-separated: a tab inside a name or title shown as \t, as a break is \n
+                print("\t".join(_shown_line(v).replace("\t", "\\t") for v in (n["path"], n["title"]))
                       + (f"\t#{' #'.join(n['tags'])}" if n["tags"] else ""))
             _say(f"{len(result['notes'])} of {result['total']} note(s)" +
                  (f"; next page: --offset {result['next_offset']}" if result["next_offset"] is not None else ""))

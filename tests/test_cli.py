@@ -1217,12 +1217,14 @@ def test_a_line_break_in_a_note_name_is_shown_as_backslash_n(db, tmp_path, capfd
     vault.mkdir()
     (vault / "new\nline.md").write_text("# Zebra crossing\n\nThe zebracrossing policy says walk.\n", encoding="utf-8")
     (vault / "other.md").write_text("# Other\n\nNothing here about animals.\n", encoding="utf-8")
+    (vault / "tab\there.md").write_text("Tabbed.\n", encoding="utf-8")   # show --list's columns are tab-separated
     assert localrag.ingest(db, vault)["status"] == "success"
     capfd.readouterr()
     code, out = run_cli("search", "zebracrossing")
     assert code == 0 and "[1] " in out and "  new\\nline.md  ›  Zebra crossing" in out, out
     code, out = run_cli("show", "--list")
     assert code == 0 and out.splitlines()[0] == "new\\nline.md\tnew\\nline", out
+    assert "tab\\there.md\ttab\\there" in out.splitlines(), out
     code, out = run_cli("ask", "what does the zebracrossing policy say?")
     assert code == 0 and "[1] new\\nline.md:1-3 › Zebra crossing" in out, out
     assert "    open: localrag show $'new\\nline.md#Zebra crossing' --line 1" in out.splitlines(), out
