@@ -16801,6 +16801,9 @@ def _cmd_mcp(config: Config, args: argparse.Namespace) -> int:
 def _cmd_eval(config: Config, args: argparse.Namespace) -> int:
     if args.action == "init":
         import shlex
+        if args.questions == "-":   # `-` reads a set for `eval`; init writes a file (it had written one named "-")
+            raise InvalidRequest("`eval init` writes a questions file: pass --questions PATH (`-` is stdin, which "
+                                 "`localrag eval --questions -` reads)", field="questions")
         result = eval_init(args.questions or "questions.yaml", args.vault or config.vault_path,
                            config.max_file_bytes)
         source = f", drafted from {result['vault']}" if result["vault"] else ", placeholders: no vault given"

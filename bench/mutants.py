@@ -916,6 +916,10 @@ MUTANTS: list[Mutant] = [
       "if vanished and not self.allow_delete and False:",
       ("tests/test_ingest.py",), "deleted_while"),
     # --- 2026-12-02 (eighth session) ---
+    M("eval: eval init --questions - writes a file named '-'",
+      "        if args.questions == \"-\":   # `-` reads a set for `eval`; init writes a file",
+      "        if False:   # `-` reads a set for `eval`; init writes a file",
+      ("tests/test_eval_metrics.py",), "stdin_given_dash"),
     M("cli: a tab in a note's name or title splits show --list's tab-separated columns",
       "print(\"\\t\".join(_shown_line(v).replace(\"\\t\", \"\\\\t\") for v in (n[\"path\"], n[\"title\"]))",
       "print(\"\\t\".join(_shown_line(v) for v in (n[\"path\"], n[\"title\"]))",

@@ -162,6 +162,11 @@ def test_eval_reads_the_questions_from_stdin_given_dash(ingested, tmp_path, monk
     message = json.loads(out)["error"]["message"]
     assert code == localrag.EXIT_USAGE and message == "questions file <stdin> is not UTF-8 text (byte 0xff on line " \
                                                       "1); save it as UTF-8", message
+    # `eval init` writes a file: `-` is refused (it had written a file named "-" in the working folder)
+    monkeypatch.chdir(tmp_path)
+    code, out = run_cli("eval", "init", "--questions", "-", "--json")
+    assert code == localrag.EXIT_USAGE and "`eval init` writes a questions file" in json.loads(out)["error"]["message"]
+    assert not (tmp_path / "-").exists()
 
 
 def test_calibration_on_overlapping_groups():
