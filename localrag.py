@@ -14950,7 +14950,7 @@ def _server_url(server: _Server) -> str:
 
 def serve(config: Config, host: str, port: int, ready: Callable[[str], None] | None = None,
           grace_s: float = HTTP_SHUTDOWN_GRACE_S) -> dict:
-    """Run the API until SIGINT/SIGTERM.  Then: stop accepting, close idle and half-received connections, let
+    """Run the API until SIGINT/SIGTERM/SIGHUP.  Then: stop accepting, close idle and half-received connections, let
     in-flight requests finish within `grace_s` (a second signal cuts the wait short), close what is left.
     Returns what happened: the signal, requests served, in-flight requests finished and cut off."""
     server = make_server(config, host, port)
@@ -14966,7 +14966,10 @@ def serve(config: Config, host: str, port: int, ready: Callable[[str], None] | N
         stopping.set()
         threading.Thread(target=server.shutdown, daemon=True).start()
 
-    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    # SIGHUP too (a closed terminal or SSH session): it had raised past the grace wait, telling nothing of the
+    # requests, and a second one ended the process by the signal (a stream cut without its error event or record)
+    stop_sigs = {signal.SIGINT, signal.SIGTERM, *_stop_signals()}   # a SIGHUP ignored at start (nohup) stays so
+    previous = {sig: signal.signal(sig, stop) for sig in stop_sigs}
     outcome = {"signal": None, "requests": 0, "in_flight_finished": 0, "in_flight_cut": 0, "cut_by": None}
     try:
         if ready:
@@ -16882,12 +16885,12 @@ def _cmd_serve(config: Config, args: argparse.Namespace) -> int:
     outcome = serve(config, args.host, args.port, grace_s=args.grace,
                     ready=lambda url: _say(f"localrag {__version__} serving on {url} (GET /openapi.json); "
                                            f"Ctrl-C to stop"))
-    name = {signal.SIGINT: "SIGINT", signal.SIGTERM: "SIGTERM"}.get(outcome["signal"], "a signal")
+    name = signal.Signals(outcome["signal"]).name if outcome["signal"] else "a signal"
     _say(f"stopped on {name}: {outcome['requests']} request(s) served; {outcome['in_flight_finished']} in flight "
          f"finished" + ((f", {outcome['in_flight_cut']} cut off by a second signal" if outcome["cut_by"] !=
                          "grace" else f", {outcome['in_flight_cut']} cut off after the {args.grace:g} s grace")
                         if outcome["in_flight_cut"] else ""))
-    return EXIT_TERMINATED if outcome["signal"] == signal.SIGTERM else EXIT_INTERRUPTED
+    return 128 + outcome["signal"] if outcome["signal"] else EXIT_INTERRUPTED   # 130 / 143 / 129 (SIGHUP)
 
 
 def _print_pieces(pieces: dict) -> None:

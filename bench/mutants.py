@@ -862,6 +862,11 @@ MUTANTS: list[Mutant] = [
       "r\"[a-z]{2,}(?<!s)s\\b(?!\\s+(?:the|a|an|my|your|you|me|it|its|this|that|when|if)\\b)|\"",
       "r\"[a-z]{2,}(?<!s)s\\b|\"",
       ("tests/test_answers.py",), "choices"),
+    # --- 2026-12-02 (eighth session, serve and MCP review) ---
+    M("serve: SIGHUP is not one of serve's stop signals (no summary; a second one kills the process mid-stream)",
+      "stop_sigs = {signal.SIGINT, signal.SIGTERM, *_stop_signals()}",
+      "stop_sigs = {signal.SIGINT, signal.SIGTERM}",
+      ("tests/test_http.py",), "test_signal_finishes"),
 ]
 
 

@@ -1218,8 +1218,10 @@ def _stream_in_flight(conn: http.client.HTTPConnection) -> http.client.HTTPRespo
     return resp
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP],
+                         ids=["SIGTERM", "SIGINT", "SIGHUP"])
 def test_signal_finishes_the_in_flight_stream_then_exits_130_or_143(ingested, upstream, serve_process, signum):
+    # SIGHUP (a closed terminal) as the others: it had stopped with no summary, and a second one killed the process
     gate = threading.Event()
     upstream([delta("first half, "), gate, delta("second half."), STOP, "[DONE]"])
     server = serve_process()
@@ -1239,10 +1241,10 @@ def test_signal_finishes_the_in_flight_stream_then_exits_130_or_143(ingested, up
         conn.close()
     assert events and events[-1][0] == "done", events
     assert events[-1][1]["answer"].endswith("first half, second half.")
-    assert server.proc.wait(20) == 128 + signum       # 143 for SIGTERM, 130 for SIGINT, as documented
+    assert server.proc.wait(20) == 128 + signum       # 143 for SIGTERM, 130 for SIGINT, 129 for SIGHUP
     log = server.all_stderr()
     assert re.search(r"POST /ask/stream 200 ", log), log
-    assert re.search(r"stopped on SIG(TERM|INT): \d+ request\(s\) served; 1 in flight finished", log), log
+    assert re.search(rf"stopped on {signum.name}: \d+ request\(s\) served; 1 in flight finished", log), log
     assert "Traceback" not in log and LLM_KEY not in log
     assert "without authentication" not in log                  # loopback: no warning
 
