@@ -14542,6 +14542,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.close_connection = True
             self.send_error(400, "more than one Host header; send exactly one")
             return False
+        if len(self.headers.get_all("Authorization") or []) > 1:   # only the first was compared with the token:
+            self.close_connection = True   # a proxy reading the other one would disagree about who is let in
+            self.send_error(400, "more than one Authorization header; send exactly one")
+            return False
         if self.command not in ("POST", "PATCH"):   # a body-less method's Content-Length frames the connection too
             try:
                 self._content_length()

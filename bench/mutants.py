@@ -867,6 +867,10 @@ MUTANTS: list[Mutant] = [
       "stop_sigs = {signal.SIGINT, signal.SIGTERM, *_stop_signals()}",
       "stop_sigs = {signal.SIGINT, signal.SIGTERM}",
       ("tests/test_http.py",), "test_signal_finishes"),
+    M("serve: of two Authorization headers only the first is compared with the token",
+      'if len(self.headers.get_all("Authorization") or []) > 1:',
+      'if len(self.headers.get_all("Authorization") or []) > 2:',
+      ("tests/test_http.py",), "two_authorization"),
 ]
 
 

@@ -993,6 +993,19 @@ def test_token_required_checked_before_the_body(routing_token_api, path):
     assert_error(reply, 401, "unauthorized")
 
 
+@pytest.mark.parametrize("tokens", [(TOKEN, "wrong"), ("wrong", TOKEN)], ids=["right-first", "wrong-first"])
+def test_two_authorization_headers_are_400_whichever_comes_first(routing_token_api, tokens):
+    """Only the first of two Authorization headers had been compared with the token (right-first: 200); as with
+    two Host headers, a request carrying two is refused whole."""
+    head = "".join(f"Authorization: Bearer {t}\r\n" for t in tokens)
+    raw = raw_exchange(routing_token_api.port, f"POST /search HTTP/1.1\r\nHost: localhost\r\n{head}"
+                                               f"Content-Length: 15\r\n\r\n{{\"query\": \"P1\"}}".encode())
+    status, headers, payload = parse_raw(raw)
+    assert status.startswith("HTTP/1.1 400") and payload["error"]["code"] == "malformed_request", raw[:300]
+    assert "Authorization" in payload["error"]["message"] and headers.get("Connection") == "close"
+    assert TOKEN.encode() not in raw
+
+
 def test_health_without_token_shows_no_details(token_api):
     anonymous = token_api.get("/health", auth=False)
     assert anonymous.status == 200
