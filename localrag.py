@@ -15329,7 +15329,8 @@ class McpServer:
             if not raw:
                 raise ValueError("empty body")
         except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-            return 400, self.error_response(RpcError(RPC_PARSE_ERROR, f"parse error: {exc}".splitlines()[0][:200]))
+            return 400, self.error_response(RpcError(RPC_PARSE_ERROR, f"parse error: {exc}".splitlines()[0][:200]),
+                                            _rpc_id_unparsed(raw))
         params = msg.get("params") if isinstance(msg, dict) and isinstance(msg.get("params"), dict) else {}
         header_version = headers.get("MCP-Protocol-Version")
         if header_version and not (isinstance(params.get("_meta"), dict) and MCP_META_VERSION in params["_meta"]) \
@@ -15555,6 +15556,16 @@ def _rpc_id_in(head: bytes, tail: bytes) -> Any:
     return None
 
 
+def _rpc_id_unparsed(line: bytes) -> Any:
+    """The id of a message that does not parse (a NaN, a member named twice, a byte that is not UTF-8, nesting too
+    deep): its own when a lenient reading shows a valid one, else the one its ends show (as for an oversized
+    message).  A -32700 with a null id had left the client waiting forever for the answer to its call."""
+    try:
+        return _rpc_id(json.loads(line.decode("utf-8", "replace")))
+    except (ValueError, RecursionError):
+        return _rpc_id_in(line[:MCP_ID_SCAN_BYTES], line[-MCP_ID_SCAN_BYTES:])
+
+
 MCP_PARENT_CHECK_S = 0.5     # how often `localrag mcp` checks that the client that started it still runs
 MCP_STOP_WRITE_S = 2.0       # after a stop signal, how long a message being written waits for a client that reads
 
@@ -15688,7 +15699,8 @@ def run_mcp_stdio(config: Config, stdin: Any = None, stdout: Any = None) -> dict
                 if state == -2:
                     _say(f"mcp: input closed in the middle of a message ({len(line)} bytes dropped)")
                     break
-                send(server.error_response(RpcError(RPC_PARSE_ERROR, f"parse error: {exc}".splitlines()[0][:200])))
+                send(server.error_response(RpcError(RPC_PARSE_ERROR, f"parse error: {exc}".splitlines()[0][:200]),
+                                           _rpc_id_unparsed(line)))
                 continue
             in_flight = _rpc_id(msg)
             response = server.answer(msg)

@@ -871,6 +871,14 @@ MUTANTS: list[Mutant] = [
       'if len(self.headers.get_all("Authorization") or []) > 1:',
       'if len(self.headers.get_all("Authorization") or []) > 2:',
       ("tests/test_http.py",), "two_authorization"),
+    M("mcp: a stdio message that does not parse is answered with a null id (its client waits forever)",
+      "                                           _rpc_id_unparsed(line)))",
+      "                                           None))",
+      ("tests/test_mcp.py",), "does_not_parse"),
+    M("mcp: a message too deeply nested to read leniently shows no id",
+      "        return _rpc_id_in(line[:MCP_ID_SCAN_BYTES], line[-MCP_ID_SCAN_BYTES:])",
+      "        return None",
+      ("tests/test_mcp.py",), "does_not_parse"),
 ]
 
 
