@@ -14355,6 +14355,10 @@ class Api:
                                     limit=limit, offset=offset)
 
     def get_ticket(self, headers: Any, params: Any, match: re.Match) -> tuple[int, dict]:
+        if params:   # `/tickets/3?status=open` had answered ticket 3 whatever its status, as if filtered
+            names = sorted(params)
+            raise InvalidRequest(f"unknown query parameter(s): {', '.join(names)}; GET /tickets/{{id}} takes none "
+                                 f"(GET /tickets?status=&limit=&offset= lists tickets)", field=names[0])
         with self.pool.store() as s:
             return 200, ticket_show(self.config, match.group(1), store=s)
 

@@ -879,6 +879,10 @@ MUTANTS: list[Mutant] = [
       "        return _rpc_id_in(line[:MCP_ID_SCAN_BYTES], line[-MCP_ID_SCAN_BYTES:])",
       "        return None",
       ("tests/test_mcp.py",), "does_not_parse"),
+    M("tickets: GET /tickets/{id} ignores a query parameter (answered as if ?status=open had filtered)",
+      "        if params:   # `/tickets/3?status=open` had answered",
+      "        if False:   # `/tickets/3?status=open` had answered",
+      ("tests/test_tickets.py",), "http_draft_confirm"),
 ]
 
 
