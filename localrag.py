@@ -14653,8 +14653,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._access_log(log_as[0], log_as[1], status, self._started)
 
     def _close_if_body_unread(self) -> None:
-        if not self._body_read and self.headers.get("Content-Length", "0").strip() not in ("", "0"):
-            self.close_connection = True  # an unread body would be parsed as the next request
+        if not self._body_read and (self.headers.get("Content-Length", "0").strip() not in ("", "0")
+                                    or self.headers.get("Transfer-Encoding")):
+            # an unread body would be parsed as the next request (a GET's chunked body had been run as one)
+            self.close_connection = True
 
     def _discard(self, length: int) -> None:
         while length > 0:

@@ -883,6 +883,12 @@ MUTANTS: list[Mutant] = [
       "        if params:   # `/tickets/3?status=open` had answered",
       "        if False:   # `/tickets/3?status=open` had answered",
       ("tests/test_tickets.py",), "http_draft_confirm"),
+    M("serve: a GET's chunked body is parsed as the next request (the connection is kept)",
+      """("", "0")
+                                    or self.headers.get("Transfer-Encoding")):""",
+      """("", "0")
+                                    or False):""",
+      ("tests/test_http.py",), "bodiless"),
 ]
 
 

@@ -1446,6 +1446,17 @@ def test_a_get_with_bad_framing_or_two_host_headers_is_400_and_closes(routing_ap
     assert headers.get("Connection") == "close"
 
 
+@pytest.mark.parametrize("method", ["GET", "HEAD", "DELETE"])
+def test_a_chunked_body_on_a_bodiless_method_is_never_read_as_the_next_request(routing_api, method):
+    """A GET with Transfer-Encoding: chunked was answered and its body then parsed as a request of its own (a
+    proxy that frames by the chunks would see one request where localrag ran two); the connection is closed."""
+    smuggled = b"GET /smuggled HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    raw = raw_exchange(routing_api.port, f"{method} /health HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: "
+                                         f"chunked\r\n\r\n".encode() + smuggled)
+    assert raw.count(b"HTTP/1.1 ") == 1 and b"smuggled" not in raw, raw[:600]
+    assert b"\r\nConnection: close\r\n" in raw, raw[:600]
+
+
 def test_identical_duplicate_content_length_is_accepted(api):
     body = json.dumps({"query": RAG_Q}, ensure_ascii=False).encode()
     raw = raw_exchange(api.port, f"POST /search HTTP/1.1\r\nHost: localhost\r\nContent-Length: {len(body)}\r\n"
