@@ -7918,7 +7918,7 @@ def validate_top_k(value: Any, config: Config) -> int:
     if value is None:
         return config.rag_top_k
     if isinstance(value, bool) or not isinstance(value, int) or not TOP_K_MIN <= value <= TOP_K_MAX:
-        raise InvalidRequest(f"top_k must be an integer from {TOP_K_MIN} to {TOP_K_MAX} (got {value!r})",
+        raise InvalidRequest(f"top_k must be an integer from {TOP_K_MIN} to {TOP_K_MAX} ({_got('top_k', value)})",
                              field="top_k", allowed=f"{TOP_K_MIN}..{TOP_K_MAX}")
     return value
 
@@ -11358,7 +11358,7 @@ def answer_history(config: Config, limit: Any = ANSWERS_LIMIT_DEFAULT, offset: A
     failed asks with that error code when ``error_code`` is given (e.g. llm_timeout)."""
     for name, value, lo, hi in (("limit", limit, 1, ANSWERS_LIMIT_MAX), ("offset", offset, 0, ANSWER_ID_MAX)):
         if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-            raise InvalidRequest(f"{name} must be an integer from {lo} to {hi} (got {value!r})", field=name,
+            raise InvalidRequest(f"{name} must be an integer from {lo} to {hi} ({_got(name, value)})", field=name,
                                  allowed=f"{lo}..{hi}")
     if error_code is not None and not (isinstance(error_code, str) and _ERROR_CODE_RE.fullmatch(error_code)):
         raise InvalidRequest(f"error_code must be an error code as errors show it, e.g. llm_timeout (lower-case "
@@ -11807,9 +11807,10 @@ def list_notes(config: Config, prefix: Any = None, tag: Any = None, vault: Any =
     limit = NOTES_PAGE_DEFAULT if limit is None else limit
     offset = 0 if offset is None else offset
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= NOTES_PAGE_MAX:
-        raise InvalidRequest(f"limit must be an integer from 1 to {NOTES_PAGE_MAX} (got {limit!r})", field="limit")
+        raise InvalidRequest(f"limit must be an integer from 1 to {NOTES_PAGE_MAX} ({_got('limit', limit)})",
+                             field="limit")
     if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset <= ANSWER_ID_MAX:
-        raise InvalidRequest(f"offset must be an integer from 0 to {ANSWER_ID_MAX} (got {offset!r})"[:200],
+        raise InvalidRequest(f"offset must be an integer from 0 to {ANSWER_ID_MAX} ({_got('offset', offset)})",
                              field="offset", allowed=f"0..{ANSWER_ID_MAX}")
     prefix = _note_path_text((prefix or "").strip()).lstrip("/")
     if ".." in prefix.split("/"):
@@ -12218,7 +12219,7 @@ def ticket_list(config: Config, status: Any = None, store: Store | None = None,
         status = _ticket_status(status)
     for name, value, lo, hi in (("limit", limit, 1, ANSWERS_LIMIT_MAX), ("offset", offset, 0, ANSWER_ID_MAX)):
         if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-            raise InvalidRequest(f"{name} must be an integer from {lo} to {hi} (got {value!r})", field=name,
+            raise InvalidRequest(f"{name} must be an integer from {lo} to {hi} ({_got(name, value)})", field=name,
                                  allowed=f"{lo}..{hi}")
     with _store_for(config, store) as s:
         total, rows = s.list_tickets(status, limit, offset)

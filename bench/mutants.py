@@ -889,6 +889,10 @@ MUTANTS: list[Mutant] = [
       """("", "0")
                                     or False):""",
       ("tests/test_http.py",), "bodiless"),
+    M("http: top_k out of range quotes the value whole (1e308: 309 digits)",
+      "{TOP_K_MAX} ({_got('top_k', value)})\",",
+      "{TOP_K_MAX} (got {value!r})\",",
+      ("tests/test_http.py",), "out_of_range_is_quoted"),
 ]
 
 

@@ -768,6 +768,17 @@ def test_a_long_wrong_value_is_quoted_shortened(routing_api):
     assert len(err["message"]) <= len("query must be a string (got )") + localrag.VALUE_SHOWN_MAX_CHARS, err
 
 
+@pytest.mark.parametrize("top_k", [1e308, 10 ** 4000], ids=["float", "int"])
+def test_an_integer_out_of_range_is_quoted_shortened(routing_api, top_k):
+    """A whole-number float as large as 1e308 is an integer of 309 digits, and JSON may send one of 4,000: the range
+    error had quoted it whole (the type error already shortened what it quoted)."""
+    err = assert_error(routing_api.post("/search", {"query": "P1", "top_k": top_k}), 422, "invalid_request",
+                       field="top_k")
+    assert err["message"].startswith("top_k must be an integer from 1 to 20 (got 1000"), err
+    assert len(err["message"]) <= len("top_k must be an integer from 1 to 20 (got )") + \
+        localrag.VALUE_SHOWN_MAX_CHARS, err
+
+
 def test_a_secret_field_is_described_not_quoted():
     assert localrag._got("api_token", "s3cret-value") == "got a JSON string, not shown"
     assert localrag._got("top_k", 2.5) == "got 2.5"
