@@ -14277,6 +14277,11 @@ class Api:
             raise type(exc)(f"{exc.code.replace('_', ' ')}; details need the API token") from None
 
     def get_openapi(self, headers: Any, body: Any) -> tuple[int, dict]:
+        host = headers.get("Host") or ""
+        if getattr(self, "bound_host", None) in ("0.0.0.0", "::") and _HOST_HEADER_RE.fullmatch(host):
+            # bound to every address: `servers` names the one the client reached (http://0.0.0.0:8000 had sent a
+            # tool recipe on another machine to itself)
+            return 200, {**self._spec, "servers": [{**self._spec["servers"][0], "url": f"http://{host}"}]}
         return 200, self._spec
 
     def search_body(self, body: Any) -> dict:
@@ -14405,6 +14410,9 @@ class Api:
         return 200, RawResponse(DEMO_PAGE_HTML.encode("utf-8"), "text/html; charset=utf-8",
                                 (("Content-Security-Policy", DEMO_PAGE_CSP), ("X-Content-Type-Options", "nosniff"),
                                  ("Referrer-Policy", "no-referrer"), ("Cache-Control", "no-cache")))
+
+
+_HOST_HEADER_RE = re.compile(r"(?:[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?")
 
 
 def _query_int(query: dict, name: str, default: int, lo: int, hi: int) -> int:

@@ -893,6 +893,10 @@ MUTANTS: list[Mutant] = [
       "{TOP_K_MAX} ({_got('top_k', value)})\",",
       "{TOP_K_MAX} (got {value!r})\",",
       ("tests/test_http.py",), "out_of_range_is_quoted"),
+    M("serve: on a 0.0.0.0 bind the OpenAPI servers URL says http://0.0.0.0:PORT",
+      'if getattr(self, "bound_host", None) in ("0.0.0.0", "::") and',
+      'if getattr(self, "bound_host", None) in ("0.0.0.1", "::") and',
+      ("tests/test_http.py",), "wildcard_bind"),
 ]
 
 

@@ -176,9 +176,9 @@ def assert_error(reply: Reply, status: int, code: str, field: str | None = None)
 # --- fixtures ------------------------------------------------------------------------------------------------------
 
 @contextlib.contextmanager
-def running_server(config, token: str | None = None) -> Iterator[HttpClient]:
-    """The real server for a config on an ephemeral loopback port, in a thread; stopped cleanly afterwards."""
-    srv = localrag.make_server(config, HOST, 0)
+def running_server(config, token: str | None = None, bind: str = HOST) -> Iterator[HttpClient]:
+    """The real server for a config on an ephemeral loopback port (or `bind`), in a thread; stopped cleanly."""
+    srv = localrag.make_server(config, bind, 0)
     thread = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     try:
@@ -1960,6 +1960,20 @@ def test_soak_64_clients_mixed_with_slow_ones_no_5xx(ingested, pg_url):
 
 
 # === the README's OpenAI-style tools recipe =========================================================================
+
+def test_openapi_servers_name_the_address_reached_on_a_wildcard_bind(pg_url, tmp_path):
+    """Bound to 0.0.0.0 (serve --host 0.0.0.0 with a token), `servers` said http://0.0.0.0:PORT, which the recipe
+    below then called: on another machine, itself.  It names the Host the client reached; a Host that is no
+    host[:port] is not echoed."""
+    config = _module_config(pg_url, tmp_path, LOCALRAG_API_TOKEN=TOKEN)
+    with running_server(config, token=TOKEN, bind="0.0.0.0") as client:
+        port = client.port
+        for host, url in ((f"127.0.0.1:{port}", f"http://127.0.0.1:{port}"),
+                          (f"rag.lan:{port}", f"http://rag.lan:{port}"), ("[::1]", "http://[::1]"),
+                          ('x" onload="y', f"http://0.0.0.0:{port}"), ("a/b@c", f"http://0.0.0.0:{port}")):
+            reply = client.get("/openapi.json", headers={"Host": host})
+            assert reply.status == 200 and reply.json["servers"][0]["url"] == url, (host, reply.json["servers"])
+
 
 def test_readme_recipe_turns_the_openapi_document_into_tools(api):
     """The three lines in the README, run against a live server, give usable tool definitions; calling one as the
