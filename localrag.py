@@ -14690,6 +14690,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         """The request's input: the body as JSON (POST, PATCH; raw bytes when `raw`), the query string's parameters
         (GET, HEAD); either way the request is then in flight."""
         if self.command not in ("POST", "PATCH"):
+            self._close_if_body_unread()   # now, so that the reply says Connection: close
             self._begin_work()
             return query_params(urllib.parse.urlsplit(self.path).query) if self.command in ("GET", "HEAD") else None
         if raw:
