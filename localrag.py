@@ -7948,7 +7948,7 @@ def validate_top_k(value: Any, config: Config) -> int:
     if value is None:
         return config.rag_top_k
     if isinstance(value, bool) or not isinstance(value, int) or not TOP_K_MIN <= value <= TOP_K_MAX:
-        raise InvalidRequest(f"top_k must be an integer from {TOP_K_MIN} to {TOP_K_MAX} (got {value!r})",
+        raise InvalidRequest(f"top_k must be an integer from {TOP_K_MIN} to {TOP_K_MAX} ({_got('top_k', value)})",
                              field="top_k", allowed=f"{TOP_K_MIN}..{TOP_K_MAX}")
     return value
 
@@ -11388,7 +11388,7 @@ def answer_history(config: Config, limit: Any = ANSWERS_LIMIT_DEFAULT, offset: A
     failed asks with that error code when ``error_code`` is given (e.g. llm_timeout)."""
     for name, value, lo, hi in (("limit", limit, 1, ANSWERS_LIMIT_MAX), ("offset", offset, 0, ANSWER_ID_MAX)):
         if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-            raise InvalidRequest(f"{name} must be an integer from {lo} to {hi} (got {value!r})", field=name,
+            raise InvalidRequest(f"{name} must be an integer from {lo} to {hi} ({_got(name, value)})", field=name,
                                  allowed=f"{lo}..{hi}")
     if error_code is not None and not (isinstance(error_code, str) and _ERROR_CODE_RE.fullmatch(error_code)):
         raise InvalidRequest(f"error_code must be an error code as errors show it, e.g. llm_timeout (lower-case "
@@ -11851,9 +11851,10 @@ def list_notes(config: Config, prefix: Any = None, tag: Any = None, vault: Any =
     limit = NOTES_PAGE_DEFAULT if limit is None else limit
     offset = 0 if offset is None else offset
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= NOTES_PAGE_MAX:
-        raise InvalidRequest(f"limit must be an integer from 1 to {NOTES_PAGE_MAX} (got {limit!r})", field="limit")
+        raise InvalidRequest(f"limit must be an integer from 1 to {NOTES_PAGE_MAX} ({_got('limit', limit)})",
+                             field="limit")
     if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset <= ANSWER_ID_MAX:
-        raise InvalidRequest(f"offset must be an integer from 0 to {ANSWER_ID_MAX} (got {offset!r})"[:200],
+        raise InvalidRequest(f"offset must be an integer from 0 to {ANSWER_ID_MAX} ({_got('offset', offset)})",
                              field="offset", allowed=f"0..{ANSWER_ID_MAX}")
     prefix = _note_path_text((prefix or "").strip()).lstrip("/")
     if ".." in prefix.split("/"):
@@ -12262,7 +12263,7 @@ def ticket_list(config: Config, status: Any = None, store: Store | None = None,
         status = _ticket_status(status)
     for name, value, lo, hi in (("limit", limit, 1, ANSWERS_LIMIT_MAX), ("offset", offset, 0, ANSWER_ID_MAX)):
         if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-            raise InvalidRequest(f"{name} must be an integer from {lo} to {hi} (got {value!r})", field=name,
+            raise InvalidRequest(f"{name} must be an integer from {lo} to {hi} ({_got(name, value)})", field=name,
                                  allowed=f"{lo}..{hi}")
     with _store_for(config, store) as s:
         total, rows = s.list_tickets(status, limit, offset)
@@ -13474,7 +13475,7 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
                 "description": "Whether the knowledge base can answer: database, schema, pgvector, embedding "
                                "configuration and whether the current provider's vectors exist. Without the API "
                                "token (when one is set) the details are left out.",
-                "security": bearer, "responses": responses("#/components/schemas/HealthResponse", 422, 500, 503)}},
+                "security": bearer, "responses": responses("#/components/schemas/HealthResponse", 500, 503)}},
             "/search": {"post": {
                 "operationId": "search", "summary": "Retrieve the chunks closest to a query",
                 "description": "Find the passages of the knowledge base closest to a query, best first, with "
@@ -14350,7 +14351,8 @@ class Api:
         return handler(headers, read_body((method, path) in self.raw_body_routes))
 
     def get_health(self, headers: Any, query: Any) -> tuple[int, dict]:
-        _known_params(query, (), "GET /health")
+        # query parameters are ignored here alone: an uptime monitor adds a cache-buster (`/health?_=1733...`), and
+        # a liveness check that failed on one would page someone for nothing
         authorized = self.authorized(headers)
         try:
             with self.pool.store() as s:
@@ -14362,6 +14364,11 @@ class Api:
             raise type(exc)(f"{exc.code.replace('_', ' ')}; details need the API token") from None
 
     def get_openapi(self, headers: Any, body: Any) -> tuple[int, dict]:
+        host = headers.get("Host") or ""
+        if getattr(self, "bound_host", None) in ("0.0.0.0", "::") and _HOST_HEADER_RE.fullmatch(host):
+            # bound to every address: `servers` names the one the client reached (http://0.0.0.0:8000 had sent a
+            # tool recipe on another machine to itself)
+            return 200, {**self._spec, "servers": [{**self._spec["servers"][0], "url": f"http://{host}"}]}
         return 200, self._spec
 
     def search_body(self, body: Any) -> dict:
@@ -14476,6 +14483,9 @@ class Api:
         return 200, RawResponse(DEMO_PAGE_HTML.encode("utf-8"), "text/html; charset=utf-8",
                                 (("Content-Security-Policy", DEMO_PAGE_CSP), ("X-Content-Type-Options", "nosniff"),
                                  ("Referrer-Policy", "no-referrer"), ("Cache-Control", "no-cache")))
+
+
+_HOST_HEADER_RE = re.compile(r"(?:[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?")
 
 
 def _query_int(query: dict, name: str, default: int, lo: int, hi: int) -> int:
@@ -14618,6 +14628,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.close_connection = True
             self.send_error(400, "more than one Host header; send exactly one")
             return False
+        if len(self.headers.get_all("Authorization") or []) > 1:   # only the first was compared with the token:
+            self.close_connection = True   # a proxy reading the other one would disagree about who is let in
+            self.send_error(400, "more than one Authorization header; send exactly one")
+            return False
         if self.command not in ("POST", "PATCH"):   # a body-less method's Content-Length frames the connection too
             try:
                 self._content_length()
@@ -14721,8 +14735,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._access_log(log_as[0], log_as[1], status, self._started)
 
     def _close_if_body_unread(self) -> None:
-        if not self._body_read and self.headers.get("Content-Length", "0").strip() not in ("", "0"):
-            self.close_connection = True  # an unread body would be parsed as the next request
+        if not self._body_read and (self.headers.get("Content-Length", "0").strip() not in ("", "0")
+                                    or self.headers.get("Transfer-Encoding")):
+            # an unread body would be parsed as the next request (a GET's chunked body had been run as one)
+            self.close_connection = True
 
     def _discard(self, length: int) -> None:
         while length > 0:
@@ -14747,6 +14763,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         """The request's input: the body as JSON (POST, PATCH; raw bytes when `raw`), the query string's parameters
         (GET, HEAD); either way the request is then in flight."""
         if self.command not in ("POST", "PATCH"):
+            self._close_if_body_unread()   # now, so that the reply says Connection: close
             self._begin_work()
             return query_params(urllib.parse.urlsplit(self.path).query) if self.command in ("GET", "HEAD") else None
         if raw:
@@ -15026,7 +15043,7 @@ def _server_url(server: _Server) -> str:
 
 def serve(config: Config, host: str, port: int, ready: Callable[[str], None] | None = None,
           grace_s: float = HTTP_SHUTDOWN_GRACE_S) -> dict:
-    """Run the API until SIGINT/SIGTERM.  Then: stop accepting, close idle and half-received connections, let
+    """Run the API until SIGINT/SIGTERM/SIGHUP.  Then: stop accepting, close idle and half-received connections, let
     in-flight requests finish within `grace_s` (a second signal cuts the wait short), close what is left.
     Returns what happened: the signal, requests served, in-flight requests finished and cut off."""
     server = make_server(config, host, port)
@@ -15042,7 +15059,10 @@ def serve(config: Config, host: str, port: int, ready: Callable[[str], None] | N
         stopping.set()
         threading.Thread(target=server.shutdown, daemon=True).start()
 
-    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    # SIGHUP too (a closed terminal or SSH session): it had raised past the grace wait, telling nothing of the
+    # requests, and a second one ended the process by the signal (a stream cut without its error event or record)
+    stop_sigs = {signal.SIGINT, signal.SIGTERM, *_stop_signals()}   # a SIGHUP ignored at start (nohup) stays so
+    previous = {sig: signal.signal(sig, stop) for sig in stop_sigs}
     outcome = {"signal": None, "requests": 0, "in_flight_finished": 0, "in_flight_cut": 0, "cut_by": None}
     try:
         if ready:
@@ -15398,7 +15418,8 @@ class McpServer:
             if not raw:
                 raise ValueError("empty body")
         except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-            return 400, self.error_response(RpcError(RPC_PARSE_ERROR, f"parse error: {exc}".splitlines()[0][:200]))
+            return 400, self.error_response(RpcError(RPC_PARSE_ERROR, f"parse error: {exc}".splitlines()[0][:200]),
+                                            _rpc_id_unparsed(raw))
         params = msg.get("params") if isinstance(msg, dict) and isinstance(msg.get("params"), dict) else {}
         header_version = headers.get("MCP-Protocol-Version")
         if header_version and not (isinstance(params.get("_meta"), dict) and MCP_META_VERSION in params["_meta"]) \
@@ -15624,6 +15645,16 @@ def _rpc_id_in(head: bytes, tail: bytes) -> Any:
     return None
 
 
+def _rpc_id_unparsed(line: bytes) -> Any:
+    """The id of a message that does not parse (a NaN, a member named twice, a byte that is not UTF-8, nesting too
+    deep): its own when a lenient reading shows a valid one, else the one its ends show (as for an oversized
+    message).  A -32700 with a null id had left the client waiting forever for the answer to its call."""
+    try:
+        return _rpc_id(json.loads(line.decode("utf-8", "replace")))
+    except (ValueError, RecursionError):
+        return _rpc_id_in(line[:MCP_ID_SCAN_BYTES], line[-MCP_ID_SCAN_BYTES:])
+
+
 MCP_PARENT_CHECK_S = 0.5     # how often `localrag mcp` checks that the client that started it still runs
 MCP_STOP_WRITE_S = 2.0       # after a stop signal, how long a message being written waits for a client that reads
 
@@ -15757,7 +15788,8 @@ def run_mcp_stdio(config: Config, stdin: Any = None, stdout: Any = None) -> dict
                 if state == -2:
                     _say(f"mcp: input closed in the middle of a message ({len(line)} bytes dropped)")
                     break
-                send(server.error_response(RpcError(RPC_PARSE_ERROR, f"parse error: {exc}".splitlines()[0][:200])))
+                send(server.error_response(RpcError(RPC_PARSE_ERROR, f"parse error: {exc}".splitlines()[0][:200]),
+                                           _rpc_id_unparsed(line)))
                 continue
             in_flight = _rpc_id(msg)
             response = server.answer(msg)
@@ -16980,12 +17012,12 @@ def _cmd_serve(config: Config, args: argparse.Namespace) -> int:
     outcome = serve(config, args.host, args.port, grace_s=args.grace,
                     ready=lambda url: _say(f"localrag {__version__} serving on {url} (GET /openapi.json); "
                                            f"Ctrl-C to stop"))
-    name = {signal.SIGINT: "SIGINT", signal.SIGTERM: "SIGTERM"}.get(outcome["signal"], "a signal")
+    name = signal.Signals(outcome["signal"]).name if outcome["signal"] else "a signal"
     _say(f"stopped on {name}: {outcome['requests']} request(s) served; {outcome['in_flight_finished']} in flight "
          f"finished" + ((f", {outcome['in_flight_cut']} cut off by a second signal" if outcome["cut_by"] !=
                          "grace" else f", {outcome['in_flight_cut']} cut off after the {args.grace:g} s grace")
                         if outcome["in_flight_cut"] else ""))
-    return EXIT_TERMINATED if outcome["signal"] == signal.SIGTERM else EXIT_INTERRUPTED
+    return 128 + outcome["signal"] if outcome["signal"] else EXIT_INTERRUPTED   # 130 / 143 / 129 (SIGHUP)
 
 
 def _print_pieces(pieces: dict) -> None:

@@ -176,9 +176,9 @@ def assert_error(reply: Reply, status: int, code: str, field: str | None = None)
 # --- fixtures ------------------------------------------------------------------------------------------------------
 
 @contextlib.contextmanager
-def running_server(config, token: str | None = None) -> Iterator[HttpClient]:
-    """The real server for a config on an ephemeral loopback port, in a thread; stopped cleanly afterwards."""
-    srv = localrag.make_server(config, HOST, 0)
+def running_server(config, token: str | None = None, bind: str = HOST) -> Iterator[HttpClient]:
+    """The real server for a config on an ephemeral loopback port (or `bind`), in a thread; stopped cleanly."""
+    srv = localrag.make_server(config, bind, 0)
     thread = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     try:
@@ -427,11 +427,12 @@ def test_health_is_200_not_ready_on_an_empty_index(empty_api):
     assert body["details"]["embeddings_current_config"] == 0 and "ingest" in body["details"]["hint"]
 
 
-def test_health_and_one_ticket_refuse_query_parameters(routing_api):
-    """`GET /health?x=1` and `GET /tickets/1?status=open` answered as if the parameter meant something (the ticket
-    whatever its status); like GET /answers and /answers/{id}, they refuse a parameter they do not take, naming it."""
-    for path, route, lists in (("/health", "GET /health", ""),
-                               ("/tickets/1", "GET /tickets/{id}", " (GET /tickets?status=&limit=&offset= lists")):
+def test_one_ticket_refuses_query_parameters_and_health_ignores_them(routing_api):
+    """`GET /tickets/1?status=open` answered as if the parameter meant something (the ticket whatever its status);
+    like GET /answers and /answers/{id}, it refuses a parameter it does not take, naming it.  GET /health ignores
+    them: an uptime monitor's cache-buster (`?_=1733…`) must not fail a liveness check."""
+    assert routing_api.get("/health?_=1733140000&x").status == routing_api.get("/health").status != 422
+    for path, route, lists in (("/tickets/1", "GET /tickets/{id}", " (GET /tickets?status=&limit=&offset= lists"),):
         assert routing_api.get(path).status != 422 and routing_api.get(path + "?").status != 422
         for query, names in (("?x=1", "x"), ("?status=open", "status"), ("?verbose&limit=1", "limit, verbose")):
             err = assert_error(routing_api.get(path + query), 422, "invalid_request", names.split(",")[0])
@@ -780,6 +781,17 @@ def test_a_long_wrong_value_is_quoted_shortened(routing_api):
     assert len(err["message"]) <= len("query must be a string (got )") + localrag.VALUE_SHOWN_MAX_CHARS, err
 
 
+@pytest.mark.parametrize("top_k", [1e308, 10 ** 4000], ids=["float", "int"])
+def test_an_integer_out_of_range_is_quoted_shortened(routing_api, top_k):
+    """A whole-number float as large as 1e308 is an integer of 309 digits, and JSON may send one of 4,000: the range
+    error had quoted it whole (the type error already shortened what it quoted)."""
+    err = assert_error(routing_api.post("/search", {"query": "P1", "top_k": top_k}), 422, "invalid_request",
+                       field="top_k")
+    assert err["message"].startswith("top_k must be an integer from 1 to 20 (got 1000"), err
+    assert len(err["message"]) <= len("top_k must be an integer from 1 to 20 (got )") + \
+        localrag.VALUE_SHOWN_MAX_CHARS, err
+
+
 def test_a_secret_field_is_described_not_quoted():
     assert localrag._got("api_token", "s3cret-value") == "got a JSON string, not shown"
     assert localrag._got("top_k", 2.5) == "got 2.5"
@@ -1005,6 +1017,19 @@ def test_token_required_checked_before_the_body(routing_token_api, path):
     assert_error(reply, 401, "unauthorized")
 
 
+@pytest.mark.parametrize("tokens", [(TOKEN, "wrong"), ("wrong", TOKEN)], ids=["right-first", "wrong-first"])
+def test_two_authorization_headers_are_400_whichever_comes_first(routing_token_api, tokens):
+    """Only the first of two Authorization headers had been compared with the token (right-first: 200); as with
+    two Host headers, a request carrying two is refused whole."""
+    head = "".join(f"Authorization: Bearer {t}\r\n" for t in tokens)
+    raw = raw_exchange(routing_token_api.port, f"POST /search HTTP/1.1\r\nHost: localhost\r\n{head}"
+                                               f"Content-Length: 15\r\n\r\n{{\"query\": \"P1\"}}".encode())
+    status, headers, payload = parse_raw(raw)
+    assert status.startswith("HTTP/1.1 400") and payload["error"]["code"] == "malformed_request", raw[:300]
+    assert "Authorization" in payload["error"]["message"] and headers.get("Connection") == "close"
+    assert TOKEN.encode() not in raw
+
+
 def test_health_without_token_shows_no_details(token_api):
     anonymous = token_api.get("/health", auth=False)
     assert anonymous.status == 200
@@ -1058,7 +1083,7 @@ def test_openapi_describes_every_endpoint_and_the_error_body(routing_api):
     for path, method, codes in (("/search", "post", {"401", "413", "422", "503"}),
                                 ("/ask", "post", {"401", "413", "422", "502", "503"}),
                                 ("/ask/stream", "post", {"401", "413", "422", "503"}),
-                                ("/health", "get", {"422", "503"}), ("/tickets/{id}", "get", {"422"})):
+                                ("/health", "get", {"503"}), ("/tickets/{id}", "get", {"422"})):
         op = spec["paths"][path][method]
         assert codes <= set(op["responses"]), (path, op["responses"].keys())
         for code in codes:
@@ -1230,8 +1255,10 @@ def _stream_in_flight(conn: http.client.HTTPConnection) -> http.client.HTTPRespo
     return resp
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP],
+                         ids=["SIGTERM", "SIGINT", "SIGHUP"])
 def test_signal_finishes_the_in_flight_stream_then_exits_130_or_143(ingested, upstream, serve_process, signum):
+    # SIGHUP (a closed terminal) as the others: it had stopped with no summary, and a second one killed the process
     gate = threading.Event()
     upstream([delta("first half, "), gate, delta("second half."), STOP, "[DONE]"])
     server = serve_process()
@@ -1251,10 +1278,10 @@ def test_signal_finishes_the_in_flight_stream_then_exits_130_or_143(ingested, up
         conn.close()
     assert events and events[-1][0] == "done", events
     assert events[-1][1]["answer"].endswith("first half, second half.")
-    assert server.proc.wait(20) == 128 + signum       # 143 for SIGTERM, 130 for SIGINT, as documented
+    assert server.proc.wait(20) == 128 + signum       # 143 for SIGTERM, 130 for SIGINT, 129 for SIGHUP
     log = server.all_stderr()
     assert re.search(r"POST /ask/stream 200 ", log), log
-    assert re.search(r"stopped on SIG(TERM|INT): \d+ request\(s\) served; 1 in flight finished", log), log
+    assert re.search(rf"stopped on {signum.name}: \d+ request\(s\) served; 1 in flight finished", log), log
     assert "Traceback" not in log and LLM_KEY not in log
     assert "without authentication" not in log                  # loopback: no warning
 
@@ -1441,6 +1468,17 @@ def test_a_get_with_bad_framing_or_two_host_headers_is_400_and_closes(routing_ap
     status, headers, payload = parse_raw(raw)
     assert status.startswith("HTTP/1.1 400") and payload["error"]["code"] == "malformed_request", raw[:300]
     assert headers.get("Connection") == "close"
+
+
+@pytest.mark.parametrize("method", ["GET", "HEAD", "DELETE"])
+def test_a_chunked_body_on_a_bodiless_method_is_never_read_as_the_next_request(routing_api, method):
+    """A GET with Transfer-Encoding: chunked was answered and its body then parsed as a request of its own (a
+    proxy that frames by the chunks would see one request where localrag ran two); the connection is closed."""
+    smuggled = b"GET /smuggled HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    raw = raw_exchange(routing_api.port, f"{method} /openapi.json HTTP/1.1\r\nHost: localhost\r\nTransfer-"
+                                         f"Encoding: chunked\r\n\r\n".encode() + smuggled)
+    assert raw.count(b"HTTP/1.1 ") == 1 and b"smuggled" not in raw, raw[:600]
+    assert b"\r\nConnection: close\r\n" in raw, raw[:600]
 
 
 def test_identical_duplicate_content_length_is_accepted(api):
@@ -1935,6 +1973,20 @@ def test_soak_64_clients_mixed_with_slow_ones_no_5xx(ingested, pg_url):
 
 
 # === the README's OpenAI-style tools recipe =========================================================================
+
+def test_openapi_servers_name_the_address_reached_on_a_wildcard_bind(pg_url, tmp_path):
+    """Bound to 0.0.0.0 (serve --host 0.0.0.0 with a token), `servers` said http://0.0.0.0:PORT, which the recipe
+    below then called: on another machine, itself.  It names the Host the client reached; a Host that is no
+    host[:port] is not echoed."""
+    config = _module_config(pg_url, tmp_path, LOCALRAG_API_TOKEN=TOKEN)
+    with running_server(config, token=TOKEN, bind="0.0.0.0") as client:
+        port = client.port
+        for host, url in ((f"127.0.0.1:{port}", f"http://127.0.0.1:{port}"),
+                          (f"rag.lan:{port}", f"http://rag.lan:{port}"), ("[::1]", "http://[::1]"),
+                          ('x" onload="y', f"http://0.0.0.0:{port}"), ("a/b@c", f"http://0.0.0.0:{port}")):
+            reply = client.get("/openapi.json", headers={"Host": host})
+            assert reply.status == 200 and reply.json["servers"][0]["url"] == url, (host, reply.json["servers"])
+
 
 def test_readme_recipe_turns_the_openapi_document_into_tools(api):
     """The three lines in the README, run against a live server, give usable tool definitions; calling one as the

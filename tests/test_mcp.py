@@ -350,6 +350,38 @@ def test_bad_jsonrpc_input_gets_errors_and_the_server_stays_up(ingested, env):
     assert "notifications/whatever" in err and "a request needs an id" in err
 
 
+UNPARSED_CALLS = [   # (a message that does not parse, the id it shows)
+    (b'{"jsonrpc": "2.0", "id": 21, "method": "tools/call", "params": {"name": "search", "arguments": '
+     b'{"query": "x", "top_k": NaN}}}', 21),                       # Python's json.dumps writes a NaN as NaN
+    (b'{"jsonrpc": "2.0", "id": "c-22", "method": "tools/call", "params": {"name": "search", "arguments": '
+     b'{"query": "caf\xe9"}}}', "c-22"),                            # a Latin-1 byte, not UTF-8
+    (b'{"jsonrpc": "2.0", "id": 23, "method": "ping", "params": {"x": ' + b"[" * 50000 + b"]" * 50000 + b"}}", 23),
+    (b'{"method": "ping", "params": {"a": 1, "a": 2}, "jsonrpc": "2.0", "id": 24}', 24),   # a member named twice
+    (b'{"jsonrpc": "2.0", "id": NaN, "method": "ping"}', None),      # no valid id to show: null, as before
+]
+
+
+def test_a_message_that_does_not_parse_is_answered_with_its_id(ingested, env):
+    """A -32700 carried a null id, so a client whose call held a NaN, a byte that is not UTF-8 or JSON nested too
+    deeply waited forever for its answer (as the official SDK did for an oversized message): the id the message
+    shows is answered, on stdio and over HTTP."""
+    s = RawStdio(env)
+    for line, rid in UNPARSED_CALLS:
+        s.send(line + b"\n")
+        r = s.recv()
+        assert r["error"]["code"] == -32700 and r["id"] == rid, (line[:80], r)
+    s.send({"jsonrpc": "2.0", "id": 25, "method": "ping"})
+    assert s.recv() == {"jsonrpc": "2.0", "id": 25, "result": {}}
+    code, rest, err = s.close()
+    assert code == 0 and rest == b"" and "Traceback" not in err
+    config, _, _ = ingested
+    with serving(config) as url:
+        for line, rid in UNPARSED_CALLS:
+            status, _, body = post_raw(url, line)
+            assert status == 400 and json.loads(body)["error"]["code"] == -32700, body[:200]
+            assert json.loads(body)["id"] == rid, (line[:80], body[:200])
+
+
 def test_stdout_carries_only_protocol_messages(ingested, env):
     """Every stdout line is a JSON-RPC message, even while the first tool call opens the database."""
     s = RawStdio(env)

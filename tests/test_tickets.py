@@ -640,6 +640,12 @@ def test_http_draft_confirm_status(api_url, vault_db):
     assert status == 200 and [t["id"] for t in listed["tickets"]] == [tid]
     status, shown = call(api_url, "GET", f"/tickets/{tid}")
     assert status == 200 and shown == ticket and TOKEN not in json.dumps(shown)
+    # a query parameter is refused, naming it, not ignored as if it had filtered (in_progress: it is not "open")
+    for query, names in (("?status=open", "status"), ("?x", "x"), ("?limit=1&b=2", "b, limit")):
+        status, err = call(api_url, "GET", f"/tickets/{tid}{query}")
+        assert status == 422 and err["error"]["details"]["field"] == names.split(",")[0], err
+        assert err["error"]["message"].startswith(f"unknown query parameter(s): {names}; "
+                                                  f"GET /tickets/{{id}} takes none")
     # the CLI sees the same ticket, and its own change is a cli event
     code, out = run_cli("tickets", "update", str(tid), "--status", "resolved", "--json")
     assert json.loads(out)["events"][-1]["actor"] == "cli"
