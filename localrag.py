@@ -14316,8 +14316,14 @@ class Api:
             return True
         given = headers.get("Authorization", "")
         scheme, _, token = given.partition(" ")
-        return scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode("utf-8"),
-                                                                  self.config.api_token.encode("utf-8"))
+        # The header as its bytes (http.server reads header bytes as Latin-1), compared with the token's UTF-8 bytes
+        # (curl in a UTF-8 shell sends those) and its Latin-1 bytes (what a browser's fetch sends): "café" had only
+        # matched a client sending Latin-1.
+        sent = token.strip().encode("latin-1", errors="replace")
+        wanted = self.config.api_token
+        return scheme.lower() == "bearer" and any(
+            [hmac.compare_digest(sent, wanted.encode("utf-8")),
+             hmac.compare_digest(sent, wanted.encode("latin-1", errors="replace"))])
 
     def resolve(self, method: str, path: str) -> Callable:
         """The handler for (method, path), or NotFound / MethodNotAllowed."""

@@ -208,14 +208,14 @@ MUTANTS: list[Mutant] = [
       ("tests/test_ingest.py", "tests/test_search.py"), None),
     # --- HTTP auth -----------------------------------------------------------------------------------------------
     M("auth: any scheme is accepted with the right token",
-      'return scheme.lower() == "bearer" and hmac.compare_digest(',
-      'return bool(scheme) and hmac.compare_digest(',
+      'return scheme.lower() == "bearer" and any(',
+      'return bool(scheme) and any(',
       ("tests/test_http.py", "tests/test_config.py"), "token or auth or 401"),
     M("auth: a prefix of the token is accepted",
-      'return scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode("utf-8"),\n'
-      '                                                                  self.config.api_token.encode("utf-8"))',
-      'return scheme.lower() == "bearer" and self.config.api_token.encode("utf-8").startswith('
-      'token.strip().encode("utf-8"))',
+      '            [hmac.compare_digest(sent, wanted.encode("utf-8")),\n'
+      '             hmac.compare_digest(sent, wanted.encode("latin-1", errors="replace"))])',
+      '            [wanted.encode("utf-8").startswith(sent),\n'
+      '             wanted.encode("latin-1", errors="replace").startswith(sent)])',
       ("tests/test_http.py", "tests/test_config.py"), "token or auth or 401"),
     M("auth: no token configured check inverted (auth off when a token is set)",
       "    def authorized(self, headers: Any) -> bool:\n        if not self.config.api_token:",
@@ -912,6 +912,10 @@ MUTANTS: list[Mutant] = [
       "if vanished and not self.allow_delete and False:",
       ("tests/test_ingest.py",), "deleted_while"),
     # --- 2026-12-02 (eighth session) ---
+    M("serve: a token outside ASCII matches only a client sending its Latin-1 bytes (curl in a UTF-8 shell: 401)",
+      "sent = token.strip().encode(\"latin-1\", errors=\"replace\")",
+      "sent = token.strip().encode(\"utf-8\")",
+      ("tests/test_http.py",), "outside_ascii"),
     M("eval: eval init --questions - writes a file named '-'",
       "        if args.questions == \"-\":   # `-` reads a set for `eval`; init writes a file",
       "        if False:   # `-` reads a set for `eval`; init writes a file",

@@ -1030,6 +1030,19 @@ def test_two_authorization_headers_are_400_whichever_comes_first(routing_token_a
     assert TOKEN.encode() not in raw
 
 
+def test_a_token_outside_ascii_matches_in_utf8_and_in_latin1(pg_url, tmp_path):
+    """http.server reads header bytes as Latin-1: a token with "é" had matched only a client sending Latin-1 bytes,
+    never curl in a UTF-8 shell.  Both encodings of the token are taken; anything else is 401."""
+    token = "caf\u00e9-SENTINEL"
+    config = _module_config(pg_url, tmp_path, LOCALRAG_API_TOKEN=token)
+    with running_server(config, token=None) as client:
+        for sent, let_in in ((token.encode("utf-8"), True), (token.encode("latin-1"), True),
+                             (b"cafe-SENTINEL", False), ("caf\u00c3\u00a9-SENTINEL".encode("utf-8"), False)):
+            raw = raw_exchange(client.port, b"GET /tickets HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer "
+                               + sent + b"\r\nConnection: close\r\n\r\n")
+            assert (parse_raw(raw)[0].split()[1] != "401") == let_in, (sent, raw[:200])
+
+
 def test_health_without_token_shows_no_details(token_api):
     anonymous = token_api.get("/health", auth=False)
     assert anonymous.status == 200
