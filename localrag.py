@@ -17322,9 +17322,10 @@ def _ranged(kind: type, low: float, high: float | None = None) -> Callable[[str]
             within = f" from {lo} to {hi}" if high is not None else f" of {lo} or more"
             raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if kind is int else 'a number'}{within}"
                                              f"{_digits_hint(text)}") from None
-        if value != value or value < low or (high is not None and value > high):   # NaN is out of every range
+        # NaN is out of every range, infinity too (`serve --grace inf` had been an unbounded wait, "inf s")
+        if value != value or math.isinf(value) or value < low or (high is not None and value > high):
             raise argparse.ArgumentTypeError(f"{text} is out of range: it must be " + (
-                f"from {lo} to {hi}" if high is not None else f"{lo} or more"))
+                f"from {lo} to {hi}" if high is not None else f"a finite number, {lo} or more"))
         return value
     parse.__name__ = kind.__name__   # argparse names the type in its messages
     return parse

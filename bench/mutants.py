@@ -912,6 +912,10 @@ MUTANTS: list[Mutant] = [
       "if vanished and not self.allow_delete and False:",
       ("tests/test_ingest.py",), "deleted_while"),
     # --- 2026-12-02 (eighth session) ---
+    M("cli: serve --grace inf is taken (an unbounded wait, printed 'inf s')",
+      "if value != value or math.isinf(value) or value < low",
+      "if value != value or value < low",
+      ("tests/test_cli.py",), "impossible_numbers"),
     M("serve: a token outside ASCII matches only a client sending its Latin-1 bytes (curl in a UTF-8 shell: 401)",
       "sent = token.strip().encode(\"latin-1\", errors=\"replace\")",
       "sent = token.strip().encode(\"utf-8\")",

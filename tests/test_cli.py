@@ -551,7 +551,8 @@ def test_argument_errors_name_their_field_and_range(args, field, says):
 @pytest.mark.parametrize("args, says", [
     (["serve", "--port", "70000"], "--port: 70000 is out of range: it must be from 0 to 65535"),
     (["serve", "--port", "-5"], "--port: -5 is out of range"),
-    (["serve", "--grace", "-1"], "--grace: -1 is out of range: it must be 0 or more"),
+    (["serve", "--grace", "-1"], "--grace: -1 is out of range: it must be a finite number, 0 or more"),
+    (["serve", "--grace", "inf"], "--grace: inf is out of range: it must be a finite number, 0 or more"),
     (["eval", "--min-hit-at-k", "1.5"], "--min-hit-at-k: 1.5 is out of range: it must be from 0 to 1"),
     (["eval", "--min-rejection", "nan"], "--min-rejection: nan is out of range"),
     (["serve", "--port", "http"], "--port: 'http' is not an integer"),
