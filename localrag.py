@@ -14337,7 +14337,9 @@ class Api:
                          {m for m, rx, _h in self.pattern_routes if rx.fullmatch(path)})
         if allowed:
             raise MethodNotAllowed(f"{method} is not allowed on {path}; use {', '.join(allowed)}", allowed=allowed)
-        raise NotFound(f"no endpoint {path}; see GET /openapi.json", path=path)
+        # http.server reads the request line's bytes as Latin-1: a UTF-8 path (/héalth) is named as it was sent
+        sent = path.encode("latin-1", errors="replace").decode("utf-8", errors="replace")
+        raise NotFound(f"no endpoint {sent}; see GET /openapi.json", path=sent)
 
     def serves(self, method: str, path: str) -> bool:
         """True when (method, path) has a route."""
@@ -15337,6 +15339,12 @@ class McpServer:
             # revision answers it (stamped, as that revision's results are), not as an unknown method
             return self._stamp({}, modern)
         if method == "tools/list":
+            cursor = params.get("cursor")
+            if cursor is not None:   # every tool is on the one page (no nextCursor): no cursor names a next one
+                what = ("a string" if isinstance(cursor, str) else
+                        f"a JSON {_JSON_TYPE_NAMES.get(type(cursor), type(cursor).__name__)}")
+                raise RpcError(RPC_INVALID_PARAMS, f"params.cursor ({what}) names no page: tools/list returns every "
+                                                   f"tool at once and never a nextCursor; leave it out")
             result = {"tools": [t.definition() for t in _mcp_tools().values()]}
             if modern:
                 result.update(ttlMs=MCP_TOOLS_TTL_MS, cacheScope="public")

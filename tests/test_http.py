@@ -897,6 +897,15 @@ def test_unknown_path_is_404(routing_api, method, path):
     assert err["details"]["path"] == path
 
 
+def test_an_unknown_utf8_path_is_named_as_sent(routing_api):
+    """http.server reads the request line as Latin-1: a raw UTF-8 path was named "/hÃ©alth" in the 404."""
+    raw = raw_exchange(routing_api.port, "GET /h\u00e9alth HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+                       .encode("utf-8"))
+    status, _headers, payload = parse_raw(raw)
+    assert status.startswith("HTTP/1.1 404") and payload["error"]["details"]["path"] == "/h\u00e9alth", raw[:300]
+    assert payload["error"]["message"].startswith("no endpoint /h\u00e9alth;"), payload
+
+
 @pytest.mark.parametrize("method,path,allowed", [
     ("GET", "/search", "POST"), ("GET", "/ask", "POST"), ("GET", "/ask/stream", "POST"),
     ("POST", "/health", "GET"), ("POST", "/openapi.json", "GET"), ("PUT", "/search", "POST"),

@@ -397,6 +397,20 @@ def test_stdout_carries_only_protocol_messages(ingested, env):
     assert replies[1]["result"]["ttlMs"] > 0 and replies[1]["result"]["cacheScope"] == "public"
 
 
+def test_a_tools_list_cursor_is_refused_as_naming_no_page(env):
+    """tools/list returns every tool at once (no nextCursor), so a cursor names no page: any cursor, of any type,
+    had been ignored; the spec's answer to an invalid cursor is -32602.  None (or no cursor) lists the tools."""
+    s = RawStdio(env)
+    for rid, cursor in ((1, "page-2"), (2, 7), (3, {"a": 1})):
+        s.send({"jsonrpc": "2.0", "id": rid, "method": "tools/list", "params": {"cursor": cursor, "_meta": MODERN_META}})
+    s.send({"jsonrpc": "2.0", "id": 4, "method": "tools/list", "params": {"cursor": None, "_meta": MODERN_META}})
+    code, rest, err = s.close()
+    replies = {r["id"]: r for r in map(json.loads, rest.splitlines())}
+    for rid in (1, 2, 3):
+        assert replies[rid]["error"]["code"] == -32602 and "cursor" in replies[rid]["error"]["message"], replies[rid]
+    assert replies[4]["result"]["tools"], replies[4]
+
+
 def test_whole_number_floats_are_integers_and_fractions_are_refused(ingested, env):
     """`"top_k": 3.0` (a client keeping every JSON number as a double sends it) is the integer 3, as JSON Schema's
     "integer" the tool schemas declare says; it was refused as "top_k must be an integer".  2.5 stays refused,
