@@ -12150,7 +12150,8 @@ def validate_ticket(payload: Any) -> dict:
     answer_id = payload.get("answer_id")
     if answer_id is not None and (isinstance(answer_id, bool) or not isinstance(answer_id, int)
                                   or not 1 <= answer_id <= ANSWER_ID_MAX):
-        raise InvalidRequest(f"answer_id must be null or an integer from 1 to {ANSWER_ID_MAX} (got {answer_id!r})",
+        raise InvalidRequest(f"answer_id must be null or an integer from 1 to {ANSWER_ID_MAX} "
+                             f"({_got('answer_id', answer_id)})",
                              field="answer_id")
     evidence = payload.get("evidence")
     if evidence is not None and (not isinstance(evidence, list) or not all(isinstance(e, dict) for e in evidence)):

@@ -912,6 +912,10 @@ MUTANTS: list[Mutant] = [
       "if vanished and not self.allow_delete and False:",
       ("tests/test_ingest.py",), "deleted_while"),
     # --- 2026-12-02 (eighth session) ---
+    M("tickets: an answer_id out of range is echoed whole (a 4,000-digit integer)",
+      "                             f\"({_got('answer_id', answer_id)})\",",
+      "                             f\"(got {answer_id!r})\",",
+      ("tests/test_tickets.py",), "read_strictly"),
     M("serve: a raw UTF-8 path is named as Latin-1 in the 404 (/hÃ©alth)",
       "        raise NotFound(f\"no endpoint {sent}; see GET /openapi.json\", path=sent)",
       "        raise NotFound(f\"no endpoint {path}; see GET /openapi.json\", path=path)",
