@@ -17013,20 +17013,22 @@ def _cmd_serve(config: Config, args: argparse.Namespace) -> int:
     except (OSError, UnicodeError) as exc:
         raise InvalidRequest(f"--host {args.host}: no such host name or address ({getattr(exc, 'strerror', None) or exc})"
                              f"; use an address of this machine, e.g. 127.0.0.1 or ::1", field="host") from None
-    if not is_loopback_host(args.host):
-        if not config.api_token and not args.insecure_no_token:
-            raise ApiTokenRequired(f"--host {args.host} can be reached from other machines and LOCALRAG_API_TOKEN "
-                                   f"is not set; set LOCALRAG_API_TOKEN (clients then send Authorization: Bearer "
-                                   f"<token>), or pass --insecure-no-token to serve without authentication",
-                                   host=args.host)
-        if not config.api_token:
-            _say(f"warning: listening on {args.host} without authentication (--insecure-no-token); anyone who can "
-                 f"reach this port can query the knowledge base")
+    open_to_all = not is_loopback_host(args.host) and not config.api_token
+    if open_to_all and not args.insecure_no_token:
+        raise ApiTokenRequired(f"--host {args.host} can be reached from other machines and LOCALRAG_API_TOKEN "
+                               f"is not set; set LOCALRAG_API_TOKEN (clients then send Authorization: Bearer "
+                               f"<token>), or pass --insecure-no-token to serve without authentication",
+                               host=args.host)
     if config.database_url == "" and not args.no_warm:
         db_target(config)  # start the embedded server before accepting requests
-    outcome = serve(config, args.host, args.port, grace_s=args.grace,
-                    ready=lambda url: _say(f"localrag {__version__} serving on {url} (GET /openapi.json); "
-                                           f"Ctrl-C to stop"))
+
+    def ready(url: str) -> None:
+        if open_to_all:   # once bound: an address that cannot be bound is its own error, with no warning before it
+            _say(f"warning: listening on {args.host} without authentication (--insecure-no-token); anyone who can "
+                 f"reach this port can query the knowledge base")
+        _say(f"localrag {__version__} serving on {url} (GET /openapi.json); Ctrl-C to stop")
+
+    outcome = serve(config, args.host, args.port, grace_s=args.grace, ready=ready)
     name = signal.Signals(outcome["signal"]).name if outcome["signal"] else "a signal"
     _say(f"stopped on {name}: {outcome['requests']} request(s) served; {outcome['in_flight_finished']} in flight "
          f"finished" + ((f", {outcome['in_flight_cut']} cut off by a second signal" if outcome["cut_by"] !=

@@ -912,6 +912,10 @@ MUTANTS: list[Mutant] = [
       "if vanished and not self.allow_delete and False:",
       ("tests/test_ingest.py",), "deleted_while"),
     # --- 2026-12-02 (eighth session) ---
+    M("serve: --insecure-no-token's warning comes before a bind that fails",
+      "        if open_to_all:   # once bound:",
+      "        if False:   # once bound:",
+      ("tests/test_http.py",), "warns_once_listening"),
     M("tickets: an answer_id out of range is echoed whole (a 4,000-digit integer)",
       "                             f\"({_got('answer_id', answer_id)})\",",
       "                             f\"(got {answer_id!r})\",",

@@ -1335,16 +1335,34 @@ def test_serve_on_a_non_loopback_address_without_a_token_is_refused(env, capsys,
     assert "api_token_required" in err and "LOCALRAG_API_TOKEN" in err and "--insecure-no-token" in err
 
 
-@pytest.mark.parametrize("token,flag,warned", [(TOKEN, (), False), (None, ("--insecure-no-token",), True)],
+@pytest.mark.parametrize("token,flag", [(TOKEN, ()), (None, ("--insecure-no-token",))],
                          ids=["token", "insecure-no-token"])
-def test_serve_on_a_non_loopback_address_with_a_token_or_the_flag(env, monkeypatch, capsys, token, flag, warned):
-    # 192.0.2.1 (TEST-NET-1) is never assigned locally: the bind fails after the check, so nothing listens.
+def test_serve_on_a_non_loopback_address_with_a_token_or_the_flag(env, monkeypatch, capsys, token, flag):
+    # 192.0.2.1 (TEST-NET-1) is never assigned locally: the bind fails after the check, so nothing listens, and
+    # no "listening without authentication" warning comes before that error (it had, with the flag)
     if token:
         monkeypatch.setenv("LOCALRAG_API_TOKEN", token)
     code = localrag.main(["serve", "--host", "192.0.2.1", "--port", "0", *flag])
     err = capsys.readouterr().err
     assert code == localrag.EXIT_USAGE and "cannot listen on 192.0.2.1" in err, err
-    assert ("without authentication" in err) == warned, err
+    assert "without authentication" not in err, err
+
+
+def test_serve_without_a_token_on_every_address_warns_once_listening(env):
+    """With --insecure-no-token on 0.0.0.0 the warning comes when the server listens, before its URL line."""
+    proc = subprocess.Popen([sys.executable, "-m", "localrag", "serve", "--host", "0.0.0.0", "--port", "0",
+                             "--insecure-no-token", "--no-warm"], env=dict(os.environ, PYTHONPATH=str(ROOT)),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        lines = []
+        for line in proc.stderr:
+            lines.append(line)
+            if "serving on" in line or len(lines) > 20:
+                break
+        assert "without authentication" in lines[-2] and "serving on http://0.0.0.0:" in lines[-1], lines
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(20)
 
 
 def test_serve_on_a_host_name_that_does_not_resolve_is_a_usage_error(env, capsys):
