@@ -15563,6 +15563,9 @@ def _strict_json(text: str) -> Any:
     been read as a number, and refused as an invalid id rather than as a parse error), and an object names each
     member once; a constant or a member named twice is a JSONDecodeError at its line and column, as json's own
     errors are."""
+    # A byte order mark first is ignored, as RFC 8259 allows (a file saved by a Windows editor, sent with
+    # `curl -d @file`); json's own error had told the client to "decode using utf-8-sig"
+    text = text[1:] if text.startswith("\ufeff") else text
     try:
         return json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_unique_keys)
     except _JsonConstant as exc:
@@ -15575,6 +15578,11 @@ def _strict_json(text: str) -> Any:
         if where is None:   # not expected: the decoder found one; still refused, if without a place
             raise ValueError(str(exc)) from None
         raise json.JSONDecodeError(f"duplicate key {where[0][:60]!r}", text, where[1]) from None
+    except ValueError as exc:
+        if "integer string conversion" not in str(exc):
+            raise
+        # Python's own wording ("use sys.set_int_max_str_digits() to increase the limit") names a fix on our side
+        raise ValueError(f"a number has more than {sys.get_int_max_str_digits():,} digits") from None
 
 
 def _rpc_id(msg: Any) -> str | int | None:

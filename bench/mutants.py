@@ -912,6 +912,12 @@ MUTANTS: list[Mutant] = [
       "if vanished and not self.allow_delete and False:",
       ("tests/test_ingest.py",), "deleted_while"),
     # --- 2026-12-02 (eighth session) ---
+    M("http: a JSON body starting with a byte order mark is refused ('decode using utf-8-sig')",
+      "    # `curl -d @file`); json's own error had told the client to \"decode using utf-8-sig\"\n"
+      "    text = text[1:] if text.startswith(\"\\ufeff\") else text",
+      "    # `curl -d @file`); json's own error had told the client to \"decode using utf-8-sig\"\n"
+      "    pass",
+      ("tests/test_http.py",), "byte_order_mark"),
     M("serve: --insecure-no-token's warning comes before a bind that fails",
       "        if open_to_all:   # once bound:",
       "        if False:   # once bound:",

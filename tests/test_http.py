@@ -842,6 +842,18 @@ def test_a_json_constant_is_named_at_its_line_and_column(routing_api, marked):
     assert f"is not JSON: line {line} column {column} (char {at})" in err["message"], err
 
 
+def test_a_byte_order_mark_is_ignored_and_a_huge_number_is_named_as_such(routing_api):
+    """A body saved by a Windows editor starts with a BOM: json refused it, telling the client to "decode using
+    utf-8-sig" (RFC 8259 lets a parser ignore it; drafts and batch files already did).  A number past Python's
+    4,300-digit limit said "use sys.set_int_max_str_digits() to increase the limit", a fix on our side."""
+    plain = routing_api.post("/search", b'{"query": "P1"}')
+    with_bom = routing_api.post("/search", b'\xef\xbb\xbf{"query": "P1"}')
+    assert with_bom.status == plain.status != 422, with_bom.raw[:300]
+    err = assert_error(routing_api.post("/search", b'{"query": "P1", "top_k": ' + b"9" * 5000 + b"}"), 422,
+                       "invalid_request", field="body")
+    assert "a number has more than 4,300 digits" in err["message"] and "set_int_max_str_digits" not in err["message"]
+
+
 @pytest.mark.parametrize("path", ["/ask", "/ask/stream"])
 @pytest.mark.parametrize("value", ["yes", 1, [True]])
 def test_ask_fallback_must_be_a_boolean(routing_api, path, value):
