@@ -318,6 +318,28 @@ def test_broken_file_keeps_its_previous_version(db, vault):
     assert localrag.search(db, "canvas card zorbulon")["results"][0]["source"] == "board.canvas"
 
 
+def _interpreter_for(user: int, home: Path, env: dict) -> tuple[str, dict]:
+    """An interpreter `user` can run, with the test process's packages: this one, or where it lives somewhere only
+    root can reach (a pyenv under /root, mode 700) the system's build of the same Python version, given this
+    process's site-packages on PYTHONPATH (they are pure Python or built for this version).  Skips without one."""
+    import subprocess
+    import sysconfig
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    packages = os.pathsep.join(dict.fromkeys([str(home), sysconfig.get_paths()["purelib"],
+                                              sysconfig.get_paths()["platlib"]]))
+    for python, with_env in ((sys.executable, env), (shutil.which(f"python{version}", path="/usr/bin:/usr/local/bin"),
+                                                     {**env, "PYTHONPATH": packages})):
+        if not python:
+            continue
+        try:
+            subprocess.run([python, "-c", "import pg8000, localrag"], user=user, cwd=home, env=with_env,
+                           capture_output=True, timeout=60, check=True)
+            return python, with_env
+        except (PermissionError, subprocess.CalledProcessError):
+            continue
+    pytest.skip(f"no Python {version} that uid {user} can run (this one, {sys.executable}, lives where it cannot)")
+
+
 def run_cli_as_a_user(*args: str) -> tuple[int, str, str]:
     """`localrag ARGS` as a process that file permissions apply to.  Root reads everything: as root it runs as the
     owner of the database's socket folder (who can reach the server, not a root-owned folder of mode 000), from a
@@ -336,13 +358,10 @@ def run_cli_as_a_user(*args: str) -> tuple[int, str, str]:
                 pytest.skip("the database's socket folder belongs to root: no other user to run as")
             os.chmod(home, 0o755)
         env = {**os.environ, "PYTHONPATH": str(home), "LOCALRAG_HOME": str(home / "home"), "HOME": str(home)}
-        if user is not None:   # the interpreter may live where only root can reach it (a pyenv under /root)
-            try:
-                subprocess.run([sys.executable, "-c", "pass"], user=user, cwd=home, env=env, capture_output=True,
-                               timeout=60, check=True)
-            except (PermissionError, subprocess.CalledProcessError):
-                pytest.skip(f"{sys.executable} cannot be run by uid {user}: no other user to run as")
-        done = subprocess.run([sys.executable, "-c", "import sys, localrag; sys.exit(localrag.main(sys.argv[1:]))",
+        python = sys.executable
+        if user is not None:
+            python, env = _interpreter_for(user, home, env)
+        done = subprocess.run([python, "-c", "import sys, localrag; sys.exit(localrag.main(sys.argv[1:]))",
                                *args], env=env, cwd=home, user=user, capture_output=True, text=True, timeout=120)
         return done.returncode, done.stdout, done.stderr
     finally:
