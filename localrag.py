@@ -7462,10 +7462,10 @@ class _IngestRun:
 
     def _vanished_to_delete(self, existing: dict[str, tuple], gone: list[str]) -> list[str]:
         """The indexed notes deleted while the run read them, to delete as the notes gone at the scan are; kept
-        (a warning each, counted unreadable) when with those they would be over half of the indexed notes, as
-        _check_mass_delete refuses at the scan (a drive unmounted under its mount point empties it)."""
+        (a warning each, counted unreadable) when with those they would be over half of the indexed notes, the
+        rule _check_mass_delete applies at the scan (a drive unmounted mid-run stops the run in _read instead)."""
         vanished = [rel for rel in self.vanished if rel in existing]
-        if vanished and not self.allow_delete and (len(gone) + len(vanished)) * 2 > len(existing):
+        if vanished and not self.allow_delete and _most_gone(len(gone) + len(vanished), len(existing)):
             self.warnings.extend({"path": rel, "warning": "deleted while ingest read it; the indexed version is kept: "
                                   "over half of the indexed notes would be gone (rerun with --allow-delete to remove "
                                   "them from the index)"} for rel in vanished)
@@ -7710,6 +7710,12 @@ def _acquire_ingest_lock(store: Store, vault_key: str, wait: bool, notice: Calla
         time.sleep(INGEST_WAIT_POLL_S)
 
 
+def _most_gone(gone: int, indexed: int) -> bool:
+    """The mass-delete rule: losing more than half of a vault's indexed notes at once is more often a mistake (an
+    unmounted drive, a wrong path) than an intent."""
+    return gone * 2 > indexed
+
+
 def _check_mass_delete(vault_key: str, existing: dict, scan: "ScanResult", allow_delete: bool) -> None:
     """An empty (or unmounted) vault folder, or one that lost more than half of its indexed notes at once, is more
     often a mistake than an intent: refuse before anything is written.  Notes the scan skipped but keeps (too
@@ -7719,7 +7725,7 @@ def _check_mass_delete(vault_key: str, existing: dict, scan: "ScanResult", allow
     present = {rel for rel, _ in scan.files} | scan.keep | {rel for rel in existing if scan.kept(rel)}
     files = scan.files
     gone = sum(1 for rel in existing if rel not in present)
-    if not present or gone * 2 > len(existing):
+    if not present or _most_gone(gone, len(existing)):
         what = "holds no .md files" if not files else f"lacks {gone} of the {len(existing)} indexed notes"
         why = "is the folder unmounted or the wrong path?"
         if scan.skipped["excluded"]:   # the notes are there: the patterns leave them out
@@ -7945,11 +7951,15 @@ def validate_text(value: Any, field: str, max_chars: int = TEXT_MAX_CHARS) -> st
 
 
 def validate_top_k(value: Any, config: Config) -> int:
-    if value is None:
-        return config.rag_top_k
-    if isinstance(value, bool) or not isinstance(value, int) or not TOP_K_MIN <= value <= TOP_K_MAX:
-        raise InvalidRequest(f"top_k must be an integer from {TOP_K_MIN} to {TOP_K_MAX} ({_got('top_k', value)})",
-                             field="top_k", allowed=f"{TOP_K_MIN}..{TOP_K_MAX}")
+    return config.rag_top_k if value is None else _int_in_range(value, "top_k", TOP_K_MIN, TOP_K_MAX)
+
+
+def _int_in_range(value: Any, name: str, lo: int, hi: int) -> int:
+    """`value` when it is an integer (not a bool) from lo to hi; else InvalidRequest naming the field and the range
+    and quoting the value shortened (a 309-digit top_k had been echoed whole)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise InvalidRequest(f"{name} must be an integer from {lo} to {hi} ({_got(name, value)})", field=name,
+                             allowed=f"{lo}..{hi}")
     return value
 
 
@@ -11386,10 +11396,8 @@ def answer_history(config: Config, limit: Any = ANSWERS_LIMIT_DEFAULT, offset: A
                    store: Store | None = None, error_code: Any = None) -> dict:
     """GET /answers and `localrag history`: the newest answer records first, as summaries, one page; only the
     failed asks with that error code when ``error_code`` is given (e.g. llm_timeout)."""
-    for name, value, lo, hi in (("limit", limit, 1, ANSWERS_LIMIT_MAX), ("offset", offset, 0, ANSWER_ID_MAX)):
-        if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-            raise InvalidRequest(f"{name} must be an integer from {lo} to {hi} ({_got(name, value)})", field=name,
-                                 allowed=f"{lo}..{hi}")
+    _int_in_range(limit, "limit", 1, ANSWERS_LIMIT_MAX)
+    _int_in_range(offset, "offset", 0, ANSWER_ID_MAX)
     if error_code is not None and not (isinstance(error_code, str) and _ERROR_CODE_RE.fullmatch(error_code)):
         raise InvalidRequest(f"error_code must be an error code as errors show it, e.g. llm_timeout (lower-case "
                              f"letters and _, at most 64; got {str(error_code)[:40]!r})", field="error_code")
@@ -11631,7 +11639,7 @@ def _page_arg(value: Any, name: str, lo: int, hi: int | None) -> int | None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < lo or (hi is not None and value > hi):
         bound = f"from {lo} to {hi:,}" if hi is not None else f">= {lo}"
-        raise InvalidRequest(f"{name} must be an integer {bound} (got {value!r})", field=name)
+        raise InvalidRequest(f"{name} must be an integer {bound} ({_got(name, value)})", field=name)
     return value
 
 
@@ -11853,9 +11861,7 @@ def list_notes(config: Config, prefix: Any = None, tag: Any = None, vault: Any =
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= NOTES_PAGE_MAX:
         raise InvalidRequest(f"limit must be an integer from 1 to {NOTES_PAGE_MAX} ({_got('limit', limit)})",
                              field="limit")
-    if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset <= ANSWER_ID_MAX:
-        raise InvalidRequest(f"offset must be an integer from 0 to {ANSWER_ID_MAX} ({_got('offset', offset)})",
-                             field="offset", allowed=f"0..{ANSWER_ID_MAX}")
+    _int_in_range(offset, "offset", 0, ANSWER_ID_MAX)
     prefix = _note_path_text((prefix or "").strip()).lstrip("/")
     if ".." in prefix.split("/"):
         raise InvalidRequest(f"prefix {prefix!r} contains '..'; give a folder relative to the vault", field="prefix")
@@ -12262,10 +12268,8 @@ def ticket_list(config: Config, status: Any = None, store: Store | None = None,
     tickets had made one 1 MB document)."""
     if status is not None:
         status = _ticket_status(status)
-    for name, value, lo, hi in (("limit", limit, 1, ANSWERS_LIMIT_MAX), ("offset", offset, 0, ANSWER_ID_MAX)):
-        if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-            raise InvalidRequest(f"{name} must be an integer from {lo} to {hi} ({_got(name, value)})", field=name,
-                                 allowed=f"{lo}..{hi}")
+    _int_in_range(limit, "limit", 1, ANSWERS_LIMIT_MAX)
+    _int_in_range(offset, "offset", 0, ANSWER_ID_MAX)
     with _store_for(config, store) as s:
         total, rows = s.list_tickets(status, limit, offset)
     nxt = offset + len(rows)
