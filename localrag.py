@@ -5544,11 +5544,15 @@ class Store:
 
     # --- schema -----------------------------------------------------------------------------------------------
 
+    def pgvector_available(self) -> bool:
+        """Whether the server can install pgvector (installed here or not)."""
+        return bool(self.run("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'"))
+
     def init_schema(self) -> dict:
         """Create the schema, or upgrade an older one in place: one transaction (under an advisory lock, so
         concurrent inits do not race), idempotent.  A newer schema is refused before anything is applied.
         Returns {"from": the version found (None: empty database), "to": SCHEMA_VERSION}."""
-        if not self.run("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'"):
+        if not self.pgvector_available():
             raise PgvectorMissing(f"the pgvector extension is not available on {self.target.display}; use the "
                                   f"pgvector/pgvector:pg16 image (compose.yaml) or install pgvector on the server")
         with self.transaction():
@@ -11479,8 +11483,7 @@ def health(config: Config, store: Store | None = None, details: bool = True) -> 
         missing = [t for t, ok in state["tables"].items() if not ok]
         # a database never `db init`ed has neither: that is what it lacks when the server has pgvector to install
         # (saying pgvector was missing sent the user to look for another Postgres)
-        if not state["pgvector"] and (len(missing) < len(state["tables"]) or not s.run(
-                "SELECT 1 FROM pg_available_extensions WHERE name = 'vector'")):
+        if not state["pgvector"] and (len(missing) < len(state["tables"]) or not s.pgvector_available()):
             raise PgvectorMissing(f"the pgvector extension is not installed in the database; {HINT_DB_INIT}")
         if missing:
             raise SchemaNotInitialized(f"database schema is not initialized (missing: {', '.join(missing)}); "
