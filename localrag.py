@@ -16145,7 +16145,7 @@ def _cmd_db(config: Config, args: argparse.Namespace) -> int:
                              if not index["valid"] else f"; approximate index {index['bytes'] / 2 ** 20:,.0f} MB")
                     print(f"embeddings      {e['count']} ({e['embedding_provider']}/{e['embedding_model']}{about})")
                 for v in result["vaults"]:
-                    print(f"vault           {v['vault_path']} ({v['documents']} documents)")
+                    print(f"vault           {_shown_line(v['vault_path'])} ({v['documents']} documents)")
                 run = result.get("last_ingest_run")
                 if run:
                     print(f"last ingest     #{run['id']} {run['status']} at {run['finished_at'] or run['started_at']}")
@@ -16258,8 +16258,8 @@ def _cmd_vaults(config: Config, args: argparse.Namespace) -> int:
                 raise InvalidRequest(f"`vaults rm` deletes the index of {about['vault_path']} ({about['documents']} "
                                      f"documents, {about['chunks']} chunks); pass --yes to confirm (no terminal to "
                                      f"ask on)", field="yes")
-            sys.stderr.write(f"remove {about['vault_path']} from the index ({about['documents']} documents, "
-                             f"{about['chunks']} chunks)? The files stay on disk. [y/N] ")
+            sys.stderr.write(f"remove {_shown_line(about['vault_path'])} from the index ({about['documents']} "
+                             f"documents, {about['chunks']} chunks)? The files stay on disk. [y/N] ")
             sys.stderr.flush()
             if sys.stdin.readline().strip().lower() not in ("y", "yes"):
                 _say("nothing removed")
@@ -16280,7 +16280,7 @@ def _cmd_vaults(config: Config, args: argparse.Namespace) -> int:
         last = (f"last run #{run['id']} {run['status']} {run['finished_at'] or run['started_at']}" if run
                 else "no ingest run recorded")
         gone = "" if v["exists_on_disk"] else "  (folder no longer exists)"
-        print(f"{v['vault_path']}  {v['documents']} documents, {v['chunks']} chunks, {last}{gone}")
+        print(f"{_shown_line(v['vault_path'])}  {v['documents']} documents, {v['chunks']} chunks, {last}{gone}")
     return EXIT_OK
 
 
@@ -16391,7 +16391,7 @@ def _cmd_search(config: Config, args: argparse.Namespace) -> int:
         aka = f"  (aka {', '.join(r['aliases'])})" if r.get("aliases") else ""
         print(f"[{n}] {r['score']:.4f}  {_shown_line(r['source'])}  ›  {where}{aka}")
         print(f"    vector {_fmt_score(r['scores']['vector'])}  keyword {_fmt_score(r['scores']['keyword'])}  "
-              f"found by {'+'.join(r['channels']) or '-'}  vault {r['vault_path']}")
+              f"found by {'+'.join(r['channels']) or '-'}  vault {_shown_line(r['vault_path'])}")
         print(f"    {_snippet(r['content'])}")
     return EXIT_OK
 
@@ -16426,7 +16426,7 @@ def _print_citations(citations: list[dict], several_vaults: bool = False) -> Non
               + f"  ({c['score']:.4f})")
         vault = c.get("vault_path") if several_vaults else None
         if several_vaults and vault:
-            print(f"    vault: {vault}")
+            print(f"    vault: {_shown_line(vault)}")
         print(f"    open: {_show_command(c['source'], c.get('heading_path') or (), vault, c.get('line_start'))}")
 
 
@@ -17831,8 +17831,9 @@ def _main(argv: Sequence[str] | None) -> int:
 
 
 def _report_error(exc: LocalRagError, want_json: bool, compact: bool = False) -> None:
-    """One line on stderr; under --json the error body on stdout too (unless stdout is what failed)."""
-    _say(f"error [{exc.code}]: {exc.message}")
+    """One line on stderr (a line break a message quotes, from a path or a value sent, shown as \\n); under --json
+    the error body on stdout too (unless stdout is what failed)."""
+    _say(f"error [{exc.code}]: {_shown_line(exc.message)}")
     if want_json and not isinstance(exc, OutputUnwritable):
         with contextlib.suppress(OutputUnwritable, BrokenPipeError):
             _print_json(exc.to_dict(), compact)

@@ -990,6 +990,15 @@ MUTANTS: list[Mutant] = [
       'if getattr(self, "bound_host", None) in ("0.0.0.0", "::") and',
       'if getattr(self, "bound_host", None) in ("0.0.0.1", "::") and',
       ("tests/test_http.py",), "wildcard_bind"),
+    # --- 2026-12-02 (ninth session) ---
+    M("cli: `vaults` prints a line break in a vault path raw",
+      "print(f\"{_shown_line(v['vault_path'])}  {v['documents']} documents",
+      "print(f\"{v['vault_path']}  {v['documents']} documents",
+      ("tests/test_cli.py",), "line_break_in_a_vault"),
+    M("cli: an error line prints a line break its message quotes raw",
+      '_say(f"error [{exc.code}]: {_shown_line(exc.message)}")',
+      '_say(f"error [{exc.code}]: {exc.message}")',
+      ("tests/test_cli.py",), "line_break_in_a_vault"),
 ]
 
 

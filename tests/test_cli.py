@@ -1257,3 +1257,33 @@ def test_a_vault_named_with_a_leading_dash_gets_a_hint(env, tmp_path, monkeypatc
     parser = localrag.build_parser()
     for argv in (["ingest", "./-vault"], ["ingest", "--", "-vault"]):
         assert os.path.samefile(parser.parse_args(argv).path, tmp_path / "-vault"), argv
+
+
+def test_a_line_break_in_a_vault_path_is_shown_as_backslash_n(db, tmp_path, capfd):
+    """A vault folder's name may hold a line break too: `vaults`, `db status`, search's `vault` column, the
+    citations' `vault:` line (two vaults indexed) and an error quoting the path print it as \\n, one line each;
+    --json keeps the real path."""
+    vaults = [tmp_path / "new\nvault", tmp_path / "plain"]
+    for vault, word in zip(vaults, ("zebracrossing", "giraffecrossing")):
+        vault.mkdir()
+        (vault / "a.md").write_text(f"# Crossing\n\nThe {word} policy says walk.\n", encoding="utf-8")
+        assert localrag.ingest(db, vault)["status"] == "success"
+    capfd.readouterr()
+    shown = str(vaults[0]).replace("\n", "\\n")
+    code, out = run_cli("vaults")
+    assert code == 0 and any(line.startswith(f"{shown}  1 documents") for line in out.splitlines()), out
+    code, out = run_cli("db", "status")
+    assert code == 0 and f"vault           {shown} (1 documents)" in out.splitlines(), out
+    code, out = run_cli("search", "zebracrossing")
+    assert code == 0 and f"vault {shown}" in out.splitlines()[2], out
+    code, out = run_cli("ask", "what does the zebracrossing policy say?")
+    assert code == 0 and f"    vault: {shown}" in out.splitlines(), out
+    for text in (run_cli("vaults")[1], run_cli("db", "status")[1], run_cli("search", "zebracrossing")[1], out):
+        # the folder name's second half ("vault") never starts a line of its own
+        assert not [line for line in text.splitlines() if line.startswith("vault") and
+                    not line.startswith("vault           ")], text
+    assert json.loads(run_cli("search", "zebracrossing", "--json")[1])["results"][0]["vault_path"] == str(vaults[0])
+    capfd.readouterr()
+    code, _ = run_cli("ingest", str(tmp_path / "gone\nfolder"))
+    err = capfd.readouterr().err.strip().splitlines()
+    assert code == localrag.VaultError.exit_code and len(err) == 1 and "gone\\nfolder" in err[0], err
