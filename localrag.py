@@ -149,6 +149,7 @@ EMBEDDING_RETRY_AFTER_MAX_S = 30.0         # a longer Retry-After is not waited 
 TOP_K_DEFAULT, TOP_K_MIN, TOP_K_MAX = 5, 1, 20
 TEXT_MAX_CHARS = 4000                      # a question or query, in characters (CLI, HTTP, MCP)
 VALUE_SHOWN_MAX_CHARS = 80                 # a bad field's value as an error quotes it (not a whole 4,000-char query)
+SETTING_INT_DIGITS_MAX = 18                # an integer setting longer than this is out of range, not parsed
 # Retrieval and the evidence gate (measured on eval/obsidian-dev.yaml; see the README's "Retrieval" section).
 RETRIEVAL_MODES = ("hybrid", "vector", "keyword")
 RETRIEVAL_DEFAULT = "hybrid"
@@ -979,6 +980,10 @@ def _load_config(env_file: str | Path | None, environ: dict | None, cwd: Path | 
         raise ConfigInvalid(f"LOCALRAG_MAX_FILE_MB={get('LOCALRAG_MAX_FILE_MB')!r} is less than one byte; give the "
                             f"largest file size to read in MB, e.g. 10", key="LOCALRAG_MAX_FILE_MB",
                             value=get("LOCALRAG_MAX_FILE_MB"))
+    if not math.isfinite(max_file_mb * 1024 * 1024):   # 1e308: finite in MB, infinite in bytes (OverflowError)
+        raise ConfigInvalid(f"LOCALRAG_MAX_FILE_MB={get('LOCALRAG_MAX_FILE_MB')!r} is too large to count in bytes; "
+                            f"give the largest file size to read in MB, e.g. 10", key="LOCALRAG_MAX_FILE_MB",
+                            value=get("LOCALRAG_MAX_FILE_MB"))
     max_body = _int_setting(get("LOCALRAG_MAX_BODY_BYTES"), "LOCALRAG_MAX_BODY_BYTES", HTTP_MAX_BODY_BYTES_DEFAULT)
     if max_body < 1:  # 0 or less would refuse every request body
         raise ConfigInvalid(f"LOCALRAG_MAX_BODY_BYTES={max_body} is out of range; use a positive number of bytes",
@@ -1094,7 +1099,11 @@ def _int_setting(raw: str, key: str, default: int) -> int:
     if not raw:
         return default
     if not re.fullmatch(r"[+-]?[0-9]+", raw):   # int() also takes 1_0 (as 10) and other digits than 0-9
-        raise ConfigInvalid(f"{key}={raw!r} is not an integer", key=key, value=raw)
+        raise ConfigInvalid(f"{key}={_cut(raw, VALUE_SHOWN_MAX_CHARS)!r} is not an integer", key=key, value=raw)
+    digits = len(raw.lstrip("+-").lstrip("0"))
+    if digits > SETTING_INT_DIGITS_MAX:   # past every setting's range; past 4,300 digits int() raised ValueError
+        raise ConfigInvalid(f"{key}={_cut(raw, 24)!r} is out of range (an integer of {digits} digits); use e.g. "
+                            f"{default}", key=key, value=_cut(raw, VALUE_SHOWN_MAX_CHARS))
     return int(raw)
 
 

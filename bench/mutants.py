@@ -999,6 +999,15 @@ MUTANTS: list[Mutant] = [
       '_say(f"error [{exc.code}]: {_shown_line(exc.message)}")',
       '_say(f"error [{exc.code}]: {exc.message}")',
       ("tests/test_cli.py",), "line_break_in_a_vault"),
+    # --- 2026-12-02 (ninth session, config/doctor review) ---
+    M("config: a 5,000-digit integer setting reaches int() (internal_error: the 4,300-digit limit)",
+      "    if digits > SETTING_INT_DIGITS_MAX:",
+      "    if digits > 5000:",
+      ("tests/test_config.py",), "too_large_to_hold"),
+    M("config: LOCALRAG_MAX_FILE_MB=1e308 is infinite in bytes (internal_error: OverflowError)",
+      "    if not math.isfinite(max_file_mb * 1024 * 1024):",
+      "    if False:",
+      ("tests/test_config.py",), "too_large_to_hold"),
 ]
 
 

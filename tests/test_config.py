@@ -919,3 +919,23 @@ def test_numbers_in_other_digits_are_config_invalid(key, value, tmp_path):
     with pytest.raises(localrag.ConfigInvalid) as info:
         localrag.load_config(environ={key: value}, cwd=tmp_path)
     assert info.value.details["key"] == key
+
+
+@pytest.mark.parametrize("key, value, says", [
+    ("EMBEDDING_BATCH_SIZE", "9" * 5000, f"EMBEDDING_BATCH_SIZE='{'9' * 23}…' is out of range (an integer of 5000 "
+                                         f"digits); use e.g. 32"),
+    ("RAG_TOP_K", "-" + "9" * 30, "is out of range (an integer of 30 digits)"),
+    ("LOCALRAG_MAX_FILE_MB", "1e308", "LOCALRAG_MAX_FILE_MB='1e308' is too large to count in bytes"),
+])
+def test_a_number_too_large_to_hold_is_config_invalid_not_internal_error(key, value, says, env, tmp_path,
+                                                                         monkeypatch):
+    """A 5,000-digit integer setting ended every command in internal_error (int() stops at 4,300 digits: "use
+    sys.set_int_max_str_digits()"), and LOCALRAG_MAX_FILE_MB=1e308 in OverflowError (infinite as bytes); `config`
+    and `doctor` crashed with them too instead of listing the problem."""
+    with pytest.raises(localrag.ConfigInvalid) as info:
+        localrag.load_config(environ={key: value}, cwd=tmp_path)
+    assert says in info.value.message and info.value.details["key"] == key
+    assert len(info.value.message) < 200   # the digits are not quoted whole
+    monkeypatch.setenv(key, value)
+    code, out = run_cli("config", "--json")
+    assert code == localrag.EXIT_CONFIG and says in json.loads(out)["problems"][0]["message"]
