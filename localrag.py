@@ -1152,9 +1152,12 @@ def _base_url_setting(url: str, key: str, needed_by: str) -> str:
     def invalid(problem: str) -> ConfigInvalid:
         return ConfigInvalid(f"{key}{problem}; {example}", key=key, value=shown)
 
-    if not url.startswith(("http://", "https://")):
+    if not url.lower().startswith(("http://", "https://")):   # a scheme is case-blind: HTTP:// is http://
         raise ConfigInvalid(f"{needed_by} needs {key} starting with http:// or https:// (got {shown!r}), {example}",
                             key=key, value=shown)
+    if re.search(r"[\s\x00-\x1f\x7f]", url):   # http.client refuses it at every call, as "closed the connection"
+        raise invalid(f"={shown!r} has a space or a control character inside (a comment or a second value after "
+                      f"the URL?); give the URL alone, a space in its path written as %20")
     try:
         parts = urllib.parse.urlsplit(_userinfo_encoded(url))
     except ValueError:               # "Invalid IPv6 URL": an unclosed [
@@ -1256,10 +1259,9 @@ def _at_after_host(url: str, netloc: str) -> bool:
 
 def _bad_port(parts: urllib.parse.SplitResult) -> bool:
     try:
-        parts.port
+        return parts.port == 0   # urlsplit takes :0, which nothing listens on
     except ValueError:
         return True
-    return False
 
 
 def mask_urls_in(text: str) -> str:

@@ -1008,6 +1008,18 @@ MUTANTS: list[Mutant] = [
       "    if not math.isfinite(max_file_mb * 1024 * 1024):",
       "    if False:",
       ("tests/test_config.py",), "too_large_to_hold"),
+    M("config: LLM_BASE_URL=HTTP://host/v1 is refused as not starting with http://",
+      "    if not url.lower().startswith((\"http://\", \"https://\")):",
+      "    if not url.startswith((\"http://\", \"https://\")):",
+      ("tests/test_config.py",), "capitals"),
+    M("config: a base URL with a space inside passes (every call: 'closed the connection')",
+      "    if re.search(r\"[\\s\\x00-\\x1f\\x7f]\", url):",
+      "    if False:",
+      ("tests/test_config.py",), "cannot_use"),
+    M("config: a base URL's port 0 passes",
+      "        return parts.port == 0   # urlsplit takes :0, which nothing listens on",
+      "        return False",
+      ("tests/test_config.py",), "cannot_use"),
 ]
 
 

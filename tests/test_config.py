@@ -597,6 +597,10 @@ def test_a_timeout_the_socket_cannot_take_is_config_invalid_not_a_crash(env, mon
     ("http://127.0.0.1:99999/v1", "port that is not a number"),
     ("http:///v1", "has no host name"),
     ("localhost:8793", "starting with http:// or https://"),
+    # urlsplit takes :0; http.client refuses a space at every call ("closed the connection"): both passed `config`
+    ("http://127.0.0.1:0/v1", "port that is not a number from 1 to 65535"),
+    ("http://127.0.0.1:8080/v1?api_key=k-SENTINEL # local", "has a space or a control character inside"),
+    ("http://exa mple.com/v1", "has a space or a control character inside"),
 ])
 def test_a_base_url_the_client_cannot_use_is_config_invalid_without_its_secrets(env, monkeypatch, capfd, key, url,
                                                                                  problem):
@@ -939,3 +943,15 @@ def test_a_number_too_large_to_hold_is_config_invalid_not_internal_error(key, va
     monkeypatch.setenv(key, value)
     code, out = run_cli("config", "--json")
     assert code == localrag.EXIT_CONFIG and says in json.loads(out)["problems"][0]["message"]
+
+
+@pytest.mark.parametrize("key", ["LLM_BASE_URL", "EMBEDDING_BASE_URL"])
+def test_a_base_url_scheme_in_capitals_is_a_scheme(key, tmp_path):
+    """HTTP://host/v1 (a scheme is case-blind, urllib reads it) was refused as "needs LLM_BASE_URL starting with
+    http:// or https:// (got 'http://host/v1')", quoting it in lower case."""
+    provider = key.split("_")[0] + "_PROVIDER"
+    environ = {provider: "openai-compatible", key.replace("BASE_URL", "MODEL"): "m", key: "HTTP://127.0.0.1:8080/v1"}
+    cfg = localrag.load_config(environ=environ, cwd=tmp_path)
+    assert cfg.summary()[key.lower()] == "http://127.0.0.1:8080/v1"
+    if key == "LLM_BASE_URL":
+        assert localrag.get_llm(cfg).url == "http://127.0.0.1:8080/v1/chat/completions"
