@@ -11453,21 +11453,12 @@ def llm_check(config: Config) -> dict:
                 "latency_ms": round((time.perf_counter() - started) * 1000, 2), "status": completion.status}
     resp = llm._request(messages, stream=True)
     try:
-        ctype = resp.headers.get("Content-Type", "")
-        if "text/event-stream" in ctype:
+        # a media type is case-blind (Text/Event-Stream), as `ask --stream` reads it
+        streaming = "text/event-stream" in (resp.headers.get("Content-Type") or "").lower()
+        if streaming:
             completion = llm._complete_stream(messages, lambda _t: None, resp)
-            streaming = True
-        else:
-            try:
-                raw = resp.read(llm.body_max + 1)
-                if len(raw) > llm.body_max:
-                    raise LlmError(_too_large(_LLM_UPSTREAM, llm.body_max))
-                completion = parse_completion(json.loads(raw))
-            except (ValueError, UnicodeDecodeError):
-                raise LlmError("the LLM endpoint returned a body that is neither SSE nor JSON") from None
-            except LlmError as exc:   # the upstream text may echo the key, as in `ask`
-                raise llm._http.redacted(exc) from None
-            streaming = False
+        else:   # read as `ask` reads a body: within LLM_TIMEOUT_SECONDS in all (a trickle had been waited for)
+            completion = llm._complete_unstreamed(resp, lambda _t: None)
     finally:
         resp.close()
     return {**out, "reachable": True, "streaming": streaming, "answered_model": completion.model,

@@ -518,9 +518,12 @@ MUTANTS: list[Mutant] = [
       "    if False:",
       ("tests/test_embeddings_api.py",), "another_length"),
     M("llm: an error a server sends with status 200 is not redacted by llm check",
-      "            except LlmError as exc:   # the upstream text may echo the key, as in `ask`\n"
-      "                raise llm._http.redacted(exc) from None\n",
-      "",
+      "        except LlmError as exc:   # the upstream text may echo the key\n"
+      "            raise self._http.redacted(exc) from None\n"
+      "        if completion.text:\n",
+      "        except ValueError:\n"
+      "            raise\n"
+      "        if completion.text:\n",
       ("tests/test_ask.py",), "llm_check_redacts"),
     M("llm: a streamed refusal is an empty answer",
       "        if refusal and not \"\".join(parts).strip():",
@@ -1020,6 +1023,14 @@ MUTANTS: list[Mutant] = [
       "        return parts.port == 0   # urlsplit takes :0, which nothing listens on",
       "        return False",
       ("tests/test_config.py",), "cannot_use"),
+    M("llm check: a stream's Content-Type in capitals (Text/Event-Stream) is not taken for a stream",
+      "        streaming = \"text/event-stream\" in (resp.headers.get(\"Content-Type\") or \"\").lower()",
+      "        streaming = \"text/event-stream\" in (resp.headers.get(\"Content-Type\") or \"\")",
+      ("tests/test_ask.py",), "llm_check_reads"),
+    M("llm check: a JSON body is read without the whole-body deadline (a trickle is waited for)",
+      "            completion = llm._complete_unstreamed(resp, lambda _t: None)",
+      "            completion = parse_completion(json.loads(resp.read(llm.body_max + 1)))",
+      ("tests/test_ask.py",), "llm_check_reads"),
 ]
 
 
