@@ -149,7 +149,9 @@ EMBEDDING_RETRY_AFTER_MAX_S = 30.0         # a longer Retry-After is not waited 
 TOP_K_DEFAULT, TOP_K_MIN, TOP_K_MAX = 5, 1, 20
 TEXT_MAX_CHARS = 4000                      # a question or query, in characters (CLI, HTTP, MCP)
 VALUE_SHOWN_MAX_CHARS = 80                 # a bad field's value as an error quotes it (not a whole 4,000-char query)
-SETTING_INT_DIGITS_MAX = 18                # an integer setting longer than this is out of range, not parsed
+SETTING_INT_DIGITS_MAX = 80                # an integer setting longer is out of range: quoted shortened, not parsed
+ENV_FILE_MAX_BYTES = 128 * 1024           # a .env larger than this is refused: another file given by mistake
+ENV_BAD_LINES_SHOWN = 5                    # a .env's lines that are not KEY=value, warned about one by one
 # Retrieval and the evidence gate (measured on eval/obsidian-dev.yaml; see the README's "Retrieval" section).
 RETRIEVAL_MODES = ("hybrid", "vector", "keyword")
 RETRIEVAL_DEFAULT = "hybrid"
@@ -808,6 +810,29 @@ def load_config(env_file: str | Path | None = None, environ: dict | None = None,
 
 
 _dotenv_warned: set[tuple[str, int]] = set()
+# A .env that is no regular file (--env-file <(pass show app/env), a pipe) can be read once; config, doctor and db
+# stop read the .env again after a bad setting, and would find it empty.
+# Keyed by the pipe itself (device, inode), not its /dev/fd/N name, which a later pipe may reuse.
+_dotenv_piped: dict[tuple[int, int], bytes] = {}
+
+
+def _dotenv_bytes(path: Path) -> bytes:
+    """A .env's bytes, at most ENV_FILE_MAX_BYTES (python-dotenv's ${VAR} expansion takes time quadratic in the
+    keys: a 28 MB file given by mistake ran for minutes; /dev/zero would never end)."""
+    try:
+        info = os.stat(path)
+        if (info.st_dev, info.st_ino) in _dotenv_piped:
+            return _dotenv_piped[(info.st_dev, info.st_ino)]
+        with open(path, "rb") as f:
+            data = f.read(ENV_FILE_MAX_BYTES + 1)
+    except OSError as exc:
+        raise ConfigInvalid(f"{path}: cannot read ({exc}); fix or remove the file", key="env_file") from None
+    if len(data) > ENV_FILE_MAX_BYTES:
+        raise ConfigInvalid(f"{path}: larger than {ENV_FILE_MAX_BYTES // 1024} KiB, which no .env of settings is; "
+                            f"is it the right file?", key="env_file")
+    if stat.S_ISFIFO(info.st_mode):
+        _dotenv_piped[(info.st_dev, info.st_ino)] = data
+    return data
 
 
 def _read_dotenv(path: Path) -> tuple[dict, dict]:
@@ -818,17 +843,27 @@ def _read_dotenv(path: Path) -> tuple[dict, dict]:
     from dotenv import dotenv_values  # local imports: keep `--help` fast
     from dotenv.parser import parse_stream
     logging.getLogger("dotenv.main").setLevel(logging.ERROR)   # its warning without the file: ours replaces it
+    data = _dotenv_bytes(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigInvalid(f"{path}: cannot read ({exc}); fix or remove the file", key="env_file") from None
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:   # the line, not the byte offset; not its text (it may hold a secret)
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ConfigInvalid(f"{path}, line {line}: not UTF-8 text (byte 0x{data[exc.start]:02x}); save the file as "
+                            f"UTF-8", key="env_file") from None
     lines: dict[str, int] = {}
+    bad: list[int] = []
     for binding in parse_stream(io.StringIO(text)):
-        if binding.error and (str(path), binding.original.line) not in _dotenv_warned:
-            _dotenv_warned.add((str(path), binding.original.line))   # once, though config and doctor read it again
-            LOG.warning("%s, line %d: not a KEY=value line; ignored (fix or remove it)", path, binding.original.line)
+        if binding.error:
+            bad.append(binding.original.line)
         elif binding.key:
             lines[binding.key] = binding.original.line
+    if bad and (str(path), bad[0]) not in _dotenv_warned:   # once, though config and doctor read it again
+        _dotenv_warned.update((str(path), n) for n in bad)
+        for n in bad[:ENV_BAD_LINES_SHOWN]:
+            LOG.warning("%s, line %d: not a KEY=value line; ignored (fix or remove it)", path, n)
+        if len(bad) > ENV_BAD_LINES_SHOWN:   # another file given as the .env (a README, a script): not a line each
+            LOG.warning("%s: %d more lines are not KEY=value lines (the last: line %d); ignored (is it a .env "
+                        "file?)", path, len(bad) - ENV_BAD_LINES_SHOWN, bad[-1])
     for key, line in lines.items():
         if key not in ENV_KEYS and key.upper().startswith(_ENV_PREFIXES) and (str(path), line) not in _dotenv_warned:
             _dotenv_warned.add((str(path), line))
@@ -855,7 +890,7 @@ def _load_config(env_file: str | Path | None, environ: dict | None, cwd: Path | 
     dotenv_path: Path | None = None
     if env_file:
         dotenv_path = Path(env_file).expanduser()
-        if not dotenv_path.is_file():
+        if dotenv_path.is_dir() or not dotenv_path.exists():   # a pipe (<(...)) or /dev/null is read as a file
             what = "a folder, not a file" if dotenv_path.is_dir() else "no such file"
             raise ConfigInvalid(f"--env-file {dotenv_path}: {what}; pass an existing .env file",
                                 key="--env-file", value=str(dotenv_path))

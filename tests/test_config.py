@@ -928,7 +928,7 @@ def test_numbers_in_other_digits_are_config_invalid(key, value, tmp_path):
 @pytest.mark.parametrize("key, value, says", [
     ("EMBEDDING_BATCH_SIZE", "9" * 5000, f"EMBEDDING_BATCH_SIZE='{'9' * 23}…' is out of range (an integer of 5000 "
                                          f"digits); use e.g. 32"),
-    ("RAG_TOP_K", "-" + "9" * 30, "is out of range (an integer of 30 digits)"),
+    ("RAG_TOP_K", "-" + "9" * 100, "is out of range (an integer of 100 digits)"),
     ("LOCALRAG_MAX_FILE_MB", "1e308", "LOCALRAG_MAX_FILE_MB='1e308' is too large to count in bytes"),
 ])
 def test_a_number_too_large_to_hold_is_config_invalid_not_internal_error(key, value, says, env, tmp_path,
@@ -955,3 +955,44 @@ def test_a_base_url_scheme_in_capitals_is_a_scheme(key, tmp_path):
     assert cfg.summary()[key.lower()] == "http://127.0.0.1:8080/v1"
     if key == "LLM_BASE_URL":
         assert localrag.get_llm(cfg).url == "http://127.0.0.1:8080/v1/chat/completions"
+
+
+def test_an_env_file_given_as_a_pipe_is_read_once_and_kept(env, tmp_path):
+    """`--env-file <(pass show app/env)` (a pipe, /dev/fd/N) and `--env-file /dev/null` were "no such file"; a pipe
+    is read once, so `config`, which reads the .env again after a bad setting, keeps the values it held."""
+    import os
+    cfg = localrag.load_config("/dev/null", environ={}, cwd=tmp_path)
+    assert cfg.rag_top_k == 5 and str(cfg.env_file) == "/dev/null"
+    read, write = os.pipe()
+    try:
+        os.write(write, b"RAG_TOP_K=3\nRAG_FUSION=bad\n")
+        os.close(write)
+        code, out = run_cli("--env-file", f"/dev/fd/{read}", "config", "--json")
+    finally:
+        os.close(read)
+    result = json.loads(out)
+    assert code == localrag.EXIT_CONFIG and result["rag_top_k"] == 3 and result["rag_fusion"] == "weighted"
+    assert [p["message"] for p in result["problems"]] == [
+        f"RAG_FUSION='bad' is not supported; use one of: weighted, rrf (set in /dev/fd/{read}, line 2)"]
+
+
+def test_an_env_file_that_is_not_utf8_too_large_or_not_a_env_file_says_so_in_a_line(tmp_path, caplog):
+    """Latin-1 bytes gave "cannot read ('utf-8' codec can't decode byte 0xe9 in position 27: ...)", a byte offset;
+    a 28 MB file given by mistake ran `config` for minutes (python-dotenv's expansion is quadratic in the keys), and
+    a README or script given as the .env printed a warning for each of its lines."""
+    latin = tmp_path / "latin.env"
+    latin.write_bytes(b"RAG_TOP_K=7\nLLM_API_KEY=sk-\xe9SENTINEL\n")
+    with pytest.raises(localrag.ConfigInvalid) as info:
+        localrag.load_config(latin, environ={}, cwd=tmp_path)
+    assert info.value.message == f"{latin}, line 2: not UTF-8 text (byte 0xe9); save the file as UTF-8"
+    huge = tmp_path / "huge.env"
+    huge.write_text("OTHER_KEY=value\n" * 10000, encoding="utf-8")
+    with pytest.raises(localrag.ConfigInvalid, match=r"huge.env: larger than 128 KiB, .* is it the right file\?"):
+        localrag.load_config(huge, environ={}, cwd=tmp_path)
+    script = tmp_path / "script.sh"
+    script.write_text("#!/bin/sh\nRAG_TOP_K=4\n" + "echo hello\n" * 40, encoding="utf-8")
+    with caplog.at_level("WARNING"):
+        assert localrag.load_config(script, environ={}, cwd=tmp_path).rag_top_k == 4
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{script}, line {n}: not a KEY=value line; ignored (fix or remove it)" for n in (3, 4, 5, 6, 7)] + [
+        f"{script}: 35 more lines are not KEY=value lines (the last: line 42); ignored (is it a .env file?)"]
