@@ -11484,8 +11484,10 @@ def llm_check(config: Config) -> dict:
     llm = get_llm(config)
     if isinstance(llm, FakeLLM):
         completion = llm.complete(messages, lambda _t: None)
+        note = _unused_llm_settings(config)
         return {**out, "reachable": True, "streaming": True, "answered_model": completion.model,
-                "latency_ms": round((time.perf_counter() - started) * 1000, 2), "status": completion.status}
+                "latency_ms": round((time.perf_counter() - started) * 1000, 2), "status": completion.status,
+                **({"note": note} if note else {})}
     resp = llm._request(messages, stream=True)
     try:
         # a media type is case-blind (Text/Event-Stream), as `ask --stream` reads it
@@ -11498,6 +11500,16 @@ def llm_check(config: Config) -> dict:
         resp.close()
     return {**out, "reachable": True, "streaming": streaming, "answered_model": completion.model,
             "latency_ms": round((time.perf_counter() - started) * 1000, 2), "status": completion.status}
+
+
+def _unused_llm_settings(config: Config) -> str | None:
+    """A note when LLM_BASE_URL is set and LLM_PROVIDER left at fake: doctor read "fake gpt-4o at https://...:
+    settings ok" and `llm check` "reachable", while every answer came from the extractive answerer.  Not a problem
+    (switching to fake for a while is meant), so said, not refused."""
+    if config.llm_provider == "fake" and config.llm_base_url:
+        return ("LLM_BASE_URL is set but unused: LLM_PROVIDER is fake, so answers are extractive and no model is "
+                "called; set LLM_PROVIDER=openai-compatible to use it")
+    return None
 
 
 def _safe_url(url: str) -> str:
@@ -16840,6 +16852,8 @@ def _cmd_llm(config: Config, args: argparse.Namespace) -> int:
         for key in ("provider", "base_url", "model", "api_key", "reachable", "answered_model", "streaming",
                     "latency_ms", "status"):
             print(f"{key:16} {'' if result.get(key) is None else result[key]}")
+        if result.get("note"):
+            _say(f"note: {result['note']}")
     return EXIT_OK
 
 
@@ -17243,6 +17257,8 @@ def _cmd_doctor(config: Config, args: argparse.Namespace) -> int:
               + (f" at {llm['base_url']}" if llm["base_url"] else "")
               + (": settings ok" + (" (`localrag llm check` sends a request)" if llm["provider"] != "fake" else "")
                  if llm["ok"] else f": NOT usable ({llm['error']})"))
+        if llm.get("note"):
+            print(f"                ({llm['note']})")
         net = report["network"]
         print("network         " + ("needed for: " + "; ".join(net["needed_for"]) if net["needed_for"]
                                     else "not needed by this configuration"))
@@ -18396,6 +18412,8 @@ def doctor(config: Config) -> dict:
     except LocalRagError as exc:   # every ask would fail with it (llm_config_missing, exit 8)
         llm.update(ok=False, error=exc.message)
         problems.append(exc)
+    if _unused_llm_settings(config):
+        llm["note"] = _unused_llm_settings(config)
     needed = []
     if config.llm_provider == "openai-compatible":
         host = urllib.parse.urlsplit(config.llm_base_url).hostname or ""
