@@ -1052,7 +1052,8 @@ MUTANTS: list[Mutant] = [
       "        for n in bad:",
       ("tests/test_config.py",), "says_so_in_a_line"),
     M("doctor / llm check: LLM_BASE_URL set under LLM_PROVIDER=fake reads 'settings ok' without a word",
-      "    if config.llm_provider == \"fake\" and config.llm_base_url:\n        return (\"LLM_BASE_URL is set but unused",
+      "    if config.llm_provider == \"fake\" and config.llm_base_url:\n"
+      "        return (\"LLM_BASE_URL is set but unused",
       "    if False:\n        return (\"LLM_BASE_URL is set but unused",
       ("tests/test_cli.py",), "go_unused"),
 ]
