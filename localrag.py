@@ -149,6 +149,9 @@ EMBEDDING_RETRY_AFTER_MAX_S = 30.0         # a longer Retry-After is not waited 
 TOP_K_DEFAULT, TOP_K_MIN, TOP_K_MAX = 5, 1, 20
 TEXT_MAX_CHARS = 4000                      # a question or query, in characters (CLI, HTTP, MCP)
 VALUE_SHOWN_MAX_CHARS = 80                 # a bad field's value as an error quotes it (not a whole 4,000-char query)
+SETTING_INT_DIGITS_MAX = 80                # an integer setting longer is out of range: quoted shortened, not parsed
+ENV_FILE_MAX_BYTES = 128 * 1024           # a .env larger than this is refused: another file given by mistake
+ENV_BAD_LINES_SHOWN = 5                    # a .env's lines that are not KEY=value, warned about one by one
 # Retrieval and the evidence gate (measured on eval/obsidian-dev.yaml; see the README's "Retrieval" section).
 RETRIEVAL_MODES = ("hybrid", "vector", "keyword")
 RETRIEVAL_DEFAULT = "hybrid"
@@ -807,6 +810,29 @@ def load_config(env_file: str | Path | None = None, environ: dict | None = None,
 
 
 _dotenv_warned: set[tuple[str, int]] = set()
+# A .env that is no regular file (--env-file <(pass show app/env), a pipe) can be read once; config, doctor and db
+# stop read the .env again after a bad setting, and would find it empty.
+# Keyed by the pipe itself (device, inode), not its /dev/fd/N name, which a later pipe may reuse.
+_dotenv_piped: dict[tuple[int, int], bytes] = {}
+
+
+def _dotenv_bytes(path: Path) -> bytes:
+    """A .env's bytes, at most ENV_FILE_MAX_BYTES (python-dotenv's ${VAR} expansion takes time quadratic in the
+    keys: a 28 MB file given by mistake ran for minutes; /dev/zero would never end)."""
+    try:
+        info = os.stat(path)
+        if (info.st_dev, info.st_ino) in _dotenv_piped:
+            return _dotenv_piped[(info.st_dev, info.st_ino)]
+        with open(path, "rb") as f:
+            data = f.read(ENV_FILE_MAX_BYTES + 1)
+    except OSError as exc:
+        raise ConfigInvalid(f"{path}: cannot read ({exc}); fix or remove the file", key="env_file") from None
+    if len(data) > ENV_FILE_MAX_BYTES:
+        raise ConfigInvalid(f"{path}: larger than {ENV_FILE_MAX_BYTES // 1024} KiB, which no .env of settings is; "
+                            f"is it the right file?", key="env_file")
+    if stat.S_ISFIFO(info.st_mode):
+        _dotenv_piped[(info.st_dev, info.st_ino)] = data
+    return data
 
 
 def _read_dotenv(path: Path) -> tuple[dict, dict]:
@@ -817,17 +843,27 @@ def _read_dotenv(path: Path) -> tuple[dict, dict]:
     from dotenv import dotenv_values  # local imports: keep `--help` fast
     from dotenv.parser import parse_stream
     logging.getLogger("dotenv.main").setLevel(logging.ERROR)   # its warning without the file: ours replaces it
+    data = _dotenv_bytes(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigInvalid(f"{path}: cannot read ({exc}); fix or remove the file", key="env_file") from None
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:   # the line, not the byte offset; not its text (it may hold a secret)
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ConfigInvalid(f"{path}, line {line}: not UTF-8 text (byte 0x{data[exc.start]:02x}); save the file as "
+                            f"UTF-8", key="env_file") from None
     lines: dict[str, int] = {}
+    bad: list[int] = []
     for binding in parse_stream(io.StringIO(text)):
-        if binding.error and (str(path), binding.original.line) not in _dotenv_warned:
-            _dotenv_warned.add((str(path), binding.original.line))   # once, though config and doctor read it again
-            LOG.warning("%s, line %d: not a KEY=value line; ignored (fix or remove it)", path, binding.original.line)
+        if binding.error:
+            bad.append(binding.original.line)
         elif binding.key:
             lines[binding.key] = binding.original.line
+    if bad and (str(path), bad[0]) not in _dotenv_warned:   # once, though config and doctor read it again
+        _dotenv_warned.update((str(path), n) for n in bad)
+        for n in bad[:ENV_BAD_LINES_SHOWN]:
+            LOG.warning("%s, line %d: not a KEY=value line; ignored (fix or remove it)", path, n)
+        if len(bad) > ENV_BAD_LINES_SHOWN:   # another file given as the .env (a README, a script): not a line each
+            LOG.warning("%s: %d more lines are not KEY=value lines (the last: line %d); ignored (is it a .env "
+                        "file?)", path, len(bad) - ENV_BAD_LINES_SHOWN, bad[-1])
     for key, line in lines.items():
         if key not in ENV_KEYS and key.upper().startswith(_ENV_PREFIXES) and (str(path), line) not in _dotenv_warned:
             _dotenv_warned.add((str(path), line))
@@ -854,7 +890,7 @@ def _load_config(env_file: str | Path | None, environ: dict | None, cwd: Path | 
     dotenv_path: Path | None = None
     if env_file:
         dotenv_path = Path(env_file).expanduser()
-        if not dotenv_path.is_file():
+        if dotenv_path.is_dir() or not dotenv_path.exists():   # a pipe (<(...)) or /dev/null is read as a file
             what = "a folder, not a file" if dotenv_path.is_dir() else "no such file"
             raise ConfigInvalid(f"--env-file {dotenv_path}: {what}; pass an existing .env file",
                                 key="--env-file", value=str(dotenv_path))
@@ -979,6 +1015,10 @@ def _load_config(env_file: str | Path | None, environ: dict | None, cwd: Path | 
         raise ConfigInvalid(f"LOCALRAG_MAX_FILE_MB={get('LOCALRAG_MAX_FILE_MB')!r} is less than one byte; give the "
                             f"largest file size to read in MB, e.g. 10", key="LOCALRAG_MAX_FILE_MB",
                             value=get("LOCALRAG_MAX_FILE_MB"))
+    if not math.isfinite(max_file_mb * 1024 * 1024):   # 1e308: finite in MB, infinite in bytes (OverflowError)
+        raise ConfigInvalid(f"LOCALRAG_MAX_FILE_MB={get('LOCALRAG_MAX_FILE_MB')!r} is too large to count in bytes; "
+                            f"give the largest file size to read in MB, e.g. 10", key="LOCALRAG_MAX_FILE_MB",
+                            value=get("LOCALRAG_MAX_FILE_MB"))
     max_body = _int_setting(get("LOCALRAG_MAX_BODY_BYTES"), "LOCALRAG_MAX_BODY_BYTES", HTTP_MAX_BODY_BYTES_DEFAULT)
     if max_body < 1:  # 0 or less would refuse every request body
         raise ConfigInvalid(f"LOCALRAG_MAX_BODY_BYTES={max_body} is out of range; use a positive number of bytes",
@@ -1094,7 +1134,11 @@ def _int_setting(raw: str, key: str, default: int) -> int:
     if not raw:
         return default
     if not re.fullmatch(r"[+-]?[0-9]+", raw):   # int() also takes 1_0 (as 10) and other digits than 0-9
-        raise ConfigInvalid(f"{key}={raw!r} is not an integer", key=key, value=raw)
+        raise ConfigInvalid(f"{key}={_cut(raw, VALUE_SHOWN_MAX_CHARS)!r} is not an integer", key=key, value=raw)
+    digits = len(raw.lstrip("+-").lstrip("0"))
+    if digits > SETTING_INT_DIGITS_MAX:   # past every setting's range; past 4,300 digits int() raised ValueError
+        raise ConfigInvalid(f"{key}={_cut(raw, 24)!r} is out of range (an integer of {digits} digits); use e.g. "
+                            f"{default}", key=key, value=_cut(raw, VALUE_SHOWN_MAX_CHARS))
     return int(raw)
 
 
@@ -1143,9 +1187,12 @@ def _base_url_setting(url: str, key: str, needed_by: str) -> str:
     def invalid(problem: str) -> ConfigInvalid:
         return ConfigInvalid(f"{key}{problem}; {example}", key=key, value=shown)
 
-    if not url.startswith(("http://", "https://")):
+    if not url.lower().startswith(("http://", "https://")):   # a scheme is case-blind: HTTP:// is http://
         raise ConfigInvalid(f"{needed_by} needs {key} starting with http:// or https:// (got {shown!r}), {example}",
                             key=key, value=shown)
+    if re.search(r"[\s\x00-\x1f\x7f]", url):   # http.client refuses it at every call, as "closed the connection"
+        raise invalid(f"={shown!r} has a space or a control character inside (a comment or a second value after "
+                      f"the URL?); give the URL alone, a space in its path written as %20")
     try:
         parts = urllib.parse.urlsplit(_userinfo_encoded(url))
     except ValueError:               # "Invalid IPv6 URL": an unclosed [
@@ -1247,10 +1294,9 @@ def _at_after_host(url: str, netloc: str) -> bool:
 
 def _bad_port(parts: urllib.parse.SplitResult) -> bool:
     try:
-        parts.port
+        return parts.port == 0   # urlsplit takes :0, which nothing listens on
     except ValueError:
         return True
-    return False
 
 
 def mask_urls_in(text: str) -> str:
@@ -11438,29 +11484,32 @@ def llm_check(config: Config) -> dict:
     llm = get_llm(config)
     if isinstance(llm, FakeLLM):
         completion = llm.complete(messages, lambda _t: None)
+        note = _unused_llm_settings(config)
         return {**out, "reachable": True, "streaming": True, "answered_model": completion.model,
-                "latency_ms": round((time.perf_counter() - started) * 1000, 2), "status": completion.status}
+                "latency_ms": round((time.perf_counter() - started) * 1000, 2), "status": completion.status,
+                **({"note": note} if note else {})}
     resp = llm._request(messages, stream=True)
     try:
-        ctype = resp.headers.get("Content-Type", "")
-        if "text/event-stream" in ctype:
+        # a media type is case-blind (Text/Event-Stream), as `ask --stream` reads it
+        streaming = "text/event-stream" in (resp.headers.get("Content-Type") or "").lower()
+        if streaming:
             completion = llm._complete_stream(messages, lambda _t: None, resp)
-            streaming = True
-        else:
-            try:
-                raw = resp.read(llm.body_max + 1)
-                if len(raw) > llm.body_max:
-                    raise LlmError(_too_large(_LLM_UPSTREAM, llm.body_max))
-                completion = parse_completion(json.loads(raw))
-            except (ValueError, UnicodeDecodeError):
-                raise LlmError("the LLM endpoint returned a body that is neither SSE nor JSON") from None
-            except LlmError as exc:   # the upstream text may echo the key, as in `ask`
-                raise llm._http.redacted(exc) from None
-            streaming = False
+        else:   # read as `ask` reads a body: within LLM_TIMEOUT_SECONDS in all (a trickle had been waited for)
+            completion = llm._complete_unstreamed(resp, lambda _t: None)
     finally:
         resp.close()
     return {**out, "reachable": True, "streaming": streaming, "answered_model": completion.model,
             "latency_ms": round((time.perf_counter() - started) * 1000, 2), "status": completion.status}
+
+
+def _unused_llm_settings(config: Config) -> str | None:
+    """A note when LLM_BASE_URL is set and LLM_PROVIDER left at fake: doctor read "fake gpt-4o at https://...:
+    settings ok" and `llm check` "reachable", while every answer came from the extractive answerer.  Not a problem
+    (switching to fake for a while is meant), so said, not refused."""
+    if config.llm_provider == "fake" and config.llm_base_url:
+        return ("LLM_BASE_URL is set but unused: LLM_PROVIDER is fake, so answers are extractive and no model is "
+                "called; set LLM_PROVIDER=openai-compatible to use it")
+    return None
 
 
 def _safe_url(url: str) -> str:
@@ -16803,6 +16852,8 @@ def _cmd_llm(config: Config, args: argparse.Namespace) -> int:
         for key in ("provider", "base_url", "model", "api_key", "reachable", "answered_model", "streaming",
                     "latency_ms", "status"):
             print(f"{key:16} {'' if result.get(key) is None else result[key]}")
+        if result.get("note"):
+            _say(f"note: {result['note']}")
     return EXIT_OK
 
 
@@ -17206,6 +17257,8 @@ def _cmd_doctor(config: Config, args: argparse.Namespace) -> int:
               + (f" at {llm['base_url']}" if llm["base_url"] else "")
               + (": settings ok" + (" (`localrag llm check` sends a request)" if llm["provider"] != "fake" else "")
                  if llm["ok"] else f": NOT usable ({llm['error']})"))
+        if llm.get("note"):
+            print(f"                ({llm['note']})")
         net = report["network"]
         print("network         " + ("needed for: " + "; ".join(net["needed_for"]) if net["needed_for"]
                                     else "not needed by this configuration"))
@@ -18359,6 +18412,8 @@ def doctor(config: Config) -> dict:
     except LocalRagError as exc:   # every ask would fail with it (llm_config_missing, exit 8)
         llm.update(ok=False, error=exc.message)
         problems.append(exc)
+    if _unused_llm_settings(config):
+        llm["note"] = _unused_llm_settings(config)
     needed = []
     if config.llm_provider == "openai-compatible":
         host = urllib.parse.urlsplit(config.llm_base_url).hostname or ""

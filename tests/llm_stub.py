@@ -18,7 +18,8 @@ Scenarios (the same names work for non-streaming and streaming requests unless n
     error_200       200 with {"error": {...}} whose message echoes the Authorization header
     slow            says nothing until released (or ``delay`` seconds): the client must time out
     slow_body       non-streaming: sends the status line and headers, then stalls before the body
-    trickle         non-streaming: the body one byte every 0.1 s (no read stalls; the whole takes long)
+    trickle         the JSON body one byte every 0.1 s (no read stalls; the whole takes long); a streaming
+                    request gets it too (a server that ignores `stream: true`)
     stall_stream    streaming: sends headers and one delta, then stalls
     no_done         streaming: deltas, then closes without finish_reason or [DONE]
     slow_stream     streaming: like ok, but waits ``piece_delay`` seconds before each delta (a long answer)
@@ -59,7 +60,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def _sse_start(self) -> None:
         self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Content-Type", self.server.stub.sse_type)
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Connection", "close")
         self.end_headers()
@@ -155,7 +156,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def _streaming(self, stub: "ChatStub") -> None:
         scenario = stub.scenario
         if scenario.startswith("status:") or scenario in ("malformed", "error_200", "long_error_200",
-                                                          "long_not_json", "json_for_stream"):
+                                                          "long_not_json", "json_for_stream", "trickle"):
             return self._plain(stub)
         if scenario == "slow":
             self._wait()
@@ -278,6 +279,7 @@ class ChatStub(LoopbackStub):
         self.huge_bytes = 300 * 1024     # endless, non-streaming: the answer's length
         self.hung_up = threading.Event()  # a streaming client went away mid-stream
         self.deltas_sent = 0
+        self.sse_type = "text/event-stream"   # the Content-Type of a stream (a media type is case-blind)
 
     @property
     def root(self) -> str:

@@ -944,3 +944,22 @@ def test_a_body_that_trickles_in_is_cut_off_at_the_request_timeout(provider, stu
     stub.release.set()
     assert error.code == "llm_timeout" and "LLM_TIMEOUT_SECONDS=0.8" in error.message
     assert elapsed < 5, elapsed          # the body alone takes ~40 s at a byte per 0.1 s
+
+
+def test_llm_check_reads_a_body_as_ask_does(env, stub, monkeypatch):
+    """`llm check` read a JSON answer to its stream request on its own: without the whole-body deadline (a server
+    sending a byte every 0.1 s kept it waiting ~40 s at LLM_TIMEOUT_SECONDS=0.8), and it took only a lower-case
+    text/event-stream for a stream (Text/Event-Stream: "neither SSE nor JSON", which `ask --stream` reads)."""
+    import time
+    config = configure(monkeypatch, LLM_PROVIDER="openai-compatible", LLM_BASE_URL=stub.root + "/v1",
+                       LLM_API_KEY=SENTINEL, LLM_MODEL="stub-model", LLM_TIMEOUT_SECONDS="0.8")
+    stub.scenario = "trickle"
+    started = time.monotonic()
+    with pytest.raises(localrag.LlmTimeout, match="LLM_TIMEOUT_SECONDS=0.8"):
+        localrag.llm_check(config)
+    assert time.monotonic() - started < 5
+    stub.release.set()
+    stub.release.clear()
+    stub.scenario, stub.sse_type = "ok", "Text/Event-Stream; charset=utf-8"
+    result = localrag.llm_check(config)
+    assert result["reachable"] and result["streaming"] and result["answered_model"] == "stub-model"

@@ -316,6 +316,26 @@ def test_doctor_names_what_needs_the_network_and_what_fails(env, monkeypatch, ca
     assert "pw-SENTINEL" not in out + capfd.readouterr().err
 
 
+def test_doctor_and_llm_check_say_that_llm_settings_go_unused_under_the_fake_provider(env, monkeypatch, capfd):
+    """LLM_BASE_URL, LLM_MODEL and LLM_API_KEY given, LLM_PROVIDER left at fake (the .env.sample's): doctor read
+    "llm  fake gpt-4o at https://api.example.com/v1: settings ok" and `llm check` "reachable", while every answer
+    came from the extractive answerer.  A note, not a problem: the exit code stays 0."""
+    monkeypatch.setenv("LLM_BASE_URL", "https://api.example.com/v1")
+    monkeypatch.setenv("LLM_MODEL", "gpt-4o")
+    monkeypatch.setenv("LLM_API_KEY", "sk-SENTINEL")
+    says = "LLM_BASE_URL is set but unused: LLM_PROVIDER is fake"
+    code, out = run_cli("doctor", "--json")
+    assert code == 0 and says in json.loads(out)["llm"]["note"]
+    code, out = run_cli("doctor")
+    assert code == 0 and f"                ({says}" in out
+    code, out = run_cli("llm", "check", "--json")
+    assert code == 0 and says in json.loads(out)["note"]
+    assert run_cli("llm", "check")[0] == 0 and f"note: {says}" in capfd.readouterr().err
+    monkeypatch.delenv("LLM_BASE_URL")
+    assert "note" not in json.loads(run_cli("doctor", "--json")[1])["llm"]
+    assert "sk-SENTINEL" not in "".join(capfd.readouterr())
+
+
 def test_doctor_checks_the_llm_settings_and_the_embeddings_api_the_configuration_needs(env, monkeypatch, capfd):
     """`LLM_PROVIDER=openai-compatible localrag doctor` with no LLM_BASE_URL / LLM_MODEL said "ready" (exit 0) while
     every ask exits 8; a remote EMBEDDING_BASE_URL was neither named as a network need nor probed."""

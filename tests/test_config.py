@@ -597,6 +597,10 @@ def test_a_timeout_the_socket_cannot_take_is_config_invalid_not_a_crash(env, mon
     ("http://127.0.0.1:99999/v1", "port that is not a number"),
     ("http:///v1", "has no host name"),
     ("localhost:8793", "starting with http:// or https://"),
+    # urlsplit takes :0; http.client refuses a space at every call ("closed the connection"): both passed `config`
+    ("http://127.0.0.1:0/v1", "port that is not a number from 1 to 65535"),
+    ("http://127.0.0.1:8080/v1?api_key=k-SENTINEL # local", "has a space or a control character inside"),
+    ("http://exa mple.com/v1", "has a space or a control character inside"),
 ])
 def test_a_base_url_the_client_cannot_use_is_config_invalid_without_its_secrets(env, monkeypatch, capfd, key, url,
                                                                                  problem):
@@ -919,3 +923,76 @@ def test_numbers_in_other_digits_are_config_invalid(key, value, tmp_path):
     with pytest.raises(localrag.ConfigInvalid) as info:
         localrag.load_config(environ={key: value}, cwd=tmp_path)
     assert info.value.details["key"] == key
+
+
+@pytest.mark.parametrize("key, value, says", [
+    ("EMBEDDING_BATCH_SIZE", "9" * 5000, f"EMBEDDING_BATCH_SIZE='{'9' * 23}…' is out of range (an integer of 5000 "
+                                         f"digits); use e.g. 32"),
+    ("RAG_TOP_K", "-" + "9" * 100, "is out of range (an integer of 100 digits)"),
+    ("LOCALRAG_MAX_FILE_MB", "1e308", "LOCALRAG_MAX_FILE_MB='1e308' is too large to count in bytes"),
+])
+def test_a_number_too_large_to_hold_is_config_invalid_not_internal_error(key, value, says, env, tmp_path,
+                                                                         monkeypatch):
+    """A 5,000-digit integer setting ended every command in internal_error (int() stops at 4,300 digits: "use
+    sys.set_int_max_str_digits()"), and LOCALRAG_MAX_FILE_MB=1e308 in OverflowError (infinite as bytes); `config`
+    and `doctor` crashed with them too instead of listing the problem."""
+    with pytest.raises(localrag.ConfigInvalid) as info:
+        localrag.load_config(environ={key: value}, cwd=tmp_path)
+    assert says in info.value.message and info.value.details["key"] == key
+    assert len(info.value.message) < 200   # the digits are not quoted whole
+    monkeypatch.setenv(key, value)
+    code, out = run_cli("config", "--json")
+    assert code == localrag.EXIT_CONFIG and says in json.loads(out)["problems"][0]["message"]
+
+
+@pytest.mark.parametrize("key", ["LLM_BASE_URL", "EMBEDDING_BASE_URL"])
+def test_a_base_url_scheme_in_capitals_is_a_scheme(key, tmp_path):
+    """HTTP://host/v1 (a scheme is case-blind, urllib reads it) was refused as "needs LLM_BASE_URL starting with
+    http:// or https:// (got 'http://host/v1')", quoting it in lower case."""
+    provider = key.split("_")[0] + "_PROVIDER"
+    environ = {provider: "openai-compatible", key.replace("BASE_URL", "MODEL"): "m", key: "HTTP://127.0.0.1:8080/v1"}
+    cfg = localrag.load_config(environ=environ, cwd=tmp_path)
+    assert cfg.summary()[key.lower()] == "http://127.0.0.1:8080/v1"
+    if key == "LLM_BASE_URL":
+        assert localrag.get_llm(cfg).url == "http://127.0.0.1:8080/v1/chat/completions"
+
+
+def test_an_env_file_given_as_a_pipe_is_read_once_and_kept(env, tmp_path):
+    """`--env-file <(pass show app/env)` (a pipe, /dev/fd/N) and `--env-file /dev/null` were "no such file"; a pipe
+    is read once, so `config`, which reads the .env again after a bad setting, keeps the values it held."""
+    import os
+    cfg = localrag.load_config("/dev/null", environ={}, cwd=tmp_path)
+    assert cfg.rag_top_k == 5 and str(cfg.env_file) == "/dev/null"
+    read, write = os.pipe()
+    try:
+        os.write(write, b"RAG_TOP_K=3\nRAG_FUSION=bad\n")
+        os.close(write)
+        code, out = run_cli("--env-file", f"/dev/fd/{read}", "config", "--json")
+    finally:
+        os.close(read)
+    result = json.loads(out)
+    assert code == localrag.EXIT_CONFIG and result["rag_top_k"] == 3 and result["rag_fusion"] == "weighted"
+    assert [p["message"] for p in result["problems"]] == [
+        f"RAG_FUSION='bad' is not supported; use one of: weighted, rrf (set in /dev/fd/{read}, line 2)"]
+
+
+def test_an_env_file_that_is_not_utf8_too_large_or_not_a_env_file_says_so_in_a_line(tmp_path, caplog):
+    """Latin-1 bytes gave "cannot read ('utf-8' codec can't decode byte 0xe9 in position 27: ...)", a byte offset;
+    a 28 MB file given by mistake ran `config` for minutes (python-dotenv's expansion is quadratic in the keys), and
+    a README or script given as the .env printed a warning for each of its lines."""
+    latin = tmp_path / "latin.env"
+    latin.write_bytes(b"RAG_TOP_K=7\nLLM_API_KEY=sk-\xe9SENTINEL\n")
+    with pytest.raises(localrag.ConfigInvalid) as info:
+        localrag.load_config(latin, environ={}, cwd=tmp_path)
+    assert info.value.message == f"{latin}, line 2: not UTF-8 text (byte 0xe9); save the file as UTF-8"
+    huge = tmp_path / "huge.env"
+    huge.write_text("OTHER_KEY=value\n" * 10000, encoding="utf-8")
+    with pytest.raises(localrag.ConfigInvalid, match=r"huge.env: larger than 128 KiB, .* is it the right file\?"):
+        localrag.load_config(huge, environ={}, cwd=tmp_path)
+    script = tmp_path / "script.sh"
+    script.write_text("#!/bin/sh\nRAG_TOP_K=4\n" + "echo hello\n" * 40, encoding="utf-8")
+    with caplog.at_level("WARNING"):
+        assert localrag.load_config(script, environ={}, cwd=tmp_path).rag_top_k == 4
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{script}, line {n}: not a KEY=value line; ignored (fix or remove it)" for n in (3, 4, 5, 6, 7)] + [
+        f"{script}: 35 more lines are not KEY=value lines (the last: line 42); ignored (is it a .env file?)"]
