@@ -1204,7 +1204,17 @@ def _base_url_setting(url: str, key: str, needed_by: str) -> str:
         raise invalid(f"={shown!r} has a port that is not a number from 1 to 65535")
     if not parts.hostname:
         raise invalid(f"={shown!r} has no host name")
+    endpoint = _BASE_URL_ENDPOINTS.get(key)
+    if endpoint and parts.path.rstrip("/").lower().endswith("/" + endpoint):   # pasted from a curl example
+        base = mask_url(urllib.parse.urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/")[
+            :-len(endpoint) - 1], parts.query, "")))
+        raise ConfigInvalid(f"{key}={shown!r} ends in /{endpoint}, which localrag adds itself (it would post to "
+                            f".../{endpoint}/{endpoint}); give the base: {key}={base}", key=key, value=shown)
     return url
+
+
+# The path each client appends to its base URL (_endpoint_url): a base URL already ending in it is refused.
+_BASE_URL_ENDPOINTS = {"LLM_BASE_URL": "chat/completions", "EMBEDDING_BASE_URL": "embeddings"}
 
 
 def _secret_setting(raw: str, key: str) -> str:
@@ -3457,7 +3467,7 @@ class OpenAICompatibleEmbedder:
         self.model, self.batch_size = config.embedding_model, config.embedding_batch_size
         self.query_prefix, self.document_prefix = config.embedding_query_prefix, config.embedding_document_prefix
         self.input_type, self.dim_request = config.embedding_input_type, config.embedding_dim_request
-        self.url = _endpoint_url(config.embedding_base_url, "embeddings")
+        self.url = _endpoint_url(config.embedding_base_url, _BASE_URL_ENDPOINTS["EMBEDDING_BASE_URL"])
         self._http = _HttpClient(self.url, config.embedding_api_key, config.embedding_timeout_s,
                                  _EMBEDDING_UPSTREAM, retries=EMBEDDING_MAX_RETRIES)
         self.native_dim: int | None = None   # the model's own length, fixed by the first answer
@@ -10793,7 +10803,7 @@ class OpenAICompatibleLLM:
                                    f"the environment (or use LLM_PROVIDER=fake)", missing=missing)
         # load_config checked it; a Config built otherwise (a program embedding localrag) is checked here
         _base_url_setting(config.llm_base_url, "LLM_BASE_URL", "LLM_PROVIDER=openai-compatible")
-        self.url = _endpoint_url(config.llm_base_url, "chat/completions")
+        self.url = _endpoint_url(config.llm_base_url, _BASE_URL_ENDPOINTS["LLM_BASE_URL"])
         self.model, self.timeout_s = config.llm_model, config.llm_timeout_s
         self.max_tokens = config.llm_max_tokens
         self.answer_max = answer_max_bytes(config.llm_max_tokens)

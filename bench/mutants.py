@@ -1056,6 +1056,10 @@ MUTANTS: list[Mutant] = [
       "        return (\"LLM_BASE_URL is set but unused",
       "    if False:\n        return (\"LLM_BASE_URL is set but unused",
       ("tests/test_cli.py",), "go_unused"),
+    M("config: a base URL ending in the endpoint path localrag adds is taken as the base",
+      'if endpoint and parts.path.rstrip("/").lower().endswith("/" + endpoint):',
+      'if endpoint and parts.path.rstrip("/").endswith("/" + endpoint):',
+      ("tests/test_config.py",), "endpoint_path or another_path"),
 ]
 
 

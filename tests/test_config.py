@@ -623,6 +623,37 @@ def test_a_base_url_the_client_cannot_use_is_config_invalid_without_its_secrets(
     assert problem in json.loads(out)["problems"][0]["message"]
 
 
+@pytest.mark.parametrize("key, url, base", [
+    ("LLM_BASE_URL", "http://127.0.0.1:11434/v1/chat/completions", "http://127.0.0.1:11434/v1"),
+    ("LLM_BASE_URL", "https://api.example.com/v1/Chat/Completions/?api_key=k-SENTINEL",
+     "https://api.example.com/v1?api_key=***"),
+    ("EMBEDDING_BASE_URL", "http://127.0.0.1:8080/v1/embeddings", "http://127.0.0.1:8080/v1"),
+    ("EMBEDDING_BASE_URL", "http://127.0.0.1:8080/embeddings/", "http://127.0.0.1:8080"),
+])
+def test_a_base_url_ending_in_the_endpoint_path_is_config_invalid_naming_the_base(env, monkeypatch, key, url, base):
+    """A URL pasted from a curl example (`.../v1/chat/completions`) was taken as the base, and every call posted to
+    .../chat/completions/chat/completions (a 404 from the server, reported as the model's error).  Now
+    config_invalid, its message giving the base to use, masked."""
+    monkeypatch.setenv(key.split("_")[0] + "_PROVIDER", "openai-compatible")
+    monkeypatch.setenv(key.replace("BASE_URL", "MODEL"), "m")
+    monkeypatch.setenv(key, url)
+    with pytest.raises(localrag.ConfigInvalid) as info:
+        localrag.load_config()
+    assert info.value.message.endswith(f"; give the base: {key}={base}"), info.value.message
+    assert info.value.details["key"] == key and "SENTINEL" not in json.dumps(info.value.to_dict())
+
+
+@pytest.mark.parametrize("key, url", [("LLM_BASE_URL", "http://127.0.0.1:8080/v1/embeddings"),
+                                      ("LLM_BASE_URL", "http://127.0.0.1:8080/chat/completions-proxy/v1"),
+                                      ("EMBEDDING_BASE_URL", "http://127.0.0.1:8080/v1/chat/completions")])
+def test_a_base_url_ending_in_another_path_is_a_base(env, monkeypatch, key, url):
+    monkeypatch.setenv(key.split("_")[0] + "_PROVIDER", "openai-compatible")
+    monkeypatch.setenv(key.replace("BASE_URL", "MODEL"), "m")
+    monkeypatch.setenv(key, url)
+    config = localrag.load_config()
+    assert (config.llm_base_url if key == "LLM_BASE_URL" else config.embedding_base_url) == url
+
+
 @pytest.mark.parametrize("url, password", [
     ("postgresql://u:SENTINELpw#rest@db.example.com/x", "SENTINELpw#rest"),
     ("postgresql://u:SENTINEL?pw@db.example.com:5433/x?sslmode=disable", "SENTINEL?pw"),
