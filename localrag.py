@@ -856,7 +856,13 @@ def _read_dotenv(path: Path) -> tuple[dict, dict]:
         if binding.error:
             bad.append(binding.original.line)
         elif binding.key:
-            lines[binding.key] = binding.original.line
+            line = binding.original.line
+            # the last one wins (as in a shell); a key set twice is mostly an edit that missed the first
+            if binding.key in lines and (str(path), line) not in _dotenv_warned:
+                _dotenv_warned.add((str(path), line))
+                LOG.warning("%s, line %d: %s is set again; this value replaces line %d's (remove one of them)",
+                            path, line, binding.key, lines[binding.key])
+            lines[binding.key] = line
     if bad and (str(path), bad[0]) not in _dotenv_warned:   # once, though config and doctor read it again
         _dotenv_warned.update((str(path), n) for n in bad)
         for n in bad[:ENV_BAD_LINES_SHOWN]:
@@ -1111,9 +1117,10 @@ def _allowed_hosts(value: str) -> tuple[str, ...]:
 
 def _choice_setting(value: str, key: str, allowed: Iterable[str]) -> str:
     allowed = list(allowed)
-    if value not in allowed:
-        raise ConfigInvalid(f"{key}={value!r} is not supported; use one of: {', '.join(allowed)}", key=key,
-                            value=value, allowed=allowed)
+    if value not in allowed:   # quoted shortened: a whole file pasted into the value is not printed back
+        raise ConfigInvalid(f"{key}={_cut(repr(value), VALUE_SHOWN_MAX_CHARS)} is not supported; use one of: "
+                            f"{', '.join(allowed)}", key=key, value=_cut(value, VALUE_SHOWN_MAX_CHARS),
+                            allowed=allowed)
     return value
 
 

@@ -1060,6 +1060,14 @@ MUTANTS: list[Mutant] = [
       'if endpoint and parts.path.rstrip("/").lower().endswith("/" + endpoint):',
       'if endpoint and parts.path.rstrip("/").endswith("/" + endpoint):',
       ("tests/test_config.py",), "endpoint_path or another_path"),
+    M("config: a key set twice in the .env is taken silently",
+      "if binding.key in lines and (str(path), line) not in _dotenv_warned:",
+      "if False and binding.key in lines and (str(path), line) not in _dotenv_warned:",
+      ("tests/test_cli.py",), "key_set_twice"),
+    M("config: a text setting's bad value is quoted whole",
+      'raise ConfigInvalid(f"{key}={_cut(repr(value), VALUE_SHOWN_MAX_CHARS)} is not supported; use one of: "',
+      'raise ConfigInvalid(f"{key}={value!r} is not supported; use one of: "',
+      ("tests/test_cli.py",), "key_set_twice"),
 ]
 
 

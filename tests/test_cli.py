@@ -1307,3 +1307,22 @@ def test_a_line_break_in_a_vault_path_is_shown_as_backslash_n(db, tmp_path, capf
     code, _ = run_cli("ingest", str(tmp_path / "gone\nfolder"))
     err = capfd.readouterr().err.strip().splitlines()
     assert code == localrag.VaultError.exit_code and len(err) == 1 and "gone\\nfolder" in err[0], err
+
+
+def test_a_key_set_twice_in_the_env_is_named_once_and_a_long_bad_value_is_quoted_shortened(tmp_path):
+    """A .env setting a key twice (an edit that missed the first line) took the last value without a word; a text
+    setting's bad value was quoted whole (a file pasted into it printed back).  Now one warning names both lines
+    (once, though config reads the file twice after a bad value), and the value is quoted within 80 characters."""
+    env_file = tmp_path / "dup.env"
+    env_file.write_text("RAG_TOP_K=3\nLLM_PROVIDER=fake\nRAG_TOP_K=7\nRAG_FUSION=" + "x" * 5000 + "\n",
+                        encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "localrag", "--env-file", str(env_file), "config", "--json"],
+                          capture_output=True, text=True, cwd=tmp_path,
+                          env={"PATH": os.environ["PATH"], "HOME": str(tmp_path), "PYTHONPATH": str(ROOT)})
+    assert [line for line in done.stderr.splitlines() if "set again" in line] == [
+        f"warning: {env_file}, line 3: RAG_TOP_K is set again; this value replaces line 1's (remove one of them)"]
+    body = json.loads(done.stdout)
+    assert done.returncode == localrag.EXIT_CONFIG and body["rag_top_k"] == 7, body
+    message = body["problems"][0]["message"]
+    assert message.startswith("RAG_FUSION='xxx") and "x" * 100 not in message and "use one of" in message, message
+    assert all(len(line) < 300 for line in done.stderr.splitlines())
