@@ -3209,6 +3209,15 @@ def _url_secrets(url: str) -> list[str]:
     return [value for name, value in urllib.parse.parse_qsl(query) if _SECRET_PARAM.search(name) and value]
 
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """A redirect is not followed: urllib would send a POST on as a GET without its body (301-303), and the
+    Authorization header with it to whatever host the Location names.  The 3xx reaches _open_once as an HTTPError,
+    which says where the endpoint moved."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        return None
+
+
 class _HttpClient:
     """POST JSON to one URL with urllib: bearer key (when set), timeout, error mapping, key redaction in every
     message, bounded retries with backoff on 429 / 5xx / connection reset (honouring Retry-After)."""
@@ -3218,7 +3227,7 @@ class _HttpClient:
         self._key = key
         self._secrets = [_echo_pattern(v) for v in sorted({key, *_url_secrets(url)} - {""}, key=len, reverse=True)]
         self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}) if _no_proxy(url) else
-                                                   urllib.request.ProxyHandler())
+                                                   urllib.request.ProxyHandler(), _NoRedirect())
 
     def redact(self, text: str) -> str:
         """The key (and the URL's secret query values) as ***, also JSON-escaped, and any URL's credentials masked
@@ -3255,6 +3264,13 @@ class _HttpClient:
             if status in (401, 403):
                 raise u.auth(f"{u.label} refused the API key (HTTP {status}); check {u.key_name}",
                              upstream_status=status) from None
+            if 300 <= status < 400:
+                where = (exc.headers.get("Location") if exc.headers else None) or ""
+                where = urllib.parse.urljoin(self.url, where) if where else "another address"
+                raise u.error(f"{u.label} redirected the request (HTTP {status}) to "
+                              f"{mask_url(where) if '://' in where else where}; localrag does not follow redirects "
+                              f"(the API key would go along); set {u.url_name} to the address that answers",
+                              upstream_status=status) from None
             if status == 429:
                 raise _Transient(u.rate(f"{u.label} is rate limiting (HTTP 429); retry later",
                                         upstream_status=status, retry_after_s=retry_after), retry_after) from None

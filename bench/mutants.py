@@ -1068,6 +1068,10 @@ MUTANTS: list[Mutant] = [
       'raise ConfigInvalid(f"{key}={_cut(repr(value), VALUE_SHOWN_MAX_CHARS)} is not supported; use one of: "',
       'raise ConfigInvalid(f"{key}={value!r} is not supported; use one of: "',
       ("tests/test_cli.py",), "key_set_twice"),
+    M("llm/embeddings: a redirect is followed (a POST sent on as a GET, the key to the Location's host)",
+      "urllib.request.ProxyHandler(), _NoRedirect())",
+      "urllib.request.ProxyHandler())",
+      ("tests/test_ask.py", "tests/test_embeddings_api.py"), "error_mapping or bad_answers"),
 ]
 
 

@@ -72,6 +72,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self._send(status, json.dumps(payload).encode("utf-8"), headers)
 
     def do_GET(self) -> None:  # noqa: N802
+        with self.server.stub.lock:
+            self.server.stub.requests.append({"path": self.path, "headers": dict(self.headers.items()), "body": None})
         self._json(404, {"error": {"message": "only POST /embeddings here"}})
 
     def do_POST(self) -> None:  # noqa: N802
@@ -99,6 +101,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             headers = {} if stub.retry_after is None else {"Retry-After": str(stub.retry_after)}
             leak = f"rejected credentials {self.headers.get('Authorization', '')}"
             return self._json(status, {"error": {"message": leak, "type": "server_error"}}, headers)
+        if scenario.startswith("redirect:"):   # the endpoint moved: Location names where
+            return self._send(int(scenario.split(":")[1]), b"", {"Location": "https://other.invalid/v1/embeddings"})
         if scenario.startswith("fail_after:") and n_request > int(scenario.split(":")[1]):
             return self._json(400, {"error": {"message": "rejected", "type": "invalid_request_error"}})
         if scenario == "slow":

@@ -94,7 +94,15 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             stub.hung_up.set()  # the client gave up (timeouts, a reader gone): nothing more to send
 
     def do_GET(self) -> None:  # noqa: N802
+        self.server.stub.requests.append({"method": "GET", "path": self.path, "headers": dict(self.headers.items()),
+                                          "body": None})
         self._json(404, {"error": {"message": "only POST /chat/completions here"}})
+
+    def _redirect(self, status: int) -> None:
+        self.send_response(status)
+        self.send_header("Location", "/moved/v1/chat/completions?token=tok-SENTINEL")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
 
     def _leak_trap(self) -> str:
         return f"rejected credentials {self.headers.get('Authorization', '')}"
@@ -103,6 +111,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         scenario = stub.scenario
         if scenario.startswith("status:"):
             self._json(int(scenario.split(":", 1)[1]), {"error": {"message": self._leak_trap(), "type": "x"}})
+        elif scenario.startswith("redirect:"):   # "redirect:301": the endpoint moved (http to https, a new path)
+            self._redirect(int(scenario.split(":", 1)[1]))
         elif scenario == "malformed":
             self._send(200, b'{"choices": [ {"message": ' + self._leak_trap().encode())
         elif scenario == "error_200":
@@ -155,7 +165,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def _streaming(self, stub: "ChatStub") -> None:
         scenario = stub.scenario
-        if scenario.startswith("status:") or scenario in ("malformed", "error_200", "long_error_200",
+        if scenario.startswith(("status:", "redirect:")) or scenario in ("malformed", "error_200", "long_error_200",
                                                           "long_not_json", "json_for_stream", "trickle"):
             return self._plain(stub)
         if scenario == "slow":

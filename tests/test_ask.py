@@ -657,6 +657,9 @@ ERRORS = [
     ("error_200", True, "llm_upstream_error", 502),
     ("long_error_200", True, "llm_upstream_error", 502),
     ("malformed", True, "llm_upstream_error", 502),
+    # a redirect was followed: a POST sent on as a GET without its body, the key with it to the Location's host
+    ("redirect:301", False, "llm_upstream_error", 502),
+    ("redirect:308", True, "llm_upstream_error", 502),
 ]
 
 
@@ -676,6 +679,10 @@ def test_llm_error_mapping(provider, stub, monkeypatch, capfd, caplog, scenario,
     error = ask_error(config, stream=stream)
     assert (error.code, error.http_status, error.exit_code) == (code, http_status, localrag.EXIT_LLM)
     assert_no_secret(str(error), repr(error), json.dumps(error.to_dict()), error.__cause__)
+    if scenario.startswith("redirect:"):   # named, masked, and not followed
+        assert f"redirected the request (HTTP {scenario[9:]}) to {stub.root}/moved/v1/chat/completions?token=***; " \
+               f"localrag does not follow redirects" in error.message, error.message
+        assert [r["path"] for r in stub.requests] == ["/v1/chat/completions"]
     exit_code, out = run_cli("ask", RAG_Q, *(["--stream"] if stream else ["--json"]))
     captured = capfd.readouterr()
     assert exit_code == localrag.EXIT_LLM

@@ -186,6 +186,10 @@ def test_parse_rejects_malformed_bodies(payload, needle):
     ("nan", localrag.EmbeddingUpstreamError, "embedding_upstream_error", "NaN or infinite"),
     ("inf", localrag.EmbeddingUpstreamError, "embedding_upstream_error", "NaN or infinite"),
     ("reset", localrag.EmbeddingUpstreamError, "embedding_upstream_error", "closed the connection"),
+    # followed, a POST went on as a GET without its body, and the key with it to another host
+    ("redirect:302", localrag.EmbeddingUpstreamError, "embedding_upstream_error",
+     "redirected the request (HTTP 302) to https://other.invalid/v1/embeddings; localrag does not follow redirects"),
+    ("redirect:307", localrag.EmbeddingUpstreamError, "embedding_upstream_error", "(HTTP 307) to https://other."),
 ])
 def test_bad_answers_are_clear_errors_without_the_key(tmp_path, stub, scenario, error, code, needle):
     stub.scenario = scenario
