@@ -13871,6 +13871,12 @@ function needToken(panel, retry) {
   if (panel) setState(panel, "auth", message);
   askToken(retry, message);
 }
+// A fetch that threw without reaching the server says only "Failed to fetch" (Chromium) or "NetworkError when
+// attempting to fetch resource." (Firefox): say which server did not answer and what usually cures it.
+function unreachable(err) {
+  return {error: {code: "network", message: "could not reach the localrag server at " + location.origin +
+                  " (is `localrag serve` still running?): " + err.message}};
+}
 // A fetch that threw: a token a header cannot carry is dropped and asked for again; else a network error.
 function fetchFailed(panel, err, retry) {
   const problem = token && tokenProblem(token);
@@ -13881,7 +13887,7 @@ function fetchFailed(panel, err, retry) {
     askToken(retry, message);
     return true;
   }
-  if (panel) showError(panel, {error: {code: "network", message: err.message}});
+  if (panel) showError(panel, unreachable(err));
   return false;
 }
 $("token-form").addEventListener("submit", (ev) => {
@@ -13918,6 +13924,8 @@ function evidenceList(list, items, label) {
     s.append(el("span", "n", "[" + (item.n || i + 1) + "]"), el("span", "where", where(item)),
              el("span", "score", Number(item.score).toFixed(4)));
     d.append(s);
+    // the path alone does not say which vault when the database holds several (the CLI prints a vault: line)
+    if (item.vault_path) d.append(el("p", "vault", "vault: " + item.vault_path));
     if (item.content !== undefined) d.append(el("pre", "content", item.content));
     list.append(d);
   });
@@ -13963,6 +13971,7 @@ function answerFailed(panel, body) {
   const e = (body && body.error) || {code: "error", message: String(body)};
   showError(panel, {error: e});
   const partial = $("answer").textContent.trim() !== "";
+  $("result").hidden = false;
   panel.dataset.answer = "failed";
   $("mode").textContent = "failed"; $("mode").dataset.mode = "failed";
   $("ticket-box").hidden = true;
@@ -13983,6 +13992,7 @@ async function ask() {
   $("warnings").replaceChildren(); $("warnings").hidden = true;
   $("mode").textContent = ""; $("reason").textContent = ""; delete $("mode").dataset.mode;
   $("citations").replaceChildren();
+  $("result").hidden = true;   // shown with the first event: an error before it shows no empty answer
   $("suggestion").hidden = true;
   $("closest").hidden = true;
   resetTicket();
@@ -14007,6 +14017,7 @@ async function ask() {
   const reader = resp.body.getReader(), decoder = new TextDecoder();
   let buffer = "";
   const handle = (name, data) => {
+    $("result").hidden = false;
     if (name === "citations" || name === "done") {
       $("mode").textContent = data.mode; $("mode").dataset.mode = data.mode;
       $("reason").textContent = data.reason || "";
@@ -14067,6 +14078,7 @@ async function search() {
   const run = ++searchRun, current = () => run === searchRun;
   if (searchAbort) searchAbort.abort();
   const control = searchAbort = new AbortController();
+  $("results").replaceChildren();   // as an ask clears its answer: a failed search shows no results of the last
   setState(panel, "running", "searching…");
   let resp, payload;
   try {
@@ -14115,7 +14127,7 @@ async function makeTicket() {
   $("ticket-status").textContent = "drafting…";
   let r;
   try { r = await api("POST", "/tickets/draft", gap); }
-  catch (err) { if (!fetchFailed(null, err, makeTicket)) ticketError({error: {code: "network", message: err.message}});
+  catch (err) { if (!fetchFailed(null, err, makeTicket)) ticketError(unreachable(err));
                 return; }
   if (r.status === 401) { needToken(null, makeTicket); return; }
   if (!r.ok) { ticketError(r.payload); return; }
@@ -14135,7 +14147,7 @@ async function saveTicket() {
                                          description: $("ticket-description").value, confirmed: true});
   let r;
   try { r = await api("POST", "/tickets", body); }
-  catch (err) { if (!fetchFailed(null, err, saveTicket)) ticketError({error: {code: "network", message: err.message}});
+  catch (err) { if (!fetchFailed(null, err, saveTicket)) ticketError(unreachable(err));
                 return; }
   if (r.status === 401) { needToken(null, saveTicket); return; }
   if (!r.ok) { ticketError(r.payload); return; }
@@ -14185,13 +14197,21 @@ $("ticket-form").addEventListener("submit", (ev) => { ev.preventDefault(); saveT
 $("tickets-form").addEventListener("submit", (ev) => { ev.preventDefault(); loadTickets(); });
 document.querySelector("nav button[data-panel=tickets]").addEventListener("click", loadTickets);
 $("ask-form").addEventListener("submit", (ev) => { ev.preventDefault(); ask(); });
+// Enter asks, as in a chat box; Shift+Enter starts a new line.  An Enter that picks an input method's candidate
+// (Chinese, Japanese: isComposing, or keyCode 229 in older engines) belongs to the IME and asks nothing.
+$("question").addEventListener("keydown", (ev) => {
+  if (ev.key !== "Enter" || ev.shiftKey || ev.isComposing || ev.keyCode === 229) return;
+  ev.preventDefault();
+  $("ask-form").requestSubmit();
+});
 $("suggestion-question").addEventListener("click", () => {
   $("question").value = $("suggestion-question").textContent; ask();
 });
 $("search-form").addEventListener("submit", (ev) => { ev.preventDefault(); search(); });
 """
 DEMO_PAGE_STYLE = """
-body{font:15px/1.5 system-ui,sans-serif;margin:0 auto;max-width:60rem;padding:1rem;color:#1d232a;background:#fbfbfa}
+body{font:15px/1.5 system-ui,sans-serif;margin:0 auto;max-width:60rem;padding:1rem;color:#1d232a;background:#fbfbfa;
+overflow-wrap:anywhere}
 h1{font-size:1.3rem;margin:.2rem 0 1rem}h1 small{color:#6b7280;font-weight:normal}
 nav button{border:0;background:none;padding:.4rem .9rem;font-size:1rem;cursor:pointer;border-bottom:2px solid #0000}
 nav button[aria-selected=true]{border-color:#2563eb;color:#2563eb}
@@ -14208,7 +14228,9 @@ button.link{border:0;background:none;padding:0;font:inherit;color:#2563eb;text-d
 #mode[data-mode=fallback]{background:#fef3c7}
 details.evidence{background:#fff;border:1px solid #e5e7eb;border-radius:6px;margin:.4rem 0;padding:.3rem .6rem}
 summary{cursor:pointer;display:flex;gap:.6rem}summary .where{flex:1}summary .score{color:#6b7280}
-pre.content{white-space:pre-wrap;font:13px/1.45 ui-monospace,monospace;background:#f6f7f9;padding:.5rem}
+summary .n,summary .score{flex:none}summary::before{content:"\\25b8";color:#6b7280;flex:none}
+details[open]>summary::before{content:"\\25be"}
+p.vault{color:#6b7280;font-size:.9em;margin:.3rem 0}pre.content{white-space:pre-wrap;font:13px/1.45 ui-monospace,monospace;background:#f6f7f9;padding:.5rem}
 #token-box{border:1px solid #f59e0b;background:#fffbeb;border-radius:6px;padding:.5rem 1rem}
 #ticket-box{border:1px solid #c7ccd1;border-radius:6px;padding:.5rem 1rem;margin:1rem 0;background:#fff}
 #ticket-form{flex-direction:column;align-items:stretch}#ticket-form input[type=text],#ticket-description{font:inherit;
@@ -14234,18 +14256,19 @@ DEMO_PAGE_HTML = f"""<!doctype html>
 data-panel="search" aria-selected="false">Search</button><button type="button" data-panel="tickets"
 aria-selected="false">Tickets</button></nav>
 <section class="panel" id="ask" data-state="idle">
-<form id="ask-form"><textarea id="question" rows="2" placeholder="Ask a question about the knowledge base"></textarea>
+<form id="ask-form"><textarea id="question" rows="2" required
+placeholder="Ask a question about the knowledge base (Enter asks; Shift+Enter: new line)"></textarea>
 <label>top k <select id="top-k"><option value="">default</option><option>3</option><option>5</option>
 <option>10</option></select></label><label><input type="checkbox" id="fallback"> fallback</label>
 <button class="go" id="ask-button" type="submit">Ask</button></form>
 <p class="status"></p>
-<p>mode <span id="mode"></span> <span id="reason"></span></p>
+<div id="result" hidden><p>mode <span id="mode"></span> <span id="reason"></span></p>
 <p id="suggestion" hidden>Did you mean <button type="button" class="link" id="suggestion-question"></button>?</p>
 <div id="closest" hidden><p>Closest notes (not an answer; they share some of the question's words):</p>
 <ul id="closest-list"></ul></div>
 <div id="warnings" role="alert" hidden></div>
 <div id="answer" aria-live="polite"></div>
-<h2>Citations</h2><div id="citations"></div>
+<h2>Citations</h2><div id="citations"></div></div>
 <div id="ticket-box" hidden><p>The knowledge base could not answer this. <button class="go" type="button"
 id="make-ticket">Make a ticket</button></p>
 <form id="ticket-form" hidden><p class="made-by" id="ticket-made-by"></p>
@@ -14257,7 +14280,7 @@ id="make-ticket">Make a ticket</button></p>
 <p id="ticket-status" aria-live="polite"></p></div>
 </section>
 <section class="panel" id="search" data-state="idle" hidden>
-<form id="search-form"><input id="query" type="search" placeholder="Search the knowledge base">
+<form id="search-form"><input id="query" type="search" required placeholder="Search the knowledge base">
 <label>top k <select id="search-k"><option>5</option><option>10</option><option>20</option></select></label>
 <button class="go" id="search-button" type="submit">Search</button></form>
 <p class="status"></p><div id="results"></div>

@@ -388,3 +388,120 @@ def test_a_token_a_header_cannot_carry_is_refused_and_asked_for_again(ingested, 
         WebDriverWait(browser, 5).until(lambda d: "cannot be sent" in d.find_element("id", "token-message").text)
         screenshot(browser, "token-cannot-be-sent")
         own_origin_only(browser, base)
+
+
+# --- the ninth session's review (2026-12-02): keyboard, layout on a phone, citations, errors -------------------------
+
+def page_state(driver) -> str:
+    return driver.find_element("id", "ask").get_attribute("data-state")
+
+
+def test_enter_asks_and_shift_enter_or_an_input_method_enter_does_not(ingested, browser):
+    """Enter in the question box asks (it had only added a line break: the box is a textarea, and the question went
+    nowhere until Ask was clicked); Shift+Enter still starts a line, and the Enter that picks a Chinese input
+    method's candidate (isComposing) asks nothing."""
+    from selenium.webdriver.common.keys import Keys
+    config, _, _ = ingested
+    with serving(config) as base:
+        browser.get(base + "/")
+        box = browser.find_element("id", "question")
+        box.send_keys(QUESTION)
+        box.send_keys(Keys.SHIFT, Keys.ENTER, Keys.NULL)
+        assert box.get_attribute("value") == QUESTION + "\n" and page_state(browser) == "idle"
+        box.send_keys(Keys.BACKSPACE)
+        composing = browser.execute_script(
+            "const e = new KeyboardEvent('keydown', {key: 'Enter', isComposing: true, bubbles: true, "
+            "cancelable: true}); return arguments[0].dispatchEvent(e);", box)
+        time.sleep(0.5)
+        assert composing and page_state(browser) == "idle"       # not cancelled: the IME's Enter, not a question
+        box.send_keys(Keys.ENTER)
+        assert wait_state(browser, "ask") == "done" and browser.find_element("id", "mode").text == "rag"
+        assert box.get_attribute("value") == QUESTION
+
+
+def test_an_empty_question_or_query_is_refused_by_the_form():
+    """An empty box is `required`: the browser says "fill out this field" in its own language (the Ask button had
+    done nothing visible but move the focus)."""
+    for field in ('<textarea id="question"', '<input id="query"'):
+        tag = localrag.DEMO_PAGE_HTML.split(field, 1)[1].split(">", 1)[0]
+        assert re.search(r"\srequired(\s|$)", tag), (field, tag)
+
+
+def test_long_paths_and_urls_wrap_on_a_phone(ingested, browser):
+    """A path or URL with no space in it (an answer quoting a log file, a deep folder in a citation, its evidence)
+    wraps inside its box: at 390 px the page had grown to 739 px, and a phone showed it zoomed out or sideways."""
+    config, _, _ = ingested
+    long_path = "/var/log/escalation-bridge/" + "very/long/path/without/any/spaces/" * 4 + "bridge.log"
+    item = {"n": 1, "source": "Customers/ACME_Corporation_International/Projects/2026/Very_Long_Folder_Name/"
+                              "Quarterly_integration_runbook_for_the_escalation_bridge.md",
+            "heading_path": ["Restarting_the_escalation_bridge_service_after_a_failover"], "score": 0.5,
+            "line_start": 1, "line_end": 10, "vault_path": "/home/engineer/vaults/" + "x" * 80,
+            "content": "The logs are at " + long_path + " and https://dashboard.example.internal/" + "y" * 90}
+    with serving(config) as base:
+        browser.set_window_size(390, 844)
+        browser.get(base + "/")
+        width = browser.execute_script("return window.innerWidth")
+        assert width <= 420, width      # the window really is phone-sized
+        browser.find_element("id", "question").send_keys(QUESTION)
+        browser.find_element("id", "ask-button").click()
+        assert wait_state(browser, "ask") == "done"
+        browser.execute_script(
+            "renderAnswer(document.getElementById('answer'), 'The logs are at ' + arguments[1] + ' [1]');"
+            "evidenceList(document.getElementById('citations'), [arguments[0]], '');"
+            "document.querySelector('#citations details').open = true;", item, long_path)
+        screenshot(browser, "phone-long-path")
+        wide = browser.execute_script("return document.documentElement.scrollWidth")
+        assert wide <= width, (wide, width)
+
+
+def test_a_citation_shows_it_opens_and_names_its_vault(ingested, browser):
+    """A citation's row shows a marker that it opens (its summary is a flex row, which drops the browser's own
+    triangle: nothing said the row could be clicked), and the opened citation names its vault (two vaults can hold
+    the same path; the CLI prints a vault: line)."""
+    config, vault, _ = ingested
+    before = "return getComputedStyle(arguments[0], '::before').content"
+    with serving(config) as base:
+        browser.get(base + "/")
+        browser.find_element("id", "question").send_keys(QUESTION)
+        browser.find_element("id", "ask-button").click()
+        assert wait_state(browser, "ask") == "done"
+        summary = browser.find_element("css selector", "#citations details.evidence summary")
+        assert browser.execute_script(before, summary) == '"\u25b8"'
+        summary.click()
+        assert browser.execute_script(before, summary) == '"\u25be"'
+        shown = browser.find_element("css selector", "#citations details.evidence p.vault")
+        assert shown.is_displayed() and shown.text == f"vault: {vault}"
+        screenshot(browser, "citation-open")
+
+
+def test_a_server_that_is_gone_is_named_and_leaves_no_stale_answer(ingested, browser):
+    """The server stopped (the laptop's `serve` closed): the page says which server did not answer and what to
+    check (it had said "error [network]: Failed to fetch"); the last answer's mode, box and citations are not left
+    standing empty under the error (nor shown before the first question), and a failed search leaves no results of
+    the query before it."""
+    config, _, _ = ingested
+    with serving(config) as base:
+        browser.get(base + "/")
+        assert not browser.find_element("id", "answer").is_displayed()     # nothing asked yet: no empty answer
+        assert "mode" not in browser.find_element("id", "ask").text
+        browser.find_element("id", "question").send_keys(QUESTION)
+        browser.find_element("id", "ask-button").click()
+        assert wait_state(browser, "ask") == "done" and browser.find_element("id", "answer").is_displayed()
+        browser.find_element("css selector", "nav button[data-panel=search]").click()
+        browser.find_element("id", "query").send_keys("P1 工单升级")
+        browser.find_element("id", "search-button").click()
+        assert wait_state(browser, "search") == "done"
+        assert browser.find_elements("css selector", "#results details.evidence")
+    browser.find_element("id", "search-button").click()
+    assert wait_state(browser, "search") == "error"
+    status = browser.find_element("css selector", "#search .status").text
+    assert f"could not reach the localrag server at {base}" in status and "localrag serve" in status, status
+    assert not browser.find_elements("css selector", "#results details.evidence")
+    browser.find_element("css selector", "nav button[data-panel=ask]").click()
+    browser.find_element("id", "ask-button").click()
+    assert wait_state(browser, "ask", ("error",)) == "error"
+    status = browser.find_element("css selector", "#ask .status").text
+    assert f"could not reach the localrag server at {base}" in status, status
+    assert not browser.find_element("id", "answer").is_displayed()
+    assert not browser.find_element("id", "citations").is_displayed()
+    screenshot(browser, "server-gone")
