@@ -1430,8 +1430,10 @@ def parse_database_url(url: str) -> DbTarget:
 
 _WIKILINK_RE = re.compile(r"(!?)\[\[([^\[\]\|#\^\n]*)(#[^\[\]\|\n]*)?(?:\|([^\[\]\n]*))?\]\]")
 # A tag starts after whitespace/line start or an opening bracket; it is letters, digits, _ - / and must not be
-# all digits (Obsidian's rule).  `page#section` in a URL is preceded by a word character, so it never matches.
-_TAG_RE = re.compile(r"(?:^|(?<=[\s(\[,;]))#([^\W][\w\-/]*)", re.UNICODE)
+# all digits (Obsidian's rule).  `page#section` in a URL is preceded by a word character, so it never matches; nor
+# does a link to a heading, `[[#Heading]]` or `[text](#heading)` (each had tagged the note with the heading's first
+# word).
+_TAG_RE = re.compile(r"(?:^|(?<=[\s(\[,;]))(?<!\[\[)(?<!\]\()#([^\W][\w\-/]*)", re.UNICODE)
 _INLINE_CODE_RE = re.compile(r"(`+)(?:(?!\1).)+?\1", re.DOTALL)
 _SURROGATE_RE = re.compile("[\ud800-\udfff]")
 _md_parser = None
@@ -1780,16 +1782,23 @@ def _code_ranges(body: str) -> list[tuple[int, int]]:
 
 def _token_outline(tokens: Any) -> tuple[list[tuple[int, int]], list[tuple[int, str, int]]]:
     """What the rest of the parse needs from markdown-it's block tokens: the [first, end) lines of each code block
-    (fence or indented), and each heading's (level, title, line)."""
+    (fence or indented, at any depth), and each top-level heading's (level, title, line).  A heading written inside
+    a callout, quote or list item is none: Obsidian's outline and heading links skip it, and as a heading its `#`
+    had taken over the heading path of everything after the callout."""
     code: list[tuple[int, int]] = []
     headings: list[tuple[int, str, int]] = []
     for i, tok in enumerate(tokens):
         if tok.type in ("fence", "code_block") and tok.map:
             code.append(tuple(tok.map))
-        elif tok.type == "heading_open" and tok.map:
+        elif tok.type == "heading_open" and tok.map and tok.level == 0:
             title = tokens[i + 1].content.strip() if i + 1 < len(tokens) else ""
+            if "\n" in title:   # a setext heading over several lines reads as one line, as Markdown shows it
+                title = _HEADING_BREAK_RE.sub(" ", title)
             headings.append((int(tok.tag[1]), title, tok.map[0]))
     return code, headings
+
+
+_HEADING_BREAK_RE = re.compile(r"[ \t]*\n[ \t]*")
 
 
 def _markdown_outline(body: str) -> tuple[list[tuple[int, int]], list[tuple[int, str, int]]]:
@@ -11628,7 +11637,9 @@ def _note_path(path: Any, vaults: Sequence[str]) -> tuple[str, str | None]:
 
 def _match_heading(doc: Document, heading: str) -> tuple[Section, list[Section]]:
     """The section a heading names (Obsidian style: the heading text, or a trailing part of its path joined by
-    '#'), and the other sections it also matched.  Case is ignored when nothing matches exactly."""
+    '#'), and the other sections it also matched.  Case is ignored when nothing matches exactly, and then
+    punctuation too: Obsidian writes the link to `## Setup: step 1?` as `[[Note#Setup step 1?]]` and to `## C#`
+    as `[[Note#C]]` (it drops `:`, `#`, `|`, `^` from a heading link), and matches it without them."""
     wanted = heading.strip().lstrip("#").strip()
     candidates = [tuple(p.strip() for p in wanted.split("#") if p.strip())] if "#" in wanted else []
     candidates.insert(0, (wanted,))
@@ -11644,7 +11655,22 @@ def _match_heading(doc: Document, heading: str) -> tuple[Section, list[Section]]
             norm("#".join(sec.heading_path[-k:])) == norm(wanted) for k in range(1, len(sec.heading_path) + 1))]
         if hits:
             return hits[0], hits[1:]
+    for want in candidates:
+        key = tuple(_heading_link_key(w) for w in want)
+        hits = [sec for sec in _named_sections(doc) if len(sec.heading_path) >= len(key) and all(key) and
+                tuple(_heading_link_key(h) for h in sec.heading_path[-len(key):]) == key]
+        if hits:
+            return hits[0], hits[1:]
     raise LookupError(heading)
+
+
+# What Obsidian leaves out when it matches a heading link to a heading: punctuation, and runs of spaces.
+_HEADING_LINK_DROPPED_RE = re.compile(r"[!\"#$%&()*+,.:;<=>?@^`{|}~/\[\]\\]")
+
+
+def _heading_link_key(text: str) -> str:
+    """A heading or a link's heading as Obsidian compares them: punctuation dropped, spaces folded, case ignored."""
+    return " ".join(_HEADING_LINK_DROPPED_RE.sub(" ", text).split()).casefold()
 
 
 def _named_sections(doc: Document) -> list[Section]:

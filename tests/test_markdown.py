@@ -42,6 +42,51 @@ def test_headings_ignore_code_fences_and_include_setext():
     assert paths == [("升级政策",), ("升级政策", "P1 工单"), ("升级政策", "Setext Heading")]
 
 
+CALLOUT_NOTE = """# Callout guide
+Intro.
+
+> [!note]- Folded Title
+> ## Inside callout heading
+> The folded body mentions zebrafish.
+
+> [!tip] Outer
+> > [!warning] Inner
+> > # Deep heading
+> > Nested words about kangaroos.
+
+- ## A list item's heading
+  more
+
+## Real section
+Body of the real section mentions platypus.
+"""
+
+
+def test_headings_inside_callouts_quotes_and_lists_are_text():
+    """Obsidian's outline and heading links know top-level headings only: `> # Deep heading` inside a callout had
+    been a heading, so every section after the callout was cited under 'Deep heading', and the callout's title line
+    went into the chunk before its body."""
+    doc = localrag.parse_markdown(CALLOUT_NOTE, "c.md")
+    assert [s.heading_path for s in doc.sections] == [("Callout guide",), ("Callout guide", "Real section")]
+    chunks = localrag.chunk_document(doc)
+    assert [c.heading_path for c in chunks] == [("Callout guide",), ("Callout guide", "Real section")]
+    assert "[!note]- Folded Title" in chunks[0].content and "zebrafish" in chunks[0].content
+    assert localrag._block_outline(CALLOUT_NOTE) == localrag._markdown_outline(CALLOUT_NOTE)
+
+
+def test_a_setext_heading_over_two_lines_is_one_line_of_heading_path():
+    """Text on two lines over `---` is one heading, and its path is one line (a citation printed it on two)."""
+    doc = localrag.parse_markdown("# Top\nfirst line of a paragraph\n  second line\n---\nafter\n", "s.md")
+    assert doc.sections[-1].heading_path == ("Top", "first line of a paragraph second line")
+
+
+def test_a_link_to_a_heading_is_no_tag():
+    """`[[#Heading]]` (Obsidian Help links its own sections so in 39 notes) and `[text](#heading)` link; they had
+    tagged the note with the heading's first word."""
+    doc = localrag.parse_markdown("See [[#Nested tags]], ![[#Embedded]] and [up](#top) (#paren) #real [[Note#h]]\n")
+    assert doc.tags == ("paren", "real")
+
+
 def test_tags_from_frontmatter_and_body_not_code_or_urls():
     doc = localrag.parse_markdown(DOC)
     assert doc.tags == ("support", "policy/p1", "inline-tag", "support/p1", "中文标签")

@@ -27,6 +27,20 @@ def test_span_lines_count_file_lines_past_the_frontmatter():
     assert localrag.parse_markdown("# T\n", "n.md").body_line == 1
 
 
+def test_a_heading_is_found_by_the_link_obsidian_writes_to_it():
+    """Obsidian drops `:`, `#`, `|`, `^` and `[[ ]]` from a heading link and matches without punctuation: `show
+    'n.md#Setup step one?'` (from [[n#Setup step one?]]) and `#C and F` were 'no heading'."""
+    doc = localrag.parse_markdown("# Top\n\n## Setup: step one?\ncamels\n\n### C# and F# ###\nguanacos\n\n"
+                                  "## See [[Other Note|the other]]\nvicuñas\n", "n.md")
+    for link, path in (("Setup step one?", ("Top", "Setup: step one?")), ("setup step one", ("Top", "Setup: step one?")),
+                       ("C and F", ("Top", "Setup: step one?", "C# and F#")),
+                       ("Setup step one#C and F", ("Top", "Setup: step one?", "C# and F#")),
+                       ("See Other Note the other", ("Top", "See [[Other Note|the other]]"))):
+        assert localrag._match_heading(doc, link)[0].heading_path == path, link
+    with pytest.raises(LookupError):
+        localrag._match_heading(doc, "Setup step two")
+
+
 def test_whole_note_and_section_come_from_the_database(ingested):
     config, vault, _ = ingested
     note = localrag.get_note(config, NOTE)
