@@ -1429,11 +1429,13 @@ def parse_database_url(url: str) -> DbTarget:
 # code fence is never a heading), #tags, [[wikilinks]] and ![[embeds]].
 
 _WIKILINK_RE = re.compile(r"(!?)\[\[([^\[\]\|#\^\n]*)(#[^\[\]\|\n]*)?(?:\|([^\[\]\n]*))?\]\]")
-# A tag starts after whitespace/line start or an opening bracket; it is letters, digits, _ - / and must not be
-# all digits (Obsidian's rule).  `page#section` in a URL is preceded by a word character, so it never matches; nor
-# does a link to a heading, `[[#Heading]]` or `[text](#heading)` (each had tagged the note with the heading's first
-# word).
-_TAG_RE = re.compile(r"(?:^|(?<=[\s(\[,;]))(?<!\[\[)(?<!\]\()#([^\W][\w\-/]*)", re.UNICODE)
+# A tag starts after whitespace/line start or an opening bracket; it is letters, digits, emoji, _ - / and must not
+# be all digits (Obsidian's rule).  `page#section` in a URL is preceded by a word character, so it never matches;
+# nor does a link to a heading, `[[#Heading]]` or `[text](#heading)` (each had tagged the note with the heading's
+# first word).  Emoji (Obsidian's tag format allows them): symbols and dingbats, the emoji planes, and the joiner and
+# variation selector inside an emoji sequence; `#status/🌱` had been the tag `status`, `#📚` none.
+_TAG_EMOJI = "\u2600-\u27bf\u2b00-\u2bff\u200d\ufe0f\U0001f000-\U0001faff"
+_TAG_RE = re.compile(rf"(?:^|(?<=[\s(\[,;]))(?<!\[\[)(?<!\]\()#([\w{_TAG_EMOJI}][\w\-/{_TAG_EMOJI}]*)", re.UNICODE)
 _INLINE_CODE_RE = re.compile(r"(`+)(?:(?!\1).)+?\1", re.DOTALL)
 _SURROGATE_RE = re.compile("[\ud800-\udfff]")
 _md_parser = None

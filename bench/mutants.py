@@ -1134,6 +1134,10 @@ MUTANTS: list[Mutant] = [
       'return " ".join(_HEADING_LINK_DROPPED_RE.sub(" ", text).split()).casefold()',
       'return " ".join(_HEADING_LINK_DROPPED_RE.sub(" ", text).split())',
       ("tests/test_notes.py",), "link_obsidian_writes"),
+    M("markdown: an emoji ends a tag (#status/🌱 is the tag status, #📚 none)",
+      '_TAG_EMOJI = "\\u2600-\\u27bf\\u2b00-\\u2bff\\u200d\\ufe0f\\U0001f000-\\U0001faff"',
+      '_TAG_EMOJI = ""',
+      ("tests/test_markdown.py",), "emoji_tags"),
 ]
 
 

@@ -87,6 +87,12 @@ def test_a_link_to_a_heading_is_no_tag():
     assert doc.tags == ("paren", "real")
 
 
+def test_emoji_tags_as_obsidian_allows_them():
+    """Obsidian's tag format allows emoji: `#status/🌱` had been indexed as the tag `status`, `#📚` as none."""
+    doc = localrag.parse_markdown("Reading #📚 and #status/🌱, #reading📚 #👨\u200d💻dev #❤\ufe0f #tag→not\n")
+    assert doc.tags == ("📚", "status/🌱", "reading📚", "👨\u200d💻dev", "❤\ufe0f", "tag")
+
+
 def test_tags_from_frontmatter_and_body_not_code_or_urls():
     doc = localrag.parse_markdown(DOC)
     assert doc.tags == ("support", "policy/p1", "inline-tag", "support/p1", "中文标签")
