@@ -1428,6 +1428,14 @@ def parse_database_url(url: str) -> DbTarget:
 # Obsidian-flavoured Markdown: YAML frontmatter, ATX/setext headings (from markdown-it tokens, so a `#` inside a
 # code fence is never a heading), #tags, [[wikilinks]] and ![[embeds]].
 
+# What this module makes of a note (sections 4 and 5: its body, chunks, heading paths, lines, tags, links).  Each
+# ingest run records it; when a vault's last successful run read its notes with another one, the next ingest reads
+# every note of the vault again instead of skipping unchanged files, so a fix to the reading reaches an index built
+# before it.  Change it with any change that gives an unchanged file other rows (bench/ingest_check.py says which).
+# notes-v2: headings only at the top level (not in callouts, quotes or lists), a two-line setext heading as one
+# line, no tag from a link to a heading, emoji in tags.  (notes-v1: every run before the version was recorded.)
+NOTES_READING = "notes-v2"
+
 _WIKILINK_RE = re.compile(r"(!?)\[\[([^\[\]\|#\^\n]*)(#[^\[\]\|\n]*)?(?:\|([^\[\]\n]*))?\]\]")
 # A tag starts after whitespace/line start or an opening bracket; it is letters, digits, emoji, _ - / and must not
 # be all digits (Obsidian's rule).  `page#section` in a URL is preceded by a word character, so it never matches;
@@ -5924,6 +5932,13 @@ class Store:
         a transaction."""
         self.run(f"VACUUM (ANALYZE) {', '.join(tables)}")
 
+    def last_notes_reading(self, vault_path: str) -> str | None:
+        """The NOTES_READING recorded by the vault's last successful ingest run ("notes-v1" for a run before it
+        was recorded), or None when the vault has none."""
+        rows = self.run("SELECT coalesce(metadata->>'notes_reading', 'notes-v1') FROM ingest_runs WHERE vault_path "
+                        "= :v AND status = 'success' ORDER BY id DESC LIMIT 1", v=vault_path)
+        return rows[0][0] if rows else None
+
     def insert_ingest_run(self, vault_path: str, provider: str, model: str, dim: int, metadata: dict) -> int:
         """The id of a new ingest_runs row, status 'running', with this metadata (JSON)."""
         return self.run(
@@ -7284,6 +7299,7 @@ class _IngestRun:
         self.counts = dict.fromkeys(INGEST_COUNTS, 0)
         self.keyword_chunks_written = 0  # reported in the run's metadata (not an ingest_runs column)
         self.backfilled = 0
+        self.reread_from: str | None = None   # the older NOTES_READING this run reads every note again for
         self.failed: list[dict] = []
         self.warnings: list[dict] = []
         self.vanished: list[str] = []   # files deleted between the scan and their read
@@ -7884,9 +7900,16 @@ def ingest(config: Config, vault: str | Path, progress: ProgressFn | None = None
             progress("diff", 0, 0)
         with job._timed("diff"):
             existing = job._existing_documents()
+            read_as = store.last_notes_reading(vault_key) if existing else NOTES_READING
         _check_mass_delete(vault_key, existing, scan, allow_delete)
+        if read_as != NOTES_READING:   # indexed by an older reading of notes: every note is read again, once
+            job.reread_from = read_as or "an unfinished first run"
+            existing = {rel: (doc_id, "", *rest) for rel, (doc_id, _hash, *rest) in existing.items()}
+            LOG.warning("this vault was indexed by an older reading of notes (%s; now %s): every note is read "
+                        "again, once", job.reread_from, NOTES_READING)
         job.run_id = store.insert_ingest_run(vault_key, embedder.provider, embedder.model, config.embedding_dim,
-                                             {"pid": os.getpid(), "host": socket.gethostname()})
+                                             {"pid": os.getpid(), "host": socket.gethostname(),
+                                              "notes_reading": NOTES_READING})
         job.run(existing, scan)
     except BaseException as exc:
         interrupted = isinstance(exc, KeyboardInterrupt)
@@ -7957,7 +7980,8 @@ def _finish_run(config: Config, store: Store, job: _IngestRun, status: str, summ
                 "skipped_by_reason": skipped, "links": dict(job.links), "duration_s": round(duration, 3),
                 "phases_s": {k: round(v, 3) for k, v in job.phases.items() if v >= 0.0005},
                 "cpu_s": _cpu_since(job.cpu_started),
-                "localrag_version": __version__}
+                "localrag_version": __version__, "notes_reading": NOTES_READING,
+                "notes_read_again_from": job.reread_from}
     # Counts are not rewritten here: each batch recorded its own, in its own transaction.
     if status == "failed":
         metadata["stopped_at"] = job.stopped_at()
@@ -16368,7 +16392,9 @@ def _cmd_ingest(config: Config, args: argparse.Namespace) -> int:
         skipped = _skip_text(result["skipped_by_reason"])
         _say(f"ingest run #{result['id']} {result['status']} in {result['duration_s']:.1f}s: "
              f"{result['files_found']} files found; {result['documents_added']} added, "
-             f"{result['documents_updated']} updated, {result['documents_deleted']} deleted, "
+             f"{result['documents_updated']} updated"
+             + (" (every note read again)" if result.get("notes_read_again_from") else "")
+             + f", {result['documents_deleted']} deleted, "
              f"{result['documents_skipped']} unchanged, {result['documents_backfilled']} backfilled"
              + (f"; not indexed: {skipped}" if skipped else "")
              + f"; {result['chunks_written']} chunks, {result['embeddings_written']} embeddings written"

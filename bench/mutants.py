@@ -1138,6 +1138,15 @@ MUTANTS: list[Mutant] = [
       '_TAG_EMOJI = "\\u2600-\\u27bf\\u2b00-\\u2bff\\u200d\\ufe0f\\U0001f000-\\U0001faff"',
       '_TAG_EMOJI = ""',
       ("tests/test_markdown.py",), "emoji_tags"),
+    # --- 2026-12-02 (ninth session, notes reading) ---
+    M("ingest: a vault indexed by an older reading of notes is not read again",
+      "        if read_as != NOTES_READING:   # indexed by an older reading of notes: every note is read again, once",
+      "        if False:   # indexed by an older reading of notes: every note is read again, once",
+      ("tests/test_ingest.py",), "older_reading"),
+    M("ingest: the notes reading of a failed run counts",
+      "\"= :v AND status = 'success' ORDER BY id DESC LIMIT 1\", v=vault_path)",
+      "\"= :v ORDER BY id DESC LIMIT 1\", v=vault_path)",
+      ("tests/test_ingest.py",), "older_reading"),
 ]
 
 

@@ -69,6 +69,35 @@ def test_changed_file_rebuilt_deleted_file_removed(ingested):
     assert hit["source"] == "policies/Support Escalation Policy.md" and hit["heading"] == "新增章节"
 
 
+def test_a_vault_indexed_by_an_older_reading_of_notes_is_read_again_once(ingested, caplog):
+    """Unchanged files are skipped, so a fix to how notes are read (tags, heading paths) never reached an index
+    built before it.  Each run records NOTES_READING; when the vault's last successful run read its notes another
+    way (or before it was recorded), the next run reads every note again, says so once, and the run after skips."""
+    config, vault, first = ingested
+    n = first["documents_added"]
+    with localrag.Store.open(config) as s:
+        assert s.last_notes_reading(str(vault)) == localrag.NOTES_READING
+        s.run("UPDATE ingest_runs SET metadata = metadata - 'notes_reading'")   # a run before it was recorded
+        chunk_ids = s.run("SELECT array_agg(id ORDER BY id) FROM chunks")[0][0]
+    caplog.clear()
+    code, out = run_cli("ingest", str(vault), "--json")
+    again = json.loads(out)
+    assert code == 0 and (again["documents_updated"], again["documents_skipped"]) == (n, 0), again
+    assert again["notes_read_again_from"] == "notes-v1" and again["notes_reading"] == localrag.NOTES_READING
+    assert caplog.text.count("indexed by an older reading of notes (notes-v1; now ") == 1
+    assert counts(config)["chunks"] == len(chunk_ids)
+    with localrag.Store.open(config) as s:
+        assert s.run("SELECT array_agg(id ORDER BY id) FROM chunks")[0][0] != chunk_ids   # rewritten
+        # a run that reads them again and fails leaves the older reading as the last successful one's
+        s.run("UPDATE ingest_runs SET metadata = jsonb_set(metadata, '{notes_reading}', '\"notes-v0\"') "
+              "WHERE id = :id", id=again["id"] - 1)
+        s.run("UPDATE ingest_runs SET status = 'failed' WHERE id = :id", id=again["id"])
+    result = localrag.ingest(config, vault)
+    assert (result["documents_updated"], result["notes_read_again_from"]) == (n, "notes-v0")
+    result = localrag.ingest(config, vault)
+    assert (result["documents_skipped"], result["documents_updated"], result["notes_read_again_from"]) == (n, 0, None)
+
+
 def test_missing_embeddings_are_backfilled_without_reparsing(ingested):
     config, vault, first = ingested
     with localrag.Store.open(config) as s:
