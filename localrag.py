@@ -5932,11 +5932,16 @@ class Store:
         a transaction."""
         self.run(f"VACUUM (ANALYZE) {', '.join(tables)}")
 
-    def last_notes_reading(self, vault_path: str) -> str | None:
-        """The NOTES_READING recorded by the vault's last successful ingest run ("notes-v1" for a run before it
-        was recorded), or None when the vault has none."""
-        rows = self.run("SELECT coalesce(metadata->>'notes_reading', 'notes-v1') FROM ingest_runs WHERE vault_path "
-                        "= :v AND status = 'success' ORDER BY id DESC LIMIT 1", v=vault_path)
+    def older_notes_reading(self, vault_path: str, current: str) -> str | None:
+        """Another NOTES_READING than `current` that wrote the vault's stored notes ("notes-v1" for a run before
+        it was recorded), or None.  Those are the readings of its last successful run and of the failed runs after
+        it (each may have committed notes), or of all its runs when none succeeded: a successful run leaves every
+        note in its reading (it read them all again when the state before it was older)."""
+        rows = self.run(
+            "SELECT coalesce(metadata->>'notes_reading', 'notes-v1') FROM ingest_runs WHERE vault_path = :v AND "
+            "id >= coalesce((SELECT max(id) FROM ingest_runs WHERE vault_path = :v AND status = 'success'), 0) "
+            "AND coalesce(metadata->>'notes_reading', 'notes-v1') <> :c ORDER BY id DESC LIMIT 1",
+            v=vault_path, c=current)
         return rows[0][0] if rows else None
 
     def insert_ingest_run(self, vault_path: str, provider: str, model: str, dim: int, metadata: dict) -> int:
@@ -7900,10 +7905,10 @@ def ingest(config: Config, vault: str | Path, progress: ProgressFn | None = None
             progress("diff", 0, 0)
         with job._timed("diff"):
             existing = job._existing_documents()
-            read_as = store.last_notes_reading(vault_key) if existing else NOTES_READING
+            older = store.older_notes_reading(vault_key, NOTES_READING) if existing else None
         _check_mass_delete(vault_key, existing, scan, allow_delete)
-        if read_as != NOTES_READING:   # indexed by an older reading of notes: every note is read again, once
-            job.reread_from = read_as or "an unfinished first run"
+        if older:   # indexed by an older reading of notes: every note is read again, once
+            job.reread_from = older
             existing = {rel: (doc_id, "", *rest) for rel, (doc_id, _hash, *rest) in existing.items()}
             LOG.warning("this vault was indexed by an older reading of notes (%s; now %s): every note is read "
                         "again, once", job.reread_from, NOTES_READING)

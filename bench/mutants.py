@@ -1140,13 +1140,13 @@ MUTANTS: list[Mutant] = [
       ("tests/test_markdown.py",), "emoji_tags"),
     # --- 2026-12-02 (ninth session, notes reading) ---
     M("ingest: a vault indexed by an older reading of notes is not read again",
-      "        if read_as != NOTES_READING:   # indexed by an older reading of notes: every note is read again, once",
+      "        if older:   # indexed by an older reading of notes: every note is read again, once",
       "        if False:   # indexed by an older reading of notes: every note is read again, once",
       ("tests/test_ingest.py",), "older_reading"),
-    M("ingest: the notes reading of a failed run counts",
-      "\"= :v AND status = 'success' ORDER BY id DESC LIMIT 1\", v=vault_path)",
-      "\"= :v ORDER BY id DESC LIMIT 1\", v=vault_path)",
-      ("tests/test_ingest.py",), "older_reading"),
+    M("ingest: only the last successful run's notes reading counts (not the failed runs' after it)",
+      "\"id >= coalesce((SELECT max(id) FROM ingest_runs WHERE vault_path = :v AND status = 'success'), 0) \"",
+      "\"id = coalesce((SELECT max(id) FROM ingest_runs WHERE vault_path = :v AND status = 'success'), 0) \"",
+      ("tests/test_ingest.py",), "older_reading or dies_mid_ingest"),
 ]
 
 

@@ -76,7 +76,7 @@ def test_a_vault_indexed_by_an_older_reading_of_notes_is_read_again_once(ingeste
     config, vault, first = ingested
     n = first["documents_added"]
     with localrag.Store.open(config) as s:
-        assert s.last_notes_reading(str(vault)) == localrag.NOTES_READING
+        assert s.older_notes_reading(str(vault), localrag.NOTES_READING) is None
         s.run("UPDATE ingest_runs SET metadata = metadata - 'notes_reading'")   # a run before it was recorded
         chunk_ids = s.run("SELECT array_agg(id ORDER BY id) FROM chunks")[0][0]
     caplog.clear()
@@ -96,6 +96,10 @@ def test_a_vault_indexed_by_an_older_reading_of_notes_is_read_again_once(ingeste
     assert (result["documents_updated"], result["notes_read_again_from"]) == (n, "notes-v0")
     result = localrag.ingest(config, vault)
     assert (result["documents_skipped"], result["documents_updated"], result["notes_read_again_from"]) == (n, 0, None)
+    with localrag.Store.open(config) as s:   # a failed run after the last success may have committed notes too
+        s.run("UPDATE ingest_runs SET status = 'failed', metadata = metadata - 'notes_reading' WHERE id = :id",
+              id=result["id"])
+    assert localrag.ingest(config, vault)["notes_read_again_from"] == "notes-v1"
 
 
 def test_missing_embeddings_are_backfilled_without_reparsing(ingested):
