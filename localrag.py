@@ -1211,10 +1211,10 @@ def _base_url_setting(url: str, key: str, needed_by: str) -> str:
         raise invalid(f"={shown!r} has a port that is not a number from 1 to 65535")
     if not parts.hostname:
         raise invalid(f"={shown!r} has no host name")
-    endpoint = _BASE_URL_ENDPOINTS.get(key)
-    if endpoint and parts.path.rstrip("/").lower().endswith("/" + endpoint):   # pasted from a curl example
-        base = mask_url(urllib.parse.urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/")[
-            :-len(endpoint) - 1], parts.query, "")))
+    endpoint, path = _BASE_URL_ENDPOINTS.get(key), parts.path.rstrip("/")
+    if endpoint and path.lower().endswith("/" + endpoint):   # pasted from a curl example
+        base = mask_url(urllib.parse.urlunsplit((parts.scheme, parts.netloc, path[:-len(endpoint) - 1], parts.query,
+                                                 "")))
         raise ConfigInvalid(f"{key}={shown!r} ends in /{endpoint}, which localrag adds itself (it would post to "
                             f".../{endpoint}/{endpoint}); give the base: {key}={base}", key=key, value=shown)
     return url
@@ -12000,9 +12000,7 @@ def list_notes(config: Config, prefix: Any = None, tag: Any = None, vault: Any =
                                  f"{value[:60]!r})", field=name)
     limit = NOTES_PAGE_DEFAULT if limit is None else limit
     offset = 0 if offset is None else offset
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= NOTES_PAGE_MAX:
-        raise InvalidRequest(f"limit must be an integer from 1 to {NOTES_PAGE_MAX} ({_got('limit', limit)})",
-                             field="limit")
+    _int_in_range(limit, "limit", 1, NOTES_PAGE_MAX)
     _int_in_range(offset, "offset", 0, ANSWER_ID_MAX)
     prefix = _note_path_text((prefix or "").strip()).lstrip("/")
     if ".." in prefix.split("/"):
@@ -18527,8 +18525,9 @@ def doctor(config: Config) -> dict:
     except LocalRagError as exc:   # every ask would fail with it (llm_config_missing, exit 8)
         llm.update(ok=False, error=exc.message)
         problems.append(exc)
-    if _unused_llm_settings(config):
-        llm["note"] = _unused_llm_settings(config)
+    note = _unused_llm_settings(config)
+    if note:
+        llm["note"] = note
     needed = []
     if config.llm_provider == "openai-compatible":
         host = urllib.parse.urlsplit(config.llm_base_url).hostname or ""

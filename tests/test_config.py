@@ -587,6 +587,13 @@ def test_a_timeout_the_socket_cannot_take_is_config_invalid_not_a_crash(env, mon
     capfd.readouterr()
 
 
+def _openai_compatible(monkeypatch, key: str, url: str) -> None:
+    """The provider of `key` (LLM_BASE_URL, EMBEDDING_BASE_URL) set to openai-compatible, with a model and `url`."""
+    monkeypatch.setenv(key.split("_")[0] + "_PROVIDER", "openai-compatible")
+    monkeypatch.setenv(key.replace("BASE_URL", "MODEL"), "m")
+    monkeypatch.setenv(key, url)
+
+
 @pytest.mark.parametrize("key", ["LLM_BASE_URL", "EMBEDDING_BASE_URL"])
 @pytest.mark.parametrize("url, problem", [
     ("http://[::1", "is malformed"),
@@ -608,10 +615,7 @@ def test_a_base_url_the_client_cannot_use_is_config_invalid_without_its_secrets(
     sends) put the password in 'nonnumeric port' messages and ingest_runs; a bad LLM_BASE_URL was
     llm_config_missing at the first answer while `config` said nothing.  Now each is config_invalid naming the
     key when loaded, and `config` lists it as a problem (exit 3)."""
-    provider = key.split("_")[0] + "_PROVIDER"
-    monkeypatch.setenv(provider, "openai-compatible")
-    monkeypatch.setenv(key.replace("BASE_URL", "MODEL"), "m")
-    monkeypatch.setenv(key, url)
+    _openai_compatible(monkeypatch, key, url)
     with pytest.raises(localrag.ConfigInvalid) as info:
         localrag.load_config()
     assert info.value.details["key"] == key and problem in info.value.message, info.value.message
@@ -634,9 +638,7 @@ def test_a_base_url_ending_in_the_endpoint_path_is_config_invalid_naming_the_bas
     """A URL pasted from a curl example (`.../v1/chat/completions`) was taken as the base, and every call posted to
     .../chat/completions/chat/completions (a 404 from the server, reported as the model's error).  Now
     config_invalid, its message giving the base to use, masked."""
-    monkeypatch.setenv(key.split("_")[0] + "_PROVIDER", "openai-compatible")
-    monkeypatch.setenv(key.replace("BASE_URL", "MODEL"), "m")
-    monkeypatch.setenv(key, url)
+    _openai_compatible(monkeypatch, key, url)
     with pytest.raises(localrag.ConfigInvalid) as info:
         localrag.load_config()
     assert info.value.message.endswith(f"; give the base: {key}={base}"), info.value.message
@@ -647,9 +649,7 @@ def test_a_base_url_ending_in_the_endpoint_path_is_config_invalid_naming_the_bas
                                       ("LLM_BASE_URL", "http://127.0.0.1:8080/chat/completions-proxy/v1"),
                                       ("EMBEDDING_BASE_URL", "http://127.0.0.1:8080/v1/chat/completions")])
 def test_a_base_url_ending_in_another_path_is_a_base(env, monkeypatch, key, url):
-    monkeypatch.setenv(key.split("_")[0] + "_PROVIDER", "openai-compatible")
-    monkeypatch.setenv(key.replace("BASE_URL", "MODEL"), "m")
-    monkeypatch.setenv(key, url)
+    _openai_compatible(monkeypatch, key, url)
     config = localrag.load_config()
     assert (config.llm_base_url if key == "LLM_BASE_URL" else config.embedding_base_url) == url
 
