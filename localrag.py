@@ -6396,6 +6396,7 @@ class Store:
         missing = [t for t, ok in zip(("tickets", "ticket_events"), self.run(
             "SELECT to_regclass('tickets') IS NOT NULL, to_regclass('ticket_events') IS NOT NULL")[0]) if not ok]
         if missing:
+            self.require_schema()   # a fresh database (no schema at all): say that, as history and search do
             raise SchemaNotInitialized(f"the tickets tables are missing at {self.target.display} (missing: "
                                        f"{', '.join(missing)}; a database from before tickets); {HINT_DB_INIT}",
                                        missing=missing)

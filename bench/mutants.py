@@ -1147,6 +1147,11 @@ MUTANTS: list[Mutant] = [
       "\"id >= coalesce((SELECT max(id) FROM ingest_runs WHERE vault_path = :v AND status = 'success'), 0) \"",
       "\"id = coalesce((SELECT max(id) FROM ingest_runs WHERE vault_path = :v AND status = 'success'), 0) \"",
       ("tests/test_ingest.py",), "older_reading or dies_mid_ingest"),
+    # --- 2026-12-02 (tenth session) ---------------------------------------------------------------------------------
+    M("tickets on a fresh database blame an older localrag",
+      "            self.require_schema()   # a fresh database (no schema at all): say that, as history and search do\n",
+      "",
+      ("tests/test_errors.py",), "tickets_on_a_fresh"),
 ]
 
 

@@ -627,6 +627,20 @@ def test_head_is_get_without_a_body_on_every_get_route(ingested):
     assert status["/answers/999999"] == status["/tickets/999999"] == 404 and status["/answers?limit=0"] == 422
 
 
+def test_tickets_on_a_fresh_database_say_schema_not_initialized(env, monkeypatch, capfd):
+    """tickets on a database with no schema said "the tickets tables are missing ... (a database from before
+    tickets)", as if an older localrag had made it; history and search said the schema was not initialized."""
+    with fresh_database(env["DATABASE_URL"], "errors_fresh_tickets_test", vector=True) as url:
+        monkeypatch.setenv("DATABASE_URL", url)
+        for args in (("tickets", "list"), ("tickets", "show", "1"), ("history",)):
+            code, out = run_cli(*args, "--json")
+            error = json.loads(out)["error"]
+            assert code == localrag.EXIT_SCHEMA and error["code"] == "schema_not_initialized", (args, error)
+            assert "database schema is not initialized" in error["message"], (args, error)
+            assert "before tickets" not in error["message"] and "localrag db init" in error["message"]
+        capfd.readouterr()
+
+
 def test_head_on_a_post_resource_is_405_with_allow(db):
     with http_server(db) as port:
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
