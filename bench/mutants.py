@@ -1147,6 +1147,27 @@ MUTANTS: list[Mutant] = [
       "\"id >= coalesce((SELECT max(id) FROM ingest_runs WHERE vault_path = :v AND status = 'success'), 0) \"",
       "\"id = coalesce((SELECT max(id) FROM ingest_runs WHERE vault_path = :v AND status = 'success'), 0) \"",
       ("tests/test_ingest.py",), "older_reading or dies_mid_ingest"),
+    # --- 2026-12-02 (tenth session, s41-cfg) ---
+    M("config: a timeout under a tenth of a second passes (1e-300: every call times out at once)",
+      "    above = value >= low if low is not None else value >= 0 if allow_zero else value > 0",
+      "    above = value >= 0 if allow_zero else value > 0",
+      ("tests/test_config.py",), "tenth_of_a_second"),
+    M("config: LOCALRAG_MAX_BODY_BYTES has no ceiling",
+      "    if not 1 <= max_body <= HTTP_MAX_BODY_BYTES_MAX:  # 0 or less would refuse every request body",
+      "    if not 1 <= max_body:  # 0 or less would refuse every request body",
+      ("tests/test_config.py",), "max_body_bytes_has_a_ceiling"),
+    M("embeddings: a cache folder in a file is hinted to run warmup (which fails the same way)",
+      "    blocker = _file_in_the_way(cache_dir)\n    if blocker is None:\n        return None",
+      "    blocker = None\n    if blocker is None:\n        return None",
+      ("tests/test_cli.py",), "embedding_cache_in_a_file"),
+    M("mcp: a refusal before the JSON-RPC layer (401, 413, 411, 503) answers /mcp in the REST error shape",
+      '        if urllib.parse.urlsplit(getattr(self, "path", "") or "").path.rstrip("/") == "/mcp":',
+      '        if urllib.parse.urlsplit(getattr(self, "path", "") or "").path.rstrip("/") == "/mcp-not":',
+      ("tests/test_mcp.py",), "token_when_one_is_set or body_refusals"),
+    M("mcp: server_busy / server_stopping on /mcp answer id null, not the call's id",
+      "        self._body_read, self._raw = True, raw",
+      "        self._body_read = True",
+      ("tests/test_http.py",), "mcp_calls_refused"),
 ]
 
 

@@ -1907,6 +1907,44 @@ def test_a_request_waiting_for_a_slot_at_shutdown_gets_503_server_stopping(inges
     assert replies and replies[0][0] == 503 and replies[0][2]["error"]["code"] == "server_stopping"
 
 
+def test_mcp_calls_refused_by_the_server_get_jsonrpc_errors(ingested, upstream, serve_process, monkeypatch):
+    """POST /mcp refused before the JSON-RPC layer (503 server_busy; server_stopping for a call cut off at
+    shutdown) answered in localrag's REST shape, which an MCP client cannot read as an answer to its call (the SDK
+    reported "Server returned an error response").  Now a JSON-RPC error response to the call's id, the status and
+    Retry-After kept, localrag's code in error.data."""
+    up = upstream([delta("never sent")])
+    up.json_gate = threading.Event()
+    monkeypatch.setenv("LOCALRAG_MAX_REQUESTS", "1")
+    monkeypatch.setenv("LOCALRAG_QUEUE_WAIT_SECONDS", "0")
+    server = serve_process("--grace", "1")
+    call = {"jsonrpc": "2.0", "id": 41, "method": "tools/call",
+            "params": {"name": "ask", "arguments": {"question": NO_ANSWER_Q, "fallback": True}}}
+    thread, replies = _held_ask(server.port, up)
+    try:
+        status, headers, body = _post(server.port, "/mcp", call)
+    finally:
+        up.json_gate.set()
+        thread.join(30)
+    assert status == 503 and headers["Retry-After"] == str(localrag.HTTP_BUSY_RETRY_AFTER_S), body
+    assert body["jsonrpc"] == "2.0" and body["id"] == 41 and set(body) == {"jsonrpc", "id", "error"}, body
+    assert body["error"]["code"] == -32603 and body["error"]["message"].startswith("the server is busy"), body
+    assert body["error"]["data"] == {"code": "server_busy", "details": {"max_requests": 1, "queue_wait_seconds": 0.0}}
+    up.json_gate = threading.Event()               # never set: the next call is in flight when the grace runs out
+    cut: list = []
+    caller = threading.Thread(target=lambda: cut.append(_post(server.port, "/mcp", {**call, "id": "cut-1"})))
+    caller.start()
+    deadline = time.monotonic() + 20
+    while len(up.requests) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(up.requests) == 2
+    server.proc.send_signal(signal.SIGTERM)
+    caller.join(20)
+    assert server.proc.wait(15) == localrag.EXIT_TERMINATED
+    status, headers, body = cut[0]
+    assert status == 503 and body["id"] == "cut-1" and body["error"]["code"] == -32603, body
+    assert body["error"]["data"]["code"] == "server_stopping" and "1 s grace" in body["error"]["message"], body
+
+
 def test_a_second_signal_ends_at_once(ingested, upstream, serve_process):
     gate = threading.Event()
     upstream([delta("started, "), gate])
