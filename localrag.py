@@ -5475,6 +5475,7 @@ class Store:
         self.target = target
         self.last_used = time.monotonic()
         self.pooled = False                 # set by StorePool: the connection lives for many requests
+        self.lost: DatabaseUnavailable | None = None   # the connection failed (even if the caller carried on)
         self._sibling: Store | None = None  # a second connection, see sibling()
         self._sibling_retry_at = 0.0        # monotonic time before which no new sibling is tried
         kwargs = dict(target.kwargs)
@@ -5537,7 +5538,10 @@ class Store:
             context = self.con.execute_unnamed(statement, make_vals(params), oids=(), stream=stream)
             return context.rows
         except Exception as exc:
-            raise _translate_db_error(exc, self.target) from None
+            error = _translate_db_error(exc, self.target)
+            if isinstance(error, DatabaseUnavailable):
+                self.lost = error   # StorePool drops it, whether or not the caller carries on (an unrecorded answer)
+            raise error from None
 
     def _prepared_statement(self, sql: str) -> Any:
         """The connection's prepared statement for `sql`, prepared on first use.  pg8000 runs a query with
@@ -6551,6 +6555,10 @@ class StorePool:
                 restart_embedded_in_background(self.config)
             raise
         finally:
+            if store.lost is not None and not broken:   # met by a request that carried on: ask, its record lost
+                broken = True
+                if store.lost.transient and store.target.embedded:
+                    restart_embedded_in_background(self.config)
             store.last_used = time.monotonic()
             with self._lock:
                 if not broken and len(self._idle) < self.size:
@@ -11358,7 +11366,8 @@ def ask(config: Config, question: Any, top_k: Any = None, fallback: Any = False,
         retrieval: Any = None, path: Any = None, tag: Any = None, vault: Any = None) -> dict:
     """POST /ask and `localrag ask`: seed 000's AskResponse plus reason, threshold, prompt_version, completion,
     retrieval and gate (the evidence gate's signals), evidence_check (the answer-type check), claims,
-    citation_check and answer_id (the record, when recording).  `on_citations` is called once the mode and
+    citation_check, answer_id (the record, when recording) and record_error (the record could not be written: the
+    answer stands).  `on_citations` is called once the mode and
     citations are known (before any model call); `on_delta` receives answer text as it arrives (streaming)."""
     started = time.perf_counter()
     question = validate_text(question, "question")
@@ -11381,7 +11390,7 @@ def ask(config: Config, question: Any, top_k: Any = None, fallback: Any = False,
                           "completion": {"status": "not_called", "finish_reason": None, "model": None, "usage": None},
                           "evidence_check": None, "claims": [], "citation_check": None, "answer_id": None,
                           "retrieval": retrieval, "search_path": run["search_path"], "gate": signals,
-                          "suggestion": suggestion, "closest": None}
+                          "suggestion": suggestion, "closest": None, "record_error": None}
         evidence: Evidence | None = None
         if mode == "rag":
             evidence = assemble_evidence(results, config.rag_context_token_budget, max_blocks=top_k)
@@ -11528,7 +11537,16 @@ def _record(config: Config, store: Store, response: dict, question: str, top_k: 
                            request_body=request_body, latency_ms=latency,
                            retrieval_mode=response.get("retrieval") or config.rag_retrieval,
                            filters=None if scope is None or scope.empty else scope.to_dict())
-    response["answer_id"], _created = store.insert_answer(record)
+    try:
+        response["answer_id"], _created = store.insert_answer(record)
+    except LocalRagError as exc:
+        # The answer was given (and streamed): only its record failed (the database went away during the model's
+        # answer).  The caller gets the answer with answer_id null and this note, not an error in its place (a
+        # stream had ended in an `error` event after every delta; the CLI printed no answer at all); an ask that
+        # failed keeps its own error.
+        response["record_error"] = {"code": exc.code, "message": f"the answer was given but not recorded in the "
+                                                                 f"answer history: {exc.message}"}
+        LOG.warning("[%s] %s", exc.code, response["record_error"]["message"])   # the CLI's stderr, serve's log
 
 
 def _record_id(value: Any, what: str = "answer id", field: str = "id") -> int:
@@ -13386,8 +13404,13 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
             "claims": _described(_schema("integer"), "How many claims the answer makes"),
             "supported": _described(_schema("integer"), "How many of them their cited blocks support"),
             "unsupported": _described(_schema("integer"), "How many they do not")}),
-        "answer_id": _doc("integer", "The answer record (GET /answers/{id}); null when RAG_RECORD_ANSWERS=false",
-                          1, nullable=True)})
+        "answer_id": _doc("integer", "The answer record (GET /answers/{id}); null when RAG_RECORD_ANSWERS=false "
+                                     "or when the record could not be written (record_error)", 1, nullable=True),
+        "record_error": _doc("object", "Set when the answer stands but its record could not be written (the "
+                                       "database went away during the model's answer): the error's code and "
+                                       "message; null otherwise", None, nullable=True, properties={
+            "code": _doc("string", "The error code (e.g. database_unavailable)", "database_unavailable"),
+            "message": _doc("string", "What failed", "the answer was given but not recorded ...")})})
     search_result = _schema("object", required=["content", "source", "relative_path", "heading_path", "heading",
                                                  "score"], properties={
         "content": _doc("string", "The chunk's text", "P1 工单 15 分钟内…"), "source": source,

@@ -1168,6 +1168,14 @@ MUTANTS: list[Mutant] = [
       "        self._body_read, self._raw = True, raw",
       "        self._body_read = True",
       ("tests/test_http.py",), "mcp_calls_refused"),
+    M("ask: an answer whose record cannot be written is lost (stream: error event, /ask 503, CLI no answer)",
+      "    except LocalRagError as exc:\n        # The answer was given (and streamed): only its record failed",
+      "    except ZeroDivisionError as exc:\n        # The answer was given (and streamed): only its record failed",
+      ("tests/test_http.py",), "record_cannot_be_written"),
+    M("pool: a connection lost by a request that carried on (an unrecorded answer) is pooled again",
+      "            if store.lost is not None and not broken:   # met by a request that carried on: ask, its record lost",
+      "            if False:   # met by a request that carried on: ask, its record lost",
+      ("tests/test_http.py",), "record_cannot_be_written"),
 ]
 
 

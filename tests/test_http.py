@@ -1247,6 +1247,85 @@ def test_server_recovers_after_its_database_connection_is_killed(api, config):
     assert api.post("/search", {"query": RAG_Q}).status == 200
 
 
+def _end_sessions_since(config, since) -> int:
+    """End the localrag database sessions opened since `since` (the server's pool, a CLI ask): the database going
+    away for them mid-request."""
+    with localrag.Store.open(config) as s:
+        return s.run("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name LIKE "
+                     "'localrag%' AND pid <> pg_backend_pid() AND datname = current_database() "
+                     "AND backend_start >= :t", t=since)[0][0]
+
+
+def _db_now(config):
+    with localrag.Store.open(config) as s:
+        return s.run("SELECT clock_timestamp()")[0][0]
+
+
+def test_an_answer_whose_record_cannot_be_written_still_arrives(ingested, upstream, start_server):
+    """The database went away during the model's answer: the stream ended in an `error` event after every delta
+    and no `done`, POST /ask answered 503 and the CLI printed no answer, though the answer was there; only its
+    record failed.  Each now gives the answer, answer_id null and record_error naming what failed; the dead
+    connection is not pooled again (the next request is served).  Sessions opened since the test began are ended
+    each time (the pool's, the CLI's)."""
+    gate = threading.Event()
+    up = upstream([delta("first, "), gate, delta("second."), STOP, "[DONE]"])
+    config = localrag.load_config()
+    client = start_server(config)
+    before = localrag.answer_history(config, 1)["total"]
+    since = _db_now(config)
+    conn = http.client.HTTPConnection(HOST, client.port, timeout=30)
+    try:
+        resp = _stream_in_flight(conn)
+        assert _end_sessions_since(config, since) >= 1
+        gate.set()
+        events = []
+        while (event := read_sse_event(resp)) is not None:
+            events.append(event)
+    finally:
+        gate.set()
+        conn.close()
+    assert [name for name, _ in events if name != "delta"] == ["done"], events
+    done = events[-1][1]
+    assert done["answer"].endswith("first, second.") and done["answer_id"] is None, done
+    assert done["record_error"]["code"] == "database_unavailable", done
+    assert done["record_error"]["message"].startswith("the answer was given but not recorded"), done
+    assert client.post("/search", {"query": RAG_Q}).status == 200   # the dead connection was dropped, not pooled
+
+    up.json_gate = threading.Event()
+    replies: list = []
+    asking = threading.Thread(target=lambda: replies.append(client.post("/ask", {"question": NO_ANSWER_Q,
+                                                                                 "fallback": True})))
+    asking.start()
+    deadline = time.monotonic() + 20
+    while len(up.requests) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _end_sessions_since(config, since) >= 1
+    up.json_gate.set()
+    asking.join(30)
+    reply = replies[0]
+    assert reply.status == 200, reply.raw[:300]
+    assert reply.json["answer"].endswith("first, second.") and reply.json["answer_id"] is None
+    assert reply.json["record_error"]["code"] == "database_unavailable"
+
+    up.json_gate = threading.Event()
+    out: list = []
+    asking = threading.Thread(target=lambda: out.append(run_cli("ask", NO_ANSWER_Q, "--fallback", "--json")))
+    asking.start()
+    deadline = time.monotonic() + 20
+    while len(up.requests) < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _end_sessions_since(config, since) >= 1
+    up.json_gate.set()
+    asking.join(30)
+    code, text = out[0]
+    answer = json.loads(text)
+    assert code == 0 and answer["answer"].endswith("first, second.") and answer["answer_id"] is None, answer
+    assert answer["record_error"]["code"] == "database_unavailable"
+    assert localrag.answer_history(config, 1)["total"] == before   # none of the three was recorded
+    ok = client.post("/ask", {"question": RAG_Q})
+    assert ok.status == 200 and ok.json["record_error"] is None and ok.json["answer_id"], ok.raw[:300]
+
+
 def test_fifty_concurrent_searches_are_all_answered_correctly(api, config):
     questions = [(ANSWERABLE + UNANSWERABLE)[i % len(ANSWERABLE + UNANSWERABLE)] for i in range(50)]
     expected = {q: json.loads(json.dumps(localrag.search(config, q, 3))) for q in set(questions)}
