@@ -214,9 +214,15 @@ LLM_ANSWER_BYTES_PER_TOKEN, LLM_ANSWER_MAX_BYTES_MIN = 16, 256 * 1024
 ANSWER_BODY_FACTOR = 8
 ANSWER_CUT_FINISH = "answer_max_bytes"
 # LLM_TIMEOUT_SECONDS / EMBEDDING_TIMEOUT_SECONDS at most a day: a larger value is a typo, and from ~1e10 s the socket
-# refuses it (OverflowError in every call, after the value had passed as "a positive number").
-UPSTREAM_TIMEOUT_S_MAX = 86_400.0
+# refuses it (OverflowError in every call, after the value had passed as "a positive number").  At least a tenth of a
+# second: no model or embeddings server answers sooner (1e-300 had passed as positive, and every call timed out at
+# once); 0.1 keeps the sub-second values a test or an impatient setup uses to see a timeout quickly.
+UPSTREAM_TIMEOUT_S_MIN, UPSTREAM_TIMEOUT_S_MAX = 0.1, 86_400.0
 HTTP_MAX_BODY_BYTES_DEFAULT = 1024 * 1024
+# LOCALRAG_MAX_BODY_BYTES at most 16 MiB: the largest request localrag takes (a ticket with its draft, CJK written as
+# \u escapes) is under 1 MiB, and each connection's body is read whole into memory before it waits for a slot, so a
+# larger limit only lets one client make `serve` buffer gigabytes.
+HTTP_MAX_BODY_BYTES_MAX = 16 * 1024 * 1024
 HTTP_SOCKET_TIMEOUT_S = 30.0               # silence on a socket (an idle keep-alive connection) before it is closed
 HTTP_REQUEST_TIMEOUT_S = 30.0              # a whole request (line, headers, body) must arrive within this
 HTTP_SHUTDOWN_GRACE_S = 10.0               # on SIGINT/SIGTERM, in-flight requests get this long to finish
@@ -1013,7 +1019,7 @@ def _load_config(env_file: str | Path | None, environ: dict | None, cwd: Path | 
     budget = _range_setting(get("RAG_CONTEXT_TOKEN_BUDGET"), "RAG_CONTEXT_TOKEN_BUDGET", CONTEXT_TOKEN_BUDGET_DEFAULT,
                             CONTEXT_TOKEN_BUDGET_MIN, CONTEXT_TOKEN_BUDGET_MAX)
     timeout = _float_setting(get("LLM_TIMEOUT_SECONDS"), "LLM_TIMEOUT_SECONDS", LLM_TIMEOUT_S_DEFAULT,
-                             UPSTREAM_TIMEOUT_S_MAX)
+                             UPSTREAM_TIMEOUT_S_MAX, low=UPSTREAM_TIMEOUT_S_MIN)
     max_tokens = _range_setting(get("LLM_MAX_TOKENS"), "LLM_MAX_TOKENS", LLM_MAX_TOKENS_DEFAULT, LLM_MAX_TOKENS_MIN,
                                 LLM_MAX_TOKENS_MAX)
     max_file_mb = _float_setting(get("LOCALRAG_MAX_FILE_MB"), "LOCALRAG_MAX_FILE_MB", MAX_FILE_MB_DEFAULT)
@@ -1026,9 +1032,10 @@ def _load_config(env_file: str | Path | None, environ: dict | None, cwd: Path | 
                             f"give the largest file size to read in MB, e.g. 10", key="LOCALRAG_MAX_FILE_MB",
                             value=get("LOCALRAG_MAX_FILE_MB"))
     max_body = _int_setting(get("LOCALRAG_MAX_BODY_BYTES"), "LOCALRAG_MAX_BODY_BYTES", HTTP_MAX_BODY_BYTES_DEFAULT)
-    if max_body < 1:  # 0 or less would refuse every request body
-        raise ConfigInvalid(f"LOCALRAG_MAX_BODY_BYTES={max_body} is out of range; use a positive number of bytes",
-                            key="LOCALRAG_MAX_BODY_BYTES", value=max_body, allowed=">=1")
+    if not 1 <= max_body <= HTTP_MAX_BODY_BYTES_MAX:  # 0 or less would refuse every request body
+        raise ConfigInvalid(f"LOCALRAG_MAX_BODY_BYTES={max_body} is out of range; use 1 to {HTTP_MAX_BODY_BYTES_MAX} "
+                            f"bytes (16 MiB; the default, 1 MiB, holds any request localrag takes)",
+                            key="LOCALRAG_MAX_BODY_BYTES", value=max_body, allowed=f"1..{HTTP_MAX_BODY_BYTES_MAX}")
     max_requests = _int_setting(get("LOCALRAG_MAX_REQUESTS"), "LOCALRAG_MAX_REQUESTS", HTTP_MAX_REQUESTS_DEFAULT)
     if not 1 <= max_requests <= 4096:
         raise ConfigInvalid(f"LOCALRAG_MAX_REQUESTS={max_requests} is out of range; use 1 to 4096 requests worked on "
@@ -1067,7 +1074,8 @@ def _load_config(env_file: str | Path | None, environ: dict | None, cwd: Path | 
         embedding_base_url=base_url, embedding_api_key=_secret_setting(get("EMBEDDING_API_KEY"), "EMBEDDING_API_KEY"),
         embedding_batch_size=batch,
         embedding_timeout_s=_float_setting(get("EMBEDDING_TIMEOUT_SECONDS"), "EMBEDDING_TIMEOUT_SECONDS",
-                                           EMBEDDING_TIMEOUT_S_DEFAULT, UPSTREAM_TIMEOUT_S_MAX),
+                                           EMBEDDING_TIMEOUT_S_DEFAULT, UPSTREAM_TIMEOUT_S_MAX,
+                                           low=UPSTREAM_TIMEOUT_S_MIN),
         embedding_dim_request=EMBEDDING_DIM if dim_request else None,
         embedding_query_prefix=raw("EMBEDDING_QUERY_PREFIX"), embedding_document_prefix=raw("EMBEDDING_DOCUMENT_PREFIX"),
         embedding_input_type=_bool_setting(get("EMBEDDING_INPUT_TYPE"), "EMBEDDING_INPUT_TYPE"),
@@ -1169,18 +1177,25 @@ def _range_setting(raw: str, key: str, default: int, low: int, high: int) -> int
     return value
 
 
-def _float_setting(raw: str, key: str, default: float, high: float | None = None, allow_zero: bool = False) -> float:
-    """A positive number (or zero, with `allow_zero`), at most `high` when given."""
+def _float_setting(raw: str, key: str, default: float, high: float | None = None, allow_zero: bool = False,
+                   low: float | None = None) -> float:
+    """A positive number (or zero, with `allow_zero`; at least `low` when given), at most `high` when given."""
     if not raw:
         return default
     try:
         value = _ascii_number(float, raw)
     except ValueError:
         value = float("nan")
-    if not (math.isfinite(value) and (value >= 0 if allow_zero else value > 0) and (high is None or value <= high)):
+    above = value >= low if low is not None else value >= 0 if allow_zero else value > 0
+    if not (math.isfinite(value) and above and (high is None or value <= high)):
+        shown = _cut(repr(raw), VALUE_SHOWN_MAX_CHARS)
+        if low is not None:
+            raise ConfigInvalid(f"{key}={shown} is not a number from {low:g} to {high:g}; use e.g. {default:g}",
+                                key=key, value=_cut(raw, VALUE_SHOWN_MAX_CHARS), allowed=f"{low:g}..{high:g}")
         what = "a number of 0 or more" if allow_zero else "a positive number"
-        raise ConfigInvalid(f"{key}={raw!r} is not {what}" + (f" up to {high:g}" if high else ""),
-                            key=key, value=raw, **({"allowed": f"0..{high:g}"} if high else {}))
+        raise ConfigInvalid(f"{key}={shown} is not {what}" + (f" up to {high:g}" if high else ""),
+                            key=key, value=_cut(raw, VALUE_SHOWN_MAX_CHARS),
+                            **({"allowed": f"0..{high:g}"} if high else {}))
     return value
 
 
@@ -2988,7 +3003,22 @@ class FakeLexicalEmbedder:
         return fake_vector({"content": query})
 
 
+def qwen_cache_blocked(cache_dir: Path) -> str | None:
+    """What fixes an EMBEDDING_CACHE_DIR at or under a file, or None: no model can be found or put there, so the
+    usual hint (run `embeddings warmup`) only led to the same failure."""
+    blocker = _file_in_the_way(cache_dir)
+    if blocker is None:
+        return None
+    where = "is a file" if blocker == cache_dir else f"is under {blocker}, which is a file"
+    return (f"EMBEDDING_CACHE_DIR {cache_dir} {where}, not a folder: no model can be found or put there (`embeddings "
+            f"warmup` and `embeddings unpack` fail on it too); set EMBEDDING_CACHE_DIR to a folder (a missing one is "
+            f"created) or move the file away")
+
+
 def qwen_cache_hint(cache_dir: Path) -> str:
+    blocked = qwen_cache_blocked(cache_dir)
+    if blocked:
+        return blocked
     return (f"the model {QWEN_MODEL} is not in the cache {cache_dir} ({QWEN_MODEL_SIZE_HINT}). While online run "
             f"`localrag embeddings warmup`; for an offline machine, run the warmup and `localrag embeddings pack "
             f"qwen3.tar` on a connected one, copy qwen3.tar here and run `localrag embeddings unpack qwen3.tar`")
@@ -3097,9 +3127,9 @@ class Qwen3Embedder:
         try:
             self.cache_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise EmbeddingUnavailable(f"EMBEDDING_CACHE_DIR {self.cache_dir} cannot be created ({exc.strerror or exc});"
-                                       f" point EMBEDDING_CACHE_DIR at a writable folder",
-                                       cache_dir=str(self.cache_dir)) from None
+            raise EmbeddingUnavailable(qwen_cache_blocked(self.cache_dir) or f"EMBEDDING_CACHE_DIR {self.cache_dir} "
+                                       f"cannot be created ({exc.strerror or exc}); point EMBEDDING_CACHE_DIR at a "
+                                       f"writable folder", cache_dir=str(self.cache_dir)) from None
         try:
             model = SentenceTransformer(QWEN_MODEL, cache_folder=str(self.cache_dir), device=self.device,
                                         local_files_only=offline)
@@ -3975,8 +4005,8 @@ def embeddings_unpack(config: Config, archive: str | Path, progress: ProgressFn 
         cache.mkdir(parents=True, exist_ok=True)
         staging = Path(_mkdtemp(cache))
     except OSError as exc:
-        raise ModelCacheWriteFailed(f"cannot write into the cache folder {cache}: {exc.strerror or exc}",
-                                    cache_dir=str(cache)) from None
+        raise ModelCacheWriteFailed(qwen_cache_blocked(cache) or f"cannot write into the cache folder {cache}: "
+                                                                 f"{exc.strerror or exc}", cache_dir=str(cache)) from None
     current, manifest = "the manifest", None
     try:
         # tarfile reads the headers only ("r:": it seeks from one header to the next); the data is read straight
@@ -4184,9 +4214,9 @@ def model_pieces(config: Config, verify: bool = False) -> dict:
     elif cache["cached"]:
         model["verified"] = None  # warmed here, not unpacked: no manifest to check against
     if not model["ok"]:
-        model["hint"] = ("unpack a model archive: `localrag embeddings unpack QWEN.tar` (made with `localrag "
-                         "embeddings pack` on a machine that ran `embeddings warmup`), or online run "
-                         "`localrag embeddings warmup`")
+        model["hint"] = qwen_cache_blocked(config.embedding_cache_dir) or (
+            "unpack a model archive: `localrag embeddings unpack QWEN.tar` (made with `localrag embeddings pack` on a "
+            "machine that ran `embeddings warmup`), or online run `localrag embeddings warmup`")
     return {"localrag": program, "packages": packages, "model": model,
             "ready": program["ok"] and packages["ok"] and model["ok"]}
 
@@ -5445,6 +5475,7 @@ class Store:
         self.target = target
         self.last_used = time.monotonic()
         self.pooled = False                 # set by StorePool: the connection lives for many requests
+        self.lost: DatabaseUnavailable | None = None   # the connection failed (even if the caller carried on)
         self._sibling: Store | None = None  # a second connection, see sibling()
         self._sibling_retry_at = 0.0        # monotonic time before which no new sibling is tried
         kwargs = dict(target.kwargs)
@@ -5507,7 +5538,10 @@ class Store:
             context = self.con.execute_unnamed(statement, make_vals(params), oids=(), stream=stream)
             return context.rows
         except Exception as exc:
-            raise _translate_db_error(exc, self.target) from None
+            error = _translate_db_error(exc, self.target)
+            if isinstance(error, DatabaseUnavailable):
+                self.lost = error   # StorePool drops it, whether or not the caller carries on (an unrecorded answer)
+            raise error from None
 
     def _prepared_statement(self, sql: str) -> Any:
         """The connection's prepared statement for `sql`, prepared on first use.  pg8000 runs a query with
@@ -6522,6 +6556,10 @@ class StorePool:
                 restart_embedded_in_background(self.config)
             raise
         finally:
+            if store.lost is not None and not broken:   # met by a request that carried on: ask, its record lost
+                broken = True
+                if store.lost.transient and store.target.embedded:
+                    restart_embedded_in_background(self.config)
             store.last_used = time.monotonic()
             with self._lock:
                 if not broken and len(self._idle) < self.size:
@@ -11329,7 +11367,8 @@ def ask(config: Config, question: Any, top_k: Any = None, fallback: Any = False,
         retrieval: Any = None, path: Any = None, tag: Any = None, vault: Any = None) -> dict:
     """POST /ask and `localrag ask`: seed 000's AskResponse plus reason, threshold, prompt_version, completion,
     retrieval and gate (the evidence gate's signals), evidence_check (the answer-type check), claims,
-    citation_check and answer_id (the record, when recording).  `on_citations` is called once the mode and
+    citation_check, answer_id (the record, when recording) and record_error (the record could not be written: the
+    answer stands).  `on_citations` is called once the mode and
     citations are known (before any model call); `on_delta` receives answer text as it arrives (streaming)."""
     started = time.perf_counter()
     question = validate_text(question, "question")
@@ -11352,7 +11391,7 @@ def ask(config: Config, question: Any, top_k: Any = None, fallback: Any = False,
                           "completion": {"status": "not_called", "finish_reason": None, "model": None, "usage": None},
                           "evidence_check": None, "claims": [], "citation_check": None, "answer_id": None,
                           "retrieval": retrieval, "search_path": run["search_path"], "gate": signals,
-                          "suggestion": suggestion, "closest": None}
+                          "suggestion": suggestion, "closest": None, "record_error": None}
         evidence: Evidence | None = None
         if mode == "rag":
             evidence = assemble_evidence(results, config.rag_context_token_budget, max_blocks=top_k)
@@ -11499,7 +11538,16 @@ def _record(config: Config, store: Store, response: dict, question: str, top_k: 
                            request_body=request_body, latency_ms=latency,
                            retrieval_mode=response.get("retrieval") or config.rag_retrieval,
                            filters=None if scope is None or scope.empty else scope.to_dict())
-    response["answer_id"], _created = store.insert_answer(record)
+    try:
+        response["answer_id"], _created = store.insert_answer(record)
+    except LocalRagError as exc:
+        # The answer was given (and streamed): only its record failed (the database went away during the model's
+        # answer).  The caller gets the answer with answer_id null and this note, not an error in its place (a
+        # stream had ended in an `error` event after every delta; the CLI printed no answer at all); an ask that
+        # failed keeps its own error.
+        response["record_error"] = {"code": exc.code, "message": f"the answer was given but not recorded in the "
+                                                                 f"answer history: {exc.message}"}
+        LOG.warning("[%s] %s", exc.code, response["record_error"]["message"])   # the CLI's stderr, serve's log
 
 
 def _record_id(value: Any, what: str = "answer id", field: str = "id") -> int:
@@ -12142,8 +12190,9 @@ def embeddings_status(config: Config, verify: bool = False) -> dict:
     status["provider"] = config.embedding_provider
     status["needed"] = config.embedding_provider == QWEN_PROVIDER
     if not status["cached"]:
-        status["hint"] = ("run `localrag embeddings warmup` while online, or `localrag embeddings unpack "
-                          "ARCHIVE` with an archive made by `embeddings pack`")
+        status["hint"] = qwen_cache_blocked(config.embedding_cache_dir) or (
+            "run `localrag embeddings warmup` while online, or `localrag embeddings unpack ARCHIVE` with an archive "
+            "made by `embeddings pack`")
     status["pieces"] = model_pieces(config, verify=verify)
     if EMBEDDERS[config.embedding_provider].remote:
         status["endpoint"] = _probe_embeddings(config)[0]
@@ -13356,8 +13405,13 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
             "claims": _described(_schema("integer"), "How many claims the answer makes"),
             "supported": _described(_schema("integer"), "How many of them their cited blocks support"),
             "unsupported": _described(_schema("integer"), "How many they do not")}),
-        "answer_id": _doc("integer", "The answer record (GET /answers/{id}); null when RAG_RECORD_ANSWERS=false",
-                          1, nullable=True)})
+        "answer_id": _doc("integer", "The answer record (GET /answers/{id}); null when RAG_RECORD_ANSWERS=false "
+                                     "or when the record could not be written (record_error)", 1, nullable=True),
+        "record_error": _doc("object", "Set when the answer stands but its record could not be written (the "
+                                       "database went away during the model's answer): the error's code and "
+                                       "message; null otherwise", None, nullable=True, properties={
+            "code": _doc("string", "The error code (e.g. database_unavailable)", "database_unavailable"),
+            "message": _doc("string", "What failed", "the answer was given but not recorded ...")})})
     search_result = _schema("object", required=["content", "source", "relative_path", "heading_path", "heading",
                                                  "score"], properties={
         "content": _doc("string", "The chunk's text", "P1 工单 15 分钟内…"), "source": source,
@@ -14761,6 +14815,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self._deadline, self._receiving, self._bytes_seen, self._timed_out = None, True, False, False
         self._started, self._logged, self._status = time.perf_counter(), False, 0
         self._writing, self._cut, self._streaming, self._slot = threading.RLock(), False, False, False
+        self._raw = b""   # the body of a raw-body route (/mcp), once read: its JSON-RPC id answers an error
         self.requestline, self.raw_requestline, self.command = "", b"", None   # none yet (a timeout may come first)
         if not self.server.track(self.connection, "idle"):
             self.close_connection = True          # the server is stopping: no new request on this connection
@@ -14865,7 +14920,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                     self._sse("error", _error_body(exc)[1])
                 elif not self._status:
                     self.close_connection = True
-                    self._send_json(*_error_body(exc), exc.headers())
+                    self._send_json(*self._error_reply(exc), exc.headers())
             self._cut = True
             # the request's own thread may never return (a model that does not answer): its line is written now
             self._access_log(self.command or "-", urllib.parse.urlsplit(self.path).path, self._status, self._started)
@@ -14901,10 +14956,20 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.wfile.write(data)
         self._status = status
 
+    def _error_reply(self, exc: BaseException) -> tuple[int, dict]:
+        """The status and body for an error: localrag's error shape, but on /mcp, a JSON-RPC endpoint, a JSON-RPC
+        error response (mcp_http_error) answering the message's id when its body was read, the status kept.  The
+        token check, the body limits and the slots refuse a request there before the JSON-RPC layer sees it."""
+        status, payload = _error_body(exc)
+        if urllib.parse.urlsplit(getattr(self, "path", "") or "").path.rstrip("/") == "/mcp":
+            raw = getattr(self, "_raw", b"")
+            payload = mcp_http_error(status, payload, _rpc_id_unparsed(raw) if raw else None)
+        return status, payload
+
     def _send_error(self, exc: BaseException, log_as: tuple[str, str] | None = None) -> None:
         if isinstance(exc, MalformedRequest):
             self.close_connection = True    # the framing is not to be trusted: nothing more on this connection
-        status, payload = _error_body(exc)
+        status, payload = self._error_reply(exc)
         headers = exc.headers() if isinstance(exc, LocalRagError) else {}
         with contextlib.suppress(OSError):
             self._send_json(status, payload, headers)
@@ -14993,7 +15058,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if len(raw) < length:
             self.close_connection = True
             raise MalformedRequest(f"the body ended after {len(raw)} of {length} bytes", field="body")
-        self._body_read = True
+        self._body_read, self._raw = True, raw
         self._begin_work()
         return raw
 
@@ -15834,6 +15899,19 @@ def _rpc_id_in(head: bytes, tail: bytes) -> Any:
                 if isinstance(value, (int, str)):
                     return value
     return None
+
+
+def mcp_http_error(status: int, body: dict, rid: Any = None) -> dict:
+    """An error met on POST /mcp before the JSON-RPC layer (401, 411, 413, 503 server_busy, server_stopping for a
+    call cut off at shutdown) as a JSON-RPC error response; the HTTP status and headers stay.  The transport lets
+    an error status carry one (2026-07-28: "MAY comprise a JSON-RPC error response"), and the SDK's client reads it
+    from any status, where localrag's own shape had reached the caller as "Server returned an error response" only.
+    -32603 (internal error) for a 5xx, -32600 (invalid request) else; localrag's code and details ride in data."""
+    error = body.get("error") or {}
+    return {"jsonrpc": "2.0", "id": rid,
+            "error": {"code": RPC_INTERNAL if status >= 500 else RPC_INVALID_REQUEST,
+                      "message": error.get("message") or "the request was refused",
+                      "data": {"code": error.get("code"), "details": error.get("details") or {}}}}
 
 
 def _rpc_id_unparsed(line: bytes) -> Any:
@@ -18543,7 +18621,7 @@ def doctor(config: Config) -> dict:
         host = db_target(config).kwargs.get("host") if database["ok"] else None
         if host and host not in LOOPBACK_HOSTS:
             needed.append(f"the database: DATABASE_URL points at {host}")
-    if configured and not cache["cached"]:
+    if configured and not cache["cached"] and not qwen_cache_blocked(config.embedding_cache_dir):
         needed.append("the one-time model download (`localrag embeddings warmup`)")
     libc = platform.libc_ver() if sys.platform.startswith("linux") else ("", "")
     return {

@@ -305,6 +305,36 @@ def test_doctor_calls_a_file_where_a_folder_belongs_not_a_folder(env, tmp_path, 
     assert (tmp_path / "homefile").read_text() == "x" and not (tmp_path / "home" / "pgdata").exists()
 
 
+@pytest.mark.parametrize("cache", ["homefile", "homefile/cache"])
+def test_an_embedding_cache_in_a_file_is_told_how_to_fix_it_not_to_warm_up(env, tmp_path, monkeypatch, capfd,
+                                                                            cache):
+    """EMBEDDING_CACHE_DIR at or under a file: doctor said "NOT a folder", then hinted to run `embeddings warmup`,
+    which failed the same way ("cannot be created (Not a directory)"); `embeddings status` and `unpack` as well.
+    Each now says what fixes it: point the setting at a folder, or move the file away."""
+    (tmp_path / "homefile").write_text("x")
+    monkeypatch.setenv("EMBEDDING_PROVIDER", "local-qwen3")
+    monkeypatch.delenv("EMBEDDING_MODEL")
+    monkeypatch.setenv("EMBEDDING_CACHE_DIR", str(tmp_path / cache))
+    (tmp_path / "model.tar").write_bytes(b"not read: the cache folder is refused first")
+    where = "is a file" if cache == "homefile" else f"is under {tmp_path / 'homefile'}, which is a file"
+    fix = (f"EMBEDDING_CACHE_DIR {tmp_path / cache} {where}, not a folder: no model can be found or put there "
+           f"(`embeddings warmup` and `embeddings unpack` fail on it too); set EMBEDDING_CACHE_DIR to a folder")
+    code, out = run_cli("doctor", "--json")
+    report = json.loads(out)
+    messages = [p["message"] for p in report["problems"]]
+    assert code == localrag.EXIT_EMBEDDING and any(m.startswith(fix) for m in messages), messages
+    assert not any("embeddings warmup`;" in m or "run `localrag embeddings warmup`" in m for m in messages), messages
+    assert not any("warmup" in n for n in report["network"]["needed_for"]), report["network"]
+    code, out = run_cli("embeddings", "status", "--json")
+    status = json.loads(out)
+    assert status["hint"].startswith(fix) and status["pieces"]["model"]["hint"].startswith(fix), status
+    for args in (("embeddings", "warmup", "--json"), ("embeddings", "unpack", str(tmp_path / "model.tar"), "--json")):
+        code, out = run_cli(*args)
+        assert code == localrag.EXIT_EMBEDDING and json.loads(out)["error"]["message"].startswith(fix), (args, out)
+    assert (tmp_path / "homefile").read_text() == "x"
+    capfd.readouterr()
+
+
 def test_doctor_names_what_needs_the_network_and_what_fails(env, monkeypatch, capfd):
     monkeypatch.setenv("LLM_PROVIDER", "openai-compatible")
     monkeypatch.setenv("LLM_BASE_URL", "https://llm.example.com/v1")

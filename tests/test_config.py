@@ -204,8 +204,8 @@ KEY_CASES = {
     "LLM_MODEL": dict(default=("llm_model", "fake-local"), valid=("m-1", "llm_model", "m-1"), use="llm_model_missing"),
     "LLM_API_KEY": dict(default=("llm_api_key", ""), valid=("sk-secret", "llm_api_key", "sk-secret"),
                         use="llm_api_key_optional"),
-    "LLM_TIMEOUT_SECONDS": dict(default=("llm_timeout_s", 30.0), valid=("2.5", "llm_timeout_s", 2.5),
-                                invalid=["0", "-1", "nan", "inf", "soon", "86401", "1e10"]),
+    "LLM_TIMEOUT_SECONDS": dict(default=("llm_timeout_s", 30.0), valid=("0.1", "llm_timeout_s", 0.1),
+                                invalid=["0", "-1", "nan", "inf", "soon", "86401", "1e10", "1e-300", "0.09"]),
     "LLM_MAX_TOKENS": dict(default=("llm_max_tokens", 1024), valid=("65536", "llm_max_tokens", 65536),
                            invalid=["0", "-1", "65537", "1.5", "1k", "x", "99999999999999999999"]),
     "RAG_TOP_K": dict(default=("rag_top_k", 5), valid=("20", "rag_top_k", 20),
@@ -222,8 +222,8 @@ KEY_CASES = {
                                  invalid=["0", "-1", "ten", "inf", "1e-300"]),
     "LOCALRAG_ALLOWED_HOSTS": dict(default=("allowed_hosts", ()), valid=("KB.local, rag.", "allowed_hosts",
                                    ("kb.local", "rag")), invalid=["a,,b", "kb.local,", "http://kb.local"]),
-    "LOCALRAG_MAX_BODY_BYTES": dict(default=("max_body_bytes", 1024 * 1024), valid=("2048", "max_body_bytes", 2048),
-                                    invalid=["0", "-1", "1e6", "x"]),
+    "LOCALRAG_MAX_BODY_BYTES": dict(default=("max_body_bytes", 1024 * 1024), valid=("16777216", "max_body_bytes", 16777216),
+                                    invalid=["0", "-1", "1e6", "x", "16777217", "99999999999"]),
     "LOCALRAG_MAX_REQUESTS": dict(default=("max_requests", 32), valid=("4096", "max_requests", 4096),
                                   invalid=["0", "4097", "-1", "x", "1.5"]),
     "LOCALRAG_QUEUE_WAIT_SECONDS": dict(default=("queue_wait_s", 30.0), valid=("0", "queue_wait_s", 0.0),
@@ -237,7 +237,7 @@ KEY_CASES = {
     "EMBEDDING_BATCH_SIZE": dict(default=("embedding_batch_size", 32), valid=("2048", "embedding_batch_size", 2048),
                                  invalid=["0", "2049", "x"]),
     "EMBEDDING_TIMEOUT_SECONDS": dict(default=("embedding_timeout_s", 60.0), valid=("2.5", "embedding_timeout_s", 2.5),
-                                      invalid=["0", "-1", "nan", "soon", "1e10", "1e300"]),
+                                      invalid=["0", "-1", "nan", "soon", "1e10", "1e300", "1e-300", "0.05"]),
     "EMBEDDING_DIM_REQUEST": dict(default=("embedding_dim_request", None), valid=(
         "1024", "embedding_dim_request", 1024), invalid=["768", "x"]),
     "EMBEDDING_QUERY_PREFIX": dict(default=("embedding_query_prefix", ""), valid=(
@@ -583,7 +583,48 @@ def test_a_timeout_the_socket_cannot_take_is_config_invalid_not_a_crash(env, mon
         assert code == localrag.EXIT_CONFIG and json.loads(out)["error"]["details"]["key"] == key
     code, out = run_cli("config", "--json")
     assert code == localrag.EXIT_CONFIG
-    assert [p["message"] for p in json.loads(out)["problems"]] == [f"{key}='1e10' is not a positive number up to 86400"]
+    assert [p["message"] for p in json.loads(out)["problems"]] == [f"{key}='1e10' is not a number from 0.1 to 86400; "
+                                                                   f"use e.g. {'30' if key[0] == 'L' else '60'}"]
+    capfd.readouterr()
+
+
+@pytest.mark.parametrize("key", ["LLM_TIMEOUT_SECONDS", "EMBEDDING_TIMEOUT_SECONDS"])
+def test_a_timeout_under_a_tenth_of_a_second_is_config_invalid_everywhere(env, monkeypatch, capfd, key):
+    """1e-300 passed as "a positive number" (the README asks for "above 0"): every model or embeddings call then
+    timed out at once, while config and doctor said nothing.  Below 0.1 s no server answers: config_invalid, naming
+    the key, the value and the range, in config, doctor, llm check, ask and search alike (serve loads the same)."""
+    monkeypatch.setenv(key, "1e-300")
+    monkeypatch.setenv("LLM_PROVIDER", "openai-compatible")
+    monkeypatch.setenv("LLM_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("LLM_MODEL", "m")
+    want = f"{key}='1e-300' is not a number from 0.1 to 86400"
+    for args in (("config", "--json"), ("doctor", "--json"), ("llm", "check", "--json"), ("ask", "P1", "--json"),
+                 ("search", "P1", "--json")):
+        code, out = run_cli(*args)
+        assert code == localrag.EXIT_CONFIG, args
+        body = json.loads(out)
+        problems = body["problems"] if "problems" in body else [body["error"]]
+        messages = [p["message"] for p in problems]
+        assert any(m.startswith(want) for m in messages), (args, messages)
+        if "error" in body:
+            assert body["error"]["details"] == {"key": key, "value": "1e-300", "allowed": "0.1..86400"}, args
+    monkeypatch.setenv(key, "0.1")   # the floor itself is a value
+    assert getattr(localrag.load_config(), key.lower().replace("_seconds", "_s")) == 0.1
+    capfd.readouterr()
+
+
+def test_max_body_bytes_has_a_ceiling(env, monkeypatch, capfd):
+    """LOCALRAG_MAX_BODY_BYTES had no upper bound: 99999999999 let one client make `serve` buffer gigabytes."""
+    monkeypatch.setenv("LOCALRAG_MAX_BODY_BYTES", str(localrag.HTTP_MAX_BODY_BYTES_MAX + 1))
+    code, out = run_cli("doctor", "--json")   # serve and mcp load the same config (they would run if it passed)
+    assert code == localrag.EXIT_CONFIG and json.loads(out)["problems"][0]["message"].startswith(
+        "LOCALRAG_MAX_BODY_BYTES=16777217")
+    code, out = run_cli("config", "--json")
+    problem = json.loads(out)["problems"][0]["message"]
+    assert code == localrag.EXIT_CONFIG and problem.startswith("LOCALRAG_MAX_BODY_BYTES=16777217 is out of range; "
+                                                              "use 1 to 16777216 bytes"), problem
+    monkeypatch.setenv("LOCALRAG_MAX_BODY_BYTES", str(localrag.HTTP_MAX_BODY_BYTES_MAX))
+    assert localrag.load_config().max_body_bytes == 16 * 1024 * 1024
     capfd.readouterr()
 
 

@@ -59,7 +59,7 @@ DOCS = [localrag.document_fields(f"note {i} about apples and 苹果", ["Fruit"],
     ({"EMBEDDING_DIM_REQUEST": "768"}, "EMBEDDING_DIM_REQUEST", "1024"),
     ({"EMBEDDING_BATCH_SIZE": "0"}, "EMBEDDING_BATCH_SIZE", "1 to 2048"),
     ({"EMBEDDING_BATCH_SIZE": "many"}, "EMBEDDING_BATCH_SIZE", "not an integer"),
-    ({"EMBEDDING_TIMEOUT_SECONDS": "-1"}, "EMBEDDING_TIMEOUT_SECONDS", "positive"),
+    ({"EMBEDDING_TIMEOUT_SECONDS": "-1"}, "EMBEDDING_TIMEOUT_SECONDS", "from 0.1 to 86400"),
     ({"EMBEDDING_INPUT_TYPE": "maybe"}, "EMBEDDING_INPUT_TYPE", "true or false"),
 ])
 def test_config_validation_names_the_key(tmp_path, extra, key, needle):

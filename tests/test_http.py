@@ -1247,6 +1247,85 @@ def test_server_recovers_after_its_database_connection_is_killed(api, config):
     assert api.post("/search", {"query": RAG_Q}).status == 200
 
 
+def _end_sessions_since(config, since) -> int:
+    """End the localrag database sessions opened since `since` (the server's pool, a CLI ask): the database going
+    away for them mid-request."""
+    with localrag.Store.open(config) as s:
+        return s.run("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name LIKE "
+                     "'localrag%' AND pid <> pg_backend_pid() AND datname = current_database() "
+                     "AND backend_start >= :t", t=since)[0][0]
+
+
+def _db_now(config):
+    with localrag.Store.open(config) as s:
+        return s.run("SELECT clock_timestamp()")[0][0]
+
+
+def test_an_answer_whose_record_cannot_be_written_still_arrives(ingested, upstream, start_server):
+    """The database went away during the model's answer: the stream ended in an `error` event after every delta
+    and no `done`, POST /ask answered 503 and the CLI printed no answer, though the answer was there; only its
+    record failed.  Each now gives the answer, answer_id null and record_error naming what failed; the dead
+    connection is not pooled again (the next request is served).  Sessions opened since the test began are ended
+    each time (the pool's, the CLI's)."""
+    gate = threading.Event()
+    up = upstream([delta("first, "), gate, delta("second."), STOP, "[DONE]"])
+    config = localrag.load_config()
+    client = start_server(config)
+    before = localrag.answer_history(config, 1)["total"]
+    since = _db_now(config)
+    conn = http.client.HTTPConnection(HOST, client.port, timeout=30)
+    try:
+        resp = _stream_in_flight(conn)
+        assert _end_sessions_since(config, since) >= 1
+        gate.set()
+        events = []
+        while (event := read_sse_event(resp)) is not None:
+            events.append(event)
+    finally:
+        gate.set()
+        conn.close()
+    assert [name for name, _ in events if name != "delta"] == ["done"], events
+    done = events[-1][1]
+    assert done["answer"].endswith("first, second.") and done["answer_id"] is None, done
+    assert done["record_error"]["code"] == "database_unavailable", done
+    assert done["record_error"]["message"].startswith("the answer was given but not recorded"), done
+    assert client.post("/search", {"query": RAG_Q}).status == 200   # the dead connection was dropped, not pooled
+
+    up.json_gate = threading.Event()
+    replies: list = []
+    asking = threading.Thread(target=lambda: replies.append(client.post("/ask", {"question": NO_ANSWER_Q,
+                                                                                 "fallback": True})))
+    asking.start()
+    deadline = time.monotonic() + 20
+    while len(up.requests) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _end_sessions_since(config, since) >= 1
+    up.json_gate.set()
+    asking.join(30)
+    reply = replies[0]
+    assert reply.status == 200, reply.raw[:300]
+    assert reply.json["answer"].endswith("first, second.") and reply.json["answer_id"] is None
+    assert reply.json["record_error"]["code"] == "database_unavailable"
+
+    up.json_gate = threading.Event()
+    out: list = []
+    asking = threading.Thread(target=lambda: out.append(run_cli("ask", NO_ANSWER_Q, "--fallback", "--json")))
+    asking.start()
+    deadline = time.monotonic() + 20
+    while len(up.requests) < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _end_sessions_since(config, since) >= 1
+    up.json_gate.set()
+    asking.join(30)
+    code, text = out[0]
+    answer = json.loads(text)
+    assert code == 0 and answer["answer"].endswith("first, second.") and answer["answer_id"] is None, answer
+    assert answer["record_error"]["code"] == "database_unavailable"
+    assert localrag.answer_history(config, 1)["total"] == before   # none of the three was recorded
+    ok = client.post("/ask", {"question": RAG_Q})
+    assert ok.status == 200 and ok.json["record_error"] is None and ok.json["answer_id"], ok.raw[:300]
+
+
 def test_fifty_concurrent_searches_are_all_answered_correctly(api, config):
     questions = [(ANSWERABLE + UNANSWERABLE)[i % len(ANSWERABLE + UNANSWERABLE)] for i in range(50)]
     expected = {q: json.loads(json.dumps(localrag.search(config, q, 3))) for q in set(questions)}
@@ -1905,6 +1984,44 @@ def test_a_request_waiting_for_a_slot_at_shutdown_gets_503_server_stopping(inges
     assert waiting and waiting[0][0] == 503 and waiting[0][2]["error"]["code"] == "server_stopping", waiting
     assert "not started" in waiting[0][2]["error"]["message"]
     assert replies and replies[0][0] == 503 and replies[0][2]["error"]["code"] == "server_stopping"
+
+
+def test_mcp_calls_refused_by_the_server_get_jsonrpc_errors(ingested, upstream, serve_process, monkeypatch):
+    """POST /mcp refused before the JSON-RPC layer (503 server_busy; server_stopping for a call cut off at
+    shutdown) answered in localrag's REST shape, which an MCP client cannot read as an answer to its call (the SDK
+    reported "Server returned an error response").  Now a JSON-RPC error response to the call's id, the status and
+    Retry-After kept, localrag's code in error.data."""
+    up = upstream([delta("never sent")])
+    up.json_gate = threading.Event()
+    monkeypatch.setenv("LOCALRAG_MAX_REQUESTS", "1")
+    monkeypatch.setenv("LOCALRAG_QUEUE_WAIT_SECONDS", "0")
+    server = serve_process("--grace", "1")
+    call = {"jsonrpc": "2.0", "id": 41, "method": "tools/call",
+            "params": {"name": "ask", "arguments": {"question": NO_ANSWER_Q, "fallback": True}}}
+    thread, replies = _held_ask(server.port, up)
+    try:
+        status, headers, body = _post(server.port, "/mcp", call)
+    finally:
+        up.json_gate.set()
+        thread.join(30)
+    assert status == 503 and headers["Retry-After"] == str(localrag.HTTP_BUSY_RETRY_AFTER_S), body
+    assert body["jsonrpc"] == "2.0" and body["id"] == 41 and set(body) == {"jsonrpc", "id", "error"}, body
+    assert body["error"]["code"] == -32603 and body["error"]["message"].startswith("the server is busy"), body
+    assert body["error"]["data"] == {"code": "server_busy", "details": {"max_requests": 1, "queue_wait_seconds": 0.0}}
+    up.json_gate = threading.Event()               # never set: the next call is in flight when the grace runs out
+    cut: list = []
+    caller = threading.Thread(target=lambda: cut.append(_post(server.port, "/mcp", {**call, "id": "cut-1"})))
+    caller.start()
+    deadline = time.monotonic() + 20
+    while len(up.requests) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(up.requests) == 2
+    server.proc.send_signal(signal.SIGTERM)
+    caller.join(20)
+    assert server.proc.wait(15) == localrag.EXIT_TERMINATED
+    status, headers, body = cut[0]
+    assert status == 503 and body["id"] == "cut-1" and body["error"]["code"] == -32603, body
+    assert body["error"]["data"]["code"] == "server_stopping" and "1 s grace" in body["error"]["message"], body
 
 
 def test_a_second_signal_ends_at_once(ingested, upstream, serve_process):

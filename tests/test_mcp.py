@@ -119,10 +119,52 @@ def test_http_mcp_needs_the_token_when_one_is_set(ingested, monkeypatch):
 
     with serving(config) as url:
         assert asyncio.run(go({"Authorization": "Bearer mcp-token-1234"}))["results"]
-        with pytest.raises(Exception):
+        # the SDK reads the JSON-RPC error of a 401 (localrag's REST shape gave "Server returned an error response")
+        with pytest.raises(Exception) as info:
             asyncio.run(go({}))
-        status, _, body = post_raw(url, {"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
-        assert status == 401 and json.loads(body)["error"]["code"] == "unauthorized"
+        leaves = [info.value]
+        while any(isinstance(e, BaseExceptionGroup) for e in leaves):   # the SDK's task group wraps it
+            leaves = [x for e in leaves for x in (e.exceptions if isinstance(e, BaseExceptionGroup) else [e])]
+        assert any(isinstance(e, MCPError) and "missing or wrong bearer token" in str(e) for e in leaves), leaves
+        status, headers, body = post_raw(url, {"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+        assert status == 401 and headers["WWW-Authenticate"] == "Bearer"
+        # refused before its body was read: no id to answer (the SDK puts its own in), localrag's code in data
+        assert json.loads(body) == {"jsonrpc": "2.0", "id": None, "error": {
+            "code": -32600, "message": "missing or wrong bearer token; send Authorization: Bearer <LOCALRAG_API_TOKEN>",
+            "data": {"code": "unauthorized", "details": {}}}}
+
+
+def test_http_mcp_body_refusals_are_jsonrpc_errors(ingested, monkeypatch):
+    """413 (over LOCALRAG_MAX_BODY_BYTES) and 411 (a chunked body) on /mcp came in localrag's REST shape; they are
+    JSON-RPC error responses now, the status kept (the transport allows a JSON-RPC error at any status)."""
+    import http.client
+    monkeypatch.setenv("LOCALRAG_MAX_BODY_BYTES", "2048")
+    config = localrag.load_config()
+    with serving(config) as url:
+        status, _, body = post_raw(url, {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                                         "params": {"name": "search", "arguments": {"query": "x" * 3000}}})
+        reply = json.loads(body)
+        assert status == 413 and reply["jsonrpc"] == "2.0" and reply["id"] is None, reply
+        assert reply["error"]["code"] == -32600 and "LOCALRAG_MAX_BODY_BYTES" in reply["error"]["message"], reply
+        assert reply["error"]["data"] == {"code": "payload_too_large", "details": {"limit": 2048}}, reply
+        port = int(url.rsplit(":", 1)[1])
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        conn.putrequest("POST", "/mcp")
+        conn.putheader("Content-Type", "application/json")
+        conn.putheader("Transfer-Encoding", "chunked")
+        conn.endheaders()
+        conn.send(b"2\r\n{}\r\n0\r\n\r\n")
+        resp = conn.getresponse()
+        reply = json.loads(resp.read())
+        conn.close()
+        assert resp.status == 411 and reply["error"]["data"]["code"] == "length_required", reply
+        assert reply["jsonrpc"] == "2.0" and reply["error"]["code"] == -32600, reply
+        # the REST routes keep their own shape
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        conn.request("POST", "/search", json.dumps({"query": "x" * 3000}), {"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        assert resp.status == 413 and json.loads(resp.read())["error"]["code"] == "payload_too_large"
+        conn.close()
 
 
 def localrag_mcp_transport(url: str, headers: dict):
