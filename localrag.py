@@ -2065,9 +2065,9 @@ def _strip_code(body: str, code_ranges: list[tuple[int, int]],
                 math_spans: Sequence[tuple[int, int]] = ()) -> str:
     """The body with code blocks and math (_math_spans) blanked and inline code removed: where tags and links are
     not looked for."""
-    if math_spans:   # line breaks kept: the code ranges count lines
+    if math_spans:   # line breaks kept (the code ranges count lines), and no space: `$$x$$#y` stays no tag
         edges = [0, *(edge for span in math_spans for edge in span), len(body)]
-        body = "".join(body[a:b] if n % 2 == 0 else re.sub(r"[^\n]", " ", body[a:b])
+        body = "".join(body[a:b] if n % 2 == 0 else re.sub(r"[^\n]", "$", body[a:b])
                        for n, (a, b) in enumerate(zip(edges, edges[1:])))
     if code_ranges:
         lines = body.splitlines(keepends=True)
