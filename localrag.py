@@ -86,6 +86,7 @@ if __name__ == "__main__" or os.path.splitext(os.path.basename(getattr(sys, "arg
             signal.signal(_sig, _stop_before_main)
 
 import argparse
+import bisect
 import collections
 import contextlib
 import dataclasses
@@ -1447,9 +1448,11 @@ def parse_database_url(url: str) -> DbTarget:
 # ingest run records it; when a vault's last successful run read its notes with another one, the next ingest reads
 # every note of the vault again instead of skipping unchanged files, so a fix to the reading reaches an index built
 # before it.  Change it with any change that gives an unchanged file other rows (bench/ingest_check.py says which).
+# notes-v3: nothing in a `$$` math block is a heading, tag or link; an embedded image's `|300` is its size, not an
+# alias; a tag keeps a keycap, flag or combining mark whole (`#1️⃣`, `#हिंदी`); `aliases: a, b` is two aliases.
 # notes-v2: headings only at the top level (not in callouts, quotes or lists), a two-line setext heading as one
 # line, no tag from a link to a heading, emoji in tags.  (notes-v1: every run before the version was recorded.)
-NOTES_READING = "notes-v2"
+NOTES_READING = "notes-v3"
 
 _WIKILINK_RE = re.compile(r"(!?)\[\[([^\[\]\|#\^\n]*)(#[^\[\]\|\n]*)?(?:\|([^\[\]\n]*))?\]\]")
 # A tag starts after whitespace/line start or an opening bracket; it is letters, digits, emoji, _ - / and must not
@@ -1458,7 +1461,23 @@ _WIKILINK_RE = re.compile(r"(!?)\[\[([^\[\]\|#\^\n]*)(#[^\[\]\|\n]*)?(?:\|([^\[\
 # first word).  Emoji (Obsidian's tag format allows them): symbols and dingbats, the emoji planes, and the joiner and
 # variation selector inside an emoji sequence; `#status/🌱` had been the tag `status`, `#📚` none.
 _TAG_EMOJI = "\u2600-\u27bf\u2b00-\u2bff\u200d\ufe0f\U0001f000-\U0001faff"
-_TAG_RE = re.compile(rf"(?:^|(?<=[\s(\[,;]))(?<!\[\[)(?<!\]\()#([\w{_TAG_EMOJI}][\w\-/{_TAG_EMOJI}]*)", re.UNICODE)
+# What goes on a tag without starting one: whatever the character before it needs to be whole, so a tag never ends
+# inside a character as it is written (a grapheme cluster): a keycap's U+20E3 (`#1️⃣` had been the tag `1️`), a
+# text-style variation selector, a subdivision flag's tag letters (the flag of Scotland had been 🏴), and the
+# combining marks of any script, looked up when the first tag is (`#हिंदी` had been `ह`: Devanagari writes most
+# vowels as marks).  Obsidian ends a tag only at spaces and punctuation, so it keeps them all.
+_TAG_SEQUENCE = "\u20e3\ufe0e\U000e0020-\U000e007f"
+
+
+@functools.lru_cache(maxsize=None)
+def _tag_re() -> re.Pattern:
+    """The body #tag pattern.  Compiled on first use: listing the combining marks takes unicodedata 20 ms."""
+    category = unicodedata.category
+    marks = "".join(ch for ch in map(chr, range(0x300, 0x20000)) if category(ch)[0] == "M")
+    more = f"\\w\\-/{_TAG_EMOJI}{_TAG_SEQUENCE}{marks}\U000e0100-\U000e01ef"
+    return re.compile(rf"(?:^|(?<=[\s(\[,;]))(?<!\[\[)(?<!\]\()#([\w{_TAG_EMOJI}][{more}]*)")
+
+
 _INLINE_CODE_RE = re.compile(r"(`+)(?:(?!\1).)+?\1", re.DOTALL)
 _SURROGATE_RE = re.compile("[\ud800-\udfff]")
 _md_parser = None
@@ -2024,15 +2043,17 @@ def note_stem(relative_path: str) -> str:
 
 
 def extract_aliases(frontmatter: dict) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """Frontmatter `aliases` (or `alias`): a list or a single string.  Returns (aliases, warnings): a number or
-    true/false is used as its text with a warning, anything else (a mapping) is dropped with one."""
+    """Frontmatter `aliases` (or `alias`): a list, or a single string of names apart by commas (`aliases: a, b`,
+    the form Obsidian deprecated in 1.4 and still reads as two aliases; a list item keeps its commas).  Returns
+    (aliases, warnings): a number or true/false is used as its text with a warning, anything else (a mapping) is
+    dropped with one."""
     warnings: list[str] = []
     found: list[str] = []
     for key in ("aliases", "alias"):
         if key not in frontmatter:
             continue
         value = frontmatter[key]
-        items = value if isinstance(value, list) else [value]
+        items = value if isinstance(value, list) else value.split(",") if isinstance(value, str) else [value]
         for item in items:
             if item is None:
                 continue
@@ -2055,8 +2076,14 @@ def note_title(frontmatter: dict, relative_path: str) -> str:
     return note_stem(relative_path)
 
 
-def _strip_code(body: str, code_ranges: list[tuple[int, int]]) -> str:
-    """The body with code blocks blanked and inline code removed: where tags and links are not looked for."""
+def _strip_code(body: str, code_ranges: list[tuple[int, int]],
+                math_spans: Sequence[tuple[int, int]] = ()) -> str:
+    """The body with code blocks and math (_math_spans) blanked and inline code removed: where tags and links are
+    not looked for."""
+    if math_spans:   # line breaks kept (the code ranges count lines), and no space: `$$x$$#y` stays no tag
+        edges = [0, *(edge for span in math_spans for edge in span), len(body)]
+        body = "".join(body[a:b] if n % 2 == 0 else re.sub(r"[^\n]", "$", body[a:b])
+                       for n, (a, b) in enumerate(zip(edges, edges[1:])))
     if code_ranges:
         lines = body.splitlines(keepends=True)
         for start, end in code_ranges:
@@ -2064,6 +2091,69 @@ def _strip_code(body: str, code_ranges: list[tuple[int, int]]) -> str:
                 lines[i] = "\n"
         body = "".join(lines)
     return _INLINE_CODE_RE.sub(" ", body)
+
+
+def _line_starts(body: str) -> list[int]:
+    """The offset where each line of the body starts."""
+    return [0] + [m.end() for m in re.finditer("\n", body)]
+
+
+def _math_spans(body: str, code_ranges: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The [start, end) offsets of Obsidian's math, `$$ ... $$`, outside code: from a `$$` to the next `$$`, on
+    one line anywhere in it, or across lines from a `$$` that starts its line (after indentation or a callout's
+    `>`), as Obsidian renders it.  Nothing inside is a heading, a tag or a link: `# x` in a formula had become a
+    heading that took over the heading path of the rest of the note.  A `$$` that no other closes is text (as
+    Obsidian shows it), and a `$$` inside code closes nothing.  Pure."""
+    if "$$" not in body:
+        return []
+    line_starts = _line_starts(body)
+    ranges = sorted(code_ranges)
+    firsts = [first for first, _ in ranges]
+
+    def in_code(at: int) -> bool:
+        line = bisect.bisect_right(line_starts, at) - 1
+        k = bisect.bisect_right(firsts, line) - 1
+        return k >= 0 and line < ranges[k][1]
+
+    spans: list[tuple[int, int]] = []
+    pos = 0
+    while True:
+        at = body.find("$$", pos)
+        if at < 0:
+            return spans
+        line_start = line_starts[bisect.bisect_right(line_starts, at) - 1]
+        line_end = body.find("\n", at)
+        line_end = len(body) if line_end < 0 else line_end
+        if in_code(at):
+            pos = line_end
+            continue
+        close = body.find("$$", at + 2, line_end)
+        if close < 0 and not body[line_start:at].strip(" \t>"):
+            close = body.find("$$", at + 2)
+            if close >= 0 and in_code(close):
+                close = -1
+        if close < 0:
+            pos = at + 2
+            continue
+        spans.append((at, close + 2))
+        pos = close + 2
+
+
+def _outside_math(body: str, headings: Sequence[tuple[int, str, int]],
+                  math_spans: Sequence[tuple[int, int]]) -> list[tuple[int, str, int]]:
+    """The headings (level, title, line) whose line does not start inside math: a `# x` line in a `$$` block is
+    part of the formula, while `# Energy $$E = mc^2$$` is a heading with a formula in it.  Pure."""
+    if not math_spans:
+        return list(headings)
+    line_starts = _line_starts(body)
+    kept = []
+    for level, title, line in headings:
+        at = line_starts[line] if line < len(line_starts) else len(body)
+        while at < len(body) and body[at] in " \t":
+            at += 1
+        if not any(start <= at < end for start, end in math_spans):
+            kept.append((level, title, line))
+    return kept
 
 
 def normalize_tag(tag: str) -> str:
@@ -2079,10 +2169,16 @@ def extract_tags(text_without_code: str, frontmatter: dict) -> tuple[str, ...]:
             found.extend(re.split(r"[,\s]+", value))
         elif isinstance(value, list):
             found.extend(str(v) for v in value if v is not None)
-    for match in _TAG_RE.finditer(text_without_code):
+    for match in _tag_re().finditer(text_without_code):
         found.append(match.group(1))
     tags = (normalize_tag(t) for t in found)
     return tuple(dict.fromkeys(t for t in tags if t and not t.replace("/", "").isdigit()))
+
+
+# An embedded image's `|640x480` or `|100` (after alt text, `|alt|100`) is its size, not an alias: Obsidian's
+# Embed files note.  Only images (its Accepted file formats): in a note embed, `![[Note|text]]`, text is the alias.
+_IMAGE_SUFFIXES = (".avif", ".bmp", ".gif", ".jpeg", ".jpg", ".png", ".svg", ".webp")
+_IMAGE_SIZE_RE = re.compile(r"(?:^|\|)[ \t]*[0-9]+(?:[ \t]*x[ \t]*[0-9]+)?[ \t]*$")
 
 
 def extract_links(text_without_code: str) -> tuple[WikiLink, ...]:
@@ -2095,9 +2191,11 @@ def extract_links(text_without_code: str) -> tuple[WikiLink, ...]:
         if "^" in heading:  # [[note#^id]] or [[note#heading^id]]: a block reference
             heading, _, block = heading.partition("^")
             heading, block = heading.rstrip("#").strip(), block.strip()
+        alias = (m.group(4) or "").strip()
+        if m.group(1) and alias and target.lower().endswith(_IMAGE_SUFFIXES):
+            alias = _IMAGE_SIZE_RE.sub("", alias).strip().removesuffix("\\").strip()   # `|alt\|100` in a table
         if target or heading or block:
-            links.append(WikiLink(target=target, heading=heading, alias=(m.group(4) or "").strip(),
-                                  embed=bool(m.group(1)), block=block))
+            links.append(WikiLink(target=target, heading=heading, alias=alias, embed=bool(m.group(1)), block=block))
     return tuple(links)
 
 
@@ -2154,8 +2252,9 @@ def parse_markdown(text: str, relative_path: str = "") -> Document:
     if outline is None or clean != body:   # the outline of the body as it is indexed
         body, outline = clean, _block_outline(clean)
     code, headings = outline
-    plain = _strip_code(body, code)
-    sections = _heading_sections(body, headings)
+    math_spans = _math_spans(body, code)
+    plain = _strip_code(body, code, math_spans)
+    sections = _heading_sections(body, _outside_math(body, headings, math_spans))
     if head and not body.strip():
         # Nothing but frontmatter: the note is its properties, so its lines (between the fences) are its text,
         # as the file shows them; without that it had no chunk, so no search, tag filter or line range found it.
@@ -11716,18 +11815,19 @@ def _note_path(path: Any, vaults: Sequence[str]) -> tuple[str, str | None]:
 
 
 def _match_heading(doc: Document, heading: str) -> tuple[Section, list[Section]]:
-    """The section a heading names (Obsidian style: the heading text, or a trailing part of its path joined by
-    '#'), and the other sections it also matched.  Case is ignored when nothing matches exactly, and then
-    punctuation too: Obsidian writes the link to `## Setup: step 1?` as `[[Note#Setup step 1?]]` and to `## C#`
-    as `[[Note#C]]` (it drops `:`, `#`, `|`, `^` from a heading link), and matches it without them."""
+    """The section a heading names (Obsidian style: the heading text, or headings joined by '#' from an outer one
+    down to it, levels between them skipped or not: `H1#H3` names H1 › H2 › H3, as Obsidian resolves a heading
+    link), and the other sections it also matched, in the note's order.  Case is ignored when nothing matches
+    exactly, and then punctuation too: Obsidian writes the link to `## Setup: step 1?` as `[[Note#Setup step 1?]]`
+    and to `## C#` as `[[Note#C]]` (it drops `:`, `#`, `|`, `^` from a heading link), and matches it without
+    them."""
     wanted = heading.strip().lstrip("#").strip()
     candidates = [tuple(p.strip() for p in wanted.split("#") if p.strip())] if "#" in wanted else []
     candidates.insert(0, (wanted,))
     for fold in (False, True):
         norm = (lambda t: t.casefold()) if fold else (lambda t: t)
         for want in candidates:
-            hits = [sec for sec in _named_sections(doc) if len(sec.heading_path) >= len(want) and
-                    tuple(norm(h) for h in sec.heading_path[-len(want):]) == tuple(norm(w) for w in want)]
+            hits = [sec for sec in _named_sections(doc) if _names_path(sec.heading_path, want, norm)]
             if hits:
                 return hits[0], hits[1:]
         # a heading with '#' in it ("Using C# and F#"): the joined path as written
@@ -11736,12 +11836,26 @@ def _match_heading(doc: Document, heading: str) -> tuple[Section, list[Section]]
         if hits:
             return hits[0], hits[1:]
     for want in candidates:
-        key = tuple(_heading_link_key(w) for w in want)
-        hits = [sec for sec in _named_sections(doc) if len(sec.heading_path) >= len(key) and all(key) and
-                tuple(_heading_link_key(h) for h in sec.heading_path[-len(key):]) == key]
+        hits = [sec for sec in _named_sections(doc) if all(_heading_link_key(w) for w in want) and
+                _names_path(sec.heading_path, want, _heading_link_key)]
         if hits:
             return hits[0], hits[1:]
     raise LookupError(heading)
+
+
+def _names_path(path: Sequence[str], want: Sequence[str], norm: Callable[[str], str]) -> bool:
+    """Whether headings `want` (as normalised by norm) name the section at heading path `path`: the last is its
+    own heading, the others headings above it, in order, with any levels between them left out.  Pure."""
+    if not want or len(want) > len(path) or norm(path[-1]) != norm(want[-1]):
+        return False
+    i = len(path) - 1
+    for part in reversed(want[:-1]):
+        i -= 1
+        while i >= 0 and norm(path[i]) != norm(part):
+            i -= 1
+        if i < 0:
+            return False
+    return True
 
 
 # What Obsidian leaves out when it matches a heading link to a heading: punctuation, and runs of spaces.
@@ -11920,7 +12034,8 @@ def _note_document(config: Config, store: Store | None, row: dict) -> Document:
         with _store_for(config, store) as s:    # a PDF's are its pages, which only its chunks still know
             sections = _pdf_sections(body, s.chunk_headings(row["id"]))
     else:
-        sections = _heading_sections(body, _block_outline(body)[1])
+        code, headings = _block_outline(body)
+        sections = _heading_sections(body, _outside_math(body, headings, _math_spans(body, code)))
     return Document(row["relative_path"], body, {}, sections, (), (), body_line=body_line)
 
 
@@ -12029,9 +12144,13 @@ def get_note(config: Config, path: Any, heading: Any = None, vault: Any = None, 
                              for sec in _named_sections(doc)])
         out["open"] = _show_command(row["relative_path"], vault=open_vault)
         return out
+    paths = [sec.heading_path for sec in [section, *others]]
     out.update(_note_text_page(doc, section.start, _section_end(doc, section), char_offset, max_chars),
                heading_path=list(section.heading_path),
                also_matched=[list(sec.heading_path) for sec in others],
+               # each by its whole heading path, and its line where another section has that path too
+               also_matched_open=[_show_command(row["relative_path"], sec.heading_path, vault=open_vault, line=(
+                   _section_lines(doc, sec)[0] if paths.count(sec.heading_path) > 1 else None)) for sec in others],
                open=_show_command(row["relative_path"], section.heading_path, vault=open_vault,
                                   line=_section_lines(doc, section)[0] if others else None))
     return out
@@ -13520,6 +13639,8 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
                 "line_end": _described(_schema("integer"), "Its last line (inclusive)")})),
         "also_matched": _doc("array", "Section only: other sections the heading also named", [],
                              items=_schema("array", items=_schema("string"))),
+        "also_matched_open": _doc("array", "Section only: the command that prints each of also_matched", [],
+                                  items=_schema("string")),
         "open": _doc("string", "The command that prints the same text", "localrag show 'Runbooks/P1 升级流程.md'")})
     note_list = _schema("object", required=["total", "notes", "next_offset"], properties={
         "total": _doc("integer", "How many notes match", 13), "offset": _doc("integer", "This page's offset", 0),
@@ -17073,8 +17194,9 @@ def _cmd_show(config: Config, args: argparse.Namespace) -> int:
         _print_json(result)
         return EXIT_OK
     where = " › ".join(result["heading_path"])
-    if result.get("also_matched"):   # the note repeats the heading: the first is shown unless --line picks another
-        _say(f"{len(result['also_matched'])} more section(s) have this heading; --line N (a line inside one) reads it")
+    if result.get("also_matched"):   # the heading names several sections: the first, unless --line picks another
+        _say(f"{len(result['also_matched'])} more section(s) have this heading; --line N (a line inside one) reads "
+             f"it, or name the headings above it; the others: " + "; ".join(result["also_matched_open"]))
     lines = f":{result['line_start']}-{result['line_end']}" if result["line_start"] is not None else ""
     if (result.get("column_start") or 1) > 1:   # a page from inside a line: not the whole of its first line
         lines += f" (line {result['line_start']} from its character {result['column_start']})"

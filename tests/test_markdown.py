@@ -93,6 +93,49 @@ def test_emoji_tags_as_obsidian_allows_them():
     assert doc.tags == ("📚", "status/🌱", "reading📚", "👨\u200d💻dev", "❤\ufe0f", "tag")
 
 
+def test_a_tag_keeps_keycaps_flags_and_combining_marks_whole():
+    """A tag never ends inside a character as written: `#1️⃣` had been the tag `1️` (the keycap cut off), the flag
+    of Scotland `🏴` alone, `#हिंदी` the tag `ह` (Devanagari vowel signs are combining marks), a decomposed é `e`."""
+    scotland = "\U0001f3f4\U000e0067\U000e0062\U000e0073\U000e0063\U000e0074\U000e007f"
+    doc = localrag.parse_markdown(f"#1\ufe0f\u20e3 #{scotland} #हिंदी। #cafe\u0301 #👍🏽 #👩\u200d🔬 #☺\ufe0e #2024\n")
+    assert doc.tags == ("1\ufe0f\u20e3", scotland, "हिंदी", "cafe\u0301", "👍🏽", "👩\u200d🔬", "☺\ufe0e")
+
+
+def test_nothing_in_a_math_block_is_a_heading_tag_or_link():
+    """Obsidian renders `$$ ... $$` as a formula: a `# ` line in it had been a heading that took over the heading
+    path of the rest of the note, and `#x` / `[[x]]` in it a tag and a link.  A heading with a formula in it, math
+    inside code, and a `$$` that nothing closes stay as they were."""
+    text = ("# Physics\nIntro.\n\n$$\n# not a heading\nE = mc^2 #notatag [[NotALink]]\n\\end{x}$$\n\n"
+            "## Energy $$E = mc^2$$\nInline $$a #nottag$$ and #real [[Real]].\n\n"
+            "> [!note]\n> $$\n> #calloutmath\n> $$\n\n```\n$$\n```\n## After code\nA stray $$ sign.\n\n## Last #last\n")
+    doc = localrag.parse_markdown(text, "m.md")
+    assert [s.heading_path for s in doc.sections] == [("Physics",), ("Physics", "Energy $$E = mc^2$$"),
+                                                      ("Physics", "After code"), ("Physics", "Last #last")]
+    assert doc.tags == ("real", "last") and [l.target for l in doc.links] == ["Real"]
+    assert "# not a heading" in doc.body and doc.body.count("\n") == text.count("\n")
+    # unclosed: text, so the heading after it is one
+    assert [s.heading_path for s in localrag.parse_markdown("$$\n# One\n", "u.md").sections] == [(), ("One",)]
+
+
+def test_an_embedded_images_size_is_no_alias():
+    """`![[image.png|300]]` and `|300x200` size an embedded image (Obsidian's Embed files note); they were stored as
+    the alias `300`.  Alt text before the size stays the alias; a note embed's and a plain link's text is an alias."""
+    doc = localrag.parse_markdown("![[image.png|300]] ![[photo.JPG|300x200]] ![[a.webp|Alt text|100]] "
+                                  "![[b.png|caption]] ![[Other Note|shown name]] ![[Note|300]] [[image.png|300]]\n"
+                                  "| ![[c.png\\|alt\\|50]] | ![[d.svg\\|40]] |\n")
+    assert [(l.target, l.alias, l.embed) for l in doc.links] == [
+        ("image.png", "", True), ("photo.JPG", "", True), ("a.webp", "Alt text", True), ("b.png", "caption", True),
+        ("Other Note", "shown name", True), ("Note", "300", True), ("image.png", "300", False),
+        ("c.png", "alt", True), ("d.svg", "", True)]
+
+
+def test_aliases_apart_by_commas_in_one_string_are_several():
+    """`aliases: a, b` (the form Obsidian deprecated in 1.4 and still reads) had been the one alias 'a, b'.  A list
+    item keeps its comma."""
+    doc = localrag.parse_markdown("---\naliases: first name, second name,\nalias: [\"Smith, John\"]\n---\nx\n", "a.md")
+    assert doc.aliases == ("first name", "second name", "Smith, John") and not doc.warnings
+
+
 def test_tags_from_frontmatter_and_body_not_code_or_urls():
     doc = localrag.parse_markdown(DOC)
     assert doc.tags == ("support", "policy/p1", "inline-tag", "support/p1", "中文标签")

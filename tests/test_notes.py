@@ -639,3 +639,37 @@ def test_a_page_from_inside_a_line_says_where_in_its_first_line_it_starts(ingest
                                    f"character 7)"), header
         else:
             assert page["column_start"] == 1 and header.endswith(f":{page['line_start']}-{whole['line_end']}")
+
+
+def test_obsidian_markdown_leftovers_through_ingest_show_and_the_links_table(db, tmp_path, capsys):
+    """Through ingest and the database: `show 'deep.md#H1#H3'` (H2 skipped, as Obsidian resolves a heading link)
+    was note_not_found, exit 13; a heading the link names twice is shown first with each other one's command on
+    stderr; a `# ` line in a `$$` block was a section, `![[chart.png|300]]` a link with alias '300', `#1️⃣` the tag
+    `1️`, `aliases: a, b` one alias."""
+    from conftest import write_vault
+    vault = tmp_path / "v"
+    write_vault(vault, {
+        "deep.md": "# H1\n\nintro\n\n## H2\n\nmiddle\n\n### H3\n\nThe okapi text.\n\n# Other\n\n## A\n\n### H3\n\n"
+                   "The bongo text.\n",
+        "math.md": "---\naliases: Energy note, Mass note\n---\n# Math\n\n$$\n# not a heading\nE = mc^2 #notatag\n$$\n\n"
+                   "## After\n\n![[chart.png|300]] ![[chart.png|Chart of mass|300x200]] ![[deep|the deep one]] #1️⃣\n"})
+    assert localrag.ingest(db, vault)["status"] == "success"
+    code, out = run_cli("show", "deep.md#H1#H3")
+    assert code == 0 and out == "### H3\n\nThe okapi text.\n" and "more section" not in capsys.readouterr().err
+    for target, text in (("deep.md#H3", "okapi"), ("deep.md#Other#H3", "bongo"), ("deep.md#other#a#h3", "bongo")):
+        assert text in localrag.get_note(db, target)["content"], target
+    note = localrag.get_note(db, "deep.md", "H3")
+    assert note["heading_path"] == ["H1", "H2", "H3"] and note["also_matched"] == [["Other", "A", "H3"]]
+    assert note["also_matched_open"] == ["localrag show 'deep.md#Other#A#H3'"]
+    run_cli("show", "deep.md#H3")
+    assert capsys.readouterr().err.splitlines()[0].endswith("the others: localrag show 'deep.md#Other#A#H3'")
+    assert run_cli("show", "deep.md#H2#H1")[0] == localrag.NoteNotFound.exit_code   # the order matters
+    shown = localrag.get_note(db, "math.md")
+    assert [s["heading_path"] for s in shown["sections"]] == [["Math"], ["Math", "After"]]
+    assert shown["tags"] == ["1\ufe0f\u20e3"] and localrag.list_notes(db, tag="1\ufe0f\u20e3")["total"] == 1
+    with localrag.Store.open(db) as s:
+        links = s.run("SELECT target, alias, embed FROM links ORDER BY id")
+    assert [tuple(r) for r in links] == [("chart.png", "", True), ("chart.png", "Chart of mass", True),
+                                         ("deep", "the deep one", True)]
+    top = localrag.search(db, "Mass note")["results"][0]
+    assert top["source"] == "math.md" and top["aliases"] == ["Energy note", "Mass note"]
