@@ -16140,8 +16140,13 @@ class _TalkStream:
         self.failed = stream is None
 
     def write(self, text: str) -> int:
+        return self.write_control(_escape_controls(text))
+
+    def write_control(self, text: str) -> int:
+        """Write as is: for localrag's own terminal sequences (the progress line's erase `\x1b[K`), which write()
+        would print escaped, as it does every control character that may come from a vault."""
         try:
-            return self.stream.write(_escape_controls(text))
+            return self.stream.write(text)
         except (OSError, ValueError):   # ValueError: a stream already closed
             self.failed = True
             return len(text)
@@ -16232,7 +16237,8 @@ class _ProgressPrinter:
         if self.style == "tty":
             import shutil
             width = max(20, shutil.get_terminal_size((80, 24)).columns - 1)
-            self.stream.write("\r" + text[:width] + "\x1b[K")
+            self.stream.write("\r" + text[:width])
+            self._erase_to_end()
             self.drawn = True
         else:
             self.stream.write(text + "\n")
@@ -16241,9 +16247,14 @@ class _ProgressPrinter:
     def close(self) -> None:
         """Clear the in-place line so the summary starts on a clean line."""
         if self.drawn:
-            self.stream.write("\r\x1b[K")
+            self.stream.write("\r")
+            self._erase_to_end()
             self.stream.flush()
             self.drawn = False
+
+    def _erase_to_end(self) -> None:
+        # stderr (a _TalkStream) escapes control characters in what it writes; ESC [ K is ours, sent as is
+        getattr(self.stream, "write_control", self.stream.write)("\x1b[K")
 
 
 def _progress_printer(mode: str = "auto") -> _ProgressPrinter | None:

@@ -1152,6 +1152,11 @@ MUTANTS: list[Mutant] = [
       "            self.require_schema()   # a fresh database (no schema at all): say that, as history and search do\n",
       "",
       ("tests/test_errors.py",), "tickets_on_a_fresh"),
+    # --- 2026-12-02 (tenth session, s41-walk) ---
+    M("cli: the terminal progress line's own erase (ESC [ K) is escaped like a vault's control characters",
+      'getattr(self.stream, "write_control", self.stream.write)("\\x1b[K")',
+      'self.stream.write("\\x1b[K")',
+      ("tests/test_cli.py",), "erases_the_line"),
 ]
 
 
