@@ -15219,9 +15219,10 @@ def _server_url(server: _Server) -> str:
 
 
 def serve(config: Config, host: str, port: int, ready: Callable[[str], None] | None = None,
-          grace_s: float = HTTP_SHUTDOWN_GRACE_S) -> dict:
+          grace_s: float = HTTP_SHUTDOWN_GRACE_S, waiting: Callable[[int], None] | None = None) -> dict:
     """Run the API until SIGINT/SIGTERM/SIGHUP.  Then: stop accepting, close idle and half-received connections, let
-    in-flight requests finish within `grace_s` (a second signal cuts the wait short), close what is left.
+    in-flight requests finish within `grace_s` (a second signal cuts the wait short; `waiting(n)` is told first, when
+    n requests are in flight), close what is left.
     Returns what happened: the signal, requests served, in-flight requests finished and cut off."""
     server = make_server(config, host, port)
     stopping = threading.Event()
@@ -15249,6 +15250,8 @@ def serve(config: Config, host: str, port: int, ready: Callable[[str], None] | N
         server.socket.close()                       # refuse new connections at once
         server.close_idle_connections()
         in_flight = server.working()
+        if in_flight and waiting and not hurry.is_set():
+            waiting(in_flight)
         deadline = time.monotonic() + grace_s
         while server.working() and time.monotonic() < deadline and not hurry.is_set():
             time.sleep(0.05)
@@ -17219,7 +17222,12 @@ def _cmd_serve(config: Config, args: argparse.Namespace) -> int:
                  f"reach this port can query the knowledge base")
         _say(f"localrag {__version__} serving on {url} (GET /openapi.json); Ctrl-C to stop")
 
-    outcome = serve(config, args.host, args.port, grace_s=args.grace, ready=ready)
+    def waiting(in_flight: int) -> None:
+        # the wait can last the whole grace with nothing on the screen: a Ctrl-C that seems ignored
+        _say(f"stopping: waiting up to {args.grace:g} s (--grace) for {in_flight} request(s) in flight to finish; "
+             f"Ctrl-C again stops at once")
+
+    outcome = serve(config, args.host, args.port, grace_s=args.grace, ready=ready, waiting=waiting)
     name = signal.Signals(outcome["signal"]).name if outcome["signal"] else "a signal"
     _say(f"stopped on {name}: {outcome['requests']} request(s) served; {outcome['in_flight_finished']} in flight "
          f"finished" + ((f", {outcome['in_flight_cut']} cut off by a second signal" if outcome["cut_by"] !=

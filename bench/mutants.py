@@ -1157,6 +1157,10 @@ MUTANTS: list[Mutant] = [
       'getattr(self.stream, "write_control", self.stream.write)("\\x1b[K")',
       'self.stream.write("\\x1b[K")',
       ("tests/test_cli.py",), "erases_the_line"),
+    M("serve: a stop that waits for requests in flight says nothing until it ends",
+      "        if in_flight and waiting and not hurry.is_set():\n            waiting(in_flight)\n",
+      "",
+      ("tests/test_http.py",), "test_signal_finishes_the_in_flight and SIGTERM"),
 ]
 
 
