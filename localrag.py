@@ -80,7 +80,8 @@ def _lost_stop_is_quiet(hook: Callable[[Any], None]) -> Callable[[Any], None]:
 
 if __name__ == "__main__" or os.path.splitext(os.path.basename(getattr(sys, "argv", [""])[0]))[0] in ("localrag",
                                                                                                      "rag"):
-    sys.unraisablehook = _lost_stop_is_quiet(sys.unraisablehook)
+    if hasattr(sys, "unraisablehook"):   # 3.8+: an older Python must live on to the pyz's one-line refusal
+        sys.unraisablehook = _lost_stop_is_quiet(sys.unraisablehook)
     for _sig in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)):
         if _sig is not None and signal.getsignal(_sig) in (signal.SIG_DFL, signal.default_int_handler):
             signal.signal(_sig, _stop_before_main)

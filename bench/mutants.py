@@ -1161,6 +1161,10 @@ MUTANTS: list[Mutant] = [
       "        if in_flight and waiting and not hurry.is_set():\n            waiting(in_flight)\n",
       "",
       ("tests/test_http.py",), "test_signal_finishes_the_in_flight and SIGTERM"),
+    M("pyz: CPython 3.7 ends in a traceback, not the one-line refusal, when the file is named localrag.pyz",
+      '    if hasattr(sys, "unraisablehook"):   # 3.8+: an older Python must live on to the pyz\'s one-line refusal\n',
+      "    if True:\n",
+      ("tests/test_zipapp.py",), "refuses_old_python"),
 ]
 
 
