@@ -17027,6 +17027,10 @@ def _cmd_show(config: Config, args: argparse.Namespace) -> int:
 def _cmd_mcp(config: Config, args: argparse.Namespace) -> int:
     _stdin("JSON-RPC messages", "stdin", hint=": `localrag mcp` reads its client's JSON-RPC messages from stdin; let "
                                               "an MCP client start it (or use POST /mcp on `localrag serve`)")
+    with contextlib.suppress(OSError, ValueError):
+        if sys.stdin.isatty():   # started by hand: a silent terminal looks hung (a client's stdin is a pipe)
+            _say("localrag mcp: waiting for an MCP client's JSON-RPC messages on stdin, one a line (an agent starts "
+                 "this command; see the README's MCP section); Ctrl-C to stop")
     outcome = run_mcp_stdio(config)
     if outcome["signal"] is None:
         return EXIT_OK

@@ -1165,6 +1165,10 @@ MUTANTS: list[Mutant] = [
       '    if hasattr(sys, "unraisablehook"):   # 3.8+: an older Python must live on to the pyz\'s one-line refusal\n',
       "    if True:\n",
       ("tests/test_zipapp.py",), "refuses_old_python"),
+    M("mcp: started by hand on a terminal it prints nothing (looks hung)",
+      "        if sys.stdin.isatty():   # started by hand: a silent terminal looks hung (a client's stdin is a pipe)",
+      "        if False:",
+      ("tests/test_mcp.py",), "by_hand_on_a_terminal"),
 ]
 
 
