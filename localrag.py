@@ -12043,13 +12043,17 @@ def db_init(config: Config, progress: "ProgressFn | None" = None) -> dict:
 
 def db_status(config: Config) -> dict:
     """`localrag db status`: where the database is, whether the schema is there, what it holds.  A stopped embedded
-    server is started to read it, and `started` says so (it keeps running, as after any command)."""
-    was_down = not config.database_url and _embedded_state(config.localrag_home / "pgdata")[0] == "down"
+    server is started to read it, and `started` says so (it keeps running, as after any command); `created`, that
+    there was none and it was made (a first run)."""
+    pgdata = config.localrag_home / "pgdata"
+    was_down = not config.database_url and _embedded_state(pgdata)[0] == "down"
+    # pg_hba.conf, written last, is the sign of a finished cluster (see _embedded_server)
+    was_missing = was_down and not (pgdata / "pg_hba.conf").is_file()
     with Store.open(config) as s:
         version, buffers = s.server_settings()
         state = s.schema_state()
         out: dict = {"database": s.target.display, "kind": "external" if config.database_url else "embedded",
-                     "started": was_down,
+                     "started": was_down, "created": was_missing,
                      "server_version": version, "shared_buffers": buffers, "pgvector": state["pgvector"],
                      "schema_initialized": all(state["tables"].values()) and bool(state["pgvector"]),
                      "tables": state["tables"], "schema_version": s.schema_version(),
@@ -16306,7 +16310,9 @@ def _cmd_db(config: Config, args: argparse.Namespace) -> int:
             print(f"server          PostgreSQL {result['server_version']}, pgvector {result['pgvector'] or 'absent'}, "
                   f"shared_buffers {result['shared_buffers']}")
             if result["started"]:
-                print("                (it was stopped: started to read this status; `localrag db stop` stops it)")
+                print("                (" + ("there was none: made it and started it" if result["created"] else
+                                             "it was stopped: started")
+                      + " to read this status; `localrag db stop` stops it)")
             version, outdated = result["schema_version"], result["schema_outdated"]
             state = "initialized" if result["schema_initialized"] else "outdated" if outdated else "NOT initialized"
             print(f"schema          {state}"
@@ -17381,7 +17387,8 @@ def _cmd_doctor(config: Config, args: argparse.Namespace) -> int:
         print(f"database        {db['kind']}: " + (f"ok, PostgreSQL {db['server_version']}, {db['listens']}, "
                                                    f"{db['seconds']}s" if db["ok"] else f"FAILED ({db['error']})"))
         if db.get("started"):   # as `db status` says it: the check left a server running that was not
-            print("                (it was stopped: started to check it; `localrag db stop` stops it)")
+            print("                (" + ("there was none: made it and started it" if db.get("created") else
+                                         "it was stopped: started") + " to check it; `localrag db stop` stops it)")
         q = report["local_qwen3"]
         print(f"local-qwen3     torch {q['torch'] or 'absent'}, sentence-transformers "
               f"{q['sentence_transformers'] or 'absent'}, model {'cached' if q['model_cached'] else 'not cached'}"
@@ -18511,7 +18518,7 @@ def doctor(config: Config) -> dict:
         where = target.kwargs.get("unix_sock")
         database.update(ok=True, server_version=status["server_version"], pgvector=status["pgvector"],
                         schema_initialized=status["schema_initialized"], database=status["database"],
-                        started=status["started"],
+                        started=status["started"], created=status["created"],
                         listens=(f"Unix socket {where}" if where else
                                  f"TCP {target.kwargs.get('host')}:{target.kwargs.get('port')}")
                         + (", password required" if config.database_url == "" else ""))

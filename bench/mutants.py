@@ -1169,6 +1169,10 @@ MUTANTS: list[Mutant] = [
       "        if sys.stdin.isatty():   # started by hand: a silent terminal looks hung (a client's stdin is a pipe)",
       "        if False:",
       ("tests/test_mcp.py",), "by_hand_on_a_terminal"),
+    M("doctor on a first run says the database 'was stopped' (it made one)",
+      '    was_missing = was_down and not (pgdata / "pg_hba.conf").is_file()\n',
+      "    was_missing = False\n",
+      ("tests/test_store.py",), "first_run_says"),
 ]
 
 
