@@ -18266,6 +18266,11 @@ def _pyz_layer_damage(folder: Path, zf: Any = None, prefix: str = "") -> str | N
     return None
 
 
+def _pyz_layer_folder(root: Path, layer: dict) -> Path:
+    """Where a layer is unpacked: named by its place in the pyz and its content hash."""
+    return root / f"{layer['dir'].split('/', 1)[-1].replace('/', '-')}-{layer['sha256'][:16]}"
+
+
 def _pyz_unpack(zf, archive: str, layer: dict, root: Path) -> tuple[Path, str | None]:
     """Unpack one layer once; returns its folder and, when an unpacked copy was found damaged and replaced, what was
     wrong with it.  Extracts into a temporary sibling, then renames it into place."""
@@ -18273,7 +18278,7 @@ def _pyz_unpack(zf, archive: str, layer: dict, root: Path) -> tuple[Path, str | 
     import tempfile
     import zipfile
     import zlib
-    final = root / f"{layer['dir'].split('/', 1)[-1].replace('/', '-')}-{layer['sha256'][:16]}"
+    final = _pyz_layer_folder(root, layer)
     prefix = layer["dir"] + "/"
     damage = None
     if final.is_dir():
@@ -18358,11 +18363,13 @@ def _pyz_replace(tmp: Path, final: Path, root: Path, damage: str) -> None:
     shutil.rmtree(aside, ignore_errors=True)
 
 
-def pyz_boot(archive: str, environ: dict | None = None, check_layers: bool = True) -> dict:
+def pyz_boot(archive: str, environ: dict | None = None, check_layers: bool = True,
+             unpacking: Callable[[Path, int], None] | None = None) -> dict:
     """Check this platform and Python against the pyz's manifest, unpack the chosen layers (again, for a copy found
     damaged: `repaired` names them and what was wrong); returns the facts (also what `doctor` reports).  Does not
     touch sys.path.  With check_layers=False a later start trusts the layers it unpacked before (_pyz_main checks
-    them when the first module is imported: `--help` imports none)."""
+    them when the first module is imported: `--help` imports none).  `unpacking(root, bytes)` is told before layers
+    that were never unpacked here are (a first start: seconds)."""
     import zipfile
     environ = dict(os.environ if environ is None else environ)
     root = pyz_unpack_root(environ)
@@ -18392,6 +18399,13 @@ def pyz_boot(archive: str, environ: dict | None = None, check_layers: bool = Tru
         manifest["name"] = os.path.basename(archive)  # messages name the file as the user has it
         layers = pyz_select(manifest, platform_id, sys.version_info[:2], sys.implementation.name, libc,
                             platform.mac_ver()[0] if sys.platform == "darwin" else "")
+        new = [layer for layer in layers if not _pyz_layer_folder(root, layer).is_dir()]
+        if new and unpacking:
+            try:   # a folder that cannot be made is its own one-line error, with nothing announced before it
+                root.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise _pyz_unwritable(root, exc) from None
+            unpacking(root, sum(layer.get("bytes", 0) for layer in new))
         unpacked = [_pyz_unpack(zf, archive, layer, root) for layer in layers]
     facts = {"archive": archive, "name": manifest.get("name"), "build_id": manifest.get("build_id"),
              "platform": platform_id, "pythons": manifest["platforms"][platform_id]["pythons"],
@@ -18438,8 +18452,13 @@ def _say_repaired(facts: dict, archive: str) -> None:
 
 def _pyz_main(archive: str, argv: Sequence[str] | None = None) -> int:
     """The zipapp's entry point (see __main__.py): self-check, unpack, then the normal command line."""
+    def unpacking(root: Path, size: int) -> None:
+        # a first start unpacks tens of MB and syncs them to disk: seconds of silence otherwise
+        _say(f"first start of {os.path.basename(archive)} here: unpacking {size / 1e6:.1f} MB of libraries into "
+             f"{root} (once; later starts reuse them)")
+
     try:
-        facts = pyz_boot(archive, check_layers=False)
+        facts = pyz_boot(archive, check_layers=False, unpacking=unpacking)
     except LocalRagError as exc:
         _say(f"error [{exc.code}]: {exc.message}")
         return exc.exit_code

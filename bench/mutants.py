@@ -1173,6 +1173,10 @@ MUTANTS: list[Mutant] = [
       '    was_missing = was_down and not (pgdata / "pg_hba.conf").is_file()\n',
       "    was_missing = False\n",
       ("tests/test_store.py",), "first_run_says"),
+    M("pyz: a first start unpacks for seconds without a word",
+      '            unpacking(root, sum(layer.get("bytes", 0) for layer in new))\n',
+      "",
+      ("tests/test_zipapp.py",), "first_start_says"),
 ]
 
 

@@ -369,6 +369,20 @@ def test_a_layer_unpacked_before_the_file_list_existed_is_checked_against_the_zi
     assert [r["damage"] for r in again["repaired"]] == ["purepkg/__init__.py is missing"]
 
 
+def test_a_first_start_says_it_unpacks_and_later_starts_say_nothing(small_pyz, tmp_path):
+    """A field walkthrough's first `python3 localrag.pyz --help` on a busy machine sat silent for 10 s (unpacking
+    and syncing ~50 MB): a first start says what it does, once; later starts print nothing more."""
+    root = tmp_path / "unpack"
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "SHIV_ROOT": str(root)}
+    runs = [subprocess.run([sys.executable, str(small_pyz), "--version"], capture_output=True, text=True, env=env)
+            for _ in range(2)]
+    assert [r.returncode for r in runs] == [0, 0] and runs[0].stdout == runs[1].stdout
+    size = sum(layer["bytes"] for layer in json.loads(zipfile.ZipFile(small_pyz).read("localrag-pyz.json"))["layers"])
+    assert runs[0].stderr == (f"first start of {small_pyz.name} here: unpacking {size / 1e6:.1f} MB of libraries "
+                              f"into {root} (once; later starts reuse them)\n")
+    assert runs[1].stderr == ""
+
+
 def test_the_pyz_repairs_its_layers_before_the_first_import_and_help_pays_nothing(small_pyz, tmp_path):
     """Started again after a file of a layer was deleted: `--help` imports nothing and does not look (its start
     budget); a command that imports a module first puts the layer back, with one warning line naming it."""
