@@ -80,7 +80,8 @@ def _lost_stop_is_quiet(hook: Callable[[Any], None]) -> Callable[[Any], None]:
 
 if __name__ == "__main__" or os.path.splitext(os.path.basename(getattr(sys, "argv", [""])[0]))[0] in ("localrag",
                                                                                                      "rag"):
-    sys.unraisablehook = _lost_stop_is_quiet(sys.unraisablehook)
+    if hasattr(sys, "unraisablehook"):   # 3.8+: an older Python must live on to the pyz's one-line refusal
+        sys.unraisablehook = _lost_stop_is_quiet(sys.unraisablehook)
     for _sig in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)):
         if _sig is not None and signal.getsignal(_sig) in (signal.SIG_DFL, signal.default_int_handler):
             signal.signal(_sig, _stop_before_main)
@@ -12209,13 +12210,17 @@ def db_init(config: Config, progress: "ProgressFn | None" = None) -> dict:
 
 def db_status(config: Config) -> dict:
     """`localrag db status`: where the database is, whether the schema is there, what it holds.  A stopped embedded
-    server is started to read it, and `started` says so (it keeps running, as after any command)."""
-    was_down = not config.database_url and _embedded_state(config.localrag_home / "pgdata")[0] == "down"
+    server is started to read it, and `started` says so (it keeps running, as after any command); `created`, that
+    there was none and it was made (a first run)."""
+    pgdata = config.localrag_home / "pgdata"
+    was_down = not config.database_url and _embedded_state(pgdata)[0] == "down"
+    # pg_hba.conf, written last, is the sign of a finished cluster (see _embedded_server)
+    was_missing = was_down and not (pgdata / "pg_hba.conf").is_file()
     with Store.open(config) as s:
         version, buffers = s.server_settings()
         state = s.schema_state()
         out: dict = {"database": s.target.display, "kind": "external" if config.database_url else "embedded",
-                     "started": was_down,
+                     "started": was_down, "created": was_missing,
                      "server_version": version, "shared_buffers": buffers, "pgvector": state["pgvector"],
                      "schema_initialized": all(state["tables"].values()) and bool(state["pgvector"]),
                      "tables": state["tables"], "schema_version": s.schema_version(),
@@ -15405,9 +15410,10 @@ def _server_url(server: _Server) -> str:
 
 
 def serve(config: Config, host: str, port: int, ready: Callable[[str], None] | None = None,
-          grace_s: float = HTTP_SHUTDOWN_GRACE_S) -> dict:
+          grace_s: float = HTTP_SHUTDOWN_GRACE_S, waiting: Callable[[int], None] | None = None) -> dict:
     """Run the API until SIGINT/SIGTERM/SIGHUP.  Then: stop accepting, close idle and half-received connections, let
-    in-flight requests finish within `grace_s` (a second signal cuts the wait short), close what is left.
+    in-flight requests finish within `grace_s` (a second signal cuts the wait short; `waiting(n)` is told first, when
+    n requests are in flight), close what is left.
     Returns what happened: the signal, requests served, in-flight requests finished and cut off."""
     server = make_server(config, host, port)
     stopping = threading.Event()
@@ -15435,6 +15441,8 @@ def serve(config: Config, host: str, port: int, ready: Callable[[str], None] | N
         server.socket.close()                       # refuse new connections at once
         server.close_idle_connections()
         in_flight = server.working()
+        if in_flight and waiting and not hurry.is_set():
+            waiting(in_flight)
         deadline = time.monotonic() + grace_s
         while server.working() and time.monotonic() < deadline and not hurry.is_set():
             time.sleep(0.05)
@@ -16339,8 +16347,13 @@ class _TalkStream:
         self.failed = stream is None
 
     def write(self, text: str) -> int:
+        return self.write_control(_escape_controls(text))
+
+    def write_control(self, text: str) -> int:
+        """Write as is: for localrag's own terminal sequences (the progress line's erase `\x1b[K`), which write()
+        would print escaped, as it does every control character that may come from a vault."""
         try:
-            return self.stream.write(_escape_controls(text))
+            return self.stream.write(text)
         except (OSError, ValueError):   # ValueError: a stream already closed
             self.failed = True
             return len(text)
@@ -16431,7 +16444,8 @@ class _ProgressPrinter:
         if self.style == "tty":
             import shutil
             width = max(20, shutil.get_terminal_size((80, 24)).columns - 1)
-            self.stream.write("\r" + text[:width] + "\x1b[K")
+            self.stream.write("\r" + text[:width])
+            self._erase_to_end()
             self.drawn = True
         else:
             self.stream.write(text + "\n")
@@ -16440,9 +16454,14 @@ class _ProgressPrinter:
     def close(self) -> None:
         """Clear the in-place line so the summary starts on a clean line."""
         if self.drawn:
-            self.stream.write("\r\x1b[K")
+            self.stream.write("\r")
+            self._erase_to_end()
             self.stream.flush()
             self.drawn = False
+
+    def _erase_to_end(self) -> None:
+        # stderr (a _TalkStream) escapes control characters in what it writes; ESC [ K is ours, sent as is
+        getattr(self.stream, "write_control", self.stream.write)("\x1b[K")
 
 
 def _progress_printer(mode: str = "auto") -> _ProgressPrinter | None:
@@ -16490,7 +16509,9 @@ def _cmd_db(config: Config, args: argparse.Namespace) -> int:
             print(f"server          PostgreSQL {result['server_version']}, pgvector {result['pgvector'] or 'absent'}, "
                   f"shared_buffers {result['shared_buffers']}")
             if result["started"]:
-                print("                (it was stopped: started to read this status; `localrag db stop` stops it)")
+                print("                (" + ("there was none: made it and started it" if result["created"] else
+                                             "it was stopped: started")
+                      + " to read this status; `localrag db stop` stops it)")
             version, outdated = result["schema_version"], result["schema_outdated"]
             state = "initialized" if result["schema_initialized"] else "outdated" if outdated else "NOT initialized"
             print(f"schema          {state}"
@@ -17212,6 +17233,10 @@ def _cmd_show(config: Config, args: argparse.Namespace) -> int:
 def _cmd_mcp(config: Config, args: argparse.Namespace) -> int:
     _stdin("JSON-RPC messages", "stdin", hint=": `localrag mcp` reads its client's JSON-RPC messages from stdin; let "
                                               "an MCP client start it (or use POST /mcp on `localrag serve`)")
+    with contextlib.suppress(OSError, ValueError):
+        if sys.stdin.isatty():   # started by hand: a silent terminal looks hung (a client's stdin is a pipe)
+            _say("localrag mcp: waiting for an MCP client's JSON-RPC messages on stdin, one a line (an agent starts "
+                 "this command; see the README's MCP section); Ctrl-C to stop")
     outcome = run_mcp_stdio(config)
     if outcome["signal"] is None:
         return EXIT_OK
@@ -17408,7 +17433,12 @@ def _cmd_serve(config: Config, args: argparse.Namespace) -> int:
                  f"reach this port can query the knowledge base")
         _say(f"localrag {__version__} serving on {url} (GET /openapi.json); Ctrl-C to stop")
 
-    outcome = serve(config, args.host, args.port, grace_s=args.grace, ready=ready)
+    def waiting(in_flight: int) -> None:
+        # the wait can last the whole grace with nothing on the screen: a Ctrl-C that seems ignored
+        _say(f"stopping: waiting up to {args.grace:g} s (--grace) for {in_flight} request(s) in flight to finish; "
+             f"Ctrl-C again stops at once")
+
+    outcome = serve(config, args.host, args.port, grace_s=args.grace, ready=ready, waiting=waiting)
     name = signal.Signals(outcome["signal"]).name if outcome["signal"] else "a signal"
     _say(f"stopped on {name}: {outcome['requests']} request(s) served; {outcome['in_flight_finished']} in flight "
          f"finished" + ((f", {outcome['in_flight_cut']} cut off by a second signal" if outcome["cut_by"] !=
@@ -17557,7 +17587,8 @@ def _cmd_doctor(config: Config, args: argparse.Namespace) -> int:
         print(f"database        {db['kind']}: " + (f"ok, PostgreSQL {db['server_version']}, {db['listens']}, "
                                                    f"{db['seconds']}s" if db["ok"] else f"FAILED ({db['error']})"))
         if db.get("started"):   # as `db status` says it: the check left a server running that was not
-            print("                (it was stopped: started to check it; `localrag db stop` stops it)")
+            print("                (" + ("there was none: made it and started it" if db.get("created") else
+                                         "it was stopped: started") + " to check it; `localrag db stop` stops it)")
         q = report["local_qwen3"]
         print(f"local-qwen3     torch {q['torch'] or 'absent'}, sentence-transformers "
               f"{q['sentence_transformers'] or 'absent'}, model {'cached' if q['model_cached'] else 'not cached'}"
@@ -18435,6 +18466,11 @@ def _pyz_layer_damage(folder: Path, zf: Any = None, prefix: str = "") -> str | N
     return None
 
 
+def _pyz_layer_folder(root: Path, layer: dict) -> Path:
+    """Where a layer is unpacked: named by its place in the pyz and its content hash."""
+    return root / f"{layer['dir'].split('/', 1)[-1].replace('/', '-')}-{layer['sha256'][:16]}"
+
+
 def _pyz_unpack(zf, archive: str, layer: dict, root: Path) -> tuple[Path, str | None]:
     """Unpack one layer once; returns its folder and, when an unpacked copy was found damaged and replaced, what was
     wrong with it.  Extracts into a temporary sibling, then renames it into place."""
@@ -18442,7 +18478,7 @@ def _pyz_unpack(zf, archive: str, layer: dict, root: Path) -> tuple[Path, str | 
     import tempfile
     import zipfile
     import zlib
-    final = root / f"{layer['dir'].split('/', 1)[-1].replace('/', '-')}-{layer['sha256'][:16]}"
+    final = _pyz_layer_folder(root, layer)
     prefix = layer["dir"] + "/"
     damage = None
     if final.is_dir():
@@ -18527,11 +18563,13 @@ def _pyz_replace(tmp: Path, final: Path, root: Path, damage: str) -> None:
     shutil.rmtree(aside, ignore_errors=True)
 
 
-def pyz_boot(archive: str, environ: dict | None = None, check_layers: bool = True) -> dict:
+def pyz_boot(archive: str, environ: dict | None = None, check_layers: bool = True,
+             unpacking: Callable[[Path, int], None] | None = None) -> dict:
     """Check this platform and Python against the pyz's manifest, unpack the chosen layers (again, for a copy found
     damaged: `repaired` names them and what was wrong); returns the facts (also what `doctor` reports).  Does not
     touch sys.path.  With check_layers=False a later start trusts the layers it unpacked before (_pyz_main checks
-    them when the first module is imported: `--help` imports none)."""
+    them when the first module is imported: `--help` imports none).  `unpacking(root, bytes)` is told before layers
+    that were never unpacked here are (a first start: seconds)."""
     import zipfile
     environ = dict(os.environ if environ is None else environ)
     root = pyz_unpack_root(environ)
@@ -18561,6 +18599,13 @@ def pyz_boot(archive: str, environ: dict | None = None, check_layers: bool = Tru
         manifest["name"] = os.path.basename(archive)  # messages name the file as the user has it
         layers = pyz_select(manifest, platform_id, sys.version_info[:2], sys.implementation.name, libc,
                             platform.mac_ver()[0] if sys.platform == "darwin" else "")
+        new = [layer for layer in layers if not _pyz_layer_folder(root, layer).is_dir()]
+        if new and unpacking:
+            try:   # a folder that cannot be made is its own one-line error, with nothing announced before it
+                root.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise _pyz_unwritable(root, exc) from None
+            unpacking(root, sum(layer.get("bytes", 0) for layer in new))
         unpacked = [_pyz_unpack(zf, archive, layer, root) for layer in layers]
     facts = {"archive": archive, "name": manifest.get("name"), "build_id": manifest.get("build_id"),
              "platform": platform_id, "pythons": manifest["platforms"][platform_id]["pythons"],
@@ -18607,8 +18652,13 @@ def _say_repaired(facts: dict, archive: str) -> None:
 
 def _pyz_main(archive: str, argv: Sequence[str] | None = None) -> int:
     """The zipapp's entry point (see __main__.py): self-check, unpack, then the normal command line."""
+    def unpacking(root: Path, size: int) -> None:
+        # a first start unpacks tens of MB and syncs them to disk: seconds of silence otherwise
+        _say(f"first start of {os.path.basename(archive)} here: unpacking {size / 1e6:.1f} MB of libraries into "
+             f"{root} (once; later starts reuse them)")
+
     try:
-        facts = pyz_boot(archive, check_layers=False)
+        facts = pyz_boot(archive, check_layers=False, unpacking=unpacking)
     except LocalRagError as exc:
         _say(f"error [{exc.code}]: {exc.message}")
         return exc.exit_code
@@ -18687,7 +18737,7 @@ def doctor(config: Config) -> dict:
         where = target.kwargs.get("unix_sock")
         database.update(ok=True, server_version=status["server_version"], pgvector=status["pgvector"],
                         schema_initialized=status["schema_initialized"], database=status["database"],
-                        started=status["started"],
+                        started=status["started"], created=status["created"],
                         listens=(f"Unix socket {where}" if where else
                                  f"TCP {target.kwargs.get('host')}:{target.kwargs.get('port')}")
                         + (", password required" if config.database_url == "" else ""))

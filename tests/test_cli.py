@@ -839,6 +839,20 @@ def test_ingest_progress_flags(ingested, capfd):
     assert "\r" not in err and err.splitlines()[0] == "scan…"
 
 
+def test_progress_on_a_terminal_erases_the_line_with_a_real_escape(ingested, capfd):
+    """On a terminal the in-place line read `analyze…\\x1b[K files committed\\x1b[Kfiles/s  ETA 0s\\x1b[K`: stderr
+    escapes every control character (a vault's ESC must not reach the terminal), the progress line's own erase
+    included.  localrag's own ESC [ K goes out as is; a vault's control characters are still escaped."""
+    import io
+    config, vault, _ = ingested
+    code, _ = run_cli("ingest", str(vault), "--progress", "always")
+    err = capfd.readouterr().err
+    assert code == 0 and "\r\x1b[K" in err and "\\x1b" not in err and err.count("\x1b") == err.count("\x1b[K")
+    talk = localrag._TalkStream(io.StringIO())
+    talk.write("warning: heading \x1b]0;owned\x07 skipped")
+    assert talk.stream.getvalue() == "warning: heading \\x1b]0;owned\\x07 skipped"
+
+
 # --- small things a fresh-eyes walkthrough found --------------------------------------------------------------------
 
 def test_help_names_every_mcp_tool_and_what_exit_13_covers():

@@ -374,6 +374,20 @@ class ServeProcess:
             self.stderr.append(line)
         return "".join(self.stderr)
 
+    def stderr_until(self, pattern: str, timeout: float = 20) -> str:
+        """stderr so far, read on until a line matches `pattern` (or the timeout passes, or stderr ends)."""
+        deadline = time.monotonic() + timeout
+        while not re.search(pattern, "".join(self.stderr)) and time.monotonic() < deadline:
+            try:
+                line = self.lines.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            if line == "":
+                self.lines.put("")   # all_stderr() still sees the end
+                break
+            self.stderr.append(line)
+        return "".join(self.stderr)
+
     def refuses_connections(self) -> bool:
         try:
             socket.create_connection((self.host, self.port), timeout=1).close()
@@ -1383,6 +1397,11 @@ def test_signal_finishes_the_in_flight_stream_then_exits_130_or_143(ingested, up
         while not server.refuses_connections() and time.monotonic() < deadline:
             time.sleep(0.05)
         assert server.refuses_connections(), "the server kept accepting connections after the signal"
+        # the wait for the stream can last the whole grace: said while it lasts, not only after (a walkthrough's
+        # Ctrl-C seemed ignored for 6 s)
+        said = server.stderr_until(r"stopping: waiting")
+        assert "stopping: waiting up to 10 s (--grace) for 1 request(s) in flight to finish; Ctrl-C again stops at " \
+               "once" in said, said
         gate.set()                                               # only now may the model finish
         events = []
         while (event := read_sse_event(resp)) is not None:

@@ -640,6 +640,31 @@ def test_signal_while_idle_exits_with_its_code_and_closes_the_database(ingested,
     wait_for(lambda: _mcp_sessions(config) == 0, timeout=10)
 
 
+def test_started_by_hand_on_a_terminal_it_says_what_it_waits_for(env):
+    """`localrag mcp` typed in a terminal (the README's quick start) printed nothing at all: it reads JSON-RPC from
+    stdin, and a silent terminal looked hung.  Now one line on stderr says so; a client's pipe gets no such line,
+    and stdout stays protocol only."""
+    import pty
+    import select
+    full_env = {**os.environ, **env, "PYTHONPATH": str(ROOT)}
+    master, slave = pty.openpty()
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "localrag", "mcp"], stdin=slave, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, start_new_session=True, env=full_env)
+        ready, _, _ = select.select([proc.stderr], [], [], 30)
+        said = proc.stderr.readline().decode() if ready else ""
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        os.close(master)
+        os.close(slave)
+    assert "localrag mcp: waiting for an MCP client's JSON-RPC messages on stdin" in said and "Ctrl-C" in said
+    assert proc.returncode == 130 and out == b"" and "Traceback" not in err.decode()
+    piped = subprocess.run([sys.executable, "-m", "localrag", "mcp"], input=b"", capture_output=True, env=full_env,
+                           timeout=60)
+    assert piped.returncode == 0 and b"waiting for" not in piped.stderr and piped.stdout == b""
+
+
 @pytest.mark.parametrize("reads", [True, False], ids=["client-reads-on", "client-stops-reading"])
 def test_a_signal_while_a_long_reply_is_written_never_corrupts_stdout(db, vault, env, reads):
     """SIGTERM while a reply larger than the pipe is written to a client that has not read it yet: the reply goes

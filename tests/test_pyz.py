@@ -199,7 +199,8 @@ def test_truncated_and_damaged_files(laptop, tmp_path, built):
     (tmp_path / "localrag.pyz").write_bytes(bytes(damaged))
     bad = box.run("--version", SHIV_ROOT=str(tmp_path / "u2"))
     assert bad.returncode == 3, bad.stderr
-    line, = bad.stderr.strip().splitlines()
+    first_start, line = bad.stderr.strip().splitlines()   # the first start's note, then the one error line
+    assert first_start.startswith("first start of localrag.pyz here: unpacking ")
     assert "localrag.pyz is damaged" in line and "SHA256SUMS" in line
     assert not [p for p in (tmp_path / "u2").iterdir() if "shared" in p.name or p.name.startswith(".unpack-")]
 
@@ -254,7 +255,8 @@ def test_unwritable_home_names_the_variables(laptop, tmp_path):
     data = subprocess.run(box.cmd("db", "init"), cwd=laptop, capture_output=True, text=True,
                           env={"PATH": SYSTEM_DIRS, "HOME": str(blocked), "SHIV_ROOT": str(tmp_path / "unpack")})
     assert data.returncode == 3
-    line, = data.stderr.strip().splitlines()
+    first_start, line = data.stderr.strip().splitlines()   # a fresh SHIV_ROOT: the first start's note first
+    assert first_start.startswith("first start of localrag.pyz here: unpacking ")
     assert "is not writable" in line and "set LOCALRAG_HOME to a writable folder" in line
 
 

@@ -294,6 +294,23 @@ def test_db_status_says_when_it_started_a_stopped_embedded_server(pg_home, monke
         localrag.stop_embedded(cfg)
 
 
+def test_doctor_on_a_first_run_says_it_made_the_database_not_that_it_was_stopped(pg_home, monkeypatch):
+    """A field walkthrough's first `doctor` on a new laptop said "(it was stopped: started to check it ...)": there
+    was no database; doctor made one (initdb, password) under LOCALRAG_HOME.  It says so now, and `created` says it
+    under --json (db status too)."""
+    home, cfg = _own_home(pg_home, monkeypatch)
+    try:
+        assert not (home / "pgdata").exists()
+        code, out = run_cli("doctor")
+        assert code == 0 and "(there was none: made it and started it to check it; `localrag db stop` stops it)" in out
+        assert "it was stopped" not in out
+        localrag.stop_embedded(cfg)
+        code, out = run_cli("db", "status", "--json")
+        assert code == 0 and json.loads(out)["started"] is True and json.loads(out)["created"] is False
+    finally:
+        localrag.stop_embedded(cfg)
+
+
 def test_db_stop_refuses_while_an_ingest_holds_a_vault_unless_forced(pg_home, monkeypatch, capsys):
     """`db stop` during an ingest killed it (exit 4, run failed) and reported stopped: true.  Now it names the
     ingest and refuses (exit 12) unless --force; connected sessions (a serve's pool) are counted in the output."""
