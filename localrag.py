@@ -8085,6 +8085,7 @@ def ingest(config: Config, vault: str | Path, progress: ProgressFn | None = None
             summary = f"{len(job.failed)} file(s) failed: " + "; ".join(
                 f"{f['path']}: {f['error']}" for f in job.failed[:20])
         job.warnings.extend(_gone_vault_warnings(store, vault_key))
+        job.warnings.extend(_nested_vault_warnings(store, vault_key))
         result = _finish_run(config, store, job, "success", summary, time.monotonic() - started)
         result["schema_created"] = schema_created
         # Still under the ingest lock (a concurrent ingest of this vault waits instead of writing during the build);
@@ -8109,6 +8110,26 @@ def _gone_vault_warnings(store: Store, vault_key: str) -> list[dict]:
         f"an indexed vault whose folder no longer exists (moved or deleted?): its {count} note(s) still answer "
         f"questions; `localrag vaults rm {shlex.quote(other)}` removes them")}
         for other, count in store.vault_document_counts() if other != vault_key and not Path(other).is_dir()]
+
+
+def _nested_vault_warnings(store: Store, vault_key: str) -> list[dict]:
+    """Other indexed vaults inside this one, or holding it (`ingest ~/Vaults` after `ingest ~/Vaults/Team`): the
+    notes under the inner folder are indexed twice, and search and answers show each of them twice.  One warning
+    each, naming both folders and the command that removes either."""
+    import shlex
+    here = Path(vault_key)
+    warnings = []
+    for other, count in store.vault_document_counts():
+        there = Path(other)
+        if other == vault_key or not (there in here.parents or here in there.parents):
+            continue
+        inner, outer = (vault_key, other) if there in here.parents else (other, vault_key)
+        warnings.append({"path": other, "warning": (
+            f"an indexed vault {'holds this one' if other == outer else 'lies inside this one'} ({count} note(s)): "
+            f"the notes under {shlex.quote(inner)} are indexed twice, once in each vault, and search and answers "
+            f"show each of them twice; remove one vault: `localrag vaults rm {shlex.quote(inner)}` or "
+            f"`localrag vaults rm {shlex.quote(outer)}`")})
+    return warnings
 
 
 def _signal_name(exc: BaseException) -> str:

@@ -1239,6 +1239,14 @@ MUTANTS: list[Mutant] = [
       '            unpacking(root, sum(layer.get("bytes", 0) for layer in new))\n',
       "",
       ("tests/test_zipapp.py",), "first_start_says"),
+    M("a vault inside another indexed vault goes unnamed",
+      "        job.warnings.extend(_nested_vault_warnings(store, vault_key))\n",
+      "",
+      ("tests/test_cli.py",), "inside_another"),
+    M("a sibling vault whose name starts like this one's counts as nested",
+      "        if other == vault_key or not (there in here.parents or here in there.parents):",
+      "        if other == vault_key or not (other.startswith(vault_key) or vault_key.startswith(other)):",
+      ("tests/test_cli.py",), "inside_another"),
 ]
 
 

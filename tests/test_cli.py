@@ -650,6 +650,32 @@ def test_argument_errors_without_json_keep_stdout_empty():
 
 # --- vaults ---------------------------------------------------------------------------------------------------------
 
+def test_a_vault_inside_another_indexed_vault_is_named_on_ingest(ingested, tmp_path):
+    """`ingest ~/Vaults` after `ingest ~/Vaults/Team` indexed Team's notes twice without a word, and search then
+    showed each of them twice (a field walkthrough: obsidian-help after obsidian-help/en)."""
+    import shutil
+    from conftest import SAMPLE_VAULT
+    config, _vault, _first = ingested
+    outer = tmp_path / "outer"
+    inner = outer / "team"
+    shutil.copytree(SAMPLE_VAULT / "hr", inner)
+    (outer / "top.md").write_text("# Top\n\nA note of the outer vault only.\n", encoding="utf-8")
+    first = localrag.ingest(config, inner)
+    assert not [w for w in first["warnings"] if "indexed twice" in w["warning"]]
+    holds = [w for w in localrag.ingest(config, outer)["warnings"] if "indexed twice" in w["warning"]]
+    assert [w["path"] for w in holds] == [str(inner.resolve())], holds
+    assert "lies inside this one" in holds[0]["warning"]
+    assert f"localrag vaults rm {inner.resolve()}" in holds[0]["warning"]
+    assert f"localrag vaults rm {outer.resolve()}" in holds[0]["warning"]
+    # ... and the inner one, ingested again, names the vault that holds it
+    again = [w for w in localrag.ingest(config, inner)["warnings"] if "indexed twice" in w["warning"]]
+    assert [w["path"] for w in again] == [str(outer.resolve())] and "holds this one" in again[0]["warning"]
+    # a sibling whose name starts like the vault's ("team" and "team2") is no nested vault
+    sibling = outer.parent / "outer2"
+    shutil.copytree(SAMPLE_VAULT / "hr", sibling)
+    assert not [w for w in localrag.ingest(config, sibling)["warnings"] if "indexed twice" in w["warning"]]
+
+
 def test_vaults_lists_and_removes_one_vault(ingested, tmp_path, capfd):
     import shutil
     from conftest import SAMPLE_VAULT
