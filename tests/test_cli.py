@@ -1335,8 +1335,8 @@ def test_the_open_command_of_a_citation_under_a_parent_heading_prints_its_sectio
     import shlex
     vault = tmp_path / "v"
     vault.mkdir()
-    (vault / "zebra.md").write_text("# Zebracrossing\n\n## Zebracrossing policy\n\nThe zebracrossing policy says walk.\n",
-                                    encoding="utf-8")
+    (vault / "zebra.md").write_text(
+        "# Zebracrossing\n\n## Zebracrossing policy\n\nThe zebracrossing policy says walk.\n", encoding="utf-8")
     assert localrag.ingest(db, vault)["status"] == "success"
     code, out = run_cli("ask", "what does the zebracrossing policy say?")
     assert code == 0 and "[1] zebra.md:1-5 › Zebracrossing › Zebracrossing policy" in out, out
