@@ -14113,6 +14113,12 @@ function renderAnswer(box, text) {
 function setState(panel, state, text) {
   panel.dataset.state = state;
   panel.querySelector(".status").textContent = text || "";
+  if (panel.id === "ask" && state !== "running") $("answer").removeAttribute("aria-busy");
+}
+// One polite live region says what a screen reader should hear once: the finished answer, an error, a search's
+// count (the answer box itself is not live: it had been read again with every streamed piece).
+function announce(text) {
+  $("announce").textContent = text;
 }
 function askToken(retry, message) {
   pending = retry;
@@ -14162,12 +14168,23 @@ if (token && tokenProblem(token)) {   // kept from before this check: drop it ra
   forgetToken();
   askToken(null, message);
 }
-for (const tab of document.querySelectorAll("nav button")) {
+// The tabs follow the WAI-ARIA tabs pattern: one tab stop (the selected tab); arrow keys, Home and End move to
+// another tab and select it, as a click does (the Tickets tab loads its list then too).
+const tabs = Array.from(document.querySelectorAll("nav [role=tab]"));
+tabs.forEach((tab, i) => {
   tab.addEventListener("click", () => {
-    for (const t of document.querySelectorAll("nav button")) t.setAttribute("aria-selected", t === tab);
+    for (const t of tabs) { t.setAttribute("aria-selected", t === tab); t.tabIndex = t === tab ? 0 : -1; }
     for (const p of document.querySelectorAll("section.panel")) p.hidden = p.id !== tab.dataset.panel;
   });
-}
+  tab.addEventListener("keydown", (ev) => {
+    const to = {ArrowRight: i + 1, ArrowLeft: i - 1, Home: 0, End: tabs.length - 1}[ev.key];
+    if (to === undefined || ev.altKey || ev.ctrlKey || ev.metaKey) return;
+    ev.preventDefault();
+    const next = tabs[(to + tabs.length) % tabs.length];
+    next.focus();
+    next.click();
+  });
+});
 function where(item) {
   const path = (item.heading_path && item.heading_path.length) ? item.heading_path.join(" › ") : (item.heading || "");
   const lines = item.line_start ? ":" + item.line_start + "-" + item.line_end : "";
@@ -14184,13 +14201,74 @@ function evidenceList(list, items, label) {
     // the path alone does not say which vault when the database holds several (the CLI prints a vault: line)
     if (item.vault_path) d.append(el("p", "vault", "vault: " + item.vault_path));
     if (item.content !== undefined) d.append(el("pre", "content", item.content));
+    if (item.source) d.append(...noteControl(item));
     list.append(d);
   });
   if (!items.length) list.append(el("p", "empty", label));
 }
-function showError(panel, body) {
+// A citation's "show" control: what `localrag show` (the CLI's `open:` line) prints, from GET /notes: the whole
+// section (or note) the evidence comes from, with the command that prints it.  All of it is set as text.
+let noteBoxes = 0;
+const NOTE_SHOWN_CHARS = 20000;   // a note without headings may be long: its first part, and the command for all
+function noteControl(item) {
+  const heading = (item.heading_path && item.heading_path.length) ? item.heading_path : [];
+  const button = el("button", "link show", heading.length ? "show the section" : "show the note");
+  const box = el("div", "note");
+  button.type = "button";
+  box.id = "note-" + (++noteBoxes);
+  box.hidden = true;
+  button.setAttribute("aria-controls", box.id);
+  button.setAttribute("aria-expanded", "false");
+  button.addEventListener("click", () => {
+    if (!box.hidden) { box.hidden = true; button.setAttribute("aria-expanded", "false"); return; }
+    box.hidden = false;
+    button.setAttribute("aria-expanded", "true");
+    if (box.dataset.state !== "done") loadNote(item, heading, box);
+  });
+  return [button, box];
+}
+async function loadNote(item, heading, box) {
+  const q = new URLSearchParams({path: item.source});
+  if (heading.length) {
+    q.set("heading", heading.join("#"));
+    // a note may repeat a heading: the line picks the cited one (its last: its first may be a parent heading's)
+    if (item.line_end) q.set("line", item.line_end);
+  }
+  if (item.vault_path) q.set("vault", item.vault_path);
+  q.set("max_chars", NOTE_SHOWN_CHARS);
+  const retry = () => loadNote(item, heading, box);
+  box.dataset.state = "running";
+  box.replaceChildren(el("p", "", "loading…"));
+  let r;
+  try { r = await api("GET", "/notes?" + q.toString()); }
+  catch (err) {
+    box.replaceChildren(el("p", "error", fetchFailed(null, err, retry) ? "needs the API token"
+                                                                       : unreachable(err).error.message));
+    box.dataset.state = "error";
+    return;
+  }
+  if (r.status === 401) { box.replaceChildren(el("p", "", "needs the API token")); needToken(null, retry); return; }
+  if (!r.ok) {
+    const e = (r.payload && r.payload.error) || {code: "error", message: String(r.payload)};
+    box.replaceChildren(el("p", "error", "error [" + e.code + "]: " + e.message));
+    box.dataset.state = "error";
+    return;
+  }
+  const n = r.payload, lines = n.line_start ? ":" + n.line_start + "-" + n.line_end : "";
+  const open = el("p", "open", "open: ");
+  open.append(el("code", "", n.open));
+  box.replaceChildren(el("p", "where", n.vault_path + "/" + n.path + lines +
+                         (n.heading_path.length ? "  ›  " + n.heading_path.join(" › ") : "")),
+                      el("pre", "content", n.content), open);
+  if (n.next_char_offset !== null && n.next_char_offset !== undefined)
+    box.append(el("p", "where", "the first " + n.next_char_offset.toLocaleString() + " of " +
+                                n.content_chars.toLocaleString() + " characters; the command prints all of it"));
+  box.dataset.state = "done";
+}
+function showError(panel, body, quiet) {
   const e = (body && body.error) || {code: "error", message: String(body)};
   setState(panel, "error", "error [" + e.code + "]: " + e.message);
+  if (!quiet) announce("error [" + e.code + "]: " + e.message);
 }
 
 // What the CLI warns about, shown over the answer: a cut-off or refused completion, citations of blocks that were
@@ -14226,7 +14304,7 @@ function warn(kind, text) {
 // The stream broke (an error event, a cut connection): what was shown is a partial answer, not an answer.
 function answerFailed(panel, body) {
   const e = (body && body.error) || {code: "error", message: String(body)};
-  showError(panel, {error: e});
+  showError(panel, {error: e}, true);   // the warning below is an alert: it is heard, once
   const partial = $("answer").textContent.trim() !== "";
   $("result").hidden = false;
   panel.dataset.answer = "failed";
@@ -14245,6 +14323,8 @@ async function ask() {
   const control = askAbort = new AbortController();
   const answer = $("answer");
   answer.textContent = "";
+  answer.setAttribute("aria-busy", "true");   // streaming: not yet an answer to read
+  announce("");
   delete panel.dataset.answer;
   $("warnings").replaceChildren(); $("warnings").hidden = true;
   $("mode").textContent = ""; $("reason").textContent = ""; delete $("mode").dataset.mode;
@@ -14284,6 +14364,7 @@ async function ask() {
     if (name === "delta") answer.textContent += data.text;
     if (name === "done") {
       renderAnswer(answer, data.answer);
+      announce("answer: " + answer.innerText);
       const warnings = answerWarnings(data);
       for (const [kind, text] of warnings) warn(kind, text);
       if (warnings.length) {
@@ -14350,6 +14431,7 @@ async function search() {
   $("results").dataset.query = query;
   evidenceList($("results"), payload.results, "no results");
   setState(panel, "done", payload.results.length + " result(s), confidence " + payload.confidence.toFixed(4));
+  announce(panel.querySelector(".status").textContent);
 }
 // Tickets: the draft comes from rules on the server and is never stored; Save needs the person's checkbox, and the
 // API needs "confirmed": true as well.
@@ -14492,6 +14574,11 @@ p.vault{color:#6b7280;font-size:.9em;margin:.3rem 0}pre.content{white-space:pre-
 #ticket-box{border:1px solid #c7ccd1;border-radius:6px;padding:.5rem 1rem;margin:1rem 0;background:#fff}
 #ticket-form{flex-direction:column;align-items:stretch}#ticket-form input[type=text],#ticket-description{font:inherit;
 padding:.4rem;border:1px solid #c7ccd1;border-radius:6px}#ticket-description{min-height:12rem;font-size:13px}
+#ticket-form label.field{display:grid;gap:.2rem}#ticket-form label.field>*{width:100%;box-sizing:border-box}
+.sr-only{position:absolute;width:1px;height:1px;margin:-1px;overflow:hidden;clip-path:inset(50%);white-space:nowrap}
+button.show{margin:.2rem 0;font-size:.9em}div.note{border-left:3px solid #2563eb;padding-left:.6rem;margin:.4rem 0}
+div.note p{margin:.3rem 0}div.note code{background:#f3f4f6;padding:0 .2em;border-radius:3px;user-select:all}
+div.note p.where,div.note p.open{color:#374151;font-size:.9em}div.note p.error{color:#b91c1c}
 [hidden]{display:none!important}.made-by{color:#6b7280;font-size:.9em}table{border-collapse:collapse;width:100%}
 td,th{border-bottom:1px solid #e5e7eb;padding:.3rem .5rem;text-align:left;vertical-align:top}
 #token-message{color:#b91c1c;font-weight:600;margin:.3rem 0 0}#token-message:empty{display:none}
@@ -14501,18 +14588,26 @@ p.warning[data-kind=error]{border-color:#b91c1c;background:#fef2f2;color:#7f1d1d
 [data-answer=failed] #answer{opacity:.5;border-style:dashed;border-color:#b91c1c}[data-answer=failed] #citations{opacity:.5}
 #mode[data-mode=failed]{background:#fecaca}[data-answer=warned] #mode{background:#fef3c7}
 """
+# An icon in the page itself: without one every load also asked for /favicon.ico (a 404 in the log and the console).
+# The SVG namespace is percent-encoded too: the page holds no "http://" (nothing on it names another site).
+DEMO_PAGE_ICON = ("data:image/svg+xml,%3Csvg xmlns='http%3A%2F%2Fwww.w3.org/2000/svg' viewBox='0 0 16 16'%3E%3Crect "
+                  "width='16' height='16' rx='3' fill='%232563eb'/%3E%3Cpath d='M4 5h8M4 8h8M4 11h5' stroke='%23fff' "
+                  "stroke-width='1.6'/%3E%3C/svg%3E")
 DEMO_PAGE_HTML = f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
-<title>localrag</title><style>{DEMO_PAGE_STYLE}</style></head>
+<title>localrag</title><link rel="icon" href="{DEMO_PAGE_ICON}"><style>{DEMO_PAGE_STYLE}</style></head>
 <body>
 <h1>localrag <small>cited answers from your notes, on this machine</small></h1>
+<p id="announce" class="sr-only" role="status"></p>
 <div id="token-box" hidden><form id="token-form"><label for="token">This server needs its API token
 (LOCALRAG_API_TOKEN):</label><input id="token" type="password" autocomplete="off">
 <button class="go" type="submit">Use token</button></form><p id="token-message" role="alert"></p></div>
-<nav><button type="button" data-panel="ask" aria-selected="true">Ask</button><button type="button"
-data-panel="search" aria-selected="false">Search</button><button type="button" data-panel="tickets"
-aria-selected="false">Tickets</button></nav>
-<section class="panel" id="ask" data-state="idle">
+<nav role="tablist" aria-label="localrag"><button type="button" role="tab" id="tab-ask" data-panel="ask"
+aria-controls="ask" aria-selected="true" tabindex="0">Ask</button><button type="button" role="tab" id="tab-search"
+data-panel="search" aria-controls="search" aria-selected="false" tabindex="-1">Search</button><button type="button"
+role="tab" id="tab-tickets" data-panel="tickets" aria-controls="tickets" aria-selected="false"
+tabindex="-1">Tickets</button></nav>
+<section class="panel" id="ask" data-state="idle" role="tabpanel" aria-labelledby="tab-ask">
 <form id="ask-form"><textarea id="question" rows="2" required
 placeholder="Ask a question about the knowledge base (Enter asks; Shift+Enter: new line)"></textarea>
 <label>top k <select id="top-k"><option value="">default</option><option>3</option><option>5</option>
@@ -14524,25 +14619,25 @@ placeholder="Ask a question about the knowledge base (Enter asks; Shift+Enter: n
 <div id="closest" hidden><p>Closest notes (not an answer; they share some of the question's words):</p>
 <ul id="closest-list"></ul></div>
 <div id="warnings" role="alert" hidden></div>
-<div id="answer" aria-live="polite"></div>
+<div id="answer"></div>
 <h2>Citations</h2><div id="citations"></div></div>
 <div id="ticket-box" hidden><p>The knowledge base could not answer this. <button class="go" type="button"
 id="make-ticket">Make a ticket</button></p>
 <form id="ticket-form" hidden><p class="made-by" id="ticket-made-by"></p>
-<label>Title <input type="text" id="ticket-title" maxlength="200"></label>
-<label>Category <input type="text" id="ticket-category" maxlength="100"></label>
-<label>Description <textarea id="ticket-description" maxlength="20000"></textarea></label>
+<label class="field">Title <input type="text" id="ticket-title" maxlength="200"></label>
+<label class="field">Category <input type="text" id="ticket-category" maxlength="100"></label>
+<label class="field">Description <textarea id="ticket-description" maxlength="20000"></textarea></label>
 <label><input type="checkbox" id="ticket-confirm"> I checked this ticket: save it</label>
 <button class="go" id="ticket-save" type="submit" disabled>Save</button></form>
 <p id="ticket-status" aria-live="polite"></p></div>
 </section>
-<section class="panel" id="search" data-state="idle" hidden>
+<section class="panel" id="search" data-state="idle" role="tabpanel" aria-labelledby="tab-search" hidden>
 <form id="search-form"><input id="query" type="search" required placeholder="Search the knowledge base">
 <label>top k <select id="search-k"><option>5</option><option>10</option><option>20</option></select></label>
 <button class="go" id="search-button" type="submit">Search</button></form>
 <p class="status"></p><div id="results"></div>
 </section>
-<section class="panel" id="tickets" data-state="idle" hidden>
+<section class="panel" id="tickets" data-state="idle" role="tabpanel" aria-labelledby="tab-tickets" hidden>
 <form id="tickets-form"><label>status <select id="tickets-status"><option value="">all</option><option>open</option>
 <option>in_progress</option><option>resolved</option></select></label>
 <button class="go" id="tickets-refresh" type="submit">Refresh</button></form>
@@ -14562,7 +14657,7 @@ def _csp_hash(text: str) -> str:
 
 # The browser enforces "this server only": scripts and styles are the page's own (by hash), requests go to 'self'.
 DEMO_PAGE_CSP = (f"default-src 'none'; script-src {_csp_hash(DEMO_PAGE_SCRIPT)}; "
-                 f"style-src {_csp_hash(DEMO_PAGE_STYLE)}; connect-src 'self'; img-src 'self'; base-uri 'none'; "
+                 f"style-src {_csp_hash(DEMO_PAGE_STYLE)}; connect-src 'self'; img-src 'self' data:; base-uri 'none'; "
                  f"form-action 'none'; frame-ancestors 'none'")
 
 
@@ -15047,8 +15142,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 n, wait = self.server.max_requests, self.server.queue_wait_s
                 why = f"stayed taken for the {wait:g} s a request waits" if wait else \
                     "are taken and LOCALRAG_QUEUE_WAIT_SECONDS is 0"
-                raise ServerBusy(f"the server is busy: all {n} request slots (LOCALRAG_MAX_REQUESTS) {why}; send "
-                                 f"it again after Retry-After", max_requests=n, queue_wait_seconds=wait)
+                # said in words as well as in the Retry-After header: a person at the demo page or at curl sees no
+                # header (the page had shown "send it again after Retry-After")
+                raise ServerBusy(f"the server is busy: all {n} request slots (LOCALRAG_MAX_REQUESTS) {why}; wait "
+                                 f"{HTTP_BUSY_RETRY_AFTER_S} seconds and try again", max_requests=n,
+                                 queue_wait_seconds=wait)
         self._slot = True
 
     def _farewell(self, why: str) -> None:
@@ -16831,7 +16929,9 @@ def _print_citations(citations: list[dict], several_vaults: bool = False) -> Non
         vault = c.get("vault_path") if several_vaults else None
         if several_vaults and vault:
             print(f"    vault: {_shown_line(vault)}")
-        print(f"    open: {_show_command(c['source'], c.get('heading_path') or (), vault, c.get('line_start'))}")
+        # the chunk's last line: its first may be a parent heading's line (`# Title` over `## Section`, merged into
+        # the section's chunk), which is no line of the section named, and `show --line` refused it (note_not_found)
+        print(f"    open: {_show_command(c['source'], c.get('heading_path') or (), vault, c.get('line_end'))}")
 
 
 def _batch_defaults(config: Config, args: argparse.Namespace, store: Store) -> dict:

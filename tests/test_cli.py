@@ -1318,7 +1318,7 @@ def test_a_line_break_in_a_note_name_is_shown_as_backslash_n(db, tmp_path, capfd
     assert "tab\\there.md\ttab\\there" in out.splitlines(), out
     code, out = run_cli("ask", "what does the zebracrossing policy say?")
     assert code == 0 and "[1] new\\nline.md:1-3 › Zebra crossing" in out, out
-    assert "    open: localrag show $'new\\nline.md#Zebra crossing' --line 1" in out.splitlines(), out
+    assert "    open: localrag show $'new\\nline.md#Zebra crossing' --line 3" in out.splitlines(), out
     for lines in (out, run_cli("search", "zebracrossing")[1]):
         assert not any(line.startswith("line.md") for line in lines.splitlines()), lines
     assert json.loads(run_cli("search", "zebracrossing", "--json")[1])["results"][0]["source"] == "new\nline.md"
@@ -1396,3 +1396,22 @@ def test_a_key_set_twice_in_the_env_is_named_once_and_a_long_bad_value_is_quoted
     message = body["problems"][0]["message"]
     assert message.startswith("RAG_FUSION='xxx") and "x" * 100 not in message and "use one of" in message, message
     assert all(len(line) < 300 for line in done.stderr.splitlines())
+
+
+def test_the_open_command_of_a_citation_under_a_parent_heading_prints_its_section(db, tmp_path, capfd):
+    """A section's chunk that begins with its parent's heading line (`# Title` with no text, then `## Section`)
+    starts at line 1, outside the section it names: its `open:` command said `--line 1` and `show` refused it
+    (note_not_found, exit 13).  The command names the chunk's last line, inside the section."""
+    import shlex
+    vault = tmp_path / "v"
+    vault.mkdir()
+    (vault / "zebra.md").write_text(
+        "# Zebracrossing\n\n## Zebracrossing policy\n\nThe zebracrossing policy says walk.\n", encoding="utf-8")
+    assert localrag.ingest(db, vault)["status"] == "success"
+    code, out = run_cli("ask", "what does the zebracrossing policy say?")
+    assert code == 0 and "[1] zebra.md:1-5 › Zebracrossing › Zebracrossing policy" in out, out
+    command = [line.split("open: ", 1)[1] for line in out.splitlines() if line.startswith("    open: ")][0]
+    assert command == "localrag show 'zebra.md#Zebracrossing#Zebracrossing policy' --line 5", command
+    capfd.readouterr()
+    code, shown = run_cli(*shlex.split(command)[1:])
+    assert code == 0 and shown.strip() == "## Zebracrossing policy\n\nThe zebracrossing policy says walk.", shown

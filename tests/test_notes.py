@@ -283,7 +283,7 @@ def test_open_commands_reach_the_cited_section_with_hash_names_and_repeated_head
         response = localrag.ask(config, question, vault=str(vault))
         assert response["mode"] == "rag", response["reason"]
         c = response["citations"][0]
-        command = localrag._show_command(c["source"], c["heading_path"], None, c["line_start"])
+        command = localrag._show_command(c["source"], c["heading_path"], None, c["line_end"])   # as the CLI prints it
         code, out = run_cli(*shlex.split(command)[1:], "--vault", str(vault), "--json")
         shown = json.loads(out)
         assert code == 0 and wanted in shown["content"] and shown["heading_path"] == c["heading_path"], command

@@ -505,3 +505,216 @@ def test_a_server_that_is_gone_is_named_and_leaves_no_stale_answer(ingested, bro
     assert not browser.find_element("id", "answer").is_displayed()
     assert not browser.find_element("id", "citations").is_displayed()
     screenshot(browser, "server-gone")
+
+
+# --- the tenth session (2026-12-02): what the ninth session's review left -------------------------------------------
+
+def test_the_ticket_draft_fields_use_the_width_of_a_phone(ingested, browser):
+    """The draft's title, category and description each take the form's width (at 390 px they had sat at 209, 209
+    and 170 px beside their labels, in a 309 px form: a description read some 15 characters a line)."""
+    from selenium.webdriver.support.ui import WebDriverWait
+    config, _, _ = ingested
+    with serving(config) as base:
+        browser.set_window_size(390, 844)
+        browser.get(base + "/")
+        assert browser.execute_script("return window.innerWidth") <= 420
+        browser.find_element("id", "question").send_keys("今天上海天气如何？")
+        browser.find_element("id", "ask-button").click()
+        assert wait_state(browser, "ask") == "done" and browser.find_element("id", "mode").text == "no_answer"
+        browser.find_element("id", "make-ticket").click()
+        WebDriverWait(browser, 30).until(lambda d: d.find_element("id", "ticket-form").is_displayed())
+        widths = browser.execute_script(
+            "const w = (id) => document.getElementById(id).getBoundingClientRect().width;"
+            "return [w('ticket-form'), w('ticket-title'), w('ticket-category'), w('ticket-description')];")
+        form = widths[0]
+        assert all(field >= form - 1 for field in widths[1:]), widths
+        assert browser.execute_script("return document.documentElement.scrollWidth") <= 390
+        browser.execute_script("document.getElementById('ticket-form').scrollIntoView()")
+        screenshot(browser, "phone-ticket-draft")
+
+
+def test_a_busy_server_says_in_words_how_long_to_wait(chat_llm, browser, monkeypatch):
+    """503 server_busy on the page says to wait 2 seconds and try again (it had said "send it again after
+    Retry-After", a header the page's user never sees); the same seconds as the header."""
+    import json
+    import threading
+    import urllib.request
+    monkeypatch.setenv("LOCALRAG_MAX_REQUESTS", "1")
+    monkeypatch.setenv("LOCALRAG_QUEUE_WAIT_SECONDS", "0")
+    config, stub = localrag.load_config(), chat_llm[1]
+    stub.scenario, stub.delay = "slow", 30          # the model holds the only slot until released
+    with serving(config) as base:
+        browser.get(base + "/")
+        held = threading.Thread(target=lambda: urllib.request.urlopen(urllib.request.Request(
+            base + "/ask", data=json.dumps({"question": QUESTION}).encode(),
+            headers={"Content-Type": "application/json"}), timeout=60).read())
+        held.start()
+        try:
+            deadline = time.monotonic() + 20
+            while not stub.requests and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert stub.requests
+            browser.find_element("id", "question").send_keys(QUESTION)
+            browser.find_element("id", "ask-button").click()
+            assert wait_state(browser, "ask") == "error"
+            status = browser.find_element("css selector", "#ask .status").text
+            assert status.startswith("error [server_busy]: the server is busy"), status
+            assert f"wait {localrag.HTTP_BUSY_RETRY_AFTER_S} seconds and try again" in status, status
+            assert "Retry-After" not in status, status
+            screenshot(browser, "server-busy")
+        finally:
+            stub.release.set()
+            held.join(60)
+
+
+def test_a_citation_shows_what_localrag_show_prints(ingested, browser):
+    """Each citation and search result has a "show" control (the CLI prints `open: localrag show …`): it fetches
+    GET /notes for the cited section and shows its text, its lines and the command, as text only (a note's HTML is
+    characters, never markup)."""
+    from selenium.webdriver.support.ui import WebDriverWait
+    config, vault, _ = ingested
+    (vault / "notes").mkdir(exist_ok=True)
+    (vault / "notes" / "Markup note.md").write_text(
+        "# Markup zebra note\n\n## Zebra section\n\nThe zebra runbook says <img src=x onerror=\"window.pwned=1\"> "
+        "and <script>window.pwned=2</script> and <b>bold</b>.\n", encoding="utf-8")
+    assert localrag.ingest(config, vault)["status"] == "success"
+    done = "return arguments[0].dataset.state"
+    with serving(config) as base:
+        browser.get(base + "/")
+        browser.find_element("id", "question").send_keys(QUESTION)
+        browser.find_element("id", "ask-button").click()
+        assert wait_state(browser, "ask") == "done"
+        cited = localrag.ask(config, QUESTION)["citations"][0]
+        first = browser.find_element("css selector", "#citations details.evidence")
+        first.find_element("css selector", "summary").click()
+        button = first.find_element("css selector", "button.show")
+        assert button.is_displayed() and button.text == "show the section"
+        assert button.get_attribute("aria-expanded") == "false"
+        box = browser.find_element("id", button.get_attribute("aria-controls"))
+        assert not box.is_displayed()
+        button.click()
+        WebDriverWait(browser, 30).until(lambda d: d.execute_script(done, box) in ("done", "error"))
+        assert browser.execute_script(done, box) == "done", box.text
+        assert button.get_attribute("aria-expanded") == "true" and box.is_displayed()
+        note = localrag.get_note(config, cited["source"], "#".join(cited["heading_path"]), cited["vault_path"],
+                                 line=cited["line_end"])
+        assert box.find_element("css selector", "pre.content").text.strip() == note["content"].strip()
+        assert box.find_element("css selector", "p.open code").text == note["open"]
+        assert note["open"].startswith("localrag show ")
+        assert f":{note['line_start']}-{note['line_end']}" in box.find_element("css selector", "p.where").text
+        screenshot(browser, "citation-show")
+        button.click()                                   # and closed again
+        assert not box.is_displayed() and button.get_attribute("aria-expanded") == "false"
+        # a search result's note, with HTML in it: shown as the characters it is
+        browser.find_element("css selector", "nav button[data-panel=search]").click()
+        browser.find_element("id", "query").send_keys("zebra runbook")
+        browser.find_element("id", "search-button").click()
+        assert wait_state(browser, "search") == "done"
+        result = [r for r in browser.find_elements("css selector", "#results details.evidence")
+                  if "Markup note" in r.text][0]
+        result.find_element("css selector", "summary").click()
+        button = result.find_element("css selector", "button.show")
+        button.click()
+        box = browser.find_element("id", button.get_attribute("aria-controls"))
+        WebDriverWait(browser, 30).until(lambda d: d.execute_script(done, box) in ("done", "error"))
+        assert browser.execute_script(done, box) == "done", box.text
+        shown = box.find_element("css selector", "pre.content").text
+        assert '<img src=x onerror="window.pwned=1">' in shown and "<script>window.pwned=2</script>" in shown
+        assert not browser.find_elements("css selector", "#results img, #results script, #results b")
+        assert browser.execute_script("return window.pwned") is None
+        own_origin_only(browser, base)
+
+
+def test_the_page_asks_for_no_favicon(ingested, browser, capfd):
+    """The page carries its own icon (a data: URL its CSP allows), so the browser no longer asks the server for
+    /favicon.ico on every load (a 404 in the server's log and the browser's console each time)."""
+    config, _, _ = ingested
+    with serving(config) as base:
+        browser.get(base + "/")
+        browser.find_element("id", "question").send_keys(QUESTION)
+        browser.find_element("id", "ask-button").click()
+        assert wait_state(browser, "ask") == "done"
+        time.sleep(1)                                    # a favicon is fetched after the load, in the background
+    logged = capfd.readouterr().err
+    assert "GET / 200" in logged and "/favicon.ico" not in logged, logged
+    logs = browser.get_log("browser") if hasattr(browser, "get_log") else []
+    assert not [e for e in logs if "favicon" in e.get("message", "") or "Content Security Policy" in
+                e.get("message", "")], logs
+    assert 'rel="icon" href="data:image/svg+xml,' in localrag.DEMO_PAGE_HTML
+
+
+def test_the_tabs_are_tabs_to_assistive_technology_and_the_arrow_keys(ingested, browser):
+    """WAI-ARIA tabs: a tablist of tabs, each naming its panel (aria-controls, and the panel its tab), one tab stop
+    (the selected tab), arrow keys / Home / End move to a tab and select it (they had been plain buttons: a screen
+    reader announced three buttons, and Tab stopped on each)."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.keys import Keys
+    config, _, _ = ingested
+    focused = "return document.activeElement.id"
+    with serving(config) as base:
+        browser.get(base + "/")
+        nav = browser.find_element("css selector", "nav")
+        assert nav.get_attribute("role") == "tablist"
+        tabs = nav.find_elements("css selector", "button")
+        assert [t.get_attribute("role") for t in tabs] == ["tab"] * 3
+        for tab in tabs:
+            panel = browser.find_element("id", tab.get_attribute("aria-controls"))
+            assert panel.get_attribute("role") == "tabpanel" and panel.get_attribute("aria-labelledby") == \
+                tab.get_attribute("id") and panel.get_attribute("id") == tab.get_attribute("data-panel")
+
+        def selected():
+            return ([t.get_attribute("aria-selected") == "true" for t in tabs],
+                    [t.get_attribute("tabindex") for t in tabs])
+
+        assert selected() == ([True, False, False], ["0", "-1", "-1"])
+        ActionChains(browser).send_keys(Keys.TAB).perform()   # the first stop: the selected tab; the next: the question
+        assert browser.execute_script(focused) == "tab-ask"
+        ActionChains(browser).send_keys(Keys.TAB).perform()
+        assert browser.execute_script(focused) == "question"
+        browser.execute_script("document.getElementById('tab-ask').focus()")
+        moves = ((Keys.ARROW_RIGHT, "tab-search", "search"), (Keys.ARROW_RIGHT, "tab-tickets", "tickets"),
+                 (Keys.ARROW_RIGHT, "tab-ask", "ask"), (Keys.ARROW_LEFT, "tab-tickets", "tickets"),
+                 (Keys.HOME, "tab-ask", "ask"), (Keys.END, "tab-tickets", "tickets"))
+        for key, tab, panel in moves:
+            ActionChains(browser).send_keys(key).perform()
+            assert browser.execute_script(focused) == tab, (key, tab)
+            shown = [p.get_attribute("id") for p in browser.find_elements("css selector", "section.panel")
+                     if p.is_displayed()]
+            assert shown == [panel], (key, shown)
+            flags, stops = selected()
+            assert stops.count("0") == 1 and stops[flags.index(True)] == "0" and \
+                tabs[flags.index(True)].get_attribute("id") == tab
+        assert wait_state(browser, "tickets") == "done"    # selected by a key, the Tickets tab loads as on a click
+        ActionChains(browser).send_keys(Keys.TAB).perform()
+        assert browser.execute_script(focused) == "tickets-status"   # Tab leaves the tablist for the panel
+
+
+def test_the_streamed_answer_is_announced_once(chat_llm, browser):
+    """The answer box is no live region (a screen reader had read the growing answer again with each streamed
+    piece); it is aria-busy while it streams, and one polite status region gets the finished answer, once."""
+    from selenium.webdriver.support.ui import WebDriverWait
+    config, stub = chat_llm
+    stub.scenario, stub.piece_delay = "slow_stream", 0.2
+    stub.answer = "P1 tickets are confirmed and escalated by the first line within 15 minutes of the report. [1]"
+    live = ("const e = arguments[0]; for (let n = e; n; n = n.parentElement) { if (n.getAttribute('aria-live') || "
+            "['status', 'alert', 'log'].includes(n.getAttribute('role'))) return true; } return false;")
+    with serving(config) as base:
+        browser.get(base + "/")
+        answer = browser.find_element("id", "answer")
+        assert not browser.execute_script(live, answer)
+        region = browser.find_element("id", "announce")
+        assert region.get_attribute("role") == "status" and not browser.execute_script(
+            "return arguments[0].closest('[hidden]')", region)
+        browser.execute_script(
+            "window.heard = []; new MutationObserver(() => { const t = arguments[0].textContent; if (t) "
+            "window.heard.push(t); }).observe(arguments[0], {childList: true, characterData: true, subtree: true});",
+            region)
+        browser.find_element("id", "question").send_keys(QUESTION)
+        browser.find_element("id", "ask-button").click()
+        WebDriverWait(browser, 30).until(lambda d: answer_text(d).strip())     # streaming
+        assert answer.get_attribute("aria-busy") == "true"
+        assert browser.execute_script("return window.heard") == []
+        assert wait_state(browser, "ask") == "done"
+        assert answer.get_attribute("aria-busy") is None
+        heard = browser.execute_script("return window.heard")
+        assert heard == ["answer: " + stub.answer], heard
