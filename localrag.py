@@ -11917,8 +11917,18 @@ def _show_command(path: str, heading_path: Sequence[str] = (), vault: str | None
     """The `localrag show` command that prints a note or section; with `vault` when the path alone is ambiguous
     (the database holds several vaults), with `line` when the heading may be (a note can repeat a heading: the
     section that holds the line is the one shown)."""
-    return "localrag show " + _shell_word(path + ("#" + "#".join(heading_path) if heading_path else "")) + \
+    return command_name() + " show " + _shell_word(path + ("#" + "#".join(heading_path) if heading_path else "")) + \
         (f" --vault {_shell_word(vault)}" if vault else "") + (f" --line {line}" if line and heading_path else "")
+
+
+def command_name(argv0: str | None = None, platform: str = sys.platform) -> str:
+    """How a person starts localrag here, for the commands it prints to be pasted (`open:` lines, a note's `open`):
+    `localrag`, or `python3 localrag.pyz` for the zipapp, named as it was started (a field engineer who pasted
+    `localrag show …` next to the pyz got "command not found")."""
+    argv0 = (sys.argv[0] if sys.argv else "") if argv0 is None else argv0
+    if not argv0.lower().endswith(".pyz"):
+        return "localrag"
+    return ("python" if platform == "win32" else "python3") + " " + _shell_word(argv0)
 
 
 def _shell_word(text: str) -> str:
@@ -17066,7 +17076,7 @@ def _cmd_ask(config: Config, args: argparse.Namespace) -> int:
                  + (f", numbers not in the block: {', '.join(claim['numbers_missing'])}" if claim["numbers_missing"]
                     else "") + f"): {_snippet(claim['text'], 100)}")
     if result.get("answer_id"):
-        print(f"record: #{result['answer_id']} (localrag history show {result['answer_id']})")
+        print(f"record: #{result['answer_id']} ({command_name()} history show {result['answer_id']})")
     if result["completion"]["status"] in ("incomplete", "refused"):
         finish = result["completion"]["finish_reason"]
         why = {"length": f": the model reached LLM_MAX_TOKENS={config.llm_max_tokens}",
@@ -17083,7 +17093,7 @@ def _print_ticket(t: dict) -> None:
           f"updated {t['updated_at'][:19]}")
     print(f"title        {_shown_line(t['title'])}")
     if t.get("answer_id"):
-        print(f"answer       #{t['answer_id']} (localrag history show {t['answer_id']})")
+        print(f"answer       #{t['answer_id']} ({command_name()} history show {t['answer_id']})")
     print()
     print(_quoted_block(t["description"]))
     print()
@@ -17382,8 +17392,8 @@ def _cmd_eval(config: Config, args: argparse.Namespace) -> int:
         source = f", drafted from {result['vault']}" if result["vault"] else ", placeholders: no vault given"
         _print_json(result) if args.json else _say(
             f"wrote {result['path']} ({result['questions']} questions{source}); edit it, then: "
-            f"localrag eval --questions {shlex.quote(result['path'])}"
-            + (f" --vault {shlex.quote(result['vault'])}" if result["vault"] else ""))
+            f"{command_name()} eval --questions {shlex.quote(result['path'])}"
+            + (f" --vault {shlex.quote(result['vault'])}" if result["vault"] else "") + " --calibrate")
         return EXIT_OK
     path = args.questions or (config.repo_root / "eval" / "questions.yaml" if config.repo_root else None)
     if path is None and Path("questions.yaml").is_file():

@@ -1282,6 +1282,18 @@ MUTANTS: list[Mutant] = [
     M("cli s41: a citation's open: command names its chunk's first line (maybe a parent heading's)",
       "vault, c.get('line_end'))}\")", "vault, c.get('line_start'))}\")",
       ("tests/test_cli.py",), "parent_heading_prints_its_section or line_break_in_a_note"),
+    M("open: commands under the pyz name a localrag command that is not there",
+      'return command_name() + " show " + _shell_word(',
+      'return "localrag show " + _shell_word(',
+      ("tests/test_cli.py",), "open_commands_name_the_pyz"),
+    M("a pyz started by another name is not recognised",
+      '    if not argv0.lower().endswith(".pyz"):',
+      '    if not argv0.endswith(".pyz"):',
+      ("tests/test_cli.py",), "open_commands_name_the_pyz"),
+    M("eval init's closing line leaves out --calibrate",
+      """(f" --vault {shlex.quote(result['vault'])}" if result["vault"] else "") + " --calibrate")""",
+      """(f" --vault {shlex.quote(result['vault'])}" if result["vault"] else ""))""",
+      ("tests/test_cli.py",), "eval_init_questions_are_answered"),
 ]
 
 

@@ -223,7 +223,10 @@ def test_eval_init_questions_are_answered_by_the_vault_they_come_from(ingested, 
     config, vault, _ = ingested
     target = tmp_path / "starter.yaml"
     assert run_cli("eval", "init", "--vault", str(vault), "--questions", str(target))[0] == 0
-    assert f"localrag eval --questions {target} --vault {vault.resolve()}" in capfd.readouterr().err
+    # the next step as the file's own header gives it, --calibrate included (the two had differed)
+    assert f"localrag eval --questions {target} --vault {vault.resolve()} --calibrate" in capfd.readouterr().err
+    assert f"# Then: localrag eval --questions {target} --vault {vault.resolve()} --calibrate" in \
+        target.read_text(encoding="utf-8")
     code, out = run_cli("eval", "--questions", str(target), "--vault", str(vault), "--json")
     rows = json.loads(out)["questions"]
     assert code == 0 and [q["question"] for q in rows if q["expected_mode"] == "rag"][0].endswith("是什么？")
@@ -1396,6 +1399,33 @@ def test_a_key_set_twice_in_the_env_is_named_once_and_a_long_bad_value_is_quoted
     message = body["problems"][0]["message"]
     assert message.startswith("RAG_FUSION='xxx") and "x" * 100 not in message and "use one of" in message, message
     assert all(len(line) < 300 for line in done.stderr.splitlines())
+
+
+def test_open_commands_name_the_pyz_when_localrag_runs_from_one(db, tmp_path, monkeypatch, capfd):
+    """`open:` lines (and a note's `open`) said `localrag show …` under the zipapp too, where no `localrag` command
+    exists: a field engineer pasting one got "command not found".  They name the pyz as it was started."""
+    import shlex
+    assert localrag.command_name("localrag") == "localrag"
+    assert localrag.command_name("/usr/bin/pytest") == "localrag"
+    assert localrag.command_name("localrag.pyz") == "python3 localrag.pyz"
+    assert localrag.command_name("/opt/my tools/localrag-linux-x86_64.pyz") == \
+        "python3 '/opt/my tools/localrag-linux-x86_64.pyz'"
+    assert localrag.command_name(r"C:\tools\localrag.PYZ", platform="win32") == r"python 'C:\tools\localrag.PYZ'"
+    vault = tmp_path / "v"
+    vault.mkdir()
+    (vault / "kiwi.md").write_text("# Kiwi\n\n## Kiwi storage\n\nKiwis keep for weeks when cold.\n", encoding="utf-8")
+    assert localrag.ingest(db, vault)["status"] == "success"
+    monkeypatch.setattr(sys, "argv", ["./field/localrag.pyz", "ask"])
+    code, out = run_cli("ask", "how long do kiwis keep in kiwi storage?")
+    commands = [line.split("open: ", 1)[1] for line in out.splitlines() if line.startswith("    open: ")]
+    assert code == 0 and commands and all(c.startswith("python3 ./field/localrag.pyz show ") for c in commands), out
+    assert "(python3 ./field/localrag.pyz history show " in out, out   # the record line: another command to paste
+    code, out = run_cli("show", *shlex.split(commands[0])[3:], "--json")
+    assert code == 0 and json.loads(out)["open"].startswith("python3 ./field/localrag.pyz show "), out
+    monkeypatch.setattr(sys, "argv", ["localrag"])
+    code, out = run_cli("show", "kiwi.md", "--json")
+    assert code == 0 and json.loads(out)["open"] == "localrag show kiwi.md", out
+    capfd.readouterr()
 
 
 def test_the_open_command_of_a_citation_under_a_parent_heading_prints_its_section(db, tmp_path, capfd):
