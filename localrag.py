@@ -14384,8 +14384,13 @@ async function ask() {
     }
     if (name === "done" && data.mode === "no_answer") offerTicket(question, data.answer_id);
     if (name === "done" && data.closest && data.closest.length) {
-      $("closest-list").replaceChildren(...data.closest.map(c => el("li", "closest-note",
-        where(c) + "  (shares: " + c.shared_terms.join(", ") + ")")));
+      $("closest-list").replaceChildren(...data.closest.map(c => {
+        // where to look, and (as the CLI's open: line under each) the section itself
+        const li = el("li", "closest-note");
+        li.append(el("span", "where", where(c) + "  (shares: " + c.shared_terms.join(", ") + ")"), " ",
+                  ...noteControl(c));
+        return li;
+      }));
       $("closest").hidden = false;
     }
     if (name === "done" && data.suggestion) {

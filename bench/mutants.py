@@ -1294,6 +1294,11 @@ MUTANTS: list[Mutant] = [
       """(f" --vault {shlex.quote(result['vault'])}" if result["vault"] else "") + " --calibrate")""",
       """(f" --vault {shlex.quote(result['vault'])}" if result["vault"] else ""))""",
       ("tests/test_cli.py",), "eval_init_questions_are_answered"),
+    M("page: the closest notes of a refusal have no show control",
+      """        li.append(el("span", "where", where(c) + "  (shares: " + c.shared_terms.join(", ") + ")"), " ",
+                  ...noteControl(c));""",
+      """        li.append(el("span", "where", where(c) + "  (shares: " + c.shared_terms.join(", ") + ")"));""",
+      ("tests/test_page.py",), "misspelt_question"),
 ]
 
 

@@ -165,12 +165,21 @@ def test_a_misspelt_question_offers_the_corrected_one(ingested, browser):
         assert browser.find_element("id", "mode").text == "no_answer"
         offer = browser.find_element("id", "suggestion-question")
         assert offer.is_displayed() and offer.text == "What are the API latency alert thresholds?"
-        closest = browser.find_elements("css selector", "#closest-list li")   # where to look, under the refusal
+        closest = browser.find_elements("css selector", "#closest-list li .where")   # where to look, under the refusal
         assert [li.text for li in closest] == ["runbooks/API Latency Runbook.md › API 延迟处理手册 › 告警条件"
                                                "（Alert Thresholds） (shares: alert, api, latency)"]
+        # ... with the section itself a click away, as the CLI's open: line under each closest note
+        show = browser.find_element("css selector", "#closest-list li button.show")
+        assert show.text == "show the section" and show.get_attribute("aria-expanded") == "false"
+        show.click()
+        box = browser.find_element("id", show.get_attribute("aria-controls"))
+        from selenium.webdriver.support.ui import WebDriverWait
+        WebDriverWait(browser, 30).until(lambda d: box.get_attribute("data-state") == "done")
+        assert "告警条件" in box.find_element("css selector", "pre.content").text
+        assert box.find_element("css selector", "p.open code").text.startswith(
+            "localrag show 'runbooks/API Latency Runbook.md#")
         screenshot(browser, "did-you-mean")
         offer.click()
-        from selenium.webdriver.support.ui import WebDriverWait
         WebDriverWait(browser, 30).until(lambda d: d.find_element("id", "mode").text == "rag")
         assert wait_state(browser, "ask") == "done"
         assert browser.find_element("id", "question").get_attribute("value") == \
