@@ -16479,8 +16479,12 @@ class _TalkStream:
         # (the file lives as long as the process).
         self.stream = stream if stream is not None else open(os.devnull, "w")  # noqa: SIM115
         self.failed = stream is None
+        self.command: str | None = None   # command_name(), once a hint needs it (--help must import nothing)
 
     def write(self, text: str) -> int:
+        if "`localrag " in text:   # a command a hint quotes (`localrag db init`), as a person here types it
+            self.command = self.command or command_name()
+            text = text.replace("`localrag ", f"`{self.command} ")
         return self.write_control(_escape_controls(text))
 
     def write_control(self, text: str) -> int:

@@ -1299,6 +1299,10 @@ MUTANTS: list[Mutant] = [
                   ...noteControl(c));""",
       """        li.append(el("span", "where", where(c) + "  (shares: " + c.shared_terms.join(", ") + ")"));""",
       ("tests/test_page.py",), "misspelt_question"),
+    M("hints on stderr under the pyz quote a localrag command that is not there",
+      '            text = text.replace("`localrag ", f"`{self.command} ")\n',
+      '            text = text.replace("`localrag ", "`localrag ")\n',
+      ("tests/test_cli.py",), "open_commands_name_the_pyz"),
 ]
 
 

@@ -1422,10 +1422,17 @@ def test_open_commands_name_the_pyz_when_localrag_runs_from_one(db, tmp_path, mo
     assert "(python3 ./field/localrag.pyz history show " in out, out   # the record line: another command to paste
     code, out = run_cli("show", *shlex.split(commands[0])[3:], "--json")
     assert code == 0 and json.loads(out)["open"].startswith("python3 ./field/localrag.pyz show "), out
+    # ... and so do the commands that hints on stderr quote (`localrag db init`, `localrag ingest PATH`)
+    capfd.readouterr()
+    code, _ = run_cli("show", "no-such-note.md")
+    err = capfd.readouterr().err
+    assert code == localrag.EXIT_NOT_FOUND and "`python3 ./field/localrag.pyz show --list`" in err, err
+    assert "`localrag " not in err, err
     monkeypatch.setattr(sys, "argv", ["localrag"])
     code, out = run_cli("show", "kiwi.md", "--json")
     assert code == 0 and json.loads(out)["open"] == "localrag show kiwi.md", out
-    capfd.readouterr()
+    code, _ = run_cli("show", "no-such-note.md")
+    assert "`localrag show --list`" in capfd.readouterr().err
 
 
 def test_the_open_command_of_a_citation_under_a_parent_heading_prints_its_section(db, tmp_path, capfd):
