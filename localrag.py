@@ -13964,17 +13964,25 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
             "/mcp": {"post": {
                 "operationId": "mcp", "summary": "The MCP endpoint (Streamable HTTP, JSON responses)",
                 "description": "Model Context Protocol over Streamable HTTP: one JSON-RPC message per POST, "
-                               "answered with one JSON object (202 with no body for a notification). Tools: search, "
-                               "ask, get_note, list_notes, status. Protocol 2026-07-28 (per-request _meta) and the "
-                               "initialize handshake of 2024-11-05 .. 2025-11-25.",
-                "security": bearer, "requestBody": body(jsonrpc),
+                               "answered with one JSON object (202 with no body for a notification; a "
+                               f"{MCP_BATCH_VERSION} batch, sent without MCP-Protocol-Version or with that version, "
+                               "is answered with an array). Tools: "
+                               f"{', '.join(_mcp_tools())}. Protocol {', '.join(MCP_MODERN_VERSIONS)} (per-request "
+                               f"_meta) and the initialize handshake of {MCP_HANDSHAKE_VERSIONS[-1]} .. "
+                               f"{MCP_HANDSHAKE_VERSIONS[0]}. Every error, refused before the JSON-RPC layer "
+                               "(401, 403, 413, 415, 503 ...) or not, has a JSON-RPC error body.",
+                "security": bearer, "requestBody": body({"oneOf": [jsonrpc, _schema(
+                    "array", items=jsonrpc, minItems=1, description=f"A JSON-RPC batch ({MCP_BATCH_VERSION} only)")]}),
                 "responses": {"200": {"description": "The JSON-RPC response", "content": {"application/json": {
-                    "schema": {"$ref": "#/components/schemas/JsonRpcResponse"}}}},
-                    "202": {"description": "A notification was accepted"},
+                    "schema": {"oneOf": [{"$ref": "#/components/schemas/JsonRpcResponse"}, _schema(
+                        "array", items={"$ref": "#/components/schemas/JsonRpcResponse"},
+                        description=f"The responses to a {MCP_BATCH_VERSION} batch's requests")]}}}},
+                    "202": {"description": "A notification (or a batch of only notifications) was accepted"},
+                    # a refusal before the JSON-RPC layer (token, Origin, size, media type, busy) is a JSON-RPC
+                    # error too, so the SDK's client reports it as the call's error
                     **{str(c): {"description": http.HTTPStatus(c).phrase, "content": {"application/json": {
-                        "schema": {"$ref": "#/components/schemas/JsonRpcResponse"}}}} for c in (400, 403, 404)},
-                    **{k: v for k, v in responses("#/components/schemas/JsonRpcResponse", 401, 413, 500).items()
-                       if k not in ("200", "400")}}}},   # its 400s are JSON-RPC errors (above)
+                        "schema": {"$ref": "#/components/schemas/JsonRpcResponse"}}}}
+                       for c in (400, 401, 403, 404, 406, 408, 411, 413, 415, 500, 503)}}}},
             "/openapi.json": {"get": {
                 "operationId": "openapi", "summary": "This document",
                 "description": "The OpenAPI 3.0 description of this API.", "responses": {"200": {
@@ -15617,6 +15625,9 @@ MCP_TOOLS_TTL_MS = 3_600_000                # the tool list changes only with a 
 RPC_PARSE_ERROR, RPC_INVALID_REQUEST, RPC_METHOD_NOT_FOUND, RPC_INVALID_PARAMS, RPC_INTERNAL = \
     -32700, -32600, -32601, -32602, -32603
 RPC_HEADER_MISMATCH, RPC_UNSUPPORTED_VERSION = -32020, -32022
+# The one revision whose spec says a server MUST accept JSON-RPC batches: 2025-06-18 removed them, 2024-11-05 never
+# named them.  Over HTTP it is also the revision assumed for a request without MCP-Protocol-Version.
+MCP_BATCH_VERSION = "2025-03-26"
 MCP_INSTRUCTIONS = (
     "localrag answers from a local Markdown knowledge base and cites its sources. Use `ask` for an answer with "
     "citations (each with the evidence text, note path, heading path and file lines); mode `no_answer` means the "
@@ -15737,8 +15748,10 @@ class McpServer:
     def handle(self, msg: Any) -> dict | None:
         """The response to one decoded message, or None when nothing is to be sent (a notification)."""
         if isinstance(msg, list):
-            raise RpcError(RPC_INVALID_REQUEST, "JSON-RPC batches are not supported by MCP (2025-06-18 and later); "
-                                                "send one message per line")
+            agreed = f" (this connection agreed on {self.handshake_version})" if self.handshake_version else ""
+            unit = "line" if self.transport == "stdio" else "POST"
+            raise RpcError(RPC_INVALID_REQUEST, f"JSON-RPC batches are part of MCP {MCP_BATCH_VERSION} only{agreed}; "
+                                                f"send one message per {unit}")
         if not isinstance(msg, dict) or msg.get("jsonrpc") != "2.0":
             raise RpcError(RPC_INVALID_REQUEST, 'not a JSON-RPC 2.0 message: expected an object with "jsonrpc": '
                                                 '"2.0"')
@@ -15768,8 +15781,10 @@ class McpServer:
             error["data"] = exc.data
         return {"jsonrpc": "2.0", "id": getattr(exc, "id", rid), "error": error}
 
-    def answer(self, msg: Any) -> dict | None:
+    def answer(self, msg: Any) -> dict | list | None:
         """handle(), with every failure turned into a JSON-RPC error response: nothing escapes."""
+        if isinstance(msg, list) and self.handshake_version == MCP_BATCH_VERSION:
+            return self.answer_batch(msg)
         try:
             return self.handle(msg)
         except RpcError as exc:   # with the message's id whenever it is a valid one (a "jsonrpc": "1.0" one too)
@@ -15778,6 +15793,35 @@ class McpServer:
             LOG.exception("unexpected error in the MCP server")
             return self.error_response(RpcError(RPC_INTERNAL, "internal error; see the server log", http_status=500),
                                        _rpc_id(msg))
+
+    def answer_batch(self, msgs: list) -> dict | list | None:
+        """A JSON-RPC batch (MCP 2025-03-26, which a server MUST accept): each message answered as if alone, in
+        order, the responses in one array; None when it held only notifications and responses (nothing is sent).
+        An empty batch is one error, as JSON-RPC 2.0 says; initialize, and a request naming a per-request
+        revision (whose routing headers describe one message), cannot be part of one."""
+        if not msgs:
+            return self.error_response(RpcError(RPC_INVALID_REQUEST, "an empty JSON-RPC batch: send at least one "
+                                                                     "message"))
+        out = []
+        for msg in msgs:
+            params = msg.get("params") if isinstance(msg, dict) else None
+            if isinstance(msg, list):
+                response: Any = self.error_response(RpcError(RPC_INVALID_REQUEST, "a batch inside a batch: each "
+                                                                                  "element must be one message"))
+            elif isinstance(msg, dict) and msg.get("method") == "initialize":
+                response = self.error_response(RpcError(RPC_INVALID_REQUEST, "initialize must not be part of a "
+                                                                             "batch: send it alone"), _rpc_id(msg))
+            elif isinstance(params, dict) and isinstance(params.get("_meta"), dict) \
+                    and MCP_META_VERSION in params["_meta"]:
+                response = self.error_response(RpcError(RPC_INVALID_REQUEST, f"a request naming a protocol version "
+                                                                             f"in params._meta cannot be part of a "
+                                                                             f"{MCP_BATCH_VERSION} batch: send it "
+                                                                             f"alone"), _rpc_id(msg))
+            else:
+                response = self.answer(msg)
+            if response is not None:
+                out.append(response)
+        return out or None
 
     def _notification(self, method: str, params: Any) -> None:
         if method == "notifications/initialized":
@@ -15903,8 +15947,8 @@ class McpServer:
 
     # --- Streamable HTTP --------------------------------------------------------------------------------------------
 
-    def handle_http(self, headers: Any, raw: bytes) -> tuple[int, dict | RawResponse]:
-        """POST /mcp: (HTTP status, JSON-RPC response or an empty 202)."""
+    def handle_http(self, headers: Any, raw: bytes) -> tuple[int, dict | list | RawResponse]:
+        """POST /mcp: (HTTP status, JSON-RPC response (an array of them for a batch) or an empty 202)."""
         api = self.api
         problem = _caller_problem(headers.get("Host"), headers.get("Origin"), getattr(api, "bound_host", None),
                                   getattr(api, "loopback_only", False), self.config.allowed_hosts)
@@ -15939,6 +15983,12 @@ class McpServer:
             return 400, self.error_response(RpcError(RPC_INVALID_REQUEST, (
                 f"MCP-Protocol-Version {header_version[:40]!r} is not supported; supported: "
                 f"{', '.join((*MCP_MODERN_VERSIONS, *MCP_HANDSHAKE_VERSIONS))}")), _rpc_id(msg))
+        if isinstance(msg, list) and (header_version or MCP_BATCH_VERSION) == MCP_BATCH_VERSION:
+            # no MCP-Protocol-Version header: 2025-03-26, as the later revisions tell a server to assume
+            responses = self.answer_batch(msg)
+            if responses is None:
+                return 202, RawResponse(b"")
+            return (200 if isinstance(responses, list) else 400), responses   # an empty batch: the one error
         try:
             if isinstance(msg, dict) and "id" in msg:
                 self._check_headers(headers, msg)

@@ -226,7 +226,9 @@ def test_http_transport_rules(ingested):
         assert status == 202 and body == b""
         status, _, body = post_raw(url, b"{not json")
         assert status == 400 and json.loads(body)["error"]["code"] == -32700
-        status, _, body = post_raw(url, [{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}])
+        # a batch is 2025-03-26's (the revision assumed without MCP-Protocol-Version): refused under a later one
+        status, _, body = post_raw(url, [{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}],
+                                   {"MCP-Protocol-Version": "2025-06-18"})
         assert status == 400 and json.loads(body)["error"]["code"] == -32600
         status, _, body = post_raw(url, {"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
                                    {"Origin": "http://evil.example"})
@@ -239,6 +241,91 @@ def test_http_transport_rules(ingested):
         status, _, body = post_raw(url, {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
                                          "params": {"name": "nope"}}, {"MCP-Protocol-Version": "2025-11-25"})
         assert status == 200 and json.loads(body)["error"]["code"] == -32602
+
+
+BATCH = [{"jsonrpc": "2.0", "id": 2, "method": "ping"},
+         {"jsonrpc": "2.0", "method": "notifications/initialized"},
+         {"jsonrpc": "2.0", "id": "s", "method": "tools/call",
+          "params": {"name": "search", "arguments": {"query": RAG_Q, "top_k": 1}}},
+         7, {"jsonrpc": "2.0", "id": 4, "method": "initialize", "params": {}}]
+
+
+def check_batch_reply(reply) -> None:
+    assert isinstance(reply, list) and [r["id"] for r in reply] == [2, "s", None, 4], reply
+    assert reply[0]["result"] == {} and reply[1]["result"]["structuredContent"]["results"][0]["source"] == NOTE
+    assert reply[2]["error"]["code"] == -32600                         # 7 is no message: answered alone
+    assert reply[3]["error"]["code"] == -32600 and "batch" in reply[3]["error"]["message"]   # initialize: alone
+
+
+def test_a_2025_03_26_batch_is_answered_on_stdio_and_http(ingested, env):
+    """MCP 2025-03-26 says a server MUST accept JSON-RPC batches; localrag agrees on 2025-03-26 in initialize (and
+    over HTTP a request without MCP-Protocol-Version is 2025-03-26), yet answered every batch with -32600."""
+    s = RawStdio(env)
+    s.send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+    assert s.recv()["result"]["protocolVersion"] == "2025-03-26"
+    s.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    s.send(BATCH)
+    check_batch_reply(s.recv())
+    s.send([{"jsonrpc": "2.0", "method": "notifications/initialized"}])   # only notifications: nothing is sent
+    s.send([])
+    assert s.recv() == {"jsonrpc": "2.0", "id": None, "error": {
+        "code": -32600, "message": "an empty JSON-RPC batch: send at least one message"}}
+    code, rest, err = s.close()
+    assert code == 0 and rest == b"", err
+    config, _, _ = ingested
+    with serving(config) as url:
+        status, headers, body = post_raw(url, BATCH)
+        assert status == 200 and headers["Content-Type"].startswith("application/json")
+        check_batch_reply(json.loads(body))
+        status, _, body = post_raw(url, BATCH, {"MCP-Protocol-Version": "2025-03-26"})
+        assert status == 200 and len(json.loads(body)) == 4
+        assert post_raw(url, [{"jsonrpc": "2.0", "method": "notifications/initialized"}])[:3:2] == (202, b"")
+        status, _, body = post_raw(url, [])
+        assert status == 400 and json.loads(body)["error"]["code"] == -32600
+        status, _, body = post_raw(url, BATCH, {"MCP-Protocol-Version": "2025-11-25"})
+        assert status == 400 and "2025-03-26 only" in json.loads(body)["error"]["message"]
+
+
+def test_openapi_describes_what_post_mcp_really_answers(ingested, monkeypatch):
+    """/openapi.json gave /mcp's 401, 403, 408, 411, 413 and 500 localrag's REST error body, left out 406, 415 and
+    503, and listed five of the six tools; every /mcp answer is a JSON-RPC message."""
+    import jsonschema
+    monkeypatch.setenv("LOCALRAG_API_TOKEN", "mcp-token-1234")
+    config = localrag.load_config()
+
+    def inline(node, spec):
+        if isinstance(node, list):
+            return [inline(x, spec) for x in node]
+        if not isinstance(node, dict):
+            return node
+        if "$ref" in node:
+            return inline(spec["components"]["schemas"][node["$ref"].rsplit("/", 1)[1]], spec)
+        out = {k: inline(v, spec) for k, v in node.items() if k not in ("nullable", "example")}
+        return {"anyOf": [out, {"type": "null"}]} if node.get("nullable") else out
+
+    tok = {"Authorization": "Bearer mcp-token-1234"}
+    ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    with serving(config) as url:
+        spec = json.loads(urllib_get(url + "/openapi.json"))
+        op = spec["paths"]["/mcp"]["post"]
+        assert all(name in op["description"] for name in TOOLS), op["description"]
+        assert {"406", "415", "503"} <= set(op["responses"])
+        for headers, body, want in ((tok, ping, 200), (tok, BATCH, 200), ({}, ping, 401),
+                                    ({**tok, "Origin": "http://evil.example"}, ping, 403),
+                                    ({**tok, "Content-Type": "text/plain"}, ping, 415),
+                                    ({**tok, "Accept": "text/html"}, ping, 406),
+                                    (tok, b"x" * (config.max_body_bytes + 1), 413)):
+            status, _, raw = post_raw(url, body, headers)
+            assert status == want, (status, raw)
+            schema = op["responses"][str(status)]["content"]["application/json"]["schema"]
+            jsonschema.validate(json.loads(raw), inline(schema, spec))
+
+
+def urllib_get(url: str) -> bytes:
+    import urllib.request
+    with urllib.request.urlopen(url, timeout=30) as resp:
+        return resp.read()
 
 
 def test_http_duplicate_routing_headers_and_a_compressed_body_are_refused(ingested):
