@@ -13817,6 +13817,9 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
                "oneOf": [_schema("string"), _schema("integer")]},
         "method": _doc("string", "initialize, server/discover, tools/list, tools/call, ping", "tools/list"),
         "params": _doc("object", "Method parameters; tools/call takes {name, arguments}", {}, nullable=True)})
+    rpc_reply = {"oneOf": [{"$ref": "#/components/schemas/JsonRpcResponse"}, _schema(
+        "array", items={"$ref": "#/components/schemas/JsonRpcResponse"},
+        description=f"The responses to a {MCP_BATCH_VERSION} batch's messages, in order")]}
     return {
         "openapi": "3.0.3",
         "info": {"title": "localrag", "version": __version__,
@@ -13973,16 +13976,15 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
                                "(401, 403, 413, 415, 503 ...) or not, has a JSON-RPC error body.",
                 "security": bearer, "requestBody": body({"oneOf": [jsonrpc, _schema(
                     "array", items=jsonrpc, minItems=1, description=f"A JSON-RPC batch ({MCP_BATCH_VERSION} only)")]}),
-                "responses": {"200": {"description": "The JSON-RPC response", "content": {"application/json": {
-                    "schema": {"oneOf": [{"$ref": "#/components/schemas/JsonRpcResponse"}, _schema(
-                        "array", items={"$ref": "#/components/schemas/JsonRpcResponse"},
-                        description=f"The responses to a {MCP_BATCH_VERSION} batch's requests")]}}}},
-                    "202": {"description": "A notification (or a batch of only notifications) was accepted"},
+                "responses": {
                     # a refusal before the JSON-RPC layer (token, Origin, size, media type, busy) is a JSON-RPC
-                    # error too, so the SDK's client reports it as the call's error
-                    **{str(c): {"description": http.HTTPStatus(c).phrase, "content": {"application/json": {
-                        "schema": {"$ref": "#/components/schemas/JsonRpcResponse"}}}}
-                       for c in (400, 401, 403, 404, 406, 408, 411, 413, 415, 500, 503)}}}},
+                    # error too, so the SDK's client reports it as the call's error; a batch is answered (200, or 400
+                    # when no message of it could be read) with an array
+                    **{str(c): {"description": "The JSON-RPC response" if c == 200 else http.HTTPStatus(c).phrase,
+                                "content": {"application/json": {"schema": rpc_reply if c in (200, 400) else {
+                                    "$ref": "#/components/schemas/JsonRpcResponse"}}}}
+                       for c in (200, 400, 401, 403, 404, 406, 408, 411, 413, 415, 500, 503)},
+                    "202": {"description": "A notification (or a batch of only notifications) was accepted"}}}},
             "/openapi.json": {"get": {
                 "operationId": "openapi", "summary": "This document",
                 "description": "The OpenAPI 3.0 description of this API.", "responses": {"200": {
@@ -15781,44 +15783,49 @@ class McpServer:
             error["data"] = exc.data
         return {"jsonrpc": "2.0", "id": getattr(exc, "id", rid), "error": error}
 
-    def answer(self, msg: Any) -> dict | list | None:
-        """handle(), with every failure turned into a JSON-RPC error response: nothing escapes."""
+    def answer(self, msg: Any, malformed: list | None = None) -> dict | list | None:
+        """handle(), with every failure turned into a JSON-RPC error response: nothing escapes.  A message that
+        could not be read as a request (RpcError.malformed: a 400 alone over HTTP) is added to `malformed`."""
         if isinstance(msg, list) and self.handshake_version == MCP_BATCH_VERSION:
             return self.answer_batch(msg)
         try:
             return self.handle(msg)
         except RpcError as exc:   # with the message's id whenever it is a valid one (a "jsonrpc": "1.0" one too)
+            if malformed is not None and exc.malformed:
+                malformed.append(exc)
             return self.error_response(exc, _rpc_id(msg))
         except Exception:
             LOG.exception("unexpected error in the MCP server")
             return self.error_response(RpcError(RPC_INTERNAL, "internal error; see the server log", http_status=500),
                                        _rpc_id(msg))
 
-    def answer_batch(self, msgs: list) -> dict | list | None:
+    def answer_batch(self, msgs: list, malformed: list | None = None) -> dict | list | None:
         """A JSON-RPC batch (MCP 2025-03-26, which a server MUST accept): each message answered as if alone, in
         order, the responses in one array; None when it held only notifications and responses (nothing is sent).
         An empty batch is one error, as JSON-RPC 2.0 says; initialize, and a request naming a per-request
-        revision (whose routing headers describe one message), cannot be part of one."""
+        revision (whose routing headers describe one message), cannot be part of one.  Each message that could not
+        be read as a request is added to `malformed` (over HTTP, a batch of only those is a 400, as each is alone)."""
+        malformed = [] if malformed is None else malformed
         if not msgs:
             return self.error_response(RpcError(RPC_INVALID_REQUEST, "an empty JSON-RPC batch: send at least one "
                                                                      "message"))
         out = []
         for msg in msgs:
             params = msg.get("params") if isinstance(msg, dict) else None
+            refusal = None
             if isinstance(msg, list):
-                response: Any = self.error_response(RpcError(RPC_INVALID_REQUEST, "a batch inside a batch: each "
-                                                                                  "element must be one message"))
+                refusal = "a batch inside a batch: each element must be one message"
             elif isinstance(msg, dict) and msg.get("method") == "initialize":
-                response = self.error_response(RpcError(RPC_INVALID_REQUEST, "initialize must not be part of a "
-                                                                             "batch: send it alone"), _rpc_id(msg))
+                refusal = "initialize must not be part of a batch: send it alone"
             elif isinstance(params, dict) and isinstance(params.get("_meta"), dict) \
                     and MCP_META_VERSION in params["_meta"]:
-                response = self.error_response(RpcError(RPC_INVALID_REQUEST, f"a request naming a protocol version "
-                                                                             f"in params._meta cannot be part of a "
-                                                                             f"{MCP_BATCH_VERSION} batch: send it "
-                                                                             f"alone"), _rpc_id(msg))
+                refusal = (f"a request naming a protocol version in params._meta cannot be part of a "
+                           f"{MCP_BATCH_VERSION} batch: send it alone")
+            if refusal:
+                malformed.append(msg)
+                response: Any = self.error_response(RpcError(RPC_INVALID_REQUEST, refusal), _rpc_id(msg))
             else:
-                response = self.answer(msg)
+                response = self.answer(msg, malformed)
             if response is not None:
                 out.append(response)
         return out or None
@@ -15985,10 +15992,13 @@ class McpServer:
                 f"{', '.join((*MCP_MODERN_VERSIONS, *MCP_HANDSHAKE_VERSIONS))}")), _rpc_id(msg))
         if isinstance(msg, list) and (header_version or MCP_BATCH_VERSION) == MCP_BATCH_VERSION:
             # no MCP-Protocol-Version header: 2025-03-26, as the later revisions tell a server to assume
-            responses = self.answer_batch(msg)
+            refused: list = []
+            responses = self.answer_batch(msg, refused)
             if responses is None:
                 return 202, RawResponse(b"")
-            return (200 if isinstance(responses, list) else 400), responses   # an empty batch: the one error
+            # 400 for an empty batch (its one error) or one whose every message was unreadable, as each is alone
+            ok = isinstance(responses, list) and len(refused) < len(responses)
+            return (200 if ok else 400), responses
         try:
             if isinstance(msg, dict) and "id" in msg:
                 self._check_headers(headers, msg)

@@ -283,6 +283,10 @@ def test_a_2025_03_26_batch_is_answered_on_stdio_and_http(ingested, env):
         assert post_raw(url, [{"jsonrpc": "2.0", "method": "notifications/initialized"}])[:3:2] == (202, b"")
         status, _, body = post_raw(url, [])
         assert status == 400 and json.loads(body)["error"]["code"] == -32600
+        # a batch of only messages that cannot be read as requests is a 400, as each of them alone is
+        unreadable = [{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": [None]}, 7, BATCH[4]]
+        status, _, body = post_raw(url, unreadable)
+        assert status == 400 and [r["error"]["code"] for r in json.loads(body)] == [-32602, -32600, -32600], body
         status, _, body = post_raw(url, BATCH, {"MCP-Protocol-Version": "2025-11-25"})
         assert status == 400 and "2025-03-26 only" in json.loads(body)["error"]["message"]
 
