@@ -15634,7 +15634,8 @@ MCP_INSTRUCTIONS = (
     "localrag answers from a local Markdown knowledge base and cites its sources. Use `ask` for an answer with "
     "citations (each with the evidence text, note path, heading path and file lines); mode `no_answer` means the "
     "knowledge base holds no good evidence: say so rather than guess. Use `search` to look passages up, "
-    "`get_note` to read a cited note or section in full, `list_notes` to browse, `status` when something fails.")
+    "`get_note` to read a cited note or section in full, `list_notes` to browse, `status` when something fails; "
+    "after a `no_answer` the user cares about, `draft_ticket` drafts a ticket for them to check and save.")
 
 
 class RpcError(Exception):

@@ -1328,6 +1328,10 @@ MUTANTS: list[Mutant] = [
       "f\"{', '.join(_mcp_tools())}. Protocol",
       "f\"search, ask, get_note, list_notes, status. Protocol",
       ("tests/test_mcp.py",), "what_post_mcp_really_answers"),
+    M("mcp: the instructions leave draft_ticket out",
+      """    "after a `no_answer` the user cares about, `draft_ticket` drafts a ticket for them to check and save.")""",
+      """    "after a `no_answer` the user cares about, a ticket can be drafted for them to check and save.")""",
+      ("tests/test_mcp.py",), "sdk_client_over_http"),
 ]
 
 

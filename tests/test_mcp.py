@@ -62,6 +62,8 @@ def check_session(out: dict, version: str) -> None:
     assert out["version"] == version
     assert out["server"] == "localrag"
     assert "no_answer" in (out["instructions"] or "")
+    # the instructions name every tool, draft_ticket included (it had been left out)
+    assert all(f"`{name}`" in out["instructions"] for name in localrag._mcp_tools()), out["instructions"]
     assert set(out["tools"]) == TOOLS
     for tool in out["tools"].values():
         schema = tool.input_schema
