@@ -1275,6 +1275,22 @@ def _db_now(config):
         return s.run("SELECT clock_timestamp()")[0][0]
 
 
+def _while_the_database_goes(up, config, since, nth: int, call):
+    """Runs `call` (an answer with an unstreamed model) in a thread; once the model has its `nth` request, ends the
+    database sessions opened since `since`, then lets the model answer; returns what `call` returned."""
+    up.json_gate = threading.Event()
+    out: list = []
+    asking = threading.Thread(target=lambda: out.append(call()))
+    asking.start()
+    deadline = time.monotonic() + 20
+    while len(up.requests) < nth and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _end_sessions_since(config, since) >= 1
+    up.json_gate.set()
+    asking.join(30)
+    return out[0]
+
+
 def test_an_answer_whose_record_cannot_be_written_still_arrives(ingested, upstream, start_server):
     """The database went away during the model's answer: the stream ended in an `error` event after every delta
     and no `done`, POST /ask answered 503 and the CLI printed no answer, though the answer was there; only its
@@ -1305,33 +1321,14 @@ def test_an_answer_whose_record_cannot_be_written_still_arrives(ingested, upstre
     assert done["record_error"]["message"].startswith("the answer was given but not recorded"), done
     assert client.post("/search", {"query": RAG_Q}).status == 200   # the dead connection was dropped, not pooled
 
-    up.json_gate = threading.Event()
-    replies: list = []
-    asking = threading.Thread(target=lambda: replies.append(client.post("/ask", {"question": NO_ANSWER_Q,
-                                                                                 "fallback": True})))
-    asking.start()
-    deadline = time.monotonic() + 20
-    while len(up.requests) < 2 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert _end_sessions_since(config, since) >= 1
-    up.json_gate.set()
-    asking.join(30)
-    reply = replies[0]
+    reply = _while_the_database_goes(up, config, since, 2,
+                                     lambda: client.post("/ask", {"question": NO_ANSWER_Q, "fallback": True}))
     assert reply.status == 200, reply.raw[:300]
     assert reply.json["answer"].endswith("first, second.") and reply.json["answer_id"] is None
     assert reply.json["record_error"]["code"] == "database_unavailable"
 
-    up.json_gate = threading.Event()
-    out: list = []
-    asking = threading.Thread(target=lambda: out.append(run_cli("ask", NO_ANSWER_Q, "--fallback", "--json")))
-    asking.start()
-    deadline = time.monotonic() + 20
-    while len(up.requests) < 3 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert _end_sessions_since(config, since) >= 1
-    up.json_gate.set()
-    asking.join(30)
-    code, text = out[0]
+    code, text = _while_the_database_goes(up, config, since, 3,
+                                          lambda: run_cli("ask", NO_ANSWER_Q, "--fallback", "--json"))
     answer = json.loads(text)
     assert code == 0 and answer["answer"].endswith("first, second.") and answer["answer_id"] is None, answer
     assert answer["record_error"]["code"] == "database_unavailable"
