@@ -8084,8 +8084,9 @@ def ingest(config: Config, vault: str | Path, progress: ProgressFn | None = None
         if job.failed:
             summary = f"{len(job.failed)} file(s) failed: " + "; ".join(
                 f"{f['path']}: {f['error']}" for f in job.failed[:20])
-        job.warnings.extend(_gone_vault_warnings(store, vault_key))
-        job.warnings.extend(_nested_vault_warnings(store, vault_key))
+        others = [(v, n) for v, n in store.vault_document_counts() if v != vault_key]   # the other indexed vaults
+        job.warnings.extend(_gone_vault_warnings(others))
+        job.warnings.extend(_nested_vault_warnings(others, vault_key))
         result = _finish_run(config, store, job, "success", summary, time.monotonic() - started)
         result["schema_created"] = schema_created
         # Still under the ingest lock (a concurrent ingest of this vault waits instead of writing during the build);
@@ -8102,26 +8103,26 @@ def ingest(config: Config, vault: str | Path, progress: ProgressFn | None = None
         store.close()
 
 
-def _gone_vault_warnings(store: Store, vault_key: str) -> list[dict]:
+def _gone_vault_warnings(others: Sequence[tuple[str, int]]) -> list[dict]:
     """Other indexed vaults whose folder is gone (a vault moved or renamed is a new vault; the old one's notes
     still answer, cited under a path that no longer opens): one warning each, with the command that removes them."""
     import shlex
     return [{"path": other, "warning": (
         f"an indexed vault whose folder no longer exists (moved or deleted?): its {count} note(s) still answer "
         f"questions; `localrag vaults rm {shlex.quote(other)}` removes them")}
-        for other, count in store.vault_document_counts() if other != vault_key and not Path(other).is_dir()]
+        for other, count in others if not Path(other).is_dir()]
 
 
-def _nested_vault_warnings(store: Store, vault_key: str) -> list[dict]:
+def _nested_vault_warnings(others: Sequence[tuple[str, int]], vault_key: str) -> list[dict]:
     """Other indexed vaults inside this one, or holding it (`ingest ~/Vaults` after `ingest ~/Vaults/Team`): the
     notes under the inner folder are indexed twice, and search and answers show each of them twice.  One warning
     each, naming both folders and the command that removes either."""
     import shlex
     here = Path(vault_key)
     warnings = []
-    for other, count in store.vault_document_counts():
+    for other, count in others:
         there = Path(other)
-        if other == vault_key or not (there in here.parents or here in there.parents):
+        if not (there in here.parents or here in there.parents):
             continue
         inner, outer = (vault_key, other) if there in here.parents else (other, vault_key)
         warnings.append({"path": other, "warning": (
@@ -14269,8 +14270,7 @@ async function loadNote(item, heading, box) {
   }
   if (r.status === 401) { box.replaceChildren(el("p", "", "needs the API token")); needToken(null, retry); return; }
   if (!r.ok) {
-    const e = (r.payload && r.payload.error) || {code: "error", message: String(r.payload)};
-    box.replaceChildren(el("p", "error", "error [" + e.code + "]: " + e.message));
+    box.replaceChildren(el("p", "error", errorLine(r.payload)));
     box.dataset.state = "error";
     return;
   }
@@ -14285,10 +14285,14 @@ async function loadNote(item, heading, box) {
                                 n.content_chars.toLocaleString() + " characters; the command prints all of it"));
   box.dataset.state = "done";
 }
-function showError(panel, body, quiet) {
+// An error body (localrag's shape, or anything else a broken server or proxy sent) as the CLI prints it.
+function errorLine(body) {
   const e = (body && body.error) || {code: "error", message: String(body)};
-  setState(panel, "error", "error [" + e.code + "]: " + e.message);
-  if (!quiet) announce("error [" + e.code + "]: " + e.message);
+  return "error [" + e.code + "]: " + e.message;
+}
+function showError(panel, body, quiet) {
+  setState(panel, "error", errorLine(body));
+  if (!quiet) announce(errorLine(body));
 }
 
 // What the CLI warns about, shown over the answer: a cut-off or refused completion, citations of blocks that were
@@ -14323,15 +14327,14 @@ function warn(kind, text) {
 }
 // The stream broke (an error event, a cut connection): what was shown is a partial answer, not an answer.
 function answerFailed(panel, body) {
-  const e = (body && body.error) || {code: "error", message: String(body)};
-  showError(panel, {error: e}, true);   // the warning below is an alert: it is heard, once
+  showError(panel, body, true);   // the warning below is an alert: it is heard, once
   const partial = $("answer").textContent.trim() !== "";
   $("result").hidden = false;
   panel.dataset.answer = "failed";
   $("mode").textContent = "failed"; $("mode").dataset.mode = "failed";
   $("ticket-box").hidden = true;
   warn("error", (partial ? "the answer failed part-way: the text below is incomplete, not an answer; "
-                         : "no answer: ") + "error [" + e.code + "]: " + e.message);
+                         : "no answer: ") + errorLine(body));
 }
 // One question at a time: a new ask aborts the stream before it, and events of a superseded ask are dropped.
 let askRun = 0, askAbort = null;
@@ -14483,8 +14486,7 @@ async function api(method, path, body) {
   return {status: resp.status, ok: resp.ok, payload: payload};
 }
 function ticketError(payload) {
-  const e = (payload && payload.error) || {code: "error", message: String(payload)};
-  $("ticket-status").textContent = "error [" + e.code + "]: " + e.message;
+  $("ticket-status").textContent = errorLine(payload);
 }
 async function makeTicket() {
   if (!gap) return;
@@ -16663,6 +16665,13 @@ class _ProgressPrinter:
         getattr(self.stream, "write_control", self.stream.write)("\x1b[K")
 
 
+def _started_note(created: bool, why: str) -> str:
+    """What `db status` and `doctor` say of an embedded server they started `why`: made on a first run, or only
+    stopped before, and how to stop it."""
+    return (f"{'there was none: made it and started it' if created else 'it was stopped: started'} {why}; "
+            f"`localrag db stop` stops it")
+
+
 def _progress_printer(mode: str = "auto") -> _ProgressPrinter | None:
     """--progress auto (in place on a terminal, periodic lines otherwise), always (in place even when stderr
     does not look like a terminal), never."""
@@ -16708,9 +16717,7 @@ def _cmd_db(config: Config, args: argparse.Namespace) -> int:
             print(f"server          PostgreSQL {result['server_version']}, pgvector {result['pgvector'] or 'absent'}, "
                   f"shared_buffers {result['shared_buffers']}")
             if result["started"]:
-                print("                (" + ("there was none: made it and started it" if result["created"] else
-                                             "it was stopped: started")
-                      + " to read this status; `localrag db stop` stops it)")
+                print(f"                ({_started_note(result['created'], 'to read this status')})")
             version, outdated = result["schema_version"], result["schema_outdated"]
             state = "initialized" if result["schema_initialized"] else "outdated" if outdated else "NOT initialized"
             print(f"schema          {state}"
@@ -17788,8 +17795,7 @@ def _cmd_doctor(config: Config, args: argparse.Namespace) -> int:
         print(f"database        {db['kind']}: " + (f"ok, PostgreSQL {db['server_version']}, {db['listens']}, "
                                                    f"{db['seconds']}s" if db["ok"] else f"FAILED ({db['error']})"))
         if db.get("started"):   # as `db status` says it: the check left a server running that was not
-            print("                (" + ("there was none: made it and started it" if db.get("created") else
-                                         "it was stopped: started") + " to check it; `localrag db stop` stops it)")
+            print(f"                ({_started_note(db.get('created'), 'to check it')})")
         q = report["local_qwen3"]
         print(f"local-qwen3     torch {q['torch'] or 'absent'}, sentence-transformers "
               f"{q['sentence_transformers'] or 'absent'}, model {'cached' if q['model_cached'] else 'not cached'}"
