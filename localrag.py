@@ -1449,11 +1449,13 @@ def parse_database_url(url: str) -> DbTarget:
 # ingest run records it; when a vault's last successful run read its notes with another one, the next ingest reads
 # every note of the vault again instead of skipping unchanged files, so a fix to the reading reaches an index built
 # before it.  Change it with any change that gives an unchanged file other rows (bench/ingest_check.py says which).
+# notes-v4: a `$$` later in a line is math to the next `$$` in its paragraph; an embedded video's `|400` is its
+# size, not an alias.
 # notes-v3: nothing in a `$$` math block is a heading, tag or link; an embedded image's `|300` is its size, not an
 # alias; a tag keeps a keycap, flag or combining mark whole (`#1️⃣`, `#हिंदी`); `aliases: a, b` is two aliases.
 # notes-v2: headings only at the top level (not in callouts, quotes or lists), a two-line setext heading as one
 # line, no tag from a link to a heading, emoji in tags.  (notes-v1: every run before the version was recorded.)
-NOTES_READING = "notes-v3"
+NOTES_READING = "notes-v4"
 
 _WIKILINK_RE = re.compile(r"(!?)\[\[([^\[\]\|#\^\n]*)(#[^\[\]\|\n]*)?(?:\|([^\[\]\n]*))?\]\]")
 # A tag starts after whitespace/line start or an opening bracket; it is letters, digits, emoji, _ - / and must not
@@ -2099,15 +2101,17 @@ def _line_starts(body: str) -> list[int]:
     return [0] + [m.end() for m in re.finditer("\n", body)]
 
 
-def _math_spans(body: str, code_ranges: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+def _math_spans(body: str, code_ranges: Sequence[tuple[int, int]], line_starts: Sequence[int],
+                ) -> list[tuple[int, int]]:
     """The [start, end) offsets of Obsidian's math, `$$ ... $$`, outside code: from a `$$` to the next `$$`, on
-    one line anywhere in it, or across lines from a `$$` that starts its line (after indentation or a callout's
-    `>`), as Obsidian renders it.  Nothing inside is a heading, a tag or a link: `# x` in a formula had become a
-    heading that took over the heading path of the rest of the note.  A `$$` that no other closes is text (as
-    Obsidian shows it), and a `$$` inside code closes nothing.  Pure."""
+    one line anywhere in it, across lines from a `$$` that starts its line (after indentation or a callout's `>`),
+    or from a `$$` later in a line to the next `$$` in the same paragraph (markdown-it dollarmath's `$$` inside a
+    paragraph: `The energy is $$` / `E = mc^2` / `$$`; a blank line or a heading ends the paragraph), as Obsidian
+    renders it.  Nothing inside is a heading, a tag or a link: `# x` in a formula had become a heading that took
+    over the heading path of the rest of the note.  A `$$` that no other closes is text (as Obsidian shows it),
+    and a `$$` inside code closes nothing.  line_starts: _line_starts(body).  Pure."""
     if "$$" not in body:
         return []
-    line_starts = _line_starts(body)
     ranges = sorted(code_ranges)
     firsts = [first for first, _ in ranges]
 
@@ -2116,21 +2120,35 @@ def _math_spans(body: str, code_ranges: Sequence[tuple[int, int]]) -> list[tuple
         k = bisect.bisect_right(firsts, line) - 1
         return k >= 0 and line < ranges[k][1]
 
+    paragraphs: list = []   # markdown-it's [first, end) lines of each paragraph, parsed when a `$$` needs them
+
+    def paragraph_end(line: int) -> int:
+        """The offset where the paragraph holding this line ends; the line's own end when it is in none."""
+        nonlocal paragraphs
+        if not paragraphs:
+            paragraphs = [tok.map for tok in _markdown_parser().parse(body) if tok.type == "paragraph_open"] or \
+                [(0, 0)]
+        end = next((end for first, end in paragraphs if first <= line < end), line + 1)
+        return line_starts[end] if end < len(line_starts) else len(body)
+
     spans: list[tuple[int, int]] = []
     pos = 0
     while True:
         at = body.find("$$", pos)
         if at < 0:
             return spans
-        line_start = line_starts[bisect.bisect_right(line_starts, at) - 1]
+        line = bisect.bisect_right(line_starts, at) - 1
         line_end = body.find("\n", at)
         line_end = len(body) if line_end < 0 else line_end
         if in_code(at):
             pos = line_end
             continue
         close = body.find("$$", at + 2, line_end)
-        if close < 0 and not body[line_start:at].strip(" \t>"):
-            close = body.find("$$", at + 2)
+        if close < 0:
+            if not body[line_starts[line]:at].strip(" \t>"):
+                close = body.find("$$", at + 2)
+            else:
+                close = body.find("$$", at + 2, paragraph_end(line))
             if close >= 0 and in_code(close):
                 close = -1
         if close < 0:
@@ -2140,13 +2158,12 @@ def _math_spans(body: str, code_ranges: Sequence[tuple[int, int]]) -> list[tuple
         pos = close + 2
 
 
-def _outside_math(body: str, headings: Sequence[tuple[int, str, int]],
-                  math_spans: Sequence[tuple[int, int]]) -> list[tuple[int, str, int]]:
+def _outside_math(body: str, headings: Sequence[tuple[int, str, int]], math_spans: Sequence[tuple[int, int]],
+                  line_starts: Sequence[int]) -> list[tuple[int, str, int]]:
     """The headings (level, title, line) whose line does not start inside math: a `# x` line in a `$$` block is
     part of the formula, while `# Energy $$E = mc^2$$` is a heading with a formula in it.  Pure."""
     if not math_spans:
         return list(headings)
-    line_starts = _line_starts(body)
     kept = []
     for level, title, line in headings:
         at = line_starts[line] if line < len(line_starts) else len(body)
@@ -2177,8 +2194,11 @@ def extract_tags(text_without_code: str, frontmatter: dict) -> tuple[str, ...]:
 
 
 # An embedded image's `|640x480` or `|100` (after alt text, `|alt|100`) is its size, not an alias: Obsidian's
-# Embed files note.  Only images (its Accepted file formats): in a note embed, `![[Note|text]]`, text is the alias.
+# Embed files note.  Images and videos (its Accepted file formats), which Obsidian shows as a picture or a player
+# that the numbers size; `![[clip.mp4|400]]` had been stored with the alias `400`.  In a note embed,
+# `![[Note|text]]`, text is the alias; audio and PDFs are sized no such way (a PDF's height is `#height=400`).
 _IMAGE_SUFFIXES = (".avif", ".bmp", ".gif", ".jpeg", ".jpg", ".png", ".svg", ".webp")
+_VIDEO_SUFFIXES = (".mkv", ".mov", ".mp4", ".ogv", ".webm")
 _IMAGE_SIZE_RE = re.compile(r"(?:^|\|)[ \t]*[0-9]+(?:[ \t]*x[ \t]*[0-9]+)?[ \t]*$")
 
 
@@ -2193,19 +2213,17 @@ def extract_links(text_without_code: str) -> tuple[WikiLink, ...]:
             heading, _, block = heading.partition("^")
             heading, block = heading.rstrip("#").strip(), block.strip()
         alias = (m.group(4) or "").strip()
-        if m.group(1) and alias and target.lower().endswith(_IMAGE_SUFFIXES):
+        if m.group(1) and alias and target.lower().endswith(_IMAGE_SUFFIXES + _VIDEO_SUFFIXES):
             alias = _IMAGE_SIZE_RE.sub("", alias).strip().removesuffix("\\").strip()   # `|alt\|100` in a table
         if target or heading or block:
             links.append(WikiLink(target=target, heading=heading, alias=alias, embed=bool(m.group(1)), block=block))
     return tuple(links)
 
 
-def _heading_sections(body: str, found: Sequence[tuple[int, str, int]]) -> tuple[Section, ...]:
+def _heading_sections(body: str, found: Sequence[tuple[int, str, int]], line_starts: Sequence[int],
+                      ) -> tuple[Section, ...]:
     """Sections from the headings (level, title, line) of _block_outline: each runs from its heading line to the
-    next heading line."""
-    line_starts = [0]
-    for m in re.finditer(r"\n", body):
-        line_starts.append(m.end())
+    next heading line.  line_starts: _line_starts(body)."""
 
     def offset(line: int) -> int:
         return line_starts[line] if line < len(line_starts) else len(body)
@@ -2225,6 +2243,16 @@ def _heading_sections(body: str, found: Sequence[tuple[int, str, int]]) -> tuple
         # nothing: its text is cited at the heading above it, and a real heading under it keeps its own name.
         sections.append(Section(tuple(t for _, t in stack if t), level, start, end))
     return tuple(sections)
+
+
+def _sections_and_math(body: str, code: Sequence[tuple[int, int]], headings: Sequence[tuple[int, str, int]],
+                       ) -> tuple[tuple[Section, ...], list[tuple[int, int]]]:
+    """The body's sections from its outline (_block_outline's code and headings), a `# ` line inside math being
+    none, and its math spans (_math_spans): what parse_markdown makes of a note, and `show` of a stored one.  The
+    body's line starts are found once for the three steps."""
+    line_starts = _line_starts(body)
+    math_spans = _math_spans(body, code, line_starts)
+    return _heading_sections(body, _outside_math(body, headings, math_spans, line_starts), line_starts), math_spans
 
 
 def parse_markdown(text: str, relative_path: str = "") -> Document:
@@ -2253,9 +2281,8 @@ def parse_markdown(text: str, relative_path: str = "") -> Document:
     if outline is None or clean != body:   # the outline of the body as it is indexed
         body, outline = clean, _block_outline(clean)
     code, headings = outline
-    math_spans = _math_spans(body, code)
+    sections, math_spans = _sections_and_math(body, code, headings)
     plain = _strip_code(body, code, math_spans)
-    sections = _heading_sections(body, _outside_math(body, headings, math_spans))
     if head and not body.strip():
         # Nothing but frontmatter: the note is its properties, so its lines (between the fences) are its text,
         # as the file shows them; without that it had no chunk, so no search, tag filter or line range found it.
@@ -12067,8 +12094,7 @@ def _note_document(config: Config, store: Store | None, row: dict) -> Document:
         with _store_for(config, store) as s:    # a PDF's are its pages, which only its chunks still know
             sections = _pdf_sections(body, s.chunk_headings(row["id"]))
     else:
-        code, headings = _block_outline(body)
-        sections = _heading_sections(body, _outside_math(body, headings, _math_spans(body, code)))
+        sections = _sections_and_math(body, *_block_outline(body))[0]
     return Document(row["relative_path"], body, {}, sections, (), (), body_line=body_line)
 
 

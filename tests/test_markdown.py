@@ -129,6 +129,30 @@ def test_an_embedded_images_size_is_no_alias():
         ("c.png", "alt", True), ("d.svg", "", True)]
 
 
+def test_an_embedded_videos_size_is_no_alias():
+    """`![[clip.mp4|400]]` sizes the video player as `|400` sizes an image (Obsidian's Accepted file formats list
+    .mkv .mov .mp4 .ogv .webm as video); it was stored as the alias `400`.  Alt text before the size stays; audio
+    and PDFs have no such size (a PDF's is `#height=400`), so their text stays, as does a plain link's."""
+    doc = localrag.parse_markdown("![[clip.mp4|400]] ![[talk.WEBM|Keynote|640x360]] ![[a.mov\\|300]] "
+                                  "![[song.mp3|200]] ![[Document.pdf|400]] [[clip.mp4|400]]\n")
+    assert [(l.target, l.alias, l.embed) for l in doc.links] == [
+        ("clip.mp4", "", True), ("talk.WEBM", "Keynote", True), ("a.mov", "", True), ("song.mp3", "200", True),
+        ("Document.pdf", "400", True), ("clip.mp4", "400", False)]
+
+
+def test_math_opened_in_a_line_runs_to_the_next_dollars_in_its_paragraph():
+    """`The energy is $$` ... `$$` on a later line is math (markdown-it dollarmath's `$$` inside a paragraph, as
+    Obsidian renders it): the `#tag` and `[[link]]` in it had been indexed.  In a callout or list item alike.  A
+    blank line or a heading ends the paragraph, so a `$$` past one closes nothing (the tag after it stays)."""
+    text = ("# Physics\nThe energy is $$\nE = mc^2 #notatag [[NotALink]]\n$$ as Einstein wrote. #real\n\n"
+            "> [!note] Mass\n> mass is $$\n> m #calloutmath\n> $$\n\n- item $$\n  x #listmath\n  $$ done\n\n"
+            "Costs $$ 5\n\nnew #paragraph $$\n\n## Energy $$\n#heading $$\n")
+    doc = localrag.parse_markdown(text, "m.md")
+    assert doc.tags == ("real", "paragraph", "heading") and doc.links == ()
+    assert [s.heading_path for s in doc.sections] == [("Physics",), ("Physics", "Energy $$")]
+    assert doc.body.count("\n") == text.count("\n")
+
+
 def test_aliases_apart_by_commas_in_one_string_are_several():
     """`aliases: a, b` (the form Obsidian deprecated in 1.4 and still reads) had been the one alias 'a, b'.  A list
     item keeps its comma."""
