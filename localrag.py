@@ -1450,7 +1450,7 @@ def parse_database_url(url: str) -> DbTarget:
 # every note of the vault again instead of skipping unchanged files, so a fix to the reading reaches an index built
 # before it.  Change it with any change that gives an unchanged file other rows (bench/ingest_check.py says which).
 # notes-v4: a `$$` later in a line is math to the next `$$` in its paragraph; an embedded video's `|400` is its
-# size, not an alias.
+# size, not an alias; [[links]] in the properties are the note's links.
 # notes-v3: nothing in a `$$` math block is a heading, tag or link; an embedded image's `|300` is its size, not an
 # alias; a tag keeps a keycap, flag or combining mark whole (`#1️⃣`, `#हिंदी`); `aliases: a, b` is two aliases.
 # notes-v2: headings only at the top level (not in callouts, quotes or lists), a two-line setext heading as one
@@ -2220,6 +2220,18 @@ def extract_links(text_without_code: str) -> tuple[WikiLink, ...]:
     return tuple(links)
 
 
+def _property_links(frontmatter: dict) -> tuple[WikiLink, ...]:
+    """The [[links]] in the note's properties (`up: "[[Parent]]"`, a list of them): Obsidian's Properties note has
+    text and list properties hold internal links, and Obsidian counts them as the note's links; they had been
+    left out of the links table and the chunks' links.  Pure."""
+    found: list[WikiLink] = []
+    for value in frontmatter.values():
+        for item in value if isinstance(value, list) else (value,):
+            if isinstance(item, str) and "[[" in item:
+                found.extend(extract_links(item))
+    return tuple(found)
+
+
 def _heading_sections(body: str, found: Sequence[tuple[int, str, int]], line_starts: Sequence[int],
                       ) -> tuple[Section, ...]:
     """Sections from the headings (level, title, line) of _block_outline: each runs from its heading line to the
@@ -2291,8 +2303,8 @@ def parse_markdown(text: str, relative_path: str = "") -> Document:
         sections = (Section((), 0, 0, len(body)),) if body.strip() else ()
     return Document(relative_path=relative_path, body=body, frontmatter=meta,
                     sections=sections, tags=extract_tags(plain, meta),
-                    links=extract_links(plain), title=note_title(meta, relative_path), aliases=aliases,
-                    block_ids=block_ids, warnings=tuple(warnings), body_line=body_line)
+                    links=_property_links(meta) + extract_links(plain), title=note_title(meta, relative_path),
+                    aliases=aliases, block_ids=block_ids, warnings=tuple(warnings), body_line=body_line)
 
 
 def _properties_text(head: str) -> str:

@@ -1345,6 +1345,10 @@ MUTANTS: list[Mutant] = [
       "        end = next((end for first, end in paragraphs if first <= line < end), line + 1)\n",
       "        end = len(line_starts)\n",
       ("tests/test_markdown.py",), "opened_in_a_line"),
+    M("markdown s42: [[links]] in the properties are no links of the note",
+      "                    links=_property_links(meta) + extract_links(plain),",
+      "                    links=extract_links(plain),",
+      ("tests/test_markdown.py", "tests/test_notes.py"), "links_in_properties or property_links"),
 ]
 
 

@@ -153,6 +153,18 @@ def test_math_opened_in_a_line_runs_to_the_next_dollars_in_its_paragraph():
     assert doc.body.count("\n") == text.count("\n")
 
 
+def test_links_in_properties_are_the_notes_links():
+    """`up: "[[Parent]]"` and a list of links in a property (Obsidian's Properties note: text and list properties
+    hold internal links, and Obsidian counts them) were no links of the note.  Before the body's, in order."""
+    doc = localrag.parse_markdown('---\nup: "[[Parent]]"\nrelated:\n  - "[[A#Part]]"\n  - "[[B|bee]]"\n  - plain\n'
+                                  'count: 3\n---\nBody [[C]]\n', "p.md")
+    assert [(l.target, l.heading, l.alias) for l in doc.links] == [
+        ("Parent", "", ""), ("A", "Part", ""), ("B", "", "bee"), ("C", "", "")]
+    assert doc.wikilinks == ("Parent", "A", "B", "C")
+    only = localrag.parse_markdown('---\nup: "[[Parent]]"\n---\n', "only.md")   # its properties are its text
+    assert [l.target for l in only.links] == ["Parent"]
+
+
 def test_aliases_apart_by_commas_in_one_string_are_several():
     """`aliases: a, b` (the form Obsidian deprecated in 1.4 and still reads) had been the one alias 'a, b'.  A list
     item keeps its comma."""

@@ -675,20 +675,21 @@ def test_obsidian_markdown_leftovers_through_ingest_show_and_the_links_table(db,
     assert top["source"] == "math.md" and top["aliases"] == ["Energy note", "Mass note"]
 
 
-def test_math_opened_in_a_line_and_a_videos_size_through_ingest_and_the_links_table(db, tmp_path):
+def test_math_opened_in_a_line_a_videos_size_and_property_links_through_ingest(db, tmp_path):
     """Through ingest and the database: `The energy is $$` / `E = mc^2 #notatag [[NotALink]]` / `$$` made
     `show --list --tag notatag` list the note and counted NotALink among the unresolved links; `![[clip.mp4|400]]`
-    was stored with the alias `400`."""
+    was stored with the alias `400`; `up: "[[Physics index]]"` in the properties was no link."""
     from conftest import write_vault
     vault = tmp_path / "v"
     write_vault(vault, {
-        "Energy.md": "# Physics\n\nThe energy is $$\nE = mc^2 #notatag [[NotALink]]\n$$ as Einstein wrote.\n\n"
+        "Energy.md": "---\nup: \"[[Physics index]]\"\n---\n# Physics\n\nThe energy is $$\nE = mc^2 #notatag [[NotALink]]\n$$ as Einstein wrote.\n\n"
                      "## After\n\ntext #real ![[clip.mp4|400]] ![[talk.webm|Keynote|640x360]]\n"})
     result = localrag.ingest(db, vault)
-    assert result["status"] == "success" and result["links"] == {"resolved": 0, "unresolved": 2}
+    assert result["status"] == "success" and result["links"] == {"resolved": 0, "unresolved": 3}
     assert localrag.list_notes(db, tag="notatag")["total"] == 0 and localrag.list_notes(db, tag="real")["total"] == 1
     assert [s["heading_path"] for s in localrag.get_note(db, "Energy.md")["sections"]] == [["Physics"],
                                                                                          ["Physics", "After"]]
     with localrag.Store.open(db) as s:
         links = s.run("SELECT target, alias, embed FROM links ORDER BY id")
-    assert [tuple(r) for r in links] == [("clip.mp4", "", True), ("talk.webm", "Keynote", True)]
+    assert [tuple(r) for r in links] == [("Physics index", "", False), ("clip.mp4", "", True),
+                                         ("talk.webm", "Keynote", True)]
