@@ -15786,11 +15786,12 @@ class McpServer:
             error["data"] = exc.data
         return {"jsonrpc": "2.0", "id": getattr(exc, "id", rid), "error": error}
 
-    def answer(self, msg: Any, malformed: list | None = None) -> dict | list | None:
+    def answer(self, msg: Any, malformed: list | None = None, done: list | None = None) -> dict | list | None:
         """handle(), with every failure turned into a JSON-RPC error response: nothing escapes.  A message that
-        could not be read as a request (RpcError.malformed: a 400 alone over HTTP) is added to `malformed`."""
+        could not be read as a request (RpcError.malformed: a 400 alone over HTTP) is added to `malformed`; `done`
+        is a batch's progress (see answer_batch)."""
         if isinstance(msg, list) and self.handshake_version == MCP_BATCH_VERSION:
-            return self.answer_batch(msg)
+            return self.answer_batch(msg, done=done)
         try:
             return self.handle(msg)
         except RpcError as exc:   # with the message's id whenever it is a valid one (a "jsonrpc": "1.0" one too)
@@ -15802,13 +15803,17 @@ class McpServer:
             return self.error_response(RpcError(RPC_INTERNAL, "internal error; see the server log", http_status=500),
                                        _rpc_id(msg))
 
-    def answer_batch(self, msgs: list, malformed: list | None = None) -> dict | list | None:
+    def answer_batch(self, msgs: list, malformed: list | None = None,
+                     done: list | None = None) -> dict | list | None:
         """A JSON-RPC batch (MCP 2025-03-26, which a server MUST accept): each message answered as if alone, in
         order, the responses in one array; None when it held only notifications and responses (nothing is sent).
         An empty batch is one error, as JSON-RPC 2.0 says; initialize, and a request naming a per-request
         revision (whose routing headers describe one message), cannot be part of one.  Each message that could not
-        be read as a request is added to `malformed` (over HTTP, a batch of only those is a 400, as each is alone)."""
+        be read as a request is added to `malformed` (over HTTP, a batch of only those is a 400, as each is alone).
+        `done` gets each message's response (None for a notification) as it is made, so a signal that cuts the
+        batch short leaves behind what was answered and where it stopped (run_mcp_stdio)."""
         malformed = [] if malformed is None else malformed
+        done = [] if done is None else done
         if not msgs:
             return self.error_response(RpcError(RPC_INVALID_REQUEST, "an empty JSON-RPC batch: send at least one "
                                                                      "message"))
@@ -15829,6 +15834,7 @@ class McpServer:
                 response: Any = self.error_response(RpcError(RPC_INVALID_REQUEST, refusal), _rpc_id(msg))
             else:
                 response = self.answer(msg, malformed)
+            done.append(response)
             if response is not None:
                 out.append(response)
         return out or None
@@ -16386,8 +16392,9 @@ def run_mcp_stdio(config: Config, stdin: Any = None, stdout: Any = None) -> dict
                 send(server.error_response(RpcError(RPC_PARSE_ERROR, f"parse error: {exc}".splitlines()[0][:200]),
                                            _rpc_id_unparsed(line)))
                 continue
-            in_flight = _rpc_id(msg)
-            response = server.answer(msg)
+            in_flight, done = (msg if isinstance(msg, list) else _rpc_id(msg)), []
+            response = server.answer(msg, done=done)
+            del done[:]   # a batch's reply is one line: cut while it is written, each of its requests is cut
             if response is not None:
                 try:
                     send(response)
@@ -16403,12 +16410,23 @@ def run_mcp_stdio(config: Config, stdin: Any = None, stdout: Any = None) -> dict
     except KeyboardInterrupt as exc:
         outcome["signal"] = getattr(exc, "signum", signal.SIGINT)
         if in_flight is not None:
-            outcome["in_flight_cut"] = 1
-            outcome["reply_unfinished"] = writer.cut
             name = signal.Signals(outcome["signal"]).name
+
+            def cut(rid: Any) -> dict:
+                return server.error_response(RpcError(RPC_INTERNAL, f"interrupted ({name}): the server is stopping; "
+                                                                    f"the request was not completed"), rid)
+            reply: Any = cut(in_flight)
+            if isinstance(in_flight, list):   # a batch: what it answered, then an error for each request it did not
+                left = [_rpc_id(m) for m in in_flight[len(done):] if isinstance(m, dict) and "method" in m]
+                left = [rid for rid in left if rid is not None]
+                reply = [r for r in done if r is not None] + [cut(rid) for rid in left]
+                outcome["in_flight_cut"] = len(left)
+            else:
+                outcome["in_flight_cut"] = 1
+            outcome["reply_unfinished"] = writer.cut
             with contextlib.suppress(OSError, ValueError):
-                send(server.error_response(RpcError(RPC_INTERNAL, f"interrupted ({name}): the server is stopping; "
-                                                                  f"the request was not completed"), in_flight))
+                if reply:
+                    send(reply)
     finally:
         stop_watch.set()
         server.pool.close()
@@ -17452,9 +17470,10 @@ def _cmd_mcp(config: Config, args: argparse.Namespace) -> int:
     why = "the client that started it ended" if outcome["client_gone"] else name
     with contextlib.suppress(OSError):  # the client may have taken stderr with it
         _say(f"mcp stopped ({why}): {outcome['requests']} request(s) answered"
-             + (", 1 in flight cut off " + ("(its reply left unfinished: the client did not read it)"
-                                             if outcome.get("reply_unfinished") else "(answered with an error)")
-               if outcome["in_flight_cut"] else ""))
+             + (f", {outcome['in_flight_cut']} in flight cut off "
+                + ("(its reply left unfinished: the client did not read it)" if outcome.get("reply_unfinished")
+                   else "(answered with an error)")
+                if outcome["in_flight_cut"] else ""))
     return 128 + outcome["signal"]
 
 

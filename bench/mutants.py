@@ -1332,6 +1332,10 @@ MUTANTS: list[Mutant] = [
       """    "after a `no_answer` the user cares about, `draft_ticket` drafts a ticket for them to check and save.")""",
       """    "after a `no_answer` the user cares about, a ticket can be drafted for them to check and save.")""",
       ("tests/test_mcp.py",), "sdk_client_over_http"),
+    M("mcp s42: a signal mid-batch answers none of the batch's requests",
+      "            if isinstance(in_flight, list):   # a batch: what it answered,",
+      "            if isinstance(in_flight, list) and False:   # a batch: what it answered,",
+      ("tests/test_mcp.py",), "mid_batch"),
 ]
 
 

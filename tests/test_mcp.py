@@ -816,6 +816,31 @@ def test_sigterm_mid_request_cuts_it_answers_it_and_ends_its_query(ingested, env
         wait_for(lambda: _mcp_sessions(config, but=blocker.backend_pid) == 0, timeout=10)   # the lock still held
 
 
+def test_sigterm_mid_batch_answers_every_request_of_it(ingested, env):
+    """A 2025-03-26 batch whose second request waits inside the database when SIGTERM comes: one array back, with
+    what was answered and the interrupted error for each request not answered (a single request got the error;
+    the batch's requests had got nothing at all, and the client waited on them)."""
+    config = ingested[0]
+    s = OwnSession(env)
+    s.send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+    assert s.recv()["result"]["protocolVersion"] == "2025-03-26"
+    legacy = {k: v for k, v in SEARCH_CALL["params"].items() if k != "_meta"}
+    with tables_locked(config) as blocker:
+        s.send([{"jsonrpc": "2.0", "id": "a", "method": "ping"}, {**SEARCH_CALL, "id": 2, "params": legacy},
+                {"jsonrpc": "2.0", "id": 3, "method": "ping"},
+                {"jsonrpc": "2.0", "method": "notifications/initialized"}])
+        wait_for(lambda: _mcp_sessions(config, waiting=True) == 1, timeout=20)
+        os.kill(s.proc.pid, signal.SIGTERM)
+        code, replies, err = s.finish(timeout=20)
+        assert code == 143, err
+        assert len(replies) == 1 and [r["id"] for r in replies[0]] == ["a", 2, 3], replies
+        assert replies[0][0]["result"] == {}
+        assert all("interrupted (SIGTERM)" in r["error"]["message"] for r in replies[0][1:])
+        assert "2 in flight cut off (answered with an error)" in err and "Traceback" not in err
+        wait_for(lambda: _mcp_sessions(config, but=blocker.backend_pid) == 0, timeout=10)
+
+
 def test_stdin_closed_mid_request_answers_it_then_exits(ingested, env):
     """The MCP shutdown sequence: the client closes stdin while a request runs; the request is answered, then the
     server exits 0 by itself."""
