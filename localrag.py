@@ -13812,12 +13812,25 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
             out["example"] = example
         return out
 
-    jsonrpc = _schema("object", required=["jsonrpc", "method"], properties={
+    # What POST /mcp takes: a request or a notification (a method), or a response (no method: this server sends no
+    # requests, so one is accepted with 202 and dropped, as the transport says), or a batch of them.
+    rpc_call = _schema("object", required=["jsonrpc", "method"], description=(
+        "A request (with an id: answered) or a notification (no id: 202, no answer)"), properties={
         "jsonrpc": _doc("string", "Always 2.0", "2.0", enum=["2.0"]),
-        "id": {"description": "Request id (absent for a notification)", "example": 1,
-               "oneOf": [_schema("string"), _schema("integer")]},
+        "id": {"description": "Request id, a string or an integer (never null); absent for a notification",
+               "example": 1, "oneOf": [_schema("string"), _schema("integer")]},
         "method": _doc("string", "initialize, server/discover, tools/list, tools/call, ping", "tools/list"),
         "params": _doc("object", "Method parameters; tools/call takes {name, arguments}", {}, nullable=True)})
+    rpc_response = _schema("object", required=["jsonrpc"], description=(
+        "A response (a result or an error, no method): accepted with 202 and dropped, since this server sends no "
+        "requests to answer"), anyOf=[{"required": ["result"]}, {"required": ["error"]}],
+        properties={"jsonrpc": _doc("string", "Always 2.0", "2.0", enum=["2.0"]),
+                    "id": {"description": "The id of the request it answers", "example": 1},
+                    "result": {"description": "The result (any JSON value)", "example": {}},
+                    "error": {"description": "The error: an object with code, message and data",
+                              "example": {"code": -32601, "message": "Method not found"}}},
+        **{"not": {"required": ["method"]}})
+    rpc_message = {"$ref": "#/components/schemas/JsonRpcMessage"}
     rpc_reply = {"oneOf": [{"$ref": "#/components/schemas/JsonRpcResponse"}, _schema(
         "array", items={"$ref": "#/components/schemas/JsonRpcResponse"},
         description=f"The responses to a {MCP_BATCH_VERSION} batch's messages, in order")]}
@@ -13975,8 +13988,9 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
                                f"_meta) and the initialize handshake of {MCP_HANDSHAKE_VERSIONS[-1]} .. "
                                f"{MCP_HANDSHAKE_VERSIONS[0]}. Every error, refused before the JSON-RPC layer "
                                "(401, 403, 413, 415, 503 ...) or not, has a JSON-RPC error body.",
-                "security": bearer, "requestBody": body({"oneOf": [jsonrpc, _schema(
-                    "array", items=jsonrpc, minItems=1, description=f"A JSON-RPC batch ({MCP_BATCH_VERSION} only)")]}),
+                "security": bearer, "requestBody": body({"oneOf": [rpc_message, _schema(
+                    "array", items=rpc_message, minItems=1,
+                    description=f"A JSON-RPC batch ({MCP_BATCH_VERSION} only)")]}),
                 "responses": {
                     # a refusal before the JSON-RPC layer (token, Origin, size, media type, busy) is a JSON-RPC
                     # error too, so the SDK's client reports it as the call's error; a batch is answered (200, or 400
@@ -14051,6 +14065,7 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
                     "details": _doc("object", "Provider, model, counts, versions and the indexed vaults (`vaults`: "
                                               "the folders to pass as `vault`); needs the token when one is set",
                                     {"documents": 13, "chunks": 92, "vaults": ["/home/me/acme-vault"]})}),
+                "JsonRpcMessage": {"oneOf": [rpc_call, rpc_response]},
                 "JsonRpcResponse": _schema("object", required=["jsonrpc"], properties={
                     "jsonrpc": _doc("string", "Always 2.0", "2.0"),
                     "id": {"description": "The request's id (null when it could not be read)", "example": 1,

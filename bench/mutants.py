@@ -1336,6 +1336,10 @@ MUTANTS: list[Mutant] = [
       "            if isinstance(in_flight, list):   # a batch: what it answered,",
       "            if isinstance(in_flight, list) and False:   # a batch: what it answered,",
       ("tests/test_mcp.py",), "mid_batch"),
+    M("openapi s42: /mcp's request schema leaves the response out (a response is accepted with 202)",
+      '"JsonRpcMessage": {"oneOf": [rpc_call, rpc_response]},',
+      '"JsonRpcMessage": {"oneOf": [rpc_call]},',
+      ("tests/test_mcp.py",), "takes_what_the_route_takes"),
 ]
 
 

@@ -293,23 +293,49 @@ def test_a_2025_03_26_batch_is_answered_on_stdio_and_http(ingested, env):
         assert status == 400 and "2025-03-26 only" in json.loads(body)["error"]["message"]
 
 
+def inline(node, spec):
+    """An OpenAPI 3.0 schema as plain JSON Schema: $refs resolved, `nullable` as a null alternative."""
+    if isinstance(node, list):
+        return [inline(x, spec) for x in node]
+    if not isinstance(node, dict):
+        return node
+    if "$ref" in node:
+        return inline(spec["components"]["schemas"][node["$ref"].rsplit("/", 1)[1]], spec)
+    out = {k: inline(v, spec) for k, v in node.items() if k not in ("nullable", "example")}
+    return {"anyOf": [out, {"type": "null"}]} if node.get("nullable") else out
+
+
+def test_openapi_request_schema_of_post_mcp_takes_what_the_route_takes(ingested):
+    """The request schema required `method`, yet a response (a result or an error, no method) is accepted with 202,
+    as the transport says; now it describes a request, a notification, a response and a batch of them: every body
+    /mcp accepts (200, 202) is valid, every body it refuses as unreadable (400) is not."""
+    import jsonschema
+    config = ingested[0]
+    ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    result, error = {"jsonrpc": "2.0", "id": 9, "result": {}}, {"jsonrpc": "2.0", "id": 9, "error": {
+        "code": -32601, "message": "Method not found"}}
+    bodies = [(ping, 200), (note, 202), (result, 202), (error, 202), ({**result, "id": None}, 202),
+              ([ping, note, result], 200), ([note, error], 202),
+              ([], 400), (7, 400), ({"jsonrpc": "2.0", "id": 1}, 400), ({**ping, "id": None}, 400),
+              ({**ping, "id": 1.5}, 400), ({**ping, "jsonrpc": "1.0"}, 400), ({**ping, "params": [1]}, 400),
+              ([7, {"jsonrpc": "2.0"}], 400)]
+    with serving(config) as url:
+        spec = json.loads(urllib_get(url + "/openapi.json"))
+        schema = inline(spec["paths"]["/mcp"]["post"]["requestBody"]["content"]["application/json"]["schema"], spec)
+        for body, want in bodies:
+            status, _, raw = post_raw(url, body)
+            assert status == want, (body, status, raw)
+            errors = list(jsonschema.Draft4Validator(schema).iter_errors(body))
+            assert (errors == []) == (status != 400), (body, status, [e.message for e in errors])
+
+
 def test_openapi_describes_what_post_mcp_really_answers(ingested, monkeypatch):
     """/openapi.json gave /mcp's 401, 403, 408, 411, 413 and 500 localrag's REST error body, left out 406, 415 and
     503, and listed five of the six tools; every /mcp answer is a JSON-RPC message."""
     import jsonschema
     monkeypatch.setenv("LOCALRAG_API_TOKEN", "mcp-token-1234")
     config = localrag.load_config()
-
-    def inline(node, spec):
-        if isinstance(node, list):
-            return [inline(x, spec) for x in node]
-        if not isinstance(node, dict):
-            return node
-        if "$ref" in node:
-            return inline(spec["components"]["schemas"][node["$ref"].rsplit("/", 1)[1]], spec)
-        out = {k: inline(v, spec) for k, v in node.items() if k not in ("nullable", "example")}
-        return {"anyOf": [out, {"type": "null"}]} if node.get("nullable") else out
-
     tok = {"Authorization": "Bearer mcp-token-1234"}
     ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
     with serving(config) as url:
