@@ -13419,6 +13419,14 @@ def field_schema(name: str, typ: Any, openapi: bool = True, required: bool = Fal
         out.update(_SCOPE_TEXT_SCHEMA)
     if not openapi and "enum" in out:      # JSON Schema: null is a type, not an enum value (the field is optional)
         out["enum"] = [v for v in out["enum"] if v is not None]
+    if not openapi and not required and out:
+        # null for an optional argument is "not given" (SDK clients and some models send it so): said by the schema
+        # as the OpenAPI document's nullable says it, with null never an enum value (strict providers refuse one)
+        if "enum" in out:
+            out = {"anyOf": [out, {"type": "null"}]}
+        else:
+            out["type"] = [*(out["type"] if isinstance(out["type"], list) else [out["type"]]), "null"]
+        description += " Null is the same as leaving it out."
     out["description"] = description
     if example is not None:
         out.update({"example": example} if openapi else {"examples": [example]})

@@ -1340,6 +1340,14 @@ MUTANTS: list[Mutant] = [
       '"JsonRpcMessage": {"oneOf": [rpc_call, rpc_response]},',
       '"JsonRpcMessage": {"oneOf": [rpc_call]},',
       ("tests/test_mcp.py",), "takes_what_the_route_takes"),
+    M("mcp s42: the tool schemas allow no null for an optional argument",
+      '            out["type"] = [*(out["type"] if isinstance(out["type"], list) else [out["type"]]), "null"]',
+      '            out["type"] = out["type"]',
+      ("tests/test_mcp.py",), "null_for_an_optional_argument"),
+    M("mcp s42: an optional enum argument (retrieval) allows no null",
+      '            out = {"anyOf": [out, {"type": "null"}]}',
+      '            out = dict(out)',
+      ("tests/test_mcp.py",), "null_for_an_optional_argument"),
 ]
 
 

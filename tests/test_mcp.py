@@ -72,7 +72,7 @@ def check_session(out: dict, version: str) -> None:
             assert prop.get("description"), (tool.name, name)
     assert out["tools"]["search"].input_schema["required"] == ["query"]
     assert out["tools"]["search"].input_schema["properties"]["top_k"]["maximum"] == localrag.TOP_K_MAX
-    assert out["tools"]["ask"].input_schema["properties"]["fallback"]["type"] == "boolean"
+    assert out["tools"]["ask"].input_schema["properties"]["fallback"]["type"] == ["boolean", "null"]
     search = out["search"]
     assert not search.is_error
     assert len(search.structured_content["results"]) == 3  # top_k=3 and the sample vault has more matches
@@ -685,6 +685,50 @@ def test_tool_schemas_follow_the_http_field_tables():
     assert note_props["path"]["maxLength"] == note_props["heading"]["maxLength"] == localrag.NOTE_PATH_MAX_CHARS
     assert "details.vaults" in note_props["vault"]["description"]
     assert "similarity" in tools["search"].definition()["description"]      # confidence is no ranking score
+
+
+# What each record-writing tool returns that differs from call to call.
+_PER_CALL = {"answer_id", "drafted_at", "timings", "created_at", "latency_ms"}
+
+
+def _same_call(value):
+    if isinstance(value, dict):
+        return {k: _same_call(v) for k, v in value.items() if k not in _PER_CALL}
+    return [_same_call(v) for v in value] if isinstance(value, list) else value
+
+
+def test_null_for_an_optional_argument_is_leaving_it_out_in_schema_and_behaviour(ingested, env):
+    """SDK clients and some models send null for "not given".  The server took null as not given for every optional
+    argument, yet the tool schemas allowed no null, so a client validating its call against inputSchema refused
+    its own call.  Driven with the SDK client: for each tool and optional argument, {argument: null} is valid by the
+    tool's schema and answered exactly as the call without it."""
+    import jsonschema
+    given = {"search": {"query": RAG_Q}, "ask": {"question": RAG_Q}, "get_note": {"path": NOTE},
+             "list_notes": {}, "draft_ticket": {"question": RAG_Q}, "status": {}}
+
+    async def go() -> list:
+        seen = []
+        async with Client(stdio_params(env), mode="auto") as client:
+            for tool in (await client.list_tools()).tools:
+                validator = jsonschema.Draft202012Validator(tool.input_schema)
+                validator.check_schema(tool.input_schema)
+                alone = await client.call_tool(tool.name, given[tool.name])
+                assert not alone.is_error, alone.content
+                for name, prop in tool.input_schema.get("properties", {}).items():
+                    if name in tool.input_schema.get("required", []):
+                        continue
+                    args = {**given[tool.name], name: None}
+                    assert list(validator.iter_errors(args)) == [], (tool.name, name, prop)
+                    assert "Null is the same as leaving it out" in prop["description"], (tool.name, name)
+                    got = await client.call_tool(tool.name, args)
+                    assert not got.is_error, (tool.name, name, got.content)
+                    assert _same_call(got.structured_content) == _same_call(alone.structured_content), (tool.name,
+                                                                                                        name)
+                    seen.append(f"{tool.name}.{name}")
+        return seen
+
+    seen = asyncio.run(go())
+    assert len(seen) == sum(len(t.fields) - len(t.required) for t in localrag._mcp_tools().values()) == 22, seen
 
 
 def test_ask_is_not_annotated_read_only():
