@@ -294,7 +294,7 @@ class LocalRagError(Exception):
         self.details = details
 
     def to_dict(self) -> dict:
-        return {"error": {"code": self.code, "message": self.message, "details": _jsonable(self.details)}}
+        return {"error": {"code": self.code, "message": as_started(self.message), "details": _jsonable(self.details)}}
 
     def headers(self) -> dict:
         """Extra HTTP response headers this error carries (Allow, WWW-Authenticate, Retry-After)."""
@@ -11668,7 +11668,7 @@ def _record(config: Config, store: Store, response: dict, question: str, top_k: 
         # stream had ended in an `error` event after every delta; the CLI printed no answer at all); an ask that
         # failed keeps its own error.
         response["record_error"] = {"code": exc.code, "message": f"the answer was given but not recorded in the "
-                                                                 f"answer history: {exc.message}"}
+                                                                 f"answer history: {as_started(exc.message)}"}
         LOG.warning("[%s] %s", exc.code, response["record_error"]["message"])   # the CLI's stderr, serve's log
 
 
@@ -11930,6 +11930,13 @@ def command_name(argv0: str | None = None, platform: str = sys.platform) -> str:
     if not argv0.lower().endswith(".pyz"):
         return "localrag"
     return ("python" if platform == "win32" else "python3") + " " + _shell_word(argv0)
+
+
+def as_started(text: str) -> str:
+    """A message with the commands it quotes (`localrag db init`, as hints write them) named as command_name() names
+    localrag here: under the zipapp `python3 localrag.pyz db init`.  For stderr and for JSON error bodies alike (the
+    HTTP API, MCP's tool errors and JSON-RPC error data, --json), where an agent of a pyz user pastes them too."""
+    return text.replace("`localrag ", f"`{command_name()} ") if "`localrag " in text else text
 
 
 def _shell_word(text: str) -> str:
@@ -15974,7 +15981,7 @@ class McpServer:
         except LocalRagError as exc:
             # A tool failure is a result the model can read and act on, not a protocol error.
             body = exc.to_dict()
-            return {"content": [{"type": "text", "text": f"error [{exc.code}]: {exc.message}"}],
+            return {"content": [{"type": "text", "text": f"error [{exc.code}]: {body['error']['message']}"}],
                     "structuredContent": body, "isError": True}
         except Exception as exc:
             LOG.exception("unexpected error in MCP tool %s", name)
@@ -16583,13 +16590,10 @@ class _TalkStream:
         # (the file lives as long as the process).
         self.stream = stream if stream is not None else open(os.devnull, "w")  # noqa: SIM115
         self.failed = stream is None
-        self.command: str | None = None   # command_name(), once a hint needs it (--help must import nothing)
 
     def write(self, text: str) -> int:
-        if "`localrag " in text:   # a command a hint quotes (`localrag db init`), as a person here types it
-            self.command = self.command or command_name()
-            text = text.replace("`localrag ", f"`{self.command} ")
-        return self.write_control(_escape_controls(text))
+        # a command a hint quotes (`localrag db init`), as a person here types it
+        return self.write_control(_escape_controls(as_started(text)))
 
     def write_control(self, text: str) -> int:
         """Write as is: for localrag's own terminal sequences (the progress line's erase `\x1b[K`), which write()

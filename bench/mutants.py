@@ -1300,8 +1300,8 @@ MUTANTS: list[Mutant] = [
       """        li.append(el("span", "where", where(c) + "  (shares: " + c.shared_terms.join(", ") + ")"));""",
       ("tests/test_page.py",), "misspelt_question"),
     M("hints on stderr under the pyz quote a localrag command that is not there",
-      '            text = text.replace("`localrag ", f"`{self.command} ")\n',
-      '            text = text.replace("`localrag ", "`localrag ")\n',
+      '        return self.write_control(_escape_controls(as_started(text)))\n',
+      '        return self.write_control(_escape_controls(text))\n',
       ("tests/test_cli.py",), "open_commands_name_the_pyz"),
     # --- 2026-12-02 (tenth session, s41-agent) ---
     M("mcp s41: a 2025-03-26 batch on stdio is refused",
@@ -1348,6 +1348,14 @@ MUTANTS: list[Mutant] = [
       '            out = {"anyOf": [out, {"type": "null"}]}',
       '            out = dict(out)',
       ("tests/test_mcp.py",), "null_for_an_optional_argument"),
+    M("errors s42: JSON error bodies quote `localrag …` under the zipapp",
+      '"message": as_started(self.message),',
+      '"message": self.message,',
+      ("tests/test_mcp.py",), "as_it_was_started"),
+    M("mcp s42: a tool error's text quotes `localrag …` under the zipapp",
+      """"text": f"error [{exc.code}]: {body['error']['message']}"}],""",
+      """"text": f"error [{exc.code}]: {exc.message}"}],""",
+      ("tests/test_mcp.py",), "as_it_was_started"),
 ]
 
 

@@ -731,6 +731,52 @@ def test_null_for_an_optional_argument_is_leaving_it_out_in_schema_and_behaviour
     assert len(seen) == sum(len(t.fields) - len(t.required) for t in localrag._mcp_tools().values()) == 22, seen
 
 
+def test_hints_in_json_error_bodies_name_localrag_as_it_was_started(ingested, env, monkeypatch, tmp_path):
+    """Under the zipapp the hints on stderr said `python3 localrag.pyz show --list`, but the JSON error bodies (the
+    HTTP API, MCP tool errors over HTTP and stdio) still said `localrag show --list`, a command an agent of a pyz user
+    cannot run.  Both ways: run as the pyz (a real zipapp of this module on stdio), and as `localrag`."""
+    import urllib.error
+    import zipfile
+    config = ingested[0]
+    missing = {"name": "get_note", "arguments": {"path": "no-such-note.md"}, "_meta": MODERN_META}
+    mcp_headers = {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "get_note"}
+
+    def hints_over_http() -> list[str]:
+        with serving(config) as url:
+            with pytest.raises(urllib.error.HTTPError) as info:
+                urllib_get(url + "/notes?path=no-such-note.md")
+            assert info.value.code == 404
+            rest = json.loads(info.value.read())["error"]["message"]
+            status, _, raw = post_raw(url, {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": missing},
+                                      mcp_headers)
+            result = json.loads(raw)["result"]
+            assert status == 200 and result["isError"], raw
+        return [rest, result["structuredContent"]["error"]["message"], result["content"][0]["text"]]
+
+    def hint_on_stdio(*command: str) -> str:
+        proc = subprocess.run([sys.executable, *command, "mcp"], capture_output=True, timeout=60,
+                              env={**os.environ, **env, "PYTHONPATH": str(ROOT)},
+                              input=json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                                                "params": missing}).encode() + b"\n")
+        result = json.loads(proc.stdout)["result"]
+        assert result["isError"] and result["content"][0]["text"].endswith(result["structuredContent"]["error"][
+            "message"]), result
+        return result["structuredContent"]["error"]["message"]
+
+    monkeypatch.setattr(sys, "argv", ["./field/localrag.pyz", "serve"])
+    for message in hints_over_http():
+        assert "`python3 ./field/localrag.pyz show --list`" in message and "`localrag " not in message, message
+    monkeypatch.setattr(sys, "argv", ["localrag", "serve"])
+    for message in hints_over_http():
+        assert "`localrag show --list`" in message, message
+    pyz = tmp_path / "localrag.pyz"
+    with zipfile.ZipFile(pyz, "w") as z:
+        z.write(ROOT / "localrag.py", "localrag.py")
+        z.writestr("__main__.py", "import sys\nimport localrag\nsys.exit(localrag.main())\n")
+    assert f"`{localrag.command_name(str(pyz))} show --list`" in hint_on_stdio(str(pyz))
+    assert "`localrag show --list`" in hint_on_stdio("-m", "localrag")
+
+
 def test_ask_is_not_annotated_read_only():
     """ask was readOnlyHint/idempotentHint true though each call appends an answer record (clients may auto-approve
     tools marked read-only); the other tools only read."""
