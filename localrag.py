@@ -294,7 +294,7 @@ class LocalRagError(Exception):
         self.details = details
 
     def to_dict(self) -> dict:
-        return {"error": {"code": self.code, "message": self.message, "details": _jsonable(self.details)}}
+        return {"error": {"code": self.code, "message": as_started(self.message), "details": _jsonable(self.details)}}
 
     def headers(self) -> dict:
         """Extra HTTP response headers this error carries (Allow, WWW-Authenticate, Retry-After)."""
@@ -11707,7 +11707,7 @@ def _record(config: Config, store: Store, response: dict, question: str, top_k: 
         # stream had ended in an `error` event after every delta; the CLI printed no answer at all); an ask that
         # failed keeps its own error.
         response["record_error"] = {"code": exc.code, "message": f"the answer was given but not recorded in the "
-                                                                 f"answer history: {exc.message}"}
+                                                                 f"answer history: {as_started(exc.message)}"}
         LOG.warning("[%s] %s", exc.code, response["record_error"]["message"])   # the CLI's stderr, serve's log
 
 
@@ -11969,6 +11969,13 @@ def command_name(argv0: str | None = None, platform: str = sys.platform) -> str:
     if not argv0.lower().endswith(".pyz"):
         return "localrag"
     return ("python" if platform == "win32" else "python3") + " " + _shell_word(argv0)
+
+
+def as_started(text: str) -> str:
+    """A message with the commands it quotes (`localrag db init`, as hints write them) named as command_name() names
+    localrag here: under the zipapp `python3 localrag.pyz db init`.  For stderr and for JSON error bodies alike (the
+    HTTP API, MCP's tool errors and JSON-RPC error data, --json), where an agent of a pyz user pastes them too."""
+    return text.replace("`localrag ", f"`{command_name()} ") if "`localrag " in text else text
 
 
 def _shell_word(text: str) -> str:
@@ -13457,6 +13464,14 @@ def field_schema(name: str, typ: Any, openapi: bool = True, required: bool = Fal
         out.update(_SCOPE_TEXT_SCHEMA)
     if not openapi and "enum" in out:      # JSON Schema: null is a type, not an enum value (the field is optional)
         out["enum"] = [v for v in out["enum"] if v is not None]
+    if not openapi and not required and out:
+        # null for an optional argument is "not given" (SDK clients and some models send it so): said by the schema
+        # as the OpenAPI document's nullable says it, with null never an enum value (strict providers refuse one)
+        if "enum" in out:
+            out = {"anyOf": [out, {"type": "null"}]}
+        else:
+            out["type"] = [*(out["type"] if isinstance(out["type"], list) else [out["type"]]), "null"]
+        description += " Null is the same as leaving it out."
     out["description"] = description
     if example is not None:
         out.update({"example": example} if openapi else {"examples": [example]})
@@ -13850,12 +13865,25 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
             out["example"] = example
         return out
 
-    jsonrpc = _schema("object", required=["jsonrpc", "method"], properties={
+    # What POST /mcp takes: a request or a notification (a method), or a response (no method: this server sends no
+    # requests, so one is accepted with 202 and dropped, as the transport says), or a batch of them.
+    rpc_call = _schema("object", required=["jsonrpc", "method"], description=(
+        "A request (with an id: answered) or a notification (no id: 202, no answer)"), properties={
         "jsonrpc": _doc("string", "Always 2.0", "2.0", enum=["2.0"]),
-        "id": {"description": "Request id (absent for a notification)", "example": 1,
-               "oneOf": [_schema("string"), _schema("integer")]},
+        "id": {"description": "Request id, a string or an integer (never null); absent for a notification",
+               "example": 1, "oneOf": [_schema("string"), _schema("integer")]},
         "method": _doc("string", "initialize, server/discover, tools/list, tools/call, ping", "tools/list"),
         "params": _doc("object", "Method parameters; tools/call takes {name, arguments}", {}, nullable=True)})
+    rpc_response = _schema("object", required=["jsonrpc"], description=(
+        "A response (a result or an error, no method): accepted with 202 and dropped, since this server sends no "
+        "requests to answer"), anyOf=[{"required": ["result"]}, {"required": ["error"]}],
+        properties={"jsonrpc": _doc("string", "Always 2.0", "2.0", enum=["2.0"]),
+                    "id": {"description": "The id of the request it answers", "example": 1},
+                    "result": {"description": "The result (any JSON value)", "example": {}},
+                    "error": {"description": "The error: an object with code, message and data",
+                              "example": {"code": -32601, "message": "Method not found"}}},
+        **{"not": {"required": ["method"]}})
+    rpc_message = {"$ref": "#/components/schemas/JsonRpcMessage"}
     rpc_reply = {"oneOf": [{"$ref": "#/components/schemas/JsonRpcResponse"}, _schema(
         "array", items={"$ref": "#/components/schemas/JsonRpcResponse"},
         description=f"The responses to a {MCP_BATCH_VERSION} batch's messages, in order")]}
@@ -14013,8 +14041,9 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
                                f"_meta) and the initialize handshake of {MCP_HANDSHAKE_VERSIONS[-1]} .. "
                                f"{MCP_HANDSHAKE_VERSIONS[0]}. Every error, refused before the JSON-RPC layer "
                                "(401, 403, 413, 415, 503 ...) or not, has a JSON-RPC error body.",
-                "security": bearer, "requestBody": body({"oneOf": [jsonrpc, _schema(
-                    "array", items=jsonrpc, minItems=1, description=f"A JSON-RPC batch ({MCP_BATCH_VERSION} only)")]}),
+                "security": bearer, "requestBody": body({"oneOf": [rpc_message, _schema(
+                    "array", items=rpc_message, minItems=1,
+                    description=f"A JSON-RPC batch ({MCP_BATCH_VERSION} only)")]}),
                 "responses": {
                     # a refusal before the JSON-RPC layer (token, Origin, size, media type, busy) is a JSON-RPC
                     # error too, so the SDK's client reports it as the call's error; a batch is answered (200, or 400
@@ -14089,6 +14118,7 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
                     "details": _doc("object", "Provider, model, counts, versions and the indexed vaults (`vaults`: "
                                               "the folders to pass as `vault`); needs the token when one is set",
                                     {"documents": 13, "chunks": 92, "vaults": ["/home/me/acme-vault"]})}),
+                "JsonRpcMessage": {"oneOf": [rpc_call, rpc_response]},
                 "JsonRpcResponse": _schema("object", required=["jsonrpc"], properties={
                     "jsonrpc": _doc("string", "Always 2.0", "2.0"),
                     "id": {"description": "The request's id (null when it could not be read)", "example": 1,
@@ -15824,11 +15854,12 @@ class McpServer:
             error["data"] = exc.data
         return {"jsonrpc": "2.0", "id": getattr(exc, "id", rid), "error": error}
 
-    def answer(self, msg: Any, malformed: list | None = None) -> dict | list | None:
+    def answer(self, msg: Any, malformed: list | None = None, done: list | None = None) -> dict | list | None:
         """handle(), with every failure turned into a JSON-RPC error response: nothing escapes.  A message that
-        could not be read as a request (RpcError.malformed: a 400 alone over HTTP) is added to `malformed`."""
+        could not be read as a request (RpcError.malformed: a 400 alone over HTTP) is added to `malformed`; `done`
+        is a batch's progress (see answer_batch)."""
         if isinstance(msg, list) and self.handshake_version == MCP_BATCH_VERSION:
-            return self.answer_batch(msg)
+            return self.answer_batch(msg, done=done)
         try:
             return self.handle(msg)
         except RpcError as exc:   # with the message's id whenever it is a valid one (a "jsonrpc": "1.0" one too)
@@ -15840,13 +15871,17 @@ class McpServer:
             return self.error_response(RpcError(RPC_INTERNAL, "internal error; see the server log", http_status=500),
                                        _rpc_id(msg))
 
-    def answer_batch(self, msgs: list, malformed: list | None = None) -> dict | list | None:
+    def answer_batch(self, msgs: list, malformed: list | None = None,
+                     done: list | None = None) -> dict | list | None:
         """A JSON-RPC batch (MCP 2025-03-26, which a server MUST accept): each message answered as if alone, in
         order, the responses in one array; None when it held only notifications and responses (nothing is sent).
         An empty batch is one error, as JSON-RPC 2.0 says; initialize, and a request naming a per-request
         revision (whose routing headers describe one message), cannot be part of one.  Each message that could not
-        be read as a request is added to `malformed` (over HTTP, a batch of only those is a 400, as each is alone)."""
+        be read as a request is added to `malformed` (over HTTP, a batch of only those is a 400, as each is alone).
+        `done` gets each message's response (None for a notification) as it is made, so a signal that cuts the
+        batch short leaves behind what was answered and where it stopped (run_mcp_stdio)."""
         malformed = [] if malformed is None else malformed
+        done = [] if done is None else done
         if not msgs:
             return self.error_response(RpcError(RPC_INVALID_REQUEST, "an empty JSON-RPC batch: send at least one "
                                                                      "message"))
@@ -15867,6 +15902,7 @@ class McpServer:
                 response: Any = self.error_response(RpcError(RPC_INVALID_REQUEST, refusal), _rpc_id(msg))
             else:
                 response = self.answer(msg, malformed)
+            done.append(response)
             if response is not None:
                 out.append(response)
         return out or None
@@ -15983,7 +16019,7 @@ class McpServer:
         except LocalRagError as exc:
             # A tool failure is a result the model can read and act on, not a protocol error.
             body = exc.to_dict()
-            return {"content": [{"type": "text", "text": f"error [{exc.code}]: {exc.message}"}],
+            return {"content": [{"type": "text", "text": f"error [{exc.code}]: {body['error']['message']}"}],
                     "structuredContent": body, "isError": True}
         except Exception as exc:
             LOG.exception("unexpected error in MCP tool %s", name)
@@ -16424,8 +16460,9 @@ def run_mcp_stdio(config: Config, stdin: Any = None, stdout: Any = None) -> dict
                 send(server.error_response(RpcError(RPC_PARSE_ERROR, f"parse error: {exc}".splitlines()[0][:200]),
                                            _rpc_id_unparsed(line)))
                 continue
-            in_flight = _rpc_id(msg)
-            response = server.answer(msg)
+            in_flight, done = (msg if isinstance(msg, list) else _rpc_id(msg)), []
+            response = server.answer(msg, done=done)
+            del done[:]   # a batch's reply is one line: cut while it is written, each of its requests is cut
             if response is not None:
                 try:
                     send(response)
@@ -16441,12 +16478,23 @@ def run_mcp_stdio(config: Config, stdin: Any = None, stdout: Any = None) -> dict
     except KeyboardInterrupt as exc:
         outcome["signal"] = getattr(exc, "signum", signal.SIGINT)
         if in_flight is not None:
-            outcome["in_flight_cut"] = 1
-            outcome["reply_unfinished"] = writer.cut
             name = signal.Signals(outcome["signal"]).name
+
+            def cut(rid: Any) -> dict:
+                return server.error_response(RpcError(RPC_INTERNAL, f"interrupted ({name}): the server is stopping; "
+                                                                    f"the request was not completed"), rid)
+            reply: Any = cut(in_flight)
+            if isinstance(in_flight, list):   # a batch: what it answered, then an error for each request it did not
+                left = [_rpc_id(m) for m in in_flight[len(done):] if isinstance(m, dict) and "method" in m]
+                left = [rid for rid in left if rid is not None]
+                reply = [r for r in done if r is not None] + [cut(rid) for rid in left]
+                outcome["in_flight_cut"] = len(left)
+            else:
+                outcome["in_flight_cut"] = 1
+            outcome["reply_unfinished"] = writer.cut
             with contextlib.suppress(OSError, ValueError):
-                send(server.error_response(RpcError(RPC_INTERNAL, f"interrupted ({name}): the server is stopping; "
-                                                                  f"the request was not completed"), in_flight))
+                if reply:
+                    send(reply)
     finally:
         stop_watch.set()
         server.pool.close()
@@ -16580,13 +16628,10 @@ class _TalkStream:
         # (the file lives as long as the process).
         self.stream = stream if stream is not None else open(os.devnull, "w")  # noqa: SIM115
         self.failed = stream is None
-        self.command: str | None = None   # command_name(), once a hint needs it (--help must import nothing)
 
     def write(self, text: str) -> int:
-        if "`localrag " in text:   # a command a hint quotes (`localrag db init`), as a person here types it
-            self.command = self.command or command_name()
-            text = text.replace("`localrag ", f"`{self.command} ")
-        return self.write_control(_escape_controls(text))
+        # a command a hint quotes (`localrag db init`), as a person here types it
+        return self.write_control(_escape_controls(as_started(text)))
 
     def write_control(self, text: str) -> int:
         """Write as is: for localrag's own terminal sequences (the progress line's erase `\x1b[K`), which write()
@@ -17490,9 +17535,10 @@ def _cmd_mcp(config: Config, args: argparse.Namespace) -> int:
     why = "the client that started it ended" if outcome["client_gone"] else name
     with contextlib.suppress(OSError):  # the client may have taken stderr with it
         _say(f"mcp stopped ({why}): {outcome['requests']} request(s) answered"
-             + (", 1 in flight cut off " + ("(its reply left unfinished: the client did not read it)"
-                                             if outcome.get("reply_unfinished") else "(answered with an error)")
-               if outcome["in_flight_cut"] else ""))
+             + (f", {outcome['in_flight_cut']} in flight cut off "
+                + ("(its reply left unfinished: the client did not read it)" if outcome.get("reply_unfinished")
+                   else "(answered with an error)")
+                if outcome["in_flight_cut"] else ""))
     return 128 + outcome["signal"]
 
 

@@ -72,7 +72,7 @@ def check_session(out: dict, version: str) -> None:
             assert prop.get("description"), (tool.name, name)
     assert out["tools"]["search"].input_schema["required"] == ["query"]
     assert out["tools"]["search"].input_schema["properties"]["top_k"]["maximum"] == localrag.TOP_K_MAX
-    assert out["tools"]["ask"].input_schema["properties"]["fallback"]["type"] == "boolean"
+    assert out["tools"]["ask"].input_schema["properties"]["fallback"]["type"] == ["boolean", "null"]
     search = out["search"]
     assert not search.is_error
     assert len(search.structured_content["results"]) == 3  # top_k=3 and the sample vault has more matches
@@ -293,23 +293,49 @@ def test_a_2025_03_26_batch_is_answered_on_stdio_and_http(ingested, env):
         assert status == 400 and "2025-03-26 only" in json.loads(body)["error"]["message"]
 
 
+def inline(node, spec):
+    """An OpenAPI 3.0 schema as plain JSON Schema: $refs resolved, `nullable` as a null alternative."""
+    if isinstance(node, list):
+        return [inline(x, spec) for x in node]
+    if not isinstance(node, dict):
+        return node
+    if "$ref" in node:
+        return inline(spec["components"]["schemas"][node["$ref"].rsplit("/", 1)[1]], spec)
+    out = {k: inline(v, spec) for k, v in node.items() if k not in ("nullable", "example")}
+    return {"anyOf": [out, {"type": "null"}]} if node.get("nullable") else out
+
+
+def test_openapi_request_schema_of_post_mcp_takes_what_the_route_takes(ingested):
+    """The request schema required `method`, yet a response (a result or an error, no method) is accepted with 202,
+    as the transport says; now it describes a request, a notification, a response and a batch of them: every body
+    /mcp accepts (200, 202) is valid, every body it refuses as unreadable (400) is not."""
+    import jsonschema
+    config = ingested[0]
+    ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    result, error = {"jsonrpc": "2.0", "id": 9, "result": {}}, {"jsonrpc": "2.0", "id": 9, "error": {
+        "code": -32601, "message": "Method not found"}}
+    bodies = [(ping, 200), (note, 202), (result, 202), (error, 202), ({**result, "id": None}, 202),
+              ([ping, note, result], 200), ([note, error], 202),
+              ([], 400), (7, 400), ({"jsonrpc": "2.0", "id": 1}, 400), ({**ping, "id": None}, 400),
+              ({**ping, "id": 1.5}, 400), ({**ping, "jsonrpc": "1.0"}, 400), ({**ping, "params": [1]}, 400),
+              ([7, {"jsonrpc": "2.0"}], 400)]
+    with serving(config) as url:
+        spec = json.loads(urllib_get(url + "/openapi.json"))
+        schema = inline(spec["paths"]["/mcp"]["post"]["requestBody"]["content"]["application/json"]["schema"], spec)
+        for body, want in bodies:
+            status, _, raw = post_raw(url, body)
+            assert status == want, (body, status, raw)
+            errors = list(jsonschema.Draft4Validator(schema).iter_errors(body))
+            assert (errors == []) == (status != 400), (body, status, [e.message for e in errors])
+
+
 def test_openapi_describes_what_post_mcp_really_answers(ingested, monkeypatch):
     """/openapi.json gave /mcp's 401, 403, 408, 411, 413 and 500 localrag's REST error body, left out 406, 415 and
     503, and listed five of the six tools; every /mcp answer is a JSON-RPC message."""
     import jsonschema
     monkeypatch.setenv("LOCALRAG_API_TOKEN", "mcp-token-1234")
     config = localrag.load_config()
-
-    def inline(node, spec):
-        if isinstance(node, list):
-            return [inline(x, spec) for x in node]
-        if not isinstance(node, dict):
-            return node
-        if "$ref" in node:
-            return inline(spec["components"]["schemas"][node["$ref"].rsplit("/", 1)[1]], spec)
-        out = {k: inline(v, spec) for k, v in node.items() if k not in ("nullable", "example")}
-        return {"anyOf": [out, {"type": "null"}]} if node.get("nullable") else out
-
     tok = {"Authorization": "Bearer mcp-token-1234"}
     ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
     with serving(config) as url:
@@ -661,6 +687,96 @@ def test_tool_schemas_follow_the_http_field_tables():
     assert "similarity" in tools["search"].definition()["description"]      # confidence is no ranking score
 
 
+# What each record-writing tool returns that differs from call to call.
+_PER_CALL = {"answer_id", "drafted_at", "timings", "created_at", "latency_ms"}
+
+
+def _same_call(value):
+    if isinstance(value, dict):
+        return {k: _same_call(v) for k, v in value.items() if k not in _PER_CALL}
+    return [_same_call(v) for v in value] if isinstance(value, list) else value
+
+
+def test_null_for_an_optional_argument_is_leaving_it_out_in_schema_and_behaviour(ingested, env):
+    """SDK clients and some models send null for "not given".  The server took null as not given for every optional
+    argument, yet the tool schemas allowed no null, so a client validating its call against inputSchema refused
+    its own call.  Driven with the SDK client: for each tool and optional argument, {argument: null} is valid by the
+    tool's schema and answered exactly as the call without it."""
+    import jsonschema
+    given = {"search": {"query": RAG_Q}, "ask": {"question": RAG_Q}, "get_note": {"path": NOTE},
+             "list_notes": {}, "draft_ticket": {"question": RAG_Q}, "status": {}}
+
+    async def go() -> list:
+        seen = []
+        async with Client(stdio_params(env), mode="auto") as client:
+            for tool in (await client.list_tools()).tools:
+                validator = jsonschema.Draft202012Validator(tool.input_schema)
+                validator.check_schema(tool.input_schema)
+                alone = await client.call_tool(tool.name, given[tool.name])
+                assert not alone.is_error, alone.content
+                for name, prop in tool.input_schema.get("properties", {}).items():
+                    if name in tool.input_schema.get("required", []):
+                        continue
+                    args = {**given[tool.name], name: None}
+                    assert list(validator.iter_errors(args)) == [], (tool.name, name, prop)
+                    assert "Null is the same as leaving it out" in prop["description"], (tool.name, name)
+                    got = await client.call_tool(tool.name, args)
+                    assert not got.is_error, (tool.name, name, got.content)
+                    assert _same_call(got.structured_content) == _same_call(alone.structured_content), (tool.name,
+                                                                                                        name)
+                    seen.append(f"{tool.name}.{name}")
+        return seen
+
+    seen = asyncio.run(go())
+    assert len(seen) == sum(len(t.fields) - len(t.required) for t in localrag._mcp_tools().values()) == 22, seen
+
+
+def test_hints_in_json_error_bodies_name_localrag_as_it_was_started(ingested, env, monkeypatch, tmp_path):
+    """Under the zipapp the hints on stderr said `python3 localrag.pyz show --list`, but the JSON error bodies (the
+    HTTP API, MCP tool errors over HTTP and stdio) still said `localrag show --list`, a command an agent of a pyz user
+    cannot run.  Both ways: run as the pyz (a real zipapp of this module on stdio), and as `localrag`."""
+    import urllib.error
+    import zipfile
+    config = ingested[0]
+    missing = {"name": "get_note", "arguments": {"path": "no-such-note.md"}, "_meta": MODERN_META}
+    mcp_headers = {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "get_note"}
+
+    def hints_over_http() -> list[str]:
+        with serving(config) as url:
+            with pytest.raises(urllib.error.HTTPError) as info:
+                urllib_get(url + "/notes?path=no-such-note.md")
+            assert info.value.code == 404
+            rest = json.loads(info.value.read())["error"]["message"]
+            status, _, raw = post_raw(url, {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": missing},
+                                      mcp_headers)
+            result = json.loads(raw)["result"]
+            assert status == 200 and result["isError"], raw
+        return [rest, result["structuredContent"]["error"]["message"], result["content"][0]["text"]]
+
+    def hint_on_stdio(*command: str) -> str:
+        proc = subprocess.run([sys.executable, *command, "mcp"], capture_output=True, timeout=60,
+                              env={**os.environ, **env, "PYTHONPATH": str(ROOT)},
+                              input=json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                                                "params": missing}).encode() + b"\n")
+        result = json.loads(proc.stdout)["result"]
+        assert result["isError"] and result["content"][0]["text"].endswith(result["structuredContent"]["error"][
+            "message"]), result
+        return result["structuredContent"]["error"]["message"]
+
+    monkeypatch.setattr(sys, "argv", ["./field/localrag.pyz", "serve"])
+    for message in hints_over_http():
+        assert "`python3 ./field/localrag.pyz show --list`" in message and "`localrag " not in message, message
+    monkeypatch.setattr(sys, "argv", ["localrag", "serve"])
+    for message in hints_over_http():
+        assert "`localrag show --list`" in message, message
+    pyz = tmp_path / "localrag.pyz"
+    with zipfile.ZipFile(pyz, "w") as z:
+        z.write(ROOT / "localrag.py", "localrag.py")
+        z.writestr("__main__.py", "import sys\nimport localrag\nsys.exit(localrag.main())\n")
+    assert f"`{localrag.command_name(str(pyz))} show --list`" in hint_on_stdio(str(pyz))
+    assert "`localrag show --list`" in hint_on_stdio("-m", "localrag")
+
+
 def test_ask_is_not_annotated_read_only():
     """ask was readOnlyHint/idempotentHint true though each call appends an answer record (clients may auto-approve
     tools marked read-only); the other tools only read."""
@@ -814,6 +930,31 @@ def test_sigterm_mid_request_cuts_it_answers_it_and_ends_its_query(ingested, env
         assert [r["id"] for r in replies] == [2] and "interrupted (SIGTERM)" in replies[0]["error"]["message"]
         assert "1 in flight cut off" in err and "Traceback" not in err
         wait_for(lambda: _mcp_sessions(config, but=blocker.backend_pid) == 0, timeout=10)   # the lock still held
+
+
+def test_sigterm_mid_batch_answers_every_request_of_it(ingested, env):
+    """A 2025-03-26 batch whose second request waits inside the database when SIGTERM comes: one array back, with
+    what was answered and the interrupted error for each request not answered (a single request got the error;
+    the batch's requests had got nothing at all, and the client waited on them)."""
+    config = ingested[0]
+    s = OwnSession(env)
+    s.send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+    assert s.recv()["result"]["protocolVersion"] == "2025-03-26"
+    legacy = {k: v for k, v in SEARCH_CALL["params"].items() if k != "_meta"}
+    with tables_locked(config) as blocker:
+        s.send([{"jsonrpc": "2.0", "id": "a", "method": "ping"}, {**SEARCH_CALL, "id": 2, "params": legacy},
+                {"jsonrpc": "2.0", "id": 3, "method": "ping"},
+                {"jsonrpc": "2.0", "method": "notifications/initialized"}])
+        wait_for(lambda: _mcp_sessions(config, waiting=True) == 1, timeout=20)
+        os.kill(s.proc.pid, signal.SIGTERM)
+        code, replies, err = s.finish(timeout=20)
+        assert code == 143, err
+        assert len(replies) == 1 and [r["id"] for r in replies[0]] == ["a", 2, 3], replies
+        assert replies[0][0]["result"] == {}
+        assert all("interrupted (SIGTERM)" in r["error"]["message"] for r in replies[0][1:])
+        assert "2 in flight cut off (answered with an error)" in err and "Traceback" not in err
+        wait_for(lambda: _mcp_sessions(config, but=blocker.backend_pid) == 0, timeout=10)
 
 
 def test_stdin_closed_mid_request_answers_it_then_exits(ingested, env):
