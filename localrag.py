@@ -13079,7 +13079,9 @@ def calibrate_gate(rows: list[dict], base: GateSettings) -> dict:
     min_coverage) and pick the operating point with the most correct modes (answered answerable + refused
     unanswerable, each group weighted equally), averaged with its grid neighbours' (one step of similarity or
     coverage either way); among equals, the middle of the longest run of similarity floors, then of coverage values,
-    so the point sits away from the edges that a new vault would push it over.  Pure."""
+    so the point sits away from the edges that a new vault would push it over.  ``expect``: the answered and refused
+    rates `eval` reports once the chosen settings are in use, the answer-type check after the gate (a row's
+    ``type_check_refuses``; the check does not depend on the gate's settings).  Pure."""
     answerable = [r["gate"] for r in rows if r["expected_mode"] == "rag"]
     unanswerable = [r["gate"] for r in rows if r["expected_mode"] == "no_answer"]
 
@@ -13121,11 +13123,18 @@ def calibrate_gate(rows: list[dict], base: GateSettings) -> dict:
     sim = centre(sorted({row["min_similarity"] for row in table if row["smoothed"] == best}))
     cov = centre([row["min_coverage"] for row in table if row["min_similarity"] == sim and row["smoothed"] == best])
     chosen = next(row for row in table if row["min_similarity"] == sim and row["min_coverage"] == cov)
+    # The gate alone had been the only figure: "answers 0.786", and the eval run with these settings then said
+    # 0.750, the answer-type check refusing one more.  What the operator will see is the pair in series.
+    at_chosen = dataclasses.replace(base, min_similarity=sim, min_coverage=cov)
+    passed = [(r, evidence_gate(r["gate"], at_chosen)[0] == "rag" and not r.get("type_check_refuses"))
+              for r in rows]
+    expect = {"answered": _mean([1.0 if ok else 0.0 for r, ok in passed if r["expected_mode"] == "rag"]),
+              "refused": _mean([0.0 if ok else 1.0 for r, ok in passed if r["expected_mode"] == "no_answer"])}
     rule = (f"rag when similarity >= {sim:.2f} (RAG_MIN_SIMILARITY) and coverage >= {cov:.2f} (RAG_MIN_COVERAGE), "
             f">= {base.min_coverage_unseen:.2f} when the question has a word the knowledge base never uses "
             f"(RAG_MIN_COVERAGE_UNSEEN, kept), and at least {base.min_matched_terms} term(s) matched "
             f"(RAG_MIN_MATCHED_TERMS); else no_answer")
-    return {"chosen": chosen, "rule": rule, "table": table,
+    return {"chosen": chosen, "rule": rule, "table": table, "expect": expect,
             "settings": {"RAG_MIN_SIMILARITY": sim, "RAG_MIN_COVERAGE": cov,
                          "RAG_MIN_COVERAGE_UNSEEN": base.min_coverage_unseen,
                          "RAG_MIN_MATCHED_TERMS": base.min_matched_terms},
@@ -13148,7 +13157,7 @@ def run_eval(config: Config, questions: list[dict], top_k: Any = None, store: St
             retrieved = run_retrieval(s, config, q["question"], top_k, retrieval, scope)
             mode, reason, signals = evidence_gate(gate_signals(retrieved), settings)
             results = run_results = retrieved["results"]
-            kind = answered_from = said = None
+            kind = answered_from = said = check = None
             if mode == "rag":  # the same answer-type check as ask, on the same assembled blocks
                 blocks = assemble_evidence(run_results, config.rag_context_token_budget, max_blocks=top_k).blocks
                 check = answer_type_check(q["question"], blocks)
@@ -13164,6 +13173,10 @@ def run_eval(config: Config, questions: list[dict], top_k: Any = None, store: St
             if config.llm_provider == "fake" and q.get("expected_facts") and mode != "rag":
                 said = False   # a refusal says none of what was expected
             latency_ms = (time.perf_counter() - started) * 1000
+            # out of the timed part: ask runs no answer-type check on a refusal, but the calibration replays the
+            # gate at other settings, where this question would meet the check
+            refuses = check["refuses"] if check is not None else answer_type_check(q["question"], assemble_evidence(
+                run_results, config.rag_context_token_budget, max_blocks=top_k).blocks)["refuses"]
             results = retrieved["results"]
             rank = next((i for i, r in enumerate(results, 1) if r["source"] in q["expected_sources"]), None)
             rows.append({"id": q["id"], "tier": q.get("tier"), "lang": q.get("lang"), "question": q["question"],
@@ -13171,7 +13184,7 @@ def run_eval(config: Config, questions: list[dict], top_k: Any = None, store: St
                          "coverage": signals["coverage"], "rank": rank,
                          "top_source": results[0]["source"] if results else None, "reason": reason,
                          "answer_kind": kind, "answered_from": answered_from, "facts_said": said,
-                         "expected_sources": list(q["expected_sources"]),
+                         "type_check_refuses": refuses, "expected_sources": list(q["expected_sources"]),
                          "latency_ms": round(latency_ms, 2), "gate": signals})
     overall = eval_metrics(rows)
     tiers = {}
@@ -13193,8 +13206,17 @@ def run_eval(config: Config, questions: list[dict], top_k: Any = None, store: St
                if mode not in {r["expected_mode"] for r in rows}]
     skipped = (f"calibration needs answerable and unanswerable questions, and these hold no {lacking[0]} one"
                if lacking else None)
-    return {"summary": summary, "calibration": None if lacking else calibrate_gate(rows, settings),
-            "calibration_skipped": skipped, "questions": rows}
+    calibration = None if lacking else calibrate_gate(rows, settings)
+    if calibration:
+        # What to set for `expect` to hold: the chosen floors, and this run's top_k and retrieval where they are
+        # not the settings' (calibrated with --retrieval keyword, the floors alone made hybrid eval worse).
+        chosen = calibration["settings"]
+        calibration["apply"] = {key: value for key, value, current in (
+            ("RAG_MIN_SIMILARITY", chosen["RAG_MIN_SIMILARITY"], config.rag_min_similarity),
+            ("RAG_MIN_COVERAGE", chosen["RAG_MIN_COVERAGE"], config.rag_min_coverage),
+            ("RAG_TOP_K", top_k, config.rag_top_k), ("RAG_RETRIEVAL", retrieval, config.rag_retrieval))
+            if value != current}
+    return {"summary": summary, "calibration": calibration, "calibration_skipped": skipped, "questions": rows}
 
 
 EVAL_STARTER_HEADER = """\
@@ -17605,12 +17627,24 @@ def _cmd_eval(config: Config, args: argparse.Namespace) -> int:
               f"RAG_MIN_COVERAGE {s['min_coverage']:.2f}")
         print(eval_table(s, s["top_k"]))
         if args.calibrate:
-            print(calibration_text(result["calibration"]))
+            print(calibration_text(result["calibration"], config.env_file, dict(os.environ),
+                                   _eval_rerun(args, question_set["path"]), s["scope"]))
     if failures:
         # with --json the error body is all stdout carries: it keeps the per-question rows a CI job reads
         rows = {"questions": result["questions"]} if args.json else {}
         raise EvalFailed("eval below threshold: " + "; ".join(failures), failures=failures, summary=s, **rows)
     return EXIT_OK
+
+
+def _eval_rerun(args: argparse.Namespace, path: str) -> str:
+    """The eval command that checks a calibration once applied: the same file and scope, without --calibrate and
+    the flags the settings replace (--top-k, --retrieval: RAG_TOP_K, RAG_RETRIEVAL)."""
+    import shlex
+    words = [command_name(), *(["--env-file", shlex.quote(args.env_file)] if getattr(args, "env_file", None) else []),
+             "eval", "--questions", "-" if path == "<stdin>" else shlex.quote(str(path))]
+    for flag, values in (("--path", args.path), ("--tag", args.tag), ("--vault", [args.vault] if args.vault else [])):
+        words += [w for value in values or [] for w in (flag, shlex.quote(value))]
+    return " ".join(words)
 
 
 _EVAL_KINDS = {"rag": "answerable question (expected_mode: rag)",
@@ -17680,9 +17714,11 @@ def eval_table(summary: dict, k: int) -> str:
     return "\n".join(lines)
 
 
-def calibration_text(cal: dict) -> str:
+def calibration_text(cal: dict, env_file: Path | None = None, environ: dict | None = None,
+                     rerun: str = "", scope: dict | None = None) -> str:
     """The trade-off (answered vs refused) along coverage at the chosen similarity floor and along similarity
-    at the chosen coverage, then the operating point and the rule."""
+    at the chosen coverage, then the operating point and the rule; with ``apply`` (run_eval's), how to set it:
+    in ``env_file`` (the .env read, if any), not shadowed by ``environ``, and what ``rerun`` will then report."""
     chosen = cal["chosen"]
     lines = [f"\ncalibration over {cal['answerable']} answerable and {cal['unanswerable']} unanswerable questions",
              f"  at RAG_MIN_SIMILARITY={chosen['min_similarity']:.2f}:",
@@ -17698,10 +17734,43 @@ def calibration_text(cal: dict) -> str:
             mark = "  <- chosen" if row == chosen else ""
             lines.append(f"    {row['min_similarity']:>14.2f} {row['answered']:>9.3f} {row['refused']:>8.3f}{mark}")
     settings = " ".join(f"{k}={v}" for k, v in cal["settings"].items())
+    expect = cal.get("expect")
+    after = (f"with the answer-type check after it, as eval and ask run both: answered {expect['answered']:.3f}, "
+             f"refused {expect['refused']:.3f}" if expect else
+             "`eval` with these settings also runs the answer-type check, which refuses more")
     lines += [f"calibration: {settings} answers {chosen['answered']:.3f} of answerable, refuses "
-              f"{chosen['refused']:.3f} of unanswerable (the evidence gate alone; `eval` with these settings also "
-              f"runs the answer-type check, which refuses more)", f"rule: {cal['rule']}"]
+              f"{chosen['refused']:.3f} of unanswerable (the evidence gate alone; {after})", f"rule: {cal['rule']}"]
+    if "apply" in cal:
+        lines.append(_calibration_apply(cal["apply"], expect, env_file, environ or {}, rerun, scope))
     return "\n".join(lines)
+
+
+def _calibration_apply(apply: dict, expect: dict | None, env_file: Path | None, environ: dict,
+                       rerun: str, scope: dict | None) -> str:
+    """The `apply:` line of --calibrate: what to set and where, and what the rerun will report.  The settings had
+    been printed with no word on where they go, and a `.env` written beside the question file is read by no
+    localrag outside its checkout: the operator's change did nothing, silently."""
+    if not apply:
+        return "apply: nothing to change: these are the settings in use"
+    pairs = " ".join(f"{k}={v}" for k, v in apply.items())
+    env_file = env_file if env_file and str(env_file) != os.devnull else None
+    where = (f"put {pairs} in {env_file} (the .env read here)" if env_file else
+             f"export {pairs} (no .env was read: localrag reads the one at its checkout's root, else only one named "
+             f"before the command, `{command_name()} --env-file FILE ...`)")
+    shadowed = [k for k in apply if environ.get(k, "").strip()]
+    if shadowed and env_file:
+        where += f"; {', '.join(shadowed)} {'is' if len(shadowed) == 1 else 'are'} set in the environment, " \
+                 f"which wins over the .env: change {'it' if len(shadowed) == 1 else 'them'} there"
+    then = (f"; then `{rerun}` reports answered {expect['answered']:.3f}, refused {expect['refused']:.3f}"
+            if expect and rerun else "")
+    import shlex
+    scope = scope or {}
+    flags = [f"--path {shlex.quote(p)}" for p in scope.get("paths") or []] + \
+        [f"--tag {shlex.quote(t)}" for t in scope.get("tags") or []] + \
+        ([f"--vault {shlex.quote(scope['vault'])}"] if scope.get("vault") else [])
+    scoped = (f" (measured within {' '.join(flags)} only; ask searches every note unless given the same scope)"
+              if flags else "")
+    return f"apply: {where}{then}{scoped}"
 
 
 def _cmd_serve(config: Config, args: argparse.Namespace) -> int:

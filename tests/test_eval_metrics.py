@@ -255,3 +255,65 @@ def test_eval_reports_the_share_of_answers_that_say_the_expected_facts(ingested,
     code, text = run_cli("eval", "--questions", str(path), "--top-k", "5")
     head = next(line for line in text.splitlines() if line.startswith("tier "))
     assert code == 0 and head.split()[-6:] == ["ans@1", "facts", "p50", "ms", "p95", "ms"], head
+
+
+# --- An operator's first day (twelfth session): calibration that reproduces, and question files ------------------
+
+CALIBRATION_SET = [
+    # the gate answers it (coverage 1.0) and the answer-type check refuses it: the runbook gives no date
+    {"id": "incident", "question": "When was the Postgres incident?",
+     "expected_sources": ["runbooks/Postgres Incident Runbook.md"], "expected_mode": "rag"},
+    {"id": "limit", "question": "What is the API rate limit of Atlas CRM Enterprise?",
+     "expected_sources": ["products/Atlas CRM.md"], "expected_mode": "rag"},
+    {"id": "p1", "question": RAG_Q, "expected_sources": ["policies/Support Escalation Policy.md"],
+     "expected_mode": "rag"},
+    {"id": "mars", "question": OFF_Q, "expected_sources": [], "expected_mode": "no_answer"},
+    {"id": "bread", "question": "How do I bake sourdough bread?", "expected_sources": [], "expected_mode": "no_answer"},
+]
+
+
+@pytest.mark.parametrize("flags", [(), ("--retrieval", "keyword", "--top-k", "3")])
+def test_calibration_advice_reproduces_once_applied(ingested, tmp_path, monkeypatch, flags):
+    """`eval --calibrate` printed what the gate alone would do ("answers 1.000 of answerable"), and `eval` run with
+    the printed settings then said answered 0.667: the answer-type check refused one more.  Calibrated with
+    --retrieval keyword, the printed floors applied to the default hybrid eval made it worse than before.  Now
+    `expect` is what eval reports once `apply` is set (the floors, and RAG_RETRIEVAL / RAG_TOP_K when the run's
+    differ), and set through the environment, eval reports exactly that."""
+    path = tmp_path / "q.yaml"
+    path.write_text(yaml.safe_dump(CALIBRATION_SET, allow_unicode=True), encoding="utf-8")
+    code, out = run_cli("eval", "--questions", str(path), "--calibrate", "--json", *flags)
+    cal = json.loads(out)["calibration"]
+    assert code == 0 and cal["apply"]["RAG_MIN_SIMILARITY"] == cal["chosen"]["min_similarity"]
+    if flags:
+        assert (cal["apply"]["RAG_RETRIEVAL"], cal["apply"]["RAG_TOP_K"]) == ("keyword", 3)
+    else:   # the gate alone answers all three; eval, after the answer-type check, two
+        assert cal["chosen"]["answered"] == 1.0 and cal["expect"] == {"answered": 0.6667, "refused": 1.0}
+    for key, value in cal["apply"].items():
+        monkeypatch.setenv(key, str(value))
+    code, out = run_cli("eval", "--questions", str(path), "--json")
+    summary = json.loads(out)["summary"]
+    assert code == 0 and (summary["answered"], summary["refused"]) == (cal["expect"]["answered"],
+                                                                       cal["expect"]["refused"])
+    code, out = run_cli("eval", "--questions", str(path), "--calibrate", "--json")
+    assert json.loads(out)["calibration"]["apply"] == {}   # applied: nothing left to change
+
+
+def test_calibration_text_says_where_to_put_the_settings_and_what_eval_then_reports(ingested, tmp_path, monkeypatch):
+    """The settings were printed with no word on where they go; a .env written beside the question file is read by
+    no localrag outside its checkout, so the operator's change did nothing.  The `apply:` line says export (no .env
+    read) or which .env, the environment that would shadow it, and the eval command that checks it."""
+    path = tmp_path / "q.yaml"
+    path.write_text(yaml.safe_dump(CALIBRATION_SET, allow_unicode=True), encoding="utf-8")
+    code, out = run_cli("eval", "--questions", str(path), "--calibrate")
+    apply = next(line for line in out.splitlines() if line.startswith("apply: "))
+    assert code == 0 and apply.startswith("apply: export RAG_MIN_SIMILARITY=") and "no .env was read" in apply
+    assert f"then `localrag eval --questions {path}` reports answered 0.667, refused 1.000" in apply
+    assert "as eval and ask run both: answered 0.667, refused 1.000)" in out
+    env_file = tmp_path / "site.env"
+    env_file.write_text("RAG_TOP_K=5\n", encoding="utf-8")
+    monkeypatch.setenv("RAG_MIN_COVERAGE", "0.4")
+    code, out = run_cli("--env-file", str(env_file), "eval", "--questions", str(path), "--calibrate", "--path", "a/")
+    apply = next(line for line in out.splitlines() if line.startswith("apply: "))
+    assert f"in {env_file} (the .env read here); RAG_MIN_COVERAGE is set in the environment" in apply
+    assert f"then `localrag --env-file {env_file} eval --questions {path} --path a/` reports" in apply
+    assert "(measured within --path a/ only; ask searches every note unless given the same scope)" in apply
