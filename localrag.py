@@ -12858,6 +12858,7 @@ EVAL_TIERS_ANSWERABLE = ("lexical", "paraphrase", "cross")
 EVAL_TIERS_NO_ANSWER = ("near_miss", "offtopic")
 EVAL_TIERS = EVAL_TIERS_ANSWERABLE + EVAL_TIERS_NO_ANSWER
 EVAL_LANGS_HINT = "a language code such as en or zh"
+_EVAL_LANG_RE = re.compile(r"[A-Za-z]{2,3}(?:[-_][A-Za-z0-9]{2,8})*")   # en, zh, zh-Hans, pt_BR (BCP 47's shape)
 EVAL_QUESTION_FIELDS = ("id", "question", "expected_sources", "expected_mode", "tier", "lang", "expected_facts")
 EVAL_SET_KEYS = ("corpus", "vaults", "questions", "description")
 CALIBRATION_COVERAGE_GRID = tuple(round(i * 0.05, 2) for i in range(21))
@@ -12882,8 +12883,8 @@ def load_question_set(path: str | Path, content: bytes | str | None = None) -> d
     import yaml
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8") if content is None else
-                              content.decode("utf-8") if isinstance(content, bytes) else content)
+        data = yaml.load(path.read_text(encoding="utf-8") if content is None else   # noqa: S506 (a SafeLoader)
+                         content.decode("utf-8") if isinstance(content, bytes) else content, _questions_yaml_loader())
     except FileNotFoundError:
         raise InvalidRequest(f"questions file {path} does not exist; pass --questions PATH", path=str(path)) from None
     except IsADirectoryError:   # was "is not readable YAML: [Errno 21] Is a directory"
@@ -12974,15 +12975,74 @@ def load_question_set(path: str | Path, content: bytes | str | None = None) -> d
             raise InvalidRequest(f"{where} ({named}): expected_mode must be rag or no_answer "
                                  f"({_got('expected_mode', mode)})",
                                  field="expected_mode")
+        if tier is not None and (tier in EVAL_TIERS_NO_ANSWER) != (mode == "no_answer"):
+            # `tier: lexical, expected_mode: no_answer` put a refusal into the lexical row's figures (and an
+            # offtopic question expected to be answered into offtopic's), which then measured neither
+            kind = "the vault must refuse" if tier in EVAL_TIERS_NO_ANSWER else "the vault answers"
+            raise InvalidRequest(f"{where} ({named}): tier {tier} is for questions {kind}, but expected_mode is {mode}"
+                                 f"; change the tier or the mode", field="expected_mode")
         if mode == "rag" and not sources:
             raise InvalidRequest(f"{where} ({named}): a rag question needs expected_sources", field="expected_sources")
         lang = item.get("lang")
-        if lang is not None and not (isinstance(lang, str) and lang.strip()):
-            raise InvalidRequest(f"{where} ({named}): lang must be {EVAL_LANGS_HINT}", field="lang")
+        if lang is not None and not (isinstance(lang, str) and _EVAL_LANG_RE.fullmatch(lang)):
+            # `lang: english` or `lang: Chinese` had passed the check whose message asks for a code
+            raise InvalidRequest(f"{where} ({named}): lang must be {EVAL_LANGS_HINT} ({_got('lang', lang)})",
+                                 field="lang")
         facts = _expected_facts(item.get("expected_facts"), f"{where} ({named})", mode)
         out.append({"id": qid, "question": question.strip(), "expected_sources": sources, "expected_mode": mode,
                     "tier": tier, "lang": lang, **({"expected_facts": facts} if facts else {})})
     return {"path": str(path), "corpus": corpus, "vaults": vaults, "questions": out}
+
+
+@functools.lru_cache(maxsize=None)
+def _questions_yaml_loader() -> type:
+    """yaml's SafeLoader, refusing a key given twice in one mapping (with the line of each): YAML keeps the last
+    silently, so a second `questions:` block dropped every question of the first, and a question's second
+    `expected_sources:` replaced its first, with the figures measured on what was left."""
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        def construct_mapping(self, node: Any, deep: bool = False) -> dict:
+            first: dict = {}
+            for key_node, _value in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":   # `<<: *defaults`, whose keys a later one overrides
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    line = first.get(key)
+                except TypeError:   # an unhashable key: the SafeLoader's own error says so
+                    continue
+                if line is not None:
+                    shown = _cut(str(key), VALUE_SHOWN_MAX_CHARS)
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"{shown!r} is given twice in one mapping (first on line {line + 1}); keep one",
+                        key_node.start_mark)
+                first[key] = key_node.start_mark.line
+            return super().construct_mapping(node, deep=deep)
+
+    return Loader
+
+
+# The script a question in these languages is written in; any other code is read as a Latin-script language.
+_EVAL_LANG_SCRIPTS = {"zh": ("Chinese characters", re.compile("[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")),
+                      "ja": ("kana or kanji", re.compile("[\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff]")),
+                      "ko": ("Hangul", re.compile("[\u1100-\u11ff\u3130-\u318f\uac00-\ud7af]")),
+                      "ru": ("Cyrillic", _CYRILLIC_RE), "uk": ("Cyrillic", _CYRILLIC_RE)}
+
+
+def _eval_lang_mismatch(question: str, lang: str | None) -> str | None:
+    """Why a question does not read as its `lang`, or None: a zh / ja / ko / ru question without its script, or a
+    question in another language without a Latin letter.  Mixed text ("FreightDesk 如何导出？") is never
+    flagged: a product name in one script and the question in the other is how people write.  Pure."""
+    if not lang:
+        return None
+    base = re.split(r"[-_]", lang)[0].lower()
+    if base in _EVAL_LANG_SCRIPTS:
+        name, script = _EVAL_LANG_SCRIPTS[base]
+        return None if script.search(question) else f"it has no {name}"
+    if not re.search(r"[^\W\d_]", question, re.ASCII) and not re.search("[\u00c0-\u024f]", question):
+        return "it has no Latin letter"
+    return None
 
 
 def _shown_id(qid: str) -> str:
@@ -17598,6 +17658,10 @@ def _cmd_eval(config: Config, args: argparse.Namespace) -> int:
         _say(f"warning: the database also holds {len(others)} vault(s) the question set does not name "
              f"({', '.join(others[:3])}{', ...' if len(others) > 3 else ''}): their notes compete in retrieval, so "
              f"the figures differ from a database of the set's vaults alone (`localrag vaults rm PATH` removes one)")
+    for q in question_set["questions"]:   # the loader checks lang's form; its script is a guess: a warning
+        why = _eval_lang_mismatch(q["question"], q["lang"])
+        if why:
+            _say(f"warning: {_shown_id(q['id'])}: lang is {q['lang']}, but {why}: fix its lang (or the question)")
     for qid, source in _unindexed_sources(config, question_set["questions"], validate_scope(vault=args.vault).vault):
         _say(f"warning: {_shown_id(qid)}: expected source {source!r} is not indexed (a typo, or a note not "
              f"ingested): it can never be a hit")

@@ -317,3 +317,31 @@ def test_calibration_text_says_where_to_put_the_settings_and_what_eval_then_repo
     assert f"in {env_file} (the .env read here); RAG_MIN_COVERAGE is set in the environment" in apply
     assert f"then `localrag --env-file {env_file} eval --questions {path} --path a/` reports" in apply
     assert "(measured within --path a/ only; ask searches every note unless given the same scope)" in apply
+
+
+@pytest.mark.parametrize("question, lang, why", [
+    ("What is the hotel limit?", "zh", "it has no Chinese characters"),
+    ("新员工试用期是多久？", "en", "it has no Latin letter"),
+    ("新员工试用期是多久？", "ko", "it has no Hangul"),
+    ("How do I sync?", "ru", "it has no Cyrillic"),
+    ("新员工试用期是多久？", "zh-Hans", None), ("FreightDesk 如何导出运单数据？", "zh", None),
+    ("FreightDesk 如何导出运单数据？", "en", None),   # mixed text is how people write: never flagged
+    ("Wie funktioniert Sync?", "de", None), ("Ça marche ?", "fr", None), ("同期の設定は？", "ja", None),
+    ("How do I sync?", None, None),
+])
+def test_a_question_not_in_its_lang_is_named(question, lang, why):
+    assert localrag._eval_lang_mismatch(question, lang) == why
+
+
+def test_eval_warns_about_a_question_in_the_wrong_lang_and_still_runs(ingested, tmp_path, capfd):
+    """`lang: zh` on an English question passed silently (only the repo's own sets were checked, by a test)."""
+    path = tmp_path / "q.yaml"
+    path.write_text(yaml.safe_dump([
+        {"id": "en-as-zh", "question": "How do we escalate?", "lang": "zh", "expected_mode": "no_answer"},
+        {"id": "zh", "question": OFF_Q, "lang": "zh", "expected_mode": "no_answer"}], allow_unicode=True),
+        encoding="utf-8")
+    code, out = run_cli("eval", "--questions", str(path), "--json")
+    err = capfd.readouterr().err
+    assert code == 0 and json.loads(out)["summary"]["questions"] == 2
+    assert "warning: en-as-zh: lang is zh, but it has no Chinese characters: fix its lang (or the question)" in err
+    assert "warning: zh:" not in err
