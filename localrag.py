@@ -12861,6 +12861,7 @@ EVAL_LANGS_HINT = "a language code such as en or zh"
 _EVAL_LANG_RE = re.compile(r"[A-Za-z]{2,3}(?:[-_][A-Za-z0-9]{2,8})*")   # en, zh, zh-Hans, pt_BR (BCP 47's shape)
 EVAL_QUESTION_FIELDS = ("id", "question", "expected_sources", "expected_mode", "tier", "lang", "expected_facts")
 EVAL_SET_KEYS = ("corpus", "vaults", "questions", "description")
+EVAL_SOURCE_HINTS = 2     # indexed notes named for an expected source that is not indexed
 CALIBRATION_COVERAGE_GRID = tuple(round(i * 0.05, 2) for i in range(21))
 CALIBRATION_SIMILARITY_GRID = tuple(round(i * 0.05, 2) for i in range(11))
 
@@ -17662,9 +17663,11 @@ def _cmd_eval(config: Config, args: argparse.Namespace) -> int:
         why = _eval_lang_mismatch(q["question"], q["lang"])
         if why:
             _say(f"warning: {_shown_id(q['id'])}: lang is {q['lang']}, but {why}: fix its lang (or the question)")
-    for qid, source in _unindexed_sources(config, question_set["questions"], validate_scope(vault=args.vault).vault):
-        _say(f"warning: {_shown_id(qid)}: expected source {source!r} is not indexed (a typo, or a note not "
-             f"ingested): it can never be a hit")
+    for qid, source, near in _unindexed_sources(config, question_set["questions"],
+                                                validate_scope(vault=args.vault).vault):
+        # the file name alone, as Obsidian shows it, or a path without its .md: say which note it likely meant
+        meant = f"; did you mean {' or '.join(map(repr, near))}?" if near else " (a typo, or a note not ingested)"
+        _say(f"warning: {_shown_id(qid)}: expected source {source!r} is not indexed: it can never be a hit{meant}")
     result = run_eval(config, question_set["questions"], args.top_k, **_scope_args(args))
     s = result["summary"]
     failures = []
@@ -17733,15 +17736,19 @@ def _check_eval_options(args: argparse.Namespace, question_set: dict) -> None:
                                  field=option[2:].replace("-", "_"), path=question_set["path"])
 
 
-def _unindexed_sources(config: Config, questions: list[dict], vault: str | None) -> list[tuple[str, str]]:
-    """(question id, source) for each expected source that no indexed note has (in `vault` when eval is scoped to
-    one): such a question is scored as a miss whatever the retrieval does."""
+def _unindexed_sources(config: Config, questions: list[dict], vault: str | None) -> list[tuple[str, str, list[str]]]:
+    """(question id, source, the indexed notes it may mean) for each expected source that no indexed note has (in
+    `vault` when eval is scoped to one): such a question is scored as a miss whatever the retrieval does."""
     wanted = sorted({src for q in questions for src in q.get("expected_sources") or ()})
     if not wanted:
         return []
     with Store.open(config) as s:
         found = s.indexed_paths(wanted, vault)
-    return [(q["id"], src) for q in questions for src in q.get("expected_sources") or () if src not in found]
+        near = {src: list(dict.fromkeys(rel for rel, in_vault in s.similar_note_paths(Path(src).stem, limit=5)
+                                        if vault is None or in_vault == vault))[:EVAL_SOURCE_HINTS]
+                for src in wanted if src not in found}
+    return [(q["id"], src, near[src]) for q in questions for src in q.get("expected_sources") or ()
+            if src not in found]
 
 
 def _question_set_vaults(config: Config, question_set: dict) -> tuple[list[str], list[str]]:

@@ -248,6 +248,23 @@ def test_eval_warns_about_an_expected_source_that_is_not_indexed(ingested, tmp_p
     assert "fine:" not in err
 
 
+@pytest.mark.parametrize("written", ["Support Escalation Policy.md", "policies/Support Escalation Policy",
+                                     "policies/support escalation policy.md", "Support Escalation Polcy.md"])
+def test_an_expected_source_not_indexed_is_told_the_note_it_likely_means(ingested, tmp_path, capfd, written):
+    """The file name alone (as Obsidian shows it), a path without its .md, another case, a typo: the warning said
+    "a typo, or a note not ingested" and left the operator to find which note among the vault's."""
+    target = tmp_path / "q.yaml"
+    target.write_text(f'- id: esc\n  question: "客户 P1 工单应该怎么升级？"\n  expected_sources: ["{written}"]\n'
+                      f'- id: gone\n  question: "客户 P1 工单应该怎么升级？"\n  expected_sources: ["zzz/qqq.md"]\n',
+                      encoding="utf-8")
+    assert run_cli("eval", "--questions", str(target))[0] == 0
+    err = capfd.readouterr().err
+    assert (f"warning: esc: expected source {written!r} is not indexed: it can never be a hit; did you mean "
+            f"'policies/Support Escalation Policy.md'?") in err
+    assert "warning: gone: expected source 'zzz/qqq.md' is not indexed: it can never be a hit (a typo, or a note " \
+           "not ingested)" in err
+
+
 def test_eval_init_without_a_vault_and_eval_finds_questions_yaml_in_cwd(env, ingested, capfd):
     code, _ = run_cli("eval", "init")  # cwd is a scratch folder outside the repo (the env fixture)
     assert code == 0 and "wrote questions.yaml" in capfd.readouterr().err
