@@ -18099,6 +18099,14 @@ def _did_you_mean(parser: argparse.ArgumentParser, message: str) -> str:
     import difflib   # only on a usage error: not on every command's start
     choice = re.match(r"argument \S+: invalid choice: '([^']*)' \(choose from (.*)\)$", message)
     if choice:
+        # `eval --questions q.yaml --env-file .env`: a command with forms (eval, history) took the value for its
+        # form, "invalid choice: '.env' (choose from 'run', 'init')", which said nothing of where --env-file goes
+        argv, root = getattr(parser, "argv", []), getattr(parser, "root", parser)
+        top = {o for action in root._actions for o in action.option_strings if o.startswith("--")}
+        placed = next((argv[i - 1] for i, word in enumerate(argv) if word == choice.group(1) and i and
+                       argv[i - 1] in top), None)
+        if placed:
+            return f"; {placed} is an option of localrag itself: put it before the command (localrag {placed} …)"
         close = difflib.get_close_matches(choice.group(1), re.findall(r"'([^']*)'", choice.group(2)), n=1)
     else:
         unknown = re.match(r"unrecognized arguments: (.*)$", message)
@@ -18138,6 +18146,15 @@ def _did_you_mean(parser: argparse.ArgumentParser, message: str) -> str:
         close = [m for w in words[:1] for m in difflib.get_close_matches(w.split("=")[0], sorted(set(options(parser))),
                                                                           n=1)]
     return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> Iterator[tuple[str, argparse.ArgumentParser]]:
+    """Every command's and form's parser under `parser`, with its name."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield name, sub
+                yield from _subparsers(sub)
 
 
 def _command_path(parser: argparse.ArgumentParser, argv: Sequence[str]) -> list[tuple[str, argparse.ArgumentParser]]:
@@ -18589,6 +18606,8 @@ def _main(argv: Sequence[str] | None) -> int:
         _print_json({"localrag": __version__})
         return EXIT_OK
     parser.argv = argv   # type: ignore[attr-defined]   # what a usage error's suggestion reads (_did_you_mean)
+    for _name, sub in _subparsers(parser):   # ... a command's own parser too, which reports a bad form
+        sub.argv, sub.root = argv, parser   # type: ignore[attr-defined]
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse: --help, --version

@@ -1132,6 +1132,12 @@ def test_progress_on_a_dumb_terminal_is_plain_lines(monkeypatch):
     # localrag's own option after the command: the place is wrong, not the name ("did you mean '--debug'?")
     (["ask", "x", "--debug"], "--debug is an option of localrag itself: put it before the command"),
     (["search", "x", "--env-file", "/dev/null"], "--env-file is an option of localrag itself"),
+    # ... after a command with forms, its value was read as the form: "invalid choice: '.env' (choose from 'run',
+    # 'init')" (twelfth session, an operator applying a calibration)
+    (["eval", "--questions", "q.yaml", "--env-file", ".env"], "invalid choice: '.env' (choose from 'run', 'init'); "
+                                                             "--env-file is an option of localrag itself"),
+    (["history", "--env-file", ".env"], "--env-file is an option of localrag itself: put it before the command"),
+    (["--env-file", "/dev/null", "eval", "rn"], "did you mean 'run'?"),   # a mistyped form is still that
     # another command's option: said so, not "did you mean" the option itself (outside review)
     (["mcp", "--json"], "`localrag mcp` has no --json option"),
     (["tickets", "show", "3", "--limit", "5"], "`localrag tickets show` has no --limit option"),
