@@ -17684,8 +17684,9 @@ def _cmd_eval(config: Config, args: argparse.Namespace) -> int:
         ids = [_shown_id(row["id"]) for row in result["questions"]]
         width = max([14, *map(len, ids)])   # long ids kept the columns apart (up to VALUE_SHOWN_MAX_CHARS)
         for row, shown_id in zip(result["questions"], ids):
-            ok = "ok " if (row["mode"] == row["expected_mode"] and (row["expected_mode"] == "no_answer" or row["rank"])) \
-                else "MISS"
+            # both four wide: "ok " had put every ok row's columns one to the left of the MISS rows'
+            right = row["mode"] == row["expected_mode"] and (row["expected_mode"] == "no_answer" or row["rank"])
+            ok = "ok  " if right else "MISS"
             print(f"{ok} {shown_id:<{width}} {row['tier'] or '':<10} rank={row['rank'] or '-':<3} "
                   f"conf={row['confidence']:.4f} cov={row['coverage']:.2f} mode={row['mode']:<9} "
                   f"expected={row['expected_mode']:<9} {row['latency_ms']:.1f}ms")

@@ -137,7 +137,7 @@ def test_a_long_question_id_is_shown_shortened(ingested, tmp_path, capfd):
     shown = "x" * 79 + "…"
     assert code == 0 and f"warning: {shown}: expected source 'nowhere/none.md' is not indexed" in err
     assert len(err) < 400 and max(map(len, out.splitlines())) < 300, (len(err), len(out))
-    assert out.splitlines()[0].startswith(f"MISS {shown} ") and out.splitlines()[1].startswith("ok  b" + " " * 80)
+    assert out.splitlines()[0].startswith(f"MISS {shown} ") and out.splitlines()[1].startswith("ok   b" + " " * 80)
     assert json.loads(run_cli("eval", "--questions", str(path), "--json")[1])["questions"][0]["id"] == long_id
 
 
