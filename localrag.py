@@ -17676,9 +17676,9 @@ def _cmd_eval(config: Config, args: argparse.Namespace) -> int:
     if args.min_rejection is not None and (s["no_answer_rejection"] or 0.0) < args.min_rejection:
         failures.append(f"no_answer rejection {s['no_answer_rejection']} < {args.min_rejection}")
     if args.json:
+        if not args.calibrate and result["calibration"]:
+            result["calibration"].pop("table")
         if not failures:  # below threshold, stdout carries the one error body (with the summary) instead
-            if not args.calibrate and result["calibration"]:
-                result["calibration"].pop("table")
             _print_json(result)
     else:
         ids = [_shown_id(row["id"]) for row in result["questions"]]
@@ -17699,7 +17699,8 @@ def _cmd_eval(config: Config, args: argparse.Namespace) -> int:
                                    _eval_rerun(args, question_set["path"]), s["scope"]))
     if failures:
         # with --json the error body is all stdout carries: it keeps the per-question rows a CI job reads
-        rows = {"questions": result["questions"]} if args.json else {}
+        # ... and the calibration: `eval --json --calibrate --min-hit-at-k` lost it just when the floor failed
+        rows = {key: result[key] for key in ("calibration", "calibration_skipped", "questions")} if args.json else {}
         raise EvalFailed("eval below threshold: " + "; ".join(failures), failures=failures, summary=s, **rows)
     return EXIT_OK
 

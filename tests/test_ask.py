@@ -939,6 +939,19 @@ def test_eval_json_below_threshold_prints_one_json_document(indexed, tmp_path):
     assert data["error"]["code"] == "eval_below_threshold" and data["error"]["details"]["failures"]
 
 
+def test_eval_json_below_threshold_keeps_the_calibration(indexed, tmp_path):
+    """A CI job running `eval --json --calibrate --min-hit-at-k X` lost the calibration exactly when the floor failed:
+    the error body kept the summary and the questions only."""
+    path = tmp_path / "questions.yaml"
+    path.write_text(yaml.safe_dump([{"id": "wrong", "question": RAG_Q, "expected_sources": ["nowhere.md"]},
+                                    {"id": "off", "question": "火星上的天气怎么样？", "expected_mode": "no_answer"}],
+                                   allow_unicode=True), encoding="utf-8")
+    code, out = run_cli("eval", "--questions", str(path), "--json", "--calibrate", "--min-hit-at-k", "0.5")
+    details = json.loads(out)["error"]["details"]
+    assert code == 11 and details["calibration"]["table"] and "apply" in details["calibration"]
+    assert details["calibration_skipped"] is None and [q["id"] for q in details["questions"]] == ["wrong", "off"]
+
+
 def test_eval_calls_no_model(provider, stub):
     code, _out = run_cli("eval", "--questions", str(QUESTIONS), "--json")
     assert code == 0 and stub.requests == []
