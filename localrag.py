@@ -17646,7 +17646,8 @@ def _cmd_eval(config: Config, args: argparse.Namespace) -> int:
         raise InvalidRequest("no questions file: pass --questions PATH, or write a starter one with "
                              "`localrag eval init`")
     if str(path) == "-":   # a set piped in (`./make-questions | localrag eval --questions -`), as ask --batch - is
-        stdin = _stdin("questions file", "questions")
+        stdin = _stdin("questions file", "questions", ", so there is no questions file to read from it "
+                                                     "(`--questions -`); pipe it in, or pass --questions FILE")
         question_set = load_question_set("<stdin>", stdin.buffer.read() if hasattr(stdin, "buffer") else
                                          stdin.read())   # the bytes: not UTF-8 is said as for a file (byte, line)
     else:

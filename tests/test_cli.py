@@ -972,7 +972,7 @@ def test_a_closed_or_full_stdout_is_one_error_line_and_exit_2(ingested):
 @pytest.mark.parametrize("args, field", [(["search", "-"], "query"), (["ask", "-"], "question"),
                                          (["ask", "--batch", "-"], "batch"), (["tickets", "draft", "-"], "question"),
                                          (["tickets", "create", "--from", "-", "--confirm"], "from"),
-                                         (["mcp"], "stdin")])
+                                         (["eval", "--questions", "-"], "questions"), (["mcp"], "stdin")])
 def test_a_closed_stdin_is_an_invalid_request_naming_what_was_to_be_read(env, args, field):
     """`search - --json <&-` was internal_error (AttributeError on None), exit 1."""
     proc = _sh("<&-", *args, "--json") if args != ["mcp"] else _sh("<&-", *args)
@@ -982,6 +982,8 @@ def test_a_closed_stdin_is_an_invalid_request_naming_what_was_to_be_read(env, ar
         assert json.loads(proc.stdout)["error"]["details"]["field"] == field
     if field == "from":   # it said "there is no from to read from it"
         assert proc.stderr.startswith("error [invalid_request]: stdin is closed, so there is no draft to read")
+    if field == "questions":   # it said "or give it as an argument": eval takes no question file as one
+        assert "pipe it in, or pass --questions FILE" in proc.stderr
 
 
 def test_mcp_refuses_a_closed_stdin_through_the_shared_helper(env, monkeypatch, capfd):
