@@ -13284,6 +13284,9 @@ EVAL_STARTER_HEADER = """\
 # Questions for `localrag eval`, written by `localrag eval init`: edit them to match what people ask.
 # Each item: id; question; expected_sources: vault-relative paths of the notes that answer it (retrieving any one
 # counts as a hit); expected_mode: rag (the vault answers it) or no_answer (it must refuse, not guess).
+# Optional: tier, for a table per tier: lexical (the note's own words), paraphrase (other words), cross (asked in
+# another language than the note's) for rag; near_miss (in the domain, not in the notes), offtopic for no_answer.
+# lang: the question's language code (en, zh). expected_facts: what a right answer says, e.g. ["443"].
 # Then: localrag eval --questions {path}{vault} --calibrate
 """
 EVAL_STARTER_NOTES = 5                     # notes of the vault drafted into questions

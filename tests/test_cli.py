@@ -235,6 +235,16 @@ def test_eval_init_questions_are_answered_by_the_vault_they_come_from(ingested, 
     assert localrag._starter_question("Create a vault") == "What is Create a vault?"
 
 
+def test_the_starter_file_names_every_tier_and_optional_field(tmp_path):
+    """An operator turning the starter into a real set (tiers, near-misses, off-topic questions) found only id,
+    question, expected_sources and expected_mode in it: the tier names were in the README alone."""
+    target = tmp_path / "starter.yaml"
+    localrag.eval_init(target)
+    header = "".join(line for line in target.read_text(encoding="utf-8").splitlines(True) if line.startswith("#"))
+    assert all(tier in header for tier in localrag.EVAL_TIERS), header
+    assert all(f"{field}" in header for field in localrag.EVAL_QUESTION_FIELDS), header
+
+
 def test_eval_warns_about_an_expected_source_that_is_not_indexed(ingested, tmp_path, capfd):
     """A typo in expected_sources was scored as a miss, silently: it looked like a retrieval regression."""
     target = tmp_path / "q.yaml"
