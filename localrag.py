@@ -12858,8 +12858,10 @@ EVAL_TIERS_ANSWERABLE = ("lexical", "paraphrase", "cross")
 EVAL_TIERS_NO_ANSWER = ("near_miss", "offtopic")
 EVAL_TIERS = EVAL_TIERS_ANSWERABLE + EVAL_TIERS_NO_ANSWER
 EVAL_LANGS_HINT = "a language code such as en or zh"
+_EVAL_LANG_RE = re.compile(r"[A-Za-z]{2,3}(?:[-_][A-Za-z0-9]{2,8})*")   # en, zh, zh-Hans, pt_BR (BCP 47's shape)
 EVAL_QUESTION_FIELDS = ("id", "question", "expected_sources", "expected_mode", "tier", "lang", "expected_facts")
 EVAL_SET_KEYS = ("corpus", "vaults", "questions", "description")
+EVAL_SOURCE_HINTS = 2     # indexed notes named for an expected source that is not indexed
 CALIBRATION_COVERAGE_GRID = tuple(round(i * 0.05, 2) for i in range(21))
 CALIBRATION_SIMILARITY_GRID = tuple(round(i * 0.05, 2) for i in range(11))
 
@@ -12882,8 +12884,8 @@ def load_question_set(path: str | Path, content: bytes | str | None = None) -> d
     import yaml
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8") if content is None else
-                              content.decode("utf-8") if isinstance(content, bytes) else content)
+        data = yaml.load(path.read_text(encoding="utf-8") if content is None else   # noqa: S506 (a SafeLoader)
+                         content.decode("utf-8") if isinstance(content, bytes) else content, _questions_yaml_loader())
     except FileNotFoundError:
         raise InvalidRequest(f"questions file {path} does not exist; pass --questions PATH", path=str(path)) from None
     except IsADirectoryError:   # was "is not readable YAML: [Errno 21] Is a directory"
@@ -12974,15 +12976,74 @@ def load_question_set(path: str | Path, content: bytes | str | None = None) -> d
             raise InvalidRequest(f"{where} ({named}): expected_mode must be rag or no_answer "
                                  f"({_got('expected_mode', mode)})",
                                  field="expected_mode")
+        if tier is not None and (tier in EVAL_TIERS_NO_ANSWER) != (mode == "no_answer"):
+            # `tier: lexical, expected_mode: no_answer` put a refusal into the lexical row's figures (and an
+            # offtopic question expected to be answered into offtopic's), which then measured neither
+            kind = "the vault must refuse" if tier in EVAL_TIERS_NO_ANSWER else "the vault answers"
+            raise InvalidRequest(f"{where} ({named}): tier {tier} is for questions {kind}, but expected_mode is {mode}"
+                                 f"; change the tier or the mode", field="expected_mode")
         if mode == "rag" and not sources:
             raise InvalidRequest(f"{where} ({named}): a rag question needs expected_sources", field="expected_sources")
         lang = item.get("lang")
-        if lang is not None and not (isinstance(lang, str) and lang.strip()):
-            raise InvalidRequest(f"{where} ({named}): lang must be {EVAL_LANGS_HINT}", field="lang")
+        if lang is not None and not (isinstance(lang, str) and _EVAL_LANG_RE.fullmatch(lang)):
+            # `lang: english` or `lang: Chinese` had passed the check whose message asks for a code
+            raise InvalidRequest(f"{where} ({named}): lang must be {EVAL_LANGS_HINT} ({_got('lang', lang)})",
+                                 field="lang")
         facts = _expected_facts(item.get("expected_facts"), f"{where} ({named})", mode)
         out.append({"id": qid, "question": question.strip(), "expected_sources": sources, "expected_mode": mode,
                     "tier": tier, "lang": lang, **({"expected_facts": facts} if facts else {})})
     return {"path": str(path), "corpus": corpus, "vaults": vaults, "questions": out}
+
+
+@functools.lru_cache(maxsize=None)
+def _questions_yaml_loader() -> type:
+    """yaml's SafeLoader, refusing a key given twice in one mapping (with the line of each): YAML keeps the last
+    silently, so a second `questions:` block dropped every question of the first, and a question's second
+    `expected_sources:` replaced its first, with the figures measured on what was left."""
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        def construct_mapping(self, node: Any, deep: bool = False) -> dict:
+            first: dict = {}
+            for key_node, _value in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":   # `<<: *defaults`, whose keys a later one overrides
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    line = first.get(key)
+                except TypeError:   # an unhashable key: the SafeLoader's own error says so
+                    continue
+                if line is not None:
+                    shown = _cut(str(key), VALUE_SHOWN_MAX_CHARS)
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"{shown!r} is given twice in one mapping (first on line {line + 1}); keep one",
+                        key_node.start_mark)
+                first[key] = key_node.start_mark.line
+            return super().construct_mapping(node, deep=deep)
+
+    return Loader
+
+
+# The script a question in these languages is written in; any other code is read as a Latin-script language.
+_EVAL_LANG_SCRIPTS = {"zh": ("Chinese characters", re.compile("[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")),
+                      "ja": ("kana or kanji", re.compile("[\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff]")),
+                      "ko": ("Hangul", re.compile("[\u1100-\u11ff\u3130-\u318f\uac00-\ud7af]")),
+                      "ru": ("Cyrillic", _CYRILLIC_RE), "uk": ("Cyrillic", _CYRILLIC_RE)}
+
+
+def _eval_lang_mismatch(question: str, lang: str | None) -> str | None:
+    """Why a question does not read as its `lang`, or None: a zh / ja / ko / ru question without its script, or a
+    question in another language without a Latin letter.  Mixed text ("FreightDesk 如何导出？") is never
+    flagged: a product name in one script and the question in the other is how people write.  Pure."""
+    if not lang:
+        return None
+    base = re.split(r"[-_]", lang)[0].lower()
+    if base in _EVAL_LANG_SCRIPTS:
+        name, script = _EVAL_LANG_SCRIPTS[base]
+        return None if script.search(question) else f"it has no {name}"
+    if not re.search(r"[^\W\d_]", question, re.ASCII) and not re.search("[\u00c0-\u024f]", question):
+        return "it has no Latin letter"
+    return None
 
 
 def _shown_id(qid: str) -> str:
@@ -13079,7 +13140,9 @@ def calibrate_gate(rows: list[dict], base: GateSettings) -> dict:
     min_coverage) and pick the operating point with the most correct modes (answered answerable + refused
     unanswerable, each group weighted equally), averaged with its grid neighbours' (one step of similarity or
     coverage either way); among equals, the middle of the longest run of similarity floors, then of coverage values,
-    so the point sits away from the edges that a new vault would push it over.  Pure."""
+    so the point sits away from the edges that a new vault would push it over.  ``expect``: the answered and refused
+    rates `eval` reports once the chosen settings are in use, the answer-type check after the gate (a row's
+    ``type_check_refuses``; the check does not depend on the gate's settings).  Pure."""
     answerable = [r["gate"] for r in rows if r["expected_mode"] == "rag"]
     unanswerable = [r["gate"] for r in rows if r["expected_mode"] == "no_answer"]
 
@@ -13121,11 +13184,18 @@ def calibrate_gate(rows: list[dict], base: GateSettings) -> dict:
     sim = centre(sorted({row["min_similarity"] for row in table if row["smoothed"] == best}))
     cov = centre([row["min_coverage"] for row in table if row["min_similarity"] == sim and row["smoothed"] == best])
     chosen = next(row for row in table if row["min_similarity"] == sim and row["min_coverage"] == cov)
+    # The gate alone had been the only figure: "answers 0.786", and the eval run with these settings then said
+    # 0.750, the answer-type check refusing one more.  What the operator will see is the pair in series.
+    at_chosen = dataclasses.replace(base, min_similarity=sim, min_coverage=cov)
+    passed = [(r, evidence_gate(r["gate"], at_chosen)[0] == "rag" and not r.get("type_check_refuses"))
+              for r in rows]
+    expect = {"answered": _mean([1.0 if ok else 0.0 for r, ok in passed if r["expected_mode"] == "rag"]),
+              "refused": _mean([0.0 if ok else 1.0 for r, ok in passed if r["expected_mode"] == "no_answer"])}
     rule = (f"rag when similarity >= {sim:.2f} (RAG_MIN_SIMILARITY) and coverage >= {cov:.2f} (RAG_MIN_COVERAGE), "
             f">= {base.min_coverage_unseen:.2f} when the question has a word the knowledge base never uses "
             f"(RAG_MIN_COVERAGE_UNSEEN, kept), and at least {base.min_matched_terms} term(s) matched "
             f"(RAG_MIN_MATCHED_TERMS); else no_answer")
-    return {"chosen": chosen, "rule": rule, "table": table,
+    return {"chosen": chosen, "rule": rule, "table": table, "expect": expect,
             "settings": {"RAG_MIN_SIMILARITY": sim, "RAG_MIN_COVERAGE": cov,
                          "RAG_MIN_COVERAGE_UNSEEN": base.min_coverage_unseen,
                          "RAG_MIN_MATCHED_TERMS": base.min_matched_terms},
@@ -13148,7 +13218,7 @@ def run_eval(config: Config, questions: list[dict], top_k: Any = None, store: St
             retrieved = run_retrieval(s, config, q["question"], top_k, retrieval, scope)
             mode, reason, signals = evidence_gate(gate_signals(retrieved), settings)
             results = run_results = retrieved["results"]
-            kind = answered_from = said = None
+            kind = answered_from = said = check = None
             if mode == "rag":  # the same answer-type check as ask, on the same assembled blocks
                 blocks = assemble_evidence(run_results, config.rag_context_token_budget, max_blocks=top_k).blocks
                 check = answer_type_check(q["question"], blocks)
@@ -13164,6 +13234,10 @@ def run_eval(config: Config, questions: list[dict], top_k: Any = None, store: St
             if config.llm_provider == "fake" and q.get("expected_facts") and mode != "rag":
                 said = False   # a refusal says none of what was expected
             latency_ms = (time.perf_counter() - started) * 1000
+            # out of the timed part: ask runs no answer-type check on a refusal, but the calibration replays the
+            # gate at other settings, where this question would meet the check
+            refuses = check["refuses"] if check is not None else answer_type_check(q["question"], assemble_evidence(
+                run_results, config.rag_context_token_budget, max_blocks=top_k).blocks)["refuses"]
             results = retrieved["results"]
             rank = next((i for i, r in enumerate(results, 1) if r["source"] in q["expected_sources"]), None)
             rows.append({"id": q["id"], "tier": q.get("tier"), "lang": q.get("lang"), "question": q["question"],
@@ -13171,7 +13245,7 @@ def run_eval(config: Config, questions: list[dict], top_k: Any = None, store: St
                          "coverage": signals["coverage"], "rank": rank,
                          "top_source": results[0]["source"] if results else None, "reason": reason,
                          "answer_kind": kind, "answered_from": answered_from, "facts_said": said,
-                         "expected_sources": list(q["expected_sources"]),
+                         "type_check_refuses": refuses, "expected_sources": list(q["expected_sources"]),
                          "latency_ms": round(latency_ms, 2), "gate": signals})
     overall = eval_metrics(rows)
     tiers = {}
@@ -13193,14 +13267,26 @@ def run_eval(config: Config, questions: list[dict], top_k: Any = None, store: St
                if mode not in {r["expected_mode"] for r in rows}]
     skipped = (f"calibration needs answerable and unanswerable questions, and these hold no {lacking[0]} one"
                if lacking else None)
-    return {"summary": summary, "calibration": None if lacking else calibrate_gate(rows, settings),
-            "calibration_skipped": skipped, "questions": rows}
+    calibration = None if lacking else calibrate_gate(rows, settings)
+    if calibration:
+        # What to set for `expect` to hold: the chosen floors, and this run's top_k and retrieval where they are
+        # not the settings' (calibrated with --retrieval keyword, the floors alone made hybrid eval worse).
+        chosen = calibration["settings"]
+        calibration["apply"] = {key: value for key, value, current in (
+            ("RAG_MIN_SIMILARITY", chosen["RAG_MIN_SIMILARITY"], config.rag_min_similarity),
+            ("RAG_MIN_COVERAGE", chosen["RAG_MIN_COVERAGE"], config.rag_min_coverage),
+            ("RAG_TOP_K", top_k, config.rag_top_k), ("RAG_RETRIEVAL", retrieval, config.rag_retrieval))
+            if value != current}
+    return {"summary": summary, "calibration": calibration, "calibration_skipped": skipped, "questions": rows}
 
 
 EVAL_STARTER_HEADER = """\
 # Questions for `localrag eval`, written by `localrag eval init`: edit them to match what people ask.
 # Each item: id; question; expected_sources: vault-relative paths of the notes that answer it (retrieving any one
 # counts as a hit); expected_mode: rag (the vault answers it) or no_answer (it must refuse, not guess).
+# Optional: tier, for a table per tier: lexical (the note's own words), paraphrase (other words), cross (asked in
+# another language than the note's) for rag; near_miss (in the domain, not in the notes), offtopic for no_answer.
+# lang: the question's language code (en, zh). expected_facts: what a right answer says, e.g. ["443"].
 # Then: localrag eval --questions {path}{vault} --calibrate
 """
 EVAL_STARTER_NOTES = 5                     # notes of the vault drafted into questions
@@ -17563,7 +17649,8 @@ def _cmd_eval(config: Config, args: argparse.Namespace) -> int:
         raise InvalidRequest("no questions file: pass --questions PATH, or write a starter one with "
                              "`localrag eval init`")
     if str(path) == "-":   # a set piped in (`./make-questions | localrag eval --questions -`), as ask --batch - is
-        stdin = _stdin("questions file", "questions")
+        stdin = _stdin("questions file", "questions", ", so there is no questions file to read from it "
+                                                     "(`--questions -`); pipe it in, or pass --questions FILE")
         question_set = load_question_set("<stdin>", stdin.buffer.read() if hasattr(stdin, "buffer") else
                                          stdin.read())   # the bytes: not UTF-8 is said as for a file (byte, line)
     else:
@@ -17576,9 +17663,15 @@ def _cmd_eval(config: Config, args: argparse.Namespace) -> int:
         _say(f"warning: the database also holds {len(others)} vault(s) the question set does not name "
              f"({', '.join(others[:3])}{', ...' if len(others) > 3 else ''}): their notes compete in retrieval, so "
              f"the figures differ from a database of the set's vaults alone (`localrag vaults rm PATH` removes one)")
-    for qid, source in _unindexed_sources(config, question_set["questions"], validate_scope(vault=args.vault).vault):
-        _say(f"warning: {_shown_id(qid)}: expected source {source!r} is not indexed (a typo, or a note not "
-             f"ingested): it can never be a hit")
+    for q in question_set["questions"]:   # the loader checks lang's form; its script is a guess: a warning
+        why = _eval_lang_mismatch(q["question"], q["lang"])
+        if why:
+            _say(f"warning: {_shown_id(q['id'])}: lang is {q['lang']}, but {why}: fix its lang (or the question)")
+    for qid, source, near in _unindexed_sources(config, question_set["questions"],
+                                                validate_scope(vault=args.vault).vault):
+        # the file name alone, as Obsidian shows it, or a path without its .md: say which note it likely meant
+        meant = f"; did you mean {' or '.join(map(repr, near))}?" if near else " (a typo, or a note not ingested)"
+        _say(f"warning: {_shown_id(qid)}: expected source {source!r} is not indexed: it can never be a hit{meant}")
     result = run_eval(config, question_set["questions"], args.top_k, **_scope_args(args))
     s = result["summary"]
     failures = []
@@ -17587,16 +17680,17 @@ def _cmd_eval(config: Config, args: argparse.Namespace) -> int:
     if args.min_rejection is not None and (s["no_answer_rejection"] or 0.0) < args.min_rejection:
         failures.append(f"no_answer rejection {s['no_answer_rejection']} < {args.min_rejection}")
     if args.json:
+        if not args.calibrate and result["calibration"]:
+            result["calibration"].pop("table")
         if not failures:  # below threshold, stdout carries the one error body (with the summary) instead
-            if not args.calibrate and result["calibration"]:
-                result["calibration"].pop("table")
             _print_json(result)
     else:
         ids = [_shown_id(row["id"]) for row in result["questions"]]
         width = max([14, *map(len, ids)])   # long ids kept the columns apart (up to VALUE_SHOWN_MAX_CHARS)
         for row, shown_id in zip(result["questions"], ids):
-            ok = "ok " if (row["mode"] == row["expected_mode"] and (row["expected_mode"] == "no_answer" or row["rank"])) \
-                else "MISS"
+            # both four wide: "ok " had put every ok row's columns one to the left of the MISS rows'
+            right = row["mode"] == row["expected_mode"] and (row["expected_mode"] == "no_answer" or row["rank"])
+            ok = "ok  " if right else "MISS"
             print(f"{ok} {shown_id:<{width}} {row['tier'] or '':<10} rank={row['rank'] or '-':<3} "
                   f"conf={row['confidence']:.4f} cov={row['coverage']:.2f} mode={row['mode']:<9} "
                   f"expected={row['expected_mode']:<9} {row['latency_ms']:.1f}ms")
@@ -17605,12 +17699,25 @@ def _cmd_eval(config: Config, args: argparse.Namespace) -> int:
               f"RAG_MIN_COVERAGE {s['min_coverage']:.2f}")
         print(eval_table(s, s["top_k"]))
         if args.calibrate:
-            print(calibration_text(result["calibration"]))
+            print(calibration_text(result["calibration"], config.env_file, dict(os.environ),
+                                   _eval_rerun(args, question_set["path"]), s["scope"]))
     if failures:
         # with --json the error body is all stdout carries: it keeps the per-question rows a CI job reads
-        rows = {"questions": result["questions"]} if args.json else {}
+        # ... and the calibration: `eval --json --calibrate --min-hit-at-k` lost it just when the floor failed
+        rows = {key: result[key] for key in ("calibration", "calibration_skipped", "questions")} if args.json else {}
         raise EvalFailed("eval below threshold: " + "; ".join(failures), failures=failures, summary=s, **rows)
     return EXIT_OK
+
+
+def _eval_rerun(args: argparse.Namespace, path: str) -> str:
+    """The eval command that checks a calibration once applied: the same file and scope, without --calibrate and
+    the flags the settings replace (--top-k, --retrieval: RAG_TOP_K, RAG_RETRIEVAL)."""
+    import shlex
+    words = [command_name(), *(["--env-file", shlex.quote(args.env_file)] if getattr(args, "env_file", None) else []),
+             "eval", "--questions", "-" if path == "<stdin>" else shlex.quote(str(path))]
+    for flag, values in (("--path", args.path), ("--tag", args.tag), ("--vault", [args.vault] if args.vault else [])):
+        words += [w for value in values or [] for w in (flag, shlex.quote(value))]
+    return " ".join(words)
 
 
 _EVAL_KINDS = {"rag": "answerable question (expected_mode: rag)",
@@ -17635,15 +17742,19 @@ def _check_eval_options(args: argparse.Namespace, question_set: dict) -> None:
                                  field=option[2:].replace("-", "_"), path=question_set["path"])
 
 
-def _unindexed_sources(config: Config, questions: list[dict], vault: str | None) -> list[tuple[str, str]]:
-    """(question id, source) for each expected source that no indexed note has (in `vault` when eval is scoped to
-    one): such a question is scored as a miss whatever the retrieval does."""
+def _unindexed_sources(config: Config, questions: list[dict], vault: str | None) -> list[tuple[str, str, list[str]]]:
+    """(question id, source, the indexed notes it may mean) for each expected source that no indexed note has (in
+    `vault` when eval is scoped to one): such a question is scored as a miss whatever the retrieval does."""
     wanted = sorted({src for q in questions for src in q.get("expected_sources") or ()})
     if not wanted:
         return []
     with Store.open(config) as s:
         found = s.indexed_paths(wanted, vault)
-    return [(q["id"], src) for q in questions for src in q.get("expected_sources") or () if src not in found]
+        near = {src: list(dict.fromkeys(rel for rel, in_vault in s.similar_note_paths(Path(src).stem, limit=5)
+                                        if vault is None or in_vault == vault))[:EVAL_SOURCE_HINTS]
+                for src in wanted if src not in found}
+    return [(q["id"], src, near[src]) for q in questions for src in q.get("expected_sources") or ()
+            if src not in found]
 
 
 def _question_set_vaults(config: Config, question_set: dict) -> tuple[list[str], list[str]]:
@@ -17680,9 +17791,11 @@ def eval_table(summary: dict, k: int) -> str:
     return "\n".join(lines)
 
 
-def calibration_text(cal: dict) -> str:
+def calibration_text(cal: dict, env_file: Path | None = None, environ: dict | None = None,
+                     rerun: str = "", scope: dict | None = None) -> str:
     """The trade-off (answered vs refused) along coverage at the chosen similarity floor and along similarity
-    at the chosen coverage, then the operating point and the rule."""
+    at the chosen coverage, then the operating point and the rule; with ``apply`` (run_eval's), how to set it:
+    in ``env_file`` (the .env read, if any), not shadowed by ``environ``, and what ``rerun`` will then report."""
     chosen = cal["chosen"]
     lines = [f"\ncalibration over {cal['answerable']} answerable and {cal['unanswerable']} unanswerable questions",
              f"  at RAG_MIN_SIMILARITY={chosen['min_similarity']:.2f}:",
@@ -17698,10 +17811,43 @@ def calibration_text(cal: dict) -> str:
             mark = "  <- chosen" if row == chosen else ""
             lines.append(f"    {row['min_similarity']:>14.2f} {row['answered']:>9.3f} {row['refused']:>8.3f}{mark}")
     settings = " ".join(f"{k}={v}" for k, v in cal["settings"].items())
+    expect = cal.get("expect")
+    after = (f"with the answer-type check after it, as eval and ask run both: answered {expect['answered']:.3f}, "
+             f"refused {expect['refused']:.3f}" if expect else
+             "`eval` with these settings also runs the answer-type check, which refuses more")
     lines += [f"calibration: {settings} answers {chosen['answered']:.3f} of answerable, refuses "
-              f"{chosen['refused']:.3f} of unanswerable (the evidence gate alone; `eval` with these settings also "
-              f"runs the answer-type check, which refuses more)", f"rule: {cal['rule']}"]
+              f"{chosen['refused']:.3f} of unanswerable (the evidence gate alone; {after})", f"rule: {cal['rule']}"]
+    if "apply" in cal:
+        lines.append(_calibration_apply(cal["apply"], expect, env_file, environ or {}, rerun, scope))
     return "\n".join(lines)
+
+
+def _calibration_apply(apply: dict, expect: dict | None, env_file: Path | None, environ: dict,
+                       rerun: str, scope: dict | None) -> str:
+    """The `apply:` line of --calibrate: what to set and where, and what the rerun will report.  The settings had
+    been printed with no word on where they go, and a `.env` written beside the question file is read by no
+    localrag outside its checkout: the operator's change did nothing, silently."""
+    if not apply:
+        return "apply: nothing to change: these are the settings in use"
+    pairs = " ".join(f"{k}={v}" for k, v in apply.items())
+    env_file = env_file if env_file and str(env_file) != os.devnull else None
+    where = (f"put {pairs} in {env_file} (the .env read here)" if env_file else
+             f"export {pairs} (no .env was read: localrag reads the one at its checkout's root, else only one named "
+             f"before the command, `{command_name()} --env-file FILE ...`)")
+    shadowed = [k for k in apply if environ.get(k, "").strip()]
+    if shadowed and env_file:
+        where += f"; {', '.join(shadowed)} {'is' if len(shadowed) == 1 else 'are'} set in the environment, " \
+                 f"which wins over the .env: change {'it' if len(shadowed) == 1 else 'them'} there"
+    then = (f"; then `{rerun}` reports answered {expect['answered']:.3f}, refused {expect['refused']:.3f}"
+            if expect and rerun else "")
+    import shlex
+    scope = scope or {}
+    flags = [f"--path {shlex.quote(p)}" for p in scope.get("paths") or []] + \
+        [f"--tag {shlex.quote(t)}" for t in scope.get("tags") or []] + \
+        ([f"--vault {shlex.quote(scope['vault'])}"] if scope.get("vault") else [])
+    scoped = (f" (measured within {' '.join(flags)} only; ask searches every note unless given the same scope)"
+              if flags else "")
+    return f"apply: {where}{then}{scoped}"
 
 
 def _cmd_serve(config: Config, args: argparse.Namespace) -> int:
@@ -17959,6 +18105,14 @@ def _did_you_mean(parser: argparse.ArgumentParser, message: str) -> str:
     import difflib   # only on a usage error: not on every command's start
     choice = re.match(r"argument \S+: invalid choice: '([^']*)' \(choose from (.*)\)$", message)
     if choice:
+        # `eval --questions q.yaml --env-file .env`: a command with forms (eval, history) took the value for its
+        # form, "invalid choice: '.env' (choose from 'run', 'init')", which said nothing of where --env-file goes
+        argv, root = getattr(parser, "argv", []), getattr(parser, "root", parser)
+        top = {o for action in root._actions for o in action.option_strings if o.startswith("--")}
+        placed = next((argv[i - 1] for i, word in enumerate(argv) if word == choice.group(1) and i and
+                       argv[i - 1] in top), None)
+        if placed:
+            return f"; {placed} is an option of localrag itself: put it before the command (localrag {placed} …)"
         close = difflib.get_close_matches(choice.group(1), re.findall(r"'([^']*)'", choice.group(2)), n=1)
     else:
         unknown = re.match(r"unrecognized arguments: (.*)$", message)
@@ -17998,6 +18152,15 @@ def _did_you_mean(parser: argparse.ArgumentParser, message: str) -> str:
         close = [m for w in words[:1] for m in difflib.get_close_matches(w.split("=")[0], sorted(set(options(parser))),
                                                                           n=1)]
     return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> Iterator[tuple[str, argparse.ArgumentParser]]:
+    """Every command's and form's parser under `parser`, with its name."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield name, sub
+                yield from _subparsers(sub)
 
 
 def _command_path(parser: argparse.ArgumentParser, argv: Sequence[str]) -> list[tuple[str, argparse.ArgumentParser]]:
@@ -18449,6 +18612,8 @@ def _main(argv: Sequence[str] | None) -> int:
         _print_json({"localrag": __version__})
         return EXIT_OK
     parser.argv = argv   # type: ignore[attr-defined]   # what a usage error's suggestion reads (_did_you_mean)
+    for _name, sub in _subparsers(parser):   # ... a command's own parser too, which reports a bad form
+        sub.argv, sub.root = argv, parser   # type: ignore[attr-defined]
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse: --help, --version

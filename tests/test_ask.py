@@ -894,6 +894,19 @@ def test_eval_question_lines_stay_in_columns_with_long_ids(indexed, tmp_path):
     assert code == 0 and len(rows) == 2 and len({line.index("rank=") for line in rows}) == 1, rows
 
 
+def test_eval_ok_and_miss_lines_keep_the_same_columns(indexed, tmp_path):
+    """"ok " is three characters and "MISS" four: every ok line's id, tier and figures sat one column left of the
+    MISS lines' (twelfth session, an operator reading the per-question lines)."""
+    path = tmp_path / "questions.yaml"
+    items = [{"id": "hit", "question": RAG_Q, "expected_sources": RAG_QUESTIONS[0]["expected_sources"]},
+             {"id": "miss", "question": RAG_Q, "expected_sources": ["nowhere/none.md"]}]
+    path.write_text(yaml.safe_dump(items, allow_unicode=True), encoding="utf-8")
+    code, out = run_cli("eval", "--questions", str(path))
+    rows = [line for line in out.splitlines() if "rank=" in line]
+    assert [row.split()[0] for row in rows] == ["ok", "MISS"], rows
+    assert len({row.index("rank=") for row in rows}) == 1 and rows[0].index("hit") == rows[1].index("miss"), rows
+
+
 def test_eval_top_k_one_is_hit_at_one(indexed):
     code, out = run_cli("eval", "--questions", str(QUESTIONS), "--top-k", "1", "--json")
     summary = json.loads(out)["summary"]
@@ -924,6 +937,19 @@ def test_eval_json_below_threshold_prints_one_json_document(indexed, tmp_path):
     assert code == 11
     data = json.loads(out)
     assert data["error"]["code"] == "eval_below_threshold" and data["error"]["details"]["failures"]
+
+
+def test_eval_json_below_threshold_keeps_the_calibration(indexed, tmp_path):
+    """A CI job running `eval --json --calibrate --min-hit-at-k X` lost the calibration exactly when the floor failed:
+    the error body kept the summary and the questions only."""
+    path = tmp_path / "questions.yaml"
+    path.write_text(yaml.safe_dump([{"id": "wrong", "question": RAG_Q, "expected_sources": ["nowhere.md"]},
+                                    {"id": "off", "question": "火星上的天气怎么样？", "expected_mode": "no_answer"}],
+                                   allow_unicode=True), encoding="utf-8")
+    code, out = run_cli("eval", "--questions", str(path), "--json", "--calibrate", "--min-hit-at-k", "0.5")
+    details = json.loads(out)["error"]["details"]
+    assert code == 11 and details["calibration"]["table"] and "apply" in details["calibration"]
+    assert details["calibration_skipped"] is None and [q["id"] for q in details["questions"]] == ["wrong", "off"]
 
 
 def test_eval_calls_no_model(provider, stub):

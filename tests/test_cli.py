@@ -235,6 +235,16 @@ def test_eval_init_questions_are_answered_by_the_vault_they_come_from(ingested, 
     assert localrag._starter_question("Create a vault") == "What is Create a vault?"
 
 
+def test_the_starter_file_names_every_tier_and_optional_field(tmp_path):
+    """An operator turning the starter into a real set (tiers, near-misses, off-topic questions) found only id,
+    question, expected_sources and expected_mode in it: the tier names were in the README alone."""
+    target = tmp_path / "starter.yaml"
+    localrag.eval_init(target)
+    header = "".join(line for line in target.read_text(encoding="utf-8").splitlines(True) if line.startswith("#"))
+    assert all(tier in header for tier in localrag.EVAL_TIERS), header
+    assert all(f"{field}" in header for field in localrag.EVAL_QUESTION_FIELDS), header
+
+
 def test_eval_warns_about_an_expected_source_that_is_not_indexed(ingested, tmp_path, capfd):
     """A typo in expected_sources was scored as a miss, silently: it looked like a retrieval regression."""
     target = tmp_path / "q.yaml"
@@ -246,6 +256,23 @@ def test_eval_warns_about_an_expected_source_that_is_not_indexed(ingested, tmp_p
     err = capfd.readouterr().err
     assert "warning: typo: expected source 'policies/Support Escalation Polcy.md' is not indexed" in err
     assert "fine:" not in err
+
+
+@pytest.mark.parametrize("written", ["Support Escalation Policy.md", "policies/Support Escalation Policy",
+                                     "policies/support escalation policy.md", "Support Escalation Polcy.md"])
+def test_an_expected_source_not_indexed_is_told_the_note_it_likely_means(ingested, tmp_path, capfd, written):
+    """The file name alone (as Obsidian shows it), a path without its .md, another case, a typo: the warning said
+    "a typo, or a note not ingested" and left the operator to find which note among the vault's."""
+    target = tmp_path / "q.yaml"
+    target.write_text(f'- id: esc\n  question: "客户 P1 工单应该怎么升级？"\n  expected_sources: ["{written}"]\n'
+                      f'- id: gone\n  question: "客户 P1 工单应该怎么升级？"\n  expected_sources: ["zzz/qqq.md"]\n',
+                      encoding="utf-8")
+    assert run_cli("eval", "--questions", str(target))[0] == 0
+    err = capfd.readouterr().err
+    assert (f"warning: esc: expected source {written!r} is not indexed: it can never be a hit; did you mean "
+            f"'policies/Support Escalation Policy.md'?") in err
+    assert "warning: gone: expected source 'zzz/qqq.md' is not indexed: it can never be a hit (a typo, or a note " \
+           "not ingested)" in err
 
 
 def test_eval_init_without_a_vault_and_eval_finds_questions_yaml_in_cwd(env, ingested, capfd):
@@ -955,7 +982,7 @@ def test_a_closed_or_full_stdout_is_one_error_line_and_exit_2(ingested):
 @pytest.mark.parametrize("args, field", [(["search", "-"], "query"), (["ask", "-"], "question"),
                                          (["ask", "--batch", "-"], "batch"), (["tickets", "draft", "-"], "question"),
                                          (["tickets", "create", "--from", "-", "--confirm"], "from"),
-                                         (["mcp"], "stdin")])
+                                         (["eval", "--questions", "-"], "questions"), (["mcp"], "stdin")])
 def test_a_closed_stdin_is_an_invalid_request_naming_what_was_to_be_read(env, args, field):
     """`search - --json <&-` was internal_error (AttributeError on None), exit 1."""
     proc = _sh("<&-", *args, "--json") if args != ["mcp"] else _sh("<&-", *args)
@@ -965,6 +992,8 @@ def test_a_closed_stdin_is_an_invalid_request_naming_what_was_to_be_read(env, ar
         assert json.loads(proc.stdout)["error"]["details"]["field"] == field
     if field == "from":   # it said "there is no from to read from it"
         assert proc.stderr.startswith("error [invalid_request]: stdin is closed, so there is no draft to read")
+    if field == "questions":   # it said "or give it as an argument": eval takes no question file as one
+        assert "pipe it in, or pass --questions FILE" in proc.stderr
 
 
 def test_mcp_refuses_a_closed_stdin_through_the_shared_helper(env, monkeypatch, capfd):
@@ -1115,6 +1144,12 @@ def test_progress_on_a_dumb_terminal_is_plain_lines(monkeypatch):
     # localrag's own option after the command: the place is wrong, not the name ("did you mean '--debug'?")
     (["ask", "x", "--debug"], "--debug is an option of localrag itself: put it before the command"),
     (["search", "x", "--env-file", "/dev/null"], "--env-file is an option of localrag itself"),
+    # ... after a command with forms, its value was read as the form: "invalid choice: '.env' (choose from 'run',
+    # 'init')" (twelfth session, an operator applying a calibration)
+    (["eval", "--questions", "q.yaml", "--env-file", ".env"], "invalid choice: '.env' (choose from 'run', 'init'); "
+                                                             "--env-file is an option of localrag itself"),
+    (["history", "--env-file", ".env"], "--env-file is an option of localrag itself: put it before the command"),
+    (["--env-file", "/dev/null", "eval", "rn"], "did you mean 'run'?"),   # a mistyped form is still that
     # another command's option: said so, not "did you mean" the option itself (outside review)
     (["mcp", "--json"], "`localrag mcp` has no --json option"),
     (["tickets", "show", "3", "--limit", "5"], "`localrag tickets show` has no --limit option"),

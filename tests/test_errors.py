@@ -491,6 +491,24 @@ QUESTION_FILES = [
                                                                        "(got '/etc/passwd'); expected_sources are"),
     ("- {id: a, question: q, expected_sources: ['C:\\\\v\\\\x.md']}\n", "item 1 (a): an expected source is absolute"),
     ("- {id: a, question: q, expected_sources: [../x.md]}\n", "item 1 (a): an expected source contains '..'"),
+    # a key given twice: YAML kept the last silently, and a second `questions:` block dropped the whole first one
+    ("questions:\n- {id: a, question: q, expected_sources: [x.md]}\nquestions:\n- {id: b, question: r, "
+     "expected_sources: [y.md]}\n", "is not readable YAML (line 3, column 1): 'questions' is given twice in one "
+                                    "mapping (first on line 1); keep one"),
+    ("- id: a\n  question: q\n  expected_sources: [x.md]\n  expected_sources: [y.md]\n",
+     "(line 4, column 3): 'expected_sources' is given twice in one mapping (first on line 3)"),
+    ("- {id: a, question: q, id: b, expected_mode: no_answer}\n", "(line 1, column 24): 'id' is given twice"),
+    # a tier and an expected_mode that contradict each other measured neither in that tier's row
+    ("- {id: a, question: q, expected_sources: [x.md], tier: lexical, expected_mode: no_answer}\n",
+     "item 1 (a): tier lexical is for questions the vault answers, but expected_mode is no_answer; change the tier "
+     "or the mode"),
+    ("- {id: a, question: q, expected_sources: [x.md], tier: offtopic, expected_mode: rag}\n",
+     "item 1 (a): tier offtopic is for questions the vault must refuse, but expected_mode is rag"),
+    # lang is a code, as the message always said: `english` had passed
+    ("- {id: a, question: q, expected_sources: [x.md], lang: english}\n",
+     "item 1 (a): lang must be a language code such as en or zh (got 'english')"),
+    ("- {id: a, question: q, expected_sources: [x.md], lang: 7}\n", "lang must be a language code such as en or zh "
+                                                                    "(got 7)"),
 ]
 
 
