@@ -9515,7 +9515,11 @@ ANSWER_TYPE_RULES: tuple[AnswerRule, ...] = (
                True, "a currency amount"),
     AnswerRule("date",
                r"\b(?:when (?:was|were|did|will|is|are)|what (?:date|year|day)|which (?:year|date)|release date|"
-               r"released on|since when|in what year)\b|什么时候|何时|哪一年|哪年|哪天|几月|日期|发布时间",
+               r"released on|since when|in what year)\b|哪一年|哪年|哪天|几月|日期|发布时间|"
+               # "when should / shouldn't I use it" asks in what case, as English "when should" (not a rule here)
+               # does: 什么时候 before a modal of advice or a plain verb of use is no date (check16 lex-zh-06's
+               # "什么时候不该用？" was refused for want of a year)
+               r"(?:什么时候|何时)(?!不?(?:该|应该|应当|适合|需要|值得|用|使用)|最好)",
                r"\b(?:19|20)\d{2}\b|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.? \d{1,2}\b|"
                r"\d{4}\s?年|\d{1,2}\s?月\s?\d{1,2}\s?日",
                True, "a date or year"),

@@ -1373,6 +1373,10 @@ MUTANTS: list[Mutant] = [
       """"text": f"error [{exc.code}]: {body['error']['message']}"}],""",
       """"text": f"error [{exc.code}]: {exc.message}"}],""",
       ("tests/test_mcp.py",), "as_it_was_started"),
+    M("answer-type s43: 什么时候 before a modal of advice asks for a date",
+      'r"(?:什么时候|何时)(?!不?(?:该|应该|应当|适合|需要|值得|用|使用)|最好)",',
+      'r"(?:什么时候|何时)",',
+      ("tests/test_answers.py",), "kind_is_recognised"),
 ]
 
 

@@ -117,6 +117,10 @@ KIND_EXAMPLES = [
     ("How much does the Plus plan cost per month?", "price"), ("Plus 计划每月多少钱？", "price"),
     ("What is the price of a Catalyst license?", "price"), ("商用许可证的价格是多少？", "price"),
     ("When was Publish released?", "date"), ("Publish 是哪一年发布的？", "date"),
+    ("数据库什么时候会推出看板布局？", "date"), ("Headless 何时发布正式版？", "date"),
+    # 什么时候 before a modal of advice or a verb of use asks in what case, not for a date (check16 lex-zh-06)
+    ("提示变量有什么缺点？什么时候不该用？", None), ("什么时候应该用嵌入而不是链接？", None),
+    ("何时适合使用白板？", None), ("什么时候最好关闭安全模式？", None),
     ("How long is version history kept?", "duration"), ("版本历史保留多久？", "duration"),
     ("How often are snapshots taken?", "duration"), ("快照保存的频率是多少？", "duration"),
     ("标签视图能按出现频率排序吗？", "yes_no"),   # 频率 as a sort key asks no duration (check4 lex-zh-18)
