@@ -10271,6 +10271,8 @@ def _readable(unit: dict) -> bool:
     if unit["kind"] == "step" or (unit["kind"] in ("item", "sub") and re.match(r"\[[ xX/-]\] ", text)):
         # a procedure's step, however short ("按 `Enter`。"): the others need it; a task ("[x] Submit the report")
         return words + cjk >= 2
+    if unit.get("quoted_def"):   # "定义卡片的宽度。" under the heading 卡片大小 the question quotes: its heading says the rest
+        return words + cjk >= 2
     if unit["kind"] == "row":   # cells are terse by nature; their header row gives the context
         return not unit.get("names_columns") and bool(re.search(r"\w", text))
     if unit["kind"] in ("item", "sub") and re.fullmatch(r"[^:：`]{1,60}[:：]\s*`[^`]+`[.。]?", text):
@@ -10314,6 +10316,23 @@ def _defines(text: str, subject: str) -> bool:
     return bool(re.match(rf"(?:an?\s+|the\s+)?{words}(?:e?s)?{_DEFINES_RE}", text.strip(), re.I))
 
 
+# A name the question quotes ("卡片大小", "Rejected server change", a setting's or a message's words): a heading that
+# is that name says what it is in the first sentence under it.
+_QUOTED_NAME_RE = re.compile(r'[“「『"‘]([^“”「」『』"‘’\n]{2,60})[”」』"’]')
+FAKE_QUOTED_NAME_MAX_WORDS = 6
+
+
+def quoted_names(question: str) -> set[str]:
+    """The names a question quotes, folded for comparison with headings (case, backticks, spaces, a trailing
+    colon or full stop), at most FAKE_QUOTED_NAME_MAX_WORDS words each.  Pure."""
+    return {_heading_key(m.group(1)) for m in _QUOTED_NAME_RE.finditer(question)
+            if len(m.group(1).split()) <= FAKE_QUOTED_NAME_MAX_WORDS and _heading_key(m.group(1))}
+
+
+def _heading_key(text: str) -> str:
+    return re.sub(r"\s+", " ", text.replace("`", "").replace("*", "")).strip(" \t:：.。").casefold()
+
+
 def _list_items(units: Sequence[dict], pos: int, captions: bool = False) -> list[dict]:
     """The items of the list that units[pos] leads into ("… the following types:"), or with `captions` the list
     it captions, in order; none when it leads into no list."""
@@ -10355,6 +10374,7 @@ class _ExtractiveAnswer:
         # do I" is asked of intros and asides too, which say more of the question's words
         self.bonus = FAKE_INSTRUCTION_BONUS if self.wants and self.wants.kind == "procedure" else FAKE_KIND_BONUS
         self.subject = definition_subject(question)
+        self.quoted = quoted_names(question)
         self.devices = {t for t in self.q if t in _DEVICE_CLASSES}   # the device the question asks about, if any
         self.enumerates = bool(_ASKS_LIST_RE.search(question))
         self.asks_who = bool(_ASKS_WHO_RE.search(question))
@@ -10417,6 +10437,9 @@ class _ExtractiveAnswer:
         named = bool(q) and (q <= about or q <= answer_terms(b.get("names") or ""))
         under: set[str] = set()
         under_at = -2   # where the heading `under` comes from
+        # the first sentence under a heading the question quotes ("卡片大小" under ### 卡片大小: "定义卡片的宽度。")
+        named_at = -2 if not (self.quoted and (b.get("heading_path") or [""])[-1:] and
+                              _heading_key((b.get("heading_path") or [""])[-1]) in self.quoted) else -1
         raw = _evidence_units(b["content"], addresses=self.addresses)
         for pos, unit in enumerate(raw):
             toks = answer_terms(unit["text"])
@@ -10435,6 +10458,7 @@ class _ExtractiveAnswer:
                 # a problem in the user's voice ("I am receiving an odd network error …", a FAQ's bold line): the
                 # paragraph under it is its answer
                 under_at = pos if _USER_SPEAKS_RE.match(unit["text"]) else -2
+                named_at = pos if self.quoted and _heading_key(unit["text"]) in self.quoted else -2
             # the asked-for kind of fact under headings that ask the question itself answers it in its own words:
             # "On the Standard plan your notes are retained for 1 month." under "How long do you keep the version
             # history?"
@@ -10454,12 +10478,15 @@ class _ExtractiveAnswer:
                 hit and self.enumerates and (unit.get("list_follows") or unit["kind"] == "sentence" and
                                              _INLINE_LIST_RE.search(unit["text"])))
             said = len(q & (toks | about | under)) if hit or named or framed else 0   # else it must say something
+            quoted_def = named_at != -2 and unit["kind"] == "sentence" and not any(
+                v["kind"] == "sentence" for v in raw[named_at + 1:pos])
+            defines = defines or quoted_def
             if defines:   # "An attachment is ..." answers "What is an attachment in Obsidian?" whole
                 said = len(q)
             density = hit / math.sqrt(len(toks) or 1)
             hit = hit or (len(q) if named and unit["kind"] == "sentence" else 0)
             unit = {**unit, "n": b["n"], "pos": pos, "hit": hit, "framed": framed, "own": self._weight(q & toks),
-                    "answers_heading": answers_heading,
+                    "answers_heading": answers_heading, "quoted_def": quoted_def,
                     "subs_follow": pos + 1 < len(raw) and raw[pos + 1]["kind"] == "sub",
                     "coverage": said / len(q) + (self.bonus if carries else 0.0), "density": density}
             units.append(unit)

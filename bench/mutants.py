@@ -1377,6 +1377,14 @@ MUTANTS: list[Mutant] = [
       'r"(?:什么时候|何时)(?!不?(?:该|应该|应当|适合|需要|值得|用|使用)|最好)",',
       'r"(?:什么时候|何时)",',
       ("tests/test_answers.py",), "kind_is_recognised"),
+    M("answerer s43: the first sentence under a heading the question quotes ranks as any other",
+      '            defines = defines or quoted_def\n',
+      '            defines = defines\n',
+      ("tests/test_answers.py",), "heading_the_question_quotes"),
+    M("answerer s43: a short sentence under a heading the question quotes is a fragment",
+      '    if unit.get("quoted_def"):',
+      '    if False:',
+      ("tests/test_answers.py",), "heading_the_question_quotes"),
 ]
 
 
