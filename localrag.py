@@ -8620,7 +8620,10 @@ def _retrieve_in_snapshot(store: Store, config: Config, mode: str, key: tuple[st
     chunk rows, the vector channel's path as (path, why) or None)."""
     use_vector, use_keyword = vector is not None, mode in ("hybrid", "keyword")
     # Query terms and their statistics: needed by the keyword channel and by the evidence gate in every mode.
-    n_chunks, avgdl, df = store.keyword_stats(list(dict.fromkeys(words)))
+    variants = [v for w in dict.fromkeys(words) for v in regional_variants(w)]
+    n_chunks, avgdl, df = store.keyword_stats(list(dict.fromkeys([*words, *variants])))
+    respelt = respell_regional(words, df)   # colour -> color, in a vault that says color
+    words = [respelt.get(w, w) for w in words]
     terms = query_term_weights(words, n_chunks, df, config.rag_unseen_cjk_backoff)
     seen = [t for t in terms if t["df"]]
     total_weight = sum(t["weight"] for t in terms)
@@ -8676,6 +8679,70 @@ def _retrieve_in_snapshot(store: Store, config: Config, mode: str, key: tuple[st
             c["fused"] = c[channel]
     order = [cid for cid in order if candidates[cid]["fused"] > 0 or mode != "keyword"][:top_k]
     return terms, candidates, order, store.chunk_rows(order), path
+
+
+# --- Regional spelling --------------------------------------------------------------------------------------------
+# "colour" and "color", "organise" and "organize", "centre" and "center" are one word: a British question over an
+# American vault (the Obsidian docs say color) had its topic word unknown, and the gate refused (check17 para-en-03,
+# "colour").  A question word the knowledge base never uses is read as its other regional spelling when the
+# knowledge base uses that one (the most chunks' if several); a word it uses is never changed.  The rules are the
+# regular British / American pairs (Oxford -ize forms are already American); one word at a time, its ending only.
+_REGIONAL_RULES = tuple((re.compile(a), b) for a, b in (
+    (r"^(.{3,})our(s|ed|ing|ite|ites|ful|less|able|er|ers)?$", r"\1or\2"),     # colour, favourite, behaviour
+    (r"^(.{3,})or(s|ed|ing|ite|ites|ful|less|able|er|ers)?$", r"\1our\2"),
+    (r"^(.{3,})is(e|es|ed|ing|ation|ations|er|ers)$", r"\1iz\2"),           # organise, customisation
+    (r"^(.{3,})iz(e|es|ed|ing|ation|ations|er|ers)$", r"\1is\2"),
+    (r"^(.{2,})ys(e|es|ed|ing)$", r"\1yz\2"),                                # analyse
+    (r"^(.{2,})yz(e|es|ed|ing)$", r"\1ys\2"),
+    (r"^(.{2,}[^aeiou])re(s|d)?$", r"\1er\2"),                               # centre, metre, fibre
+    (r"^(.{2,}[^aeiou])er(s)?$", r"\1re\2"),
+    (r"^(.{3,})ence(s)?$", r"\1ense\2"),                                      # licence, defence
+    (r"^(.{3,})ense(s)?$", r"\1ence\2"),
+    (r"^(.{3,})ogue(s)?$", r"\1og\2"),                                        # catalogue, dialogue
+    (r"^(.{3,})og(s)?$", r"\1ogue\2"),
+    (r"^(.{3,}[aeiou])ll(ed|ing|er|ers)$", r"\1l\2"),                         # travelled, cancelling, labelled
+    (r"^(.{3,}[aeiou])l(ed|ing|er|ers)$", r"\1ll\2"),                         # (not filed: filled)
+    (r"^grey(s|ed|ish)?$", r"gray\1"), (r"^gray(s|ed|ish)?$", r"grey\1"),
+    (r"^programme(s|d)?$", r"program\1"),
+))
+
+
+_AMERICAN_RULES = _REGIONAL_RULES[0::2]   # each pair's British -> American rule
+
+
+def spelling_key(term: str) -> str:
+    """A Latin term in its American spelling (colour: color; organised: organized; others unchanged), for the
+    answerer to match a question's word with a sentence's in either spelling.  Both sides are read the same way, so
+    a word the rules change that has no other spelling (installed: instaled) still matches itself.  Pure."""
+    if not term.isascii() or not term.isalpha() or len(term) < 4:
+        return term
+    for rule, repl in _AMERICAN_RULES:
+        if rule.match(term):
+            return rule.sub(repl, term)
+    return term
+
+
+def regional_variants(word: str) -> list[str]:
+    """The other regional spellings of a lower-case Latin word (colour: color; color: colour; organised: organized;
+    centre: center), in rule order, without duplicates or the word itself.  Pure."""
+    if not word.isascii() or not word.isalpha() or len(word) < 4:
+        return []
+    return [v for v in dict.fromkeys(rule.sub(repl, word) for rule, repl in _REGIONAL_RULES if rule.match(word))
+            if v != word]
+
+
+def respell_regional(words: Sequence[str], df: dict[str, int]) -> dict[str, str]:
+    """{word: the knowledge base's spelling} for each of a question's terms that the knowledge base never uses
+    (df 0) while it uses one of its regional_variants (the most chunks' one).  ``df`` holds the words' and their
+    variants' document frequencies.  Pure."""
+    out = {}
+    for word in dict.fromkeys(words):
+        if df.get(word, 0):
+            continue
+        seen = [v for v in regional_variants(word) if df.get(v, 0)]
+        if seen:
+            out[word] = max(seen, key=lambda v: (df[v], v))
+    return out
 
 
 # --- The terms of a question ---------------------------------------------------------------------------------------
@@ -8914,7 +8981,7 @@ def asked_terms(question: str) -> set[str]:
     by question_terms, without the bigrams that only join a preposition or postposition to a word; a device word
     (phone, 手机, 电脑) asks for its class (_DEVICE_CLASSES)."""
     terms = [t for t in question_terms(question) if t not in _QUESTION_STOPWORDS]
-    asked = {t for i, t in enumerate(terms) if not _asked_junction(terms, i)}
+    asked = {spelling_key(t) for i, t in enumerate(terms) if not _asked_junction(terms, i)}
     for name, words in _DEVICE_CLASSES.items():   # a device asked for by any of its class's words
         if asked & words:
             asked = asked - words | {name}
@@ -10237,7 +10304,7 @@ def answer_terms(text: str) -> set[str]:
     not read: its path's words ("…/can-anybody-help-with-migrating-remnote…") are no statement."""
     if " (http" in text:
         text = _SHOWN_ADDRESS_RE.sub(" ", text)
-    return _with_device_class({t for t in keyword_terms(text) if t not in _QUESTION_STOPWORDS})
+    return _with_device_class({spelling_key(t) for t in keyword_terms(text) if t not in _QUESTION_STOPWORDS})
 
 
 # The words for a class of device that a user asks with and a note is written with ("在手机上…" / "要在移动端…",
@@ -10363,7 +10430,7 @@ class _ExtractiveAnswer:
                  weights: dict[str, float] | None) -> None:
         self.question, self.blocks, self.max_sentences = question, blocks, max_sentences
         self.blocks_by_n = {b["n"]: b for b in blocks}
-        self.weights = weights or {}
+        self.weights = {spelling_key(t): w for t, w in (weights or {}).items()}   # as answer_terms reads words
         # the terms a unit must say
         self.q = asked_terms(question) or set(keyword_terms(question)) or set(fake_tokens(question))
         known = [w for t, w in self.weights.items() if t in self.q]

@@ -1385,6 +1385,22 @@ MUTANTS: list[Mutant] = [
       '    if unit.get("quoted_def"):',
       '    if False:',
       ("tests/test_answers.py",), "heading_the_question_quotes"),
+    M("retrieval s43: a British question word the vault spells American is left unknown",
+      '    words = [respelt.get(w, w) for w in words]\n',
+      '    words = list(words)\n',
+      ("tests/test_retrieval.py",), "british_or_american"),
+    M("retrieval s43: a word the vault uses is respelt too",
+      '        if df.get(word, 0):\n            continue\n        seen = [v for v in regional_variants(word)',
+      '        seen = [v for v in regional_variants(word)',
+      ("tests/test_retrieval.py",), "respell_regional"),
+    M("answerer s43: a sentence's words are read in their own spelling only",
+      '    return _with_device_class({spelling_key(t) for t in keyword_terms(text) if t not in _QUESTION_STOPWORDS})',
+      '    return _with_device_class({t for t in keyword_terms(text) if t not in _QUESTION_STOPWORDS})',
+      ("tests/test_retrieval.py",), "either_spelling"),
+    M("answerer s43: the question's words are read in their own spelling only",
+      '    asked = {spelling_key(t) for i, t in enumerate(terms) if not _asked_junction(terms, i)}',
+      '    asked = {t for i, t in enumerate(terms) if not _asked_junction(terms, i)}',
+      ("tests/test_retrieval.py",), "either_spelling"),
 ]
 
 
