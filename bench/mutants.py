@@ -397,8 +397,8 @@ MUTANTS: list[Mutant] = [
       "        said = 0",
       ("tests/test_answers.py",), "elsewhere"),
     M("answers: the preposition bigrams of a Chinese question are asked for (在笔, 记中)",
-      "    asked = {t for i, t in enumerate(terms) if not _asked_junction(terms, i)}",
-      "    asked = set(terms)",
+      "    asked = {spelling_key(t) for i, t in enumerate(terms) if not _asked_junction(terms, i)}",
+      "    asked = {spelling_key(t) for t in terms}",
       ("tests/test_answers.py",), "preposition"),
     # --- 2026-12-01 (second session): serve's slots, mcp's whole lines, gaps' index, the answer changes -----------
     M("serve: a request beyond the slots is served at once (no limit)",
