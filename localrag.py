@@ -8620,7 +8620,10 @@ def _retrieve_in_snapshot(store: Store, config: Config, mode: str, key: tuple[st
     chunk rows, the vector channel's path as (path, why) or None)."""
     use_vector, use_keyword = vector is not None, mode in ("hybrid", "keyword")
     # Query terms and their statistics: needed by the keyword channel and by the evidence gate in every mode.
-    n_chunks, avgdl, df = store.keyword_stats(list(dict.fromkeys(words)))
+    variants = [v for w in dict.fromkeys(words) for v in regional_variants(w)]
+    n_chunks, avgdl, df = store.keyword_stats(list(dict.fromkeys([*words, *variants])))
+    respelt = respell_regional(words, df)   # colour -> color, in a vault that says color
+    words = [respelt.get(w, w) for w in words]
     terms = query_term_weights(words, n_chunks, df, config.rag_unseen_cjk_backoff)
     seen = [t for t in terms if t["df"]]
     total_weight = sum(t["weight"] for t in terms)
@@ -8676,6 +8679,70 @@ def _retrieve_in_snapshot(store: Store, config: Config, mode: str, key: tuple[st
             c["fused"] = c[channel]
     order = [cid for cid in order if candidates[cid]["fused"] > 0 or mode != "keyword"][:top_k]
     return terms, candidates, order, store.chunk_rows(order), path
+
+
+# --- Regional spelling --------------------------------------------------------------------------------------------
+# "colour" and "color", "organise" and "organize", "centre" and "center" are one word: a British question over an
+# American vault (the Obsidian docs say color) had its topic word unknown, and the gate refused (check17 para-en-03,
+# "colour").  A question word the knowledge base never uses is read as its other regional spelling when the
+# knowledge base uses that one (the most chunks' if several); a word it uses is never changed.  The rules are the
+# regular British / American pairs (Oxford -ize forms are already American); one word at a time, its ending only.
+_REGIONAL_RULES = tuple((re.compile(a), b) for a, b in (
+    (r"^(.{3,})our(s|ed|ing|ite|ites|ful|less|able|er|ers)?$", r"\1or\2"),     # colour, favourite, behaviour
+    (r"^(.{3,})or(s|ed|ing|ite|ites|ful|less|able|er|ers)?$", r"\1our\2"),
+    (r"^(.{3,})is(e|es|ed|ing|ation|ations|er|ers)$", r"\1iz\2"),           # organise, customisation
+    (r"^(.{3,})iz(e|es|ed|ing|ation|ations|er|ers)$", r"\1is\2"),
+    (r"^(.{2,})ys(e|es|ed|ing)$", r"\1yz\2"),                                # analyse
+    (r"^(.{2,})yz(e|es|ed|ing)$", r"\1ys\2"),
+    (r"^(.{2,}[^aeiou])re(s|d)?$", r"\1er\2"),                               # centre, metre, fibre
+    (r"^(.{2,}[^aeiou])er(s)?$", r"\1re\2"),
+    (r"^(.{3,})ence(s)?$", r"\1ense\2"),                                      # licence, defence
+    (r"^(.{3,})ense(s)?$", r"\1ence\2"),
+    (r"^(.{3,})ogue(s)?$", r"\1og\2"),                                        # catalogue, dialogue
+    (r"^(.{3,})og(s)?$", r"\1ogue\2"),
+    (r"^(.{3,}[aeiou])ll(ed|ing|er|ers)$", r"\1l\2"),                         # travelled, cancelling, labelled
+    (r"^(.{3,}[aeiou])l(ed|ing|er|ers)$", r"\1ll\2"),                         # (not filed: filled)
+    (r"^grey(s|ed|ish)?$", r"gray\1"), (r"^gray(s|ed|ish)?$", r"grey\1"),
+    (r"^programme(s|d)?$", r"program\1"),
+))
+
+
+_AMERICAN_RULES = _REGIONAL_RULES[0::2]   # each pair's British -> American rule
+
+
+def spelling_key(term: str) -> str:
+    """A Latin term in its American spelling (colour: color; organised: organized; others unchanged), for the
+    answerer to match a question's word with a sentence's in either spelling.  Both sides are read the same way, so
+    a word the rules change that has no other spelling (installed: instaled) still matches itself.  Pure."""
+    if not term.isascii() or not term.isalpha() or len(term) < 4:
+        return term
+    for rule, repl in _AMERICAN_RULES:
+        if rule.match(term):
+            return rule.sub(repl, term)
+    return term
+
+
+def regional_variants(word: str) -> list[str]:
+    """The other regional spellings of a lower-case Latin word (colour: color; color: colour; organised: organized;
+    centre: center), in rule order, without duplicates or the word itself.  Pure."""
+    if not word.isascii() or not word.isalpha() or len(word) < 4:
+        return []
+    return [v for v in dict.fromkeys(rule.sub(repl, word) for rule, repl in _REGIONAL_RULES if rule.match(word))
+            if v != word]
+
+
+def respell_regional(words: Sequence[str], df: dict[str, int]) -> dict[str, str]:
+    """{word: the knowledge base's spelling} for each of a question's terms that the knowledge base never uses
+    (df 0) while it uses one of its regional_variants (the most chunks' one).  ``df`` holds the words' and their
+    variants' document frequencies.  Pure."""
+    out = {}
+    for word in dict.fromkeys(words):
+        if df.get(word, 0):
+            continue
+        seen = [v for v in regional_variants(word) if df.get(v, 0)]
+        if seen:
+            out[word] = max(seen, key=lambda v: (df[v], v))
+    return out
 
 
 # --- The terms of a question ---------------------------------------------------------------------------------------
@@ -8914,7 +8981,7 @@ def asked_terms(question: str) -> set[str]:
     by question_terms, without the bigrams that only join a preposition or postposition to a word; a device word
     (phone, 手机, 电脑) asks for its class (_DEVICE_CLASSES)."""
     terms = [t for t in question_terms(question) if t not in _QUESTION_STOPWORDS]
-    asked = {t for i, t in enumerate(terms) if not _asked_junction(terms, i)}
+    asked = {spelling_key(t) for i, t in enumerate(terms) if not _asked_junction(terms, i)}
     for name, words in _DEVICE_CLASSES.items():   # a device asked for by any of its class's words
         if asked & words:
             asked = asked - words | {name}
@@ -9515,7 +9582,11 @@ ANSWER_TYPE_RULES: tuple[AnswerRule, ...] = (
                True, "a currency amount"),
     AnswerRule("date",
                r"\b(?:when (?:was|were|did|will|is|are)|what (?:date|year|day)|which (?:year|date)|release date|"
-               r"released on|since when|in what year)\b|什么时候|何时|哪一年|哪年|哪天|几月|日期|发布时间",
+               r"released on|since when|in what year)\b|哪一年|哪年|哪天|几月|日期|发布时间|"
+               # "when should / shouldn't I use it" asks in what case, as English "when should" (not a rule here)
+               # does: 什么时候 before a modal of advice or a plain verb of use is no date (check16 lex-zh-06's
+               # "什么时候不该用？" was refused for want of a year)
+               r"(?:什么时候|何时)(?!不?(?:该|应该|应当|适合|需要|值得|用|使用)|最好)",
                r"\b(?:19|20)\d{2}\b|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.? \d{1,2}\b|"
                r"\d{4}\s?年|\d{1,2}\s?月\s?\d{1,2}\s?日",
                True, "a date or year"),
@@ -10233,7 +10304,7 @@ def answer_terms(text: str) -> set[str]:
     not read: its path's words ("…/can-anybody-help-with-migrating-remnote…") are no statement."""
     if " (http" in text:
         text = _SHOWN_ADDRESS_RE.sub(" ", text)
-    return _with_device_class({t for t in keyword_terms(text) if t not in _QUESTION_STOPWORDS})
+    return _with_device_class({spelling_key(t) for t in keyword_terms(text) if t not in _QUESTION_STOPWORDS})
 
 
 # The words for a class of device that a user asks with and a note is written with ("在手机上…" / "要在移动端…",
@@ -10266,6 +10337,8 @@ def _readable(unit: dict) -> bool:
     cjk = sum(len(run) for run in _CJK_RUN_RE.findall(text))
     if unit["kind"] == "step" or (unit["kind"] in ("item", "sub") and re.match(r"\[[ xX/-]\] ", text)):
         # a procedure's step, however short ("按 `Enter`。"): the others need it; a task ("[x] Submit the report")
+        return words + cjk >= 2
+    if unit.get("quoted_def"):   # "定义卡片的宽度。" under the heading 卡片大小 the question quotes: its heading says the rest
         return words + cjk >= 2
     if unit["kind"] == "row":   # cells are terse by nature; their header row gives the context
         return not unit.get("names_columns") and bool(re.search(r"\w", text))
@@ -10310,6 +10383,23 @@ def _defines(text: str, subject: str) -> bool:
     return bool(re.match(rf"(?:an?\s+|the\s+)?{words}(?:e?s)?{_DEFINES_RE}", text.strip(), re.I))
 
 
+# A name the question quotes ("卡片大小", "Rejected server change", a setting's or a message's words): a heading that
+# is that name says what it is in the first sentence under it.
+_QUOTED_NAME_RE = re.compile(r'[“「『"‘]([^“”「」『』"‘’\n]{2,60})[”」』"’]')
+FAKE_QUOTED_NAME_MAX_WORDS = 6
+
+
+def quoted_names(question: str) -> set[str]:
+    """The names a question quotes, folded for comparison with headings (case, backticks, spaces, a trailing
+    colon or full stop), at most FAKE_QUOTED_NAME_MAX_WORDS words each.  Pure."""
+    return {_heading_key(m.group(1)) for m in _QUOTED_NAME_RE.finditer(question)
+            if len(m.group(1).split()) <= FAKE_QUOTED_NAME_MAX_WORDS and _heading_key(m.group(1))}
+
+
+def _heading_key(text: str) -> str:
+    return re.sub(r"\s+", " ", text.replace("`", "").replace("*", "")).strip(" \t:：.。").casefold()
+
+
 def _list_items(units: Sequence[dict], pos: int, captions: bool = False) -> list[dict]:
     """The items of the list that units[pos] leads into ("… the following types:"), or with `captions` the list
     it captions, in order; none when it leads into no list."""
@@ -10340,7 +10430,7 @@ class _ExtractiveAnswer:
                  weights: dict[str, float] | None) -> None:
         self.question, self.blocks, self.max_sentences = question, blocks, max_sentences
         self.blocks_by_n = {b["n"]: b for b in blocks}
-        self.weights = weights or {}
+        self.weights = {spelling_key(t): w for t, w in (weights or {}).items()}   # as answer_terms reads words
         # the terms a unit must say
         self.q = asked_terms(question) or set(keyword_terms(question)) or set(fake_tokens(question))
         known = [w for t, w in self.weights.items() if t in self.q]
@@ -10351,6 +10441,7 @@ class _ExtractiveAnswer:
         # do I" is asked of intros and asides too, which say more of the question's words
         self.bonus = FAKE_INSTRUCTION_BONUS if self.wants and self.wants.kind == "procedure" else FAKE_KIND_BONUS
         self.subject = definition_subject(question)
+        self.quoted = quoted_names(question)
         self.devices = {t for t in self.q if t in _DEVICE_CLASSES}   # the device the question asks about, if any
         self.enumerates = bool(_ASKS_LIST_RE.search(question))
         self.asks_who = bool(_ASKS_WHO_RE.search(question))
@@ -10413,6 +10504,9 @@ class _ExtractiveAnswer:
         named = bool(q) and (q <= about or q <= answer_terms(b.get("names") or ""))
         under: set[str] = set()
         under_at = -2   # where the heading `under` comes from
+        # the first sentence under a heading the question quotes ("卡片大小" under ### 卡片大小: "定义卡片的宽度。")
+        named_at = -2 if not (self.quoted and (b.get("heading_path") or [""])[-1:] and
+                              _heading_key((b.get("heading_path") or [""])[-1]) in self.quoted) else -1
         raw = _evidence_units(b["content"], addresses=self.addresses)
         for pos, unit in enumerate(raw):
             toks = answer_terms(unit["text"])
@@ -10431,6 +10525,7 @@ class _ExtractiveAnswer:
                 # a problem in the user's voice ("I am receiving an odd network error …", a FAQ's bold line): the
                 # paragraph under it is its answer
                 under_at = pos if _USER_SPEAKS_RE.match(unit["text"]) else -2
+                named_at = pos if self.quoted and _heading_key(unit["text"]) in self.quoted else -2
             # the asked-for kind of fact under headings that ask the question itself answers it in its own words:
             # "On the Standard plan your notes are retained for 1 month." under "How long do you keep the version
             # history?"
@@ -10450,12 +10545,15 @@ class _ExtractiveAnswer:
                 hit and self.enumerates and (unit.get("list_follows") or unit["kind"] == "sentence" and
                                              _INLINE_LIST_RE.search(unit["text"])))
             said = len(q & (toks | about | under)) if hit or named or framed else 0   # else it must say something
+            quoted_def = named_at != -2 and unit["kind"] == "sentence" and not any(
+                v["kind"] == "sentence" for v in raw[named_at + 1:pos])
+            defines = defines or quoted_def
             if defines:   # "An attachment is ..." answers "What is an attachment in Obsidian?" whole
                 said = len(q)
             density = hit / math.sqrt(len(toks) or 1)
             hit = hit or (len(q) if named and unit["kind"] == "sentence" else 0)
             unit = {**unit, "n": b["n"], "pos": pos, "hit": hit, "framed": framed, "own": self._weight(q & toks),
-                    "answers_heading": answers_heading,
+                    "answers_heading": answers_heading, "quoted_def": quoted_def,
                     "subs_follow": pos + 1 < len(raw) and raw[pos + 1]["kind"] == "sub",
                     "coverage": said / len(q) + (self.bonus if carries else 0.0), "density": density}
             units.append(unit)

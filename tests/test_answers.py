@@ -117,6 +117,10 @@ KIND_EXAMPLES = [
     ("How much does the Plus plan cost per month?", "price"), ("Plus 计划每月多少钱？", "price"),
     ("What is the price of a Catalyst license?", "price"), ("商用许可证的价格是多少？", "price"),
     ("When was Publish released?", "date"), ("Publish 是哪一年发布的？", "date"),
+    ("数据库什么时候会推出看板布局？", "date"), ("Headless 何时发布正式版？", "date"),
+    # 什么时候 before a modal of advice or a verb of use asks in what case, not for a date (check16 lex-zh-06)
+    ("提示变量有什么缺点？什么时候不该用？", None), ("什么时候应该用嵌入而不是链接？", None),
+    ("何时适合使用白板？", None), ("什么时候最好关闭安全模式？", None),
     ("How long is version history kept?", "duration"), ("版本历史保留多久？", "duration"),
     ("How often are snapshots taken?", "duration"), ("快照保存的频率是多少？", "duration"),
     ("标签视图能按出现频率排序吗？", "yes_no"),   # 频率 as a sort key asks no duration (check4 lex-zh-18)
@@ -951,6 +955,34 @@ def test_a_definition_of_the_subject_answers_a_question_that_says_where_the_subj
                        "An attachment is an accepted file format that was created outside of the vault and added later.")
     assert localrag.fake_answer("What is an attachment in Obsidian?", blocks).splitlines()[0] == \
         "An attachment is an accepted file format that was created outside of the vault and added later. [2]"
+
+
+@pytest.mark.parametrize("question, names", [
+    ("数据库卡片视图里的“卡片大小”设置，调的是卡片的什么？", {"卡片大小"}),
+    ('The Sync log says "Rejected server change". What does that mean?', {"rejected server change"}),
+    ("What does the ‘Strict line breaks’ option do?", {"strict line breaks"}),
+    ("术语表里说的「主区域」指的是哪一块？", {"主区域"}),
+    ("I don't know what's wrong with my vault", set()),   # apostrophes quote nothing
+    ('Why does it say "a b c d e f g h"?', set()),   # a sentence quoted, not a name
+])
+def test_the_names_a_question_quotes(question, names):
+    assert localrag.quoted_names(question) == names
+
+
+def test_the_first_sentence_under_a_heading_the_question_quotes_answers_it_however_short():
+    """check15 lex-zh-01 asked what the card view's “卡片大小” setting sets: the section of that name says "定义卡片的
+    宽度。" (seven characters: read as a fragment and left out), and the answer opened with what a card view is."""
+    blocks = blocks_of("卡片是你可以在数据库中使用的一种视图，卡片视图的设置可以在视图设置中进行配置。",
+                       "### 卡片大小\n\n定义卡片的宽度。",
+                       "### 图像适配\n\n如果你配置了图像属性，此选项将决定图片在卡片中的显示方式。")
+    blocks[1]["heading_path"] = ["设置", "卡片大小"]
+    question = "数据库卡片视图里的“卡片大小”设置，调的是卡片的什么？"
+    assert localrag.fake_answer(question, blocks).splitlines()[0] == "定义卡片的宽度。 [2]"
+    # not quoted, the short line is still no answer on its own
+    assert "定义卡片的宽度。" not in localrag.fake_answer("数据库卡片视图里的卡片大小设置，调的是卡片的什么？", blocks)
+    # ... and a block whose own heading is the quoted name (its content starts under it) answers the same way
+    blocks[1].update(content="定义卡片的宽度。")
+    assert localrag.fake_answer(question, blocks).splitlines()[0] == "定义卡片的宽度。 [2]"
 
 
 def test_a_question_that_is_a_notes_alias_is_answered_from_that_note():

@@ -111,6 +111,75 @@ def test_a_note_is_found_and_answered_by_its_alias(db, tmp_path):
     assert answer["mode"] == "rag" and "handbook" not in (answer["gate"]["unknown_words"] or []), answer["reason"]
 
 
+# --- Regional spelling: colour and color are one word ------------------------------------------------------------
+
+@pytest.mark.parametrize("word, variants", [
+    ("colour", ["color"]), ("color", ["colour"]), ("favourite", ["favorite"]), ("behaviour", ["behavior"]),
+    ("organised", ["organized"]), ("customisation", ["customization"]), ("analyse", ["analyze"]),
+    ("centre", ["center"]), ("center", ["centre"]), ("licence", ["license"]), ("catalogue", ["catalog"]),
+    ("travelled", ["traveled"]), ("labeled", ["labelled"]), ("grey", ["gray"]),
+    # short words and words whose "other spelling" is another word are left alone
+    ("four", []), ("hour", []), ("your", []), ("user", []), ("store", []), ("filed", []), ("called", []),
+    ("色彩", []), ("p2p", []),
+])
+def test_regional_variants_examples(word, variants):
+    assert localrag.regional_variants(word) == variants
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="abcdefghilnorstuyzegv", min_size=0, max_size=14))
+def test_regional_variants_are_other_words_and_lead_back(word):
+    variants = localrag.regional_variants(word)
+    assert word not in variants and len(variants) == len(set(variants))
+    for v in variants:   # each rule has its way back: the word is a variant of each of its variants
+        assert v.isalpha() and word in localrag.regional_variants(v) + [localrag.spelling_key(v)]
+    # the answerer's key reads both spellings as one
+    assert all(localrag.spelling_key(v) == localrag.spelling_key(word) for v in variants
+               if localrag.spelling_key(word) != word or localrag.spelling_key(v) != v)
+
+
+def test_respell_regional_only_changes_a_word_the_knowledge_base_never_uses():
+    respell = localrag.respell_regional
+    assert respell(["colour", "callout"], {"color": 12, "callout": 40}) == {"colour": "color"}
+    assert respell(["colour"], {"colour": 1, "color": 12}) == {}          # a word the vault uses stays
+    assert respell(["colour"], {}) == {}                                  # neither spelling: still unknown
+    assert respell(["centre", "centre"], {"center": 3}) == {"centre": "center"}
+
+
+@pytest.mark.parametrize("question", ["Which variable defines the colour of a callout?",
+                                      "Which variable defines the color of a callout?"])
+def test_a_british_or_american_spelling_finds_and_answers_the_other(db, tmp_path, question):
+    """check17 para-en-03 asked for headings "in a different colour": the Obsidian docs say color, "colour" was a
+    word the knowledge base never uses, and the gate refused with the right note first."""
+    vault = tmp_path / "spelling-vault"
+    write_vault(vault, {
+        "callouts.md": "# Callouts\n\nThe callout-color variable defines the background color of a callout. Pick any "
+                       "CSS color.\n",
+        "canada.md": "# Canada\n\nThe centre of the map shows the favourite lake of each province.\n",
+        "otters.md": "# Otters\n\nOtters swim in the river and eat fish all year.\n"})
+    localrag.ingest(db, vault)
+    answer = localrag.ask(db, question)
+    assert answer["mode"] == "rag", answer["reason"]
+    assert answer["citations"][0]["source"] == "callouts.md"
+    assert answer["answer"].startswith("The callout-color variable defines the background color of a callout.")
+    assert not answer["gate"]["unknown_words"]
+    # a word the vault uses is never respelt (it says centre: "centre" is no "center")
+    found = localrag.search(db, "favourite centre", 3, retrieval="keyword")["results"]
+    assert found[0]["source"] == "canada.md" and found[0]["scores"]["keyword"] > 0
+
+
+def test_the_answerer_reads_either_spelling_as_the_question_s_word():
+    """A vault written in British English answers an American question with its own sentence, and the other way."""
+    blocks = [{"n": 1, "source": "a.md", "heading": "Look", "heading_path": ["Look"], "score": 0.5,
+               "content": "A search result sets the highlight of its matches. "
+                          "The accent colour sets the highlight of links."}]
+    assert localrag.fake_answer("Which setting sets the highlight color?", blocks).splitlines()[0] == \
+        "The accent colour sets the highlight of links. [1]"
+    blocks[0]["content"] = blocks[0]["content"].replace("colour", "color")
+    assert localrag.fake_answer("Which setting sets the highlight colour?", blocks).splitlines()[0] == \
+        "The accent color sets the highlight of links. [1]"
+
+
 # --- The terms of a question: function words of other languages (question_terms) ---------------------------------
 
 # (language, question, the terms it keeps): the question side drops pronouns, articles, auxiliaries, question words,
