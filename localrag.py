@@ -13233,6 +13233,31 @@ def eval_metrics(rows: list[dict]) -> dict:
     }
 
 
+CALIBRATION_FEW_QUESTIONS = 10   # fewer of a kind, and one question moves its rate by more than 0.1
+
+
+def calibration_cautions(sim: float, cov: float, answerable: int, unanswerable: int) -> list[str]:
+    """What an operator should know before applying a calibrated point: a set too small to trust, a check the
+    point turns off, a point at the grid's edge (an operator's 11 unanswerable questions had chosen
+    RAG_MIN_COVERAGE=0.00 for one more answer).  Pure."""
+    out = []
+    for n, kind, rate in ((answerable, "answerable", "answered"), (unanswerable, "unanswerable", "refused")):
+        if 0 < n < CALIBRATION_FEW_QUESTIONS:
+            out.append(f"only {n} {kind} question(s): each moves the {rate} rate by {1 / n:.3f}; a point chosen on "
+                       f"so few may not hold for new questions (write at least {CALIBRATION_FEW_QUESTIONS})")
+    if cov <= CALIBRATION_COVERAGE_GRID[0]:
+        out.append(f"RAG_MIN_COVERAGE={cov:.2f} turns the coverage check off: a question sharing a single word with "
+                   "the vault is answered whenever its similarity clears RAG_MIN_SIMILARITY")
+    elif cov >= CALIBRATION_COVERAGE_GRID[-1]:
+        out.append(f"RAG_MIN_COVERAGE={cov:.2f} is the grid's top: only a chunk holding every term of a question "
+                   "answers it")
+    if sim <= CALIBRATION_SIMILARITY_GRID[0]:
+        out.append(f"RAG_MIN_SIMILARITY={sim:.2f} turns the similarity check off: coverage alone decides")
+    elif sim >= CALIBRATION_SIMILARITY_GRID[-1]:
+        out.append(f"RAG_MIN_SIMILARITY={sim:.2f} is the grid's top: a higher floor may have scored as well")
+    return out
+
+
 def calibrate_gate(rows: list[dict], base: GateSettings) -> dict:
     """Replay the (pure) gate over each question's recorded signals for every candidate (min_similarity,
     min_coverage) and pick the operating point with the most correct modes (answered answerable + refused
@@ -13294,6 +13319,7 @@ def calibrate_gate(rows: list[dict], base: GateSettings) -> dict:
             f"(RAG_MIN_COVERAGE_UNSEEN, kept), and at least {base.min_matched_terms} term(s) matched "
             f"(RAG_MIN_MATCHED_TERMS); else no_answer")
     return {"chosen": chosen, "rule": rule, "table": table, "expect": expect,
+            "cautions": calibration_cautions(sim, cov, len(answerable), len(unanswerable)),
             "settings": {"RAG_MIN_SIMILARITY": sim, "RAG_MIN_COVERAGE": cov,
                          "RAG_MIN_COVERAGE_UNSEEN": base.min_coverage_unseen,
                          "RAG_MIN_MATCHED_TERMS": base.min_matched_terms},
@@ -17915,6 +17941,7 @@ def calibration_text(cal: dict, env_file: Path | None = None, environ: dict | No
              "`eval` with these settings also runs the answer-type check, which refuses more")
     lines += [f"calibration: {settings} answers {chosen['answered']:.3f} of answerable, refuses "
               f"{chosen['refused']:.3f} of unanswerable (the evidence gate alone; {after})", f"rule: {cal['rule']}"]
+    lines += [f"caution: {c}" for c in cal.get("cautions") or ()]
     if "apply" in cal:
         lines.append(_calibration_apply(cal["apply"], expect, env_file, environ or {}, rerun, scope))
     return "\n".join(lines)

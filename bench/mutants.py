@@ -1458,6 +1458,14 @@ MUTANTS: list[Mutant] = [
       '    asked = {spelling_key(t) for i, t in enumerate(terms) if not _asked_junction(terms, i)}',
       '    asked = {t for i, t in enumerate(terms) if not _asked_junction(terms, i)}',
       ("tests/test_retrieval.py",), "either_spelling"),
+    M("eval s43: --calibrate prints no cautions",
+      '    lines += [f"caution: {c}" for c in cal.get("cautions") or ()]',
+      '    lines += []',
+      ("tests/test_eval_metrics.py",), "prints_its_cautions"),
+    M("eval s43: a calibrated RAG_MIN_COVERAGE of 0 is not said to turn the check off",
+      '    if cov <= CALIBRATION_COVERAGE_GRID[0]:',
+      '    if cov < CALIBRATION_COVERAGE_GRID[0]:',
+      ("tests/test_eval_metrics.py",), "cautions_name"),
 ]
 
 

@@ -345,3 +345,31 @@ def test_eval_warns_about_a_question_in_the_wrong_lang_and_still_runs(ingested, 
     assert code == 0 and json.loads(out)["summary"]["questions"] == 2
     assert "warning: en-as-zh: lang is zh, but it has no Chinese characters: fix its lang (or the question)" in err
     assert "warning: zh:" not in err
+
+
+@pytest.mark.parametrize("sim, cov, answerable, unanswerable, says", [
+    (0.10, 0.25, 40, 30, []),
+    (0.10, 0.00, 40, 30, ["RAG_MIN_COVERAGE=0.00 turns the coverage check off"]),
+    (0.10, 1.00, 40, 30, ["RAG_MIN_COVERAGE=1.00 is the grid's top"]),
+    (0.00, 0.30, 40, 30, ["RAG_MIN_SIMILARITY=0.00 turns the similarity check off"]),
+    (0.50, 0.30, 40, 30, ["RAG_MIN_SIMILARITY=0.50 is the grid's top"]),
+    (0.10, 0.30, 40, 9, ["only 9 unanswerable question(s): each moves the refused rate by 0.111"]),
+    (0.10, 0.00, 4, 11, ["only 4 answerable question(s): each moves the answered rate by 0.250",
+                         "RAG_MIN_COVERAGE=0.00 turns the coverage check off"]),
+])
+def test_calibration_cautions_name_a_small_set_and_a_check_turned_off(sim, cov, answerable, unanswerable, says):
+    """An operator's 11 unanswerable questions chose RAG_MIN_COVERAGE=0.00 for one more answer (resting on one shared
+    two-character word), and nothing said that this turns the coverage check off."""
+    cautions = localrag.calibration_cautions(sim, cov, answerable, unanswerable)
+    assert len(cautions) == len(says) and all(c.startswith(s) for c, s in zip(cautions, says)), cautions
+
+
+def test_calibration_text_prints_its_cautions():
+    rows = [{"expected_mode": "rag", "gate": {"similarity": 0.5, "coverage": 0.1, "matched_terms": ["a"],
+                                              "query_terms": 3, "results": 3, "unknown_words": [], "missing_terms": []}},
+            {"expected_mode": "no_answer", "gate": {"similarity": 0.05, "coverage": 0.1, "matched_terms": ["b"],
+                                                    "query_terms": 3, "results": 3, "unknown_words": [], "missing_terms": []}}]
+    cal = localrag.calibrate_gate(rows, localrag.GateSettings())
+    assert cal["cautions"] and cal["cautions"][0].startswith("only 1 answerable question(s)")
+    text = localrag.calibration_text(cal)
+    assert all(f"caution: {c}" in text for c in cal["cautions"])
