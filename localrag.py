@@ -17459,8 +17459,8 @@ def _cmd_ask(config: Config, args: argparse.Namespace) -> int:
 def _print_ticket(t: dict) -> None:
     # the one-line fields with a line break as \\n: a note (kept as written, line breaks and all) or a category
     # stored before categories were made one line cannot print lines that look like the ticket's own
-    print(f"ticket #{t['id']}  {t['status']}  [{_shown_line(t['category'])}]  created {t['created_at'][:19]}  "
-          f"updated {t['updated_at'][:19]}")
+    print(f"ticket #{t['id']}  {t['status']}  [{_shown_line(t['category'])}]  created {_shown_time(t['created_at'])}  "
+          f"updated {_shown_time(t['updated_at'])}")
     print(f"title        {_shown_line(t['title'])}")
     if t.get("answer_id"):
         print(f"answer       #{t['answer_id']} ({command_name()} history show {t['answer_id']})")
@@ -17469,8 +17469,19 @@ def _print_ticket(t: dict) -> None:
     print()
     for e in t.get("events", []):
         who = e["actor"] + (f" ({e['token_fingerprint']})" if e["token_fingerprint"] else "")
-        print(f"event {e['created_at'][:19]}  {who:<24} {e['old_status'] or '-'} -> {e['new_status']}"
+        print(f"event {_shown_time(e['created_at'])}  {who:<24} {e['old_status'] or '-'} -> {e['new_status']}"
               + (f"  {_shown_line(e['note'])}" if e["note"] else ""))
+
+
+def _shown_time(value: Any) -> str:
+    """A record's timestamp (ISO text or datetime) to the second, with its zone: "2026-12-03T07:45:10Z" for UTC,
+    else its offset.  The lists had cut the zone off (`history show` printed it): a time without it reads as local."""
+    text = value.isoformat() if isinstance(value, _dt.datetime) else str(value or "")
+    m = re.match(r"(\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d)(?:\.\d+)?(Z|[+-]\d\d:?\d\d)?$", text)
+    if not m:
+        return text[:19]
+    zone = m.group(2) or ""
+    return m.group(1).replace(" ", "T") + ("Z" if zone in ("+00:00", "+0000", "-00:00", "Z") else zone)
 
 
 def _quoted_block(text: str) -> str:
@@ -17569,7 +17580,7 @@ def _cmd_tickets(config: Config, args: argparse.Namespace) -> int:
             _say(f"no tickets from --offset {args.offset}: there are {result['total']} in all" if result["total"]
                  else "no tickets" + (f" with status {args.status}" if args.status else ""))
         for t in result["tickets"]:
-            print(f"#{t['id']:<5} {t['status']:<11} {t['updated_at'][:19]}  {_snippet(t['category'], 20):<20} "
+            print(f"#{t['id']:<5} {t['status']:<11} {_shown_time(t['updated_at'])}  {_snippet(t['category'], 20):<20} "
                   f"{_snippet(t['title'], 70)}")
         if result["next_offset"] is not None:
             _say(f"{len(result['tickets'])} of {result['total']}; the next page: localrag tickets list --offset "
@@ -17669,7 +17680,7 @@ def _cmd_history(config: Config, args: argparse.Namespace) -> int:
     for r in result["answers"]:
         # how an ask that did not end well ended, before its question: [llm_timeout], [client_disconnected]
         ended = r.get("error_code") or (r["completion_status"] if r["completion_status"] in _UNFINISHED else None)
-        print(f"#{r['id']:<6} {str(r['created_at'])[:19]}  {r['mode']:<9} {_snippet(r['reason'], 34):<34} "
+        print(f"#{r['id']:<6} {_shown_time(r['created_at'])}  {r['mode']:<9} {_snippet(r['reason'], 34):<34} "
               + (f"[{ended}] " if ended else "") + f"{_snippet(r['question'], 60)}")
     if result["next_offset"] is not None or result["offset"]:
         first = result["offset"] + 1

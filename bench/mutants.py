@@ -1466,6 +1466,10 @@ MUTANTS: list[Mutant] = [
       '    if cov <= CALIBRATION_COVERAGE_GRID[0]:',
       '    if cov < CALIBRATION_COVERAGE_GRID[0]:',
       ("tests/test_eval_metrics.py",), "cautions_name"),
+    M("cli s43: record lists cut the time's zone off",
+      '    return m.group(1).replace(" ", "T") + ("Z" if zone in ("+00:00", "+0000", "-00:00", "Z") else zone)',
+      '    return m.group(1).replace(" ", "T")',
+      ("tests/test_answers.py",), "history_round_trip or with_their_zone"),
 ]
 
 

@@ -1474,6 +1474,19 @@ def test_cli_history_round_trip(small_vault):
     assert code == 0 and f"answer #{answer_id}" in out and "evidence [1]" in out
     code, out = run_cli("history")
     assert code == 0 and f"#{answer_id}" in out
+    # the list's time carries its zone, as `history show` does (it had been cut to "2026-12-03T07:45:10")
+    created = listing["answers"][0]["created_at"]
+    assert re.search(rf"#{answer_id}\s+\d{{4}}-\d\d-\d\dT\d\d:\d\d:\d\d(Z|[+-]\d\d:\d\d)  ", out), out
+    assert localrag._shown_time(created) in out
+
+
+@pytest.mark.parametrize("value, shown", [
+    ("2026-12-03T07:14:58.167630+00:00", "2026-12-03T07:14:58Z"), ("2026-12-03 07:14:58+02:00",
+                                                                   "2026-12-03T07:14:58+02:00"),
+    ("2026-12-03T07:14:58", "2026-12-03T07:14:58"), ("garbage", "garbage"), (None, ""),
+])
+def test_record_times_are_shown_to_the_second_with_their_zone(value, shown):
+    assert localrag._shown_time(value) == shown
 
 
 @pytest.mark.parametrize("args, code, error", [
