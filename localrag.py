@@ -17769,9 +17769,17 @@ def _cmd_eval(config: Config, args: argparse.Namespace) -> int:
         if args.questions == "-":   # `-` reads a set for `eval`; init writes a file (it had written one named "-")
             raise InvalidRequest("`eval init` writes a questions file: pass --questions PATH (`-` is stdin, which "
                                  "`localrag eval --questions -` reads)", field="questions")
-        result = eval_init(args.questions or "questions.yaml", args.vault or config.vault_path,
-                           config.max_file_bytes)
-        source = f", drafted from {result['vault']}" if result["vault"] else ", placeholders: no vault given"
+        vault, indexed = args.vault or config.vault_path, []
+        # the one vault the database holds is the one to draft from (placeholders had been written); an embedded
+        # database that does not exist yet is not made for it
+        if not vault and (config.database_url or (config.localrag_home / "pgdata").is_dir()):
+            with contextlib.suppress(LocalRagError), Store.open(config) as store:
+                indexed = store.vault_paths()
+            vault = indexed[0] if len(indexed) == 1 else ""
+        result = eval_init(args.questions or "questions.yaml", vault, config.max_file_bytes)
+        source = (f", drafted from {result['vault']}" if result["vault"] else
+                  f", placeholders: {len(indexed)} vaults are indexed, pass --vault PATH to draft from one"
+                  if len(indexed) > 1 else ", placeholders: no vault given or indexed")
         _print_json(result) if args.json else _say(
             f"wrote {result['path']} ({result['questions']} questions{source}); edit it, then: "
             f"{command_name()} eval --questions {shlex.quote(result['path'])}"
@@ -18585,7 +18593,8 @@ def build_parser() -> argparse.ArgumentParser:
                               "to edit)\n  localrag eval --questions questions.yaml --min-hit-at-k 0.9 "
                               "--min-rejection 0.8 --calibrate\n\n"
                               "--vault: with init, the vault whose notes the starter questions come from (default "
-                              "VAULT_PATH); with run, only that vault's notes are searched")
+                              "VAULT_PATH, else the one vault the database holds); with run, only that vault's notes "
+                              "are searched")
     _add_eval_args(p)
     esub = p.add_subparsers(dest="action", metavar="ACTION", prog="localrag eval")
     sp = esub.add_parser("run", help="run the questions (the default: `localrag eval` alone runs them)",
@@ -18600,7 +18609,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--questions", metavar="PATH", default=argparse.SUPPRESS,
                     help="the file to write (default questions.yaml)")
     sp.add_argument("--vault", metavar="PATH", default=argparse.SUPPRESS,
-                    help="the vault whose notes the starter questions come from (default VAULT_PATH)")
+                    help="the vault whose notes the starter questions come from (default VAULT_PATH, else the "
+                         "one vault the database holds)")
     _add_json(sp, inherited=True)
     p.set_defaults(func=_cmd_eval)
 

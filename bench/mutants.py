@@ -1470,6 +1470,10 @@ MUTANTS: list[Mutant] = [
       '    return m.group(1).replace(" ", "T") + ("Z" if zone in ("+00:00", "+0000", "-00:00", "Z") else zone)',
       '    return m.group(1).replace(" ", "T")',
       ("tests/test_answers.py",), "history_round_trip or with_their_zone"),
+    M("eval s43: eval init without --vault ignores the one vault indexed",
+      '            vault = indexed[0] if len(indexed) == 1 else ""',
+      '            vault = ""',
+      ("tests/test_cli.py",), "eval_init_without_a_vault"),
 ]
 
 

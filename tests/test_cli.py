@@ -11,7 +11,7 @@ import time
 import pytest
 
 import localrag
-from conftest import ROOT, run_cli
+from conftest import ROOT, run_cli, write_vault
 
 COMMANDS = [["config"], ["db", "init"], ["db", "status"], ["db", "stop"], ["db", "schema"], ["ingest"], ["search"],
             ["ask"], ["show"], ["mcp"], ["eval"], ["serve"], ["doctor"], ["embeddings", "warmup"],
@@ -276,11 +276,27 @@ def test_an_expected_source_not_indexed_is_told_the_note_it_likely_means(ingeste
 
 
 def test_eval_init_without_a_vault_and_eval_finds_questions_yaml_in_cwd(env, ingested, capfd):
+    """Without --vault or VAULT_PATH, the one vault the database holds is the one the questions come from (an
+    operator got the sample vault's placeholder questions, each then warned "not indexed")."""
+    _config, vault, _ = ingested
     code, _ = run_cli("eval", "init")  # cwd is a scratch folder outside the repo (the env fixture)
-    assert code == 0 and "wrote questions.yaml" in capfd.readouterr().err
-    assert len(localrag.load_questions("questions.yaml")) == 4
+    assert code == 0 and f"wrote questions.yaml ({localrag.EVAL_STARTER_NOTES + 2} questions, drafted from " \
+        f"{vault.resolve()})" in capfd.readouterr().err
+    questions = localrag.load_questions("questions.yaml")
+    assert all((vault / q["expected_sources"][0]).is_file() for q in questions if q["expected_mode"] == "rag")
     code, out = run_cli("eval", "--json")  # no --questions: ./questions.yaml
-    assert code == 0 and json.loads(out)["summary"]["questions"] == 4
+    assert code == 0 and json.loads(out)["summary"]["questions"] == localrag.EVAL_STARTER_NOTES + 2
+    assert "is not indexed" not in capfd.readouterr().err
+
+
+def test_eval_init_with_several_vaults_indexed_asks_which(env, ingested, tmp_path, capfd):
+    config, _vault, _ = ingested
+    other = tmp_path / "other"
+    write_vault(other, {"a.md": "# Alpha\n\nAlpha notes.\n"})
+    localrag.ingest(config, other)
+    code, _ = run_cli("eval", "init", "--questions", str(tmp_path / "q.yaml"))
+    assert code == 0 and "placeholders: 2 vaults are indexed, pass --vault PATH to draft from one" in \
+        capfd.readouterr().err
 
 
 def test_eval_without_any_questions_file_points_at_eval_init(env, capfd):
