@@ -9162,6 +9162,15 @@ def _word_stems(word: str) -> tuple[str, ...]:
             if len(base) >= 5:   # the noun of the act: interrupted, interruption; configured, configuration
                 out += [base + "ion", base + "ation", base + "ment"]
             return tuple(out)
+    # ... and the other way: the noun of an act asked, its verb said (reimbursement: reimbursed; installation:
+    # installed; deletion: deleted, delete)
+    for suffix in ("ation", "ment", "ion"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 5:
+            base = word[:-len(suffix)]
+            verbs = [base[:-1] + "e", base] if suffix == "ment" and base.endswith("e") else [base, base + "e"]
+            return tuple(dict.fromkeys(v for verb in verbs for v in (
+                verb, verb + "d" if verb.endswith("e") else verb + "ed", verb[:-1] + "ing" if verb.endswith("e")
+                else verb + "ing")))
     return ()
 
 

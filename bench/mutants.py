@@ -1474,6 +1474,10 @@ MUTANTS: list[Mutant] = [
       '            vault = indexed[0] if len(indexed) == 1 else ""',
       '            vault = ""',
       ("tests/test_cli.py",), "eval_init_without_a_vault"),
+    M("gate s43: a noun of the act asked is not found in its verb said",
+      '    for suffix in ("ation", "ment", "ion"):',
+      '    for suffix in ():',
+      ("tests/test_retrieval.py",), "another_form"),
 ]
 
 

@@ -570,6 +570,14 @@ def test_gate_finds_an_ed_or_ing_word_the_chunk_says_in_another_form():
     assert localrag.gate_signals({"mode": "hybrid", "terms": acts, "results": [noun]})["matched_terms"] == \
         ["configured", "interrupted", "sync"]
     assert "usion" not in "".join(localrag._word_stems("used")) and localrag._word_stems("added") == ("add", "adde")
+    # ... and the other way: a noun of the act asked, its verb said ("Is travel reimbursement capped?" against "Travel
+    # is reimbursed up to …": an operator's lexical question was refused); a short noun (version, action) has none
+    asked = [{"term": t, "df": 1, "idf": 1.0, "weight": 1.0} for t in ("reimbursement", "installation", "travel")]
+    verb = dict(chunk, heading_path=[], title="Travel", content="Travel is reimbursed monthly once you install it.")
+    assert localrag.gate_signals({"mode": "hybrid", "terms": asked, "results": [verb]})["matched_terms"] == \
+        ["installation", "reimbursement", "sync"]
+    assert localrag._word_stems("reimbursement") == ("reimburse", "reimbursed", "reimbursing")
+    assert localrag._word_stems("version") == localrag._word_stems("action") == ()
 
 
 @pytest.mark.parametrize("question, unknown", [
