@@ -1443,21 +1443,28 @@ def parse_database_url(url: str) -> DbTarget:
 
 # === 4. Markdown ======================================================================================================
 # Obsidian-flavoured Markdown: YAML frontmatter, ATX/setext headings (from markdown-it tokens, so a `#` inside a
-# code fence is never a heading), #tags, [[wikilinks]] and ![[embeds]].
+# code fence is never a heading), #tags, [[wikilinks]] and ![[embeds]], and internal links in Markdown format
+# (`[text](Note%20name.md)`, `![alt](pic.png)`, `[text][ref]`).
 
 # What this module makes of a note (sections 4 and 5: its body, chunks, heading paths, lines, tags, links).  Each
 # ingest run records it; when a vault's last successful run read its notes with another one, the next ingest reads
 # every note of the vault again instead of skipping unchanged files, so a fix to the reading reaches an index built
 # before it.  Change it with any change that gives an unchanged file other rows (bench/ingest_check.py says which).
+# notes-v5: internal links in Markdown format are links (`[text](Note.md#Heading)`, `![alt](pic.png)`, `[text][ref]`);
+# nothing in inline `$...$` math is a tag or link; an escaped `\[[x]]` is no link; a `[ref]: #heading` definition is
+# no tag.
 # notes-v4: a `$$` later in a line is math to the next `$$` in its paragraph; an embedded video's `|400` is its
 # size, not an alias; [[links]] in the properties are the note's links.
 # notes-v3: nothing in a `$$` math block is a heading, tag or link; an embedded image's `|300` is its size, not an
 # alias; a tag keeps a keycap, flag or combining mark whole (`#1️⃣`, `#हिंदी`); `aliases: a, b` is two aliases.
 # notes-v2: headings only at the top level (not in callouts, quotes or lists), a two-line setext heading as one
 # line, no tag from a link to a heading, emoji in tags.  (notes-v1: every run before the version was recorded.)
-NOTES_READING = "notes-v4"
+NOTES_READING = "notes-v5"
 
-_WIKILINK_RE = re.compile(r"(!?)\[\[([^\[\]\|#\^\n]*)(#[^\[\]\|\n]*)?(?:\|([^\[\]\n]*))?\]\]")
+# Both this and the tag pattern start with their literal (`[[`, `#`; an embed's `!` and what may stand before a tag
+# are looked behind for), so the regex engine skips to each instead of trying a class at every position: finding a
+# note's tags and links took 145 -> 22 us, its whole parse_note 490 -> 360 us (the Help vault's 6,279 files).
+_WIKILINK_RE = re.compile(r"\[\[(?:(?<=(!)\[\[))?([^\[\]\|#\^\n]*)(#[^\[\]\|\n]*)?(?:\|([^\[\]\n]*))?\]\]")
 # A tag starts after whitespace/line start or an opening bracket; it is letters, digits, emoji, _ - / and must not
 # be all digits (Obsidian's rule).  `page#section` in a URL is preceded by a word character, so it never matches;
 # nor does a link to a heading, `[[#Heading]]` or `[text](#heading)` (each had tagged the note with the heading's
@@ -1478,7 +1485,7 @@ def _tag_re() -> re.Pattern:
     category = unicodedata.category
     marks = "".join(ch for ch in map(chr, range(0x300, 0x20000)) if category(ch)[0] == "M")
     more = f"\\w\\-/{_TAG_EMOJI}{_TAG_SEQUENCE}{marks}\U000e0100-\U000e01ef"
-    return re.compile(rf"(?:^|(?<=[\s(\[,;]))(?<!\[\[)(?<!\]\()#([\w{_TAG_EMOJI}][{more}]*)")
+    return re.compile(rf"#(?<![^\s(\[,;]#)(?<!\[\[#)(?<!\]\(#)([\w{_TAG_EMOJI}][{more}]*)")
 
 
 _INLINE_CODE_RE = re.compile(r"(`+)(?:(?!\1).)+?\1", re.DOTALL)
@@ -1488,6 +1495,9 @@ _md_parser = None
 
 @dataclasses.dataclass(frozen=True)
 class WikiLink:
+    """One internal link of a note as written: a [[wikilink]] or ![[embed]], or the same in Markdown format
+    (`[alias](target#heading)`, `![alias](target)`)."""
+
     target: str
     heading: str = ""
     alias: str = ""
@@ -2079,10 +2089,17 @@ def note_title(frontmatter: dict, relative_path: str) -> str:
     return note_stem(relative_path)
 
 
+# Inline math, `$...$` on one line, as Obsidian renders it (and markdown-it dollarmath, pandoc): the opening `$` has
+# no space after it, the closing one none before it and no digit after it, so prices ("$5 and $10", "$5-$10") stay
+# text; a `\$` is a dollar sign; a `$` of a `$$` run opens and closes nothing.  `$a #b [[c]]$` had given a tag and
+# a link (a `$$` block already gave none).
+_INLINE_MATH_RE = re.compile(r"\$(?<![$\\]\$)(?![\s$])(?:[^$\n\\]|\\[^\n])*?(?<!\s)\$(?![$\d])")
+
+
 def _strip_code(body: str, code_ranges: list[tuple[int, int]],
                 math_spans: Sequence[tuple[int, int]] = ()) -> str:
-    """The body with code blocks and math (_math_spans) blanked and inline code removed: where tags and links are
-    not looked for."""
+    """The body with code blocks and math (_math_spans, and inline `$...$`) blanked and inline code removed: where
+    tags and links are not looked for."""
     if math_spans:   # line breaks kept (the code ranges count lines), and no space: `$$x$$#y` stays no tag
         edges = [0, *(edge for span in math_spans for edge in span), len(body)]
         body = "".join(body[a:b] if n % 2 == 0 else re.sub(r"[^\n]", "$", body[a:b])
@@ -2093,7 +2110,10 @@ def _strip_code(body: str, code_ranges: list[tuple[int, int]],
             for i in range(start, min(end, len(lines))):
                 lines[i] = "\n"
         body = "".join(lines)
-    return _INLINE_CODE_RE.sub(" ", body)
+    body = _INLINE_CODE_RE.sub(" ", body)
+    if "$" in body:   # `$` filler as for `$$` math: `$x$#y` stays no tag
+        body = _INLINE_MATH_RE.sub(lambda m: "$" * len(m.group(0)), body)
+    return body
 
 
 def _line_starts(body: str) -> list[int]:
@@ -2202,9 +2222,25 @@ _VIDEO_SUFFIXES = (".mkv", ".mov", ".mp4", ".ogv", ".webm")
 _IMAGE_SIZE_RE = re.compile(r"(?:^|\|)[ \t]*[0-9]+(?:[ \t]*x[ \t]*[0-9]+)?[ \t]*$")
 
 
-def extract_links(text_without_code: str) -> tuple[WikiLink, ...]:
+def _escaped(text: str, at: int) -> bool:
+    """Whether the character at `at` is escaped by a backslash (an odd run of them before it)."""
+    n = 0
+    while at - n > 0 and text[at - n - 1] == "\\":
+        n += 1
+    return n % 2 == 1
+
+
+def _wikilinks(text: str) -> list[tuple[int, int, WikiLink]]:
+    """Each [[wikilink]] and ![[embed]] of the text as (start, end, link), in order.  An escaped `\\[[x]]` is text,
+    as Obsidian shows it (it had been a link), and so is the embed's `!` of `\\![[x]]`."""
     links = []
-    for m in _WIKILINK_RE.finditer(text_without_code):
+    escapes = "\\" in text
+    for m in _WIKILINK_RE.finditer(text):
+        start, embed = m.start(), m.group(1) is not None
+        if escapes and text[start - 1 - embed:start - embed] == "\\":
+            if _escaped(text, start):
+                continue
+            embed = embed and not _escaped(text, start - 1)
         # Inside a table the alias bar is written `\|` ([[Note\|shown]]): the backslash belongs to the table.
         target = m.group(2).strip().removesuffix("\\").strip()
         heading = (m.group(3) or "").lstrip("#").strip().removesuffix("\\").strip()
@@ -2213,22 +2249,179 @@ def extract_links(text_without_code: str) -> tuple[WikiLink, ...]:
             heading, _, block = heading.partition("^")
             heading, block = heading.rstrip("#").strip(), block.strip()
         alias = (m.group(4) or "").strip()
-        if m.group(1) and alias and target.lower().endswith(_IMAGE_SUFFIXES + _VIDEO_SUFFIXES):
+        if embed and alias and target.lower().endswith(_IMAGE_SUFFIXES + _VIDEO_SUFFIXES):
             alias = _IMAGE_SIZE_RE.sub("", alias).strip().removesuffix("\\").strip()   # `|alt\|100` in a table
         if target or heading or block:
-            links.append(WikiLink(target=target, heading=heading, alias=alias, embed=bool(m.group(1)), block=block))
-    return tuple(links)
+            links.append((start - embed, m.end(),
+                          WikiLink(target=target, heading=heading, alias=alias, embed=embed, block=block)))
+    return links
+
+
+# Internal links in Markdown format (Obsidian's Internal links note): `[text](Note%20name.md)`, `[text](<Note
+# name.md>)`, `[text](Note#Heading)`, `[text](#Heading)` in the same note, `[text](Note.md#^id)`, `![alt](pic.png)`,
+# `[text][ref]` / `[ref][]` / `[ref]` with a definition `[ref]: Note.md` (CommonMark's link syntax).  The link text:
+# brackets nest one deep (`[![img](pic.png)](Note.md)`: an image inside a link), a line break but no blank line (a
+# line of only a quote's `>` is one).
+# Written as runs of plain characters between the others (an escape, a line break, a bracket), each kind told
+# apart by its first character: no text can be read two ways, so a `[` never closed costs one scan, not a blowup.
+_MD_PLAIN, _MD_OTHER = r"[^\[\]\\\n]*", r"\\(?:[^\n]|(?![^\n]))|\n(?![ \t>]*\n)"
+_MD_TEXT = rf"{_MD_PLAIN}(?:(?:{_MD_OTHER}|\[{_MD_PLAIN}(?:(?:{_MD_OTHER}){_MD_PLAIN})*\]){_MD_PLAIN})*"
+_MD_LINK_TEXT_RE = re.compile(rf"\[(?:(?<=(!)\[))?({_MD_TEXT})\]")
+# The same text when only an inline link can follow it, `](` (a note with no definitions): read once, in a lookahead
+# (atomic: no character of it is tried again when no `(` follows), so the engine skips the other brackets itself.
+_MD_INLINE_TEXT_RE = re.compile(rf"\[(?:(?<=(!)\[))?(?=({_MD_TEXT})\])\2\](?=\()")
+# What may follow the text: `(destination "title")` (the destination in <>, or without spaces and with balanced
+# parentheses), or a `[label]` of a definition.
+_MD_DESTINATION_RE = re.compile(
+    r"\([ \t]*(?:\n[ \t>]*)?(?:<((?:[^<>\\\n]|\\.)*)>|(?!<)((?:[^\s()\\]|\\\S|\((?:[^\s()\\]|\\\S)*\))+))?"
+    r"(?:[ \t]*(?:\n[ \t>]*)?(?:\"(?:[^\"\\\n]|\\.|\n(?![ \t>]*\n))*\"|'(?:[^'\\\n]|\\.|\n(?![ \t>]*\n))*'"
+    r"|\((?:[^()\\\n]|\\.|\n(?![ \t>]*\n))*\)))?[ \t]*(?:\n[ \t>]*)?\)")
+_MD_LABEL_RE = re.compile(r"\[((?:[^\[\]\\\n]|\\[^\n]){0,999})\]")
+# A link reference definition, `[ref]: destination "title"` alone on its lines (in a quote or callout too); it is no
+# text (Obsidian shows nothing of it), so its `#heading` destination is no tag.  A `[^1]:` is a footnote.
+_LINK_DEFINITION_RE = re.compile(
+    r"^[ \t]{0,3}(?:>[ \t]?)*[ \t]{0,3}(\[(?!\^)((?:[^\[\]\\\n]|\\[^\n]){1,999})\]:[ \t]*(?:\n[ \t>]*)?"
+    r"(?:<((?:[^<>\\\n]|\\.)*)>|(\S+))(?:(?:[ \t]+|[ \t]*\n[ \t>]*)(?:\"[^\"\n]*\"|'[^'\n]*'|\([^()\n]*\)))?)[ \t]*$",
+    re.MULTILINE)
+# A destination with a scheme (`https:`, `mailto:`, `obsidian:`, `file:`, `data:`, a drive `C:`) leaves the vault:
+# an external link or image, not an internal one.
+_URL_SCHEME_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:")
+_MD_ESCAPE_RE = re.compile(r"\\([!-/:-@\[-`{-~])")
+
+
+def _link_label(label: str) -> str:
+    """A reference label as CommonMark matches it: case-folded, runs of white space as one space."""
+    return " ".join(label.casefold().split())
+
+
+def _link_definitions(text: str) -> tuple[str, dict[str, str]]:
+    """The text with its link reference definitions (`[ref]: Note.md`) blanked, line breaks kept, and the
+    definitions as {label (_link_label): destination as written}; the first of a label wins.  A definition cannot
+    interrupt a paragraph (a line of text right before it makes it text, as CommonMark reads it).  Pure."""
+    if "]:" not in text:
+        return text, {}
+    found: dict[str, str] = {}
+    spans = []
+    last_end = -2    # where the last definition's line ends: one may follow another
+    for m in _LINK_DEFINITION_RE.finditer(text):
+        line = text.rfind("\n", 0, max(m.start() - 1, 0)) + 1 if m.start() else 0
+        before = text[line:m.start() - 1].lstrip(" \t>") if m.start() else ""   # inside its quote markers
+        if before and not re.match(r"#{1,6}(?:[ \t]|$)", before) and last_end != m.start() - 1:
+            continue
+        label = _link_label(m.group(2))
+        if label:
+            found.setdefault(label, m.group(3) if m.group(3) is not None else m.group(4))
+            spans.append((m.start(1), m.end(1)))
+            last_end = m.end()
+    if not spans:
+        return text, {}
+    edges = [0, *(edge for span in spans for edge in span), len(text)]
+    return "".join(text[a:b] if n % 2 == 0 else re.sub(r"[^\n]", " ", text[a:b])
+                   for n, (a, b) in enumerate(zip(edges, edges[1:]))), found
+
+
+def _markdown_link(destination: str, text: str, embed: bool) -> WikiLink | None:
+    """The internal link a Markdown link's destination (as written) names, or None when it names none (empty, or a
+    URL).  Backslash escapes and entities are read first, as CommonMark does; the fragment is split off before the
+    percent-escapes (`%20`) are decoded, since a `%23` is a `#` of the name."""
+    destination = destination.strip()
+    if "\\" in destination or "&" in destination:
+        destination = html.unescape(_MD_ESCAPE_RE.sub(r"\1", destination)).strip()
+    if not destination or _URL_SCHEME_RE.match(destination):
+        return None
+    target, _, heading = destination.partition("#")
+    if "%" in destination:
+        target, heading = (urllib.parse.unquote(part, errors="replace") for part in (target, heading))
+    heading, block = heading.lstrip("#").strip(), ""
+    if "^" in heading:  # Note.md#^id or #heading^id: a block reference
+        heading, _, block = heading.partition("^")
+        heading, block = heading.rstrip("#").strip(), block.strip()
+    target = target.strip()
+    # The text as Obsidian shows it: an image inside stands for its alt text, escapes are their characters.
+    text = re.sub(r"\n[ \t]*(?:>[ \t]?)*", " ", text) if "\n" in text else text   # a quote's markers on a new line
+    alias = " ".join(_MD_ESCAPE_RE.sub(r"\1", re.sub(r"!?\[([^\[\]]*)\]\([^()]*\)", r"\1", text)).split())
+    alias = html.unescape(alias) if "&" in alias else alias
+    if embed and alias and target.lower().endswith(_IMAGE_SUFFIXES + _VIDEO_SUFFIXES):
+        alias = _IMAGE_SIZE_RE.sub("", alias).strip()   # `![alt|100](pic.png)`, `![250](pic.png)`: the size
+    if not (target or heading or block):
+        return None
+    return WikiLink(target=target, heading=heading, alias=alias, embed=embed, block=block)
+
+
+def _markdown_links(text: str, definitions: dict[str, str], offset: int = 0,
+                    ) -> tuple[list[tuple[int, int, WikiLink]], bool]:
+    """Each internal link in Markdown format of the text as (start, end, link), in order: inline `[text](dest)`,
+    `![alt](dest)`, and the reference forms with a definition (_link_definitions); and whether the text holds a link
+    of any kind (a URL too).  A link inside another link's text makes the outer one text (CommonMark: links do not
+    nest); an image inside a link (`[![img](pic.png)](Note.md)`), or a link in an image's alt text, is both."""
+    found: list[tuple[int, int, WikiLink]] = []
+    any_link = False
+    search = (_MD_LINK_TEXT_RE if definitions else _MD_INLINE_TEXT_RE).search
+    pos = 0
+    while True:
+        m = search(text, pos)
+        if m is None:
+            return found, any_link
+        start = m.start()
+        if _escaped(text, start):
+            pos = start + 1
+            continue
+        embed = bool(m.group(1)) and not _escaped(text, start - 1)
+        inner, end, destination = m.group(2), m.end(), None
+        d = _MD_DESTINATION_RE.match(text, end) if text[end:end + 1] == "(" else None
+        label = _MD_LABEL_RE.match(text, end) if definitions and text[end:end + 1] == "[" else None
+        if d:
+            destination, end = (d.group(1) if d.group(1) is not None else d.group(2) or ""), d.end()
+        elif label:
+            key = _link_label(label.group(1) or inner)    # `[ref][]`: the text is the label
+            destination, end = definitions.get(key), label.end()
+        elif definitions and not inner.startswith("^"):   # `[ref]` alone; `[^1]` is a footnote
+            destination = definitions.get(_link_label(inner))
+        nested, inner_link = _markdown_links(inner, definitions, offset + m.start(2)) \
+            if destination is not None and "[" in inner else ([], False)
+        if destination is None or inner_link and not embed:
+            # no link (plain brackets, an undefined label) or text around a link: the text may still hold one
+            pos = start + 1 if "[" in inner else m.end()
+            continue
+        any_link = any_link or not embed or inner_link
+        link = _markdown_link(destination, inner, embed)   # None: a URL, or nothing
+        if link:
+            found.append((offset + start - embed, offset + end, link))
+        found.extend(nested)
+        pos = end
+
+
+def extract_links(text_without_code: str, definitions: dict[str, str] | None = None) -> tuple[WikiLink, ...]:
+    """The note's internal links in the order they are written: [[wikilinks]], ![[embeds]] and their Markdown forms
+    (`[text](Note.md)`, `![alt](pic.png)`, `[text][ref]`); URLs are no internal links.  definitions: the text's
+    link reference definitions (_link_definitions), found in it when not given.  Pure."""
+    text = text_without_code
+    found = _wikilinks(text)
+    if "[" in text:
+        if definitions is None:
+            text, definitions = _link_definitions(text)
+        markdown = _markdown_links(text, definitions)[0] if "](" in text or definitions else []
+        if markdown:
+            # `[[x]](y)` is a wikilink and text: no Markdown link starts inside a wikilink.
+            starts = [start for start, _, _ in found]
+
+            def in_wikilink(at: int) -> bool:
+                k = bisect.bisect_right(starts, at) - 1
+                return k >= 0 and at < found[k][1]
+
+            found = sorted(found + [item for item in markdown if not in_wikilink(item[0])], key=lambda item: item[0])
+    return tuple(link for _, _, link in found)
 
 
 def _property_links(frontmatter: dict) -> tuple[WikiLink, ...]:
     """The [[links]] in the note's properties (`up: "[[Parent]]"`, a list of them): Obsidian's Properties note has
-    text and list properties hold internal links, and Obsidian counts them as the note's links; they had been
-    left out of the links table and the chunks' links.  Pure."""
+    text and list properties hold internal links (as `[[Link]]`, not in Markdown format), and Obsidian counts them
+    as the note's links; they had been left out of the links table and the chunks' links.  Pure."""
     found: list[WikiLink] = []
     for value in frontmatter.values():
         for item in value if isinstance(value, list) else (value,):
             if isinstance(item, str) and "[[" in item:
-                found.extend(extract_links(item))
+                found.extend(link for _, _, link in _wikilinks(item))
     return tuple(found)
 
 
@@ -2294,7 +2487,7 @@ def parse_markdown(text: str, relative_path: str = "") -> Document:
         body, outline = clean, _block_outline(clean)
     code, headings = outline
     sections, math_spans = _sections_and_math(body, code, headings)
-    plain = _strip_code(body, code, math_spans)
+    plain, definitions = _link_definitions(_strip_code(body, code, math_spans))
     if head and not body.strip():
         # Nothing but frontmatter: the note is its properties, so its lines (between the fences) are its text,
         # as the file shows them; without that it had no chunk, so no search, tag filter or line range found it.
@@ -2303,7 +2496,8 @@ def parse_markdown(text: str, relative_path: str = "") -> Document:
         sections = (Section((), 0, 0, len(body)),) if body.strip() else ()
     return Document(relative_path=relative_path, body=body, frontmatter=meta,
                     sections=sections, tags=extract_tags(plain, meta),
-                    links=_property_links(meta) + extract_links(plain), title=note_title(meta, relative_path),
+                    links=_property_links(meta) + extract_links(plain, definitions),
+                    title=note_title(meta, relative_path),
                     aliases=aliases, block_ids=block_ids, warnings=tuple(warnings), body_line=body_line)
 
 
@@ -2440,9 +2634,10 @@ def parse_canvas(text: str, relative_path: str = "") -> Document:
         warnings.append(f"canvas node type {kind!r} is not JSON Canvas 1.0 ({count} node(s)); skipped")
     body = _CANVAS_SEPARATOR.join(p for p in parts if p)
     body += "\n" if body else ""
-    links.extend(extract_links(_INLINE_CODE_RE.sub(" ", body)))
+    plain, definitions = _link_definitions(_INLINE_CODE_RE.sub(" ", body))
+    links.extend(extract_links(plain, definitions))
     return Document(relative_path=relative_path, body=body, frontmatter={}, sections=_canvas_sections(body),
-                    tags=extract_tags(_INLINE_CODE_RE.sub(" ", body), {}), links=tuple(links),
+                    tags=extract_tags(plain, {}), links=tuple(links),
                     title=note_stem(relative_path), warnings=tuple(warnings))
 
 

@@ -103,6 +103,7 @@ def main() -> int:
     base, new = load(args.base, "localrag_base"), load(args.new, "localrag_new")
     files = new.scan_vault(Path(args.corpus)).files[:args.limit]
     differing, chunks, spent = [], 0, {"base": 0.0, "new": 0.0}
+    fields: dict[tuple[str, ...], int] = {}   # which of prepare_file's fields differ, and in how many files
     for rel, path in files:
         data = path.read_bytes()
         t0 = time.perf_counter()
@@ -116,8 +117,13 @@ def main() -> int:
             chunks += len(old["chunks"])
         if old != got:
             differing.append((rel, first_difference(old, got)))
+            if isinstance(old, dict) and isinstance(got, dict):
+                which = tuple(sorted(k for k in set(old) | set(got) if old.get(k) != got.get(k)))
+                fields[which] = fields.get(which, 0) + 1
     for rel, what in differing[:20]:
         print(f"DIFFERS {rel}: {what}")
+    for which, n in sorted(fields.items(), key=lambda kv: -kv[1]):
+        print(f"{n:6d} files differ in {', '.join(which)}")
     print(f"{len(files)} files, {chunks} chunks: {len(differing)} differing "
           f"(prepare_file CPU: base {spent['base']:.2f} s, new {spent['new']:.2f} s)")
     return 1 if differing else 0

@@ -1658,6 +1658,43 @@ def test_wikilinks_are_stored_resolved(alias_vault):
         assert s.run("SELECT target_exists FROM links WHERE target = 'Nowhere'")[0][0] is True
 
 
+def test_markdown_format_links_are_stored_and_resolved_as_obsidian_does(db, tmp_path):
+    """Internal links in Markdown format (`[text](Note%20name.md)`, Obsidian's format with "Use [[Wikilinks]]" off)
+    had been no links: the links table, the run's link counts and the chunks' links missed them.  They resolve as
+    Obsidian resolves them (looked up across the vault after decoding, as a wikilink is; `../` relative), in the
+    order written among the wikilinks; URLs are none."""
+    root = tmp_path / "mdlinks"
+    notes = {
+        "Sub/My Note.md": "# My Note\n## Part Two\nText.\n",
+        "Sub/md2.md": "From Sub: [x](My%20Note.md) and [z](Sub/My%20Note.md#Part%20Two).\n",
+        "md1.md": ("# Root\nSee [y](My%20Note.md), [[Sub/md2]], [sp](<Sub/My Note.md#^blk>), ![pic](img/p%201.png)"
+                   ", [up](../md1.md), [here](#Root), [web](https://obsidian.md) and [ref][r].\n\n"
+                   "[r]: Nowhere%20Yet.md\n"),
+        "img/p 1.png": b"\x89PNG\r\n",
+    }
+    for rel, text in notes.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(text if isinstance(text, bytes) else text.encode())
+    result = localrag.ingest(db, root)
+    with localrag.Store.open(db) as s:
+        rows = s.run("SELECT d.relative_path, l.target, l.heading, l.block_id, l.alias, l.embed, l.resolved_path, "
+                     "l.target_exists FROM links l JOIN documents d ON d.id = l.document_id "
+                     "ORDER BY d.relative_path, l.id")
+        chunk_links = s.run("SELECT wikilinks FROM chunks WHERE relative_path = 'md1.md'")[0][0]
+    assert rows == [
+        ["Sub/md2.md", "My Note.md", "", "", "x", False, "Sub/My Note.md", True],
+        ["Sub/md2.md", "Sub/My Note.md", "Part Two", "", "z", False, "Sub/My Note.md", True],
+        ["md1.md", "My Note.md", "", "", "y", False, "Sub/My Note.md", True],
+        ["md1.md", "Sub/md2", "", "", "", False, "Sub/md2.md", True],
+        ["md1.md", "Sub/My Note.md", "", "blk", "sp", False, "Sub/My Note.md", True],
+        ["md1.md", "img/p 1.png", "", "", "pic", True, "img/p 1.png", True],
+        ["md1.md", "../md1.md", "", "", "up", False, None, False],
+        ["md1.md", "", "Root", "", "here", False, "md1.md", True],
+        ["md1.md", "Nowhere Yet.md", "", "", "ref", False, "Nowhere Yet.md", False]]
+    assert result["links"] == {"resolved": 7, "unresolved": 2}
+    assert chunk_links == ["My Note.md", "Sub/md2", "Sub/My Note.md", "img/p 1.png", "../md1.md", "Nowhere Yet.md"]
+
+
 def test_block_ids_recorded_in_chunk_metadata(db, tmp_path):
     root = tmp_path / "b"
     root.mkdir()
