@@ -13581,8 +13581,13 @@ def run_eval(config: Config, questions: list[dict], top_k: Any = None, store: St
         group = [r for r in rows if r["tier"] == tier]
         if group:
             tiers[tier or "untiered"] = eval_metrics(group)
+    # an English and Chinese set, say, is also measured by language: one language's refusals hide in the total
+    langs = sorted({r["lang"] for r in rows if r["lang"]})
+    by_lang = {lang: eval_metrics([r for r in rows if r["lang"] == lang]) for lang in langs} if len(langs) > 1 \
+        else {}
     summary = {
         **overall, "top_k": top_k, "retrieval": retrieval, "scope": None if scope.empty else scope.to_dict(),
+        "langs": by_lang,
         "threshold": config.rag_min_similarity, "min_coverage": config.rag_min_coverage,
         "embedding_provider": config.embedding_provider,
         # the first release's names, kept for scripts
@@ -18131,7 +18136,9 @@ def eval_table(summary: dict, k: int) -> str:
     def fmt(v: float | None, width: int) -> str:
         return f"{'' if v is None else f'{v:.3f}':>{width}}"
 
-    for name, m in [*summary["tiers"].items(), ("all", summary)]:
+    # a set in several languages also by language (lang: en, lang: zh), after the whole set's line
+    by_lang = [(f"lang: {lang}", m) for lang, m in (summary.get("langs") or {}).items()]
+    for name, m in [*summary["tiers"].items(), ("all", summary), *by_lang]:
         lines.append(f"{name:<12}{m['questions']:>4}{fmt(m['hit_at_1'], 8)}{fmt(m['hit_at_k'], 8)}"
                      f"{fmt(m['mrr'], 8)}{fmt(m['answered'], 10)}{fmt(m['refused'], 9)}{fmt(m.get('answer_hit'), 8)}"
                      f"{fmt(m.get('facts'), 8)}{m['latency_ms_p50']:>9.1f}{m['latency_ms_p95']:>9.1f}")

@@ -1541,6 +1541,15 @@ MUTANTS: list[Mutant] = [
       '    for suffix in ("ation", "ment", "ion"):',
       '    for suffix in ():',
       ("tests/test_retrieval.py",), "another_form"),
+    M("eval s43: a set in several languages gets no per-language figures",
+      '''    by_lang = {lang: eval_metrics([r for r in rows if r["lang"] == lang]) for lang in langs} if len(langs) > 1 \\
+        else {}''',
+      '    by_lang = {}',
+      ("tests/test_eval_metrics.py",), "each_language"),
+    M("eval s43: the eval table leaves out the per-language lines",
+      '    for name, m in [*summary["tiers"].items(), ("all", summary), *by_lang]:',
+      '    for name, m in [*summary["tiers"].items(), ("all", summary)]:',
+      ("tests/test_eval_metrics.py",), "each_language"),
 ]
 
 

@@ -5,6 +5,7 @@ not from the eval code's own rows.  And an expected source matches however its p
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import yaml
@@ -373,3 +374,28 @@ def test_calibration_text_prints_its_cautions():
     assert cal["cautions"] and cal["cautions"][0].startswith("only 1 answerable question(s)")
     text = localrag.calibration_text(cal)
     assert all(f"caution: {c}" in text for c in cal["cautions"])
+
+
+def test_eval_reports_each_language_of_a_set_in_several(ingested, tmp_path):
+    """An English and Chinese set gave one figure per tier: the Chinese questions' refusals (the weak side over the
+    Obsidian vault) hid in the total.  `langs` under --json, a `lang:` line per language in the table; a set in one
+    language (or without lang) gets none."""
+    path = tmp_path / "q.yaml"
+    questions = [
+        {"id": "zh-1", "lang": "zh", "question": RAG_Q, "expected_mode": "rag",
+         "expected_sources": ["policies/Support Escalation Policy.md"]},
+        {"id": "zh-2", "lang": "zh", "question": "今天上海天气怎么样？", "expected_mode": "no_answer",
+         "expected_sources": []},
+        {"id": "en-1", "lang": "en", "question": "How do I bake sourdough bread?", "expected_mode": "no_answer",
+         "expected_sources": []}]
+    path.write_text(yaml.safe_dump(questions, allow_unicode=True), encoding="utf-8")
+    code, out = run_cli("eval", "--questions", str(path), "--json")
+    langs = json.loads(out)["summary"]["langs"]
+    assert code == 0 and sorted(langs) == ["en", "zh"], langs
+    assert langs["zh"]["questions"] == 2 and langs["zh"]["answerable"] == 1 and langs["en"]["answered"] is None
+    assert langs["en"]["refused"] == 1.0
+    code, out = run_cli("eval", "--questions", str(path))
+    assert code == 0 and re.search(r"^lang: en\s+1\s", out, re.M) and re.search(r"^lang: zh\s+2\s", out, re.M), out
+    path.write_text(yaml.safe_dump([q for q in questions if q["lang"] == "zh"], allow_unicode=True), encoding="utf-8")
+    code, out = run_cli("eval", "--questions", str(path), "--json")
+    assert code == 0 and json.loads(out)["summary"]["langs"] == {}
