@@ -16392,8 +16392,8 @@ class _StdioWriter:
 def run_mcp_stdio(config: Config, stdin: Any = None, stdout: Any = None) -> dict:
     """`localrag mcp`: serve MCP on stdin/stdout until stdin closes, a signal arrives or the client that started it
     dies.  Only JSON-RPC messages reach stdout.  Returns what happened: {"signal": None or the signal number,
-    "requests": answered, "in_flight_cut": 1 when a signal cut a request short (it is answered with an error),
-    "client_gone": True when the parent process died}.
+    "requests": the messages answered (each of a batch's), "in_flight_cut": the requests a signal cut short (each
+    answered with an error), "client_gone": True when the parent process died}.
 
     A signal (SIGINT/SIGTERM/SIGHUP: Signalled under main) cuts the request in flight: its database session is
     ended from a fresh connection (StorePool), the client gets an error for it, the pool is closed.  A client
@@ -16469,7 +16469,8 @@ def run_mcp_stdio(config: Config, stdin: Any = None, stdout: Any = None) -> dict
                 finally:
                     if writer.complete:   # the whole line is out: answered, whatever signal comes with it
                         in_flight = None
-                        outcome["requests"] += 1
+                        # a batch's line answers each of its requests (and each message refused with an error)
+                        outcome["requests"] += len(response) if isinstance(response, list) else 1
             in_flight = None
             if state == -2:
                 break
@@ -16495,6 +16496,8 @@ def run_mcp_stdio(config: Config, stdin: Any = None, stdout: Any = None) -> dict
             with contextlib.suppress(OSError, ValueError):
                 if reply:
                     send(reply)
+                    if writer.complete and isinstance(in_flight, list):   # what the cut batch had answered is out
+                        outcome["requests"] += len(reply) - outcome["in_flight_cut"]
     finally:
         stop_watch.set()
         server.pool.close()

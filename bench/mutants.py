@@ -1373,6 +1373,14 @@ MUTANTS: list[Mutant] = [
       """"text": f"error [{exc.code}]: {body['error']['message']}"}],""",
       """"text": f"error [{exc.code}]: {exc.message}"}],""",
       ("tests/test_mcp.py",), "as_it_was_started"),
+    M("mcp s43: the stop line counts a batch's reply as one request",
+      '                        outcome["requests"] += len(response) if isinstance(response, list) else 1',
+      '                        outcome["requests"] += 1',
+      ("tests/test_mcp.py",), "each_message_of_a_batch"),
+    M("mcp s43: the answers a cut batch had made are sent but not counted",
+      '                        outcome["requests"] += len(reply) - outcome["in_flight_cut"]',
+      '                        outcome["requests"] += 0',
+      ("tests/test_mcp.py",), "mid_batch"),
 ]
 
 

@@ -953,8 +953,28 @@ def test_sigterm_mid_batch_answers_every_request_of_it(ingested, env):
         assert len(replies) == 1 and [r["id"] for r in replies[0]] == ["a", 2, 3], replies
         assert replies[0][0]["result"] == {}
         assert all("interrupted (SIGTERM)" in r["error"]["message"] for r in replies[0][1:])
-        assert "2 in flight cut off (answered with an error)" in err and "Traceback" not in err
+        # initialize and the batch's "a" were answered (the answers a cut batch had made were sent, not counted)
+        assert "2 request(s) answered, 2 in flight cut off (answered with an error)" in err, err
+        assert "Traceback" not in err
         wait_for(lambda: _mcp_sessions(config, but=blocker.backend_pid) == 0, timeout=10)
+
+
+def test_the_stop_line_counts_each_message_of_a_batch(env):
+    """`localrag mcp`'s stop line counted reply lines: after initialize and a 2025-03-26 batch of three requests
+    and a notification it said "2 request(s) answered" (the batch's line one request); each of its messages
+    answered counts, an element refused with an error too, the notification not."""
+    s = OwnSession(env)
+    s.send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+    assert s.recv()["result"]["protocolVersion"] == "2025-03-26"
+    s.send([{"jsonrpc": "2.0", "id": "a", "method": "ping"}, {"jsonrpc": "2.0", "id": "b", "method": "tools/list"},
+            {"jsonrpc": "2.0", "method": "notifications/initialized"}, {"jsonrpc": "2.0", "id": "c", "method": 5}])
+    replies = s.recv()
+    assert [r["id"] for r in replies] == ["a", "b", "c"] and replies[2]["error"]["code"] == -32600, replies
+    os.kill(s.proc.pid, signal.SIGTERM)
+    code, rest, err = s.finish(timeout=30)
+    assert code == 143 and rest == [], err
+    assert "mcp stopped (SIGTERM): 4 request(s) answered" in err and "in flight" not in err, err
 
 
 def test_stdin_closed_mid_request_answers_it_then_exits(ingested, env):
