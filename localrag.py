@@ -13874,14 +13874,21 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
                "example": 1, "oneOf": [_schema("string"), _schema("integer")]},
         "method": _doc("string", "initialize, server/discover, tools/list, tools/call, ping", "tools/list"),
         "params": _doc("object", "Method parameters; tools/call takes {name, arguments}", {}, nullable=True)})
-    rpc_response = _schema("object", required=["jsonrpc"], description=(
+    rpc_id = [_schema("string"), _schema("integer")]
+    rpc_response = _schema("object", required=["jsonrpc", "id"], description=(
         "A response (a result or an error, no method): accepted with 202 and dropped, since this server sends no "
-        "requests to answer"), anyOf=[{"required": ["result"]}, {"required": ["error"]}],
+        "requests to answer; one that is not a JSON-RPC 2.0 response is a 400"),
+        oneOf=[{"required": ["result"], "not": {"required": ["error"]}, "properties": {"id": {"oneOf": rpc_id}}},
+               {"required": ["error"], "not": {"required": ["result"]}}],
         properties={"jsonrpc": _doc("string", "Always 2.0", "2.0", enum=["2.0"]),
-                    "id": {"description": "The id of the request it answers", "example": 1},
-                    "result": {"description": "The result (any JSON value)", "example": {}},
-                    "error": {"description": "The error: an object with code, message and data",
-                              "example": {"code": -32601, "message": "Method not found"}}},
+                    "id": {"description": "The id of the request it answers (null only in an error response, for a "
+                                          "request whose id could not be read)", "example": 1,
+                           "oneOf": rpc_id, "nullable": True},
+                    "result": _doc("object", "The result", {}),
+                    "error": _schema("object", required=["code", "message"], description="The error",
+                                     example={"code": -32601, "message": "Method not found"}, properties={
+                                         "code": _schema("integer"), "message": _schema("string"),
+                                         "data": {"description": "Anything the sender adds"}})},
         **{"not": {"required": ["method"]}})
     rpc_message = {"$ref": "#/components/schemas/JsonRpcMessage"}
     rpc_reply = {"oneOf": [{"$ref": "#/components/schemas/JsonRpcResponse"}, _schema(
@@ -15830,13 +15837,23 @@ class McpServer:
                                                 '"2.0"')
         if "method" not in msg:
             if "result" in msg or "error" in msg:
-                return None      # a response: this server sends no requests, so there is nothing to match it to
+                # a response: this server sends no requests, so there is nothing to match it to; one that is not a
+                # JSON-RPC response cannot be accepted (a 400 over HTTP), its error with a null id (never the
+                # message's own: the client would take it for the answer to its request of that id)
+                problem = _response_problem(msg)
+                if problem:
+                    exc = RpcError(RPC_INVALID_REQUEST, f"not a JSON-RPC 2.0 response: {problem}")
+                    exc.id = None  # type: ignore[attr-defined]
+                    raise exc
+                return None
             raise RpcError(RPC_INVALID_REQUEST, 'the message has no "method"')
         method = msg["method"]
         if not isinstance(method, str):
             raise RpcError(RPC_INVALID_REQUEST, '"method" must be a string')
         if "id" not in msg:
-            self._notification(method, msg.get("params"))
+            # never answered when valid; params that are no object make it no notification (JSON-RPC 2.0: the
+            # Invalid Request answered with a null id; over HTTP a 400, as the transport says of input not accepted)
+            self._notification(method, self._params(msg.get("params")))
             return None
         rid = msg["id"]
         if rid is None or isinstance(rid, bool) or not isinstance(rid, (str, int)):
@@ -15920,15 +15937,21 @@ class McpServer:
     def _request_methods() -> set[str]:
         return {"initialize", "server/discover", "ping", "tools/list", "tools/call"}
 
-    def _request(self, method: str, params: Any) -> dict:
+    @staticmethod
+    def _params(params: Any) -> dict:
+        """A request's or a notification's params ({} when absent or null).  MCP's params are always an object, and
+        so is their _meta: anything else cannot be read at all (400 over HTTP in every era)."""
         if params is None:
-            params = {}
-        # MCP's params are always an object: anything else cannot be read at all (400 over HTTP in every era).
+            return {}
         if not isinstance(params, dict):
             raise RpcError(RPC_INVALID_PARAMS, '"params" must be an object', malformed=True)
-        meta = params.get("_meta")
-        if meta is not None and not isinstance(meta, dict):
+        if params.get("_meta") is not None and not isinstance(params["_meta"], dict):
             raise RpcError(RPC_INVALID_PARAMS, '"params._meta" must be an object', malformed=True)
+        return params
+
+    def _request(self, method: str, params: Any) -> dict:
+        params = self._params(params)
+        meta = params.get("_meta")
         version = (meta or {}).get(MCP_META_VERSION)
         if method == "initialize":
             return self._initialize(params)
@@ -16216,6 +16239,35 @@ def _strict_json(text: str) -> Any:
             raise
         # Python's own wording ("use sys.set_int_max_str_digits() to increase the limit") names a fix on our side
         raise ValueError(f"a number has more than {sys.get_int_max_str_digits():,} digits") from None
+
+
+def _response_problem(msg: dict) -> str | None:
+    """What makes a message with a result or an error (and no method) other than a JSON-RPC 2.0 response, or None:
+    it carries one of the two, an id (a string or an integer; null only with an error, whose request's id could not
+    be read), a result that is an object (MCP's Result), an error that is an object with an integer code and a
+    string message."""
+    def kind(value: Any) -> str:
+        return "a JSON " + _JSON_TYPE_NAMES.get(type(value), "string" if isinstance(value, str) else "number")
+
+    if "result" in msg and "error" in msg:
+        return "it has both result and error; a response carries one of them"
+    if "id" not in msg:
+        return 'it has no "id" (the id of the request it answers)'
+    rid = msg["id"]
+    if rid is None and "result" in msg:
+        return '"id" is null, which only an error response may carry (for a request whose id could not be read)'
+    if rid is not None and (isinstance(rid, bool) or not isinstance(rid, (str, int))):
+        return f'"id" must be a string or an integer (got {kind(rid)})'
+    if "result" in msg and not isinstance(msg["result"], dict):
+        return f'"result" must be an object (got {kind(msg["result"])})'
+    error = msg.get("error", {"code": 0, "message": ""})
+    if not isinstance(error, dict):
+        return f'"error" must be an object with code and message (got {kind(error)})'
+    if isinstance(error.get("code"), bool) or not isinstance(error.get("code"), int):
+        return '"error.code" must be an integer'
+    if not isinstance(error.get("message"), str):
+        return '"error.message" must be a string'
+    return None
 
 
 def _rpc_id(msg: Any) -> str | int | None:

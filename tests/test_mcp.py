@@ -315,11 +315,14 @@ def test_openapi_request_schema_of_post_mcp_takes_what_the_route_takes(ingested)
     note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
     result, error = {"jsonrpc": "2.0", "id": 9, "result": {}}, {"jsonrpc": "2.0", "id": 9, "error": {
         "code": -32601, "message": "Method not found"}}
-    bodies = [(ping, 200), (note, 202), (result, 202), (error, 202), ({**result, "id": None}, 202),
+    bodies = [(ping, 200), (note, 202), (result, 202), (error, 202), ({**error, "id": None}, 202),
               ([ping, note, result], 200), ([note, error], 202),
               ([], 400), (7, 400), ({"jsonrpc": "2.0", "id": 1}, 400), ({**ping, "id": None}, 400),
               ({**ping, "id": 1.5}, 400), ({**ping, "jsonrpc": "1.0"}, 400), ({**ping, "params": [1]}, 400),
-              ([7, {"jsonrpc": "2.0"}], 400)]
+              ([7, {"jsonrpc": "2.0"}], 400), ({**note, "params": 5}, 400), ({**result, "id": None}, 400),
+              ({**result, "result": 5}, 400), ({**result, "error": error["error"]}, 400), ({**result, "id": 1.5}, 400),
+              ({**error, "error": {"code": "x", "message": "m"}}, 400), ({"jsonrpc": "2.0", "result": {}}, 400),
+              ([{**note, "params": 5}, {**error, "error": 5}], 400)]
     with serving(config) as url:
         spec = json.loads(urllib_get(url + "/openapi.json"))
         schema = inline(spec["paths"]["/mcp"]["post"]["requestBody"]["content"]["application/json"]["schema"], spec)
@@ -328,6 +331,53 @@ def test_openapi_request_schema_of_post_mcp_takes_what_the_route_takes(ingested)
             assert status == want, (body, status, raw)
             errors = list(jsonschema.Draft4Validator(schema).iter_errors(body))
             assert (errors == []) == (status != 400), (body, status, [e.message for e in errors])
+
+
+# Notifications and responses a client may send: the valid ones are never answered (202 over HTTP, no line on stdio),
+# the others are refused alike on both (a 400 over HTTP), with an error whose id is null.
+_NOTE = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+_RESULT, _ERROR = {"jsonrpc": "2.0", "id": 9, "result": {}}, {"jsonrpc": "2.0", "id": 9, "error": {
+    "code": -32601, "message": "Method not found"}}
+NOT_ANSWERED = [_NOTE, {**_NOTE, "params": None}, {**_NOTE, "params": {"_meta": {}}}, _RESULT, _ERROR,
+                {**_ERROR, "id": None}, {**_ERROR, "id": "x", "error": {"code": 1, "message": "m", "data": [1]}}]
+REFUSED = [({**_NOTE, "params": 5}, -32602, '"params" must be an object'),
+           ({**_NOTE, "method": "notifications/cancelled", "params": [1]}, -32602, '"params" must be an object'),
+           ({**_NOTE, "params": {"_meta": 5}}, -32602, '"params._meta" must be an object'),
+           ({**_RESULT, "result": 5}, -32600, '"result" must be an object (got a JSON number)'),
+           ({"jsonrpc": "2.0", "result": {}}, -32600, 'it has no "id"'),
+           ({**_RESULT, "id": None}, -32600, '"id" is null, which only an error response may carry'),
+           ({**_RESULT, "id": 1.5}, -32600, '"id" must be a string or an integer (got a JSON number)'),
+           ({**_RESULT, "id": True}, -32600, '"id" must be a string or an integer (got a JSON boolean)'),
+           ({**_RESULT, "error": _ERROR["error"]}, -32600, "it has both result and error"),
+           ({**_ERROR, "error": 5}, -32600, '"error" must be an object with code and message (got a JSON number)'),
+           ({**_ERROR, "error": {"code": "x", "message": "m"}}, -32600, '"error.code" must be an integer'),
+           ({**_ERROR, "error": {"code": True, "message": "m"}}, -32600, '"error.code" must be an integer'),
+           ({**_ERROR, "error": {"code": 1}}, -32600, '"error.message" must be a string')]
+
+
+def test_notifications_and_responses_are_checked_alike_on_stdio_and_http(ingested, env):
+    """POST /mcp answered 202 to a notification whose params were 5 and to any message with a result or an error
+    (no id, a result of 5, an error of 5, both), and stdio dropped them without a word.  JSON-RPC 2.0: such a
+    message is no valid notification or response (its Invalid Request is answered with a null id); the transport:
+    input a server cannot accept gets an HTTP error status, with an error response that has no id.  Both faces now
+    refuse the same messages with the same error, never with the message's id (a client would take it for the
+    answer to its own request 9), and still accept the valid ones silently."""
+    with serving(ingested[0]) as url:
+        for body in NOT_ANSWERED:
+            status, _, raw = post_raw(url, body)
+            assert (status, raw) == (202, b""), (body, status, raw)
+        over_http = []
+        for body, code, said in REFUSED:
+            status, _, raw = post_raw(url, body)
+            reply = json.loads(raw)
+            assert status == 400 and reply["id"] is None and reply["error"]["code"] == code, (body, raw)
+            assert said in reply["error"]["message"], (body, raw)
+            over_http.append(reply)
+    lines = [json.dumps(m).encode() for m in NOT_ANSWERED + [b for b, _, _ in REFUSED]]
+    proc = subprocess.run([sys.executable, "-m", "localrag", "mcp"], capture_output=True, timeout=60,
+                          env={**os.environ, **env, "PYTHONPATH": str(ROOT)}, input=b"\n".join(lines) + b"\n")
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr.decode(), proc.stderr
+    assert [json.loads(line) for line in proc.stdout.splitlines()] == over_http
 
 
 def test_openapi_describes_what_post_mcp_really_answers(ingested, monkeypatch):
