@@ -4324,10 +4324,11 @@ def model_pieces(config: Config, verify: bool = False) -> dict:
         found.setdefault(dist, "unknown version")
     packages = {"ok": not missing, "found": found, "missing": missing}
     if missing:
-        packages["hint"] = (f"missing {', '.join(missing)}: online, `pip install 'localrag[local-qwen3]'`; for an "
-                            f"air-gapped machine build a wheelhouse elsewhere with `localrag embeddings wheelhouse "
-                            f"--platform PLATFORM --python {sys.version_info.major}.{sys.version_info.minor} DIR` "
-                            f"and run the pip line it prints here")
+        packages["hint"] = as_started(
+            f"missing {', '.join(missing)}: online, `pip install 'localrag[local-qwen3]'`; for an "
+            f"air-gapped machine build a wheelhouse elsewhere with `localrag embeddings wheelhouse "
+            f"--platform PLATFORM --python {sys.version_info.major}.{sys.version_info.minor} DIR` "
+            f"and run the pip line it prints here")
     cache = qwen_cache_status(config.embedding_cache_dir)
     model = {"ok": cache["cached"], **cache}
     manifest_path = config.embedding_cache_dir / QWEN_REPO_DIR / MODEL_MANIFEST_IN_CACHE
@@ -4353,7 +4354,7 @@ def model_pieces(config: Config, verify: bool = False) -> dict:
     elif cache["cached"]:
         model["verified"] = None  # warmed here, not unpacked: no manifest to check against
     if not model["ok"]:
-        model["hint"] = qwen_cache_blocked(config.embedding_cache_dir) or (
+        model["hint"] = qwen_cache_blocked(config.embedding_cache_dir) or as_started(
             "unpack a model archive: `localrag embeddings unpack QWEN.tar` (made with `localrag embeddings pack` on a "
             "machine that ran `embeddings warmup`), or online run `localrag embeddings warmup`")
     return {"localrag": program, "packages": packages, "model": model,
@@ -8148,7 +8149,7 @@ def _gone_vault_warnings(others: Sequence[tuple[str, int]]) -> list[dict]:
     import shlex
     return [{"path": other, "warning": (
         f"an indexed vault whose folder no longer exists (moved or deleted?): its {count} note(s) still answer "
-        f"questions; `localrag vaults rm {shlex.quote(other)}` removes them")}
+        f"questions; `{command_name()} vaults rm {shlex.quote(other)}` removes them")}
         for other, count in others if not Path(other).is_dir()]
 
 
@@ -8167,8 +8168,8 @@ def _nested_vault_warnings(others: Sequence[tuple[str, int]], vault_key: str) ->
         warnings.append({"path": other, "warning": (
             f"an indexed vault {'holds this one' if other == outer else 'lies inside this one'} ({count} note(s)): "
             f"the notes under {shlex.quote(inner)} are indexed twice, once in each vault, and search and answers "
-            f"show each of them twice; remove one vault: `localrag vaults rm {shlex.quote(inner)}` or "
-            f"`localrag vaults rm {shlex.quote(outer)}`")})
+            f"show each of them twice; remove one vault: `{command_name()} vaults rm {shlex.quote(inner)}` or "
+            f"`{command_name()} vaults rm {shlex.quote(outer)}`")})
     return warnings
 
 
@@ -9195,6 +9196,13 @@ def evidence_gate(signals: dict, settings: GateSettings) -> tuple[str, str, dict
     head = (f"confidence {sim:.4f} >= threshold {settings.min_similarity:.2f}" if sim is not None else sim_text)
     return "rag", (f"{head}; coverage {cov:.2f} >= {settings.min_coverage:.2f} "
                    f"({matched} of {signals['query_terms']} terms matched)"), signals
+
+
+def gate_run(run: dict, settings: GateSettings) -> tuple[str, str, dict]:
+    """evidence_gate on a retrieval run, for a body the faces show: the commands its reason quotes (the scope-empty
+    reason's `localrag show --list`) named as localrag was started (as_started; the gate itself stays pure)."""
+    mode, reason, signals = evidence_gate(gate_signals(run), settings)
+    return mode, as_started(reason), signals
 
 
 # --- The closest notes of a refusal --------------------------------------------------------------------------------
@@ -11451,7 +11459,7 @@ def search(config: Config, query: Any, top_k: Any = None, store: Store | None = 
     scope = validate_scope(path, tag, vault)
     with _store_for(config, store) as s:
         retrieved = run_retrieval(s, config, query, top_k, retrieval, scope)
-        mode, reason, signals = evidence_gate(gate_signals(retrieved), GateSettings.from_config(config))
+        mode, reason, signals = gate_run(retrieved, GateSettings.from_config(config))
         suggestion = spelling_suggestion(s, config, query, mode, signals, top_k, retrieval, scope)
     return {"confidence": _confidence(signals), "results": [public_result(r) for r in retrieved["results"]],
             "retrieval": retrieval, "search_path": retrieved["search_path"],
@@ -11485,7 +11493,7 @@ def spelling_suggestion(store: Store, config: Config, question: str, gate_mode: 
         # stands without it (the question itself was embedded a moment ago: a server that fails now is transient)
         LOG.info("no spelling suggestion: the corrected question could not be retrieved (%s)", exc.code)
         return None
-    mode, reason, _signals = evidence_gate(gate_signals(retrieved), GateSettings.from_config(config))
+    mode, reason, _signals = gate_run(retrieved, GateSettings.from_config(config))
     if mode != "rag":
         return None
     return {"question": fixed, "corrections": [{"word": w, "suggestion": s} for w, s in corrections.items()],
@@ -11543,7 +11551,7 @@ def ask(config: Config, question: Any, top_k: Any = None, fallback: Any = False,
         run = run_retrieval(s, config, question, top_k, retrieval, scope)
         retrieved = time.perf_counter()
         results = run["results"]
-        gate_mode, reason, signals = evidence_gate(gate_signals(run), GateSettings.from_config(config))
+        gate_mode, reason, signals = gate_run(run, GateSettings.from_config(config))
         confidence = _confidence(signals)
         suggestion = spelling_suggestion(s, config, question, gate_mode, signals, top_k, retrieval, scope)
         mode, reason = apply_fallback(gate_mode, reason, fallback, config.rag_fallback_enabled)
@@ -11837,7 +11845,7 @@ def health(config: Config, store: Store | None = None, details: bool = True) -> 
                            "rag_min_similarity": config.rag_min_similarity, "llm_provider": config.llm_provider,
                            "vaults": vaults, "version": __version__}
         if not current:
-            body["details"]["hint"] = HINT_INGEST
+            body["details"]["hint"] = as_started(HINT_INGEST)
     return body
 
 
@@ -12318,9 +12326,9 @@ def db_status(config: Config) -> dict:
                 out["last_ingest_run"]["status"] = "interrupted"
                 out["last_ingest_run"]["hint"] = "its process ended; the next ingest of this vault marks it failed"
         elif out["schema_outdated"]:
-            out["hint"] = "run `localrag db init` to upgrade it in place (nothing is lost)"
+            out["hint"] = as_started("run `localrag db init` to upgrade it in place (nothing is lost)")
         else:
-            out["hint"] = HINT_DB_INIT
+            out["hint"] = as_started(HINT_DB_INIT)
     return out
 
 
@@ -12391,7 +12399,7 @@ def embeddings_status(config: Config, verify: bool = False) -> dict:
     status["provider"] = config.embedding_provider
     status["needed"] = config.embedding_provider == QWEN_PROVIDER
     if not status["cached"]:
-        status["hint"] = qwen_cache_blocked(config.embedding_cache_dir) or (
+        status["hint"] = qwen_cache_blocked(config.embedding_cache_dir) or as_started(
             "run `localrag embeddings warmup` while online, or `localrag embeddings unpack ARCHIVE` with an archive "
             "made by `embeddings pack`")
     status["pieces"] = model_pieces(config, verify=verify)
@@ -12461,8 +12469,9 @@ def ticket_category(evidence: Sequence[dict]) -> str:
 
 
 def ticket_draft_from(question: str, mode: str, reason: str, evidence: Sequence[dict], drafted_at: str,
-                      answer_id: int | None = None) -> dict:
-    """An editable ticket draft.  Pure: the same arguments give the same draft (the time is an argument)."""
+                      answer_id: int | None = None, command: str = "localrag") -> dict:
+    """An editable ticket draft.  Pure: the same arguments give the same draft (the time is an argument, and so is
+    the command the description quotes to show the answer record: command_name() where localrag runs)."""
     ev = [{"source": e.get("source"), "heading": e.get("heading") or "", "score": e.get("score"),
            "line_start": e.get("line_start"), "line_end": e.get("line_end"), "tags": list(e.get("tags") or [])}
           for e in evidence[:TICKET_DRAFT_EVIDENCE]]
@@ -12470,7 +12479,7 @@ def ticket_draft_from(question: str, mode: str, reason: str, evidence: Sequence[
     title = "Knowledge gap: " + (short if len(short) <= 120 else short[:119].rstrip() + "…")
     lines = [f"Question: {question}", "", f"Answer mode: {mode} ({reason})"]
     if answer_id is not None:
-        lines.append(f"Answer record: {answer_id} (`localrag history show {answer_id}`)")
+        lines.append(f"Answer record: {answer_id} (`{command} history show {answer_id}`)")
     lines += ["", "Closest evidence in the knowledge base:"]
     for e in ev:
         where = e["source"] + (f" > {e['heading']}" if e["heading"] else "")
@@ -12603,7 +12612,7 @@ def _draft_gate(config: Config, store: Store, question: str) -> tuple[str, str, 
     results = run["results"]
     for r in results[:TICKET_DRAFT_EVIDENCE]:
         r["tags"] = store.chunk_tags(r["chunk_id"])
-    mode, reason, _signals = evidence_gate(gate_signals(run), GateSettings.from_config(config))
+    mode, reason, _signals = gate_run(run, GateSettings.from_config(config))
     if mode == "rag":
         evidence = assemble_evidence(results, config.rag_context_token_budget, max_blocks=config.rag_top_k)
         check = _evidence_check(question, evidence.blocks)
@@ -12632,7 +12641,7 @@ def ticket_draft(config: Config, question: Any, answer_id: Any = None, store: St
                 raise AnswerNotFound(f"no answer record {answer_id}; `localrag history` lists the recorded ones",
                                      id=answer_id)
             mode, reason = record["mode"], record["reason"]
-    return ticket_draft_from(question, mode, reason, evidence, drafted_at, answer_id)
+    return ticket_draft_from(question, mode, reason, evidence, drafted_at, answer_id, command_name())
 
 
 def ticket_create(config: Config, payload: Any, confirmed: Any, actor: str, fingerprint: str | None = None,
@@ -13146,7 +13155,7 @@ def run_eval(config: Config, questions: list[dict], top_k: Any = None, store: St
         for q in questions:
             started = time.perf_counter()
             retrieved = run_retrieval(s, config, q["question"], top_k, retrieval, scope)
-            mode, reason, signals = evidence_gate(gate_signals(retrieved), settings)
+            mode, reason, signals = gate_run(retrieved, settings)
             results = run_results = retrieved["results"]
             kind = answered_from = said = None
             if mode == "rag":  # the same answer-type check as ask, on the same assembled blocks
@@ -15746,7 +15755,9 @@ class McpTool:
     def definition(self) -> dict:
         schema = request_schema(self.fields, self.required, openapi=False, docs=self.docs)
         schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-        return {"name": self.name, "title": self.title, "description": self.description, "inputSchema": schema,
+        # a description quoting a command the model may pass on to its user (`localrag tickets create`): as started
+        return {"name": self.name, "title": self.title, "description": as_started(self.description),
+                "inputSchema": schema,
                 "annotations": {"title": self.title, "readOnlyHint": not self.appends, "destructiveHint": False,
                                 "idempotentHint": not self.appends, "openWorldHint": False}}
 
@@ -16807,7 +16818,7 @@ def _started_note(created: bool, why: str) -> str:
     """What `db status` and `doctor` say of an embedded server they started `why`: made on a first run, or only
     stopped before, and how to stop it."""
     return (f"{'there was none: made it and started it' if created else 'it was stopped: started'} {why}; "
-            f"`localrag db stop` stops it")
+            f"`{command_name()} db stop` stops it")
 
 
 def _progress_printer(mode: str = "auto") -> _ProgressPrinter | None:
@@ -16859,8 +16870,8 @@ def _cmd_db(config: Config, args: argparse.Namespace) -> int:
             version, outdated = result["schema_version"], result["schema_outdated"]
             state = "initialized" if result["schema_initialized"] else "outdated" if outdated else "NOT initialized"
             print(f"schema          {state}"
-                  + (f" (version {version}" + (f"; this localrag needs {SCHEMA_VERSION}: `localrag db init` upgrades "
-                                               f"it in place" if outdated else "") + ")" if version else ""))
+                  + (f" (version {version}" + (f"; this localrag needs {SCHEMA_VERSION}: `{command_name()} db init` "
+                                               f"upgrades it in place" if outdated else "") + ")" if version else ""))
             if result["schema_initialized"]:
                 print(f"documents       {result['documents']}")
                 print(f"chunks          {result['chunks']}")
@@ -17946,7 +17957,8 @@ def _cmd_doctor(config: Config, args: argparse.Namespace) -> int:
         llm = report["llm"]
         print(f"llm             {llm['provider']}" + (f" {llm['model']}" if llm["model"] else "")
               + (f" at {llm['base_url']}" if llm["base_url"] else "")
-              + (": settings ok" + (" (`localrag llm check` sends a request)" if llm["provider"] != "fake" else "")
+              + (": settings ok" + (f" (`{command_name()} llm check` sends a request)" if llm["provider"] != "fake"
+                                     else "")
                  if llm["ok"] else f": NOT usable ({llm['error']})"))
         if llm.get("note"):
             print(f"                ({llm['note']})")
@@ -19140,7 +19152,7 @@ def doctor(config: Config) -> dict:
         if host and host not in LOOPBACK_HOSTS:
             needed.append(f"the database: DATABASE_URL points at {host}")
     if configured and not cache["cached"] and not qwen_cache_blocked(config.embedding_cache_dir):
-        needed.append("the one-time model download (`localrag embeddings warmup`)")
+        needed.append(f"the one-time model download (`{command_name()} embeddings warmup`)")
     libc = platform.libc_ver() if sys.platform.startswith("linux") else ("", "")
     return {
         "localrag": __version__,
@@ -19152,7 +19164,7 @@ def doctor(config: Config) -> dict:
         "pyz": pyz, "native": native, "folders": folder_rows, "database": database, "local_qwen3": qwen,
         "embeddings_endpoint": endpoint, "llm": llm,
         "network": {"needed": bool(needed), "needed_for": needed},
-        "problems": [{"code": p.code, "message": p.message, "exit_code": p.exit_code} for p in problems],
+        "problems": [{"code": p.code, "message": as_started(p.message), "exit_code": p.exit_code} for p in problems],
     }
 
 

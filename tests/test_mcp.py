@@ -827,6 +827,35 @@ def test_hints_in_json_error_bodies_name_localrag_as_it_was_started(ingested, en
     assert "`localrag show --list`" in hint_on_stdio("-m", "localrag")
 
 
+def test_texts_that_are_no_error_name_the_zipapp_it_runs_from(ingested, env, tmp_path):
+    """A real zipapp of this module on stdio: an ask whose scope matches nothing said "`localrag show --list` ...
+    list the notes" and draft_ticket's description "`localrag tickets create`" (commands an agent of a pyz user
+    passes on, and that user cannot run); they name the pyz.  Run as `python -m localrag`, they say `localrag`."""
+    import zipfile
+    pyz = tmp_path / "localrag.pyz"
+    with zipfile.ZipFile(pyz, "w") as z:
+        z.write(ROOT / "localrag.py", "localrag.py")
+        z.writestr("__main__.py", "import sys\nimport localrag\nsys.exit(localrag.main())\n")
+
+    def over_stdio(*command: str) -> tuple[str, str]:
+        calls = [{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+                     "name": "ask", "arguments": {"question": RAG_Q, "path": "nowhere/"}, "_meta": MODERN_META}},
+                 {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": MODERN_META}}]
+        proc = subprocess.run([sys.executable, *command, "mcp"], capture_output=True, timeout=60,
+                              env={**os.environ, **env, "PYTHONPATH": str(ROOT)},
+                              input=b"".join(json.dumps(c).encode() + b"\n" for c in calls))
+        asked, listed = [json.loads(line)["result"] for line in proc.stdout.splitlines()]
+        assert asked["structuredContent"]["mode"] == "no_answer", asked
+        tool = next(t for t in listed["tools"] if t["name"] == "draft_ticket")
+        return asked["structuredContent"]["reason"], tool["description"]
+
+    name = localrag.command_name(str(pyz))
+    for text in over_stdio(str(pyz)):
+        assert f"`{name} " in text and "`localrag " not in text, text
+    for text in over_stdio("-m", "localrag"):
+        assert "`localrag " in text and "pyz" not in text, text
+
+
 def test_ask_is_not_annotated_read_only():
     """ask was readOnlyHint/idempotentHint true though each call appends an answer record (clients may auto-approve
     tools marked read-only); the other tools only read."""
