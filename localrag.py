@@ -4519,10 +4519,11 @@ def model_pieces(config: Config, verify: bool = False) -> dict:
         found.setdefault(dist, "unknown version")
     packages = {"ok": not missing, "found": found, "missing": missing}
     if missing:
-        packages["hint"] = (f"missing {', '.join(missing)}: online, `pip install 'localrag[local-qwen3]'`; for an "
-                            f"air-gapped machine build a wheelhouse elsewhere with `localrag embeddings wheelhouse "
-                            f"--platform PLATFORM --python {sys.version_info.major}.{sys.version_info.minor} DIR` "
-                            f"and run the pip line it prints here")
+        packages["hint"] = as_started(
+            f"missing {', '.join(missing)}: online, `pip install 'localrag[local-qwen3]'`; for an "
+            f"air-gapped machine build a wheelhouse elsewhere with `localrag embeddings wheelhouse "
+            f"--platform PLATFORM --python {sys.version_info.major}.{sys.version_info.minor} DIR` "
+            f"and run the pip line it prints here")
     cache = qwen_cache_status(config.embedding_cache_dir)
     model = {"ok": cache["cached"], **cache}
     manifest_path = config.embedding_cache_dir / QWEN_REPO_DIR / MODEL_MANIFEST_IN_CACHE
@@ -4548,7 +4549,7 @@ def model_pieces(config: Config, verify: bool = False) -> dict:
     elif cache["cached"]:
         model["verified"] = None  # warmed here, not unpacked: no manifest to check against
     if not model["ok"]:
-        model["hint"] = qwen_cache_blocked(config.embedding_cache_dir) or (
+        model["hint"] = qwen_cache_blocked(config.embedding_cache_dir) or as_started(
             "unpack a model archive: `localrag embeddings unpack QWEN.tar` (made with `localrag embeddings pack` on a "
             "machine that ran `embeddings warmup`), or online run `localrag embeddings warmup`")
     return {"localrag": program, "packages": packages, "model": model,
@@ -8343,7 +8344,7 @@ def _gone_vault_warnings(others: Sequence[tuple[str, int]]) -> list[dict]:
     import shlex
     return [{"path": other, "warning": (
         f"an indexed vault whose folder no longer exists (moved or deleted?): its {count} note(s) still answer "
-        f"questions; `localrag vaults rm {shlex.quote(other)}` removes them")}
+        f"questions; `{command_name()} vaults rm {shlex.quote(other)}` removes them")}
         for other, count in others if not Path(other).is_dir()]
 
 
@@ -8362,8 +8363,8 @@ def _nested_vault_warnings(others: Sequence[tuple[str, int]], vault_key: str) ->
         warnings.append({"path": other, "warning": (
             f"an indexed vault {'holds this one' if other == outer else 'lies inside this one'} ({count} note(s)): "
             f"the notes under {shlex.quote(inner)} are indexed twice, once in each vault, and search and answers "
-            f"show each of them twice; remove one vault: `localrag vaults rm {shlex.quote(inner)}` or "
-            f"`localrag vaults rm {shlex.quote(outer)}`")})
+            f"show each of them twice; remove one vault: `{command_name()} vaults rm {shlex.quote(inner)}` or "
+            f"`{command_name()} vaults rm {shlex.quote(outer)}`")})
     return warnings
 
 
@@ -9466,6 +9467,13 @@ def evidence_gate(signals: dict, settings: GateSettings) -> tuple[str, str, dict
     head = (f"confidence {sim:.4f} >= threshold {settings.min_similarity:.2f}" if sim is not None else sim_text)
     return "rag", (f"{head}; coverage {cov:.2f} >= {settings.min_coverage:.2f} "
                    f"({matched} of {signals['query_terms']} terms matched)"), signals
+
+
+def gate_run(run: dict, settings: GateSettings) -> tuple[str, str, dict]:
+    """evidence_gate on a retrieval run, for a body the faces show: the commands its reason quotes (the scope-empty
+    reason's `localrag show --list`) named as localrag was started (as_started; the gate itself stays pure)."""
+    mode, reason, signals = evidence_gate(gate_signals(run), settings)
+    return mode, as_started(reason), signals
 
 
 # --- The closest notes of a refusal --------------------------------------------------------------------------------
@@ -11753,7 +11761,7 @@ def search(config: Config, query: Any, top_k: Any = None, store: Store | None = 
     scope = validate_scope(path, tag, vault)
     with _store_for(config, store) as s:
         retrieved = run_retrieval(s, config, query, top_k, retrieval, scope)
-        mode, reason, signals = evidence_gate(gate_signals(retrieved), GateSettings.from_config(config))
+        mode, reason, signals = gate_run(retrieved, GateSettings.from_config(config))
         suggestion = spelling_suggestion(s, config, query, mode, signals, top_k, retrieval, scope)
     return {"confidence": _confidence(signals), "results": [public_result(r) for r in retrieved["results"]],
             "retrieval": retrieval, "search_path": retrieved["search_path"],
@@ -11787,7 +11795,7 @@ def spelling_suggestion(store: Store, config: Config, question: str, gate_mode: 
         # stands without it (the question itself was embedded a moment ago: a server that fails now is transient)
         LOG.info("no spelling suggestion: the corrected question could not be retrieved (%s)", exc.code)
         return None
-    mode, reason, _signals = evidence_gate(gate_signals(retrieved), GateSettings.from_config(config))
+    mode, reason, _signals = gate_run(retrieved, GateSettings.from_config(config))
     if mode != "rag":
         return None
     return {"question": fixed, "corrections": [{"word": w, "suggestion": s} for w, s in corrections.items()],
@@ -11845,7 +11853,7 @@ def ask(config: Config, question: Any, top_k: Any = None, fallback: Any = False,
         run = run_retrieval(s, config, question, top_k, retrieval, scope)
         retrieved = time.perf_counter()
         results = run["results"]
-        gate_mode, reason, signals = evidence_gate(gate_signals(run), GateSettings.from_config(config))
+        gate_mode, reason, signals = gate_run(run, GateSettings.from_config(config))
         confidence = _confidence(signals)
         suggestion = spelling_suggestion(s, config, question, gate_mode, signals, top_k, retrieval, scope)
         mode, reason = apply_fallback(gate_mode, reason, fallback, config.rag_fallback_enabled)
@@ -12139,7 +12147,7 @@ def health(config: Config, store: Store | None = None, details: bool = True) -> 
                            "rag_min_similarity": config.rag_min_similarity, "llm_provider": config.llm_provider,
                            "vaults": vaults, "version": __version__}
         if not current:
-            body["details"]["hint"] = HINT_INGEST
+            body["details"]["hint"] = as_started(HINT_INGEST)
     return body
 
 
@@ -12620,9 +12628,9 @@ def db_status(config: Config) -> dict:
                 out["last_ingest_run"]["status"] = "interrupted"
                 out["last_ingest_run"]["hint"] = "its process ended; the next ingest of this vault marks it failed"
         elif out["schema_outdated"]:
-            out["hint"] = "run `localrag db init` to upgrade it in place (nothing is lost)"
+            out["hint"] = as_started("run `localrag db init` to upgrade it in place (nothing is lost)")
         else:
-            out["hint"] = HINT_DB_INIT
+            out["hint"] = as_started(HINT_DB_INIT)
     return out
 
 
@@ -12693,7 +12701,7 @@ def embeddings_status(config: Config, verify: bool = False) -> dict:
     status["provider"] = config.embedding_provider
     status["needed"] = config.embedding_provider == QWEN_PROVIDER
     if not status["cached"]:
-        status["hint"] = qwen_cache_blocked(config.embedding_cache_dir) or (
+        status["hint"] = qwen_cache_blocked(config.embedding_cache_dir) or as_started(
             "run `localrag embeddings warmup` while online, or `localrag embeddings unpack ARCHIVE` with an archive "
             "made by `embeddings pack`")
     status["pieces"] = model_pieces(config, verify=verify)
@@ -12763,8 +12771,9 @@ def ticket_category(evidence: Sequence[dict]) -> str:
 
 
 def ticket_draft_from(question: str, mode: str, reason: str, evidence: Sequence[dict], drafted_at: str,
-                      answer_id: int | None = None) -> dict:
-    """An editable ticket draft.  Pure: the same arguments give the same draft (the time is an argument)."""
+                      answer_id: int | None = None, command: str = "localrag") -> dict:
+    """An editable ticket draft.  Pure: the same arguments give the same draft (the time is an argument, and so is
+    the command the description quotes to show the answer record: command_name() where localrag runs)."""
     ev = [{"source": e.get("source"), "heading": e.get("heading") or "", "score": e.get("score"),
            "line_start": e.get("line_start"), "line_end": e.get("line_end"), "tags": list(e.get("tags") or [])}
           for e in evidence[:TICKET_DRAFT_EVIDENCE]]
@@ -12772,7 +12781,7 @@ def ticket_draft_from(question: str, mode: str, reason: str, evidence: Sequence[
     title = "Knowledge gap: " + (short if len(short) <= 120 else short[:119].rstrip() + "…")
     lines = [f"Question: {question}", "", f"Answer mode: {mode} ({reason})"]
     if answer_id is not None:
-        lines.append(f"Answer record: {answer_id} (`localrag history show {answer_id}`)")
+        lines.append(f"Answer record: {answer_id} (`{command} history show {answer_id}`)")
     lines += ["", "Closest evidence in the knowledge base:"]
     for e in ev:
         where = e["source"] + (f" > {e['heading']}" if e["heading"] else "")
@@ -12905,7 +12914,7 @@ def _draft_gate(config: Config, store: Store, question: str) -> tuple[str, str, 
     results = run["results"]
     for r in results[:TICKET_DRAFT_EVIDENCE]:
         r["tags"] = store.chunk_tags(r["chunk_id"])
-    mode, reason, _signals = evidence_gate(gate_signals(run), GateSettings.from_config(config))
+    mode, reason, _signals = gate_run(run, GateSettings.from_config(config))
     if mode == "rag":
         evidence = assemble_evidence(results, config.rag_context_token_budget, max_blocks=config.rag_top_k)
         check = _evidence_check(question, evidence.blocks)
@@ -12934,7 +12943,7 @@ def ticket_draft(config: Config, question: Any, answer_id: Any = None, store: St
                 raise AnswerNotFound(f"no answer record {answer_id}; `localrag history` lists the recorded ones",
                                      id=answer_id)
             mode, reason = record["mode"], record["reason"]
-    return ticket_draft_from(question, mode, reason, evidence, drafted_at, answer_id)
+    return ticket_draft_from(question, mode, reason, evidence, drafted_at, answer_id, command_name())
 
 
 def ticket_create(config: Config, payload: Any, confirmed: Any, actor: str, fingerprint: str | None = None,
@@ -13544,7 +13553,7 @@ def run_eval(config: Config, questions: list[dict], top_k: Any = None, store: St
         for q in questions:
             started = time.perf_counter()
             retrieved = run_retrieval(s, config, q["question"], top_k, retrieval, scope)
-            mode, reason, signals = evidence_gate(gate_signals(retrieved), settings)
+            mode, reason, signals = gate_run(retrieved, settings)
             results = run_results = retrieved["results"]
             kind = answered_from = said = check = None
             if mode == "rag":  # the same answer-type check as ask, on the same assembled blocks
@@ -14293,14 +14302,21 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
                "example": 1, "oneOf": [_schema("string"), _schema("integer")]},
         "method": _doc("string", "initialize, server/discover, tools/list, tools/call, ping", "tools/list"),
         "params": _doc("object", "Method parameters; tools/call takes {name, arguments}", {}, nullable=True)})
-    rpc_response = _schema("object", required=["jsonrpc"], description=(
+    rpc_id = [_schema("string"), _schema("integer")]
+    rpc_response = _schema("object", required=["jsonrpc", "id"], description=(
         "A response (a result or an error, no method): accepted with 202 and dropped, since this server sends no "
-        "requests to answer"), anyOf=[{"required": ["result"]}, {"required": ["error"]}],
+        "requests to answer; one that is not a JSON-RPC 2.0 response is a 400"),
+        oneOf=[{"required": ["result"], "not": {"required": ["error"]}, "properties": {"id": {"oneOf": rpc_id}}},
+               {"required": ["error"], "not": {"required": ["result"]}}],
         properties={"jsonrpc": _doc("string", "Always 2.0", "2.0", enum=["2.0"]),
-                    "id": {"description": "The id of the request it answers", "example": 1},
-                    "result": {"description": "The result (any JSON value)", "example": {}},
-                    "error": {"description": "The error: an object with code, message and data",
-                              "example": {"code": -32601, "message": "Method not found"}}},
+                    "id": {"description": "The id of the request it answers (null only in an error response, for a "
+                                          "request whose id could not be read)", "example": 1,
+                           "oneOf": rpc_id, "nullable": True},
+                    "result": _doc("object", "The result", {}),
+                    "error": _schema("object", required=["code", "message"], description="The error",
+                                     example={"code": -32601, "message": "Method not found"}, properties={
+                                         "code": _schema("integer"), "message": _schema("string"),
+                                         "data": {"description": "Anything the sender adds"}})},
         **{"not": {"required": ["method"]}})
     rpc_message = {"$ref": "#/components/schemas/JsonRpcMessage"}
     rpc_reply = {"oneOf": [{"$ref": "#/components/schemas/JsonRpcResponse"}, _schema(
@@ -16158,7 +16174,9 @@ class McpTool:
     def definition(self) -> dict:
         schema = request_schema(self.fields, self.required, openapi=False, docs=self.docs)
         schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-        return {"name": self.name, "title": self.title, "description": self.description, "inputSchema": schema,
+        # a description quoting a command the model may pass on to its user (`localrag tickets create`): as started
+        return {"name": self.name, "title": self.title, "description": as_started(self.description),
+                "inputSchema": schema,
                 "annotations": {"title": self.title, "readOnlyHint": not self.appends, "destructiveHint": False,
                                 "idempotentHint": not self.appends, "openWorldHint": False}}
 
@@ -16249,13 +16267,23 @@ class McpServer:
                                                 '"2.0"')
         if "method" not in msg:
             if "result" in msg or "error" in msg:
-                return None      # a response: this server sends no requests, so there is nothing to match it to
+                # a response: this server sends no requests, so there is nothing to match it to; one that is not a
+                # JSON-RPC response cannot be accepted (a 400 over HTTP), its error with a null id (never the
+                # message's own: the client would take it for the answer to its request of that id)
+                problem = _response_problem(msg)
+                if problem:
+                    exc = RpcError(RPC_INVALID_REQUEST, f"not a JSON-RPC 2.0 response: {problem}")
+                    exc.id = None  # type: ignore[attr-defined]
+                    raise exc
+                return None
             raise RpcError(RPC_INVALID_REQUEST, 'the message has no "method"')
         method = msg["method"]
         if not isinstance(method, str):
             raise RpcError(RPC_INVALID_REQUEST, '"method" must be a string')
         if "id" not in msg:
-            self._notification(method, msg.get("params"))
+            # never answered when valid; params that are no object make it no notification (JSON-RPC 2.0: the
+            # Invalid Request answered with a null id; over HTTP a 400, as the transport says of input not accepted)
+            self._notification(method, self._params(msg.get("params")))
             return None
         rid = msg["id"]
         if rid is None or isinstance(rid, bool) or not isinstance(rid, (str, int)):
@@ -16339,15 +16367,21 @@ class McpServer:
     def _request_methods() -> set[str]:
         return {"initialize", "server/discover", "ping", "tools/list", "tools/call"}
 
-    def _request(self, method: str, params: Any) -> dict:
+    @staticmethod
+    def _params(params: Any) -> dict:
+        """A request's or a notification's params ({} when absent or null).  MCP's params are always an object, and
+        so is their _meta: anything else cannot be read at all (400 over HTTP in every era)."""
         if params is None:
-            params = {}
-        # MCP's params are always an object: anything else cannot be read at all (400 over HTTP in every era).
+            return {}
         if not isinstance(params, dict):
             raise RpcError(RPC_INVALID_PARAMS, '"params" must be an object', malformed=True)
-        meta = params.get("_meta")
-        if meta is not None and not isinstance(meta, dict):
+        if params.get("_meta") is not None and not isinstance(params["_meta"], dict):
             raise RpcError(RPC_INVALID_PARAMS, '"params._meta" must be an object', malformed=True)
+        return params
+
+    def _request(self, method: str, params: Any) -> dict:
+        params = self._params(params)
+        meta = params.get("_meta")
         version = (meta or {}).get(MCP_META_VERSION)
         if method == "initialize":
             return self._initialize(params)
@@ -16637,6 +16671,35 @@ def _strict_json(text: str) -> Any:
         raise ValueError(f"a number has more than {sys.get_int_max_str_digits():,} digits") from None
 
 
+def _response_problem(msg: dict) -> str | None:
+    """What makes a message with a result or an error (and no method) other than a JSON-RPC 2.0 response, or None:
+    it carries one of the two, an id (a string or an integer; null only with an error, whose request's id could not
+    be read), a result that is an object (MCP's Result), an error that is an object with an integer code and a
+    string message."""
+    def kind(value: Any) -> str:
+        return "a JSON " + _JSON_TYPE_NAMES.get(type(value), "string" if isinstance(value, str) else "number")
+
+    if "result" in msg and "error" in msg:
+        return "it has both result and error; a response carries one of them"
+    if "id" not in msg:
+        return 'it has no "id" (the id of the request it answers)'
+    rid = msg["id"]
+    if rid is None and "result" in msg:
+        return '"id" is null, which only an error response may carry (for a request whose id could not be read)'
+    if rid is not None and (isinstance(rid, bool) or not isinstance(rid, (str, int))):
+        return f'"id" must be a string or an integer (got {kind(rid)})'
+    if "result" in msg and not isinstance(msg["result"], dict):
+        return f'"result" must be an object (got {kind(msg["result"])})'
+    error = msg.get("error", {"code": 0, "message": ""})
+    if not isinstance(error, dict):
+        return f'"error" must be an object with code and message (got {kind(error)})'
+    if isinstance(error.get("code"), bool) or not isinstance(error.get("code"), int):
+        return '"error.code" must be an integer'
+    if not isinstance(error.get("message"), str):
+        return '"error.message" must be a string'
+    return None
+
+
 def _rpc_id(msg: Any) -> str | int | None:
     """The id to answer a message with: its own when it is a valid one, else null."""
     rid = msg.get("id") if isinstance(msg, dict) else None
@@ -16811,8 +16874,8 @@ class _StdioWriter:
 def run_mcp_stdio(config: Config, stdin: Any = None, stdout: Any = None) -> dict:
     """`localrag mcp`: serve MCP on stdin/stdout until stdin closes, a signal arrives or the client that started it
     dies.  Only JSON-RPC messages reach stdout.  Returns what happened: {"signal": None or the signal number,
-    "requests": answered, "in_flight_cut": 1 when a signal cut a request short (it is answered with an error),
-    "client_gone": True when the parent process died}.
+    "requests": the messages answered (each of a batch's), "in_flight_cut": the requests a signal cut short (each
+    answered with an error), "client_gone": True when the parent process died}.
 
     A signal (SIGINT/SIGTERM/SIGHUP: Signalled under main) cuts the request in flight: its database session is
     ended from a fresh connection (StorePool), the client gets an error for it, the pool is closed.  A client
@@ -16888,7 +16951,8 @@ def run_mcp_stdio(config: Config, stdin: Any = None, stdout: Any = None) -> dict
                 finally:
                     if writer.complete:   # the whole line is out: answered, whatever signal comes with it
                         in_flight = None
-                        outcome["requests"] += 1
+                        # a batch's line answers each of its requests (and each message refused with an error)
+                        outcome["requests"] += len(response) if isinstance(response, list) else 1
             in_flight = None
             if state == -2:
                 break
@@ -16914,6 +16978,8 @@ def run_mcp_stdio(config: Config, stdin: Any = None, stdout: Any = None) -> dict
             with contextlib.suppress(OSError, ValueError):
                 if reply:
                     send(reply)
+                    if writer.complete and isinstance(in_flight, list):   # what the cut batch had answered is out
+                        outcome["requests"] += len(reply) - outcome["in_flight_cut"]
     finally:
         stop_watch.set()
         server.pool.close()
@@ -17171,7 +17237,7 @@ def _started_note(created: bool, why: str) -> str:
     """What `db status` and `doctor` say of an embedded server they started `why`: made on a first run, or only
     stopped before, and how to stop it."""
     return (f"{'there was none: made it and started it' if created else 'it was stopped: started'} {why}; "
-            f"`localrag db stop` stops it")
+            f"`{command_name()} db stop` stops it")
 
 
 def _progress_printer(mode: str = "auto") -> _ProgressPrinter | None:
@@ -17223,8 +17289,8 @@ def _cmd_db(config: Config, args: argparse.Namespace) -> int:
             version, outdated = result["schema_version"], result["schema_outdated"]
             state = "initialized" if result["schema_initialized"] else "outdated" if outdated else "NOT initialized"
             print(f"schema          {state}"
-                  + (f" (version {version}" + (f"; this localrag needs {SCHEMA_VERSION}: `localrag db init` upgrades "
-                                               f"it in place" if outdated else "") + ")" if version else ""))
+                  + (f" (version {version}" + (f"; this localrag needs {SCHEMA_VERSION}: `{command_name()} db init` "
+                                               f"upgrades it in place" if outdated else "") + ")" if version else ""))
             if result["schema_initialized"]:
                 print(f"documents       {result['documents']}")
                 print(f"chunks          {result['chunks']}")
@@ -18392,7 +18458,8 @@ def _cmd_doctor(config: Config, args: argparse.Namespace) -> int:
         llm = report["llm"]
         print(f"llm             {llm['provider']}" + (f" {llm['model']}" if llm["model"] else "")
               + (f" at {llm['base_url']}" if llm["base_url"] else "")
-              + (": settings ok" + (" (`localrag llm check` sends a request)" if llm["provider"] != "fake" else "")
+              + (": settings ok" + (f" (`{command_name()} llm check` sends a request)" if llm["provider"] != "fake"
+                                     else "")
                  if llm["ok"] else f": NOT usable ({llm['error']})"))
         if llm.get("note"):
             print(f"                ({llm['note']})")
@@ -19607,7 +19674,7 @@ def doctor(config: Config) -> dict:
         if host and host not in LOOPBACK_HOSTS:
             needed.append(f"the database: DATABASE_URL points at {host}")
     if configured and not cache["cached"] and not qwen_cache_blocked(config.embedding_cache_dir):
-        needed.append("the one-time model download (`localrag embeddings warmup`)")
+        needed.append(f"the one-time model download (`{command_name()} embeddings warmup`)")
     libc = platform.libc_ver() if sys.platform.startswith("linux") else ("", "")
     return {
         "localrag": __version__,
@@ -19619,7 +19686,7 @@ def doctor(config: Config) -> dict:
         "pyz": pyz, "native": native, "folders": folder_rows, "database": database, "local_qwen3": qwen,
         "embeddings_endpoint": endpoint, "llm": llm,
         "network": {"needed": bool(needed), "needed_for": needed},
-        "problems": [{"code": p.code, "message": p.message, "exit_code": p.exit_code} for p in problems],
+        "problems": [{"code": p.code, "message": as_started(p.message), "exit_code": p.exit_code} for p in problems],
     }
 
 

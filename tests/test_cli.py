@@ -4,6 +4,7 @@ import json
 import signal
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -1484,6 +1485,74 @@ def test_open_commands_name_the_pyz_when_localrag_runs_from_one(db, tmp_path, mo
     assert code == 0 and json.loads(out)["open"] == "localrag show kiwi.md", out
     code, _ = run_cli("show", "no-such-note.md")
     assert "`localrag show --list`" in capfd.readouterr().err
+
+
+@pytest.mark.parametrize("argv0,name", [("./field/localrag.pyz", "python3 ./field/localrag.pyz"),
+                                        ("localrag", "localrag")], ids=["pyz", "localrag"])
+def test_json_texts_that_are_no_error_name_localrag_as_it_was_started(db, tmp_path, monkeypatch, argv0, name):
+    """Under the zipapp the error bodies named `python3 localrag.pyz db init`, but JSON that is no error still said
+    `localrag …`: ask's and search's scope-empty reason, a ticket draft's `localrag history show N`, db status's hint,
+    ingest's nested-vault warnings, /health's hint, embeddings status's and doctor's hints and problems, and the
+    draft_ticket tool's description.  Each names localrag as it was started; started as `localrag`, nothing
+    changes.  The vault text quoting a command is the vault's: never rewritten."""
+    monkeypatch.setattr(sys, "argv", [argv0])
+    outer, other = tmp_path / "v", f"`{'python3 ./field/localrag.pyz' if name == 'localrag' else 'localrag'} "
+    (outer / "team").mkdir(parents=True)
+    (outer / "kiwi.md").write_text("# Kiwi\n\nKiwis keep for weeks when cold; `localrag ingest` reads them.\n")
+    (outer / "team" / "fig.md").write_text("# Fig\n\nFigs keep for days.\n")
+    texts: list[str] = []
+
+    def said(*args: str, code: int = 0) -> dict:
+        got, out = run_cli(*args, "--json")
+        assert got == code, (args, out)
+        texts.append(out)
+        return json.loads(out)
+
+    with localrag.Store.open(db) as s:
+        s.run("DROP TABLE IF EXISTS keyword_postings, keyword_chunks, links, embeddings, chunks, documents, "
+              "ingest_runs CASCADE")
+    assert said("db", "status")["hint"] == f"run `{name} db init` to create the schema"
+    assert said("db", "init")
+    assert f"`{name} ingest PATH`" in localrag.health(db)["details"]["hint"]
+    (tmp_path / "gone").mkdir()
+    (tmp_path / "gone" / "plum.md").write_text("# Plum\n\nPlums keep for days.\n")
+    said("ingest", str(tmp_path / "gone"))
+    shutil.rmtree(tmp_path / "gone")
+    said("ingest", str(outer / "team"))
+    gone, nested = [w["warning"] for w in said("ingest", str(outer))["warnings"]]
+    assert gone.endswith(f"`{name} vaults rm {tmp_path / 'gone'}` removes them"), gone
+    assert nested.endswith(f"`{name} vaults rm {outer / 'team'}` or `{name} vaults rm {outer}`"), nested
+    for command in ("ask", "search"):
+        body = said(command, "how long do kiwis keep?", "--path", "nowhere/")
+        reason = body["reason"] if command == "ask" else body["gate"]["reason"]
+        assert f"check it; `{name} show --list`, GET /notes/list" in reason, reason
+    found = said("search", "kiwis keep for weeks when cold")["results"]
+    assert "`localrag ingest` reads them" in json.dumps(found), found   # the vault's text, as it is
+    asked = said("ask", "how long do kiwis keep?")
+    draft = said("tickets", "draft", "how long do kiwis keep?", "--answer-id", str(asked["answer_id"]))
+    assert f"Answer record: {asked['answer_id']} (`{name} history show {asked['answer_id']}`)" in \
+        draft["description"], draft
+    assert f"`{name} tickets create`" in localrag._mcp_tools()["draft_ticket"].definition()["description"]
+    monkeypatch.setenv("EMBEDDING_PROVIDER", "local-qwen3")
+    monkeypatch.delenv("EMBEDDING_MODEL")
+    monkeypatch.setenv("EMBEDDING_CACHE_DIR", str(tmp_path / "cache"))
+    status = said("embeddings", "status", code=localrag.EXIT_EMBEDDING)
+    assert status["hint"].startswith(f"run `{name} embeddings warmup` while online"), status
+    assert f"`{name} embeddings unpack QWEN.tar`" in status["pieces"]["model"]["hint"], status
+    report = said("doctor", code=localrag.EXIT_EMBEDDING)
+    assert f"the one-time model download (`{name} embeddings warmup`)" in report["network"]["needed_for"], report
+    assert any(f"While online run `{name} embeddings warmup`" in p["message"] for p in report["problems"]), report
+    # and the commands doctor's and db status's human lines quote on stdout
+    for key, value in {"LLM_PROVIDER": "openai-compatible", "LLM_BASE_URL": "http://127.0.0.1:9/v1",
+                       "LLM_MODEL": "m", "LLM_API_KEY": "k"}.items():
+        monkeypatch.setenv(key, value)
+    code, out = run_cli("doctor")
+    assert f"settings ok (`{name} llm check` sends a request)" in out, out
+    assert localrag._started_note(True, "to read this status").endswith(f"; `{name} db stop` stops it")
+    texts.append(out)
+    joined = "\n".join(texts)
+    assert other not in joined.replace("`localrag ingest` reads them", ""), [
+        line for line in joined.splitlines() if other in line]
 
 
 def test_the_open_command_of_a_citation_under_a_parent_heading_prints_its_section(db, tmp_path, capfd):

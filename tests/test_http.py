@@ -2006,32 +2006,32 @@ def test_mcp_calls_refused_by_the_server_get_jsonrpc_errors(ingested, upstream, 
     """POST /mcp refused before the JSON-RPC layer (503 server_busy; server_stopping for a call cut off at
     shutdown) answered in localrag's REST shape, which an MCP client cannot read as an answer to its call (the SDK
     reported "Server returned an error response").  Now a JSON-RPC error response to the call's id, the status and
-    Retry-After kept, localrag's code in error.data."""
+    Retry-After kept, localrag's code in error.data.
+
+    One call holds the only slot from the busy check to the shutdown that cuts it.  The test had held an /ask,
+    released it, then sent the call to be cut: the server frees a slot only after the reply's last byte is out, so
+    under load the next call could still find it taken (503 server_busy at once, queue wait 0) and never reach the
+    model."""
     up = upstream([delta("never sent")])
-    up.json_gate = threading.Event()
+    up.json_gate = threading.Event()               # never set: the held call is in flight when the grace runs out
     monkeypatch.setenv("LOCALRAG_MAX_REQUESTS", "1")
     monkeypatch.setenv("LOCALRAG_QUEUE_WAIT_SECONDS", "0")
     server = serve_process("--grace", "1")
     call = {"jsonrpc": "2.0", "id": 41, "method": "tools/call",
             "params": {"name": "ask", "arguments": {"question": NO_ANSWER_Q, "fallback": True}}}
-    thread, replies = _held_ask(server.port, up)
-    try:
-        status, headers, body = _post(server.port, "/mcp", call)
-    finally:
-        up.json_gate.set()
-        thread.join(30)
-    assert status == 503 and headers["Retry-After"] == str(localrag.HTTP_BUSY_RETRY_AFTER_S), body
-    assert body["jsonrpc"] == "2.0" and body["id"] == 41 and set(body) == {"jsonrpc", "id", "error"}, body
-    assert body["error"]["code"] == -32603 and body["error"]["message"].startswith("the server is busy"), body
-    assert body["error"]["data"] == {"code": "server_busy", "details": {"max_requests": 1, "queue_wait_seconds": 0.0}}
-    up.json_gate = threading.Event()               # never set: the next call is in flight when the grace runs out
     cut: list = []
     caller = threading.Thread(target=lambda: cut.append(_post(server.port, "/mcp", {**call, "id": "cut-1"})))
     caller.start()
     deadline = time.monotonic() + 20
-    while len(up.requests) < 2 and time.monotonic() < deadline:
+    while not up.requests and time.monotonic() < deadline:   # in flight: it holds the slot, waiting for the model
         time.sleep(0.05)
-    assert len(up.requests) == 2
+    assert len(up.requests) == 1
+    status, headers, body = _post(server.port, "/mcp", call)
+    assert status == 503 and headers["Retry-After"] == str(localrag.HTTP_BUSY_RETRY_AFTER_S), body
+    assert body["jsonrpc"] == "2.0" and body["id"] == 41 and set(body) == {"jsonrpc", "id", "error"}, body
+    assert body["error"]["code"] == -32603 and body["error"]["message"].startswith("the server is busy"), body
+    assert body["error"]["data"] == {"code": "server_busy", "details": {"max_requests": 1, "queue_wait_seconds": 0.0}}
+    assert not cut and len(up.requests) == 1       # the held call is still in flight; the refused one never ran
     server.proc.send_signal(signal.SIGTERM)
     caller.join(20)
     assert server.proc.wait(15) == localrag.EXIT_TERMINATED

@@ -315,11 +315,14 @@ def test_openapi_request_schema_of_post_mcp_takes_what_the_route_takes(ingested)
     note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
     result, error = {"jsonrpc": "2.0", "id": 9, "result": {}}, {"jsonrpc": "2.0", "id": 9, "error": {
         "code": -32601, "message": "Method not found"}}
-    bodies = [(ping, 200), (note, 202), (result, 202), (error, 202), ({**result, "id": None}, 202),
+    bodies = [(ping, 200), (note, 202), (result, 202), (error, 202), ({**error, "id": None}, 202),
               ([ping, note, result], 200), ([note, error], 202),
               ([], 400), (7, 400), ({"jsonrpc": "2.0", "id": 1}, 400), ({**ping, "id": None}, 400),
               ({**ping, "id": 1.5}, 400), ({**ping, "jsonrpc": "1.0"}, 400), ({**ping, "params": [1]}, 400),
-              ([7, {"jsonrpc": "2.0"}], 400)]
+              ([7, {"jsonrpc": "2.0"}], 400), ({**note, "params": 5}, 400), ({**result, "id": None}, 400),
+              ({**result, "result": 5}, 400), ({**result, "error": error["error"]}, 400), ({**result, "id": 1.5}, 400),
+              ({**error, "error": {"code": "x", "message": "m"}}, 400), ({"jsonrpc": "2.0", "result": {}}, 400),
+              ([{**note, "params": 5}, {**error, "error": 5}], 400)]
     with serving(config) as url:
         spec = json.loads(urllib_get(url + "/openapi.json"))
         schema = inline(spec["paths"]["/mcp"]["post"]["requestBody"]["content"]["application/json"]["schema"], spec)
@@ -328,6 +331,53 @@ def test_openapi_request_schema_of_post_mcp_takes_what_the_route_takes(ingested)
             assert status == want, (body, status, raw)
             errors = list(jsonschema.Draft4Validator(schema).iter_errors(body))
             assert (errors == []) == (status != 400), (body, status, [e.message for e in errors])
+
+
+# Notifications and responses a client may send: the valid ones are never answered (202 over HTTP, no line on stdio),
+# the others are refused alike on both (a 400 over HTTP), with an error whose id is null.
+_NOTE = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+_RESULT, _ERROR = {"jsonrpc": "2.0", "id": 9, "result": {}}, {"jsonrpc": "2.0", "id": 9, "error": {
+    "code": -32601, "message": "Method not found"}}
+NOT_ANSWERED = [_NOTE, {**_NOTE, "params": None}, {**_NOTE, "params": {"_meta": {}}}, _RESULT, _ERROR,
+                {**_ERROR, "id": None}, {**_ERROR, "id": "x", "error": {"code": 1, "message": "m", "data": [1]}}]
+REFUSED = [({**_NOTE, "params": 5}, -32602, '"params" must be an object'),
+           ({**_NOTE, "method": "notifications/cancelled", "params": [1]}, -32602, '"params" must be an object'),
+           ({**_NOTE, "params": {"_meta": 5}}, -32602, '"params._meta" must be an object'),
+           ({**_RESULT, "result": 5}, -32600, '"result" must be an object (got a JSON number)'),
+           ({"jsonrpc": "2.0", "result": {}}, -32600, 'it has no "id"'),
+           ({**_RESULT, "id": None}, -32600, '"id" is null, which only an error response may carry'),
+           ({**_RESULT, "id": 1.5}, -32600, '"id" must be a string or an integer (got a JSON number)'),
+           ({**_RESULT, "id": True}, -32600, '"id" must be a string or an integer (got a JSON boolean)'),
+           ({**_RESULT, "error": _ERROR["error"]}, -32600, "it has both result and error"),
+           ({**_ERROR, "error": 5}, -32600, '"error" must be an object with code and message (got a JSON number)'),
+           ({**_ERROR, "error": {"code": "x", "message": "m"}}, -32600, '"error.code" must be an integer'),
+           ({**_ERROR, "error": {"code": True, "message": "m"}}, -32600, '"error.code" must be an integer'),
+           ({**_ERROR, "error": {"code": 1}}, -32600, '"error.message" must be a string')]
+
+
+def test_notifications_and_responses_are_checked_alike_on_stdio_and_http(ingested, env):
+    """POST /mcp answered 202 to a notification whose params were 5 and to any message with a result or an error
+    (no id, a result of 5, an error of 5, both), and stdio dropped them without a word.  JSON-RPC 2.0: such a
+    message is no valid notification or response (its Invalid Request is answered with a null id); the transport:
+    input a server cannot accept gets an HTTP error status, with an error response that has no id.  Both faces now
+    refuse the same messages with the same error, never with the message's id (a client would take it for the
+    answer to its own request 9), and still accept the valid ones silently."""
+    with serving(ingested[0]) as url:
+        for body in NOT_ANSWERED:
+            status, _, raw = post_raw(url, body)
+            assert (status, raw) == (202, b""), (body, status, raw)
+        over_http = []
+        for body, code, said in REFUSED:
+            status, _, raw = post_raw(url, body)
+            reply = json.loads(raw)
+            assert status == 400 and reply["id"] is None and reply["error"]["code"] == code, (body, raw)
+            assert said in reply["error"]["message"], (body, raw)
+            over_http.append(reply)
+    lines = [json.dumps(m).encode() for m in NOT_ANSWERED + [b for b, _, _ in REFUSED]]
+    proc = subprocess.run([sys.executable, "-m", "localrag", "mcp"], capture_output=True, timeout=60,
+                          env={**os.environ, **env, "PYTHONPATH": str(ROOT)}, input=b"\n".join(lines) + b"\n")
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr.decode(), proc.stderr
+    assert [json.loads(line) for line in proc.stdout.splitlines()] == over_http
 
 
 def test_openapi_describes_what_post_mcp_really_answers(ingested, monkeypatch):
@@ -777,6 +827,35 @@ def test_hints_in_json_error_bodies_name_localrag_as_it_was_started(ingested, en
     assert "`localrag show --list`" in hint_on_stdio("-m", "localrag")
 
 
+def test_texts_that_are_no_error_name_the_zipapp_it_runs_from(ingested, env, tmp_path):
+    """A real zipapp of this module on stdio: an ask whose scope matches nothing said "`localrag show --list` ...
+    list the notes" and draft_ticket's description "`localrag tickets create`" (commands an agent of a pyz user
+    passes on, and that user cannot run); they name the pyz.  Run as `python -m localrag`, they say `localrag`."""
+    import zipfile
+    pyz = tmp_path / "localrag.pyz"
+    with zipfile.ZipFile(pyz, "w") as z:
+        z.write(ROOT / "localrag.py", "localrag.py")
+        z.writestr("__main__.py", "import sys\nimport localrag\nsys.exit(localrag.main())\n")
+
+    def over_stdio(*command: str) -> tuple[str, str]:
+        calls = [{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+                     "name": "ask", "arguments": {"question": RAG_Q, "path": "nowhere/"}, "_meta": MODERN_META}},
+                 {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": MODERN_META}}]
+        proc = subprocess.run([sys.executable, *command, "mcp"], capture_output=True, timeout=60,
+                              env={**os.environ, **env, "PYTHONPATH": str(ROOT)},
+                              input=b"".join(json.dumps(c).encode() + b"\n" for c in calls))
+        asked, listed = [json.loads(line)["result"] for line in proc.stdout.splitlines()]
+        assert asked["structuredContent"]["mode"] == "no_answer", asked
+        tool = next(t for t in listed["tools"] if t["name"] == "draft_ticket")
+        return asked["structuredContent"]["reason"], tool["description"]
+
+    name = localrag.command_name(str(pyz))
+    for text in over_stdio(str(pyz)):
+        assert f"`{name} " in text and "`localrag " not in text, text
+    for text in over_stdio("-m", "localrag"):
+        assert "`localrag " in text and "pyz" not in text, text
+
+
 def test_ask_is_not_annotated_read_only():
     """ask was readOnlyHint/idempotentHint true though each call appends an answer record (clients may auto-approve
     tools marked read-only); the other tools only read."""
@@ -953,8 +1032,28 @@ def test_sigterm_mid_batch_answers_every_request_of_it(ingested, env):
         assert len(replies) == 1 and [r["id"] for r in replies[0]] == ["a", 2, 3], replies
         assert replies[0][0]["result"] == {}
         assert all("interrupted (SIGTERM)" in r["error"]["message"] for r in replies[0][1:])
-        assert "2 in flight cut off (answered with an error)" in err and "Traceback" not in err
+        # initialize and the batch's "a" were answered (the answers a cut batch had made were sent, not counted)
+        assert "2 request(s) answered, 2 in flight cut off (answered with an error)" in err, err
+        assert "Traceback" not in err
         wait_for(lambda: _mcp_sessions(config, but=blocker.backend_pid) == 0, timeout=10)
+
+
+def test_the_stop_line_counts_each_message_of_a_batch(env):
+    """`localrag mcp`'s stop line counted reply lines: after initialize and a 2025-03-26 batch of three requests
+    and a notification it said "2 request(s) answered" (the batch's line one request); each of its messages
+    answered counts, an element refused with an error too, the notification not."""
+    s = OwnSession(env)
+    s.send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+    assert s.recv()["result"]["protocolVersion"] == "2025-03-26"
+    s.send([{"jsonrpc": "2.0", "id": "a", "method": "ping"}, {"jsonrpc": "2.0", "id": "b", "method": "tools/list"},
+            {"jsonrpc": "2.0", "method": "notifications/initialized"}, {"jsonrpc": "2.0", "id": "c", "method": 5}])
+    replies = s.recv()
+    assert [r["id"] for r in replies] == ["a", "b", "c"] and replies[2]["error"]["code"] == -32600, replies
+    os.kill(s.proc.pid, signal.SIGTERM)
+    code, rest, err = s.finish(timeout=30)
+    assert code == 143 and rest == [], err
+    assert "mcp stopped (SIGTERM): 4 request(s) answered" in err and "in flight" not in err, err
 
 
 def test_stdin_closed_mid_request_answers_it_then_exits(ingested, env):

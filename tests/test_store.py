@@ -487,7 +487,7 @@ def test_keyword_stats_follow_the_chunks_and_fold_after_ingest(ingested):
         assert s.keyword_stats([])[:2] == (0, 0.0)
 
 
-def test_schema_5_gets_keyword_stats_from_its_rows(ingested):
+def test_schema_5_gets_keyword_stats_from_its_rows(ingested, monkeypatch):
     """A version-5 database (no keyword_stats) with keyword rows: commands ask for `db init`, which creates the
     table and its triggers and starts it from the rows there."""
     config, _, _ = ingested
@@ -503,7 +503,12 @@ def test_schema_5_gets_keyword_stats_from_its_rows(ingested):
         assert code == localrag.EXIT_SCHEMA and __import__("json").loads(out)["error"]["code"] == "schema_outdated"
     code, out = run_cli("db", "status")   # shows the version: the one command (with db init) that runs
     assert f"schema          outdated (version 5; this localrag needs {localrag.SCHEMA_VERSION}" in out
-    assert "upgrades it in place" in out
+    assert f"; this localrag needs {localrag.SCHEMA_VERSION}: `localrag db init` upgrades it in place" in out
+    monkeypatch.setattr(sys, "argv", ["./field/localrag.pyz"])   # the command named as localrag was started
+    assert "`python3 ./field/localrag.pyz db init` upgrades it in place" in run_cli("db", "status")[1]
+    assert __import__("json").loads(run_cli("db", "status", "--json")[1])["hint"] == \
+        "run `python3 ./field/localrag.pyz db init` to upgrade it in place (nothing is lost)"
+    monkeypatch.setattr(sys, "argv", ["localrag"])
     assert run_cli("db", "init")[0] == 0
     with localrag.Store.open(config) as s:
         assert s.run(_STATS)[0] == [1, n, total]
