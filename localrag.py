@@ -18507,9 +18507,28 @@ def _add_json(p: argparse.ArgumentParser, inherited: bool = False) -> None:
                    help="print the result (or the error body) as JSON on stdout")
 
 
+# The commands a help text shows (its usage line, its examples: at a line's start, after `&&`, `|`, `;` or a gap)
+_HELP_COMMAND_RE = re.compile(r"(?m)(^\s*(?:usage:\s+)?|&&\s+|\|\s+|;\s+|\S\s{2,})localrag(?= )")
+
+
+def _help_as_started(text: str) -> str:
+    """A help text with the commands it shows named as localrag was started (under the zipapp `python3
+    localrag.pyz ask …`: `python3 localrag.pyz --help` had said `usage: localrag …` and shown examples a pyz user
+    cannot paste).  The name itself (`localrag 1.2.0`, "`localrag`") is left as it is."""
+    name = command_name()
+    return text if name == "localrag" else as_started(_HELP_COMMAND_RE.sub(lambda m: m.group(1) + name, text))
+
+
 class _ArgumentParser(argparse.ArgumentParser):
     """argparse, with a usage error raised as InvalidRequest so main() reports it like any other error (and as
-    the {"error": ...} document under --json).  Subparsers inherit the class."""
+    the {"error": ...} document under --json), and its help and usage naming localrag as it was started.
+    Subparsers inherit the class."""
+
+    def format_usage(self) -> str:
+        return _help_as_started(super().format_usage())
+
+    def format_help(self) -> str:
+        return _help_as_started(super().format_help())
 
     def error(self, message: str) -> None:  # type: ignore[override]
         # "argument --top-k: ...", "the following arguments are required: query": the field, as HTTP errors give it

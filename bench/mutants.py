@@ -1634,6 +1634,14 @@ MUTANTS: list[Mutant] = [
       '(f" (`{command_name()} llm check` sends a request)"',
       '(f" (`localrag llm check` sends a request)"',
       ("tests/test_cli.py",), "no_error_name_localrag"),
+    M("cli s43: --help under the zipapp shows `localrag …` commands",
+      '        return _help_as_started(super().format_help())',
+      '        return super().format_help()',
+      ("tests/test_cli.py",), "help_names_localrag"),
+    M("cli s43: a usage error's usage line under the zipapp says `usage: localrag …`",
+      '        return _help_as_started(super().format_usage())',
+      '        return super().format_usage()',
+      ("tests/test_cli.py",), "help_names_localrag"),
 ]
 
 

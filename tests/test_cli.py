@@ -1572,3 +1572,27 @@ def test_the_open_command_of_a_citation_under_a_parent_heading_prints_its_sectio
     capfd.readouterr()
     code, shown = run_cli(*shlex.split(command)[1:])
     assert code == 0 and shown.strip() == "## Zebracrossing policy\n\nThe zebracrossing policy says walk.", shown
+
+
+@pytest.mark.parametrize("argv0,name", [("./field/localrag.pyz", "python3 ./field/localrag.pyz"),
+                                        ("localrag", "localrag")], ids=["pyz", "localrag"])
+def test_help_names_localrag_as_it_was_started(monkeypatch, capsys, argv0, name):
+    """`python3 localrag.pyz --help` said `usage: localrag …` and showed examples (`localrag ingest …`, `localrag
+    tickets create --from d.json`) that a pyz user cannot paste.  Its usage lines, examples and quoted commands name
+    localrag as it was started; `--version` says localrag's name."""
+    monkeypatch.setattr(sys, "argv", [argv0])
+    for args in ([], ["tickets"], ["eval"]):
+        with pytest.raises(SystemExit):
+            localrag.build_parser().parse_args([*args, "--help"])
+        text = capsys.readouterr().out
+        assert text.startswith(f"usage: {name} {' '.join(args)}".rstrip() + " "), text[:200]
+        assert f"{name} tickets create --from d.json" in text if args == ["tickets"] else True
+        if name != "localrag":
+            assert not re.search(r"(?m)(^\s*|&&\s+|\s{2,})localrag ", text), text
+            assert "`localrag " not in text
+    with pytest.raises(SystemExit):
+        localrag.build_parser().parse_args(["--version"])
+    assert capsys.readouterr().out.startswith("localrag ")
+    with pytest.raises(localrag.InvalidRequest) as exc:
+        localrag.build_parser().parse_args(["ask", "q", "--top-k", "x"])
+    assert exc.value.details["usage"].startswith(f"usage: {name} ask ")
