@@ -11866,7 +11866,7 @@ def ask(config: Config, question: Any, top_k: Any = None, fallback: Any = False,
         evidence: Evidence | None = None
         if mode == "rag":
             evidence = assemble_evidence(results, config.rag_context_token_budget, max_blocks=top_k)
-            response["evidence_check"] = _evidence_check(question, evidence.blocks)
+            response["evidence_check"] = _evidence_check(question, evidence.blocks, run["terms"])
             if not evidence.blocks:   # every candidate over the budget: never send a model an empty context
                 mode = response["mode"] = "no_answer"
                 reason = response["reason"] = "insufficient_evidence/context_budget"
@@ -11952,11 +11952,48 @@ class _Relay:
             self.taken.append(value)
 
 
-def _evidence_check(question: str, blocks: list[dict]) -> dict:
+def _evidence_check(question: str, blocks: list[dict], terms: Sequence[dict] = ()) -> dict:
     check = answer_type_check(question, blocks)
     by_n = {b["n"]: b for b in blocks}
     check["checked"] = [{"n": n, "source": by_n[n]["source"], "heading": by_n[n]["heading"]} for n in check["checked"]]
+    check["unsaid"] = unsaid_words(question, blocks, {t["term"]: _df_share(t) for t in terms})
     return check
+
+
+# A word in more than this share of the knowledge base's chunks ("several", "switch", "whole") says little when the
+# cited blocks lack it; a rare or unknown one is what the answer cannot speak to.
+UNSAID_MAX_DF_SHARE = 0.02
+
+
+def _df_share(term: dict) -> float:
+    """The share of the knowledge base's chunks that use a query term, from its df and idf (BM25's: idf = ln(1 + (N
+    - df + 0.5) / (df + 0.5)), so N = (e^idf - 1)(df + 0.5) + df - 0.5)."""
+    df = term.get("df") or 0
+    chunks = math.expm1(term["idf"]) * (df + 0.5) + df - 0.5
+    return df / chunks if df and chunks > 0 else 0.0
+
+
+def unsaid_words(question: str, blocks: Sequence[dict], share: dict[str, float] | None = None) -> list[str]:
+    """The question's words that no block says (its text, headings or note name), in question order: whole words
+    (Latin ones, and a CJK pair standing alone between function words), not the pieces a CJK run is cut into, and
+    with ``share`` (each query term's share of the chunks that use it) only those the knowledge base rarely or
+    never uses (at most UNSAID_MAX_DF_SHARE).  A "Can Audio recorder transcribe my recordings?" answered with lines
+    about Audio recorder says what it does not cover: "transcribe".  A word said in another form counts as said
+    (published: publish; reimbursement: reimbursed; colour: color).  Pure."""
+    said: set[str] = set()
+    for b in blocks:
+        said |= answer_terms("\n".join([b.get("content") or "", *(b.get("heading_path") or []),
+                                        note_stem(b.get("source") or "")]))
+    asked = [t for t in question_terms(question) if t not in _QUESTION_STOPWORDS]
+    out = []
+    for i, term in enumerate(asked):
+        word = not is_cjk_term(term) or _lone_bigram(i, asked)
+        key = spelling_key(term)
+        rare = share is None or share.get(term, 0.0) <= UNSAID_MAX_DF_SHARE
+        if word and rare and key not in said and not said & set(_word_stems(term)) and key not in out and \
+                not _with_device_class({term}) & said - {term}:
+            out.append(key)
+    return out
 
 
 def _answer_with_model(config: Config, question: str, response: dict, evidence: Evidence | None,
@@ -12917,7 +12954,7 @@ def _draft_gate(config: Config, store: Store, question: str) -> tuple[str, str, 
     mode, reason, _signals = gate_run(run, GateSettings.from_config(config))
     if mode == "rag":
         evidence = assemble_evidence(results, config.rag_context_token_budget, max_blocks=config.rag_top_k)
-        check = _evidence_check(question, evidence.blocks)
+        check = _evidence_check(question, evidence.blocks, run["terms"])
         if not evidence.blocks:
             mode, reason = "no_answer", "insufficient_evidence/context_budget"
         elif check["refuses"]:
@@ -14021,7 +14058,10 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
                 "heading": _described(_schema("string"), "Its heading")})), "The blocks checked"),
             "carried_by": _described(_schema("array", items=_schema("integer")), "The blocks that carry it"),
             "missing": _doc("array", "The names the question asks about that no checked block mentions (product "
-                                     "kind; [] otherwise)", ["Joplin"], items=_schema("string"))}),
+                                     "kind; [] otherwise)", ["Joplin"], items=_schema("string")),
+            "unsaid": _doc("array", "The question's words (whole words, not CJK pieces) that no cited block says, "
+                                    "in question order: what the answer cannot speak to", ["transcribe"],
+                           items=_schema("string"))}),
         "claims": _doc("array", "Each answer sentence carrying [n], checked against block n (a sentence with no "
                                 "marker has cites [] and is never supported)", [],
                        items=_schema("object", required=["text", "cites", "supported", "overlap"], properties={
@@ -17707,6 +17747,8 @@ def _cmd_ask(config: Config, args: argparse.Namespace) -> int:
         print("sources:")
         _print_citations(result["citations"], several)
     evidence_check = result.get("evidence_check")
+    if result["mode"] == "rag" and evidence_check and evidence_check.get("unsaid"):
+        print(f"not in the cited notes: {', '.join(evidence_check['unsaid'])}")
     if evidence_check and evidence_check["refuses"]:
         checked = ", ".join(f"[{c['n']}] {_shown_line(c['source'])}" for c in evidence_check["checked"]) or "none"
         lacks = f"; none of them mentions {', '.join(evidence_check['missing'])}" \

@@ -1642,6 +1642,18 @@ MUTANTS: list[Mutant] = [
       '        return _help_as_started(super().format_usage())',
       '        return super().format_usage()',
       ("tests/test_cli.py",), "help_names_localrag"),
+    M("answers s43: a word the knowledge base uses often is named as unsaid",
+      '        rare = share is None or share.get(term, 0.0) <= UNSAID_MAX_DF_SHARE',
+      '        rare = True',
+      ("tests/test_answers.py",), "unsaid"),
+    M("answers s43: a word the blocks say in another form is named as unsaid",
+      '        if word and rare and key not in said and not said & set(_word_stems(term)) and key not in out and \\',
+      '        if word and rare and key not in said and key not in out and \\',
+      ("tests/test_answers.py",), "unsaid"),
+    M("cli s43: ask does not print the words the cited notes do not say",
+      "        print(f\"not in the cited notes: {', '.join(evidence_check['unsaid'])}\")",
+      "        pass",
+      ("tests/test_answers.py",), "cited_notes_do_not"),
 ]
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import math
 import os
 import re
 import subprocess
@@ -2296,3 +2297,33 @@ def test_steps_led_in_by_a_pointer_are_answered_without_a_crash():
               "content": "详见以下导出步骤：\n\n1. 打开设置导出。\n2. 选择导出格式。\n3. 点击导出。\n"}]
     lines = localrag.fake_answer("怎么导出笔记？", block).splitlines()
     assert "1. 打开设置导出。 [1]" in lines and "3. 点击导出。 [1]" in lines, lines
+
+
+def test_unsaid_words_are_the_questions_rare_words_no_cited_block_says():
+    """A near-miss answered from the right plugin's lines ("Can Audio recorder transcribe my recordings into
+    text?") read as a yes: nothing said that the cited notes never mention transcribing (the check17 review: five
+    near-misses answered, none saying what was absent)."""
+    blocks = blocks_of("Audio recorder lets you record audio memos into a note. Recordings are saved as attachments.")
+    blocks[0].update(source="Plugins/Audio recorder.md", heading_path=["Record audio in a note"])
+    question = "Can Audio recorder transcribe my recordings into text?"
+    assert localrag.unsaid_words(question, blocks) == ["transcribe", "text"]
+    # a word the knowledge base uses often says little: with each word's share of chunks only the rare are named
+    assert localrag.unsaid_words(question, blocks, {"transcribe": 0.0, "text": 0.05, "audio": 0.01}) == ["transcribe"]
+    # the share from the retrieval's df and idf: 30 of 1,000 chunks
+    idf = math.log(1 + (1000 - 30 + 0.5) / (30 + 0.5))
+    assert abs(localrag._df_share({"df": 30, "idf": idf}) - 0.03) < 1e-9 and localrag._df_share({"df": 0,
+                                                                                                 "idf": 7.6}) == 0.0
+    # a word said in another form is said; CJK pieces of a run are no words, a lone pair is
+    assert localrag.unsaid_words("Is the recording published?", blocks_of("Publish your recordings.")) == []
+    assert localrag.unsaid_words("白板可以设置背景图片吗？", blocks_of("白板可以添加卡片。")) == []
+    assert localrag.unsaid_words("电池的寿命怎么保养？", blocks_of("白板可以添加卡片。")) == ["电池", "寿命", "保养"]
+
+
+def test_ask_names_the_words_the_cited_notes_do_not_say(small_vault):
+    answer = localrag.ask(small_vault, "Does the Plus plan store version history underwater?")
+    assert answer["mode"] == "rag", answer["reason"]
+    assert answer["evidence_check"]["unsaid"] == ["underwater"]
+    code, out = run_cli("ask", "Does the Plus plan store version history underwater?")
+    assert code == 0 and "\nnot in the cited notes: underwater\n" in out, out
+    code, out = run_cli("ask", "What does the Plus plan store?")
+    assert code == 0 and "not in the cited notes" not in out, out
