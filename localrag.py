@@ -824,6 +824,30 @@ _dotenv_warned: set[tuple[str, int]] = set()
 _dotenv_piped: dict[tuple[int, int], bytes] = {}
 
 
+_DOTENV_KEY_RE = re.compile(rb"^[ \t]*(?:export[ \t]+)?([A-Za-z_][A-Za-z0-9_]*)[ \t]*=", re.M)
+
+
+def _warn_unread_dotenv(here: Path, read: Path | None) -> None:
+    """A warning, once per file, for a .env in the working folder that sets localrag's settings but is not the one
+    read (only a checkout's own .env is read unasked: a folder's .env may be another program's): an operator who
+    put RAG_MIN_COVERAGE there saw no effect and no word of why."""
+    try:
+        if not here.is_file() or (read is not None and here.resolve() == read.resolve()) or \
+                (str(here), 0) in _dotenv_warned:
+            return
+        with open(here, "rb") as f:
+            head = f.read(ENV_FILE_MAX_BYTES)
+    except OSError:
+        return
+    ours = [k for k in dict.fromkeys(m.group(1).decode() for m in _DOTENV_KEY_RE.finditer(head)) if k in ENV_KEYS]
+    if ours:
+        _dotenv_warned.add((str(here), 0))
+        LOG.warning("%s sets %s but is not read: localrag reads the .env at its checkout's root, or the one named "
+                    "before the command (`%s --env-file %s …`)", here, ", ".join(ours[:4]) + (" …" if len(ours) > 4
+                                                                                             else ""),
+                    command_name(), here)
+
+
 def _dotenv_bytes(path: Path) -> bytes:
     """A .env's bytes, at most ENV_FILE_MAX_BYTES (python-dotenv's ${VAR} expansion takes time quadratic in the
     keys: a 28 MB file given by mistake ran for minutes; /dev/zero would never end)."""
@@ -910,6 +934,8 @@ def _load_config(env_file: str | Path | None, environ: dict | None, cwd: Path | 
                                 key="--env-file", value=str(dotenv_path))
     elif repo_root and (repo_root / ".env").is_file():
         dotenv_path = repo_root / ".env"
+    if not env_file:
+        _warn_unread_dotenv(cwd / ".env", dotenv_path)
     file_values: dict = {}
     if dotenv_path:
         file_values, lines = _read_dotenv(dotenv_path)

@@ -1654,6 +1654,14 @@ MUTANTS: list[Mutant] = [
       "        print(f\"not in the cited notes: {', '.join(evidence_check['unsaid'])}\")",
       "        pass",
       ("tests/test_answers.py",), "cited_notes_do_not"),
+    M("config s43: an unread ./.env with localrag's settings is not named",
+      '        _warn_unread_dotenv(cwd / ".env", dotenv_path)',
+      '        pass',
+      ("tests/test_config.py",), "working_folders_dotenv"),
+    M("config s43: an unread ./.env of another program is named too",
+      'for m in _DOTENV_KEY_RE.finditer(head)) if k in ENV_KEYS]',
+      'for m in _DOTENV_KEY_RE.finditer(head))]',
+      ("tests/test_config.py",), "working_folders_dotenv"),
 ]
 
 

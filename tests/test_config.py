@@ -1068,3 +1068,29 @@ def test_an_env_file_that_is_not_utf8_too_large_or_not_a_env_file_says_so_in_a_l
     assert [r.getMessage() for r in caplog.records] == [
         f"{script}, line {n}: not a KEY=value line; ignored (fix or remove it)" for n in (3, 4, 5, 6, 7)] + [
         f"{script}: 35 more lines are not KEY=value lines (the last: line 42); ignored (is it a .env file?)"]
+
+
+def test_a_working_folders_dotenv_with_localrags_settings_is_named_when_not_read(tmp_path, caplog):
+    """An operator put RAG_MIN_COVERAGE in ./.env next to the pyz: nothing read it and nothing said so.  Only a
+    checkout's own .env is read unasked (a folder's .env may be another program's): the unread one is named, once,
+    with the --env-file that reads it; one holding none of localrag's settings is left alone."""
+    folder = tmp_path / "laptop"
+    folder.mkdir()
+    (folder / ".env").write_text("export RAG_MIN_COVERAGE=0.3\nLLM_PROVIDER=fake\nDJANGO_DEBUG=1\n", encoding="utf-8")
+    with caplog.at_level("WARNING"):
+        config = localrag.load_config(None, {}, cwd=folder)
+        localrag.load_config(None, {}, cwd=folder)
+    assert config.rag_min_coverage == localrag.MIN_COVERAGE_DEFAULT   # not read
+    warnings = [r.getMessage() for r in caplog.records if "is not read" in r.getMessage()]
+    assert warnings == [f"{folder / '.env'} sets RAG_MIN_COVERAGE, LLM_PROVIDER but is not read: localrag reads the "
+                        f".env at its checkout's root, or the one named before the command (`localrag --env-file "
+                        f"{folder / '.env'} …`)"], warnings
+    caplog.clear()
+    with caplog.at_level("WARNING"):   # named with --env-file: read, and no warning
+        assert localrag.load_config(folder / ".env", {}, cwd=folder).rag_min_coverage == 0.3
+    other = tmp_path / "app"
+    other.mkdir()
+    (other / ".env").write_text("DATABASE_HOST=db\nSECRET_KEY=x\n", encoding="utf-8")
+    with caplog.at_level("WARNING"):
+        localrag.load_config(None, {}, cwd=other)
+    assert not [r for r in caplog.records if "is not read" in r.getMessage()]
