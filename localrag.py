@@ -7906,26 +7906,12 @@ def _keyword_packed(tf: dict[str, float], length: float) -> tuple[bytes, bytes, 
     one per posting: unpickling 2.4M small objects cost the main process a second over the Help vault."""
     dl = _Copy.float4(length)
     tail = _FLOAT4_LEN + dl
-    cache, tf_bytes = _kw_term_bytes, _kw_tf_bytes
-    missing = [term for term in tf if term not in cache]
-    if missing:
-        if len(cache) + len(missing) > TOKEN_CACHE_ENTRIES:
-            cache.clear()
-            missing = list(tf)
-        for term in missing:
-            data = term.encode("utf-8")
-            cache[term] = _POSTING_SLOT + _INT4.pack(len(data)) + data
-    if len(tf_bytes) >= TOKEN_CACHE_ENTRIES:
-        tf_bytes.clear()
-    for value in tf.values():
-        if value not in tf_bytes:
-            tf_bytes[value] = _TF.pack(4, value)
-    postings = b"".join([cache[term] + tf_bytes[tf[term]] + tail for term in sorted(tf)])
-    return _KEYWORD_TOKENIZER_FIELD + _FLOAT4_LEN + dl, postings, len(tf)
-
-
-_kw_term_bytes: dict[str, bytes] = {}   # a term -> its posting tuple's head and term field (per process, as above)
-_kw_tf_bytes: dict[float, bytes] = {}   # a tf -> its field
+    pack_term, pack_tf = _INT4.pack, _TF.pack
+    parts = [b""]
+    for term in sorted(tf):
+        data = term.encode("utf-8")
+        parts.append(b"".join((pack_term(len(data)), data, pack_tf(4, tf[term]), tail)))
+    return _KEYWORD_TOKENIZER_FIELD + _FLOAT4_LEN + dl, _POSTING_SLOT.join(parts), len(tf)
 
 
 def _keyword_rows(kw_chunks: _Copy, kw_postings: _Copy, cid: bytes, packed: tuple[bytes, bytes, int]) -> None:

@@ -1854,11 +1854,10 @@ _term = st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_siz
 
 @settings(max_examples=200, deadline=None)
 @given(st.dictionaries(_term, st.integers(1, 40).map(lambda n: n / 4), max_size=30),
-       st.integers(0, 2 ** 62), st.integers(1, 40))
-def test_keyword_copy_bytes_are_the_plain_rows(tf, chunk_id, cache_entries):
+       st.integers(0, 2 ** 62))
+def test_keyword_copy_bytes_are_the_plain_rows(tf, chunk_id):
     """_keyword_packed / _keyword_rows (the postings as one bytes object a chunk, the id put in by replace) write
-    the COPY tuples _Copy.row writes, whatever the terms (0xff-free UTF-8, the slot's own bytes inside them) and
-    however small the per-process caches."""
+    the COPY tuples _Copy.row writes, whatever the terms (0xff-free UTF-8, the slot's own bytes inside them)."""
     tf = {("\x08" + t if i % 3 == 0 else t): v for i, (t, v) in enumerate(tf.items())}
     length = float(sum(tf.values()))
     cid = localrag._Copy.int8(chunk_id)
@@ -1867,13 +1866,10 @@ def test_keyword_copy_bytes_are_the_plain_rows(tf, chunk_id, cache_entries):
     for term in sorted(tf):
         want_postings.row(cid, localrag._Copy.text(term), localrag._Copy.float4(tf[term]),
                           localrag._Copy.float4(length))
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(localrag, "TOKEN_CACHE_ENTRIES", cache_entries)
-        got_chunks, got_postings = localrag._Copy(3), localrag._Copy(4)
-        localrag._keyword_rows(got_chunks, got_postings, cid, localrag._keyword_packed(tf, length))
+    got_chunks, got_postings = localrag._Copy(3), localrag._Copy(4)
+    localrag._keyword_rows(got_chunks, got_postings, cid, localrag._keyword_packed(tf, length))
     assert got_chunks.buf.getvalue() == want_chunks.buf.getvalue() and got_chunks.rows == 1
     assert got_postings.buf.getvalue() == want_postings.buf.getvalue() and got_postings.rows == len(tf)
-    localrag._kw_term_bytes.clear()
 
 
 _field = st.text(st.characters(blacklist_categories=("Cs",)), max_size=8)
