@@ -87,6 +87,7 @@ if __name__ == "__main__" or os.path.splitext(os.path.basename(getattr(sys, "arg
             signal.signal(_sig, _stop_before_main)
 
 import argparse
+import array
 import bisect
 import collections
 import contextlib
@@ -196,8 +197,10 @@ MAX_FILE_MB_DEFAULT = 10                   # larger files are reported, not read
 FRONTMATTER_MAX_BYTES = 64 * 1024          # larger frontmatter is dropped (with a warning); the body is indexed
 FRONTMATTER_MAX_NODES = 20_000             # YAML values after alias expansion: above this it is an alias bomb
 INGEST_BATCH_CHUNKS = 2000                 # chunks buffered before one write transaction
-INGEST_AHEAD_FILES = 256                   # files handed to the ingest workers ahead of the one being collected
-INGEST_AHEAD_BYTES = 32 * 1024 * 1024      # ... and at most this many bytes of them
+# files handed to the ingest workers ahead of the one being collected: about two batches, so the workers go on
+# parsing while this process writes a batch (at 256, one batch, they ran out of work and waited for it)
+INGEST_AHEAD_FILES = 512
+INGEST_AHEAD_BYTES = 64 * 1024 * 1024      # ... and at most this many bytes of them
 INGEST_PARALLEL_MIN_FILES = 32             # fewer files than this are parsed in-process (no pool start-up)
 CONTEXT_TOKEN_BUDGET_DEFAULT = 6000
 # RAG_CONTEXT_TOKEN_BUDGET's bounds: below 100 no chunk fits; above 200,000 no chat model's window holds the prompt
@@ -3277,39 +3280,70 @@ def fake_bucket(feature: str) -> int:
 def fake_vector(fields: dict[str, str]) -> "list[float]":
     """fake-lexical-v1: weighted, per-field capped token counts hashed into 1024 buckets, L2-normalized.
     Empty input gives the zero vector (the caller treats it as unsearchable)."""
-    acc: dict[int, float] = {}  # only the touched buckets: a chunk fills a few hundred of 1024
-    for field, text in fields.items():
-        if not text:
-            continue
-        # every chunk of a note repeats its path, tags, links and aliases (and a section's chunks their headings):
-        # those fields' terms are computed once
-        for bucket, value in (_fake_field_terms(text, field) if field == "content" else
-                              _fake_repeated_field_terms(text, field)):
-            acc[bucket] = acc.get(bucket, 0.0) + value
+    # Each feature adds min(n, cap) x its field's weight to its bucket.  The weights are multiples of 1/4, so every
+    # sum here (and the sum of squares) is exact in a float whatever the order: the fields every chunk of a note
+    # repeats are summed once (_fake_note_terms, copied in C) and the chunk's own text added to a copy.
+    acc, norm = _fake_buckets(fields)
     vector = [0.0] * EMBEDDING_DIM
-    values = list(acc.values())
-    norm = math.sqrt(sum(map(operator.mul, values, values)))
-    if norm > 0:
-        for bucket, value in acc.items():
-            vector[bucket] = value / norm
+    for bucket, value in acc.items():
+        vector[bucket] = value / norm
     return vector
 
 
-def _fake_field_terms(text: str, field: str) -> tuple[tuple[int, float], ...]:
-    """One field's contribution to a fake-lexical-v1 vector: (bucket, capped weighted count) per feature, in
-    first-seen order (the order fake_vector's sums follow, to the last bit)."""
-    weight = FAKE_FIELD_WEIGHTS[field]
-    cap = FAKE_TOKEN_CAP_FACTOR * weight
+def fake_vector_copy(fields: dict[str, str]) -> bytes:
+    """fake_vector(fields) in pgvector's binary form, as _Copy.vector writes it, without the list of 1,024
+    floats: a zero array with the touched buckets set (float32, rounded as struct's "f" rounds), in network
+    order.  What ingest's workers send."""
+    acc, norm = _fake_buckets(fields)
+    values = array.array("f", _FAKE_ZERO_VECTOR)
+    for bucket, value in acc.items():
+        values[bucket] = value / norm
+    if sys.byteorder == "little":
+        values.byteswap()
+    return _FAKE_VECTOR_HEAD + values.tobytes()
+
+
+_FAKE_ZERO_VECTOR = bytes(4 * EMBEDDING_DIM)
+_FAKE_VECTOR_HEAD = struct.pack("!hh", EMBEDDING_DIM, 0)
+
+
+def _fake_buckets(fields: dict[str, str]) -> tuple[dict[int, float], float]:
+    """fake-lexical-v1's touched buckets with their weighted sums, and the sums' L2 norm ({}, 0.0 for no feature)."""
+    # Each feature adds min(n, cap) x its field's weight to its bucket.  The weights are multiples of 1/4, so every
+    # sum here (and the sum of squares) is exact in a float whatever the order: the fields every chunk of a note
+    # repeats are summed once (_fake_note_terms, copied in C) and the chunk's own text added to a copy.
+    note = tuple((field, text) for field, text in fields.items() if text and field not in _FAKE_CHUNK_FIELDS)
+    acc = _fake_note_terms(note).copy() if note else {}
+    for field in _FAKE_CHUNK_FIELDS:
+        text = fields.get(field)
+        if text:
+            _fake_add_terms(acc, text, FAKE_FIELD_WEIGHTS[field])
+    values = list(acc.values())
+    return acc, math.sqrt(sum(map(operator.mul, values, values)))
+
+
+_FAKE_CHUNK_FIELDS = ("content", "heading_path")   # the fields that differ from chunk to chunk of a note
+
+
+def _fake_add_terms(acc: dict[int, float], text: str, weight: float) -> None:
+    """Add one field's features to `acc`: to each feature's bucket, its count (at most FAKE_TOKEN_CAP_FACTOR)
+    times the weight."""
     counts = collections.Counter(fake_tokens(text))   # counted in C, in first-seen order
-    found = list(map(_bucket_cache.get, counts))      # looked up in C; only features never seen are hashed
-    out = []
-    for bucket, tok, n in zip(found, counts, counts.values()):
-        value = n * weight
-        out.append((fake_bucket(tok) if bucket is None else bucket, value if value <= cap else cap))  # min()
-    return tuple(out)
+    buckets = list(map(_bucket_cache.get, counts))      # looked up in C; only features never seen are hashed
+    if None in buckets:
+        buckets = [fake_bucket(token) if bucket is None else bucket for token, bucket in zip(counts, buckets)]
+    cap, get = FAKE_TOKEN_CAP_FACTOR, acc.get
+    for bucket, n in zip(buckets, counts.values()):
+        acc[bucket] = get(bucket, 0.0) + (n if n < cap else cap) * weight
 
 
-_fake_repeated_field_terms = functools.lru_cache(maxsize=4096)(_fake_field_terms)
+@functools.lru_cache(maxsize=1024)
+def _fake_note_terms(fields: tuple[tuple[str, str], ...]) -> dict[int, float]:
+    """The buckets of a note's fields that every chunk of it repeats (path, tags, links, aliases); read only."""
+    acc: dict[int, float] = {}
+    for field, text in fields:
+        _fake_add_terms(acc, text, FAKE_FIELD_WEIGHTS[field])
+    return acc
 
 
 def document_fields(content: str, heading_path: Sequence[str], relative_path: str, tags: Sequence[str],
@@ -3340,6 +3374,8 @@ def document_text(fields: dict[str, str]) -> str:
 #   embeds_in_workers                        cheap and picklable: ingest's forked workers may embed with it
 #   from_config(config), config_key(config)  build one; what makes two configs share a built one
 #   embed_documents(fields, progress), embed_query(text) -> list[float] of length EMBEDDING_DIM
+#   embed_documents_copy(fields) (optional)  the vectors in pgvector's binary form (_Copy.vector's bytes), which
+#                                            ingest's workers send when the embedder has it
 
 class FakeLexicalEmbedder:
     """Deterministic lexical feature hashing (seed 000's fake-lexical-v1): for tests, CI and offline demos."""
@@ -3358,6 +3394,9 @@ class FakeLexicalEmbedder:
 
     def embed_documents(self, docs: Sequence[dict[str, str]], progress: Callable[[int], None] | None = None):
         return [fake_vector(fields) for fields in docs]
+
+    def embed_documents_copy(self, docs: Sequence[dict[str, str]]) -> list[bytes]:
+        return [fake_vector_copy(fields) for fields in docs]
 
     def embed_query(self, query: str) -> list[float]:
         return fake_vector({"content": query})
@@ -7385,8 +7424,8 @@ class _Prepared:
     embeds: list[str]
     chunks: list[Chunk]
     vectors: list[bytes] | None       # pgvector binary, when the embedder embeds in worker processes
-    # per chunk: its keyword-v2 rows as COPY bytes but for the chunk id (_keyword_packed)
-    keywords: list[tuple[bytes, list[bytes]]] = dataclasses.field(default_factory=list)
+    # per chunk: its keyword rows as COPY bytes but for the chunk id (_keyword_packed)
+    keywords: list[tuple[bytes, bytes, int]] = dataclasses.field(default_factory=list)
     body: str = ""                    # stored so notes are read from the database, not from disk
     body_line: int = 1
     lines: list[tuple[int, int]] = dataclasses.field(default_factory=list)   # each chunk's file lines
@@ -7428,9 +7467,10 @@ def prepare_file(relative_path: str, data: bytes, embedder: Any = None) -> _Prep
         names = doc.alias_text
         vectors = None
         if embedder:  # None (or a legacy False): the embedder runs later, in the main process
-            vectors = [_Copy.vector(v) for v in embedder.embed_documents(
-                [document_fields(c.content, c.heading_path, relative_path, doc.tags, doc.wikilinks, names)
-                 for c in chunks])]
+            fields = [document_fields(c.content, c.heading_path, relative_path, doc.tags, doc.wikilinks, names)
+                      for c in chunks]
+            packed = getattr(embedder, "embed_documents_copy", None)
+            vectors = packed(fields) if packed else [_Copy.vector(v) for v in embedder.embed_documents(fields)]
     except (ValueError, RecursionError, MemoryError) as exc:  # one odd file fails alone, never its batch
         return f"cannot parse: {type(exc).__name__}: {exc}"
     block_ids = [[b for pos, b in doc.block_ids if c.start <= pos < c.end] for c in chunks]
@@ -7459,15 +7499,26 @@ def _chunk_row_parts(doc: _Prepared, relative_path: str) -> list[tuple[bytes, by
     fm, tags, links = _Copy.jsonb(doc.frontmatter), _Copy.text_array(doc.tags), _Copy.text_array(doc.wikilinks)
     shared = b"".join(_copy_field(f) for f in (fm, tags, links))
     rel = _copy_field(_Copy.text(relative_path))
+    # Each chunk's metadata is _Copy.jsonb's text of {char_start, char_end, line_start, line_end, embeds, title,
+    # aliases[, block_ids]}, written here from its parts: the note's fields are dumped once, not once a chunk.
+    after_lines = ', "embeds": ' + json.dumps(_jsonable(doc.embeds), ensure_ascii=False) + ', "title": ' + \
+        json.dumps(_jsonable(doc.title), ensure_ascii=False) + ', "aliases": ' + \
+        json.dumps(_jsonable(list(doc.aliases)), ensure_ascii=False)
+    paths: dict[tuple[str, ...], bytes] = {}
     parts = []
     for chunk, (line_start, line_end), blocks in zip(doc.chunks, doc.lines, doc.block_ids or [[]] * len(doc.chunks)):
-        meta = {"char_start": chunk.start, "char_end": chunk.end, "line_start": line_start, "line_end": line_end,
-                "embeds": doc.embeds, "title": doc.title, "aliases": list(doc.aliases)}
-        if blocks:
-            meta["block_ids"] = blocks
-        middle = _copy_field(_Copy.int4(chunk.index)) + _copy_field(_Copy.text(chunk.content))
-        tail = b"".join((rel, _copy_field(_Copy.text_array(chunk.heading_path)), shared, _copy_field(_Copy.jsonb(meta)),
-                         _copy_field(_Copy.text(chunk.content_hash)), _copy_field(_Copy.int4(chunk.token_count))))
+        meta = (f'{{"char_start": {chunk.start}, "char_end": {chunk.end}, "line_start": '
+                f'{"null" if line_start is None else line_start}, "line_end": '
+                f'{"null" if line_end is None else line_end}{after_lines}'
+                + (', "block_ids": ' + json.dumps(blocks, ensure_ascii=False) if blocks else "") + "}")
+        heading = paths.get(chunk.heading_path)
+        if heading is None:
+            heading = paths[chunk.heading_path] = _copy_field(_Copy.text_array(chunk.heading_path))
+        content = chunk.content.encode("utf-8")
+        middle = b"".join((_INT4_4, _INT4.pack(chunk.index), _INT4.pack(len(content)), content))
+        tail = b"".join((rel, heading, shared, _copy_field(b"\x01" + meta.encode("utf-8")),
+                         _SHA256_HEX_LEN, hashlib.sha256(content).hexdigest().encode(), _INT4_4,
+                         _INT4.pack(chunk.token_count)))
         parts.append((middle, tail))
     return parts
 
@@ -8069,11 +8120,12 @@ class _IngestRun:
             self.links["resolved" if found else "unresolved"] = n
 
 
-def _keyword_packed(tf: dict[str, float], length: float) -> tuple[bytes, list[bytes]]:
-    """A chunk's keyword rows as COPY bytes, all but its id (assigned later, in the main process): its dl field,
-    and each posting's tuple after the chunk id, terms sorted (a deterministic COPY), behind an empty first item
-    so that joining them with the tuple head + id gives every tuple whole.  Pure: worker processes run it, since
-    the postings are most of the keyword index's COPY volume (about 46 per chunk)."""
+def _keyword_packed(tf: dict[str, float], length: float) -> tuple[bytes, bytes, int]:
+    """A chunk's keyword rows as COPY bytes but for its id (assigned later, in the main process): its
+    keyword_chunks tuple after the id, its keyword_postings tuples (terms sorted: a deterministic COPY) with
+    _CHUNK_ID_SLOT where each tuple's id goes, and how many postings.  Pure: worker processes run it, since the
+    postings are most of the keyword index's COPY volume (about 46 per chunk).  One bytes object per chunk, not
+    one per posting: unpickling 2.4M small objects cost the main process a second over the Help vault."""
     dl = _Copy.float4(length)
     tail = _FLOAT4_LEN + dl
     pack_term, pack_tf = _INT4.pack, _TF.pack
@@ -8081,21 +8133,30 @@ def _keyword_packed(tf: dict[str, float], length: float) -> tuple[bytes, list[by
     for term in sorted(tf):
         data = term.encode("utf-8")
         parts.append(b"".join((pack_term(len(data)), data, pack_tf(4, tf[term]), tail)))
-    return dl, parts
+    return _KEYWORD_TOKENIZER_FIELD + _FLOAT4_LEN + dl, _POSTING_SLOT.join(parts), len(tf)
 
 
-def _keyword_rows(kw_chunks: _Copy, kw_postings: _Copy, cid: bytes, packed: tuple[bytes, list[bytes]]) -> None:
-    """One chunk's keyword_chunks row and its keyword_postings rows, from _keyword_packed: one join in C."""
-    dl, parts = packed
-    kw_chunks.row(cid, _Copy.text(KEYWORD_TOKENIZER), dl)
-    kw_postings.buf.write((_POSTING_HEAD + cid).join(parts))
-    kw_postings.rows += len(parts) - 1
+def _keyword_rows(kw_chunks: _Copy, kw_postings: _Copy, cid: bytes, packed: tuple[bytes, bytes, int]) -> None:
+    """One chunk's keyword_chunks row and its keyword_postings rows, from _keyword_packed: the id put in by one
+    bytes.replace (C).  _CHUNK_ID_SLOT is eight 0xff bytes behind the tuple head: a term is UTF-8, which has no
+    0xff byte, and every other field is a length (starting with 0x00) or a float4 (four bytes), so the slot's
+    fourteen bytes occur only where an id goes."""
+    chunk_tail, postings, n = packed
+    kw_chunks.buf.write(_KEYWORD_CHUNK_HEAD + cid + chunk_tail)
+    kw_chunks.rows += 1
+    kw_postings.buf.write(postings.replace(_POSTING_SLOT, _POSTING_HEAD + cid))
+    kw_postings.rows += n
 
 
 _INT4, _TF = struct.Struct("!i"), struct.Struct("!if")
 _FLOAT4_LEN = struct.pack("!i", 4)
 _POSTING_HEAD = struct.pack("!hi", len(_KEYWORD_POSTING_COLUMNS), 8)   # field count, then chunk_id's length
+_CHUNK_ID_SLOT = b"\xff" * 8   # where _keyword_packed's postings take their chunk's id
+_POSTING_SLOT = _POSTING_HEAD + _CHUNK_ID_SLOT
+_KEYWORD_CHUNK_HEAD = struct.pack("!hi", len(_KEYWORD_CHUNK_COLUMNS), 8)
+_KEYWORD_TOKENIZER_FIELD = _INT4.pack(len(KEYWORD_TOKENIZER.encode())) + KEYWORD_TOKENIZER.encode()
 _CHUNK_HEAD = struct.pack("!hi", len(_CHUNK_COLUMNS), 8)
+_INT4_4, _SHA256_HEX_LEN = _INT4.pack(4), _INT4.pack(64)   # the length fields of an int4 and of a sha256 hex digest
 _EMBEDDING_HEAD = struct.pack("!hi", len(_EMBEDDING_COLUMNS), 8)
 
 

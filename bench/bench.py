@@ -16,6 +16,7 @@ Writes bench/results/latest.json as well as printing.
 from __future__ import annotations
 
 import argparse
+import collections
 import concurrent.futures
 import contextlib
 import dataclasses
@@ -23,6 +24,7 @@ import http.client
 import io
 import json
 import os
+import pickle
 import shutil
 import signal
 import socket
@@ -277,26 +279,43 @@ def tiktoken_alone(files: list[tuple[str, Path]]) -> tuple[float, float]:
 
 
 def pure_stages(files: list[tuple[str, Path]]) -> dict[str, float]:
-    """CPU seconds per step of the per-file work, in one process, each step timed on its own (the ingest runs them
-    in its worker processes; the sum is the CPU time they share).  CPU time, not wall time: on a shared machine a
-    step's wall time is mostly the other processes'.  Token counting is the time inside count_tokens while
-    chunking (the one wrapper is put back after)."""
-    stages = dict.fromkeys(("read", "hash", "decode", "frontmatter", "markdown_parse", "token_counting",
-                            "chunking", "fake_embedding", "keyword_terms", "line_spans", "copy_rows"), 0.0)
+    """CPU seconds per step of the per-file work, in one process (the ingest runs it in its worker processes; the
+    sum is the CPU time they share).  CPU time, not wall time: on a shared machine a step's wall time is mostly
+    the other processes'.  The steps are timed inside the real prepare_file, each function it calls wrapped by a
+    timer (put back after), so the table is the worker's own work and nothing else: a step's time is its function's
+    less the steps it calls (token counting is the time inside count_tokens while chunking; the Markdown parse is
+    parse_note's less decoding and front matter).  `rest_of_prepare_file` is prepare_file's own time (the fields
+    each chunk is embedded from, block ids), `pickle_to_main` sending the result to the main process (the worker's
+    pickle.dumps and the main process's pickle.loads).  Before fake_vector_copy, the vectors were packed in
+    prepare_file: with an older module that packing is in `rest_of_prepare_file`."""
     clock = time.process_time
-    inside = [0.0]
-    count_tokens = localrag.count_tokens
+    spent: dict[str, float] = collections.defaultdict(float)
+    wrapped = {"decode": "decode_text", "frontmatter": "split_frontmatter", "parse": "parse_note",
+               "token_counting": "count_tokens", "chunk": "chunk_document", "keyword_terms": "keyword_vector",
+               "keyword_copy_bytes": "_keyword_packed", "line_spans": "span_lines",
+               "chunk_copy_bytes": "_chunk_row_parts"}
+    wrapped = {step: name for step, name in wrapped.items() if hasattr(localrag, name)}   # an older module: fewer
+    saved = {name: getattr(localrag, name) for name in wrapped.values()}
 
-    def counted(text: str) -> int:
-        t0 = clock()
-        try:
-            return count_tokens(text)
-        finally:
-            inside[0] += clock() - t0
+    def timer(step: str, fn):
+        def timed_call(*args, **kwargs):
+            t0 = clock()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                spent[step] += clock() - t0
+        return timed_call
 
-    embedder = localrag.FakeLexicalEmbedder()
+    class TimedEmbedder(localrag.FakeLexicalEmbedder):   # the fake embedding, with its vectors' COPY bytes
+        embed_documents = timer("fake_embedding", localrag.FakeLexicalEmbedder.embed_documents)
+        if hasattr(localrag.FakeLexicalEmbedder, "embed_documents_copy"):
+            embed_documents_copy = timer("fake_embedding", localrag.FakeLexicalEmbedder.embed_documents_copy)
+
+    embedder = TimedEmbedder()
     localrag._tokenizer(), localrag._markdown_parser()
-    localrag.count_tokens = counted
+    for step, name in wrapped.items():
+        setattr(localrag, name, timer(step, saved[name]))
+    read = hashing = whole = pickling = 0.0
     try:
         for rel, path in files:
             t0 = clock()
@@ -304,40 +323,21 @@ def pure_stages(files: list[tuple[str, Path]]) -> dict[str, float]:
             t1 = clock()
             localrag.hashlib.sha256(data).hexdigest()
             t2 = clock()
-            text, _ = localrag.decode_text(data)
+            prepared = localrag.prepare_file(rel, data, embedder)
             t3 = clock()
-            localrag.split_frontmatter(text)
+            pickle.loads(pickle.dumps(prepared, protocol=pickle.HIGHEST_PROTOCOL))
             t4 = clock()
-            doc = localrag.parse_markdown(text, rel)
-            t5 = clock()
-            inside[0] = 0.0
-            chunks = localrag.chunk_document(doc)
-            t6 = clock()
-            vectors = embedder.embed_documents([localrag.document_fields(
-                c.content, c.heading_path, rel, doc.tags, doc.wikilinks, doc.alias_text) for c in chunks])
-            t7 = clock()
-            keywords = [localrag.keyword_vector(c.content, c.heading_path, rel, doc.tags, doc.alias_text) for c in chunks]
-            t8 = clock()
-            [localrag.span_lines(doc.body, c.start, c.end, doc.body_line) for c in chunks]
-            t9 = clock()
-            C = localrag._Copy
-            rows, vecs, postings, kw_chunks = C(13), C(5), C(4), C(3)
-            fm, tags, links, name = C.jsonb(doc.frontmatter), C.text_array(doc.tags), C.text_array(doc.wikilinks), \
-                C.text(rel)
-            for n, (c, v, kw) in enumerate(zip(chunks, vectors, keywords)):   # as _IngestRun._flush builds them
-                cid = C.int8(n)
-                rows.row(cid, cid, C.int4(c.index), C.text(c.content), name, name, C.text_array(c.heading_path), fm,
-                         tags, links, C.jsonb({"char_start": c.start, "char_end": c.end, "title": doc.title}),
-                         C.text(c.content_hash), C.int4(c.token_count))
-                vecs.row(cid, name, name, C.int4(1024), C.vector(v))
-                localrag._keyword_rows(kw_chunks, postings, cid, localrag._keyword_packed(*kw))
-            t10 = clock()
-            for name, spent in zip(stages, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4 - (t4 - t3), inside[0],
-                                            t6 - t5 - inside[0], t7 - t6, t8 - t7, t9 - t8, t10 - t9)):
-                stages[name] += spent
+            read, hashing, whole, pickling = read + t1 - t0, hashing + t2 - t1, whole + t3 - t2, pickling + t4 - t3
     finally:
-        localrag.count_tokens = count_tokens
-    return stages
+        for name, fn in saved.items():
+            setattr(localrag, name, fn)
+    own = {"decode": spent["decode"], "frontmatter": spent["frontmatter"],
+           "markdown_parse": spent["parse"] - spent["decode"] - spent["frontmatter"],
+           "token_counting": spent["token_counting"], "chunking": spent["chunk"] - spent["token_counting"]}
+    own.update((step, spent[step]) for step in ("fake_embedding", "keyword_terms", "keyword_copy_bytes",
+                                                 "line_spans", "chunk_copy_bytes"))
+    return {"read": read, "hash": hashing, **own, "rest_of_prepare_file": whole - sum(own.values()),
+            "pickle_to_main": pickling}
 
 
 _MEASURED_RUN = """

@@ -48,7 +48,18 @@ def prepared(module, rel: str, data: bytes):
     out = plain(got)
     out.pop("rows", None)   # checked against the rows the old main process built (chunk_rows)
     out["chunk_rows"] = chunk_rows(module, got, rel)
+    out["keywords"] = keyword_rows(module, got)   # the COPY bytes, whatever form the worker hands them in
     return out
+
+
+def keyword_rows(module, prepared) -> list[tuple[bytes, bytes]]:
+    """Each chunk's keyword_chunks and keyword_postings COPY tuples as the ingest writes them, for chunk id 1."""
+    rows = []
+    for packed in prepared.keywords:
+        chunks, postings = module._Copy(3), module._Copy(4)
+        module._keyword_rows(chunks, postings, module._Copy.int8(1), packed)
+        rows.append((chunks.buf.getvalue(), chunks.rows, postings.buf.getvalue(), postings.rows))
+    return rows
 
 
 def chunk_rows(module, prepared, rel: str) -> list[bytes]:

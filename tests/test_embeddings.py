@@ -257,3 +257,14 @@ def test_qwen_requirements_match_the_local_qwen3_extra():
     extra = re.search(r"^local-qwen3 = \[(.*?)\]", text, re.MULTILINE | re.DOTALL).group(1)
     assert [r for r in re.findall(r'"([^"]+)"', extra) if r != "torch"] == list(localrag.QWEN_EXTRA_REQUIREMENTS)
     assert all(r in localrag.qwen_install_hint(True, "python3", "linux") for r in localrag.QWEN_EXTRA_REQUIREMENTS)
+
+
+@settings(max_examples=300, deadline=None)
+@given(field_dicts)
+def test_vector_is_the_reference_to_the_last_bit_and_its_binary_form_the_same(fields):
+    """fake_vector sums a note's repeated fields apart from the chunk's own (the weights are multiples of 1/4, so
+    every sum is exact in any order): the reference's plain field-by-field sums give the same floats, bit for bit,
+    and fake_vector_copy (what ingest's workers send) is that vector in pgvector's binary form."""
+    vec = localrag.fake_vector(fields)
+    assert vec == ref_vector(fields), ascii(fields)
+    assert localrag.fake_vector_copy(fields) == localrag._Copy.vector(vec)

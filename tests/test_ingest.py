@@ -1884,3 +1884,54 @@ def test_a_bulk_load_killed_midway_gets_its_keyword_index_back_on_the_next_run(d
     result = localrag.ingest(db, vault)
     assert result["status"] == "success" and _keyword_state(db)[2] is True
     assert localrag.search(db, "escalation", retrieval="keyword")["results"]
+
+
+_term = st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(_term, st.integers(1, 40).map(lambda n: n / 4), max_size=30),
+       st.integers(0, 2 ** 62))
+def test_keyword_copy_bytes_are_the_plain_rows(tf, chunk_id):
+    """_keyword_packed / _keyword_rows (the postings as one bytes object a chunk, the id put in by replace) write
+    the COPY tuples _Copy.row writes, whatever the terms (0xff-free UTF-8, the slot's own bytes inside them)."""
+    tf = {("\x08" + t if i % 3 == 0 else t): v for i, (t, v) in enumerate(tf.items())}
+    length = float(sum(tf.values()))
+    cid = localrag._Copy.int8(chunk_id)
+    want_chunks, want_postings = localrag._Copy(3), localrag._Copy(4)
+    want_chunks.row(cid, localrag._Copy.text(localrag.KEYWORD_TOKENIZER), localrag._Copy.float4(length))
+    for term in sorted(tf):
+        want_postings.row(cid, localrag._Copy.text(term), localrag._Copy.float4(tf[term]),
+                          localrag._Copy.float4(length))
+    got_chunks, got_postings = localrag._Copy(3), localrag._Copy(4)
+    localrag._keyword_rows(got_chunks, got_postings, cid, localrag._keyword_packed(tf, length))
+    assert got_chunks.buf.getvalue() == want_chunks.buf.getvalue() and got_chunks.rows == 1
+    assert got_postings.buf.getvalue() == want_postings.buf.getvalue() and got_postings.rows == len(tf)
+
+
+_field = st.text(st.characters(blacklist_categories=("Cs",)), max_size=8)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_field, max_size=3), _field, st.lists(_field, max_size=3),
+       st.lists(st.tuples(st.one_of(st.none(), st.integers(1, 10 ** 6)), st.lists(_field, max_size=2)),
+                min_size=1, max_size=4))
+def test_chunk_copy_rows_carry_the_metadata_jsonb_writes(embeds, title, aliases, per_chunk):
+    """The metadata _chunk_row_parts writes from its parts is the text _Copy.jsonb gives the whole dict (quotes,
+    backslashes, control characters, non-ASCII, lines of a canvas (None), block ids or none)."""
+    chunks = [localrag.Chunk(i, ("H",), i, i + 1, "x", 1) for i in range(len(per_chunk))]
+    lines = [(line, None if line is None else line + 2) for line, _ in per_chunk]
+    blocks = [b for _, b in per_chunk]
+    doc = localrag._Prepared({}, (), (), embeds, chunks, None, lines=lines, title=title, aliases=tuple(aliases),
+                             block_ids=blocks)
+    C, field = localrag._Copy, localrag._copy_field
+    for chunk, (line_start, line_end), b, (middle, tail) in zip(chunks, lines, blocks,
+                                                                localrag._chunk_row_parts(doc, "n.md")):
+        meta = {"char_start": chunk.start, "char_end": chunk.end, "line_start": line_start, "line_end": line_end,
+                "embeds": embeds, "title": title, "aliases": aliases}
+        if b:
+            meta["block_ids"] = b
+        assert middle == field(C.int4(chunk.index)) + field(C.text(chunk.content))
+        assert tail == b"".join(field(f) for f in (
+            C.text("n.md"), C.text_array(chunk.heading_path), C.jsonb({}), C.text_array(()), C.text_array(()),
+            C.jsonb(meta), C.text(chunk.content_hash), C.int4(chunk.token_count)))
