@@ -12415,16 +12415,20 @@ def as_started(text: str) -> str:
 def _shell_word(text: str) -> str:
     """A word of a command a person pastes: shlex's quoting, or bash's and zsh's $'...' for a text holding a line
     break or another control character (a file name may), so the command stays one line and the shell passes the
-    real character (shlex would quote the break itself, the command printed over two lines)."""
-    import shlex
+    real character (shlex would quote the break itself, the command printed over two lines).  Quoted as shlex.quote
+    does, without importing it: `--help` names the pyz as it was started, and under the zipapp any first import
+    checks the unpacked layers, which `--help` must not pay for."""
     if not _SHELL_ESCAPED_RE.search(text):
-        return shlex.quote(text)
+        if not text:
+            return "''"
+        return text if not _SHELL_UNSAFE_RE.search(text) else "'" + text.replace("'", "'\"'\"'") + "'"
     named = {"\\": "\\\\", "'": "\\'", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
     return "$'" + "".join(named.get(ch) or (f"\\u{ord(ch):04x}" if _SHELL_ESCAPED_RE.match(ch) else ch)
                           for ch in text) + "'"
 
 
 _SHELL_ESCAPED_RE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_SHELL_UNSAFE_RE = re.compile(r"[^\w@%+=:,./-]", re.ASCII)   # shlex.quote's: anything else is quoted
 
 
 # A `show` target's note path ends at its extension: the '#' after it starts the heading ("C# Notes.md#Basics").

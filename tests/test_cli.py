@@ -10,6 +10,7 @@ import sys
 import time
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import localrag
 from conftest import ROOT, run_cli, write_vault
@@ -1596,3 +1597,13 @@ def test_help_names_localrag_as_it_was_started(monkeypatch, capsys, argv0, name)
     with pytest.raises(localrag.InvalidRequest) as exc:
         localrag.build_parser().parse_args(["ask", "q", "--top-k", "x"])
     assert exc.value.details["usage"].startswith(f"usage: {name} ask ")
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=30))
+def test_shell_words_quote_as_shlex_does_without_importing_it(text):
+    """`--help` under the zipapp names the pyz as it was started; importing shlex for that made the pyz check its
+    unpacked layers on `--help`, which must cost nothing.  The quoting is shlex.quote's, written out."""
+    import shlex
+    if not localrag._SHELL_ESCAPED_RE.search(text):
+        assert localrag._shell_word(text) == shlex.quote(text)
