@@ -14988,6 +14988,7 @@ async function ask() {
   $("citations").replaceChildren();
   $("result").hidden = true;   // shown with the first event: an error before it shows no empty answer
   $("suggestion").hidden = true;
+  $("unsaid").hidden = true;
   $("closest").hidden = true;
   resetTicket();
   $("ticket-box").hidden = true;
@@ -15039,6 +15040,12 @@ async function ask() {
         return li;
       }));
       $("closest").hidden = false;
+    }
+    // the question's words no cited block says, as the CLI's "not in the cited notes:" line
+    const unsaid = name === "done" && data.mode === "rag" && data.evidence_check && data.evidence_check.unsaid;
+    if (unsaid && unsaid.length) {
+      $("unsaid").textContent = "Not in the cited notes: " + unsaid.join(", ");
+      $("unsaid").hidden = false;
     }
     if (name === "done" && data.suggestion) {
       $("suggestion-question").textContent = data.suggestion.question;
@@ -15281,6 +15288,7 @@ placeholder="Ask a question about the knowledge base (Enter asks; Shift+Enter: n
 <ul id="closest-list"></ul></div>
 <div id="warnings" role="alert" hidden></div>
 <div id="answer"></div>
+<p id="unsaid" hidden></p>
 <h2>Citations</h2><div id="citations"></div></div>
 <div id="ticket-box" hidden><p>The knowledge base could not answer this. <button class="go" type="button"
 id="make-ticket">Make a ticket</button></p>

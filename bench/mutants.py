@@ -1662,6 +1662,10 @@ MUTANTS: list[Mutant] = [
       'for m in _DOTENV_KEY_RE.finditer(head)) if k in ENV_KEYS]',
       'for m in _DOTENV_KEY_RE.finditer(head))]',
       ("tests/test_config.py",), "working_folders_dotenv"),
+    M("page s43: the words the cited notes do not say are not shown",
+      '      $("unsaid").hidden = false;',
+      '      $("unsaid").hidden = true;',
+      ("tests/test_page.py",), "the_words_the_cited"),
 ]
 
 

@@ -727,3 +727,26 @@ def test_the_streamed_answer_is_announced_once(chat_llm, browser):
         assert answer.get_attribute("aria-busy") is None
         heard = browser.execute_script("return window.heard")
         assert heard == ["answer: " + stub.answer], heard
+
+
+def test_the_words_the_cited_notes_do_not_say_are_shown_under_the_answer(ingested, browser):
+    """The CLI says "not in the cited notes: saturn" under an answer whose evidence never speaks of a word the
+    question asks with; the page said nothing, and the answer read as covering it."""
+    config, _, _ = ingested
+    with serving(config) as base:
+        browser.get(base + "/")
+        assert not browser.find_element("id", "unsaid").is_displayed()
+        browser.find_element("id", "question").send_keys("What are the API latency alert thresholds on Saturn?")
+        browser.find_element("id", "ask-button").click()
+        assert wait_state(browser, "ask") == "done"
+        assert browser.find_element("id", "mode").text == "rag"
+        unsaid = browser.find_element("id", "unsaid")
+        assert unsaid.is_displayed() and unsaid.text == "Not in the cited notes: saturn"
+        question = browser.find_element("id", "question")
+        question.clear()
+        question.send_keys("What are the API latency alert thresholds?")
+        browser.find_element("id", "ask-button").click()
+        from selenium.webdriver.support.ui import WebDriverWait
+        WebDriverWait(browser, 30).until(lambda d: not d.find_element("id", "unsaid").is_displayed())
+        assert wait_state(browser, "ask") == "done" and browser.find_element("id", "mode").text == "rag"
+        assert not browser.find_element("id", "unsaid").is_displayed()
