@@ -12064,7 +12064,7 @@ def unsaid_words(question: str, blocks: Sequence[dict], share: dict[str, float] 
     """The question's words that no block says (its text, headings or note name), in question order: whole words
     (Latin ones, and a CJK pair standing alone between function words), not the pieces a CJK run is cut into, and
     with ``share`` (each query term's share of the chunks that use it) only those the knowledge base rarely or
-    never uses (at most UNSAID_MAX_DF_SHARE).  A "Can Audio recorder transcribe my recordings?" answered with lines
+    never uses (at most UNSAID_MAX_DF_SHARE; a CJK pair: never).  A "Can Audio recorder transcribe my recordings?" answered with lines
     about Audio recorder says what it does not cover: "transcribe".  A word said in another form counts as said
     (published: publish; reimbursement: reimbursed; colour: color).  Pure."""
     said: set[str] = set()
@@ -12076,7 +12076,9 @@ def unsaid_words(question: str, blocks: Sequence[dict], share: dict[str, float] 
     for i, term in enumerate(asked):
         word = not is_cjk_term(term) or _lone_bigram(i, asked)
         key = spelling_key(term)
-        rare = share is None or share.get(term, 0.0) <= UNSAID_MAX_DF_SHARE
+        # a CJK pair only when the knowledge base never uses it (电池): a seen one standing alone is mostly how the
+        # question asks (区别, 意思, 要求, 以后) or a piece across a junction (上能 of "Windows 上能把")
+        rare = share is None or share.get(term, 0.0) <= (0.0 if is_cjk_term(term) else UNSAID_MAX_DF_SHARE)
         if word and rare and key not in said and not said & set(_word_stems(term)) and key not in out and \
                 not _with_device_class({term}) & said - {term}:
             out.append(key)

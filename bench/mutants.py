@@ -1643,7 +1643,7 @@ MUTANTS: list[Mutant] = [
       '        return super().format_usage()',
       ("tests/test_cli.py",), "help_names_localrag"),
     M("answers s43: a word the knowledge base uses often is named as unsaid",
-      '        rare = share is None or share.get(term, 0.0) <= UNSAID_MAX_DF_SHARE',
+      '        rare = share is None or share.get(term, 0.0) <= (0.0 if is_cjk_term(term) else UNSAID_MAX_DF_SHARE)',
       '        rare = True',
       ("tests/test_answers.py",), "unsaid"),
     M("answers s43: a word the blocks say in another form is named as unsaid",

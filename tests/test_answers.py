@@ -2317,6 +2317,9 @@ def test_unsaid_words_are_the_questions_rare_words_no_cited_block_says():
     assert localrag.unsaid_words("Is the recording published?", blocks_of("Publish your recordings.")) == []
     assert localrag.unsaid_words("白板可以设置背景图片吗？", blocks_of("白板可以添加卡片。")) == []
     assert localrag.unsaid_words("电池的寿命怎么保养？", blocks_of("白板可以添加卡片。")) == ["电池", "寿命", "保养"]
+    # a CJK pair the knowledge base uses is mostly how a question asks (区别, 意思): named only when never used
+    assert localrag.unsaid_words("电池的寿命怎么保养？", blocks_of("白板可以添加卡片。"),
+                                 {"电池": 0.0, "寿命": 0.001, "保养": 0.0}) == ["电池", "保养"]
 
 
 def test_ask_names_the_words_the_cited_notes_do_not_say(small_vault):
