@@ -14795,7 +14795,8 @@ function needToken(panel, retry) {
 // attempting to fetch resource." (Firefox): say which server did not answer and what usually cures it.
 function unreachable(err) {
   return {error: {code: "network", message: "could not reach the localrag server at " + location.origin +
-                  " (is `localrag serve` still running?): " + err.message}};
+                  " (is `" + (document.body.dataset.start || "localrag") + " serve` still running?): " +
+                  err.message}};
 }
 // A fetch that threw: a token a header cannot carry is dropped and asked for again; else a network error.
 function fetchFailed(panel, err, retry) {
@@ -15623,8 +15624,13 @@ class Api:
             return 200, list_notes(self.config, store=s, **_query_ints(params, ("limit", "offset")))
 
     def get_page(self, headers: Any, params: Any) -> tuple[int, RawResponse]:
-        # The page itself is open (it holds no data); it asks for the token when the API answers 401.
-        return 200, RawResponse(DEMO_PAGE_HTML.encode("utf-8"), "text/html; charset=utf-8",
+        # The page itself is open (it holds no data); it asks for the token when the API answers 401.  Under the
+        # zipapp the command its messages quote is the pyz as it was started (data-start on <body>: the script,
+        # whose hash the CSP pins, stays as it is).
+        page = DEMO_PAGE_HTML
+        if command_name() != "localrag":
+            page = page.replace("<body>", f'<body data-start="{html.escape(command_name(), quote=True)}">', 1)
+        return 200, RawResponse(page.encode("utf-8"), "text/html; charset=utf-8",
                                 (("Content-Security-Policy", DEMO_PAGE_CSP), ("X-Content-Type-Options", "nosniff"),
                                  ("Referrer-Policy", "no-referrer"), ("Cache-Control", "no-cache")))
 

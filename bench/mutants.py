@@ -1666,6 +1666,10 @@ MUTANTS: list[Mutant] = [
       '      $("unsaid").hidden = false;',
       '      $("unsaid").hidden = true;',
       ("tests/test_page.py",), "the_words_the_cited"),
+    M("page s43: a pyz server's page says `localrag serve`",
+      """            page = page.replace("<body>", f'<body data-start="{html.escape(command_name(), quote=True)}">', 1)""",
+      """            page = page""",
+      ("tests/test_page.py",), "pyz_servers_page"),
 ]
 
 

@@ -750,3 +750,22 @@ def test_the_words_the_cited_notes_do_not_say_are_shown_under_the_answer(ingeste
         WebDriverWait(browser, 30).until(lambda d: not d.find_element("id", "unsaid").is_displayed())
         assert wait_state(browser, "ask") == "done" and browser.find_element("id", "mode").text == "rag"
         assert not browser.find_element("id", "unsaid").is_displayed()
+
+
+def test_a_pyz_servers_page_names_the_pyz_when_the_server_is_gone(ingested, browser, monkeypatch):
+    """Under the zipapp the page said "is `localrag serve` still running?", a command a pyz user cannot run.  It
+    names the pyz as it was started (from <body data-start>, so the script the CSP pins is unchanged)."""
+    import sys
+    config, _, _ = ingested
+    monkeypatch.setattr(sys, "argv", ["./field/it's localrag.pyz"])
+    with serving(config) as base:
+        browser.get(base + "/")
+        assert browser.find_element("tag name", "body").get_attribute("data-start") == \
+            localrag.command_name() == "python3 './field/it'\"'\"'s localrag.pyz'"
+        assert wait_state(browser, "ask", ("idle",)) == "idle"
+    browser.find_element("id", "question").send_keys(QUESTION)
+    browser.find_element("id", "ask-button").click()
+    assert wait_state(browser, "ask", ("error",)) == "error"
+    status = browser.find_element("css selector", "#ask .status").text
+    assert f"(is `{localrag.command_name()} serve` still running?)" in status, status
+    assert "`localrag serve`" not in status
