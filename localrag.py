@@ -12064,9 +12064,9 @@ def unsaid_words(question: str, blocks: Sequence[dict], share: dict[str, float] 
     """The question's words that no block says (its text, headings or note name), in question order: whole words
     (Latin ones, and a CJK pair standing alone between function words), not the pieces a CJK run is cut into, and
     with ``share`` (each query term's share of the chunks that use it) only those the knowledge base rarely or
-    never uses (at most UNSAID_MAX_DF_SHARE; a CJK pair: never).  A "Can Audio recorder transcribe my recordings?" answered with lines
-    about Audio recorder says what it does not cover: "transcribe".  A word said in another form counts as said
-    (published: publish; reimbursement: reimbursed; colour: color).  Pure."""
+    never uses (at most UNSAID_MAX_DF_SHARE; a CJK pair: never).  A "Can Audio recorder transcribe my recordings?"
+    answered with lines about Audio recorder says what it does not cover: "transcribe".  A word said in another form
+    counts as said (published: publish; reimbursement: reimbursed; colour: color).  Pure."""
     said: set[str] = set()
     for b in blocks:
         said |= answer_terms("\n".join([b.get("content") or "", *(b.get("heading_path") or []),
