@@ -2259,6 +2259,15 @@ def _escaped(text: str, at: int) -> bool:
     return n % 2 == 1
 
 
+def _heading_and_block(fragment: str) -> tuple[str, str]:
+    """A link's fragment (what follows its `#`) as (heading, block id): `#^id` and `#heading^id` are block
+    references, in [[wikilinks]] and Markdown links alike."""
+    if "^" not in fragment:
+        return fragment, ""
+    heading, _, block = fragment.partition("^")
+    return heading.rstrip("#").strip(), block.strip()
+
+
 def _wikilinks(text: str) -> list[tuple[int, int, WikiLink]]:
     """Each [[wikilink]] and ![[embed]] of the text as (start, end, link), in order.  An escaped `\\[[x]]` is text,
     as Obsidian shows it (it had been a link), and so is the embed's `!` of `\\![[x]]`."""
@@ -2272,11 +2281,7 @@ def _wikilinks(text: str) -> list[tuple[int, int, WikiLink]]:
             embed = embed and not _escaped(text, start - 1)
         # Inside a table the alias bar is written `\|` ([[Note\|shown]]): the backslash belongs to the table.
         target = m.group(2).strip().removesuffix("\\").strip()
-        heading = (m.group(3) or "").lstrip("#").strip().removesuffix("\\").strip()
-        block = ""
-        if "^" in heading:  # [[note#^id]] or [[note#heading^id]]: a block reference
-            heading, _, block = heading.partition("^")
-            heading, block = heading.rstrip("#").strip(), block.strip()
+        heading, block = _heading_and_block((m.group(3) or "").lstrip("#").strip().removesuffix("\\").strip())
         alias = (m.group(4) or "").strip()
         if embed and alias and target.lower().endswith(_IMAGE_SUFFIXES + _VIDEO_SUFFIXES):
             alias = _IMAGE_SIZE_RE.sub("", alias).strip().removesuffix("\\").strip()   # `|alt\|100` in a table
@@ -2361,10 +2366,7 @@ def _markdown_link(destination: str, text: str, embed: bool) -> WikiLink | None:
     target, _, heading = destination.partition("#")
     if "%" in destination:
         target, heading = (urllib.parse.unquote(part, errors="replace") for part in (target, heading))
-    heading, block = heading.lstrip("#").strip(), ""
-    if "^" in heading:  # Note.md#^id or #heading^id: a block reference
-        heading, _, block = heading.partition("^")
-        heading, block = heading.rstrip("#").strip(), block.strip()
+    heading, block = _heading_and_block(heading.lstrip("#").strip())
     target = target.strip()
     # The text as Obsidian shows it: an image inside stands for its alt text, escapes are their characters.
     text = re.sub(r"\n[ \t]*(?:>[ \t]?)*", " ", text) if "\n" in text else text   # a quote's markers on a new line
@@ -8903,9 +8905,10 @@ def _retrieve_in_snapshot(store: Store, config: Config, mode: str, key: tuple[st
     chunk rows, the vector channel's path as (path, why) or None)."""
     use_vector, use_keyword = vector is not None, mode in ("hybrid", "keyword")
     # Query terms and their statistics: needed by the keyword channel and by the evidence gate in every mode.
-    variants = [v for w in dict.fromkeys(words) for v in regional_variants(w)]
-    n_chunks, avgdl, df = store.keyword_stats(list(dict.fromkeys([*words, *variants])))
-    respelt = respell_regional(words, df)   # colour -> color, in a vault that says color
+    variants = {w: regional_variants(w) for w in dict.fromkeys(words)}
+    n_chunks, avgdl, df = store.keyword_stats(list(dict.fromkeys([*words, *(v for vs in variants.values()
+                                                                            for v in vs)])))
+    respelt = respell_regional(words, df, variants)   # colour -> color, in a vault that says color
     words = [respelt.get(w, w) for w in words]
     terms = query_term_weights(words, n_chunks, df, config.rag_unseen_cjk_backoff)
     seen = [t for t in terms if t["df"]]
@@ -9014,15 +9017,17 @@ def regional_variants(word: str) -> list[str]:
             if v != word]
 
 
-def respell_regional(words: Sequence[str], df: dict[str, int]) -> dict[str, str]:
+def respell_regional(words: Sequence[str], df: dict[str, int],
+                     variants: dict[str, list[str]] | None = None) -> dict[str, str]:
     """{word: the knowledge base's spelling} for each of a question's terms that the knowledge base never uses
     (df 0) while it uses one of its regional_variants (the most chunks' one).  ``df`` holds the words' and their
-    variants' document frequencies.  Pure."""
+    variants' document frequencies; ``variants``, when given, each word's regional_variants (as looked up).
+    Pure."""
     out = {}
     for word in dict.fromkeys(words):
         if df.get(word, 0):
             continue
-        seen = [v for v in regional_variants(word) if df.get(v, 0)]
+        seen = [v for v in (variants[word] if variants is not None else regional_variants(word)) if df.get(v, 0)]
         if seen:
             out[word] = max(seen, key=lambda v: (df[v], v))
     return out
@@ -15627,9 +15632,9 @@ class Api:
         # The page itself is open (it holds no data); it asks for the token when the API answers 401.  Under the
         # zipapp the command its messages quote is the pyz as it was started (data-start on <body>: the script,
         # whose hash the CSP pins, stays as it is).
-        page = DEMO_PAGE_HTML
-        if command_name() != "localrag":
-            page = page.replace("<body>", f'<body data-start="{html.escape(command_name(), quote=True)}">', 1)
+        page, start = DEMO_PAGE_HTML, command_name()
+        if start != "localrag":
+            page = page.replace("<body>", f'<body data-start="{html.escape(start, quote=True)}">', 1)
         return 200, RawResponse(page.encode("utf-8"), "text/html; charset=utf-8",
                                 (("Content-Security-Policy", DEMO_PAGE_CSP), ("X-Content-Type-Options", "nosniff"),
                                  ("Referrer-Policy", "no-referrer"), ("Cache-Control", "no-cache")))
@@ -18281,10 +18286,17 @@ def _eval_rerun(args: argparse.Namespace, path: str) -> str:
     the flags the settings replace (--top-k, --retrieval: RAG_TOP_K, RAG_RETRIEVAL)."""
     import shlex
     words = [command_name(), *(["--env-file", shlex.quote(args.env_file)] if getattr(args, "env_file", None) else []),
-             "eval", "--questions", "-" if path == "<stdin>" else shlex.quote(str(path))]
-    for flag, values in (("--path", args.path), ("--tag", args.tag), ("--vault", [args.vault] if args.vault else [])):
-        words += [w for value in values or [] for w in (flag, shlex.quote(value))]
+             "eval", "--questions", "-" if path == "<stdin>" else shlex.quote(str(path)),
+             *_scope_flags(args.path, args.tag, args.vault)]
     return " ".join(words)
+
+
+def _scope_flags(paths: Sequence[str] | None, tags: Sequence[str] | None, vault: str | None) -> list[str]:
+    """A scope as the command-line flags that give it: ["--path 'a b/'", "--tag x", "--vault …"]."""
+    import shlex
+    return [f"{flag} {shlex.quote(value)}" for flag, values in (("--path", paths), ("--tag", tags),
+                                                                 ("--vault", [vault] if vault else []))
+            for value in values or []]
 
 
 _EVAL_KINDS = {"rag": "answerable question (expected_mode: rag)",
@@ -18410,11 +18422,8 @@ def _calibration_apply(apply: dict, expect: dict | None, env_file: Path | None, 
                  f"which wins over the .env: change {'it' if len(shadowed) == 1 else 'them'} there"
     then = (f"; then `{rerun}` reports answered {expect['answered']:.3f}, refused {expect['refused']:.3f}"
             if expect and rerun else "")
-    import shlex
     scope = scope or {}
-    flags = [f"--path {shlex.quote(p)}" for p in scope.get("paths") or []] + \
-        [f"--tag {shlex.quote(t)}" for t in scope.get("tags") or []] + \
-        ([f"--vault {shlex.quote(scope['vault'])}"] if scope.get("vault") else [])
+    flags = _scope_flags(scope.get("paths"), scope.get("tags"), scope.get("vault"))
     scoped = (f" (measured within {' '.join(flags)} only; ask searches every note unless given the same scope)"
               if flags else "")
     return f"apply: {where}{then}{scoped}"
@@ -18702,7 +18711,7 @@ def _did_you_mean(parser: argparse.ArgumentParser, message: str) -> str:
         placed = next((argv[i - 1] for i, word in enumerate(argv) if word == choice.group(1) and i and
                        argv[i - 1] in top), None)
         if placed:
-            return f"; {placed} is an option of localrag itself: put it before the command (localrag {placed} …)"
+            return _top_option_hint(placed)
         close = difflib.get_close_matches(choice.group(1), re.findall(r"'([^']*)'", choice.group(2)), n=1)
     else:
         unknown = re.match(r"unrecognized arguments: (.*)$", message)
@@ -18714,17 +18723,13 @@ def _did_you_mean(parser: argparse.ArgumentParser, message: str) -> str:
                     f"reads as an option: write ./{there} (or {names} -- {there})")
         words = [w for w in unknown.group(1).split() if w.startswith("--")] if unknown else []
 
-        def options(p: argparse.ArgumentParser) -> Iterator[str]:
-            for action in p._actions:
-                yield from (o for o in action.option_strings if o.startswith("--"))
-                if isinstance(action, argparse._SubParsersAction):
-                    for sub in action.choices.values():
-                        yield from options(sub)
-
+        # every command's long options
+        options = {o for p in (parser, *(sub for _name, sub in _subparsers(parser))) for action in p._actions
+                   for o in action.option_strings if o.startswith("--")}
         top = {o for action in parser._actions for o in action.option_strings}   # localrag's own: --debug, --env-file
         placed = next((w.split("=")[0] for w in words if w.split("=")[0] in top), None)
         if placed:   # `localrag ask "x" --debug`: right option, wrong place ("did you mean '--debug'?" said nothing)
-            return f"; {placed} is an option of localrag itself: put it before the command (localrag {placed} …)"
+            return _top_option_hint(placed)
         word = words[0].split("=")[0] if words else ""
         path = _command_path(parser, getattr(parser, "argv", []))
         if word and len(path) > 1:   # the command's own options: another command's would not work here
@@ -18738,10 +18743,14 @@ def _did_you_mean(parser: argparse.ArgumentParser, message: str) -> str:
             if close:
                 return f"; did you mean {close[0]!r}?"
             return f"; `localrag {' '.join(names)}` has no {word} option (see localrag {' '.join(names)} --help)" \
-                if word in set(options(parser)) else ""
-        close = [m for w in words[:1] for m in difflib.get_close_matches(w.split("=")[0], sorted(set(options(parser))),
-                                                                          n=1)]
+                if word in options else ""
+        close = [m for w in words[:1] for m in difflib.get_close_matches(w.split("=")[0], sorted(options), n=1)]
     return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def _top_option_hint(placed: str) -> str:
+    """The hint for an option of localrag itself (--env-file, --debug) given after the command."""
+    return f"; {placed} is an option of localrag itself: put it before the command (localrag {placed} …)"
 
 
 def _subparsers(parser: argparse.ArgumentParser) -> Iterator[tuple[str, argparse.ArgumentParser]]:
