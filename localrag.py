@@ -10724,6 +10724,25 @@ def fake_answer(question: str, blocks: list[dict], max_sentences: int = FAKE_MAX
     return _ExtractiveAnswer(question, blocks, max_sentences, weights).text()
 
 
+def _asked_forms(asked: set[str]) -> dict[str, frozenset[str]]:
+    """For the asked English words, the other forms a text may say them in, each mapped to the asked words it
+    stands for: an asked "-ed" / "-ing" word's stems (scanned: scan), an asked noun of an act's verb forms
+    (configuration: configured), and the "-ed" / "-ing" forms of an asked base (scan: scanned, scanning).  Plurals
+    are folded already (answer_terms); candidates, not a stemmer, as the gate's _word_stems.  Pure."""
+    forms: dict[str, set[str]] = {}
+    for word in asked:
+        for form in _word_stems(word):
+            if form != word:
+                forms.setdefault(form, set()).add(word)
+        if word.isascii() and word.isalpha() and len(word) >= 3:
+            stem = word[:-1] if word.endswith("e") else word   # store: stored, storing
+            doubled = () if word.endswith("e") else (word + word[-1] + "ed", word + word[-1] + "ing")   # scanned
+            for form in (stem + "ed", stem + "ing", *doubled):
+                if form != word and word in _word_stems(form):
+                    forms.setdefault(form, set()).add(word)
+    return {form: frozenset(words) for form, words in forms.items()}
+
+
 class _ExtractiveAnswer:
     """One fake_answer: ``__init__`` scores every unit of every block against the question; ``text()`` gives a
     how-to question its procedure (a numbered list's steps after their lead) when the steps answer it, and any
@@ -10737,6 +10756,13 @@ class _ExtractiveAnswer:
         self.weights = {spelling_key(t): w for t, w in (weights or {}).items()}   # as answer_terms reads words
         # the terms a unit must say
         self.q = asked_terms(question) or set(keyword_terms(question)) or set(fake_tokens(question))
+        # an asked word that no block says as asked is said by its other forms ("Scans … are exported as PDFs" for
+        # "How are scanned documents exported?"; "… is never stored" for "does it store my token?"), as the gate
+        # reads it (_word_stems).  Measured: over all sets, read always, context words ("I added …", "After
+        # importing …") brought other lines in as often as the forms brought the answer in.
+        said_anywhere = set().union(*(answer_terms(" ".join([b["content"], *(b.get("heading_path") or [])]))
+                                      for b in blocks)) if blocks else set()
+        self.forms = _asked_forms(self.q - said_anywhere)
         known = [w for t, w in self.weights.items() if t in self.q]
         self.usual = sum(known) / len(known) if known else 1.0   # a term the retrieval did not weigh: an average one
         rule = _answer_rule(question)
@@ -10784,6 +10810,11 @@ class _ExtractiveAnswer:
 
     # --- scoring ------------------------------------------------------------------------------------------------
 
+    def _terms(self, text: str) -> set[str]:
+        """answer_terms of a text, with each asked word it says in another form (_asked_forms)."""
+        terms = answer_terms(text)
+        return terms | {asked for t in terms for asked in self.forms.get(t, ())} if self.forms else terms
+
     def _weight(self, terms: set[str]) -> float:
         """What a unit says of the question in its own words, idf-weighted: between units covering as many of
         its terms, the one saying "interface language" beats the one saying "Obsidian interface".  (Weighing the
@@ -10798,14 +10829,14 @@ class _ExtractiveAnswer:
         density; files its steps by list and its readable units in ``scored``."""
         q, wants = self.q, self.wants
         units = self.units_of[b["n"]] = []
-        self.headings[b["n"]] = answer_terms(" ".join([note_stem(b.get("source") or ""),
+        self.headings[b["n"]] = self._terms(" ".join([note_stem(b.get("source") or ""),
                                                         *(b.get("heading_path") or [])]))
         # what the block is about: its note's name and headings ("It shows the word count" under "Status bar")
         about = q & self.headings[b["n"]]
         # a question that is all the note's name ("What is in the Beaver Handbook?", its alias): any sentence of
         # the note speaks to it, the opening ones first.  (An alias counts only whole: in part it misleads, as an
         # old English path kept as a Chinese note's alias does.)
-        named = bool(q) and (q <= about or q <= answer_terms(b.get("names") or ""))
+        named = bool(q) and (q <= about or q <= self._terms(b.get("names") or ""))
         under: set[str] = set()
         under_at = -2   # where the heading `under` comes from
         # the first sentence under a heading the question quotes ("卡片大小" under ### 卡片大小: "定义卡片的宽度。")
@@ -10813,19 +10844,19 @@ class _ExtractiveAnswer:
                               _heading_key((b.get("heading_path") or [""])[-1]) in self.quoted) else -1
         raw = _evidence_units(b["content"], addresses=self.addresses)
         for pos, unit in enumerate(raw):
-            toks = answer_terms(unit["text"])
+            toks = self._terms(unit["text"])
             hit = len(q & toks)
             if hit and unit.get("header"):
                 # a row that says something asked is read with its column names: "信息安全意识培训 | 入职 7 天内"
                 # under "培训 | 完成时限" answers "which training, by when" as a whole
-                toks |= answer_terms(unit["header"])
+                toks |= self._terms(unit["header"])
                 hit = len(q & toks)
             # a lead-in comes with its list: it carries what its items do ("Obsidian supports the following file
             # types:" and `.md`, `.canvas` ... for "which formats")
             kind_here = bool(wants and unit["kind"] != "heading" and wants.carried_by(self.question, "\n".join(
                 [unit["text"], *(v["text"] for v in _list_items(raw, pos))])))
             if unit["kind"] == "heading":   # a heading inside the block: what the text under it is about
-                under = q & answer_terms(unit["text"])
+                under = q & self._terms(unit["text"])
                 # a problem in the user's voice ("I am receiving an odd network error …", a FAQ's bold line): the
                 # paragraph under it is its answer
                 under_at = pos if _USER_SPEAKS_RE.match(unit["text"]) else -2
@@ -10884,7 +10915,7 @@ class _ExtractiveAnswer:
             return None
         n = first[0]
         lead = self._procedure_lead(first)
-        if lead is not None and self.q & answer_terms(lead["text"]):
+        if lead is not None and self.q & self._terms(lead["text"]):
             self._say(lead)
         self.lines += self._procedure_lines(readable, n)
         more = self._more(first, readable, lead)
@@ -10939,7 +10970,7 @@ class _ExtractiveAnswer:
         # 图？": the steps under 移动端, not "要打开局部关系图，请使用打开局部关系图命令" that says more of its words)
         device = self.devices
         if device and device <= self._covers(first) and best is not None and not device & _with_device_class(
-                answer_terms(best["text"]) | self.headings[best["n"]] | self._heading_above(best["n"], best["pos"])):
+                self._terms(best["text"]) | self.headings[best["n"]] | self._heading_above(best["n"], best["pos"])):
             return True
         covered = len(self._covers(first))
         return covered >= best_hit and (covered > best_hit or len(self._context(first)) >= best_context)
@@ -10959,7 +10990,7 @@ class _ExtractiveAnswer:
             return None
         order = keyword_terms(self.question)
         inside = {t for i, t in enumerate(order) if len(t) == 2 and is_cjk_term(t) and _overlapping_bigrams(order, i)}
-        said = (self.q - inside) & set().union(*(answer_terms(u["text"]) for u in self.scored))
+        said = (self.q - inside) & set().union(*(self._terms(u["text"]) for u in self.scored))
         return max(said, key=lambda t: (self.weights.get(t, self.usual), t), default=None)
 
     def _anchored(self) -> set[int]:
@@ -10968,10 +10999,10 @@ class _ExtractiveAnswer:
         rarest = self._rarest_said()
         best = min(self.units_of, default=None)
         if rarest is None or best is None or \
-                rarest not in answer_terms(note_stem(self.blocks_by_n[best].get("source") or "")):
+                rarest not in self._terms(note_stem(self.blocks_by_n[best].get("source") or "")):
             return set()
         return {n for n, units in self.units_of.items()
-                if rarest in self.headings[n] or any(rarest in answer_terms(u["text"]) for u in units)}
+                if rarest in self.headings[n] or any(rarest in self._terms(u["text"]) for u in units)}
 
     def _intro(self, key: tuple[int, int]) -> dict | None:
         """The sentence that leads into a list ("To exclude a folder from syncing:"), if it has one."""
@@ -10989,22 +11020,22 @@ class _ExtractiveAnswer:
     def _heading_above(self, n: int, pos: int) -> set[str]:
         """The terms of the last heading before a unit in its block."""
         above = self._heading_text_above(n, pos)
-        return answer_terms(above) if above is not None else set()
+        return self._terms(above) if above is not None else set()
 
     def _context(self, key: tuple[int, int]) -> set[str]:
         """What says what a list is for: its block's headings, the heading right above it, its lead."""
         lead = self._intro(key)
-        return self.q & self.headings[key[0]].union(answer_terms(lead["text"]) if lead else set(),
+        return self.q & self.headings[key[0]].union(self._terms(lead["text"]) if lead else set(),
                                                     self._heading_above(key[0], self.whole[key][0]["pos"]))
 
     def _covers(self, key: tuple[int, int]) -> set[str]:
         """What of the question a list says: its context and its steps."""
-        return self._context(key).union(self.q & set().union(*(answer_terms(u["text"]) for u in self.whole[key])))
+        return self._context(key).union(self.q & set().union(*(self._terms(u["text"]) for u in self.whole[key])))
 
     def _focus(self, key: tuple[int, int]) -> int:
         """What the list's context and its one best step say of the question, together."""
         said = self._context(key)
-        return max((len(said | (self.q & answer_terms(u["text"]))) for u in self.whole[key]), default=len(said))
+        return max((len(said | (self.q & self._terms(u["text"]))) for u in self.whole[key]), default=len(said))
 
     def _said_above(self, u: dict) -> int:
         """What of the question a unit's block headings and the heading right above it say."""
@@ -11015,17 +11046,17 @@ class _ExtractiveAnswer:
         n, start = key[0], self.whole[key][0]["pos"]
         leads = [u for u in self.scored if u["n"] == n and u["kind"] == "sentence" and u["pos"] < start]
         leads += [u for u in [self._intro(key)] if u is not None]
-        return max(leads, key=lambda u: (len(self.q & answer_terms(u["text"])), u["pos"]), default=None)
+        return max(leads, key=lambda u: (len(self.q & self._terms(u["text"])), u["pos"]), default=None)
 
     def _more(self, key: tuple[int, int], readable: list[dict], lead: dict | None) -> dict | None:
         """A sentence of the block after the steps that says what else was asked ("To update an existing
         workspace, save the workspace with the same name ..." after the steps that save one, for "How do I
         update a workspace I saved?"): the steps alone leave that out."""
         q, n, end = self.q, key[0], self.whole[key][-1]["pos"]
-        told = q & answer_terms(" ".join([*(u["text"] for u in readable), lead["text"] if lead else ""]))
+        told = q & self._terms(" ".join([*(u["text"] for u in readable), lead["text"] if lead else ""]))
         return max((u for u in self.scored if u["n"] == n and u["kind"] == "sentence" and u["pos"] > end
-                    and u["hit"] >= 2 and q & answer_terms(u["text"]) - told),
-                   key=lambda u: (len(q & answer_terms(u["text"]) - told), u["hit"], -u["pos"]), default=None)
+                    and u["hit"] >= 2 and q & self._terms(u["text"]) - told),
+                   key=lambda u: (len(q & self._terms(u["text"]) - told), u["hit"], -u["pos"]), default=None)
 
     def _second_procedure(self, first: tuple[int, int]) -> list[str]:
         """The lines of the other procedure a two-part question asks for: the list whose headings or lead say most
@@ -11131,14 +11162,14 @@ class _ExtractiveAnswer:
             self.lines.append(f"{before['text']} [{u['n']}]")
         self.seen.update(v["text"] for v in items)
         self.lines += self._item_lines(items, u["n"]) if bulleted else self._procedure_lines(items, u["n"])
-        self.said.append(answer_terms(" ".join(v["text"] for v in items)))
+        self.said.append(self._terms(" ".join(v["text"] for v in items)))
         self.shown += 1
 
     def _show_unit(self, u: dict) -> None:
         """A ranked unit (with its table header, the code or list it leads into, and for the best line the
         sentence that follows it), unless it says again what is shown or is another question's verdict."""
         q = self.q
-        terms = answer_terms(u["text"])
+        terms = self._terms(u["text"])
         if _restates(terms, self.said) and not (u.get("list_follows") or u.get("code") or u.get("code_follows")):
             return   # "对于附件，旧版本将保留两周。" after "附件的旧版本保留两周。" from another note
         if self.said and self._answers_another_question(u):
@@ -11183,7 +11214,7 @@ class _ExtractiveAnswer:
         else:
             return []
         self.seen.update(v["text"] for v in before)
-        return [self._shown_line(v, answer_terms(v["text"])) for v in before]
+        return [self._shown_line(v, self._terms(v["text"])) for v in before]
 
     def _answers_another_question(self, u: dict) -> bool:
         """Whether a unit (not the first line) is the answer to a question other than the one asked: a verdict
@@ -11193,12 +11224,12 @@ class _ExtractiveAnswer:
         "会在后台同步吗？")."""
         if _VERDICT_START_RE.match(u["text"]):
             path = self.blocks_by_n[u["n"]].get("heading_path") or []
-            return len(self.q & answer_terms(" ".join(path))) * 2 < len(self.q)
+            return len(self.q & self._terms(" ".join(path))) * 2 < len(self.q)
         if self.first is None:   # a whole list was shown first
             return False
         above, first = self._nearest_heading(u), self._nearest_heading(self.first)
         return above != first and above.rstrip().endswith(("?", "？")) and \
-            len(self.q & answer_terms(above)) < len(self.q & answer_terms(first))
+            len(self.q & self._terms(above)) < len(self.q & self._terms(first))
 
     def _nearest_heading(self, u: dict) -> str:
         """The heading a unit stands under: the last one before it in its block, else its block's own."""
@@ -11245,7 +11276,7 @@ class _ExtractiveAnswer:
         # right-click menu, while others cannot." then "If you don't want to see a tab that can't be closed,
         # consider disabling the relevant plugin …": the problem, then what to do about it)
         advice = self.how_to and _ADVICE_RE.search(after["text"]) and not _ADVICE_RE.search(u["text"]) and \
-            self.q & answer_terms(after["text"])
+            self.q & self._terms(after["text"])
         # -- or answers the heading above it, a FAQ's question, in a paragraph: the whole paragraph is the answer
         # ("It is likely we need to examine your database." then "Please contact Obsidian support for assistance.")
         paragraph = u.get("answers_heading") and after.get("paragraph") == u.get("paragraph")
@@ -11257,7 +11288,7 @@ class _ExtractiveAnswer:
                                       choices) or
                 items and u["kind"] == "sentence" and not self.shown_lists and len(items) <= FAKE_MAX_STEPS):
             return []
-        lines = [self._shown_line(after, answer_terms(after["text"]))]
+        lines = [self._shown_line(after, self._terms(after["text"]))]
         if items:
             self.shown_lists.append(after["list_follows"])
             self.seen.update(v["text"] for v in items)

@@ -335,7 +335,7 @@ MUTANTS: list[Mutant] = [
       "for c in letters]",
       ("tests/test_retrieval.py",), "spelling or suggestion"),
     M("answers: a table row is read without its column names",
-      "                toks |= answer_terms(unit[\"header\"])\n",
+      "                toks |= self._terms(unit[\"header\"])\n",
       "",
       ("tests/test_answers.py",), "table_row"),
     M("answers: a table's header row may be shown on its own",
@@ -1670,6 +1670,18 @@ MUTANTS: list[Mutant] = [
       """            page = page.replace("<body>", f'<body data-start="{html.escape(start, quote=True)}">', 1)""",
       """            page = page""",
       ("tests/test_page.py",), "pyz_servers_page"),
+    M("answers s44: an asked word is never read in its other forms",
+      "        self.forms = _asked_forms(self.q - said_anywhere)",
+      "        self.forms = {}",
+      ("tests/test_answers.py",), "asked_word"),
+    M("answers s44: an asked word said as asked is read in its other forms too",
+      "        self.forms = _asked_forms(self.q - said_anywhere)",
+      "        self.forms = _asked_forms(self.q)",
+      ("tests/test_answers.py",), "asked_word"),
+    M("answers s44: an asked base's -ed / -ing forms are not its forms",
+      "                if form != word and word in _word_stems(form):",
+      "                if False:",
+      ("tests/test_answers.py",), "asked_forms or asked_word"),
 ]
 
 
