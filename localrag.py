@@ -9945,7 +9945,8 @@ ANSWER_TYPE_RULES: tuple[AnswerRule, ...] = (
                _yes_no_carried, False, f"one block holding {ANSWER_TYPE_YES_NO_COVERAGE:.0%} of the question's terms"),
     AnswerRule("procedure",
                r"\bhow (?:do|can|should|would|could) (?:i|you|we|one)\b|\bhow to\b|\bsteps? (?:to|for)\b|"
-               r"\bwhat (?:are the )?steps\b|如何|怎么|怎样|步骤|方法",
+               # (会怎样 / 会怎么处理 / 是怎么连起来的 ask what happens or how a thing is, not what to do)
+               r"\bwhat (?:are the )?steps\b|(?<![会是])(?:如何|怎么|怎样)|步骤|方法",
                rf"^\s*\d+[.)]\s|\b(?:{_INSTRUCTION_VERBS})\b|{_INSTRUCTION_VERBS_ZH}",
                True, "instructions (steps or imperative verbs)"),
 )

@@ -146,7 +146,10 @@ KIND_EXAMPLES = [
     ("How do I set up sync on a new device?", "procedure"), ("如何在新设备上设置同步？", "procedure"),
     # a generic acronym is no product name: the question asks how to redirect, not for a product called URL
     ("How do I redirect readers from the old URL to the new note?", "procedure"),
-    ("旧的 URL 怎么跳转到新页面？", "procedure"),
+    ("旧的 URL 怎么跳转到新页面？", "procedure"), ("已经安装的主题要怎么更新？", "procedure"),
+    # 会怎样 / 会怎么处理 / 是怎么 ask what happens or how a thing is (check15 zh-14 got the import steps)
+    ("导入时，回收站里的页面会怎么处理？", None), ("如果这个子文件夹还不存在会怎样？", None),
+    ("所有笔记彼此是怎么连起来的？", None),
     ("Why is the sky blue?", None), ("为什么天空是蓝色的？", None),
 ]
 
