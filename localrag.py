@@ -10311,6 +10311,28 @@ _OPEN_FENCE_RE = re.compile(r"^[ \t>]*(?:(`{3,})[^`\n]*|(~{3,})[^\n]*)$.*?(?:^[ 
                             re.MULTILINE | re.DOTALL)
 
 
+def _callouts_as_headings(text: str, title: Callable[[re.Match], str]) -> str:
+    """Each callout's first line replaced by ``title`` of it; a title made a heading (_HEADING_MARK) says what the
+    callout is about, not what follows it, so after the callout's last line the heading before it holds again (a
+    line of its own, empty when there was none): a list after a "> [!info] Excluded files" callout is not about
+    excluded files.  Pure."""
+    out: list[str] = []
+    before = _HEADING_MARK   # the heading outside callouts
+    inside = False           # in the body of a callout whose title is a heading
+    for line in text.split("\n"):
+        if inside and not line.lstrip().startswith(">"):
+            out.append(before)
+            inside = False
+        m = _CALLOUT_RE.match(line)
+        if m:
+            line = title(m)
+            inside = line.startswith(_HEADING_MARK)
+        elif line.startswith(_HEADING_MARK):
+            before = line
+        out.append(line)
+    return "\n".join(out)
+
+
 def _plain_markdown(text: str, headings: bool = False, held: list | None = None, addresses: bool = False) -> str:
     """Obsidian markup turned into readable text, line structure kept: code fences, headings, table rulers, HTML
     tags and comments, struck-through text, footnote marks, file embeds and lines of embeds dropped; blockquote
@@ -10349,7 +10371,10 @@ def _plain_markdown(text: str, headings: bool = False, held: list | None = None,
             return title
         return _HEADING_MARK + title if headings and title else ""
 
-    text = _CALLOUT_RE.sub(callout, text)
+    if headings and "[!" in text:
+        text = _callouts_as_headings(text, callout)
+    else:
+        text = _CALLOUT_RE.sub(callout, text)
     text = re.sub(r"^(\s*)(?:>\s?)+", r"\1", text, flags=re.MULTILINE)
     # an icon in brackets, "(![[lucide-x.svg#icon]])", goes with its brackets, and one right before a full stop
     # with the space before it

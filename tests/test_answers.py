@@ -2384,3 +2384,22 @@ def test_an_asked_word_said_as_asked_somewhere_is_not_read_in_other_forms():
     forms = localrag._ExtractiveAnswer("After importing my notes, which plugin creates new notes?", blocks,
                                        localrag.FAKE_MAX_SENTENCES, None).forms
     assert "import" not in forms
+
+
+def test_a_callouts_title_is_the_heading_of_the_callout_only():
+    """A callout's title says what the callout is about; after its last line the heading before it holds again
+    (an empty heading when there was none), so a list after "> [!note] Note" is not about notes (check16 en-01:
+    "How do I write an internal link to a note that sits inside a folder?" got the steps for Markdown links)."""
+    units = localrag._evidence_units("## Sync\n\nText here.\n\n> [!info] Excluded files\n> Inside it.\n\n"
+                                     "1. Open Settings.\n2. Disable it.")
+    assert [(u["kind"], u["text"]) for u in units] == [
+        ("heading", "Sync"), ("sentence", "Text here."), ("heading", "Excluded files"), ("sentence", "Inside it."),
+        ("heading", "Sync"), ("step", "Open Settings."), ("step", "Disable it.")]
+    assert [u["text"] for u in localrag._evidence_units("> [!tip] Links\n> A tip.\nAfter.") if u["kind"] == "heading"] \
+        == ["Links", ""]
+    content = ("To link to a note in a folder, include the folder path before the note name.\n\n"
+               "> [!note] Note\n> When using the Markdown format, encode the link destination.\n\n"
+               "To use the Markdown format:\n\n1. Open Settings.\n2. Under Files and links, disable Use Wikilinks.")
+    blocks = [dict(blocks_of(content)[0], source="Internal links.md", heading_path=["Supported formats for internal links"])]
+    answer = localrag.fake_answer("How do I write an internal link to a note that sits inside a folder?", blocks)
+    assert answer.splitlines()[0].startswith("To link to a note in a folder") and "1. Open Settings." not in answer
