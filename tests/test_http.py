@@ -23,6 +23,7 @@ import json
 import os
 import queue
 import re
+import select
 import signal
 import socket
 import subprocess
@@ -330,11 +331,12 @@ def upstream(monkeypatch):
 # --- serve as a subprocess -----------------------------------------------------------------------------------------
 
 class ServeProcess:
-    """`python -m localrag serve --port 0 ...` with the test's environment; stderr is collected line by line."""
+    """`python -m localrag serve --port 0 ...` with the test's environment (`command`: what follows python instead
+    of `-m localrag`, e.g. a pyz); stderr is collected line by line."""
 
-    def __init__(self, *args: str) -> None:
+    def __init__(self, *args: str, command: tuple[str, ...] = ("-m", "localrag")) -> None:
         env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
-        self.proc = subprocess.Popen([sys.executable, "-m", "localrag", "serve", "--port", "0", *args],
+        self.proc = subprocess.Popen([sys.executable, *command, "serve", "--port", "0", *args],
                                      env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         self.lines: queue.Queue[str] = queue.Queue()
         self.stderr: list[str] = []
@@ -405,8 +407,8 @@ class ServeProcess:
 def serve_process(env):
     procs: list[ServeProcess] = []
 
-    def spawn(*args: str) -> ServeProcess:
-        p = ServeProcess(*args)
+    def spawn(*args: str, **kw) -> ServeProcess:
+        p = ServeProcess(*args, **kw)
         procs.append(p)
         return p
 
@@ -1142,6 +1144,43 @@ def test_openapi_describes_every_endpoint_and_the_error_body(routing_api):
         assert req["required"] == [text] and req["additionalProperties"] is False
         assert (req["properties"]["top_k"]["minimum"], req["properties"]["top_k"]["maximum"]) == (1, 20)
     assert "text/event-stream" in spec["paths"]["/ask/stream"]["post"]["responses"]["200"]["content"]
+
+
+def test_openapi_names_localrag_as_it_was_started(env, tmp_path, serve_process):
+    """Under the zipapp /openapi.json still said `localrag history show ID` and gave `localrag show '…'` as a
+    note's `open` command, while every other text (hints, error bodies, --help, the demo page) names the pyz as it
+    was started: an agent reading the document passes on a command a pyz user cannot run.  A real zipapp of this
+    module serving names itself there; `python -m localrag serve` says `localrag`, and names no pyz."""
+    import zipfile
+    pyz = tmp_path / "field tools" / "localrag.pyz"
+    pyz.parent.mkdir()
+    with zipfile.ZipFile(pyz, "w") as z:
+        z.write(ROOT / "localrag.py", "localrag.py")
+        z.writestr("__main__.py", "import sys\nimport localrag\nsys.exit(localrag.main())\n")
+
+    def texts(spec) -> list[str]:
+        if isinstance(spec, dict):
+            return [t for v in spec.values() for t in texts(v)]
+        if isinstance(spec, list):
+            return [t for v in spec for t in texts(v)]
+        return [spec] if isinstance(spec, str) else []
+
+    for command, name in (((str(pyz),), localrag.command_name(str(pyz))), (("-m", "localrag"), "localrag")):
+        server = serve_process(command=command)
+        conn = http.client.HTTPConnection(HOST, server.port, timeout=30)
+        conn.request("GET", "/openapi.json")
+        spec = json.loads(conn.getresponse().read())
+        conn.close()
+        server.kill()
+        schemas = spec["components"]["schemas"]
+        assert schemas["Note"]["properties"]["open"]["example"] == f"{name} show 'Runbooks/P1 升级流程.md'"
+        for record in ("AnswerSummary", "AnswerRecord"):
+            assert f"`{name} history show ID`" in schemas[record]["properties"]["id"]["description"]
+        commands = [t for t in texts(spec) if re.search(r"(^|`)localrag ", t)]
+        if name == "localrag":
+            assert not [t for t in texts(spec) if "pyz" in t] and len(commands) == 3, commands
+        else:
+            assert name == f"python3 '{pyz}'" and commands == [], commands
 
 
 # ECMA-262's \s (the regex dialect of OpenAPI's `pattern`): WhiteSpace (incl. U+FEFF and every Zs) + LineTerminator.
@@ -1982,6 +2021,85 @@ def test_a_queued_request_is_served_when_a_slot_frees(ingested, upstream, serve_
     assert replies and replies[0][0] == 200
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fills a pipe through /proc/self/fd")
+def test_a_client_sending_one_request_after_another_never_gets_503_server_busy(ingested, monkeypatch):
+    """With LOCALRAG_MAX_REQUESTS=1 and LOCALRAG_QUEUE_WAIT_SECONDS=0, a client that sends its next request only
+    after it has read the whole reply to the last one got 503 server_busy now and then (8 to 38 of 500 requests
+    on a new connection each, here): the slot was given back only after the reply's last byte had gone out and
+    its access-log line was written, so the next request could arrive while it was still held.  A stderr that
+    takes no writes (a terminal paused with Ctrl-S, a log pipe nobody reads) held it for good: every request
+    after the first was 503.  The slot is given back once the reply is built, before any of it is sent.
+
+    Here the serve process's stderr is a pipe the test stops reading: one loop of requests as it fills, then,
+    once it is full (each access-log line then waits), a second.  Keep-alive and a new connection per request; last,
+    /ask/stream read to its `done` event (the slot is given back before that event is sent), then a request."""
+    import collections
+    monkeypatch.setenv("LOCALRAG_MAX_REQUESTS", "1")
+    monkeypatch.setenv("LOCALRAG_QUEUE_WAIT_SECONDS", "0")
+    read_end, write_end = os.pipe()
+    proc = subprocess.Popen([sys.executable, "-m", "localrag", "serve", "--port", "0"], stdout=subprocess.DEVNULL,
+                            stderr=write_end, env=dict(os.environ, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1"))
+    statuses: collections.Counter = collections.Counter()
+    requests = [("GET", "/openapi.json", None), ("POST", "/search", {"query": RAG_Q}),
+                ("GET", "/notes/list?limit=5", None)]
+
+    def one(conn: http.client.HTTPConnection, i: int) -> None:
+        method, path, body = requests[i % len(requests)]
+        conn.request(method, path, body=_encode(body), headers={"Content-Type": "application/json"} if body else {})
+        resp = conn.getresponse()
+        resp.read()                                   # the whole reply, before the next request
+        statuses[resp.status] += 1
+
+    try:
+        said, deadline = b"", time.monotonic() + 60
+        while not (ready := re.search(rb"serving on http://127\.0\.0\.1:(\d+)", said)):
+            assert proc.poll() is None and time.monotonic() < deadline, said
+            if select.select([read_end], [], [], 0.5)[0]:
+                said += os.read(read_end, 4096)
+        port = int(ready.group(1))
+        conn = http.client.HTTPConnection(HOST, port, timeout=30)
+        for i in range(100):                          # keep-alive: one connection
+            one(conn, i)
+        conn.close()
+        for i in range(200):                          # a new connection each
+            conn = http.client.HTTPConnection(HOST, port, timeout=30)
+            one(conn, i)
+            conn.close()
+        assert statuses == {200: 300}, statuses
+        # filled to the last byte through a non-blocking opening of its own (O_NONBLOCK on write_end would be the
+        # server's too): every write to the server's stderr now waits
+        filler = os.open(f"/proc/self/fd/{write_end}", os.O_WRONLY | os.O_NONBLOCK)
+        try:
+            for size in (4096, 1):
+                with contextlib.suppress(BlockingIOError):
+                    while True:
+                        os.write(filler, b"." * size)
+        finally:
+            os.close(filler)
+        for i in range(200):                          # stderr full: no access-log line can be written
+            conn = http.client.HTTPConnection(HOST, port, timeout=30)
+            one(conn, i)
+            conn.close()
+        for i in range(10):                           # a stream read to its last event, then the next request
+            conn = http.client.HTTPConnection(HOST, port, timeout=30)
+            conn.request("POST", "/ask/stream", body=_encode({"question": RAG_Q}),
+                         headers={"Content-Type": "application/json"})
+            resp = conn.getresponse()
+            while (event := read_sse_event(resp)) and event[0] not in ("done", "error"):
+                pass
+            statuses[resp.status if event and event[0] == "done" else -1] += 1
+            conn.close()
+            conn = http.client.HTTPConnection(HOST, port, timeout=30)
+            one(conn, i)
+            conn.close()
+        assert statuses == {200: 520}, statuses
+    finally:
+        proc.kill()
+        proc.wait(10)
+        os.close(read_end)
+        os.close(write_end)
+
+
 def test_a_request_waiting_for_a_slot_at_shutdown_gets_503_server_stopping(ingested, upstream, serve_process,
                                                                            monkeypatch):
     up = upstream([delta("never sent")])
@@ -2009,9 +2127,9 @@ def test_mcp_calls_refused_by_the_server_get_jsonrpc_errors(ingested, upstream, 
     Retry-After kept, localrag's code in error.data.
 
     One call holds the only slot from the busy check to the shutdown that cuts it.  The test had held an /ask,
-    released it, then sent the call to be cut: the server frees a slot only after the reply's last byte is out, so
-    under load the next call could still find it taken (503 server_busy at once, queue wait 0) and never reach the
-    model."""
+    released it, then sent the call to be cut: the server then freed a slot only after the reply's last byte was out,
+    so under load the next call could still find it taken (503 server_busy at once, queue wait 0) and never reach
+    the model."""
     up = upstream([delta("never sent")])
     up.json_gate = threading.Event()               # never set: the held call is in flight when the grace runs out
     monkeypatch.setenv("LOCALRAG_MAX_REQUESTS", "1")
