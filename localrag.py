@@ -10786,9 +10786,11 @@ class _ExtractiveAnswer:
         # "How are scanned documents exported?"; "… is never stored" for "does it store my token?"), as the gate
         # reads it (_word_stems).  Measured: over all sets, read always, context words ("I added …", "After
         # importing …") brought other lines in as often as the forms brought the answer in.
-        said_anywhere = set().union(*(answer_terms(" ".join([b["content"], *(b.get("heading_path") or [])]))
-                                      for b in blocks)) if blocks else set()
-        self.forms = _asked_forms(self.q - said_anywhere)
+        self.forms = _asked_forms(self.q)
+        if self.forms:   # (most questions have no such word: the blocks are not read for it)
+            said = set().union(*(answer_terms(" ".join([b["content"], *(b.get("heading_path") or [])]))
+                                 for b in blocks))
+            self.forms = {form: words - said for form, words in self.forms.items() if words - said}
         known = [w for t, w in self.weights.items() if t in self.q]
         self.usual = sum(known) / len(known) if known else 1.0   # a term the retrieval did not weigh: an average one
         rule = _answer_rule(question)
