@@ -2328,6 +2328,12 @@ def _link_label(label: str) -> str:
     return " ".join(label.casefold().split())
 
 
+def _deeper_quote(lines: str) -> bool:
+    """Whether a line after the first is in a deeper quote than the first (more `>` markers before its text)."""
+    first, *rest = (re.match(r"[ \t>]*", line).group(0).count(">") for line in lines.split("\n"))
+    return any(depth > first for depth in rest)
+
+
 def _link_definitions(text: str) -> tuple[str, dict[str, str]]:
     """The text with its link reference definitions (`[ref]: Note.md`) blanked, line breaks kept, and the
     definitions as {label (_link_label): destination as written}; the first of a label wins.  A definition cannot
@@ -2338,6 +2344,12 @@ def _link_definitions(text: str) -> tuple[str, dict[str, str]]:
     spans = []
     last_end = -2    # where the last definition's line ends: one may follow another
     for m in _LINK_DEFINITION_RE.finditer(text):
+        if "\n" in m.group(1) and _deeper_quote(m.group(0)):
+            # a title (or destination) on a line of a deeper quote is that quote's text, not this definition's:
+            # the definition is its first line alone, if that holds one
+            m = _LINK_DEFINITION_RE.match(text, m.start(), text.find("\n", m.start()))
+            if m is None:
+                continue
         line = text.rfind("\n", 0, max(m.start() - 1, 0)) + 1 if m.start() else 0
         before = text[line:m.start() - 1].lstrip(" \t>") if m.start() else ""   # inside its quote markers
         if before and not re.match(r"#{1,6}(?:[ \t]|$)", before) and last_end != m.start() - 1:

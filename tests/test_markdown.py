@@ -671,6 +671,16 @@ def test_an_escaped_wikilink_is_text():
         ("Plain", "", "", "", False), ("Linked", "", "", "", False)]
 
 
+def test_a_definitions_title_is_never_a_line_of_a_deeper_quote():
+    """`> [r]: b.md` then `> >"t"`: the second line starts a quote inside the quote, so `"t"` is that quote's text,
+    not the definition's title, and the `[r]: b.md` after it (a lazy line of that quote's paragraph) is text whose
+    `[r]` links (CommonMark's reading; hypothesis found the two apart in a clean-clone CI run)."""
+    text = '> \n> [r]: b.md\n> >"t"\n> [r]: b.md\n> '
+    assert [(l.target, l.embed) for l in localrag.extract_links(text)] == [("b.md", False)]
+    assert localrag._deeper_quote('> [r]: b.md\n> >"t"') and not localrag._deeper_quote('> [r]: b.md\n> "t"')
+    assert not localrag._deeper_quote('> > [r]: b.md\n> "t"')   # a shallower (lazy) line is no deeper quote
+
+
 def test_a_reference_definition_is_no_tag():
     """`[r]: #heading` is a definition (no text of the note); its `#heading` had been the tag `heading`."""
     doc = localrag.parse_markdown("See [the part][r].\n\n[r]: #heading\n   [s]: #other 'x'\n", "d.md")
