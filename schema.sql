@@ -40,11 +40,24 @@ CREATE TABLE IF NOT EXISTS embeddings (
   embedding_provider TEXT NOT NULL,
   embedding_model TEXT NOT NULL,
   embedding_dim INTEGER NOT NULL CHECK (embedding_dim = 1024),
+  text_version TEXT NOT NULL DEFAULT 'v1',
   embedding vector(1024) NOT NULL,
   created_at TIMESTAMPTZ NOT NULL DEFAULT now(),
   updated_at TIMESTAMPTZ NOT NULL DEFAULT now(),
   UNIQUE (chunk_id, embedding_provider, embedding_model, embedding_dim)
 );
+
+-- Which text of its chunk the vector was made from (the embedder's text_version; 'v1': every vector made before
+-- version 8, and the fake embedder's own features): ingest re-embeds a chunk whose vector is of another text.
+-- Added only when missing (version 8); a constant default is set without rewriting the table.
+DO $$
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'embeddings'::regclass AND attname = 'text_version'
+                 AND NOT attisdropped) THEN
+    ALTER TABLE embeddings ADD COLUMN text_version TEXT NOT NULL DEFAULT 'v1';
+  END IF;
+END
+$$;
 
 -- A 1024-dim vector is 4 KB: keep it in the row instead of TOAST, so the exact scan reads one relation, not two.
 -- Only when not yet so: ALTER TABLE takes an exclusive lock, and a `db init` queued behind a running ingest with
@@ -298,4 +311,4 @@ CREATE TABLE IF NOT EXISTS localrag_schema (
   version INTEGER PRIMARY KEY,
   applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
 );
-INSERT INTO localrag_schema (version) VALUES (7) ON CONFLICT (version) DO NOTHING;
+INSERT INTO localrag_schema (version) VALUES (8) ON CONFLICT (version) DO NOTHING;

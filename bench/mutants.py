@@ -563,9 +563,8 @@ MUTANTS: list[Mutant] = [
       "",
       ("tests/test_ask.py",), "stream_that_ignores"),
     M("schema: db init skips an answers table without error_code (a complete-schema check that forgets it)",
-      "            \"AND EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('answers') \"\n"
-      "            \"AND attname = 'error_code' AND NOT attisdropped)\",",
-      "            \"AND TRUE\",",
+      "(to_regclass('answers'), \"\n            \"'error_code'), (to_regclass('embeddings')",
+      "(to_regclass('embeddings'), \"\n            \"'embedding'), (to_regclass('embeddings')",
       ("tests/test_store.py",), "schema_6"),
     # --- the CLI and pyz review (s34) ---------------------------------------------------------------------------
     M("pyz: a damaged unpacked layer is trusted (no size check)",
@@ -1709,6 +1708,47 @@ MUTANTS: list[Mutant] = [
       "                if form != word and word in _word_stems(form):",
       "                if False:",
       ("tests/test_answers.py",), "asked_forms or asked_word"),
+    M("embeddings s45: the ingest diff counts vectors of any text version as current",
+      '            "AND e.embedding_model = :m AND e.embedding_dim = :d AND e.text_version = :tv "\n',
+      '            "AND e.embedding_model = :m AND e.embedding_dim = :d AND :tv = :tv "\n',
+      ("tests/test_embeddings_api.py",), "older_text or interrupted_re"),
+    M("embeddings s45: the backfill asks for chunks without any vector only",
+      '            "AND e.text_version IS DISTINCT FROM :tv ORDER BY c.id",',
+      '            "AND e.text_version IS NULL AND :tv = :tv ORDER BY c.id",',
+      ("tests/test_embeddings_api.py",), "older_text or interrupted_re"),
+    M("embeddings s45: a vector of an older text is not deleted before its new one is written",
+      "                if stale:\n                    self.store.delete_embeddings(stale, self.key)\n",
+      "                if False:\n                    self.store.delete_embeddings(stale, self.key)\n",
+      ("tests/test_embeddings_api.py",), "older_text or interrupted_re"),
+    M("embeddings s45: replacing a model's vectors deletes every provider's",
+      '        self.run("DELETE FROM embeddings WHERE chunk_id = ANY(CAST(:ids AS bigint[])) AND embedding_provider = :p "\n'
+      '                 "AND embedding_model = :m AND embedding_dim = :d", ids=chunk_ids, p=key[0], m=key[1], d=key[2])',
+      '        self.run("DELETE FROM embeddings WHERE chunk_id = ANY(CAST(:ids AS bigint[]))", ids=chunk_ids)',
+      ("tests/test_embeddings_api.py",), "older_text"),
+    M("embeddings s45: the stale vectors are deleted in their own transaction, before the new ones are made",
+      "            vectors = self._embed([document_fields(r[1], r[2], r[3], r[4], r[5],\n"
+      "                                                   _row_alias_text(r[6], r[7], r[3])) for r in rows])\n",
+      "            self.store.delete_embeddings([r[0] for r in rows if r[8]], self.key)\n"
+      "            vectors = self._embed([document_fields(r[1], r[2], r[3], r[4], r[5],\n"
+      "                                                   _row_alias_text(r[6], r[7], r[3])) for r in rows])\n",
+      ("tests/test_embeddings_api.py",), "interrupted_re"),
+    M("embeddings s45: the fake embedder's text is another version than its stored vectors'",
+      '    text_version = "v1"   # hashed features',
+      '    text_version = "v2"   # hashed features',
+      ("tests/test_store.py",), "schema_7"),
+    M("embeddings s45: a chunk's links are embedded again",
+      '    return "\\n".join(meta) + "\\n\\n" + fields["content"]\n\n\n# The embedder interface',
+      '    return "\\n".join(meta + [f"Links: {fields[\'wikilinks\']}"]) + "\\n\\n" + fields["content"]\n\n\n'
+      '# The embedder interface',
+      ("tests/test_embeddings_api.py",), "document_text_names or older_text"),
+    M("embeddings s45: db status counts the current text's vectors as older",
+      "    return 0 if embedder is None else sum(n for v, n in versions.items() if v != embedder.text_version)",
+      "    return 0 if embedder is None else sum(versions.values())",
+      ("tests/test_embeddings_api.py",), "older_text"),
+    M("schema s45: a database without embeddings.text_version is complete",
+      "            \"'error_code'), (to_regclass('embeddings'), 'text_version')) AND NOT attisdropped) = 2\",",
+      "            \"'error_code'), (to_regclass('embeddings'), 'text_version')) AND NOT attisdropped) >= 1\",",
+      ("tests/test_store.py",), "schema_7"),
 ]
 
 

@@ -340,6 +340,90 @@ def test_failed_backfill_keeps_the_fake_index(db, vault, api_env):
     assert localrag.ingest(localrag.load_config(), vault)["documents_backfilled"] == 13
 
 
+def test_document_text_names_the_note_and_section_but_not_its_tags_or_links():
+    """What a semantic model reads (DOCUMENT_TEXT_VERSION v2): path, other names, headings, content; a chunk's tags
+    and wikilinks pulled its vector toward the notes it links to."""
+    fields = localrag.document_fields("Body text.", ["Guide", "Setup"], "docs/guide.md", ["howto", "ops"],
+                                      ["Other note", "Third"], "Handbook")
+    text = localrag.document_text(fields)
+    assert text == "File: docs/guide.md\nAlso known as: Handbook\nSection: Guide Setup\n\nBody text."
+    assert localrag.OpenAICompatibleEmbedder.text_version == localrag.Qwen3Embedder.text_version == \
+        localrag.DOCUMENT_TEXT_VERSION != localrag.FakeLexicalEmbedder.text_version
+
+
+def _text_versions(cfg) -> dict[str, int]:
+    with localrag.Store.open(cfg) as s:
+        return dict(s.run("SELECT text_version, count(*) FROM embeddings WHERE embedding_provider = :p GROUP BY 1",
+                          p=cfg.embedding_provider))
+
+
+def test_vectors_made_from_an_older_text_are_made_again_once(db, vault, api_env, capsys):
+    """A vault embedded by an older localrag (its vectors' text_version 'v1': with the Tags/Links lines) is
+    embedded again by the next ingest, every chunk once, each old vector replaced in the transaction that writes
+    its new one; the run and `db status` say so; the run after it embeds nothing.  The fake's vectors (its own
+    features, 'v1' still) are never touched."""
+    fake = dataclass_replace_fake(db)
+    assert localrag.ingest(fake, vault)["status"] == "success"
+    cfg = localrag.load_config()
+    first = localrag.ingest(cfg, vault)
+    n = first["embeddings_written"]
+    assert n == result_chunks(cfg) and _text_versions(cfg) == {localrag.DOCUMENT_TEXT_VERSION: n}
+    assert not any("\nLinks:" in t or "\nTags:" in t for t in api_env.inputs())
+    assert any("[[" in t for t in api_env.inputs())   # the sample vault's chunks do link (in their content)
+    with localrag.Store.open(cfg) as s:
+        s.run("UPDATE embeddings SET text_version = 'v1' WHERE embedding_provider = 'openai-compatible'")
+        fake_rows = s.run("SELECT chunk_id, embedding::text FROM embeddings WHERE embedding_provider = 'fake' "
+                          "ORDER BY chunk_id")
+    status = localrag.db_status(cfg)["embeddings"]
+    assert {e["embedding_provider"]: e["older_text"] for e in status} == {"fake": 0, "openai-compatible": n}
+    code, text = run_cli("db", "status")
+    assert code == 0 and f"{n} made from an older text of their chunk: the next ingest" in text
+    api_env.requests.clear()
+    code, out = run_cli("ingest", str(vault), "--json")
+    again = json.loads(out)
+    assert code == 0 and again["embeddings_written"] == again["embeddings_replaced"] == n
+    assert again["documents_backfilled"] == 13 and again["chunks_written"] == 0
+    assert len(api_env.inputs()) == n and _text_versions(cfg) == {localrag.DOCUMENT_TEXT_VERSION: n}
+    with localrag.Store.open(cfg) as s:
+        assert s.run("SELECT count(DISTINCT chunk_id), count(*) FROM embeddings "
+                     "WHERE embedding_provider = 'openai-compatible'")[0] == [n, n]
+        assert s.run("SELECT chunk_id, embedding::text FROM embeddings WHERE embedding_provider = 'fake' "
+                     "ORDER BY chunk_id") == fake_rows
+    assert localrag.db_status(cfg)["embeddings"][1]["older_text"] == 0
+    api_env.requests.clear()
+    capsys.readouterr()
+    assert run_cli("ingest", str(vault))[0] == 0
+    text = capsys.readouterr().err
+    assert "0 embeddings written" in text and "older text" not in text and not api_env.requests
+    assert localrag.ingest(fake, vault)["embeddings_written"] == 0   # the fake's 'v1' is its current text
+
+
+def test_an_interrupted_re_embedding_leaves_every_chunk_one_vector(db, vault, api_env, monkeypatch, capsys):
+    """The embeddings server fails halfway through re-embedding a vault's older vectors: the run fails, every
+    chunk still has exactly one vector (the old one: replaced only with its new one), and the next run completes
+    it; the text summary says how many vectors were made again."""
+    monkeypatch.setenv("EMBEDDING_BATCH_SIZE", "4")
+    cfg = localrag.load_config()
+    n = localrag.ingest(cfg, vault)["embeddings_written"]
+    with localrag.Store.open(cfg) as s:
+        s.run("UPDATE embeddings SET text_version = 'v1'")
+    api_env.requests.clear()
+    api_env.scenario = f"fail_after:{n // 8}"
+    code, out = run_cli("ingest", str(vault), "--json")
+    assert code == localrag.EXIT_EMBEDDING and json.loads(out)["error"]["code"] == "embedding_upstream_error"
+    assert 0 < len(api_env.inputs()) < n
+    with localrag.Store.open(cfg) as s:
+        assert s.run("SELECT count(DISTINCT chunk_id), count(*) FROM embeddings")[0] == [n, n]
+        assert s.run("SELECT count(*) FROM chunks c WHERE NOT EXISTS "
+                     "(SELECT 1 FROM embeddings e WHERE e.chunk_id = c.id)")[0][0] == 0
+    assert _text_versions(cfg) == {"v1": n}
+    api_env.scenario = "ok"
+    capsys.readouterr()
+    code, text = run_cli("ingest", str(vault))[0], capsys.readouterr().err
+    assert code == 0 and f"{n} embeddings written ({n} of them replacing vectors of an older text" in text
+    assert _text_versions(cfg) == {localrag.DOCUMENT_TEXT_VERSION: n}
+
+
 def test_a_failing_suggestion_leaves_the_refusal_standing(ingested, api_env):
     """Did you mean costs a second embedding of the corrected question: if the server fails it then, the
     refusal is answered as it stands, without a suggestion, rather than failing the whole request."""

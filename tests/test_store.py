@@ -541,6 +541,31 @@ def test_schema_6_gets_answers_error_code_keeping_the_records(ingested):
     assert code == 0 and json.loads(out)["answers"][0]["error_code"] is None
 
 
+def test_schema_7_gets_embeddings_text_version_keeping_the_vectors(ingested):
+    """A version-7 database (vectors without text_version): commands ask for `db init`, which adds the column in
+    place, every vector 'v1' (made before versions were kept); the fake embedder's current text is 'v1', so the
+    next ingest embeds nothing again."""
+    import json
+    config, vault, first = ingested
+    with localrag.Store.open(config) as s:
+        before = s.run("SELECT chunk_id, embedding::text FROM embeddings ORDER BY chunk_id")
+        s.run("ALTER TABLE embeddings DROP COLUMN text_version")
+        s.run("DELETE FROM localrag_schema WHERE version >= 8")
+        s.run("INSERT INTO localrag_schema (version) VALUES (7) ON CONFLICT (version) DO NOTHING")
+        assert s.schema_version() == 7 and not s._schema_complete()
+    for args in (["search", "P1"], ["ingest", str(vault)]):
+        code, out = run_cli(*args, "--json")
+        assert code == localrag.EXIT_SCHEMA and json.loads(out)["error"]["code"] == "schema_outdated", args
+    code, out = run_cli("db", "init", "--json")
+    assert code == 0 and json.loads(out)["upgraded_from"] == 7
+    with localrag.Store.open(config) as s:
+        assert s.schema_version() == localrag.SCHEMA_VERSION and s._schema_complete()
+        assert s.run("SELECT chunk_id, embedding::text FROM embeddings ORDER BY chunk_id") == before
+        assert s.run("SELECT DISTINCT text_version FROM embeddings") == [["v1"]]
+    assert localrag.ingest(config, vault)["embeddings_written"] == 0
+    assert localrag.db_status(config)["embeddings"][0]["older_text"] == 0
+
+
 def test_first_release_schema_is_upgraded_in_place(config):
     """A database made by the first release's DDL (schema.sql at 9c74cdf), with data: commands ask for `db init`,
     which upgrades it in one transaction, keeps the data, and is idempotent."""
