@@ -197,6 +197,8 @@ MAX_FILE_MB_DEFAULT = 10                   # larger files are reported, not read
 FRONTMATTER_MAX_BYTES = 64 * 1024          # larger frontmatter is dropped (with a warning); the body is indexed
 FRONTMATTER_MAX_NODES = 20_000             # YAML values after alias expansion: above this it is an alias bomb
 INGEST_BATCH_CHUNKS = 2000                 # chunks buffered before one write transaction
+BACKFILL_SLICE_CHUNKS = 512                # vectors of stored chunks made per write transaction (a slow model's
+                                           # re-embedding of a vault commits every few minutes, not once an hour)
 # files handed to the ingest workers ahead of the one being collected: about two batches, so the workers go on
 # parsing while this process writes a batch (at 256, one batch, they ran out of work and waited for it)
 INGEST_AHEAD_FILES = 512
@@ -7999,10 +8001,11 @@ class _IngestRun:
         if self.batch_chunks >= INGEST_BATCH_CHUNKS:
             self._flush()
 
-    def _embed(self, fields: list[dict[str, str]]) -> list:
-        """Vectors for a batch of chunks, in one call so a model sees full batches; progress on stderr."""
-        total = len(fields)
-        vectors = self.embedder.embed_documents(fields, progress=lambda n: self.progress("embed", n, total))
+    def _embed(self, fields: list[dict[str, str]], done: int = 0, total: int = 0) -> list:
+        """Vectors for a batch of chunks, in one call so a model sees full batches; progress on stderr (as the
+        `done` + n of `total` chunks of a larger job when the batch is one of its slices)."""
+        total = total or len(fields)
+        vectors = self.embedder.embed_documents(fields, progress=lambda n: self.progress("embed", done + n, total))
         check_native_dim(self.store, self.config, self.embedder)   # before anything of the batch is written
         return vectors
 
@@ -8110,24 +8113,28 @@ class _IngestRun:
         for i in range(0, len(doc_ids), 200):
             ids = doc_ids[i:i + 200]
             self._backfill_keywords(ids)
-            rows = self.store.chunks_missing_embeddings(ids, self.key, self.text_version)
+            missing = self.store.chunks_missing_embeddings(ids, self.key, self.text_version)
             self.progress("backfill", i, len(doc_ids))
             self.backfilled += len(ids)
-            if not rows:
-                continue
-            vectors = self._embed([document_fields(r[1], r[2], r[3], r[4], r[5],
-                                                   _row_alias_text(r[6], r[7], r[3])) for r in rows])
-            data = _Copy(len(_EMBEDDING_COLUMNS))
-            for r, vector in zip(rows, vectors):
-                data.row(_Copy.int8(r[0]), *self.key_fields, _Copy.vector(vector))
-            stale = [r[0] for r in rows if r[8]]
-            with self.store.transaction():
-                if stale:
-                    self.store.delete_embeddings(stale, self.key)
-                self.store.copy("embeddings", _EMBEDDING_COLUMNS, data)
-                counts = self._record_counts(embeddings_written=data.rows)
-            self.counts = counts
-            self.embeddings_replaced += len(stale)
+            for j in range(0, len(missing), BACKFILL_SLICE_CHUNKS):
+                self._backfill_vectors(missing[j:j + BACKFILL_SLICE_CHUNKS], j, len(missing))
+
+    def _backfill_vectors(self, rows: list, done: int, total: int) -> None:
+        """Embed these stored chunks (chunks_missing_embeddings' rows; `done` of `total` before them) and write
+        their vectors in one transaction."""
+        vectors = self._embed([document_fields(r[1], r[2], r[3], r[4], r[5], _row_alias_text(r[6], r[7], r[3]))
+                               for r in rows], done, total)
+        data = _Copy(len(_EMBEDDING_COLUMNS))
+        for r, vector in zip(rows, vectors):
+            data.row(_Copy.int8(r[0]), *self.key_fields, _Copy.vector(vector))
+        stale = [r[0] for r in rows if r[8]]
+        with self.store.transaction():
+            if stale:
+                self.store.delete_embeddings(stale, self.key)
+            self.store.copy("embeddings", _EMBEDDING_COLUMNS, data)
+            counts = self._record_counts(embeddings_written=data.rows)
+        self.counts = counts
+        self.embeddings_replaced += len(stale)
 
     def _backfill_keywords(self, doc_ids: list[int]) -> None:
         rows = self.store.chunks_missing_keywords(doc_ids, KEYWORD_TOKENIZER)

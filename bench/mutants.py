@@ -1749,6 +1749,10 @@ MUTANTS: list[Mutant] = [
       "            \"'error_code'), (to_regclass('embeddings'), 'text_version')) AND NOT attisdropped) = 2\",",
       "            \"'error_code'), (to_regclass('embeddings'), 'text_version')) AND NOT attisdropped) >= 1\",",
       ("tests/test_store.py",), "schema_7"),
+    M("embeddings s45: a backfill writes all its vectors in one transaction (no slices)",
+      "            for j in range(0, len(missing), BACKFILL_SLICE_CHUNKS):",
+      "            for j in range(0, len(missing), len(missing) or 1):",
+      ("tests/test_embeddings_api.py",), "interrupted_re"),
 ]
 
 
