@@ -6287,6 +6287,13 @@ class Store:
             "AND e.text_version IS DISTINCT FROM :tv ORDER BY c.id",
             ids=document_ids, p=key[0], m=key[1], d=key[2], tv=text_version)
 
+    def older_text_vectors(self, document_ids: list[int], key: tuple[str, str, int], text_version: str) -> int:
+        """How many vectors for `key` of these documents' chunks were made from another text than `text_version`."""
+        return self.run("SELECT count(*) FROM chunks c JOIN embeddings e ON e.chunk_id = c.id "
+                        "AND e.embedding_provider = :p AND e.embedding_model = :m AND e.embedding_dim = :d "
+                        "WHERE c.document_id = ANY(CAST(:ids AS bigint[])) AND e.text_version <> :tv",
+                        ids=document_ids, p=key[0], m=key[1], d=key[2], tv=text_version)[0][0]
+
     def delete_embeddings(self, chunk_ids: list[int], key: tuple[str, str, int]) -> None:
         """Delete these chunks' vectors for `key` (of whatever text version)."""
         self.run("DELETE FROM embeddings WHERE chunk_id = ANY(CAST(:ids AS bigint[])) AND embedding_provider = :p "
@@ -8440,6 +8447,12 @@ def ingest(config: Config, vault: str | Path, progress: ProgressFn | None = None
             existing = {rel: (doc_id, "", *rest) for rel, (doc_id, _hash, *rest) in existing.items()}
             LOG.warning("this vault was indexed by an older reading of notes (%s; now %s): every note is read "
                         "again, once", job.reread_from, NOTES_READING)
+        lacking = [row[0] for row in existing.values() if row[3] != row[2]]   # chunks without a current vector
+        older_text = store.older_text_vectors(lacking, job.key, job.text_version) if lacking else 0
+        if older_text:   # a slow model may take hours: say why before it starts
+            LOG.warning("%s vectors of this vault (%s) were made from an older text of their chunk: they are "
+                        "made again, once, from this localrag's (text %s)", f"{older_text:,}", embedder.model,
+                        job.text_version)
         job.run_id = store.insert_ingest_run(vault_key, embedder.provider, embedder.model, config.embedding_dim,
                                              {"pid": os.getpid(), "host": socket.gethostname(),
                                               "notes_reading": NOTES_READING})

@@ -1717,8 +1717,8 @@ MUTANTS: list[Mutant] = [
       '            "AND e.text_version IS NULL AND :tv = :tv ORDER BY c.id",',
       ("tests/test_embeddings_api.py",), "older_text or interrupted_re"),
     M("embeddings s45: a vector of an older text is not deleted before its new one is written",
-      "                if stale:\n                    self.store.delete_embeddings(stale, self.key)\n",
-      "                if False:\n                    self.store.delete_embeddings(stale, self.key)\n",
+      "            if stale:\n                self.store.delete_embeddings(stale, self.key)\n",
+      "            if False:\n                self.store.delete_embeddings(stale, self.key)\n",
       ("tests/test_embeddings_api.py",), "older_text or interrupted_re"),
     M("embeddings s45: replacing a model's vectors deletes every provider's",
       '        self.run("DELETE FROM embeddings WHERE chunk_id = ANY(CAST(:ids AS bigint[])) AND embedding_provider = :p "\n'
@@ -1726,11 +1726,9 @@ MUTANTS: list[Mutant] = [
       '        self.run("DELETE FROM embeddings WHERE chunk_id = ANY(CAST(:ids AS bigint[]))", ids=chunk_ids)',
       ("tests/test_embeddings_api.py",), "older_text"),
     M("embeddings s45: the stale vectors are deleted in their own transaction, before the new ones are made",
-      "            vectors = self._embed([document_fields(r[1], r[2], r[3], r[4], r[5],\n"
-      "                                                   _row_alias_text(r[6], r[7], r[3])) for r in rows])\n",
-      "            self.store.delete_embeddings([r[0] for r in rows if r[8]], self.key)\n"
-      "            vectors = self._embed([document_fields(r[1], r[2], r[3], r[4], r[5],\n"
-      "                                                   _row_alias_text(r[6], r[7], r[3])) for r in rows])\n",
+      "        vectors = self._embed([document_fields(r[1], r[2], r[3], r[4], r[5], _row_alias_text(r[6], r[7], r[3]))\n",
+      "        self.store.delete_embeddings([r[0] for r in rows if r[8]], self.key)\n"
+      "        vectors = self._embed([document_fields(r[1], r[2], r[3], r[4], r[5], _row_alias_text(r[6], r[7], r[3]))\n",
       ("tests/test_embeddings_api.py",), "interrupted_re"),
     M("embeddings s45: the fake embedder's text is another version than its stored vectors'",
       '    text_version = "v1"   # hashed features',
@@ -1753,6 +1751,10 @@ MUTANTS: list[Mutant] = [
       "            for j in range(0, len(missing), BACKFILL_SLICE_CHUNKS):",
       "            for j in range(0, len(missing), len(missing) or 1):",
       ("tests/test_embeddings_api.py",), "interrupted_re"),
+    M("embeddings s45: an ingest re-embedding older vectors does not say so before it starts",
+      "        older_text = store.older_text_vectors(lacking, job.key, job.text_version) if lacking else 0",
+      "        older_text = 0",
+      ("tests/test_embeddings_api.py",), "older_text"),
 ]
 
 

@@ -357,7 +357,7 @@ def _text_versions(cfg) -> dict[str, int]:
                           p=cfg.embedding_provider))
 
 
-def test_vectors_made_from_an_older_text_are_made_again_once(db, vault, api_env, capsys):
+def test_vectors_made_from_an_older_text_are_made_again_once(db, vault, api_env, capsys, caplog):
     """A vault embedded by an older localrag (its vectors' text_version 'v1': with the Tags/Links lines) is
     embedded again by the next ingest, every chunk once, each old vector replaced in the transaction that writes
     its new one; the run and `db status` say so; the run after it embeds nothing.  The fake's vectors (its own
@@ -379,8 +379,11 @@ def test_vectors_made_from_an_older_text_are_made_again_once(db, vault, api_env,
     code, text = run_cli("db", "status")
     assert code == 0 and f"{n} made from an older text of their chunk: the next ingest" in text
     api_env.requests.clear()
+    caplog.clear()
     code, out = run_cli("ingest", str(vault), "--json")
     again = json.loads(out)
+    assert caplog.text.count(f"{n} vectors of this vault (stub-e5) were made from an older text of their chunk: "
+                             f"they are made again, once") == 1   # said before a slow model starts
     assert code == 0 and again["embeddings_written"] == again["embeddings_replaced"] == n
     assert again["documents_backfilled"] == 13 and again["chunks_written"] == 0
     assert len(api_env.inputs()) == n and _text_versions(cfg) == {localrag.DOCUMENT_TEXT_VERSION: n}
@@ -392,8 +395,10 @@ def test_vectors_made_from_an_older_text_are_made_again_once(db, vault, api_env,
     assert localrag.db_status(cfg)["embeddings"][1]["older_text"] == 0
     api_env.requests.clear()
     capsys.readouterr()
+    caplog.clear()
     assert run_cli("ingest", str(vault))[0] == 0
     text = capsys.readouterr().err
+    assert "older text" not in caplog.text
     assert "0 embeddings written" in text and "older text" not in text and not api_env.requests
     assert localrag.ingest(fake, vault)["embeddings_written"] == 0   # the fake's 'v1' is its current text
 
