@@ -197,6 +197,7 @@ MAX_FILE_MB_DEFAULT = 10                   # larger files are reported, not read
 FRONTMATTER_MAX_BYTES = 64 * 1024          # larger frontmatter is dropped (with a warning); the body is indexed
 FRONTMATTER_MAX_NODES = 20_000             # YAML values after alias expansion: above this it is an alias bomb
 INGEST_BATCH_CHUNKS = 2000                 # chunks buffered before one write transaction
+BACKFILL_DOCUMENTS = 200                   # unchanged documents whose stored chunks one backfill query reads
 BACKFILL_SLICE_CHUNKS = 512                # vectors of stored chunks made per write transaction (a slow model's
                                            # re-embedding of a vault commits every few minutes, not once an hour)
 # files handed to the ingest workers ahead of the one being collected: about two batches, so the workers go on
@@ -8117,8 +8118,8 @@ class _IngestRun:
         before the keyword channel, an older tokenizer, vectors of another text version): computed from the stored
         chunks, so unchanged files are not re-parsed.  A vector of another text is replaced in the transaction
         that writes its new one: an interrupted run leaves every chunk with a vector, of one text or the other."""
-        for i in range(0, len(doc_ids), 200):
-            ids = doc_ids[i:i + 200]
+        for i in range(0, len(doc_ids), BACKFILL_DOCUMENTS):
+            ids = doc_ids[i:i + BACKFILL_DOCUMENTS]
             self._backfill_keywords(ids)
             missing = self.store.chunks_missing_embeddings(ids, self.key, self.text_version)
             self.progress("backfill", i, len(doc_ids))
