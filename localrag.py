@@ -16359,9 +16359,10 @@ class _Server(http.server.ThreadingHTTPServer):
                  max_requests: int = HTTP_MAX_REQUESTS_DEFAULT, queue_wait_s: float = HTTP_QUEUE_WAIT_S_DEFAULT,
                  log: _ServerLog | None = None) -> None:
         self.address_family = family
-        super().__init__(address, handler)
+        # before the bind, whose failure calls server_close
         self.log = log or _ServerLog()   # the access log; a caller's own is closed by the caller
         self.owns_log = log is None
+        super().__init__(address, handler)
         self.slots = threading.BoundedSemaphore(max_requests)   # one per request worked on (not /health)
         self.max_requests, self.queue_wait_s = max_requests, queue_wait_s
         self.conns: dict[socket.socket, str] = {}   # each open connection: idle, queued (for a slot) or working

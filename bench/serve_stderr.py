@@ -83,7 +83,8 @@ def main() -> int:
     read_end, write_end = os.pipe()
     env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
     proc = subprocess.Popen([sys.executable, "-m", "localrag", "serve", "--port", "0", "--no-warm"],
-                            stdout=subprocess.DEVNULL, stderr=write_end, env=dict(env, PYTHONPATH=str(folder)))
+                            stdout=subprocess.DEVNULL, stderr=write_end, env=dict(env, PYTHONPATH=str(folder)),
+                            cwd=str(folder))   # -m finds the module in the working folder first
     drained: list[bytes] = []
     try:
         said, deadline = b"", time.monotonic() + 60
