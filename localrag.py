@@ -243,6 +243,12 @@ HTTP_MAX_REQUESTS_DEFAULT = 32
 HTTP_QUEUE_WAIT_S_DEFAULT = 30.0
 HTTP_QUEUE_WAIT_S_MAX = 3600.0
 HTTP_BUSY_RETRY_AFTER_S = 2                # Retry-After on a 503 server_busy
+# serve's stderr (the access log; a request's warnings) is written by one thread of its own, so a stderr that takes no
+# writes (a terminal paused with Ctrl-S, a log pipe nobody reads) holds up no request and no stop: up to this much
+# text waits for it (~20,000 access-log lines), a line past that is dropped and counted.
+HTTP_LOG_HELD_CHARS = 1 << 20
+HTTP_LOG_FLUSH_WAIT_S = 2.0                # at stop: how long serve waits for its stderr to take what is held
+HTTP_LOG_POLL_S = 0.25                     # how often the writer looks again at a stderr that takes no writes
 EMBEDDED_MIN_FREE_MB = 64                  # a new embedded cluster takes ~40 MB before any data
 EMBEDDED_START_TIMEOUT_S = 120.0          # starting the embedded server may mean waiting out crash recovery
 EMBEDDED_RECOVERY_POLL_S = 0.25           # how often a command retries a server in crash recovery
@@ -15817,6 +15823,166 @@ def _log_safe(text: str, limit: int = 300) -> str:
     return out + ("..." if len(text) > limit else "")
 
 
+_PIPE_BUF = getattr(select, "PIPE_BUF", 512)   # a pipe that takes writes takes this much in one, whole (POSIX)
+
+
+class _ServerLog:
+    """What `serve` says on stderr while it serves: the access log, the warnings and errors logged while a request
+    runs, serve's own lines.  Handed to one daemon thread that writes them in order once stderr takes writes, so a
+    stderr that takes none (a terminal paused with Ctrl-S, a log pipe nobody reads) holds up no request (each had
+    waited on its line after its reply, a keep-alive client with it, and their threads piled up) and no stop.
+
+    Up to `held_chars` of text waits; an access-log line or logged message past that is dropped and counted, and
+    the count is written where they would have been, once stderr takes writes again.  serve's own lines are never
+    dropped (a handful: the start, the stop)."""
+
+    ACCESS, MESSAGE = 0, 1   # what a dropped line was: counted apart
+
+    def __init__(self, held_chars: int = HTTP_LOG_HELD_CHARS) -> None:
+        self.held_chars = held_chars
+        # (what was dropped just before it: access-log lines, messages), text
+        self.entries: collections.deque[tuple[tuple[int, int], str]] = collections.deque()
+        self.held = 0                        # characters in entries and in the one being written
+        self.dropped = [0, 0]                # dropped since the last entry held (or the last count written)
+        self.dropped_total = [0, 0]
+        self.cond = threading.Condition()
+        self.writer: threading.Thread | None = None   # started with the first line
+        self.closed = False
+        self.deadline = math.inf             # set by close(): the writer gives up on stderr then
+
+    def access(self, line: str) -> None:
+        self._put(line, self.ACCESS)
+
+    def message(self, text: str) -> None:
+        self._put(text, self.MESSAGE)
+
+    def say(self, text: str) -> None:
+        self._put(text, None)
+
+    def _put(self, text: str, kind: int | None) -> None:
+        text += "\n"
+        with self.cond:
+            if self.closed or (kind is not None and self.held + len(text) > self.held_chars):
+                if kind is not None:
+                    self.dropped[kind] += 1
+                    self.dropped_total[kind] += 1
+                return
+            self.entries.append(((self.dropped[0], self.dropped[1]), text))
+            self.dropped = [0, 0]
+            self.held += len(text)
+            if self.writer is None:
+                self.writer = threading.Thread(target=self._write_all, name="localrag-log", daemon=True)
+                self.writer.start()
+            self.cond.notify()
+
+    def close(self, wait_s: float = HTTP_LOG_FLUSH_WAIT_S) -> None:
+        """Take no more lines; give the writer up to `wait_s` to write what is held (and the count of what was
+        dropped), then leave it: it ends by itself, and as a daemon thread it keeps no process alive."""
+        with self.cond:
+            self.closed = True
+            self.deadline = time.monotonic() + wait_s
+            self.cond.notify()
+            writer = self.writer
+        if writer is not None:
+            writer.join(wait_s + HTTP_LOG_POLL_S)
+
+    def _write_all(self) -> None:
+        while True:
+            with self.cond:
+                while not self.entries and not any(self.dropped) and not self.closed:
+                    self.cond.wait()
+                if self.entries:
+                    dropped, text = self.entries.popleft()
+                elif any(self.dropped):   # the last lines were dropped: their count is written on its own
+                    dropped, text = (self.dropped[0], self.dropped[1]), ""
+                    self.dropped = [0, 0]
+                else:
+                    return
+            what = _dropped_lines(*dropped)
+            written = self._write((f"localrag: {what} dropped (stderr was not taking writes)\n" if what else "")
+                                  + text)
+            with self.cond:
+                self.held -= len(text)
+            if not written:   # serve has stopped and its wait for stderr ran out
+                return
+
+    def _write(self, text: str) -> bool:
+        """Write `text` to stderr once it takes writes; False if serve's stop gave up on it first.  A pipe or a
+        terminal is written through its file descriptor, a piece at a time once select says it takes writes: a
+        write that waits must hold no lock of sys.stderr, or the interpreter's exit (and any other thread's
+        write) would wait on it too."""
+        stream = sys.stderr
+        shown = stream.shown(text) if isinstance(stream, _TalkStream) else text
+        raw = stream.stream if isinstance(stream, _TalkStream) else stream
+        try:
+            fd = raw.fileno()
+            # a regular file always takes writes; elsewhere than POSIX, a console wants the stream's own writes
+            direct = os.name == "posix" and not stat.S_ISREG(os.fstat(fd).st_mode)
+        except (AttributeError, OSError, ValueError):   # no file (a test's capture): its writes never wait
+            fd, direct = -1, False
+        if not direct:
+            with contextlib.suppress(OSError, ValueError):
+                stream.write(text)
+                stream.flush()
+            return True
+        data = memoryview(shown.encode(getattr(raw, "encoding", None) or "utf-8", "backslashreplace"))
+        while data:
+            try:
+                if not select.select([], [fd], [], HTTP_LOG_POLL_S)[1]:
+                    if time.monotonic() >= self.deadline:
+                        return False
+                    continue
+            except (OSError, ValueError):   # select cannot watch it (a Windows pipe): write and wait
+                pass
+            try:
+                data = data[os.write(fd, data[:_PIPE_BUF]):]   # a pipe with room for a piece takes it at once
+            except BlockingIOError:
+                continue
+            except OSError:   # a reader gone, a closed descriptor: talk is dropped (see _TalkStream)
+                return True
+        return True
+
+
+def _dropped_lines(access: int, messages: int) -> str:
+    """What _ServerLog dropped, in words ("3 access-log lines and 1 logged message"; "" for nothing)."""
+    return " and ".join(f"{n} {name}{'' if n == 1 else 's'}"
+                        for n, name in ((access, "access-log line"), (messages, "logged message")) if n)
+
+
+class _ServerLogHandler(logging.Handler):
+    """While `serve` runs, in place of logging's handler on stderr: a record logged while a request runs (a
+    warning, an unexpected error's traceback) goes through the server's log, formatted as that handler did."""
+
+    def __init__(self, log: _ServerLog, replaced: logging.Handler) -> None:
+        super().__init__(replaced.level)
+        self.log, self.replaced = log, replaced
+        self.setFormatter(replaced.formatter)
+        self.filters = list(replaced.filters)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self.log.message(self.format(record))
+        except Exception:
+            self.handleError(record)
+
+
+@contextlib.contextmanager
+def _logging_through(log: _ServerLog) -> Iterator[None]:
+    """The root logger's handlers on stderr replaced by _ServerLogHandler for the block."""
+    root = logging.getLogger()
+    swapped = [_ServerLogHandler(log, h) for h in list(root.handlers)
+               if type(h) is logging.StreamHandler and h.stream is sys.stderr]
+    for h in swapped:
+        root.removeHandler(h.replaced)
+        root.addHandler(h)
+    try:
+        yield
+    finally:
+        for h in swapped:
+            root.removeHandler(h)
+            root.addHandler(h.replaced)
+
+
 # http.server's own framing errors, in our error tree
 _FRAMING_ERRORS = {400: MalformedRequest, 408: RequestTimeout, 414: UriTooLong, 431: RequestHeadersTooLarge,
                    505: HttpVersionNotSupported}
@@ -15880,8 +16046,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def _access_log(self, method: str, path: str, status: int, started: float) -> None:
         self._logged = True
         ms = (time.perf_counter() - started) * 1000
-        sys.stderr.write(f"{self.address_string()} {_log_safe(method)} {_log_safe(path)} {status or '-'} "
-                         f"{ms:.1f}ms\n")
+        self.server.log.access(f"{self.address_string()} {_log_safe(method)} {_log_safe(path)} {status or '-'} "
+                               f"{ms:.1f}ms")
 
     def handle_one_request(self) -> None:
         self._deadline, self._receiving, self._bytes_seen, self._timed_out = None, True, False, False
@@ -16265,8 +16431,12 @@ class _Server(http.server.ThreadingHTTPServer):
     request_queue_size = socket.SOMAXCONN
 
     def __init__(self, address: tuple, handler: type, family: int = socket.AF_INET,
-                 max_requests: int = HTTP_MAX_REQUESTS_DEFAULT, queue_wait_s: float = HTTP_QUEUE_WAIT_S_DEFAULT) -> None:
+                 max_requests: int = HTTP_MAX_REQUESTS_DEFAULT, queue_wait_s: float = HTTP_QUEUE_WAIT_S_DEFAULT,
+                 log: _ServerLog | None = None) -> None:
         self.address_family = family
+        # before the bind, whose failure calls server_close
+        self.log = log or _ServerLog()   # the access log; a caller's own is closed by the caller
+        self.owns_log = log is None
         super().__init__(address, handler)
         self.slots = threading.BoundedSemaphore(max_requests)   # one per request worked on (not /health)
         self.max_requests, self.queue_wait_s = max_requests, queue_wait_s
@@ -16275,6 +16445,20 @@ class _Server(http.server.ThreadingHTTPServer):
         self.conns_lock = threading.Lock()
         self.stopping = False
         self.requests = 0
+
+    def server_close(self) -> None:
+        super().server_close()
+        if self.owns_log:
+            self.log.close()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """An exception out of a connection's thread: socketserver printed its traceback to stderr from there (36
+        lines for a client that reset its connection).  A client gone is no error of the server's; anything else is
+        logged through the server's log."""
+        if isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+            return
+        LOG.error("unexpected error on a connection from %s", client_address[0] if client_address else "-",
+                  exc_info=True)
 
     def server_bind(self) -> None:
         if self.address_family == socket.AF_INET6:
@@ -16349,14 +16533,16 @@ def is_loopback_host(host: str) -> bool:
     return bool(infos) and all(ipaddress.ip_address(info[4][0].split("%")[0]).is_loopback for info in infos)
 
 
-def make_server(config: Config, host: str = "127.0.0.1", port: int = 8000) -> _Server:
-    """A ready (bound, not yet serving) HTTP server for the API; IPv6 addresses ("::1", "[::1]") work too."""
+def make_server(config: Config, host: str = "127.0.0.1", port: int = 8000,
+                log: _ServerLog | None = None) -> _Server:
+    """A ready (bound, not yet serving) HTTP server for the API; IPv6 addresses ("::1", "[::1]") work too.  Its
+    access log goes to `log`, else to one of its own, closed with the server."""
     api = Api(config)
     handler = type("Handler", (_Handler,), {"api": api})
     host, family = _host_family(host)
     try:
         server = _Server((host, port), handler, family, max_requests=config.max_requests,
-                         queue_wait_s=config.queue_wait_s)
+                         queue_wait_s=config.queue_wait_s, log=log)
     except OSError as exc:
         raise InvalidRequest(f"cannot listen on {host}:{port} ({exc.strerror or exc}); choose another --host or "
                              f"--port", host=host, port=port) from None
@@ -16373,12 +16559,15 @@ def _server_url(server: _Server) -> str:
 
 
 def serve(config: Config, host: str, port: int, ready: Callable[[str], None] | None = None,
-          grace_s: float = HTTP_SHUTDOWN_GRACE_S, waiting: Callable[[int], None] | None = None) -> dict:
+          grace_s: float = HTTP_SHUTDOWN_GRACE_S, waiting: Callable[[int], None] | None = None,
+          log: _ServerLog | None = None) -> dict:
     """Run the API until SIGINT/SIGTERM/SIGHUP.  Then: stop accepting, close idle and half-received connections, let
     in-flight requests finish within `grace_s` (a second signal cuts the wait short; `waiting(n)` is told first, when
-    n requests are in flight), close what is left.
+    n requests are in flight), close what is left.  The access log and what is logged meanwhile go through `log`
+    (the caller's, to say its own lines after them and close it; else serve's own, closed before it returns).
     Returns what happened: the signal, requests served, in-flight requests finished and cut off."""
-    server = make_server(config, host, port)
+    own_log, log = log is None, log or _ServerLog()
+    server = make_server(config, host, port, log=log)
     stopping = threading.Event()
     hurry = threading.Event()
     received: list[int] = []
@@ -16396,36 +16585,39 @@ def serve(config: Config, host: str, port: int, ready: Callable[[str], None] | N
     stop_sigs = {signal.SIGINT, signal.SIGTERM, *_stop_signals()}   # a SIGHUP ignored at start (nohup) stays so
     previous = {sig: signal.signal(sig, stop) for sig in stop_sigs}
     outcome = {"signal": None, "requests": 0, "in_flight_finished": 0, "in_flight_cut": 0, "cut_by": None}
-    try:
-        if ready:
-            ready(_server_url(server))
-        server.serve_forever(poll_interval=0.2)
-    finally:
-        server.socket.close()                       # refuse new connections at once
-        server.close_idle_connections()
-        in_flight = server.working()
-        if in_flight and waiting and not hurry.is_set():
-            waiting(in_flight)
-        deadline = time.monotonic() + grace_s
-        while server.working() and time.monotonic() < deadline and not hurry.is_set():
-            time.sleep(0.05)
-        cut = server.working()
-        if cut:
-            server.close_connections(include_working=True, why="a second signal" if hurry.is_set() else
-                                     f"its {grace_s:g} s grace for requests in flight ran out")
-            # a cut-off ask ends at its next write (a model's next delta) and records server_stopped: give it a
-            # moment, so the record is written before the pool closes (one whose model sends nothing is left;
-            # a second signal, or another one, stops at once)
-            deadline = time.monotonic() + HTTP_CUT_RECORD_WAIT_S
+    with _logging_through(log):   # a request's warning waits on stderr no more than its access-log line
+        try:
+            if ready:
+                ready(_server_url(server))
+            server.serve_forever(poll_interval=0.2)
+        finally:
+            server.socket.close()                       # refuse new connections at once
+            server.close_idle_connections()
+            in_flight = server.working()
+            if in_flight and waiting and not hurry.is_set():
+                waiting(in_flight)
+            deadline = time.monotonic() + grace_s
             while server.working() and time.monotonic() < deadline and not hurry.is_set():
                 time.sleep(0.05)
-        server.server_close()
-        server.api.pool.close()  # type: ignore[attr-defined]
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-        outcome.update(signal=received[0] if received else None, requests=server.requests,
-                       in_flight_finished=max(in_flight - cut, 0), in_flight_cut=cut,
-                       cut_by="a second signal" if hurry.is_set() else "grace")
+            cut = server.working()
+            if cut:
+                server.close_connections(include_working=True, why="a second signal" if hurry.is_set() else
+                                         f"its {grace_s:g} s grace for requests in flight ran out")
+                # a cut-off ask ends at its next write (a model's next delta) and records server_stopped: give it a
+                # moment, so the record is written before the pool closes (one whose model sends nothing is left;
+                # a second signal, or another one, stops at once)
+                deadline = time.monotonic() + HTTP_CUT_RECORD_WAIT_S
+                while server.working() and time.monotonic() < deadline and not hurry.is_set():
+                    time.sleep(0.05)
+            server.server_close()
+            server.api.pool.close()  # type: ignore[attr-defined]
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            outcome.update(signal=received[0] if received else None, requests=server.requests,
+                           in_flight_finished=max(in_flight - cut, 0), in_flight_cut=cut,
+                           cut_by="a second signal" if hurry.is_set() else "grace")
+    if own_log:
+        log.close()
     return outcome
 
 
@@ -17429,8 +17621,13 @@ class _TalkStream:
         self.failed = stream is None
 
     def write(self, text: str) -> int:
-        # a command a hint quotes (`localrag db init`), as a person here types it
-        return self.write_control(_escape_controls(as_started(text)))
+        return self.write_control(self.shown(text))
+
+    @staticmethod
+    def shown(text: str) -> str:
+        """Text as write() writes it: its control characters escaped, and a command a hint quotes (`localrag db
+        init`) as a person here types it."""
+        return _escape_controls(as_started(text))
 
     def write_control(self, text: str) -> int:
         """Write as is: for localrag's own terminal sequences (the progress line's erase `\x1b[K`), which write()
@@ -18611,23 +18808,33 @@ def _cmd_serve(config: Config, args: argparse.Namespace) -> int:
     if config.database_url == "" and not args.no_warm:
         db_target(config)  # start the embedded server before accepting requests
 
+    # serve's lines go through the access log's writer, in order with it: with a stderr that takes no writes, the
+    # stop's lines had held up the stop for good
+    log = _ServerLog()
+
     def ready(url: str) -> None:
         if open_to_all:   # once bound: an address that cannot be bound is its own error, with no warning before it
-            _say(f"warning: listening on {args.host} without authentication (--insecure-no-token); anyone who can "
-                 f"reach this port can query the knowledge base")
-        _say(f"localrag {__version__} serving on {url} (GET /openapi.json); Ctrl-C to stop")
+            log.say(f"warning: listening on {args.host} without authentication (--insecure-no-token); anyone who can "
+                    f"reach this port can query the knowledge base")
+        log.say(f"localrag {__version__} serving on {url} (GET /openapi.json); Ctrl-C to stop")
 
     def waiting(in_flight: int) -> None:
         # the wait can last the whole grace with nothing on the screen: a Ctrl-C that seems ignored
-        _say(f"stopping: waiting up to {args.grace:g} s (--grace) for {in_flight} request(s) in flight to finish; "
-             f"Ctrl-C again stops at once")
+        log.say(f"stopping: waiting up to {args.grace:g} s (--grace) for {in_flight} request(s) in flight to "
+                f"finish; Ctrl-C again stops at once")
 
-    outcome = serve(config, args.host, args.port, grace_s=args.grace, ready=ready, waiting=waiting)
-    name = signal.Signals(outcome["signal"]).name if outcome["signal"] else "a signal"
-    _say(f"stopped on {name}: {outcome['requests']} request(s) served; {outcome['in_flight_finished']} in flight "
-         f"finished" + ((f", {outcome['in_flight_cut']} cut off by a second signal" if outcome["cut_by"] !=
-                         "grace" else f", {outcome['in_flight_cut']} cut off after the {args.grace:g} s grace")
-                        if outcome["in_flight_cut"] else ""))
+    try:
+        outcome = serve(config, args.host, args.port, grace_s=args.grace, ready=ready, waiting=waiting, log=log)
+        name = signal.Signals(outcome["signal"]).name if outcome["signal"] else "a signal"
+        dropped = _dropped_lines(*log.dropped_total)
+        log.say(f"stopped on {name}: {outcome['requests']} request(s) served; {outcome['in_flight_finished']} in "
+                f"flight finished" + ((f", {outcome['in_flight_cut']} cut off by a second signal" if outcome["cut_by"]
+                                       != "grace" else f", {outcome['in_flight_cut']} cut off after the "
+                                                       f"{args.grace:g} s grace") if outcome["in_flight_cut"] else "")
+                + (f"; {dropped} dropped while stderr was not taking writes" if dropped else ""))
+    finally:
+        with contextlib.suppress(Signalled):   # another signal: stop waiting for stderr (it ends the process)
+            log.close()
     return 128 + outcome["signal"] if outcome["signal"] else EXIT_INTERRUPTED   # 130 / 143 / 129 (SIGHUP)
 
 

@@ -26,6 +26,7 @@ import re
 import select
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -2066,16 +2067,7 @@ def test_a_client_sending_one_request_after_another_never_gets_503_server_busy(i
             one(conn, i)
             conn.close()
         assert statuses == {200: 300}, statuses
-        # filled to the last byte through a non-blocking opening of its own (O_NONBLOCK on write_end would be the
-        # server's too): every write to the server's stderr now waits
-        filler = os.open(f"/proc/self/fd/{write_end}", os.O_WRONLY | os.O_NONBLOCK)
-        try:
-            for size in (4096, 1):
-                with contextlib.suppress(BlockingIOError):
-                    while True:
-                        os.write(filler, b"." * size)
-        finally:
-            os.close(filler)
+        fill_pipe(write_end)                          # every write to the server's stderr now waits
         for i in range(200):                          # stderr full: no access-log line can be written
             conn = http.client.HTTPConnection(HOST, port, timeout=30)
             one(conn, i)
@@ -2098,6 +2090,164 @@ def test_a_client_sending_one_request_after_another_never_gets_503_server_busy(i
         proc.wait(10)
         os.close(read_end)
         os.close(write_end)
+
+
+@contextlib.contextmanager
+def serve_on_a_pipe(*args: str) -> Iterator[tuple[subprocess.Popen, int, int, int]]:
+    """`localrag serve --port 0 *args` with its stderr a pipe the test reads (or not): (process, port, the pipe's
+    read end, its write end), once it has said its URL.  Its stderr is buffered, as an operator's is (unbuffered, a
+    write that waits holds no lock of it)."""
+    read_end, write_end = os.pipe()
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    proc = subprocess.Popen([sys.executable, "-m", "localrag", "serve", "--port", "0", *args],
+                            stdout=subprocess.DEVNULL, stderr=write_end, env=dict(env, PYTHONPATH=str(ROOT)))
+    try:
+        said, deadline = b"", time.monotonic() + 60
+        while not (ready := re.search(rb"serving on http://127\.0\.0\.1:(\d+)", said)):
+            assert proc.poll() is None and time.monotonic() < deadline, said
+            if select.select([read_end], [], [], 0.5)[0]:
+                said += os.read(read_end, 4096)
+        yield proc, int(ready.group(1)), read_end, write_end
+    finally:
+        proc.kill()
+        proc.wait(10)
+        os.close(read_end)
+        os.close(write_end)
+
+
+def fill_pipe(write_end: int) -> None:
+    """Fill a pipe to the last byte, through a non-blocking opening of its own (O_NONBLOCK on write_end would be the
+    server's too): every write to it then waits."""
+    filler = os.open(f"/proc/self/fd/{write_end}", os.O_WRONLY | os.O_NONBLOCK)
+    try:
+        for size in (4096, 1):
+            with contextlib.suppress(BlockingIOError):
+                while True:
+                    os.write(filler, b"." * size)
+    finally:
+        os.close(filler)
+
+
+def read_pipe(read_end: int, until: str, times: int = 1, timeout: float = 20) -> list[str]:
+    """The lines the pipe holds (the filling's dots left out), read on until `times` of them match `until` and
+    nothing more comes for half a second."""
+    got, deadline = b"", time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if select.select([read_end], [], [], 0.5)[0]:
+            got += os.read(read_end, 1 << 16)
+        elif len(re.findall(until, got.decode("utf-8", "replace"))) >= times:
+            break
+    return got.lstrip(b".").decode("utf-8", "replace").splitlines()
+
+
+def process_threads(pid: int) -> int:
+    return int(re.search(r"^Threads:\s+(\d+)", Path(f"/proc/{pid}/status").read_text(), re.M).group(1))
+
+
+DROPPED_LINE = re.compile(r"localrag: (?:(\d+) access-log lines?)?(?: and )?(?:(\d+) logged messages?)? dropped "
+                          r"\(stderr was not taking writes\)")
+
+
+def test_a_stderr_that_takes_no_writes_holds_up_no_request(env):
+    """serve's stderr a pipe nobody reads, filled to the last byte (a terminal paused with Ctrl-S does the same):
+    each request's thread waited on its access-log line once its reply was sent, so a keep-alive client's second
+    request was never read (it timed out), and the threads piled up, one per request.  The lines now wait in serve's
+    log, written by a thread of its own once stderr takes writes; past HTTP_LOG_HELD_CHARS they are dropped and
+    counted, and the count is written in their place.  A warning logged by a request (an MCP notification nobody
+    handles) waits there too.  The line format is the one it was."""
+    long_path = "/" + "\\" * 299   # a 404 whose line is ~640 characters: 1 MiB of them in ~1,700 requests
+    with serve_on_a_pipe("--no-warm") as (proc, port, read_end, write_end):
+        fill_pipe(write_end)
+        conn = http.client.HTTPConnection(HOST, port, timeout=10)
+        started = time.monotonic()
+        for _ in range(50):
+            conn.request("GET", "/openapi.json")
+            resp = conn.getresponse()
+            assert resp.status == 200 and resp.read()
+        for _ in range(3):
+            conn.request("POST", "/mcp", json.dumps({"jsonrpc": "2.0", "method": "notifications/nothing"}),
+                         {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"})
+            resp = conn.getresponse()
+            assert resp.status == 202, (resp.status, resp.read())
+            resp.read()
+        for _ in range(2000):
+            conn.request("GET", long_path)
+            resp = conn.getresponse()
+            assert resp.status == 404 and resp.read()
+        assert time.monotonic() - started < 30      # ~2 s; the second request alone had waited out the 10 s
+        conn.close()
+        for _ in range(30):                          # a connection each: each had kept its thread
+            conn = http.client.HTTPConnection(HOST, port, timeout=10)
+            conn.request("GET", long_path)
+            assert conn.getresponse().status == 404
+            conn.close()
+        deadline = time.monotonic() + 5
+        while process_threads(proc.pid) > 3 and time.monotonic() < deadline:   # main, the log's writer, one more
+            time.sleep(0.1)
+        assert process_threads(proc.pid) <= 3, process_threads(proc.pid)
+        said = read_pipe(read_end, DROPPED_LINE.pattern, timeout=30)
+        counts = [DROPPED_LINE.fullmatch(line) for line in said if "dropped" in line]
+        assert counts and all(counts), said[-3:]
+        dropped, logged = sum(int(m.group(1) or 0) for m in counts), long_path.replace("\\", "\\\\")
+        assert dropped > 0 and not any(m.group(2) for m in counts)
+        paths = [LOG_LINE.match(line).group(2) for line in said if LOG_LINE.match(line)]
+        assert paths.count(logged) + dropped == 2030 and paths.count("/openapi.json") == 50
+        assert len([line for line in said if line.startswith("warning: ignored MCP notification")]) == 3
+        assert all(LOG_LINE.match(line) for line in said if not line.startswith(("warning:", "localrag:"))), said
+        for _ in range(30):                          # stderr read again: written at once, after the count
+            conn = http.client.HTTPConnection(HOST, port, timeout=10)
+            conn.request("GET", "/openapi.json")
+            assert conn.getresponse().status == 200
+            conn.close()
+        said = read_pipe(read_end, "GET /openapi.json ", times=30)
+        assert len(said) == 30 and all(LOG_LINE.match(line) for line in said), said
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(20) == 128 + signal.SIGTERM
+        stopped = read_pipe(read_end, "stopped on", timeout=5)
+        assert stopped and stopped[-1].endswith(f"; {dropped} access-log lines dropped while stderr was not "
+                                                f"taking writes"), stopped
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_serve_stops_on_a_signal_while_its_stderr_takes_no_writes(env, sig):
+    """With its stderr full, serve's stop had waited on its own lines (and on the requests' access-log lines) for
+    good: it did not stop in 30 s.  It now waits HTTP_LOG_FLUSH_WAIT_S for stderr, then stops, with a keep-alive
+    connection open and others closed, with the signal's exit code; nothing keeps it alive."""
+    with serve_on_a_pipe("--no-warm") as (proc, port, _read_end, write_end):
+        fill_pipe(write_end)
+        for _ in range(5):
+            closed = http.client.HTTPConnection(HOST, port, timeout=10)
+            closed.request("GET", "/openapi.json", headers={"Connection": "close"})
+            assert closed.getresponse().read()
+            closed.close()
+        idle = http.client.HTTPConnection(HOST, port, timeout=10)
+        idle.request("GET", "/openapi.json")
+        assert idle.getresponse().read()
+        started = time.monotonic()
+        proc.send_signal(sig)
+        assert proc.wait(20) == 128 + sig
+        assert time.monotonic() - started < getattr(localrag, "HTTP_LOG_FLUSH_WAIT_S", 0) + 4
+        idle.close()
+
+
+def test_a_client_that_resets_its_connection_leaves_no_traceback(routing_api, capsys):
+    """A client that reset its connection (mid-request, or idle after a reply) made socketserver print a 36-line
+    traceback to stderr from the connection's thread; a client gone is no error of the server's."""
+    for data in (b"GET /openapi.json HTTP/1.1\r\nHost: localhost\r\n",
+                 b"GET /openapi.json HTTP/1.1\r\nHost: localhost\r\n\r\n"):
+        sock = socket.create_connection((HOST, routing_api.port))
+        sock.sendall(data)
+        time.sleep(0.3)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))   # closed with a reset
+        sock.close()
+    time.sleep(0.5)
+    assert routing_api.get("/openapi.json").status == 200
+    err, deadline = "", time.monotonic() + 5
+    while time.monotonic() < deadline and err.count("GET /openapi.json 200") < 2:
+        err += capsys.readouterr().err
+        time.sleep(0.05)
+    assert err.count("GET /openapi.json 200") == 2, err   # the one reset after its reply, then this one
+    assert "Traceback" not in err and "Exception occurred" not in err, err
 
 
 def test_a_request_waiting_for_a_slot_at_shutdown_gets_503_server_stopping(ingested, upstream, serve_process,
