@@ -2037,9 +2037,6 @@ def test_a_client_sending_one_request_after_another_never_gets_503_server_busy(i
     import collections
     monkeypatch.setenv("LOCALRAG_MAX_REQUESTS", "1")
     monkeypatch.setenv("LOCALRAG_QUEUE_WAIT_SECONDS", "0")
-    read_end, write_end = os.pipe()
-    proc = subprocess.Popen([sys.executable, "-m", "localrag", "serve", "--port", "0"], stdout=subprocess.DEVNULL,
-                            stderr=write_end, env=dict(os.environ, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1"))
     statuses: collections.Counter = collections.Counter()
     requests = [("GET", "/openapi.json", None), ("POST", "/search", {"query": RAG_Q}),
                 ("GET", "/notes/list?limit=5", None)]
@@ -2051,13 +2048,7 @@ def test_a_client_sending_one_request_after_another_never_gets_503_server_busy(i
         resp.read()                                   # the whole reply, before the next request
         statuses[resp.status] += 1
 
-    try:
-        said, deadline = b"", time.monotonic() + 60
-        while not (ready := re.search(rb"serving on http://127\.0\.0\.1:(\d+)", said)):
-            assert proc.poll() is None and time.monotonic() < deadline, said
-            if select.select([read_end], [], [], 0.5)[0]:
-                said += os.read(read_end, 4096)
-        port = int(ready.group(1))
+    with serve_on_a_pipe() as (_proc, port, _read_end, write_end):
         conn = http.client.HTTPConnection(HOST, port, timeout=30)
         for i in range(100):                          # keep-alive: one connection
             one(conn, i)
@@ -2085,11 +2076,6 @@ def test_a_client_sending_one_request_after_another_never_gets_503_server_busy(i
             one(conn, i)
             conn.close()
         assert statuses == {200: 520}, statuses
-    finally:
-        proc.kill()
-        proc.wait(10)
-        os.close(read_end)
-        os.close(write_end)
 
 
 @contextlib.contextmanager

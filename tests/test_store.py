@@ -487,17 +487,24 @@ def test_keyword_stats_follow_the_chunks_and_fold_after_ingest(ingested):
         assert s.keyword_stats([])[:2] == (0, 0.0)
 
 
+def _schema_back_to(s: localrag.Store, version: int, *undo: str) -> None:
+    """Turn a current database back into schema `version`: run the statements that undo what the versions after it
+    added, and mark it so."""
+    for statement in undo:
+        s.run(statement)
+    s.run("DELETE FROM localrag_schema WHERE version > :v", v=version)
+    s.run("INSERT INTO localrag_schema (version) VALUES (:v) ON CONFLICT (version) DO NOTHING", v=version)
+    assert s.schema_version() == version and not s._schema_complete()
+
+
 def test_schema_5_gets_keyword_stats_from_its_rows(ingested, monkeypatch):
     """A version-5 database (no keyword_stats) with keyword rows: commands ask for `db init`, which creates the
     table and its triggers and starts it from the rows there."""
     config, _, _ = ingested
     with localrag.Store.open(config) as s:
         n, total = s.run(_COUNTED)[0]
-        s.run("DROP TABLE keyword_stats")
-        for trigger in ("insert", "delete", "truncate"):
-            s.run(f"DROP TRIGGER keyword_chunks_stats_{trigger} ON keyword_chunks")
-        s.run("DELETE FROM localrag_schema WHERE version >= 6")
-        s.run("INSERT INTO localrag_schema (version) VALUES (5) ON CONFLICT (version) DO NOTHING")
+        triggers = [f"DROP TRIGGER keyword_chunks_stats_{t} ON keyword_chunks" for t in ("insert", "delete", "truncate")]
+        _schema_back_to(s, 5, "DROP TABLE keyword_stats", *triggers)
     for args in (["search", "P1"], ["history"], ["show", "--list"], ["tickets", "list"]):   # history read on
         code, out = run_cli(*args, "--json")
         assert code == localrag.EXIT_SCHEMA and __import__("json").loads(out)["error"]["code"] == "schema_outdated"
@@ -524,10 +531,7 @@ def test_schema_6_gets_answers_error_code_keeping_the_records(ingested):
     assert run_cli("ask", "P1 工单如何升级？", "--json")[0] == 0
     with localrag.Store.open(config) as s:
         before = s.run("SELECT id, question, answer FROM answers ORDER BY id")
-        s.run("ALTER TABLE answers DROP COLUMN error_code")
-        s.run("DELETE FROM localrag_schema WHERE version >= 7")
-        s.run("INSERT INTO localrag_schema (version) VALUES (6) ON CONFLICT (version) DO NOTHING")
-        assert s.schema_version() == 6 and not s._schema_complete()
+        _schema_back_to(s, 6, "ALTER TABLE answers DROP COLUMN error_code")
     for args in (["history"], ["history", "show", str(before[-1][0])], ["ask", "P1"]):
         code, out = run_cli(*args, "--json")
         assert code == localrag.EXIT_SCHEMA and json.loads(out)["error"]["code"] == "schema_outdated", args
@@ -549,10 +553,7 @@ def test_schema_7_gets_embeddings_text_version_keeping_the_vectors(ingested):
     config, vault, first = ingested
     with localrag.Store.open(config) as s:
         before = s.run("SELECT chunk_id, embedding::text FROM embeddings ORDER BY chunk_id")
-        s.run("ALTER TABLE embeddings DROP COLUMN text_version")
-        s.run("DELETE FROM localrag_schema WHERE version >= 8")
-        s.run("INSERT INTO localrag_schema (version) VALUES (7) ON CONFLICT (version) DO NOTHING")
-        assert s.schema_version() == 7 and not s._schema_complete()
+        _schema_back_to(s, 7, "ALTER TABLE embeddings DROP COLUMN text_version")
     for args in (["search", "P1"], ["ingest", str(vault)]):
         code, out = run_cli(*args, "--json")
         assert code == localrag.EXIT_SCHEMA and json.loads(out)["error"]["code"] == "schema_outdated", args
