@@ -6294,6 +6294,12 @@ class Store:
             "AND e.text_version IS DISTINCT FROM :tv ORDER BY c.id",
             ids=document_ids, p=key[0], m=key[1], d=key[2], tv=text_version)
 
+    def chunks_without_vectors(self, key: tuple[str, str, int]) -> int:
+        """How many chunks, in every vault, have no vector for `key`."""
+        return self.run("SELECT count(*) FROM chunks c WHERE NOT EXISTS (SELECT 1 FROM embeddings e "
+                        "WHERE e.chunk_id = c.id AND e.embedding_provider = :p AND e.embedding_model = :m "
+                        "AND e.embedding_dim = :d)", p=key[0], m=key[1], d=key[2])[0][0]
+
     def older_text_vectors(self, document_ids: list[int], key: tuple[str, str, int], text_version: str) -> int:
         """How many vectors for `key` of these documents' chunks were made from another text than `text_version`."""
         return self.run("SELECT count(*) FROM chunks c JOIN embeddings e ON e.chunk_id = c.id "
@@ -12942,6 +12948,9 @@ def db_status(config: Config) -> dict:
                 # Nobody holds the vault's lock: the process that ran it is gone (killed); say so.
                 out["last_ingest_run"]["status"] = "interrupted"
                 out["last_ingest_run"]["hint"] = "its process ended; the next ingest of this vault marks it failed"
+            # chunks the configured model has no vector for (indexed under another model, an edit made meanwhile):
+            # search finds them by keyword only until the next ingest of their vault embeds them
+            out["chunks_without_vectors"] = s.chunks_without_vectors(config.embedding_key) if out["chunks"] else 0
         elif out["schema_outdated"]:
             out["hint"] = as_started("run `localrag db init` to upgrade it in place (nothing is lost)")
         else:
@@ -17756,7 +17765,9 @@ class _ProgressPrinter:
         elapsed = now - start
         rate = (done - done0) / elapsed if elapsed > 0.5 else 0.0
         if rate > 0:
-            text += f"  {rate:,.0f} {unit}/s  ETA {_duration((total - done) / rate)}"
+            # a slow model embeds 1-4 chunks a second: "1 chunks/s" said less than it knew
+            shown = f"{rate:.1f}" if rate < 9.95 else f"{rate:,.0f}"
+            text += f"  {shown} {unit}/s  ETA {_duration((total - done) / rate)}"
         return text
 
     def _write(self, text: str) -> None:
@@ -17855,8 +17866,14 @@ def _cmd_db(config: Config, args: argparse.Namespace) -> int:
                 for v in result["vaults"]:
                     print(f"vault           {_shown_line(v['vault_path'])} ({v['documents']} documents)")
                 run = result.get("last_ingest_run")
+                if result["chunks_without_vectors"]:
+                    print(f"not embedded    {result['chunks_without_vectors']} chunks have no vector of "
+                          f"{config.embedding_provider}/{config.embedding_model} (EMBEDDING_MODEL): search finds them "
+                          f"by keyword only until the next `{command_name()} ingest` of their vault")
                 if run:
-                    print(f"last ingest     #{run['id']} {run['status']} at {run['finished_at'] or run['started_at']}")
+                    print(f"last ingest     #{run['id']} {run['status']} at {run['finished_at'] or run['started_at']}"
+                          + (f": {_shown_line(run['error_summary'])[:300]}" if run["status"] != "success"
+                             and run.get("error_summary") else ""))
             else:
                 _say(result["hint"])
     elif args.db_command == "stop":

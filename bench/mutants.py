@@ -1811,6 +1811,18 @@ MUTANTS: list[Mutant] = [
       "    for piece in (packages, model) if hints else ():",
       "    for piece in (packages, model):",
       ("tests/test_embeddings_api.py",), "keeps_local_qwen3"),
+    M("progress s45: a rate below ten is shown without its decimal",
+      '            shown = f"{rate:.1f}" if rate < 9.95 else f"{rate:,.0f}"',
+      '            shown = f"{rate:,.0f}"',
+      ("tests/test_cli.py",), "rate_below_ten"),
+    M("db status s45: chunks without a vector of the configured model are not counted",
+      '            out["chunks_without_vectors"] = s.chunks_without_vectors(config.embedding_key) if out["chunks"] else 0',
+      '            out["chunks_without_vectors"] = 0',
+      ("tests/test_embeddings_api.py",), "db_status_names"),
+    M("db status s45: a failed last run is shown without its error",
+      """                          + (f": {_shown_line(run['error_summary'])[:300]}" if run["status"] != "success\"""",
+      """                          + (f": {_shown_line(run['error_summary'])[:300]}" if False and run["status"] != "success\"""",
+      ("tests/test_embeddings_api.py",), "db_status_names"),
 ]
 
 

@@ -898,6 +898,17 @@ def test_progress_rate_of_a_per_batch_phase_counts_from_its_batch(monkeypatch):
     assert "100 chunks/s" in p.line("embed", 80, 100, started + 0.8)
 
 
+def test_progress_rate_below_ten_keeps_a_decimal():
+    """A slow model's rate reads as measured ("1.4 chunks/s", not "1 chunks/s"); from 10 up, whole numbers."""
+    import io
+    p = localrag._ProgressPrinter("log", io.StringIO())
+    p.starts["embed"] = (100.0, 0)
+    assert "  1.4 chunks/s  ETA 1m10s" in p.line("embed", 14, 112, 110.0)
+    assert "  0.5 chunks/s" in p.line("embed", 5, 112, 110.0)
+    assert "  10 chunks/s" in p.line("embed", 100, 1000, 110.0)
+    assert "  9.9 chunks/s" in p.line("embed", 99, 1000, 110.0)
+
+
 def test_ingest_progress_flags(ingested, capfd):
     config, vault, _ = ingested
     code, _ = run_cli("ingest", str(vault), "--quiet")

@@ -350,6 +350,36 @@ def test_failed_embedding_writes_nothing_and_marks_the_run_failed(db, vault, api
     assert status == "failed" and error["message"][:40] in summary
 
 
+def test_db_status_names_chunks_without_a_vector_and_a_failed_runs_error(db, vault, api_env):
+    """A note edited while the fake embedder was configured has no vector of the API's model until that model's
+    next ingest: `db status` counts such chunks (search finds them by keyword only), and shows a failed run's
+    error with its status."""
+    fake = dataclass_replace_fake(db)
+    cfg = localrag.load_config()
+    assert localrag.ingest(cfg, vault)["status"] == "success"
+    assert localrag.db_status(cfg)["chunks_without_vectors"] == 0
+    note = next(vault.glob("*.md"))
+    note.write_text(note.read_text(encoding="utf-8") + "\n\n## Added later\n\nA new section.\n", encoding="utf-8")
+    assert localrag.ingest(fake, vault)["documents_updated"] == 1
+    with localrag.Store.open(cfg) as s:
+        n = s.run("SELECT count(*) FROM chunks c JOIN documents d ON d.id = c.document_id "
+                  "WHERE d.relative_path = :r", r=note.name)[0][0]
+    assert n and localrag.db_status(cfg)["chunks_without_vectors"] == n
+    assert localrag.db_status(fake)["chunks_without_vectors"] == 0
+    code, text = run_cli("db", "status")
+    assert code == 0 and f"not embedded    {n} chunks have no vector of openai-compatible/stub-e5" in text
+    api_env.scenario = "status:500"
+    assert run_cli("ingest", str(vault))[0] == localrag.EXIT_EMBEDDING
+    code, text = run_cli("db", "status")
+    line = next(x for x in text.splitlines() if x.startswith("last ingest"))
+    assert " failed at " in line and "HTTP 500" in line, line
+    api_env.scenario = "ok"
+    assert localrag.ingest(cfg, vault)["embeddings_written"] == n
+    code, text = run_cli("db", "status")
+    assert localrag.db_status(cfg)["chunks_without_vectors"] == 0 and "not embedded" not in text
+    assert next(x for x in text.splitlines() if x.startswith("last ingest")).endswith(tuple("0123456789"))
+
+
 def test_failed_backfill_keeps_the_fake_index(db, vault, api_env):
     fake = dataclass_replace_fake(db)
     first = localrag.ingest(fake, vault)
