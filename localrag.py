@@ -6300,6 +6300,14 @@ class Store:
                         "WHERE e.chunk_id = c.id AND e.embedding_provider = :p AND e.embedding_model = :m "
                         "AND e.embedding_dim = :d)", p=key[0], m=key[1], d=key[2])[0][0]
 
+    def other_models(self, document_ids: list[int], key: tuple[str, str, int]) -> list[str]:
+        """The other models of `key`'s provider that hold vectors of these documents' chunks (at most three, by
+        name)."""
+        return [r[0] for r in self.run(
+            "SELECT DISTINCT e.embedding_model FROM chunks c JOIN embeddings e ON e.chunk_id = c.id "
+            "WHERE c.document_id = ANY(CAST(:ids AS bigint[])) AND e.embedding_provider = :p "
+            "AND e.embedding_model <> :m ORDER BY 1 LIMIT 3", ids=document_ids, p=key[0], m=key[1])]
+
     def older_text_vectors(self, document_ids: list[int], key: tuple[str, str, int], text_version: str) -> int:
         """How many vectors for `key` of these documents' chunks were made from another text than `text_version`."""
         return self.run("SELECT count(*) FROM chunks c JOIN embeddings e ON e.chunk_id = c.id "
@@ -8466,6 +8474,15 @@ def ingest(config: Config, vault: str | Path, progress: ProgressFn | None = None
             LOG.warning("%s vectors of this vault (%s) were made from an older text of their chunk: they are "
                         "made again, once, from this localrag's (text %s)", f"{older_text:,}", embedder.model,
                         job.text_version)
+        elif lacking and not any(row[3] for row in existing.values()):
+            # Not one vector of this model in the vault, but another model of the same provider's: a mistyped
+            # EMBEDDING_MODEL (a server that answers to any name) would embed the whole vault again under it.
+            others = store.other_models(lacking, job.key)
+            if others:
+                LOG.warning("this vault has no vectors of %s/%s yet but has %s's: every chunk is embedded now "
+                            "(%s); if EMBEDDING_MODEL is mistyped, stop with Ctrl-C and set EMBEDDING_MODEL=%s",
+                            embedder.provider, embedder.model, " and ".join(others),
+                            f"{sum(row[2] for row in existing.values()):,} chunks", others[0])
         job.run_id = store.insert_ingest_run(vault_key, embedder.provider, embedder.model, config.embedding_dim,
                                              {"pid": os.getpid(), "host": socket.gethostname(),
                                               "notes_reading": NOTES_READING})

@@ -1823,6 +1823,10 @@ MUTANTS: list[Mutant] = [
       """                          + (f": {_shown_line(run['error_summary'])[:300]}" if run["status"] != "success\"""",
       """                          + (f": {_shown_line(run['error_summary'])[:300]}" if False and run["status"] != "success\"""",
       ("tests/test_embeddings_api.py",), "db_status_names"),
+    M("ingest s45: an ingest under a mistyped model name embeds the whole vault without a warning",
+      "            others = store.other_models(lacking, job.key)",
+      "            others = []",
+      ("tests/test_embeddings_api.py",), "mistyped"),
 ]
 
 

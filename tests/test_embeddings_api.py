@@ -539,6 +539,25 @@ def test_a_mistyped_model_name_is_told_the_stored_one(db, vault, api_env, monkey
     assert "set EMBEDDING_MODEL=stub-e5 " in message and "localrag ingest PATH" in message
 
 
+def test_an_ingest_under_a_mistyped_model_name_warns_before_it_embeds(db, vault, api_env, monkeypatch, caplog):
+    """An ingest under a model name the vault has no vectors of, while it has another model's of the same provider,
+    says so before it embeds every chunk again (it may take hours), naming the stored model and the fix; a vault
+    new to the database, or a model whose vectors are there, gets no such warning."""
+    cfg = localrag.load_config()
+    caplog.clear()
+    n = localrag.ingest(cfg, vault)["embeddings_written"]
+    localrag.ingest(dataclass_replace_fake(db), vault)   # another provider's vectors: not a mistyped model
+    assert "is mistyped" not in caplog.text
+    monkeypatch.setenv("EMBEDDING_MODEL", "stub-e55")
+    caplog.clear()
+    assert run_cli("ingest", str(vault))[0] == 0
+    assert caplog.text.count(f"this vault has no vectors of openai-compatible/stub-e55 yet but has stub-e5's: every "
+                             f"chunk is embedded now ({n} chunks); if EMBEDDING_MODEL is mistyped, stop with Ctrl-C "
+                             f"and set EMBEDDING_MODEL=stub-e5") == 1
+    caplog.clear()
+    assert run_cli("ingest", str(vault))[0] == 0 and "is mistyped" not in caplog.text
+
+
 def test_search_with_the_server_down_is_a_503_style_error(ingested, api_env, monkeypatch):
     cfg = localrag.load_config()
     localrag.ingest(cfg, ingested[1])
