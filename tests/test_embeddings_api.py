@@ -458,18 +458,26 @@ def test_vectors_made_from_an_older_text_are_made_again_once(db, vault, api_env,
     assert localrag.ingest(fake, vault)["embeddings_written"] == 0   # the fake's 'v1' is its current text
 
 
-def test_an_interrupted_re_embedding_leaves_every_chunk_one_vector(db, vault, api_env, monkeypatch, capsys):
-    """The embeddings server fails halfway through re-embedding a vault's older vectors: the run fails, the
-    slices written before it keep their new vectors, every other chunk its old one (replaced only with its new
-    one), and the next run makes the rest; the text summary says how many vectors were made again."""
+def _re_embedding_that_fails_midway(vault, api_env, monkeypatch) -> tuple[localrag.Config, int, int]:
+    """The sample vault embedded, its vectors then marked as made from an older text, four texts a request and
+    sixteen a transaction, and the server set to fail after an eighth of the requests: (config, chunks, the chunks
+    the next run commits before the failure: the slices whose every request is answered)."""
     monkeypatch.setenv("EMBEDDING_BATCH_SIZE", "4")
-    monkeypatch.setattr(localrag, "BACKFILL_SLICE_CHUNKS", 16)   # four requests a transaction
+    monkeypatch.setattr(localrag, "BACKFILL_SLICE_CHUNKS", 16)
     cfg = localrag.load_config()
     n = localrag.ingest(cfg, vault)["embeddings_written"]
     with localrag.Store.open(cfg) as s:
         s.run("UPDATE embeddings SET text_version = 'v1'")
     api_env.requests.clear()
     api_env.scenario = f"fail_after:{n // 8}"
+    return cfg, n, (n // 8) * 4 // 16 * 16
+
+
+def test_an_interrupted_re_embedding_leaves_every_chunk_one_vector(db, vault, api_env, monkeypatch, capsys):
+    """The embeddings server fails halfway through re-embedding a vault's older vectors: the run fails, the
+    slices written before it keep their new vectors, every other chunk its old one (replaced only with its new
+    one), and the next run makes the rest; the text summary says how many vectors were made again."""
+    cfg, n, done = _re_embedding_that_fails_midway(vault, api_env, monkeypatch)
     code, out = run_cli("ingest", str(vault), "--json")
     assert code == localrag.EXIT_EMBEDDING and json.loads(out)["error"]["code"] == "embedding_upstream_error"
     assert 0 < len(api_env.inputs()) < n
@@ -477,7 +485,6 @@ def test_an_interrupted_re_embedding_leaves_every_chunk_one_vector(db, vault, ap
         assert s.run("SELECT count(DISTINCT chunk_id), count(*) FROM embeddings")[0] == [n, n]
         assert s.run("SELECT count(*) FROM chunks c WHERE NOT EXISTS "
                      "(SELECT 1 FROM embeddings e WHERE e.chunk_id = c.id)")[0][0] == 0
-    done = (n // 8) * 4 // 16 * 16   # the slices whose every request was answered (4 texts each)
     assert 0 < done < n and _text_versions(cfg) == {"v1": n - done, localrag.DOCUMENT_TEXT_VERSION: done}
     api_env.scenario = "ok"
     capsys.readouterr()
@@ -491,17 +498,9 @@ def test_an_embeddings_failure_mid_ingest_says_what_was_kept(db, vault, api_env,
     """The embeddings server fails part-way through an ingest: the one error line says, besides the server's
     fault, which run was marked failed, what it committed (embeddings too: a re-embedding writes no chunk) and that
     a rerun finishes it (it had said only "cannot reach ..." or "answered HTTP 400"); --json carries the run."""
-    monkeypatch.setenv("EMBEDDING_BATCH_SIZE", "4")
-    monkeypatch.setattr(localrag, "BACKFILL_SLICE_CHUNKS", 16)   # four requests a transaction
-    cfg = localrag.load_config()
-    n = localrag.ingest(cfg, vault)["embeddings_written"]
-    with localrag.Store.open(cfg) as s:
-        s.run("UPDATE embeddings SET text_version = 'v1'")
-    api_env.requests.clear()
-    api_env.scenario = f"fail_after:{n // 8}"
+    cfg, n, done = _re_embedding_that_fails_midway(vault, api_env, monkeypatch)
     capsys.readouterr()
     code = run_cli("ingest", str(vault))[0]
-    done = (n // 8) * 4 // 16 * 16
     errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error ")]
     assert code == localrag.EXIT_EMBEDDING and len(errors) == 1, errors
     assert errors[0].startswith("error [embedding_upstream_error]: the embeddings endpoint answered HTTP 400")
