@@ -3728,6 +3728,12 @@ class _HttpClient:
         return u.timeout(f"{u.label} did not {what} within {u.timeout_name}={self.timeout_s:g}",
                          timeout_s=self.timeout_s)
 
+    def _unreachable(self, why: object) -> LocalRagError:
+        """The error for an endpoint that cannot be reached: where it was tried (host:port, no user info) and why."""
+        u = self.upstream
+        return u.unreachable(f"cannot reach {u.label} {_host_of(self.url, port=True)}: {self.redact(str(why))}; "
+                             f"start its server, or check {u.url_name}", url=self.redact(self.url))
+
     def _open_once(self, data: bytes, accept: str):
         u = self.upstream
         headers = {"Content-Type": "application/json", "Accept": accept}
@@ -3765,8 +3771,7 @@ class _HttpClient:
         except urllib.error.URLError as exc:
             if isinstance(exc.reason, (TimeoutError, socket.timeout)):
                 raise self._timeout() from None
-            error = u.unreachable(f"cannot reach {u.label} {_address_of(self.url)}: {self.redact(str(exc.reason))}; "
-                                  f"start its server, or check {u.url_name}", url=self.redact(self.url))
+            error = self._unreachable(exc.reason)
             if isinstance(exc.reason, ConnectionResetError):
                 raise _Transient(error) from None
             raise error from None
@@ -3774,8 +3779,7 @@ class _HttpClient:
             raise _Transient(u.error(f"{u.label} closed the connection: {self.redact(str(exc)) or type(exc).__name__}")
                              ) from None
         except OSError as exc:
-            raise u.unreachable(f"cannot reach {u.label} {_address_of(self.url)}: {self.redact(str(exc))}; start its "
-                                f"server, or check {u.url_name}", url=self.redact(self.url)) from None
+            raise self._unreachable(exc) from None
 
     def _with_retries(self, attempt: Callable[[], Any]) -> Any:
         for n in range(self.retries + 1):
@@ -6230,8 +6234,8 @@ class Store:
     def existing_documents(self, vault_path: str, key: tuple[str, str, int], text_version: str,
                            tokenizer: str) -> dict[str, tuple]:
         """A vault's stored documents for the ingest diff: {relative_path: (id, content hash, chunks, chunks with a
-        vector for `key` made from text `text_version`, chunks with keyword rows of `tokenizer`)}.  The hash is '' for a document stored before
-        notes were kept (body NULL), so it counts as changed and one run fills it in."""
+        vector for `key` made from text `text_version`, chunks with keyword rows of `tokenizer`)}.  The hash is ''
+        for a document stored before notes were kept (body NULL), so it counts as changed and one run fills it in."""
         # Per-document index lookups (chunks by document_id, embeddings by the unique key): a plan that does not
         # depend on fresh statistics, which a just-loaded table lacks.
         rows = self.run(
@@ -11806,25 +11810,21 @@ def _no_proxy(url: str) -> bool:
     return host in ("localhost", "127.0.0.1", "::1") or host.startswith("127.")
 
 
-def _host_of(url: str) -> str:
-    try:
-        return urllib.parse.urlsplit(url).hostname or mask_url(url)
-    except ValueError:
-        return mask_url(url)
-
-
-def _address_of(url: str) -> str:
-    """host:port of a URL, for a message: "cannot reach ... 127.0.0.1" had left out the port, which is what a
-    wrong EMBEDDING_BASE_URL most often gets wrong (no user info: it may hold a password)."""
+def _host_of(url: str, port: bool = False) -> str:
+    """A URL's host, never its user info (it may hold a password); the masked URL when it has none.  With `port`,
+    host:port (an IPv6 host in brackets), for a message: "cannot reach ... 127.0.0.1" had left out the port, which
+    is what a wrong EMBEDDING_BASE_URL most often gets wrong."""
     try:
         parts = urllib.parse.urlsplit(url)
-        host, port = parts.hostname, parts.port
+        host, number = parts.hostname, parts.port if port else None
     except ValueError:
         return mask_url(url)
     if not host:
         return mask_url(url)
+    if not port:
+        return host
     host = f"[{host}]" if ":" in host else host
-    return f"{host}:{port}" if port else host
+    return f"{host}:{number}" if number else host
 
 
 def _completion_from(text: str, finish: str | None, model: Any, response_id: Any, usage: Any) -> Completion:

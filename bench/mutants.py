@@ -1788,7 +1788,7 @@ MUTANTS: list[Mutant] = [
       "                + \"\")",
       ("tests/test_http.py",), "stderr_that_takes_no_writes or stops_on_a_signal_while or resets_its_connection"),
     M("semantic s45: an unreachable embeddings endpoint is named without its port",
-      "    return f\"{host}:{port}\" if port else host",
+      "    return f\"{host}:{number}\" if number else host",
       "    return host",
       ("tests/test_embeddings_api.py",), "port_it_tried"),
     M("semantic s45: an embeddings failure mid-ingest does not say what the run committed",

@@ -2366,7 +2366,8 @@ def test_an_asked_word_the_evidence_says_in_another_form_is_said_by_it():
             "Older scans are exported as a series of uncropped images."
     weights = {"scanned": 8.6, "document": 4.8, "apple": 4.0, "note": 1.6, "exported": 6.3, "import": 3.0}
     blocks = [dict(b, source="Import from Apple Notes.md", heading_path=path)
-              for b, path in zip(blocks_of(steps, scans), (["Import Apple Notes data"], ["Supported content", "Scans"]))]
+              for b, path in zip(blocks_of(steps, scans),
+                                 (["Import Apple Notes data"], ["Supported content", "Scans"]))]
     answer = localrag.fake_answer("How are scanned documents in Apple Notes exported when I import them?", blocks,
                                   weights=weights)
     assert answer.splitlines()[0].endswith("[2]") and "exported as" in answer.splitlines()[0]
@@ -2400,6 +2401,7 @@ def test_a_callouts_title_is_the_heading_of_the_callout_only():
     content = ("To link to a note in a folder, include the folder path before the note name.\n\n"
                "> [!note] Note\n> When using the Markdown format, encode the link destination.\n\n"
                "To use the Markdown format:\n\n1. Open Settings.\n2. Under Files and links, disable Use Wikilinks.")
-    blocks = [dict(blocks_of(content)[0], source="Internal links.md", heading_path=["Supported formats for internal links"])]
+    blocks = [dict(blocks_of(content)[0], source="Internal links.md",
+                   heading_path=["Supported formats for internal links"])]
     answer = localrag.fake_answer("How do I write an internal link to a note that sits inside a folder?", blocks)
     assert answer.splitlines()[0].startswith("To link to a note in a folder") and "1. Open Settings." not in answer

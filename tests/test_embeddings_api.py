@@ -232,7 +232,7 @@ def test_server_down_names_the_port_it_tried(tmp_path, capsys):
     with pytest.raises(localrag.EmbeddingUnavailable) as info:
         localrag.OpenAICompatibleEmbedder(api_config(tmp_path, f"http://[::1]:{port}/v1")).embed_query("x")
     assert f"endpoint [::1]:{port}: " in info.value.message
-    assert localrag._address_of("https://user:pw@example.com/v1") == "example.com"
+    assert localrag._host_of("https://user:pw@example.com/v1", port=True) == "example.com"
 
 
 def test_embeddings_status_keeps_local_qwen3_apart_from_the_endpoint(api_env, capsys):
@@ -505,7 +505,8 @@ def test_an_embeddings_failure_mid_ingest_says_what_was_kept(db, vault, api_env,
     assert code == localrag.EXIT_EMBEDDING and len(errors) == 1, errors
     assert errors[0].startswith("error [embedding_upstream_error]: the embeddings endpoint answered HTTP 400")
     assert (f"stopped and marked failed (in its embed phase); committed before the stop: 0 added, 0 updated, "
-            f"0 deleted, 0 chunks, {done} embeddings ({done} of them replacing vectors of an older text)") in errors[0], errors[0]
+            f"0 deleted, 0 chunks, {done} embeddings ({done} of them replacing vectors of an older text)"
+            ) in errors[0], errors[0]
     assert errors[0].endswith("Rerun `localrag ingest` to finish (unchanged files are skipped)")
     code, out = run_cli("ingest", str(vault), "--json")
     run = json.loads(out)["error"]["details"]["ingest_run"]

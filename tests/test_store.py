@@ -503,7 +503,8 @@ def test_schema_5_gets_keyword_stats_from_its_rows(ingested, monkeypatch):
     config, _, _ = ingested
     with localrag.Store.open(config) as s:
         n, total = s.run(_COUNTED)[0]
-        triggers = [f"DROP TRIGGER keyword_chunks_stats_{t} ON keyword_chunks" for t in ("insert", "delete", "truncate")]
+        triggers = [f"DROP TRIGGER keyword_chunks_stats_{t} ON keyword_chunks"
+                    for t in ("insert", "delete", "truncate")]
         _schema_back_to(s, 5, "DROP TABLE keyword_stats", *triggers)
     for args in (["search", "P1"], ["history"], ["show", "--list"], ["tickets", "list"]):   # history read on
         code, out = run_cli(*args, "--json")
