@@ -168,6 +168,10 @@ KEYWORD_WEIGHT_FALLBACK = 0.5
 # share of the question this name covers is a third signal in hybrid and keyword ranking (README "Modes and fusion").
 TITLE_WEIGHT_DEFAULT = 0.2
 NOTE_OPENING_LEAD = 1e-6                   # how far a note's opening leads its best chunk when the question is its name
+# How many chunks of one note the ranked results hold before every other note's candidates: a note whose sections
+# all share the question's words (four chunks of "Create your first note" for a question about pinning a note in
+# the sidebar) fills the top k and hides the next notes.  0 = no limit.  README "Modes and fusion".
+MAX_CHUNKS_PER_NOTE_DEFAULT, MAX_CHUNKS_PER_NOTE_MAX = 2, TOP_K_MAX
 MIN_COVERAGE_DEFAULT = 0.4                 # idf-weighted share of the question's terms found in the top evidence
 MIN_MATCHED_TERMS_DEFAULT = 1
 # A question word (not a CJK bigram) that the knowledge base never uses is the usual mark of an off-topic question
@@ -633,7 +637,8 @@ ENV_KEYS = (
     "EMBEDDING_DIM_REQUEST", "EMBEDDING_QUERY_PREFIX", "EMBEDDING_DOCUMENT_PREFIX", "EMBEDDING_INPUT_TYPE",
     "LLM_PROVIDER", "LLM_BASE_URL", "LLM_MODEL", "LLM_API_KEY", "LLM_TIMEOUT_SECONDS", "LLM_MAX_TOKENS",
     "RAG_TOP_K", "RAG_MIN_SIMILARITY", "RAG_CONTEXT_TOKEN_BUDGET", "RAG_FALLBACK_ENABLED",
-    "RAG_RETRIEVAL", "RAG_FUSION", "RAG_KEYWORD_WEIGHT", "RAG_TITLE_WEIGHT", "RAG_MIN_COVERAGE", "RAG_MIN_COVERAGE_UNSEEN",
+    "RAG_RETRIEVAL", "RAG_FUSION", "RAG_KEYWORD_WEIGHT", "RAG_TITLE_WEIGHT", "RAG_MAX_CHUNKS_PER_NOTE",
+    "RAG_MIN_COVERAGE", "RAG_MIN_COVERAGE_UNSEEN",
     "RAG_MIN_MATCHED_TERMS", "RAG_UNSEEN_CJK_BACKOFF", "RAG_MIN_SIMILARITY_ALONE",
     "RAG_STRICT_CLAIMS", "RAG_RECORD_ANSWERS",
     "RAG_SEARCH", "RAG_APPROX_MIN_CHUNKS", "RAG_HNSW_M", "RAG_HNSW_EF_CONSTRUCTION", "RAG_HNSW_EF_SEARCH",
@@ -686,6 +691,7 @@ class Config:
     rag_fusion: str = FUSION_DEFAULT
     rag_keyword_weight: float = PROVIDER_DEFAULT_KEYWORD_WEIGHT[FAKE_PROVIDER]
     rag_title_weight: float = TITLE_WEIGHT_DEFAULT
+    rag_max_chunks_per_note: int = MAX_CHUNKS_PER_NOTE_DEFAULT
     rag_min_coverage: float = MIN_COVERAGE_DEFAULT
     rag_min_coverage_unseen: float = MIN_COVERAGE_UNSEEN_DEFAULT
     # a similarity at which a semantic embedder's evidence answers on its own, without the lexical coverage (off:
@@ -754,6 +760,7 @@ class Config:
             "rag_fusion": self.rag_fusion,
             "rag_keyword_weight": self.rag_keyword_weight,
             "rag_title_weight": self.rag_title_weight,
+            "rag_max_chunks_per_note": self.rag_max_chunks_per_note,
             "rag_min_coverage": self.rag_min_coverage,
             "rag_min_coverage_unseen": self.rag_min_coverage_unseen,
             "rag_min_similarity_alone": self.rag_min_similarity_alone,
@@ -1128,6 +1135,8 @@ def _load_config(env_file: str | Path | None, environ: dict | None, cwd: Path | 
         rag_fallback_enabled=_bool_setting(get("RAG_FALLBACK_ENABLED"), "RAG_FALLBACK_ENABLED"),
         rag_retrieval=retrieval, rag_fusion=fusion, rag_keyword_weight=keyword_weight,
         rag_title_weight=_unit_setting(get("RAG_TITLE_WEIGHT"), "RAG_TITLE_WEIGHT", TITLE_WEIGHT_DEFAULT),
+        rag_max_chunks_per_note=_range_setting(get("RAG_MAX_CHUNKS_PER_NOTE"), "RAG_MAX_CHUNKS_PER_NOTE",
+                                               MAX_CHUNKS_PER_NOTE_DEFAULT, 0, MAX_CHUNKS_PER_NOTE_MAX),
         rag_min_coverage=min_coverage, rag_min_coverage_unseen=min_coverage_unseen, rag_min_matched_terms=min_matched,
         rag_min_similarity_alone=min_sim_alone, rag_unseen_cjk_backoff=backoff,
         rag_strict_claims=_bool_setting(get("RAG_STRICT_CLAIMS"), "RAG_STRICT_CLAIMS"),
@@ -6649,8 +6658,9 @@ class Store:
                         vector: Sequence[float] | str | None = None, missing: Sequence[int] = (),
                         term_postings: int = 0) -> dict[int, dict]:
         """What fusion and the gate need about every candidate, in one round trip: {chunk_id: {"bm25", "matched"
-        (the query terms it holds, sorted), "names" (with `names`: file name without .md, frontmatter title,
-        aliases), "distance" (for the ids in `missing`: the cosine distance to `vector` under `key`)}}.
+        (the query terms it holds, sorted), "document" (its note's id), "names" and "opening" (with `names`: file
+        name without .md, frontmatter title, aliases; whether it is the note's first chunk), "distance" (for the ids
+        in `missing`: the cosine distance to `vector` under `key`)}}.
         `term_postings`: how many postings the terms have (the sum of their document frequencies)."""
         if not chunk_ids:
             return {}
@@ -6662,10 +6672,9 @@ class Store:
         # chunks, 93 candidates, terms with 33k postings: 4.0 ms by term, 1.0 ms by candidate.
         by_candidate = term_postings > POSTINGS_PER_CANDIDATE_READ * len(chunk_ids)
         term_join = ('q.term COLLATE "C" = kp.term || \'\'' if by_candidate else 'kp.term = q.term COLLATE "C"')
-        columns, params = ["kw.s", "kw.terms"], {"ids": list(chunk_ids)}
+        columns, params = ["kw.s", "kw.terms", "c.document_id"], {"ids": list(chunk_ids)}
         if names:
-            columns += ["c.relative_path", "c.metadata->>'title'", "c.metadata->'aliases'", "c.chunk_index",
-                        "c.document_id"]
+            columns += ["c.relative_path", "c.metadata->>'title'", "c.metadata->'aliases'", "c.chunk_index"]
         if missing:
             columns.append("CASE WHEN c.id = ANY(CAST(:missing AS bigint[])) THEN (SELECT e.embedding <=> CAST(:q AS "
                            "vector) FROM embeddings e WHERE e.chunk_id = c.id AND e.embedding_provider = :p AND "
@@ -6683,14 +6692,15 @@ class Store:
         for row in rows:
             # matched terms as one newline-joined text (a term never holds whitespace): pg8000 parses a text[]
             # element by element in Python, a text in one call
-            fact = {"bm25": float(row[1] or 0.0), "matched": row[2].split("\n") if row[2] else []}
-            rest = row[3:]
+            fact = {"bm25": float(row[1] or 0.0), "matched": row[2].split("\n") if row[2] else [],
+                    "document": row[3]}
+            rest = row[4:]
             if names:
-                rel, title, aliases, index, document = rest[:5]
+                rel, title, aliases, index = rest[:4]
                 fact["names"] = [note_stem(rel), *([title] if title else []),
                                  *(a for a in (aliases if isinstance(aliases, list) else []) if isinstance(a, str))]
-                fact["opening"], fact["document"] = index == 0, document
-                rest = rest[5:]
+                fact["opening"] = index == 0
+                rest = rest[4:]
             if missing and rest[0] is not None:
                 fact["distance"] = rest[0]
             facts[row[0]] = fact
@@ -8907,6 +8917,21 @@ def fuse(candidates: dict[int, dict], method: str, keyword_weight: float, title_
                                                  (candidates[cid].get("keyword") or 0.0)), cid))
 
 
+def spread_notes(order: Sequence[int], document_of: dict[int, Any], limit: int) -> list[int]:
+    """`order` (chunk ids, best first) with each note's chunks beyond its first `limit` moved after every other
+    chunk, in their order: the top k shows more notes, and a note with nothing else to compete (a search scoped to
+    one note) still gives all its chunks.  0 = `order` as it is.  Pure."""
+    if not limit:
+        return list(order)
+    counts: collections.Counter = collections.Counter()
+    first, later = [], []
+    for cid in order:
+        note = document_of.get(cid)
+        counts[note] += 1
+        (first if note is None or counts[note] <= limit else later).append(cid)
+    return first + later
+
+
 _approx_warned: set[tuple] = set()          # (database, key) pairs whose missing index was already warned about
 
 
@@ -9013,10 +9038,11 @@ class _SiblingQuery:
 
 def _retrieve_in_snapshot(store: Store, config: Config, mode: str, key: tuple[str, str, int],
                           vector: list[float] | None, words: list[str], n_candidates: int, top_k: int,
-                          scope: Scope | None) -> tuple[list[dict], dict[int, dict], list[int], dict[int, tuple],
-                                                        tuple[str, str] | None]:
-    """run_retrieval's database half: (query terms, candidates with both channels' scores, the top_k order, their
-    chunk rows, the vector channel's path as (path, why) or None)."""
+                          scope: Scope | None) -> tuple[list[dict], dict[int, dict], list[int], list[int],
+                                                        dict[int, tuple], tuple[str, str] | None]:
+    """run_retrieval's database half: (query terms, candidates with both channels' scores, the top_k results'
+    order (spread over notes: spread_notes), the top_k by score alone, both's chunk rows, the vector channel's path
+    as (path, why) or None)."""
     use_vector, use_keyword = vector is not None, mode in ("hybrid", "keyword")
     # Query terms and their statistics: needed by the keyword channel and by the evidence gate in every mode.
     variants = {w: regional_variants(w) for w in dict.fromkeys(words)}
@@ -9077,8 +9103,11 @@ def _retrieve_in_snapshot(store: Store, config: Config, mode: str, key: tuple[st
         order = sorted(candidates, key=lambda cid: (-candidates[cid][channel], cid))
         for c in candidates.values():
             c["fused"] = c[channel]
-    order = [cid for cid in order if candidates[cid]["fused"] > 0 or mode != "keyword"][:top_k]
-    return terms, candidates, order, store.chunk_rows(order), path
+    order = [cid for cid in order if candidates[cid]["fused"] > 0 or mode != "keyword"]
+    shown = spread_notes(order, {cid: c["document"] for cid, c in candidates.items()},
+                         config.rag_max_chunks_per_note)[:top_k]
+    ranked = order[:top_k]
+    return terms, candidates, shown, ranked, store.chunk_rows(list(dict.fromkeys(shown + ranked))), path
 
 
 # --- Regional spelling --------------------------------------------------------------------------------------------
@@ -9423,8 +9452,10 @@ def _other_models_hint(store: Store, key: tuple[str, str, int]) -> str:
 
 def run_retrieval(store: Store, config: Config, query: str, top_k: int, retrieval: str | None = None,
                   scope: Scope | None = None) -> dict:
-    """Retrieve with the chosen mode: {"mode", "results" (best first, internal fields included, each with the
-    query terms it matched), "terms" (the query's keyword terms with df/idf/weight), "vector_top" (the vector
+    """Retrieve with the chosen mode: {"mode", "results" (best first, at most RAG_MAX_CHUNKS_PER_NOTE of a note
+    before every other note's (spread_notes), internal fields included, each with the query terms it matched),
+    "ranked" (the top_k by score alone, which the evidence gate reads), "terms" (the query's keyword terms with
+    df/idf/weight), "vector_top" (the vector
     channel's best cosine; None in keyword mode), "search_path" (the vector channel's: "exact" or "approx"; None in
     keyword mode) and "search_path_reason"}."""
     mode = retrieval or config.rag_retrieval
@@ -9439,7 +9470,9 @@ def run_retrieval(store: Store, config: Config, query: str, top_k: int, retrieva
                                 f"{_other_models_hint(store, key)}", embedding_provider=key[0], embedding_model=key[1])
     if mode == "keyword" and not store.has_keywords():
         raise RetrievalNotReady(f"the keyword index is empty; {HINT_INGEST}")
-    n_candidates = max(FUSION_CANDIDATES_MIN, 4 * top_k) if mode == "hybrid" else top_k
+    # hybrid fuses two channels' candidates; a limit of chunks per note needs candidates beyond the top k as well
+    spread = mode == "hybrid" or config.rag_max_chunks_per_note
+    n_candidates = max(FUSION_CANDIDATES_MIN, 4 * top_k) if spread else top_k
     vector = None
     if use_vector:  # before the snapshot: a remote embedder must not hold a transaction open
         embedder = get_embedder(config)
@@ -9457,17 +9490,17 @@ def run_retrieval(store: Store, config: Config, query: str, top_k: int, retrieva
         run_mode, vector = "keyword", None
         blind = "the embedder represents no word of the question: the keyword channel alone"
     with store.snapshot():  # statistics, candidates, scores and rows all from one snapshot (an ingest may be running)
-        terms, candidates, order, rows, path = _retrieve_in_snapshot(store, config, run_mode, key, vector, words,
-                                                                     n_candidates, top_k, scope)
+        terms, candidates, order, ranked, rows, path = _retrieve_in_snapshot(store, config, run_mode, key, vector,
+                                                                             words, n_candidates, top_k, scope)
     if blind:
         path = (None, blind)
-    results = []
-    for cid in order:
+    built: dict[int, dict] = {}
+    for cid in dict.fromkeys(order + ranked):
         content, rel, heading_path, chunk_index, content_hash, vault_path, line_start, line_end, title, aliases = \
             rows[cid]
         heading_path = list(heading_path or [])
         c = candidates[cid]
-        results.append({
+        built[cid] = {
             "content": content, "source": rel, "relative_path": rel, "heading_path": heading_path,
             "heading": heading_path[-1] if heading_path else "", "score": round(c["fused"], 6),
             "line_start": line_start, "line_end": line_end,
@@ -9475,7 +9508,8 @@ def run_retrieval(store: Store, config: Config, query: str, top_k: int, retrieva
             "scores": {"vector": None if c["vector"] is None else round(c["vector"], 6),
                        "keyword": round(c["keyword"], 6), "title": c["title"]},
             "channels": sorted(c["channels"]), "vault_path": vault_path, "matched_terms": c["matched_terms"],
-            "chunk_index": chunk_index, "content_hash": content_hash, "chunk_id": cid})
+            "chunk_index": chunk_index, "content_hash": content_hash, "chunk_id": cid}
+    results = [built[cid] for cid in order]
     scope_empty = False
     if not results and scope is not None and not scope.empty:
         # a filter that matches no note is more likely a typo than a question the vault cannot answer
@@ -9485,7 +9519,8 @@ def run_retrieval(store: Store, config: Config, query: str, top_k: int, retrieva
     # the vector channel's best cosine: the gate's similarity, the same in hybrid as in vector mode (the fused top k
     # may leave out the chunk nearest the question)
     sims = [c["vector"] for c in candidates.values() if c.get("vector") is not None]
-    return {"mode": mode, "results": results, "terms": terms, "vector_top": max(sims) if sims else None,
+    return {"mode": mode, "results": results, "ranked": [built[cid] for cid in ranked], "terms": terms,
+            "vector_top": max(sims) if sims else None,
             "scope_empty": scope_empty,
             "search_path": path[0] if path else None,
             "search_path_reason": path[1] if path else None}
@@ -9603,7 +9638,8 @@ def _inflected_terms(result: dict, terms: Sequence[str]) -> set[str]:
 
 def gate_signals(retrieved: dict) -> dict:
     """The gate's inputs from a run_retrieval() result.  Pure."""
-    results, terms = retrieved["results"], retrieved["terms"]
+    # the top chunks by score, before spread_notes moved a note's third: the evidence the gate was measured on
+    results, terms = retrieved.get("ranked", retrieved["results"]), retrieved["terms"]
     names = [t["term"] for t in terms]
     weight = {t["term"]: t.get("coverage_weight", t["weight"]) for t in terms}
     total = sum(weight.values())
@@ -12140,7 +12176,7 @@ def ask(config: Config, question: Any, top_k: Any = None, fallback: Any = False,
             s.require_answers()
         run = run_retrieval(s, config, question, top_k, retrieval, scope)
         retrieved = time.perf_counter()
-        results = run["results"]
+        results = run["ranked"]   # the best chunks by score answer (search's list spreads them over notes)
         gate_mode, reason, signals = gate_run(run, GateSettings.from_config(config))
         confidence = _confidence(signals)
         suggestion = spelling_suggestion(s, config, question, gate_mode, signals, top_k, retrieval, scope)
@@ -13252,7 +13288,7 @@ def _draft_gate(config: Config, store: Store, question: str) -> tuple[str, str, 
         run = run_retrieval(store, config, question, config.rag_top_k)
     except RetrievalNotReady as exc:
         return "no_answer", f"{exc.code}: nothing is indexed for the configured embedder", []
-    results = run["results"]
+    results = run["ranked"]
     for r in results[:TICKET_DRAFT_EVIDENCE]:
         r["tags"] = store.chunk_tags(r["chunk_id"])
     mode, reason, _signals = gate_run(run, GateSettings.from_config(config))
@@ -13906,7 +13942,7 @@ def run_eval(config: Config, questions: list[dict], top_k: Any = None, store: St
             started = time.perf_counter()
             retrieved = run_retrieval(s, config, q["question"], top_k, retrieval, scope)
             mode, reason, signals = gate_run(retrieved, settings)
-            results = run_results = retrieved["results"]
+            run_results = retrieved["ranked"]   # what ask answers from (`rank` below: where search shows the note)
             kind = answered_from = said = check = None
             if mode == "rag":  # the same answer-type check as ask, on the same assembled blocks
                 blocks = assemble_evidence(run_results, config.rag_context_token_budget, max_blocks=top_k).blocks

@@ -1827,8 +1827,27 @@ MUTANTS: list[Mutant] = [
       "            others = store.other_models(lacking, job.key)",
       "            others = []",
       ("tests/test_embeddings_api.py",), "mistyped"),
+    M("retrieval s46: a note's third chunk is not moved behind the other notes (no spread)",
+      "        (first if note is None or counts[note] <= limit else later).append(cid)",
+      "        first.append(cid)",
+      ("tests/test_retrieval.py",), "spread"),
+    M("retrieval s46: the spread drops a note's chunks beyond the limit instead of moving them",
+      "    return first + later\n",
+      "    return first\n",
+      ("tests/test_retrieval.py",), "spread"),
+    M("retrieval s46: the evidence gate reads the spread list, not the top chunks by score",
+      '    results, terms = retrieved.get("ranked", retrieved["results"]), retrieved["terms"]',
+      '    results, terms = retrieved["results"], retrieved["terms"]',
+      ("tests/test_retrieval.py",), "best_single_chunk"),
+    M("ask s46: ask answers from the spread list, not the top chunks by score",
+      '        results = run["ranked"]   # the best chunks by score answer (search\'s list spreads them over notes)',
+      '        results = run["results"]',
+      ("tests/test_retrieval.py",), "spread"),
+    M("retrieval s46: RAG_MAX_CHUNKS_PER_NOTE is not read (always the default)",
+      'rag_max_chunks_per_note=_range_setting(get("RAG_MAX_CHUNKS_PER_NOTE"), "RAG_MAX_CHUNKS_PER_NOTE",',
+      'rag_max_chunks_per_note=_range_setting("", "RAG_MAX_CHUNKS_PER_NOTE",',
+      ("tests/test_config.py",), "RAG_MAX_CHUNKS_PER_NOTE"),
 ]
-
 
 def plant(source: str, mutant: Mutant) -> str:
     n = source.count(mutant.old)

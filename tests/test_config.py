@@ -278,6 +278,8 @@ KEY_CASES = {
                                 invalid=["63", "70000", "1GB"]),
     "RAG_TITLE_WEIGHT": dict(default=("rag_title_weight", 0.2), valid=("0", "rag_title_weight", 0.0),
                              invalid=["1.5", "-0.1", "x"]),
+    "RAG_MAX_CHUNKS_PER_NOTE": dict(default=("rag_max_chunks_per_note", 2), valid=(
+        "0", "rag_max_chunks_per_note", 0), invalid=["-1", "21", "1.5", "two"]),
     "LOCALRAG_PG_SHARED_BUFFERS_MB": dict(default=("pg_shared_buffers_mb", None), valid=(
         "512", "pg_shared_buffers_mb", 512), invalid=["127", "65537", "1GB", "-1"]),
 }

@@ -373,10 +373,13 @@ def test_a_question_that_is_a_notes_name_gets_its_opening_first():
 
 def test_a_question_that_is_a_notes_name_is_answered_from_its_opening(ingested):
     config, _, _ = ingested
-    results = localrag.search(config, "What is the Support Escalation Policy?", 10)["results"]
+    every = dataclasses.replace(config, rag_max_chunks_per_note=0)   # all of the note's chunks by their scores
+    results = localrag.search(every, "What is the Support Escalation Policy?", 10)["results"]
     note = [r for r in results if r["source"] == "policies/Support Escalation Policy.md"]
     assert results[0] is note[0] and len(note) > 2    # the note's opening text leads, above its sections
     assert note[0]["line_start"] == min(r["line_start"] for r in note) and note[0]["heading_path"] == ["客户支持升级政策"]
+    spread = localrag.search(config, "What is the Support Escalation Policy?", 10)["results"]
+    assert spread[0] == results[0] and [r["source"] for r in spread].count(note[0]["source"]) == 2
 
 
 def test_a_question_naming_a_note_ranks_it_first(ingested, monkeypatch):
@@ -533,6 +536,12 @@ def test_gate_signals_use_the_best_single_chunk():
                  [*results[:3], dict(results[3], vault_path="/w")],
                  [*results[:3], results[0], results[0], results[3]]):
         assert localrag.gate_signals({"mode": "hybrid", "terms": terms, "results": late})["coverage"] == 0.5
+    # a run's "ranked" list (the top chunks by score) is what the gate reads, not its results spread over notes:
+    # b.md's third chunk, moved out of the results by RAG_MAX_CHUNKS_PER_NOTE, still counts
+    b = of(result(["canvas"], 0.6), "b.md")
+    ranked, spread = [b, b, of(result(["canvas", "card", "zzz"]), "b.md")], [b, b, of(result(["zzz"]), "c.md")]
+    sig = localrag.gate_signals({"mode": "hybrid", "terms": terms, "results": spread, "ranked": ranked})
+    assert sig["coverage"] == 1.0 and sig["results"] == 3
 
 
 def test_gate_counts_what_a_chunk_says_not_its_folders_name():
@@ -748,7 +757,8 @@ def test_hybrid_similarity_is_the_vector_channels_best(ingested):
         hybrid, vector = localrag.search(config, q, 5), localrag.search(config, q, 5, retrieval="vector")
         assert hybrid["confidence"] == vector["confidence"] == vector["results"][0]["scores"]["vector"], q
         assert hybrid["confidence"] >= max(r["scores"]["vector"] for r in hybrid["results"])
-    lag = localrag.search(config, "复制延迟了怎么办？", 5)
+    # by scores alone the fused top 5 leaves the nearest chunk out (spreading the top 5 over notes brings it in)
+    lag = localrag.search(dataclasses.replace(config, rag_max_chunks_per_note=0), "复制延迟了怎么办？", 5)
     assert lag["confidence"] > max(r["scores"]["vector"] for r in lag["results"]) and lag["gate"]["mode"] == "rag"
 
 
@@ -1334,3 +1344,48 @@ def test_the_word_after_how_asks_for_a_kind_of_fact_and_names_no_topic():
     assert localrag.question_terms("How long should I keep my tax receipts?") == ["keep", "tax", "receipt"]
     assert localrag.question_terms("How often does it check?") == ["check"]
     assert localrag.question_terms("Is there a limit on long notes?") == ["limit", "long", "note"]   # a topic here
+
+
+@given(st.lists(st.integers(0, 5), max_size=30), st.integers(0, 4))
+def test_spread_notes_moves_only_a_notes_chunks_beyond_the_limit(notes, limit):
+    order = list(range(100, 100 + len(notes)))          # chunk ids, best first; notes[i] is chunk i's note
+    document_of = dict(zip(order, notes))
+    out = localrag.spread_notes(order, document_of, limit)
+    assert sorted(out) == order                          # nothing lost, nothing added
+    for note in set(notes):                              # a note's chunks keep their order
+        assert [c for c in out if document_of[c] == note] == [c for c in order if document_of[c] == note]
+    if not limit:
+        assert out == order
+        return
+    # each chunk's place among its note's chunks: the first `limit` of every note, in order, then the rest, in order
+    place = {c: [x for x in order if document_of[x] == document_of[c]].index(c) for c in order}
+    assert out == [c for c in order if place[c] < limit] + [c for c in order if place[c] >= limit]
+
+
+def test_spread_notes_leaves_a_chunk_without_a_note_in_place():
+    assert localrag.spread_notes([1, 2, 3, 4], {1: 7, 2: 7, 3: 7}, 1) == [1, 4, 2, 3]
+
+
+def test_results_spread_over_notes_while_the_gate_reads_the_top_by_score(ingested):
+    """RAG_MAX_CHUNKS_PER_NOTE (default 2): a note's third chunk waits behind every other note's candidates, so
+    the top k names more notes; the evidence gate still reads the top chunks by score, so its decision and signals
+    do not move; a search scoped to that note still gets all of it."""
+    config, _, _ = ingested
+    question, source = "What is the Support Escalation Policy?", "policies/Support Escalation Policy.md"
+    plain_config = dataclasses.replace(config, rag_max_chunks_per_note=0)
+    plain = localrag.search(plain_config, question, 5)
+    spread = localrag.search(config, question, 5)
+    assert [r["source"] for r in plain["results"]].count(source) > 2
+    assert [r["source"] for r in spread["results"]].count(source) == 2
+    assert spread["results"][:2] == [r for r in plain["results"] if r["source"] == source][:2]
+    assert len({r["source"] for r in spread["results"]}) > len({r["source"] for r in plain["results"]})
+    assert spread["gate"] == plain["gate"] and spread["confidence"] == plain["confidence"]
+    scoped = localrag.search(config, question, 5, path=source)["results"]
+    assert len(scoped) > 2 and {r["source"] for r in scoped} == {source}
+    one = localrag.search(dataclasses.replace(config, rag_max_chunks_per_note=1), question, 5)
+    assert [r["source"] for r in one["results"]].count(source) == 1
+    # ask answers from the top chunks by score: the same evidence whatever the limit
+    answered = localrag.ask(config, question)
+    assert answered["mode"] == "rag" and answered == {**localrag.ask(plain_config, question),
+                                                      "answer_id": answered["answer_id"]}
+    assert [c["source"] for c in answered["citations"]].count(source) > 2
