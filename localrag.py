@@ -9528,8 +9528,8 @@ def run_retrieval(store: Store, config: Config, query: str, top_k: int, retrieva
 
 def retrieve(store: Store, config: Config, query: str, top_k: int, retrieval: str | None = None,
              scope: Scope | None = None) -> list[dict]:
-    """The top_k chunks for a query, best first (internal fields included)."""
-    return run_retrieval(store, config, query, top_k, retrieval, scope)["results"]
+    """The top_k chunks for a query by score, best first, as `ask` reads them (internal fields included)."""
+    return run_retrieval(store, config, query, top_k, retrieval, scope)["ranked"]
 
 
 
