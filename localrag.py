@@ -128,7 +128,8 @@ __all__ = [
     "assemble_context", "assemble_evidence", "answer_kind", "answer_type_check", "ANSWER_TYPE_RULES", "claim_support",
     "answer_history", "answer_show", "llm_check", "run_eval", "make_server", "McpServer", "run_mcp_stdio", "doctor",
     "eval_init", "pyz_select", "pyz_boot", "main", "LocalRagError",
-    "keyword_terms", "run_retrieval", "fuse", "gate_signals", "evidence_gate", "GateSettings", "calibrate_gate",
+    "keyword_terms", "run_retrieval", "fuse", "spread_notes", "gate_signals", "evidence_gate", "GateSettings",
+    "calibrate_gate",
     "load_questions", "spelling_variants", "misspelt_words", "choose_corrections", "corrected_question",
     "spelling_suggestion",
     "closest_notes",
@@ -14733,8 +14734,9 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
                 "security": bearer, "responses": responses("#/components/schemas/HealthResponse", 500, 503)}},
             "/search": {"post": {
                 "operationId": "search", "summary": "Retrieve the chunks closest to a query",
-                "description": "Find the passages of the knowledge base closest to a query, best first, with "
-                               "their note path, heading path, file lines and a 0..1 score. Use it to look "
+                "description": "Find the passages of the knowledge base closest to a query, best first (a "
+                               "note's third and later passages after the other notes': RAG_MAX_CHUNKS_PER_NOTE), "
+                               "with their note path, heading path, file lines and a 0..1 score. Use it to look "
                                "things up; use ask for a written answer.",
                 "security": bearer, "requestBody": body(request_schema(_SEARCH_FIELDS, ["query"])),
                 "responses": responses("#/components/schemas/SearchResponse", 401, 404, 413, 422, 500, 503)}},
@@ -16792,7 +16794,8 @@ def _mcp_tools() -> dict[str, McpTool]:
     """The tool table (built on each call so fields added to the HTTP tables are picked up)."""
     tools = [
         McpTool("search", "Search the knowledge base",
-                "Find the passages of the local knowledge base (Markdown notes) closest to a query, best first. Each "
+                "Find the passages of the local knowledge base (Markdown notes) closest to a query, best first; a "
+                "note's third and later passages come after the other notes' (get_note reads a whole note). Each "
                 "result has the passage text, the note path (`source`) and its vault (`vault_path`), its heading "
                 "path, file lines and a 0..1 ranking `score`; `confidence` is the best similarity (cosine) of any "
                 "passage to the query, and `gate.mode` says whether `ask` would answer from them. Use it to look "
