@@ -9471,9 +9471,9 @@ def run_retrieval(store: Store, config: Config, query: str, top_k: int, retrieva
                                 f"{_other_models_hint(store, key)}", embedding_provider=key[0], embedding_model=key[1])
     if mode == "keyword" and not store.has_keywords():
         raise RetrievalNotReady(f"the keyword index is empty; {HINT_INGEST}")
-    # hybrid fuses two channels' candidates; a limit of chunks per note needs candidates beyond the top k as well
-    spread = mode == "hybrid" or config.rag_max_chunks_per_note
-    n_candidates = max(FUSION_CANDIDATES_MIN, 4 * top_k) if spread else top_k
+    # hybrid fuses two channels' candidates; a limit of chunks per note needs some beyond the top k in every mode
+    n_candidates = max(FUSION_CANDIDATES_MIN, 4 * top_k) if mode == "hybrid" else \
+        4 * top_k if config.rag_max_chunks_per_note else top_k
     vector = None
     if use_vector:  # before the snapshot: a remote embedder must not hold a transaction open
         embedder = get_embedder(config)
@@ -18178,6 +18178,10 @@ def _cmd_search(config: Config, args: argparse.Namespace) -> int:
         print(f"    vector {_fmt_score(r['scores']['vector'])}  keyword {_fmt_score(r['scores']['keyword'])}  "
               f"found by {'+'.join(r['channels']) or '-'}  vault {_shown_line(r['vault_path'])}")
         print(f"    {_snippet(r['content'])}")
+    scores = [r["score"] for r in result["results"]]
+    if any(later > earlier for earlier, later in zip(scores, scores[1:])):
+        print(f"(scores out of order: a note's chunks after its first {config.rag_max_chunks_per_note} follow the "
+              f"other notes'; RAG_MAX_CHUNKS_PER_NOTE=0 lists them by score)")
     return EXIT_OK
 
 

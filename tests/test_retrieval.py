@@ -1366,7 +1366,7 @@ def test_spread_notes_leaves_a_chunk_without_a_note_in_place():
     assert localrag.spread_notes([1, 2, 3, 4], {1: 7, 2: 7, 3: 7}, 1) == [1, 4, 2, 3]
 
 
-def test_results_spread_over_notes_while_the_gate_reads_the_top_by_score(ingested):
+def test_results_spread_over_notes_while_the_gate_reads_the_top_by_score(ingested, monkeypatch):
     """RAG_MAX_CHUNKS_PER_NOTE (default 2): a note's third chunk waits behind every other note's candidates, so
     the top k names more notes; the evidence gate still reads the top chunks by score, so its decision and signals
     do not move; a search scoped to that note still gets all of it."""
@@ -1384,6 +1384,15 @@ def test_results_spread_over_notes_while_the_gate_reads_the_top_by_score(ingeste
     assert len(scoped) > 2 and {r["source"] for r in scoped} == {source}
     one = localrag.search(dataclasses.replace(config, rag_max_chunks_per_note=1), question, 5)
     assert [r["source"] for r in one["results"]].count(source) == 1
+    # the CLI says why a score below is higher than one above it (the other notes' candidates ran out: a
+    # keyword that ten chunks hold, the On-call note's third after them)
+    scores = [r["score"] for r in localrag.search(config, "on-call", 10, retrieval="keyword")["results"]]
+    assert any(later > earlier for earlier, later in zip(scores, scores[1:]))
+    code, out = run_cli("search", "on-call", "--top-k", "10", "--retrieval", "keyword")
+    assert code == 0 and "scores out of order: a note's chunks after its first 2 follow the other notes'" in out
+    assert "out of order" not in run_cli("search", question)[1]
+    monkeypatch.setenv("RAG_MAX_CHUNKS_PER_NOTE", "0")
+    assert "out of order" not in run_cli("search", "on-call", "--top-k", "10", "--retrieval", "keyword")[1]
     # ask answers from the top chunks by score: the same evidence whatever the limit
     answered = localrag.ask(config, question)
     assert answered["mode"] == "rag" and answered == {**localrag.ask(plain_config, question),
