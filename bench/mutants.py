@@ -1847,8 +1847,15 @@ MUTANTS: list[Mutant] = [
       'rag_max_chunks_per_note=_range_setting(get("RAG_MAX_CHUNKS_PER_NOTE"), "RAG_MAX_CHUNKS_PER_NOTE",',
       'rag_max_chunks_per_note=_range_setting("", "RAG_MAX_CHUNKS_PER_NOTE",',
       ("tests/test_config.py",), "RAG_MAX_CHUNKS_PER_NOTE"),
+    M("search s46: the CLI does not say why a lower result has a higher score",
+      "    if any(later > earlier for earlier, later in zip(scores, scores[1:])):",
+      "    if False:",
+      ("tests/test_retrieval.py",), "spread"),
+    M("retrieval s46: vector and keyword mode take only top_k candidates (nothing to spread over)",
+      "        4 * top_k if config.rag_max_chunks_per_note else top_k",
+      "        top_k",
+      ("tests/test_retrieval.py",), "spread"),
 ]
-
 def plant(source: str, mutant: Mutant) -> str:
     n = source.count(mutant.old)
     if n != 1:

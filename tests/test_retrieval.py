@@ -1384,6 +1384,9 @@ def test_results_spread_over_notes_while_the_gate_reads_the_top_by_score(ingeste
     assert len(scoped) > 2 and {r["source"] for r in scoped} == {source}
     one = localrag.search(dataclasses.replace(config, rag_max_chunks_per_note=1), question, 5)
     assert [r["source"] for r in one["results"]].count(source) == 1
+    for retrieval in ("vector", "keyword"):   # each mode takes candidates beyond the top k to spread over
+        alone = [r["source"] for r in localrag.search(config, question, 5, retrieval=retrieval)["results"]]
+        assert alone.count(source) == 2 and len(alone) == 5, retrieval
     # the CLI says why a score below is higher than one above it (the other notes' candidates ran out: a
     # keyword that ten chunks hold, the On-call note's third after them)
     scores = [r["score"] for r in localrag.search(config, "on-call", 10, retrieval="keyword")["results"]]
