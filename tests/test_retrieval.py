@@ -240,6 +240,11 @@ def test_question_terms_leave_the_index_tokenizer_alone():
     ("白板里怎么把几张卡片编成一组？", ["白板", "板里", "几张", "张卡", "卡片", "片编", "编成", "成一", "一组"]),
     ("我想知道怎么导出 PDF", ["导出", "pdf"]),
     ("其他人能看到我的光标吗？", ["其他", "他人", "人能", "能看", "看到", "光标"]),   # 他 is half of 其他: kept
+    # how one goes about it (之后, 一篇, 一起, 总是): 笔记 is asked, 一篇笔记 is how (check17 lex-zh-02)
+    ("我把一篇笔记拖进侧边栏并锁定了，之后再打开别的笔记",
+     ["笔记", "记拖", "拖进", "进侧", "侧边", "边栏", "栏并", "并锁", "锁定", "再打", "打开", "开别", "笔记"]),
+    ("怎么把附件也一起导进来？", ["附件", "件也", "导进", "进来"]),
+    ("手机总是收不到通知", ["手机", "收不", "不到", "到通", "通知"]),
 ])
 def test_a_chinese_questions_way_of_asking_is_no_term(question, terms):
     assert localrag.question_terms(question) == terms
