@@ -1855,8 +1855,11 @@ MUTANTS: list[Mutant] = [
       "        4 * top_k if config.rag_max_chunks_per_note else top_k",
       "        top_k",
       ("tests/test_retrieval.py",), "spread"),
-]
-def plant(source: str, mutant: Mutant) -> str:
+    M("question terms s46: a Chinese question's 之后/一篇/一起 are terms again",
+      '                           "之后|之前|以后|以前|然后|一篇|一起|一些|总是|老是|"',
+      '                           ""',
+      ("tests/test_retrieval.py",), "way_of_asking"),
+]def plant(source: str, mutant: Mutant) -> str:
     n = source.count(mutant.old)
     if n != 1:
         raise LookupError(f"snippet found {n} times (must be exactly once)")
