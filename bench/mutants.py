@@ -1859,7 +1859,10 @@ MUTANTS: list[Mutant] = [
       '                           "之后|之前|以后|以前|然后|一篇|一起|一些|总是|老是|"',
       '                           ""',
       ("tests/test_retrieval.py",), "way_of_asking"),
-]def plant(source: str, mutant: Mutant) -> str:
+]
+
+
+def plant(source: str, mutant: Mutant) -> str:
     n = source.count(mutant.old)
     if n != 1:
         raise LookupError(f"snippet found {n} times (must be exactly once)")
