@@ -9459,10 +9459,10 @@ def run_retrieval(store: Store, config: Config, query: str, top_k: int, retrieva
                   scope: Scope | None = None) -> dict:
     """Retrieve with the chosen mode: {"mode", "results" (best first, at most RAG_MAX_CHUNKS_PER_NOTE of a note
     before every other note's (spread_notes), internal fields included, each with the query terms it matched),
-    "ranked" (the top_k by score alone, which the evidence gate reads), "terms" (the query's keyword terms with
-    df/idf/weight), "vector_top" (the vector
-    channel's best cosine; None in keyword mode), "search_path" (the vector channel's: "exact" or "approx"; None in
-    keyword mode) and "search_path_reason"}."""
+    "ranked" (the top_k by score alone: what the evidence gate reads and `ask` answers from; the same dicts),
+    "terms" (the query's keyword terms with df/idf/weight), "vector_top" (the vector channel's best cosine; None in
+    keyword mode), "search_path" (the vector channel's: "exact" or "approx"; None in keyword mode) and
+    "search_path_reason"}."""
     mode = retrieval or config.rag_retrieval
     if not getattr(store, "dim_checked", False):
         store.check_schema_version()
