@@ -1448,10 +1448,6 @@ MUTANTS: list[Mutant] = [
       """"text": f"error [{exc.code}]: {exc.message}"}],""",
       ("tests/test_mcp.py",), "as_it_was_started"),
     # --- 2026-12-03 (twelfth session, s43-operator: an operator's first day with eval) ---
-    M("eval s43: the calibration's expected eval figures leave out the answer-type check",
-      '    passed = [(r, evidence_gate(r["gate"], at_chosen)[0] == "rag" and not r.get("type_check_refuses"))',
-      '    passed = [(r, evidence_gate(r["gate"], at_chosen)[0] == "rag")',
-      ("tests/test_eval_metrics.py",), "calibration"),
     M("eval s43: a calibration run with --retrieval keyword leaves RAG_RETRIEVAL out of what to apply",
       '("RAG_TOP_K", top_k, config.rag_top_k), ("RAG_RETRIEVAL", retrieval, config.rag_retrieval))',
       '("RAG_TOP_K", top_k, config.rag_top_k))',
@@ -1859,6 +1855,10 @@ MUTANTS: list[Mutant] = [
       '                           "之后|之前|以后|以前|然后|一篇|一起|一些|总是|老是|"',
       '                           ""',
       ("tests/test_retrieval.py",), "way_of_asking"),
+    M("eval s46: the calibration scores the gate alone, not the gate and the answer-type check",
+      '        return evidence_gate(row["gate"], settings)[0] == "rag" and not row.get("type_check_refuses")',
+      '        return evidence_gate(row["gate"], settings)[0] == "rag"',
+      ("tests/test_eval_metrics.py",), "reproduces_once_applied"),
 ]
 
 

@@ -878,8 +878,8 @@ def test_eval_calibrate_prints_the_separating_threshold(indexed):
                       r"of answerable, refuses ([0-9.]+) of unanswerable", out)
     assert match and match[3] == match[4] == "1.000"
     assert "min_coverage  answered  refused" in out and "<- chosen" in out and "rule: rag when" in out
-    # what it replays: the gate alone (eval also runs the answer-type check, which refuses more)
-    assert "(the evidence gate alone;" in out
+    # what it replays: the gate, then the answer-type check, as eval runs them
+    assert "(the evidence gate, then the answer-type check, as eval and ask run them)" in out
 
 
 def test_eval_question_lines_stay_in_columns_with_long_ids(indexed, tmp_path):
