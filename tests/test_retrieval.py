@@ -245,6 +245,8 @@ def test_question_terms_leave_the_index_tokenizer_alone():
      ["笔记", "记拖", "拖进", "进侧", "侧边", "边栏", "栏并", "并锁", "锁定", "再打", "打开", "开别", "笔记"]),
     ("怎么把附件也一起导进来？", ["附件", "件也", "导进", "进来"]),
     ("手机总是收不到通知", ["手机", "收不", "不到", "到通", "通知"]),
+    # a locative and the 掉 of a spoken verb: 删掉 is no word a note writes (删除), nor a sign of another topic
+    ("删除书签组，里面的书签也会删掉吗？", ["删除", "除书", "书签", "签组", "书签", "签也", "也会", "会删"]),
 ])
 def test_a_chinese_questions_way_of_asking_is_no_term(question, terms):
     assert localrag.question_terms(question) == terms
