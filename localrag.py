@@ -163,7 +163,7 @@ FUSION_METHODS = ("weighted", "rrf")
 FUSION_DEFAULT = "weighted"
 # The keyword channel's share in the weighted fusion, per embedder: the hashed fake vector is a noisy copy of the
 # keyword signal, a semantic model adds what keywords miss.
-PROVIDER_DEFAULT_KEYWORD_WEIGHT = {FAKE_PROVIDER: 0.5, QWEN_PROVIDER: 0.3, "openai-compatible": 0.2}
+PROVIDER_DEFAULT_KEYWORD_WEIGHT = {FAKE_PROVIDER: 0.6, QWEN_PROVIDER: 0.3, "openai-compatible": 0.2}
 KEYWORD_WEIGHT_FALLBACK = 0.5
 # A question that contains a note's whole name (title, file name or an alias) most likely asks about that note: the
 # share of the question this name covers is a third signal in hybrid and keyword ranking (README "Modes and fusion").

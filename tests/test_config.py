@@ -249,7 +249,7 @@ KEY_CASES = {
     "RAG_RETRIEVAL": dict(default=("rag_retrieval", "hybrid"), valid=("Keyword", "rag_retrieval", "keyword"),
                           invalid=["bm25", "semantic"]),
     "RAG_FUSION": dict(default=("rag_fusion", "weighted"), valid=("rrf", "rag_fusion", "rrf"), invalid=["max"]),
-    "RAG_KEYWORD_WEIGHT": dict(default=("rag_keyword_weight", 0.5), valid=("0.3", "rag_keyword_weight", 0.3),
+    "RAG_KEYWORD_WEIGHT": dict(default=("rag_keyword_weight", 0.6), valid=("0.3", "rag_keyword_weight", 0.3),
                                invalid=["1.5", "-0.1", "x"]),
     "RAG_MIN_COVERAGE": dict(default=("rag_min_coverage", 0.4), valid=("0.25", "rag_min_coverage", 0.25),
                              invalid=["2", "-1", "x"]),
