@@ -46,8 +46,9 @@ def test_result_shape_and_ordering(ingested, retrieval):
         t = config.rag_title_weight  # keyword mode: BM25, and the note-name signal at its weight
         assert scores == pytest.approx([(1 - t) * r["scores"]["keyword"] + t * r["scores"]["title"]
                                         for r in result["results"]], abs=1e-5)
-    else:
-        assert result["confidence"] == max(r["scores"]["vector"] for r in result["results"])
+    else:   # the vector channel's best cosine, which the fused top 5 may leave out
+        nearest = localrag.search(config, "客户 P1 工单应该怎么升级？", 5, retrieval="vector")["confidence"]
+        assert result["confidence"] == nearest >= max(r["scores"]["vector"] for r in result["results"])
         assert all(set(r["channels"]) <= {"vector", "keyword"} and r["channels"] for r in result["results"])
 
 
