@@ -18029,9 +18029,7 @@ def _cmd_ingest(config: Config, args: argparse.Namespace) -> int:
              + f", {result['documents_deleted']} deleted, "
              f"{result['documents_skipped']} unchanged, {result['documents_backfilled']} backfilled"
              + (f"; not indexed: {skipped}" if skipped else "")
-             + f"; {result['chunks_written']} chunks, {result['embeddings_written']} embeddings written"
-             + (f" ({result['embeddings_replaced']} of them replacing vectors of an older text of their chunk)"
-                if result.get("embeddings_replaced") else "")
+             + f"; {result['chunks_written']} chunks, {_embeddings_committed(result, ' written')}"
              + (f"; links: {result['links']['resolved']} resolved, {result['links']['unresolved']} unresolved"
                 if result["links"]["resolved"] or result["links"]["unresolved"] else "")
              + (f"; {len(result['files_failed'])} file(s) failed" if result["files_failed"] else ""))
@@ -19860,11 +19858,12 @@ def _restore_interrupt_handlers(previous: dict) -> None:
             signal.signal(sig, handler)
 
 
-def _embeddings_committed(partial: dict) -> str:
-    """The embeddings a stopped run committed: a run embedding chunks already stored (another model's vault, an
-    older text) writes no chunk, and "0 chunks" alone had read as if nothing were kept."""
-    replaced = partial.get("embeddings_replaced") or 0
-    return f"{partial['embeddings_written']} embeddings" + (
+def _embeddings_committed(run: dict, verb: str = "") -> str:
+    """A run's embeddings, with how many replaced vectors of an older text: in the ingest summary ("… written") and
+    in a stopped run's (a run embedding chunks already stored, another model's vault or an older text, writes no
+    chunk, and "0 chunks" alone had read as if nothing were kept)."""
+    replaced = run.get("embeddings_replaced") or 0
+    return f"{run['embeddings_written']} embeddings{verb}" + (
         f" ({replaced} of them replacing vectors of an older text)" if replaced else "")
 
 
