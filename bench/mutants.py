@@ -1859,6 +1859,14 @@ MUTANTS: list[Mutant] = [
       '        return evidence_gate(row["gate"], settings)[0] == "rag" and not row.get("type_check_refuses")',
       '        return evidence_gate(row["gate"], settings)[0] == "rag"',
       ("tests/test_eval_metrics.py",), "reproduces_once_applied"),
+    M("embeddings s47: every openai-compatible model gets E5's floor 0.85 again",
+      "    default_min_similarity = 0.0\n",
+      "    default_min_similarity = 0.85\n",
+      ("tests/test_embeddings_api.py",), "floor or lower_cosine"),
+    M("embeddings s47: the E5 pattern finds e5 inside another word",
+      'model_min_similarity = ((r"(?<![a-z0-9])e5-(?:small|base|large)"',
+      'model_min_similarity = ((r"e5-(?:small|base|large)"',
+      ("tests/test_embeddings_api.py",), "floor"),
 ]
 
 
