@@ -53,15 +53,16 @@ CHECK15_SET = ROOT / "eval" / "obsidian-check15.yaml"
 CHECK16_SET = ROOT / "eval" / "obsidian-check16.yaml"  # a sixteenth, written blind, its answers judged
 CHECK17_SET = ROOT / "eval" / "obsidian-check17.yaml"  # a seventeenth, written blind, its answers judged
 CHECK18_SET = ROOT / "eval" / "obsidian-check18.yaml"  # an eighteenth, written blind
+CHECK19_SET = ROOT / "eval" / "obsidian-check19.yaml"  # a nineteenth, written blind
 
 
 @pytest.fixture(scope="module", params=[DEV_SET, CHECK_SET, CHECK2_SET, CHECK3_SET, CHECK4_SET, CHECK5_SET, CHECK6_SET,
                                         CHECK7_SET, CHECK8_SET, CHECK9_SET, CHECK10_SET, CHECK11_SET,
                                         CHECK12_SET, CHECK13_SET, CHECK14_SET, CHECK15_SET, CHECK16_SET,
-                                        CHECK17_SET, CHECK18_SET],
+                                        CHECK17_SET, CHECK18_SET, CHECK19_SET],
                 ids=["dev", "check", "check2", "check3", "check4", "check5", "check6", "check7", "check8", "check9",
                      "check10", "check11", "check12", "check13", "check14", "check15", "check16", "check17",
-                     "check18"])
+                     "check18", "check19"])
 def dev(request):
     data = _load(request.param)
     data["_path"] = request.param
