@@ -247,6 +247,11 @@ def test_question_terms_leave_the_index_tokenizer_alone():
     ("手机总是收不到通知", ["手机", "收不", "不到", "到通", "通知"]),
     # a locative and the 掉 of a spoken verb: 删掉 is no word a note writes (删除), nor a sign of another topic
     ("删除书签组，里面的书签也会删掉吗？", ["删除", "除书", "书签", "签组", "书签", "签也", "也会", "会删"]),
+    # spoken fillers (有个, 自己, 从来, 原来, 靠谱, 一下, 提到), which the notes seldom or never write (they say 原始, 可靠,
+    # 提及), and the bigrams across them (个社, 己从, 来没): cuts (check19 lex-zh-05, check5 lex-zh-05)
+    ("有个社区插件提示我更新安装程序，可它自己从来没提示过", ["社区", "区插", "插件", "件提", "提示", "更新", "新安",
+                                                     "安装", "装程", "程序", "可它", "没提", "提示", "示过"]),
+    ("移到别的笔记后，原来的位置会留下什么？", ["移到", "到别", "笔记", "记后", "位置", "置会", "会留", "留下"]),
 ])
 def test_a_chinese_questions_way_of_asking_is_no_term(question, terms):
     assert localrag.question_terms(question) == terms
