@@ -1867,6 +1867,10 @@ MUTANTS: list[Mutant] = [
       'model_min_similarity = ((r"(?<![a-z0-9])e5-(?:small|base|large)"',
       'model_min_similarity = ((r"e5-(?:small|base|large)"',
       ("tests/test_embeddings_api.py",), "floor"),
+    M("question terms s47: a Chinese question's spoken fillers (有个, 自己, 原来 ...) are terms again",
+      '                           "原来|自己|从来|有个|靠谱|干脆|一下|提到|"',
+      '                           ""',
+      ("tests/test_retrieval.py",), "way_of_asking"),
 ]
 
 

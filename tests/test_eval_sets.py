@@ -178,6 +178,28 @@ def test_dev_set_sources_exist_in_their_vault(dev):
     assert not missing, f"expected sources not found in exactly one vault (id, source, vaults): {missing}"
 
 
+def _fact_text(text: str) -> str:
+    """A note or a fact as the sets' writers compared them: case-folded, without backticks and asterisks, every run
+    of whitespace one space."""
+    return re.sub(r"\s+", " ", re.sub(r"[`*]", "", text)).casefold()
+
+
+def test_every_expected_fact_is_stated_by_an_expected_source(dev):
+    """`eval`'s facts figure counts an answer that states each expected fact (a nested list: any one of its strings);
+    a fact no expected source states could never be said from the right note, and would read as the answerer's
+    miss.  (A question with two sources may find a fact in one of them.)"""
+    corpus = _corpus(dev)
+    unstated = []
+    for item in dev["questions"]:
+        notes = [_fact_text((corpus / v / s).read_text(encoding="utf-8")) for s in item["expected_sources"]
+                 for v in dev["vaults"] if (corpus / v / s).is_file()]
+        for fact in item.get("expected_facts") or []:
+            options = fact if isinstance(fact, list) else [fact]
+            if not any(_fact_text(o) in note for o in options for note in notes):
+                unstated.append((item["id"], options))
+    assert not unstated, f"expected facts no expected source states (id, fact): {unstated}"
+
+
 def test_dev_set_sources_match_the_tier_language(dev):
     """lexical/paraphrase questions are answered in their own language's vault, cross questions only in the
     other one's: the en vault has Latin file paths, the zh vault's own paths (the zh folder's files)."""
