@@ -2325,9 +2325,10 @@ _MD_LINK_TEXT_RE = re.compile(rf"\[(?:(?<=(!)\[))?({_MD_TEXT})\]")
 # (atomic: no character of it is tried again when no `(` follows), so the engine skips the other brackets itself.
 _MD_INLINE_TEXT_RE = re.compile(rf"\[(?:(?<=(!)\[))?(?=({_MD_TEXT})\])\2\](?=\()")
 # What may follow the text: `(destination "title")` (the destination in <>, or without spaces and with balanced
-# parentheses), or a `[label]` of a definition.
+# parentheses; a backslash before a space or a line break is a backslash, as CommonMark reads one before anything
+# but punctuation), or a `[label]` of a definition.
 _MD_DESTINATION_RE = re.compile(
-    r"\([ \t]*(?:\n[ \t>]*)?(?:<((?:[^<>\\\n]|\\.)*)>|(?!<)((?:[^\s()\\]|\\\S|\((?:[^\s()\\]|\\\S)*\))+))?"
+    r"\([ \t]*(?:\n[ \t>]*)?(?:<((?:[^<>\\\n]|\\.)*)>|(?!<)((?:[^\s()\\]|\\(?:\S|(?=\s))|\((?:[^\s()\\]|\\\S)*\))+))?"
     r"(?:[ \t]*(?:\n[ \t>]*)?(?:\"(?:[^\"\\\n]|\\.|\n(?![ \t>]*\n))*\"|'(?:[^'\\\n]|\\.|\n(?![ \t>]*\n))*'"
     r"|\((?:[^()\\\n]|\\.|\n(?![ \t>]*\n))*\)))?[ \t]*(?:\n[ \t>]*)?\)")
 _MD_LABEL_RE = re.compile(r"\[((?:[^\[\]\\\n]|\\[^\n]){0,999})\]")
@@ -2411,6 +2412,21 @@ def _markdown_link(destination: str, text: str, embed: bool) -> WikiLink | None:
     return WikiLink(target=target, heading=heading, alias=alias, embed=embed, block=block)
 
 
+def _inner_link_runs_past(text: str, lo: int, hi: int) -> bool:
+    """Whether an inline link whose text starts inside text[lo:hi] (another link's text) runs past hi: its
+    destination holds that text's closing `]` (`[)[](]())`: CommonMark closes the inner `[]` first and reads `]()` as
+    its destination, so the outer brackets are text; read as a substring, the inner link had no destination).  Pure."""
+    k = text.find("[", lo, hi)
+    while k != -1:
+        m = None if _escaped(text, k) else _MD_INLINE_TEXT_RE.match(text, k)
+        if m is not None and m.end() <= hi:
+            d = _MD_DESTINATION_RE.match(text, m.end())
+            if d is not None and d.end() > hi + 1:
+                return True
+        k = text.find("[", k + 1, hi)
+    return False
+
+
 def _markdown_links(text: str, definitions: dict[str, str], offset: int = 0,
                     ) -> tuple[list[tuple[int, int, WikiLink]], bool]:
     """Each internal link in Markdown format of the text as (start, end, link), in order: inline `[text](dest)`,
@@ -2440,6 +2456,9 @@ def _markdown_links(text: str, definitions: dict[str, str], offset: int = 0,
             destination, end = definitions.get(key), label.end()
         elif definitions and not inner.startswith("^"):   # `[ref]` alone; `[^1]` is a footnote
             destination = definitions.get(_link_label(inner))
+        if destination is not None and "](" in inner and _inner_link_runs_past(text, m.start(2), m.end(2)):
+            pos = start + 1   # the inner link is the link; these outer brackets are text
+            continue
         nested, inner_link = _markdown_links(inner, definitions, offset + m.start(2)) \
             if destination is not None and "[" in inner else ([], False)
         if destination is None or inner_link and not embed:

@@ -656,6 +656,21 @@ def test_an_image_inside_a_link_is_the_link_and_the_embed():
     assert _links("[[Wiki]](x.md) ![[Embed]](y.md)") == [("Wiki", "", "", "", False), ("Embed", "", "", "", True)]
 
 
+def test_an_inner_link_whose_destination_holds_the_outer_bracket_is_the_link():
+    """`[)[](]())`: CommonMark closes the inner `[]` first and reads `]()` as its destination, so the outer brackets are
+    text; read as the outer link's text, the inner link had no destination and neither was found (hypothesis found
+    it in test_markdown_links_match_commonmark)."""
+    assert [(t, e) for t, _, _, _, e in _links("[)[](]())")] == [("]()", False)]
+    assert [(t, e) for t, _, _, _, e in _links("[a [b](c]d.md) e](f.md)")] == [("c]d.md", False)]
+
+
+def test_a_backslash_before_a_space_ends_a_destination_as_a_backslash():
+    """A backslash escapes punctuation only: `[a](\\` then a line break, then `)` links to a backslash, as CommonMark
+    reads it (the destination had required a character after every backslash)."""
+    assert [(t, e) for t, _, _, _, e in _links("[](\\\n)")] == [("\\", False)]
+    assert [(t, e) for t, _, _, _, e in _links("[a](Note\\ \"title\")")] == [("Note\\", False)]
+
+
 def test_inline_math_holds_no_tag_or_link():
     """`$a #b [[c]]$` had given the tag `b` and the link `c` (a `$$` block already gave none).  Prices stay text:
     no space inside either `$`, no digit after the closing one; `\\$` is a dollar sign."""
