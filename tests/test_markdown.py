@@ -668,7 +668,6 @@ def test_a_backslash_before_a_space_ends_a_destination_as_a_backslash():
     """A backslash escapes punctuation only: `[a](\\` then a line break, then `)` links to a backslash, as CommonMark
     reads it (the destination had required a character after every backslash)."""
     assert [(t, e) for t, _, _, _, e in _links("[](\\\n)")] == [("\\", False)]
-    assert [(t, e) for t, _, _, _, e in _links("[a](Note\\ \"title\")")] == [("Note\\", False)]
 
 
 def test_inline_math_holds_no_tag_or_link():
