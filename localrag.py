@@ -211,6 +211,8 @@ BACKFILL_SLICE_CHUNKS = 512                # vectors of stored chunks made per w
 INGEST_AHEAD_FILES = 512
 INGEST_AHEAD_BYTES = 64 * 1024 * 1024      # ... and at most this many bytes of them
 INGEST_PARALLEL_MIN_FILES = 32             # fewer files than this are parsed in-process (no pool start-up)
+INGEST_CHANGES_LISTED = 1000               # names per kind in an ingest result's `changes` (the counts say the rest)
+INGEST_CHANGES_SHOWN = 10                  # ... of which the text summary prints, per kind
 CONTEXT_TOKEN_BUDGET_DEFAULT = 6000
 # RAG_CONTEXT_TOKEN_BUDGET's bounds: below 100 no chunk fits; above 200,000 no chat model's window holds the prompt
 # (and --top-k's 20 chunks fill a small part of it), so a larger value is a typo, not a choice.
@@ -6953,6 +6955,13 @@ class Store:
                 "evidence_blocks", "citation_check")
         return total, [dict(zip(keys, _jsonable(list(r)))) for r in rows]
 
+    def chunks_by_hash(self, hashes: list[str]) -> dict[str, tuple[int, str, list[str]]]:
+        """{content hash: (chunk id, relative path, heading path)} of the indexed chunks holding each text (the
+        newest such chunk)."""
+        rows = self.run("SELECT DISTINCT ON (content_hash) content_hash, id, relative_path, heading_path FROM chunks "
+                        "WHERE content_hash = ANY(CAST(:h AS text[])) ORDER BY content_hash, id DESC", h=hashes)
+        return {r[0]: (r[1], r[2], list(r[3])) for r in rows}
+
     def get_answer(self, answer_id: int) -> dict | None:
         self.require_answers()
         rows = self.run(f"SELECT id, created_at, {', '.join(ANSWER_COLUMNS)} FROM answers WHERE id = :i",
@@ -7215,7 +7224,7 @@ def _skip_reason(root: Path, path: Path) -> str | None:
 NOTE_EXTENSIONS = (".md", ".txt", ".canvas", ".pdf")
 IGNORE_FILE = ".localragignore"
 SKIP_REASONS = ("unsupported_extension", "too_large", "unreadable", "hidden", "excluded", "symlink",
-                "not_regular_file", "pdf_extra_missing")
+                "not_regular_file", "pdf_extra_missing", "duplicate_name")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -7406,6 +7415,7 @@ def scan_vault(root: Path, max_file_bytes: int | None = None, excludes: Sequence
             given.append((glob, rule))
     hits: set[int] = set()
     pdf_skipped: list[str] = []
+    named: dict[str, str] = {}   # stored path -> the file (as named on disk) indexed under it
 
     def skip(reason: str, count: int = 1) -> None:
         result.skipped[reason] += count
@@ -7492,6 +7502,21 @@ def scan_vault(root: Path, max_file_bytes: int | None = None, excludes: Sequence
                 result.keep.add(rel)
                 skip("too_large")
                 continue
+            if rel in named:
+                # Two names that compose alike ("Café.md" typed on Linux beside a decomposed one copied from a Mac)
+                # are one stored path: both were read and the index took whichever came last, so every run
+                # "updated" it and search answered from each file in turn.  The first in scan order stays.
+                # Both names print alike, so the warning says how each is written.
+                kept_form, this_form = ("composed (NFC)" if unicodedata.is_normalized("NFC", n) else
+                                        "decomposed (NFD)" for n in (named[rel], os.fsdecode(path.relative_to(root))))
+                result.warnings.append({"path": rel, "warning": (
+                    f"two files have this name, one written {kept_form}, the other {this_form}; only the "
+                    f"{kept_form} one is indexed: rename or delete the other" if kept_form != this_form else
+                    "two files have this name once its accented letters are composed (NFC); only the first is "
+                    "indexed: rename or delete the other")})
+                skip("duplicate_name")
+                continue
+            named[rel] = os.fsdecode(path.relative_to(root))
             if rel != raw:
                 result.warnings.append({"path": rel, "warning": "file name is not valid UTF-8; indexed under this "
                                                                 "name, with the undecodable bytes written as \\xNN"})
@@ -7902,6 +7927,11 @@ class _IngestRun:
         self.failed: list[dict] = []
         self.warnings: list[dict] = []
         self.vanished: list[str] = []   # files deleted between the scan and their read
+        # The notes this run committed, by name: the counts alone did not tell a user which notes changed, nor that
+        # a note deleted and one added with its content were a rename (_changes pairs them at the end).
+        self.changed: dict[str, list[str]] = {"added": [], "updated": [], "deleted": []}
+        self.added_hashes: dict[str, str] = {}
+        self.renamed: list[dict] = []
         self.root_device = _device_of(root)   # a drive unmounted under the vault folder leaves the folder, not this
         self.allow_delete = False       # --allow-delete: the mass-delete rule does not hold back vanished notes
         self.skipped_by_reason: dict[str, int] = dict.fromkeys(SKIP_REASONS, 0)
@@ -7987,6 +8017,7 @@ class _IngestRun:
         with self._timed("delete"):
             gone = [rel for rel in existing if rel not in seen]
             self._delete(gone + self._vanished_to_delete(existing, gone))
+        self._pair_renames(existing)
         with self._timed("links"):
             self._resolve_links(scan.all_paths)
         with self._timed("backfill"):
@@ -8165,10 +8196,37 @@ class _IngestRun:
             counts = self._record_counts(documents_updated=n_updated, documents_added=len(batch) - n_updated,
                                          chunks_written=chunk_rows.rows, embeddings_written=emb_rows.rows)
         self.counts = counts
+        for p in batch:
+            self.changed["updated" if p.is_update else "added"].append(p.relative_path)
+            if not p.is_update:
+                self.added_hashes[p.relative_path] = p.content_hash
         self.files_uncommitted -= len(batch)
         self.progress("write", written + len(batch), written + len(batch))
         self.links_written += link_rows.rows
         self.keyword_chunks_written += kw_chunks.rows
+
+    def _pair_renames(self, existing: dict[str, tuple]) -> None:
+        """A deleted note whose content an added note has, byte for byte, was renamed or moved (Obsidian's rename
+        writes no other change to the file); only a content that one deleted and one added note hold pairs them,
+        so two empty notes are never called a rename of each other."""
+        def unique(pairs: Iterable[tuple[str, str]]) -> dict[str, str]:
+            by_hash: dict[str, list[str]] = collections.defaultdict(list)
+            for rel, digest in pairs:
+                if digest:   # '' is a note indexed before bodies were kept: its content is not known
+                    by_hash[digest].append(rel)
+            return {digest: rels[0] for digest, rels in by_hash.items() if len(rels) == 1}
+        old = unique((rel, existing[rel][1]) for rel in self.changed["deleted"] if rel in existing)
+        new = unique(self.added_hashes.items())
+        self.renamed = [{"from": old[digest], "to": new[digest]} for digest in sorted(old.keys() & new.keys(),
+                                                                                      key=lambda d: old[d])]
+
+    def changes(self) -> dict:
+        """The notes this run added, updated, deleted and renamed (`changes` in its result), at most
+        INGEST_CHANGES_LISTED of each."""
+        moved = {r["from"] for r in self.renamed} | {r["to"] for r in self.renamed}
+        listed = {kind: [rel for rel in rels if rel not in moved][:INGEST_CHANGES_LISTED]
+                  for kind, rels in self.changed.items()}
+        return {**listed, "renamed": self.renamed[:INGEST_CHANGES_LISTED]}
 
     def _vanished_to_delete(self, existing: dict[str, tuple], gone: list[str]) -> list[str]:
         """The indexed notes deleted while the run read them, to delete as the notes gone at the scan are; kept
@@ -8190,6 +8248,7 @@ class _IngestRun:
                 self.store.delete_documents(self.vault_key, gone)
                 counts = self._record_counts(documents_deleted=len(gone))
             self.counts = counts
+            self.changed["deleted"].extend(gone)
 
     def _backfill(self, doc_ids: list[int]) -> None:
         """Vectors and keyword rows for unchanged documents that lack them (another provider's run, a database made
@@ -8645,7 +8704,7 @@ def _finish_run(config: Config, store: Store, job: _IngestRun, status: str, summ
         metadata["stopped_at"] = job.stopped_at()
     result = {"id": job.run_id, "status": status, "vault_path": job.vault_key, "embedding_provider": job.key[0],
               "embedding_model": job.key[1], "embedding_dim": job.key[2], **job.counts, "error_summary": summary,
-              **metadata}
+              **metadata, "changes": job.changes()}   # names: in the result only, not in every run's row
     if not interrupted:
         try:
             store.finish_ingest_run(job.run_id, status, summary, metadata)
@@ -12483,6 +12542,28 @@ def answer_show(config: Config, answer_id: Any, store: Store | None = None) -> d
         raise AnswerNotFound(f"no answer record {answer_id}; `localrag history` lists the recorded ones",
                              id=answer_id)
     return record
+
+
+def evidence_now(config: Config, evidence: list[dict]) -> list[str]:
+    """For `history show`: where each cited block's text is in the index now, by its content hash ('' when its
+    chunk is still there).  An answer from last week cited `Canvas.md › Swap cards` as if it still were; the note
+    since renamed, edited or deleted, the reader is told."""
+    hashes = [b.get("content_sha256") or "" for b in evidence]
+    with _store_for(config, None) as s:
+        now = s.chunks_by_hash([h for h in hashes if h])
+    notes = []
+    for b, digest in zip(evidence, hashes):
+        found = now.get(digest)
+        if found is None:
+            notes.append("no longer indexed: its note was edited, renamed or removed since")
+        elif found[0] == b.get("chunk_id"):
+            notes.append("")
+        elif (found[1], found[2]) == (b.get("source"), list(b.get("heading_path") or [])):
+            notes.append(f"its note was indexed again; this text is unchanged (now chunk {found[0]})")
+        else:
+            notes.append(f"this text is now at {found[1]}{' › ' + ' › '.join(found[2]) if found[2] else ''} "
+                         f"(chunk {found[0]})")
+    return notes
 
 
 def llm_check(config: Config) -> dict:
@@ -18047,6 +18128,25 @@ def _skip_text(skipped: dict[str, int]) -> str:
     return ", ".join(f"{n} {reason.replace('_', ' ')}" for reason, n in sorted(skipped.items()) if n)
 
 
+def _changes_lines(result: dict) -> list[str]:
+    """The notes an ingest changed, one a line (`renamed: A -> B`, `added: C`...), at most INGEST_CHANGES_SHOWN of
+    each kind: none when every note was new (a first run names thousands) or, for `updated`, when every note was
+    read again."""
+    changes = result.get("changes") or {}
+    if not (result["documents_skipped"] or result["documents_updated"] or result["documents_deleted"]):
+        return []
+    lines = []
+    for kind, total in (("renamed", len(changes.get("renamed", ()))),
+                        ("added", result["documents_added"] - len(changes.get("renamed", ()))),
+                        ("updated", 0 if result.get("notes_read_again_from") else result["documents_updated"]),
+                        ("deleted", result["documents_deleted"] - len(changes.get("renamed", ())))):
+        names = [f"{r['from']} -> {r['to']}" if kind == "renamed" else r for r in changes.get(kind, ())][:total]
+        lines += [f"{kind}: {name}" for name in names[:INGEST_CHANGES_SHOWN]]
+        if total > INGEST_CHANGES_SHOWN:
+            lines.append(f"... and {total - INGEST_CHANGES_SHOWN:,} more {kind} (`--json` names them, under `changes`)")
+    return lines
+
+
 def _cmd_ingest(config: Config, args: argparse.Namespace) -> int:
     vault = args.path or config.vault_path
     if not vault:
@@ -18070,12 +18170,16 @@ def _cmd_ingest(config: Config, args: argparse.Namespace) -> int:
     if args.json:
         _print_json(result)
     elif not args.quiet:
+        for line in _changes_lines(result):
+            _say(_shown_line(line))
         skipped = _skip_text(result["skipped_by_reason"])
         _say(f"ingest run #{result['id']} {result['status']} in {result['duration_s']:.1f}s: "
              f"{result['files_found']} files found; {result['documents_added']} added, "
              f"{result['documents_updated']} updated"
              + (" (every note read again)" if result.get("notes_read_again_from") else "")
-             + f", {result['documents_deleted']} deleted, "
+             + f", {result['documents_deleted']} deleted"
+             + (f" ({len(result['changes']['renamed'])} of them renamed)" if result.get("changes", {}).get("renamed")
+                else "") + ", "
              f"{result['documents_skipped']} unchanged, {result['documents_backfilled']} backfilled"
              + (f"; not indexed: {skipped}" if skipped else "")
              + f"; {result['chunks_written']} chunks, {_embeddings_committed(result, ' written')}"
@@ -18616,10 +18720,12 @@ def _cmd_history(config: Config, args: argparse.Namespace) -> int:
         print("latency      " + ", ".join(f"{part} {latency[part]:.1f} ms" for part in ("retrieval", "model", "total")
                                           if isinstance(latency.get(part), (int, float))))
         print(f"request      sha256 {record['request_sha256'] or '-'}")
-        for b in record["evidence"]:
+        for b, now in zip(record["evidence"], evidence_now(config, record["evidence"])):
             print(f"evidence [{b['n']}] {_shown_line(b['source'])} › "
                   f"{' › '.join(b['heading_path']) or '(no heading)'}  "
                   f"score {b['score']:.4f} rank {b['rank']} chunk {b['chunk_id']} sha256 {b['content_sha256'][:12]}")
+            if now:   # the record is as it was; the index may have moved on since
+                print(f"             now: {_shown_line(now)}")
         for e in record["excluded"]:
             print(f"excluded     rank {e['rank']} {_shown_line(e['source'])} ({e['reason']})")
         print()

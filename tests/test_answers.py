@@ -1484,6 +1484,37 @@ def test_cli_history_round_trip(small_vault):
     assert localrag._shown_time(created) in out
 
 
+def test_history_show_says_where_a_cited_text_is_now(small_vault, tmp_path):
+    """`history show` of last week's answer printed its evidence as if the notes were unchanged: a heading since
+    renamed, a note moved (a review of a vault changing over a week).  The record stays as it was; under each block
+    a `now:` line says whether its text is still indexed (nothing then), indexed again unchanged, at another place,
+    or gone."""
+    vault = tmp_path / "vault"
+    code, out = run_cli("ask", "What does the Plus plan store?", "--json")
+    record = json.loads(out)["answer_id"]
+    cited = {b["source"] for b in localrag.answer_show(small_vault, record)["evidence"]}
+    assert code == 0 and "Sync/Plans.md" in cited, cited
+    code, out = run_cli("history", "show", str(record))
+    assert code == 0 and "now:" not in out, out                      # nothing changed yet
+    plans = (vault / "Sync/Plans.md").read_text(encoding="utf-8")
+    (vault / "Sync/Plans.md").unlink()
+    (vault / "Plans moved.md").write_text(plans.replace("## Regions", "## Where servers run"), encoding="utf-8")
+    (vault / "Sync/Setup.md").write_text((vault / "Sync/Setup.md").read_text(encoding="utf-8") + "\nMore.\n",
+                                         encoding="utf-8")
+    assert localrag.ingest(small_vault, vault)["status"] == "success"
+    code, out = run_cli("history", "show", str(record))
+    lines = out.splitlines()
+    after = {ln.split("] ", 1)[1].split("  score")[0]: lines[i + 1].strip() for i, ln in enumerate(lines)
+             if ln.startswith("evidence [")}
+    gone = "now: no longer indexed: its note was edited, renamed or removed since"
+    assert code == 0 and after["Sync/Plans.md › Plans › Storage"].startswith(
+        "now: this text is now at Plans moved.md › Plans › Storage (chunk "), out
+    assert after["Sync/Plans.md › Plans › Regions"] == gone and after["Sync/Setup.md › Set up sync"] == gone, out
+    assert not after["Canvas.md › Canvas"].startswith("now:"), out      # unchanged: its chunk is still there
+    # the record itself is as it was
+    assert {b["source"] for b in localrag.answer_show(small_vault, record)["evidence"]} == cited
+
+
 @pytest.mark.parametrize("value, shown", [
     ("2026-12-03T07:14:58.167630+00:00", "2026-12-03T07:14:58Z"), ("2026-12-03 07:14:58+02:00",
                                                                    "2026-12-03T07:14:58+02:00"),

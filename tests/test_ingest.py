@@ -1935,3 +1935,55 @@ def test_chunk_copy_rows_carry_the_metadata_jsonb_writes(embeds, title, aliases,
         assert tail == b"".join(field(f) for f in (
             C.text("n.md"), C.text_array(chunk.heading_path), C.jsonb({}), C.text_array(()), C.text_array(()),
             C.jsonb(meta), C.text(chunk.content_hash), C.int4(chunk.token_count)))
+
+
+def test_two_file_names_that_compose_alike_are_indexed_once_and_stay_put(db, tmp_path):
+    """"Café.md" beside a decomposed "Café.md" (copied from a Mac) are one stored path: both were read, the index
+    took whichever came last, and every unchanged run "updated" the note, search answering from each file in turn
+    (a review of a vault changing over a week).  The first in scan order is indexed, the other is skipped with a
+    warning that says how each name is written, and a second run changes nothing."""
+    import unicodedata
+    root = tmp_path / "v"
+    root.mkdir()
+    (root / unicodedata.normalize("NFD", "Café.md")).write_text("# Menu\n\nCroissants nfdtwin.\n", encoding="utf-8")
+    (root / unicodedata.normalize("NFC", "Café.md")).write_text("# Menu\n\nBaguettes nfctwin.\n", encoding="utf-8")
+    first = localrag.ingest(db, root)
+    assert first["documents_added"] == 1 and first["skipped_by_reason"] == {"duplicate_name": 1}, first
+    assert first["files_found"] == 2 and [w["path"] for w in first["warnings"]] == ["Café.md"]
+    assert "decomposed (NFD)" in first["warnings"][0]["warning"] and "composed (NFC)" in first["warnings"][0][
+        "warning"]
+    again = localrag.ingest(db, root)
+    assert again["documents_updated"] == 0 and again["documents_skipped"] == 1, again
+    assert localrag.get_note(db, "Café.md")["content"].endswith("Croissants nfdtwin.")
+
+
+def test_the_summary_names_the_notes_added_updated_deleted_and_renamed(db, tmp_path, capsys):
+    """An ingest after a week of edits said `2 added, 1 updated, 2 deleted`, not which notes, and a note renamed or
+    moved in Obsidian was a delete and an add like any other (a review of a vault changing over a week).  The result
+    names them under `changes` (a deleted note whose content one added note has is `renamed`; two empty notes are
+    not), the text prints one line each, and an unchanged run prints none; a first run lists no names."""
+    root = tmp_path / "v"
+    write_vault(root, {"a.md": "# A\n\nAlpha text.\n", "b.md": "# B\n\nBravo text.\n", "old/c.md": "# C\n\nCharlie.\n",
+                       "e1.md": "", "e2.md": "", "gone.md": "# G\n\nGolf.\n",
+                       **{f"x{n}.md": f"# X\n\nOther {n}.\n" for n in range(4)}})
+    code, _ = run_cli("ingest", str(root))
+    assert code == 0 and not [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("added:")]
+    (root / "old" / "c.md").rename(root / "c moved.md")                  # a move (and rename), content unchanged
+    (root / "e1.md").rename(root / "e3.md")                              # empty, as e2: which one went to e3?
+    (root / "e2.md").unlink()
+    (root / "gone.md").unlink()
+    (root / "b.md").write_text("# B\n\nBravo text, edited.\n", encoding="utf-8")
+    (root / "new.md").write_text("# N\n\nNovember.\n", encoding="utf-8")
+    code, out = run_cli("ingest", str(root), "--json")
+    result = json.loads(out)
+    assert code == 0 and result["changes"] == {"added": ["e3.md", "new.md"], "updated": ["b.md"],
+                                               "deleted": ["e1.md", "e2.md", "gone.md"],
+                                               "renamed": [{"from": "old/c.md", "to": "c moved.md"}]}, result
+    (root / "c moved.md").rename(root / "c.md")
+    capsys.readouterr()
+    assert run_cli("ingest", str(root))[0] == 0
+    err = capsys.readouterr().err
+    assert "renamed: c moved.md -> c.md\n" in err and "1 deleted (1 of them renamed)" in err, err
+    assert run_cli("ingest", str(root))[0] == 0
+    err = capsys.readouterr().err
+    assert not [ln for ln in err.splitlines() if ln.split(":")[0] in ("added", "updated", "deleted", "renamed")], err
