@@ -12979,9 +12979,17 @@ def _pick_section(doc: Document, heading: str | None, line: int | None) -> tuple
     except LookupError:
         headings = [" > ".join(sec.heading_path) for sec in _named_sections(doc)]
         shown = "; ".join(headings[:12]) + (f"; ... ({len(headings)} in all)" if len(headings) > 12 else "")
-        raise NoteNotFound(f"{doc.relative_path!r} has no heading {heading.strip()!r}; its headings: "
-                           f"{shown or '(none)'}", path=doc.relative_path, heading=heading,
-                           headings=headings) from None
+        # a heading renamed a little since ("Swap card" for "Swap cards") or mistyped, as a file name's hint does
+        import difflib
+        last = {}
+        for path in headings:
+            last.setdefault(path.rsplit(" > ", 1)[-1].casefold(), path)
+        wanted = heading.strip().rsplit(">", 1)[-1].strip().casefold()
+        similar = [last[h] for h in difflib.get_close_matches(wanted, list(last), n=3, cutoff=0.6)]
+        raise NoteNotFound(f"{doc.relative_path!r} has no heading {heading.strip()!r}"
+                           + (f"; similar: {', '.join(repr(h) for h in similar)}" if similar else "")
+                           + f"; its headings: {shown or '(none)'}", path=doc.relative_path, heading=heading,
+                           headings=headings, similar=similar) from None
     held = [sec for sec in [section, *others] if _holds_line(doc, sec, line)]
     if held:    # the same heading twice in the note: the one holding the line
         return held[-1], [sec for sec in [section, *others] if sec is not held[-1]]

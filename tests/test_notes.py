@@ -115,6 +115,21 @@ def test_unknown_path_hints_at_similar_notes(ingested):
     assert NOTE in info.value.details["similar"] and info.value.http_status == 404
 
 
+def test_a_heading_renamed_a_little_or_mistyped_is_suggested(ingested):
+    """`show PATH#OLD_HEADING` after a heading was renamed a little ("P1 工单升级" for "P1 工单升级流程") or with a typo:
+    the closest headings are named, as a file name's are; a heading like none of them gets no suggestion."""
+    config, _, _ = ingested
+    for asked in ("P1 工单升级", "客户支持升级政策 > p1 工单升级流", "Glossary 术语表"):
+        with pytest.raises(localrag.NoteNotFound) as info:
+            localrag.get_note(config, NOTE, asked)
+        similar = info.value.details["similar"]
+        assert similar and similar[0].endswith(("P1 工单升级流程", "术语表（Glossary）")), (asked, similar)
+        assert f"similar: {similar[0]!r}" in info.value.message
+    with pytest.raises(localrag.NoteNotFound) as info:
+        localrag.get_note(config, NOTE, "Quarterly revenue")
+    assert info.value.details["similar"] == [] and "similar:" not in info.value.message
+
+
 def test_absolute_path_inside_the_vault_is_accepted(ingested):
     config, vault, _ = ingested
     assert localrag.get_note(config, str(vault.resolve() / NOTE))["path"] == NOTE
