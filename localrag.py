@@ -20033,8 +20033,10 @@ def _embeddings_committed(run: dict, verb: str = "") -> str:
 def _interrupted_summary(partial: dict) -> str:
     at = partial.get("stopped_at") or {}
     where = f" (in its {at['phase']} phase)" if at.get("phase") else ""
-    left = (f"; not committed: {at['files_uncommitted']} changed file(s) read, {at['files_unread']} file(s) not read"
-            if at else "")
+    # the read and the unread add up to the files to read (a file read and found unchanged, or committed, is neither
+    # of the not-committed ones: "36 changed file(s) read, 175 file(s) not read" of 217 had not said so)
+    left = (f"; of {at['files_total']} file(s) to read, {at['files_read']} read ({at['files_uncommitted']} of them "
+            f"changed and not committed) and {at['files_unread']} not read" if at else "")
     return (f": ingest run #{partial['id']} stopped and marked failed{where}; committed before the stop: "
             f"{partial['documents_added']} added, {partial['documents_updated']} updated, "
             f"{partial['documents_deleted']} deleted, {partial['chunks_written']} chunks, "

@@ -883,7 +883,8 @@ def test_a_stop_while_a_batch_is_written_reports_it_as_not_committed(db, tmp_pat
     assert writes == ["write: 0/250 files committed"] and \
         not [line for line in lines if "100%" in line and not line.startswith("parse+embed:")], err
     assert ("stopped and marked failed (in its write phase); committed before the stop: 0 added, 0 updated, "
-            "0 deleted, 0 chunks, 0 embeddings; not committed: 250 changed file(s) read, 0 file(s) not read") in err
+            "0 deleted, 0 chunks, 0 embeddings; of 250 file(s) to read, 250 read (250 of them changed and not "
+            "committed) and 0 not read") in err
     run = json.loads(out)["error"]["details"]["ingest_run"]
     assert run["documents_added"] == 0 == query(db, "SELECT count(*) FROM documents")[0][0]
     assert run["stopped_at"] == {"phase": "write", "files_read": 250, "files_total": 250, "files_uncommitted": 250,
