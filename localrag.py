@@ -6789,11 +6789,12 @@ class Store:
         rows = self.run(
             "SELECT d.id, d.vault_path, d.relative_path, d.body, d.body_line, d.frontmatter, d.updated_at, "
             "coalesce((SELECT c.tags FROM chunks c WHERE c.document_id = d.id ORDER BY c.chunk_index LIMIT 1), "
-            "ARRAY[]::text[]) FROM documents d WHERE d.relative_path = ANY(CAST(:r AS text[])) "
+            "ARRAY[]::text[]), d.file_path, d.size_bytes, d.mtime_ns, d.content_hash FROM documents d "
+            "WHERE d.relative_path = ANY(CAST(:r AS text[])) "
             "AND (CAST(:v AS text) IS NULL OR d.vault_path = :v) ORDER BY array_position(CAST(:r AS text[]), "
             "d.relative_path), d.vault_path", r=list(relative_paths), v=vault)
         return [dict(zip(("id", "vault_path", "relative_path", "body", "body_line", "frontmatter", "updated_at",
-                          "tags"), row)) for row in rows]
+                          "tags", "file_path", "size_bytes", "mtime_ns", "content_hash"), row)) for row in rows]
 
     def chunk_headings(self, document_id: int) -> list:
         """A document's chunks in order: rows of (heading_path, content)."""
@@ -12900,6 +12901,21 @@ def _find_note(config: Config, store: Store | None, path: Any, heading: str | No
     return row, heading, vaults
 
 
+def note_on_disk(row: dict) -> str:
+    """Whether a note's file is still the one ingest indexed: "unchanged" (its size and modification time, or else its
+    bytes' sha256, as indexed), "changed" (edited since: the text and lines get_note gives are the indexed ones until
+    the next ingest) or "missing" (moved, renamed or deleted since, or a vault not on this machine).  A note edited
+    between an ingest and a `show` had been printed with its old line numbers and no word of it."""
+    try:
+        st = os.stat(row["file_path"])
+        if (st.st_size, st.st_mtime_ns) == (row.get("size_bytes"), row.get("mtime_ns")):
+            return "unchanged"
+        with open(row["file_path"], "rb") as f:   # touched, or copied with a new time: the bytes decide
+            return "unchanged" if hashlib.sha256(f.read()).hexdigest() == row.get("content_hash") else "changed"
+    except (OSError, TypeError, ValueError):
+        return "missing"
+
+
 def _no_such_note(s: Store, rel: str, vault: str | None, vaults: list[str]) -> NoteNotFound:
     """The error for a path no indexed note has: the notes with a similar name, and how to list them all."""
     pairs = s.similar_note_paths(Path(rel).stem)
@@ -13033,7 +13049,7 @@ def get_note(config: Config, path: Any, heading: Any = None, vault: Any = None, 
     doc = _note_document(config, store, row)
     out = {"path": row["relative_path"], "vault_path": row["vault_path"], "heading_path": [],
            "tags": list(row["tags"] or []), "frontmatter": _jsonable(row["frontmatter"] or {}),
-           "updated_at": _jsonable(row["updated_at"])}
+           "updated_at": _jsonable(row["updated_at"]), "on_disk": note_on_disk(row)}
     _check_note_line(doc, line)
     section, others = _pick_section(doc, heading, line)
     open_vault = row["vault_path"] if len(vaults) > 1 else None
@@ -14688,6 +14704,10 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
         "tags": _doc("array", "The note's tags", ["oncall"], items=_schema("string")),
         "frontmatter": _doc("object", "The note's YAML frontmatter", {"title": "P1 升级流程"}),
         "updated_at": _doc("string", "When the note was last indexed", "2026-11-29T20:00:00+00:00"),
+        "on_disk": _doc("string", "Whether the file is still as indexed: unchanged; changed (edited since: this text "
+                                  "and its lines are the indexed ones until the next ingest); missing (moved, renamed "
+                                  "or deleted since, or the vault is not on the server's machine)", "unchanged",
+                        enum=["unchanged", "changed", "missing"]),
         "sections": _doc("array", "Whole note only: its headings with their line ranges", [], items=_schema(
             "object", properties={
                 "heading_path": _described(_schema("array", items=_schema("string")), "The section's heading path "
@@ -18813,6 +18833,10 @@ def _cmd_show(config: Config, args: argparse.Namespace) -> int:
         lines += f" (line {result['line_start']} from its character {result['column_start']})"
     _say(_shown_line(f"{result['vault_path']}/{result['path']}") + lines +
          (f"  › {where}" if where else ""))
+    if result.get("on_disk") in ("changed", "missing"):
+        _say(_shown_line(f"note: the file {'changed' if result['on_disk'] == 'changed' else 'is gone'} since it was "
+                         f"indexed; this is the indexed text and its lines (`{command_name()} ingest "
+                         f"{_shell_word(result['vault_path'])}` reads it again)"))
     print(result["content"])
     if result["next_char_offset"] is not None:
         _say(f"characters {result['char_offset']:,}-{result['next_char_offset']:,} of {result['content_chars']:,}; "

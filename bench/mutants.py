@@ -1895,6 +1895,10 @@ MUTANTS: list[Mutant] = [
       r"(?!<)((?:[^\s()\\]|\\(?:\S|(?=\s))|",
       r"(?!<)((?:[^\s()\\]|\\\S|",
       ("tests/test_markdown.py",), "backslash_before"),
+    M("notes s47: a touched file's bytes are not compared (a new time reads as changed)",
+      '            return "unchanged" if hashlib.sha256(f.read()).hexdigest() == row.get("content_hash") else "changed"',
+      '            return "changed"',
+      ("tests/test_notes.py",), "edited_since"),
 ]
 
 

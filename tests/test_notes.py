@@ -4,6 +4,7 @@ and search results carry.  Real Postgres, the sample vault ingested; notes are r
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -59,8 +60,31 @@ def test_whole_note_and_section_come_from_the_database(ingested):
     top = localrag.get_note(config, NOTE, "客户支持升级政策")
     assert "## P1 工单升级流程" in top["content"]
     # the disk copy is not read: delete it and the note is still there
+    assert note["on_disk"] == "unchanged"
     (vault / NOTE).unlink()
-    assert localrag.get_note(config, NOTE, "P1 工单升级流程")["content"] == section["content"]
+    gone = localrag.get_note(config, NOTE, "P1 工单升级流程")
+    assert gone["content"] == section["content"] and gone["on_disk"] == "missing"
+
+
+def test_a_note_edited_since_it_was_indexed_says_so(ingested, capsys):
+    """`show` between an edit and the next ingest printed the indexed text with its old line numbers and no word
+    that the file had changed (a review's finding): on_disk says it, and `show` says it on stderr.  A file only
+    touched (a new time, the same bytes) is unchanged."""
+    config, vault, _ = ingested
+    path = vault / NOTE
+    os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 10**9))
+    assert localrag.get_note(config, NOTE)["on_disk"] == "unchanged"
+    assert run_cli("show", NOTE)[0] == 0 and "changed since it was indexed" not in capsys.readouterr().err
+    path.write_text(path.read_text(encoding="utf-8").replace("## P1 工单升级流程", "A new line.\n\n## P1 工单升级流程", 1),
+                    encoding="utf-8")
+    note = localrag.get_note(config, NOTE, "P1 工单升级流程")
+    assert note["on_disk"] == "changed"
+    assert run_cli("show", f"{NOTE}#P1 工单升级流程")[0] == 0
+    err = capsys.readouterr().err
+    assert "note: the file changed since it was indexed" in err and "ingest" in err
+    localrag.ingest(config, vault)
+    after = localrag.get_note(config, NOTE, "P1 工单升级流程")
+    assert after["on_disk"] == "unchanged" and after["line_start"] == note["line_start"] + 2
 
 
 @pytest.mark.parametrize("path,heading,error,field", [
