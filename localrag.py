@@ -12901,7 +12901,7 @@ def _find_note(config: Config, store: Store | None, path: Any, heading: str | No
     return row, heading, vaults
 
 
-def note_on_disk(row: dict) -> str:
+def _note_on_disk(row: dict) -> str:
     """Whether a note's file is still the one ingest indexed: "unchanged" (its size and modification time, or else its
     bytes' sha256, as indexed), "changed" (edited since: the text and lines get_note gives are the indexed ones until
     the next ingest) or "missing" (moved, renamed or deleted since, or a vault not on this machine).  A note edited
@@ -13049,7 +13049,7 @@ def get_note(config: Config, path: Any, heading: Any = None, vault: Any = None, 
     doc = _note_document(config, store, row)
     out = {"path": row["relative_path"], "vault_path": row["vault_path"], "heading_path": [],
            "tags": list(row["tags"] or []), "frontmatter": _jsonable(row["frontmatter"] or {}),
-           "updated_at": _jsonable(row["updated_at"]), "on_disk": note_on_disk(row)}
+           "updated_at": _jsonable(row["updated_at"]), "on_disk": _note_on_disk(row)}
     _check_note_line(doc, line)
     section, others = _pick_section(doc, heading, line)
     open_vault = row["vault_path"] if len(vaults) > 1 else None
