@@ -6796,6 +6796,23 @@ class Store:
         return [dict(zip(("id", "vault_path", "relative_path", "body", "body_line", "frontmatter", "updated_at",
                           "tags", "file_path", "size_bytes", "mtime_ns", "content_hash"), row)) for row in rows]
 
+    def note_links(self, document_id: int, limit: int) -> tuple[int, list]:
+        """(total, the first `limit`) of a document's links in the order written: rows of (target as written,
+        heading, block id, alias, embed, resolved vault-relative path or None, whether the target exists)."""
+        rows = self.run("SELECT l.target, l.heading, l.block_id, l.alias, l.embed, l.resolved_path, l.target_exists, "
+                        "count(*) OVER () FROM links l WHERE l.document_id = :d ORDER BY l.id LIMIT :n",
+                        d=document_id, n=limit)
+        return (rows[0][7] if rows else 0), [r[:7] for r in rows]
+
+    def backlinks(self, vault_path: str, relative_path: str, limit: int) -> tuple[int, list]:
+        """(total, the first `limit` by path) of the vault's notes that link to this one: rows of (relative path,
+        how many links)."""
+        rows = self.run("SELECT d.relative_path, count(*), count(*) OVER () FROM links l JOIN documents d "
+                        "ON d.id = l.document_id WHERE d.vault_path = :v AND l.resolved_path = :p AND l.target_exists "
+                        "AND d.relative_path <> :p GROUP BY d.relative_path ORDER BY d.relative_path LIMIT :n",
+                        v=vault_path, p=relative_path, n=limit)
+        return (rows[0][2] if rows else 0), [r[:2] for r in rows]
+
     def chunk_headings(self, document_id: int) -> list:
         """A document's chunks in order: rows of (heading_path, content)."""
         return self.run("SELECT heading_path, content FROM chunks WHERE document_id = :d ORDER BY chunk_index",
@@ -12931,6 +12948,25 @@ def _no_such_note(s: Store, rel: str, vault: str | None, vaults: list[str]) -> N
     return NoteNotFound(f"no indexed note {rel!r}{where}{hint}", path=rel, similar=similar)
 
 
+NOTE_LINKS_LISTED = 200   # a note's links and backlinks get_note lists (an index note may have thousands: counted)
+SHOW_LINKS_SHOWN = 10     # ... of which `show` prints, per kind
+
+
+def _note_link_lists(config: Config, store: Store | None, row: dict) -> dict:
+    """A whole note's place among the others: the links it writes (`links`, in order, each with where it leads) and
+    the notes of its vault that link to it (`backlinks`), at most NOTE_LINKS_LISTED each, with their totals.  The
+    links were stored and resolved (Obsidian's rules, aliases too) but only counted: a person reading a note, or an
+    agent walking the vault, had no way to its neighbours (a review's finding)."""
+    with _store_for(config, store) as s:
+        n_links, links = s.note_links(row["id"], NOTE_LINKS_LISTED)
+        n_back, back = s.backlinks(row["vault_path"], row["relative_path"], NOTE_LINKS_LISTED)
+    return {"links": [{"target": target, "heading": heading or None, "block": block or None, "alias": alias or None,
+                       "embed": bool(embed), "path": path if exists else None}
+                      for target, heading, block, alias, embed, path, exists in links],
+            "links_total": n_links,
+            "backlinks": [{"path": path, "links": n} for path, n in back], "backlinks_total": n_back}
+
+
 def _note_document(config: Config, store: Store | None, row: dict) -> Document:
     """A stored note (a find_notes row) as a Document again: its body, its sections and the file line its body
     starts at (body_line)."""
@@ -13058,6 +13094,7 @@ def get_note(config: Config, path: Any, heading: Any = None, vault: Any = None, 
                    sections=[{"heading_path": list(sec.heading_path), "level": sec.level,
                               **dict(zip(("line_start", "line_end"), _section_lines(doc, sec)))}
                              for sec in _named_sections(doc)])
+        out.update(_note_link_lists(config, store, row))
         out["open"] = _show_command(row["relative_path"], vault=open_vault)
         return out
     paths = [sec.heading_path for sec in [section, *others]]
@@ -14708,6 +14745,25 @@ def openapi_spec(base_url: str = "http://127.0.0.1:8000") -> dict:
                                   "and its lines are the indexed ones until the next ingest); missing (moved, renamed "
                                   "or deleted since, or the vault is not on the server's machine)", "unchanged",
                         enum=["unchanged", "changed", "missing"]),
+        "links": _doc("array", "Whole note only: the links it writes, in order (at most 200; links_total counts "
+                               "them all), each with the indexed note it leads to (path; null when none)",
+                      [{"target": "On-call Rotation", "heading": None, "block": None, "alias": None, "embed": False,
+                        "path": "engineering/On-call Rotation.md"}], items=_schema("object", properties={
+                          "target": _described(_schema("string"), "The link's target as written"),
+                          "heading": _described(_schema("string", nullable=True), "The #heading it names, if any"),
+                          "block": _described(_schema("string", nullable=True), "The #^block id it names, if any"),
+                          "alias": _described(_schema("string", nullable=True), "The text shown for it, if any"),
+                          "embed": _described(_schema("boolean"), "An embed (![[...]]) rather than a link"),
+                          "path": _described(_schema("string", nullable=True), "The vault-relative path of the note "
+                                             "or file it leads to (Obsidian's rules, aliases too); null when none "
+                                             "exists")})),
+        "links_total": _doc("integer", "Whole note only: how many links it writes", 3),
+        "backlinks": _doc("array", "Whole note only: the notes of its vault that link to it, by path (at most 200; "
+                                   "backlinks_total counts them all)", [{"path": "00-index.md", "links": 1}],
+                          items=_schema("object", properties={
+                              "path": _described(_schema("string"), "The linking note's vault-relative path"),
+                              "links": _described(_schema("integer"), "How many of its links lead here")})),
+        "backlinks_total": _doc("integer", "Whole note only: how many notes link to it", 1),
         "sections": _doc("array", "Whole note only: its headings with their line ranges", [], items=_schema(
             "object", properties={
                 "heading_path": _described(_schema("array", items=_schema("string")), "The section's heading path "
@@ -16985,7 +17041,9 @@ def _mcp_tools() -> dict[str, McpTool]:
                 "optionally a heading. An unknown path or heading is an error that lists similar paths or the "
                 f"note's headings. A text longer than {NOTE_CHARS_MCP_DEFAULT:,} characters (or `max_chars`) comes "
                 "a page at a time: `content_chars` is the whole length and `next_char_offset`, passed back as "
-                "`char_offset`, reads the next page (null on the last).",
+                "`char_offset`, reads the next page (null on the last). A whole note also lists its `links` (each "
+                "with the `path` of the note it leads to) and its `backlinks` (the notes linking to it): pass a "
+                "`path` back to read that neighbour. `on_disk` says whether the file changed since it was indexed.",
                 _NOTES_GET_FIELDS, ("path",),
                 lambda config, store, **a: get_note(config, store=store, **{
                     **a, "max_chars": NOTE_CHARS_MCP_DEFAULT if a.get("max_chars") is None else a["max_chars"]}),
@@ -18841,6 +18899,17 @@ def _cmd_show(config: Config, args: argparse.Namespace) -> int:
     if result["next_char_offset"] is not None:
         _say(f"characters {result['char_offset']:,}-{result['next_char_offset']:,} of {result['content_chars']:,}; "
              f"next page: --char-offset {result['next_char_offset']}")
+    if "links" in result:   # the whole note: its neighbours, as Obsidian's links and backlinks panes show them
+        out = sorted({link["path"] for link in result["links"] if link["path"]})
+        missing = sorted({link["target"] for link in result["links"] if not link["path"]})
+        for label, names, total in (("links to", out, len(out)),
+                                    ("links to (not in the vault)", missing, len(missing)),
+                                    ("linked from", [b["path"] for b in result["backlinks"]],
+                                     result["backlinks_total"])):
+            if names:
+                shown = ", ".join(names[:SHOW_LINKS_SHOWN]) + (f", ... ({total} in all; `--json` lists "
+                                                              f"{len(names)})" if total > SHOW_LINKS_SHOWN else "")
+                _say(_shown_line(f"{label}: {shown}"))
     return EXIT_OK
 
 

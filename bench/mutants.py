@@ -1899,6 +1899,14 @@ MUTANTS: list[Mutant] = [
       '            return "unchanged" if hashlib.sha256(f.read()).hexdigest() == row.get("content_hash") else "changed"',
       '            return "changed"',
       ("tests/test_notes.py",), "edited_since"),
+    M("notes s47: a note's links to itself count as backlinks",
+      '"AND d.relative_path <> :p GROUP BY d.relative_path ORDER BY d.relative_path LIMIT :n",',
+      '"GROUP BY d.relative_path ORDER BY d.relative_path LIMIT :n",',
+      ("tests/test_notes.py",), "links_and_backlinks"),
+    M("notes s47: a link to a missing note is given a path",
+      '"embed": bool(embed), "path": path if exists else None}',
+      '"embed": bool(embed), "path": path}',
+      ("tests/test_notes.py",), "links_and_backlinks"),
 ]
 
 

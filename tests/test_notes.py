@@ -66,6 +66,34 @@ def test_whole_note_and_section_come_from_the_database(ingested):
     assert gone["content"] == section["content"] and gone["on_disk"] == "missing"
 
 
+def test_a_whole_note_lists_its_links_and_backlinks(ingested, tmp_path, capsys):
+    """Links were stored and resolved but only counted: `show`, GET /notes and the MCP tool now give a whole note's
+    links (in order, each with the note it leads to, or null) and the notes linking to it (a review's finding).  A
+    section has neither; a link to a missing note leads nowhere; a note's links to itself are no backlinks."""
+    config, vault, _ = ingested
+    note = localrag.get_note(config, NOTE)
+    leads = {link["target"]: link["path"] for link in note["links"]}
+    assert leads["On-call Rotation"] == "engineering/On-call Rotation.md"
+    assert leads["API Latency Runbook"] == "runbooks/API Latency Runbook.md"
+    assert note["links_total"] == len(note["links"]) >= 4
+    back = {b["path"]: b["links"] for b in note["backlinks"]}
+    assert "00-index.md" in back and "hr/Onboarding Guide.md" in back and NOTE not in back
+    assert note["backlinks_total"] == len(back) and all(n >= 1 for n in back.values())
+    assert "links" not in localrag.get_note(config, NOTE, "P1 工单升级流程")
+    extra = tmp_path / "linked"
+    extra.mkdir()
+    (extra / "a.md").write_text("# A\n\nSee [[b]], [[Nowhere]] and [[a#A|myself]].\n", encoding="utf-8")
+    (extra / "b.md").write_text("# B\n\nBack to [[a]].\n", encoding="utf-8")
+    localrag.ingest(config, extra)
+    a = localrag.get_note(config, "a.md", vault=str(extra))
+    assert [(link["target"], link["path"]) for link in a["links"]] == [("b", "b.md"), ("Nowhere", None), ("a", "a.md")]
+    assert a["backlinks"] == [{"path": "b.md", "links": 1}] and a["backlinks_total"] == 1
+    assert run_cli("show", "a.md", "--vault", str(extra))[0] == 0
+    err = capsys.readouterr().err
+    assert "links to: a.md, b.md" in err and "links to (not in the vault): Nowhere" in err
+    assert "linked from: b.md" in err
+
+
 def test_a_note_edited_since_it_was_indexed_says_so(ingested, capsys):
     """`show` between an edit and the next ingest printed the indexed text with its old line numbers and no word
     that the file had changed (a review's finding): on_disk says it, and `show` says it on stderr.  A file only
