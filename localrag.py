@@ -4010,8 +4010,9 @@ class OpenAICompatibleEmbedder:
     # alike for every model (with E5, none of the 85 off-topic questions the floor refused over the eighteen check sets
     # passed them).  Calibrate yours with `eval --calibrate`.
     default_min_similarity = 0.0
-    model_min_similarity = ((r"(?<![a-z0-9])e5-(?:small|base|large)", 0.85, "E5 models (measured: multilingual-e5-small)"),
-                            (r"qwen3-embedding", 0.35, "Qwen3-Embedding (local-qwen3's floor for it)"))
+    model_min_similarity = (
+        (r"(?<![a-z0-9])e5-(?:small|base|large)", 0.85, "E5 models (measured: multilingual-e5-small)"),
+        (r"qwen3-embedding", 0.35, "Qwen3-Embedding (local-qwen3's floor for it)"))
 
     def __init__(self, config: Config) -> None:
         self.model, self.batch_size = config.embedding_model, config.embedding_batch_size
