@@ -2327,11 +2327,13 @@ _MD_LINK_TEXT_RE = re.compile(rf"\[(?:(?<=(!)\[))?({_MD_TEXT})\]")
 # (atomic: no character of it is tried again when no `(` follows), so the engine skips the other brackets itself.
 _MD_INLINE_TEXT_RE = re.compile(rf"\[(?:(?<=(!)\[))?(?=({_MD_TEXT})\])\2\](?=\()")
 # What may follow the text: `(destination "title")` (the destination in <>, or without spaces and with balanced
-# parentheses; a backslash before a space or a line break is a backslash, as CommonMark reads one before anything
-# but punctuation), or a `[label]` of a definition.
+# parentheses; a backslash takes the character after it along, a line break too (and a quote's markers after it),
+# but ends the destination before a space, as markdown-it reads it; a title only after a space or a line break:
+# `[a](]( ))` is no link), or a `[label]` of a definition.
 _MD_DESTINATION_RE = re.compile(
-    r"\([ \t]*(?:\n[ \t>]*)?(?:<((?:[^<>\\\n]|\\.)*)>|(?!<)((?:[^\s()\\]|\\(?:\S|(?=\s))|\((?:[^\s()\\]|\\\S)*\))+))?"
-    r"(?:[ \t]*(?:\n[ \t>]*)?(?:\"(?:[^\"\\\n]|\\.|\n(?![ \t>]*\n))*\"|'(?:[^'\\\n]|\\.|\n(?![ \t>]*\n))*'"
+    r"\([ \t]*(?:\n[ \t>]*)?(?:<((?:[^<>\\\n]|\\.)*)>|(?!<)((?:[^\s()\\]|\\(?:\n[ \t>]*|[^ \n])"
+    r"|\((?:[^\s()\\]|\\[^ \n])*\))+))?"
+    r"(?:(?:[ \t]+|[ \t]*\n[ \t>]*)(?:\"(?:[^\"\\\n]|\\.|\n(?![ \t>]*\n))*\"|'(?:[^'\\\n]|\\.|\n(?![ \t>]*\n))*'"
     r"|\((?:[^()\\\n]|\\.|\n(?![ \t>]*\n))*\)))?[ \t]*(?:\n[ \t>]*)?\)")
 _MD_LABEL_RE = re.compile(r"\[((?:[^\[\]\\\n]|\\[^\n]){0,999})\]")
 # A link reference definition, `[ref]: destination "title"` alone on its lines (in a quote or callout too); it is no
@@ -2393,6 +2395,8 @@ def _markdown_link(destination: str, text: str, embed: bool) -> WikiLink | None:
     """The internal link a Markdown link's destination (as written) names, or None when it names none (empty, or a
     URL).  Backslash escapes and entities are read first, as CommonMark does; the fragment is split off before the
     percent-escapes (`%20`) are decoded, since a `%23` is a `#` of the name."""
+    if "\n" in destination:   # a line break a backslash took along: a quote's markers after it are no part of it
+        destination = re.sub(r"\n[ \t>]*", "\n", destination)
     destination = destination.strip()
     if "\\" in destination or "&" in destination:
         destination = html.unescape(_MD_ESCAPE_RE.sub(r"\1", destination)).strip()
