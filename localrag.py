@@ -7438,7 +7438,7 @@ def scan_vault(root: Path, max_file_bytes: int | None = None, excludes: Sequence
             given.append((glob, rule))
     hits: set[int] = set()
     pdf_skipped: list[str] = []
-    named: dict[str, str] = {}   # stored path -> the file (as named on disk) indexed under it
+    named: dict[str, Path] = {}   # stored path -> the file indexed under it (its name as on disk)
 
     def skip(reason: str, count: int = 1) -> None:
         result.skipped[reason] += count
@@ -7530,8 +7530,8 @@ def scan_vault(root: Path, max_file_bytes: int | None = None, excludes: Sequence
                 # are one stored path: both were read and the index took whichever came last, so every run
                 # "updated" it and search answered from each file in turn.  The first in scan order stays.
                 # Both names print alike, so the warning says how each is written.
-                kept_form, this_form = ("composed (NFC)" if unicodedata.is_normalized("NFC", n) else
-                                        "decomposed (NFD)" for n in (named[rel], os.fsdecode(path.relative_to(root))))
+                kept_form, this_form = ("composed (NFC)" if unicodedata.is_normalized(
+                    "NFC", os.fsdecode(p.relative_to(root))) else "decomposed (NFD)" for p in (named[rel], path))
                 result.warnings.append({"path": rel, "warning": (
                     f"two files have this name, one written {kept_form}, the other {this_form}; only the "
                     f"{kept_form} one is indexed: rename or delete the other" if kept_form != this_form else
@@ -7539,7 +7539,7 @@ def scan_vault(root: Path, max_file_bytes: int | None = None, excludes: Sequence
                     "indexed: rename or delete the other")})
                 skip("duplicate_name")
                 continue
-            named[rel] = os.fsdecode(path.relative_to(root))
+            named[rel] = path
             if rel != raw:
                 result.warnings.append({"path": rel, "warning": "file name is not valid UTF-8; indexed under this "
                                                                 "name, with the undecodable bytes written as \\xNN"})
@@ -7951,7 +7951,7 @@ class _IngestRun:
         self.warnings: list[dict] = []
         self.vanished: list[str] = []   # files deleted between the scan and their read
         # The notes this run committed, by name: the counts alone did not tell a user which notes changed, nor that
-        # a note deleted and one added with its content were a rename (_changes pairs them at the end).
+        # a note deleted and one added with its content were a rename (_pair_renames pairs them at the end).
         self.changed: dict[str, list[str]] = {"added": [], "updated": [], "deleted": []}
         self.added_hashes: dict[str, str] = {}
         self.renamed: list[dict] = []
@@ -12567,13 +12567,12 @@ def answer_show(config: Config, answer_id: Any, store: Store | None = None) -> d
     return record
 
 
-def evidence_now(config: Config, evidence: list[dict]) -> list[str]:
+def _evidence_now(store: Store, evidence: list[dict]) -> list[str]:
     """For `history show`: where each cited block's text is in the index now, by its content hash ('' when its
     chunk is still there).  An answer from last week cited `Canvas.md › Swap cards` as if it still were; the note
     since renamed, edited or deleted, the reader is told."""
     hashes = [b.get("content_sha256") or "" for b in evidence]
-    with _store_for(config, None) as s:
-        now = s.chunks_by_hash([h for h in hashes if h])
+    now = store.chunks_by_hash([h for h in hashes if h])
     notes = []
     for b, digest in zip(evidence, hashes):
         found = now.get(digest)
@@ -18227,10 +18226,10 @@ def _changes_lines(result: dict) -> list[str]:
     if not (result["documents_skipped"] or result["documents_updated"] or result["documents_deleted"]):
         return []
     lines = []
-    for kind, total in (("renamed", len(changes.get("renamed", ()))),
-                        ("added", result["documents_added"] - len(changes.get("renamed", ()))),
+    renamed = len(changes.get("renamed", ()))   # each is one of the added and one of the deleted
+    for kind, total in (("renamed", renamed), ("added", result["documents_added"] - renamed),
                         ("updated", 0 if result.get("notes_read_again_from") else result["documents_updated"]),
-                        ("deleted", result["documents_deleted"] - len(changes.get("renamed", ())))):
+                        ("deleted", result["documents_deleted"] - renamed)):
         names = [f"{r['from']} -> {r['to']}" if kind == "renamed" else r for r in changes.get(kind, ())][:total]
         lines += [f"{kind}: {name}" for name in names[:INGEST_CHANGES_SHOWN]]
         if total > INGEST_CHANGES_SHOWN:
@@ -18789,7 +18788,9 @@ def _cmd_history(config: Config, args: argparse.Namespace) -> int:
             raise InvalidRequest("--limit, --offset and --error-code page and filter the list; `history show ID` "
                                  "shows one record", field="limit" if args.limit is not None else
                                  "offset" if args.offset is not None else "error_code")
-        record = answer_show(config, args.id)
+        with _store_for(config, None) as s:   # the record, and where its evidence is now, on one connection
+            record = answer_show(config, args.id, s)
+            now = None if args.json else _evidence_now(s, record["evidence"])
         if args.json:
             _print_json(record)
             return EXIT_OK
@@ -18811,12 +18812,12 @@ def _cmd_history(config: Config, args: argparse.Namespace) -> int:
         print("latency      " + ", ".join(f"{part} {latency[part]:.1f} ms" for part in ("retrieval", "model", "total")
                                           if isinstance(latency.get(part), (int, float))))
         print(f"request      sha256 {record['request_sha256'] or '-'}")
-        for b, now in zip(record["evidence"], evidence_now(config, record["evidence"])):
+        for b, where in zip(record["evidence"], now):
             print(f"evidence [{b['n']}] {_shown_line(b['source'])} › "
                   f"{' › '.join(b['heading_path']) or '(no heading)'}  "
                   f"score {b['score']:.4f} rank {b['rank']} chunk {b['chunk_id']} sha256 {b['content_sha256'][:12]}")
-            if now:   # the record is as it was; the index may have moved on since
-                print(f"             now: {_shown_line(now)}")
+            if where:   # the record is as it was; the index may have moved on since
+                print(f"             now: {_shown_line(where)}")
         for e in record["excluded"]:
             print(f"excluded     rank {e['rank']} {_shown_line(e['source'])} ({e['reason']})")
         print()
