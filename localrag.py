@@ -6978,11 +6978,12 @@ class Store:
                 "evidence_blocks", "citation_check")
         return total, [dict(zip(keys, _jsonable(list(r)))) for r in rows]
 
-    def chunks_by_hash(self, hashes: list[str]) -> dict[str, tuple[int, str, list[str]]]:
-        """{content hash: (chunk id, relative path, heading path)} of the indexed chunks holding each text (the
-        newest such chunk)."""
+    def chunks_by_hash(self, hashes: list[str], prefer: list[int]) -> dict[str, tuple[int, str, list[str]]]:
+        """{content hash: (chunk id, relative path, heading path)} of the indexed chunks holding each text: one of
+        `prefer` while it is still indexed (the same text in a copied vault is no move of it), else the newest."""
         rows = self.run("SELECT DISTINCT ON (content_hash) content_hash, id, relative_path, heading_path FROM chunks "
-                        "WHERE content_hash = ANY(CAST(:h AS text[])) ORDER BY content_hash, id DESC", h=hashes)
+                        "WHERE content_hash = ANY(CAST(:h AS text[])) "
+                        "ORDER BY content_hash, id = ANY(CAST(:p AS bigint[])) DESC, id DESC", h=hashes, p=prefer)
         return {r[0]: (r[1], r[2], list(r[3])) for r in rows}
 
     def get_answer(self, answer_id: int) -> dict | None:
@@ -12572,7 +12573,7 @@ def _evidence_now(store: Store, evidence: list[dict]) -> list[str]:
     chunk is still there).  An answer from last week cited `Canvas.md › Swap cards` as if it still were; the note
     since renamed, edited or deleted, the reader is told."""
     hashes = [b.get("content_sha256") or "" for b in evidence]
-    now = store.chunks_by_hash([h for h in hashes if h])
+    now = store.chunks_by_hash([h for h in hashes if h], [b["chunk_id"] for b in evidence if b.get("chunk_id")])
     notes = []
     for b, digest in zip(evidence, hashes):
         found = now.get(digest)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import shutil
 import math
 import os
 import re
@@ -1496,6 +1497,13 @@ def test_history_show_says_where_a_cited_text_is_now(small_vault, tmp_path):
     assert code == 0 and "Sync/Plans.md" in cited, cited
     code, out = run_cli("history", "show", str(record))
     assert code == 0 and "now:" not in out, out                      # nothing changed yet
+    # the same texts indexed again in a copy of the vault: the cited chunks are still there, nothing moved
+    copy = tmp_path / "copy"
+    shutil.copytree(vault, copy)
+    assert localrag.ingest(small_vault, copy)["status"] == "success"
+    code, out = run_cli("history", "show", str(record))
+    assert code == 0 and "now:" not in out, out
+    assert run_cli("vaults", "rm", str(copy), "--yes")[0] == 0
     plans = (vault / "Sync/Plans.md").read_text(encoding="utf-8")
     (vault / "Sync/Plans.md").unlink()
     (vault / "Plans moved.md").write_text(plans.replace("## Regions", "## Where servers run"), encoding="utf-8")
