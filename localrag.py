@@ -13086,32 +13086,34 @@ def get_note(config: Config, path: Any, heading: Any = None, vault: Any = None, 
     `line` (a file line, e.g. a citation's line_start) picks, among sections the heading names, the one holding that
     line; without a heading, the innermost section holding it."""
     max_chars, line, char_offset, heading, vault = _get_note_args(max_chars, line, char_offset, heading, vault)
-    row, heading, vaults = _find_note(config, store, path, heading, vault)
-    doc = _note_document(config, store, row)
-    out = {"path": row["relative_path"], "vault_path": row["vault_path"], "heading_path": [],
-           "tags": list(row["tags"] or []), "frontmatter": _jsonable(row["frontmatter"] or {}),
-           "updated_at": _jsonable(row["updated_at"]), "on_disk": _note_on_disk(row)}
-    _check_note_line(doc, line)
-    section, others = _pick_section(doc, heading, line)
-    open_vault = row["vault_path"] if len(vaults) > 1 else None
-    if section is None:
-        out.update(_note_text_page(doc, 0, len(doc.body), char_offset, max_chars),
-                   sections=[{"heading_path": list(sec.heading_path), "level": sec.level,
-                              **dict(zip(("line_start", "line_end"), _section_lines(doc, sec)))}
-                             for sec in _named_sections(doc)])
-        out.update(_note_link_lists(config, store, row))
-        out["open"] = _show_command(row["relative_path"], vault=open_vault)
+    # one connection for the note, its sections (a PDF's pages) and its links: `show` had opened two
+    with _store_for(config, store) as store:
+        row, heading, vaults = _find_note(config, store, path, heading, vault)
+        doc = _note_document(config, store, row)
+        out = {"path": row["relative_path"], "vault_path": row["vault_path"], "heading_path": [],
+               "tags": list(row["tags"] or []), "frontmatter": _jsonable(row["frontmatter"] or {}),
+               "updated_at": _jsonable(row["updated_at"]), "on_disk": _note_on_disk(row)}
+        _check_note_line(doc, line)
+        section, others = _pick_section(doc, heading, line)
+        open_vault = row["vault_path"] if len(vaults) > 1 else None
+        if section is None:
+            out.update(_note_text_page(doc, 0, len(doc.body), char_offset, max_chars),
+                       sections=[{"heading_path": list(sec.heading_path), "level": sec.level,
+                                  **dict(zip(("line_start", "line_end"), _section_lines(doc, sec)))}
+                                 for sec in _named_sections(doc)])
+            out.update(_note_link_lists(config, store, row))
+            out["open"] = _show_command(row["relative_path"], vault=open_vault)
+            return out
+        paths = [sec.heading_path for sec in [section, *others]]
+        out.update(_note_text_page(doc, section.start, _section_end(doc, section), char_offset, max_chars),
+                   heading_path=list(section.heading_path),
+                   also_matched=[list(sec.heading_path) for sec in others],
+                   # each by its whole heading path, and its line where another section has that path too
+                   also_matched_open=[_show_command(row["relative_path"], sec.heading_path, vault=open_vault, line=(
+                       _section_lines(doc, sec)[0] if paths.count(sec.heading_path) > 1 else None)) for sec in others],
+                   open=_show_command(row["relative_path"], section.heading_path, vault=open_vault,
+                                      line=_section_lines(doc, section)[0] if others else None))
         return out
-    paths = [sec.heading_path for sec in [section, *others]]
-    out.update(_note_text_page(doc, section.start, _section_end(doc, section), char_offset, max_chars),
-               heading_path=list(section.heading_path),
-               also_matched=[list(sec.heading_path) for sec in others],
-               # each by its whole heading path, and its line where another section has that path too
-               also_matched_open=[_show_command(row["relative_path"], sec.heading_path, vault=open_vault, line=(
-                   _section_lines(doc, sec)[0] if paths.count(sec.heading_path) > 1 else None)) for sec in others],
-               open=_show_command(row["relative_path"], section.heading_path, vault=open_vault,
-                                  line=_section_lines(doc, section)[0] if others else None))
-    return out
 
 
 def list_notes(config: Config, prefix: Any = None, tag: Any = None, vault: Any = None, limit: Any = None,
